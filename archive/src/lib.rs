@@ -1,0 +1,2 @@
+//! The `archive` crate (see ARCHITECTURE.md).
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! The `finalizer` crate (see ARCHITECTURE.md).
+#![forbid(unsafe_code)]

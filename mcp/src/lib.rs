@@ -1,0 +1,2 @@
+//! The `mcp` crate (see ARCHITECTURE.md).
+#![forbid(unsafe_code)]

@@ -1,0 +1,491 @@
+//! `ApprovedExecutionContext` (`managed_refinement.execution_context.v1`) and
+//! `RepositorySnapshotEvidence`: the approval a host signs off and the snapshot it is bound to.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest::Sha256;
+use crate::error::SnapshotError;
+use crate::path::{RepoPath, casefold, path_is_allowed, safe_artifact_relpath};
+
+/// The only execution-context schema this implementation accepts.
+pub const EXECUTION_CONTEXT_SCHEMA_VERSION: &str = "managed_refinement.execution_context.v1";
+
+fn default_schema_version() -> String {
+    EXECUTION_CONTEXT_SCHEMA_VERSION.to_owned()
+}
+
+/// The wire form, before validation. Unknown keys are rejected.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExecutionContext {
+    #[serde(default = "default_schema_version")]
+    schema_version: String,
+    handoff_id: String,
+    request_id: String,
+    plan_id: String,
+    app_id: String,
+    build_registry_id: String,
+    repository_full_name: String,
+    baseline_commit_sha: String,
+    raw_request: String,
+    request_type: String,
+    approved_plan_digest: String,
+    snapshot_digest: String,
+    graph_identity_digest: String,
+    impact_report_digest: String,
+    execution_strategy_id: String,
+    rationale: String,
+    #[serde(default)]
+    allowed_paths: Vec<String>,
+    #[serde(default)]
+    prohibited_paths: Vec<String>,
+    #[serde(default)]
+    read_only_paths: Vec<String>,
+    #[serde(default)]
+    create_paths: Vec<String>,
+    #[serde(default)]
+    delete_paths: Vec<String>,
+    #[serde(default)]
+    required_validation_gates: Vec<String>,
+    #[serde(default)]
+    required_security_gates: Vec<String>,
+    #[serde(default)]
+    required_ci_checks: Vec<String>,
+}
+
+/// A validated approval. Fields are private; construct with [`ApprovedExecutionContext::from_json`]
+/// or `serde` deserialisation, both of which run every reference validator. Serialising gives the
+/// normalised form (scopes sorted and unique), which parses back to an equal value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "RawExecutionContext")]
+pub struct ApprovedExecutionContext {
+    schema_version: String,
+    handoff_id: String,
+    request_id: String,
+    plan_id: String,
+    app_id: String,
+    build_registry_id: String,
+    repository_full_name: String,
+    baseline_commit_sha: String,
+    raw_request: String,
+    request_type: String,
+    approved_plan_digest: String,
+    snapshot_digest: String,
+    graph_identity_digest: String,
+    impact_report_digest: String,
+    execution_strategy_id: String,
+    rationale: String,
+    allowed_paths: Vec<String>,
+    prohibited_paths: Vec<String>,
+    read_only_paths: Vec<String>,
+    create_paths: Vec<RepoPath>,
+    delete_paths: Vec<RepoPath>,
+    required_validation_gates: Vec<String>,
+    required_security_gates: Vec<String>,
+    required_ci_checks: Vec<String>,
+}
+
+fn invalid(detail: impl Into<String>) -> SnapshotError {
+    SnapshotError::ContextInvalid { detail: detail.into() }
+}
+
+fn non_empty(name: &str, value: String) -> Result<String, SnapshotError> {
+    if value.is_empty() {
+        return Err(invalid(format!("{name} must not be empty")));
+    }
+    Ok(value)
+}
+
+fn scope_list(values: Vec<String>) -> Result<Vec<String>, SnapshotError> {
+    let mut out = BTreeSet::new();
+    for v in values {
+        let n = safe_artifact_relpath(&v)
+            .ok_or_else(|| invalid(format!("unsafe execution path: {v:?}")))?;
+        out.insert(n);
+    }
+    Ok(out.into_iter().collect())
+}
+
+fn exact_list(values: Vec<String>) -> Result<Vec<RepoPath>, SnapshotError> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(values.len());
+    for v in values {
+        let p = RepoPath::parse(&v)
+            .map_err(|_| invalid(format!("unsafe exact execution path: {v:?}")))?;
+        if !seen.insert(casefold(&v)) {
+            return Err(invalid(format!("duplicate exact execution path: {v:?}")));
+        }
+        out.push(p);
+    }
+    out.sort();
+    Ok(out)
+}
+
+impl TryFrom<RawExecutionContext> for ApprovedExecutionContext {
+    type Error = SnapshotError;
+
+    fn try_from(raw: RawExecutionContext) -> Result<Self, Self::Error> {
+        let sha = &raw.baseline_commit_sha;
+        if sha.len() != 40 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(invalid("baseline_commit_sha must be hexadecimal"));
+        }
+        let pd = &raw.approved_plan_digest;
+        if pd.len() != 64 || !pd.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(invalid("approved_plan_digest must be hexadecimal"));
+        }
+        let ctx = Self {
+            schema_version: raw.schema_version,
+            handoff_id: non_empty("handoff_id", raw.handoff_id)?,
+            request_id: non_empty("request_id", raw.request_id)?,
+            plan_id: non_empty("plan_id", raw.plan_id)?,
+            app_id: non_empty("app_id", raw.app_id)?,
+            build_registry_id: non_empty("build_registry_id", raw.build_registry_id)?,
+            repository_full_name: non_empty("repository_full_name", raw.repository_full_name)?,
+            baseline_commit_sha: raw.baseline_commit_sha,
+            raw_request: non_empty("raw_request", raw.raw_request)?,
+            request_type: non_empty("request_type", raw.request_type)?,
+            approved_plan_digest: raw.approved_plan_digest,
+            snapshot_digest: non_empty("snapshot_digest", raw.snapshot_digest)?,
+            graph_identity_digest: non_empty("graph_identity_digest", raw.graph_identity_digest)?,
+            impact_report_digest: non_empty("impact_report_digest", raw.impact_report_digest)?,
+            execution_strategy_id: non_empty("execution_strategy_id", raw.execution_strategy_id)?,
+            rationale: non_empty("rationale", raw.rationale)?,
+            allowed_paths: scope_list(raw.allowed_paths)?,
+            prohibited_paths: scope_list(raw.prohibited_paths)?,
+            read_only_paths: scope_list(raw.read_only_paths)?,
+            create_paths: exact_list(raw.create_paths)?,
+            delete_paths: exact_list(raw.delete_paths)?,
+            required_validation_gates: raw.required_validation_gates,
+            required_security_gates: raw.required_security_gates,
+            required_ci_checks: raw.required_ci_checks,
+        };
+        ctx.check_grants()?;
+        Ok(ctx)
+    }
+}
+
+impl ApprovedExecutionContext {
+    /// Parses and validates an approval document.
+    ///
+    /// # Errors
+    /// `REPOSITORY_PATCH_CONTEXT_INVALID` with the reference validator message.
+    pub fn from_json(text: &str) -> Result<Self, SnapshotError> {
+        serde_json::from_str(text).map_err(|e| invalid(serde_detail(&e)))
+    }
+
+    /// Grants over creates + deletes: case-fold unique, no grant a `/`-prefix of another, each
+    /// allowed by the scopes.
+    fn check_grants(&self) -> Result<(), SnapshotError> {
+        let grants: Vec<&RepoPath> = self.create_paths.iter().chain(&self.delete_paths).collect();
+        let folded: Vec<String> = grants.iter().map(|p| p.collision_key()).collect();
+        let unique: BTreeSet<&String> = folded.iter().collect();
+        if unique.len() != folded.len() {
+            return Err(invalid("exact operation grants overlap"));
+        }
+        for a in &folded {
+            for b in &folded {
+                if a != b && b.strip_prefix(a.as_str()).is_some_and(|r| r.starts_with('/')) {
+                    return Err(invalid("exact operation grants overlap"));
+                }
+            }
+        }
+        for g in grants {
+            if !path_is_allowed(
+                g.as_str(),
+                &self.allowed_paths,
+                &self.prohibited_paths,
+                &self.read_only_paths,
+            ) {
+                return Err(invalid(format!(
+                    "exact operation path is outside approved scope: {:?}",
+                    g.as_str()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// `schema_version` as given (consumers check it).
+    #[must_use]
+    pub fn schema_version(&self) -> &str {
+        &self.schema_version
+    }
+    #[must_use]
+    pub fn handoff_id(&self) -> &str {
+        &self.handoff_id
+    }
+    #[must_use]
+    pub fn request_id(&self) -> &str {
+        &self.request_id
+    }
+    #[must_use]
+    pub fn plan_id(&self) -> &str {
+        &self.plan_id
+    }
+    #[must_use]
+    pub fn app_id(&self) -> &str {
+        &self.app_id
+    }
+    #[must_use]
+    pub fn build_registry_id(&self) -> &str {
+        &self.build_registry_id
+    }
+    #[must_use]
+    pub fn repository_full_name(&self) -> &str {
+        &self.repository_full_name
+    }
+    #[must_use]
+    pub fn baseline_commit_sha(&self) -> &str {
+        &self.baseline_commit_sha
+    }
+    #[must_use]
+    pub fn raw_request(&self) -> &str {
+        &self.raw_request
+    }
+    #[must_use]
+    pub fn request_type(&self) -> &str {
+        &self.request_type
+    }
+    #[must_use]
+    pub fn approved_plan_digest(&self) -> &str {
+        &self.approved_plan_digest
+    }
+    #[must_use]
+    pub fn snapshot_digest(&self) -> &str {
+        &self.snapshot_digest
+    }
+    #[must_use]
+    pub fn graph_identity_digest(&self) -> &str {
+        &self.graph_identity_digest
+    }
+    #[must_use]
+    pub fn impact_report_digest(&self) -> &str {
+        &self.impact_report_digest
+    }
+    #[must_use]
+    pub fn execution_strategy_id(&self) -> &str {
+        &self.execution_strategy_id
+    }
+    #[must_use]
+    pub fn rationale(&self) -> &str {
+        &self.rationale
+    }
+    /// Allowed scopes, normalised, sorted and unique.
+    #[must_use]
+    pub fn allowed_paths(&self) -> &[String] {
+        &self.allowed_paths
+    }
+    #[must_use]
+    pub fn prohibited_paths(&self) -> &[String] {
+        &self.prohibited_paths
+    }
+    #[must_use]
+    pub fn read_only_paths(&self) -> &[String] {
+        &self.read_only_paths
+    }
+    /// Exact create grants, sorted.
+    #[must_use]
+    pub fn create_paths(&self) -> &[RepoPath] {
+        &self.create_paths
+    }
+    /// Exact delete grants, sorted.
+    #[must_use]
+    pub fn delete_paths(&self) -> &[RepoPath] {
+        &self.delete_paths
+    }
+    #[must_use]
+    pub fn required_validation_gates(&self) -> &[String] {
+        &self.required_validation_gates
+    }
+    #[must_use]
+    pub fn required_security_gates(&self) -> &[String] {
+        &self.required_security_gates
+    }
+    #[must_use]
+    pub fn required_ci_checks(&self) -> &[String] {
+        &self.required_ci_checks
+    }
+
+    /// Reference `_path_is_allowed` against this approval's scopes.
+    #[must_use]
+    pub fn path_is_allowed(&self, path: &str) -> bool {
+        path_is_allowed(path, &self.allowed_paths, &self.prohibited_paths, &self.read_only_paths)
+    }
+}
+
+/// Test and tooling constructor: the validated context from a JSON value.
+///
+/// # Errors
+/// As [`ApprovedExecutionContext::from_json`].
+pub fn context_from_value(value: serde_json::Value) -> Result<ApprovedExecutionContext, SnapshotError> {
+    serde_json::from_value(value).map_err(|e| invalid(serde_detail(&e)))
+}
+
+/// A serde error message without the input excerpt serde_json sometimes includes.
+fn serde_detail(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    // serde_json appends " at line L column C"; keep the message, drop nothing else.
+    text.chars().take(300).collect()
+}
+
+/// The wire form of snapshot evidence, before validation.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSnapshotEvidence {
+    plan_id: String,
+    request_id: String,
+    app_id: String,
+    repository_full_name: String,
+    baseline_commit_sha: String,
+    snapshot_digest: String,
+    file_manifest: BTreeMap<String, String>,
+}
+
+/// `RepositorySnapshotEvidence`: the approved snapshot's identity and its file manifest
+/// (`path → sha256:` of the exact UTF-8 bytes at the pinned commit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "RawSnapshotEvidence")]
+pub struct RepositorySnapshotEvidence {
+    plan_id: String,
+    request_id: String,
+    app_id: String,
+    repository_full_name: String,
+    baseline_commit_sha: String,
+    snapshot_digest: String,
+    file_manifest: BTreeMap<RepoPath, Sha256>,
+}
+
+impl TryFrom<RawSnapshotEvidence> for RepositorySnapshotEvidence {
+    type Error = SnapshotError;
+
+    fn try_from(raw: RawSnapshotEvidence) -> Result<Self, Self::Error> {
+        let snap_invalid = |d: &str| SnapshotError::SnapshotInvalid { detail: d.to_owned() };
+        for (name, v) in [
+            ("plan_id", &raw.plan_id),
+            ("request_id", &raw.request_id),
+            ("app_id", &raw.app_id),
+            ("repository_full_name", &raw.repository_full_name),
+            ("snapshot_digest", &raw.snapshot_digest),
+        ] {
+            if v.is_empty() {
+                return Err(snap_invalid(&format!("{name} must not be empty")));
+            }
+        }
+        if raw.baseline_commit_sha.chars().count() != 40 {
+            return Err(snap_invalid("baseline_commit_sha must be 40 characters"));
+        }
+        let mut manifest = BTreeMap::new();
+        for (path, hash) in raw.file_manifest {
+            let p = RepoPath::parse(&path).map_err(|r| SnapshotError::unsafe_path(&path, r))?;
+            let h: Sha256 =
+                hash.parse().map_err(|_| SnapshotError::ManifestHash { path: path.clone() })?;
+            manifest.insert(p, h);
+        }
+        Ok(Self {
+            plan_id: raw.plan_id,
+            request_id: raw.request_id,
+            app_id: raw.app_id,
+            repository_full_name: raw.repository_full_name,
+            baseline_commit_sha: raw.baseline_commit_sha,
+            snapshot_digest: raw.snapshot_digest,
+            file_manifest: manifest,
+        })
+    }
+}
+
+impl RepositorySnapshotEvidence {
+    /// Builds evidence from already-typed parts (the Git snapshot loader uses this).
+    ///
+    /// # Errors
+    /// `REPOSITORY_PATCH_SNAPSHOT_INVALID` when an identity field is empty or the commit is not
+    /// 40 characters.
+    pub fn new(
+        plan_id: String,
+        request_id: String,
+        app_id: String,
+        repository_full_name: String,
+        baseline_commit_sha: String,
+        snapshot_digest: String,
+        file_manifest: BTreeMap<RepoPath, Sha256>,
+    ) -> Result<Self, SnapshotError> {
+        let raw = RawSnapshotEvidence {
+            plan_id,
+            request_id,
+            app_id,
+            repository_full_name,
+            baseline_commit_sha,
+            snapshot_digest,
+            file_manifest: BTreeMap::new(),
+        };
+        let mut out = Self::try_from(raw)?;
+        out.file_manifest = file_manifest;
+        Ok(out)
+    }
+
+    /// Parses and validates an evidence document.
+    ///
+    /// # Errors
+    /// `REPOSITORY_PATCH_UNSAFE_PATH`, `REPOSITORY_PATCH_MANIFEST_HASH` or
+    /// `REPOSITORY_PATCH_SNAPSHOT_INVALID`.
+    pub fn from_json(text: &str) -> Result<Self, SnapshotError> {
+        // Deserialize the raw form first so typed errors (paths, hashes) keep their codes.
+        let raw: RawSnapshotEvidence = serde_json::from_str(text)
+            .map_err(|e| SnapshotError::SnapshotInvalid { detail: serde_detail(&e) })?;
+        Self::try_from(raw)
+    }
+
+    #[must_use]
+    pub fn plan_id(&self) -> &str {
+        &self.plan_id
+    }
+    #[must_use]
+    pub fn request_id(&self) -> &str {
+        &self.request_id
+    }
+    #[must_use]
+    pub fn app_id(&self) -> &str {
+        &self.app_id
+    }
+    #[must_use]
+    pub fn repository_full_name(&self) -> &str {
+        &self.repository_full_name
+    }
+    #[must_use]
+    pub fn baseline_commit_sha(&self) -> &str {
+        &self.baseline_commit_sha
+    }
+    #[must_use]
+    pub fn snapshot_digest(&self) -> &str {
+        &self.snapshot_digest
+    }
+    /// `path → sha256:` for every regular exact-UTF-8 file at the commit.
+    #[must_use]
+    pub fn file_manifest(&self) -> &BTreeMap<RepoPath, Sha256> {
+        &self.file_manifest
+    }
+}
+
+/// Reference `_verify_snapshot_identity`.
+///
+/// # Errors
+/// `REPOSITORY_PATCH_CONTEXT_VERSION` or `REPOSITORY_PATCH_SNAPSHOT_IDENTITY`.
+pub fn verify_snapshot_identity(
+    context: &ApprovedExecutionContext,
+    snapshot: &RepositorySnapshotEvidence,
+) -> Result<(), SnapshotError> {
+    if context.schema_version != EXECUTION_CONTEXT_SCHEMA_VERSION {
+        return Err(SnapshotError::ContextVersion);
+    }
+    let same = context.plan_id == snapshot.plan_id
+        && context.request_id == snapshot.request_id
+        && context.app_id == snapshot.app_id
+        && context.repository_full_name == snapshot.repository_full_name
+        && context.baseline_commit_sha == snapshot.baseline_commit_sha
+        && context.snapshot_digest == snapshot.snapshot_digest;
+    if !same {
+        return Err(SnapshotError::SnapshotIdentity);
+    }
+    Ok(())
+}

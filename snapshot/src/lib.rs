@@ -1,0 +1,36 @@
+//! The foundation of the patch-candidate pipeline: portable repository paths, `sha256:` digests,
+//! the approved execution context, snapshot evidence, selection checks, path classifiers, the host
+//! path policy, and Git snapshots at a pinned commit.
+//!
+//! # Security
+//! Every value that comes from outside (approval JSON, snapshot JSON, Git tree entries, archive
+//! names) becomes typed only through a fallible constructor here. Nothing in this crate writes to
+//! a repository.
+#![forbid(unsafe_code)]
+
+pub mod classify;
+pub mod context;
+pub mod digest;
+pub mod error;
+pub mod git;
+pub mod path;
+pub mod policy;
+pub mod selection;
+
+pub use classify::{
+    SECRET_CONTRACT_PATH, is_repository_env_template_path, is_secret_contract_path,
+    is_secret_sensitive_path, reject_env_template_path, validate_output_text,
+    validate_secret_contract_text,
+};
+pub use context::{
+    ApprovedExecutionContext, EXECUTION_CONTEXT_SCHEMA_VERSION, RepositorySnapshotEvidence,
+    verify_snapshot_identity,
+};
+pub use digest::{Sha256, sha256_bare_hex};
+pub use error::SnapshotError;
+pub use path::{Collision, PathRejection, RepoPath, casefold, detect_collisions};
+pub use policy::{CreateAbsence, DefaultPathPolicy, PathPolicy};
+pub use selection::{
+    BaselineFiles, MAX_READ_ONLY_INSPECTION_BYTES, MAX_READ_ONLY_INSPECTION_FILES,
+    MAX_REPOSITORY_FILES, select_read_only_files, verify_selected_baseline,
+};

@@ -1,0 +1,30 @@
+//! `patch-candidate`: the command line of the sandboxed repository-patch pipeline.
+//!
+//! stdout carries only the result (JSON with `--json`); progress and diagnostics go to stderr.
+//! Exit codes: 0 ok, 1 rejected (with a stable code), 2 usage, 3 environment (Docker, git, I/O).
+#![forbid(unsafe_code)]
+#![deny(clippy::print_stdout)]
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+
+fn main() -> ExitCode {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints help/version to stdout and usage errors to stderr itself.
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_max_level(if cli.verbose { tracing::Level::DEBUG } else { tracing::Level::INFO })
+        .without_time()
+        .init();
+    cli::run(cli)
+}
