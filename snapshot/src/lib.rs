@@ -13,8 +13,10 @@ pub mod context;
 pub mod digest;
 pub mod error;
 pub mod git;
+pub mod json;
 pub mod path;
 pub mod policy;
+pub mod proposal;
 pub mod selection;
 
 pub use classify::{
@@ -34,3 +36,5 @@ pub use selection::{
     BaselineFiles, MAX_READ_ONLY_INSPECTION_BYTES, MAX_READ_ONLY_INSPECTION_FILES,
     MAX_REPOSITORY_FILES, select_read_only_files, verify_selected_baseline,
 };
+pub use json::{StrictJsonError, from_slice_strict};
+pub use proposal::{FileOp, ProposalStatus, ProposedFileChange, StagedPatchProposal};
