@@ -6,13 +6,38 @@ use crate::path::casefold;
 /// The one secrets manifest a change may touch, and only names-only.
 pub const SECRET_CONTRACT_PATH: &str = "app/security/secrets.yaml";
 
-const ENV_TEMPLATES: [&str; 3] = [".env.example", ".env.staging.example", ".env.production.example"];
-const SECRET_SUFFIXES: [&str; 7] = [".key", ".pem", ".p12", ".pfx", ".pkcs12", ".keystore", ".jks"];
+const ENV_TEMPLATES: [&str; 3] = [
+    ".env.example",
+    ".env.staging.example",
+    ".env.production.example",
+];
+const SECRET_SUFFIXES: [&str; 7] = [
+    ".key",
+    ".pem",
+    ".p12",
+    ".pfx",
+    ".pkcs12",
+    ".keystore",
+    ".jks",
+];
 const SECRET_WORDS: [&str; 9] = [
-    "secret", "credential", "token", "password", "passwd", "apikey", "api_key", "api-key",
+    "secret",
+    "credential",
+    "token",
+    "password",
+    "passwd",
+    "apikey",
+    "api_key",
+    "api-key",
     "private_key",
 ];
-const SECRET_FILES: [&str; 5] = [".netrc", ".npmrc", ".pypirc", ".htpasswd", ".git-credentials"];
+const SECRET_FILES: [&str; 5] = [
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".htpasswd",
+    ".git-credentials",
+];
 
 /// Root-level env templates (`.env.example`, `.env.staging.example`, `.env.production.example`),
 /// case-insensitive. They need a names-only content gate and are never editable.
@@ -48,7 +73,9 @@ pub fn is_secret_sensitive_path(path: &str) -> bool {
 }
 
 fn squash(text: &str) -> String {
-    text.chars().filter(|c| !matches!(c, '.' | '_' | '-') && !c.is_whitespace()).collect()
+    text.chars()
+        .filter(|c| !matches!(c, '.' | '_' | '-') && !c.is_whitespace())
+        .collect()
 }
 
 fn segment_is_sensitive(segment: &str) -> bool {
@@ -86,7 +113,9 @@ fn segment_is_sensitive(segment: &str) -> bool {
 /// `REPOSITORY_PATCH_ENV_TEMPLATE`.
 pub fn reject_env_template_path(path: &str) -> Result<(), SnapshotError> {
     if is_repository_env_template_path(path) {
-        return Err(SnapshotError::EnvTemplate { path: path.to_owned() });
+        return Err(SnapshotError::EnvTemplate {
+            path: path.to_owned(),
+        });
     }
     Ok(())
 }
@@ -99,7 +128,9 @@ pub fn reject_env_template_path(path: &str) -> Result<(), SnapshotError> {
 /// # Errors
 /// `REPOSITORY_PATCH_SECRET_CONTRACT` (message contains `names-only`).
 pub fn validate_secret_contract_text(path: &str, content: &str) -> Result<(), SnapshotError> {
-    let reject = || SnapshotError::SecretContract { path: path.to_owned() };
+    let reject = || SnapshotError::SecretContract {
+        path: path.to_owned(),
+    };
     for raw_line in content.lines() {
         let line = raw_line.split(" #").next().unwrap_or_default();
         let trimmed = line.trim();
@@ -141,11 +172,13 @@ fn is_secret_name(text: &str) -> bool {
     let t = text.trim_matches(['"', '\'']);
     !t.is_empty()
         && t.len() <= 128
-        && t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+        && t.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
 }
 
 fn is_plain_scalar(text: &str) -> bool {
-    text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    text.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
 }
 
 /// Reference `_validate_output_text`: env-template rejection, then the secrets contract gate.
@@ -166,7 +199,11 @@ mod tests {
 
     #[test]
     fn reference_secret_outcomes() {
-        for p in [".env.example", "app/security/secrets.yaml", "app/modules/support/service.py"] {
+        for p in [
+            ".env.example",
+            "app/security/secrets.yaml",
+            "app/modules/support/service.py",
+        ] {
             assert!(!is_secret_sensitive_path(p), "{p}");
         }
         for p in [
@@ -189,7 +226,12 @@ mod tests {
 
     #[test]
     fn env_templates_are_root_only_and_case_insensitive() {
-        for p in [".env.example", ".ENV.EXAMPLE", ".env.staging.example", ".env.production.example"] {
+        for p in [
+            ".env.example",
+            ".ENV.EXAMPLE",
+            ".env.staging.example",
+            ".env.production.example",
+        ] {
             assert!(is_repository_env_template_path(p), "{p}");
             assert_eq!(
                 validate_output_text(p, "A=\n").unwrap_err().code(),

@@ -88,7 +88,9 @@ pub struct ApprovedExecutionContext {
 }
 
 fn invalid(detail: impl Into<String>) -> SnapshotError {
-    SnapshotError::ContextInvalid { detail: detail.into() }
+    SnapshotError::ContextInvalid {
+        detail: detail.into(),
+    }
 }
 
 fn non_empty(name: &str, value: String) -> Result<String, SnapshotError> {
@@ -186,7 +188,10 @@ impl ApprovedExecutionContext {
         }
         for a in &folded {
             for b in &folded {
-                if a != b && b.strip_prefix(a.as_str()).is_some_and(|r| r.starts_with('/')) {
+                if a != b
+                    && b.strip_prefix(a.as_str())
+                        .is_some_and(|r| r.starts_with('/'))
+                {
                     return Err(invalid("exact operation grants overlap"));
                 }
             }
@@ -311,7 +316,12 @@ impl ApprovedExecutionContext {
     /// Reference `_path_is_allowed` against this approval's scopes.
     #[must_use]
     pub fn path_is_allowed(&self, path: &str) -> bool {
-        path_is_allowed(path, &self.allowed_paths, &self.prohibited_paths, &self.read_only_paths)
+        path_is_allowed(
+            path,
+            &self.allowed_paths,
+            &self.prohibited_paths,
+            &self.read_only_paths,
+        )
     }
 }
 
@@ -319,7 +329,9 @@ impl ApprovedExecutionContext {
 ///
 /// # Errors
 /// As [`ApprovedExecutionContext::from_json`].
-pub fn context_from_value(value: serde_json::Value) -> Result<ApprovedExecutionContext, SnapshotError> {
+pub fn context_from_value(
+    value: serde_json::Value,
+) -> Result<ApprovedExecutionContext, SnapshotError> {
     serde_json::from_value(value).map_err(|e| invalid(serde_detail(&e)))
 }
 
@@ -361,7 +373,9 @@ impl TryFrom<RawSnapshotEvidence> for RepositorySnapshotEvidence {
     type Error = SnapshotError;
 
     fn try_from(raw: RawSnapshotEvidence) -> Result<Self, Self::Error> {
-        let snap_invalid = |d: &str| SnapshotError::SnapshotInvalid { detail: d.to_owned() };
+        let snap_invalid = |d: &str| SnapshotError::SnapshotInvalid {
+            detail: d.to_owned(),
+        };
         for (name, v) in [
             ("plan_id", &raw.plan_id),
             ("request_id", &raw.request_id),
@@ -379,8 +393,9 @@ impl TryFrom<RawSnapshotEvidence> for RepositorySnapshotEvidence {
         let mut manifest = BTreeMap::new();
         for (path, hash) in raw.file_manifest {
             let p = RepoPath::parse(&path).map_err(|r| SnapshotError::unsafe_path(&path, r))?;
-            let h: Sha256 =
-                hash.parse().map_err(|_| SnapshotError::ManifestHash { path: path.clone() })?;
+            let h: Sha256 = hash
+                .parse()
+                .map_err(|_| SnapshotError::ManifestHash { path: path.clone() })?;
             manifest.insert(p, h);
         }
         Ok(Self {
@@ -431,8 +446,10 @@ impl RepositorySnapshotEvidence {
     /// `REPOSITORY_PATCH_SNAPSHOT_INVALID`.
     pub fn from_json(text: &str) -> Result<Self, SnapshotError> {
         // Deserialize the raw form first so typed errors (paths, hashes) keep their codes.
-        let raw: RawSnapshotEvidence = serde_json::from_str(text)
-            .map_err(|e| SnapshotError::SnapshotInvalid { detail: serde_detail(&e) })?;
+        let raw: RawSnapshotEvidence =
+            serde_json::from_str(text).map_err(|e| SnapshotError::SnapshotInvalid {
+                detail: serde_detail(&e),
+            })?;
         Self::try_from(raw)
     }
 

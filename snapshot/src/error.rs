@@ -72,6 +72,9 @@ pub enum SnapshotError {
     /// Running or reading `git` failed (environment problem).
     #[error("REPOSITORY_SNAPSHOT_GIT: {detail}")]
     Git { detail: String },
+    /// A requested path is not a manifest file of the snapshot.
+    #[error("REPOSITORY_SNAPSHOT_PATH: {path:?} is not a manifest file at the commit")]
+    SnapshotPath { path: String },
 }
 
 impl SnapshotError {
@@ -105,6 +108,7 @@ impl SnapshotError {
             Self::Repository { .. } => "REPOSITORY_SNAPSHOT_REPOSITORY",
             Self::Commit { .. } => "REPOSITORY_SNAPSHOT_COMMIT",
             Self::Git { .. } => "REPOSITORY_SNAPSHOT_GIT",
+            Self::SnapshotPath { .. } => "REPOSITORY_SNAPSHOT_PATH",
         }
     }
 
@@ -117,7 +121,10 @@ impl SnapshotError {
     /// `REPOSITORY_PATCH_UNSAFE_PATH` for `path`.
     #[must_use]
     pub fn unsafe_path(path: &str, reason: PathRejection) -> Self {
-        Self::UnsafePath { path: path.to_owned(), reason }
+        Self::UnsafePath {
+            path: path.to_owned(),
+            reason,
+        }
     }
 }
 

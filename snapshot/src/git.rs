@@ -1,1 +1,1075 @@
-//! Git snapshots at a pinned commit (filled in by the snapshot loader work).
+//! Git snapshots at a pinned commit: the commit's complete tree, read from the object database.
+//!
+//! The loader runs the `git` binary rather than linking `gix`: git is the authority on its own
+//! object format (packs, alternates, SHA-256 object format, future extensions), and spawning it
+//! keeps gix's compile cost and a second object parser out of this crate. Every git process runs
+//! with a cleared environment (only `PATH`, plus settings that disable system/global config,
+//! replace refs, lazy fetches, prompts and every transport), so `GIT_DIR`, user config or replace
+//! refs cannot redirect what is read. Only `rev-parse`, `cat-file` and `ls-tree` are run; the
+//! worktree and the index are never read.
+//!
+//! [`GitSnapshot::load`] lists the tree with one `git ls-tree -r -z --full-tree <commit>` and
+//! streams every blob through one `git cat-file --batch` process, hashing with `sha2` (SHA-NI is
+//! detected at run time). Every tree entry is kept with a typed [`EntryKind`]; the file manifest
+//! is the set of [`EntryKind::File`] entries. The canonical form behind
+//! [`GitSnapshot::snapshot_digest`] is documented in `docs/SNAPSHOT.md`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::OsString;
+use std::fmt;
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::os::unix::ffi::OsStringExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde::Serialize;
+use sha2::Digest as _;
+
+use crate::context::RepositorySnapshotEvidence;
+use crate::digest::Sha256;
+use crate::error::SnapshotError;
+use crate::path::{RepoPath, casefold};
+use crate::policy::CreateAbsence;
+use crate::selection::BaselineFiles;
+
+/// Schema id of the canonical snapshot document hashed by [`GitSnapshot::snapshot_digest`].
+pub const SNAPSHOT_SCHEMA: &str = "patch_candidate.repository_snapshot.v1";
+
+/// Read size for streamed blob contents.
+const READ_BUFFER_BYTES: usize = 256 * 1024;
+
+/// What a tree entry is, and why it is excluded from the manifest when it is not a plain file.
+///
+/// Classification order (the first that applies wins): [`Self::NonUtf8Path`],
+/// [`Self::NonPortablePath`], then the entry type ([`Self::Submodule`], [`Self::Symlink`],
+/// [`Self::Executable`], [`Self::UnsupportedMode`]), then [`Self::CaseFoldCollision`], then
+/// [`Self::NonUtf8Content`]; an entry that passes everything is a [`Self::File`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EntryKind {
+    /// A regular (`100644`) blob with a portable name and exact UTF-8 content: in the manifest.
+    File,
+    /// The name is not valid UTF-8 (recorded hex-encoded).
+    NonUtf8Path,
+    /// The name fails the portable path profile or the canonical rule.
+    NonPortablePath,
+    /// A gitlink (`160000`): a submodule commit, not content of this repository.
+    Submodule,
+    /// A symbolic link (`120000`).
+    Symlink,
+    /// An executable blob (`100755`).
+    Executable,
+    /// Any other mode or mode/type pairing.
+    UnsupportedMode,
+    /// The case-folded path equals another entry's, or one is a case-folded directory prefix of
+    /// the other (a case-insensitive checkout could not hold both).
+    CaseFoldCollision,
+    /// A regular file whose bytes are not exact UTF-8.
+    NonUtf8Content,
+}
+
+impl EntryKind {
+    /// The wire name (`file`, `symlink`, `submodule`, …).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::File => "file",
+            Self::NonUtf8Path => "non_utf8_path",
+            Self::NonPortablePath => "non_portable_path",
+            Self::Submodule => "submodule",
+            Self::Symlink => "symlink",
+            Self::Executable => "executable",
+            Self::UnsupportedMode => "unsupported_mode",
+            Self::CaseFoldCollision => "case_fold_collision",
+            Self::NonUtf8Content => "non_utf8_content",
+        }
+    }
+
+    /// True for every kind except [`Self::File`].
+    #[must_use]
+    pub fn is_excluded(self) -> bool {
+        self != Self::File
+    }
+}
+
+impl fmt::Display for EntryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One entry of the commit's complete tree (blobs, symlinks and gitlinks; trees are implied by
+/// the paths).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeEntry {
+    raw_path: Vec<u8>,
+    path: Option<String>,
+    mode: String,
+    object_id: String,
+    kind: EntryKind,
+    size: Option<u64>,
+    content_sha256: Option<Sha256>,
+}
+
+impl TreeEntry {
+    /// The name bytes exactly as stored in the tree.
+    #[must_use]
+    pub fn raw_path(&self) -> &[u8] {
+        &self.raw_path
+    }
+    /// The name as text, or `None` when it is not UTF-8.
+    #[must_use]
+    pub fn path(&self) -> Option<&str> {
+        self.path.as_deref()
+    }
+    /// The name bytes, lowercase hex.
+    #[must_use]
+    pub fn path_hex(&self) -> String {
+        hex::encode(&self.raw_path)
+    }
+    /// The git mode as `ls-tree` prints it (`100644`, `100755`, `120000`, `160000`, …).
+    #[must_use]
+    pub fn mode(&self) -> &str {
+        &self.mode
+    }
+    /// The git object id (lowercase hex; 40 digits for SHA-1 repositories, 64 for SHA-256).
+    #[must_use]
+    pub fn object_id(&self) -> &str {
+        &self.object_id
+    }
+    #[must_use]
+    pub fn kind(&self) -> EntryKind {
+        self.kind
+    }
+    /// Blob size in bytes (`None` for gitlinks, whose object is not in this repository).
+    #[must_use]
+    pub fn size(&self) -> Option<u64> {
+        self.size
+    }
+    /// `sha256:` of the blob bytes (`None` for gitlinks).
+    #[must_use]
+    pub fn content_sha256(&self) -> Option<Sha256> {
+        self.content_sha256
+    }
+
+    fn canonical(&self) -> CanonicalEntry<'_> {
+        CanonicalEntry {
+            content_sha256: self.content_sha256,
+            kind: self.kind,
+            mode: &self.mode,
+            object_id: &self.object_id,
+            path: self.path.as_deref(),
+            path_hex: self.path_hex(),
+            size: self.size,
+        }
+    }
+}
+
+/// The canonical JSON form of an entry. Field order is the sorted key order; do not reorder.
+#[derive(Serialize)]
+struct CanonicalEntry<'a> {
+    content_sha256: Option<Sha256>,
+    kind: EntryKind,
+    mode: &'a str,
+    object_id: &'a str,
+    path: Option<&'a str>,
+    path_hex: String,
+    size: Option<u64>,
+}
+
+impl Serialize for TreeEntry {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.canonical().serialize(serializer)
+    }
+}
+
+/// The complete tree of one commit, classified, with its file manifest.
+pub struct GitSnapshot {
+    git_dir: PathBuf,
+    commit: String,
+    entries: Vec<TreeEntry>,
+    manifest: BTreeMap<RepoPath, Sha256>,
+    object_ids: BTreeMap<RepoPath, String>,
+    folded_entries: HashSet<String>,
+    folded_directories: HashSet<String>,
+    digest_prefix: sha2::Sha256,
+}
+
+impl fmt::Debug for GitSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GitSnapshot")
+            .field("git_dir", &self.git_dir)
+            .field("commit", &self.commit)
+            .field("entries", &self.entries.len())
+            .field("manifest", &self.manifest.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GitSnapshot {
+    /// Loads the complete tree of `commit` from the repository at `repo` (a worktree root or a
+    /// bare repository; discovery never walks above `repo`).
+    ///
+    /// # Errors
+    /// `REPOSITORY_SNAPSHOT_COMMIT` when `commit` is not 40 lowercase hex digits or does not name
+    /// a commit; `REPOSITORY_SNAPSHOT_REPOSITORY` when `repo` is missing or not a repository;
+    /// `REPOSITORY_SNAPSHOT_GIT` when git cannot be run or its output is malformed.
+    ///
+    /// # Security
+    /// Reads only the object database through git with a cleared environment; never the worktree
+    /// or index, never the network (lazy fetch and every protocol are disabled).
+    pub fn load(repo: &Path, commit: &str) -> Result<Self, SnapshotError> {
+        validate_commit_text(commit)?;
+        let git_dir = discover_git_dir(repo)?;
+        verify_commit_object(&git_dir, commit)?;
+        let (raw_entries, blobs) = read_tree(&git_dir, commit)?;
+        Self::from_raw(git_dir, commit.to_owned(), raw_entries, &blobs)
+    }
+
+    fn from_raw(
+        git_dir: PathBuf,
+        commit: String,
+        mut raw_entries: Vec<RawEntry>,
+        blobs: &HashMap<String, BlobInfo>,
+    ) -> Result<Self, SnapshotError> {
+        raw_entries.sort_by(|a, b| a.path.cmp(&b.path));
+        if raw_entries
+            .windows(2)
+            .any(|w| matches!(w, [a, b] if a.path == b.path))
+        {
+            return Err(git_error("tree lists one path twice"));
+        }
+        // Case-fold keys over the complete tree. Non-UTF-8 names fold lossily: a replacement
+        // character can only add collisions, never hide one.
+        let folded: Vec<String> = raw_entries
+            .iter()
+            .map(|e| casefold(&String::from_utf8_lossy(&e.path)))
+            .collect();
+        let mut key_counts: HashMap<&str, usize> = HashMap::with_capacity(folded.len());
+        let mut folded_directories = HashSet::new();
+        for key in &folded {
+            *key_counts.entry(key.as_str()).or_insert(0) += 1;
+            for (i, _) in key.match_indices('/') {
+                if let Some(prefix) = key.get(..i)
+                    && !folded_directories.contains(prefix)
+                {
+                    folded_directories.insert(prefix.to_owned());
+                }
+            }
+        }
+        let collides = |key: &str| {
+            key_counts.get(key).is_some_and(|n| *n > 1)
+                || folded_directories.contains(key)
+                || key
+                    .match_indices('/')
+                    .filter_map(|(i, _)| key.get(..i))
+                    .any(|prefix| key_counts.contains_key(prefix))
+        };
+
+        let mut entries = Vec::with_capacity(raw_entries.len());
+        let mut manifest = BTreeMap::new();
+        let mut object_ids = BTreeMap::new();
+        for (raw, key) in raw_entries.into_iter().zip(&folded) {
+            let blob = match raw.object_type {
+                ObjectType::Blob => Some(
+                    blobs
+                        .get(&raw.object_id)
+                        .ok_or_else(|| git_error("blob missing from batch"))?,
+                ),
+                ObjectType::Commit | ObjectType::Tree => None,
+            };
+            let text = String::from_utf8(raw.path.clone()).ok();
+            let repo_path = text.as_deref().map(RepoPath::parse);
+            let kind = match (&repo_path, raw.mode.as_str(), raw.object_type) {
+                (None, _, _) => EntryKind::NonUtf8Path,
+                (Some(Err(_)), _, _) => EntryKind::NonPortablePath,
+                (_, "160000", ObjectType::Commit) => EntryKind::Submodule,
+                (_, "120000", ObjectType::Blob) => EntryKind::Symlink,
+                (_, "100755", ObjectType::Blob) => EntryKind::Executable,
+                (_, "100644", ObjectType::Blob) if collides(key) => EntryKind::CaseFoldCollision,
+                (_, "100644", ObjectType::Blob) if blob.is_some_and(|b| !b.utf8) => {
+                    EntryKind::NonUtf8Content
+                }
+                (_, "100644", ObjectType::Blob) => EntryKind::File,
+                _ => EntryKind::UnsupportedMode,
+            };
+            if kind == EntryKind::File
+                && let (Some(Ok(path)), Some(blob)) = (&repo_path, blob)
+            {
+                manifest.insert(path.clone(), blob.sha256);
+                object_ids.insert(path.clone(), raw.object_id.clone());
+            }
+            entries.push(TreeEntry {
+                raw_path: raw.path,
+                path: text,
+                mode: raw.mode,
+                object_id: raw.object_id,
+                kind,
+                size: blob.map(|b| b.size),
+                content_sha256: blob.map(|b| b.sha256),
+            });
+        }
+
+        let mut digest_prefix = sha2::Sha256::new();
+        digest_prefix.update(b"{\"commit\":\"");
+        digest_prefix.update(commit.as_bytes());
+        digest_prefix.update(b"\",\"entries\":");
+        let canonical: Vec<CanonicalEntry<'_>> = entries.iter().map(TreeEntry::canonical).collect();
+        serde_json::to_writer(HashWriter(&mut digest_prefix), &canonical)
+            .map_err(|_| git_error("tree entries could not be serialised"))?;
+        digest_prefix.update(b",\"repository_full_name\":");
+
+        let folded_entries = folded.into_iter().collect();
+        Ok(Self {
+            git_dir,
+            commit,
+            entries,
+            manifest,
+            object_ids,
+            folded_entries,
+            folded_directories,
+            digest_prefix,
+        })
+    }
+
+    /// The pinned commit (40 lowercase hex digits).
+    #[must_use]
+    pub fn commit(&self) -> &str {
+        &self.commit
+    }
+
+    /// Every entry of the complete tree, sorted by name bytes.
+    #[must_use]
+    pub fn entries(&self) -> &[TreeEntry] {
+        &self.entries
+    }
+
+    /// `path → sha256:` of every [`EntryKind::File`] entry.
+    #[must_use]
+    pub fn manifest(&self) -> &BTreeMap<RepoPath, Sha256> {
+        &self.manifest
+    }
+
+    /// The entries kept out of the manifest, in tree order, each with its [`EntryKind`].
+    pub fn excluded(&self) -> impl Iterator<Item = &TreeEntry> + '_ {
+        self.entries.iter().filter(|e| e.kind.is_excluded())
+    }
+
+    /// `sha256:` over the canonical snapshot document (`docs/SNAPSHOT.md`): the schema id,
+    /// `repository_full_name`, the commit and every tree entry, excluded entries included.
+    #[must_use]
+    pub fn snapshot_digest(&self, repository_full_name: &str) -> Sha256 {
+        let mut hasher = self.digest_prefix.clone();
+        // `Value::to_string` is serde_json's infallible compact writer (same escaping rules).
+        hasher.update(
+            serde_json::Value::from(repository_full_name)
+                .to_string()
+                .as_bytes(),
+        );
+        hasher.update(b",\"schema\":\"");
+        hasher.update(SNAPSHOT_SCHEMA.as_bytes());
+        hasher.update(b"\"}");
+        Sha256::from_raw(hasher.finalize().into())
+    }
+
+    /// The canonical snapshot document itself (what [`Self::snapshot_digest`] hashes).
+    ///
+    /// # Errors
+    /// `REPOSITORY_SNAPSHOT_GIT` if serialisation fails (it does not for these types).
+    pub fn canonical_document(&self, repository_full_name: &str) -> Result<Vec<u8>, SnapshotError> {
+        #[derive(Serialize)]
+        struct Document<'a> {
+            commit: &'a str,
+            entries: &'a [TreeEntry],
+            repository_full_name: &'a str,
+            schema: &'a str,
+        }
+        serde_json::to_vec(&Document {
+            commit: &self.commit,
+            entries: &self.entries,
+            repository_full_name,
+            schema: SNAPSHOT_SCHEMA,
+        })
+        .map_err(|_| git_error("snapshot document could not be serialised"))
+    }
+
+    /// Snapshot evidence bound to a plan: identity, commit, digest and the file manifest.
+    ///
+    /// # Errors
+    /// `REPOSITORY_PATCH_SNAPSHOT_INVALID` when an identity field is empty.
+    pub fn evidence(
+        &self,
+        plan_id: &str,
+        request_id: &str,
+        app_id: &str,
+        repository_full_name: &str,
+    ) -> Result<RepositorySnapshotEvidence, SnapshotError> {
+        RepositorySnapshotEvidence::new(
+            plan_id.to_owned(),
+            request_id.to_owned(),
+            app_id.to_owned(),
+            repository_full_name.to_owned(),
+            self.commit.clone(),
+            self.snapshot_digest(repository_full_name).to_string(),
+            self.manifest.clone(),
+        )
+    }
+
+    /// The exact text of `paths` at the commit, read again from the object database and checked
+    /// against the manifest hash.
+    ///
+    /// # Errors
+    /// `REPOSITORY_SNAPSHOT_PATH` for a path that is not a manifest file;
+    /// `REPOSITORY_SNAPSHOT_GIT` when git fails or returns bytes that differ from the manifest.
+    pub fn read_files(&self, paths: &[RepoPath]) -> Result<BaselineFiles, SnapshotError> {
+        let mut wanted: Vec<(&RepoPath, &str)> = Vec::with_capacity(paths.len());
+        for path in paths {
+            let oid = self
+                .object_ids
+                .get(path)
+                .ok_or_else(|| SnapshotError::SnapshotPath {
+                    path: path.as_str().to_owned(),
+                })?;
+            wanted.push((path, oid));
+        }
+        let mut out = BaselineFiles::new();
+        if wanted.is_empty() {
+            return Ok(out);
+        }
+        let mut child = GitChild::spawn(
+            git_command(Some(&self.git_dir))
+                .args(["cat-file", "--batch"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped()),
+        )?;
+        let stdin = child.take_stdin()?;
+        let stdout = child.take_stdout()?;
+        let request: Vec<u8> = wanted
+            .iter()
+            .flat_map(|(_, oid)| oid.bytes().chain(std::iter::once(b'\n')))
+            .collect();
+        let contents = std::thread::scope(|scope| {
+            let writer = scope.spawn(move || {
+                let mut stdin = stdin;
+                stdin.write_all(&request)
+            });
+            let read = read_full_blobs(stdout, wanted.len());
+            if read.is_err() {
+                child.kill();
+            }
+            let written = writer
+                .join()
+                .map_err(|_| git_error("writer thread failed"))?;
+            let blobs = read?;
+            written.map_err(|_| git_error("cat-file input failed"))?;
+            Ok::<_, SnapshotError>(blobs)
+        })?;
+        child.wait_success("cat-file")?;
+        for ((path, oid), (got_oid, bytes)) in wanted.into_iter().zip(contents) {
+            if got_oid != oid || self.manifest.get(path) != Some(&Sha256::of(&bytes)) {
+                return Err(git_error("object bytes differ from the snapshot manifest"));
+            }
+            let text = String::from_utf8(bytes)
+                .map_err(|_| git_error("object bytes differ from the snapshot manifest"))?;
+            out.insert(path.clone(), text);
+        }
+        Ok(out)
+    }
+
+    fn folded_parents(key: &str) -> impl Iterator<Item = &str> {
+        key.match_indices('/').filter_map(|(i, _)| key.get(..i))
+    }
+}
+
+impl CreateAbsence for GitSnapshot {
+    /// Absence over the complete tree (excluded entries included): no entry at the path or at a
+    /// case-folded twin (`REPOSITORY_PATCH_CREATE_EXISTS`), no entry where a parent directory of
+    /// the path would be, and no directory at the path or its case fold
+    /// (`REPOSITORY_PATCH_CREATE_PROOF`).
+    fn prove_absent(&self, path: &RepoPath) -> Result<(), SnapshotError> {
+        let key = path.collision_key();
+        if self.folded_entries.contains(&key) {
+            return Err(SnapshotError::CreateExists {
+                path: path.as_str().to_owned(),
+            });
+        }
+        if Self::folded_parents(&key).any(|p| self.folded_entries.contains(p)) {
+            return Err(SnapshotError::CreateProof {
+                detail: format!(
+                    "{:?}: a tree entry occupies a parent directory",
+                    path.as_str()
+                ),
+            });
+        }
+        if self.folded_directories.contains(&key) {
+            return Err(SnapshotError::CreateProof {
+                detail: format!("{:?}: a directory exists at the path", path.as_str()),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Rejects anything but 40 lowercase hex digits (git's canonical SHA-1 object name).
+fn validate_commit_text(commit: &str) -> Result<(), SnapshotError> {
+    if commit.len() != 40 || !commit.bytes().all(crate::digest::is_lower_hex) {
+        return Err(SnapshotError::Commit {
+            detail: "commit must be exactly 40 lowercase hex digits".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+fn git_error(detail: &str) -> SnapshotError {
+    SnapshotError::Git {
+        detail: detail.to_owned(),
+    }
+}
+
+fn repository_error(detail: &str) -> SnapshotError {
+    SnapshotError::Repository {
+        detail: detail.to_owned(),
+    }
+}
+
+/// A `git` command with a cleared environment and hardening options.
+fn git_command(git_dir: Option<&Path>) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.env_clear();
+    if let Some(path) = std::env::var_os("PATH") {
+        cmd.env("PATH", path);
+    }
+    cmd.envs([
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+        ("GIT_CONFIG_GLOBAL", "/dev/null"),
+        ("GIT_NO_REPLACE_OBJECTS", "1"),
+        ("GIT_TERMINAL_PROMPT", "0"),
+        ("GIT_NO_LAZY_FETCH", "1"),
+        ("GIT_OPTIONAL_LOCKS", "0"),
+        ("GIT_ATTR_NOSYSTEM", "1"),
+        ("GIT_PROTOCOL_FROM_USER", "0"),
+        ("GIT_ALLOW_PROTOCOL", ""),
+        ("LC_ALL", "C"),
+    ]);
+    cmd.args([
+        "--no-replace-objects",
+        "-c",
+        "protocol.allow=never",
+        "-c",
+        "core.fsmonitor=false",
+    ]);
+    if let Some(dir) = git_dir {
+        cmd.arg("--git-dir").arg(dir);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
+}
+
+fn spawn_error(e: &std::io::Error) -> SnapshotError {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        git_error("the git executable was not found on PATH")
+    } else {
+        git_error("git could not be started")
+    }
+}
+
+/// Finds the git directory of `repo` without walking above it.
+fn discover_git_dir(repo: &Path) -> Result<PathBuf, SnapshotError> {
+    let is_dir = std::fs::metadata(repo).map(|m| m.is_dir()).unwrap_or(false);
+    if !is_dir {
+        return Err(repository_error(
+            "repository path is not an existing directory",
+        ));
+    }
+    let absolute = std::path::absolute(repo)
+        .map_err(|_| repository_error("repository path cannot be made absolute"))?;
+    let mut cmd = git_command(None);
+    cmd.arg("-C")
+        .arg(&absolute)
+        .args(["rev-parse", "--absolute-git-dir"]);
+    if let Some(parent) = absolute.parent() {
+        cmd.env("GIT_CEILING_DIRECTORIES", parent);
+    }
+    let output = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| spawn_error(&e))?;
+    if !output.status.success() {
+        // Classify git's refusal without echoing it.
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(repository_error(if stderr.contains("dubious ownership") {
+            "repository is owned by another user"
+        } else {
+            "not a git repository"
+        }));
+    }
+    let mut path = output.stdout;
+    if path.last() == Some(&b'\n') {
+        path.pop();
+    }
+    if path.is_empty() || path.contains(&b'\n') {
+        return Err(git_error("rev-parse printed an unexpected git directory"));
+    }
+    Ok(PathBuf::from(OsString::from_vec(path)))
+}
+
+/// Checks that `commit` names an object of type commit (a tag or tree is refused, not peeled).
+fn verify_commit_object(git_dir: &Path, commit: &str) -> Result<(), SnapshotError> {
+    let output = git_command(Some(git_dir))
+        .args(["cat-file", "-t", commit])
+        .stdout(Stdio::piped())
+        .output()
+        .map_err(|e| spawn_error(&e))?;
+    if !output.status.success() {
+        return Err(SnapshotError::Commit {
+            detail: "commit not found in repository".to_owned(),
+        });
+    }
+    if output.stdout != b"commit\n" {
+        return Err(SnapshotError::Commit {
+            detail: "object is not a commit".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ObjectType {
+    Blob,
+    Commit,
+    Tree,
+}
+
+#[derive(Debug)]
+struct RawEntry {
+    mode: String,
+    object_type: ObjectType,
+    object_id: String,
+    path: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BlobInfo {
+    size: u64,
+    sha256: Sha256,
+    utf8: bool,
+}
+
+fn is_object_id(text: &str) -> bool {
+    (text.len() == 40 || text.len() == 64) && text.bytes().all(crate::digest::is_lower_hex)
+}
+
+/// Parses one `ls-tree -z` record: `<mode> SP <type> SP <object> TAB <path>`.
+fn parse_ls_tree_record(record: &[u8]) -> Result<RawEntry, SnapshotError> {
+    let malformed = || git_error("malformed ls-tree record");
+    let tab = record
+        .iter()
+        .position(|b| *b == b'\t')
+        .ok_or_else(malformed)?;
+    let (meta, path) = record.split_at_checked(tab).ok_or_else(malformed)?;
+    let path = path.get(1..).ok_or_else(malformed)?;
+    let meta = std::str::from_utf8(meta).map_err(|_| malformed())?;
+    let mut fields = meta.split(' ');
+    let (Some(mode), Some(kind), Some(oid), None) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        return Err(malformed());
+    };
+    if mode.len() != 6 || !mode.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+        return Err(malformed());
+    }
+    let object_type = match kind {
+        "blob" => ObjectType::Blob,
+        "commit" => ObjectType::Commit,
+        "tree" => ObjectType::Tree,
+        _ => return Err(malformed()),
+    };
+    if !is_object_id(oid) || path.is_empty() {
+        return Err(malformed());
+    }
+    Ok(RawEntry {
+        mode: mode.to_owned(),
+        object_type,
+        object_id: oid.to_owned(),
+        path: path.to_vec(),
+    })
+}
+
+/// A spawned git process that is killed and reaped if dropped before [`GitChild::wait_success`].
+struct GitChild {
+    child: Option<Child>,
+}
+
+impl GitChild {
+    fn spawn(cmd: &mut Command) -> Result<Self, SnapshotError> {
+        cmd.spawn()
+            .map(|c| Self { child: Some(c) })
+            .map_err(|e| spawn_error(&e))
+    }
+
+    fn take_stdin(&mut self) -> Result<std::process::ChildStdin, SnapshotError> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.stdin.take())
+            .ok_or_else(|| git_error("no git stdin"))
+    }
+
+    fn take_stdout(&mut self) -> Result<std::process::ChildStdout, SnapshotError> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.stdout.take())
+            .ok_or_else(|| git_error("no git stdout"))
+    }
+
+    fn kill(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+        }
+    }
+
+    fn wait_success(mut self, what: &str) -> Result<(), SnapshotError> {
+        let Some(mut child) = self.child.take() else {
+            return Err(git_error("git process already reaped"));
+        };
+        let status = child
+            .wait()
+            .map_err(|_| git_error("waiting for git failed"))?;
+        if !status.success() {
+            return Err(SnapshotError::Git {
+                detail: format!("git {what} failed ({status})"),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for GitChild {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Lists the tree and streams every distinct blob through one `cat-file --batch`, concurrently:
+/// a thread parses `ls-tree` output and feeds object ids to `cat-file` while this thread hashes
+/// the returned contents.
+fn read_tree(
+    git_dir: &Path,
+    commit: &str,
+) -> Result<(Vec<RawEntry>, HashMap<String, BlobInfo>), SnapshotError> {
+    let mut ls = GitChild::spawn(
+        git_command(Some(git_dir))
+            .args(["ls-tree", "-r", "-z", "--full-tree", commit])
+            .stdout(Stdio::piped()),
+    )?;
+    let mut cat = GitChild::spawn(
+        git_command(Some(git_dir))
+            .args(["cat-file", "--batch", "--buffer"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped()),
+    )?;
+    let ls_out = ls.take_stdout()?;
+    let cat_in = cat.take_stdin()?;
+    let cat_out = cat.take_stdout()?;
+    let (entries, blobs) = std::thread::scope(|scope| {
+        let producer = scope.spawn(move || list_and_request(ls_out, cat_in));
+        let blobs = hash_blob_stream(cat_out);
+        if blobs.is_err() {
+            // Unblock the producer if it is stuck writing to a stopped reader.
+            cat.kill();
+            ls.kill();
+        }
+        let entries = producer
+            .join()
+            .map_err(|_| git_error("ls-tree reader failed"))?;
+        Ok::<_, SnapshotError>((entries?, blobs?))
+    })?;
+    ls.wait_success("ls-tree")?;
+    cat.wait_success("cat-file")?;
+    Ok((entries, blobs))
+}
+
+fn list_and_request(
+    ls_out: std::process::ChildStdout,
+    cat_in: std::process::ChildStdin,
+) -> Result<Vec<RawEntry>, SnapshotError> {
+    let io = |_| git_error("reading ls-tree or feeding cat-file failed");
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, ls_out);
+    let mut writer = BufWriter::with_capacity(64 * 1024, cat_in);
+    let mut requested: HashSet<String> = HashSet::new();
+    let mut entries = Vec::new();
+    let mut record = Vec::new();
+    loop {
+        record.clear();
+        if reader.read_until(0, &mut record).map_err(io)? == 0 {
+            break;
+        }
+        if record.pop() != Some(0) {
+            return Err(git_error("truncated ls-tree record"));
+        }
+        let entry = parse_ls_tree_record(&record)?;
+        if entry.object_type == ObjectType::Blob && !requested.contains(&entry.object_id) {
+            writer.write_all(entry.object_id.as_bytes()).map_err(io)?;
+            writer.write_all(b"\n").map_err(io)?;
+            requested.insert(entry.object_id.clone());
+        }
+        entries.push(entry);
+    }
+    writer.flush().map_err(io)?;
+    Ok(entries)
+}
+
+/// Parses a `cat-file --batch` header `<oid> SP <type> SP <size> LF`, requiring type `blob`.
+fn parse_batch_header(header: &[u8]) -> Result<(String, u64), SnapshotError> {
+    let malformed = || git_error("malformed cat-file header");
+    let text = std::str::from_utf8(header).map_err(|_| malformed())?;
+    let text = text.strip_suffix('\n').ok_or_else(malformed)?;
+    let mut fields = text.split(' ');
+    match (fields.next(), fields.next(), fields.next(), fields.next()) {
+        (Some(oid), Some("blob"), Some(size), None) if is_object_id(oid) => {
+            let size = size.parse::<u64>().map_err(|_| malformed())?;
+            Ok((oid.to_owned(), size))
+        }
+        (Some(_), Some("missing"), None, None) => {
+            Err(git_error("a tree object is missing from the repository"))
+        }
+        _ => Err(malformed()),
+    }
+}
+
+fn hash_blob_stream<R: Read>(out: R) -> Result<HashMap<String, BlobInfo>, SnapshotError> {
+    let io = |_| git_error("reading cat-file output failed");
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, out);
+    let mut header = Vec::new();
+    let mut blobs = HashMap::new();
+    loop {
+        header.clear();
+        if reader.read_until(b'\n', &mut header).map_err(io)? == 0 {
+            break;
+        }
+        let (oid, size) = parse_batch_header(&header)?;
+        let mut hasher = sha2::Sha256::new();
+        let mut utf8 = Utf8Stream::default();
+        let mut remaining = size;
+        while remaining > 0 {
+            let buf = reader.fill_buf().map_err(io)?;
+            let take = usize::try_from(remaining)
+                .unwrap_or(usize::MAX)
+                .min(buf.len());
+            let chunk = buf.get(..take).filter(|c| !c.is_empty());
+            let Some(chunk) = chunk else {
+                return Err(git_error("truncated cat-file output"));
+            };
+            hasher.update(chunk);
+            utf8.feed(chunk);
+            reader.consume(take);
+            remaining -= take as u64;
+        }
+        expect_newline(&mut reader)?;
+        blobs.insert(
+            oid,
+            BlobInfo {
+                size,
+                sha256: Sha256::from_raw(hasher.finalize().into()),
+                utf8: utf8.finish(),
+            },
+        );
+    }
+    Ok(blobs)
+}
+
+fn expect_newline<R: BufRead>(reader: &mut R) -> Result<(), SnapshotError> {
+    let mut byte = [0_u8; 1];
+    reader
+        .read_exact(&mut byte)
+        .map_err(|_| git_error("truncated cat-file output"))?;
+    if byte != [b'\n'] {
+        return Err(git_error("malformed cat-file output"));
+    }
+    Ok(())
+}
+
+/// Reads `count` whole blobs (selected files, already bounded by the selection budget).
+fn read_full_blobs<R: Read>(out: R, count: usize) -> Result<Vec<(String, Vec<u8>)>, SnapshotError> {
+    let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, out);
+    let mut header = Vec::new();
+    let mut blobs = Vec::with_capacity(count);
+    for _ in 0..count {
+        header.clear();
+        reader
+            .read_until(b'\n', &mut header)
+            .map_err(|_| git_error("reading cat-file output failed"))?;
+        let (oid, size) = parse_batch_header(&header)?;
+        let mut bytes = Vec::new();
+        let read = reader
+            .by_ref()
+            .take(size)
+            .read_to_end(&mut bytes)
+            .map_err(|_| git_error("reading cat-file output failed"))?;
+        if read as u64 != size {
+            return Err(git_error("truncated cat-file output"));
+        }
+        expect_newline(&mut reader)?;
+        blobs.push((oid, bytes));
+    }
+    Ok(blobs)
+}
+
+/// Incremental UTF-8 validation over chunks (std validates only whole slices; this carries an
+/// incomplete trailing sequence of at most 3 bytes into the next chunk).
+#[derive(Debug, Default)]
+struct Utf8Stream {
+    carry: Vec<u8>,
+    invalid: bool,
+}
+
+impl Utf8Stream {
+    fn feed(&mut self, mut chunk: &[u8]) {
+        if self.invalid {
+            return;
+        }
+        while !self.carry.is_empty() {
+            let Some((first, rest)) = chunk.split_first() else {
+                return;
+            };
+            self.carry.push(*first);
+            chunk = rest;
+            match std::str::from_utf8(&self.carry) {
+                Ok(_) => self.carry.clear(),
+                Err(e) if e.error_len().is_some() || self.carry.len() >= 4 => {
+                    self.invalid = true;
+                    return;
+                }
+                Err(_) => {}
+            }
+        }
+        if let Err(e) = std::str::from_utf8(chunk) {
+            match (e.error_len(), chunk.get(e.valid_up_to()..)) {
+                (None, Some(tail)) => self.carry.extend_from_slice(tail),
+                _ => self.invalid = true,
+            }
+        }
+    }
+
+    fn finish(self) -> bool {
+        !self.invalid && self.carry.is_empty()
+    }
+}
+
+/// Feeds serialised bytes into a hasher.
+struct HashWriter<'a>(&'a mut sha2::Sha256);
+
+impl Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream_valid(chunks: &[&[u8]]) -> bool {
+        let mut s = Utf8Stream::default();
+        for c in chunks {
+            s.feed(c);
+        }
+        s.finish()
+    }
+
+    #[test]
+    fn utf8_stream_matches_whole_slice_validation_at_every_split() {
+        let samples: [&[u8]; 6] = [
+            "plain ascii".as_bytes(),
+            "ß≈SS — 日本語 𝄞 end".as_bytes(),
+            b"bad \xff byte",
+            b"cut \xe6\x97",
+            b"\xf0\x9d\x84\x9e\xf0\x9d",
+            b"overlong \xc0\xaf",
+        ];
+        for sample in samples {
+            let whole = std::str::from_utf8(sample).is_ok();
+            for i in 0..=sample.len() {
+                for j in i..=sample.len() {
+                    let parts = [&sample[..i], &sample[i..j], &sample[j..]];
+                    assert_eq!(stream_valid(&parts), whole, "{sample:?} split {i} {j}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ls_tree_records_parse_strictly() {
+        let oid = "a".repeat(40);
+        let ok = format!("100644 blob {oid}\tdir/file.txt");
+        let e = parse_ls_tree_record(ok.as_bytes()).unwrap();
+        assert_eq!(
+            (e.mode.as_str(), e.object_type, e.path.as_slice()),
+            ("100644", ObjectType::Blob, b"dir/file.txt".as_slice())
+        );
+        let with_tab = format!("100644 blob {oid}\tname\twith tab");
+        assert_eq!(
+            parse_ls_tree_record(with_tab.as_bytes()).unwrap().path,
+            b"name\twith tab"
+        );
+        for bad in [
+            format!("100644 blob {oid}"),
+            format!("100644 blob {}\tx", "A".repeat(40)),
+            format!("10064 blob {oid}\tx"),
+            format!("100844 blob {oid}\tx"),
+            format!("100644 tag {oid}\tx"),
+            format!("100644 blob {oid} extra\tx"),
+            format!("100644 blob {oid}\t"),
+        ] {
+            assert!(parse_ls_tree_record(bad.as_bytes()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn batch_headers_parse_strictly() {
+        let oid = "b".repeat(64);
+        assert_eq!(
+            parse_batch_header(format!("{oid} blob 12\n").as_bytes())
+                .unwrap()
+                .1,
+            12
+        );
+        for bad in [
+            format!("{oid} blob 12"),
+            format!("{oid} tree 12\n"),
+            format!("{oid} blob -1\n"),
+            format!("{oid} missing\n"),
+            format!("{oid} blob 1 2\n"),
+        ] {
+            assert!(parse_batch_header(bad.as_bytes()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn commit_text_must_be_forty_lowercase_hex() {
+        validate_commit_text(&"0".repeat(40)).unwrap();
+        for bad in [
+            "",
+            "abc",
+            &"A".repeat(40),
+            &"g".repeat(40),
+            &"0".repeat(41),
+            &"0".repeat(64),
+        ] {
+            assert_eq!(
+                validate_commit_text(bad).unwrap_err().code(),
+                "REPOSITORY_SNAPSHOT_COMMIT"
+            );
+        }
+    }
+}

@@ -54,7 +54,11 @@ pub fn from_slice_strict<T: DeserializeOwned>(
     }
     de.end().map_err(|e| classify(&e))?;
     serde_json::from_str(text).map_err(|e| {
-        if e.is_data() { StrictJsonError::Shape } else { classify(&e) }
+        if e.is_data() {
+            StrictJsonError::Shape
+        } else {
+            classify(&e)
+        }
     })
 }
 
@@ -67,7 +71,10 @@ fn classify(e: &serde_json::Error) -> StrictJsonError {
     } else if e.is_data() {
         StrictJsonError::Shape
     } else {
-        StrictJsonError::Syntax { line: e.line(), column: e.column() }
+        StrictJsonError::Syntax {
+            line: e.line(),
+            column: e.column(),
+        }
     }
 }
 
@@ -103,7 +110,11 @@ impl<'de> Visitor<'de> for StrictVisitor {
         Ok(())
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
-        if v.is_finite() { Ok(()) } else { Err(E::custom("non-finite number")) }
+        if v.is_finite() {
+            Ok(())
+        } else {
+            Err(E::custom("non-finite number"))
+        }
     }
     fn visit_str<E>(self, _: &str) -> Result<(), E> {
         Ok(())
@@ -146,11 +157,26 @@ mod tests {
     fn rejects_every_lenient_form() {
         let parse = |s: &[u8]| from_slice_strict::<Doc>(s, 1024);
         assert!(parse(br#"{"a":1,"b":[1,{"c":null}]}"#).is_ok());
-        assert_eq!(parse(br#"{"a":1,"a":2}"#), Err(StrictJsonError::DuplicateKey));
-        assert_eq!(parse(br#"{"x":{"a":1,"a":1}}"#), Err(StrictJsonError::DuplicateKey));
-        assert!(matches!(parse(br#"{"a":NaN}"#), Err(StrictJsonError::Syntax { .. })));
-        assert!(matches!(parse(br#"{"a":Infinity}"#), Err(StrictJsonError::Syntax { .. })));
-        assert!(matches!(parse(br#"{"a":1} x"#), Err(StrictJsonError::Syntax { .. })));
+        assert_eq!(
+            parse(br#"{"a":1,"a":2}"#),
+            Err(StrictJsonError::DuplicateKey)
+        );
+        assert_eq!(
+            parse(br#"{"x":{"a":1,"a":1}}"#),
+            Err(StrictJsonError::DuplicateKey)
+        );
+        assert!(matches!(
+            parse(br#"{"a":NaN}"#),
+            Err(StrictJsonError::Syntax { .. })
+        ));
+        assert!(matches!(
+            parse(br#"{"a":Infinity}"#),
+            Err(StrictJsonError::Syntax { .. })
+        ));
+        assert!(matches!(
+            parse(br#"{"a":1} x"#),
+            Err(StrictJsonError::Syntax { .. })
+        ));
         assert_eq!(parse(b"{\"a\":\"\xff\"}"), Err(StrictJsonError::NotUtf8));
         assert_eq!(parse("\u{feff}{}".as_bytes()), Err(StrictJsonError::Bom));
         assert_eq!(parse(br#"[1]"#), Err(StrictJsonError::Shape));
@@ -159,6 +185,9 @@ mod tests {
             Err(StrictJsonError::TooLarge { limit: 3 })
         );
         let deep = format!("{{\"a\":{}1{}}}", "[".repeat(100), "]".repeat(100));
-        assert_eq!(parse(deep.as_bytes()).unwrap_err(), StrictJsonError::TooDeep);
+        assert_eq!(
+            parse(deep.as_bytes()).unwrap_err(),
+            StrictJsonError::TooDeep
+        );
     }
 }

@@ -30,11 +30,12 @@ pub use context::{
 };
 pub use digest::{Sha256, sha256_bare_hex};
 pub use error::SnapshotError;
+pub use git::{EntryKind, GitSnapshot, SNAPSHOT_SCHEMA, TreeEntry};
+pub use json::{StrictJsonError, from_slice_strict};
 pub use path::{Collision, PathRejection, RepoPath, casefold, detect_collisions};
 pub use policy::{CreateAbsence, DefaultPathPolicy, PathPolicy};
+pub use proposal::{FileOp, ProposalStatus, ProposedFileChange, StagedPatchProposal};
 pub use selection::{
     BaselineFiles, MAX_READ_ONLY_INSPECTION_BYTES, MAX_READ_ONLY_INSPECTION_FILES,
     MAX_REPOSITORY_FILES, select_read_only_files, verify_selected_baseline,
 };
-pub use json::{StrictJsonError, from_slice_strict};
-pub use proposal::{FileOp, ProposalStatus, ProposedFileChange, StagedPatchProposal};

@@ -200,6 +200,10 @@ impl<'de> Deserialize<'de> for RepoPath {
 /// Full Unicode case folding (Python `str.casefold()`).
 #[must_use]
 pub fn casefold(text: &str) -> String {
+    // Full case folding maps ASCII exactly like ASCII lowercasing; skip the table walk.
+    if text.is_ascii() {
+        return text.to_ascii_lowercase();
+    }
     caseless::default_case_fold_str(text)
 }
 
@@ -236,10 +240,10 @@ pub fn check_portable(raw: &str, require_canonical: bool) -> Result<(), PathReje
         return Err(PathRejection::HomeRelative);
     }
     let mut chars = raw.chars();
-    if let (Some(first), Some(':')) = (chars.next(), chars.next()) {
-        if first.is_ascii_alphabetic() {
-            return Err(PathRejection::DriveQualified);
-        }
+    if let (Some(first), Some(':')) = (chars.next(), chars.next())
+        && first.is_ascii_alphabetic()
+    {
+        return Err(PathRejection::DriveQualified);
     }
     if require_canonical {
         if !is_nfc(raw) {
@@ -249,7 +253,11 @@ pub fn check_portable(raw: &str, require_canonical: bool) -> Result<(), PathReje
             return Err(PathRejection::SurroundingWhitespace);
         }
     }
-    let normalized: String = if is_nfc(raw) { raw.to_owned() } else { raw.nfc().collect() };
+    let normalized: String = if is_nfc(raw) {
+        raw.to_owned()
+    } else {
+        raw.nfc().collect()
+    };
     for segment in normalized.split('/') {
         check_segment(segment)?;
     }
@@ -291,7 +299,11 @@ fn check_segment(segment: &str) -> Result<(), PathRejection> {
 
 /// `^(CON|PRN|AUX|NUL|COM[1-9¹²³]|LPT[1-9¹²³])(\.|$)`, case-insensitive.
 fn is_reserved_device_name(segment: &str) -> bool {
-    let upper: String = segment.chars().take(4).flat_map(char::to_uppercase).collect();
+    let upper: String = segment
+        .chars()
+        .take(4)
+        .flat_map(char::to_uppercase)
+        .collect();
     let rest_ok = |stem_chars: usize| {
         let mut rest = segment.chars().skip(stem_chars);
         matches!(rest.next(), None | Some('.'))
@@ -300,12 +312,12 @@ fn is_reserved_device_name(segment: &str) -> bool {
     if matches!(three.as_str(), "CON" | "PRN" | "AUX" | "NUL") && rest_ok(3) {
         return true;
     }
-    if matches!(three.as_str(), "COM" | "LPT") {
-        if let Some(d) = upper.chars().nth(3) {
-            if matches!(d, '1'..='9' | '¹' | '²' | '³') && rest_ok(4) {
-                return true;
-            }
-        }
+    if matches!(three.as_str(), "COM" | "LPT")
+        && let Some(d) = upper.chars().nth(3)
+        && matches!(d, '1'..='9' | '¹' | '²' | '³')
+        && rest_ok(4)
+    {
+        return true;
     }
     false
 }
@@ -319,7 +331,11 @@ pub fn safe_artifact_relpath(raw: &str) -> Option<String> {
     if normalized.is_empty() || normalized.contains('\0') || normalized.starts_with('/') {
         return None;
     }
-    if normalized.split('/').next().is_some_and(|s| s.contains(':')) {
+    if normalized
+        .split('/')
+        .next()
+        .is_some_and(|s| s.contains(':'))
+    {
         return None;
     }
     let parts: Vec<&str> = normalized
@@ -347,13 +363,21 @@ fn py_isspace(c: char) -> bool {
 /// The scope test of reference §1.4: `candidate == root` or under `root/`; `"."` matches nothing.
 #[must_use]
 pub fn in_scope<S: AsRef<str>>(path: &str, scopes: &[S], fold: bool) -> bool {
-    let candidate = if fold { casefold(path) } else { path.to_owned() };
+    let candidate = if fold {
+        casefold(path)
+    } else {
+        path.to_owned()
+    };
     scopes.iter().any(|scope| {
         let trimmed = scope.as_ref().trim_end_matches('/');
         if trimmed == "." {
             return false;
         }
-        let root = if fold { casefold(trimmed) } else { trimmed.to_owned() };
+        let root = if fold {
+            casefold(trimmed)
+        } else {
+            trimmed.to_owned()
+        };
         candidate == root
             || candidate
                 .strip_prefix(root.as_str())
@@ -376,7 +400,10 @@ pub fn path_is_allowed<S: AsRef<str>>(
     let folded = casefold(&n);
     let denied = prohibited.iter().chain(read_only.iter()).any(|root| {
         let root = casefold(root.as_ref().trim_end_matches('/'));
-        folded == root || folded.strip_prefix(root.as_str()).is_some_and(|r| r.starts_with('/'))
+        folded == root
+            || folded
+                .strip_prefix(root.as_str())
+                .is_some_and(|r| r.starts_with('/'))
     });
     if denied {
         return false;
@@ -434,10 +461,13 @@ where
     }
     for (path, key) in &ordered {
         for (i, _) in key.match_indices('/') {
-            if let Some(prefix) = key.get(..i) {
-                if let Some(file) = by_key.get(prefix) {
-                    return Err(Collision::FileDirectoryPrefix((*file).clone(), (*path).clone()));
-                }
+            if let Some(prefix) = key.get(..i)
+                && let Some(file) = by_key.get(prefix)
+            {
+                return Err(Collision::FileDirectoryPrefix(
+                    (*file).clone(),
+                    (*path).clone(),
+                ));
             }
         }
     }

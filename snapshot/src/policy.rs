@@ -58,7 +58,9 @@ struct PolicyFile {
 
 impl Default for DefaultPathPolicy {
     fn default() -> Self {
-        Self { protected: DEFAULT_PROTECTED.iter().map(|s| casefold(s)).collect() }
+        Self {
+            protected: DEFAULT_PROTECTED.iter().map(|s| casefold(s)).collect(),
+        }
     }
 }
 
@@ -69,8 +71,10 @@ impl DefaultPathPolicy {
     /// `REPOSITORY_PATCH_POLICY_CONFIG` for malformed JSON, unknown keys, or an entry that is not
     /// a relative path (checked with the portable profile after removing one trailing `/`).
     pub fn with_config_json(text: &str) -> Result<Self, SnapshotError> {
-        let file: PolicyFile = serde_json::from_str(text)
-            .map_err(|_| SnapshotError::PolicyConfig { detail: "malformed policy file".into() })?;
+        let file: PolicyFile =
+            serde_json::from_str(text).map_err(|_| SnapshotError::PolicyConfig {
+                detail: "malformed policy file".into(),
+            })?;
         let mut policy = Self::default();
         for entry in file.protected {
             let bare = entry.strip_suffix('/').unwrap_or(&entry);
@@ -91,7 +95,10 @@ impl DefaultPathPolicy {
         }
         self.protected.iter().any(|p| {
             let root = p.trim_end_matches('/');
-            folded == root || folded.strip_prefix(root).is_some_and(|r| r.starts_with('/'))
+            folded == root
+                || folded
+                    .strip_prefix(root)
+                    .is_some_and(|r| r.starts_with('/'))
         })
     }
 }
@@ -99,7 +106,9 @@ impl DefaultPathPolicy {
 impl PathPolicy for DefaultPathPolicy {
     fn validate_path(&self, path: &RepoPath) -> Result<(), SnapshotError> {
         if self.is_protected(path.as_str()) {
-            return Err(SnapshotError::HostPolicy { path: path.as_str().to_owned() });
+            return Err(SnapshotError::HostPolicy {
+                path: path.as_str().to_owned(),
+            });
         }
         Ok(())
     }
@@ -138,20 +147,30 @@ mod tests {
             let err = policy.validate_path(&p(bad)).unwrap_err();
             assert_eq!(err.code(), "REPOSITORY_PATCH_HOST_POLICY", "{bad}");
         }
-        for ok in ["app/x.py", ".github/CODEOWNERS", "src/gitlab.rs", "docs/.gitkeep"] {
+        for ok in [
+            "app/x.py",
+            ".github/CODEOWNERS",
+            "src/gitlab.rs",
+            "docs/.gitkeep",
+        ] {
             policy.validate_path(&p(ok)).unwrap();
         }
     }
 
     #[test]
     fn config_file_extends_the_defaults() {
-        let policy = DefaultPathPolicy::with_config_json(r#"{"protected": ["deploy/", "Makefile"]}"#)
-            .unwrap();
+        let policy =
+            DefaultPathPolicy::with_config_json(r#"{"protected": ["deploy/", "Makefile"]}"#)
+                .unwrap();
         assert!(policy.is_protected("deploy/prod.yaml"));
         assert!(policy.is_protected("makefile"));
         assert!(policy.is_protected(".git/HEAD"));
         assert!(!policy.is_protected("deployment/x"));
-        for bad in [r#"{"protected": ["../x"]}"#, r#"{"protected": []"#, r#"{"other": []}"#] {
+        for bad in [
+            r#"{"protected": ["../x"]}"#,
+            r#"{"protected": []"#,
+            r#"{"other": []}"#,
+        ] {
             assert_eq!(
                 DefaultPathPolicy::with_config_json(bad).unwrap_err().code(),
                 "REPOSITORY_PATCH_POLICY_CONFIG"

@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::classify::{
     is_secret_contract_path, is_secret_sensitive_path, reject_env_template_path,
 };
-use crate::context::{ApprovedExecutionContext, RepositorySnapshotEvidence, verify_snapshot_identity};
+use crate::context::{
+    ApprovedExecutionContext, RepositorySnapshotEvidence, verify_snapshot_identity,
+};
 use crate::digest::Sha256;
 use crate::error::SnapshotError;
 use crate::path::{RepoPath, has_casefold_duplicates, in_scope};
@@ -44,11 +46,15 @@ pub fn verify_selected_baseline(
         });
     }
     if selected_paths.len() + context.create_paths().len() > MAX_REPOSITORY_FILES {
-        return Err(SnapshotError::Selection { detail: "selected paths exceed repository budget" });
+        return Err(SnapshotError::Selection {
+            detail: "selected paths exceed repository budget",
+        });
     }
     let selected: BTreeSet<&RepoPath> = selected_paths.iter().collect();
     if !context.delete_paths().iter().all(|d| selected.contains(d)) {
-        return Err(SnapshotError::Grants { detail: "delete paths must be selected baseline files" });
+        return Err(SnapshotError::Grants {
+            detail: "delete paths must be selected baseline files",
+        });
     }
     for path in baseline_files.keys() {
         policy.validate_path(path)?;
@@ -122,7 +128,9 @@ pub fn select_read_only_files(
     if !(1..=MAX_READ_ONLY_INSPECTION_FILES).contains(&max_files)
         || !(1..=MAX_READ_ONLY_INSPECTION_BYTES).contains(&max_bytes)
     {
-        return Err(SnapshotError::InspectionBudget { detail: "invalid file or byte limit" });
+        return Err(SnapshotError::InspectionBudget {
+            detail: "invalid file or byte limit",
+        });
     }
     let unique: BTreeSet<&RepoPath> = selected_paths.iter().collect();
     if selected_paths.len() > max_files || unique.len() != selected_paths.len() {
@@ -146,13 +154,17 @@ pub fn select_read_only_files(
             return Err(SnapshotError::InspectionScope { path: p.to_owned() });
         }
         policy.validate_path(path)?;
-        let content = baseline_files.get(path).ok_or(SnapshotError::InspectionSet)?;
+        let content = baseline_files
+            .get(path)
+            .ok_or(SnapshotError::InspectionSet)?;
         if snapshot.file_manifest().get(path) != Some(&Sha256::of(content.as_bytes())) {
             return Err(SnapshotError::BaselineHash { path: p.to_owned() });
         }
         total = total.saturating_add(content.len());
         if total > max_bytes {
-            return Err(SnapshotError::InspectionBudget { detail: "contents exceed limit" });
+            return Err(SnapshotError::InspectionBudget {
+                detail: "contents exceed limit",
+            });
         }
     }
     Ok(baseline_files.clone())
