@@ -1,2 +1,30 @@
-//! The `finalizer` crate (see ARCHITECTURE.md).
+//! The `finalizer` crate: turns host-verified workspace bytes into a digested, reviewable
+//! `RepositoryPatchCandidate` (`mozaiks.refinement.repository_patch.v2`).
+//!
+//! * [`unified_diff`]: diffs byte-identical to CPython `difflib.unified_diff`, bounded in work;
+//! * [`repository_patch_digest`]: the reference canonical digest;
+//! * [`validate_candidate_json`]: strict parsing of stored or received candidates;
+//! * [`CandidateStore`]: atomic, content-addressed storage with digest verification on read.
+//!
+//! # Security
+//! Nothing here writes to a repository or runs an agent. Candidate content is copied only from
+//! host-verified bytes; summary and rationale are host text, never provider output.
 #![forbid(unsafe_code)]
+
+pub mod diff;
+pub mod digest;
+pub mod error;
+pub mod model;
+pub mod store;
+
+#[cfg(test)]
+mod test_support;
+
+pub use diff::{DiffMode, UnifiedDiff, unified_diff, unified_diff_with_budget};
+pub use digest::{DIGEST_SCHEMA, MAX_DIGEST_INPUT_BYTES, repository_patch_digest};
+pub use error::FinalizeError;
+pub use model::{
+    CandidateFields, MAX_CANDIDATE_FILES, REPOSITORY_PATCH_SCHEMA_VERSION, RepositoryPatchCandidate,
+    RepositoryPatchFile, validate_candidate_json,
+};
+pub use store::CandidateStore;

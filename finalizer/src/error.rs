@@ -1,0 +1,94 @@
+//! The crate's error type: one variant per reference code. Messages name paths, kinds and limits,
+//! never file contents or provider output.
+
+use snapshot::SnapshotError;
+
+/// Errors from finalisation, candidate validation, digesting and the candidate store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FinalizeError {
+    /// A shared selection / path check failed; keeps the snapshot code.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    #[error("REPOSITORY_PATCH_WORKSPACE_BASELINE: staged files differ from selected baseline")]
+    WorkspaceBaseline,
+    /// `kind:path` pairs of every harvest violation.
+    #[error("REPOSITORY_PATCH_WORKSPACE_SCOPE: {violations}")]
+    WorkspaceScope { violations: String },
+    #[error("REPOSITORY_PATCH_WORKSPACE_SET: harvested files differ from selection")]
+    WorkspaceSet,
+    #[error("REPOSITORY_PATCH_WORKSPACE_OP: {path:?}")]
+    WorkspaceOp { path: String },
+    #[error("REPOSITORY_PATCH_WORKSPACE_HASH: {path:?}")]
+    WorkspaceHash { path: String },
+    #[error("REPOSITORY_PATCH_PROPOSAL_STATUS: completed nonempty edit required")]
+    ProposalStatus,
+    #[error("REPOSITORY_PATCH_PROPOSAL_SCOPE: {path:?}")]
+    ProposalScope { path: String },
+    #[error("REPOSITORY_PATCH_PROPOSAL_MISMATCH: provider output differs from staged bytes")]
+    ProposalMismatch,
+    #[error("REPOSITORY_PATCH_OWNERSHIP: {detail}")]
+    Ownership { detail: &'static str },
+    /// A candidate document or value is not a valid v2 candidate.
+    #[error("REPOSITORY_PATCH_DIGEST_INPUT: {detail}")]
+    DigestInput { detail: String },
+    #[error("REPOSITORY_PATCH_DIGEST_HASH: {detail}")]
+    DigestHash { detail: &'static str },
+    #[error("REPOSITORY_PATCH_DIGEST_PATH: changed paths collide")]
+    DigestPath,
+    #[error("REPOSITORY_PATCH_DIGEST_BUDGET: candidate exceeds digest limit")]
+    DigestBudget,
+    /// The store could not be read or written (environment).
+    #[error("REPOSITORY_PATCH_STORE_IO: {detail}")]
+    StoreIo { detail: String },
+    /// A different file already occupies the candidate's name.
+    #[error("REPOSITORY_PATCH_STORE_CONFLICT: {digest} is already stored with different bytes")]
+    StoreConflict { digest: String },
+    /// A stored candidate no longer matches the digest it is filed under.
+    #[error("REPOSITORY_PATCH_STORE_DIGEST: stored candidate does not match {digest}")]
+    StoreDigest { digest: String },
+    /// No stored candidate has this digest.
+    #[error("REPOSITORY_PATCH_STORE_MISSING: {digest}")]
+    StoreMissing { digest: String },
+}
+
+impl FinalizeError {
+    /// The stable wire code (the message prefix before `": "`).
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Snapshot(e) => e.code(),
+            Self::WorkspaceBaseline => "REPOSITORY_PATCH_WORKSPACE_BASELINE",
+            Self::WorkspaceScope { .. } => "REPOSITORY_PATCH_WORKSPACE_SCOPE",
+            Self::WorkspaceSet => "REPOSITORY_PATCH_WORKSPACE_SET",
+            Self::WorkspaceOp { .. } => "REPOSITORY_PATCH_WORKSPACE_OP",
+            Self::WorkspaceHash { .. } => "REPOSITORY_PATCH_WORKSPACE_HASH",
+            Self::ProposalStatus => "REPOSITORY_PATCH_PROPOSAL_STATUS",
+            Self::ProposalScope { .. } => "REPOSITORY_PATCH_PROPOSAL_SCOPE",
+            Self::ProposalMismatch => "REPOSITORY_PATCH_PROPOSAL_MISMATCH",
+            Self::Ownership { .. } => "REPOSITORY_PATCH_OWNERSHIP",
+            Self::DigestInput { .. } => "REPOSITORY_PATCH_DIGEST_INPUT",
+            Self::DigestHash { .. } => "REPOSITORY_PATCH_DIGEST_HASH",
+            Self::DigestPath => "REPOSITORY_PATCH_DIGEST_PATH",
+            Self::DigestBudget => "REPOSITORY_PATCH_DIGEST_BUDGET",
+            Self::StoreIo { .. } => "REPOSITORY_PATCH_STORE_IO",
+            Self::StoreConflict { .. } => "REPOSITORY_PATCH_STORE_CONFLICT",
+            Self::StoreDigest { .. } => "REPOSITORY_PATCH_STORE_DIGEST",
+            Self::StoreMissing { .. } => "REPOSITORY_PATCH_STORE_MISSING",
+        }
+    }
+
+    /// True for failures of the environment (I/O) rather than of the input.
+    #[must_use]
+    pub fn is_environment(&self) -> bool {
+        match self {
+            Self::StoreIo { .. } => true,
+            Self::Snapshot(e) => e.is_environment(),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn input(detail: impl Into<String>) -> Self {
+        Self::DigestInput { detail: detail.into() }
+    }
+}

@@ -1,0 +1,184 @@
+//! A content-addressed candidate store: one `<hex digest>.json` per candidate in one directory.
+//!
+//! Writes are atomic and never clobber: the JSON goes to a fresh temporary file in the same
+//! directory (0600, `create_new`), is fsynced, then hard-linked to its final name (`link` fails if
+//! the name exists, which `rename` would silently replace), the temporary name is removed and the
+//! directory fsynced. Reads re-validate the document and recompute the digest. All access goes
+//! through one `cap_std::fs::Dir` handle without following symlinks.
+
+use std::io::{Read as _, Write as _};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt as _};
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _};
+use snapshot::Sha256;
+
+use crate::digest::repository_patch_digest;
+use crate::error::FinalizeError;
+use crate::model::{MAX_CANDIDATE_JSON_BYTES, RepositoryPatchCandidate, validate_candidate_json};
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// An opened candidate store directory.
+#[derive(Debug)]
+pub struct CandidateStore {
+    dir: Dir,
+}
+
+fn io_err(what: &str) -> impl Fn(std::io::Error) -> FinalizeError + '_ {
+    move |e| FinalizeError::StoreIo { detail: format!("{what}: {}", e.kind()) }
+}
+
+fn file_name(digest: &Sha256) -> String {
+    format!("{}.json", digest.bare_hex())
+}
+
+impl CandidateStore {
+    /// Opens `dir`, creating it (mode 0700, parent must exist) when missing.
+    ///
+    /// # Errors
+    /// `REPOSITORY_PATCH_STORE_IO` when the directory cannot be created or opened.
+    pub fn open(dir: &Path) -> Result<Self, FinalizeError> {
+        match std::fs::symlink_metadata(dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(FinalizeError::StoreIo { detail: "store path is not a directory".into() });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                use std::os::unix::fs::DirBuilderExt as _;
+                std::fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(io_err("create store directory"))?;
+            }
+            Err(e) => return Err(io_err("inspect store directory")(e)),
+        }
+        let dir = Dir::open_ambient_dir(dir, cap_std::ambient_authority())
+            .map_err(io_err("open store directory"))?;
+        Ok(Self { dir })
+    }
+
+    /// Stores `candidate` under its digest and returns the digest. Storing the same candidate
+    /// again is a no-op.
+    ///
+    /// # Errors
+    /// Digest errors of the candidate; `REPOSITORY_PATCH_STORE_CONFLICT` when the name holds
+    /// different bytes; `REPOSITORY_PATCH_STORE_IO` on I/O failure.
+    pub fn put(&self, candidate: &RepositoryPatchCandidate) -> Result<Sha256, FinalizeError> {
+        let digest = repository_patch_digest(candidate)?;
+        let bytes = candidate.to_json_pretty()?;
+        let name = file_name(&digest);
+        if self.exists(&name)? {
+            return self.confirm_same(&name, &bytes, &digest);
+        }
+        let temp = format!(
+            ".tmp-{}-{}-{}",
+            digest.bare_hex().get(..16).unwrap_or(""),
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true).mode(0o600).follow(FollowSymlinks::No);
+        let written = (|| {
+            let mut file = self.dir.open_with(&temp, &options).map_err(io_err("create temp file"))?;
+            file.write_all(&bytes).map_err(io_err("write candidate"))?;
+            file.sync_all().map_err(io_err("fsync candidate"))?;
+            Ok::<(), FinalizeError>(())
+        })();
+        let linked = written.and_then(|()| match self.dir.hard_link(&temp, &self.dir, &name) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(io_err("link candidate")(e)),
+        });
+        let removed = self.dir.remove_file(&temp);
+        let linked = linked?;
+        removed.map_err(io_err("remove temp file"))?;
+        self.sync_dir()?;
+        if linked { Ok(digest) } else { self.confirm_same(&name, &bytes, &digest) }
+    }
+
+    /// The digests of every stored candidate, sorted. Other files are ignored.
+    ///
+    /// # Errors
+    /// `REPOSITORY_PATCH_STORE_IO` when the directory cannot be listed.
+    pub fn list(&self) -> Result<Vec<Sha256>, FinalizeError> {
+        let mut out = Vec::new();
+        for entry in self.dir.entries().map_err(io_err("list store"))? {
+            let entry = entry.map_err(io_err("list store"))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let Some(hex) = name.strip_suffix(".json") else { continue };
+            if let Ok(digest) = Sha256::from_bare_hex(hex) {
+                out.push(digest);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Reads the candidate filed under `digest`, re-validates it and checks its digest.
+    ///
+    /// # Errors
+    /// `REPOSITORY_PATCH_STORE_MISSING`, `REPOSITORY_PATCH_STORE_DIGEST` (content no longer
+    /// matches its name), candidate validation errors, `REPOSITORY_PATCH_STORE_IO`.
+    pub fn get(&self, digest: &Sha256) -> Result<RepositoryPatchCandidate, FinalizeError> {
+        let name = file_name(digest);
+        if !self.exists(&name)? {
+            return Err(FinalizeError::StoreMissing { digest: digest.to_string() });
+        }
+        let bytes = self.read_bounded(&name)?;
+        let candidate = validate_candidate_json(&bytes)?;
+        if repository_patch_digest(&candidate)? != *digest {
+            return Err(FinalizeError::StoreDigest { digest: digest.to_string() });
+        }
+        Ok(candidate)
+    }
+
+    fn exists(&self, name: &str) -> Result<bool, FinalizeError> {
+        match self.dir.symlink_metadata(name) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(io_err("inspect candidate")(e)),
+        }
+    }
+
+    fn read_bounded(&self, name: &str) -> Result<Vec<u8>, FinalizeError> {
+        let mut options = OpenOptions::new();
+        options.read(true).follow(FollowSymlinks::No);
+        let file = self.dir.open_with(name, &options).map_err(io_err("open candidate"))?;
+        let mut bytes = Vec::new();
+        let limit = u64::try_from(MAX_CANDIDATE_JSON_BYTES).unwrap_or(u64::MAX);
+        file.take(limit + 1).read_to_end(&mut bytes).map_err(io_err("read candidate"))?;
+        if bytes.len() > MAX_CANDIDATE_JSON_BYTES {
+            return Err(FinalizeError::input("candidate document exceeds size limit"));
+        }
+        Ok(bytes)
+    }
+
+    fn confirm_same(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        digest: &Sha256,
+    ) -> Result<Sha256, FinalizeError> {
+        let existing = self.read_bounded(name)?;
+        if existing == bytes {
+            Ok(*digest)
+        } else {
+            Err(FinalizeError::StoreConflict { digest: digest.to_string() })
+        }
+    }
+
+    fn sync_dir(&self) -> Result<(), FinalizeError> {
+        // The `Dir` handle itself is `O_PATH`; fsync needs a readable descriptor of the directory.
+        let mut options = OpenOptions::new();
+        options.read(true).follow(FollowSymlinks::No);
+        let handle = self.dir.open_with(".", &options).map_err(io_err("open store directory"))?;
+        handle.sync_all().map_err(io_err("fsync store directory"))
+    }
+}
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

@@ -1,0 +1,57 @@
+use super::*;
+use crate::test_support::{create, sample};
+
+#[test]
+fn put_get_list_round_trip_and_idempotence() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("store");
+    let store = CandidateStore::open(&root).unwrap();
+    let c = sample();
+    let d = store.put(&c).unwrap();
+    assert_eq!(d, repository_patch_digest(&c).unwrap());
+    assert_eq!(store.put(&c).unwrap(), d);
+    assert_eq!(store.list().unwrap(), vec![d]);
+    assert_eq!(store.get(&d).unwrap(), c);
+    let names: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, vec![format!("{}.json", d.bare_hex())]);
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(std::fs::metadata(&root).unwrap().permissions().mode() & 0o777, 0o700);
+    let file_mode = std::fs::metadata(root.join(&names[0])).unwrap().permissions().mode();
+    assert_eq!(file_mode & 0o777, 0o600);
+}
+
+#[test]
+fn refuses_to_overwrite_different_bytes_and_detects_tampering() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = CandidateStore::open(tmp.path()).unwrap();
+    let c = sample();
+    let d = repository_patch_digest(&c).unwrap();
+    let path = tmp.path().join(format!("{}.json", d.bare_hex()));
+    let other = crate::test_support::candidate(vec![create("app/other.py", "y = 2\n")]);
+    std::fs::write(&path, other.to_json_pretty().unwrap()).unwrap();
+    assert_eq!(store.put(&c).unwrap_err().code(), "REPOSITORY_PATCH_STORE_CONFLICT");
+    assert_eq!(store.get(&d).unwrap_err().code(), "REPOSITORY_PATCH_STORE_DIGEST");
+    std::fs::write(&path, b"{not json").unwrap();
+    assert_eq!(store.get(&d).unwrap_err().code(), "REPOSITORY_PATCH_DIGEST_INPUT");
+    let missing = Sha256::of(b"nothing");
+    assert_eq!(store.get(&missing).unwrap_err().code(), "REPOSITORY_PATCH_STORE_MISSING");
+    std::fs::write(tmp.path().join("notes.txt"), b"x").unwrap();
+    assert_eq!(store.list().unwrap(), vec![d]);
+}
+
+#[test]
+fn a_symlinked_candidate_is_not_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = CandidateStore::open(&tmp.path().join("s")).unwrap();
+    let c = sample();
+    let d = repository_patch_digest(&c).unwrap();
+    let outside = tmp.path().join("outside.json");
+    std::fs::write(&outside, c.to_json_pretty().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&outside, tmp.path().join("s").join(format!("{}.json", d.bare_hex())))
+        .unwrap();
+    assert_eq!(store.get(&d).unwrap_err().code(), "REPOSITORY_PATCH_STORE_IO");
+    assert!(CandidateStore::open(&outside).is_err());
+}
