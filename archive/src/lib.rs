@@ -1,2 +1,34 @@
-//! The `archive` crate (see ARCHITECTURE.md).
+//! The canonical deterministic ZIP envelope (`mozaiks.deterministic_archive.v1`): writer, strict
+//! reader with a raw central-directory preflight, the empty transport marker, workspace
+//! materialisation / harvest / export (in the container), and staging into a fresh private tree
+//! (on the host).
+//!
+//! # Security
+//! Archive bytes are hostile input. The reader accepts exactly the bytes the canonical writer
+//! emits and rejects everything else before anything is written; the preflight bounds every
+//! allocation by the file budget; staging writes only through approved paths, never by entry
+//! name, into a fresh 0700 directory that is removed on any failure.
 #![forbid(unsafe_code)]
+
+pub mod envelope;
+pub mod error;
+pub mod export;
+pub mod reader;
+pub mod stage;
+pub mod workspace;
+
+pub use envelope::{
+    ARCHIVE_SCHEMA_VERSION, EMPTY_ARCHIVE_MARKER, MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES,
+    archive_digest, build_deterministic_archive,
+};
+pub use error::{ArchiveError, ENVELOPE_CODE, EntryName};
+pub use export::export_workspace_archive;
+pub use reader::{
+    ArchiveLimits, ArchiveManifest, ManifestEntry, preflight_archive_directory,
+    read_archive_entries, read_archive_manifest, validate_archive_budget,
+};
+pub use stage::{StageRequest, stage_workspace_archive};
+pub use workspace::{
+    HarvestOptions, HarvestedFile, StagedWorkspace, Violation, ViolationKind, WorkspaceHarvest,
+    materialize_workspace,
+};

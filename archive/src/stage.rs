@@ -1,0 +1,151 @@
+//! Host-side staging of a returned archive into a fresh private tree (reference §6.3).
+//!
+//! Every check runs before the first byte is written. Entries are read from the in-memory
+//! archive; an entry name is only ever compared with the approved paths, and each file is written
+//! through the *approved* `RepoPath` it matched, never through the name from the archive.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use snapshot::{
+    ApprovedExecutionContext, BaselineFiles, CreateAbsence, PathPolicy, RepoPath,
+    RepositorySnapshotEvidence, Sha256, validate_output_text, verify_selected_baseline,
+};
+
+use crate::envelope::EMPTY_ARCHIVE_MARKER;
+use crate::error::{ArchiveError, EntryName};
+use crate::reader::{ParsedEntry, parse, validate_archive_budget};
+use crate::workspace::{StagedWorkspace, materialize_workspace, open_root, write_file};
+
+/// Everything staging needs. `archive_bytes` is the container's output, untrusted.
+#[derive(Debug, Clone, Copy)]
+pub struct StageRequest<'a> {
+    pub context: &'a ApprovedExecutionContext,
+    pub snapshot: &'a RepositorySnapshotEvidence,
+    pub selected_paths: &'a [RepoPath],
+    pub baseline_files: &'a BaselineFiles,
+    pub archive_bytes: &'a [u8],
+    pub workspace_root: &'a Path,
+    pub policy: &'a dyn PathPolicy,
+    pub create_absence: Option<&'a dyn CreateAbsence>,
+    pub max_files: usize,
+    pub max_archive_bytes: usize,
+}
+
+/// Reference `stage_repository_workspace_archive`.
+///
+/// Checks, in order: budget limits; the approval and baseline (`verify_selected_baseline`); input
+/// budget; the target does not exist; the empty marker, or the raw preflight and the strict
+/// reader; the entry set against the selection and grants; per entry the host policy, size and
+/// hash, strict UTF-8 and the output content gates. Then it creates the root (0700),
+/// materialises the approved baseline, removes the selected files the archive omits (each under a
+/// delete grant), and writes every entry through its approved path.
+///
+/// The returned workspace's editable manifest is the approved pre-run baseline.
+///
+/// # Errors
+/// The first failing check's code (`REPOSITORY_PATCH_ARCHIVE_*`, the snapshot codes, the
+/// policy's own error). After the root exists, any failure removes it; a failed removal is
+/// reported as `CODING_WORKSPACE_CLEANUP` instead.
+///
+/// # Security
+/// No file is created unless every check passed; writes never follow links.
+pub fn stage_workspace_archive(req: StageRequest<'_>) -> Result<StagedWorkspace, ArchiveError> {
+    validate_archive_budget(req.max_files, req.max_archive_bytes)?;
+    let expected = verify_selected_baseline(
+        req.context,
+        req.snapshot,
+        req.selected_paths,
+        req.baseline_files,
+        req.policy,
+        req.create_absence,
+    )?;
+    let creates = req.context.create_paths();
+    let deletes = req.context.delete_paths();
+    let max_entries = req.selected_paths.len() + creates.len();
+    if max_entries > req.max_files || req.archive_bytes.len() > req.max_archive_bytes {
+        return Err(ArchiveError::Budget {
+            detail: "input exceeds limit",
+        });
+    }
+    if req.workspace_root.symlink_metadata().is_ok() {
+        return Err(ArchiveError::Workspace {
+            detail: "target must not exist".to_owned(),
+        });
+    }
+    let entries: Vec<ParsedEntry<'_>> = if req.archive_bytes == EMPTY_ARCHIVE_MARKER {
+        Vec::new()
+    } else {
+        let expected_files =
+            (creates.is_empty() && deletes.is_empty()).then_some(req.selected_paths.len());
+        parse(
+            req.archive_bytes,
+            expected_files,
+            Some(max_entries),
+            req.max_archive_bytes,
+        )?
+        .entries
+    };
+
+    let selected: BTreeSet<&RepoPath> = req.selected_paths.iter().collect();
+    let present: BTreeSet<&RepoPath> = entries.iter().map(|e| &e.path).collect();
+    let dropped_without_grant = selected
+        .iter()
+        .any(|p| !present.contains(p) && !deletes.contains(p));
+    let unapproved = present
+        .iter()
+        .any(|p| !selected.contains(p) && !creates.contains(p));
+    if dropped_without_grant || unapproved {
+        return Err(ArchiveError::Set);
+    }
+
+    // Map each entry to the approved path object it equals; only that object is used to write.
+    let approved: BTreeMap<&str, (&RepoPath, bool)> = req
+        .selected_paths
+        .iter()
+        .map(|p| (p.as_str(), (p, false)))
+        .chain(creates.iter().map(|p| (p.as_str(), (p, true))))
+        .collect();
+    let mut writes: Vec<(&RepoPath, bool, &[u8])> = Vec::with_capacity(entries.len());
+    for entry in &entries {
+        let shown = EntryName::from_str(entry.path.as_str());
+        let &(target, is_create) = approved.get(entry.path.as_str()).ok_or(ArchiveError::Set)?;
+        req.policy.validate_path(target)?;
+        if Sha256::of(entry.data) != entry.sha256 {
+            return Err(ArchiveError::Hash { path: shown });
+        }
+        let Ok(text) = std::str::from_utf8(entry.data) else {
+            return Err(ArchiveError::Utf8 {
+                path: shown,
+                suffix: "",
+            });
+        };
+        validate_output_text(target.as_str(), text)?;
+        writes.push((target, is_create, entry.data));
+    }
+    let removals: Vec<&RepoPath> = req
+        .selected_paths
+        .iter()
+        .filter(|p| !present.contains(p))
+        .collect();
+
+    let baseline_ws =
+        materialize_workspace(req.workspace_root, req.baseline_files, &BTreeMap::new())?;
+    let written = open_root(req.workspace_root).and_then(|dir| {
+        for path in &removals {
+            dir.remove_file(path.as_str())
+                .map_err(|e| ArchiveError::workspace_io("cannot remove deleted file", &e))?;
+        }
+        for (path, is_create, bytes) in &writes {
+            write_file(&dir, path, bytes, *is_create)
+                .map_err(|e| ArchiveError::workspace_io("cannot write staged file", &e))?;
+        }
+        Ok(())
+    });
+    if let Err(e) = written {
+        baseline_ws.cleanup()?;
+        return Err(e);
+    }
+    debug_assert_eq!(baseline_ws.editable_manifest(), &expected);
+    Ok(baseline_ws)
+}

@@ -1,0 +1,577 @@
+//! Coding workspaces (reference §7): materialise approved files into a fresh private directory,
+//! harvest what is there afterwards without following links, and remove the tree.
+//!
+//! All file-system work below the root goes through one `cap_std::fs::Dir` handle opened on the
+//! root (the one ambient call); names are relative, resolved inside the handle, never joined onto
+//! host paths, and links are never followed (`O_NOFOLLOW`, `open_dir_nofollow`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use cap_fs_ext::{DirExt as _, FollowSymlinks, OpenOptionsFollowExt as _};
+use cap_std::fs::{Dir, DirBuilder, DirBuilderExt as _, OpenOptions, OpenOptionsExt as _};
+use snapshot::{
+    BaselineFiles, FileOp, RepoPath, Sha256, detect_collisions, is_secret_sensitive_path,
+};
+
+use crate::error::{ArchiveError, EntryName};
+
+/// Mode of every directory this crate creates.
+pub const PRIVATE_DIR_MODE: u32 = 0o700;
+/// Mode of every file this crate creates.
+pub const PRIVATE_FILE_MODE: u32 = 0o600;
+/// Most directory entries a harvest visits before it gives up (a tree the container filled with
+/// junk must not make the host walk forever).
+pub const MAX_HARVEST_ENTRIES: usize = 10_000;
+/// Most content bytes a harvest reads (4 × the archive budget: unchanged files plus changes).
+pub const MAX_HARVEST_BYTES: u64 = 4 * crate::envelope::MAX_ARCHIVE_BYTES as u64;
+/// Deepest directory nesting a harvest descends into.
+pub const MAX_HARVEST_DEPTH: usize = 64;
+
+/// A harvest violation kind. `Display` gives the wire name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ViolationKind {
+    /// A symbolic link (to a file or a directory); never read or followed.
+    Symlink,
+    /// A file outside the editable and read-only manifests while new files are not allowed.
+    OutsideAllowlist,
+    /// An editable file is missing while deletes are not allowed.
+    DeleteDenied,
+    /// A name that is not a portable path, or a non-regular file (FIFO, socket, device).
+    UnsafePath,
+    /// A new file at a secret-sensitive path.
+    SecretPath,
+    /// A read-only file whose bytes changed.
+    ReadOnlyModified,
+    /// A read-only file that is gone.
+    ReadOnlyMissing,
+}
+
+impl ViolationKind {
+    /// The wire name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Symlink => "symlink",
+            Self::OutsideAllowlist => "outside_allowlist",
+            Self::DeleteDenied => "delete_denied",
+            Self::UnsafePath => "unsafe_path",
+            Self::SecretPath => "secret_path",
+            Self::ReadOnlyModified => "read_only_modified",
+            Self::ReadOnlyMissing => "read_only_missing",
+        }
+    }
+}
+
+impl fmt::Display for ViolationKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One violation: its kind and the (possibly non-portable, lossily decoded) relative path.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Violation {
+    pub kind: ViolationKind,
+    pub path: String,
+}
+
+/// One harvested file. Hashes are of the raw bytes; `content` is the raw bytes (consumers decode
+/// strictly). Creates have no `previous_sha256`; deletes have no `new_sha256` and no content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HarvestedFile {
+    pub path: RepoPath,
+    pub op: FileOp,
+    pub modified: bool,
+    pub previous_sha256: Option<Sha256>,
+    pub new_sha256: Option<Sha256>,
+    pub content: Option<Vec<u8>>,
+}
+
+/// What a harvest found: editable files (updates and creates, sorted by path, then deletes,
+/// sorted), violations (sorted), and the total content bytes of `files`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WorkspaceHarvest {
+    pub files: Vec<HarvestedFile>,
+    pub violations: Vec<Violation>,
+    pub total_content_bytes: u64,
+}
+
+/// Harvest options; the default allows neither new files nor deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HarvestOptions {
+    pub allow_new_files: bool,
+    pub allow_deletes: bool,
+}
+
+/// A workspace tree and the manifests it was materialised with.
+#[derive(Debug)]
+pub struct StagedWorkspace {
+    root: PathBuf,
+    editable: BTreeMap<RepoPath, Sha256>,
+    read_only: BTreeMap<RepoPath, Sha256>,
+    owned: bool,
+    removed: AtomicBool,
+}
+
+/// Creates `root` as a fresh directory with mode 0700. `mkdir` is atomic and fails on anything
+/// already there, a dangling link included.
+pub(crate) fn create_private_root(root: &Path) -> Result<(), ArchiveError> {
+    if root.symlink_metadata().is_ok() {
+        return Err(ArchiveError::Workspace {
+            detail: "target must not exist".to_owned(),
+        });
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, PRIVATE_DIR_MODE);
+    builder.create(root).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            ArchiveError::Workspace {
+                detail: "target must not exist".to_owned(),
+            }
+        } else {
+            ArchiveError::workspace_io("cannot create workspace root", &e)
+        }
+    })
+}
+
+/// Opens the root directory handle: the one ambient-authority call. The root itself must be a
+/// real directory, not a link.
+pub(crate) fn open_root(root: &Path) -> Result<Dir, ArchiveError> {
+    let meta = root
+        .symlink_metadata()
+        .map_err(|e| ArchiveError::workspace_io("cannot inspect workspace root", &e))?;
+    if !meta.is_dir() {
+        return Err(ArchiveError::Workspace {
+            detail: "workspace root is not a directory".to_owned(),
+        });
+    }
+    Dir::open_ambient_dir(root, cap_std::ambient_authority())
+        .map_err(|e| ArchiveError::workspace_io("cannot open workspace root", &e))
+}
+
+fn dir_builder() -> DirBuilder {
+    let mut b = DirBuilder::new();
+    b.mode(PRIVATE_DIR_MODE);
+    b
+}
+
+/// Creates the parent directories of `path` inside `dir` (each 0700, no links followed).
+pub(crate) fn create_parents(dir: &Dir, path: &RepoPath) -> std::io::Result<()> {
+    let builder = dir_builder();
+    for prefix in path.parent_prefixes() {
+        match dir.symlink_metadata(prefix) {
+            Ok(meta) if meta.is_dir() => continue,
+            Ok(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "a non-directory occupies a parent path",
+                ));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                dir.create_dir_with(prefix, &builder)?
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` inside `dir`: a new file (`create_new`) or the truncation of an
+/// existing regular file; never through a link.
+pub(crate) fn write_file(
+    dir: &Dir,
+    path: &RepoPath,
+    bytes: &[u8],
+    create: bool,
+) -> std::io::Result<()> {
+    #[cfg(test)]
+    if failpoints::take_write_failure() {
+        return Err(std::io::Error::other("injected write failure"));
+    }
+    if create {
+        create_parents(dir, path)?;
+    }
+    let mut options = OpenOptions::new();
+    options
+        .write(true)
+        .follow(FollowSymlinks::No)
+        .mode(PRIVATE_FILE_MODE);
+    if create {
+        options.create_new(true);
+    } else {
+        options.truncate(true);
+    }
+    let mut file = dir.open_with(path.as_str(), &options)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    file.write_all(bytes)?;
+    file.flush()
+}
+
+/// Reads the regular file at `rel` without following links, at most `limit` bytes (one more byte
+/// signals an overflow).
+fn read_regular(dir: &Dir, rel: &str, limit: u64) -> std::io::Result<Vec<u8>> {
+    let mut options = OpenOptions::new();
+    options.read(true).follow(FollowSymlinks::No);
+    let file = dir.open_with(rel, &options)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut out = Vec::new();
+    file.take(limit.saturating_add(1)).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// Removes `root` and everything below it without following links. A missing root is success.
+fn remove_tree(root: &Path) -> Result<(), ArchiveError> {
+    #[cfg(test)]
+    if failpoints::take_cleanup_failure() {
+        return Err(ArchiveError::Cleanup {
+            detail: "injected failure".to_owned(),
+        });
+    }
+    let cleanup = |e: std::io::Error| ArchiveError::Cleanup {
+        detail: e.kind().to_string(),
+    };
+    match root.symlink_metadata() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(cleanup(e)),
+        Ok(_) => {}
+    }
+    let (Some(parent), Some(name)) = (root.parent(), root.file_name()) else {
+        return Err(ArchiveError::Cleanup {
+            detail: "workspace root has no parent".to_owned(),
+        });
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let parent_dir =
+        Dir::open_ambient_dir(parent, cap_std::ambient_authority()).map_err(cleanup)?;
+    parent_dir.remove_dir_all(name).map_err(cleanup)
+}
+
+/// Reference `materialize_coding_workspace`: creates `root` (must not exist; 0700) and writes the
+/// editable and read-only files (0600, parents 0700). The manifests record the SHA-256 of the
+/// exact bytes written.
+///
+/// # Errors
+/// `WORKSPACE_SECRET_PATH` for a secret-sensitive path, `WORKSPACE_UNSAFE_PATH` when paths collide
+/// (within or across the two sets); `REPOSITORY_PATCH_ARCHIVE_WORKSPACE` when the root exists or a
+/// write fails (the partial tree is then removed; a failed removal is `CODING_WORKSPACE_CLEANUP`).
+///
+/// # Security
+/// Nothing is created before every path is checked; writes never follow links.
+pub fn materialize_workspace(
+    root: &Path,
+    editable: &BaselineFiles,
+    read_only: &BaselineFiles,
+) -> Result<StagedWorkspace, ArchiveError> {
+    for path in editable.keys().chain(read_only.keys()) {
+        if is_secret_sensitive_path(path.as_str()) {
+            return Err(ArchiveError::WorkspaceSecretPath {
+                path: EntryName::from_str(path.as_str()),
+            });
+        }
+    }
+    if let Err(c) = detect_collisions(editable.keys().chain(read_only.keys())) {
+        let path = match &c {
+            snapshot::Collision::Duplicate(p)
+            | snapshot::Collision::CaseFold(p, _)
+            | snapshot::Collision::FileDirectoryPrefix(p, _) => p.as_str().to_owned(),
+        };
+        return Err(ArchiveError::WorkspaceUnsafePath {
+            path: EntryName::from_str(&path),
+        });
+    }
+    create_private_root(root)?;
+    let ws = StagedWorkspace {
+        root: root.to_owned(),
+        editable: editable
+            .iter()
+            .map(|(p, c)| (p.clone(), Sha256::of(c.as_bytes())))
+            .collect(),
+        read_only: read_only
+            .iter()
+            .map(|(p, c)| (p.clone(), Sha256::of(c.as_bytes())))
+            .collect(),
+        owned: true,
+        removed: AtomicBool::new(false),
+    };
+    let written = open_root(root).and_then(|dir| {
+        for (path, content) in editable.iter().chain(read_only.iter()) {
+            write_file(&dir, path, content.as_bytes(), true)
+                .map_err(|e| ArchiveError::workspace_io("cannot write workspace file", &e))?;
+        }
+        Ok(())
+    });
+    match written {
+        Ok(()) => Ok(ws),
+        Err(e) => {
+            ws.cleanup()?;
+            Err(e)
+        }
+    }
+}
+
+impl StagedWorkspace {
+    /// Wraps an existing tree (e.g. the container's `/workspace`) with its manifests. The tree is
+    /// not owned: [`StagedWorkspace::cleanup`] leaves it in place.
+    ///
+    /// # Errors
+    /// `REPOSITORY_PATCH_ARCHIVE_WORKSPACE` when `root` is not a directory (a link is refused).
+    pub fn open_existing(
+        root: &Path,
+        editable_manifest: BTreeMap<RepoPath, Sha256>,
+        read_only_manifest: BTreeMap<RepoPath, Sha256>,
+    ) -> Result<Self, ArchiveError> {
+        open_root(root)?;
+        Ok(Self {
+            root: root.to_owned(),
+            editable: editable_manifest,
+            read_only: read_only_manifest,
+            owned: false,
+            removed: AtomicBool::new(false),
+        })
+    }
+
+    /// The tree's root directory.
+    #[must_use]
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `path → sha256` of the editable files as materialised (for a staged archive: the
+    /// approved pre-run baseline).
+    #[must_use]
+    pub fn editable_manifest(&self) -> &BTreeMap<RepoPath, Sha256> {
+        &self.editable
+    }
+
+    /// `path → sha256` of the read-only inspection files.
+    #[must_use]
+    pub fn read_only_manifest(&self) -> &BTreeMap<RepoPath, Sha256> {
+        &self.read_only
+    }
+
+    /// Removes the tree (owned workspaces only). Idempotent: after a success further calls do
+    /// nothing; after a failure the next call tries again.
+    ///
+    /// # Errors
+    /// `CODING_WORKSPACE_CLEANUP` when the removal fails; the remaining tree stays in place.
+    pub fn cleanup(&self) -> Result<(), ArchiveError> {
+        if !self.owned || self.removed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        remove_tree(&self.root)?;
+        self.removed.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Reference `harvest_coding_workspace`: walks the whole tree without following links and
+    /// classifies every entry against the manifests (see [`WorkspaceHarvest`], [`ViolationKind`]).
+    ///
+    /// # Errors
+    /// `REPOSITORY_PATCH_ARCHIVE_WORKSPACE` when the tree cannot be read;
+    /// `REPOSITORY_PATCH_ARCHIVE_BUDGET` when it holds more than [`MAX_HARVEST_ENTRIES`] entries,
+    /// nests deeper than [`MAX_HARVEST_DEPTH`], or more than [`MAX_HARVEST_BYTES`] content bytes.
+    ///
+    /// # Security
+    /// Links are reported, never read or followed; files outside the manifests are not read
+    /// unless new files are allowed; secret-sensitive new files are never read.
+    pub fn harvest(&self, options: HarvestOptions) -> Result<WorkspaceHarvest, ArchiveError> {
+        let root = open_root(&self.root)?;
+        let io = |e: std::io::Error| ArchiveError::workspace_io("cannot read workspace", &e);
+        let mut found: BTreeMap<RepoPath, HarvestedFile> = BTreeMap::new();
+        let mut violations: Vec<Violation> = Vec::new();
+        let mut present: BTreeSet<RepoPath> = BTreeSet::new();
+        let mut read_bytes = 0_u64;
+        let mut visited = 0_usize;
+        let mut stack: Vec<(Dir, String, usize)> = vec![(root, String::new(), 0)];
+        while let Some((dir, prefix, depth)) = stack.pop() {
+            for entry in dir.entries().map_err(io)? {
+                let entry = entry.map_err(io)?;
+                visited += 1;
+                if visited > MAX_HARVEST_ENTRIES {
+                    return Err(ArchiveError::Budget {
+                        detail: "staged tree exceeds harvest limit",
+                    });
+                }
+                let raw_name = entry.file_name();
+                let Some(name) = raw_name.to_str() else {
+                    let lossy = raw_name.to_string_lossy();
+                    violations.push(Violation {
+                        kind: ViolationKind::UnsafePath,
+                        path: format!("{prefix}{lossy}"),
+                    });
+                    continue;
+                };
+                let rel = format!("{prefix}{name}");
+                let file_type = entry.file_type().map_err(io)?;
+                if file_type.is_symlink() {
+                    violations.push(Violation {
+                        kind: ViolationKind::Symlink,
+                        path: rel,
+                    });
+                    continue;
+                }
+                if file_type.is_dir() {
+                    if depth + 1 > MAX_HARVEST_DEPTH {
+                        return Err(ArchiveError::Budget {
+                            detail: "staged tree exceeds harvest limit",
+                        });
+                    }
+                    let sub = dir.open_dir_nofollow(name).map_err(io)?;
+                    stack.push((sub, format!("{rel}/"), depth + 1));
+                    continue;
+                }
+                let Ok(path) = RepoPath::parse(&rel) else {
+                    violations.push(Violation {
+                        kind: ViolationKind::UnsafePath,
+                        path: rel,
+                    });
+                    continue;
+                };
+                if !file_type.is_file() {
+                    violations.push(Violation {
+                        kind: ViolationKind::UnsafePath,
+                        path: rel,
+                    });
+                    continue;
+                }
+                let editable = self.editable.get(&path);
+                let read_only = self.read_only.get(&path);
+                if editable.is_none() && read_only.is_none() {
+                    if is_secret_sensitive_path(path.as_str()) {
+                        violations.push(Violation {
+                            kind: ViolationKind::SecretPath,
+                            path: rel,
+                        });
+                        continue;
+                    }
+                    if !options.allow_new_files {
+                        violations.push(Violation {
+                            kind: ViolationKind::OutsideAllowlist,
+                            path: rel,
+                        });
+                        continue;
+                    }
+                }
+                let bytes = read_regular(&dir, name, MAX_HARVEST_BYTES - read_bytes).map_err(io)?;
+                read_bytes += bytes.len() as u64;
+                if read_bytes > MAX_HARVEST_BYTES {
+                    return Err(ArchiveError::Budget {
+                        detail: "staged tree exceeds harvest limit",
+                    });
+                }
+                let new_sha = Sha256::of(&bytes);
+                present.insert(path.clone());
+                if let Some(previous) = read_only {
+                    if *previous != new_sha {
+                        violations.push(Violation {
+                            kind: ViolationKind::ReadOnlyModified,
+                            path: rel,
+                        });
+                    }
+                    continue;
+                }
+                let (op, previous) = match editable {
+                    Some(previous) => (FileOp::Update, Some(*previous)),
+                    None => (FileOp::Create, None),
+                };
+                let file = HarvestedFile {
+                    path: path.clone(),
+                    op,
+                    modified: previous != Some(new_sha),
+                    previous_sha256: previous,
+                    new_sha256: Some(new_sha),
+                    content: Some(bytes),
+                };
+                found.insert(path, file);
+            }
+        }
+        let total_content_bytes = found
+            .values()
+            .filter_map(|f| f.content.as_ref())
+            .map(|c| c.len() as u64)
+            .sum();
+        let mut files: Vec<HarvestedFile> = found.into_values().collect();
+        for (path, previous) in &self.editable {
+            if present.contains(path) {
+                continue;
+            }
+            if options.allow_deletes {
+                files.push(HarvestedFile {
+                    path: path.clone(),
+                    op: FileOp::Delete,
+                    modified: true,
+                    previous_sha256: Some(*previous),
+                    new_sha256: None,
+                    content: None,
+                });
+            } else {
+                violations.push(Violation {
+                    kind: ViolationKind::DeleteDenied,
+                    path: path.to_string(),
+                });
+            }
+        }
+        for path in self.read_only.keys() {
+            if !present.contains(path) {
+                violations.push(Violation {
+                    kind: ViolationKind::ReadOnlyMissing,
+                    path: path.to_string(),
+                });
+            }
+        }
+        violations.sort();
+        Ok(WorkspaceHarvest {
+            files,
+            violations,
+            total_content_bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod failpoints {
+    //! Test-only fault injection: removal and write failures cannot be provoked for `root`.
+    use std::cell::Cell;
+
+    thread_local! {
+        pub(crate) static FAIL_CLEANUPS: Cell<u32> = const { Cell::new(0) };
+        pub(crate) static FAIL_WRITE_AFTER: Cell<Option<usize>> = const { Cell::new(None) };
+    }
+
+    pub(crate) fn take_cleanup_failure() -> bool {
+        FAIL_CLEANUPS.with(|c| {
+            let n = c.get();
+            if n > 0 {
+                c.set(n - 1);
+            }
+            n > 0
+        })
+    }
+
+    pub(crate) fn take_write_failure() -> bool {
+        FAIL_WRITE_AFTER.with(|c| match c.get() {
+            Some(0) => {
+                c.set(None);
+                true
+            }
+            Some(n) => {
+                c.set(Some(n - 1));
+                false
+            }
+            None => false,
+        })
+    }
+}
