@@ -61,8 +61,16 @@ pub fn unified_diff_with_budget(
     after: Option<&str>,
     budget: u64,
 ) -> UnifiedDiff {
-    let from = if before.is_some() { format!("a/{path}") } else { "/dev/null".to_owned() };
-    let to = if after.is_some() { format!("b/{path}") } else { "/dev/null".to_owned() };
+    let from = if before.is_some() {
+        format!("a/{path}")
+    } else {
+        "/dev/null".to_owned()
+    };
+    let to = if after.is_some() {
+        format!("b/{path}")
+    } else {
+        "/dev/null".to_owned()
+    };
     let a_text = before.unwrap_or("");
     let b_text = after.unwrap_or("");
     let git_lines = needs_git_lines(a_text) || needs_git_lines(b_text);
@@ -82,7 +90,10 @@ pub fn unified_diff_with_budget(
     } else {
         DiffMode::Difflib
     };
-    UnifiedDiff { text: render(&from, &to, &a, &b, &groups), mode }
+    UnifiedDiff {
+        text: render(&from, &to, &a, &b, &groups),
+        mode,
+    }
 }
 
 /// True when `text` holds a line separator that Python's `splitlines` knows and Git does not.
@@ -91,11 +102,7 @@ pub fn needs_git_lines(text: &str) -> bool {
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
-            '\r' => {
-                if chars.peek() != Some(&'\n') {
-                    return true;
-                }
-            }
+            '\r' if chars.peek() != Some(&'\n') => return true,
             '\u{0b}' | '\u{0c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}'
             | '\u{2029}' => return true,
             _ => {}
@@ -128,10 +135,10 @@ pub fn splitlines_keepends(text: &str) -> Vec<&str> {
         }
         start = end;
     }
-    if let Some(rest) = text.get(start..) {
-        if !rest.is_empty() {
-            lines.push(rest);
-        }
+    if let Some(rest) = text.get(start..)
+        && !rest.is_empty()
+    {
+        lines.push(rest);
     }
     lines
 }
@@ -166,7 +173,13 @@ fn whole_file_groups(la: usize, lb: usize) -> Vec<Vec<Opcode>> {
         (0, _) => Tag::Insert,
         _ => Tag::Replace,
     };
-    vec![vec![Opcode { tag, i1: 0, i2: la, j1: 0, j2: lb }]]
+    vec![vec![Opcode {
+        tag,
+        i1: 0,
+        i2: la,
+        j1: 0,
+        j2: lb,
+    }]]
 }
 
 /// `difflib.SequenceMatcher(None, a, b)` with `autojunk=True`, over interned line ids.
@@ -352,12 +365,24 @@ fn opcodes(blocks: &[(usize, usize, usize)]) -> Vec<Opcode> {
             None
         };
         if let Some(tag) = tag {
-            out.push(Opcode { tag, i1: i, i2: ai, j1: j, j2: bj });
+            out.push(Opcode {
+                tag,
+                i1: i,
+                i2: ai,
+                j1: j,
+                j2: bj,
+            });
         }
         i = ai + size;
         j = bj + size;
         if size > 0 {
-            out.push(Opcode { tag: Tag::Equal, i1: ai, i2: i, j1: bj, j2: j });
+            out.push(Opcode {
+                tag: Tag::Equal,
+                i1: ai,
+                i2: i,
+                j1: bj,
+                j2: j,
+            });
         }
     }
     out
@@ -369,20 +394,26 @@ fn grouped_opcodes(a: &[&str], b: &[&str], budget: u64) -> Option<Vec<Vec<Opcode
     let blocks = matcher.matching_blocks().ok()?;
     let mut codes = opcodes(&blocks);
     if codes.is_empty() {
-        codes.push(Opcode { tag: Tag::Equal, i1: 0, i2: 1, j1: 0, j2: 1 });
+        codes.push(Opcode {
+            tag: Tag::Equal,
+            i1: 0,
+            i2: 1,
+            j1: 0,
+            j2: 1,
+        });
     }
     let n = CONTEXT;
-    if let Some(first) = codes.first_mut() {
-        if first.tag == Tag::Equal {
-            first.i1 = first.i1.max(first.i2.saturating_sub(n));
-            first.j1 = first.j1.max(first.j2.saturating_sub(n));
-        }
+    if let Some(first) = codes.first_mut()
+        && first.tag == Tag::Equal
+    {
+        first.i1 = first.i1.max(first.i2.saturating_sub(n));
+        first.j1 = first.j1.max(first.j2.saturating_sub(n));
     }
-    if let Some(last) = codes.last_mut() {
-        if last.tag == Tag::Equal {
-            last.i2 = last.i2.min(last.i1 + n);
-            last.j2 = last.j2.min(last.j1 + n);
-        }
+    if let Some(last) = codes.last_mut()
+        && last.tag == Tag::Equal
+    {
+        last.i2 = last.i2.min(last.i1 + n);
+        last.j2 = last.j2.min(last.j1 + n);
     }
     let nn = n + n;
     let mut groups = Vec::new();

@@ -6,8 +6,14 @@ fn reference_examples_are_reproduced_exactly() {
         unified_diff("x", Some("a\nb\nc\n"), Some("a\nB\nc")),
         "--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n-b\n-c\n+B\n+c\n\\ No newline at end of file\n"
     );
-    assert_eq!(unified_diff("x", None, Some("x\n")), "--- /dev/null\n+++ b/x\n@@ -0,0 +1 @@\n+x\n");
-    assert_eq!(unified_diff("x", Some("x\n"), None), "--- a/x\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n");
+    assert_eq!(
+        unified_diff("x", None, Some("x\n")),
+        "--- /dev/null\n+++ b/x\n@@ -0,0 +1 @@\n+x\n"
+    );
+    assert_eq!(
+        unified_diff("x", Some("x\n"), None),
+        "--- a/x\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
+    );
     assert_eq!(unified_diff("x", None, Some("")), "");
     assert_eq!(unified_diff("x", Some("same\n"), Some("same\n")), "");
 }
@@ -16,10 +22,23 @@ fn reference_examples_are_reproduced_exactly() {
 fn splitlines_matches_python_semantics() {
     assert_eq!(splitlines_keepends(""), Vec::<&str>::new());
     assert_eq!(splitlines_keepends("a"), vec!["a"]);
-    assert_eq!(splitlines_keepends("a\r\nb\rc\n"), vec!["a\r\n", "b\r", "c\n"]);
+    assert_eq!(
+        splitlines_keepends("a\r\nb\rc\n"),
+        vec!["a\r\n", "b\r", "c\n"]
+    );
     assert_eq!(
         splitlines_keepends("1\u{b}2\u{c}3\u{1c}4\u{1d}5\u{1e}6\u{85}7\u{2028}8\u{2029}9"),
-        vec!["1\u{b}", "2\u{c}", "3\u{1c}", "4\u{1d}", "5\u{1e}", "6\u{85}", "7\u{2028}", "8\u{2029}", "9"]
+        vec![
+            "1\u{b}",
+            "2\u{c}",
+            "3\u{1c}",
+            "4\u{1d}",
+            "5\u{1e}",
+            "6\u{85}",
+            "7\u{2028}",
+            "8\u{2029}",
+            "9"
+        ]
     );
     assert_eq!(splitlines_keepends("\r\r\n\n"), vec!["\r", "\r\n", "\n"]);
     assert_eq!(splitlines_keepends("x\u{1f}y"), vec!["x\u{1f}y"]);

@@ -29,7 +29,9 @@ pub const MAX_DIGEST_INPUT_BYTES: usize = 64 * 1024 * 1024;
 /// from `new_sha256`), `REPOSITORY_PATCH_DIGEST_PATH` (case-folded equal or `/`-prefix-related
 /// paths), `REPOSITORY_PATCH_DIGEST_BUDGET` (canonical form over 64 MiB). Hash spelling, canonical
 /// paths and the presence rule are guaranteed by the candidate type.
-pub fn repository_patch_digest(candidate: &RepositoryPatchCandidate) -> Result<Sha256, FinalizeError> {
+pub fn repository_patch_digest(
+    candidate: &RepositoryPatchCandidate,
+) -> Result<Sha256, FinalizeError> {
     repository_patch_digest_with_limit(candidate, MAX_DIGEST_INPUT_BYTES)
 }
 
@@ -43,40 +45,56 @@ pub(crate) fn repository_patch_digest_with_limit(
     }
     let mut folded: Vec<String> = Vec::with_capacity(files.len());
     for file in files {
-        if let Some(content) = file.content() {
-            if file.new_sha256() != Some(&Sha256::of(content.as_bytes())) {
-                return Err(FinalizeError::DigestHash { detail: "content differs from file hash" });
-            }
+        if let Some(content) = file.content()
+            && file.new_sha256() != Some(&Sha256::of(content.as_bytes()))
+        {
+            return Err(FinalizeError::DigestHash {
+                detail: "content differs from file hash",
+            });
         }
         let key = casefold(file.path().as_str());
         let related = |earlier: &String| {
             *earlier == key
-                || key.strip_prefix(earlier.as_str()).is_some_and(|r| r.starts_with('/'))
-                || earlier.strip_prefix(key.as_str()).is_some_and(|r| r.starts_with('/'))
+                || key
+                    .strip_prefix(earlier.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+                || earlier
+                    .strip_prefix(key.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
         };
         if folded.iter().any(related) {
             return Err(FinalizeError::DigestPath);
         }
         folded.push(key);
     }
-    let mut canonical = serde_json::to_value(candidate)
-        .map_err(|_| FinalizeError::input("invalid candidate"))?;
+    let mut canonical =
+        serde_json::to_value(candidate).map_err(|_| FinalizeError::input("invalid candidate"))?;
     let Value::Object(fields) = &mut canonical else {
         return Err(FinalizeError::input("invalid candidate"));
     };
     if let Some(Value::Array(changed)) = fields.get_mut("changed_files") {
         changed.sort_by(|x, y| path_of(x).cmp(path_of(y)));
     }
-    for gate in ["required_validation_gates", "required_security_gates", "required_ci_checks"] {
+    for gate in [
+        "required_validation_gates",
+        "required_security_gates",
+        "required_ci_checks",
+    ] {
         if let Some(Value::Array(list)) = fields.get_mut(gate) {
-            let mut texts: Vec<String> =
-                list.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect();
+            let mut texts: Vec<String> = list
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect();
             texts.sort();
             texts.dedup();
             *list = texts.into_iter().map(Value::String).collect();
         }
     }
-    let mut sink = HashSink { hasher: Hasher::new(), written: 0, limit };
+    let mut sink = HashSink {
+        hasher: Hasher::new(),
+        written: 0,
+        limit,
+    };
     let result = (|| -> io::Result<()> {
         sink.write_all(b"{\"candidate\":")?;
         write_canonical(&mut sink, &canonical)?;

@@ -89,6 +89,8 @@ impl FinalizeError {
     }
 
     pub(crate) fn input(detail: impl Into<String>) -> Self {
-        Self::DigestInput { detail: detail.into() }
+        Self::DigestInput {
+            detail: detail.into(),
+        }
     }
 }

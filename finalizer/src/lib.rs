@@ -24,7 +24,7 @@ pub use diff::{DiffMode, UnifiedDiff, unified_diff, unified_diff_with_budget};
 pub use digest::{DIGEST_SCHEMA, MAX_DIGEST_INPUT_BYTES, repository_patch_digest};
 pub use error::FinalizeError;
 pub use model::{
-    CandidateFields, MAX_CANDIDATE_FILES, REPOSITORY_PATCH_SCHEMA_VERSION, RepositoryPatchCandidate,
-    RepositoryPatchFile, validate_candidate_json,
+    CandidateFields, MAX_CANDIDATE_FILES, REPOSITORY_PATCH_SCHEMA_VERSION,
+    RepositoryPatchCandidate, RepositoryPatchFile, validate_candidate_json,
 };
 pub use store::CandidateStore;

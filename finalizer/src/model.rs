@@ -33,12 +33,7 @@ pub struct RepositoryPatchFile {
     diff: String,
 }
 
-fn presence_matches(
-    op: FileOp,
-    previous: bool,
-    new: bool,
-    content: bool,
-) -> bool {
+fn presence_matches(op: FileOp, previous: bool, new: bool, content: bool) -> bool {
     matches!(
         (op, previous, new, content),
         (FileOp::Create, false, true, true)
@@ -62,11 +57,22 @@ impl RepositoryPatchFile {
         content: Option<String>,
         diff: String,
     ) -> Result<Self, FinalizeError> {
-        if !presence_matches(op, previous_sha256.is_some(), new_sha256.is_some(), content.is_some())
-        {
+        if !presence_matches(
+            op,
+            previous_sha256.is_some(),
+            new_sha256.is_some(),
+            content.is_some(),
+        ) {
             return Err(FinalizeError::input(PRESENCE));
         }
-        Ok(Self { path, op, previous_sha256, new_sha256, content, diff })
+        Ok(Self {
+            path,
+            op,
+            previous_sha256,
+            new_sha256,
+            content,
+            diff,
+        })
     }
 
     #[must_use]
@@ -335,7 +341,9 @@ impl TryFrom<RawPatchFile> for RepositoryPatchFile {
 fn parse_hash(text: Option<String>) -> Result<Option<Sha256>, FinalizeError> {
     text.map(|t| t.parse::<Sha256>())
         .transpose()
-        .map_err(|_| FinalizeError::DigestHash { detail: "invalid file hash" })
+        .map_err(|_| FinalizeError::DigestHash {
+            detail: "invalid file hash",
+        })
 }
 
 fn typed_file(raw: RawPatchFile) -> Result<RepositoryPatchFile, FinalizeError> {
@@ -418,7 +426,11 @@ impl TryFrom<RawCandidate> for RepositoryPatchCandidate {
         if !(1..=MAX_CANDIDATE_FILES).contains(&raw.changed_files.len()) {
             return Err(FinalizeError::input("invalid candidate or file count"));
         }
-        let files = raw.changed_files.into_iter().map(typed_file).collect::<Result<Vec<_>, _>>()?;
+        let files = raw
+            .changed_files
+            .into_iter()
+            .map(typed_file)
+            .collect::<Result<Vec<_>, _>>()?;
         Self::new(
             CandidateFields {
                 handoff_id: raw.handoff_id,

@@ -27,7 +27,9 @@ pub struct CandidateStore {
 }
 
 fn io_err(what: &str) -> impl Fn(std::io::Error) -> FinalizeError + '_ {
-    move |e| FinalizeError::StoreIo { detail: format!("{what}: {}", e.kind()) }
+    move |e| FinalizeError::StoreIo {
+        detail: format!("{what}: {}", e.kind()),
+    }
 }
 
 fn file_name(digest: &Sha256) -> String {
@@ -43,7 +45,9 @@ impl CandidateStore {
         match std::fs::symlink_metadata(dir) {
             Ok(meta) if meta.is_dir() => {}
             Ok(_) => {
-                return Err(FinalizeError::StoreIo { detail: "store path is not a directory".into() });
+                return Err(FinalizeError::StoreIo {
+                    detail: "store path is not a directory".into(),
+                });
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 use std::os::unix::fs::DirBuilderExt as _;
@@ -79,9 +83,16 @@ impl CandidateStore {
             TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
         );
         let mut options = OpenOptions::new();
-        options.write(true).create_new(true).mode(0o600).follow(FollowSymlinks::No);
+        options
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .follow(FollowSymlinks::No);
         let written = (|| {
-            let mut file = self.dir.open_with(&temp, &options).map_err(io_err("create temp file"))?;
+            let mut file = self
+                .dir
+                .open_with(&temp, &options)
+                .map_err(io_err("create temp file"))?;
             file.write_all(&bytes).map_err(io_err("write candidate"))?;
             file.sync_all().map_err(io_err("fsync candidate"))?;
             Ok::<(), FinalizeError>(())
@@ -95,7 +106,11 @@ impl CandidateStore {
         let linked = linked?;
         removed.map_err(io_err("remove temp file"))?;
         self.sync_dir()?;
-        if linked { Ok(digest) } else { self.confirm_same(&name, &bytes, &digest) }
+        if linked {
+            Ok(digest)
+        } else {
+            self.confirm_same(&name, &bytes, &digest)
+        }
     }
 
     /// The digests of every stored candidate, sorted. Other files are ignored.
@@ -108,7 +123,9 @@ impl CandidateStore {
             let entry = entry.map_err(io_err("list store"))?;
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
-            let Some(hex) = name.strip_suffix(".json") else { continue };
+            let Some(hex) = name.strip_suffix(".json") else {
+                continue;
+            };
             if let Ok(digest) = Sha256::from_bare_hex(hex) {
                 out.push(digest);
             }
@@ -125,12 +142,16 @@ impl CandidateStore {
     pub fn get(&self, digest: &Sha256) -> Result<RepositoryPatchCandidate, FinalizeError> {
         let name = file_name(digest);
         if !self.exists(&name)? {
-            return Err(FinalizeError::StoreMissing { digest: digest.to_string() });
+            return Err(FinalizeError::StoreMissing {
+                digest: digest.to_string(),
+            });
         }
         let bytes = self.read_bounded(&name)?;
         let candidate = validate_candidate_json(&bytes)?;
         if repository_patch_digest(&candidate)? != *digest {
-            return Err(FinalizeError::StoreDigest { digest: digest.to_string() });
+            return Err(FinalizeError::StoreDigest {
+                digest: digest.to_string(),
+            });
         }
         Ok(candidate)
     }
@@ -146,12 +167,19 @@ impl CandidateStore {
     fn read_bounded(&self, name: &str) -> Result<Vec<u8>, FinalizeError> {
         let mut options = OpenOptions::new();
         options.read(true).follow(FollowSymlinks::No);
-        let file = self.dir.open_with(name, &options).map_err(io_err("open candidate"))?;
+        let file = self
+            .dir
+            .open_with(name, &options)
+            .map_err(io_err("open candidate"))?;
         let mut bytes = Vec::new();
         let limit = u64::try_from(MAX_CANDIDATE_JSON_BYTES).unwrap_or(u64::MAX);
-        file.take(limit + 1).read_to_end(&mut bytes).map_err(io_err("read candidate"))?;
+        file.take(limit + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io_err("read candidate"))?;
         if bytes.len() > MAX_CANDIDATE_JSON_BYTES {
-            return Err(FinalizeError::input("candidate document exceeds size limit"));
+            return Err(FinalizeError::input(
+                "candidate document exceeds size limit",
+            ));
         }
         Ok(bytes)
     }
@@ -166,7 +194,9 @@ impl CandidateStore {
         if existing == bytes {
             Ok(*digest)
         } else {
-            Err(FinalizeError::StoreConflict { digest: digest.to_string() })
+            Err(FinalizeError::StoreConflict {
+                digest: digest.to_string(),
+            })
         }
     }
 
@@ -174,7 +204,10 @@ impl CandidateStore {
         // The `Dir` handle itself is `O_PATH`; fsync needs a readable descriptor of the directory.
         let mut options = OpenOptions::new();
         options.read(true).follow(FollowSymlinks::No);
-        let handle = self.dir.open_with(".", &options).map_err(io_err("open store directory"))?;
+        let handle = self
+            .dir
+            .open_with(".", &options)
+            .map_err(io_err("open store directory"))?;
         handle.sync_all().map_err(io_err("fsync store directory"))
     }
 }

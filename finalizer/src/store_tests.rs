@@ -18,8 +18,14 @@ fn put_get_list_round_trip_and_idempotence() {
         .collect();
     assert_eq!(names, vec![format!("{}.json", d.bare_hex())]);
     use std::os::unix::fs::PermissionsExt as _;
-    assert_eq!(std::fs::metadata(&root).unwrap().permissions().mode() & 0o777, 0o700);
-    let file_mode = std::fs::metadata(root.join(&names[0])).unwrap().permissions().mode();
+    assert_eq!(
+        std::fs::metadata(&root).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    let file_mode = std::fs::metadata(root.join(&names[0]))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(file_mode & 0o777, 0o600);
 }
 
@@ -32,12 +38,24 @@ fn refuses_to_overwrite_different_bytes_and_detects_tampering() {
     let path = tmp.path().join(format!("{}.json", d.bare_hex()));
     let other = crate::test_support::candidate(vec![create("app/other.py", "y = 2\n")]);
     std::fs::write(&path, other.to_json_pretty().unwrap()).unwrap();
-    assert_eq!(store.put(&c).unwrap_err().code(), "REPOSITORY_PATCH_STORE_CONFLICT");
-    assert_eq!(store.get(&d).unwrap_err().code(), "REPOSITORY_PATCH_STORE_DIGEST");
+    assert_eq!(
+        store.put(&c).unwrap_err().code(),
+        "REPOSITORY_PATCH_STORE_CONFLICT"
+    );
+    assert_eq!(
+        store.get(&d).unwrap_err().code(),
+        "REPOSITORY_PATCH_STORE_DIGEST"
+    );
     std::fs::write(&path, b"{not json").unwrap();
-    assert_eq!(store.get(&d).unwrap_err().code(), "REPOSITORY_PATCH_DIGEST_INPUT");
+    assert_eq!(
+        store.get(&d).unwrap_err().code(),
+        "REPOSITORY_PATCH_DIGEST_INPUT"
+    );
     let missing = Sha256::of(b"nothing");
-    assert_eq!(store.get(&missing).unwrap_err().code(), "REPOSITORY_PATCH_STORE_MISSING");
+    assert_eq!(
+        store.get(&missing).unwrap_err().code(),
+        "REPOSITORY_PATCH_STORE_MISSING"
+    );
     std::fs::write(tmp.path().join("notes.txt"), b"x").unwrap();
     assert_eq!(store.list().unwrap(), vec![d]);
 }
@@ -50,8 +68,14 @@ fn a_symlinked_candidate_is_not_followed() {
     let d = repository_patch_digest(&c).unwrap();
     let outside = tmp.path().join("outside.json");
     std::fs::write(&outside, c.to_json_pretty().unwrap()).unwrap();
-    std::os::unix::fs::symlink(&outside, tmp.path().join("s").join(format!("{}.json", d.bare_hex())))
-        .unwrap();
-    assert_eq!(store.get(&d).unwrap_err().code(), "REPOSITORY_PATCH_STORE_IO");
+    std::os::unix::fs::symlink(
+        &outside,
+        tmp.path().join("s").join(format!("{}.json", d.bare_hex())),
+    )
+    .unwrap();
+    assert_eq!(
+        store.get(&d).unwrap_err().code(),
+        "REPOSITORY_PATCH_STORE_IO"
+    );
     assert!(CandidateStore::open(&outside).is_err());
 }

@@ -19,7 +19,9 @@ pub(crate) fn fields() -> CandidateFields {
         proposal_id: "proposal-1".into(),
         provider_id: "synthetic".into(),
         summary: "Approved repository file operations: 2.".into(),
-        rationale: "Derived from approved snapshot and host-verified workspace bytes; validation pending.".into(),
+        rationale:
+            "Derived from approved snapshot and host-verified workspace bytes; validation pending."
+                .into(),
         required_validation_gates: vec!["pytest".into(), "lint".into(), "pytest".into()],
         required_security_gates: vec!["secret_scan".into()],
         required_ci_checks: vec![],
@@ -68,7 +70,11 @@ pub(crate) fn candidate(files: Vec<RepositoryPatchFile>) -> RepositoryPatchCandi
 
 pub(crate) fn sample() -> RepositoryPatchCandidate {
     candidate(vec![
-        update("app/service.py", "def answer():\n    return 1\n", "def answer():\n    return 2\n"),
+        update(
+            "app/service.py",
+            "def answer():\n    return 1\n",
+            "def answer():\n    return 2\n",
+        ),
         create("app/new.py", "x = 1\n"),
     ])
 }
