@@ -17,13 +17,21 @@ fn main() -> ExitCode {
         Err(e) => {
             // clap prints help/version to stdout and usage errors to stderr itself.
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
-        .with_max_level(if cli.verbose { tracing::Level::DEBUG } else { tracing::Level::INFO })
+        .with_max_level(if cli.verbose {
+            tracing::Level::DEBUG
+        } else {
+            tracing::Level::INFO
+        })
         .without_time()
         .init();
     cli::run(cli)

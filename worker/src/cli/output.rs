@@ -32,19 +32,34 @@ pub(crate) struct CliError {
 
 impl CliError {
     pub(crate) fn rejected(code: &str, message: impl Into<String>) -> Self {
-        Self { code: code.to_owned(), message: message.into(), failure: Failure::Rejected }
+        Self {
+            code: code.to_owned(),
+            message: message.into(),
+            failure: Failure::Rejected,
+        }
     }
 
     pub(crate) fn environment(code: &str, message: impl Into<String>) -> Self {
-        Self { code: code.to_owned(), message: message.into(), failure: Failure::Environment }
+        Self {
+            code: code.to_owned(),
+            message: message.into(),
+            failure: Failure::Environment,
+        }
     }
 }
 
 impl From<snapshot::SnapshotError> for CliError {
     fn from(e: snapshot::SnapshotError) -> Self {
-        let failure =
-            if e.is_environment() { Failure::Environment } else { Failure::Rejected };
-        Self { code: e.code().to_owned(), message: e.to_string(), failure }
+        let failure = if e.is_environment() {
+            Failure::Environment
+        } else {
+            Failure::Rejected
+        };
+        Self {
+            code: e.code().to_owned(),
+            message: e.to_string(),
+            failure,
+        }
     }
 }
 
@@ -81,5 +96,8 @@ pub(crate) fn emit(result: Result<Outcome, CliError>, json: bool) -> ExitCode {
 }
 
 fn strip_code<'a>(message: &'a str, code: &str) -> &'a str {
-    message.strip_prefix(code).and_then(|m| m.strip_prefix(": ")).unwrap_or(message)
+    message
+        .strip_prefix(code)
+        .and_then(|m| m.strip_prefix(": "))
+        .unwrap_or(message)
 }

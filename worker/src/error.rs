@@ -1,0 +1,130 @@
+//! The crate's error type. Every variant has a stable wire code ([`WorkerError::code`]); messages
+//! never quote container output, Docker's own error text, or file contents.
+
+use snapshot::SnapshotError;
+
+/// Errors of the Docker turn, the sweeper and the usage ledger.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkerError {
+    /// The image reference is not a fixed `name:tag` / `name@digest` reference.
+    #[error("REPOSITORY_DOCKER_IMAGE: invalid fixed image reference")]
+    ImageReference,
+    /// The approved image ID is not `sha256:` + 64 lowercase hex.
+    #[error("REPOSITORY_DOCKER_EXPECTED_IMAGE_ID: invalid approved image id")]
+    ExpectedImageId,
+    #[error("REPOSITORY_DOCKER_WALL_BUDGET: wall budget must be 1..=3600 seconds")]
+    WallBudget,
+    #[error("REPOSITORY_DOCKER_ARCHIVE_BUDGET: archive budget must be 1..=16777216 bytes")]
+    ArchiveBudget,
+    #[error("REPOSITORY_DOCKER_FILE_BUDGET: selected and created files must be 1..=50")]
+    FileBudget,
+    #[error("REPOSITORY_DOCKER_CONTEXT_REQUIRED: an approved context and snapshot are required")]
+    ContextRequired,
+    #[error("REPOSITORY_DOCKER_CONTEXT_MISMATCH: request does not match the approval ({field})")]
+    ContextMismatch { field: &'static str },
+    #[error("REPOSITORY_DOCKER_REQUEST_BUDGET: stdin payload exceeds {limit} bytes")]
+    RequestBudget { limit: usize },
+    /// The configured runtime name is not a plain identifier.
+    #[error("REPOSITORY_DOCKER_RUNTIME: invalid runtime name")]
+    RuntimeName,
+    /// The daemon could not be reached (socket missing, refused, API negotiation failed).
+    #[error("REPOSITORY_DOCKER_UNAVAILABLE: Docker daemon unavailable ({detail})")]
+    Unavailable { detail: &'static str },
+    /// A Docker call failed or returned an unexpected status.
+    #[error("REPOSITORY_DOCKER_COMMAND_FAILED: {operation} failed")]
+    CommandFailed { operation: &'static str },
+    /// The resolved image ID is malformed.
+    #[error("REPOSITORY_DOCKER_IMAGE_ID: daemon returned a malformed image id")]
+    ImageId,
+    /// The image tag no longer resolves to the approved image ID.
+    #[error("REPOSITORY_DOCKER_IMAGE_ID_MISMATCH: image does not resolve to the approved id")]
+    ImageIdMismatch,
+    /// The image does not exist locally (it is never pulled).
+    #[error("REPOSITORY_DOCKER_IMAGE_MISSING: image is not present on the daemon")]
+    ImageMissing,
+    #[error("REPOSITORY_DOCKER_CONTAINER_ID: daemon returned a malformed container id")]
+    ContainerId,
+    #[error("REPOSITORY_DOCKER_INSPECT_FORMAT: container inspection has an unexpected shape")]
+    InspectFormat,
+    /// A pre-start inspection field differs from the container spec.
+    #[error("REPOSITORY_DOCKER_ISOLATION_MISMATCH: {field}")]
+    IsolationMismatch { field: &'static str },
+    /// stdout or stderr exceeded its cap while streaming.
+    #[error("REPOSITORY_DOCKER_OUTPUT_LIMIT: {stream} exceeded {limit} bytes")]
+    OutputLimit { stream: &'static str, limit: usize },
+    /// The wall deadline passed; the container was killed.
+    #[error("REPOSITORY_DOCKER_TIMEOUT: turn exceeded {seconds} seconds")]
+    Timeout { seconds: u64 },
+    /// The kernel OOM killer ended the turn.
+    #[error("REPOSITORY_DOCKER_OOM: turn exceeded its memory limit")]
+    OutOfMemory,
+    /// The container exited non-zero.
+    #[error("REPOSITORY_DOCKER_WORKER_FAILED: worker exited with status {status}")]
+    WorkerFailed { status: i64 },
+    /// The output failed the output contract. The cause is never quoted: it may contain source.
+    #[error("REPOSITORY_DOCKER_INVALID_OUTPUT: {reason}")]
+    InvalidOutput { reason: &'static str },
+    /// A container could not be removed (or its absence proven).
+    #[error("REPOSITORY_DOCKER_CLEANUP_FAILED: container {name} could not be removed")]
+    CleanupFailed { name: String },
+    /// The usage ledger could not be opened or written.
+    #[error("REPOSITORY_USAGE_LEDGER: {detail}")]
+    Ledger { detail: String },
+    /// A usage receipt argument was not host-owned or malformed.
+    #[error("REPOSITORY_USAGE_IDENTITY: {field} is invalid")]
+    UsageIdentity { field: &'static str },
+    /// An approval / selection check failed before any Docker call.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+}
+
+impl WorkerError {
+    /// The stable wire code (the message prefix before `": "`).
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::ImageReference => "REPOSITORY_DOCKER_IMAGE",
+            Self::ExpectedImageId => "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
+            Self::WallBudget => "REPOSITORY_DOCKER_WALL_BUDGET",
+            Self::ArchiveBudget => "REPOSITORY_DOCKER_ARCHIVE_BUDGET",
+            Self::FileBudget => "REPOSITORY_DOCKER_FILE_BUDGET",
+            Self::ContextRequired => "REPOSITORY_DOCKER_CONTEXT_REQUIRED",
+            Self::ContextMismatch { .. } => "REPOSITORY_DOCKER_CONTEXT_MISMATCH",
+            Self::RequestBudget { .. } => "REPOSITORY_DOCKER_REQUEST_BUDGET",
+            Self::RuntimeName => "REPOSITORY_DOCKER_RUNTIME",
+            Self::Unavailable { .. } => "REPOSITORY_DOCKER_UNAVAILABLE",
+            Self::CommandFailed { .. } => "REPOSITORY_DOCKER_COMMAND_FAILED",
+            Self::ImageId => "REPOSITORY_DOCKER_IMAGE_ID",
+            Self::ImageIdMismatch => "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH",
+            Self::ImageMissing => "REPOSITORY_DOCKER_IMAGE_MISSING",
+            Self::ContainerId => "REPOSITORY_DOCKER_CONTAINER_ID",
+            Self::InspectFormat => "REPOSITORY_DOCKER_INSPECT_FORMAT",
+            Self::IsolationMismatch { .. } => "REPOSITORY_DOCKER_ISOLATION_MISMATCH",
+            Self::OutputLimit { .. } => "REPOSITORY_DOCKER_OUTPUT_LIMIT",
+            Self::Timeout { .. } => "REPOSITORY_DOCKER_TIMEOUT",
+            Self::OutOfMemory => "REPOSITORY_DOCKER_OOM",
+            Self::WorkerFailed { .. } => "REPOSITORY_DOCKER_WORKER_FAILED",
+            Self::InvalidOutput { .. } => "REPOSITORY_DOCKER_INVALID_OUTPUT",
+            Self::CleanupFailed { .. } => "REPOSITORY_DOCKER_CLEANUP_FAILED",
+            Self::Ledger { .. } => "REPOSITORY_USAGE_LEDGER",
+            Self::UsageIdentity { .. } => "REPOSITORY_USAGE_IDENTITY",
+            Self::Snapshot(e) => e.code(),
+        }
+    }
+
+    /// True for failures of the environment (daemon unreachable, a Docker call failing, cleanup)
+    /// rather than a rejection of the input or of the container's output.
+    #[must_use]
+    pub fn is_environment(&self) -> bool {
+        match self {
+            Self::Unavailable { .. }
+            | Self::CommandFailed { .. }
+            | Self::ImageMissing
+            | Self::CleanupFailed { .. }
+            | Self::Ledger { .. } => true,
+            Self::Snapshot(e) => e.is_environment(),
+            _ => false,
+        }
+    }
+}

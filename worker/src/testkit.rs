@@ -1,0 +1,299 @@
+//! Test support: a recording [`ContainerRuntime`] fake and approval fixtures.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use bollard::models::{
+    ContainerConfig, ContainerCreateBody, ContainerInspectResponse, ContainerState,
+    ContainerStateStatusEnum,
+};
+use snapshot::{
+    ApprovedExecutionContext, BaselineFiles, CreateAbsence, RepoPath, RepositorySnapshotEvidence,
+    Sha256, SnapshotError,
+};
+
+use crate::runtime::{
+    ContainerRuntime, ExitStatus, ImageFacts, OutputChunk, OutputStream, RuntimeError,
+    TurnContainer,
+};
+
+pub const IMAGE: &str = "patch-candidate-proof:local";
+pub fn image_id() -> String {
+    format!("sha256:{}", "ab".repeat(32))
+}
+pub const CONTAINER_ID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// How the fake's create call behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateMode {
+    Ok,
+    /// The daemon created the container but the response was lost.
+    LostResponse,
+    /// The daemon answered with a malformed ID.
+    BadId,
+}
+
+/// A recording fake: every call is appended to `calls` in order.
+pub struct FakeRuntime {
+    pub calls: Mutex<Vec<String>>,
+    pub image: Result<ImageFacts, RuntimeError>,
+    pub create_mode: CreateMode,
+    pub created: Mutex<Option<(String, ContainerCreateBody)>>,
+    pub tamper: Option<fn(&mut ContainerInspectResponse)>,
+    pub start_fails: bool,
+    pub output: Vec<OutputChunk>,
+    pub exit_code: i64,
+    pub oom: bool,
+    pub stdin: Mutex<Option<Vec<u8>>>,
+    pub remove_result: Result<(), RuntimeError>,
+    pub turns: Vec<TurnContainer>,
+}
+
+impl std::fmt::Debug for FakeRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FakeRuntime")
+    }
+}
+
+impl FakeRuntime {
+    pub fn new(stdout: &[u8]) -> Self {
+        Self {
+            calls: Mutex::new(Vec::new()),
+            image: Ok(ImageFacts {
+                id: image_id(),
+                env: vec!["PATH=/bin".to_owned()],
+            }),
+            create_mode: CreateMode::Ok,
+            created: Mutex::new(None),
+            tamper: None,
+            start_fails: false,
+            output: vec![OutputChunk::Stdout(stdout.to_vec())],
+            exit_code: 0,
+            oom: false,
+            stdin: Mutex::new(None),
+            remove_result: Ok(()),
+            turns: Vec::new(),
+        }
+    }
+
+    pub fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    fn record(&self, call: &str) {
+        self.calls.lock().unwrap().push(call.to_owned());
+    }
+
+    pub fn stdin_json(&self) -> serde_json::Value {
+        serde_json::from_slice(self.stdin.lock().unwrap().as_ref().unwrap()).unwrap()
+    }
+
+    pub fn created_body(&self) -> ContainerCreateBody {
+        self.created.lock().unwrap().as_ref().unwrap().1.clone()
+    }
+}
+
+/// What a faithful daemon reports for a container created from `body`.
+pub fn inspect_from_body(
+    name: &str,
+    body: &ContainerCreateBody,
+    image_env: &[String],
+) -> ContainerInspectResponse {
+    let mut env = image_env.to_vec();
+    env.extend(body.env.clone().unwrap_or_default());
+    ContainerInspectResponse {
+        id: Some(CONTAINER_ID.to_owned()),
+        name: Some(format!("/{name}")),
+        image: body.image.clone(),
+        state: Some(ContainerState {
+            status: Some(ContainerStateStatusEnum::CREATED),
+            ..ContainerState::default()
+        }),
+        mounts: Some(Vec::new()),
+        host_config: body.host_config.clone(),
+        config: Some(ContainerConfig {
+            user: body.user.clone(),
+            labels: body.labels.clone(),
+            env: Some(env),
+            tty: body.tty,
+            open_stdin: body.open_stdin,
+            stdin_once: body.stdin_once,
+            image: body.image.clone(),
+            ..ContainerConfig::default()
+        }),
+        ..ContainerInspectResponse::default()
+    }
+}
+
+impl ContainerRuntime for FakeRuntime {
+    async fn inspect_image(&self, _reference: &str) -> Result<ImageFacts, RuntimeError> {
+        self.record("image_inspect");
+        self.image.clone()
+    }
+
+    async fn create(&self, name: &str, body: &ContainerCreateBody) -> Result<String, RuntimeError> {
+        self.record("create");
+        *self.created.lock().unwrap() = Some((name.to_owned(), body.clone()));
+        match self.create_mode {
+            CreateMode::Ok => Ok(CONTAINER_ID.to_owned()),
+            CreateMode::LostResponse => Err(RuntimeError::Failed { status: None }),
+            CreateMode::BadId => Ok("not-an-id".to_owned()),
+        }
+    }
+
+    async fn inspect(&self, _id: &str) -> Result<ContainerInspectResponse, RuntimeError> {
+        self.record("inspect");
+        let (name, body) = self.created.lock().unwrap().clone().unwrap();
+        let image_env = self
+            .image
+            .as_ref()
+            .map(|i| i.env.clone())
+            .unwrap_or_default();
+        let mut inspect = inspect_from_body(&name, &body, &image_env);
+        if self.oom && self.calls().iter().any(|c| c == "wait") {
+            inspect.state = Some(ContainerState {
+                oom_killed: Some(true),
+                ..ContainerState::default()
+            });
+        }
+        if let Some(tamper) = self.tamper {
+            tamper(&mut inspect);
+        }
+        Ok(inspect)
+    }
+
+    async fn attach_output(&self, _id: &str) -> Result<OutputStream, RuntimeError> {
+        self.record("attach");
+        let chunks: Vec<Result<OutputChunk, RuntimeError>> =
+            self.output.iter().cloned().map(Ok).collect();
+        Ok(Box::pin(futures::stream::iter(chunks)))
+    }
+
+    async fn start(&self, _id: &str) -> Result<(), RuntimeError> {
+        self.record("start");
+        if self.start_fails {
+            Err(RuntimeError::Failed { status: Some(500) })
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn write_stdin(&self, _id: &str, payload: &[u8]) -> Result<(), RuntimeError> {
+        self.record("stdin");
+        *self.stdin.lock().unwrap() = Some(payload.to_vec());
+        Ok(())
+    }
+
+    async fn wait(&self, _id: &str) -> Result<ExitStatus, RuntimeError> {
+        self.record("wait");
+        Ok(ExitStatus {
+            code: self.exit_code,
+        })
+    }
+
+    async fn kill(&self, _id: &str) -> Result<(), RuntimeError> {
+        self.record("kill");
+        Ok(())
+    }
+
+    async fn remove(&self, name: &str) -> Result<(), RuntimeError> {
+        self.record(&format!("remove:{name}"));
+        self.remove_result
+    }
+
+    async fn list_turns(&self) -> Result<Vec<TurnContainer>, RuntimeError> {
+        self.record("list");
+        Ok(self.turns.clone())
+    }
+}
+
+pub const SERVICE: &str = "app/modules/support/backend/service.py";
+pub const SCHEMAS: &str = "app/modules/support/backend/schemas.py";
+pub const READ_ONLY_TEST: &str = "tests/test_dashboard.py";
+pub const NEW_PAGE: &str = "app/modules/support/ui/New.jsx";
+pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+pub fn p(s: &str) -> RepoPath {
+    RepoPath::parse(s).unwrap()
+}
+
+pub fn baseline() -> BTreeMap<&'static str, &'static str> {
+    BTreeMap::from([
+        (SERVICE, "def answer():\n    return 1\n"),
+        (SCHEMAS, "class Answer:\n    pass\n"),
+        (READ_ONLY_TEST, "def test_answer():\n    assert True\n"),
+    ])
+}
+
+pub fn context(create: &[&str], delete: &[&str]) -> ApprovedExecutionContext {
+    let doc = serde_json::json!({
+        "schema_version": "managed_refinement.execution_context.v1",
+        "handoff_id": "handoff-1",
+        "request_id": "request-1",
+        "plan_id": "plan-1",
+        "app_id": "app-1",
+        "build_registry_id": "build-1",
+        "repository_full_name": "acme/support",
+        "baseline_commit_sha": COMMIT,
+        "raw_request": "Return 2 from answer.",
+        "request_type": "change",
+        "approved_plan_digest": "a".repeat(64),
+        "snapshot_digest": "snapshot-digest",
+        "graph_identity_digest": "graph",
+        "impact_report_digest": "impact",
+        "execution_strategy_id": "strategy",
+        "rationale": "approved",
+        "allowed_paths": ["app/modules/support/", "tests/"],
+        "prohibited_paths": [],
+        "read_only_paths": ["tests/"],
+        "create_paths": create,
+        "delete_paths": delete,
+    });
+    ApprovedExecutionContext::from_json(&doc.to_string()).unwrap()
+}
+
+pub fn snapshot_evidence() -> RepositorySnapshotEvidence {
+    let manifest = baseline()
+        .into_iter()
+        .map(|(k, v)| (p(k), Sha256::of(v.as_bytes())))
+        .collect();
+    RepositorySnapshotEvidence::new(
+        "plan-1".into(),
+        "request-1".into(),
+        "app-1".into(),
+        "acme/support".into(),
+        COMMIT.into(),
+        "snapshot-digest".into(),
+        manifest,
+    )
+    .unwrap()
+}
+
+pub fn files(paths: &[&str]) -> BaselineFiles {
+    let base = baseline();
+    paths.iter().map(|k| (p(k), base[k].to_owned())).collect()
+}
+
+/// A create-absence proof over the fixture manifest, counting calls.
+#[derive(Debug, Default)]
+pub struct ManifestAbsence {
+    pub calls: Mutex<usize>,
+}
+
+impl CreateAbsence for ManifestAbsence {
+    fn prove_absent(&self, path: &RepoPath) -> Result<(), SnapshotError> {
+        *self.calls.lock().unwrap() += 1;
+        if baseline().contains_key(path.as_str()) {
+            return Err(SnapshotError::CreateExists {
+                path: path.as_str().to_owned(),
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,808 @@
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use super::*;
+use crate::runtime::ImageFacts;
+use crate::testkit::*;
+use pretty_assertions::assert_eq;
+use snapshot::DefaultPathPolicy;
+
+fn config() -> TurnConfig {
+    TurnConfig::new(IMAGE, &image_id(), 75, 700_000).unwrap()
+}
+
+fn archive_of(entries: &[(&str, &str)]) -> Vec<u8> {
+    let entries: Vec<(RepoPath, Vec<u8>)> = entries
+        .iter()
+        .map(|(k, v)| (p(k), v.as_bytes().to_vec()))
+        .collect();
+    archive::build_deterministic_archive(&entries).unwrap()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn output(status: &str, changes: serde_json::Value, archive: Option<&[u8]>) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "proposal": {
+            "proposal_id": "agent-id",
+            "provider_id": "agent",
+            "provider_model": "secret-model",
+            "status": status,
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+            "summary": "def answer(): SOURCE ECHO",
+            "rationale": "SOURCE ECHO",
+            "changed_files": changes,
+            "owned_paths": [SERVICE],
+            "provider_events": [{"kind": "plan", "summary": "SOURCE ECHO"}],
+        },
+        "workspace_archive_base64": archive.map(b64),
+    }))
+    .unwrap()
+}
+
+const NEW_SERVICE: &str = "def answer():\n    return 2\n";
+
+fn update_output() -> Vec<u8> {
+    let archive = archive_of(&[(SERVICE, NEW_SERVICE)]);
+    output(
+        "completed",
+        serde_json::json!([{"path": SERVICE, "op": "update", "content": NEW_SERVICE}]),
+        Some(&archive),
+    )
+}
+
+struct Fixture {
+    context: ApprovedExecutionContext,
+    snapshot: RepositorySnapshotEvidence,
+    policy: DefaultPathPolicy,
+    absence: crate::testkit::ManifestAbsence,
+}
+
+impl Fixture {
+    fn new(create: &[&str], delete: &[&str]) -> Self {
+        Self {
+            context: context(create, delete),
+            snapshot: snapshot_evidence(),
+            policy: DefaultPathPolicy::default(),
+            absence: crate::testkit::ManifestAbsence::default(),
+        }
+    }
+    fn approval(&self) -> TurnApproval<'_> {
+        TurnApproval {
+            context: &self.context,
+            snapshot: &self.snapshot,
+            policy: &self.policy,
+            create_absence: Some(&self.absence),
+        }
+    }
+    fn request(&self, editable: &[&str], read_only: &[&str]) -> CodingWorkerRequest {
+        CodingWorkerRequest::for_context(
+            &self.context,
+            self.context.raw_request(),
+            files(editable),
+            files(read_only),
+        )
+    }
+}
+
+async fn run(
+    fake: &FakeRuntime,
+    fx: &Fixture,
+    request: &CodingWorkerRequest,
+) -> Result<RepositoryDockerTurn, WorkerError> {
+    execute_repository_docker_turn(fake, request, &fx.approval(), &config()).await
+}
+
+fn removal(fake: &FakeRuntime) -> String {
+    let (name, _) = fake.created.lock().unwrap().clone().unwrap();
+    format!("remove:{name}")
+}
+
+#[tokio::test]
+async fn only_scoped_input_is_transmitted_and_output_is_scrubbed() {
+    let fx = Fixture::new(&[], &[]);
+    let fake = FakeRuntime::new(&update_output());
+    let turn = run(&fake, &fx, &fx.request(&[SERVICE], &[READ_ONLY_TEST]))
+        .await
+        .unwrap();
+    assert_eq!(
+        fake.calls(),
+        vec![
+            "image_inspect",
+            "create",
+            "inspect",
+            "attach",
+            "start",
+            "stdin",
+            "wait",
+            "inspect",
+            &removal(&fake)
+        ]
+    );
+    let stdin = fake.stdin_json();
+    let keys: Vec<&String> = stdin.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "app_id",
+            "build_family",
+            "build_record_id",
+            "change_class",
+            "files",
+            "raw_user_request",
+            "read_only_files"
+        ]
+    );
+    let raw = String::from_utf8(fake.stdin.lock().unwrap().clone().unwrap()).unwrap();
+    assert!(raw.starts_with(r#"{"app_id":"app-1","build_family":"app_bundle","build_record_id":"build-1","change_class":"patch","raw_user_request":"Return 2 from answer.","files":{"#));
+    assert_eq!(
+        stdin["files"],
+        serde_json::json!({SERVICE: "def answer():\n    return 1\n"})
+    );
+    assert_eq!(stdin["read_only_files"].as_object().unwrap().len(), 1);
+    for forbidden in ["plan-1", "handoff-1", "snapshot-digest", COMMIT] {
+        assert!(!raw.contains(forbidden), "{forbidden} leaked into stdin");
+    }
+    let proposal = &turn.proposal;
+    assert_eq!(proposal.provider_id, "acp_docker");
+    assert_eq!(proposal.provider_model, None);
+    assert_eq!(proposal.usage, None);
+    assert!(proposal.provider_events.is_empty());
+    assert_eq!(proposal.summary, "Isolated repository coding turn.");
+    assert_eq!(proposal.rationale, "Pending host verification.");
+    assert_ne!(proposal.proposal_id, "agent-id");
+    assert_eq!(proposal.error, None);
+    assert_eq!(turn.usage.unwrap().total_tokens(), 120);
+    assert!(
+        !serde_json::to_string(proposal)
+            .unwrap()
+            .contains("SOURCE ECHO")
+    );
+    assert_eq!(
+        turn.workspace_archive.unwrap(),
+        archive_of(&[(SERVICE, NEW_SERVICE)])
+    );
+}
+
+#[tokio::test]
+async fn create_flags_are_exact() {
+    let fx = Fixture::new(&[], &[]);
+    let fake = FakeRuntime::new(&update_output());
+    run(&fake, &fx, &fx.request(&[SERVICE], &[])).await.unwrap();
+    let body = fake.created_body();
+    let (name, _) = fake.created.lock().unwrap().clone().unwrap();
+    assert!(name.parse::<ContainerName>().is_ok());
+    assert_eq!(body.image.as_deref(), Some(image_id().as_str()));
+    assert_eq!(body.user.as_deref(), Some("10001:10001"));
+    assert_eq!(body.tty, Some(false));
+    assert_eq!(body.open_stdin, Some(true));
+    assert_eq!(body.env, Some(vec![]));
+    let labels = body.labels.unwrap();
+    assert_eq!(labels["mozaiks.refinement.repository_turn"], "offline");
+    let host = body.host_config.unwrap();
+    assert_eq!(host.network_mode.as_deref(), Some("none"));
+    assert_eq!(host.readonly_rootfs, Some(true));
+    assert_eq!(host.cap_drop, Some(vec!["ALL".to_owned()]));
+    assert_eq!(
+        host.security_opt,
+        Some(vec!["no-new-privileges".to_owned()])
+    );
+    assert_eq!(
+        (host.pids_limit, host.memory, host.memory_swap),
+        (Some(64), Some(805_306_368), Some(805_306_368))
+    );
+    assert_eq!(host.nano_cpus, Some(1_000_000_000));
+    assert_eq!(host.init, Some(true));
+    assert_eq!(host.ipc_mode.as_deref(), Some("private"));
+    assert_eq!(host.log_config.unwrap().typ.as_deref(), Some("none"));
+    assert_eq!(host.binds, None);
+    assert_eq!(host.mounts, None);
+    assert_eq!(host.port_bindings, None);
+    assert_eq!(host.privileged, Some(false));
+    assert_eq!(host.tmpfs.unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn invalid_expected_image_id_is_rejected_before_docker() {
+    assert_eq!(
+        TurnConfig::new(IMAGE, "latest", 90, 1000)
+            .unwrap_err()
+            .code(),
+        "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID"
+    );
+    assert_eq!(
+        TurnConfig::new("latest", &image_id(), 90, 1000)
+            .unwrap_err()
+            .code(),
+        "REPOSITORY_DOCKER_IMAGE"
+    );
+    assert_eq!(
+        TurnConfig::new(IMAGE, &image_id(), 0, 1000)
+            .unwrap_err()
+            .code(),
+        "REPOSITORY_DOCKER_WALL_BUDGET"
+    );
+    assert_eq!(
+        TurnConfig::new(IMAGE, &image_id(), 3601, 1000)
+            .unwrap_err()
+            .code(),
+        "REPOSITORY_DOCKER_WALL_BUDGET"
+    );
+    assert_eq!(
+        TurnConfig::new(IMAGE, &image_id(), 90, 16_777_217)
+            .unwrap_err()
+            .code(),
+        "REPOSITORY_DOCKER_ARCHIVE_BUDGET"
+    );
+}
+
+#[tokio::test]
+async fn changed_tag_is_rejected_after_image_inspect_only() {
+    let fx = Fixture::new(&[], &[]);
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.image = Ok(ImageFacts {
+        id: format!("sha256:{}", "cd".repeat(32)),
+        env: vec![],
+    });
+    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH");
+    assert_eq!(fake.calls(), vec!["image_inspect"]);
+    assert!(fake.stdin.lock().unwrap().is_none());
+}
+
+#[tokio::test]
+async fn missing_image_and_malformed_id() {
+    let fx = Fixture::new(&[], &[]);
+    let mut fake = FakeRuntime::new(b"");
+    fake.image = Err(RuntimeError::NotFound);
+    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_IMAGE_MISSING");
+    fake.image = Ok(ImageFacts {
+        id: "sha256:XYZ".into(),
+        env: vec![],
+    });
+    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_IMAGE_ID");
+}
+
+#[tokio::test]
+async fn container_from_another_image_is_removed_and_never_started() {
+    let fx = Fixture::new(&[], &[]);
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.tamper = Some(|i| i.image = Some(format!("sha256:{}", "ee".repeat(32))));
+    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_ISOLATION_MISMATCH");
+    assert_eq!(
+        fake.calls(),
+        vec![
+            "image_inspect",
+            "create",
+            "inspect",
+            removal(&fake).as_str()
+        ]
+    );
+}
+
+#[tokio::test]
+async fn every_isolation_field_is_verified_before_start() {
+    type Tamper = fn(&mut bollard::models::ContainerInspectResponse);
+    let tampers: Vec<(&str, Tamper)> = vec![
+        ("network", |i| {
+            i.host_config.as_mut().unwrap().network_mode = Some("bridge".into())
+        }),
+        ("readonly", |i| {
+            i.host_config.as_mut().unwrap().readonly_rootfs = Some(false)
+        }),
+        ("binds", |i| {
+            i.host_config.as_mut().unwrap().binds = Some(vec!["/:/host".into()])
+        }),
+        ("privileged", |i| {
+            i.host_config.as_mut().unwrap().privileged = Some(true)
+        }),
+        ("capdrop", |i| {
+            i.host_config.as_mut().unwrap().cap_drop = Some(vec![])
+        }),
+        ("capadd", |i| {
+            i.host_config.as_mut().unwrap().cap_add = Some(vec!["SYS_ADMIN".into()])
+        }),
+        ("seccomp", |i| {
+            i.host_config.as_mut().unwrap().security_opt = Some(vec![
+                "no-new-privileges".into(),
+                "seccomp=unconfined".into(),
+            ]);
+        }),
+        ("pids", |i| {
+            i.host_config.as_mut().unwrap().pids_limit = Some(65)
+        }),
+        ("memory", |i| {
+            i.host_config.as_mut().unwrap().memory = Some(1)
+        }),
+        ("swap", |i| {
+            i.host_config.as_mut().unwrap().memory_swap = Some(-1)
+        }),
+        ("cpus", |i| {
+            i.host_config.as_mut().unwrap().nano_cpus = Some(2_000_000_000)
+        }),
+        ("init", |i| {
+            i.host_config.as_mut().unwrap().init = Some(false)
+        }),
+        ("ipc", |i| {
+            i.host_config.as_mut().unwrap().ipc_mode = Some("host".into())
+        }),
+        ("pid", |i| {
+            i.host_config.as_mut().unwrap().pid_mode = Some("host".into())
+        }),
+        ("devices", |i| {
+            i.host_config.as_mut().unwrap().devices =
+                Some(vec![bollard::models::DeviceMapping::default()]);
+        }),
+        ("extra hosts", |i| {
+            i.host_config.as_mut().unwrap().extra_hosts = Some(vec!["a:1.1.1.1".into()])
+        }),
+        ("log", |i| i.host_config.as_mut().unwrap().log_config = None),
+        ("ulimits", |i| {
+            i.host_config.as_mut().unwrap().ulimits = None
+        }),
+        ("tmpfs", |i| {
+            i.host_config
+                .as_mut()
+                .unwrap()
+                .tmpfs
+                .as_mut()
+                .unwrap()
+                .insert("/tmp".into(), "rw,exec".into());
+        }),
+        ("mounts", |i| {
+            i.mounts = Some(vec![bollard::models::MountPoint {
+                typ: Some("bind".into()),
+                ..Default::default()
+            }]);
+        }),
+        ("user", |i| {
+            i.config.as_mut().unwrap().user = Some("0:0".into())
+        }),
+        ("label", |i| i.config.as_mut().unwrap().labels = None),
+        ("env", |i| {
+            i.config.as_mut().unwrap().env = Some(vec!["CUSTOM_PROVIDER_TOKEN=x".into()])
+        }),
+        ("state", |i| i.state = None),
+        ("name", |i| i.name = Some("/other".into())),
+    ];
+    let fx = Fixture::new(&[], &[]);
+    for (label, tamper) in tampers {
+        let mut fake = FakeRuntime::new(&update_output());
+        fake.tamper = Some(tamper);
+        let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.code(),
+            "REPOSITORY_DOCKER_ISOLATION_MISMATCH",
+            "{label}"
+        );
+        assert!(!fake.calls().contains(&"start".to_owned()), "{label}");
+        assert_eq!(
+            fake.calls()
+                .iter()
+                .filter(|c| c.starts_with("remove:"))
+                .count(),
+            1,
+            "{label}"
+        );
+    }
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.tamper = Some(|i| i.host_config = None);
+    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_INSPECT_FORMAT");
+}
+
+#[tokio::test]
+async fn image_baked_secrets_are_rejected_before_create() {
+    let fx = Fixture::new(&[], &[]);
+    for secret in [
+        "ANTHROPIC_API_KEY=sk-x",
+        "CUSTOM_PROVIDER_TOKEN=",
+        "SOME_API_KEY=1",
+        "NOEQUALS",
+    ] {
+        let mut fake = FakeRuntime::new(&update_output());
+        fake.image = Ok(ImageFacts {
+            id: image_id(),
+            env: vec!["PATH=/bin".into(), secret.into()],
+        });
+        let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.code(),
+            "REPOSITORY_DOCKER_ISOLATION_MISMATCH",
+            "{secret}"
+        );
+        assert_eq!(fake.calls(), vec!["image_inspect"]);
+    }
+    let mut fake = FakeRuntime::new(&update_output());
+    let allowed = [
+        "PATH=/x",
+        "NODE_VERSION=1",
+        "PYTHONPATH=/p",
+        "LANG=C",
+        "GPG_KEY=k",
+        "MOZAIKS_FACTORY_APP_PATH=/a",
+    ];
+    fake.image = Ok(ImageFacts {
+        id: image_id(),
+        env: allowed.iter().map(|s| (*s).to_owned()).collect(),
+    });
+    run(&fake, &fx, &fx.request(&[SERVICE], &[])).await.unwrap();
+}
+
+#[tokio::test]
+async fn create_grant_round_trips_with_one_absence_proof() {
+    let fx = Fixture::new(&[NEW_PAGE], &[]);
+    let content = "export default function New() {}\n";
+    let archive = archive_of(&[(NEW_PAGE, content)]);
+    let out = output(
+        "completed",
+        serde_json::json!([{"path": NEW_PAGE, "op": "create", "content": content}]),
+        Some(&archive),
+    );
+    let fake = FakeRuntime::new(&out);
+    let turn = run(&fake, &fx, &fx.request(&[], &[])).await.unwrap();
+    assert_eq!(*fx.absence.calls.lock().unwrap(), 1);
+    let stdin = fake.stdin_json();
+    assert_eq!(stdin["files"], serde_json::json!({}));
+    assert_eq!(stdin["create_paths"], serde_json::json!([NEW_PAGE]));
+    assert_eq!(stdin["delete_paths"], serde_json::json!([]));
+    assert_eq!(turn.workspace_archive.unwrap(), archive);
+}
+
+#[tokio::test]
+async fn delete_grant_round_trips_through_the_empty_marker() {
+    let fx = Fixture::new(&[], &[SERVICE]);
+    let out = output(
+        "completed",
+        serde_json::json!([{"path": SERVICE, "op": "delete", "content": null}]),
+        Some(archive::EMPTY_ARCHIVE_MARKER),
+    );
+    let fake = FakeRuntime::new(&out);
+    let turn = run(&fake, &fx, &fx.request(&[SERVICE], &[])).await.unwrap();
+    assert_eq!(
+        turn.workspace_archive.as_deref(),
+        Some(archive::EMPTY_ARCHIVE_MARKER)
+    );
+    assert_eq!(
+        fake.stdin_json()["delete_paths"],
+        serde_json::json!([SERVICE])
+    );
+    // The marker is refused when a selected file is not granted for deletion.
+    let fx = Fixture::new(&[], &[SERVICE]);
+    let fake = FakeRuntime::new(&out);
+    let err = run(&fake, &fx, &fx.request(&[SERVICE, SCHEMAS], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_INVALID_OUTPUT");
+}
+
+#[tokio::test]
+async fn approval_failures_never_reach_docker() {
+    // A create without a proof of absence.
+    let fx = Fixture::new(&[NEW_PAGE], &[]);
+    let fake = FakeRuntime::new(b"");
+    let approval = TurnApproval {
+        create_absence: None,
+        ..fx.approval()
+    };
+    let err = execute_repository_docker_turn(&fake, &fx.request(&[], &[]), &approval, &config())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_PATCH_CREATE_PROOF");
+    // A changed baseline.
+    let fx = Fixture::new(&[], &[]);
+    let mut request = fx.request(&[SERVICE], &[]);
+    request.files.insert(p(SERVICE), "changed\n".into());
+    assert_eq!(
+        run(&fake, &fx, &request).await.unwrap_err().code(),
+        "REPOSITORY_PATCH_BASELINE_HASH"
+    );
+    // An unapproved inspection file (editable scope, not read-only).
+    let request = fx.request(&[SERVICE], &[SCHEMAS]);
+    assert_eq!(
+        run(&fake, &fx, &request).await.unwrap_err().code(),
+        "REPOSITORY_PATCH_INSPECTION_SCOPE"
+    );
+    // A task that differs from the approved request.
+    let mut request = fx.request(&[SERVICE], &[]);
+    request.raw_user_request = "something else".into();
+    assert_eq!(
+        run(&fake, &fx, &request).await.unwrap_err().code(),
+        "REPOSITORY_DOCKER_CONTEXT_MISMATCH"
+    );
+    // No files at all.
+    assert_eq!(
+        run(&fake, &fx, &fx.request(&[], &[]))
+            .await
+            .unwrap_err()
+            .code(),
+        "REPOSITORY_DOCKER_FILE_BUDGET"
+    );
+    // The input budget.
+    let mut request = fx.request(&[SERVICE], &[]);
+    request.raw_user_request = "x".repeat(MAX_REQUEST_BYTES);
+    assert_eq!(
+        stdin_payload(&request, &fx.context).unwrap_err().code(),
+        "REPOSITORY_DOCKER_REQUEST_BUDGET"
+    );
+    assert!(fake.calls().is_empty());
+}
+
+#[tokio::test]
+async fn ungranted_and_invalid_outputs_fail_closed_after_removal() {
+    let fx = Fixture::new(&[], &[]);
+    let content = "x\n";
+    let ungranted = output(
+        "completed",
+        serde_json::json!([{"path": NEW_PAGE, "op": "create", "content": content}]),
+        Some(&archive_of(&[(SERVICE, NEW_SERVICE), (NEW_PAGE, content)])),
+    );
+    let valid = String::from_utf8(update_output()).unwrap();
+    let duplicate = valid.replacen(
+        "{\"proposal\"",
+        "{\"workspace_archive_base64\":null,\"proposal\"",
+        1,
+    );
+    let extra = valid.replacen("{\"proposal\"", "{\"extra\":1,\"proposal\"", 1);
+    let good_b64 = b64(&archive_of(&[(SERVICE, NEW_SERVICE)]));
+    let bad_b64 = valid.replace(&good_b64, &format!("{}\\n", &good_b64));
+    let unpadded = valid.replace(&good_b64, &format!("{good_b64}="));
+    let url_alphabet = valid.replace(&good_b64, &format!("-_{}", &good_b64[2..]));
+    let mut noncanonical = archive_of(&[(SERVICE, NEW_SERVICE)]);
+    noncanonical[10] ^= 1; // the local header's modification time
+    let noncanonical = output(
+        "completed",
+        serde_json::json!([{"path": SERVICE, "op": "update", "content": NEW_SERVICE}]),
+        Some(&noncanonical),
+    );
+    let wrong_set = output(
+        "completed",
+        serde_json::json!([{"path": SERVICE, "op": "update", "content": NEW_SERVICE}]),
+        Some(&archive_of(&[(SCHEMAS, "x\n")])),
+    );
+    let proposal_extra = valid.replacen("\"proposal_id\"", "\"injected\":true,\"proposal_id\"", 1);
+    let nan = valid.replacen("\"status\"", "\"x\":NaN,\"status\"", 1);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("ungranted create", ungranted),
+        ("duplicate key", duplicate.into_bytes()),
+        ("extra key", extra.into_bytes()),
+        ("bad base64", bad_b64.into_bytes()),
+        ("padding", unpadded.into_bytes()),
+        ("url alphabet", url_alphabet.into_bytes()),
+        ("non-canonical archive", noncanonical),
+        ("wrong entry set", wrong_set),
+        ("extra proposal key", proposal_extra.into_bytes()),
+        ("NaN", nan.into_bytes()),
+        ("not JSON", b"hello".to_vec()),
+        (
+            "trailing data",
+            [update_output(), b"\n{}".to_vec()].concat(),
+        ),
+        (
+            "completed without archive",
+            output("completed", serde_json::json!([]), None),
+        ),
+        (
+            "failed with archive",
+            output("failed", serde_json::json!([]), Some(b"x")),
+        ),
+    ];
+    for (label, out) in cases {
+        let fake = FakeRuntime::new(&out);
+        let Err(err) = run(&fake, &fx, &fx.request(&[SERVICE], &[])).await else {
+            panic!("{label} was accepted");
+        };
+        assert_eq!(err.code(), "REPOSITORY_DOCKER_INVALID_OUTPUT", "{label}");
+        assert!(!err.to_string().contains("answer"), "{label}");
+        assert_eq!(fake.calls().last().unwrap(), &removal(&fake), "{label}");
+        assert_eq!(
+            fake.calls()
+                .iter()
+                .filter(|c| c.starts_with("remove:"))
+                .count(),
+            1,
+            "{label}"
+        );
+    }
+}
+
+#[test]
+fn base64_is_standard_padded_and_strict() {
+    use base64::Engine as _;
+    let engine = base64::engine::general_purpose::STANDARD;
+    assert!(engine.decode("YQ==").is_ok());
+    for bad in ["YQ", "YQ=", "Y Q==", "YQ==\n", "YR==", "-_8="] {
+        assert!(engine.decode(bad).is_err(), "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn failed_turn_returns_no_archive_and_keeps_usage() {
+    let fx = Fixture::new(&[], &[]);
+    let fake = FakeRuntime::new(&output("rejected_scope", serde_json::json!([]), None));
+    let turn = run(&fake, &fx, &fx.request(&[SERVICE], &[])).await.unwrap();
+    assert_eq!(
+        turn.proposal.status,
+        snapshot::ProposalStatus::RejectedScope
+    );
+    assert_eq!(turn.workspace_archive, None);
+    assert_eq!(
+        turn.proposal.error.as_deref(),
+        Some("Isolated coding turn reported rejected_scope.")
+    );
+    assert_eq!(turn.usage.unwrap().total_tokens(), 120);
+    assert!(
+        !serde_json::to_string(&turn.proposal)
+            .unwrap()
+            .contains("SOURCE ECHO")
+    );
+}
+
+#[tokio::test]
+async fn malformed_usage_does_not_invalidate_the_patch() {
+    let fx = Fixture::new(&[], &[]);
+    let text = String::from_utf8(update_output())
+        .unwrap()
+        .replace("\"total_tokens\":120", "\"total_tokens\":true");
+    let fake = FakeRuntime::new(text.as_bytes());
+    let turn = run(&fake, &fx, &fx.request(&[SERVICE], &[])).await.unwrap();
+    assert_eq!(turn.usage, None);
+    assert_eq!(turn.proposal.usage, None);
+}
+
+#[tokio::test]
+async fn removed_by_name_when_start_fails_or_create_response_is_lost() {
+    let fx = Fixture::new(&[], &[]);
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.start_fails = true;
+    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_COMMAND_FAILED");
+    assert_eq!(fake.calls().last().unwrap(), &removal(&fake));
+
+    for mode in [CreateMode::LostResponse, CreateMode::BadId] {
+        let mut fake = FakeRuntime::new(&update_output());
+        fake.create_mode = mode;
+        let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+            .await
+            .unwrap_err();
+        let expected = if mode == CreateMode::BadId {
+            "REPOSITORY_DOCKER_CONTAINER_ID"
+        } else {
+            "REPOSITORY_DOCKER_COMMAND_FAILED"
+        };
+        assert_eq!(err.code(), expected);
+        assert_eq!(
+            fake.calls(),
+            vec!["image_inspect", "create", removal(&fake).as_str()]
+        );
+    }
+}
+
+#[tokio::test]
+async fn cleanup_failure_replaces_the_turn_result() {
+    let fx = Fixture::new(&[], &[]);
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.remove_result = Err(RuntimeError::Failed { status: Some(500) });
+    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_CLEANUP_FAILED");
+    fake.start_fails = true;
+    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_CLEANUP_FAILED");
+    // Already gone counts as removed.
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.remove_result = Err(RuntimeError::NotFound);
+    run(&fake, &fx, &fx.request(&[SERVICE], &[])).await.unwrap();
+}
+
+#[tokio::test]
+async fn output_cap_applies_while_streaming() {
+    let fx = Fixture::new(&[], &[]);
+    let mut fake = FakeRuntime::new(b"");
+    fake.output = vec![
+        OutputChunk::Stdout(b"12345".to_vec()),
+        OutputChunk::Stdout(b"678901".to_vec()),
+    ];
+    let mut cfg = config();
+    cfg.max_stdout_bytes = 10;
+    let err =
+        execute_repository_docker_turn(&fake, &fx.request(&[SERVICE], &[]), &fx.approval(), &cfg)
+            .await
+            .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_OUTPUT_LIMIT");
+    assert_eq!(fake.calls().last().unwrap(), &removal(&fake));
+
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.output
+        .push(OutputChunk::Stderr(vec![b'e'; MAX_STDERR_BYTES + 1]));
+    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_OUTPUT_LIMIT");
+    // Bounded stderr is discarded, never part of the result.
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.output
+        .insert(0, OutputChunk::Stderr(b"def answer(): leaked".to_vec()));
+    run(&fake, &fx, &fx.request(&[SERVICE], &[])).await.unwrap();
+}
+
+#[tokio::test]
+async fn nonzero_exit_and_oom_have_distinct_codes() {
+    let fx = Fixture::new(&[], &[]);
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.exit_code = 3;
+    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_WORKER_FAILED");
+    assert_eq!(fake.calls().last().unwrap(), &removal(&fake));
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.oom = true;
+    fake.exit_code = 137;
+    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_OOM");
+}
+
+#[tokio::test]
+async fn janitor_removes_only_abandoned_turns() {
+    use crate::runtime::TurnContainer;
+    use std::collections::HashMap;
+    let now = 10_000;
+    let me = owner_token();
+    let turn = |name: &str, created: i64, owner: &str| TurnContainer {
+        id: name.to_owned(),
+        names: vec![format!("/{name}")],
+        created,
+        labels: HashMap::from([(crate::ids::OWNER_LABEL_KEY.to_owned(), owner.to_owned())]),
+    };
+    let old_dead = ContainerName::generate();
+    let young_dead = ContainerName::generate();
+    let old_live = ContainerName::generate();
+    let mut fake = FakeRuntime::new(b"");
+    fake.turns = vec![
+        turn(old_dead.as_str(), now - 700, "1:1"),
+        turn(young_dead.as_str(), now - 10, "1:1"),
+        turn(old_live.as_str(), now - 700, &me),
+        turn("someone-else", now - 99_999, "1:1"),
+    ];
+    let report = crate::janitor::sweep_abandoned_turns(&fake, Duration::from_secs(600), now)
+        .await
+        .unwrap();
+    assert_eq!(report.removed, vec![old_dead.as_str().to_owned()]);
+    assert_eq!(report.kept.len(), 3);
+    assert_eq!(
+        fake.calls(),
+        vec!["list".to_owned(), format!("remove:{old_dead}")]
+    );
+}
