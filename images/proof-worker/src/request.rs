@@ -1,0 +1,277 @@
+//! The container's stdin payload (reference §10.3), parsed strictly.
+//!
+//! The host serialises `app_id, build_family, build_record_id, change_class, raw_user_request,
+//! files, read_only_files` and, iff any grant exists, `create_paths` and `delete_paths` (both,
+//! sorted). Unknown keys, duplicate keys, `NaN`, invalid UTF-8 and trailing data are refused by
+//! [`snapshot::from_slice_strict`]; every path becomes a [`RepoPath`] or the request is refused.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+use snapshot::{BaselineFiles, RepoPath, from_slice_strict, is_secret_sensitive_path};
+
+use crate::error::ProofError;
+
+/// Largest accepted stdin payload (reference `REPOSITORY_DOCKER_REQUEST_BUDGET`).
+pub const MAX_REQUEST_BYTES: usize = 20_971_520;
+/// Most files (editable + creates + read-only) a turn may stage: the archive's file cap.
+pub const MAX_TURN_FILES: usize = archive::MAX_ARCHIVE_FILES;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireRequest {
+    app_id: String,
+    build_family: String,
+    build_record_id: String,
+    change_class: String,
+    raw_user_request: String,
+    files: BTreeMap<String, String>,
+    read_only_files: BTreeMap<String, String>,
+    #[serde(default)]
+    create_paths: Option<Vec<String>>,
+    #[serde(default)]
+    delete_paths: Option<Vec<String>>,
+}
+
+/// A validated turn request.
+#[derive(Debug, Clone)]
+pub struct TurnRequest {
+    pub app_id: String,
+    pub build_family: String,
+    pub build_record_id: String,
+    pub change_class: String,
+    pub raw_user_request: String,
+    pub files: BaselineFiles,
+    pub read_only_files: BaselineFiles,
+    pub create_paths: Vec<RepoPath>,
+    pub delete_paths: Vec<RepoPath>,
+}
+
+fn repo_path(raw: &str) -> Result<RepoPath, ProofError> {
+    RepoPath::parse(raw).map_err(|_| ProofError::RequestPath {
+        path: raw.to_owned(),
+    })
+}
+
+fn path_map(raw: BTreeMap<String, String>) -> Result<BaselineFiles, ProofError> {
+    raw.into_iter()
+        .map(|(k, v)| Ok((repo_path(&k)?, v)))
+        .collect()
+}
+
+fn grant_list(raw: Vec<String>) -> Result<Vec<RepoPath>, ProofError> {
+    let paths = raw
+        .iter()
+        .map(|p| repo_path(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !paths.windows(2).all(|w| matches!(w, [a, b] if a < b)) {
+        return Err(ProofError::Grants {
+            reason: "grant list is not sorted and unique",
+        });
+    }
+    Ok(paths)
+}
+
+impl TurnRequest {
+    /// Parses and validates the stdin bytes.
+    ///
+    /// # Errors
+    /// `PROOF_WORKER_REQUEST_BUDGET` over [`MAX_REQUEST_BYTES`]; `PROOF_WORKER_REQUEST_FORMAT`
+    /// for any strict-JSON or shape failure; `PROOF_WORKER_REQUEST_PATH` for a path outside the
+    /// portable profile; `PROOF_WORKER_GRANTS` / `PROOF_WORKER_FILE_BUDGET` for inconsistent
+    /// grants or file counts.
+    pub fn parse(bytes: &[u8]) -> Result<Self, ProofError> {
+        if bytes.len() > MAX_REQUEST_BYTES {
+            return Err(ProofError::RequestBudget {
+                limit: MAX_REQUEST_BYTES,
+            });
+        }
+        let wire: WireRequest =
+            from_slice_strict(bytes, MAX_REQUEST_BYTES).map_err(|e| ProofError::RequestFormat {
+                reason: e.to_string(),
+            })?;
+        let (create_paths, delete_paths) = match (wire.create_paths, wire.delete_paths) {
+            (None, None) => (Vec::new(), Vec::new()),
+            (Some(c), Some(d)) => {
+                if c.is_empty() && d.is_empty() {
+                    return Err(ProofError::Grants {
+                        reason: "grant lists present but empty",
+                    });
+                }
+                (grant_list(c)?, grant_list(d)?)
+            }
+            _ => {
+                return Err(ProofError::Grants {
+                    reason: "create and delete grants travel together",
+                });
+            }
+        };
+        let request = Self {
+            app_id: wire.app_id,
+            build_family: wire.build_family,
+            build_record_id: wire.build_record_id,
+            change_class: wire.change_class,
+            raw_user_request: wire.raw_user_request,
+            files: path_map(wire.files)?,
+            read_only_files: path_map(wire.read_only_files)?,
+            create_paths,
+            delete_paths,
+        };
+        request.check_scope()?;
+        Ok(request)
+    }
+
+    fn check_scope(&self) -> Result<(), ProofError> {
+        let editable = self.files.len() + self.create_paths.len();
+        if editable == 0 {
+            return Err(ProofError::FileBudget {
+                count: 0,
+                limit: MAX_TURN_FILES,
+            });
+        }
+        let staged = editable + self.read_only_files.len();
+        if staged > MAX_TURN_FILES {
+            return Err(ProofError::FileBudget {
+                count: staged,
+                limit: MAX_TURN_FILES,
+            });
+        }
+        let mut folded = BTreeSet::new();
+        for path in self
+            .files
+            .keys()
+            .chain(self.read_only_files.keys())
+            .chain(&self.create_paths)
+        {
+            if !folded.insert(path.collision_key()) {
+                return Err(ProofError::Grants {
+                    reason: "paths collide (case-folded)",
+                });
+            }
+            if is_secret_sensitive_path(path.as_str()) {
+                return Err(ProofError::Grants {
+                    reason: "secret-sensitive path",
+                });
+            }
+        }
+        if self
+            .delete_paths
+            .iter()
+            .any(|d| !self.files.contains_key(d))
+        {
+            return Err(ProofError::Grants {
+                reason: "deletion is not a selected editable path",
+            });
+        }
+        Ok(())
+    }
+
+    /// Every path the agent may write: editable files and granted creates.
+    #[must_use]
+    pub fn writable(&self, path: &RepoPath) -> bool {
+        self.files.contains_key(path) || self.create_paths.contains(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<TurnRequest, ProofError> {
+        TurnRequest::parse(text.as_bytes())
+    }
+
+    const BASE: &str = r#""app_id":"app","build_family":"app_bundle","build_record_id":"b1","change_class":"patch","raw_user_request":"do it""#;
+
+    #[test]
+    fn accepts_reference_shape_with_and_without_grants() {
+        let r = parse(&format!(
+            r#"{{{BASE},"files":{{"app/a.txt":"x\n"}},"read_only_files":{{"tests/t.py":"y"}}}}"#
+        ))
+        .unwrap();
+        assert_eq!(r.files.len(), 1);
+        assert!(r.create_paths.is_empty());
+        let r = parse(&format!(
+            r#"{{{BASE},"files":{{"app/a.txt":"x"}},"read_only_files":{{}},"create_paths":["app/b.txt"],"delete_paths":["app/a.txt"]}}"#
+        ))
+        .unwrap();
+        assert_eq!(r.create_paths[0].as_str(), "app/b.txt");
+        assert!(r.writable(&RepoPath::parse("app/b.txt").unwrap()));
+    }
+
+    #[test]
+    fn refuses_lenient_json_and_bad_scope() {
+        let ok_files = r#""files":{"a.txt":"x"},"read_only_files":{}"#;
+        let cases = [
+            (
+                format!(r#"{{{BASE},{ok_files},"extra":1}}"#),
+                "PROOF_WORKER_REQUEST_FORMAT",
+            ),
+            (
+                format!(r#"{{{BASE},{ok_files},"app_id":"again"}}"#),
+                "PROOF_WORKER_REQUEST_FORMAT",
+            ),
+            (
+                format!(r#"{{{BASE},"files":{{"a.txt":"x","a.txt":"y"}},"read_only_files":{{}}}}"#),
+                "PROOF_WORKER_REQUEST_FORMAT",
+            ),
+            (
+                format!(r#"{{{BASE},{ok_files},"create_paths":[NaN],"delete_paths":[]}}"#),
+                "PROOF_WORKER_REQUEST_FORMAT",
+            ),
+            (
+                format!(r#"{{{BASE},"files":{{"../x":"x"}},"read_only_files":{{}}}}"#),
+                "PROOF_WORKER_REQUEST_PATH",
+            ),
+            (
+                format!(r#"{{{BASE},"files":{{"/etc/passwd":"x"}},"read_only_files":{{}}}}"#),
+                "PROOF_WORKER_REQUEST_PATH",
+            ),
+            (
+                format!(r#"{{{BASE},{ok_files},"create_paths":["b.txt"]}}"#),
+                "PROOF_WORKER_GRANTS",
+            ),
+            (
+                format!(
+                    r#"{{{BASE},{ok_files},"create_paths":["c.txt","b.txt"],"delete_paths":[]}}"#
+                ),
+                "PROOF_WORKER_GRANTS",
+            ),
+            (
+                format!(r#"{{{BASE},{ok_files},"create_paths":[],"delete_paths":["z.txt"]}}"#),
+                "PROOF_WORKER_GRANTS",
+            ),
+            (
+                format!(r#"{{{BASE},{ok_files},"create_paths":["A.TXT"],"delete_paths":[]}}"#),
+                "PROOF_WORKER_GRANTS",
+            ),
+            (
+                format!(r#"{{{BASE},"files":{{".env":"x"}},"read_only_files":{{}}}}"#),
+                "PROOF_WORKER_GRANTS",
+            ),
+            (
+                format!(r#"{{{BASE},"files":{{}},"read_only_files":{{}}}}"#),
+                "PROOF_WORKER_FILE_BUDGET",
+            ),
+        ];
+        for (text, code) in cases {
+            assert_eq!(parse(&text).unwrap_err().code(), code, "{text}");
+        }
+        let bad_utf8 = [br#"{"app_id":""#.as_slice(), b"\xff", br#""}"#].concat();
+        assert_eq!(
+            TurnRequest::parse(&bad_utf8).unwrap_err().code(),
+            "PROOF_WORKER_REQUEST_FORMAT"
+        );
+        let many: Vec<String> = (0..51).map(|i| format!(r#""f{i}.txt":"x""#)).collect();
+        let text = format!(
+            r#"{{{BASE},"files":{{{}}},"read_only_files":{{}}}}"#,
+            many.join(",")
+        );
+        assert_eq!(parse(&text).unwrap_err().code(), "PROOF_WORKER_FILE_BUDGET");
+        let huge = vec![b' '; MAX_REQUEST_BYTES + 1];
+        assert_eq!(
+            TurnRequest::parse(&huge).unwrap_err().code(),
+            "PROOF_WORKER_REQUEST_BUDGET"
+        );
+    }
+}

@@ -1,0 +1,555 @@
+//! One coding turn inside the container: parse the payload, materialise the workspace, drive the
+//! agent over ACP (`initialize`, `session/new`, `session/prompt`), harvest and export, and build
+//! the `{"proposal": …, "workspace_archive_base64": …}` document.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    ClientCapabilities, ContentBlock, CreateTerminalRequest, FileSystemCapabilities,
+    InitializeRequest, NewSessionRequest, PermissionOptionKind, PromptRequest, ReadTextFileRequest,
+    ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
+    StopReason, TextContent, WriteTextFileRequest, WriteTextFileResponse,
+};
+use agent_client_protocol::{Agent, Client, ErrorCode};
+use archive::{HarvestOptions, StagedWorkspace, WorkspaceHarvest};
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use snapshot::proposal::{ProviderEventKind, ProviderEventRecord};
+use snapshot::{FileOp, ProposalStatus, ProposedFileChange, Sha256, StagedPatchProposal};
+
+use crate::agent::AgentReport;
+use crate::confine::{ConfinedWorkspace, FsRefusal};
+use crate::error::ProofError;
+use crate::markers::{ProbeSelection, probe_selection};
+use crate::probes;
+use crate::prompt::build_prompt;
+use crate::request::TurnRequest;
+use crate::transport::{BudgetFlag, ChannelLimits, bounded_lines};
+
+/// The proof image's turn deadline (reference §12.1).
+pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most reply text kept from the agent; more is a budget violation.
+pub const MAX_REPLY_BYTES: usize = 1 << 20;
+/// Longest summary / rationale, in characters (reference: 2000).
+pub const MAX_SUMMARY_CHARS: usize = 2000;
+/// Highest token count a usage field may carry (reference §11).
+pub const MAX_USAGE_TOKENS: u64 = 10_000_000;
+
+/// How the runner is configured (the binary fills it from its flags).
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    /// Directory under which a fresh turn directory is created (absolute).
+    pub workspace_root: PathBuf,
+    /// The agent executable.
+    pub agent: PathBuf,
+    /// Arguments for the agent.
+    pub agent_args: Vec<String>,
+    /// The agent's complete environment (only `PATH` and `HOME`).
+    pub agent_env: Vec<(String, String)>,
+    /// Deadline for the whole ACP exchange.
+    pub turn_timeout: Duration,
+    /// Archive byte cap (≤ 16 MiB).
+    pub max_archive_bytes: usize,
+    /// ACP channel caps.
+    pub limits: ChannelLimits,
+}
+
+impl RunnerConfig {
+    /// The in-image defaults: `/workspace`, `/fake-agent`, 30 s, 16 MiB.
+    #[must_use]
+    pub fn image_defaults() -> Self {
+        Self {
+            workspace_root: PathBuf::from("/workspace"),
+            agent: PathBuf::from("/fake-agent"),
+            agent_args: Vec::new(),
+            agent_env: default_agent_env(),
+            turn_timeout: DEFAULT_TURN_TIMEOUT,
+            max_archive_bytes: archive::MAX_ARCHIVE_BYTES,
+            limits: ChannelLimits::RUNNER,
+        }
+    }
+}
+
+/// `PATH` and `HOME` for the agent: the runner's own values when set, else fixed defaults.
+#[must_use]
+pub fn default_agent_env() -> Vec<(String, String)> {
+    let get = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
+    vec![
+        ("PATH".to_owned(), get("PATH", "/")),
+        ("HOME".to_owned(), get("HOME", "/home/sandbox")),
+    ]
+}
+
+/// The one stdout document (reference §10.6), in wire field order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnOutput {
+    pub proposal: StagedPatchProposal,
+    pub workspace_archive_base64: Option<String>,
+}
+
+/// The turn's output plus every isolation exposure found (non-empty ⇒ the turn fails).
+#[derive(Debug, Clone)]
+pub struct TurnResult {
+    pub output: TurnOutput,
+    pub exposures: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+struct SharedState {
+    reply: String,
+    reply_overflow: bool,
+    terminal_requests: u32,
+    fs_refusals: Vec<FsRefusal>,
+}
+
+/// How the ACP exchange ended.
+#[derive(Debug)]
+enum Ended {
+    Stopped(StopReason),
+    TimedOut,
+    Budget,
+    Failed,
+}
+
+/// Runs one turn over the stdin bytes.
+///
+/// # Errors
+/// Request errors (`PROOF_WORKER_REQUEST_*`, `PROOF_WORKER_GRANTS`, `PROOF_WORKER_FILE_BUDGET`),
+/// workspace setup or cleanup failures, and a failure to start the agent. Agent misbehaviour is not
+/// an error: it becomes the proposal status.
+pub async fn run_turn(cfg: &RunnerConfig, stdin: &[u8]) -> Result<TurnResult, ProofError> {
+    let request = TurnRequest::parse(stdin)?;
+    if !cfg.workspace_root.is_absolute() {
+        return Err(ProofError::Workspace {
+            reason: "workspace root must be absolute".to_owned(),
+        });
+    }
+    let selection = probe_selection(&request.raw_user_request);
+    let probing = probes_requested(&selection);
+    let own_probe = probing.then(|| probes::collect(&selection));
+
+    let turn_dir = cfg.workspace_root.join(turn_dir_name(stdin));
+    let ws = archive::materialize_workspace(&turn_dir, &request.files, &request.read_only_files)?;
+    let result = run_in_workspace(cfg, &request, &ws, stdin).await;
+    let cleanup = ws.cleanup();
+    let (output, agent_report) = result?;
+    cleanup?;
+
+    let mut exposures = Vec::new();
+    if let Some(own) = own_probe {
+        exposures.extend(own.exposures().into_iter().map(|e| format!("runner:{e}")));
+        match agent_report.and_then(|r| r.probes) {
+            Some(agent) => {
+                exposures.extend(agent.exposures().into_iter().map(|e| format!("agent:{e}")))
+            }
+            None => exposures.push("agent:probe_report_missing".to_owned()),
+        }
+    }
+    Ok(TurnResult { output, exposures })
+}
+
+fn probes_requested(sel: &ProbeSelection) -> bool {
+    sel.isolation || sel.tcp.is_some() || sel.env.is_some() || sel.file.is_some()
+}
+
+fn turn_dir_name(stdin: &[u8]) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let seed = format!(
+        "{}:{}:{}",
+        Sha256::of(stdin).bare_hex(),
+        std::process::id(),
+        nanos
+    );
+    let hex = Sha256::of(seed.as_bytes()).bare_hex();
+    format!("turn-{}", hex.get(..24).unwrap_or(&hex))
+}
+
+async fn run_in_workspace(
+    cfg: &RunnerConfig,
+    request: &TurnRequest,
+    ws: &StagedWorkspace,
+    stdin: &[u8],
+) -> Result<(TurnOutput, Option<AgentReport>), ProofError> {
+    let confined = ConfinedWorkspace::open(
+        ws.root(),
+        request.files.keys().cloned().collect(),
+        request.read_only_files.keys().cloned().collect(),
+        request.create_paths.iter().cloned().collect(),
+    )?;
+    let prompt = build_prompt(request);
+    let state = Arc::new(Mutex::new(SharedState::default()));
+    let ended = drive_agent(cfg, ws.root(), &prompt, Arc::new(confined), state.clone()).await?;
+    let (reply, overflow) = match state.lock() {
+        Ok(s) => (s.reply.clone(), s.reply_overflow),
+        Err(_) => (String::new(), true),
+    };
+    let report: Option<AgentReport> =
+        snapshot::from_slice_strict(reply.as_bytes(), MAX_REPLY_BYTES).ok();
+    let mut builder = ProposalBuilder::new(stdin, &prompt, &reply);
+    if let Ok(s) = state.lock() {
+        builder.events = refusal_events(&s);
+    }
+    let ended = if overflow { Ended::Budget } else { ended };
+    let output = match ended {
+        Ended::TimedOut => {
+            builder.finish(ProposalStatus::Timeout, Some("PROOF_WORKER_TURN_TIMEOUT"))
+        }
+        Ended::Budget => builder.finish(
+            ProposalStatus::BudgetExceeded,
+            Some("PROOF_WORKER_CHANNEL_BUDGET"),
+        ),
+        Ended::Failed => builder.finish(ProposalStatus::Failed, Some("PROOF_WORKER_AGENT_FAILED")),
+        Ended::Stopped(StopReason::EndTurn) => harvest_and_export(cfg, request, ws, &mut builder)?,
+        Ended::Stopped(_) => {
+            builder.finish(ProposalStatus::Failed, Some("PROOF_WORKER_AGENT_STOPPED"))
+        }
+    };
+    Ok((output, report))
+}
+
+fn harvest_and_export(
+    cfg: &RunnerConfig,
+    request: &TurnRequest,
+    ws: &StagedWorkspace,
+    builder: &mut ProposalBuilder,
+) -> Result<TurnOutput, ProofError> {
+    let harvest: WorkspaceHarvest = ws.harvest(HarvestOptions {
+        allow_new_files: !request.create_paths.is_empty(),
+        allow_deletes: !request.delete_paths.is_empty(),
+    })?;
+    if !harvest.violations.is_empty() {
+        let listed: Vec<String> = harvest
+            .violations
+            .iter()
+            .map(|v| format!("{} ({})", v.path, v.kind))
+            .collect();
+        builder.summary = format!("out-of-scope modifications: {}", listed.join(", "));
+        return Ok(builder.finish(
+            ProposalStatus::RejectedScope,
+            Some("REPOSITORY_PATCH_ARCHIVE_SCOPE"),
+        ));
+    }
+    let unapproved: Vec<String> = harvest
+        .files
+        .iter()
+        .filter(|f| match f.op {
+            FileOp::Create => !request.create_paths.contains(&f.path),
+            FileOp::Delete => !request.delete_paths.contains(&f.path),
+            FileOp::Update => false,
+        })
+        .map(|f| format!("{} ({})", f.path, f.op.as_str()))
+        .collect();
+    if !unapproved.is_empty() {
+        builder.summary = format!("unapproved operations: {}", unapproved.join(", "));
+        return Ok(builder.finish(
+            ProposalStatus::RejectedScope,
+            Some("REPOSITORY_PATCH_ARCHIVE_OP"),
+        ));
+    }
+    let changed: Vec<&archive::HarvestedFile> = harvest
+        .files
+        .iter()
+        .filter(|f| f.modified || f.op != FileOp::Update)
+        .collect();
+    if changed.is_empty() {
+        return Ok(builder.finish(ProposalStatus::Empty, None));
+    }
+    let max_files =
+        request.files.len() + request.create_paths.len() + request.read_only_files.len();
+    let archive = match archive::export_workspace_archive(
+        ws,
+        max_files,
+        cfg.max_archive_bytes,
+        &request.create_paths,
+        &request.delete_paths,
+    ) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            let status = if e.code() == "REPOSITORY_PATCH_ARCHIVE_BUDGET" {
+                ProposalStatus::BudgetExceeded
+            } else {
+                ProposalStatus::RejectedScope
+            };
+            builder.summary = format!("workspace export refused: {}", e.code());
+            return Ok(builder.finish(status, Some(e.code())));
+        }
+    };
+    for file in changed {
+        let content = match (&file.op, &file.content) {
+            (FileOp::Delete, _) => None,
+            (_, Some(bytes)) => match String::from_utf8(bytes.clone()) {
+                Ok(text) => Some(text),
+                Err(_) => {
+                    return Ok(builder.finish(
+                        ProposalStatus::RejectedScope,
+                        Some("REPOSITORY_PATCH_ARCHIVE_UTF8"),
+                    ));
+                }
+            },
+            (_, None) => {
+                return Ok(builder.finish(
+                    ProposalStatus::RejectedScope,
+                    Some("REPOSITORY_PATCH_ARCHIVE_OP"),
+                ));
+            }
+        };
+        builder.changed.push(ProposedFileChange {
+            path: file.path.to_string(),
+            op: file.op,
+            content,
+        });
+    }
+    let mut output = builder.finish(ProposalStatus::Completed, None);
+    output.workspace_archive_base64 =
+        Some(base64::engine::general_purpose::STANDARD.encode(archive));
+    Ok(output)
+}
+
+/// One provider event per refused request (codes only), bounded by the proposal's event cap.
+fn refusal_events(state: &SharedState) -> Vec<ProviderEventRecord> {
+    let terminal = (0..state.terminal_requests).map(|_| "refused terminal/create".to_owned());
+    let fs = state
+        .fs_refusals
+        .iter()
+        .map(|r| format!("refused fs request: {}", r.code()));
+    terminal
+        .chain(fs)
+        .take(snapshot::proposal::MAX_PROVIDER_EVENTS)
+        .map(|summary| ProviderEventRecord {
+            kind: ProviderEventKind::ToolCall,
+            summary,
+        })
+        .collect()
+}
+
+struct ProposalBuilder {
+    events: Vec<ProviderEventRecord>,
+    proposal_id: String,
+    usage: serde_json::Value,
+    summary: String,
+    changed: Vec<ProposedFileChange>,
+}
+
+fn tokens(bytes: usize) -> u64 {
+    (bytes.div_ceil(4) as u64).min(MAX_USAGE_TOKENS / 2)
+}
+
+impl ProposalBuilder {
+    fn new(stdin: &[u8], prompt: &str, reply: &str) -> Self {
+        let hex = Sha256::of(stdin).bare_hex();
+        let prompt_tokens = tokens(prompt.len());
+        let completion_tokens = tokens(reply.len());
+        Self {
+            events: Vec::new(),
+            proposal_id: format!("acp-proof-{}", hex.get(..32).unwrap_or(&hex)),
+            usage: serde_json::json!({
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            }),
+            summary: reply.chars().take(MAX_SUMMARY_CHARS).collect(),
+            changed: Vec::new(),
+        }
+    }
+
+    fn finish(&mut self, status: ProposalStatus, error: Option<&str>) -> TurnOutput {
+        let summary: String = self.summary.chars().take(MAX_SUMMARY_CHARS).collect();
+        let changed = std::mem::take(&mut self.changed);
+        let owned_paths = changed.iter().map(|c| c.path.clone()).collect();
+        TurnOutput {
+            proposal: StagedPatchProposal {
+                proposal_id: self.proposal_id.clone(),
+                provider_id: "acp".to_owned(),
+                provider_model: Some("proof-model".to_owned()),
+                status,
+                usage: Some(self.usage.clone()),
+                rationale: summary.clone(),
+                summary,
+                changed_files: changed,
+                owned_paths,
+                validation_strategy_hint: Some("local".to_owned()),
+                validation_commands: Vec::new(),
+                start_preview: false,
+                needs_human_review: true,
+                tool_context_loaded: false,
+                error: error.map(str::to_owned),
+                provider_events: self.events.clone(),
+            },
+            workspace_archive_base64: None,
+        }
+    }
+}
+
+fn refusal_error(r: FsRefusal) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::new(ErrorCode::INVALID_PARAMS, r.code())
+}
+
+fn record_refusal(state: &Mutex<SharedState>, r: FsRefusal) {
+    if let Ok(mut s) = state.lock() {
+        s.fs_refusals.push(r);
+    }
+}
+
+async fn drive_agent(
+    cfg: &RunnerConfig,
+    ws_root: &Path,
+    prompt: &str,
+    confined: Arc<ConfinedWorkspace>,
+    state: Arc<Mutex<SharedState>>,
+) -> Result<Ended, ProofError> {
+    let mut command = tokio::process::Command::new(&cfg.agent);
+    command
+        .args(&cfg.agent_args)
+        .env_clear()
+        .envs(cfg.agent_env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(ws_root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .process_group(0);
+    let mut child = command.spawn().map_err(|_| ProofError::AgentSpawn)?;
+    let group = child.id();
+    let (Some(agent_stdin), Some(agent_stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(ProofError::AgentSpawn);
+    };
+    let flag = BudgetFlag::default();
+    let transport = bounded_lines(agent_stdout, agent_stdin, cfg.limits, flag.clone());
+
+    let notify_state = state.clone();
+    let read_state = state.clone();
+    let write_state = state.clone();
+    let terminal_state = state.clone();
+    let read_ws = confined.clone();
+    let write_ws = confined;
+    let cwd = ws_root.to_path_buf();
+    let prompt_text = prompt.to_owned();
+
+    let exchange = Client
+        .v1()
+        .name("turn-runner")
+        .on_receive_notification(
+            async move |n: SessionNotification, _cx| {
+                if let SessionUpdate::AgentMessageChunk(chunk) = n.update {
+                    if let ContentBlock::Text(t) = chunk.content {
+                        if let Ok(mut s) = notify_state.lock() {
+                            if s.reply.len() + t.text.len() > MAX_REPLY_BYTES {
+                                s.reply_overflow = true;
+                            } else {
+                                s.reply.push_str(&t.text);
+                            }
+                        }
+                    }
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |req: RequestPermissionRequest, responder, _cx| {
+                // Fixed policy: reject once when offered, otherwise cancel. Never allow.
+                let reject = req.options.iter().find(|o| {
+                    matches!(
+                        o.kind,
+                        PermissionOptionKind::RejectOnce | PermissionOptionKind::RejectAlways
+                    )
+                });
+                let outcome = match reject {
+                    Some(o) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(
+                        o.option_id.clone(),
+                    )),
+                    None => RequestPermissionOutcome::Cancelled,
+                };
+                responder.respond(RequestPermissionResponse::new(outcome))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: ReadTextFileRequest, responder, _cx| match read_ws
+                .read(&req.path, req.line, req.limit)
+            {
+                Ok(content) => responder.respond(ReadTextFileResponse::new(content)),
+                Err(r) => {
+                    record_refusal(&read_state, r);
+                    responder.respond_with_error(refusal_error(r))
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: WriteTextFileRequest, responder, _cx| match write_ws
+                .write(&req.path, &req.content)
+            {
+                Ok(()) => responder.respond(WriteTextFileResponse::new()),
+                Err(r) => {
+                    record_refusal(&write_state, r);
+                    responder.respond_with_error(refusal_error(r))
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |_req: CreateTerminalRequest, responder, _cx| {
+                // Terminals are never advertised; any request is refused.
+                if let Ok(mut s) = terminal_state.lock() {
+                    s.terminal_requests += 1;
+                }
+                responder.respond_with_error(agent_client_protocol::Error::method_not_found())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
+            let caps = ClientCapabilities::new()
+                .fs(FileSystemCapabilities::new()
+                    .read_text_file(true)
+                    .write_text_file(true))
+                .terminal(false);
+            cx.send_request(InitializeRequest::new(ProtocolVersion::V1).client_capabilities(caps))
+                .block_task()
+                .await?;
+            let session = cx
+                .send_request(NewSessionRequest::new(cwd))
+                .block_task()
+                .await?;
+            let done = cx
+                .send_request(PromptRequest::new(
+                    session.session_id,
+                    vec![ContentBlock::Text(TextContent::new(prompt_text))],
+                ))
+                .block_task()
+                .await?;
+            Ok(done.stop_reason)
+        });
+
+    let outcome = tokio::time::timeout(cfg.turn_timeout, exchange).await;
+    stop_agent(&mut child, group).await;
+    Ok(match outcome {
+        Err(_) => Ended::TimedOut,
+        Ok(_) if flag.exceeded() => Ended::Budget,
+        Ok(Ok(stop)) => Ended::Stopped(stop),
+        Ok(Err(e)) => {
+            tracing::warn!(code = ?e.code, "agent exchange failed");
+            Ended::Failed
+        }
+    })
+}
+
+/// Kills the agent's whole process group (it runs in its own), then reaps the agent.
+async fn stop_agent(child: &mut tokio::process::Child, group: Option<u32>) {
+    if let Some(pid) = group
+        .and_then(|g| i32::try_from(g).ok())
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    let _ = child.kill().await;
+}
