@@ -15,7 +15,7 @@
 //! [`GitSnapshot::snapshot_digest`] is documented in `docs/SNAPSHOT.md`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::os::unix::ffi::OsStringExt as _;
@@ -24,6 +24,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde::Serialize;
 use sha2::Digest as _;
+use unicode_normalization::{IsNormalized, UnicodeNormalization as _, is_nfc_quick};
 
 use crate::context::RepositorySnapshotEvidence;
 use crate::digest::Sha256;
@@ -221,7 +222,7 @@ impl GitSnapshot {
     /// or index, never the network (lazy fetch and every protocol are disabled).
     pub fn load(repo: &Path, commit: &str) -> Result<Self, SnapshotError> {
         validate_commit_text(commit)?;
-        let git_dir = discover_git_dir(repo)?;
+        let git_dir = discover_git_dir(repo, std::env::var_os("PATH").as_deref())?;
         verify_commit_object(&git_dir, commit)?;
         let (raw_entries, blobs) = read_tree(&git_dir, commit)?;
         Self::from_raw(git_dir, commit.to_owned(), raw_entries, &blobs)
@@ -240,11 +241,12 @@ impl GitSnapshot {
         {
             return Err(git_error("tree lists one path twice"));
         }
-        // Case-fold keys over the complete tree. Non-UTF-8 names fold lossily: a replacement
-        // character can only add collisions, never hide one.
+        // Case-fold keys over the complete tree, of the NFC form (a decomposed name collides
+        // with its composed spelling). Non-UTF-8 names fold lossily: a replacement character
+        // can only add collisions, never hide one.
         let folded: Vec<String> = raw_entries
             .iter()
-            .map(|e| casefold(&String::from_utf8_lossy(&e.path)))
+            .map(|e| fold_tree_name(&e.path))
             .collect();
         let mut key_counts: HashMap<&str, usize> = HashMap::with_capacity(folded.len());
         let mut folded_directories = HashSet::new();
@@ -511,6 +513,15 @@ impl CreateAbsence for GitSnapshot {
     }
 }
 
+/// The collision key of a raw tree name: lossy UTF-8, NFC, full case fold.
+fn fold_tree_name(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(raw);
+    match is_nfc_quick(text.chars()) {
+        IsNormalized::Yes => casefold(&text),
+        IsNormalized::No | IsNormalized::Maybe => casefold(&text.nfc().collect::<String>()),
+    }
+}
+
 /// Rejects anything but 40 lowercase hex digits (git's canonical SHA-1 object name).
 fn validate_commit_text(commit: &str) -> Result<(), SnapshotError> {
     if commit.len() != 40 || !commit.bytes().all(crate::digest::is_lower_hex) {
@@ -535,9 +546,14 @@ fn repository_error(detail: &str) -> SnapshotError {
 
 /// A `git` command with a cleared environment and hardening options.
 fn git_command(git_dir: Option<&Path>) -> Command {
+    git_command_with_path(std::env::var_os("PATH").as_deref(), git_dir)
+}
+
+/// [`git_command`] with an explicit `PATH` (the only variable kept from the environment).
+fn git_command_with_path(path_var: Option<&OsStr>, git_dir: Option<&Path>) -> Command {
     let mut cmd = Command::new("git");
     cmd.env_clear();
-    if let Some(path) = std::env::var_os("PATH") {
+    if let Some(path) = path_var {
         cmd.env("PATH", path);
     }
     cmd.envs([
@@ -577,7 +593,7 @@ fn spawn_error(e: &std::io::Error) -> SnapshotError {
 }
 
 /// Finds the git directory of `repo` without walking above it.
-fn discover_git_dir(repo: &Path) -> Result<PathBuf, SnapshotError> {
+fn discover_git_dir(repo: &Path, path_var: Option<&OsStr>) -> Result<PathBuf, SnapshotError> {
     let is_dir = std::fs::metadata(repo).map(|m| m.is_dir()).unwrap_or(false);
     if !is_dir {
         return Err(repository_error(
@@ -586,7 +602,7 @@ fn discover_git_dir(repo: &Path) -> Result<PathBuf, SnapshotError> {
     }
     let absolute = std::path::absolute(repo)
         .map_err(|_| repository_error("repository path cannot be made absolute"))?;
-    let mut cmd = git_command(None);
+    let mut cmd = git_command_with_path(path_var, None);
     cmd.arg("-C")
         .arg(&absolute)
         .args(["rev-parse", "--absolute-git-dir"]);
@@ -1053,6 +1069,15 @@ mod tests {
         ] {
             assert!(parse_batch_header(bad.as_bytes()).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_missing_git_executable_is_an_environment_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = discover_git_dir(dir.path(), Some(OsStr::new("/nonexistent-bin"))).unwrap_err();
+        assert_eq!(err.code(), "REPOSITORY_SNAPSHOT_GIT");
+        assert!(err.is_environment());
+        assert!(err.to_string().contains("not found"), "{err}");
     }
 
     #[test]
