@@ -10,6 +10,9 @@ pub enum FinalizeError {
     /// A shared selection / path check failed; keeps the snapshot code.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
+    /// Reading the staged workspace failed; keeps the archive code.
+    #[error(transparent)]
+    Archive(#[from] archive::ArchiveError),
     #[error("REPOSITORY_PATCH_WORKSPACE_BASELINE: staged files differ from selected baseline")]
     WorkspaceBaseline,
     /// `kind:path` pairs of every harvest violation.
@@ -58,6 +61,7 @@ impl FinalizeError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::Snapshot(e) => e.code(),
+            Self::Archive(e) => e.code(),
             Self::WorkspaceBaseline => "REPOSITORY_PATCH_WORKSPACE_BASELINE",
             Self::WorkspaceScope { .. } => "REPOSITORY_PATCH_WORKSPACE_SCOPE",
             Self::WorkspaceSet => "REPOSITORY_PATCH_WORKSPACE_SET",
@@ -84,6 +88,7 @@ impl FinalizeError {
         match self {
             Self::StoreIo { .. } => true,
             Self::Snapshot(e) => e.is_environment(),
+            Self::Archive(e) => e.is_environment(),
             _ => false,
         }
     }

@@ -14,6 +14,7 @@
 pub mod diff;
 pub mod digest;
 pub mod error;
+pub mod finalize;
 pub mod model;
 pub mod store;
 
@@ -23,6 +24,7 @@ mod test_support;
 pub use diff::{DiffMode, UnifiedDiff, unified_diff, unified_diff_with_budget};
 pub use digest::{DIGEST_SCHEMA, MAX_DIGEST_INPUT_BYTES, repository_patch_digest};
 pub use error::FinalizeError;
+pub use finalize::{CANDIDATE_RATIONALE, FinalizeRequest, finalize_repository_patch};
 pub use model::{
     CandidateFields, MAX_CANDIDATE_FILES, REPOSITORY_PATCH_SCHEMA_VERSION,
     RepositoryPatchCandidate, RepositoryPatchFile, validate_candidate_json,

@@ -92,7 +92,10 @@ pub fn git_ok(dir: &Path, args: &[&str]) -> String {
 }
 
 /// A fresh repository holding `files` in one commit; returns (dir guard, commit id).
-#[allow(clippy::disallowed_methods, reason = "fixture files inside a fresh temporary directory")]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "fixture files inside a fresh temporary directory"
+)]
 pub fn repo_with(files: &[(String, String)]) -> (tempfile::TempDir, String) {
     let tmp = tempfile::tempdir().unwrap();
     git_ok(tmp.path(), &["init", "-q", "-b", "main"]);

@@ -1,0 +1,258 @@
+//! `finalize_repository_patch` (reference §8): every check in the reference order, over a staged
+//! workspace the host verified. It reads the staged tree and writes nothing; it runs no commands,
+//! Git operations or model calls. Summary and rationale are host text.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use archive::{HarvestOptions, StagedWorkspace};
+use snapshot::{
+    ApprovedExecutionContext, BaselineFiles, CreateAbsence, FileOp, PathPolicy, ProposalStatus,
+    RepoPath, RepositorySnapshotEvidence, Sha256, SnapshotError, StagedPatchProposal,
+    validate_output_text, verify_selected_baseline,
+};
+
+use crate::diff::unified_diff;
+use crate::error::FinalizeError;
+use crate::model::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
+
+/// The host-derived rationale of every candidate.
+pub const CANDIDATE_RATIONALE: &str =
+    "Derived from approved snapshot and host-verified workspace bytes; validation pending.";
+
+/// Everything finalisation reads.
+#[derive(Debug, Clone, Copy)]
+pub struct FinalizeRequest<'a> {
+    pub context: &'a ApprovedExecutionContext,
+    pub snapshot: &'a RepositorySnapshotEvidence,
+    pub selected_paths: &'a [RepoPath],
+    pub baseline_files: &'a BaselineFiles,
+    pub workspace: &'a StagedWorkspace,
+    pub proposal: &'a StagedPatchProposal,
+    pub policy: &'a dyn PathPolicy,
+    pub create_absence: Option<&'a dyn CreateAbsence>,
+}
+
+fn canonical(path: &str) -> Result<RepoPath, FinalizeError> {
+    RepoPath::parse(path).map_err(|r| FinalizeError::Snapshot(SnapshotError::unsafe_path(path, r)))
+}
+
+type Change = (FileOp, Option<String>);
+
+/// Reference `finalize_repository_patch`.
+///
+/// # Errors
+/// The first failing check's code: selection codes (`REPOSITORY_PATCH_SNAPSHOT_IDENTITY`,
+/// `…_BASELINE_HASH`, `…_CREATE_PROOF`, …), then `REPOSITORY_PATCH_WORKSPACE_BASELINE`, harvest
+/// errors (`REPOSITORY_PATCH_ARCHIVE_*`), `REPOSITORY_PATCH_UNSAFE_PATH` / host policy errors,
+/// `…_WORKSPACE_SCOPE`, `…_WORKSPACE_SET`, `…_WORKSPACE_OP`, `…_WORKSPACE_HASH`, content gates
+/// (`…_ENV_TEMPLATE`, `…_SECRET_CONTRACT`), `…_PROPOSAL_STATUS`, `…_PROPOSAL_SCOPE`,
+/// `…_PROPOSAL_MISMATCH`, `…_OWNERSHIP`.
+///
+/// # Security
+/// Every byte of the candidate comes from the staged tree, checked against the approval; the
+/// proposal only has to agree with it. Messages name paths and kinds, never content.
+pub fn finalize_repository_patch(
+    request: FinalizeRequest<'_>,
+) -> Result<RepositoryPatchCandidate, FinalizeError> {
+    let FinalizeRequest {
+        context,
+        snapshot,
+        selected_paths,
+        baseline_files,
+        workspace,
+        proposal,
+        policy,
+        create_absence,
+    } = request;
+    // 1. Approval, snapshot and baseline.
+    let expected = verify_selected_baseline(
+        context,
+        snapshot,
+        selected_paths,
+        baseline_files,
+        policy,
+        create_absence,
+    )?;
+    // 2. The staged tree was materialised from exactly this baseline.
+    if *workspace.editable_manifest() != expected {
+        return Err(FinalizeError::WorkspaceBaseline);
+    }
+    let creates: BTreeSet<&RepoPath> = context.create_paths().iter().collect();
+    let deletes: BTreeSet<&RepoPath> = context.delete_paths().iter().collect();
+    let selected: BTreeSet<&RepoPath> = selected_paths.iter().collect();
+    // 3. Harvest.
+    let harvest = workspace.harvest(HarvestOptions {
+        allow_new_files: !creates.is_empty(),
+        allow_deletes: !deletes.is_empty(),
+    })?;
+    // 4. Every harvested and violating path is canonical and passes the host policy.
+    for file in &harvest.files {
+        policy.validate_path(&file.path)?;
+    }
+    for violation in &harvest.violations {
+        policy.validate_path(&canonical(&violation.path)?)?;
+    }
+    // 5. No violations.
+    if !harvest.violations.is_empty() {
+        let violations = harvest
+            .violations
+            .iter()
+            .map(|v| format!("{}:{}", v.kind, v.path))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(FinalizeError::WorkspaceScope { violations });
+    }
+    // 6. Nothing outside the selection and the create grants.
+    if harvest
+        .files
+        .iter()
+        .any(|f| !selected.contains(&f.path) && !creates.contains(&f.path))
+    {
+        return Err(FinalizeError::WorkspaceSet);
+    }
+    // 7. Per-file operation and hash rules.
+    let mut recorded: BTreeMap<RepoPath, Change> = BTreeMap::new();
+    for file in &harvest.files {
+        let path = &file.path;
+        let hash_err = || FinalizeError::WorkspaceHash {
+            path: path.as_str().to_owned(),
+        };
+        let op_err = || FinalizeError::WorkspaceOp {
+            path: path.as_str().to_owned(),
+        };
+        match file.op {
+            FileOp::Create if !creates.contains(path) => return Err(op_err()),
+            FileOp::Delete if !deletes.contains(path) => return Err(op_err()),
+            _ => {}
+        }
+        if file.op == FileOp::Delete {
+            if file.previous_sha256.as_ref() != expected.get(path)
+                || file.previous_sha256.is_none()
+                || file.new_sha256.is_some()
+                || file.content.is_some()
+                || !file.modified
+            {
+                return Err(hash_err());
+            }
+            recorded.insert(path.clone(), (FileOp::Delete, None));
+            continue;
+        }
+        let Some(raw) = &file.content else {
+            return Err(op_err());
+        };
+        // As in the reference, bytes are decoded with replacement characters: invalid UTF-8
+        // then fails the hash comparison below (`WORKSPACE_HASH`), after the content gates.
+        let content = String::from_utf8_lossy(raw).into_owned();
+        validate_output_text(path.as_str(), &content)?;
+        let h = Sha256::of(content.as_bytes());
+        let consistent = match file.op {
+            FileOp::Create => {
+                file.previous_sha256.is_none() && file.new_sha256 == Some(h) && file.modified
+            }
+            _ => {
+                let previous = expected.get(path);
+                previous.is_some()
+                    && file.previous_sha256.as_ref() == previous
+                    && file.new_sha256 == Some(h)
+                    && file.modified == (Some(&h) != previous)
+            }
+        };
+        if !consistent {
+            return Err(hash_err());
+        }
+        if file.modified {
+            recorded.insert(path.clone(), (file.op, Some(content)));
+        }
+    }
+    // 8. A completed, non-empty edit.
+    if proposal.status != ProposalStatus::Completed || recorded.is_empty() {
+        return Err(FinalizeError::ProposalStatus);
+    }
+    // 9. The provider's claims stay inside the grants.
+    let mut proposed: BTreeMap<RepoPath, Change> = BTreeMap::new();
+    for change in &proposal.changed_files {
+        let path = canonical(&change.path)?;
+        policy.validate_path(&path)?;
+        let allowed = match change.op {
+            FileOp::Update => expected.contains_key(&path),
+            FileOp::Create => creates.contains(&path),
+            FileOp::Delete => deletes.contains(&path),
+        };
+        if proposed.contains_key(&path) || !allowed {
+            return Err(FinalizeError::ProposalScope {
+                path: change.path.clone(),
+            });
+        }
+        proposed.insert(path, (change.op, change.content.clone()));
+    }
+    // 10. The claims equal the observed bytes.
+    if proposed != recorded {
+        return Err(FinalizeError::ProposalMismatch);
+    }
+    // 11–12. Ownership claims.
+    let claimed = proposal
+        .owned_paths
+        .iter()
+        .map(|p| canonical(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let owned: BTreeSet<&RepoPath> = claimed.iter().collect();
+    if owned.len() != claimed.len()
+        || !owned
+            .iter()
+            .all(|p| selected.contains(p) || creates.contains(p))
+    {
+        return Err(FinalizeError::Ownership {
+            detail: "provider claimed an unselected path",
+        });
+    }
+    if !proposed.keys().all(|p| owned.contains(p)) {
+        return Err(FinalizeError::Ownership {
+            detail: "changed paths were not claimed",
+        });
+    }
+    // 13. Changed files, sorted by path, derived from host bytes only.
+    let count = recorded.len();
+    let mut files = Vec::with_capacity(count);
+    for (path, (op, content)) in recorded {
+        let previous = if op == FileOp::Create {
+            None
+        } else {
+            expected.get(&path).copied()
+        };
+        let new = content.as_deref().map(|c| Sha256::of(c.as_bytes()));
+        let diff = unified_diff(
+            path.as_str(),
+            baseline_files.get(&path).map(String::as_str),
+            content.as_deref(),
+        );
+        files.push(RepositoryPatchFile::new(
+            path, op, previous, new, content, diff,
+        )?);
+    }
+    // 14. The candidate.
+    RepositoryPatchCandidate::new(
+        CandidateFields {
+            handoff_id: context.handoff_id().to_owned(),
+            request_id: context.request_id().to_owned(),
+            plan_id: context.plan_id().to_owned(),
+            app_id: context.app_id().to_owned(),
+            build_registry_id: context.build_registry_id().to_owned(),
+            repository_full_name: context.repository_full_name().to_owned(),
+            baseline_commit_sha: context.baseline_commit_sha().to_owned(),
+            approved_plan_digest: context.approved_plan_digest().to_owned(),
+            snapshot_digest: context.snapshot_digest().to_owned(),
+            proposal_id: proposal.proposal_id.clone(),
+            provider_id: proposal.provider_id.clone(),
+            summary: format!("Approved repository file operations: {count}."),
+            rationale: CANDIDATE_RATIONALE.to_owned(),
+            required_validation_gates: context.required_validation_gates().to_vec(),
+            required_security_gates: context.required_security_gates().to_vec(),
+            required_ci_checks: context.required_ci_checks().to_vec(),
+        },
+        files,
+    )
+}
+
+#[cfg(test)]
+#[path = "finalize_tests.rs"]
+mod tests;
