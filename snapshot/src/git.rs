@@ -341,6 +341,12 @@ impl GitSnapshot {
         &self.commit
     }
 
+    /// The absolute git directory the snapshot was read from.
+    #[must_use]
+    pub fn git_dir(&self) -> &Path {
+        &self.git_dir
+    }
+
     /// Every entry of the complete tree, sorted by name bytes.
     #[must_use]
     pub fn entries(&self) -> &[TreeEntry] {
