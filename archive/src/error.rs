@@ -30,9 +30,17 @@ impl EntryName {
     }
 }
 
+/// Longest name shown in a message, in characters; longer names are cut and marked.
+const MAX_SHOWN_NAME_CHARS: usize = 200;
+
 impl fmt::Display for EntryName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&py_repr(&self.0))
+        let total = self.0.chars().count();
+        if total <= MAX_SHOWN_NAME_CHARS {
+            return f.write_str(&py_repr(&self.0));
+        }
+        let head: String = self.0.chars().take(MAX_SHOWN_NAME_CHARS).collect();
+        write!(f, "{}... ({total} characters)", py_repr(&head))
     }
 }
 
@@ -183,6 +191,13 @@ mod tests {
         assert_eq!(py_repr("a'b\"c"), "'a\\'b\"c'");
         assert_eq!(py_repr("a\0b\\c\n"), "'a\\x00b\\\\c\\n'");
         assert_eq!(py_repr("Répörts"), "'Répörts'");
+    }
+
+    #[test]
+    fn long_names_are_cut_in_messages() {
+        let shown = EntryName::from_str(&"a".repeat(5000)).to_string();
+        assert!(shown.len() < 260, "{shown}");
+        assert!(shown.ends_with("... (5000 characters)"));
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 use std::thread;
 
+use snapshot::path::check_portable;
 use snapshot::{RepoPath, Sha256, detect_collisions};
 
 use crate::envelope::{
@@ -486,7 +487,10 @@ pub(crate) fn parse(
             }
         };
         check_fields(&h, name, &shown)?;
-        if let Err(reason) = RepoPath::parse(name) {
+        // The portable profile first (reference reasons), then the canonical-spelling rules.
+        if let Err(reason) =
+            check_portable(name, false).and_then(|()| RepoPath::parse(name).map(|_| ()))
+        {
             return Err(ArchiveError::Envelope {
                 message: format!("non-portable entry name: {reason}: {shown}"),
             });
