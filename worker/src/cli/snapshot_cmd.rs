@@ -41,16 +41,19 @@ pub(crate) fn run(args: &SnapshotArgs) -> Result<Outcome, CliError> {
         &args.app_id,
         &args.repository_full_name,
     )?;
-    let serialise =
-        |_| CliError::environment("PATCH_CANDIDATE_OUTPUT", "evidence serialisation failed");
-    let mut json = serde_json::to_value(&evidence).map_err(serialise)?;
+    let serialise = |_: serde_json::Error| {
+        CliError::environment("PATCH_CANDIDATE_OUTPUT", "evidence serialisation failed")
+    };
     let excluded: Vec<&snapshot::TreeEntry> = snap.excluded().collect();
+    let mut json = serde_json::to_value(&evidence).map_err(serialise)?;
     let excluded_json = serde_json::to_value(&excluded).map_err(serialise)?;
-    if let Some(object) = json.as_object_mut() {
-        object.insert("excluded".to_owned(), excluded_json);
-    } else {
-        return Err(serialise(()));
-    }
+    let Some(object) = json.as_object_mut() else {
+        return Err(CliError::environment(
+            "PATCH_CANDIDATE_OUTPUT",
+            "evidence did not serialise to an object",
+        ));
+    };
+    object.insert("excluded".to_owned(), excluded_json);
 
     let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
     for entry in &excluded {
@@ -68,4 +71,131 @@ pub(crate) fn run(args: &SnapshotArgs) -> Result<Outcome, CliError> {
     let _ = writeln!(text);
     let _ = writeln!(text, "digest:     {}", evidence.snapshot_digest());
     Ok(Outcome { json, text })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+    use crate::cli::output::Failure;
+
+    fn git(dir: &std::path::Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .current_dir(dir)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
+    }
+
+    fn fixture() -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().unwrap();
+        git(dir.path(), &["init", "-q", "."]);
+        std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+        std::fs::write(dir.path().join("bin.dat"), b"\xff\xfe").unwrap();
+        std::os::unix::fs::symlink("a.txt", dir.path().join("link")).unwrap();
+        git(dir.path(), &["add", "-A"]);
+        git(dir.path(), &["commit", "-q", "-m", "one"]);
+        let head = git(dir.path(), &["rev-parse", "HEAD"]);
+        (dir, head)
+    }
+
+    fn args(repo: &std::path::Path, commit: &str) -> SnapshotArgs {
+        SnapshotArgs {
+            repo: repo.to_owned(),
+            commit: commit.to_owned(),
+            repository_full_name: "acme/demo".to_owned(),
+            plan_id: "plan-1".to_owned(),
+            request_id: "request-1".to_owned(),
+            app_id: "app-1".to_owned(),
+        }
+    }
+
+    #[test]
+    fn json_is_the_evidence_plus_the_excluded_list() {
+        let (dir, head) = fixture();
+        let outcome = run(&args(dir.path(), &head)).unwrap();
+        let object = outcome.json.as_object().unwrap();
+        let keys: Vec<&str> = object.keys().map(String::as_str).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        assert_eq!(
+            sorted,
+            [
+                "app_id",
+                "baseline_commit_sha",
+                "excluded",
+                "file_manifest",
+                "plan_id",
+                "repository_full_name",
+                "request_id",
+                "snapshot_digest"
+            ]
+        );
+        assert_eq!(object["baseline_commit_sha"], head.as_str());
+        assert_eq!(object["file_manifest"].as_object().unwrap().len(), 1);
+        let kinds: Vec<&str> = object["excluded"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["non_utf8_content", "symlink"]);
+        // Without the `excluded` key the document is exactly valid snapshot evidence.
+        let mut evidence = outcome.json.clone();
+        evidence.as_object_mut().unwrap().remove("excluded");
+        let parsed =
+            snapshot::RepositorySnapshotEvidence::from_json(&evidence.to_string()).unwrap();
+        assert_eq!(parsed.snapshot_digest(), object["snapshot_digest"]);
+        assert!(outcome.text.contains("files:      1\n"), "{}", outcome.text);
+        assert!(
+            outcome
+                .text
+                .contains("excluded:   2 (non_utf8_content 1, symlink 1)"),
+            "{}",
+            outcome.text
+        );
+    }
+
+    #[test]
+    fn bad_input_is_rejected_with_a_code() {
+        let (dir, head) = fixture();
+        for (repo, commit, code) in [
+            (
+                dir.path().to_owned(),
+                "not-a-sha".to_owned(),
+                "REPOSITORY_SNAPSHOT_COMMIT",
+            ),
+            (
+                dir.path().to_owned(),
+                "0".repeat(40),
+                "REPOSITORY_SNAPSHOT_COMMIT",
+            ),
+            (
+                dir.path().join("missing"),
+                head.clone(),
+                "REPOSITORY_SNAPSHOT_REPOSITORY",
+            ),
+        ] {
+            let err = run(&args(&repo, &commit)).unwrap_err();
+            assert_eq!((err.code.as_str(), err.failure), (code, Failure::Rejected));
+        }
+        let mut empty_plan = args(dir.path(), &head);
+        empty_plan.plan_id.clear();
+        let err = run(&empty_plan).unwrap_err();
+        assert_eq!(err.code, "REPOSITORY_PATCH_SNAPSHOT_INVALID");
+    }
 }
