@@ -19,7 +19,7 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::{Agent, Client};
 use serde::{Deserialize, Serialize};
 
-use crate::markers::{self, has_mode, mode_arg};
+use crate::markers::{self, mode_arg};
 use crate::probes::{self, ProbeReport};
 use crate::transport::{BudgetFlag, ChannelLimits, bounded_lines};
 
@@ -52,12 +52,20 @@ pub struct PromptScope {
     pub read_only: Vec<String>,
     pub creates: Vec<String>,
     pub deletes: Vec<String>,
+    /// `escape-target: /path` markers: absolute paths the `escape-fs` mode tries to write.
+    pub escape_targets: Vec<String>,
 }
 
 /// Reads the `- path` lists under the prompt's headings (reference §12.3).
 #[must_use]
 pub fn parse_scope(prompt: &str) -> PromptScope {
-    let mut scope = PromptScope::default();
+    let mut scope = PromptScope {
+        escape_targets: markers::marker_lines(prompt)
+            .filter(|(k, _)| *k == "escape-target")
+            .map(|(_, v)| v.to_owned())
+            .collect(),
+        ..PromptScope::default()
+    };
     let mut current: Option<&mut Vec<String>> = None;
     for line in prompt.lines() {
         if line.starts_with("Editable files:") {
@@ -365,8 +373,9 @@ async fn run_mode(turn: &mut Turn<'_>, scope: &PromptScope, modes: &[String], mo
         }
         "escape-fs" => {
             turn.fs_write("../fs-escape.txt", b"x\n");
-            turn.fs_write("/etc/fs-escape.txt", b"x\n");
-            turn.fs_write("/fs-escape.txt", b"x\n");
+            for target in &scope.escape_targets {
+                turn.fs_write(target, b"x\n");
+            }
         }
         "terminal" => {
             let req = CreateTerminalRequest::new(turn.session.clone(), "/bin/sh");
@@ -431,7 +440,6 @@ async fn run_mode(turn: &mut Turn<'_>, scope: &PromptScope, modes: &[String], mo
         }
         other => turn.note(format!("unknown mode {other}"), "skipped"),
     }
-    let _ = has_mode(modes, name);
 }
 
 /// Spawns idle copies of this binary until the kernel refuses or `cap` is reached, then kills them.

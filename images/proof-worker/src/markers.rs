@@ -17,9 +17,13 @@ pub struct ProbeSelection {
 /// Every `key: value` marker line of `text`, in order.
 pub fn marker_lines(text: &str) -> impl Iterator<Item = (&str, &str)> {
     text.lines().filter_map(|line| {
-        let (key, value) = line.trim().split_once(':')?;
+        // The prompt puts the task's first line after `Request: `.
+        let line = line.trim();
+        let line = line.strip_prefix("Request: ").unwrap_or(line);
+        let (key, value) = line.split_once(':')?;
         let key = key.trim();
-        let known = key == "probe" || key.starts_with("probe-") || key == "mode";
+        let known =
+            key == "probe" || key.starts_with("probe-") || key == "mode" || key == "escape-target";
         known.then_some((key, value.trim()))
     })
 }
@@ -70,13 +74,20 @@ mod tests {
 
     #[test]
     fn parses_markers_from_task_text() {
-        let text = "Request: fix\nprobe: isolation\nprobe-tcp: 127.0.0.1:9\n  mode: memory-bomb=64\nmode: symlink\nnot: a marker";
+        let text = "Request: mode: noop\nprobe: isolation\nprobe-tcp: 127.0.0.1:9\n  mode: memory-bomb=64\nmode: symlink\nnot: a marker";
         let sel = probe_selection(text);
         assert!(sel.isolation);
         assert_eq!(sel.tcp.as_deref(), Some("127.0.0.1:9"));
         assert_eq!(sel.env, None);
         let m = modes(text);
-        assert_eq!(m, vec!["memory-bomb=64".to_owned(), "symlink".to_owned()]);
+        assert_eq!(
+            m,
+            vec![
+                "noop".to_owned(),
+                "memory-bomb=64".to_owned(),
+                "symlink".to_owned()
+            ]
+        );
         assert_eq!(mode_arg(&m, "memory-bomb"), Some(64));
         assert!(has_mode(&m, "memory-bomb") && has_mode(&m, "symlink") && !has_mode(&m, "memory"));
     }

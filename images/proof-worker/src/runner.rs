@@ -439,15 +439,14 @@ async fn drive_agent(
         .name("turn-runner")
         .on_receive_notification(
             async move |n: SessionNotification, _cx| {
-                if let SessionUpdate::AgentMessageChunk(chunk) = n.update {
-                    if let ContentBlock::Text(t) = chunk.content {
-                        if let Ok(mut s) = notify_state.lock() {
-                            if s.reply.len() + t.text.len() > MAX_REPLY_BYTES {
-                                s.reply_overflow = true;
-                            } else {
-                                s.reply.push_str(&t.text);
-                            }
-                        }
+                if let SessionUpdate::AgentMessageChunk(chunk) = n.update
+                    && let ContentBlock::Text(t) = chunk.content
+                    && let Ok(mut s) = notify_state.lock()
+                {
+                    if s.reply.len() + t.text.len() > MAX_REPLY_BYTES {
+                        s.reply_overflow = true;
+                    } else {
+                        s.reply.push_str(&t.text);
                     }
                 }
                 Ok(())

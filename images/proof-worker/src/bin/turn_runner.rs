@@ -4,7 +4,8 @@
 //! 4 when an isolation probe found an exposure (nothing is printed then).
 //!
 //! Test-only flags (host-process tests): `--workspace-root DIR`, `--agent PATH`,
-//! `--agent-arg ARG` (repeatable), `--turn-timeout-ms N`, `--max-archive-bytes N`.
+//! `--agent-arg ARG` (repeatable), `--turn-timeout-ms N`, `--max-archive-bytes N`,
+//! `--max-message-bytes N`, `--max-inbound-bytes N`.
 #![forbid(unsafe_code)]
 
 use std::io::Write;
@@ -37,6 +38,16 @@ fn parse_flags(args: impl Iterator<Item = String>) -> Result<RunnerConfig, Strin
                     return Err("--max-archive-bytes outside 1..=16777216".to_owned());
                 }
                 cfg.max_archive_bytes = n;
+            }
+            "--max-message-bytes" => {
+                cfg.limits.max_message_bytes = value()?
+                    .parse()
+                    .map_err(|_| "bad --max-message-bytes".to_owned())?;
+            }
+            "--max-inbound-bytes" => {
+                cfg.limits.max_inbound_bytes = value()?
+                    .parse()
+                    .map_err(|_| "bad --max-inbound-bytes".to_owned())?;
             }
             other => return Err(format!("unknown flag {other:?}")),
         }

@@ -1,0 +1,1 @@
+//! Docker tests (filled below).

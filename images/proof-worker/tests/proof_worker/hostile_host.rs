@@ -1,0 +1,36 @@
+//! `hostile-entry` as a host process: each mode breaks exactly its rule.
+
+use std::time::Duration;
+
+use crate::common::{HOSTILE, run_with, standard};
+
+#[test]
+fn hostile_modes_as_processes() {
+    let input = standard("x");
+    let run =
+        |mode: &str, secs: u64| run_with(HOSTILE, &[mode], &[], &input, Duration::from_secs(secs));
+
+    let valid = run("valid", 20);
+    assert_eq!(valid.code, Some(0));
+    assert!(
+        snapshot::from_slice_strict::<proof_worker::TurnOutput>(&valid.stdout, 1 << 20).is_ok()
+    );
+
+    for mode in ["malformed-json", "duplicate-keys", "extra-key"] {
+        let r = run(mode, 20);
+        assert_eq!(r.code, Some(0), "{mode}");
+        assert!(
+            snapshot::from_slice_strict::<proof_worker::TurnOutput>(&r.stdout, 1 << 20).is_err(),
+            "{mode}"
+        );
+    }
+    assert!(run("oversized-output", 20).stdout.len() > 40_000_000);
+    let flood = run("flood-stderr", 20);
+    assert!(flood.stderr.len() > 40_000_000 && !flood.stdout.is_empty());
+    assert_eq!(run("exit-nonzero", 20).code, Some(3));
+    let nothing = run("print-nothing", 20);
+    assert_eq!((nothing.code, nothing.stdout.len()), (Some(0), 0));
+    let hang = run("sleep-forever", 1);
+    assert_eq!(hang.code, None, "killed by the test deadline");
+    assert_eq!(run("no-such-mode", 20).code, Some(2));
+}
