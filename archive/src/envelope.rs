@@ -45,6 +45,19 @@ pub(crate) fn canonical_flags(name: &str) -> u16 {
     if name.is_ascii() { 0 } else { FLAG_UTF8 }
 }
 
+/// Reference §5.6: the empty marker is valid output only for a deletion-only turn — no create
+/// grants, and the selected paths equal the delete grants (as sets).
+#[must_use]
+pub fn empty_marker_permitted(
+    selected_paths: &[RepoPath],
+    create_paths: &[RepoPath],
+    delete_paths: &[RepoPath],
+) -> bool {
+    let selected: std::collections::BTreeSet<&RepoPath> = selected_paths.iter().collect();
+    let deletes: std::collections::BTreeSet<&RepoPath> = delete_paths.iter().collect();
+    create_paths.is_empty() && !selected.is_empty() && selected == deletes
+}
+
 /// `sha256:` digest of archive bytes.
 #[must_use]
 pub fn archive_digest(data: &[u8]) -> Sha256 {
@@ -307,6 +320,28 @@ mod tests {
             assert_eq!(e.code(), "REPOSITORY_PATCH_ARCHIVE_ENVELOPE", "{set:?}");
             assert!(e.to_string().contains("portable path rejected"), "{e}");
         }
+    }
+
+    #[test]
+    fn empty_marker_only_for_deletion_only_turns() {
+        let (a, b) = (p("a"), p("b"));
+        assert!(empty_marker_permitted(
+            &[a.clone(), b.clone()],
+            &[],
+            &[b.clone(), a.clone()]
+        ));
+        assert!(!empty_marker_permitted(
+            &[a.clone(), b.clone()],
+            &[],
+            std::slice::from_ref(&a)
+        ));
+        assert!(!empty_marker_permitted(
+            std::slice::from_ref(&a),
+            std::slice::from_ref(&b),
+            std::slice::from_ref(&a)
+        ));
+        assert!(!empty_marker_permitted(&[], &[], &[]));
+        assert_eq!(EMPTY_ARCHIVE_MARKER.len(), 28);
     }
 
     fn hex_of(bytes: &[u8]) -> String {

@@ -19,7 +19,7 @@ pub mod workspace;
 
 pub use envelope::{
     ARCHIVE_SCHEMA_VERSION, EMPTY_ARCHIVE_MARKER, MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES,
-    archive_digest, build_deterministic_archive,
+    archive_digest, build_deterministic_archive, empty_marker_permitted,
 };
 pub use error::{ArchiveError, ENVELOPE_CODE, EntryName};
 pub use export::export_workspace_archive;

@@ -626,3 +626,186 @@ pub fn read_archive_entries(
         .map(|e| (e.path, e.data.to_vec()))
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::build_deterministic_archive;
+
+    fn one() -> Vec<u8> {
+        build_deterministic_archive(&[(RepoPath::parse("a.txt").unwrap(), b"x".to_vec())]).unwrap()
+    }
+
+    /// Offsets inside the 109-byte single-entry archive: local header at 0, central at 36.
+    const CD: usize = 36;
+
+    fn message(data: &[u8]) -> String {
+        read_archive_manifest(data, &ArchiveLimits::default())
+            .unwrap_err()
+            .to_string()
+    }
+
+    fn with(patch: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
+        let mut d = one();
+        patch(&mut d);
+        d
+    }
+
+    fn put16(d: &mut [u8], at: usize, v: u16) {
+        d[at..at + 2].copy_from_slice(&v.to_le_bytes());
+    }
+
+    fn put32(d: &mut [u8], at: usize, v: u32) {
+        d[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    }
+
+    /// The reference's per-field metadata mutants, each with its reference message.
+    #[test]
+    fn reference_metadata_mutants_report_the_reference_messages() {
+        let env = "REPOSITORY_PATCH_ARCHIVE_ENVELOPE: ";
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            (
+                "non-canonical compression method on entry: 'a.txt'",
+                with(|d| {
+                    put16(d, 8, 8);
+                    put16(d, CD + 10, 8);
+                }),
+            ),
+            (
+                "non-canonical create_system on entry: 'a.txt'",
+                with(|d| put16(d, CD + 4, 0x0014)),
+            ),
+            (
+                "link entry not permitted: 'a.txt'",
+                with(|d| put32(d, CD + 38, 0o120_777 << 16)),
+            ),
+            (
+                "missing or non-regular-file type bits on entry: 'a.txt'",
+                with(|d| put32(d, CD + 38, 0o010_644 << 16)),
+            ),
+            (
+                "missing or non-regular-file type bits on entry: 'a.txt'",
+                with(|d| put32(d, CD + 38, 0o644 << 16)),
+            ),
+            (
+                "executable permission bits on entry: 'a.txt'",
+                with(|d| put32(d, CD + 38, 0o100_755 << 16)),
+            ),
+            (
+                "non-canonical permissions or attributes on entry: 'a.txt'",
+                with(|d| put32(d, CD + 38, 0o100_600 << 16)),
+            ),
+            (
+                "non-canonical internal attributes on entry: 'a.txt'",
+                with(|d| put16(d, CD + 36, 1)),
+            ),
+            (
+                "non-canonical timestamp on entry: 'a.txt'",
+                with(|d| {
+                    put16(d, 12, 0x5021);
+                    put16(d, CD + 14, 0x5021);
+                }),
+            ),
+            (
+                "non-canonical name-encoding flags on entry: 'a.txt'",
+                with(|d| {
+                    put16(d, 6, 0x800);
+                    put16(d, CD + 8, 0x800);
+                }),
+            ),
+            (
+                "local header does not match central directory on entry: 'a.txt'",
+                with(|d| d[30] = b'b'),
+            ),
+            (
+                "unreadable entry: 'a.txt': Bad CRC-32",
+                with(|d| {
+                    put32(d, 14, 1);
+                    put32(d, CD + 16, 1);
+                }),
+            ),
+        ];
+        for (expected, data) in cases {
+            assert_eq!(message(&data), format!("{env}{expected}"));
+        }
+        // Prepended bytes: the directory no longer ends at the end record.
+        let mut prepended = b"MZ".to_vec();
+        prepended.extend_from_slice(&one());
+        assert_eq!(
+            message(&prepended),
+            "REPOSITORY_PATCH_ARCHIVE_FORMAT: invalid ZIP directory"
+        );
+        assert_eq!(
+            message(b"not a zip at all, definitely not"),
+            "REPOSITORY_PATCH_ARCHIVE_FORMAT: invalid ZIP directory"
+        );
+    }
+
+    #[test]
+    fn archive_comment_and_entry_extras_are_refused() {
+        let mut commented = one();
+        let n = commented.len();
+        put16(&mut commented, n - 2, 3);
+        commented.extend_from_slice(b"hey");
+        assert_eq!(
+            message(&commented),
+            "REPOSITORY_PATCH_ARCHIVE_FORMAT: invalid ZIP directory"
+        );
+    }
+
+    #[test]
+    fn names_are_checked_against_the_portable_profile_with_reference_reasons() {
+        let build = |name: &[u8]| {
+            let mut d = Vec::new();
+            let crc = crc32fast::hash(b"x");
+            d.extend_from_slice(&LFH_SIGNATURE);
+            for v in [20_u16, 0, 0, 0, 0x21] {
+                d.extend_from_slice(&v.to_le_bytes());
+            }
+            for v in [crc, 1, 1] {
+                d.extend_from_slice(&v.to_le_bytes());
+            }
+            d.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            d.extend_from_slice(&0_u16.to_le_bytes());
+            d.extend_from_slice(name);
+            d.push(b'x');
+            let cd_offset = d.len();
+            d.extend_from_slice(&CDH_SIGNATURE);
+            for v in [0x0314_u16, 20, 0, 0, 0, 0x21] {
+                d.extend_from_slice(&v.to_le_bytes());
+            }
+            for v in [crc, 1, 1] {
+                d.extend_from_slice(&v.to_le_bytes());
+            }
+            for v in [name.len() as u16, 0, 0, 0, 0] {
+                d.extend_from_slice(&v.to_le_bytes());
+            }
+            d.extend_from_slice(&EXTERNAL_ATTR.to_le_bytes());
+            d.extend_from_slice(&0_u32.to_le_bytes());
+            d.extend_from_slice(name);
+            let cd_size = d.len() - cd_offset;
+            d.extend_from_slice(&EOCD_SIGNATURE);
+            for v in [0_u16, 0, 1, 1] {
+                d.extend_from_slice(&v.to_le_bytes());
+            }
+            for v in [cd_size as u32, cd_offset as u32] {
+                d.extend_from_slice(&v.to_le_bytes());
+            }
+            d.extend_from_slice(&0_u16.to_le_bytes());
+            d
+        };
+        read_archive_manifest(&build(b"a.txt"), &ArchiveLimits::default()).unwrap();
+        for (name, reason) in [
+            (&b"a.txt "[..], "trailing dot or space in segment: 'a.txt '"),
+            (b" a.txt", "leading space in segment: ' a.txt'"),
+            (b"../x", "relative traversal segment: '../x'"),
+            (b"/abs", "absolute path: '/abs'"),
+            (b"a?b", "character '?' is not portable: 'a?b'"),
+        ] {
+            assert_eq!(
+                message(&build(name)),
+                format!("REPOSITORY_PATCH_ARCHIVE_ENVELOPE: non-portable entry name: {reason}")
+            );
+        }
+    }
+}

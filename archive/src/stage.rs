@@ -149,3 +149,117 @@ pub fn stage_workspace_archive(req: StageRequest<'_>) -> Result<StagedWorkspace,
     debug_assert_eq!(baseline_ws.editable_manifest(), &expected);
     Ok(baseline_ws)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::build_deterministic_archive;
+    use crate::workspace::failpoints;
+    use snapshot::DefaultPathPolicy;
+
+    struct Fx {
+        context: ApprovedExecutionContext,
+        snapshot: RepositorySnapshotEvidence,
+        selected: Vec<RepoPath>,
+        baseline: BaselineFiles,
+    }
+
+    fn fx() -> Fx {
+        let context = serde_json::json!({
+            "handoff_id": "h", "request_id": "r", "plan_id": "p", "app_id": "a",
+            "build_registry_id": "b", "repository_full_name": "o/r",
+            "baseline_commit_sha": "0123456789abcdef0123456789abcdef01234567",
+            "raw_request": "x", "request_type": "t", "approved_plan_digest": "ab".repeat(32),
+            "snapshot_digest": "s", "graph_identity_digest": "g", "impact_report_digest": "i",
+            "execution_strategy_id": "e", "rationale": "r", "allowed_paths": ["app/"],
+        });
+        let files = [("app/a.txt", "a\n"), ("app/b.txt", "b\n")];
+        let manifest: BTreeMap<&str, String> = files
+            .iter()
+            .map(|(k, v)| (*k, Sha256::of(v.as_bytes()).to_string()))
+            .collect();
+        let snapshot = serde_json::json!({
+            "plan_id": "p", "request_id": "r", "app_id": "a", "repository_full_name": "o/r",
+            "baseline_commit_sha": "0123456789abcdef0123456789abcdef01234567",
+            "snapshot_digest": "s", "file_manifest": manifest,
+        });
+        Fx {
+            context: ApprovedExecutionContext::from_json(&context.to_string()).unwrap(),
+            snapshot: RepositorySnapshotEvidence::from_json(&snapshot.to_string()).unwrap(),
+            selected: files
+                .iter()
+                .map(|(k, _)| RepoPath::parse(k).unwrap())
+                .collect(),
+            baseline: files
+                .iter()
+                .map(|(k, v)| (RepoPath::parse(k).unwrap(), (*v).to_owned()))
+                .collect(),
+        }
+    }
+
+    fn stage(f: &Fx, archive: &[u8], root: &Path) -> Result<StagedWorkspace, ArchiveError> {
+        stage_workspace_archive(StageRequest {
+            context: &f.context,
+            snapshot: &f.snapshot,
+            selected_paths: &f.selected,
+            baseline_files: &f.baseline,
+            archive_bytes: archive,
+            workspace_root: root,
+            policy: &DefaultPathPolicy::default(),
+            create_absence: None,
+            max_files: 50,
+            max_archive_bytes: crate::envelope::MAX_ARCHIVE_BYTES,
+        })
+    }
+
+    fn archive() -> Vec<u8> {
+        build_deterministic_archive(&[
+            (RepoPath::parse("app/a.txt").unwrap(), b"A\n".to_vec()),
+            (RepoPath::parse("app/b.txt").unwrap(), b"b\n".to_vec()),
+        ])
+        .unwrap()
+    }
+
+    /// A write failure after the baseline is materialised removes the tree.
+    #[test]
+    fn failure_after_materialisation_removes_the_root() {
+        let f = fx();
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        // Two baseline writes succeed, the first staged write fails.
+        failpoints::FAIL_WRITE_AFTER.with(|c| c.set(Some(2)));
+        let e = stage(&f, &archive(), &root).unwrap_err();
+        assert_eq!(e.code(), "REPOSITORY_PATCH_ARCHIVE_WORKSPACE");
+        assert!(!root.exists());
+    }
+
+    /// …and when that removal fails, `CODING_WORKSPACE_CLEANUP` replaces the error and the
+    /// partial tree remains.
+    #[test]
+    fn failed_removal_is_reported_as_cleanup() {
+        let f = fx();
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        failpoints::FAIL_WRITE_AFTER.with(|c| c.set(Some(2)));
+        failpoints::FAIL_CLEANUPS.with(|c| c.set(1));
+        let e = stage(&f, &archive(), &root).unwrap_err();
+        assert_eq!(e.code(), "CODING_WORKSPACE_CLEANUP");
+        assert!(root.join("app/a.txt").exists());
+    }
+
+    /// After a successful stage, strict cleanup fails once, then succeeds, then stays idempotent.
+    #[test]
+    fn staged_cleanup_is_strict_then_idempotent() {
+        let f = fx();
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        let ws = stage(&f, &archive(), &root).unwrap();
+        assert_eq!(std::fs::read(root.join("app/a.txt")).unwrap(), b"A\n");
+        failpoints::FAIL_CLEANUPS.with(|c| c.set(1));
+        assert_eq!(ws.cleanup().unwrap_err().code(), "CODING_WORKSPACE_CLEANUP");
+        assert!(root.exists());
+        ws.cleanup().unwrap();
+        assert!(!root.exists());
+        ws.cleanup().unwrap();
+    }
+}

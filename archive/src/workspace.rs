@@ -575,3 +575,84 @@ pub(crate) mod failpoints {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn baseline() -> BaselineFiles {
+        [("app/a.txt", "a\n"), ("app/b/c.txt", "c\n")]
+            .into_iter()
+            .map(|(k, v)| (RepoPath::parse(k).unwrap(), v.to_owned()))
+            .collect()
+    }
+
+    /// Reference: a strict cleanup failure raises `CODING_WORKSPACE_CLEANUP` once, the tree stays,
+    /// the next attempt succeeds, and later calls do nothing.
+    #[test]
+    fn cleanup_failure_is_reported_then_retried_then_idempotent() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        let ws = materialize_workspace(&root, &baseline(), &BTreeMap::new()).unwrap();
+        failpoints::FAIL_CLEANUPS.with(|c| c.set(1));
+        let e = ws.cleanup().unwrap_err();
+        assert_eq!(e.code(), "CODING_WORKSPACE_CLEANUP");
+        assert!(root.join("app/a.txt").exists());
+        ws.cleanup().unwrap();
+        assert!(!root.exists());
+        ws.cleanup().unwrap();
+    }
+
+    /// A failure part-way through materialisation removes the partial tree.
+    #[test]
+    fn partial_materialisation_is_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        failpoints::FAIL_WRITE_AFTER.with(|c| c.set(Some(1)));
+        let e = materialize_workspace(&root, &baseline(), &BTreeMap::new()).unwrap_err();
+        assert_eq!(e.code(), "REPOSITORY_PATCH_ARCHIVE_WORKSPACE");
+        assert!(!root.exists());
+    }
+
+    /// When that removal fails too, the cleanup error replaces the write error and the partial
+    /// tree remains for the operator.
+    #[test]
+    fn failed_removal_after_partial_materialisation_reports_cleanup() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        failpoints::FAIL_WRITE_AFTER.with(|c| c.set(Some(1)));
+        failpoints::FAIL_CLEANUPS.with(|c| c.set(1));
+        let e = materialize_workspace(&root, &baseline(), &BTreeMap::new()).unwrap_err();
+        assert_eq!(e.code(), "CODING_WORKSPACE_CLEANUP");
+        assert!(root.join("app/a.txt").exists());
+        assert!(!root.join("app/b/c.txt").exists());
+    }
+
+    #[test]
+    fn violation_kinds_have_wire_names() {
+        let names: Vec<String> = [
+            ViolationKind::Symlink,
+            ViolationKind::OutsideAllowlist,
+            ViolationKind::DeleteDenied,
+            ViolationKind::UnsafePath,
+            ViolationKind::SecretPath,
+            ViolationKind::ReadOnlyModified,
+            ViolationKind::ReadOnlyMissing,
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "symlink",
+                "outside_allowlist",
+                "delete_denied",
+                "unsafe_path",
+                "secret_path",
+                "read_only_modified",
+                "read_only_missing"
+            ]
+        );
+    }
+}
