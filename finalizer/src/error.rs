@@ -50,6 +50,21 @@ pub enum FinalizeError {
     /// A stored candidate no longer matches the digest it is filed under.
     #[error("REPOSITORY_PATCH_STORE_DIGEST: stored candidate does not match {digest}")]
     StoreDigest { digest: String },
+    /// A `previous_sha256` differs from the file at the baseline commit.
+    #[error("REPOSITORY_PATCH_VERIFY_BASELINE: {path:?} differs from the baseline commit")]
+    VerifyBaseline { path: String },
+    /// A diff is not the canonical diff of the baseline bytes and the candidate content.
+    #[error("REPOSITORY_PATCH_VERIFY_DIFF: {path:?} diff is not derived from its bytes")]
+    VerifyDiff { path: String },
+    /// `git apply` refused the candidate's patch at the baseline commit.
+    #[error("REPOSITORY_PATCH_VERIFY_APPLY: diffs do not apply at the baseline commit")]
+    VerifyApply,
+    /// Applying the patch did not produce the candidate's bytes.
+    #[error("REPOSITORY_PATCH_VERIFY_RESULT: {path:?} applied bytes differ from the candidate")]
+    VerifyResult { path: String },
+    /// git could not be run (environment).
+    #[error("REPOSITORY_PATCH_VERIFY_GIT: {detail}")]
+    VerifyGit { detail: String },
     /// No stored candidate has this digest.
     #[error("REPOSITORY_PATCH_STORE_MISSING: {digest}")]
     StoreMissing { digest: String },
@@ -79,6 +94,11 @@ impl FinalizeError {
             Self::StoreConflict { .. } => "REPOSITORY_PATCH_STORE_CONFLICT",
             Self::StoreDigest { .. } => "REPOSITORY_PATCH_STORE_DIGEST",
             Self::StoreMissing { .. } => "REPOSITORY_PATCH_STORE_MISSING",
+            Self::VerifyBaseline { .. } => "REPOSITORY_PATCH_VERIFY_BASELINE",
+            Self::VerifyDiff { .. } => "REPOSITORY_PATCH_VERIFY_DIFF",
+            Self::VerifyApply => "REPOSITORY_PATCH_VERIFY_APPLY",
+            Self::VerifyResult { .. } => "REPOSITORY_PATCH_VERIFY_RESULT",
+            Self::VerifyGit { .. } => "REPOSITORY_PATCH_VERIFY_GIT",
         }
     }
 
@@ -86,7 +106,7 @@ impl FinalizeError {
     #[must_use]
     pub fn is_environment(&self) -> bool {
         match self {
-            Self::StoreIo { .. } => true,
+            Self::StoreIo { .. } | Self::VerifyGit { .. } => true,
             Self::Snapshot(e) => e.is_environment(),
             Self::Archive(e) => e.is_environment(),
             _ => false,

@@ -17,6 +17,7 @@ pub mod error;
 pub mod finalize;
 pub mod model;
 pub mod store;
+pub mod verify;
 
 #[cfg(test)]
 mod test_support;
@@ -30,3 +31,4 @@ pub use model::{
     RepositoryPatchCandidate, RepositoryPatchFile, validate_candidate_json,
 };
 pub use store::CandidateStore;
+pub use verify::{RepositoryVerification, verify_against_repository};

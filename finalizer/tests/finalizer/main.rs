@@ -11,3 +11,4 @@
 mod diff_parity;
 mod digest_parity;
 mod support;
+mod verify;
