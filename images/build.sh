@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Builds the proof worker images locally (nothing is pulled) and records them as approved build
+# evidence in ${PATCH_CANDIDATE_STATE_DIR:-$HOME/.local/state/patch-candidate}/images.json.
+#
+#   images/build.sh                 cargo build --release -p proof-worker, then both images
+#   images/build.sh --bin-dir DIR   use already built static binaries from DIR (no cargo)
+#
+# Prints the two image IDs on stdout (`<tag> <id>` per line); progress goes to stderr.
+#
+# Image IDs: the context holds only the stripped binaries with a fixed mtime and mode, so
+# identical binaries give identical layers. The image ID also covers the config's `created`
+# timestamp: a rebuild that hits the daemon's build cache keeps the ID; after the cache is pruned
+# (or on another daemon) the same binaries give a new ID with the same layer digests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+IMAGE=patch-candidate-proof:local
+HOSTILE_IMAGE=patch-candidate-proof-hostile:local
+TARGET_DIR=target/x86_64-unknown-linux-gnu/release
+BIN_DIR=""
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bin-dir) BIN_DIR="$2"; shift 2 ;;
+    *) echo "build.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+if [ -z "$BIN_DIR" ]; then
+  echo "build.sh: cargo build --release -p proof-worker" >&2
+  cargo build --release --locked -p proof-worker --bins >&2
+  BIN_DIR="$TARGET_DIR"
+fi
+
+# Talk to the local daemon only, with no inherited client configuration.
+docker_cli() {
+  local cfg
+  cfg="$CLI_CONFIG"
+  env -i PATH="$PATH" docker --config "$cfg" --host unix:///var/run/docker.sock "$@"
+}
+
+CTX="$(mktemp -d)"
+CLI_CONFIG="$(mktemp -d)"
+trap 'rm -rf "$CTX" "$CLI_CONFIG"' EXIT
+
+for bin in turn-runner fake-agent hostile-entry; do
+  src="$BIN_DIR/$bin"
+  if [ ! -x "$src" ]; then
+    echo "build.sh: missing binary $src" >&2
+    exit 3
+  fi
+  if ! file -b "$src" 2>/dev/null | grep -q "static"; then
+    echo "build.sh: $src is not statically linked" >&2
+    exit 3
+  fi
+  strip --strip-all -o "$CTX/$bin" "$src"
+  chmod 0555 "$CTX/$bin"
+  touch -d @0 "$CTX/$bin"
+done
+mkdir -p "$CTX/layout/workspace" "$CTX/layout/home/sandbox" "$CTX/layout/tmp"
+chmod 0755 "$CTX/layout" "$CTX/layout/home"
+chmod 1777 "$CTX/layout/workspace" "$CTX/layout/home/sandbox" "$CTX/layout/tmp"
+find "$CTX/layout" -exec touch -h -d @0 {} +
+cp images/proof-worker/Dockerfile "$CTX/Dockerfile"
+cp images/proof-worker/Dockerfile.hostile "$CTX/Dockerfile.hostile"
+printf 'Dockerfile*\n' > "$CTX/.dockerignore"
+
+build() {
+  local tag="$1" file="$2"
+  echo "build.sh: docker build $tag" >&2
+  DOCKER_BUILDKIT=0 docker_cli build --quiet --no-cache=false --tag "$tag" --file "$CTX/$file" "$CTX" >&2
+  docker_cli image inspect --format '{{.Id}}' "$tag"
+}
+
+IMAGE_ID="$(build "$IMAGE" Dockerfile)"
+HOSTILE_ID="$(build "$HOSTILE_IMAGE" Dockerfile.hostile)"
+for id in "$IMAGE_ID" "$HOSTILE_ID"; do
+  if ! [[ "$id" =~ ^sha256:[0-9a-f]{64}$ ]]; then
+    echo "build.sh: unexpected image id" >&2
+    exit 3
+  fi
+done
+
+REV="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+STATE_DIR="${PATCH_CANDIDATE_STATE_DIR:-$HOME/.local/state/patch-candidate}"
+mkdir -p "$STATE_DIR"
+chmod 0700 "$STATE_DIR"
+TMP_STATE="$(mktemp "$STATE_DIR/.images.json.XXXXXX")"
+printf '{"image": "%s", "image_id": "%s", "hostile_image": "%s", "hostile_image_id": "%s", "source_revision": "%s"}\n' \
+  "$IMAGE" "$IMAGE_ID" "$HOSTILE_IMAGE" "$HOSTILE_ID" "$REV" > "$TMP_STATE"
+chmod 0600 "$TMP_STATE"
+mv -f "$TMP_STATE" "$STATE_DIR/images.json"
+
+echo "$IMAGE $IMAGE_ID"
+echo "$HOSTILE_IMAGE $HOSTILE_ID"
