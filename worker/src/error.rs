@@ -74,9 +74,24 @@ pub enum WorkerError {
     /// A usage receipt argument was not host-owned or malformed.
     #[error("REPOSITORY_USAGE_IDENTITY: {field} is invalid")]
     UsageIdentity { field: &'static str },
+    /// The turn ended without a completed proposal (nothing to stage).
+    #[error("REPOSITORY_PATCH_PROPOSAL_STATUS: isolated coding turn reported {status}")]
+    TurnNotCompleted { status: &'static str },
+    /// No editable file could be selected from the approval's scopes.
+    #[error("REPOSITORY_PATCH_SELECTION: {detail}")]
+    Selection { detail: &'static str },
+    /// Local state (staging directory, candidate store location) could not be prepared.
+    #[error("PATCH_CANDIDATE_STATE: {detail}")]
+    State { detail: &'static str },
     /// An approval / selection check failed before any Docker call.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
+    /// Staging the returned archive failed.
+    #[error(transparent)]
+    Archive(#[from] archive::ArchiveError),
+    /// Finalising, digesting or storing the candidate failed.
+    #[error(transparent)]
+    Finalize(#[from] finalizer::FinalizeError),
 }
 
 impl WorkerError {
@@ -109,7 +124,12 @@ impl WorkerError {
             Self::CleanupFailed { .. } => "REPOSITORY_DOCKER_CLEANUP_FAILED",
             Self::Ledger { .. } => "REPOSITORY_USAGE_LEDGER",
             Self::UsageIdentity { .. } => "REPOSITORY_USAGE_IDENTITY",
+            Self::TurnNotCompleted { .. } => "REPOSITORY_PATCH_PROPOSAL_STATUS",
+            Self::Selection { .. } => "REPOSITORY_PATCH_SELECTION",
+            Self::State { .. } => "PATCH_CANDIDATE_STATE",
             Self::Snapshot(e) => e.code(),
+            Self::Archive(e) => e.code(),
+            Self::Finalize(e) => e.code(),
         }
     }
 
@@ -122,8 +142,11 @@ impl WorkerError {
             | Self::CommandFailed { .. }
             | Self::ImageMissing
             | Self::CleanupFailed { .. }
-            | Self::Ledger { .. } => true,
+            | Self::Ledger { .. }
+            | Self::State { .. } => true,
             Self::Snapshot(e) => e.is_environment(),
+            Self::Archive(e) => e.is_environment(),
+            Self::Finalize(e) => e.is_environment(),
             _ => false,
         }
     }

@@ -10,9 +10,11 @@
 pub mod docker;
 pub mod error;
 pub mod ids;
+pub mod images;
 pub mod janitor;
 pub mod ledger;
 pub mod output;
+pub mod pipeline;
 pub mod runtime;
 pub mod spec;
 #[cfg(test)]

@@ -1,8 +1,14 @@
 //! Command-line parsing and dispatch. Each command group lives in its own module and returns a
 //! [`Outcome`] (a JSON value plus human text) or a [`CliError`] carrying a stable code.
 
+mod demo_cmd;
+mod docker_args;
+mod image_cmd;
+mod janitor_cmd;
 mod output;
+mod run_cmd;
 mod snapshot_cmd;
+mod usage_cmd;
 
 use std::process::ExitCode;
 
@@ -30,12 +36,28 @@ pub(crate) struct Cli {
 enum Command {
     /// Snapshot a local Git repository at a pinned commit and print its evidence.
     Snapshot(snapshot_cmd::SnapshotArgs),
+    /// Run one coding turn in Docker and produce a verified, digested patch candidate.
+    Run(Box<run_cmd::RunArgs>),
+    /// Build the proof image if needed, run a turn on a fixture repository, show the candidate.
+    Demo(demo_cmd::DemoArgs),
+    /// Build and record the proof images.
+    #[command(subcommand)]
+    Image(image_cmd::ImageCommand),
+    /// Remove abandoned turn containers.
+    Janitor(janitor_cmd::JanitorArgs),
+    /// List the local token-usage ledger.
+    Usage(usage_cmd::UsageArgs),
 }
 
 /// Runs the parsed command and maps the outcome to stdout/stderr and an exit code.
 pub(crate) fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Snapshot(args) => snapshot_cmd::run(&args),
+        Command::Run(args) => run_cmd::run(&args),
+        Command::Demo(args) => demo_cmd::run(&args),
+        Command::Image(command) => image_cmd::run(&command),
+        Command::Janitor(args) => janitor_cmd::run(&args),
+        Command::Usage(args) => usage_cmd::run(&args),
     };
     output::emit(result, cli.json)
 }

@@ -1,0 +1,141 @@
+//! `patch-candidate demo`: builds the proof image if needed, creates a fixture repository and an
+//! approval (one update, one create, one delete grant, one read-only test file), runs one turn,
+//! prints the candidate, and shows that `git apply --check` accepts it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clap::Args;
+use worker::images::ImagesState;
+use worker::runtime::ContainerRuntime as _;
+
+use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
+use super::image_cmd::{build_images, default_source};
+use super::run_cmd::{RunArgs, execute, outcome_json, summary_text};
+use super::{CliError, Outcome};
+
+/// The fixture script, embedded so the demo needs no source checkout for it.
+const MAKE_DEMO: &str = include_str!("../../../fixtures/demo/make-demo.sh");
+
+/// `demo` arguments.
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Where to create the fixture repository (must not exist; default: a fresh temp directory).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Source checkout holding `images/build.sh`, used when the proof image must be built.
+    #[arg(long)]
+    source: Option<PathBuf>,
+    #[command(flatten)]
+    docker: DockerArgs,
+}
+
+fn env_err(message: impl Into<String>) -> CliError {
+    CliError::environment("PATCH_CANDIDATE_DEMO", message)
+}
+
+/// The recorded images, built first when missing or no longer present on the daemon.
+fn ensure_images(args: &DemoArgs, state: &Path) -> Result<ImagesState, CliError> {
+    let recorded = ImagesState::load(state)?;
+    let present = match &recorded {
+        Some(images) => {
+            let rt = tokio_runtime()?;
+            rt.block_on(async {
+                let docker = args.docker.connect().await?;
+                Ok::<_, CliError>(
+                    docker.inspect_image(&images.image).await.is_ok_and(|i| i.id == images.image_id),
+                )
+            })?
+        }
+        None => false,
+    };
+    match recorded {
+        Some(images) if present => Ok(images),
+        _ => build_images(&args.source.clone().unwrap_or_else(default_source), state),
+    }
+}
+
+fn make_fixture(dir: &Path) -> Result<(String, String), CliError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dir)
+        .map_err(|_| env_err(format!("cannot create {}", dir.display())))?;
+    let bin = std::env::current_exe().map_err(|_| env_err("cannot locate this binary"))?;
+    let status = Command::new("bash")
+        .arg("-c")
+        .arg(MAKE_DEMO)
+        .arg("make-demo.sh")
+        .arg(dir)
+        .arg(&bin)
+        .stdout(std::process::Stdio::from(std::io::stderr()))
+        .status()
+        .map_err(|_| env_err("cannot run bash"))?;
+    if !status.success() {
+        return Err(env_err("fixture script failed"));
+    }
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name)).map_err(|_| env_err(format!("fixture lacks {name}")))
+    };
+    Ok((read("commit")?, read("task")?))
+}
+
+fn git_apply_check(repo: &Path, patch: &Path) -> Result<(), CliError> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["apply", "--check", "--verbose"])
+        .arg(patch)
+        .output()
+        .map_err(|_| env_err("cannot run git"))?;
+    if !output.status.success() {
+        return Err(CliError::rejected("PATCH_CANDIDATE_DEMO_APPLY", "git apply --check refused the candidate"));
+    }
+    Ok(())
+}
+
+pub(crate) fn run(args: &DemoArgs) -> Result<Outcome, CliError> {
+    let state = state_dir()?;
+    let images = ensure_images(args, &state)?;
+    tracing::info!("demo: image {} = {}", images.image, images.image_id);
+    let dir = args.dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("patch-candidate-demo-{}", uuid::Uuid::new_v4().simple()))
+    });
+    let (commit, task) = make_fixture(&dir)?;
+    tracing::info!("demo: fixture repository {} at {commit}", dir.join("repo").display());
+    let run_args = RunArgs {
+        repo: dir.join("repo"),
+        commit,
+        approval: dir.join("approval.json"),
+        task,
+        image: Some(images.image.clone()),
+        image_id: Some(images.image_id.clone()),
+        store: Some(dir.join("candidates")),
+        files: Vec::new(),
+        read_only: Vec::new(),
+        policy: None,
+        max_wall_seconds: worker::turn::DEFAULT_WALL_SECONDS,
+        max_archive_bytes: worker::turn::MAX_TURN_ARCHIVE_BYTES,
+        runtime: None,
+        no_ledger: false,
+        docker: args.docker.clone(),
+    };
+    let (outcome, store) = execute(&run_args, true)?;
+    let patch_path = dir.join("candidate.patch");
+    let patch: String = outcome.candidate.changed_files().iter().map(|f| f.diff()).collect();
+    std::fs::write(&patch_path, &patch).map_err(|_| env_err("cannot write candidate.patch"))?;
+    git_apply_check(&dir.join("repo"), &patch_path)?;
+    tracing::info!("demo: git apply --check accepts {}", patch_path.display());
+    let mut text = summary_text(&outcome.candidate, &outcome.digest.to_string(), &store);
+    text.push_str(&format!(
+        "\ngit apply --check: ok ({})\nrepository untouched: {}\n",
+        patch_path.display(),
+        dir.join("repo").display()
+    ));
+    let mut json = outcome_json(&outcome, &store)?;
+    if let Some(obj) = json.as_object_mut() {
+        obj.insert("git_apply_check".to_owned(), serde_json::Value::Bool(true));
+        obj.insert("fixture_dir".to_owned(), serde_json::Value::String(dir.display().to_string()));
+    }
+    Ok(Outcome { json, text })
+}

@@ -1,0 +1,260 @@
+//! `patch-candidate run`: snapshot → verify approval → select → Docker turn → stage → finalise →
+//! digest → store. Prints a summary, the digest and the diffs (JSON with `--json`); progress
+//! goes to stderr.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use finalizer::{CandidateStore, RepositoryPatchCandidate};
+use snapshot::{ApprovedExecutionContext, DefaultPathPolicy, RepoPath};
+use worker::images::{ImagesState, PROOF_IMAGE};
+use worker::ledger::UsageLedger;
+use worker::pipeline::{PipelineOutcome, PipelineRequest, run_pipeline};
+use worker::turn::{DEFAULT_WALL_SECONDS, MAX_TURN_ARCHIVE_BYTES};
+use worker::{RuntimeName, TurnConfig};
+
+use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
+use super::{CliError, Outcome};
+
+/// Largest approval document accepted.
+const MAX_APPROVAL_BYTES: usize = 1_048_576;
+
+/// `run` arguments.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct RunArgs {
+    /// Local Git repository (read only, at `--commit`).
+    #[arg(long)]
+    pub repo: PathBuf,
+    /// The pinned commit (40 hex digits); must equal the approval's baseline commit.
+    #[arg(long)]
+    pub commit: String,
+    /// The approved execution context (`managed_refinement.execution_context.v1` JSON).
+    #[arg(long)]
+    pub approval: PathBuf,
+    /// The task; must equal the approval's `raw_request`.
+    #[arg(long)]
+    pub task: String,
+    /// Image reference (default: the one recorded by `image build`).
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Approved immutable image ID (default: the one recorded by `image build`).
+    #[arg(long)]
+    pub image_id: Option<String>,
+    /// Candidate store directory (default: `<state dir>/candidates`).
+    #[arg(long)]
+    pub store: Option<PathBuf>,
+    /// Editable file to select (repeatable; default: every file the approval makes editable).
+    #[arg(long = "file", value_name = "PATH")]
+    pub files: Vec<String>,
+    /// Read-only inspection file (repeatable; default: every approved read-only file).
+    #[arg(long = "read-only", value_name = "PATH")]
+    pub read_only: Vec<String>,
+    /// Host path policy (JSON `{"protected": [...]}`) extending the built-in protections.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Wall budget of the turn in seconds (1..=3600).
+    #[arg(long, default_value_t = DEFAULT_WALL_SECONDS)]
+    pub max_wall_seconds: u64,
+    /// Largest archive the turn may return, in bytes.
+    #[arg(long, default_value_t = MAX_TURN_ARCHIVE_BYTES)]
+    pub max_archive_bytes: usize,
+    /// OCI runtime to run the turn under (e.g. `runsc`), verified before start.
+    #[arg(long)]
+    pub runtime: Option<String>,
+    /// Do not record token usage in the local ledger.
+    #[arg(long)]
+    pub no_ledger: bool,
+    #[command(flatten)]
+    pub docker: DockerArgs,
+}
+
+fn read_bounded(path: &Path, what: &'static str) -> Result<Vec<u8>, CliError> {
+    let bytes = std::fs::read(path)
+        .map_err(|_| CliError::environment("PATCH_CANDIDATE_INPUT", format!("cannot read {what}")))?;
+    if bytes.len() > MAX_APPROVAL_BYTES {
+        return Err(CliError::rejected("PATCH_CANDIDATE_INPUT", format!("{what} exceeds 1 MiB")));
+    }
+    Ok(bytes)
+}
+
+/// Parses an approval strictly (duplicate keys refused) and validates it.
+pub(crate) fn load_approval(path: &Path) -> Result<ApprovedExecutionContext, CliError> {
+    let bytes = read_bounded(path, "approval")?;
+    snapshot::from_slice_strict::<serde_json::Value>(&bytes, MAX_APPROVAL_BYTES).map_err(|e| {
+        CliError::rejected("REPOSITORY_PATCH_CONTEXT_INVALID", format!("approval is not strict JSON: {e}"))
+    })?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|_| CliError::rejected("REPOSITORY_PATCH_CONTEXT_INVALID", "approval is not UTF-8"))?;
+    Ok(ApprovedExecutionContext::from_json(text)?)
+}
+
+fn parse_paths(raw: &[String]) -> Result<Option<Vec<RepoPath>>, CliError> {
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    raw.iter()
+        .map(|p| RepoPath::parse(p).map_err(|r| snapshot::SnapshotError::unsafe_path(p, r).into()))
+        .collect::<Result<Vec<_>, CliError>>()
+        .map(Some)
+}
+
+/// The image and approved ID: explicit arguments win, else the `image build` record.
+pub(crate) fn resolve_image(
+    image: Option<&str>,
+    image_id: Option<&str>,
+    state: &Path,
+) -> Result<(String, String), CliError> {
+    let recorded = ImagesState::load(state)?;
+    let image = image
+        .map(str::to_owned)
+        .or_else(|| recorded.as_ref().map(|r| r.image.clone()))
+        .unwrap_or_else(|| PROOF_IMAGE.to_owned());
+    let id = match (image_id, &recorded) {
+        (Some(id), _) => id.to_owned(),
+        (None, Some(r)) if r.image == image => r.image_id.clone(),
+        _ => {
+            return Err(CliError::environment(
+                "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
+                "no approved image id: pass --image-id or run `patch-candidate image build`",
+            ));
+        }
+    };
+    Ok((image, id))
+}
+
+/// Runs the pipeline with already-resolved inputs (shared with `demo`).
+pub(crate) fn execute(
+    args: &RunArgs,
+    progress: bool,
+) -> Result<(PipelineOutcome, PathBuf), CliError> {
+    let state = state_dir()?;
+    let context = load_approval(&args.approval)?;
+    let (image, image_id) = resolve_image(args.image.as_deref(), args.image_id.as_deref(), &state)?;
+    let runtime_name = args.runtime.as_deref().map(str::parse::<RuntimeName>).transpose()?;
+    let config = TurnConfig::new(&image, &image_id, args.max_wall_seconds, args.max_archive_bytes)?
+        .with_runtime(runtime_name);
+    let policy = match &args.policy {
+        Some(path) => {
+            let bytes = read_bounded(path, "policy")?;
+            let text = std::str::from_utf8(&bytes)
+                .map_err(|_| CliError::rejected("REPOSITORY_PATCH_POLICY_CONFIG", "policy is not UTF-8"))?;
+            DefaultPathPolicy::with_config_json(text)?
+        }
+        None => DefaultPathPolicy::default(),
+    };
+    let selected = parse_paths(&args.files)?;
+    let read_only = parse_paths(&args.read_only)?;
+    let store_dir = args.store.clone().unwrap_or_else(|| state.join("candidates"));
+    let store = CandidateStore::open(&store_dir).map_err(worker::WorkerError::from)?;
+    let ledger = if args.no_ledger {
+        None
+    } else {
+        create_private_dir(&state)?;
+        match UsageLedger::open(&state.join("usage.sqlite3")) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::warn!("{}: usage will not be recorded", e.code());
+                None
+            }
+        }
+    };
+    let user = std::env::var("USER").unwrap_or_else(|_| "local".to_owned());
+    let staging_parent = std::env::temp_dir();
+
+    let rt = tokio_runtime()?;
+    let outcome = rt.block_on(async {
+        let docker = args.docker.connect().await?;
+        if progress {
+            tracing::info!("docker: API {} on {}", docker.api_version(), docker.socket().display());
+        }
+        match worker::sweep_abandoned_turns(
+            &docker,
+            worker::janitor::DEFAULT_GRACE,
+            worker::janitor::now_unix(),
+        )
+        .await
+        {
+            Ok(report) if !report.removed.is_empty() => {
+                tracing::info!("janitor: removed {} abandoned turn container(s)", report.removed.len());
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("janitor: {}", e.code()),
+        }
+        if progress {
+            tracing::info!("turn: image {} ({})", config.image, config.expected_image_id);
+        }
+        let request = PipelineRequest {
+            repo: &args.repo,
+            commit: &args.commit,
+            context: &context,
+            task: &args.task,
+            selected,
+            read_only,
+            policy: &policy,
+            config: &config,
+            staging_parent: &staging_parent,
+            store: Some(&store),
+            ledger: ledger.as_ref(),
+            user_id: &user,
+        };
+        run_pipeline(&docker, request).await.map_err(CliError::from)
+    })?;
+    if progress {
+        tracing::info!(
+            "done: snapshot {} ms, turn {} ms, stage+finalize {} ms",
+            outcome.timings.snapshot_ms,
+            outcome.timings.turn_ms,
+            outcome.timings.stage_finalize_ms
+        );
+    }
+    Ok((outcome, store_dir))
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), CliError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    // The state directory holds the operator's records; the one ambient path of this command.
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|_| {
+        CliError::environment("PATCH_CANDIDATE_STATE", "cannot create the state directory")
+    })
+}
+
+/// The human summary of a candidate.
+pub(crate) fn summary_text(candidate: &RepositoryPatchCandidate, digest: &str, store: &Path) -> String {
+    let mut text = String::new();
+    let _ = writeln!(text, "candidate:  {digest}");
+    let _ = writeln!(text, "repository: {} @ {}", candidate.repository_full_name(), candidate.baseline_commit_sha());
+    let _ = writeln!(text, "state:      {} (mutation allowed: {})", candidate.validation_state(), candidate.mutation_allowed());
+    let _ = writeln!(text, "stored in:  {}", store.display());
+    let _ = writeln!(text, "files:");
+    for file in candidate.changed_files() {
+        let _ = writeln!(text, "  {:<6} {}", file.op().as_str(), file.path().as_str());
+    }
+    let _ = writeln!(text);
+    for file in candidate.changed_files() {
+        text.push_str(file.diff());
+    }
+    text
+}
+
+pub(crate) fn outcome_json(outcome: &PipelineOutcome, store: &Path) -> Result<serde_json::Value, CliError> {
+    let candidate = serde_json::to_value(&outcome.candidate)
+        .map_err(|_| CliError::environment("PATCH_CANDIDATE_OUTPUT", "candidate serialisation failed"))?;
+    Ok(serde_json::json!({
+        "digest": outcome.digest.to_string(),
+        "store": store.display().to_string(),
+        "container_name": outcome.container_name,
+        "selected_paths": outcome.selected.iter().map(RepoPath::as_str).collect::<Vec<_>>(),
+        "read_only_paths": outcome.read_only.iter().map(RepoPath::as_str).collect::<Vec<_>>(),
+        "usage": outcome.usage,
+        "usage_recorded": outcome.usage_recorded,
+        "timings_ms": outcome.timings,
+        "candidate": candidate,
+    }))
+}
+
+pub(crate) fn run(args: &RunArgs) -> Result<Outcome, CliError> {
+    let (outcome, store) = execute(args, true)?;
+    let text = summary_text(&outcome.candidate, &outcome.digest.to_string(), &store);
+    Ok(Outcome { json: outcome_json(&outcome, &store)?, text })
+}

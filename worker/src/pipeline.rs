@@ -1,0 +1,241 @@
+//! The whole product path for one turn: snapshot the repository at the pinned commit → verify the
+//! approval against it → select editable and read-only files → Docker turn → stage the returned
+//! archive into a fresh private tree → finalise → digest → store. Nothing is written to the
+//! repository.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use archive::StageRequest;
+use finalizer::{CandidateStore, FinalizeRequest, RepositoryPatchCandidate};
+use snapshot::{
+    ApprovedExecutionContext, GitSnapshot, MAX_READ_ONLY_INSPECTION_FILES, MAX_REPOSITORY_FILES,
+    PathPolicy, ProposalStatus, RepoPath, Sha256, is_repository_env_template_path,
+    is_secret_contract_path, is_secret_sensitive_path, verify_snapshot_identity,
+};
+
+use crate::error::WorkerError;
+use crate::ledger::{UsageIdentity, UsageLedger, record_isolated_acp_usage};
+use crate::runtime::ContainerRuntime;
+use crate::turn::{CodingWorkerRequest, TurnApproval, TurnConfig, execute_repository_docker_turn};
+use crate::usage::IsolatedAcpUsage;
+
+/// Everything one `run` needs.
+#[derive(Debug)]
+pub struct PipelineRequest<'a> {
+    pub repo: &'a Path,
+    pub commit: &'a str,
+    pub context: &'a ApprovedExecutionContext,
+    pub task: &'a str,
+    /// Explicit editable selection; `None` selects every approved editable file.
+    pub selected: Option<Vec<RepoPath>>,
+    /// Explicit read-only selection; `None` selects every approved read-only file (bounded).
+    pub read_only: Option<Vec<RepoPath>>,
+    pub policy: &'a dyn PathPolicy,
+    pub config: &'a TurnConfig,
+    /// Directory under which a fresh staging tree is created (and removed) for this turn.
+    pub staging_parent: &'a Path,
+    pub store: Option<&'a CandidateStore>,
+    pub ledger: Option<&'a UsageLedger>,
+    pub user_id: &'a str,
+}
+
+/// Wall time of each phase.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PhaseTimings {
+    pub snapshot_ms: u128,
+    pub turn_ms: u128,
+    pub stage_finalize_ms: u128,
+}
+
+/// A finished run.
+#[derive(Debug, Clone)]
+pub struct PipelineOutcome {
+    pub candidate: RepositoryPatchCandidate,
+    pub digest: Sha256,
+    pub usage: Option<IsolatedAcpUsage>,
+    pub usage_recorded: bool,
+    pub container_name: String,
+    pub selected: Vec<RepoPath>,
+    pub read_only: Vec<RepoPath>,
+    pub timings: PhaseTimings,
+}
+
+fn editable_candidate(context: &ApprovedExecutionContext, policy: &dyn PathPolicy, p: &RepoPath) -> bool {
+    let s = p.as_str();
+    snapshot::path::in_scope(s, context.allowed_paths(), false)
+        && !snapshot::path::in_scope(s, context.prohibited_paths(), true)
+        && !snapshot::path::in_scope(s, context.read_only_paths(), true)
+        && !is_secret_sensitive_path(s)
+        && !is_secret_contract_path(s)
+        && !is_repository_env_template_path(s)
+        && policy.validate_path(p).is_ok()
+}
+
+fn read_only_candidate(context: &ApprovedExecutionContext, policy: &dyn PathPolicy, p: &RepoPath) -> bool {
+    let s = p.as_str();
+    snapshot::path::in_scope(s, context.allowed_paths(), false)
+        && snapshot::path::in_scope(s, context.read_only_paths(), false)
+        && !snapshot::path::in_scope(s, context.prohibited_paths(), true)
+        && !is_secret_sensitive_path(s)
+        && !is_secret_contract_path(s)
+        && !is_repository_env_template_path(s)
+        && policy.validate_path(p).is_ok()
+}
+
+/// The default selection: every snapshot file the approval makes editable, and every file it
+/// makes read-only (both bounded; too many is an error, never a silent truncation).
+///
+/// # Errors
+/// `REPOSITORY_PATCH_SELECTION` when the approval selects nothing or too much.
+pub fn default_selection(
+    snapshot: &GitSnapshot,
+    context: &ApprovedExecutionContext,
+    policy: &dyn PathPolicy,
+) -> Result<(Vec<RepoPath>, Vec<RepoPath>), WorkerError> {
+    let manifest = snapshot.manifest();
+    let editable: Vec<RepoPath> =
+        manifest.keys().filter(|p| editable_candidate(context, policy, p)).cloned().collect();
+    let read_only: Vec<RepoPath> =
+        manifest.keys().filter(|p| read_only_candidate(context, policy, p)).cloned().collect();
+    if editable.len() + context.create_paths().len() > MAX_REPOSITORY_FILES {
+        return Err(WorkerError::Selection { detail: "approved scopes select more than 50 files" });
+    }
+    if read_only.len() > MAX_READ_ONLY_INSPECTION_FILES {
+        return Err(WorkerError::Selection {
+            detail: "approved read-only scopes select too many files",
+        });
+    }
+    Ok((editable, read_only))
+}
+
+/// A fresh, not-yet-existing staging root under `parent`.
+#[must_use]
+pub fn staging_root(parent: &Path) -> PathBuf {
+    parent.join(format!("patch-candidate-stage-{}", uuid::Uuid::new_v4().simple()))
+}
+
+/// Runs the whole pipeline for one turn.
+///
+/// # Errors
+/// The first failing step's code: snapshot/approval (`REPOSITORY_SNAPSHOT_*`,
+/// `REPOSITORY_PATCH_*`), the Docker turn (`REPOSITORY_DOCKER_*`), staging and finalisation
+/// (`REPOSITORY_PATCH_*`).
+///
+/// # Security
+/// The repository is only read (its object database, at the pinned commit). The staging tree is
+/// private (0700), created fresh and removed on every path.
+pub async fn run_pipeline<R: ContainerRuntime>(
+    runtime: &R,
+    req: PipelineRequest<'_>,
+) -> Result<PipelineOutcome, WorkerError> {
+    let started = Instant::now();
+    let snap = GitSnapshot::load(req.repo, req.commit)?;
+    let context = req.context;
+    let evidence = snap.evidence(
+        context.plan_id(),
+        context.request_id(),
+        context.app_id(),
+        context.repository_full_name(),
+    )?;
+    verify_snapshot_identity(context, &evidence)?;
+    let (default_editable, default_read_only) = match (&req.selected, &req.read_only) {
+        (Some(_), Some(_)) => (Vec::new(), Vec::new()),
+        _ => default_selection(&snap, context, req.policy)?,
+    };
+    let selected = req.selected.clone().unwrap_or(default_editable);
+    let read_only = req.read_only.clone().unwrap_or(default_read_only);
+    let baseline = snap.read_files(&selected)?;
+    let read_only_files = snap.read_files(&read_only)?;
+    let snapshot_ms = started.elapsed().as_millis();
+
+    let turn_started = Instant::now();
+    let request = CodingWorkerRequest::for_context(context, req.task, baseline.clone(), read_only_files);
+    let approval = TurnApproval {
+        context,
+        snapshot: &evidence,
+        policy: req.policy,
+        create_absence: Some(&snap),
+    };
+    let turn = execute_repository_docker_turn(runtime, &request, &approval, req.config).await?;
+    let turn_ms = turn_started.elapsed().as_millis();
+
+    let attempt_id = format!("attempt-{}", turn.proposal.proposal_id);
+    let identity = UsageIdentity {
+        app_id: context.app_id().to_owned(),
+        user_id: req.user_id.to_owned(),
+        tenant_id: "local".to_owned(),
+        workspace_id: context.repository_full_name().to_owned(),
+        chat_id: None,
+        workflow_name: None,
+        build_id: Some(context.build_registry_id().to_owned()),
+    };
+    let usage_recorded =
+        record_isolated_acp_usage(req.ledger, turn.usage.as_ref(), &identity, &attempt_id, None)
+            .unwrap_or(false);
+
+    if turn.proposal.status != ProposalStatus::Completed {
+        return Err(WorkerError::TurnNotCompleted { status: turn.proposal.status.as_str() });
+    }
+    let archive_bytes = turn
+        .workspace_archive
+        .as_deref()
+        .ok_or(WorkerError::InvalidOutput { reason: "completed turn without an archive" })?;
+
+    let stage_started = Instant::now();
+    let root = staging_root(req.staging_parent);
+    let workspace = archive::stage_workspace_archive(StageRequest {
+        context,
+        snapshot: &evidence,
+        selected_paths: &selected,
+        baseline_files: &baseline,
+        archive_bytes,
+        workspace_root: &root,
+        policy: req.policy,
+        create_absence: Some(&snap),
+        max_files: selected.len() + context.create_paths().len(),
+        max_archive_bytes: req.config.max_archive_bytes,
+    })?;
+    let finalized = finalizer::finalize_repository_patch(FinalizeRequest {
+        context,
+        snapshot: &evidence,
+        selected_paths: &selected,
+        baseline_files: &baseline,
+        workspace: &workspace,
+        proposal: &turn.proposal,
+        policy: req.policy,
+        create_absence: Some(&snap),
+    });
+    let cleaned = workspace.cleanup();
+    let candidate = finalized?;
+    cleaned?;
+    let digest = match req.store {
+        Some(store) => store.put(&candidate)?,
+        None => finalizer::repository_patch_digest(&candidate)?,
+    };
+    let stage_finalize_ms = stage_started.elapsed().as_millis();
+    Ok(PipelineOutcome {
+        candidate,
+        digest,
+        usage: turn.usage,
+        usage_recorded,
+        container_name: turn.container_name,
+        selected,
+        read_only,
+        timings: PhaseTimings { snapshot_ms, turn_ms, stage_finalize_ms },
+    })
+}
+
+/// `${PATCH_CANDIDATE_STATE_DIR:-$HOME/.local/state/patch-candidate}`.
+///
+/// # Errors
+/// `PATCH_CANDIDATE_STATE` when neither variable is set.
+pub fn state_dir() -> Result<PathBuf, WorkerError> {
+    if let Some(dir) = std::env::var_os("PATCH_CANDIDATE_STATE_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .ok_or(WorkerError::State { detail: "HOME is not set" })?;
+    Ok(PathBuf::from(home).join(".local/state/patch-candidate"))
+}

@@ -1,0 +1,168 @@
+//! The Docker turn against the real daemon with the fixture image: stdin delivery and EOF,
+//! in-container isolation, timeout, OOM, image checks before create.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use snapshot::{DefaultPathPolicy, GitSnapshot, RepoPath};
+use worker::turn::{CodingWorkerRequest, TurnApproval, TurnConfig, execute_repository_docker_turn, stdin_payload};
+use worker::{BollardRuntime, RepositoryDockerTurn, WorkerError};
+
+use crate::support::*;
+
+const TASK: &str = "Change nothing; report.";
+
+struct Repo {
+    _dir: tempfile::TempDir,
+    snap: GitSnapshot,
+    context: snapshot::ApprovedExecutionContext,
+    evidence: snapshot::RepositorySnapshotEvidence,
+    request: CodingWorkerRequest,
+}
+
+fn repo(big: usize) -> Repo {
+    let files = BTreeMap::from([
+        ("app/a.txt", "one\n".to_owned()),
+        ("app/big.txt", "é".repeat(big / 2) + "\n"),
+        ("tests/t.txt", "inspect me\n".to_owned()),
+    ]);
+    let (dir, commit) = git_repo(&files);
+    let context = approval(dir.path(), &commit, TASK, &["app/", "tests/"], &["tests/"], &[], &[]);
+    let snap = GitSnapshot::load(dir.path(), &commit).unwrap();
+    let evidence = snap.evidence("plan-t", "request-t", "app-t", "acme/fixture").unwrap();
+    let editable: Vec<RepoPath> = ["app/a.txt", "app/big.txt"].iter().map(|p| RepoPath::parse(p).unwrap()).collect();
+    let read_only = vec![RepoPath::parse("tests/t.txt").unwrap()];
+    let request = CodingWorkerRequest::for_context(
+        &context,
+        TASK,
+        snap.read_files(&editable).unwrap(),
+        snap.read_files(&read_only).unwrap(),
+    );
+    Repo { _dir: dir, snap, context, evidence, request }
+}
+
+async fn turn(docker: &BollardRuntime, r: &Repo, image: &str, id: &str, wall: u64) -> Result<RepositoryDockerTurn, WorkerError> {
+    let config = TurnConfig::new(image, id, wall, 700_000).unwrap();
+    let policy = DefaultPathPolicy::default();
+    let approval = TurnApproval { context: &r.context, snapshot: &r.evidence, policy: &policy, create_absence: Some(&r.snap) };
+    execute_repository_docker_turn(docker, &r.request, &approval, &config).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_api_version_is_negotiated() {
+    let Some(docker) = docker().await else { return };
+    let version = docker.api_version();
+    let (major, minor) = version.split_once('.').unwrap();
+    assert_eq!(major, "1");
+    let minor: u32 = minor.parse().unwrap();
+    assert!((41..=53).contains(&minor), "{version}");
+    tally("docker_api_version_is_negotiated");
+}
+
+#[tokio::test]
+async fn missing_socket_is_unavailable() {
+    let err = BollardRuntime::connect(Path::new("/nonexistent/docker.sock")).await.unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_UNAVAILABLE");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_stdin_is_delivered_whole_and_closed() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let (id, _) = fixture_images();
+    // ~4 MiB of payload: far beyond any pipe buffer, so delivery and EOF are both exercised.
+    let r = repo(4 << 20);
+    let t = turn(&docker, &r, FIXTURE_IMAGE, id, 60).await.unwrap();
+    let payload = stdin_payload(&r.request, &r.context).unwrap();
+    assert_eq!(
+        t.proposal.owned_paths,
+        vec![format!("stdin-bytes-{}", payload.len()), format!("stdin-sha256-{}", snapshot::sha256_bare_hex(&payload))]
+    );
+    assert_eq!(t.proposal.status, snapshot::ProposalStatus::Empty);
+    assert_eq!(t.proposal.error.as_deref(), Some("Isolated coding turn reported empty."));
+    assert_no_turn_containers(&docker).await;
+    tally("docker_stdin_is_delivered_whole_and_closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_container_is_isolated_from_the_inside() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let (tag, id) = fixture_mode_image("probe");
+    let r = repo(16);
+    let t = turn(&docker, &r, &tag, &id, 60).await.unwrap();
+    let facts = t.proposal.owned_paths;
+    for expected in [
+        "uid-10001",
+        "capeff-0000000000000000",
+        "capbnd-0000000000000000",
+        "nonewprivs-1",
+        "seccomp-2",
+        "root-writable-false",
+        "tmp-writable-true",
+        "ifaces-lo",
+        "env-PATH,HOSTNAME,HOME",
+        "nofile-1024/1024",
+        "pid1-docker-init",
+    ] {
+        assert!(facts.iter().any(|f| f == expected), "missing {expected} in {facts:?}");
+    }
+    assert_no_turn_containers(&docker).await;
+    tally("docker_container_is_isolated_from_the_inside");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_wall_timeout_kills_and_removes() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let (tag, id) = fixture_mode_image("sleep");
+    let r = repo(16);
+    let started = Instant::now();
+    let err = turn(&docker, &r, &tag, &id, 1).await.unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_TIMEOUT");
+    assert!(started.elapsed() < Duration::from_secs(40), "{:?}", started.elapsed());
+    assert_no_turn_containers(&docker).await;
+    tally("docker_wall_timeout_kills_and_removes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_oom_kill_has_its_own_code() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let (tag, id) = fixture_mode_image("oom");
+    let r = repo(16);
+    let err = turn(&docker, &r, &tag, &id, 60).await.unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_OOM");
+    assert_no_turn_containers(&docker).await;
+    tally("docker_oom_kill_has_its_own_code");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_image_baked_secret_is_rejected_before_create() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let (_, secret_id) = fixture_images();
+    let r = repo(16);
+    let err = turn(&docker, &r, SECRET_IMAGE, secret_id, 60).await.unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_ISOLATION_MISMATCH");
+    assert!(err.to_string().contains("Config.Env"));
+    assert!(!err.to_string().contains("sk-test"));
+    assert_no_turn_containers(&docker).await;
+    tally("docker_image_baked_secret_is_rejected_before_create");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_wrong_image_id_is_rejected_before_create() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let (_, secret_id) = fixture_images();
+    let r = repo(16);
+    // The tag resolves to the fixture image, not the approved (secret image) ID.
+    let err = turn(&docker, &r, FIXTURE_IMAGE, secret_id, 60).await.unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH");
+    let err = turn(&docker, &r, "patch-candidate-no-such-image:none", secret_id, 60).await.unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_IMAGE_MISSING");
+    assert_no_turn_containers(&docker).await;
+    tally("docker_wrong_image_id_is_rejected_before_create");
+}
