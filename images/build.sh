@@ -14,8 +14,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-IMAGE=patch-candidate-proof:local
-HOSTILE_IMAGE=patch-candidate-proof-hostile:local
+# Fixed tags; the overrides exist for the crate's own Docker tests, which build throwaway tags
+# from the binaries under test.
+IMAGE="${PROOF_IMAGE_TAG:-patch-candidate-proof:local}"
+HOSTILE_IMAGE="${PROOF_HOSTILE_IMAGE_TAG:-patch-candidate-proof-hostile:local}"
 TARGET_DIR=target/x86_64-unknown-linux-gnu/release
 BIN_DIR=""
 

@@ -222,10 +222,19 @@ fn harvest_and_export(
     ws: &StagedWorkspace,
     builder: &mut ProposalBuilder,
 ) -> Result<TurnOutput, ProofError> {
-    let harvest: WorkspaceHarvest = ws.harvest(HarvestOptions {
+    let harvested = ws.harvest(HarvestOptions {
         allow_new_files: !request.create_paths.is_empty(),
         allow_deletes: !request.delete_paths.is_empty(),
-    })?;
+    });
+    let harvest: WorkspaceHarvest = match harvested {
+        Ok(h) => h,
+        Err(e) if e.is_environment() => return Err(e.into()),
+        Err(e) => {
+            // The agent grew the tree past the harvest's own bounds (entries, bytes, depth).
+            builder.summary = format!("workspace harvest refused: {}", e.code());
+            return Ok(builder.finish(status_for(&e), Some(e.code())));
+        }
+    };
     if !harvest.violations.is_empty() {
         let listed: Vec<String> = harvest
             .violations
@@ -274,13 +283,8 @@ fn harvest_and_export(
     ) {
         Ok(bytes) => bytes,
         Err(e) => {
-            let status = if e.code() == "REPOSITORY_PATCH_ARCHIVE_BUDGET" {
-                ProposalStatus::BudgetExceeded
-            } else {
-                ProposalStatus::RejectedScope
-            };
             builder.summary = format!("workspace export refused: {}", e.code());
-            return Ok(builder.finish(status, Some(e.code())));
+            return Ok(builder.finish(status_for(&e), Some(e.code())));
         }
     };
     for file in changed {
@@ -329,6 +333,14 @@ fn refusal_events(state: &SharedState) -> Vec<ProviderEventRecord> {
             summary,
         })
         .collect()
+}
+
+fn status_for(e: &archive::ArchiveError) -> ProposalStatus {
+    if e.code() == "REPOSITORY_PATCH_ARCHIVE_BUDGET" {
+        ProposalStatus::BudgetExceeded
+    } else {
+        ProposalStatus::RejectedScope
+    }
 }
 
 struct ProposalBuilder {
