@@ -40,7 +40,17 @@ impl Sha256 {
     /// The 64 lowercase hex digits without the prefix ("bare hex").
     #[must_use]
     pub fn bare_hex(&self) -> String {
-        hex::encode(self.0)
+        let mut buf = [0_u8; 64];
+        self.hex_into(&mut buf).to_owned()
+    }
+
+    /// Writes the 64 hex digits into `buf` and returns them as text (no allocation).
+    fn hex_into<'b>(&self, buf: &'b mut [u8; 64]) -> &'b str {
+        // 32 bytes always fit 64 hex digits, and hex digits are ASCII.
+        match hex::encode_to_slice(self.0, buf) {
+            Ok(()) => std::str::from_utf8(buf).unwrap_or_default(),
+            Err(_) => "",
+        }
     }
 
     /// Parses 64 lowercase hex digits without a prefix.
@@ -88,8 +98,9 @@ impl FromStr for Sha256 {
 
 impl fmt::Display for Sha256 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut buf = [0_u8; 64];
         f.write_str(SHA256_PREFIX)?;
-        f.write_str(&self.bare_hex())
+        f.write_str(self.hex_into(&mut buf))
     }
 }
 

@@ -37,7 +37,13 @@ use crate::selection::BaselineFiles;
 pub const SNAPSHOT_SCHEMA: &str = "patch_candidate.repository_snapshot.v1";
 
 /// Read size for streamed blob contents.
-const READ_BUFFER_BYTES: usize = 256 * 1024;
+const READ_BUFFER_BYTES: usize = 1024 * 1024;
+/// Requested capacity of the cat-file output pipe (the unprivileged Linux maximum).
+const PIPE_BYTES: usize = 1024 * 1024;
+/// A read shorter than this is "short" for [`CoalescingReader`].
+const COALESCE_BELOW: usize = 64 * 1024;
+/// The pause after a short read.
+const COALESCE_PAUSE: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// What a tree entry is, and why it is excluded from the manifest when it is not a plain file.
 ///
@@ -105,7 +111,6 @@ impl fmt::Display for EntryKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TreeEntry {
     raw_path: Vec<u8>,
-    path: Option<String>,
     mode: String,
     object_id: String,
     kind: EntryKind,
@@ -122,7 +127,7 @@ impl TreeEntry {
     /// The name as text, or `None` when it is not UTF-8.
     #[must_use]
     pub fn path(&self) -> Option<&str> {
-        self.path.as_deref()
+        std::str::from_utf8(&self.raw_path).ok()
     }
     /// The name bytes, lowercase hex.
     #[must_use]
@@ -160,7 +165,7 @@ impl TreeEntry {
             kind: self.kind,
             mode: &self.mode,
             object_id: &self.object_id,
-            path: self.path.as_deref(),
+            path: self.path(),
             path_hex: self.path_hex(),
             size: self.size,
         }
@@ -225,28 +230,49 @@ impl GitSnapshot {
         let git_dir = discover_git_dir(repo, std::env::var_os("PATH").as_deref())?;
         verify_commit_object(&git_dir, commit)?;
         let (raw_entries, blobs) = read_tree(&git_dir, commit)?;
-        Self::from_raw(git_dir, commit.to_owned(), raw_entries, &blobs)
+        Self::from_raw(git_dir, commit.to_owned(), raw_entries, blobs)
     }
 
     fn from_raw(
         git_dir: PathBuf,
         commit: String,
-        mut raw_entries: Vec<RawEntry>,
-        blobs: &HashMap<String, BlobInfo>,
+        raw_entries: Vec<RawEntry>,
+        blobs: Vec<BlobInfo>,
     ) -> Result<Self, SnapshotError> {
-        raw_entries.sort_by(|a, b| a.path.cmp(&b.path));
-        if raw_entries
+        // cat-file answered every blob entry in listing order: pair them up by position.
+        let mut blobs = blobs.into_iter();
+        let mut paired: Vec<(RawEntry, Option<BlobInfo>)> = Vec::with_capacity(raw_entries.len());
+        for raw in raw_entries {
+            let blob = match raw.object_type {
+                ObjectType::Blob => {
+                    let info = blobs.next().ok_or_else(|| {
+                        git_error("cat-file answered fewer objects than requested")
+                    })?;
+                    if info.object_id != raw.object_id {
+                        return Err(git_error("cat-file answered out of order"));
+                    }
+                    Some(info)
+                }
+                ObjectType::Commit | ObjectType::Tree => None,
+            };
+            paired.push((raw, blob));
+        }
+        if blobs.next().is_some() {
+            return Err(git_error("cat-file answered more objects than requested"));
+        }
+        paired.sort_unstable_by(|a, b| a.0.path.cmp(&b.0.path));
+        if paired
             .windows(2)
-            .any(|w| matches!(w, [a, b] if a.path == b.path))
+            .any(|w| matches!(w, [a, b] if a.0.path == b.0.path))
         {
             return Err(git_error("tree lists one path twice"));
         }
         // Case-fold keys over the complete tree, of the NFC form (a decomposed name collides
         // with its composed spelling). Non-UTF-8 names fold lossily: a replacement character
         // can only add collisions, never hide one.
-        let folded: Vec<String> = raw_entries
+        let folded: Vec<String> = paired
             .iter()
-            .map(|e| fold_tree_name(&e.path))
+            .map(|(e, _)| fold_tree_name(&e.path))
             .collect();
         let mut key_counts: HashMap<&str, usize> = HashMap::with_capacity(folded.len());
         let mut folded_directories = HashSet::new();
@@ -269,20 +295,12 @@ impl GitSnapshot {
                     .any(|prefix| key_counts.contains_key(prefix))
         };
 
-        let mut entries = Vec::with_capacity(raw_entries.len());
+        let mut entries = Vec::with_capacity(paired.len());
         let mut manifest = BTreeMap::new();
         let mut object_ids = BTreeMap::new();
-        for (raw, key) in raw_entries.into_iter().zip(&folded) {
-            let blob = match raw.object_type {
-                ObjectType::Blob => Some(
-                    blobs
-                        .get(&raw.object_id)
-                        .ok_or_else(|| git_error("blob missing from batch"))?,
-                ),
-                ObjectType::Commit | ObjectType::Tree => None,
-            };
-            let text = String::from_utf8(raw.path.clone()).ok();
-            let repo_path = text.as_deref().map(RepoPath::parse);
+        for ((raw, blob), key) in paired.into_iter().zip(&folded) {
+            let blob = blob.as_ref();
+            let repo_path = std::str::from_utf8(&raw.path).ok().map(RepoPath::parse);
             let kind = match (&repo_path, raw.mode.as_str(), raw.object_type) {
                 (None, _, _) => EntryKind::NonUtf8Path,
                 (Some(Err(_)), _, _) => EntryKind::NonPortablePath,
@@ -304,7 +322,6 @@ impl GitSnapshot {
             }
             entries.push(TreeEntry {
                 raw_path: raw.path,
-                path: text,
                 mode: raw.mode,
                 object_id: raw.object_id,
                 kind,
@@ -674,8 +691,9 @@ struct RawEntry {
     path: Vec<u8>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct BlobInfo {
+    object_id: String,
     size: u64,
     sha256: Sha256,
     utf8: bool,
@@ -784,7 +802,7 @@ impl Drop for GitChild {
 fn read_tree(
     git_dir: &Path,
     commit: &str,
-) -> Result<(Vec<RawEntry>, HashMap<String, BlobInfo>), SnapshotError> {
+) -> Result<(Vec<RawEntry>, Vec<BlobInfo>), SnapshotError> {
     let mut ls = GitChild::spawn(
         git_command(Some(git_dir))
             .args(["ls-tree", "-r", "-z", "--full-tree", commit])
@@ -799,6 +817,13 @@ fn read_tree(
     let ls_out = ls.take_stdout()?;
     let cat_in = cat.take_stdin()?;
     let cat_out = cat.take_stdout()?;
+    // Best effort: a 1 MiB pipe lets cat-file run ahead instead of waking this reader for each
+    // object (it writes every header and blob with its own `write`).
+    let _ = rustix::pipe::fcntl_setpipe_size(&cat_out, PIPE_BYTES);
+    let cat_out = CoalescingReader {
+        inner: cat_out,
+        last_short: false,
+    };
     let (entries, blobs) = std::thread::scope(|scope| {
         let producer = scope.spawn(move || list_and_request(ls_out, cat_in));
         let blobs = hash_blob_stream(cat_out);
@@ -824,7 +849,6 @@ fn list_and_request(
     let io = |_| git_error("reading ls-tree or feeding cat-file failed");
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, ls_out);
     let mut writer = BufWriter::with_capacity(64 * 1024, cat_in);
-    let mut requested: HashSet<String> = HashSet::new();
     let mut entries = Vec::new();
     let mut record = Vec::new();
     loop {
@@ -836,10 +860,10 @@ fn list_and_request(
             return Err(git_error("truncated ls-tree record"));
         }
         let entry = parse_ls_tree_record(&record)?;
-        if entry.object_type == ObjectType::Blob && !requested.contains(&entry.object_id) {
+        // Every blob entry is requested, in listing order, so answers pair up by position.
+        if entry.object_type == ObjectType::Blob {
             writer.write_all(entry.object_id.as_bytes()).map_err(io)?;
             writer.write_all(b"\n").map_err(io)?;
-            requested.insert(entry.object_id.clone());
         }
         entries.push(entry);
     }
@@ -865,11 +889,30 @@ fn parse_batch_header(header: &[u8]) -> Result<(String, u64), SnapshotError> {
     }
 }
 
-fn hash_blob_stream<R: Read>(out: R) -> Result<HashMap<String, BlobInfo>, SnapshotError> {
+/// Reads pipe data in larger bites: after a short read (the writer had produced little), pause
+/// briefly so the next read finds a fuller pipe. This trades a bounded delay per short read for
+/// far fewer wake-ups of both processes (cat-file issues two small writes per object).
+struct CoalescingReader<R> {
+    inner: R,
+    last_short: bool,
+}
+
+impl<R: Read> Read for CoalescingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.last_short {
+            std::thread::sleep(COALESCE_PAUSE);
+        }
+        let n = self.inner.read(buf)?;
+        self.last_short = n > 0 && n < COALESCE_BELOW;
+        Ok(n)
+    }
+}
+
+fn hash_blob_stream<R: Read>(out: R) -> Result<Vec<BlobInfo>, SnapshotError> {
     let io = |_| git_error("reading cat-file output failed");
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, out);
     let mut header = Vec::new();
-    let mut blobs = HashMap::new();
+    let mut blobs = Vec::new();
     loop {
         header.clear();
         if reader.read_until(b'\n', &mut header).map_err(io)? == 0 {
@@ -894,14 +937,12 @@ fn hash_blob_stream<R: Read>(out: R) -> Result<HashMap<String, BlobInfo>, Snapsh
             remaining -= take as u64;
         }
         expect_newline(&mut reader)?;
-        blobs.insert(
-            oid,
-            BlobInfo {
-                size,
-                sha256: Sha256::from_raw(hasher.finalize().into()),
-                utf8: utf8.finish(),
-            },
-        );
+        blobs.push(BlobInfo {
+            object_id: oid,
+            size,
+            sha256: Sha256::from_raw(hasher.finalize().into()),
+            utf8: utf8.finish(),
+        });
     }
     Ok(blobs)
 }

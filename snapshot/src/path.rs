@@ -224,7 +224,8 @@ pub fn check_portable(raw: &str, require_canonical: bool) -> Result<(), PathReje
     if raw.is_empty() {
         return Err(PathRejection::Empty);
     }
-    if raw.chars().count() > MAX_PATH_CHARS {
+    // A UTF-8 string never has more characters than bytes: count only when it could matter.
+    if raw.len() > MAX_PATH_CHARS && raw.chars().count() > MAX_PATH_CHARS {
         return Err(PathRejection::TooLong);
     }
     if raw.contains('\0') {
@@ -245,18 +246,19 @@ pub fn check_portable(raw: &str, require_canonical: bool) -> Result<(), PathReje
     {
         return Err(PathRejection::DriveQualified);
     }
+    let nfc = is_nfc(raw);
     if require_canonical {
-        if !is_nfc(raw) {
+        if !nfc {
             return Err(PathRejection::NotNfc);
         }
         if raw.trim() != raw {
             return Err(PathRejection::SurroundingWhitespace);
         }
     }
-    let normalized: String = if is_nfc(raw) {
-        raw.to_owned()
+    let normalized: std::borrow::Cow<'_, str> = if nfc {
+        std::borrow::Cow::Borrowed(raw)
     } else {
-        raw.nfc().collect()
+        std::borrow::Cow::Owned(raw.nfc().collect())
     };
     for segment in normalized.split('/') {
         check_segment(segment)?;
@@ -271,7 +273,7 @@ fn check_segment(segment: &str) -> Result<(), PathRejection> {
     if segment == "." || segment == ".." {
         return Err(PathRejection::Traversal);
     }
-    if segment.chars().count() > MAX_SEGMENT_CHARS {
+    if segment.len() > MAX_SEGMENT_CHARS && segment.chars().count() > MAX_SEGMENT_CHARS {
         return Err(PathRejection::SegmentTooLong);
     }
     for c in segment.chars() {
