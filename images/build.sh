@@ -4,6 +4,7 @@
 #
 #   images/build.sh                 cargo build --release -p proof-worker, then both images
 #   images/build.sh --bin-dir DIR   use already built static binaries from DIR (no cargo)
+#   images/build.sh --no-cache      rebuild without the daemon's build cache (reproducibility check)
 #
 # Prints the two image IDs on stdout (`<tag> <id>` per line); progress goes to stderr.
 #
@@ -20,10 +21,12 @@ IMAGE="${PROOF_IMAGE_TAG:-patch-candidate-proof:local}"
 HOSTILE_IMAGE="${PROOF_HOSTILE_IMAGE_TAG:-patch-candidate-proof-hostile:local}"
 TARGET_DIR=target/x86_64-unknown-linux-gnu/release
 BIN_DIR=""
+CACHE=(--no-cache=false)
 
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin-dir) BIN_DIR="$2"; shift 2 ;;
+    --no-cache) CACHE=(--no-cache); shift ;;
     *) echo "build.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -70,7 +73,7 @@ printf 'Dockerfile*\n' > "$CTX/.dockerignore"
 build() {
   local tag="$1" file="$2"
   echo "build.sh: docker build $tag" >&2
-  DOCKER_BUILDKIT=0 docker_cli build --quiet --no-cache=false --tag "$tag" --file "$CTX/$file" "$CTX" >&2
+  DOCKER_BUILDKIT=0 docker_cli build --quiet "${CACHE[@]}" --tag "$tag" --file "$CTX/$file" "$CTX" >&2
   docker_cli image inspect --format '{{.Id}}' "$tag"
 }
 
