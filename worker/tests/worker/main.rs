@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 // mod cli;
-// mod hostile;
-// mod proof;
+mod hostile;
+mod proof;
 mod real_turn;
 mod support;

@@ -1,0 +1,92 @@
+//! Every hostile image mode and every hostile agent mode is rejected with its code, and no
+//! container is left behind.
+
+use std::process::Command;
+
+use crate::proof::{DASHBOARD, pipeline};
+use crate::support::*;
+
+/// Tags `FROM <hostile image>` with `CMD [mode]`; returns (tag, id).
+fn hostile_mode_image(base: &str, mode: &str) -> (String, String) {
+    let tag = format!("patch-candidate-hostile-{mode}:test");
+    let ctx = tempfile::tempdir().unwrap();
+    std::fs::write(ctx.path().join("Dockerfile"), format!("FROM {base}\nCMD [\"{mode}\"]\n")).unwrap();
+    let build = Command::new("docker").args(["build", "-q", "-t", &tag]).arg(ctx.path()).output().unwrap();
+    assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
+    let id = Command::new("docker").args(["image", "inspect", "--format", "{{.Id}}", &tag]).output().unwrap();
+    (tag, String::from_utf8(id.stdout).unwrap().trim().to_owned())
+}
+
+async fn image_mode(mode: &str, expected: &str, wall: u64) {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let images = proof_images();
+    let (tag, id) = hostile_mode_image(&images.hostile_image, mode);
+    let run = pipeline(&docker, &tag, &id, "Update the dashboard.", &[], &[], Some(&[DASHBOARD]), wall).await;
+    match (expected, run.outcome) {
+        ("ok", Ok(outcome)) => assert_eq!(outcome.candidate.changed_files().len(), 1),
+        (code, Err(err)) => {
+            assert_eq!(err.code(), code, "mode {mode}");
+            assert!(!err.to_string().contains("export default"), "mode {mode} quoted source");
+        }
+        (code, Ok(_)) => panic!("mode {mode} was accepted, expected {code}"),
+    }
+    assert_no_turn_containers(&docker).await;
+    tally(&format!("docker_hostile_image_{}", mode.replace('-', "_")));
+}
+
+macro_rules! image_modes {
+    ($($name:ident => ($mode:literal, $code:literal, $wall:literal);)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() { image_mode($mode, $code, $wall).await; }
+    )*};
+}
+
+image_modes! {
+    docker_hostile_image_valid => ("valid", "ok", 60);
+    docker_hostile_image_malformed_json => ("malformed-json", "REPOSITORY_DOCKER_INVALID_OUTPUT", 60);
+    docker_hostile_image_duplicate_keys => ("duplicate-keys", "REPOSITORY_DOCKER_INVALID_OUTPUT", 60);
+    docker_hostile_image_extra_key => ("extra-key", "REPOSITORY_DOCKER_INVALID_OUTPUT", 60);
+    docker_hostile_image_invalid_base64 => ("invalid-base64", "REPOSITORY_DOCKER_INVALID_OUTPUT", 60);
+    docker_hostile_image_non_canonical_archive => ("non-canonical-archive", "REPOSITORY_DOCKER_INVALID_OUTPUT", 60);
+    docker_hostile_image_wrong_entry_set => ("wrong-entry-set", "REPOSITORY_DOCKER_INVALID_OUTPUT", 60);
+    docker_hostile_image_oversized_output => ("oversized-output", "REPOSITORY_DOCKER_OUTPUT_LIMIT", 60);
+    docker_hostile_image_exit_nonzero => ("exit-nonzero", "REPOSITORY_DOCKER_WORKER_FAILED", 60);
+    docker_hostile_image_print_nothing => ("print-nothing", "REPOSITORY_DOCKER_INVALID_OUTPUT", 60);
+    docker_hostile_image_sleep_forever => ("sleep-forever", "REPOSITORY_DOCKER_TIMEOUT", 2);
+    docker_hostile_image_flood_stderr => ("flood-stderr", "REPOSITORY_DOCKER_OUTPUT_LIMIT", 60);
+}
+
+async fn agent_mode(mode: &str, expected: &str) {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let images = proof_images();
+    let task = format!("Update the dashboard.\nmode: {mode}");
+    let run = pipeline(&docker, &images.image, &images.image_id, &task, &[], &[], Some(&[DASHBOARD]), 75).await;
+    let err = match run.outcome {
+        Ok(outcome) => panic!("agent mode {mode} produced a candidate: {:?}", outcome.digest),
+        Err(err) => err,
+    };
+    assert_eq!(err.code(), expected, "agent mode {mode}: {err}");
+    assert_no_turn_containers(&docker).await;
+    tally(&format!("docker_hostile_agent_{}", mode.replace('-', "_")));
+}
+
+macro_rules! agent_modes {
+    ($($name:ident => ($mode:literal, $code:literal);)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() { agent_mode($mode, $code).await; }
+    )*};
+}
+
+agent_modes! {
+    docker_hostile_agent_edit_read_only => ("edit-read-only", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+    docker_hostile_agent_delete_read_only => ("delete-read-only", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+    docker_hostile_agent_create_ungranted => ("create-ungranted", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+    docker_hostile_agent_delete_ungranted => ("delete-ungranted", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+    docker_hostile_agent_symlink => ("symlink", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+    docker_hostile_agent_invalid_utf8 => ("invalid-utf8", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+    docker_hostile_agent_escape_acp => ("escape-acp", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+    docker_hostile_agent_escape_fs => ("escape-fs", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+    docker_hostile_agent_terminal => ("terminal", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+}

@@ -1,0 +1,168 @@
+//! The proof image end to end through the library pipeline: update, exact create (absence proof
+//! over the complete tree) and delete-only (empty marker) round trips through stage and finalise
+//! to candidates that `git apply --check` and the finalizer's repository verification accept.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use finalizer::{CandidateStore, RepositoryPatchCandidate};
+use snapshot::{DefaultPathPolicy, FileOp, RepoPath};
+use worker::ledger::UsageLedger;
+use worker::pipeline::{PipelineOutcome, PipelineRequest, run_pipeline};
+use worker::{BollardRuntime, TurnConfig, WorkerError};
+
+use crate::support::*;
+
+pub const DASHBOARD: &str = "app/ui/pages/Dashboard.jsx";
+pub const LEGACY: &str = "app/ui/pages/Legacy.jsx";
+pub const NEW: &str = "app/ui/pages/New.jsx";
+pub const TEST_FILE: &str = "tests/test_dashboard.py";
+
+pub fn demo_files() -> BTreeMap<&'static str, String> {
+    BTreeMap::from([
+        (DASHBOARD, "export default function Dashboard() {\n  return 1;\n}\n".to_owned()),
+        (LEGACY, "export default function Legacy() {}\n".to_owned()),
+        (TEST_FILE, "def test_dashboard():\n    assert True\n".to_owned()),
+        ("README.md", "# fixture\n".to_owned()),
+    ])
+}
+
+pub struct Run {
+    pub outcome: Result<PipelineOutcome, WorkerError>,
+    pub repo: tempfile::TempDir,
+    pub store_dir: tempfile::TempDir,
+}
+
+fn paths(v: &[&str]) -> Vec<RepoPath> {
+    v.iter().map(|p| RepoPath::parse(p).unwrap()).collect()
+}
+
+/// Runs the whole pipeline on a fresh demo repository with the given grants and selection.
+#[allow(clippy::too_many_arguments)]
+pub async fn pipeline(
+    docker: &BollardRuntime,
+    image: &str,
+    image_id: &str,
+    task: &str,
+    create: &[&str],
+    delete: &[&str],
+    selected: Option<&[&str]>,
+    wall: u64,
+) -> Run {
+    let (repo, commit) = git_repo(&demo_files());
+    let context = approval(repo.path(), &commit, task, &["app/", "tests/"], &["tests/"], create, delete);
+    let config = TurnConfig::new(image, image_id, wall, 700_000).unwrap();
+    let policy = DefaultPathPolicy::default();
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = CandidateStore::open(store_dir.path()).unwrap();
+    let ledger = UsageLedger::in_memory().unwrap();
+    let staging = tempfile::tempdir().unwrap();
+    let outcome = run_pipeline(
+        docker,
+        PipelineRequest {
+            repo: repo.path(),
+            commit: &commit,
+            context: &context,
+            task,
+            selected: selected.map(paths),
+            read_only: Some(paths(&[TEST_FILE])),
+            policy: &policy,
+            config: &config,
+            staging_parent: staging.path(),
+            store: Some(&store),
+            ledger: Some(&ledger),
+            user_id: "tester",
+        },
+    )
+    .await;
+    // The staging parent is empty again: the private tree was removed.
+    assert_eq!(std::fs::read_dir(staging.path()).unwrap().count(), 0);
+    Run { outcome, repo, store_dir }
+}
+
+/// `git apply --check` in the untouched repository, plus the finalizer's full verification.
+pub fn assert_applies(repo: &Path, candidate: &RepositoryPatchCandidate) {
+    let patch: String = candidate.changed_files().iter().map(|f| f.diff()).collect();
+    let patch_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(patch_file.path(), patch).unwrap();
+    let out = Command::new("git").arg("-C").arg(repo).args(["apply", "--check"]).arg(patch_file.path()).output().unwrap();
+    assert!(out.status.success(), "git apply --check: {}", String::from_utf8_lossy(&out.stderr));
+    finalizer::verify_against_repository(candidate, repo).unwrap();
+    let status = Command::new("git").arg("-C").arg(repo).args(["status", "--porcelain"]).output().unwrap();
+    assert!(status.stdout.is_empty(), "the repository was modified");
+}
+
+fn ops(candidate: &RepositoryPatchCandidate) -> Vec<(String, FileOp)> {
+    candidate.changed_files().iter().map(|f| (f.path().as_str().to_owned(), f.op())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_proof_update_round_trip() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let images = proof_images();
+    let run = pipeline(&docker, &images.image, &images.image_id, "Update the dashboard.", &[], &[], None, 75).await;
+    let outcome = run.outcome.unwrap();
+    assert_eq!(ops(&outcome.candidate), vec![(DASHBOARD.to_owned(), FileOp::Update)]);
+    assert_eq!(outcome.read_only, paths(&[TEST_FILE]));
+    assert_eq!(outcome.candidate.validation_state(), "pending");
+    assert!(!outcome.candidate.mutation_allowed());
+    let stored = CandidateStore::open(run.store_dir.path()).unwrap().get(&outcome.digest).unwrap();
+    assert_eq!(stored, outcome.candidate);
+    assert_applies(run.repo.path(), &outcome.candidate);
+    assert_no_turn_containers(&docker).await;
+    tally("docker_proof_update_round_trip");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_proof_exact_create_round_trip() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let images = proof_images();
+    let run = pipeline(&docker, &images.image, &images.image_id, "Add the New page.", &[NEW], &[], Some(&[]), 75).await;
+    let outcome = run.outcome.unwrap();
+    assert_eq!(ops(&outcome.candidate), vec![(NEW.to_owned(), FileOp::Create)]);
+    assert_applies(run.repo.path(), &outcome.candidate);
+    assert_no_turn_containers(&docker).await;
+    tally("docker_proof_exact_create_round_trip");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_proof_delete_only_round_trip() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let images = proof_images();
+    let run = pipeline(&docker, &images.image, &images.image_id, "Retire the Legacy page.", &[], &[LEGACY], Some(&[LEGACY]), 75).await;
+    let outcome = run.outcome.unwrap();
+    assert_eq!(ops(&outcome.candidate), vec![(LEGACY.to_owned(), FileOp::Delete)]);
+    assert_applies(run.repo.path(), &outcome.candidate);
+    assert_no_turn_containers(&docker).await;
+    tally("docker_proof_delete_only_round_trip");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_proof_create_over_existing_path_never_reaches_docker() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let images = proof_images();
+    // A case-folded twin of an existing file: the absence proof fails before any container.
+    let run = pipeline(&docker, &images.image, &images.image_id, "Add.", &["app/ui/pages/dashboard.jsx"], &[], Some(&[]), 75).await;
+    let err = run.outcome.unwrap_err();
+    assert!(err.code().starts_with("REPOSITORY_PATCH_CREATE_"), "{}", err.code());
+    assert_no_turn_containers(&docker).await;
+    tally("docker_proof_create_over_existing_path_never_reaches_docker");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_proof_isolation_probes_all_report_confinement() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let images = proof_images();
+    let task = "Update the dashboard.\nprobe: isolation\nprobe-tcp: 1.1.1.1:443\nprobe-env: MOZAIKS_ACP_HOST_SECRET\nprobe-file: /workspace/.host_sentinel";
+    let run = pipeline(&docker, &images.image, &images.image_id, task, &[], &[], None, 75).await;
+    let outcome = run.outcome.unwrap();
+    assert_eq!(ops(&outcome.candidate), vec![(DASHBOARD.to_owned(), FileOp::Update)]);
+    assert_no_turn_containers(&docker).await;
+    tally("docker_proof_isolation_probes_all_report_confinement");
+}
