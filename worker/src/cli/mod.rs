@@ -3,6 +3,7 @@
 
 mod demo_cmd;
 mod docker_args;
+mod finalize_cmd;
 mod image_cmd;
 mod janitor_cmd;
 mod output;
@@ -47,6 +48,14 @@ enum Command {
     Janitor(janitor_cmd::JanitorArgs),
     /// List the local token-usage ledger.
     Usage(usage_cmd::UsageArgs),
+    /// Finalise a staged workspace into a digested patch candidate (optionally stored).
+    Finalize(Box<finalize_cmd::FinalizeArgs>),
+    /// Print the digest of a candidate JSON file.
+    Digest(finalize_cmd::DigestArgs),
+    /// Re-validate a candidate's structure and digest; with --repo, check it applies at its commit.
+    Verify(finalize_cmd::VerifyArgs),
+    /// Show a candidate: summary and diffs (coloured on a terminal).
+    Show(finalize_cmd::ShowArgs),
 }
 
 /// Runs the parsed command and maps the outcome to stdout/stderr and an exit code.
@@ -58,6 +67,10 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Image(command) => image_cmd::run(&command),
         Command::Janitor(args) => janitor_cmd::run(&args),
         Command::Usage(args) => usage_cmd::run(&args),
+        Command::Finalize(args) => finalize_cmd::finalize(&args),
+        Command::Digest(args) => finalize_cmd::digest(&args),
+        Command::Verify(args) => finalize_cmd::verify(&args),
+        Command::Show(args) => finalize_cmd::show(&args),
     };
     output::emit(result, cli.json)
 }
