@@ -7,7 +7,7 @@
 //! CI isolation job can prove every expected case ran.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
-// mod cli;
+mod cli;
 mod hostile;
 mod proof;
 mod real_turn;

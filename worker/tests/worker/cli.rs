@@ -1,0 +1,179 @@
+//! The `patch-candidate` binary: `run`, `demo`, `janitor`, `usage`, exit codes, and a killed
+//! `run` whose container the janitor then removes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use worker::runtime::ContainerRuntime as _;
+
+use crate::proof::{DASHBOARD, demo_files};
+use crate::support::*;
+
+fn bin() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_patch-candidate"));
+    cmd.env_remove("DOCKER_HOST");
+    cmd
+}
+
+/// A state directory holding a copy of the recorded images.
+fn state_with_images() -> tempfile::TempDir {
+    let state = tempfile::tempdir().unwrap();
+    let images = proof_images();
+    std::fs::write(state.path().join("images.json"), serde_json::to_vec(&images).unwrap()).unwrap();
+    state
+}
+
+fn json_of(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("stdout is not JSON: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+struct Fixture {
+    _repo: tempfile::TempDir,
+    repo: PathBuf,
+    commit: String,
+    approval: PathBuf,
+    task: String,
+}
+
+fn fixture(task: &str) -> Fixture {
+    let (repo_dir, commit) = git_repo(&demo_files());
+    let context = approval(repo_dir.path(), &commit, task, &["app/", "tests/"], &["tests/"], &[], &[]);
+    let approval_path = write_approval(repo_dir.path().parent().unwrap_or(Path::new("/tmp")), &context);
+    // Keep the approval outside the repository but unique per fixture.
+    let unique = repo_dir.path().with_extension("approval.json");
+    std::fs::rename(&approval_path, &unique).unwrap();
+    Fixture { repo: repo_dir.path().to_path_buf(), _repo: repo_dir, commit, approval: unique, task: task.to_owned() }
+}
+
+fn run_args(cmd: &mut Command, f: &Fixture) {
+    cmd.args(["--json", "run", "--repo"]).arg(&f.repo).args(["--commit", &f.commit, "--approval"]).arg(&f.approval).args(["--task", &f.task]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_cli_run_stores_a_candidate_and_records_usage() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let state = state_with_images();
+    let f = fixture("Update the dashboard.");
+    let mut cmd = bin();
+    run_args(&mut cmd, &f);
+    let out = cmd.env("PATCH_CANDIDATE_STATE_DIR", state.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc = json_of(&out);
+    let digest = doc["digest"].as_str().unwrap();
+    assert!(digest.starts_with("sha256:"));
+    assert_eq!(doc["candidate"]["changed_files"][0]["path"], DASHBOARD);
+    assert_eq!(doc["candidate"]["mutation_allowed"], false);
+    let stored = state.path().join("candidates");
+    assert!(std::fs::read_dir(&stored).unwrap().count() >= 1);
+    let usage = bin().args(["--json", "usage"]).env("PATCH_CANDIDATE_STATE_DIR", state.path()).output().unwrap();
+    assert!(usage.status.success());
+    let records = json_of(&usage)["records"].as_array().unwrap().len();
+    assert_eq!(records, usize::from(doc["usage_recorded"].as_bool().unwrap()));
+    assert_no_turn_containers(&docker).await;
+    tally("docker_cli_run_stores_a_candidate_and_records_usage");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_cli_exit_codes() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let state = state_with_images();
+    let f = fixture("Update the dashboard.");
+    // Docker unreachable: environment failure, exit 3.
+    let mut cmd = bin();
+    run_args(&mut cmd, &f);
+    let out = cmd.args(["--docker-socket", "/nonexistent/docker.sock"]).env("PATCH_CANDIDATE_STATE_DIR", state.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(json_of(&out)["error"]["code"], "REPOSITORY_DOCKER_UNAVAILABLE");
+    // Wrong approved image ID: rejected, exit 1, before any container.
+    let mut cmd = bin();
+    run_args(&mut cmd, &f);
+    let other = format!("sha256:{}", "0".repeat(64));
+    let out = cmd.args(["--image-id", &other]).env("PATCH_CANDIDATE_STATE_DIR", state.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json_of(&out)["error"]["code"], "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH");
+    // A task that differs from the approval: rejected before Docker.
+    let other_task = Fixture { task: "Something else.".into(), ..fixture("Update the dashboard.") };
+    let mut cmd = bin();
+    run_args(&mut cmd, &other_task);
+    let out = cmd.env("PATCH_CANDIDATE_STATE_DIR", state.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json_of(&out)["error"]["code"], "REPOSITORY_DOCKER_CONTEXT_MISMATCH");
+    // Usage error: exit 2.
+    let out = bin().args(["run", "--repo"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_no_turn_containers(&docker).await;
+    tally("docker_cli_exit_codes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_cli_demo_shows_an_applicable_candidate() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let state = state_with_images();
+    let dir = tempfile::tempdir().unwrap();
+    let demo_dir = dir.path().join("demo");
+    let out = bin().args(["--json", "demo", "--dir"]).arg(&demo_dir).env("PATCH_CANDIDATE_STATE_DIR", state.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc = json_of(&out);
+    assert_eq!(doc["git_apply_check"], true);
+    let ops: Vec<(String, String)> = doc["candidate"]["changed_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["path"].as_str().unwrap().to_owned(), f["op"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            ("app/ui/pages/Dashboard.jsx".to_owned(), "update".to_owned()),
+            ("app/ui/pages/Legacy.jsx".to_owned(), "delete".to_owned()),
+            ("app/ui/pages/New.jsx".to_owned(), "create".to_owned()),
+        ]
+    );
+    let status = Command::new("git").arg("-C").arg(demo_dir.join("repo")).args(["status", "--porcelain"]).output().unwrap();
+    assert!(status.stdout.is_empty(), "demo modified its fixture repository");
+    assert_no_turn_containers(&docker).await;
+    tally("docker_cli_demo_shows_an_applicable_candidate");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_killed_run_leaves_a_container_the_janitor_removes() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let state = tempfile::tempdir().unwrap();
+    let (tag, id) = fixture_mode_image("sleep");
+    let f = fixture("Update the dashboard.");
+    let mut cmd = bin();
+    run_args(&mut cmd, &f);
+    let mut child = cmd
+        .args(["--image", &tag, "--image-id", &id, "--max-wall-seconds", "600"])
+        .env("PATCH_CANDIDATE_STATE_DIR", state.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        if !docker.list_turns().await.unwrap().is_empty() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "the turn container never appeared");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Give the run time to start the container, then kill it without any chance to clean up.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = docker.list_turns().await.unwrap();
+    assert_eq!(left.len(), 1, "the killed run should leave its container behind");
+    // A live-owner check keeps fresh containers of running turns; the owner is dead here.
+    let out = bin().args(["--json", "janitor", "--grace-seconds", "0"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = json_of(&out);
+    assert_eq!(report["removed"].as_array().unwrap().len(), 1);
+    assert_no_turn_containers(&docker).await;
+    tally("docker_killed_run_leaves_a_container_the_janitor_removes");
+}
