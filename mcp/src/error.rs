@@ -1,0 +1,153 @@
+//! The one error enum of the crate. Every variant maps to a stable `mozaiks.mcp.v1` error code;
+//! messages name paths and limits, never file contents.
+
+/// A tool failure, reported inside the envelope as `error {code, message}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpError {
+    /// The startup root is missing, not a directory, or not resolvable.
+    #[error("Workspace root could not be resolved inside the allowed root.")]
+    WorkspaceNotFound,
+    /// The workspace root has no `app/app.json`.
+    #[error("The workspace has no app root: app/app.json is missing.")]
+    AppRootNotFound,
+    /// Absolute, home-relative or otherwise non-relative path (inside the root).
+    #[error("Path must be workspace-relative.")]
+    PathNotRelative,
+    /// A `..` segment.
+    #[error("Path contains a traversal segment.")]
+    PathTraversal,
+    /// A URL or `scheme:` form.
+    #[error("Path has a URL or scheme prefix.")]
+    PathHasScheme,
+    /// A drive prefix (`C:`) or UNC form.
+    #[error("Path has a drive prefix.")]
+    PathHasDrivePrefix,
+    /// Glob metacharacters.
+    #[error("Path contains glob characters.")]
+    PathHasGlob,
+    /// An absolute path outside the workspace root.
+    #[error("Path escapes the workspace root.")]
+    PathEscapesWorkspace,
+    /// A symbolic link on the path leads outside the workspace root.
+    #[error("A symbolic link on the path leads outside the workspace root.")]
+    SymlinkEscape,
+    /// Empty, control characters, backslashes, empty or `.` segments, non-portable names.
+    #[error("Path is not a valid workspace-relative path: {reason}.")]
+    InvalidPath {
+        /// Which rule was broken (our own vocabulary).
+        reason: String,
+    },
+    /// Nothing exists at the path.
+    #[error("Nothing exists at {path}.")]
+    NotFound {
+        /// Workspace-relative path.
+        path: String,
+    },
+    /// The path names a directory or special file where a regular file is needed.
+    #[error("{path} is not a regular file.")]
+    NotAFile {
+        /// Workspace-relative path.
+        path: String,
+    },
+    /// A file or the bundle exceeds a bound.
+    #[error("{what} exceeds the limit of {limit}.")]
+    TooLarge {
+        /// What was measured (a path, or `bundle files` / `bundle bytes`).
+        what: String,
+        /// The bound.
+        limit: u64,
+    },
+    /// A manifest the tool needs does not parse or has the wrong shape.
+    #[error("{path} is not a valid manifest: {reason}.")]
+    InvalidManifest {
+        /// Workspace-relative path.
+        path: String,
+        /// Which rule was broken (never file content).
+        reason: String,
+    },
+    /// The tool arguments do not match the input schema (unknown keys included).
+    #[error("Tool arguments do not match the input schema: {reason}.")]
+    InvalidArguments {
+        /// Which rule was broken.
+        reason: String,
+    },
+    /// A pipeline tool was called but the server was started without `--candidate-store`.
+    #[error("No candidate store was bound at startup.")]
+    CandidateStoreNotConfigured,
+    /// The candidate store or a candidate in it failed verification.
+    #[error("Patch candidate rejected ({upstream_code}).")]
+    InvalidCandidate {
+        /// The stable code of the finalizer error.
+        upstream_code: String,
+    },
+    /// The archive failed the strict reader.
+    #[error("Workspace archive rejected ({upstream_code}).")]
+    InvalidArchive {
+        /// The stable code of the archive error.
+        upstream_code: String,
+    },
+    /// An I/O failure other than not-found or escape.
+    #[error("The workspace could not be read ({kind}).")]
+    Io {
+        /// `std::io::ErrorKind` rendered, never an OS message with paths.
+        kind: String,
+    },
+}
+
+impl McpError {
+    /// The stable wire code.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::WorkspaceNotFound => "workspace_not_found",
+            Self::AppRootNotFound => "app_root_not_found",
+            Self::PathNotRelative => "path_not_relative",
+            Self::PathTraversal => "path_traversal",
+            Self::PathHasScheme => "path_has_scheme",
+            Self::PathHasDrivePrefix => "path_has_drive_prefix",
+            Self::PathHasGlob => "path_has_glob",
+            Self::PathEscapesWorkspace => "path_escapes_workspace",
+            Self::SymlinkEscape => "symlink_escape",
+            Self::InvalidPath { .. } => "invalid_path",
+            Self::NotFound { .. } => "not_found",
+            Self::NotAFile { .. } => "not_a_file",
+            Self::TooLarge { .. } => "too_large",
+            Self::InvalidManifest { .. } => "invalid_manifest",
+            Self::InvalidArguments { .. } => "invalid_arguments",
+            Self::CandidateStoreNotConfigured => "candidate_store_not_configured",
+            Self::InvalidCandidate { .. } => "invalid_candidate",
+            Self::InvalidArchive { .. } => "invalid_archive",
+            Self::Io { .. } => "io_error",
+        }
+    }
+
+    pub(crate) fn io(err: &std::io::Error) -> Self {
+        Self::Io {
+            kind: format!("{:?}", err.kind()),
+        }
+    }
+}
+
+/// Every code [`McpError::code`] can return, for documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "workspace_not_found",
+    "app_root_not_found",
+    "path_not_relative",
+    "path_traversal",
+    "path_has_scheme",
+    "path_has_drive_prefix",
+    "path_has_glob",
+    "path_escapes_workspace",
+    "symlink_escape",
+    "invalid_path",
+    "not_found",
+    "not_a_file",
+    "too_large",
+    "invalid_manifest",
+    "invalid_arguments",
+    "candidate_store_not_configured",
+    "invalid_candidate",
+    "invalid_archive",
+    "io_error",
+];

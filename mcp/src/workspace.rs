@@ -1,0 +1,430 @@
+//! The startup-bound workspace: one root resolved once, opened as a cap-std [`Dir`]; every tool
+//! path goes through [`check_request_path`] (lexical, fail closed) and then through the handle
+//! (cap-std refuses anything that leads outside the root, symbolic links included).
+
+use std::io::{self, Read as _};
+use std::path::{Component, Path, PathBuf};
+
+use cap_std::fs::Dir;
+use snapshot::RepoPath;
+
+use crate::error::McpError;
+
+/// Largest single file any tool reads (manifests, page schemas, candidates are smaller).
+pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// A workspace-relative path that passed every lexical rule.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RequestPath(RepoPath);
+
+impl RequestPath {
+    /// The portable text (`/` separators).
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+/// What is at a path, without following a final symbolic link out of the root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Directory,
+    /// Something else (FIFO, socket, device).
+    Other,
+    /// Nothing.
+    Missing,
+}
+
+impl EntryKind {
+    /// Wire name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::File => "file",
+            Self::Directory => "directory",
+            Self::Other => "other",
+            Self::Missing => "missing",
+        }
+    }
+}
+
+/// One directory entry seen during enumeration (never followed if it is a link).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// The entry name, if UTF-8.
+    pub name: Option<String>,
+    /// File type as stored (a symbolic link stays a link).
+    pub kind: ListedKind,
+}
+
+/// The stored type of a listed entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListedKind {
+    /// Regular file.
+    File,
+    /// Directory.
+    Directory,
+    /// Symbolic link (never followed during enumeration).
+    Symlink,
+    /// FIFO, socket, device.
+    Other,
+}
+
+/// The root every tool works in, bound once at startup.
+#[derive(Debug)]
+pub struct Workspace {
+    root: PathBuf,
+    root_text: String,
+    dir: Dir,
+}
+
+impl Workspace {
+    /// Resolves `root` once (absolute, symbolic links resolved) and opens it as a directory handle.
+    ///
+    /// # Errors
+    /// [`McpError::WorkspaceNotFound`] when the root is missing, not a directory, or not UTF-8.
+    ///
+    /// # Security
+    /// This is the only ambient filesystem access of the server; later reads go through the handle.
+    pub fn bind(root: &Path) -> Result<Self, McpError> {
+        let absolute = std::path::absolute(root).map_err(|_| McpError::WorkspaceNotFound)?;
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the operator-chosen root is resolved exactly once at startup, before the handle is opened"
+        )]
+        let resolved = std::fs::canonicalize(&absolute).map_err(|_| McpError::WorkspaceNotFound)?;
+        let meta = std::fs::metadata(&resolved).map_err(|_| McpError::WorkspaceNotFound)?;
+        if !meta.is_dir() {
+            return Err(McpError::WorkspaceNotFound);
+        }
+        let root_text = resolved
+            .to_str()
+            .ok_or(McpError::WorkspaceNotFound)?
+            .to_owned();
+        let dir = Dir::open_ambient_dir(&resolved, cap_std::ambient_authority())
+            .map_err(|_| McpError::WorkspaceNotFound)?;
+        Ok(Self {
+            root: resolved,
+            root_text,
+            dir,
+        })
+    }
+
+    /// The resolved absolute root.
+    #[must_use]
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The resolved absolute root as text.
+    #[must_use]
+    pub fn root_text(&self) -> &str {
+        &self.root_text
+    }
+
+    /// Applies the lexical rules to a caller-supplied path (see [`check_request_path`]), with the
+    /// bound root to tell "absolute inside the root" from "outside the root".
+    ///
+    /// # Errors
+    /// The first rule broken, as a stable code.
+    pub fn check(&self, raw: &str) -> Result<RequestPath, McpError> {
+        check_request_path(raw, &self.root)
+    }
+
+    /// Kind of the entry at `path`; symbolic links on the way are followed only inside the root.
+    ///
+    /// # Errors
+    /// `symlink_escape` when a link on the path leads outside the root; `io_error` otherwise.
+    pub fn kind(&self, path: &RequestPath) -> Result<EntryKind, McpError> {
+        self.kind_str(path.as_str())
+    }
+
+    pub(crate) fn kind_str(&self, path: &str) -> Result<EntryKind, McpError> {
+        self.check_links(path)?;
+        match self.dir.metadata(path) {
+            Ok(m) if m.is_file() => Ok(EntryKind::File),
+            Ok(m) if m.is_dir() => Ok(EntryKind::Directory),
+            Ok(_) => Ok(EntryKind::Other),
+            Err(e) => match e.kind() {
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => Ok(EntryKind::Missing),
+                io::ErrorKind::PermissionDenied => Err(McpError::SymlinkEscape),
+                _ => Err(McpError::io(&e)),
+            },
+        }
+    }
+
+    /// Walks the prefixes of `path`; a symbolic link that cap-std refuses to follow is an escape.
+    fn check_links(&self, path: &str) -> Result<(), McpError> {
+        let mut end = 0usize;
+        for segment in path.split('/') {
+            end = if end == 0 {
+                segment.len()
+            } else {
+                end + 1 + segment.len()
+            };
+            let prefix = path.get(..end).ok_or(McpError::InvalidPath {
+                reason: "segment".into(),
+            })?;
+            match self.dir.symlink_metadata(prefix) {
+                Ok(m) if m.file_type().is_symlink() => match self.dir.metadata(prefix) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                        return Err(McpError::SymlinkEscape);
+                    }
+                    // A dangling in-root link or a missing component: nothing exists there.
+                    Err(_) => return Ok(()),
+                },
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    return Err(McpError::SymlinkEscape);
+                }
+                Err(_) => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads a regular file, refusing anything over `max` bytes before reading it.
+    ///
+    /// # Errors
+    /// `not_found`, `not_a_file`, `too_large`, `symlink_escape`, `io_error`.
+    pub fn read_file(&self, path: &RequestPath, max: u64) -> Result<Vec<u8>, McpError> {
+        self.read_str(path.as_str(), max)
+    }
+
+    pub(crate) fn read_str(&self, path: &str, max: u64) -> Result<Vec<u8>, McpError> {
+        match self.kind_str(path)? {
+            EntryKind::File => {}
+            EntryKind::Missing => {
+                return Err(McpError::NotFound {
+                    path: path.to_owned(),
+                });
+            }
+            EntryKind::Directory | EntryKind::Other => {
+                return Err(McpError::NotAFile {
+                    path: path.to_owned(),
+                });
+            }
+        }
+        let file = self.dir.open(path).map_err(|e| map_open_error(&e, path))?;
+        let meta = file.metadata().map_err(|e| McpError::io(&e))?;
+        if !meta.is_file() {
+            return Err(McpError::NotAFile {
+                path: path.to_owned(),
+            });
+        }
+        if meta.len() > max {
+            return Err(McpError::TooLarge {
+                what: path.to_owned(),
+                limit: max,
+            });
+        }
+        let mut out = Vec::new();
+        // `take(max + 1)` bounds a file that grows between the size check and the read.
+        file.take(max.saturating_add(1))
+            .read_to_end(&mut out)
+            .map_err(|e| McpError::io(&e))?;
+        if u64::try_from(out.len()).unwrap_or(u64::MAX) > max {
+            return Err(McpError::TooLarge {
+                what: path.to_owned(),
+                limit: max,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Lists a directory (sorted by name; links are reported, never followed). `Ok(None)` when
+    /// the directory does not exist.
+    ///
+    /// # Errors
+    /// `symlink_escape`, `not_a_file`-style misuse as `io_error`.
+    pub(crate) fn list_dir(&self, path: &str) -> Result<Option<Vec<Listed>>, McpError> {
+        match self.kind_str(path)? {
+            EntryKind::Directory => {}
+            EntryKind::Missing => return Ok(None),
+            EntryKind::File | EntryKind::Other => {
+                return Err(McpError::NotAFile {
+                    path: path.to_owned(),
+                });
+            }
+        }
+        let entries = self
+            .dir
+            .read_dir(path)
+            .map_err(|e| map_open_error(&e, path))?;
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| McpError::io(&e))?;
+            let file_type = entry.file_type().map_err(|e| McpError::io(&e))?;
+            let kind = if file_type.is_symlink() {
+                ListedKind::Symlink
+            } else if file_type.is_dir() {
+                ListedKind::Directory
+            } else if file_type.is_file() {
+                ListedKind::File
+            } else {
+                ListedKind::Other
+            };
+            out.push(Listed {
+                name: entry.file_name().into_string().ok(),
+                kind,
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Some(out))
+    }
+}
+
+impl Workspace {
+    /// Size of a regular file (links not followed).
+    pub(crate) fn metadata_len(&self, path: &str) -> Result<u64, McpError> {
+        self.dir
+            .symlink_metadata(path)
+            .map(|m| m.len())
+            .map_err(|e| map_open_error(&e, path))
+    }
+}
+
+fn map_open_error(e: &io::Error, path: &str) -> McpError {
+    match e.kind() {
+        io::ErrorKind::NotFound => McpError::NotFound {
+            path: path.to_owned(),
+        },
+        io::ErrorKind::PermissionDenied => McpError::SymlinkEscape,
+        _ => McpError::io(e),
+    }
+}
+
+/// The lexical rules, in order: empty/NUL/control → `invalid_path`; URL or `scheme:` →
+/// `path_has_scheme`; drive prefix or UNC → `path_has_drive_prefix`; absolute → `path_not_relative`
+/// inside `root`, `path_escapes_workspace` outside; `~` → `path_not_relative`; glob characters →
+/// `path_has_glob`; a `..` segment → `path_traversal`; then the portable-path rules of
+/// `mozaiks.portable_path.v1` (backslashes, empty or `.` segments, …) → `invalid_path`.
+///
+/// # Errors
+/// The first rule broken.
+pub fn check_request_path(raw: &str, root: &Path) -> Result<RequestPath, McpError> {
+    if raw.is_empty() {
+        return Err(McpError::InvalidPath {
+            reason: "empty path".into(),
+        });
+    }
+    if raw.chars().any(char::is_control) {
+        return Err(McpError::InvalidPath {
+            reason: "control character".into(),
+        });
+    }
+    if has_scheme(raw) {
+        return Err(McpError::PathHasScheme);
+    }
+    if has_drive_prefix(raw) {
+        return Err(McpError::PathHasDrivePrefix);
+    }
+    if raw.starts_with('/') {
+        return Err(if lexically_inside(Path::new(raw), root) {
+            McpError::PathNotRelative
+        } else {
+            McpError::PathEscapesWorkspace
+        });
+    }
+    if raw.starts_with('~') {
+        return Err(McpError::PathNotRelative);
+    }
+    if raw
+        .chars()
+        .any(|c| matches!(c, '*' | '?' | '[' | ']' | '{' | '}'))
+    {
+        return Err(McpError::PathHasGlob);
+    }
+    if raw.split(['/', '\\']).any(|s| s == "..") {
+        return Err(McpError::PathTraversal);
+    }
+    RepoPath::parse(raw)
+        .map(RequestPath)
+        .map_err(|rejection| McpError::InvalidPath {
+            reason: rejection.to_string(),
+        })
+}
+
+/// `scheme:` (two or more scheme characters, so `C:` stays a drive) or any `://`.
+fn has_scheme(raw: &str) -> bool {
+    if raw.contains("://") {
+        return true;
+    }
+    let Some((head, _)) = raw.split_once(':') else {
+        return false;
+    };
+    let mut chars = head.chars();
+    head.len() >= 2
+        && chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+}
+
+fn has_drive_prefix(raw: &str) -> bool {
+    let bytes = raw.as_bytes();
+    let drive = matches!(bytes, [letter, b':', ..] if letter.is_ascii_alphabetic());
+    drive || raw.starts_with("\\\\") || raw.starts_with("//")
+}
+
+/// Lexical containment of an absolute path (no filesystem access: `..` pops, `.` is skipped).
+fn lexically_inside(path: &Path, root: &Path) -> bool {
+    let mut normal = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::RootDir => normal.push("/"),
+            Component::ParentDir => {
+                normal.pop();
+            }
+            Component::Normal(part) => normal.push(part),
+            Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    normal.starts_with(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(raw: &str) -> &'static str {
+        match check_request_path(raw, Path::new("/srv/ws")) {
+            Ok(_) => "ok",
+            Err(e) => e.code(),
+        }
+    }
+
+    #[test]
+    fn lexical_table() {
+        let table = [
+            ("app/app.json", "ok"),
+            ("", "invalid_path"),
+            ("app/\u{0}x", "invalid_path"),
+            ("https://example.com/a", "path_has_scheme"),
+            ("file:app/app.json", "path_has_scheme"),
+            ("C:\\Windows", "path_has_drive_prefix"),
+            ("c:app", "path_has_drive_prefix"),
+            ("\\\\server\\share", "path_has_drive_prefix"),
+            ("//server/share", "path_has_drive_prefix"),
+            ("/srv/ws/app/app.json", "path_not_relative"),
+            ("/etc/passwd", "path_escapes_workspace"),
+            ("/srv/ws/../other", "path_escapes_workspace"),
+            ("~/app", "path_not_relative"),
+            ("app/*.json", "path_has_glob"),
+            ("app/pages/[id].json", "path_has_glob"),
+            ("app/{a,b}", "path_has_glob"),
+            ("../outside", "path_traversal"),
+            ("app/../../x", "path_traversal"),
+            ("app\\..\\x", "path_traversal"),
+            ("app\\app.json", "invalid_path"),
+            ("app//app.json", "invalid_path"),
+            ("./app", "invalid_path"),
+            ("app/", "invalid_path"),
+        ];
+        for (raw, want) in table {
+            assert_eq!(code(raw), want, "{raw:?}");
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! Integration tests of the read-only MCP server (one binary, modules per concern): every tool
+//! through an in-process client, the tool-list contract, the fail-closed path table, no writes,
+//! structural hygiene, and the built binary over real stdio.
+// Test helpers (outside `#[test]` functions) may panic: a panic is a test failure here.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+mod contract;
+mod fixture;
+mod hygiene;
+mod no_writes;
+mod paths;
+mod stdio;
+mod support;
+mod tools;
