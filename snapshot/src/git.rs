@@ -29,7 +29,7 @@ use unicode_normalization::{IsNormalized, UnicodeNormalization as _, is_nfc_quic
 use crate::context::RepositorySnapshotEvidence;
 use crate::digest::Sha256;
 use crate::error::SnapshotError;
-use crate::path::{RepoPath, casefold};
+use crate::path::{PathRejection, RepoPath, casefold};
 use crate::policy::CreateAbsence;
 use crate::selection::BaselineFiles;
 
@@ -38,6 +38,9 @@ pub const SNAPSHOT_SCHEMA: &str = "patch_candidate.repository_snapshot.v1";
 
 /// Read size for streamed blob contents.
 const READ_BUFFER_BYTES: usize = 1024 * 1024;
+/// Parallel `cat-file --batch` processes: git inflates objects on one core per process, and the
+/// per-object pipe writes are its main overhead over a bare read.
+const CAT_FILE_WORKERS: usize = 2;
 /// Requested capacity of the cat-file output pipe (the unprivileged Linux maximum).
 const PIPE_BYTES: usize = 1024 * 1024;
 /// A read shorter than this is "short" for [`CoalescingReader`].
@@ -271,8 +274,8 @@ impl GitSnapshot {
         // with its composed spelling). Non-UTF-8 names fold lossily: a replacement character
         // can only add collisions, never hide one.
         let folded: Vec<String> = paired
-            .iter()
-            .map(|(e, _)| fold_tree_name(&e.path))
+            .iter_mut()
+            .map(|(e, _)| std::mem::take(&mut e.folded))
             .collect();
         let mut key_counts: HashMap<&str, usize> = HashMap::with_capacity(folded.len());
         let mut folded_directories = HashSet::new();
@@ -300,7 +303,7 @@ impl GitSnapshot {
         let mut object_ids = BTreeMap::new();
         for ((raw, blob), key) in paired.into_iter().zip(&folded) {
             let blob = blob.as_ref();
-            let repo_path = std::str::from_utf8(&raw.path).ok().map(RepoPath::parse);
+            let repo_path = raw.repo_path;
             let kind = match (&repo_path, raw.mode.as_str(), raw.object_type) {
                 (None, _, _) => EntryKind::NonUtf8Path,
                 (Some(Err(_)), _, _) => EntryKind::NonPortablePath,
@@ -689,6 +692,10 @@ struct RawEntry {
     object_type: ObjectType,
     object_id: String,
     path: Vec<u8>,
+    /// The collision key ([`fold_tree_name`]).
+    folded: String,
+    /// The name as a [`RepoPath`]: `None` when not UTF-8, `Some(Err)` when not portable.
+    repo_path: Option<Result<RepoPath, PathRejection>>,
 }
 
 #[derive(Debug, Clone)]
@@ -731,11 +738,15 @@ fn parse_ls_tree_record(record: &[u8]) -> Result<RawEntry, SnapshotError> {
     if !is_object_id(oid) || path.is_empty() {
         return Err(malformed());
     }
+    // Name checks happen here, on the listing thread, overlapping with cat-file's output.
+    let repo_path = std::str::from_utf8(path).ok().map(RepoPath::parse);
     Ok(RawEntry {
         mode: mode.to_owned(),
         object_type,
         object_id: oid.to_owned(),
+        folded: fold_tree_name(path),
         path: path.to_vec(),
+        repo_path,
     })
 }
 
@@ -808,49 +819,92 @@ fn read_tree(
             .args(["ls-tree", "-r", "-z", "--full-tree", commit])
             .stdout(Stdio::piped()),
     )?;
-    let mut cat = GitChild::spawn(
-        git_command(Some(git_dir))
-            .args(["cat-file", "--batch", "--buffer"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped()),
-    )?;
     let ls_out = ls.take_stdout()?;
-    let cat_in = cat.take_stdin()?;
-    let cat_out = cat.take_stdout()?;
-    // Best effort: a 1 MiB pipe lets cat-file run ahead instead of waking this reader for each
-    // object (it writes every header and blob with its own `write`).
-    let _ = rustix::pipe::fcntl_setpipe_size(&cat_out, PIPE_BYTES);
-    let cat_out = CoalescingReader {
-        inner: cat_out,
-        last_short: false,
-    };
-    let (entries, blobs) = std::thread::scope(|scope| {
-        let producer = scope.spawn(move || list_and_request(ls_out, cat_in));
-        let blobs = hash_blob_stream(cat_out);
-        if blobs.is_err() {
-            // Unblock the producer if it is stuck writing to a stopped reader.
-            cat.kill();
-            ls.kill();
+    let mut workers = Vec::with_capacity(CAT_FILE_WORKERS);
+    let mut inputs = Vec::with_capacity(CAT_FILE_WORKERS);
+    for _ in 0..CAT_FILE_WORKERS {
+        let mut cat = GitChild::spawn(
+            git_command(Some(git_dir))
+                .args(["cat-file", "--batch", "--buffer"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped()),
+        )?;
+        inputs.push(cat.take_stdin()?);
+        let out = cat.take_stdout()?;
+        // Best effort: a 1 MiB pipe lets cat-file run ahead instead of waking this reader for
+        // each object (it writes every header and blob with its own `write`).
+        let _ = rustix::pipe::fcntl_setpipe_size(&out, PIPE_BYTES);
+        workers.push((
+            cat,
+            CoalescingReader {
+                inner: out,
+                last_short: false,
+            },
+        ));
+    }
+    let (entries, streams) = std::thread::scope(|scope| {
+        let producer = scope.spawn(move || list_and_request(ls_out, inputs));
+        // Each reader owns its cat-file process and kills it on failure, which closes that
+        // process's stdin and so stops the producer too: no thread can stay blocked.
+        let readers: Vec<_> = workers
+            .into_iter()
+            .map(|(cat, out)| {
+                scope.spawn(move || {
+                    let mut cat = cat;
+                    let blobs = hash_blob_stream(out);
+                    if blobs.is_err() {
+                        cat.kill();
+                    }
+                    let waited = cat.wait_success("cat-file");
+                    blobs.and_then(|b| waited.map(|()| b))
+                })
+            })
+            .collect();
+        let mut streams = Vec::with_capacity(readers.len());
+        for reader in readers {
+            streams.push(
+                reader
+                    .join()
+                    .map_err(|_| git_error("cat-file reader failed"))?,
+            );
         }
         let entries = producer
             .join()
             .map_err(|_| git_error("ls-tree reader failed"))?;
-        Ok::<_, SnapshotError>((entries?, blobs?))
+        Ok::<_, SnapshotError>((entries, streams))
     })?;
+    let entries = entries?;
     ls.wait_success("ls-tree")?;
-    cat.wait_success("cat-file")?;
+    // Blob `i` went to worker `i % CAT_FILE_WORKERS`: interleave the answers back.
+    let mut streams = streams
+        .into_iter()
+        .map(|s| s.map(Vec::into_iter))
+        .collect::<Result<Vec<_>, _>>()?;
+    let total: usize = streams.iter().map(ExactSizeIterator::len).sum();
+    let mut blobs = Vec::with_capacity(total);
+    for i in 0..total {
+        let next = streams
+            .get_mut(i % CAT_FILE_WORKERS)
+            .and_then(Iterator::next)
+            .ok_or_else(|| git_error("cat-file answered fewer objects than requested"))?;
+        blobs.push(next);
+    }
     Ok((entries, blobs))
 }
 
 fn list_and_request(
     ls_out: std::process::ChildStdout,
-    cat_in: std::process::ChildStdin,
+    cat_inputs: Vec<std::process::ChildStdin>,
 ) -> Result<Vec<RawEntry>, SnapshotError> {
     let io = |_| git_error("reading ls-tree or feeding cat-file failed");
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, ls_out);
-    let mut writer = BufWriter::with_capacity(64 * 1024, cat_in);
+    let mut writers: Vec<BufWriter<std::process::ChildStdin>> = cat_inputs
+        .into_iter()
+        .map(|input| BufWriter::with_capacity(16 * 1024, input))
+        .collect();
     let mut entries = Vec::new();
     let mut record = Vec::new();
+    let mut blob_index = 0_usize;
     loop {
         record.clear();
         if reader.read_until(0, &mut record).map_err(io)? == 0 {
@@ -860,14 +914,21 @@ fn list_and_request(
             return Err(git_error("truncated ls-tree record"));
         }
         let entry = parse_ls_tree_record(&record)?;
-        // Every blob entry is requested, in listing order, so answers pair up by position.
+        // Every blob entry is requested, in listing order, round-robin over the cat-file
+        // workers, so answers pair up by position.
         if entry.object_type == ObjectType::Blob {
+            let writer = writers
+                .get_mut(blob_index % CAT_FILE_WORKERS)
+                .ok_or_else(|| git_error("no cat-file worker"))?;
             writer.write_all(entry.object_id.as_bytes()).map_err(io)?;
             writer.write_all(b"\n").map_err(io)?;
+            blob_index += 1;
         }
         entries.push(entry);
     }
-    writer.flush().map_err(io)?;
+    for writer in &mut writers {
+        writer.flush().map_err(io)?;
+    }
     Ok(entries)
 }
 

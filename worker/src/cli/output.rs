@@ -65,7 +65,8 @@ impl From<snapshot::SnapshotError> for CliError {
 
 pub(crate) fn emit(result: Result<Outcome, CliError>, json: bool) -> ExitCode {
     let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    // stdout is line-buffered: without this, a large JSON document costs one write per line.
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
     match result {
         Ok(outcome) => {
             let written = if json {
@@ -86,6 +87,7 @@ pub(crate) fn emit(result: Result<Outcome, CliError>, json: bool) -> ExitCode {
                 let doc = serde_json::json!({"error": {"code": err.code, "message": err.message}});
                 let _ = serde_json::to_writer_pretty(&mut out, &doc);
                 let _ = writeln!(out);
+                let _ = out.flush();
             }
             match err.failure {
                 Failure::Rejected => ExitCode::from(1),
