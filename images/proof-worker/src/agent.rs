@@ -438,6 +438,16 @@ async fn run_mode(turn: &mut Turn<'_>, scope: &PromptScope, modes: &[String], mo
             };
             turn.note("giant_message", outcome);
         }
+        "hijack-stdout" => {
+            // Reopen the runner's stdout through /proc and write into the output stream.
+            let target = format!("/proc/{}/fd/1", std::os::unix::process::parent_id());
+            let r = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&target)
+                .and_then(|mut f| f.write_all(b"{\"hijacked\":true}\n"));
+            turn.fs_result("hijack_stdout".to_owned(), r);
+        }
+        "exit" => std::process::exit(3),
         other => turn.note(format!("unknown mode {other}"), "skipped"),
     }
 }

@@ -431,6 +431,10 @@ async fn drive_agent(
         .process_group(0);
     let mut child = command.spawn().map_err(|_| ProofError::AgentSpawn)?;
     let group = child.id();
+    // Under memory pressure the kernel should kill the agent, not the runner that reports it.
+    if let Some(pid) = group {
+        let _ = std::fs::write(format!("/proc/{pid}/oom_score_adj"), b"1000");
+    }
     let (Some(agent_stdin), Some(agent_stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(ProofError::AgentSpawn);
     };

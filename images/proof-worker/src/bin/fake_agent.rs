@@ -1,6 +1,7 @@
 //! `fake-agent`: the synthetic ACP agent (stdio). With `--idle` it only sleeps (the payload of the
 //! fork-bomb mode).
 #![forbid(unsafe_code)]
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -7,6 +7,7 @@
 //! `--agent-arg ARG` (repeatable), `--turn-timeout-ms N`, `--max-archive-bytes N`,
 //! `--max-message-bytes N`, `--max-inbound-bytes N`.
 #![forbid(unsafe_code)]
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::Write;
 use std::path::PathBuf;

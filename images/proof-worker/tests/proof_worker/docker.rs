@@ -448,3 +448,19 @@ fn docker_hostile_image_modes() {
     let hang = run("sleep-forever", 3);
     assert!(hang.elapsed < Duration::from_secs(30));
 }
+
+#[test]
+fn docker_agent_cannot_write_into_the_runner_output() {
+    if !docker_ready() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The runner is non-dumpable, so the agent (same uid, no capabilities) cannot reopen its
+    // stdout through /proc; the output stays one strict JSON document.
+    let run = hardened_turn(&[], &[], "Edit.\nmode: hijack-stdout");
+    let report = run.report();
+    let hijack = outcomes(&report, "hijack_stdout");
+    assert_eq!(hijack.len(), 1);
+    assert!(hijack[0].starts_with("failed:"), "{hijack:?}");
+    assert!(!String::from_utf8_lossy(&run.stdout).contains("hijacked"));
+}

@@ -344,3 +344,16 @@ fn strict_stdin_refuses_bad_payloads_with_nothing_on_stdout() {
         );
     }
 }
+
+#[test]
+fn an_agent_that_dies_mid_turn_fails_the_turn() {
+    let (run, root) = run_turn(&standard("mode: exit"), &[]);
+    let out = run.output();
+    assert_eq!(out.proposal.status, ProposalStatus::Failed);
+    assert_eq!(
+        out.proposal.error.as_deref(),
+        Some("PROOF_WORKER_AGENT_FAILED")
+    );
+    assert_eq!(out.workspace_archive_base64, None);
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+}
