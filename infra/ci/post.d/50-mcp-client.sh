@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The independent MCP client: the official Python MCP SDK (from PyPI, in a cached venv under
+# target/) drives the built patch-candidate-mcp binary over stdio against a copy of the fixture
+# workspace. Fails loudly on any mismatch.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+
+MCP_SDK_VERSION="2.3.0"
+BIN="target/x86_64-unknown-linux-gnu/release/patch-candidate-mcp"
+VENV="target/mcp-client-venv"
+
+cargo build --release --locked -p mcp --bin patch-candidate-mcp
+
+if [ ! -f "$VENV/.mcp-sdk-$MCP_SDK_VERSION" ]; then
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "mcp==$MCP_SDK_VERSION"
+  touch "$VENV/.mcp-sdk-$MCP_SDK_VERSION"
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cp -R fixtures/mcp-workspace "$work/ws"
+ln -s /etc "$work/ws/etc-link"   # a link that leads out of the root: must fail closed
+
+"$VENV/bin/python" mcp/tests/client/mcp_client.py "$PWD/$BIN" "$work/ws"
