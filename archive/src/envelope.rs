@@ -85,7 +85,9 @@ pub(crate) struct CompareSink<'a> {
 impl Sink for CompareSink<'_> {
     fn put(&mut self, bytes: &[u8]) -> bool {
         match self.rest.split_at_checked(bytes.len()) {
-            Some((head, tail)) if head == bytes => {
+            // Entry data re-emitted by the closure check is the very slice at this position:
+            // the same address and length is equality without reading 16 MiB twice.
+            Some((head, tail)) if std::ptr::eq(head, bytes) || head == bytes => {
                 self.rest = tail;
                 true
             }

@@ -13,6 +13,7 @@
 pub mod envelope;
 pub mod error;
 pub mod export;
+pub mod pack;
 pub mod reader;
 pub mod stage;
 pub mod workspace;
@@ -23,6 +24,7 @@ pub use envelope::{
 };
 pub use error::{ArchiveError, ENVELOPE_CODE, EntryName};
 pub use export::export_workspace_archive;
+pub use pack::pack_directory;
 pub use reader::{
     ArchiveLimits, ArchiveManifest, ManifestEntry, preflight_archive_directory,
     read_archive_entries, read_archive_manifest, validate_archive_budget,

@@ -125,7 +125,9 @@ pub(crate) struct ParsedEntry<'a> {
 #[derive(Debug)]
 pub(crate) struct ParsedArchive<'a> {
     pub(crate) entries: Vec<ParsedEntry<'a>>,
-    pub(crate) archive_sha256: Sha256,
+    /// `None` when the caller did not ask for the whole-archive digest.
+    pub(crate) archive_sha256: Option<Sha256>,
+    pub(crate) bytes: &'a [u8],
 }
 
 impl ParsedArchive<'_> {
@@ -140,7 +142,9 @@ impl ParsedArchive<'_> {
                     content_sha256: e.sha256,
                 })
                 .collect(),
-            archive_sha256: self.archive_sha256,
+            archive_sha256: self
+                .archive_sha256
+                .unwrap_or_else(|| Sha256::of(self.bytes)),
         }
     }
 }
@@ -448,6 +452,7 @@ pub(crate) fn parse(
     expected_files: Option<usize>,
     max_files: Option<usize>,
     max_bytes: usize,
+    want_archive_digest: bool,
 ) -> Result<ParsedArchive<'_>, ArchiveError> {
     if data.len() > max_bytes {
         return Err(ArchiveError::Budget {
@@ -539,19 +544,7 @@ pub(crate) fn parse(
         ));
     }
 
-    let (digests, archive_sha256) = if data.len() >= PARALLEL_DIGEST_BYTES {
-        thread::scope(|s| {
-            let whole = s.spawn(|| Sha256::of(data));
-            let digests = entry_digests(&mut planned);
-            // A panic in the hashing thread is impossible short of a bug in `sha2`; fall back to
-            // hashing here rather than propagating it.
-            let archive = whole.join().unwrap_or_else(|_| Sha256::of(data));
-            (digests, archive)
-        })
-    } else {
-        (entry_digests(&mut planned), Sha256::of(data))
-    };
-    let digests = digests?;
+    let (digests, archive_sha256) = digest_all(&mut planned, data, want_archive_digest)?;
 
     let mut sink = CompareSink { rest: data };
     if emit(&planned, &mut sink).is_err() || !sink.rest.is_empty() {
@@ -571,6 +564,49 @@ pub(crate) fn parse(
     Ok(ParsedArchive {
         entries,
         archive_sha256,
+        bytes: data,
+    })
+}
+
+/// Entry CRC-32 and SHA-256 for every entry, plus (when wanted) the whole-archive SHA-256. On
+/// large inputs the work is split over two threads: the archive digest beside the entries, or,
+/// without it, the entries in two halves of about equal size.
+fn digest_all(
+    planned: &mut [Planned<'_>],
+    data: &[u8],
+    want_archive_digest: bool,
+) -> Result<(Vec<Sha256>, Option<Sha256>), ArchiveError> {
+    if data.len() < PARALLEL_DIGEST_BYTES {
+        let digests = entry_digests(planned)?;
+        return Ok((digests, want_archive_digest.then(|| Sha256::of(data))));
+    }
+    if want_archive_digest {
+        return thread::scope(|s| {
+            let whole = s.spawn(|| Sha256::of(data));
+            let digests = entry_digests(planned);
+            // The hashing thread cannot panic short of a bug in `sha2`; hash here if it did.
+            let archive = whole.join().unwrap_or_else(|_| Sha256::of(data));
+            Ok((digests?, Some(archive)))
+        });
+    }
+    let total: usize = planned.iter().map(|p| p.data.len()).sum();
+    let mut acc = 0_usize;
+    let split = planned
+        .iter()
+        .position(|p| {
+            acc += p.data.len();
+            acc * 2 >= total
+        })
+        .map_or(planned.len(), |i| i + 1);
+    let (first, second) = planned.split_at_mut(split);
+    thread::scope(|s| {
+        let later = s.spawn(|| entry_digests(second));
+        let mut digests = entry_digests(first)?;
+        let rest = later
+            .join()
+            .unwrap_or_else(|_| Err(ArchiveError::envelope("digest worker failed")))?;
+        digests.extend(rest);
+        Ok((digests, None))
     })
 }
 
@@ -608,7 +644,7 @@ pub fn read_archive_manifest(
     data: &[u8],
     limits: &ArchiveLimits,
 ) -> Result<ArchiveManifest, ArchiveError> {
-    parse(data, None, Some(limits.max_files), limits.max_bytes).map(|p| p.manifest())
+    parse(data, None, Some(limits.max_files), limits.max_bytes, true).map(|p| p.manifest())
 }
 
 /// The strict read, returning each entry's path and a copy of its bytes.
@@ -619,7 +655,7 @@ pub fn read_archive_entries(
     data: &[u8],
     limits: &ArchiveLimits,
 ) -> Result<Vec<(RepoPath, Vec<u8>)>, ArchiveError> {
-    let parsed = parse(data, None, Some(limits.max_files), limits.max_bytes)?;
+    let parsed = parse(data, None, Some(limits.max_files), limits.max_bytes, false)?;
     Ok(parsed
         .entries
         .into_iter()

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use snapshot::{
     ApprovedExecutionContext, BaselineFiles, CreateAbsence, PathPolicy, RepoPath,
-    RepositorySnapshotEvidence, Sha256, validate_output_text, verify_selected_baseline,
+    RepositorySnapshotEvidence, validate_output_text, verify_selected_baseline,
 };
 
 use crate::envelope::EMPTY_ARCHIVE_MARKER;
@@ -83,6 +83,7 @@ pub fn stage_workspace_archive(req: StageRequest<'_>) -> Result<StagedWorkspace,
             expected_files,
             Some(max_entries),
             req.max_archive_bytes,
+            false,
         )?
         .entries
     };
@@ -111,9 +112,10 @@ pub fn stage_workspace_archive(req: StageRequest<'_>) -> Result<StagedWorkspace,
         let shown = EntryName::from_str(entry.path.as_str());
         let &(target, is_create) = approved.get(entry.path.as_str()).ok_or(ArchiveError::Set)?;
         req.policy.validate_path(target)?;
-        if Sha256::of(entry.data) != entry.sha256 {
-            return Err(ArchiveError::Hash { path: shown });
-        }
+        // Reference step 7 re-reads each entry by name and compares it with the manifest
+        // (`ARCHIVE_HASH`) because its manifest and its bytes come from two parsers. Here both
+        // come from one parse of one slice, whose digest the reader computed: the bytes written
+        // below are exactly the bytes the manifest vouches for, so there is nothing to re-read.
         let Ok(text) = std::str::from_utf8(entry.data) else {
             return Err(ArchiveError::Utf8 {
                 path: shown,
@@ -156,6 +158,7 @@ mod tests {
     use crate::envelope::build_deterministic_archive;
     use crate::workspace::failpoints;
     use snapshot::DefaultPathPolicy;
+    use snapshot::Sha256;
 
     struct Fx {
         context: ApprovedExecutionContext,

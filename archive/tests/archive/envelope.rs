@@ -336,3 +336,40 @@ fn manifest_round_trip_and_schema() {
         Sha256::of("name: Répörts\n".as_bytes())
     );
 }
+
+/// Inputs over 1 MiB take the two-thread digest paths (archive digest beside the entries, or the
+/// entries in two halves); the results and the CRC checks must be those of the sequential path.
+#[test]
+fn large_archives_digest_in_parallel_with_the_same_results() {
+    let set: Vec<(RepoPath, Vec<u8>)> = (0..5)
+        .map(|i| {
+            (
+                p(&format!("big/f{i}.txt")),
+                vec![b'a' + i as u8; 400_000 + i * 1000],
+            )
+        })
+        .collect();
+    let bytes = build_deterministic_archive(&set).unwrap();
+    let m = read_archive_manifest(&bytes, &ArchiveLimits::default()).unwrap();
+    assert_eq!(m.archive_sha256, Sha256::of(&bytes));
+    for (e, (path, content)) in m.entries.iter().zip(&set) {
+        assert_eq!((&e.path, e.content_sha256), (path, Sha256::of(content)));
+    }
+    assert_eq!(
+        read_archive_entries(&bytes, &ArchiveLimits::default()).unwrap(),
+        set
+    );
+    // A corrupted byte in the last entry (second half) is still a CRC failure on both paths.
+    let mut bad = bytes.clone();
+    let last_data = bytes.len() - 22 - 5 * (46 + 10) - 10;
+    bad[last_data] ^= 1;
+    for e in [
+        read_archive_manifest(&bad, &ArchiveLimits::default()).unwrap_err(),
+        read_archive_entries(&bad, &ArchiveLimits::default()).unwrap_err(),
+    ] {
+        assert_eq!(
+            e.to_string(),
+            "REPOSITORY_PATCH_ARCHIVE_ENVELOPE: unreadable entry: 'big/f4.txt': Bad CRC-32"
+        );
+    }
+}

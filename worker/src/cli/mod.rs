@@ -1,6 +1,7 @@
 //! Command-line parsing and dispatch. Each command group lives in its own module and returns a
 //! [`Outcome`] (a JSON value plus human text) or a [`CliError`] carrying a stable code.
 
+mod archive_cmd;
 mod demo_cmd;
 mod docker_args;
 mod finalize_cmd;
@@ -37,6 +38,9 @@ pub(crate) struct Cli {
 enum Command {
     /// Snapshot a local Git repository at a pinned commit and print its evidence.
     Snapshot(snapshot_cmd::SnapshotArgs),
+    /// Inspect a returned archive strictly, or pack a directory into the canonical envelope.
+    #[command(subcommand)]
+    Archive(archive_cmd::ArchiveCommand),
     /// Run one coding turn in Docker and produce a verified, digested patch candidate.
     Run(Box<run_cmd::RunArgs>),
     /// Build the proof image if needed, run a turn on a fixture repository, show the candidate.
@@ -62,6 +66,7 @@ enum Command {
 pub(crate) fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Snapshot(args) => snapshot_cmd::run(&args),
+        Command::Archive(command) => archive_cmd::run(&command),
         Command::Run(args) => run_cmd::run(&args),
         Command::Demo(args) => demo_cmd::run(&args),
         Command::Image(command) => image_cmd::run(&command),
