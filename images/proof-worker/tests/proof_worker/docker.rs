@@ -464,3 +464,22 @@ fn docker_agent_cannot_write_into_the_runner_output() {
     assert!(hijack[0].starts_with("failed:"), "{hijack:?}");
     assert!(!String::from_utf8_lossy(&run.stdout).contains("hijacked"));
 }
+
+#[test]
+fn docker_channel_floods_end_as_budget_exceeded() {
+    if !docker_ready() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Default caps: 96 MiB inbound in total, 40 MiB per message, inside a 768 MiB container.
+    for mode in ["flood", "giant-message"] {
+        let run = hardened_turn(&[], &[], &format!("Edit.\nmode: {mode}"));
+        let out = run.output();
+        assert_eq!(
+            out.proposal.status,
+            ProposalStatus::BudgetExceeded,
+            "{mode}"
+        );
+        assert_eq!(out.workspace_archive_base64, None);
+    }
+}

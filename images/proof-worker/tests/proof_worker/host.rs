@@ -357,3 +357,28 @@ fn an_agent_that_dies_mid_turn_fails_the_turn() {
     assert_eq!(out.workspace_archive_base64, None);
     assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn python_zipfile_agrees_with_the_output_document() {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/proof_worker/check_output.py"
+    );
+    let (run, _root) = run_turn(&standard("mode: edit-all"), &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let check = run_with(
+        "python3",
+        &[script, &format!("{APP},{DASH}")],
+        &[],
+        &run.stdout,
+        std::time::Duration::from_secs(30),
+    );
+    assert_eq!(
+        check.code,
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        check.stderr
+    );
+    assert_eq!(String::from_utf8_lossy(&check.stdout).trim(), "ok");
+}

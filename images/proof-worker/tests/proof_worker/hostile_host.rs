@@ -33,4 +33,24 @@ fn hostile_modes_as_processes() {
     let hang = run("sleep-forever", 1);
     assert_eq!(hang.code, None, "killed by the test deadline");
     assert_eq!(run("no-such-mode", 20).code, Some(2));
+
+    // The independent Python check accepts the valid mode and rejects the wrong entry set.
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/proof_worker/check_output.py"
+    );
+    let expected = "app/app.json,app/ui/pages/Dashboard.jsx";
+    let check = |stdout: &[u8]| {
+        run_with(
+            "python3",
+            &[script, expected],
+            &[],
+            stdout,
+            Duration::from_secs(30),
+        )
+    };
+    assert_eq!(check(&valid.stdout).code, Some(0));
+    let wrong = check(&run("wrong-entry-set", 20).stdout);
+    assert_eq!(wrong.code, Some(1));
+    assert!(String::from_utf8_lossy(&wrong.stdout).contains("unapproved/extra.txt"));
 }
