@@ -169,7 +169,7 @@ impl TreeEntry {
             mode: &self.mode,
             object_id: &self.object_id,
             path: self.path(),
-            path_hex: self.path_hex(),
+            path_hex: HexBytes(&self.raw_path),
             size: self.size,
         }
     }
@@ -183,8 +183,29 @@ struct CanonicalEntry<'a> {
     mode: &'a str,
     object_id: &'a str,
     path: Option<&'a str>,
-    path_hex: String,
+    path_hex: HexBytes<'a>,
     size: Option<u64>,
+}
+
+/// Lowercase hex of a byte string, serialised without an intermediate `String`.
+struct HexBytes<'a>(&'a [u8]);
+
+impl fmt::Display for HexBytes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut buf = [0_u8; 128];
+        for chunk in self.0.chunks(64) {
+            let out = buf.get_mut(..chunk.len() * 2).ok_or(fmt::Error)?;
+            hex::encode_to_slice(chunk, out).map_err(|_| fmt::Error)?;
+            f.write_str(std::str::from_utf8(out).map_err(|_| fmt::Error)?)?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for HexBytes<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
 }
 
 impl Serialize for TreeEntry {
@@ -199,7 +220,6 @@ pub struct GitSnapshot {
     commit: String,
     entries: Vec<TreeEntry>,
     manifest: BTreeMap<RepoPath, Sha256>,
-    object_ids: BTreeMap<RepoPath, String>,
     folded_entries: HashSet<String>,
     folded_directories: HashSet<String>,
     digest_prefix: sha2::Sha256,
@@ -299,8 +319,9 @@ impl GitSnapshot {
         };
 
         let mut entries = Vec::with_capacity(paired.len());
-        let mut manifest = BTreeMap::new();
-        let mut object_ids = BTreeMap::new();
+        // Entries are sorted by name bytes, which is `RepoPath` order: the manifest is built in
+        // one bulk pass.
+        let mut manifest_files: Vec<(RepoPath, Sha256)> = Vec::new();
         for ((raw, blob), key) in paired.into_iter().zip(&folded) {
             let blob = blob.as_ref();
             let repo_path = raw.repo_path;
@@ -320,8 +341,7 @@ impl GitSnapshot {
             if kind == EntryKind::File
                 && let (Some(Ok(path)), Some(blob)) = (&repo_path, blob)
             {
-                manifest.insert(path.clone(), blob.sha256);
-                object_ids.insert(path.clone(), raw.object_id.clone());
+                manifest_files.push((path.clone(), blob.sha256));
             }
             entries.push(TreeEntry {
                 raw_path: raw.path,
@@ -333,6 +353,7 @@ impl GitSnapshot {
             });
         }
 
+        let manifest: BTreeMap<RepoPath, Sha256> = manifest_files.into_iter().collect();
         let mut digest_prefix = sha2::Sha256::new();
         digest_prefix.update(b"{\"commit\":\"");
         digest_prefix.update(commit.as_bytes());
@@ -348,7 +369,6 @@ impl GitSnapshot {
             commit,
             entries,
             manifest,
-            object_ids,
             folded_entries,
             folded_directories,
             digest_prefix,
@@ -454,8 +474,8 @@ impl GitSnapshot {
         let mut wanted: Vec<(&RepoPath, &str)> = Vec::with_capacity(paths.len());
         for path in paths {
             let oid = self
-                .object_ids
-                .get(path)
+                .file_entry(path)
+                .map(TreeEntry::object_id)
                 .ok_or_else(|| SnapshotError::SnapshotPath {
                     path: path.as_str().to_owned(),
                 })?;
@@ -503,6 +523,17 @@ impl GitSnapshot {
             out.insert(path.clone(), text);
         }
         Ok(out)
+    }
+
+    /// The manifest entry at `path` (entries are sorted by name bytes).
+    fn file_entry(&self, path: &RepoPath) -> Option<&TreeEntry> {
+        let index = self
+            .entries
+            .binary_search_by(|e| e.raw_path.as_slice().cmp(path.as_str().as_bytes()))
+            .ok()?;
+        self.entries
+            .get(index)
+            .filter(|e| e.kind == EntryKind::File)
     }
 
     fn folded_parents(key: &str) -> impl Iterator<Item = &str> {

@@ -299,29 +299,26 @@ fn check_segment(segment: &str) -> Result<(), PathRejection> {
     Ok(())
 }
 
-/// `^(CON|PRN|AUX|NUL|COM[1-9¹²³]|LPT[1-9¹²³])(\.|$)`, case-insensitive.
+/// `^(CON|PRN|AUX|NUL|COM[1-9¹²³]|LPT[1-9¹²³])(\.|$)`, case-insensitive. No character outside
+/// ASCII case-folds to one of these letters, so an ASCII comparison is exact (and allocation-free).
 fn is_reserved_device_name(segment: &str) -> bool {
-    let upper: String = segment
-        .chars()
-        .take(4)
-        .flat_map(char::to_uppercase)
-        .collect();
-    let rest_ok = |stem_chars: usize| {
-        let mut rest = segment.chars().skip(stem_chars);
-        matches!(rest.next(), None | Some('.'))
+    let mut chars = segment.chars();
+    let (Some(a), Some(b), Some(c)) = (chars.next(), chars.next(), chars.next()) else {
+        return false;
     };
-    let three: String = upper.chars().take(3).collect();
-    if matches!(three.as_str(), "CON" | "PRN" | "AUX" | "NUL") && rest_ok(3) {
-        return true;
+    let stem = [
+        a.to_ascii_uppercase(),
+        b.to_ascii_uppercase(),
+        c.to_ascii_uppercase(),
+    ];
+    let ends_stem = |mut rest: std::str::Chars<'_>| matches!(rest.next(), None | Some('.'));
+    match stem {
+        ['C', 'O', 'N'] | ['P', 'R', 'N'] | ['A', 'U', 'X'] | ['N', 'U', 'L'] => ends_stem(chars),
+        ['C', 'O', 'M'] | ['L', 'P', 'T'] => {
+            matches!(chars.next(), Some('1'..='9' | '¹' | '²' | '³')) && ends_stem(chars)
+        }
+        _ => false,
     }
-    if matches!(three.as_str(), "COM" | "LPT")
-        && let Some(d) = upper.chars().nth(3)
-        && matches!(d, '1'..='9' | '¹' | '²' | '³')
-        && rest_ok(4)
-    {
-        return true;
-    }
-    false
 }
 
 /// Reference `safe_artifact_relpath`: the lenient normaliser used for approval scopes.
