@@ -39,7 +39,10 @@ fn main() {
             let mut buf = Vec::new();
             let _ = std::io::stdin().read_to_end(&mut buf);
             let digest = sha2_hex(&buf);
-            report(&[format!("stdin-bytes-{}", buf.len()), format!("stdin-sha256-{digest}")]);
+            report(&[
+                format!("stdin-bytes-{}", buf.len()),
+                format!("stdin-sha256-{digest}"),
+            ]);
         }
         "probe" => {
             let mut buf = Vec::new();
@@ -47,18 +50,34 @@ fn main() {
             let root_writable = std::fs::write("/probe", b"x").is_ok();
             let tmp_writable = std::fs::write("/tmp/probe", b"x").is_ok();
             let net = std::fs::read_to_string("/proc/net/dev").unwrap_or_default();
-            let mut ifaces: Vec<&str> =
-                net.lines().skip(2).filter_map(|l| l.split(':').next()).map(str::trim).collect();
+            let mut ifaces: Vec<&str> = net
+                .lines()
+                .skip(2)
+                .filter_map(|l| l.split(':').next())
+                .map(str::trim)
+                .collect();
             ifaces.sort_unstable();
             let env: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
             let nofile = std::fs::read_to_string("/proc/self/limits")
                 .unwrap_or_default()
                 .lines()
                 .find(|l| l.starts_with("Max open files"))
-                .map(|l| l.split_whitespace().skip(3).take(2).collect::<Vec<_>>().join("/"))
+                .map(|l| {
+                    l.split_whitespace()
+                        .skip(3)
+                        .take(2)
+                        .collect::<Vec<_>>()
+                        .join("/")
+                })
                 .unwrap_or_default();
             report(&[
-                format!("uid-{}", status_field("Uid:").split_whitespace().next().unwrap_or("?")),
+                format!(
+                    "uid-{}",
+                    status_field("Uid:")
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or("?")
+                ),
                 format!("capeff-{}", status_field("CapEff:")),
                 format!("capbnd-{}", status_field("CapBnd:")),
                 format!("nonewprivs-{}", status_field("NoNewPrivs:")),
@@ -68,7 +87,12 @@ fn main() {
                 format!("ifaces-{}", ifaces.join(",")),
                 format!("env-{}", env.join(",")),
                 format!("nofile-{nofile}"),
-                format!("pid1-{}", std::fs::read_to_string("/proc/1/comm").unwrap_or_default().trim()),
+                format!(
+                    "pid1-{}",
+                    std::fs::read_to_string("/proc/1/comm")
+                        .unwrap_or_default()
+                        .trim()
+                ),
             ]);
         }
         "oom" => {

@@ -35,10 +35,16 @@ impl ImagesState {
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(_) => return Err(WorkerError::State { detail: "images.json is unreadable" }),
+            Err(_) => {
+                return Err(WorkerError::State {
+                    detail: "images.json is unreadable",
+                });
+            }
         };
         snapshot::from_slice_strict(&bytes, MAX_STATE_BYTES)
             .map(Some)
-            .map_err(|_| WorkerError::State { detail: "images.json is malformed" })
+            .map_err(|_| WorkerError::State {
+                detail: "images.json is malformed",
+            })
     }
 }

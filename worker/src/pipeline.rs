@@ -61,7 +61,11 @@ pub struct PipelineOutcome {
     pub timings: PhaseTimings,
 }
 
-fn editable_candidate(context: &ApprovedExecutionContext, policy: &dyn PathPolicy, p: &RepoPath) -> bool {
+fn editable_candidate(
+    context: &ApprovedExecutionContext,
+    policy: &dyn PathPolicy,
+    p: &RepoPath,
+) -> bool {
     let s = p.as_str();
     snapshot::path::in_scope(s, context.allowed_paths(), false)
         && !snapshot::path::in_scope(s, context.prohibited_paths(), true)
@@ -72,7 +76,11 @@ fn editable_candidate(context: &ApprovedExecutionContext, policy: &dyn PathPolic
         && policy.validate_path(p).is_ok()
 }
 
-fn read_only_candidate(context: &ApprovedExecutionContext, policy: &dyn PathPolicy, p: &RepoPath) -> bool {
+fn read_only_candidate(
+    context: &ApprovedExecutionContext,
+    policy: &dyn PathPolicy,
+    p: &RepoPath,
+) -> bool {
     let s = p.as_str();
     snapshot::path::in_scope(s, context.allowed_paths(), false)
         && snapshot::path::in_scope(s, context.read_only_paths(), false)
@@ -94,12 +102,20 @@ pub fn default_selection(
     policy: &dyn PathPolicy,
 ) -> Result<(Vec<RepoPath>, Vec<RepoPath>), WorkerError> {
     let manifest = snapshot.manifest();
-    let editable: Vec<RepoPath> =
-        manifest.keys().filter(|p| editable_candidate(context, policy, p)).cloned().collect();
-    let read_only: Vec<RepoPath> =
-        manifest.keys().filter(|p| read_only_candidate(context, policy, p)).cloned().collect();
+    let editable: Vec<RepoPath> = manifest
+        .keys()
+        .filter(|p| editable_candidate(context, policy, p))
+        .cloned()
+        .collect();
+    let read_only: Vec<RepoPath> = manifest
+        .keys()
+        .filter(|p| read_only_candidate(context, policy, p))
+        .cloned()
+        .collect();
     if editable.len() + context.create_paths().len() > MAX_REPOSITORY_FILES {
-        return Err(WorkerError::Selection { detail: "approved scopes select more than 50 files" });
+        return Err(WorkerError::Selection {
+            detail: "approved scopes select more than 50 files",
+        });
     }
     if read_only.len() > MAX_READ_ONLY_INSPECTION_FILES {
         return Err(WorkerError::Selection {
@@ -112,7 +128,10 @@ pub fn default_selection(
 /// A fresh, not-yet-existing staging root under `parent`.
 #[must_use]
 pub fn staging_root(parent: &Path) -> PathBuf {
-    parent.join(format!("patch-candidate-stage-{}", uuid::Uuid::new_v4().simple()))
+    parent.join(format!(
+        "patch-candidate-stage-{}",
+        uuid::Uuid::new_v4().simple()
+    ))
 }
 
 /// Runs the whole pipeline for one turn.
@@ -150,7 +169,8 @@ pub async fn run_pipeline<R: ContainerRuntime>(
     let snapshot_ms = started.elapsed().as_millis();
 
     let turn_started = Instant::now();
-    let request = CodingWorkerRequest::for_context(context, req.task, baseline.clone(), read_only_files);
+    let request =
+        CodingWorkerRequest::for_context(context, req.task, baseline.clone(), read_only_files);
     let approval = TurnApproval {
         context,
         snapshot: &evidence,
@@ -170,17 +190,26 @@ pub async fn run_pipeline<R: ContainerRuntime>(
         workflow_name: None,
         build_id: Some(context.build_registry_id().to_owned()),
     };
-    let usage_recorded =
-        record_isolated_acp_usage(req.ledger, turn.usage.as_ref(), &identity, &attempt_id, None)
-            .unwrap_or(false);
+    let usage_recorded = record_isolated_acp_usage(
+        req.ledger,
+        turn.usage.as_ref(),
+        &identity,
+        &attempt_id,
+        None,
+    )
+    .unwrap_or(false);
 
     if turn.proposal.status != ProposalStatus::Completed {
-        return Err(WorkerError::TurnNotCompleted { status: turn.proposal.status.as_str() });
+        return Err(WorkerError::TurnNotCompleted {
+            status: turn.proposal.status.as_str(),
+        });
     }
     let archive_bytes = turn
         .workspace_archive
         .as_deref()
-        .ok_or(WorkerError::InvalidOutput { reason: "completed turn without an archive" })?;
+        .ok_or(WorkerError::InvalidOutput {
+            reason: "completed turn without an archive",
+        })?;
 
     let stage_started = Instant::now();
     let root = staging_root(req.staging_parent);
@@ -222,7 +251,11 @@ pub async fn run_pipeline<R: ContainerRuntime>(
         container_name: turn.container_name,
         selected,
         read_only,
-        timings: PhaseTimings { snapshot_ms, turn_ms, stage_finalize_ms },
+        timings: PhaseTimings {
+            snapshot_ms,
+            turn_ms,
+            stage_finalize_ms,
+        },
     })
 }
 
@@ -236,6 +269,8 @@ pub fn state_dir() -> Result<PathBuf, WorkerError> {
     }
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
-        .ok_or(WorkerError::State { detail: "HOME is not set" })?;
+        .ok_or(WorkerError::State {
+            detail: "HOME is not set",
+        })?;
     Ok(PathBuf::from(home).join(".local/state/patch-candidate"))
 }

@@ -43,7 +43,10 @@ fn ensure_images(args: &DemoArgs, state: &Path) -> Result<ImagesState, CliError>
             rt.block_on(async {
                 let docker = args.docker.connect().await?;
                 Ok::<_, CliError>(
-                    docker.inspect_image(&images.image).await.is_ok_and(|i| i.id == images.image_id),
+                    docker
+                        .inspect_image(&images.image)
+                        .await
+                        .is_ok_and(|i| i.id == images.image_id),
                 )
             })?
         }
@@ -75,7 +78,8 @@ fn make_fixture(dir: &Path) -> Result<(String, String), CliError> {
         return Err(env_err("fixture script failed"));
     }
     let read = |name: &str| {
-        std::fs::read_to_string(dir.join(name)).map_err(|_| env_err(format!("fixture lacks {name}")))
+        std::fs::read_to_string(dir.join(name))
+            .map_err(|_| env_err(format!("fixture lacks {name}")))
     };
     Ok((read("commit")?, read("task")?))
 }
@@ -89,7 +93,10 @@ fn git_apply_check(repo: &Path, patch: &Path) -> Result<(), CliError> {
         .output()
         .map_err(|_| env_err("cannot run git"))?;
     if !output.status.success() {
-        return Err(CliError::rejected("PATCH_CANDIDATE_DEMO_APPLY", "git apply --check refused the candidate"));
+        return Err(CliError::rejected(
+            "PATCH_CANDIDATE_DEMO_APPLY",
+            "git apply --check refused the candidate",
+        ));
     }
     Ok(())
 }
@@ -99,10 +106,16 @@ pub(crate) fn run(args: &DemoArgs) -> Result<Outcome, CliError> {
     let images = ensure_images(args, &state)?;
     tracing::info!("demo: image {} = {}", images.image, images.image_id);
     let dir = args.dir.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("patch-candidate-demo-{}", uuid::Uuid::new_v4().simple()))
+        std::env::temp_dir().join(format!(
+            "patch-candidate-demo-{}",
+            uuid::Uuid::new_v4().simple()
+        ))
     });
     let (commit, task) = make_fixture(&dir)?;
-    tracing::info!("demo: fixture repository {} at {commit}", dir.join("repo").display());
+    tracing::info!(
+        "demo: fixture repository {} at {commit}",
+        dir.join("repo").display()
+    );
     let run_args = RunArgs {
         repo: dir.join("repo"),
         commit,
@@ -122,7 +135,12 @@ pub(crate) fn run(args: &DemoArgs) -> Result<Outcome, CliError> {
     };
     let (outcome, store) = execute(&run_args, true)?;
     let patch_path = dir.join("candidate.patch");
-    let patch: String = outcome.candidate.changed_files().iter().map(|f| f.diff()).collect();
+    let patch: String = outcome
+        .candidate
+        .changed_files()
+        .iter()
+        .map(|f| f.diff())
+        .collect();
     std::fs::write(&patch_path, &patch).map_err(|_| env_err("cannot write candidate.patch"))?;
     git_apply_check(&dir.join("repo"), &patch_path)?;
     tracing::info!("demo: git apply --check accepts {}", patch_path.display());
@@ -135,7 +153,10 @@ pub(crate) fn run(args: &DemoArgs) -> Result<Outcome, CliError> {
     let mut json = outcome_json(&outcome, &store)?;
     if let Some(obj) = json.as_object_mut() {
         obj.insert("git_apply_check".to_owned(), serde_json::Value::Bool(true));
-        obj.insert("fixture_dir".to_owned(), serde_json::Value::String(dir.display().to_string()));
+        obj.insert(
+            "fixture_dir".to_owned(),
+            serde_json::Value::String(dir.display().to_string()),
+        );
     }
     Ok(Outcome { json, text })
 }

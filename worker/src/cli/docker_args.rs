@@ -24,8 +24,16 @@ impl DockerArgs {
 
 impl From<WorkerError> for CliError {
     fn from(e: WorkerError) -> Self {
-        let failure = if e.is_environment() { Failure::Environment } else { Failure::Rejected };
-        Self { code: e.code().to_owned(), message: e.to_string(), failure }
+        let failure = if e.is_environment() {
+            Failure::Environment
+        } else {
+            Failure::Rejected
+        };
+        Self {
+            code: e.code().to_owned(),
+            message: e.to_string(),
+            failure,
+        }
     }
 }
 
@@ -35,7 +43,9 @@ pub(crate) fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|_| CliError::environment("PATCH_CANDIDATE_RUNTIME", "cannot start the async runtime"))
+        .map_err(|_| {
+            CliError::environment("PATCH_CANDIDATE_RUNTIME", "cannot start the async runtime")
+        })
 }
 
 /// The state directory (`PATCH_CANDIDATE_STATE_DIR` or `~/.local/state/patch-candidate`).

@@ -27,7 +27,10 @@ pub(crate) struct BuildArgs {
 
 /// The source checkout this binary was built from.
 pub(crate) fn default_source() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 /// Runs `images/build.sh` with the state directory exported; build output goes to stderr.
@@ -48,10 +51,16 @@ pub(crate) fn build_images(source: &Path, state: &Path) -> Result<ImagesState, C
         .status()
         .map_err(|_| CliError::environment("PATCH_CANDIDATE_IMAGE_BUILD", "cannot run bash"))?;
     if !status.success() {
-        return Err(CliError::environment("PATCH_CANDIDATE_IMAGE_BUILD", "images/build.sh failed"));
+        return Err(CliError::environment(
+            "PATCH_CANDIDATE_IMAGE_BUILD",
+            "images/build.sh failed",
+        ));
     }
     ImagesState::load(state)?.ok_or_else(|| {
-        CliError::environment("PATCH_CANDIDATE_IMAGE_BUILD", "images/build.sh recorded no images.json")
+        CliError::environment(
+            "PATCH_CANDIDATE_IMAGE_BUILD",
+            "images/build.sh recorded no images.json",
+        )
     })
 }
 

@@ -70,10 +70,14 @@ pub(crate) struct RunArgs {
 }
 
 fn read_bounded(path: &Path, what: &'static str) -> Result<Vec<u8>, CliError> {
-    let bytes = std::fs::read(path)
-        .map_err(|_| CliError::environment("PATCH_CANDIDATE_INPUT", format!("cannot read {what}")))?;
+    let bytes = std::fs::read(path).map_err(|_| {
+        CliError::environment("PATCH_CANDIDATE_INPUT", format!("cannot read {what}"))
+    })?;
     if bytes.len() > MAX_APPROVAL_BYTES {
-        return Err(CliError::rejected("PATCH_CANDIDATE_INPUT", format!("{what} exceeds 1 MiB")));
+        return Err(CliError::rejected(
+            "PATCH_CANDIDATE_INPUT",
+            format!("{what} exceeds 1 MiB"),
+        ));
     }
     Ok(bytes)
 }
@@ -82,10 +86,14 @@ fn read_bounded(path: &Path, what: &'static str) -> Result<Vec<u8>, CliError> {
 pub(crate) fn load_approval(path: &Path) -> Result<ApprovedExecutionContext, CliError> {
     let bytes = read_bounded(path, "approval")?;
     snapshot::from_slice_strict::<serde_json::Value>(&bytes, MAX_APPROVAL_BYTES).map_err(|e| {
-        CliError::rejected("REPOSITORY_PATCH_CONTEXT_INVALID", format!("approval is not strict JSON: {e}"))
+        CliError::rejected(
+            "REPOSITORY_PATCH_CONTEXT_INVALID",
+            format!("approval is not strict JSON: {e}"),
+        )
     })?;
-    let text = std::str::from_utf8(&bytes)
-        .map_err(|_| CliError::rejected("REPOSITORY_PATCH_CONTEXT_INVALID", "approval is not UTF-8"))?;
+    let text = std::str::from_utf8(&bytes).map_err(|_| {
+        CliError::rejected("REPOSITORY_PATCH_CONTEXT_INVALID", "approval is not UTF-8")
+    })?;
     Ok(ApprovedExecutionContext::from_json(text)?)
 }
 
@@ -131,21 +139,34 @@ pub(crate) fn execute(
     let state = state_dir()?;
     let context = load_approval(&args.approval)?;
     let (image, image_id) = resolve_image(args.image.as_deref(), args.image_id.as_deref(), &state)?;
-    let runtime_name = args.runtime.as_deref().map(str::parse::<RuntimeName>).transpose()?;
-    let config = TurnConfig::new(&image, &image_id, args.max_wall_seconds, args.max_archive_bytes)?
-        .with_runtime(runtime_name);
+    let runtime_name = args
+        .runtime
+        .as_deref()
+        .map(str::parse::<RuntimeName>)
+        .transpose()?;
+    let config = TurnConfig::new(
+        &image,
+        &image_id,
+        args.max_wall_seconds,
+        args.max_archive_bytes,
+    )?
+    .with_runtime(runtime_name);
     let policy = match &args.policy {
         Some(path) => {
             let bytes = read_bounded(path, "policy")?;
-            let text = std::str::from_utf8(&bytes)
-                .map_err(|_| CliError::rejected("REPOSITORY_PATCH_POLICY_CONFIG", "policy is not UTF-8"))?;
+            let text = std::str::from_utf8(&bytes).map_err(|_| {
+                CliError::rejected("REPOSITORY_PATCH_POLICY_CONFIG", "policy is not UTF-8")
+            })?;
             DefaultPathPolicy::with_config_json(text)?
         }
         None => DefaultPathPolicy::default(),
     };
     let selected = parse_paths(&args.files)?;
     let read_only = parse_paths(&args.read_only)?;
-    let store_dir = args.store.clone().unwrap_or_else(|| state.join("candidates"));
+    let store_dir = args
+        .store
+        .clone()
+        .unwrap_or_else(|| state.join("candidates"));
     let store = CandidateStore::open(&store_dir).map_err(worker::WorkerError::from)?;
     let ledger = if args.no_ledger {
         None
@@ -166,7 +187,11 @@ pub(crate) fn execute(
     let outcome = rt.block_on(async {
         let docker = args.docker.connect().await?;
         if progress {
-            tracing::info!("docker: API {} on {}", docker.api_version(), docker.socket().display());
+            tracing::info!(
+                "docker: API {} on {}",
+                docker.api_version(),
+                docker.socket().display()
+            );
         }
         match worker::sweep_abandoned_turns(
             &docker,
@@ -176,13 +201,20 @@ pub(crate) fn execute(
         .await
         {
             Ok(report) if !report.removed.is_empty() => {
-                tracing::info!("janitor: removed {} abandoned turn container(s)", report.removed.len());
+                tracing::info!(
+                    "janitor: removed {} abandoned turn container(s)",
+                    report.removed.len()
+                );
             }
             Ok(_) => {}
             Err(e) => tracing::warn!("janitor: {}", e.code()),
         }
         if progress {
-            tracing::info!("turn: image {} ({})", config.image, config.expected_image_id);
+            tracing::info!(
+                "turn: image {} ({})",
+                config.image,
+                config.expected_image_id
+            );
         }
         let request = PipelineRequest {
             repo: &args.repo,
@@ -214,17 +246,35 @@ pub(crate) fn execute(
 fn create_private_dir(dir: &Path) -> Result<(), CliError> {
     use std::os::unix::fs::DirBuilderExt as _;
     // The state directory holds the operator's records; the one ambient path of this command.
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|_| {
-        CliError::environment("PATCH_CANDIDATE_STATE", "cannot create the state directory")
-    })
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|_| {
+            CliError::environment("PATCH_CANDIDATE_STATE", "cannot create the state directory")
+        })
 }
 
 /// The human summary of a candidate.
-pub(crate) fn summary_text(candidate: &RepositoryPatchCandidate, digest: &str, store: &Path) -> String {
+pub(crate) fn summary_text(
+    candidate: &RepositoryPatchCandidate,
+    digest: &str,
+    store: &Path,
+) -> String {
     let mut text = String::new();
     let _ = writeln!(text, "candidate:  {digest}");
-    let _ = writeln!(text, "repository: {} @ {}", candidate.repository_full_name(), candidate.baseline_commit_sha());
-    let _ = writeln!(text, "state:      {} (mutation allowed: {})", candidate.validation_state(), candidate.mutation_allowed());
+    let _ = writeln!(
+        text,
+        "repository: {} @ {}",
+        candidate.repository_full_name(),
+        candidate.baseline_commit_sha()
+    );
+    let _ = writeln!(
+        text,
+        "state:      {} (mutation allowed: {})",
+        candidate.validation_state(),
+        candidate.mutation_allowed()
+    );
     let _ = writeln!(text, "stored in:  {}", store.display());
     let _ = writeln!(text, "files:");
     for file in candidate.changed_files() {
@@ -237,9 +287,13 @@ pub(crate) fn summary_text(candidate: &RepositoryPatchCandidate, digest: &str, s
     text
 }
 
-pub(crate) fn outcome_json(outcome: &PipelineOutcome, store: &Path) -> Result<serde_json::Value, CliError> {
-    let candidate = serde_json::to_value(&outcome.candidate)
-        .map_err(|_| CliError::environment("PATCH_CANDIDATE_OUTPUT", "candidate serialisation failed"))?;
+pub(crate) fn outcome_json(
+    outcome: &PipelineOutcome,
+    store: &Path,
+) -> Result<serde_json::Value, CliError> {
+    let candidate = serde_json::to_value(&outcome.candidate).map_err(|_| {
+        CliError::environment("PATCH_CANDIDATE_OUTPUT", "candidate serialisation failed")
+    })?;
     Ok(serde_json::json!({
         "digest": outcome.digest.to_string(),
         "store": store.display().to_string(),
@@ -256,5 +310,8 @@ pub(crate) fn outcome_json(outcome: &PipelineOutcome, store: &Path) -> Result<se
 pub(crate) fn run(args: &RunArgs) -> Result<Outcome, CliError> {
     let (outcome, store) = execute(args, true)?;
     let text = summary_text(&outcome.candidate, &outcome.digest.to_string(), &store);
-    Ok(Outcome { json: outcome_json(&outcome, &store)?, text })
+    Ok(Outcome {
+        json: outcome_json(&outcome, &store)?,
+        text,
+    })
 }

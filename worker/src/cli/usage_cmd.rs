@@ -22,7 +22,11 @@ pub(crate) fn run(args: &UsageArgs) -> Result<Outcome, CliError> {
         Some(p) => p.clone(),
         None => state_dir()?.join("usage.sqlite3"),
     };
-    let records = if path.exists() { UsageLedger::open(&path)?.list()? } else { Vec::new() };
+    let records = if path.exists() {
+        UsageLedger::open(&path)?.list()?
+    } else {
+        Vec::new()
+    };
     let mut text = String::new();
     let _ = writeln!(text, "{} record(s)", records.len());
     for r in &records {

@@ -20,12 +20,21 @@ fn bin() -> Command {
 fn state_with_images() -> tempfile::TempDir {
     let state = tempfile::tempdir().unwrap();
     let images = proof_images();
-    std::fs::write(state.path().join("images.json"), serde_json::to_vec(&images).unwrap()).unwrap();
+    std::fs::write(
+        state.path().join("images.json"),
+        serde_json::to_vec(&images).unwrap(),
+    )
+    .unwrap();
     state
 }
 
 fn json_of(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("stdout is not JSON: {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        panic!(
+            "stdout is not JSON: {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
 }
 
 struct Fixture {
@@ -38,16 +47,37 @@ struct Fixture {
 
 fn fixture(task: &str) -> Fixture {
     let (repo_dir, commit) = git_repo(&demo_files());
-    let context = approval(repo_dir.path(), &commit, task, &["app/", "tests/"], &["tests/"], &[], &[]);
-    let approval_path = write_approval(repo_dir.path().parent().unwrap_or(Path::new("/tmp")), &context);
+    let context = approval(
+        repo_dir.path(),
+        &commit,
+        task,
+        &["app/", "tests/"],
+        &["tests/"],
+        &[],
+        &[],
+    );
+    let approval_path = write_approval(
+        repo_dir.path().parent().unwrap_or(Path::new("/tmp")),
+        &context,
+    );
     // Keep the approval outside the repository but unique per fixture.
     let unique = repo_dir.path().with_extension("approval.json");
     std::fs::rename(&approval_path, &unique).unwrap();
-    Fixture { repo: repo_dir.path().to_path_buf(), _repo: repo_dir, commit, approval: unique, task: task.to_owned() }
+    Fixture {
+        repo: repo_dir.path().to_path_buf(),
+        _repo: repo_dir,
+        commit,
+        approval: unique,
+        task: task.to_owned(),
+    }
 }
 
 fn run_args(cmd: &mut Command, f: &Fixture) {
-    cmd.args(["--json", "run", "--repo"]).arg(&f.repo).args(["--commit", &f.commit, "--approval"]).arg(&f.approval).args(["--task", &f.task]);
+    cmd.args(["--json", "run", "--repo"])
+        .arg(&f.repo)
+        .args(["--commit", &f.commit, "--approval"])
+        .arg(&f.approval)
+        .args(["--task", &f.task]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -58,8 +88,15 @@ async fn docker_cli_run_stores_a_candidate_and_records_usage() {
     let f = fixture("Update the dashboard.");
     let mut cmd = bin();
     run_args(&mut cmd, &f);
-    let out = cmd.env("PATCH_CANDIDATE_STATE_DIR", state.path()).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = cmd
+        .env("PATCH_CANDIDATE_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc = json_of(&out);
     let digest = doc["digest"].as_str().unwrap();
     assert!(digest.starts_with("sha256:"));
@@ -67,10 +104,17 @@ async fn docker_cli_run_stores_a_candidate_and_records_usage() {
     assert_eq!(doc["candidate"]["mutation_allowed"], false);
     let stored = state.path().join("candidates");
     assert!(std::fs::read_dir(&stored).unwrap().count() >= 1);
-    let usage = bin().args(["--json", "usage"]).env("PATCH_CANDIDATE_STATE_DIR", state.path()).output().unwrap();
+    let usage = bin()
+        .args(["--json", "usage"])
+        .env("PATCH_CANDIDATE_STATE_DIR", state.path())
+        .output()
+        .unwrap();
     assert!(usage.status.success());
     let records = json_of(&usage)["records"].as_array().unwrap().len();
-    assert_eq!(records, usize::from(doc["usage_recorded"].as_bool().unwrap()));
+    assert_eq!(
+        records,
+        usize::from(doc["usage_recorded"].as_bool().unwrap())
+    );
     assert_no_turn_containers(&docker).await;
     tally("docker_cli_run_stores_a_candidate_and_records_usage");
 }
@@ -84,23 +128,46 @@ async fn docker_cli_exit_codes() {
     // Docker unreachable: environment failure, exit 3.
     let mut cmd = bin();
     run_args(&mut cmd, &f);
-    let out = cmd.args(["--docker-socket", "/nonexistent/docker.sock"]).env("PATCH_CANDIDATE_STATE_DIR", state.path()).output().unwrap();
+    let out = cmd
+        .args(["--docker-socket", "/nonexistent/docker.sock"])
+        .env("PATCH_CANDIDATE_STATE_DIR", state.path())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(3));
-    assert_eq!(json_of(&out)["error"]["code"], "REPOSITORY_DOCKER_UNAVAILABLE");
+    assert_eq!(
+        json_of(&out)["error"]["code"],
+        "REPOSITORY_DOCKER_UNAVAILABLE"
+    );
     // Wrong approved image ID: rejected, exit 1, before any container.
     let mut cmd = bin();
     run_args(&mut cmd, &f);
     let other = format!("sha256:{}", "0".repeat(64));
-    let out = cmd.args(["--image-id", &other]).env("PATCH_CANDIDATE_STATE_DIR", state.path()).output().unwrap();
+    let out = cmd
+        .args(["--image-id", &other])
+        .env("PATCH_CANDIDATE_STATE_DIR", state.path())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(json_of(&out)["error"]["code"], "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH");
+    assert_eq!(
+        json_of(&out)["error"]["code"],
+        "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH"
+    );
     // A task that differs from the approval: rejected before Docker.
-    let other_task = Fixture { task: "Something else.".into(), ..fixture("Update the dashboard.") };
+    let other_task = Fixture {
+        task: "Something else.".into(),
+        ..fixture("Update the dashboard.")
+    };
     let mut cmd = bin();
     run_args(&mut cmd, &other_task);
-    let out = cmd.env("PATCH_CANDIDATE_STATE_DIR", state.path()).output().unwrap();
+    let out = cmd
+        .env("PATCH_CANDIDATE_STATE_DIR", state.path())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(json_of(&out)["error"]["code"], "REPOSITORY_DOCKER_CONTEXT_MISMATCH");
+    assert_eq!(
+        json_of(&out)["error"]["code"],
+        "REPOSITORY_DOCKER_CONTEXT_MISMATCH"
+    );
     // Usage error: exit 2.
     let out = bin().args(["run", "--repo"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -115,15 +182,29 @@ async fn docker_cli_demo_shows_an_applicable_candidate() {
     let state = state_with_images();
     let dir = tempfile::tempdir().unwrap();
     let demo_dir = dir.path().join("demo");
-    let out = bin().args(["--json", "demo", "--dir"]).arg(&demo_dir).env("PATCH_CANDIDATE_STATE_DIR", state.path()).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = bin()
+        .args(["--json", "demo", "--dir"])
+        .arg(&demo_dir)
+        .env("PATCH_CANDIDATE_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc = json_of(&out);
     assert_eq!(doc["git_apply_check"], true);
     let ops: Vec<(String, String)> = doc["candidate"]["changed_files"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| (f["path"].as_str().unwrap().to_owned(), f["op"].as_str().unwrap().to_owned()))
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().to_owned(),
+                f["op"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
     assert_eq!(
         ops,
@@ -133,8 +214,16 @@ async fn docker_cli_demo_shows_an_applicable_candidate() {
             ("app/ui/pages/New.jsx".to_owned(), "create".to_owned()),
         ]
     );
-    let status = Command::new("git").arg("-C").arg(demo_dir.join("repo")).args(["status", "--porcelain"]).output().unwrap();
-    assert!(status.stdout.is_empty(), "demo modified its fixture repository");
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(demo_dir.join("repo"))
+        .args(["status", "--porcelain"])
+        .output()
+        .unwrap();
+    assert!(
+        status.stdout.is_empty(),
+        "demo modified its fixture repository"
+    );
     assert_no_turn_containers(&docker).await;
     tally("docker_cli_demo_shows_an_applicable_candidate");
 }
@@ -149,7 +238,14 @@ async fn docker_killed_run_leaves_a_container_the_janitor_removes() {
     let mut cmd = bin();
     run_args(&mut cmd, &f);
     let mut child = cmd
-        .args(["--image", &tag, "--image-id", &id, "--max-wall-seconds", "600"])
+        .args([
+            "--image",
+            &tag,
+            "--image-id",
+            &id,
+            "--max-wall-seconds",
+            "600",
+        ])
         .env("PATCH_CANDIDATE_STATE_DIR", state.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -160,7 +256,10 @@ async fn docker_killed_run_leaves_a_container_the_janitor_removes() {
         if !docker.list_turns().await.unwrap().is_empty() {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(60), "the turn container never appeared");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the turn container never appeared"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Give the run time to start the container, then kill it without any chance to clean up.
@@ -168,10 +267,21 @@ async fn docker_killed_run_leaves_a_container_the_janitor_removes() {
     child.kill().unwrap();
     child.wait().unwrap();
     let left = docker.list_turns().await.unwrap();
-    assert_eq!(left.len(), 1, "the killed run should leave its container behind");
+    assert_eq!(
+        left.len(),
+        1,
+        "the killed run should leave its container behind"
+    );
     // A live-owner check keeps fresh containers of running turns; the owner is dead here.
-    let out = bin().args(["--json", "janitor", "--grace-seconds", "0"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = bin()
+        .args(["--json", "janitor", "--grace-seconds", "0"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report = json_of(&out);
     assert_eq!(report["removed"].as_array().unwrap().len(), 1);
     assert_no_turn_containers(&docker).await;

@@ -10,10 +10,25 @@ use crate::support::*;
 fn hostile_mode_image(base: &str, mode: &str) -> (String, String) {
     let tag = format!("patch-candidate-hostile-{mode}:test");
     let ctx = tempfile::tempdir().unwrap();
-    std::fs::write(ctx.path().join("Dockerfile"), format!("FROM {base}\nCMD [\"{mode}\"]\n")).unwrap();
-    let build = Command::new("docker").args(["build", "-q", "-t", &tag]).arg(ctx.path()).output().unwrap();
-    assert!(build.status.success(), "{}", String::from_utf8_lossy(&build.stderr));
-    let id = Command::new("docker").args(["image", "inspect", "--format", "{{.Id}}", &tag]).output().unwrap();
+    std::fs::write(
+        ctx.path().join("Dockerfile"),
+        format!("FROM {base}\nCMD [\"{mode}\"]\n"),
+    )
+    .unwrap();
+    let build = Command::new("docker")
+        .args(["build", "-q", "-t", &tag])
+        .arg(ctx.path())
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let id = Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", &tag])
+        .output()
+        .unwrap();
     (tag, String::from_utf8(id.stdout).unwrap().trim().to_owned())
 }
 
@@ -22,12 +37,25 @@ async fn image_mode(mode: &str, expected: &str, wall: u64) {
     let _guard = docker_lock().lock().await;
     let images = proof_images();
     let (tag, id) = hostile_mode_image(&images.hostile_image, mode);
-    let run = pipeline(&docker, &tag, &id, "Update the dashboard.", &[], &[], Some(&[DASHBOARD]), wall).await;
+    let run = pipeline(
+        &docker,
+        &tag,
+        &id,
+        "Update the dashboard.",
+        &[],
+        &[],
+        Some(&[DASHBOARD]),
+        wall,
+    )
+    .await;
     match (expected, run.outcome) {
         ("ok", Ok(outcome)) => assert_eq!(outcome.candidate.changed_files().len(), 1),
         (code, Err(err)) => {
             assert_eq!(err.code(), code, "mode {mode}");
-            assert!(!err.to_string().contains("export default"), "mode {mode} quoted source");
+            assert!(
+                !err.to_string().contains("export default"),
+                "mode {mode} quoted source"
+            );
         }
         (code, Ok(_)) => panic!("mode {mode} was accepted, expected {code}"),
     }
@@ -62,9 +90,22 @@ async fn agent_mode(mode: &str, expected: &str) {
     let _guard = docker_lock().lock().await;
     let images = proof_images();
     let task = format!("Update the dashboard.\nmode: {mode}");
-    let run = pipeline(&docker, &images.image, &images.image_id, &task, &[], &[], Some(&[DASHBOARD]), 75).await;
+    let run = pipeline(
+        &docker,
+        &images.image,
+        &images.image_id,
+        &task,
+        &[],
+        &[],
+        Some(&[DASHBOARD]),
+        75,
+    )
+    .await;
     let err = match run.outcome {
-        Ok(outcome) => panic!("agent mode {mode} produced a candidate: {:?}", outcome.digest),
+        Ok(outcome) => panic!(
+            "agent mode {mode} produced a candidate: {:?}",
+            outcome.digest
+        ),
         Err(err) => err,
     };
     assert_eq!(err.code(), expected, "agent mode {mode}: {err}");

@@ -5,7 +5,12 @@
 //! daemon and assert that no labelled turn container remains afterwards) and, when
 //! `PATCH_CANDIDATE_DOCKER_TALLY` names a file, appends its name there once it has run, so the
 //! CI isolation job can prove every expected case ran.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 mod cli;
 mod hostile;

@@ -21,9 +21,15 @@ pub const TEST_FILE: &str = "tests/test_dashboard.py";
 
 pub fn demo_files() -> BTreeMap<&'static str, String> {
     BTreeMap::from([
-        (DASHBOARD, "export default function Dashboard() {\n  return 1;\n}\n".to_owned()),
+        (
+            DASHBOARD,
+            "export default function Dashboard() {\n  return 1;\n}\n".to_owned(),
+        ),
         (LEGACY, "export default function Legacy() {}\n".to_owned()),
-        (TEST_FILE, "def test_dashboard():\n    assert True\n".to_owned()),
+        (
+            TEST_FILE,
+            "def test_dashboard():\n    assert True\n".to_owned(),
+        ),
         ("README.md", "# fixture\n".to_owned()),
     ])
 }
@@ -51,7 +57,15 @@ pub async fn pipeline(
     wall: u64,
 ) -> Run {
     let (repo, commit) = git_repo(&demo_files());
-    let context = approval(repo.path(), &commit, task, &["app/", "tests/"], &["tests/"], create, delete);
+    let context = approval(
+        repo.path(),
+        &commit,
+        task,
+        &["app/", "tests/"],
+        &["tests/"],
+        create,
+        delete,
+    );
     let config = TurnConfig::new(image, image_id, wall, 700_000).unwrap();
     let policy = DefaultPathPolicy::default();
     let store_dir = tempfile::tempdir().unwrap();
@@ -78,7 +92,11 @@ pub async fn pipeline(
     .await;
     // The staging parent is empty again: the private tree was removed.
     assert_eq!(std::fs::read_dir(staging.path()).unwrap().count(), 0);
-    Run { outcome, repo, store_dir }
+    Run {
+        outcome,
+        repo,
+        store_dir,
+    }
 }
 
 /// `git apply --check` in the untouched repository, plus the finalizer's full verification.
@@ -86,15 +104,34 @@ pub fn assert_applies(repo: &Path, candidate: &RepositoryPatchCandidate) {
     let patch: String = candidate.changed_files().iter().map(|f| f.diff()).collect();
     let patch_file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(patch_file.path(), patch).unwrap();
-    let out = Command::new("git").arg("-C").arg(repo).args(["apply", "--check"]).arg(patch_file.path()).output().unwrap();
-    assert!(out.status.success(), "git apply --check: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["apply", "--check"])
+        .arg(patch_file.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git apply --check: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     finalizer::verify_against_repository(candidate, repo).unwrap();
-    let status = Command::new("git").arg("-C").arg(repo).args(["status", "--porcelain"]).output().unwrap();
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["status", "--porcelain"])
+        .output()
+        .unwrap();
     assert!(status.stdout.is_empty(), "the repository was modified");
 }
 
 fn ops(candidate: &RepositoryPatchCandidate) -> Vec<(String, FileOp)> {
-    candidate.changed_files().iter().map(|f| (f.path().as_str().to_owned(), f.op())).collect()
+    candidate
+        .changed_files()
+        .iter()
+        .map(|f| (f.path().as_str().to_owned(), f.op()))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,13 +139,29 @@ async fn docker_proof_update_round_trip() {
     let Some(docker) = docker().await else { return };
     let _guard = docker_lock().lock().await;
     let images = proof_images();
-    let run = pipeline(&docker, &images.image, &images.image_id, "Update the dashboard.", &[], &[], None, 75).await;
+    let run = pipeline(
+        &docker,
+        &images.image,
+        &images.image_id,
+        "Update the dashboard.",
+        &[],
+        &[],
+        None,
+        75,
+    )
+    .await;
     let outcome = run.outcome.unwrap();
-    assert_eq!(ops(&outcome.candidate), vec![(DASHBOARD.to_owned(), FileOp::Update)]);
+    assert_eq!(
+        ops(&outcome.candidate),
+        vec![(DASHBOARD.to_owned(), FileOp::Update)]
+    );
     assert_eq!(outcome.read_only, paths(&[TEST_FILE]));
     assert_eq!(outcome.candidate.validation_state(), "pending");
     assert!(!outcome.candidate.mutation_allowed());
-    let stored = CandidateStore::open(run.store_dir.path()).unwrap().get(&outcome.digest).unwrap();
+    let stored = CandidateStore::open(run.store_dir.path())
+        .unwrap()
+        .get(&outcome.digest)
+        .unwrap();
     assert_eq!(stored, outcome.candidate);
     assert_applies(run.repo.path(), &outcome.candidate);
     assert_no_turn_containers(&docker).await;
@@ -120,9 +173,22 @@ async fn docker_proof_exact_create_round_trip() {
     let Some(docker) = docker().await else { return };
     let _guard = docker_lock().lock().await;
     let images = proof_images();
-    let run = pipeline(&docker, &images.image, &images.image_id, "Add the New page.", &[NEW], &[], Some(&[]), 75).await;
+    let run = pipeline(
+        &docker,
+        &images.image,
+        &images.image_id,
+        "Add the New page.",
+        &[NEW],
+        &[],
+        Some(&[]),
+        75,
+    )
+    .await;
     let outcome = run.outcome.unwrap();
-    assert_eq!(ops(&outcome.candidate), vec![(NEW.to_owned(), FileOp::Create)]);
+    assert_eq!(
+        ops(&outcome.candidate),
+        vec![(NEW.to_owned(), FileOp::Create)]
+    );
     assert_applies(run.repo.path(), &outcome.candidate);
     assert_no_turn_containers(&docker).await;
     tally("docker_proof_exact_create_round_trip");
@@ -133,9 +199,22 @@ async fn docker_proof_delete_only_round_trip() {
     let Some(docker) = docker().await else { return };
     let _guard = docker_lock().lock().await;
     let images = proof_images();
-    let run = pipeline(&docker, &images.image, &images.image_id, "Retire the Legacy page.", &[], &[LEGACY], Some(&[LEGACY]), 75).await;
+    let run = pipeline(
+        &docker,
+        &images.image,
+        &images.image_id,
+        "Retire the Legacy page.",
+        &[],
+        &[LEGACY],
+        Some(&[LEGACY]),
+        75,
+    )
+    .await;
     let outcome = run.outcome.unwrap();
-    assert_eq!(ops(&outcome.candidate), vec![(LEGACY.to_owned(), FileOp::Delete)]);
+    assert_eq!(
+        ops(&outcome.candidate),
+        vec![(LEGACY.to_owned(), FileOp::Delete)]
+    );
     assert_applies(run.repo.path(), &outcome.candidate);
     assert_no_turn_containers(&docker).await;
     tally("docker_proof_delete_only_round_trip");
@@ -147,9 +226,23 @@ async fn docker_proof_create_over_existing_path_never_reaches_docker() {
     let _guard = docker_lock().lock().await;
     let images = proof_images();
     // A case-folded twin of an existing file: the absence proof fails before any container.
-    let run = pipeline(&docker, &images.image, &images.image_id, "Add.", &["app/ui/pages/dashboard.jsx"], &[], Some(&[]), 75).await;
+    let run = pipeline(
+        &docker,
+        &images.image,
+        &images.image_id,
+        "Add.",
+        &["app/ui/pages/dashboard.jsx"],
+        &[],
+        Some(&[]),
+        75,
+    )
+    .await;
     let err = run.outcome.unwrap_err();
-    assert!(err.code().starts_with("REPOSITORY_PATCH_CREATE_"), "{}", err.code());
+    assert!(
+        err.code().starts_with("REPOSITORY_PATCH_CREATE_"),
+        "{}",
+        err.code()
+    );
     assert_no_turn_containers(&docker).await;
     tally("docker_proof_create_over_existing_path_never_reaches_docker");
 }
@@ -160,9 +253,22 @@ async fn docker_proof_isolation_probes_all_report_confinement() {
     let _guard = docker_lock().lock().await;
     let images = proof_images();
     let task = "Update the dashboard.\nprobe: isolation\nprobe-tcp: 1.1.1.1:443\nprobe-env: MOZAIKS_ACP_HOST_SECRET\nprobe-file: /workspace/.host_sentinel";
-    let run = pipeline(&docker, &images.image, &images.image_id, task, &[], &[], None, 75).await;
+    let run = pipeline(
+        &docker,
+        &images.image,
+        &images.image_id,
+        task,
+        &[],
+        &[],
+        None,
+        75,
+    )
+    .await;
     let outcome = run.outcome.unwrap();
-    assert_eq!(ops(&outcome.candidate), vec![(DASHBOARD.to_owned(), FileOp::Update)]);
+    assert_eq!(
+        ops(&outcome.candidate),
+        vec![(DASHBOARD.to_owned(), FileOp::Update)]
+    );
     assert_no_turn_containers(&docker).await;
     tally("docker_proof_isolation_probes_all_report_confinement");
 }

@@ -6,7 +6,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use snapshot::{DefaultPathPolicy, GitSnapshot, RepoPath};
-use worker::turn::{CodingWorkerRequest, TurnApproval, TurnConfig, execute_repository_docker_turn, stdin_payload};
+use worker::turn::{
+    CodingWorkerRequest, TurnApproval, TurnConfig, execute_repository_docker_turn, stdin_payload,
+};
 use worker::{BollardRuntime, RepositoryDockerTurn, WorkerError};
 
 use crate::support::*;
@@ -28,10 +30,23 @@ fn repo(big: usize) -> Repo {
         ("tests/t.txt", "inspect me\n".to_owned()),
     ]);
     let (dir, commit) = git_repo(&files);
-    let context = approval(dir.path(), &commit, TASK, &["app/", "tests/"], &["tests/"], &[], &[]);
+    let context = approval(
+        dir.path(),
+        &commit,
+        TASK,
+        &["app/", "tests/"],
+        &["tests/"],
+        &[],
+        &[],
+    );
     let snap = GitSnapshot::load(dir.path(), &commit).unwrap();
-    let evidence = snap.evidence("plan-t", "request-t", "app-t", "acme/fixture").unwrap();
-    let editable: Vec<RepoPath> = ["app/a.txt", "app/big.txt"].iter().map(|p| RepoPath::parse(p).unwrap()).collect();
+    let evidence = snap
+        .evidence("plan-t", "request-t", "app-t", "acme/fixture")
+        .unwrap();
+    let editable: Vec<RepoPath> = ["app/a.txt", "app/big.txt"]
+        .iter()
+        .map(|p| RepoPath::parse(p).unwrap())
+        .collect();
     let read_only = vec![RepoPath::parse("tests/t.txt").unwrap()];
     let request = CodingWorkerRequest::for_context(
         &context,
@@ -39,13 +54,30 @@ fn repo(big: usize) -> Repo {
         snap.read_files(&editable).unwrap(),
         snap.read_files(&read_only).unwrap(),
     );
-    Repo { _dir: dir, snap, context, evidence, request }
+    Repo {
+        _dir: dir,
+        snap,
+        context,
+        evidence,
+        request,
+    }
 }
 
-async fn turn(docker: &BollardRuntime, r: &Repo, image: &str, id: &str, wall: u64) -> Result<RepositoryDockerTurn, WorkerError> {
+async fn turn(
+    docker: &BollardRuntime,
+    r: &Repo,
+    image: &str,
+    id: &str,
+    wall: u64,
+) -> Result<RepositoryDockerTurn, WorkerError> {
     let config = TurnConfig::new(image, id, wall, 700_000).unwrap();
     let policy = DefaultPathPolicy::default();
-    let approval = TurnApproval { context: &r.context, snapshot: &r.evidence, policy: &policy, create_absence: Some(&r.snap) };
+    let approval = TurnApproval {
+        context: &r.context,
+        snapshot: &r.evidence,
+        policy: &policy,
+        create_absence: Some(&r.snap),
+    };
     execute_repository_docker_turn(docker, &r.request, &approval, &config).await
 }
 
@@ -62,7 +94,9 @@ async fn docker_api_version_is_negotiated() {
 
 #[tokio::test]
 async fn missing_socket_is_unavailable() {
-    let err = BollardRuntime::connect(Path::new("/nonexistent/docker.sock")).await.unwrap_err();
+    let err = BollardRuntime::connect(Path::new("/nonexistent/docker.sock"))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "REPOSITORY_DOCKER_UNAVAILABLE");
 }
 
@@ -77,10 +111,16 @@ async fn docker_stdin_is_delivered_whole_and_closed() {
     let payload = stdin_payload(&r.request, &r.context).unwrap();
     assert_eq!(
         t.proposal.owned_paths,
-        vec![format!("stdin-bytes-{}", payload.len()), format!("stdin-sha256-{}", snapshot::sha256_bare_hex(&payload))]
+        vec![
+            format!("stdin-bytes-{}", payload.len()),
+            format!("stdin-sha256-{}", snapshot::sha256_bare_hex(&payload))
+        ]
     );
     assert_eq!(t.proposal.status, snapshot::ProposalStatus::Empty);
-    assert_eq!(t.proposal.error.as_deref(), Some("Isolated coding turn reported empty."));
+    assert_eq!(
+        t.proposal.error.as_deref(),
+        Some("Isolated coding turn reported empty.")
+    );
     assert_no_turn_containers(&docker).await;
     tally("docker_stdin_is_delivered_whole_and_closed");
 }
@@ -106,7 +146,10 @@ async fn docker_container_is_isolated_from_the_inside() {
         "nofile-1024/1024",
         "pid1-docker-init",
     ] {
-        assert!(facts.iter().any(|f| f == expected), "missing {expected} in {facts:?}");
+        assert!(
+            facts.iter().any(|f| f == expected),
+            "missing {expected} in {facts:?}"
+        );
     }
     assert_no_turn_containers(&docker).await;
     tally("docker_container_is_isolated_from_the_inside");
@@ -121,7 +164,11 @@ async fn docker_wall_timeout_kills_and_removes() {
     let started = Instant::now();
     let err = turn(&docker, &r, &tag, &id, 1).await.unwrap_err();
     assert_eq!(err.code(), "REPOSITORY_DOCKER_TIMEOUT");
-    assert!(started.elapsed() < Duration::from_secs(40), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "{:?}",
+        started.elapsed()
+    );
     assert_no_turn_containers(&docker).await;
     tally("docker_wall_timeout_kills_and_removes");
 }
@@ -144,7 +191,9 @@ async fn docker_image_baked_secret_is_rejected_before_create() {
     let _guard = docker_lock().lock().await;
     let (_, secret_id) = fixture_images();
     let r = repo(16);
-    let err = turn(&docker, &r, SECRET_IMAGE, secret_id, 60).await.unwrap_err();
+    let err = turn(&docker, &r, SECRET_IMAGE, secret_id, 60)
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "REPOSITORY_DOCKER_ISOLATION_MISMATCH");
     assert!(err.to_string().contains("Config.Env"));
     assert!(!err.to_string().contains("sk-test"));
@@ -159,9 +208,19 @@ async fn docker_wrong_image_id_is_rejected_before_create() {
     let (_, secret_id) = fixture_images();
     let r = repo(16);
     // The tag resolves to the fixture image, not the approved (secret image) ID.
-    let err = turn(&docker, &r, FIXTURE_IMAGE, secret_id, 60).await.unwrap_err();
+    let err = turn(&docker, &r, FIXTURE_IMAGE, secret_id, 60)
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH");
-    let err = turn(&docker, &r, "patch-candidate-no-such-image:none", secret_id, 60).await.unwrap_err();
+    let err = turn(
+        &docker,
+        &r,
+        "patch-candidate-no-such-image:none",
+        secret_id,
+        60,
+    )
+    .await
+    .unwrap_err();
     assert_eq!(err.code(), "REPOSITORY_DOCKER_IMAGE_MISSING");
     assert_no_turn_containers(&docker).await;
     tally("docker_wrong_image_id_is_rejected_before_create");

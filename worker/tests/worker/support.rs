@@ -39,7 +39,11 @@ pub async fn docker() -> Option<BollardRuntime> {
 /// Records that Docker test `name` ran to completion.
 pub fn tally(name: &str) {
     if let Some(path) = std::env::var_os("PATCH_CANDIDATE_DOCKER_TALLY") {
-        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
         writeln!(f, "{name}").unwrap();
     }
 }
@@ -47,7 +51,11 @@ pub fn tally(name: &str) {
 /// Asserts that no labelled turn container exists.
 pub async fn assert_no_turn_containers(docker: &BollardRuntime) {
     let left = docker.list_turns().await.unwrap();
-    assert!(left.is_empty(), "labelled turn containers left behind: {:?}", left.iter().map(|c| &c.names).collect::<Vec<_>>());
+    assert!(
+        left.is_empty(),
+        "labelled turn containers left behind: {:?}",
+        left.iter().map(|c| &c.names).collect::<Vec<_>>()
+    );
 }
 
 pub fn target_dir() -> PathBuf {
@@ -58,16 +66,24 @@ pub fn target_dir() -> PathBuf {
 
 fn docker_cli(args: &[&str], stdin: Option<&[u8]>) -> String {
     let mut cmd = Command::new("docker");
-    cmd.args(args).env_remove("DOCKER_HOST").env_remove("DOCKER_CONTEXT");
+    cmd.args(args)
+        .env_remove("DOCKER_HOST")
+        .env_remove("DOCKER_CONTEXT");
     let out = if let Some(input) = stdin {
-        cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
         let mut child = cmd.spawn().unwrap();
         child.stdin.take().unwrap().write_all(input).unwrap();
         child.wait_with_output().unwrap()
     } else {
         cmd.output().unwrap()
     };
-    assert!(out.status.success(), "docker {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "docker {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
@@ -104,8 +120,15 @@ pub fn fixture_mode_image(mode: &str) -> (String, String) {
     let _ = fixture_images();
     let tag = format!("patch-candidate-turn-fixture-{mode}:test");
     let ctx = tempfile::tempdir().unwrap();
-    std::fs::write(ctx.path().join("Dockerfile"), format!("FROM {FIXTURE_IMAGE}\nCMD [\"{mode}\"]\n")).unwrap();
-    docker_cli(&["build", "-q", "-t", &tag, ctx.path().to_str().unwrap()], None);
+    std::fs::write(
+        ctx.path().join("Dockerfile"),
+        format!("FROM {FIXTURE_IMAGE}\nCMD [\"{mode}\"]\n"),
+    )
+    .unwrap();
+    docker_cli(
+        &["build", "-q", "-t", &tag, ctx.path().to_str().unwrap()],
+        None,
+    );
     let id = docker_cli(&["image", "inspect", "--format", "{{.Id}}", &tag], None);
     (tag, id)
 }
@@ -122,18 +145,41 @@ pub fn proof_images() -> worker::images::ImagesState {
 pub fn git_repo(files: &BTreeMap<&str, String>) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let git = |args: &[&str]| {
-        let out = Command::new("git").arg("-C").arg(dir.path()).args(args).output().unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap().trim().to_owned()
     };
     git(&["init", "-q"]);
     for (path, content) in files {
         let full = dir.path().join(path);
-        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .create(full.parent().unwrap())
+            .unwrap();
         std::fs::write(full, content).unwrap();
     }
     git(&["add", "-A"]);
-    git(&["-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "fixture"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.invalid",
+        "-c",
+        "commit.gpgsign=false",
+        "commit",
+        "-q",
+        "-m",
+        "fixture",
+    ]);
     let commit = git(&["rev-parse", "HEAD"]);
     (dir, commit)
 }
