@@ -3,7 +3,12 @@
 //! sequential calls, with the JSON-RPC `ping` round trip on the same pipe as the transport floor.
 //!
 //! Usage: mcp_latency BINARY WORKSPACE STORE [CALLS] [STARTS]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::print_stdout)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::print_stdout
+)]
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -29,7 +34,12 @@ impl Session {
             .unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        Self { child, stdin, stdout, next_id: 1 }
+        Self {
+            child,
+            stdin,
+            stdout,
+            next_id: 1,
+        }
     }
 
     fn send(&mut self, frame: &Value) {
@@ -43,7 +53,10 @@ impl Session {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         loop {
             let mut line = String::new();
-            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "server closed stdout");
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "server closed stdout"
+            );
             let reply: Value = serde_json::from_str(&line).unwrap();
             if reply["id"] == json!(id) {
                 return reply;
@@ -128,16 +141,28 @@ fn main() {
     let tools: Vec<(&str, Value)> = vec![
         ("get_workspace_identity", json!({})),
         ("get_canonical_layout", json!({})),
-        ("resolve_artifact_location", json!({"path": "app/modules/notes/module.yaml"})),
+        (
+            "resolve_artifact_location",
+            json!({"path": "app/modules/notes/module.yaml"}),
+        ),
         ("list_modules", json!({})),
         ("list_pages", json!({})),
         ("validate_app_bundle", json!({})),
         ("plan_validation_commands", json!({})),
         ("list_patch_candidates", json!({})),
         ("get_patch_candidate", json!({"digest": digest})),
-        ("verify_patch_candidate", json!({"path": "review/candidate.json"})),
-        ("inspect_workspace_archive", json!({"path": "review/workspace-archive.zip"})),
-        ("resolve_artifact_location (refused: traversal)", json!({"path": "../x"})),
+        (
+            "verify_patch_candidate",
+            json!({"path": "review/candidate.json"}),
+        ),
+        (
+            "inspect_workspace_archive",
+            json!({"path": "review/workspace-archive.zip"}),
+        ),
+        (
+            "resolve_artifact_location (refused: traversal)",
+            json!({"path": "../x"}),
+        ),
     ];
     for (label, arguments) in tools {
         let name = label.split_whitespace().next().unwrap();
@@ -146,7 +171,10 @@ fn main() {
             let t0 = Instant::now();
             let r = s.request("tools/call", json!({"name": name, "arguments": arguments}));
             samples.push(t0.elapsed());
-            assert!(r["result"]["structuredContent"]["protocol_schema_version"] == json!("mozaiks.mcp.v1"));
+            assert!(
+                r["result"]["structuredContent"]["protocol_schema_version"]
+                    == json!("mozaiks.mcp.v1")
+            );
         }
         report(label, samples);
     }

@@ -67,12 +67,19 @@ pub struct CandidateListEntry {
     pub candidate: Option<CandidateSummary>,
 }
 
+/// Most candidates `list_patch_candidates` verifies and returns in one answer.
+pub const MAX_LISTED_CANDIDATES: usize = 200;
+
 /// `list_patch_candidates`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CandidateList {
-    /// Candidates sorted by digest.
+    /// Candidates sorted by digest (the first [`MAX_LISTED_CANDIDATES`]).
     pub candidates: Vec<CandidateListEntry>,
+    /// How many candidates the store holds.
+    pub total: u64,
+    /// Whether `candidates` stops short of `total`.
+    pub truncated: bool,
 }
 
 /// One changed file with its unified diff.
@@ -195,8 +202,11 @@ pub fn list(
 ) -> Result<(CandidateList, Vec<Diagnostic>), McpError> {
     let store = require_store(store)?;
     let digests = store.list().map_err(|e| candidate_error(&e))?;
+    let total = u64::try_from(digests.len()).unwrap_or(u64::MAX);
+    let truncated = digests.len() > MAX_LISTED_CANDIDATES;
     let candidates = digests
         .iter()
+        .take(MAX_LISTED_CANDIDATES)
         .map(|digest| match store.get(digest) {
             Ok(c) => CandidateListEntry {
                 digest: digest.to_string(),
@@ -212,7 +222,23 @@ pub fn list(
             },
         })
         .collect();
-    Ok((CandidateList { candidates }, Vec::new()))
+    let diagnostics = if truncated {
+        vec![Diagnostic::warning(
+            "truncated",
+            None,
+            "The store holds more candidates than one answer lists; the first by digest are shown.",
+        )]
+    } else {
+        Vec::new()
+    };
+    Ok((
+        CandidateList {
+            candidates,
+            total,
+            truncated,
+        },
+        diagnostics,
+    ))
 }
 
 /// `get_patch_candidate`.

@@ -408,6 +408,10 @@ async fn candidate_tools_with_store() {
     let rows = r["candidates"].as_array().unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(
+        (r["total"].clone(), r["truncated"].clone()),
+        (json!(1), json!(false))
+    );
+    assert_eq!(
         (rows[0]["digest"].clone(), rows[0]["verified"].clone()),
         (json!(digest), json!(true))
     );
@@ -604,5 +608,35 @@ async fn unknown_tool_is_a_protocol_error() {
         )
         .await;
     assert!(err.is_err());
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_patch_candidates_is_bounded() {
+    let copy = fixture_copy();
+    let store = crate::support::store_dir(&copy.root);
+    for i in 0..mcp::candidates::MAX_LISTED_CANDIDATES {
+        fs::write(store.join(format!("{i:064x}.json")), "{}").unwrap();
+    }
+    let client = connect_root(&copy.root, true).await;
+    let (env, _) = client.call("list_patch_candidates", json!({})).await;
+    let r = &env["result"];
+    let total = mcp::candidates::MAX_LISTED_CANDIDATES + 1;
+    assert_eq!(
+        (r["total"].clone(), r["truncated"].clone()),
+        (json!(total), json!(true))
+    );
+    assert_eq!(
+        r["candidates"].as_array().unwrap().len(),
+        mcp::candidates::MAX_LISTED_CANDIDATES
+    );
+    assert_eq!(r["candidates"][0]["verified"], json!(false));
+    assert!(
+        env["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["code"] == "truncated")
+    );
     client.close().await;
 }
