@@ -14,6 +14,8 @@ pub enum ProofError {
     Grants { reason: &'static str },
     #[error("request file count {count} outside 1..={limit}")]
     FileBudget { count: usize, limit: usize },
+    #[error("read-only inspection files exceed {limit} bytes")]
+    InspectionBudget { limit: usize },
     #[error("workspace setup failed: {reason}")]
     Workspace { reason: String },
     #[error("agent could not be started")]
@@ -44,6 +46,7 @@ impl ProofError {
             Self::RequestPath { .. } => "PROOF_WORKER_REQUEST_PATH",
             Self::Grants { .. } => "PROOF_WORKER_GRANTS",
             Self::FileBudget { .. } => "PROOF_WORKER_FILE_BUDGET",
+            Self::InspectionBudget { .. } => "PROOF_WORKER_INSPECTION_BUDGET",
             Self::Workspace { .. } => "PROOF_WORKER_WORKSPACE",
             Self::AgentSpawn => "PROOF_WORKER_AGENT_SPAWN",
             Self::Isolation { .. } => "ACP_PROOF_ISOLATION_FAILED",

@@ -8,7 +8,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
-use snapshot::{BaselineFiles, RepoPath, from_slice_strict, is_secret_sensitive_path};
+use snapshot::{
+    BaselineFiles, MAX_READ_ONLY_INSPECTION_BYTES, MAX_READ_ONLY_INSPECTION_FILES, RepoPath,
+    from_slice_strict, is_secret_sensitive_path,
+};
 
 use crate::error::ProofError;
 
@@ -134,6 +137,18 @@ impl TurnRequest {
             return Err(ProofError::FileBudget {
                 count: staged,
                 limit: MAX_TURN_FILES,
+            });
+        }
+        if self.read_only_files.len() > MAX_READ_ONLY_INSPECTION_FILES {
+            return Err(ProofError::FileBudget {
+                count: self.read_only_files.len(),
+                limit: MAX_READ_ONLY_INSPECTION_FILES,
+            });
+        }
+        let inspection_bytes: usize = self.read_only_files.values().map(String::len).sum();
+        if inspection_bytes > MAX_READ_ONLY_INSPECTION_BYTES {
+            return Err(ProofError::InspectionBudget {
+                limit: MAX_READ_ONLY_INSPECTION_BYTES,
             });
         }
         let mut folded = BTreeSet::new();
@@ -268,6 +283,19 @@ mod tests {
             many.join(",")
         );
         assert_eq!(parse(&text).unwrap_err().code(), "PROOF_WORKER_FILE_BUDGET");
+        let ro: Vec<String> = (0..21).map(|i| format!(r#""t{i}.py":"x""#)).collect();
+        let text = format!(
+            r#"{{{BASE},"files":{{"a.txt":"x"}},"read_only_files":{{{}}}}}"#,
+            ro.join(",")
+        );
+        assert_eq!(parse(&text).unwrap_err().code(), "PROOF_WORKER_FILE_BUDGET");
+        let big = "x".repeat(MAX_READ_ONLY_INSPECTION_BYTES + 1);
+        let text =
+            format!(r#"{{{BASE},"files":{{"a.txt":"x"}},"read_only_files":{{"t.py":"{big}"}}}}"#);
+        assert_eq!(
+            parse(&text).unwrap_err().code(),
+            "PROOF_WORKER_INSPECTION_BUDGET"
+        );
         let huge = vec![b' '; MAX_REQUEST_BYTES + 1];
         assert_eq!(
             TurnRequest::parse(&huge).unwrap_err().code(),
