@@ -5,7 +5,12 @@
 //! usage: concurrent_turns FIXTURE_DIR N IMAGE IMAGE_ID
 //! (FIXTURE_DIR as written by `fixtures/demo/make-demo.sh`.)
 #![forbid(unsafe_code)]
-#![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::print_stdout,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing
+)]
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
