@@ -73,11 +73,13 @@ pub fn unified_diff_with_budget(
     };
     let a_text = before.unwrap_or("");
     let b_text = after.unwrap_or("");
-    let git_lines = needs_git_lines(a_text) || needs_git_lines(b_text);
+    let a_plain = !may_hold_other_separators(a_text);
+    let b_plain = !may_hold_other_separators(b_text);
+    let git_lines = (!a_plain && needs_git_lines(a_text)) || (!b_plain && needs_git_lines(b_text));
     let (a, b) = if git_lines {
         (split_lf(a_text), split_lf(b_text))
     } else {
-        (splitlines_keepends(a_text), splitlines_keepends(b_text))
+        (lines_of(a_text, a_plain), lines_of(b_text, b_plain))
     };
     let (groups, exhausted) = match grouped_opcodes(&a, &b, budget) {
         Some(groups) => (groups, false),
@@ -94,6 +96,33 @@ pub fn unified_diff_with_budget(
         text: render(&from, &to, &a, &b, &groups),
         mode,
     }
+}
+
+/// Python's line split; text without any candidate separator byte splits on `\n` alone (the
+/// same result, via the much faster `memchr`-based split).
+fn lines_of(text: &str, plain: bool) -> Vec<&str> {
+    if plain {
+        split_lf(text)
+    } else {
+        splitlines_keepends(text)
+    }
+}
+
+/// Conservative byte pre-scan: false guarantees that `text` holds no separator other than `\n`
+/// (none of `\r`, `\x0b`, `\x0c`, `\x1c`–`\x1e`, nor the lead bytes `0xC2` / `0xE2` of U+0085,
+/// U+2028, U+2029). Branch-free per 64-byte chunk so it vectorises.
+fn may_hold_other_separators(text: &str) -> bool {
+    let flag = |b: u8| {
+        u8::from(b < 0x20 && b != b'\n' && b != b'\t') | u8::from(b == 0xc2) | u8::from(b == 0xe2)
+    };
+    let bytes = text.as_bytes();
+    let mut chunks = bytes.chunks_exact(64);
+    for chunk in &mut chunks {
+        if chunk.iter().fold(0_u8, |acc, &b| acc | flag(b)) != 0 {
+            return true;
+        }
+    }
+    chunks.remainder().iter().any(|&b| flag(b) != 0)
 }
 
 /// True when `text` holds a line separator that Python's `splitlines` knows and Git does not.
@@ -206,7 +235,7 @@ fn intern<'t>(ids: &mut HashMap<&'t str, u32>, line: &'t str) -> u32 {
 
 impl Matcher {
     fn new<'t>(a_lines: &[&'t str], b_lines: &[&'t str], budget: u64) -> Self {
-        let mut ids: HashMap<&str, u32> = HashMap::new();
+        let mut ids: HashMap<&str, u32> = HashMap::with_capacity(a_lines.len() + b_lines.len());
         let b: Vec<u32> = b_lines.iter().map(|l| intern(&mut ids, l)).collect();
         let a: Vec<u32> = a_lines.iter().map(|l| intern(&mut ids, l)).collect();
         let mut b2j: Vec<Vec<usize>> = vec![Vec::new(); ids.len()];

@@ -3,19 +3,19 @@
 //! `json.dumps(..., ensure_ascii=False, sort_keys=True, separators=(",", ":"))`.
 //!
 //! The canonical writer sorts object keys itself (it does not rely on `serde_json::Map` ordering,
-//! which a `preserve_order` feature elsewhere in the build would change) and streams into the hash
-//! with a byte cap, so no canonical copy is buffered. String escaping is serde_json's compact
+//! which a `preserve_order` feature elsewhere in the build would change), writes straight from the
+//! typed candidate and streams into the hash with a byte cap, so no canonical copy is buffered. String escaping is serde_json's compact
 //! escaping, which equals Python's with `ensure_ascii=False` (`\"`, `\\`, `\b \f \n \r \t`, other
 //! controls as lowercase `\u00XX`, everything else raw); the tests check that against Python.
 
 use std::io::{self, Write};
 
-use serde_json::Value;
 use sha2::{Digest as _, Sha256 as Hasher};
 use snapshot::{Sha256, casefold};
 
 use crate::error::FinalizeError;
-use crate::model::{MAX_CANDIDATE_FILES, RepositoryPatchCandidate};
+use crate::model::{MAX_CANDIDATE_FILES, RepositoryPatchCandidate, RepositoryPatchFile};
+use crate::parallel::map_ordered;
 
 /// The digest schema id.
 pub const DIGEST_SCHEMA: &str = "mozaiks.refinement.repository_patch_digest.v1";
@@ -43,11 +43,15 @@ pub(crate) fn repository_patch_digest_with_limit(
     if !(1..=MAX_CANDIDATE_FILES).contains(&files.len()) {
         return Err(FinalizeError::input("invalid candidate or file count"));
     }
+    // Content hashes are independent per file: computed in parallel for large candidates, then
+    // checked in stored order.
+    let work: usize = files.iter().map(|f| f.content().map_or(0, str::len)).sum();
+    let hashes = map_ordered(files, work, |f| {
+        f.content().map(|c| Sha256::of(c.as_bytes()))
+    });
     let mut folded: Vec<String> = Vec::with_capacity(files.len());
-    for file in files {
-        if let Some(content) = file.content()
-            && file.new_sha256() != Some(&Sha256::of(content.as_bytes()))
-        {
+    for (file, hash) in files.iter().zip(hashes) {
+        if hash.is_some() && file.new_sha256() != hash.as_ref() {
             return Err(FinalizeError::DigestHash {
                 detail: "content differs from file hash",
             });
@@ -67,29 +71,6 @@ pub(crate) fn repository_patch_digest_with_limit(
         }
         folded.push(key);
     }
-    let mut canonical =
-        serde_json::to_value(candidate).map_err(|_| FinalizeError::input("invalid candidate"))?;
-    let Value::Object(fields) = &mut canonical else {
-        return Err(FinalizeError::input("invalid candidate"));
-    };
-    if let Some(Value::Array(changed)) = fields.get_mut("changed_files") {
-        changed.sort_by(|x, y| path_of(x).cmp(path_of(y)));
-    }
-    for gate in [
-        "required_validation_gates",
-        "required_security_gates",
-        "required_ci_checks",
-    ] {
-        if let Some(Value::Array(list)) = fields.get_mut(gate) {
-            let mut texts: Vec<String> = list
-                .iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect();
-            texts.sort();
-            texts.dedup();
-            *list = texts.into_iter().map(Value::String).collect();
-        }
-    }
     let mut sink = HashSink {
         hasher: Hasher::new(),
         written: 0,
@@ -97,7 +78,7 @@ pub(crate) fn repository_patch_digest_with_limit(
     };
     let result = (|| -> io::Result<()> {
         sink.write_all(b"{\"candidate\":")?;
-        write_canonical(&mut sink, &canonical)?;
+        write_candidate(&mut sink, candidate)?;
         sink.write_all(b",\"digest_schema\":")?;
         write_string(&mut sink, DIGEST_SCHEMA)?;
         sink.write_all(b"}")
@@ -106,10 +87,6 @@ pub(crate) fn repository_patch_digest_with_limit(
         Ok(()) => Ok(Sha256::from_raw(sink.hasher.finalize().into())),
         Err(_) => Err(FinalizeError::DigestBudget),
     }
-}
-
-fn path_of(v: &Value) -> &str {
-    v.get("path").and_then(Value::as_str).unwrap_or("")
 }
 
 /// Hashes what is written and refuses to go past `limit` bytes.
@@ -137,37 +114,133 @@ fn write_string<W: Write>(out: &mut W, s: &str) -> io::Result<()> {
     serde_json::to_writer(out, s).map_err(io::Error::other)
 }
 
-/// Compact JSON with object keys sorted by code point (UTF-8 byte order equals code point order).
-pub(crate) fn write_canonical<W: Write>(out: &mut W, value: &Value) -> io::Result<()> {
-    match value {
-        Value::Null => out.write_all(b"null"),
-        Value::Bool(true) => out.write_all(b"true"),
-        Value::Bool(false) => out.write_all(b"false"),
-        Value::Number(n) => out.write_all(n.to_string().as_bytes()),
-        Value::String(s) => write_string(out, s),
-        Value::Array(items) => {
-            out.write_all(b"[")?;
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.write_all(b",")?;
-                }
-                write_canonical(out, item)?;
-            }
-            out.write_all(b"]")
+/// One value of the canonical form.
+enum Field<'a> {
+    Str(&'a str),
+    OptStr(Option<String>),
+    OptText(Option<&'a str>),
+    Bool(bool),
+    /// A gate list: written de-duplicated and sorted.
+    Set(&'a [String]),
+    /// The changed files: written sorted by path.
+    Files(&'a [RepositoryPatchFile]),
+}
+
+/// Writes an object with its keys sorted by code point (UTF-8 byte order equals code point
+/// order), compact separators.
+fn write_object<W: Write>(out: &mut W, mut fields: Vec<(&str, Field<'_>)>) -> io::Result<()> {
+    fields.sort_by(|x, y| x.0.cmp(y.0));
+    out.write_all(b"{")?;
+    for (i, (key, value)) in fields.into_iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
         }
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|x, y| x.0.cmp(y.0));
-            out.write_all(b"{")?;
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.write_all(b",")?;
-                }
-                write_string(out, k)?;
-                out.write_all(b":")?;
-                write_canonical(out, v)?;
+        write_string(out, key)?;
+        out.write_all(b":")?;
+        match value {
+            Field::Str(s) => write_string(out, s)?,
+            Field::OptStr(Some(s)) => write_string(out, &s)?,
+            Field::OptText(Some(s)) => write_string(out, s)?,
+            Field::OptStr(None) | Field::OptText(None) => out.write_all(b"null")?,
+            Field::Bool(true) => out.write_all(b"true")?,
+            Field::Bool(false) => out.write_all(b"false")?,
+            Field::Set(items) => {
+                let mut sorted: Vec<&str> = items.iter().map(String::as_str).collect();
+                sorted.sort_unstable();
+                sorted.dedup();
+                write_array(out, &sorted, |out, s| write_string(out, s))?;
             }
-            out.write_all(b"}")
+            Field::Files(files) => {
+                let mut sorted: Vec<&RepositoryPatchFile> = files.iter().collect();
+                sorted.sort_by(|x, y| x.path().as_str().cmp(y.path().as_str()));
+                write_array(out, &sorted, |out, f| write_file(out, f))?;
+            }
         }
     }
+    out.write_all(b"}")
 }
+
+fn write_array<W: Write, T>(
+    out: &mut W,
+    items: &[T],
+    mut each: impl FnMut(&mut W, &T) -> io::Result<()>,
+) -> io::Result<()> {
+    out.write_all(b"[")?;
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        each(out, item)?;
+    }
+    out.write_all(b"]")
+}
+
+fn write_file<W: Write>(out: &mut W, file: &RepositoryPatchFile) -> io::Result<()> {
+    write_object(
+        out,
+        vec![
+            ("path", Field::Str(file.path().as_str())),
+            ("op", Field::Str(file.op().as_str())),
+            (
+                "previous_sha256",
+                Field::OptStr(file.previous_sha256().map(ToString::to_string)),
+            ),
+            (
+                "new_sha256",
+                Field::OptStr(file.new_sha256().map(ToString::to_string)),
+            ),
+            ("content", Field::OptText(file.content())),
+            ("diff", Field::Str(file.diff())),
+        ],
+    )
+}
+
+/// The canonical candidate object: every field of the v2 model (the tests check the key set
+/// against the serialised model), written straight from the typed value without an intermediate
+/// JSON tree.
+fn write_candidate<W: Write>(out: &mut W, c: &RepositoryPatchCandidate) -> io::Result<()> {
+    write_object(
+        out,
+        vec![
+            ("schema_version", Field::Str(c.schema_version())),
+            ("write_back_mode", Field::Str(c.write_back_mode())),
+            ("validation_state", Field::Str(c.validation_state())),
+            ("mutation_allowed", Field::Bool(c.mutation_allowed())),
+            ("handoff_id", Field::Str(c.handoff_id())),
+            ("request_id", Field::Str(c.request_id())),
+            ("plan_id", Field::Str(c.plan_id())),
+            ("app_id", Field::Str(c.app_id())),
+            ("build_registry_id", Field::Str(c.build_registry_id())),
+            ("repository_full_name", Field::Str(c.repository_full_name())),
+            ("baseline_commit_sha", Field::Str(c.baseline_commit_sha())),
+            ("approved_plan_digest", Field::Str(c.approved_plan_digest())),
+            ("snapshot_digest", Field::Str(c.snapshot_digest())),
+            ("proposal_id", Field::Str(c.proposal_id())),
+            ("provider_id", Field::Str(c.provider_id())),
+            ("summary", Field::Str(c.summary())),
+            ("rationale", Field::Str(c.rationale())),
+            ("changed_files", Field::Files(c.changed_files())),
+            (
+                "required_validation_gates",
+                Field::Set(c.required_validation_gates()),
+            ),
+            (
+                "required_security_gates",
+                Field::Set(c.required_security_gates()),
+            ),
+            ("required_ci_checks", Field::Set(c.required_ci_checks())),
+        ],
+    )
+}
+
+/// The canonical bytes (for tests and diagnostics).
+#[cfg(test)]
+pub(crate) fn canonical_bytes(c: &RepositoryPatchCandidate) -> Vec<u8> {
+    let mut out = Vec::new();
+    let _ = write_candidate(&mut out, c);
+    out
+}
+
+#[cfg(test)]
+#[path = "digest_tests.rs"]
+mod tests;

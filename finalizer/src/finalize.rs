@@ -14,6 +14,7 @@ use snapshot::{
 use crate::diff::unified_diff;
 use crate::error::FinalizeError;
 use crate::model::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
+use crate::parallel::map_ordered;
 
 /// The host-derived rationale of every candidate.
 pub const CANDIDATE_RATIONALE: &str =
@@ -36,7 +37,8 @@ fn canonical(path: &str) -> Result<RepoPath, FinalizeError> {
     RepoPath::parse(path).map_err(|r| FinalizeError::Snapshot(SnapshotError::unsafe_path(path, r)))
 }
 
-type Change = (FileOp, Option<String>);
+/// An observed change: the operation and, unless it is a delete, the content and its hash.
+type Observed = (FileOp, Option<(String, Sha256)>);
 
 /// Reference `finalize_repository_patch`.
 ///
@@ -111,8 +113,8 @@ pub fn finalize_repository_patch(
         return Err(FinalizeError::WorkspaceSet);
     }
     // 7. Per-file operation and hash rules.
-    let mut recorded: BTreeMap<RepoPath, Change> = BTreeMap::new();
-    for file in &harvest.files {
+    let mut recorded: BTreeMap<RepoPath, Observed> = BTreeMap::new();
+    for file in harvest.files {
         let path = &file.path;
         let hash_err = || FinalizeError::WorkspaceHash {
             path: path.as_str().to_owned(),
@@ -137,14 +139,27 @@ pub fn finalize_repository_patch(
             recorded.insert(path.clone(), (FileOp::Delete, None));
             continue;
         }
-        let Some(raw) = &file.content else {
+        let Some(raw) = file.content else {
             return Err(op_err());
         };
         // As in the reference, bytes are decoded with replacement characters: invalid UTF-8
-        // then fails the hash comparison below (`WORKSPACE_HASH`), after the content gates.
-        let content = String::from_utf8_lossy(raw).into_owned();
+        // then fails the hash comparison below (`WORKSPACE_HASH`), after the content gates. A
+        // lossless decode keeps the exact bytes the harvest just hashed into `new_sha256` (and
+        // reuses the buffer); only a lossy one changes them and needs a fresh hash.
+        let (content, h) = match String::from_utf8(raw) {
+            Ok(text) => {
+                let h = file
+                    .new_sha256
+                    .unwrap_or_else(|| Sha256::of(text.as_bytes()));
+                (text, h)
+            }
+            Err(e) => {
+                let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+                let h = Sha256::of(text.as_bytes());
+                (text, h)
+            }
+        };
         validate_output_text(path.as_str(), &content)?;
-        let h = Sha256::of(content.as_bytes());
         let consistent = match file.op {
             FileOp::Create => {
                 file.previous_sha256.is_none() && file.new_sha256 == Some(h) && file.modified
@@ -161,7 +176,7 @@ pub fn finalize_repository_patch(
             return Err(hash_err());
         }
         if file.modified {
-            recorded.insert(path.clone(), (file.op, Some(content)));
+            recorded.insert(path.clone(), (file.op, Some((content, h))));
         }
     }
     // 8. A completed, non-empty edit.
@@ -169,7 +184,7 @@ pub fn finalize_repository_patch(
         return Err(FinalizeError::ProposalStatus);
     }
     // 9. The provider's claims stay inside the grants.
-    let mut proposed: BTreeMap<RepoPath, Change> = BTreeMap::new();
+    let mut proposed: BTreeMap<RepoPath, (FileOp, Option<&str>)> = BTreeMap::new();
     for change in &proposal.changed_files {
         let path = canonical(&change.path)?;
         policy.validate_path(&path)?;
@@ -183,10 +198,17 @@ pub fn finalize_repository_patch(
                 path: change.path.clone(),
             });
         }
-        proposed.insert(path, (change.op, change.content.clone()));
+        proposed.insert(path, (change.op, change.content.as_deref()));
     }
     // 10. The claims equal the observed bytes.
-    if proposed != recorded {
+    let agrees = proposed.len() == recorded.len()
+        && proposed
+            .iter()
+            .zip(&recorded)
+            .all(|((pp, (pop, pc)), (rp, (rop, rc)))| {
+                pp == rp && pop == rop && *pc == rc.as_ref().map(|(c, _)| c.as_str())
+            });
+    if !agrees {
         return Err(FinalizeError::ProposalMismatch);
     }
     // 11–12. Ownership claims.
@@ -210,21 +232,31 @@ pub fn finalize_repository_patch(
             detail: "changed paths were not claimed",
         });
     }
-    // 13. Changed files, sorted by path, derived from host bytes only.
+    // 13. Changed files, sorted by path, derived from host bytes only. Diffs are independent
+    // per file and computed in parallel for large turns.
     let count = recorded.len();
+    let entries: Vec<(RepoPath, Observed)> = recorded.into_iter().collect();
+    let work: usize = entries
+        .iter()
+        .map(|(p, (_, o))| {
+            o.as_ref().map_or(0, |(c, _)| c.len()) + baseline_files.get(p).map_or(0, String::len)
+        })
+        .sum();
+    let diffs = map_ordered(&entries, work, |(path, (_, observed))| {
+        unified_diff(
+            path.as_str(),
+            baseline_files.get(path).map(String::as_str),
+            observed.as_ref().map(|(c, _)| c.as_str()),
+        )
+    });
     let mut files = Vec::with_capacity(count);
-    for (path, (op, content)) in recorded {
+    for ((path, (op, observed)), diff) in entries.into_iter().zip(diffs) {
         let previous = if op == FileOp::Create {
             None
         } else {
             expected.get(&path).copied()
         };
-        let new = content.as_deref().map(|c| Sha256::of(c.as_bytes()));
-        let diff = unified_diff(
-            path.as_str(),
-            baseline_files.get(&path).map(String::as_str),
-            content.as_deref(),
-        );
+        let (content, new) = observed.map_or((None, None), |(c, h)| (Some(c), Some(h)));
         files.push(RepositoryPatchFile::new(
             path, op, previous, new, content, diff,
         )?);

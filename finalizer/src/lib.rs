@@ -16,6 +16,7 @@ pub mod digest;
 pub mod error;
 pub mod finalize;
 pub mod model;
+mod parallel;
 pub mod store;
 pub mod verify;
 
