@@ -223,10 +223,15 @@ pub fn tool_list() -> Vec<Tool> {
         .collect()
 }
 
+/// Most tool bodies running at once; further calls wait for a slot (bounds threads and memory
+/// whatever a client pipelines).
+pub const MAX_CONCURRENT_TOOLS: usize = 4;
+
 struct Inner {
     workspace: Workspace,
     store: Option<finalizer::CandidateStore>,
     tools: Vec<Tool>,
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// The MCP server bound to one workspace (and optionally one candidate store).
@@ -271,6 +276,7 @@ impl McpServer {
                 workspace,
                 store,
                 tools: tool_list(),
+                slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_TOOLS)),
             }),
         })
     }
@@ -478,12 +484,17 @@ No tool writes, executes commands, stages, promotes or grants scope.",
         };
         let arguments = request.arguments.unwrap_or_default();
         let inner = Arc::clone(&self.inner);
+        let permit = Arc::clone(&self.inner.slots)
+            .acquire_owned()
+            .await
+            .map_err(|_| ErrorData::internal_error("tool slots closed", None))?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         std::thread::Builder::new()
             .name("mcp-tool".into())
             .stack_size(TOOL_STACK_BYTES)
             .spawn(move || {
                 let _ = tx.send(run_tool(&inner, name, arguments));
+                drop(permit);
             })
             .map_err(|_| ErrorData::internal_error("tool thread could not start", None))?;
         let (structured, is_error) = rx

@@ -427,4 +427,29 @@ mod tests {
             assert_eq!(code(raw), want, "{raw:?}");
         }
     }
+
+    const TOKENS: &[&str] = &[
+        "app", "a.json", "é", "..", ".", "", "/", "\\", "*", "?", "[", "]", "{", "}", "~", ":",
+        "C:", "//", "http://", "file:", "\u{0}", " ", "\n", "%2e%2e",
+    ];
+
+    proptest::proptest! {
+        /// Whatever token sequence is offered, an accepted path is returned unchanged and is a
+        /// plain relative path that cannot leave the root lexically.
+        #[test]
+        fn accepted_paths_are_contained(picks in proptest::collection::vec(0..TOKENS.len(), 0..8)) {
+            let raw: String = picks.iter().map(|&i| TOKENS[i]).collect();
+            if let Ok(path) = check_request_path(&raw, Path::new("/srv/ws")) {
+                proptest::prop_assert_eq!(path.as_str(), raw.as_str());
+                proptest::prop_assert!(!raw.starts_with('/') && !raw.starts_with('~'));
+                proptest::prop_assert!(!raw.contains('\\') && !raw.contains(':'));
+                let glob = ['*', '?', '[', ']', '{', '}'];
+                proptest::prop_assert!(!raw.chars().any(|c| c.is_control() || glob.contains(&c)));
+                proptest::prop_assert!(raw.split('/').all(|s| !s.is_empty() && s != "." && s != ".."));
+                let joined = Path::new("/srv/ws").join(&raw);
+                proptest::prop_assert!(joined.starts_with("/srv/ws"));
+                proptest::prop_assert!(joined.components().all(|c| !matches!(c, Component::ParentDir)));
+            }
+        }
+    }
 }

@@ -640,3 +640,41 @@ async fn list_patch_candidates_is_bounded() {
     );
     client.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_calls_all_answer() {
+    let copy = fixture_copy();
+    let client = connect_root(&copy.root, true).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..64 {
+        let peer = client.service.peer().clone();
+        let tool = mcp::TOOL_NAMES[i % 7];
+        tasks.spawn(async move {
+            let result = peer
+                .call_tool(
+                    rmcp::model::CallToolRequestParams::new(tool).with_arguments(
+                        if tool == "resolve_artifact_location" {
+                            json!({"path": "app/app.json"})
+                                .as_object()
+                                .cloned()
+                                .unwrap()
+                        } else {
+                            serde_json::Map::new()
+                        },
+                    ),
+                )
+                .await
+                .unwrap();
+            (tool, result)
+        });
+    }
+    let mut answered = 0;
+    while let Some(joined) = tasks.join_next().await {
+        let (tool, result) = joined.unwrap();
+        let structured = result.structured_content.unwrap();
+        crate::support::assert_envelope(tool, &structured, false);
+        answered += 1;
+    }
+    assert_eq!(answered, 64);
+    client.close().await;
+}
