@@ -500,3 +500,56 @@ fn bad_commits_and_repositories_are_rejected_with_codes() {
     assert!(snap.entries().is_empty() && snap.manifest().is_empty());
     assert!(snap.read_files(&[]).unwrap().is_empty());
 }
+
+#[test]
+fn large_blobs_stream_through_chunk_boundaries() {
+    let repo = TempRepo::new();
+    // Two-, three- and four-byte characters straddle every read boundary of a multi-MiB blob.
+    let text = "ß€𝄞a".repeat(300_000);
+    repo.write("big/text.txt", text.as_bytes());
+    let mut broken = text.clone().into_bytes();
+    broken.push(0xe2); // a truncated three-byte sequence at the very end
+    repo.write("big/truncated.txt", &broken);
+    let mut middle = text.clone().into_bytes();
+    middle.insert(1_500_001, 0xff);
+    repo.write("big/middle.txt", &middle);
+    let head = repo.commit("big");
+    let snap = load(&repo, &head);
+    assert_eq!(
+        snap.manifest()[&p("big/text.txt")],
+        Sha256::of(text.as_bytes())
+    );
+    let kinds = kinds(&snap);
+    assert_eq!(kinds["big/truncated.txt"], EntryKind::NonUtf8Content);
+    assert_eq!(kinds["big/middle.txt"], EntryKind::NonUtf8Content);
+    let entry = snap
+        .entries()
+        .iter()
+        .find(|e| e.path() == Some("big/middle.txt"))
+        .unwrap();
+    assert_eq!(entry.size(), Some(middle.len() as u64));
+    assert_eq!(entry.content_sha256(), Some(Sha256::of(&middle)));
+    assert_eq!(
+        snap.read_files(&[p("big/text.txt")]).unwrap()[&p("big/text.txt")],
+        text
+    );
+}
+
+#[test]
+fn a_repository_missing_a_blob_fails_with_the_git_code() {
+    let repo = TempRepo::new();
+    for i in 0..200 {
+        repo.write(format!("f{i:03}.txt"), format!("file {i}\n").as_bytes());
+    }
+    let head = repo.commit("many");
+    let victim = repo.git_text(["rev-parse", &format!("{head}:f100.txt")]);
+    let loose = repo
+        .path()
+        .join(".git/objects")
+        .join(&victim[..2])
+        .join(&victim[2..]);
+    std::fs::remove_file(loose).unwrap();
+    let err = GitSnapshot::load(repo.path(), &head).unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_SNAPSHOT_GIT");
+    assert!(err.is_environment());
+}

@@ -647,3 +647,31 @@ fn read_only_selection_rejects_secret_and_template_paths() {
         );
     }
 }
+
+#[test]
+fn classifiers_are_segment_wise() {
+    use snapshot::{is_repository_env_template_path, is_secret_sensitive_path};
+    for path in [
+        "a/b:token/c.txt",
+        "deploy/Service-Role.json",
+        "keys/ID_ED25519",
+        "conf/private key.txt",
+        "x/.env.production",
+        "x/db.PASSWORD.bak",
+        "certs/tls.KEY",
+        "a/secret./b",
+        "home/.npmrc",
+    ] {
+        assert!(is_secret_sensitive_path(path), "{path}");
+    }
+    for path in [
+        "keys/id_ed25519.pub",
+        "src/lexer.rs",
+        "docs/environment.md",
+        "a/keyboard.rs",
+    ] {
+        assert!(!is_secret_sensitive_path(path), "{path}");
+    }
+    assert!(!is_repository_env_template_path("sub/.env.example"));
+    assert!(is_repository_env_template_path(".Env.Production.Example"));
+}
