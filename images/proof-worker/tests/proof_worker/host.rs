@@ -382,3 +382,64 @@ fn python_zipfile_agrees_with_the_output_document() {
     );
     assert_eq!(String::from_utf8_lossy(&check.stdout).trim(), "ok");
 }
+
+fn raw_agent_turn(scenario: &str, extra: &[&str]) -> crate::common::Run {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/proof_worker/raw_agent.py"
+    );
+    let mut args = vec![
+        "--agent",
+        "/usr/bin/python3",
+        "--agent-arg",
+        script,
+        "--agent-arg",
+        scenario,
+    ];
+    args.extend_from_slice(extra);
+    let root = tempfile::tempdir().unwrap();
+    let mut all = vec!["--workspace-root", root.path().to_str().unwrap()];
+    all.extend_from_slice(&args);
+    let input = payload("x", &[(APP, "{}\n")], &[], None);
+    run_with(
+        RUNNER,
+        &all,
+        &[],
+        &input,
+        std::time::Duration::from_secs(60),
+    )
+}
+
+#[test]
+fn a_raw_wire_agent_gets_refusals_and_the_fixed_permission_policy() {
+    // The agent is a Python script speaking newline-delimited JSON-RPC, no ACP library: garbage
+    // lines, an unsolicited response and unknown methods leave the runner standing.
+    let run = raw_agent_turn("garbage", &[]);
+    let out = run.output();
+    assert_eq!(out.proposal.status, ProposalStatus::Completed);
+    assert_eq!(
+        out.proposal.changed_files[0].content.as_deref(),
+        Some("{\"raw\": true}\n")
+    );
+    let seen: serde_json::Value = serde_json::from_str(&out.proposal.summary).unwrap();
+    let expected = serde_json::json!([
+        {"method": "x/unknown_method", "ok": false, "error": "Method not found"},
+        {"method": "terminal/create", "ok": false, "error": "Method not found"},
+        {"method": "fs/write_text_file", "ok": false, "error": "FS_OUTSIDE_WORKSPACE"},
+        {"method": "fs/write_text_file", "ok": false, "error": "FS_UNSAFE_PATH"},
+        {"method": "fs/read_text_file", "ok": true, "error": null},
+        {"method": "fs/write_text_file", "ok": true, "error": null},
+        {"method": "session/request_permission", "ok": true, "error": null,
+         "outcome": {"outcome": "selected", "optionId": "no"}},
+    ]);
+    assert_eq!(seen, expected);
+    assert!(!std::path::Path::new("/etc/raw-escape.txt").exists());
+}
+
+#[test]
+fn a_raw_agent_that_refuses_initialize_or_stays_silent() {
+    let run = raw_agent_turn("init-error", &[]);
+    assert_eq!(run.output().proposal.status, ProposalStatus::Failed);
+    let run = raw_agent_turn("silent", &["--turn-timeout-ms", "1500"]);
+    assert_eq!(run.output().proposal.status, ProposalStatus::Timeout);
+}
