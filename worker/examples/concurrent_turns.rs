@@ -29,7 +29,12 @@ fn status_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-async fn one(docker: &BollardRuntime, dir: &Path, context: &ApprovedExecutionContext, config: &TurnConfig) {
+async fn one(
+    docker: &BollardRuntime,
+    dir: &Path,
+    context: &ApprovedExecutionContext,
+    config: &TurnConfig,
+) {
     let commit = std::fs::read_to_string(dir.join("commit")).unwrap();
     let task = std::fs::read_to_string(dir.join("task")).unwrap();
     let policy = DefaultPathPolicy::default();
@@ -52,7 +57,14 @@ async fn one(docker: &BollardRuntime, dir: &Path, context: &ApprovedExecutionCon
         },
     )
     .await;
-    assert_eq!(outcome.expect("turn failed").candidate.changed_files().len(), 3);
+    assert_eq!(
+        outcome
+            .expect("turn failed")
+            .candidate
+            .changed_files()
+            .len(),
+        3
+    );
 }
 
 fn main() {
@@ -60,9 +72,15 @@ fn main() {
     let dir = PathBuf::from(&args[1]);
     let n: usize = args[2].parse().unwrap();
     let config = TurnConfig::new(&args[3], &args[4], 90, 16_777_216).unwrap();
-    let context =
-        ApprovedExecutionContext::from_json(&std::fs::read_to_string(dir.join("approval.json")).unwrap()).unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let context = ApprovedExecutionContext::from_json(
+        &std::fs::read_to_string(dir.join("approval.json")).unwrap(),
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let docker = BollardRuntime::connect(Path::new(worker::DEFAULT_DOCKER_SOCKET)).await.unwrap();
         one(&docker, &dir, &context, &config).await; // warm-up

@@ -1,7 +1,7 @@
 //! The `patch-candidate` binary: `run`, `demo`, `janitor`, `usage`, exit codes, and a killed
 //! `run` whose container the janitor then removes.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,7 @@ fn json_of(out: &Output) -> serde_json::Value {
 
 struct Fixture {
     _repo: tempfile::TempDir,
+    _approval_dir: tempfile::TempDir,
     repo: PathBuf,
     commit: String,
     approval: PathBuf,
@@ -56,18 +57,14 @@ fn fixture(task: &str) -> Fixture {
         &[],
         &[],
     );
-    let approval_path = write_approval(
-        repo_dir.path().parent().unwrap_or(Path::new("/tmp")),
-        &context,
-    );
-    // Keep the approval outside the repository but unique per fixture.
-    let unique = repo_dir.path().with_extension("approval.json");
-    std::fs::rename(&approval_path, &unique).unwrap();
+    let approval_dir = tempfile::tempdir().unwrap();
+    let approval_path = write_approval(approval_dir.path(), &context);
     Fixture {
         repo: repo_dir.path().to_path_buf(),
         _repo: repo_dir,
+        _approval_dir: approval_dir,
         commit,
-        approval: unique,
+        approval: approval_path,
         task: task.to_owned(),
     }
 }
@@ -88,8 +85,14 @@ async fn docker_cli_run_stores_a_candidate_and_records_usage() {
     let f = fixture("Update the dashboard.");
     let mut cmd = bin();
     run_args(&mut cmd, &f);
+    // Ambient Docker settings are ignored: the worker talks to the local socket only.
+    let bogus_config = tempfile::tempdir().unwrap();
+    std::fs::write(bogus_config.path().join("config.json"), "{not json").unwrap();
     let out = cmd
         .env("PATCH_CANDIDATE_STATE_DIR", state.path())
+        .env("DOCKER_HOST", "tcp://127.0.0.1:9")
+        .env("DOCKER_CONTEXT", "no-such-context")
+        .env("DOCKER_CONFIG", bogus_config.path())
         .output()
         .unwrap();
     assert!(
