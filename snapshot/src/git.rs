@@ -904,13 +904,14 @@ fn read_tree(
             .map_err(|_| git_error("ls-tree reader failed"))?;
         Ok::<_, SnapshotError>((entries, streams))
     })?;
-    let entries = entries?;
-    ls.wait_success("ls-tree")?;
-    // Blob `i` went to worker `i % CAT_FILE_WORKERS`: interleave the answers back.
+    // A reader's error is the root cause when the producer then failed to feed it.
     let mut streams = streams
         .into_iter()
         .map(|s| s.map(Vec::into_iter))
         .collect::<Result<Vec<_>, _>>()?;
+    let entries = entries?;
+    ls.wait_success("ls-tree")?;
+    // Blob `i` went to worker `i % CAT_FILE_WORKERS`: interleave the answers back.
     let total: usize = streams.iter().map(ExactSizeIterator::len).sum();
     let mut blobs = Vec::with_capacity(total);
     for i in 0..total {

@@ -552,4 +552,8 @@ fn a_repository_missing_a_blob_fails_with_the_git_code() {
     let err = GitSnapshot::load(repo.path(), &head).unwrap_err();
     assert_eq!(err.code(), "REPOSITORY_SNAPSHOT_GIT");
     assert!(err.is_environment());
+    assert!(
+        err.to_string().contains("missing from the repository"),
+        "{err}"
+    );
 }
