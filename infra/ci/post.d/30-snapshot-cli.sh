@@ -71,6 +71,14 @@ printf 'changed\n' > "$repo/src/main.rs"
 snap --repo "$repo" --commit "$commit" --json | cmp -s - "$work/a.json" \
   || { echo "snapshot-cli: dirty worktree changed the snapshot" >&2; exit 1; }
 
+# Inherited git variables cannot redirect the read (the CLI clears git's environment).
+other="$work/other"
+git init -q -b main "$other"
+GIT_DIR="$other/.git" GIT_WORK_TREE="$other" GIT_OBJECT_DIRECTORY="$other/.git/objects" \
+  GIT_INDEX_FILE="$other/.git/index" GIT_CONFIG_PARAMETERS="'core.bare=true'" \
+  snap --repo "$repo" --commit "$commit" --json | cmp -s - "$work/a.json" \
+  || { echo "snapshot-cli: inherited GIT_* variables changed the snapshot" >&2; exit 1; }
+
 # Rejections (exit 1), usage (exit 2), environment (exit 3).
 expect_exit 1 REPOSITORY_SNAPSHOT_COMMIT snap --repo "$repo" --commit not-a-sha --json
 expect_exit 1 REPOSITORY_SNAPSHOT_COMMIT snap --repo "$repo" --commit "$(printf '0%.0s' {1..40})" --json
