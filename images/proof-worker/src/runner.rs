@@ -115,6 +115,7 @@ enum Ended {
     Stopped(StopReason),
     TimedOut,
     Budget,
+    ReplyBudget,
     Failed,
 }
 
@@ -198,7 +199,10 @@ async fn run_in_workspace(
     if let Ok(s) = state.lock() {
         builder.events = refusal_events(&s);
     }
-    let ended = if overflow { Ended::Budget } else { ended };
+    let ended = match ended {
+        Ended::Stopped(_) | Ended::Failed if overflow => Ended::ReplyBudget,
+        other => other,
+    };
     let output = match ended {
         Ended::TimedOut => {
             builder.finish(ProposalStatus::Timeout, Some("PROOF_WORKER_TURN_TIMEOUT"))
@@ -206,6 +210,10 @@ async fn run_in_workspace(
         Ended::Budget => builder.finish(
             ProposalStatus::BudgetExceeded,
             Some("PROOF_WORKER_CHANNEL_BUDGET"),
+        ),
+        Ended::ReplyBudget => builder.finish(
+            ProposalStatus::BudgetExceeded,
+            Some("PROOF_WORKER_REPLY_BUDGET"),
         ),
         Ended::Failed => builder.finish(ProposalStatus::Failed, Some("PROOF_WORKER_AGENT_FAILED")),
         Ended::Stopped(StopReason::EndTurn) => harvest_and_export(cfg, request, ws, &mut builder)?,

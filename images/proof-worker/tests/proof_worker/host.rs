@@ -245,18 +245,37 @@ fn sleeping_past_the_deadline_times_out() {
 
 #[test]
 fn flooding_the_channel_exceeds_the_budget() {
+    // Total inbound bytes (256 KiB here) reached before the 1 MiB reply cap.
     let (run, _root) = run_turn(
         &standard("mode: flood=16"),
-        &["--max-inbound-bytes", "4194304"],
+        &["--max-inbound-bytes", "262144"],
     );
     let out = run.output();
     assert_eq!(out.proposal.status, ProposalStatus::BudgetExceeded);
+    assert_eq!(
+        out.proposal.error.as_deref(),
+        Some("PROOF_WORKER_CHANNEL_BUDGET")
+    );
     assert_eq!(out.workspace_archive_base64, None);
+    // One message over the per-message cap.
     let (run, _root) = run_turn(
         &standard("mode: giant-message"),
         &["--max-message-bytes", "1048576"],
     );
-    assert_eq!(run.output().proposal.status, ProposalStatus::BudgetExceeded);
+    let out = run.output();
+    assert_eq!(out.proposal.status, ProposalStatus::BudgetExceeded);
+    assert_eq!(
+        out.proposal.error.as_deref(),
+        Some("PROOF_WORKER_CHANNEL_BUDGET")
+    );
+    // Reply text over 1 MiB with the default channel caps.
+    let (run, _root) = run_turn(&standard("mode: flood=4"), &[]);
+    let out = run.output();
+    assert_eq!(out.proposal.status, ProposalStatus::BudgetExceeded);
+    assert_eq!(
+        out.proposal.error.as_deref(),
+        Some("PROOF_WORKER_REPLY_BUDGET")
+    );
 }
 
 #[test]
