@@ -37,6 +37,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
         .init();
     let options = ServerOptions {
         workspace_root: args.workspace_root,

@@ -678,3 +678,77 @@ async fn pipelined_calls_all_answer() {
     assert_eq!(answered, 64);
     client.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_workspace_files_fail_closed_without_hanging() {
+    let copy = fixture_copy();
+    // A FIFO would block a naive open: it is reported, never opened.
+    let fifo = copy.root.join("app/config/pipe.json");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    // Oversized archive (sparse): refused before it is read.
+    let big = fs::File::create(copy.root.join("review/big.zip")).unwrap();
+    big.set_len(u64::try_from(archive::MAX_ARCHIVE_BYTES).unwrap() + 1)
+        .unwrap();
+    // Deep nesting that would overflow a small stack when the tree is dropped.
+    fs::write(
+        copy.root.join("app/modules/notes/deep.py"),
+        format!("x = {}1\n", "1+".repeat(400_000)),
+    )
+    .unwrap();
+    fs::write(
+        copy.root.join("app/config/deep.yaml"),
+        "[".repeat(200_000) + &"]".repeat(200_000),
+    )
+    .unwrap();
+
+    let client = connect_root(&copy.root, false).await;
+    let r = client
+        .ok(
+            "resolve_artifact_location",
+            json!({"path": "app/config/pipe.json"}),
+        )
+        .await;
+    assert_eq!(r["entry_type"], json!("other"));
+    assert_eq!(
+        client
+            .err(
+                "verify_patch_candidate",
+                json!({"path": "app/config/pipe.json"})
+            )
+            .await,
+        "not_a_file"
+    );
+    assert_eq!(
+        client
+            .err(
+                "inspect_workspace_archive",
+                json!({"path": "review/big.zip"})
+            )
+            .await,
+        "too_large"
+    );
+    let r = client.ok("validate_app_bundle", json!({})).await;
+    let codes: Vec<(&str, &str)> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["path"].as_str().unwrap(), f["code"].as_str().unwrap()))
+        .collect();
+    assert!(
+        codes.contains(&("app/config/pipe.json", "special_file")),
+        "{codes:?}"
+    );
+    assert!(
+        !codes.iter().any(|(p, _)| p.ends_with("deep.py")),
+        "{codes:?}"
+    );
+    // The server is still alive afterwards.
+    client.ok("get_canonical_layout", json!({})).await;
+    client.close().await;
+}
