@@ -1134,6 +1134,7 @@ impl Write for HashWriter<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy as _;
 
     fn stream_valid(chunks: &[&[u8]]) -> bool {
         let mut s = Utf8Stream::default();
@@ -1161,6 +1162,32 @@ mod tests {
                     assert_eq!(stream_valid(&parts), whole, "{sample:?} split {i} {j}");
                 }
             }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn utf8_stream_agrees_with_std_on_any_bytes_and_splits(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::collection::vec(proptest::num::u8::ANY, 0..8),
+                    "\\PC{0,4}".prop_map(String::into_bytes),
+                ],
+                0..12,
+            ),
+            cuts in proptest::collection::vec(0_usize..64, 0..6),
+        ) {
+            let bytes: Vec<u8> = parts.concat();
+            let mut points: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+            points.sort_unstable();
+            let mut chunks = Vec::new();
+            let mut start = 0;
+            for p in points {
+                chunks.push(&bytes[start..p]);
+                start = p;
+            }
+            chunks.push(&bytes[start..]);
+            proptest::prop_assert_eq!(stream_valid(&chunks), std::str::from_utf8(&bytes).is_ok());
         }
     }
 
