@@ -53,6 +53,8 @@ pub struct FakeRuntime {
     pub stdin: Mutex<Option<Vec<u8>>>,
     pub remove_result: Result<(), RuntimeError>,
     pub turns: Vec<TurnContainer>,
+    /// `wait` never returns (a container that ignores its deadline).
+    pub wait_hangs: bool,
 }
 
 impl std::fmt::Debug for FakeRuntime {
@@ -79,6 +81,7 @@ impl FakeRuntime {
             stdin: Mutex::new(None),
             remove_result: Ok(()),
             turns: Vec::new(),
+            wait_hangs: false,
         }
     }
 
@@ -192,6 +195,9 @@ impl ContainerRuntime for FakeRuntime {
 
     async fn wait(&self, _id: &str) -> Result<ExitStatus, RuntimeError> {
         self.record("wait");
+        if self.wait_hangs {
+            std::future::pending::<()>().await;
+        }
         Ok(ExitStatus {
             code: self.exit_code,
         })

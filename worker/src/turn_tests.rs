@@ -806,3 +806,36 @@ async fn janitor_removes_only_abandoned_turns() {
         vec!["list".to_owned(), format!("remove:{old_dead}")]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn wall_deadline_kills_then_removes() {
+    let fx = Fixture::new(&[], &[]);
+    let mut fake = FakeRuntime::new(b"");
+    fake.wait_hangs = true;
+    let started = tokio::time::Instant::now();
+    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        "REPOSITORY_DOCKER_TIMEOUT",
+        "{:?}",
+        fake.calls()
+    );
+    // Virtual time: exactly the wall budget plus the slack elapsed.
+    assert_eq!(started.elapsed(), Duration::from_secs(75) + WALL_SLACK);
+    assert_eq!(
+        fake.calls(),
+        vec![
+            "image_inspect",
+            "create",
+            "inspect",
+            "attach",
+            "start",
+            "stdin",
+            "wait",
+            "kill",
+            &removal(&fake)
+        ]
+    );
+}
