@@ -1,6 +1,6 @@
 //! The built binary over real stdio: raw newline-delimited JSON-RPC in, only protocol frames out.
 
-use std::io::Write as _;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
@@ -28,27 +28,38 @@ fn stdio_session_answers_with_protocol_frames_only() {
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "list_modules", "arguments": {}}}),
         json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "resolve_artifact_location", "arguments": {"path": "/etc/passwd"}}}),
     ];
-    {
-        let mut stdin = child.stdin.take().unwrap();
-        for frame in &frames {
-            writeln!(stdin, "{frame}").unwrap();
-        }
-        // Give the server the requests, then close stdin: it exits after answering.
-        stdin.flush().unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut stdin = child.stdin.take().unwrap();
+    for frame in &frames {
+        writeln!(stdin, "{frame}").unwrap();
     }
-    let output = child.wait_with_output().unwrap();
+    stdin.flush().unwrap();
+    // Read until every request is answered, then close stdin: the server exits cleanly.
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut replies: Vec<Value> = Vec::new();
+    while replies.len() < 4 {
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "stdout closed early"
+        );
+        replies.push(serde_json::from_str(&line).expect("stdout line is JSON"));
+    }
+    drop(stdin);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
     assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+        rest.is_empty(),
+        "unexpected output after the answers: {rest}"
     );
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let mut replies: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("stdout line is JSON"))
-        .collect();
-    assert_eq!(replies.len(), 4, "{stdout}");
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(status.success(), "{stderr}");
     // Requests are served concurrently: order the answers by id.
     replies.sort_by_key(|r| r["id"].as_u64().unwrap());
     let init = &replies[0]["result"];
