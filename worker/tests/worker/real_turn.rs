@@ -16,7 +16,7 @@ use crate::support::*;
 const TASK: &str = "Change nothing; report.";
 
 struct Repo {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     snap: GitSnapshot,
     context: snapshot::ApprovedExecutionContext,
     evidence: snapshot::RepositorySnapshotEvidence,
@@ -55,7 +55,7 @@ fn repo(big: usize) -> Repo {
         snap.read_files(&read_only).unwrap(),
     );
     Repo {
-        _dir: dir,
+        dir,
         snap,
         context,
         evidence,
@@ -120,6 +120,31 @@ async fn docker_stdin_is_delivered_whole_and_closed() {
     assert_eq!(
         t.proposal.error.as_deref(),
         Some("Isolated coding turn reported empty.")
+    );
+    // What the container received equals an independent Python serialisation of the payload.
+    let approval_file = r.dir.path().join("approval.json");
+    std::fs::write(&approval_file, serde_json::to_vec(&r.context).unwrap()).unwrap();
+    let oracle = std::process::Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/worker/payload_oracle.py"
+        ))
+        .arg(r.dir.path())
+        .arg(&approval_file)
+        .arg("app/a.txt,app/big.txt")
+        .arg("tests/t.txt")
+        .output()
+        .unwrap();
+    assert!(
+        oracle.status.success(),
+        "{}",
+        String::from_utf8_lossy(&oracle.stderr)
+    );
+    let oracle = String::from_utf8(oracle.stdout).unwrap();
+    let (sha, len) = oracle.trim().split_once(' ').unwrap();
+    assert_eq!(
+        t.proposal.owned_paths,
+        vec![format!("stdin-bytes-{len}"), format!("stdin-sha256-{sha}")]
     );
     assert_no_turn_containers(&docker).await;
     tally("docker_stdin_is_delivered_whole_and_closed");
