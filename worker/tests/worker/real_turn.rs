@@ -250,3 +250,36 @@ async fn docker_wrong_image_id_is_rejected_before_create() {
     assert_no_turn_containers(&docker).await;
     tally("docker_wrong_image_id_is_rejected_before_create");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_configured_runtime_is_used_and_verified() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let (id, _) = fixture_images();
+    let r = repo(16);
+    let policy = DefaultPathPolicy::default();
+    let approval = TurnApproval {
+        context: &r.context,
+        snapshot: &r.evidence,
+        policy: &policy,
+        create_absence: Some(&r.snap),
+    };
+    // The daemon's own runc, named explicitly: created, verified and run under it.
+    let config = TurnConfig::new(FIXTURE_IMAGE, id, 60, 700_000)
+        .unwrap()
+        .with_runtime(Some("runc".parse().unwrap()));
+    let t = execute_repository_docker_turn(&docker, &r.request, &approval, &config)
+        .await
+        .unwrap();
+    assert_eq!(t.proposal.status, snapshot::ProposalStatus::Empty);
+    // A runtime the daemon does not know: the create fails and nothing is left behind.
+    let config = TurnConfig::new(FIXTURE_IMAGE, id, 60, 700_000)
+        .unwrap()
+        .with_runtime(Some("no-such-runtime".parse().unwrap()));
+    let err = execute_repository_docker_turn(&docker, &r.request, &approval, &config)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_COMMAND_FAILED");
+    assert_no_turn_containers(&docker).await;
+    tally("docker_configured_runtime_is_used_and_verified");
+}
