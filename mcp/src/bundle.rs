@@ -938,6 +938,10 @@ mod tests {
             )
             .is_none()
         );
+        // PEP 695 parses; PEP 701 f-strings (reused quotes) do not: documented in docs/MCP.md.
+        assert!(check_file("app/x.py", FileCheck::Python, b"type Alias = int\n").is_none());
+        let pep701 = check_file("app/x.py", FileCheck::Python, b"x = f\"{d[\"k\"]}\"\n");
+        assert_eq!(pep701.map(|f| f.code), Some("invalid_python".to_owned()));
         let f = check_file("app/x.yaml", FileCheck::Yaml, b"a: [1, 2\n").unwrap();
         assert_eq!(f.code, "invalid_yaml");
         let f = check_file("app/x.json", FileCheck::Json, b"{\"a\": }").unwrap();
