@@ -92,12 +92,39 @@ pub fn parse_scope(prompt: &str) -> PromptScope {
 /// # Errors
 /// A protocol error from the connection.
 pub async fn serve_stdio() -> Result<(), agent_client_protocol::Error> {
-    let transport = bounded_lines(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        ChannelLimits::AGENT,
-        BudgetFlag::default(),
-    );
+    let (limits, flag) = (ChannelLimits::AGENT, BudgetFlag::default());
+    match stdio_pipes() {
+        Some((rx, tx)) => serve(bounded_lines(rx, tx, limits, flag)).await,
+        None => {
+            serve(bounded_lines(
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+                limits,
+                flag,
+            ))
+            .await
+        }
+    }
+}
+
+/// stdin/stdout as non-blocking pipes on the runtime's reactor when they are pipes (as under the
+/// runner); tokio's own `stdin()` reads on a blocking thread, one hand-off per message.
+fn stdio_pipes() -> Option<(
+    tokio::net::unix::pipe::Receiver,
+    tokio::net::unix::pipe::Sender,
+)> {
+    use std::os::fd::AsFd;
+    let rx = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    let tx = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    Some((
+        tokio::net::unix::pipe::Receiver::from_owned_fd(rx).ok()?,
+        tokio::net::unix::pipe::Sender::from_owned_fd(tx).ok()?,
+    ))
+}
+
+async fn serve(
+    transport: impl agent_client_protocol::ConnectTo<Agent> + 'static,
+) -> Result<(), agent_client_protocol::Error> {
     let cwd: Arc<Mutex<Option<PathBuf>>> = Arc::new(Mutex::new(None));
     let cwd_for_session = cwd.clone();
     Agent
