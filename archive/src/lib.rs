@@ -26,8 +26,9 @@ pub use error::{ArchiveError, ENVELOPE_CODE, EntryName};
 pub use export::export_workspace_archive;
 pub use pack::pack_directory;
 pub use reader::{
-    ArchiveLimits, ArchiveManifest, ManifestEntry, preflight_archive_directory,
-    read_archive_entries, read_archive_manifest, validate_archive_budget,
+    ArchiveBytes, ArchiveLimits, ArchiveManifest, ManifestEntry, preflight_archive_directory,
+    read_archive_entries, read_archive_manifest, read_archive_manifest_from,
+    validate_archive_budget,
 };
 pub use stage::{StageRequest, stage_workspace_archive};
 pub use workspace::{

@@ -11,7 +11,11 @@
 //! several hostile forms silently and allocates per declared entry before any check can run
 //! (HOSTILE-ZIP.md §3); the canonical format is STORED-only, so a bounded slice walk is complete.
 
+use std::io::Read;
+use std::sync::mpsc;
 use std::thread;
+
+use sha2::{Digest as _, Sha256 as Sha256Hasher};
 
 use snapshot::path::check_portable;
 use snapshot::{RepoPath, Sha256, detect_collisions};
@@ -645,6 +649,114 @@ pub fn read_archive_manifest(
     limits: &ArchiveLimits,
 ) -> Result<ArchiveManifest, ArchiveError> {
     parse(data, None, Some(limits.max_files), limits.max_bytes, true).map(|p| p.manifest())
+}
+
+/// Size of the pieces handed to the hashing thread by [`read_archive_manifest_from`].
+const READ_CHUNK_BYTES: usize = 1 << 20;
+
+/// From this size on, [`read_archive_manifest_from`] reads into an anonymous mapping advised for
+/// transparent huge pages: filling 16 MiB of fresh 4 KiB pages costs 4,096 page faults, about as
+/// much time as hashing the data once.
+const HUGE_PAGE_BUFFER_BYTES: usize = 4 << 20;
+
+/// Archive bytes read by [`read_archive_manifest_from`]: a heap buffer, or for large inputs an
+/// anonymous (private, zero-filled) memory mapping. Dereferences to the bytes.
+#[derive(Debug)]
+pub struct ArchiveBytes(Buffer);
+
+#[derive(Debug)]
+enum Buffer {
+    Heap(Vec<u8>),
+    Mapped(memmap2::MmapMut),
+}
+
+impl ArchiveBytes {
+    fn zeroed(len: usize) -> Self {
+        if len >= HUGE_PAGE_BUFFER_BYTES
+            && let Ok(map) = memmap2::MmapOptions::new().len(len).map_anon()
+        {
+            // Advice only: without transparent huge pages the mapping works the same.
+            let _ = map.advise(memmap2::Advice::HugePage);
+            return Self(Buffer::Mapped(map));
+        }
+        Self(Buffer::Heap(vec![0_u8; len]))
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        match &mut self.0 {
+            Buffer::Heap(v) => v,
+            Buffer::Mapped(m) => m,
+        }
+    }
+}
+
+impl std::ops::Deref for ArchiveBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            Buffer::Heap(v) => v,
+            Buffer::Mapped(m) => m,
+        }
+    }
+}
+
+/// Reads an archive of `len` bytes from `source` and strictly reads it, hashing the whole input
+/// on a second thread while the rest is still being read (the whole-archive digest needs no
+/// parse). Returns the bytes and the manifest.
+///
+/// # Errors
+/// `REPOSITORY_PATCH_ARCHIVE_BUDGET: input exceeds limit` when `len` is over the byte budget;
+/// `REPOSITORY_PATCH_ARCHIVE_WORKSPACE` when reading fails or the source is not exactly `len`
+/// bytes long; then everything [`read_archive_manifest`] returns.
+///
+/// # Security
+/// The buffer is bounded by the budget before it is allocated.
+pub fn read_archive_manifest_from<R: Read>(
+    mut source: R,
+    len: u64,
+    limits: &ArchiveLimits,
+) -> Result<(ArchiveBytes, ArchiveManifest), ArchiveError> {
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|&n| n <= limits.max_bytes)
+        .ok_or(ArchiveError::Budget {
+            detail: "input exceeds limit",
+        })?;
+    let io = |e: std::io::Error| ArchiveError::workspace_io("cannot read archive", &e);
+    let mut data = ArchiveBytes::zeroed(len);
+    let digest = thread::scope(|s| -> Result<Sha256, ArchiveError> {
+        let (tx, rx) = mpsc::sync_channel::<&[u8]>(64);
+        let hasher = s.spawn(move || {
+            let mut h = Sha256Hasher::new();
+            for chunk in rx {
+                h.update(chunk);
+            }
+            Sha256::from_raw(h.finalize().into())
+        });
+        for chunk in data.as_mut_slice().chunks_mut(READ_CHUNK_BYTES) {
+            source.read_exact(chunk).map_err(io)?;
+            let filled: &[u8] = chunk;
+            // The receiver only stops when this loop has ended; a failed send means it died.
+            tx.send(filled)
+                .map_err(|_| ArchiveError::envelope("digest worker failed"))?;
+        }
+        drop(tx);
+        hasher
+            .join()
+            .map_err(|_| ArchiveError::envelope("digest worker failed"))
+    })?;
+    let mut probe = [0_u8; 1];
+    if source.read(&mut probe).map_err(io)? != 0 {
+        return Err(ArchiveError::Workspace {
+            detail: "archive changed while reading".to_owned(),
+        });
+    }
+    let manifest = {
+        let mut parsed = parse(&data, None, Some(limits.max_files), limits.max_bytes, false)?;
+        parsed.archive_sha256 = Some(digest);
+        parsed.manifest()
+    };
+    Ok((data, manifest))
 }
 
 /// The strict read, returning each entry's path and a copy of its bytes.

@@ -373,3 +373,49 @@ fn large_archives_digest_in_parallel_with_the_same_results() {
         );
     }
 }
+
+/// Reading from a source while hashing on a second thread gives the same manifest as reading
+/// the bytes in memory, and refuses sources that are longer, shorter or over budget.
+#[test]
+fn streamed_read_matches_the_in_memory_reader() {
+    let limits = ArchiveLimits::default();
+    let small = build_deterministic_archive(&golden()).unwrap();
+    let big: Vec<_> = (0..4)
+        .map(|i| (p(&format!("big/{i}.txt")), vec![b'x' + i as u8; 700_000]))
+        .collect();
+    let big = build_deterministic_archive(&big).unwrap();
+    for bytes in [&small, &big] {
+        let (data, m) =
+            archive::read_archive_manifest_from(Cursor::new(bytes), bytes.len() as u64, &limits)
+                .unwrap();
+        assert_eq!(&*data, &bytes[..]);
+        assert_eq!(m, read_archive_manifest(bytes, &limits).unwrap());
+    }
+    let mut longer = small.clone();
+    longer.push(0);
+    let e = archive::read_archive_manifest_from(Cursor::new(&longer), small.len() as u64, &limits)
+        .unwrap_err();
+    assert_eq!(e.code(), "REPOSITORY_PATCH_ARCHIVE_WORKSPACE");
+    let e = archive::read_archive_manifest_from(
+        Cursor::new(&small[..100]),
+        small.len() as u64,
+        &limits,
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), "REPOSITORY_PATCH_ARCHIVE_WORKSPACE");
+    let e = archive::read_archive_manifest_from(
+        Cursor::new(&small),
+        small.len() as u64,
+        &ArchiveLimits::new(50, 100).unwrap(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "REPOSITORY_PATCH_ARCHIVE_BUDGET: input exceeds limit"
+    );
+    let mut flipped = big.clone();
+    flipped[40] ^= 1;
+    let e = archive::read_archive_manifest_from(Cursor::new(&flipped), big.len() as u64, &limits)
+        .unwrap_err();
+    assert_eq!(e.code(), "REPOSITORY_PATCH_ARCHIVE_ENVELOPE");
+}

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use archive::{
     ARCHIVE_SCHEMA_VERSION, ArchiveError, ArchiveLimits, EMPTY_ARCHIVE_MARKER, MAX_ARCHIVE_BYTES,
     MAX_ARCHIVE_FILES, archive_digest, pack_directory, read_archive_manifest,
+    read_archive_manifest_from,
 };
 use clap::{Args, Subcommand};
 
@@ -62,52 +63,75 @@ pub(crate) fn run(command: &ArchiveCommand) -> Result<Outcome, CliError> {
     }
 }
 
-/// Reads at most `max + 1` bytes, so an oversized file is refused without reading it whole (a
-/// regular file's length is checked before anything is read).
-fn read_bounded(path: &Path, max: usize) -> Result<Vec<u8>, CliError> {
-    let file = std::fs::File::open(path).map_err(|e| {
-        CliError::environment(IO_CODE, format!("cannot open archive: {}", e.kind()))
-    })?;
-    if file
+/// The archive file's contents and manifest. A regular file of the declared length is read while
+/// a second thread hashes it (`read_archive_manifest_from`); anything else (a pipe) is read up to
+/// `max + 1` bytes. Oversized regular files are refused before anything is read.
+enum Loaded {
+    Marker(Vec<u8>),
+    Manifest(archive::ArchiveManifest),
+}
+
+fn load(path: &Path, limits: &ArchiveLimits) -> Result<Loaded, CliError> {
+    let io = |what: &str, e: &std::io::Error| {
+        CliError::environment(IO_CODE, format!("cannot {what} archive: {}", e.kind()))
+    };
+    let file = std::fs::File::open(path).map_err(|e| io("open", &e))?;
+    let max = limits.max_bytes();
+    let declared = file
         .metadata()
-        .is_ok_and(|m| m.is_file() && m.len() > max as u64)
-    {
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    if declared.is_some_and(|len| len > max as u64) {
         return Err(reject(&ArchiveError::Budget {
             detail: "input exceeds limit",
         }));
     }
-    let mut data = Vec::new();
-    file.take(max as u64 + 1)
-        .read_to_end(&mut data)
-        .map_err(|e| {
-            CliError::environment(IO_CODE, format!("cannot read archive: {}", e.kind()))
-        })?;
-    Ok(data)
+    match declared {
+        Some(len) if len != EMPTY_ARCHIVE_MARKER.len() as u64 => {
+            let (_, manifest) =
+                read_archive_manifest_from(file, len, limits).map_err(|e| reject(&e))?;
+            Ok(Loaded::Manifest(manifest))
+        }
+        _ => {
+            let mut data = Vec::new();
+            file.take(max as u64 + 1)
+                .read_to_end(&mut data)
+                .map_err(|e| io("read", &e))?;
+            if data == EMPTY_ARCHIVE_MARKER {
+                return Ok(Loaded::Marker(data));
+            }
+            if data.len() > max {
+                return Err(reject(&ArchiveError::Budget {
+                    detail: "input exceeds limit",
+                }));
+            }
+            read_archive_manifest(&data, limits)
+                .map(Loaded::Manifest)
+                .map_err(|e| reject(&e))
+        }
+    }
 }
 
 fn inspect(args: &InspectArgs) -> Result<Outcome, CliError> {
     let limits = ArchiveLimits::new(args.max_files, args.max_bytes).map_err(|e| reject(&e))?;
-    let data = read_bounded(&args.file, limits.max_bytes())?;
-    if data.len() > limits.max_bytes() {
-        return Err(reject(&ArchiveError::Budget {
-            detail: "input exceeds limit",
-        }));
-    }
-    if data == EMPTY_ARCHIVE_MARKER {
-        let digest = archive_digest(&data);
-        return Ok(Outcome {
-            json: serde_json::json!({
-                "schema_version": ARCHIVE_SCHEMA_VERSION,
-                "empty_marker": true,
-                "archive_sha256": digest.to_string(),
-                "entry_count": 0,
-                "total_bytes": 0,
-                "entries": [],
-            }),
-            text: format!("empty transport marker (zero entries)\narchive {digest}\n"),
-        });
-    }
-    let manifest = read_archive_manifest(&data, &limits).map_err(|e| reject(&e))?;
+    let manifest = match load(&args.file, &limits)? {
+        Loaded::Manifest(manifest) => manifest,
+        Loaded::Marker(data) => {
+            let digest = archive_digest(&data);
+            return Ok(Outcome {
+                json: serde_json::json!({
+                    "schema_version": ARCHIVE_SCHEMA_VERSION,
+                    "empty_marker": true,
+                    "archive_sha256": digest.to_string(),
+                    "entry_count": 0,
+                    "total_bytes": 0,
+                    "entries": [],
+                }),
+                text: format!("empty transport marker (zero entries)\narchive {digest}\n"),
+            });
+        }
+    };
     let total: u64 = manifest.entries.iter().map(|e| e.size_bytes).sum();
     let entries: Vec<serde_json::Value> = manifest
         .entries
