@@ -14,7 +14,7 @@ A="$DATA/adversarial"
 "$BIN" turn "$W/before" "$W/after"
 hyperfine --warmup 2 --runs 10 -N \
   -n "finalize+digest (50 x 300 KB)" "$BIN turn $W/before $W/after" \
-  -n "git diff --no-index (same trees)" "git diff --no-index --no-color --stat=0 -p $W/before $W/after" \
+  -n "git diff --no-index (same trees)" "git diff --no-index --no-color $W/before $W/after" \
   -i
 "$BIN" diff "$A/unrelated_a.txt" "$A/unrelated_b.txt"
 "$BIN" diff "$A/identical_a.txt" "$A/identical_b.txt"

@@ -4,6 +4,8 @@
 //!   BEFORE_DIR (the baseline) for a synthetic approval covering every file, digests the
 //!   candidate and prints the digest: the whole host-side cost of one turn, file reading included.
 //! * `finalize_bench diff BEFORE_FILE AFTER_FILE` — one unified diff, printing its mode and size.
+//! * `finalize_bench budget BEFORE_FILE AFTER_FILE` — the work budget that pair needs (to size
+//!   `DEFAULT_WORK_BUDGET`).
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -131,6 +133,25 @@ fn main() -> Res<()> {
     match args.get(1..) {
         Some([cmd, a, b]) if cmd == "turn" => turn(Path::new(a), Path::new(b)),
         Some([cmd, a, b]) if cmd == "diff" => diff(Path::new(a), Path::new(b)),
-        _ => Err("usage: finalize_bench (turn BEFORE_DIR AFTER_DIR | diff BEFORE AFTER)".into()),
+        Some([cmd, a, b]) if cmd == "budget" => {
+            let a = std::fs::read_to_string(a)?;
+            let b = std::fs::read_to_string(b)?;
+            println!("{}", min_budget(&a, &b));
+            Ok(())
+        }
+        _ => Err(
+            "usage: finalize_bench (turn BEFORE_DIR AFTER_DIR | diff|budget BEFORE AFTER)".into(),
+        ),
     }
+}
+
+/// The smallest budget (doubling from 1000 steps) under which the diff is exact.
+fn min_budget(a: &str, b: &str) -> u64 {
+    let mut budget = 1_000u64;
+    while unified_diff_with_budget("f", Some(a), Some(b), budget).mode
+        == finalizer::DiffMode::WholeFile
+    {
+        budget *= 2;
+    }
+    budget
 }

@@ -45,10 +45,15 @@ pub(crate) fn repository_patch_digest_with_limit(
     }
     // Content hashes are independent per file: computed in parallel for large candidates, then
     // checked in stored order.
+    // A candidate straight from the finalizer has hashes derived from these very bytes.
     let work: usize = files.iter().map(|f| f.content().map_or(0, str::len)).sum();
-    let hashes = map_ordered(files, work, |f| {
-        f.content().map(|c| Sha256::of(c.as_bytes()))
-    });
+    let hashes = if candidate.hashes_derived() {
+        files.iter().map(|f| f.new_sha256().copied()).collect()
+    } else {
+        map_ordered(files, work, |f| {
+            f.content().map(|c| Sha256::of(c.as_bytes()))
+        })
+    };
     let mut folded: Vec<String> = Vec::with_capacity(files.len());
     for (file, hash) in files.iter().zip(hashes) {
         if hash.is_some() && file.new_sha256() != hash.as_ref() {

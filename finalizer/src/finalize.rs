@@ -283,6 +283,7 @@ pub fn finalize_repository_patch(
         },
         files,
     )
+    .map(RepositoryPatchCandidate::with_derived_hashes)
 }
 
 #[cfg(test)]

@@ -127,7 +127,24 @@ pub struct RepositoryPatchCandidate {
     required_validation_gates: Vec<String>,
     required_security_gates: Vec<String>,
     required_ci_checks: Vec<String>,
+    /// Set only by the finalizer, which derived every `new_sha256` from the very bytes in
+    /// `content`; not serialised, and ignored by equality.
+    #[serde(skip)]
+    hashes_derived: HashesDerived,
 }
+
+/// Whether the content hashes were computed in this process from the content itself. Equality
+/// ignores it: two candidates with the same fields are the same candidate.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct HashesDerived(pub(crate) bool);
+
+impl PartialEq for HashesDerived {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for HashesDerived {}
 
 /// The identity and text fields of a candidate, in schema order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -202,7 +219,18 @@ impl RepositoryPatchCandidate {
             required_validation_gates,
             required_security_gates,
             required_ci_checks,
+            hashes_derived: HashesDerived(false),
         })
+    }
+
+    /// Marks the content hashes as derived from the content in this process (finalizer only).
+    pub(crate) fn with_derived_hashes(mut self) -> Self {
+        self.hashes_derived = HashesDerived(true);
+        self
+    }
+
+    pub(crate) fn hashes_derived(&self) -> bool {
+        self.hashes_derived.0
     }
 
     #[must_use]

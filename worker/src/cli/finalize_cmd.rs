@@ -219,9 +219,12 @@ pub(crate) fn finalize(args: &FinalizeArgs) -> Result<Outcome, CliError> {
         Some(repo) => Some(GitSnapshot::load(repo, context.baseline_commit_sha())?),
         None => None,
     };
-    let manifest: BTreeMap<RepoPath, Sha256> = baseline
+    // The staged tree was materialised from the approved baseline: its expected manifest is the
+    // snapshot's entry for each selected path (finalize checks the baseline bytes against the
+    // snapshot before it compares manifests, so nothing needs hashing twice).
+    let manifest: BTreeMap<RepoPath, Sha256> = selected
         .iter()
-        .map(|(p, c)| (p.clone(), Sha256::of(c.as_bytes())))
+        .filter_map(|p| snapshot.file_manifest().get(p).map(|h| (p.clone(), *h)))
         .collect();
     let workspace = StagedWorkspace::open_existing(&args.staged, manifest, BTreeMap::new())
         .map_err(|e| archive_error(&e))?;
