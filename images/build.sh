@@ -54,7 +54,8 @@ for bin in turn-runner fake-agent hostile-entry; do
     echo "build.sh: missing binary $src" >&2
     exit 3
   fi
-  if ! file -b "$src" 2>/dev/null | grep -q "static"; then
+  # A static binary has no program interpreter (readelf and strip both come with binutils).
+  if readelf -l "$src" | grep -q "program interpreter"; then
     echo "build.sh: $src is not statically linked" >&2
     exit 3
   fi
