@@ -274,3 +274,72 @@ pub fn state_dir() -> Result<PathBuf, WorkerError> {
         })?;
     Ok(PathBuf::from(home).join(".local/state/patch-candidate"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use snapshot::DefaultPathPolicy;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    #[test]
+    fn default_selection_skips_secrets_templates_protected_and_out_of_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, content) in [
+            ("app/a.py", "a\n"),
+            ("app/.env", "TOKEN=x\n"),
+            ("app/.env.example", "TOKEN=\n"),
+            ("app/private.pem", "key\n"),
+            ("tests/test_a.py", "t\n"),
+            (".github/workflows/ci.yml", "on: push\n"),
+            ("docs/readme.md", "d\n"),
+        ] {
+            let full = dir.path().join(path);
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .create(full.parent().unwrap())
+                .unwrap();
+            std::fs::write(full, content).unwrap();
+        }
+        git(dir.path(), &["init", "-q"]);
+        git(dir.path(), &["add", "-A"]);
+        git(
+            dir.path(),
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@example.invalid",
+                "commit",
+                "-q",
+                "-m",
+                "x",
+            ],
+        );
+        let commit = git(dir.path(), &["rev-parse", "HEAD"]);
+        let snap = GitSnapshot::load(dir.path(), &commit).unwrap();
+        let doc = serde_json::json!({
+            "handoff_id": "h", "request_id": "r", "plan_id": "p", "app_id": "a",
+            "build_registry_id": "b", "repository_full_name": "o/n", "baseline_commit_sha": commit,
+            "raw_request": "t", "request_type": "change", "approved_plan_digest": "0".repeat(64),
+            "snapshot_digest": "s", "graph_identity_digest": "g", "impact_report_digest": "i",
+            "execution_strategy_id": "e", "rationale": "r",
+            "allowed_paths": ["app/", "tests/", ".github/"], "read_only_paths": ["tests/"],
+        });
+        let context = ApprovedExecutionContext::from_json(&doc.to_string()).unwrap();
+        let (editable, read_only) =
+            default_selection(&snap, &context, &DefaultPathPolicy::default()).unwrap();
+        let names = |v: &[RepoPath]| v.iter().map(|p| p.as_str().to_owned()).collect::<Vec<_>>();
+        assert_eq!(names(&editable), vec!["app/a.py"]);
+        assert_eq!(names(&read_only), vec!["tests/test_a.py"]);
+    }
+}
