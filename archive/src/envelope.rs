@@ -5,7 +5,7 @@
 //! version fields `0x000A`/`0x030A` with no option to change them, so it cannot produce the pinned
 //! golden vectors (reference §5.2).
 //!
-//! The writer is generic over a [`Sink`] so the reader's closure check can compare a
+//! The writer is generic over a `Sink` so the reader's closure check can compare a
 //! re-serialisation against the input piece by piece, without building a second copy.
 
 use snapshot::{Collision, RepoPath, Sha256, detect_collisions};

@@ -335,3 +335,66 @@ fn stale_baseline_is_refused() {
     let e = fx.stage(&both(V2), &tmp.path().join("ws")).unwrap_err();
     assert_eq!(e.code(), "REPOSITORY_PATCH_BASELINE_HASH");
 }
+
+mod round_trip {
+    use std::collections::BTreeMap;
+
+    use archive::{HarvestOptions, export_workspace_archive, materialize_workspace};
+    use proptest::prelude::*;
+    use snapshot::FileOp;
+
+    use crate::common::{Spec, fixture};
+
+    const NAMES: [&str; 6] = [
+        "app/a.txt",
+        "app/b/c.txt",
+        "app/b/d.md",
+        "app/é/straße.txt",
+        "app/x/y/z.rs",
+        "app/Upper.txt",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// Whatever the container does to its editable files (edit, keep, delete under a grant),
+        /// export → stage reproduces exactly that tree on the host, and the staged manifest is
+        /// the approved baseline.
+        #[test]
+        fn export_then_stage_reproduces_the_container_tree(
+            baseline in prop::collection::vec("[ -~]{0,40}\n", NAMES.len()),
+            actions in prop::collection::vec(0_u8..3, NAMES.len()),
+            edits in prop::collection::vec("[ -~é]{0,40}", NAMES.len()),
+        ) {
+            let files: Vec<(&str, &str)> = NAMES.iter().copied().zip(baseline.iter().map(String::as_str)).collect();
+            let deletes: Vec<&str> = NAMES.iter().zip(&actions).filter(|(_, a)| **a == 2).map(|(n, _)| *n).collect();
+            let fx = fixture(&Spec { files: &files, selected: &NAMES, deletes: &deletes, allowed: &["app/"], ..Spec::default() });
+            let tmp = tempfile::tempdir().unwrap();
+            let container = materialize_workspace(&tmp.path().join("c"), &fx.baseline, &BTreeMap::new()).unwrap();
+            let mut expected = BTreeMap::new();
+            for ((name, action), edit) in NAMES.iter().zip(&actions).zip(&edits) {
+                let path = container.root().join(name);
+                match action {
+                    0 => { expected.insert((*name).to_owned(), std::fs::read_to_string(&path).unwrap()); }
+                    1 => { std::fs::write(&path, edit).unwrap(); expected.insert((*name).to_owned(), edit.clone()); }
+                    _ => std::fs::remove_file(&path).unwrap(),
+                }
+            }
+            let grants: Vec<_> = fx.context.delete_paths().to_vec();
+            let bytes = export_workspace_archive(&container, 50, archive::MAX_ARCHIVE_BYTES, &[], &grants).unwrap();
+            let staged = fx.stage(&bytes, &tmp.path().join("s")).unwrap();
+            let h = staged.harvest(HarvestOptions { allow_new_files: false, allow_deletes: true }).unwrap();
+            prop_assert!(h.violations.is_empty());
+            let got: BTreeMap<String, String> = h
+                .files
+                .iter()
+                .filter(|f| f.op != FileOp::Delete)
+                .map(|f| (f.path.to_string(), String::from_utf8(f.content.clone().unwrap()).unwrap()))
+                .collect();
+            prop_assert_eq!(got, expected);
+            prop_assert_eq!(staged.editable_manifest(), container.editable_manifest());
+            staged.cleanup().unwrap();
+            container.cleanup().unwrap();
+        }
+    }
+}
