@@ -288,11 +288,7 @@ async fn run_prompt(
     let modes = markers::modes(prompt);
     let scope = parse_scope(prompt);
     let selection = markers::probe_selection(prompt);
-    let probes = (selection.isolation
-        || selection.tcp.is_some()
-        || selection.env.is_some()
-        || selection.file.is_some())
-    .then(|| probes::collect(&selection));
+    let probes = selection.any().then(|| probes::collect(&selection));
     let hostile = !modes.is_empty();
 
     if !hostile {

@@ -6,12 +6,20 @@
 pub struct ProbeSelection {
     /// `probe: isolation` — run the full probe suite.
     pub isolation: bool,
-    /// `probe-tcp: HOST:PORT` — an address that must not be reachable.
-    pub tcp: Option<String>,
+    /// `probe-tcp: HOST:PORT` (repeatable) — addresses that must not be reachable.
+    pub tcp: Vec<String>,
     /// `probe-env: NAME` — an environment variable that must not be visible.
     pub env: Option<String>,
     /// `probe-file: /path` — a file that must not be visible.
     pub file: Option<String>,
+}
+
+impl ProbeSelection {
+    /// True when any probe was asked for.
+    #[must_use]
+    pub fn any(&self) -> bool {
+        self.isolation || !self.tcp.is_empty() || self.env.is_some() || self.file.is_some()
+    }
 }
 
 /// Every `key: value` marker line of `text`, in order.
@@ -43,7 +51,7 @@ pub fn probe_selection(text: &str) -> ProbeSelection {
     for (key, value) in marker_lines(text) {
         match key {
             "probe" if value == "isolation" => sel.isolation = true,
-            "probe-tcp" => sel.tcp = Some(value.to_owned()),
+            "probe-tcp" => sel.tcp.push(value.to_owned()),
             "probe-env" => sel.env = Some(value.to_owned()),
             "probe-file" => sel.file = Some(value.to_owned()),
             _ => {}
@@ -77,7 +85,7 @@ mod tests {
         let text = "Request: mode: noop\nprobe: isolation\nprobe-tcp: 127.0.0.1:9\n  mode: memory-bomb=64\nmode: symlink\nnot: a marker";
         let sel = probe_selection(text);
         assert!(sel.isolation);
-        assert_eq!(sel.tcp.as_deref(), Some("127.0.0.1:9"));
+        assert_eq!(sel.tcp, vec!["127.0.0.1:9".to_owned()]);
         assert_eq!(sel.env, None);
         let m = modes(text);
         assert_eq!(

@@ -104,7 +104,7 @@ pub fn collect(sel: &ProbeSelection) -> ProbeReport {
         docker_socket_visible: DOCKER_SOCKETS
             .iter()
             .any(|p| std::fs::symlink_metadata(p).is_ok()),
-        tcp_reachable: sel.tcp.as_deref().map(tcp_reachable),
+        tcp_reachable: (!sel.tcp.is_empty()).then(|| sel.tcp.iter().any(|a| tcp_reachable(a))),
         sentinel_env_visible: sel.env.as_deref().map(|n| std::env::var_os(n).is_some()),
         sentinel_file_visible: sel
             .file
@@ -276,7 +276,10 @@ mod tests {
         let file = tempfile::NamedTempFile::new().unwrap();
         let sel = ProbeSelection {
             isolation: false,
-            tcp: Some(listener.local_addr().unwrap().to_string()),
+            tcp: vec![
+                "127.0.0.1:1".into(),
+                listener.local_addr().unwrap().to_string(),
+            ],
             env: Some("PATH".into()),
             file: Some(file.path().display().to_string()),
         };
@@ -287,7 +290,7 @@ mod tests {
         drop(listener);
         let sel = ProbeSelection {
             isolation: false,
-            tcp: Some("127.0.0.1:1".into()),
+            tcp: vec!["127.0.0.1:1".into()],
             env: Some("PROOF_WORKER_SURELY_UNSET_NAME".into()),
             file: Some("/nonexistent/sentinel".into()),
         };

@@ -157,7 +157,7 @@ pub async fn run_turn(cfg: &RunnerConfig, stdin: &[u8]) -> Result<TurnResult, Pr
 }
 
 fn probes_requested(sel: &ProbeSelection) -> bool {
-    sel.isolation || sel.tcp.is_some() || sel.env.is_some() || sel.file.is_some()
+    sel.any()
 }
 
 fn turn_dir_name(stdin: &[u8]) -> String {

@@ -206,11 +206,26 @@ fn turn_with_flags(flags: &[String], task: &str) -> Run {
     )
 }
 
-fn probe_task(listener: &std::net::TcpListener) -> String {
-    format!(
+/// The host's primary non-loopback address, if it has one (no packet is sent).
+fn host_address() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("10.255.255.255:9").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// Probes for a loopback listener and, when the host has one, a listener on its own address
+/// (returned, so it stays open while the turn runs).
+fn probe_task(listener: &std::net::TcpListener) -> (String, Option<std::net::TcpListener>) {
+    let mut task = format!(
         "Edit the dashboard.\nprobe: isolation\nprobe-tcp: {}\nprobe-env: PROOF_SENTINEL\nprobe-file: /run/proof-sentinel",
         listener.local_addr().unwrap()
-    )
+    );
+    let wide = host_address().map(|ip| std::net::TcpListener::bind((ip, 0)).unwrap());
+    if let Some(wide) = &wide {
+        task.push_str(&format!("\nprobe-tcp: {}", wide.local_addr().unwrap()));
+    }
+    (task, wide)
 }
 
 fn assert_exposed(run: &Run, exposure: &str) {
@@ -267,7 +282,7 @@ fn docker_hardened_turn_reports_no_exposure() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let run = hardened_turn(&[], &[], &probe_task(&listener));
+    let run = hardened_turn(&[], &[], &probe_task(&listener).0);
     let out = run.output();
     assert_eq!(out.proposal.status, ProposalStatus::Completed);
     assert_eq!(archive_entries(&out).len(), 2);
@@ -287,7 +302,10 @@ fn docker_probes_detect_host_network() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let run = turn_with_flags(&with_override("--network", "host"), &probe_task(&listener));
+    let run = turn_with_flags(
+        &with_override("--network", "host"),
+        &probe_task(&listener).0,
+    );
     assert_exposed(&run, "agent:tcp_reachable");
     assert!(
         run.stderr.contains("agent:network_interfaces"),
@@ -306,7 +324,7 @@ fn docker_probes_detect_a_sentinel_variable() {
     let run = hardened_turn(
         &["-e", "PROOF_SENTINEL=leaked"],
         &[],
-        &probe_task(&listener),
+        &probe_task(&listener).0,
     );
     assert_exposed(&run, "runner:sentinel_env");
 }
@@ -320,7 +338,7 @@ fn docker_probes_detect_a_bind_mounted_sentinel_file() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let sentinel = tempfile::NamedTempFile::new().unwrap();
     let mount = format!("{}:/run/proof-sentinel:ro", sentinel.path().display());
-    let run = hardened_turn(&["-v", &mount], &[], &probe_task(&listener));
+    let run = hardened_turn(&["-v", &mount], &[], &probe_task(&listener).0);
     assert_exposed(&run, "agent:sentinel_file");
 }
 
@@ -331,7 +349,7 @@ fn docker_probes_detect_root() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let run = turn_with_flags(&with_override("--user", "0"), &probe_task(&listener));
+    let run = turn_with_flags(&with_override("--user", "0"), &probe_task(&listener).0);
     assert_exposed(&run, "agent:uid_zero");
 }
 
