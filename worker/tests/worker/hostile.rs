@@ -130,4 +130,13 @@ agent_modes! {
     docker_hostile_agent_escape_acp => ("escape-acp", "REPOSITORY_PATCH_PROPOSAL_STATUS");
     docker_hostile_agent_escape_fs => ("escape-fs", "REPOSITORY_PATCH_PROPOSAL_STATUS");
     docker_hostile_agent_terminal => ("terminal", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+    docker_hostile_agent_permission => ("permission", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+    docker_hostile_agent_fork_bomb => ("fork-bomb", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+    // The cgroup OOM killer ends the agent; any OOM kill in the container fails the turn closed.
+    docker_hostile_agent_memory_bomb => ("memory-bomb", "REPOSITORY_DOCKER_OOM");
+    docker_hostile_agent_fill_tmpfs => ("fill-tmpfs", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+    docker_hostile_agent_flood => ("flood", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+    docker_hostile_agent_giant_message => ("giant-message", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+    docker_hostile_agent_hijack_stdout => ("hijack-stdout", "REPOSITORY_PATCH_PROPOSAL_STATUS");
+    docker_hostile_agent_exit => ("exit", "REPOSITORY_PATCH_PROPOSAL_STATUS");
 }
