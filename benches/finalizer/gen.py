@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Generates the finalizer benchmark inputs (deterministic).
 
-worst_turn/before, worst_turn/after: 50 source-like files of ~300 KB each; every file gets ~40
+worst_turn/before, worst_turn/after, worst_turn/manifest.json: 50 source-like files of ~300 KB each; every file gets ~40
 scattered edits (changed, inserted and deleted lines), the shape of a large refactoring turn.
 adversarial/unrelated_{a,b}.txt: two unrelated ~300 KB files whose lines each repeat just under
 the autojunk threshold (the matcher's worst case).
 adversarial/identical_{a,b}.txt: 30,000 identical lines, one line inserted in the middle.
 """
+import hashlib
+import json
 import os
 import random
 import sys
@@ -27,6 +29,7 @@ def write(path, text):
         f.write(text)
 
 
+manifest = {}
 for n in range(50):
     lines = []
     size = 0
@@ -47,6 +50,10 @@ for n in range(50):
     rel = f"src/module_{n:02d}/file_{n:02d}.rs"
     write(os.path.join(out, "worst_turn/before", rel), "".join(lines))
     write(os.path.join(out, "worst_turn/after", rel), "".join(after))
+    manifest[rel] = "sha256:" + hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()
+# The snapshot evidence's manifest, as a host receives it (the driver does not re-hash the tree).
+with open(os.path.join(out, "worst_turn/manifest.json"), "w") as f:
+    json.dump(manifest, f)
 
 ua = "".join(f"alpha {i % 121:03d}\n" for i in range(30_000))
 ub = "".join(f"alpha {(i * 7 + 3) % 121:03d}\n" for i in range(30_000))

@@ -3,6 +3,7 @@
 //! * `finalize_bench turn BEFORE_DIR AFTER_DIR` — finalises AFTER_DIR (a staged tree) against
 //!   BEFORE_DIR (the baseline) for a synthetic approval covering every file, digests the
 //!   candidate and prints the digest: the whole host-side cost of one turn, file reading included.
+//!   The snapshot manifest is read from `manifest.json` next to BEFORE_DIR (written by `gen.py`).
 //! * `finalize_bench diff BEFORE_FILE AFTER_FILE` — one unified diff, printing its mode and size.
 //! * `finalize_bench budget BEFORE_FILE AFTER_FILE` — the work budget that pair needs (to size
 //!   `DEFAULT_WORK_BUDGET`).
@@ -47,10 +48,10 @@ fn read_tree(root: &Path) -> Res<BaselineFiles> {
 fn turn(before: &Path, after: &Path) -> Res<()> {
     let baseline = read_tree(before)?;
     let selected: Vec<RepoPath> = baseline.keys().cloned().collect();
-    let manifest: BTreeMap<RepoPath, Sha256> = baseline
-        .iter()
-        .map(|(p, c)| (p.clone(), Sha256::of(c.as_bytes())))
-        .collect();
+    // The snapshot evidence's manifest arrives precomputed (as with the CLI's snapshot JSON).
+    let manifest_path = before.parent().ok_or("no parent")?.join("manifest.json");
+    let manifest: BTreeMap<RepoPath, Sha256> =
+        serde_json::from_slice(&std::fs::read(manifest_path)?)?;
     let commit = "0".repeat(40);
     let digest = format!("sha256:{}", "1".repeat(64));
     let context = ApprovedExecutionContext::from_json(

@@ -86,3 +86,21 @@ fn distant_changes_form_separate_hunks_with_three_lines_of_context() {
         "--- a/f\n+++ b/f\n@@ -1,5 +1,5 @@\n 1\n-2\n+two\n 3\n 4\n 5\n@@ -15,6 +15,6 @@\n 15\n 16\n 17\n-18\n+eighteen\n 19\n 20\n"
     );
 }
+
+#[test]
+fn the_byte_prescan_flags_every_separator_git_does_not_know() {
+    assert!(!may_hold_other_separators(
+        "plain text\twith tabs\nand lines\n"
+    ));
+    assert!(!may_hold_other_separators(
+        &"x\u{1}\u{1f}\u{7f}\n".repeat(40)
+    ));
+    for sep in [
+        "\r", "\u{b}", "\u{c}", "\u{1c}", "\u{1d}", "\u{1e}", "\u{85}", "\u{2028}", "\u{2029}",
+    ] {
+        for pad in [0, 5, 31, 32, 33, 100] {
+            let text = format!("{}{sep}tail", "a".repeat(pad));
+            assert!(may_hold_other_separators(&text), "{sep:?} at {pad}");
+        }
+    }
+}
