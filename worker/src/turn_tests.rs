@@ -839,3 +839,22 @@ async fn wall_deadline_kills_then_removes() {
         ]
     );
 }
+
+#[test]
+fn base64_text_is_bounded_before_decoding() {
+    let fx = Fixture::new(&[], &[]);
+    let request = fx.request(&[SERVICE], &[]);
+    let limits = crate::output::OutputLimits::for_turn(&request, &fx.context, 12);
+    assert_eq!(limits.max_base64_len(), 16);
+    let archive = archive_of(&[(SERVICE, NEW_SERVICE)]);
+    let out = output(
+        "completed",
+        serde_json::json!([{"path": SERVICE, "op": "update", "content": NEW_SERVICE}]),
+        Some(&archive),
+    );
+    let err = crate::output::parse_turn_output(&out, &limits).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "REPOSITORY_DOCKER_INVALID_OUTPUT: archive exceeds the budget"
+    );
+}
