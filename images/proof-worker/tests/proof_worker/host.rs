@@ -462,3 +462,44 @@ fn a_raw_agent_that_refuses_initialize_or_stays_silent() {
     let run = raw_agent_turn("silent", &["--turn-timeout-ms", "1500"]);
     assert_eq!(run.output().proposal.status, ProposalStatus::Timeout);
 }
+
+#[test]
+fn environment_failures_exit_3_with_nothing_on_stdout() {
+    let root = tempfile::tempdir().unwrap();
+    let root_str = root.path().to_str().unwrap();
+    let cases: [&[&str]; 2] = [
+        &[
+            "--workspace-root",
+            root_str,
+            "--agent",
+            "/nonexistent/agent",
+        ],
+        &[
+            "--workspace-root",
+            "relative/root",
+            "--agent",
+            crate::common::AGENT,
+        ],
+    ];
+    for args in cases {
+        let run = run_with(
+            RUNNER,
+            args,
+            &[],
+            &standard("x"),
+            std::time::Duration::from_secs(30),
+        );
+        assert_eq!(run.code, Some(3), "{args:?}: {}", run.stderr);
+        assert!(run.stdout.is_empty());
+    }
+    // The failed spawn left no turn directory behind.
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+    let run = run_with(
+        RUNNER,
+        &["--bogus"],
+        &[],
+        b"{}",
+        std::time::Duration::from_secs(30),
+    );
+    assert_eq!(run.code, Some(2));
+}
