@@ -808,6 +808,17 @@ fn check_file(path: &str, check: FileCheck, bytes: &[u8]) -> Option<Finding> {
         }
         FileCheck::Python => {
             match rustpython_parser::parse(text, rustpython_parser::Mode::Module, path) {
+                Ok(rustpython_parser::ast::Mod::Module(module)) => {
+                    crate::pytargets::first_invalid_target(&module.body).map(|offset| {
+                        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+                        finding(
+                            "invalid_python",
+                            path,
+                            "Python source has an invalid assignment or deletion target.",
+                            Some(line_col(text, offset)),
+                        )
+                    })
+                }
                 Ok(_) => None,
                 Err(e) => {
                     let offset = usize::try_from(u32::from(e.offset)).unwrap_or(usize::MAX);

@@ -18,6 +18,7 @@ pub mod candidates;
 pub mod envelope;
 pub mod error;
 pub mod layout;
+mod pytargets;
 pub mod server;
 pub mod workspace;
 

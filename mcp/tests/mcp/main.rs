@@ -14,6 +14,7 @@ mod fixture;
 mod hygiene;
 mod no_writes;
 mod paths;
+mod python_parity;
 mod stdio;
 mod support;
 mod tools;
