@@ -5,9 +5,9 @@
 # repository must be untouched.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-BIN=target/x86_64-unknown-linux-gnu/release/patch-candidate
-[ -x "$BIN" ] || cargo build --release --locked -p worker --bin patch-candidate
-BIN=$(pwd)/$BIN
+# A no-op after `cargo test --release` unless the binary is stale.
+cargo build --release --locked -p worker --bin patch-candidate
+BIN=$(pwd)/target/x86_64-unknown-linux-gnu/release/patch-candidate
 ORACLE=$(pwd)/finalizer/tests/py/digest_oracle.py
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
