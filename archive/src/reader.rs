@@ -122,7 +122,8 @@ impl ArchiveManifest {
 pub(crate) struct ParsedEntry<'a> {
     pub(crate) path: RepoPath,
     pub(crate) data: &'a [u8],
-    pub(crate) sha256: Sha256,
+    /// `None` when the read was asked for no entry digests.
+    pub(crate) sha256: Option<Sha256>,
 }
 
 /// An accepted archive.
@@ -143,7 +144,7 @@ impl ParsedArchive<'_> {
                 .map(|e| ManifestEntry {
                     path: e.path.clone(),
                     size_bytes: e.data.len() as u64,
-                    content_sha256: e.sha256,
+                    content_sha256: e.sha256.unwrap_or_else(|| Sha256::of(e.data)),
                 })
                 .collect(),
             archive_sha256: self
@@ -456,7 +457,7 @@ pub(crate) fn parse(
     expected_files: Option<usize>,
     max_files: Option<usize>,
     max_bytes: usize,
-    want_archive_digest: bool,
+    digests: Digests,
 ) -> Result<ParsedArchive<'_>, ArchiveError> {
     if data.len() > max_bytes {
         return Err(ArchiveError::Budget {
@@ -548,7 +549,7 @@ pub(crate) fn parse(
         ));
     }
 
-    let (digests, archive_sha256) = digest_all(&mut planned, data, want_archive_digest)?;
+    let (digests, archive_sha256) = digest_all(&mut planned, data, digests)?;
 
     let mut sink = CompareSink { rest: data };
     if emit(&planned, &mut sink).is_err() || !sink.rest.is_empty() {
@@ -572,22 +573,34 @@ pub(crate) fn parse(
     })
 }
 
-/// Entry CRC-32 and SHA-256 for every entry, plus (when wanted) the whole-archive SHA-256. On
-/// large inputs the work is split over two threads: the archive digest beside the entries, or,
-/// without it, the entries in two halves of about equal size.
+/// Which digests a strict read computes. CRC-32 is always verified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Digests {
+    /// Every entry's SHA-256 and the whole archive's (a manifest).
+    All,
+    /// Every entry's SHA-256; the caller hashes the whole archive itself.
+    Entries,
+    /// None: the caller uses the bytes only (staging, entry copies).
+    CrcOnly,
+}
+
+/// Entry CRC-32 checks and the requested digests. On large inputs the hashing is split over two
+/// threads: the archive digest beside the entries, or, without it, the entries in two halves of
+/// about equal size.
 fn digest_all(
     planned: &mut [Planned<'_>],
     data: &[u8],
-    want_archive_digest: bool,
-) -> Result<(Vec<Sha256>, Option<Sha256>), ArchiveError> {
-    if data.len() < PARALLEL_DIGEST_BYTES {
-        let digests = entry_digests(planned)?;
-        return Ok((digests, want_archive_digest.then(|| Sha256::of(data))));
+    mode: Digests,
+) -> Result<(Vec<Option<Sha256>>, Option<Sha256>), ArchiveError> {
+    let entry_sha = mode != Digests::CrcOnly;
+    if data.len() < PARALLEL_DIGEST_BYTES || mode == Digests::CrcOnly {
+        let digests = entry_digests(planned, entry_sha)?;
+        return Ok((digests, (mode == Digests::All).then(|| Sha256::of(data))));
     }
-    if want_archive_digest {
+    if mode == Digests::All {
         return thread::scope(|s| {
             let whole = s.spawn(|| Sha256::of(data));
-            let digests = entry_digests(planned);
+            let digests = entry_digests(planned, true);
             // The hashing thread cannot panic short of a bug in `sha2`; hash here if it did.
             let archive = whole.join().unwrap_or_else(|_| Sha256::of(data));
             Ok((digests?, Some(archive)))
@@ -604,8 +617,8 @@ fn digest_all(
         .map_or(planned.len(), |i| i + 1);
     let (first, second) = planned.split_at_mut(split);
     thread::scope(|s| {
-        let later = s.spawn(|| entry_digests(second));
-        let mut digests = entry_digests(first)?;
+        let later = s.spawn(|| entry_digests(second, true));
+        let mut digests = entry_digests(first, true)?;
         let rest = later
             .join()
             .unwrap_or_else(|_| Err(ArchiveError::envelope("digest worker failed")))?;
@@ -615,8 +628,11 @@ fn digest_all(
 }
 
 /// Verifies each entry's CRC-32 (replacing the declared value by the computed one, which the
-/// closure check then re-emits) and computes its SHA-256.
-fn entry_digests(planned: &mut [Planned<'_>]) -> Result<Vec<Sha256>, ArchiveError> {
+/// closure check then re-emits) and, with `sha`, computes its SHA-256.
+fn entry_digests(
+    planned: &mut [Planned<'_>],
+    sha: bool,
+) -> Result<Vec<Option<Sha256>>, ArchiveError> {
     let mut out = Vec::with_capacity(planned.len());
     for p in planned.iter_mut() {
         let crc = crc32fast::hash(p.data);
@@ -629,7 +645,7 @@ fn entry_digests(planned: &mut [Planned<'_>]) -> Result<Vec<Sha256>, ArchiveErro
             });
         }
         p.crc = crc;
-        out.push(Sha256::of(p.data));
+        out.push(sha.then(|| Sha256::of(p.data)));
     }
     Ok(out)
 }
@@ -648,7 +664,14 @@ pub fn read_archive_manifest(
     data: &[u8],
     limits: &ArchiveLimits,
 ) -> Result<ArchiveManifest, ArchiveError> {
-    parse(data, None, Some(limits.max_files), limits.max_bytes, true).map(|p| p.manifest())
+    parse(
+        data,
+        None,
+        Some(limits.max_files),
+        limits.max_bytes,
+        Digests::All,
+    )
+    .map(|p| p.manifest())
 }
 
 /// Size of the pieces handed to the hashing thread by [`read_archive_manifest_from`].
@@ -752,7 +775,13 @@ pub fn read_archive_manifest_from<R: Read>(
         });
     }
     let manifest = {
-        let mut parsed = parse(&data, None, Some(limits.max_files), limits.max_bytes, false)?;
+        let mut parsed = parse(
+            &data,
+            None,
+            Some(limits.max_files),
+            limits.max_bytes,
+            Digests::Entries,
+        )?;
         parsed.archive_sha256 = Some(digest);
         parsed.manifest()
     };
@@ -767,7 +796,13 @@ pub fn read_archive_entries(
     data: &[u8],
     limits: &ArchiveLimits,
 ) -> Result<Vec<(RepoPath, Vec<u8>)>, ArchiveError> {
-    let parsed = parse(data, None, Some(limits.max_files), limits.max_bytes, false)?;
+    let parsed = parse(
+        data,
+        None,
+        Some(limits.max_files),
+        limits.max_bytes,
+        Digests::CrcOnly,
+    )?;
     Ok(parsed
         .entries
         .into_iter()

@@ -14,7 +14,7 @@ use snapshot::{
 
 use crate::envelope::EMPTY_ARCHIVE_MARKER;
 use crate::error::{ArchiveError, EntryName};
-use crate::reader::{ParsedEntry, parse, validate_archive_budget};
+use crate::reader::{Digests, ParsedEntry, parse, validate_archive_budget};
 use crate::workspace::{StagedWorkspace, materialize_workspace, open_root, write_file};
 
 /// Everything staging needs. `archive_bytes` is the container's output, untrusted.
@@ -83,7 +83,7 @@ pub fn stage_workspace_archive(req: StageRequest<'_>) -> Result<StagedWorkspace,
             expected_files,
             Some(max_entries),
             req.max_archive_bytes,
-            false,
+            Digests::CrcOnly,
         )?
         .entries
     };
@@ -113,9 +113,10 @@ pub fn stage_workspace_archive(req: StageRequest<'_>) -> Result<StagedWorkspace,
         let &(target, is_create) = approved.get(entry.path.as_str()).ok_or(ArchiveError::Set)?;
         req.policy.validate_path(target)?;
         // Reference step 7 re-reads each entry by name and compares it with the manifest
-        // (`ARCHIVE_HASH`) because its manifest and its bytes come from two parsers. Here both
-        // come from one parse of one slice, whose digest the reader computed: the bytes written
-        // below are exactly the bytes the manifest vouches for, so there is nothing to re-read.
+        // (`ARCHIVE_HASH`) because its manifest and its bytes come from two parsers. Here the
+        // entry, its name and its bytes come from one strict parse of one slice (CRC-32 checked,
+        // closure verified): the bytes written below are the entry, so there is nothing to
+        // re-read or re-hash. The finalizer hashes the staged files from disk.
         let Ok(text) = std::str::from_utf8(entry.data) else {
             return Err(ArchiveError::Utf8 {
                 path: shown,
