@@ -481,7 +481,13 @@ fn fork_bomb(cap: u64) -> String {
     let mut children = Vec::new();
     let mut refused = None;
     while (children.len() as u64) < cap {
-        match std::process::Command::new(&exe).arg(IDLE_FLAG).spawn() {
+        let child = std::process::Command::new(&exe)
+            .arg(IDLE_FLAG)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        match child {
             Ok(c) => children.push(c),
             Err(e) => {
                 refused = Some(e.kind());
