@@ -38,6 +38,40 @@ fn canonical(path: &str) -> Result<RepoPath, FinalizeError> {
 }
 
 /// An observed change: the operation and, unless it is a delete, the content and its hash.
+/// Most violations named in a `WORKSPACE_SCOPE` message; the rest are counted.
+const MAX_REPORTED_VIOLATIONS: usize = 20;
+
+/// `kind:path, …` as in the reference, bounded in length, with control characters in (possibly
+/// hostile, non-portable) names escaped so a message cannot drive a terminal or forge log lines.
+fn describe_violations(violations: &[archive::Violation]) -> String {
+    let mut parts: Vec<String> = violations
+        .iter()
+        .take(MAX_REPORTED_VIOLATIONS)
+        .map(|v| {
+            let path: String = v
+                .path
+                .chars()
+                .flat_map(|c| {
+                    let escaped: Vec<char> = if c.is_control() {
+                        c.escape_default().collect()
+                    } else {
+                        vec![c]
+                    };
+                    escaped
+                })
+                .collect();
+            format!("{}:{path}", v.kind)
+        })
+        .collect();
+    if violations.len() > MAX_REPORTED_VIOLATIONS {
+        parts.push(format!(
+            "and {} more",
+            violations.len() - MAX_REPORTED_VIOLATIONS
+        ));
+    }
+    parts.join(", ")
+}
+
 type Observed = (FileOp, Option<(String, Sha256)>);
 
 /// Reference `finalize_repository_patch`.
@@ -96,13 +130,9 @@ pub fn finalize_repository_patch(
     }
     // 5. No violations.
     if !harvest.violations.is_empty() {
-        let violations = harvest
-            .violations
-            .iter()
-            .map(|v| format!("{}:{}", v.kind, v.path))
-            .collect::<Vec<_>>()
-            .join(", ");
-        return Err(FinalizeError::WorkspaceScope { violations });
+        return Err(FinalizeError::WorkspaceScope {
+            violations: describe_violations(&harvest.violations),
+        });
     }
     // 6. Nothing outside the selection and the create grants.
     if harvest

@@ -610,3 +610,22 @@ fn several_changes_are_sorted_by_path_and_counted() {
     assert_eq!(paths, [SCHEMAS, SERVICE]);
     assert_eq!(c.summary(), "Approved repository file operations: 2.");
 }
+
+#[test]
+fn violation_messages_are_bounded_and_escaped() {
+    use archive::{Violation, ViolationKind};
+    let many: Vec<Violation> = (0..25)
+        .map(|i| Violation {
+            kind: ViolationKind::OutsideAllowlist,
+            path: format!("x{i}"),
+        })
+        .collect();
+    let text = describe_violations(&many);
+    assert!(text.starts_with("outside_allowlist:x0, outside_allowlist:x1"));
+    assert!(text.ends_with("outside_allowlist:x19, and 5 more"));
+    let hostile = [Violation {
+        kind: ViolationKind::UnsafePath,
+        path: "a\u{1b}[2J\nb".into(),
+    }];
+    assert_eq!(describe_violations(&hostile), "unsafe_path:a\\u{1b}[2J\\nb");
+}
