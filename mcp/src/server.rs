@@ -280,25 +280,6 @@ impl McpServer {
             }),
         })
     }
-
-    /// Runs one tool and returns its envelope as JSON plus whether it is an error.
-    /// Unknown tool names return `None` (a protocol error, not an envelope).
-    #[must_use]
-    pub fn call_blocking(&self, name: &str, arguments: JsonObject) -> Option<(Value, bool)> {
-        let name = TOOL_NAMES.iter().copied().find(|n| *n == name)?;
-        let inner = Arc::clone(&self.inner);
-        Some(
-            on_tool_stack(move || run_tool(&inner, name, arguments)).unwrap_or_else(|e| {
-                let envelope: Envelope<Value> = Envelope::Failure(FailureEnvelope {
-                    protocol_schema_version: ProtocolSchemaVersion::V1,
-                    tool: name.to_owned(),
-                    error: ErrorBody::from(&e),
-                    diagnostics: Vec::new(),
-                });
-                (serde_json::to_value(envelope).unwrap_or(Value::Null), true)
-            }),
-        )
-    }
 }
 
 fn parse_args<T: DeserializeOwned>(arguments: JsonObject) -> Result<T, McpError> {
@@ -414,6 +395,7 @@ fn run_tool(inner: &Inner, name: &str, arguments: JsonObject) -> (Value, bool) {
 ///
 /// # Errors
 /// `io_error` when the thread cannot be started or dies.
+#[cfg(test)]
 pub(crate) fn on_tool_stack<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, McpError> {
