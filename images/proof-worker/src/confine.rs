@@ -375,4 +375,34 @@ mod tests {
             Err(FsRefusal::TooLarge)
         );
     }
+
+    proptest::proptest! {
+        /// Reject, never repair: an accepted path is exactly `root/<repo path>` as written, with
+        /// no `.`/`..`/empty segment, and every other spelling is refused.
+        #[test]
+        fn resolve_accepts_only_exact_spellings_inside_the_root(
+            tokens in proptest::collection::vec(
+                proptest::sample::select(vec!["..", ".", "", "app", "a.txt", "x y", "\u{fc}", "etc", "CON"]),
+                0..6,
+            ),
+            absolute_elsewhere in proptest::bool::ANY,
+        ) {
+            let (_tmp, ws) = fixture();
+            let root = ws.root.clone();
+            let tail = tokens.join("/");
+            let raw = if absolute_elsewhere { format!("/{tail}") } else { format!("{}/{tail}", root.display()) };
+            match ws.resolve(Path::new(&raw)) {
+                Ok(rel) => {
+                    proptest::prop_assert!(!absolute_elsewhere);
+                    proptest::prop_assert_eq!(format!("{}/{}", root.display(), rel.as_str()), raw.clone());
+                    proptest::prop_assert!(rel.segments().all(|s| !s.is_empty() && s != "." && s != ".."));
+                }
+                Err(_) => {
+                    let clean = !tokens.is_empty()
+                        && tokens.iter().all(|t| !t.is_empty() && *t != "." && *t != "..");
+                    proptest::prop_assert!(absolute_elsewhere || !clean || RepoPath::parse(&tail).is_err(), "{raw}");
+                }
+            }
+        }
+    }
 }
