@@ -63,6 +63,23 @@ impl CandidateStore {
         Ok(Self { dir })
     }
 
+    /// Opens an existing store directory without ever creating anything (for read-only
+    /// consumers such as the MCP server). A symlink at `dir` is refused.
+    ///
+    /// # Errors
+    /// `REPOSITORY_PATCH_STORE_MISSING` when `dir` is not an existing directory;
+    /// `REPOSITORY_PATCH_STORE_IO` when it cannot be opened.
+    pub fn open_existing(dir: &Path) -> Result<Self, FinalizeError> {
+        if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+            return Err(FinalizeError::StoreMissing {
+                digest: "store directory".to_owned(),
+            });
+        }
+        let dir = Dir::open_ambient_dir(dir, cap_std::ambient_authority())
+            .map_err(io_err("open store directory"))?;
+        Ok(Self { dir })
+    }
+
     /// Stores `candidate` under its digest and returns the digest. Storing the same candidate
     /// again is a no-op.
     ///

@@ -79,3 +79,22 @@ fn a_symlinked_candidate_is_not_followed() {
     );
     assert!(CandidateStore::open(&outside).is_err());
 }
+
+#[test]
+fn open_existing_never_creates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("absent");
+    assert_eq!(
+        CandidateStore::open_existing(&missing).unwrap_err().code(),
+        "REPOSITORY_PATCH_STORE_MISSING"
+    );
+    assert!(!missing.exists());
+    let store = CandidateStore::open(&missing).unwrap();
+    let d = store.put(&sample()).unwrap();
+    let read_only = CandidateStore::open_existing(&missing).unwrap();
+    assert_eq!(read_only.list().unwrap(), vec![d]);
+    assert_eq!(read_only.get(&d).unwrap(), sample());
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&missing, &link).unwrap();
+    assert!(CandidateStore::open_existing(&link).is_err());
+}
