@@ -29,8 +29,7 @@ fn dependency_tree_has_no_worker_and_no_bollard() {
             "normal,build",
             "--prefix",
             "none",
-            "--target",
-            "all",
+            "--locked",
             "--manifest-path",
         ])
         .arg(&manifest)
