@@ -4,7 +4,9 @@
 use std::io::Cursor;
 use std::process::Command;
 
-use archive::{ArchiveLimits, read_archive_entries, read_archive_manifest};
+use archive::{
+    ArchiveLimits, read_archive_entries, read_archive_manifest, read_archive_manifest_from,
+};
 
 use crate::common::{Fixture, Spec, fixture, repo_root, tree};
 
@@ -53,6 +55,10 @@ fn every_hostile_archive_is_rejected_by_the_reader_with_its_code() {
     for (case, bytes) in corpus() {
         let got = read_archive_manifest(&bytes, &limits).map_err(|e| e.code().to_owned());
         let entries = read_archive_entries(&bytes, &limits).map_err(|e| e.code().to_owned());
+        let streamed = read_archive_manifest_from(Cursor::new(&bytes), bytes.len() as u64, &limits)
+            .map(|(_, m)| m)
+            .map_err(|e| e.code().to_owned());
+        assert_eq!(streamed, got, "{}: streamed reader differs", case.file);
         let expected = if case.read_code == "ACCEPTED" {
             Ok(())
         } else {
