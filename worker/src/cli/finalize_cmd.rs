@@ -398,7 +398,7 @@ fn printable(text: &str) -> String {
         match c {
             '\t' => out.push(c),
             c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => {
-                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+                out.extend(c.escape_default());
             }
             c => out.push(c),
         }
@@ -432,12 +432,13 @@ mod tests {
     fn terminal_output_neutralises_control_characters() {
         assert_eq!(
             printable("a\u{1b}[2Jb\rc\u{2028}d\te"),
-            "a\\u{1b}[2Jb\\u{d}c\\u{2028}d\te"
+            "a\\u{1b}[2Jb\\rc\\u{2028}d\te"
         );
         assert_eq!(
             render_line("+x\u{1b}]0;title\u{7}\n", false),
             "+x\\u{1b}]0;title\\u{7}\n"
         );
+        assert_eq!(render_line("-one\r\n", false), "-one\\r\n");
         assert_eq!(render_line("-old\n", true), "\u{1b}[31m-old\u{1b}[0m\n");
         assert_eq!(
             render_line("+++ b/x\n", true),
