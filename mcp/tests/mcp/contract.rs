@@ -53,6 +53,13 @@ async fn tool_list_matches_the_committed_contract() {
             tool.name
         );
         assert!(input["properties"].get("confirm_execution").is_none());
+        // Startup binding: no tool can name a root, store, command or scope.
+        let keys: Vec<&String> = input["properties"].as_object().unwrap().keys().collect();
+        assert!(
+            keys.iter().all(|k| *k == "path" || *k == "digest"),
+            "{}: {keys:?}",
+            tool.name
+        );
         let text = serde_json::to_string(&input).unwrap();
         assert!(!text.contains("confirm"), "{}", tool.name);
     }
