@@ -259,17 +259,11 @@ impl McpServer {
         let workspace = Workspace::bind(&options.workspace_root)?;
         let store = match &options.candidate_store {
             None => None,
-            Some(path) => {
-                // CandidateStore::open creates a missing directory; a read-only server must not.
-                let is_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
-                if !is_dir {
-                    return Err(McpError::CandidateStoreNotConfigured);
-                }
-                Some(
-                    finalizer::CandidateStore::open(path)
-                        .map_err(|_| McpError::CandidateStoreNotConfigured)?,
-                )
-            }
+            // Never creates the directory (a read-only server must not): missing → refused.
+            Some(path) => Some(
+                finalizer::CandidateStore::open_existing(path)
+                    .map_err(|_| McpError::CandidateStoreNotConfigured)?,
+            ),
         };
         Ok(Self {
             inner: Arc::new(Inner {
