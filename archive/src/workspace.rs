@@ -220,10 +220,15 @@ fn read_regular(dir: &Dir, rel: &str, limit: u64) -> std::io::Result<Vec<u8>> {
     let mut options = OpenOptions::new();
     options.read(true).follow(FollowSymlinks::No);
     let file = dir.open_with(rel, &options)?;
-    if !file.metadata()?.is_file() {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
-    let mut out = Vec::new();
+    // Sized from the declared length, capped by the limit: one allocation for the usual case.
+    let capacity = usize::try_from(meta.len().min(limit))
+        .unwrap_or(0)
+        .saturating_add(1);
+    let mut out = Vec::with_capacity(capacity);
     file.take(limit.saturating_add(1)).read_to_end(&mut out)?;
     Ok(out)
 }

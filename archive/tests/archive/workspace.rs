@@ -312,3 +312,34 @@ fn open_existing_never_removes_the_tree() {
     assert_eq!(e.code(), "REPOSITORY_PATCH_ARCHIVE_WORKSPACE");
     made.cleanup().unwrap();
 }
+
+/// A tree the container filled beyond reason is refused, not walked or read without bound.
+#[test]
+fn harvest_is_bounded_in_entries_and_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("ws");
+    let ws = materialize_workspace(&root, &editable(), &BTreeMap::new()).unwrap();
+    let big = std::fs::File::create(root.join("app/big.txt")).unwrap();
+    big.set_len(archive::workspace::MAX_HARVEST_BYTES + 1)
+        .unwrap();
+    let e = ws
+        .harvest(HarvestOptions {
+            allow_new_files: true,
+            allow_deletes: false,
+        })
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "REPOSITORY_PATCH_ARCHIVE_BUDGET: staged tree exceeds harvest limit"
+    );
+    std::fs::remove_file(root.join("app/big.txt")).unwrap();
+    let junk = root.join("app/junk");
+    std::fs::create_dir(&junk).unwrap();
+    for i in 0..archive::workspace::MAX_HARVEST_ENTRIES {
+        std::fs::File::create(junk.join(format!("f{i}"))).unwrap();
+    }
+    let e = ws.harvest(HarvestOptions::default()).unwrap_err();
+    assert_eq!(e.code(), "REPOSITORY_PATCH_ARCHIVE_BUDGET");
+    ws.cleanup().unwrap();
+    assert!(!root.exists());
+}
