@@ -82,7 +82,13 @@ pub(crate) fn emit(result: Result<Outcome, CliError>, json: bool) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            tracing::error!("{}: {}", err.code, strip_code(&err.message, &err.code));
+            // The code comes first on stderr, unadorned, so scripts can match it.
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "{}: {}",
+                err.code,
+                strip_code(&err.message, &err.code)
+            );
             if json {
                 let doc = serde_json::json!({"error": {"code": err.code, "message": err.message}});
                 let _ = serde_json::to_writer_pretty(&mut out, &doc);
