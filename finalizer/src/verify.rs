@@ -39,25 +39,9 @@ fn git_err(detail: &str) -> FinalizeError {
     }
 }
 
-/// A `git` command with a cleared environment (only `PATH` kept), no system or user config, no
-/// replace refs, no prompts, no lazy fetches, and apply settings pinned.
+/// The hardened `git` command of the snapshot crate, with apply settings pinned.
 fn git() -> Command {
-    let mut cmd = Command::new("git");
-    cmd.env_clear();
-    if let Some(path) = std::env::var_os("PATH") {
-        cmd.env("PATH", path);
-    }
-    cmd.envs([
-        ("GIT_CONFIG_NOSYSTEM", "1"),
-        ("GIT_CONFIG_GLOBAL", "/dev/null"),
-        ("GIT_NO_REPLACE_OBJECTS", "1"),
-        ("GIT_TERMINAL_PROMPT", "0"),
-        ("GIT_NO_LAZY_FETCH", "1"),
-        ("GIT_OPTIONAL_LOCKS", "0"),
-        ("GIT_ATTR_NOSYSTEM", "1"),
-        ("GIT_ALLOW_PROTOCOL", ""),
-        ("LC_ALL", "C"),
-    ]);
+    let mut cmd = snapshot::git::git_command(None);
     cmd.args([
         "-c",
         "core.autocrlf=false",
@@ -65,12 +49,7 @@ fn git() -> Command {
         "core.safecrlf=false",
         "-c",
         "apply.whitespace=nowarn",
-        "-c",
-        "core.fsmonitor=false",
     ]);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
     cmd
 }
 

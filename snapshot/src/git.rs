@@ -601,8 +601,11 @@ fn repository_error(detail: &str) -> SnapshotError {
     }
 }
 
-/// A `git` command with a cleared environment and hardening options.
-fn git_command(git_dir: Option<&Path>) -> Command {
+/// A `git` command with a cleared environment (only `PATH` kept), no system or user config, no
+/// replace refs, no prompts, no lazy fetches or protocols, and no fsmonitor. Every crate that
+/// runs `git` on a user's repository builds its command here.
+#[must_use]
+pub fn git_command(git_dir: Option<&Path>) -> Command {
     git_command_with_path(std::env::var_os("PATH").as_deref(), git_dir)
 }
 
