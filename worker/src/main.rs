@@ -7,6 +7,7 @@
 
 mod cli;
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::Parser as _;
@@ -27,6 +28,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_max_level(if cli.verbose {
             tracing::Level::DEBUG
         } else {
