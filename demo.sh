@@ -6,4 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash infra/ci/ensure-docker.sh
-exec cargo run --release --locked -q -p worker --bin patch-candidate -- demo "$@"
+# One build for the whole workspace (the same feature set the tests and images use, so nothing
+# is compiled twice).
+cargo build --release --locked --workspace --bins
+exec target/x86_64-unknown-linux-gnu/release/patch-candidate demo "$@"

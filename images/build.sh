@@ -2,7 +2,7 @@
 # Builds the proof worker images locally (nothing is pulled) and records them as approved build
 # evidence in ${PATCH_CANDIDATE_STATE_DIR:-$HOME/.local/state/patch-candidate}/images.json.
 #
-#   images/build.sh                 cargo build --release -p proof-worker, then both images
+#   images/build.sh                 cargo build --release --workspace --bins, then both images
 #   images/build.sh --bin-dir DIR   use already built static binaries from DIR (no cargo)
 #   images/build.sh --no-cache      rebuild without the daemon's build cache (reproducibility check)
 #
@@ -32,8 +32,8 @@ while [ $# -gt 0 ]; do
 done
 
 if [ -z "$BIN_DIR" ]; then
-  echo "build.sh: cargo build --release -p proof-worker" >&2
-  cargo build --release --locked -p proof-worker --bins >&2
+  echo "build.sh: cargo build --release --workspace --bins" >&2
+  cargo build --release --locked --workspace --bins >&2
   BIN_DIR="$TARGET_DIR"
 fi
 

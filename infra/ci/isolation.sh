@@ -14,7 +14,7 @@ trap 'rm -f "$tally"' EXIT
 export PATCH_CANDIDATE_DOCKER_TALLY="$tally"
 
 # The expected cases: every test of the worker's integration binary named docker_*.
-expected="$(cargo test --release --locked -p worker --test worker -- --list 2>/dev/null \
+expected="$(cargo test --release --locked --workspace --test worker -- --list 2>/dev/null \
   | sed -n 's/^\(.*::\)\{0,1\}\(docker_[A-Za-z0-9_]*\): test$/\2/p' | sort -u)"
 expected_count="$(printf '%s\n' "$expected" | grep -c . || true)"
 if [ "$expected_count" -eq 0 ]; then
@@ -22,7 +22,7 @@ if [ "$expected_count" -eq 0 ]; then
   exit 1
 fi
 
-cargo test --release --locked -p worker --test worker -- docker_
+cargo test --release --locked --workspace --test worker -- docker_
 
 ran="$(sort -u "$tally")"
 ran_count="$(printf '%s\n' "$ran" | grep -c . || true)"

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
-cargo build --release --locked --quiet -p worker --bin patch-candidate
+cargo build --release --locked --quiet --workspace --bins
 bin="$PWD/target/x86_64-unknown-linux-gnu/release/patch-candidate"
 recompute="$PWD/snapshot/tests/snapshot/recompute_digest.py"
 

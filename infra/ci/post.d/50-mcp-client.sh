@@ -9,7 +9,7 @@ MCP_SDK_VERSION="2.3.0"
 BIN="target/x86_64-unknown-linux-gnu/release/patch-candidate-mcp"
 VENV="target/mcp-client-venv"
 
-cargo build --release --locked -p mcp --bin patch-candidate-mcp
+cargo build --release --locked --workspace --bins
 
 if [ ! -f "$VENV/.mcp-sdk-$MCP_SDK_VERSION" ]; then
   rm -rf "$VENV"

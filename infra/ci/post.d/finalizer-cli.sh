@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 # A no-op after `cargo test --release` unless the binary is stale.
-cargo build --release --locked -p worker --bin patch-candidate
+cargo build --release --locked --workspace --bins
 BIN=$(pwd)/target/x86_64-unknown-linux-gnu/release/patch-candidate
 ORACLE=$(pwd)/finalizer/tests/py/digest_oracle.py
 T=$(mktemp -d)
