@@ -133,3 +133,17 @@ impl From<Collision> for SnapshotError {
         Self::ManifestCollision
     }
 }
+
+impl crate::Coded for SnapshotError {
+    fn code(&self) -> &'static str {
+        SnapshotError::code(self)
+    }
+
+    fn class(&self) -> crate::FailureClass {
+        if self.is_environment() {
+            crate::FailureClass::Environment
+        } else {
+            crate::FailureClass::Rejected
+        }
+    }
+}

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod classify;
+mod coded;
 pub mod context;
 pub mod digest;
 pub mod error;
@@ -18,12 +19,14 @@ pub mod path;
 pub mod policy;
 pub mod proposal;
 pub mod selection;
+mod text;
 
 pub use classify::{
     SECRET_CONTRACT_PATH, is_repository_env_template_path, is_secret_contract_path,
     is_secret_sensitive_path, reject_env_template_path, validate_output_text,
     validate_secret_contract_text,
 };
+pub use coded::{Coded, FailureClass, check_message_convention};
 pub use context::{
     ApprovedExecutionContext, EXECUTION_CONTEXT_SCHEMA_VERSION, RepositorySnapshotEvidence,
     verify_snapshot_identity,
@@ -39,3 +42,4 @@ pub use selection::{
     BaselineFiles, MAX_READ_ONLY_INSPECTION_BYTES, MAX_READ_ONLY_INSPECTION_FILES,
     MAX_REPOSITORY_FILES, select_read_only_files, verify_selected_baseline,
 };
+pub use text::{DEFAULT_QUOTED_CHARS, Untrusted, is_printable, quote};

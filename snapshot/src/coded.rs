@@ -1,0 +1,58 @@
+//! [`Coded`]: the one trait every library error of the project implements, so that the command
+//! line, the service and the MCP server map any error to its wire code and exit status the same way.
+
+/// How a failure is reported to the caller. The command line maps it to its exit status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailureClass {
+    /// The input was refused by a check (exit status 1).
+    Rejected,
+    /// The command as given cannot run: a path the user named does not exist, conflicting flags
+    /// (exit status 2, as for argument errors).
+    Usage,
+    /// The environment failed: Docker or git unavailable, I/O errors (exit status 3).
+    Environment,
+}
+
+impl FailureClass {
+    /// The command line's exit status for this class.
+    #[must_use]
+    pub fn exit_status(self) -> u8 {
+        match self {
+            Self::Rejected => 1,
+            Self::Usage => 2,
+            Self::Environment => 3,
+        }
+    }
+}
+
+/// An error with a stable wire code. Its `Display` starts with `CODE: ` exactly once; callers
+/// print the message as it is and never prepend the code again.
+pub trait Coded: std::error::Error {
+    /// The stable wire code, e.g. `REPOSITORY_PATCH_ARCHIVE_SET`.
+    fn code(&self) -> &'static str;
+    /// How the failure is reported.
+    fn class(&self) -> FailureClass {
+        FailureClass::Rejected
+    }
+}
+
+/// Checks the message convention for one error value: the message starts with `code()` followed by
+/// `": "`, and the code appears nowhere else in it. For each crate's all-variants test.
+///
+/// # Errors
+/// A description of the violation.
+pub fn check_message_convention(e: &dyn Coded) -> Result<(), String> {
+    let message = e.to_string();
+    let code = e.code();
+    let Some(rest) = message.strip_prefix(code) else {
+        return Err(format!("message of {code} does not start with it"));
+    };
+    if !rest.starts_with(": ") {
+        return Err(format!("message of {code} does not continue with \": \""));
+    }
+    if rest.contains(code) {
+        return Err(format!("message of {code} repeats its code"));
+    }
+    Ok(())
+}
