@@ -180,6 +180,20 @@ impl ArchiveError {
     }
 }
 
+impl snapshot::Coded for ArchiveError {
+    fn code(&self) -> &'static str {
+        ArchiveError::code(self)
+    }
+
+    fn class(&self) -> snapshot::FailureClass {
+        if self.is_environment() {
+            snapshot::FailureClass::Environment
+        } else {
+            snapshot::FailureClass::Rejected
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

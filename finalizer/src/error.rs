@@ -119,3 +119,17 @@ impl FinalizeError {
         }
     }
 }
+
+impl snapshot::Coded for FinalizeError {
+    fn code(&self) -> &'static str {
+        FinalizeError::code(self)
+    }
+
+    fn class(&self) -> snapshot::FailureClass {
+        if self.is_environment() {
+            snapshot::FailureClass::Environment
+        } else {
+            snapshot::FailureClass::Rejected
+        }
+    }
+}

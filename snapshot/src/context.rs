@@ -7,10 +7,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::Sha256;
 use crate::error::SnapshotError;
+use crate::json::from_slice_strict;
 use crate::path::{RepoPath, casefold, path_is_allowed, safe_artifact_relpath};
+use crate::text::quote;
 
 /// The only execution-context schema this implementation accepts.
 pub const EXECUTION_CONTEXT_SCHEMA_VERSION: &str = "managed_refinement.execution_context.v1";
+
+/// Largest approval document accepted, in bytes.
+pub const MAX_CONTEXT_JSON_BYTES: usize = 1_048_576;
+/// Largest snapshot evidence document accepted, in bytes (a manifest line per repository file).
+pub const MAX_SNAPSHOT_JSON_BYTES: usize = 64 * 1_048_576;
 
 fn default_schema_version() -> String {
     EXECUTION_CONTEXT_SCHEMA_VERSION.to_owned()
@@ -104,7 +111,7 @@ fn scope_list(values: Vec<String>) -> Result<Vec<String>, SnapshotError> {
     let mut out = BTreeSet::new();
     for v in values {
         let n = safe_artifact_relpath(&v)
-            .ok_or_else(|| invalid(format!("unsafe execution path: {v:?}")))?;
+            .ok_or_else(|| invalid(format!("unsafe execution path: {}", quote(&v))))?;
         out.insert(n);
     }
     Ok(out.into_iter().collect())
@@ -115,9 +122,12 @@ fn exact_list(values: Vec<String>) -> Result<Vec<RepoPath>, SnapshotError> {
     let mut out = Vec::with_capacity(values.len());
     for v in values {
         let p = RepoPath::parse(&v)
-            .map_err(|_| invalid(format!("unsafe exact execution path: {v:?}")))?;
+            .map_err(|_| invalid(format!("unsafe exact execution path: {}", quote(&v))))?;
         if !seen.insert(casefold(&v)) {
-            return Err(invalid(format!("duplicate exact execution path: {v:?}")));
+            return Err(invalid(format!(
+                "duplicate exact execution path: {}",
+                quote(&v)
+            )));
         }
         out.push(p);
     }
@@ -169,12 +179,25 @@ impl TryFrom<RawExecutionContext> for ApprovedExecutionContext {
 }
 
 impl ApprovedExecutionContext {
-    /// Parses and validates an approval document.
+    /// Parses and validates an approval document: the one parser every consumer uses. The JSON is
+    /// read strictly ([`crate::from_slice_strict`]: duplicate keys, a BOM, trailing data and
+    /// documents over [`MAX_CONTEXT_JSON_BYTES`] are refused), then every reference validator runs.
     ///
     /// # Errors
-    /// `REPOSITORY_PATCH_CONTEXT_INVALID` with the reference validator message.
+    /// `REPOSITORY_PATCH_CONTEXT_INVALID` with the reference validator message, or a JSON path and
+    /// error kind for a malformed document (input values are never quoted).
     pub fn from_json(text: &str) -> Result<Self, SnapshotError> {
-        serde_json::from_str(text).map_err(|e| invalid(serde_detail(&e)))
+        Self::from_slice(text.as_bytes())
+    }
+
+    /// [`Self::from_json`] over bytes (a file as read).
+    ///
+    /// # Errors
+    /// As [`Self::from_json`]; bytes that are not UTF-8 are refused.
+    pub fn from_slice(bytes: &[u8]) -> Result<Self, SnapshotError> {
+        let raw: RawExecutionContext = from_slice_strict(bytes, MAX_CONTEXT_JSON_BYTES)
+            .map_err(|e| invalid(format!("approval: {e}")))?;
+        Self::try_from(raw)
     }
 
     /// Grants over creates + deletes: case-fold unique, no grant a `/`-prefix of another, each
@@ -204,8 +227,8 @@ impl ApprovedExecutionContext {
                 &self.read_only_paths,
             ) {
                 return Err(invalid(format!(
-                    "exact operation path is outside approved scope: {:?}",
-                    g.as_str()
+                    "exact operation path is outside approved scope: {}",
+                    quote(g.as_str())
                 )));
             }
         }
@@ -325,21 +348,16 @@ impl ApprovedExecutionContext {
     }
 }
 
-/// Test and tooling constructor: the validated context from a JSON value.
+/// Test and tooling constructor: the validated context from a JSON value, through the same
+/// parser as [`ApprovedExecutionContext::from_json`].
 ///
 /// # Errors
 /// As [`ApprovedExecutionContext::from_json`].
 pub fn context_from_value(
     value: serde_json::Value,
 ) -> Result<ApprovedExecutionContext, SnapshotError> {
-    serde_json::from_value(value).map_err(|e| invalid(serde_detail(&e)))
-}
-
-/// A serde error message without the input excerpt serde_json sometimes includes.
-fn serde_detail(e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    // serde_json appends " at line L column C"; keep the message, drop nothing else.
-    text.chars().take(300).collect()
+    let bytes = serde_json::to_vec(&value).map_err(|_| invalid("approval is not serialisable"))?;
+    ApprovedExecutionContext::from_slice(&bytes)
 }
 
 /// The wire form of snapshot evidence, before validation.
@@ -439,16 +457,29 @@ impl RepositorySnapshotEvidence {
         Ok(out)
     }
 
-    /// Parses and validates an evidence document.
+    /// Parses and validates an evidence document: strict JSON ([`crate::from_slice_strict`],
+    /// at most [`MAX_SNAPSHOT_JSON_BYTES`]), then every validator. The one parser every consumer
+    /// uses.
     ///
     /// # Errors
     /// `REPOSITORY_PATCH_UNSAFE_PATH`, `REPOSITORY_PATCH_MANIFEST_HASH` or
-    /// `REPOSITORY_PATCH_SNAPSHOT_INVALID`.
+    /// `REPOSITORY_PATCH_SNAPSHOT_INVALID` (a JSON path and error kind for a malformed document;
+    /// input values are never quoted).
     pub fn from_json(text: &str) -> Result<Self, SnapshotError> {
-        // Deserialize the raw form first so typed errors (paths, hashes) keep their codes.
+        Self::from_slice(text.as_bytes())
+    }
+
+    /// [`Self::from_json`] over bytes (a file as read).
+    ///
+    /// # Errors
+    /// As [`Self::from_json`].
+    pub fn from_slice(bytes: &[u8]) -> Result<Self, SnapshotError> {
+        // The raw form first, so typed errors (paths, hashes) keep their own codes.
         let raw: RawSnapshotEvidence =
-            serde_json::from_str(text).map_err(|e| SnapshotError::SnapshotInvalid {
-                detail: serde_detail(&e),
+            from_slice_strict(bytes, MAX_SNAPSHOT_JSON_BYTES).map_err(|e| {
+                SnapshotError::SnapshotInvalid {
+                    detail: format!("snapshot: {e}"),
+                }
             })?;
         Self::try_from(raw)
     }

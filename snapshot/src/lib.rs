@@ -28,13 +28,13 @@ pub use classify::{
 };
 pub use coded::{Coded, FailureClass, check_message_convention};
 pub use context::{
-    ApprovedExecutionContext, EXECUTION_CONTEXT_SCHEMA_VERSION, RepositorySnapshotEvidence,
-    verify_snapshot_identity,
+    ApprovedExecutionContext, EXECUTION_CONTEXT_SCHEMA_VERSION, MAX_CONTEXT_JSON_BYTES,
+    MAX_SNAPSHOT_JSON_BYTES, RepositorySnapshotEvidence, verify_snapshot_identity,
 };
 pub use digest::{Sha256, sha256_bare_hex};
 pub use error::SnapshotError;
 pub use git::{EntryKind, GitSnapshot, SNAPSHOT_SCHEMA, TreeEntry};
-pub use json::{StrictJsonError, from_slice_strict};
+pub use json::{ShapeKind, StrictJsonError, from_slice_strict};
 pub use path::{Collision, PathRejection, RepoPath, casefold, detect_collisions};
 pub use policy::{CreateAbsence, DefaultPathPolicy, PathPolicy};
 pub use proposal::{FileOp, ProposalStatus, ProposedFileChange, StagedPatchProposal};

@@ -49,6 +49,9 @@ pub struct DefaultPathPolicy {
     protected: Vec<String>,
 }
 
+/// Largest host policy document accepted, in bytes.
+const MAX_POLICY_JSON_BYTES: usize = 1_048_576;
+
 /// The policy file format: `{"protected": ["dir/", "file", …]}` (entries are added to the defaults).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,10 +74,13 @@ impl DefaultPathPolicy {
     /// `REPOSITORY_PATCH_POLICY_CONFIG` for malformed JSON, unknown keys, or an entry that is not
     /// a relative path (checked with the portable profile after removing one trailing `/`).
     pub fn with_config_json(text: &str) -> Result<Self, SnapshotError> {
+        // The one strict parser (duplicate keys refused); its message never quotes the input.
         let file: PolicyFile =
-            serde_json::from_str(text).map_err(|_| SnapshotError::PolicyConfig {
-                detail: "malformed policy file".into(),
-            })?;
+            crate::json::from_slice_strict(text.as_bytes(), MAX_POLICY_JSON_BYTES).map_err(
+                |e| SnapshotError::PolicyConfig {
+                    detail: format!("malformed policy file: {e}"),
+                },
+            )?;
         let mut policy = Self::default();
         for entry in file.protected {
             let bare = entry.strip_suffix('/').unwrap_or(&entry);

@@ -151,3 +151,17 @@ impl WorkerError {
         }
     }
 }
+
+impl snapshot::Coded for WorkerError {
+    fn code(&self) -> &'static str {
+        WorkerError::code(self)
+    }
+
+    fn class(&self) -> snapshot::FailureClass {
+        if self.is_environment() {
+            snapshot::FailureClass::Environment
+        } else {
+            snapshot::FailureClass::Rejected
+        }
+    }
+}

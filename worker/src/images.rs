@@ -32,9 +32,14 @@ impl ImagesState {
     /// `PATCH_CANDIDATE_STATE` when it exists but cannot be read or parsed.
     pub fn load(state_dir: &Path) -> Result<Option<Self>, WorkerError> {
         let path = state_dir.join("images.json");
-        let bytes = match std::fs::read(&path) {
+        let bytes = match crate::input::read_bounded_file(&path, MAX_STATE_BYTES) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(crate::input::BoundedReadError::Missing) => return Ok(None),
+            Err(crate::input::BoundedReadError::TooLarge { .. }) => {
+                return Err(WorkerError::State {
+                    detail: "images.json exceeds its size cap",
+                });
+            }
             Err(_) => {
                 return Err(WorkerError::State {
                     detail: "images.json is unreadable",

@@ -124,7 +124,10 @@ fn scopes_are_normalised_sorted_and_unique() {
             let err = rejected(|m| {
                 m.insert(field.into(), json!([bad]));
             });
-            assert_invalid(&err, &format!("unsafe execution path: {bad:?}"));
+            assert_invalid(
+                &err,
+                &format!("unsafe execution path: {}", snapshot::quote(bad)),
+            );
         }
     }
 }
@@ -144,7 +147,10 @@ fn exact_grants_must_be_canonical_nfc_and_casefold_unique() {
             let err = rejected(|m| {
                 m.insert(field.into(), json!([bad]));
             });
-            assert_invalid(&err, &format!("unsafe exact execution path: {bad:?}"));
+            assert_invalid(
+                &err,
+                &format!("unsafe exact execution path: {}", snapshot::quote(bad)),
+            );
         }
         let err = rejected(|m| {
             m.insert(
@@ -157,7 +163,7 @@ fn exact_grants_must_be_canonical_nfc_and_casefold_unique() {
         });
         assert_invalid(
             &err,
-            "duplicate exact execution path: \"app/modules/support/STRASSE.py\"",
+            "duplicate exact execution path: 'app/modules/support/STRASSE.py'",
         );
     }
     let ctx = context_with(|m| {
@@ -189,7 +195,7 @@ fn grants_may_not_overlap_or_leave_the_approved_scope() {
     });
     assert_invalid(
         &err,
-        "exact operation path is outside approved scope: \"app/other/x.py\"",
+        "exact operation path is outside approved scope: 'app/other/x.py'",
     );
     // Prohibited and read-only scopes win over allowed ones, case-folded.
     for (field, scope, path) in [
@@ -289,4 +295,104 @@ fn snapshot_evidence_validates_paths_hashes_and_identity() {
     RepositorySnapshotEvidence::from_json(&v.to_string()).unwrap();
     // An empty manifest is valid in v2.
     RepositorySnapshotEvidence::from_json(&evidence_value(&[]).to_string()).unwrap();
+}
+
+/// One parser per document: duplicate keys are refused by the constructors themselves, at the top
+/// level and inside nested maps (where plain serde would let the last key win).
+#[test]
+fn r_duplicate_keys_are_refused_by_the_constructors() {
+    let text = context_value().to_string();
+    let twice = text.replacen("\"plan_id\":", "\"plan_id\":\"plan-other\",\"plan_id\":", 1);
+    assert_ne!(twice, text);
+    let err = ApprovedExecutionContext::from_json(&twice).unwrap_err();
+    assert_invalid(&err, "duplicate object key");
+    snapshot::check_message_convention(&err).unwrap();
+
+    let good = evidence_value(&[("app/x.py", "x")]).to_string();
+    let hash = format!("\"sha256:{}\"", "0".repeat(64));
+    let dup_manifest = good.replacen(
+        "\"file_manifest\":{",
+        &format!("\"file_manifest\":{{\"app/x.py\":{hash},"),
+        1,
+    );
+    assert_ne!(dup_manifest, good);
+    let err = RepositorySnapshotEvidence::from_json(&dup_manifest).unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_PATCH_SNAPSHOT_INVALID", "{err}");
+    assert!(err.to_string().contains("duplicate object key"), "{err}");
+}
+
+/// serde's own messages quote input values (`invalid type: string "…"`, `unknown field `…``);
+/// none of that reaches the message, which names the JSON path and the kind instead, and the code
+/// appears once.
+#[test]
+fn r_malformed_documents_never_quote_input_values() {
+    let secret = "sk-live-\u{1b}]52;c;ZXZpbA==\u{7}";
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            {
+                let mut v = context_value();
+                v["allowed_paths"] = json!(secret);
+                v
+            },
+            "$.allowed_paths",
+        ),
+        (
+            {
+                let mut v = context_value();
+                v["allowed_paths"] = json!(["app/", 7, secret]);
+                v
+            },
+            "$.allowed_paths[1]",
+        ),
+        (
+            {
+                let mut v = context_value();
+                v[secret] = json!(secret);
+                v
+            },
+            "unknown field",
+        ),
+        (
+            {
+                let mut v = context_value();
+                v["handoff_id"] = json!([secret]);
+                v
+            },
+            "$.handoff_id",
+        ),
+    ];
+    for (doc, needle) in cases {
+        let err = ApprovedExecutionContext::from_json(&doc.to_string()).unwrap_err();
+        let shown = err.to_string();
+        assert_invalid(&err, needle);
+        assert!(!shown.contains("sk-live"), "{shown}");
+        assert!(!shown.contains('\u{1b}'), "{shown}");
+        snapshot::check_message_convention(&err).unwrap();
+    }
+    // Validator messages quote paths only through the escaping display type.
+    let err = rejected(|m| {
+        m.insert("allowed_paths".into(), json!(["../\u{202e}evil"]));
+    });
+    assert_eq!(
+        err.to_string(),
+        "REPOSITORY_PATCH_CONTEXT_INVALID: unsafe execution path: '../\\u202eevil'"
+    );
+    snapshot::check_message_convention(&err).unwrap();
+
+    let mut v = evidence_value(&[("app/x.py", "x")]);
+    v["file_manifest"] = json!({ "app/x.py": [secret] });
+    let err = RepositorySnapshotEvidence::from_json(&v.to_string()).unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_PATCH_SNAPSHOT_INVALID", "{err}");
+    assert!(err.to_string().contains("$.file_manifest"), "{err}");
+    assert!(!err.to_string().contains("sk-live"), "{err}");
+    snapshot::check_message_convention(&err).unwrap();
+}
+
+/// The approval size cap lives in the constructor, so every command has the same one.
+#[test]
+fn approval_documents_over_the_cap_are_refused() {
+    let mut v = context_value();
+    v["rationale"] = json!("r".repeat(snapshot::MAX_CONTEXT_JSON_BYTES));
+    let err = ApprovedExecutionContext::from_json(&v.to_string()).unwrap_err();
+    assert_invalid(&err, "exceeds");
 }

@@ -12,6 +12,9 @@ use archive::{
 };
 use clap::{Args, Subcommand};
 
+use super::output::display_path;
+use super::paths::{read_error, require_dir, require_parent};
+use super::render::name;
 use super::{CliError, Outcome};
 
 /// Archive commands.
@@ -48,14 +51,6 @@ pub(crate) struct PackArgs {
 
 const IO_CODE: &str = "REPOSITORY_PATCH_ARCHIVE_IO";
 
-fn reject(e: &ArchiveError) -> CliError {
-    if e.is_environment() {
-        CliError::environment(e.code(), e.to_string())
-    } else {
-        CliError::rejected(e.code(), e.to_string())
-    }
-}
-
 pub(crate) fn run(command: &ArchiveCommand) -> Result<Outcome, CliError> {
     match command {
         ArchiveCommand::Inspect(args) => inspect(args),
@@ -63,58 +58,37 @@ pub(crate) fn run(command: &ArchiveCommand) -> Result<Outcome, CliError> {
     }
 }
 
-/// The archive file's contents and manifest. A regular file of the declared length is read while
-/// a second thread hashes it (`read_archive_manifest_from`); anything else (a pipe) is read up to
-/// `max + 1` bytes. Oversized regular files are refused before anything is read.
+/// The archive file's contents and manifest. The file is opened once without blocking and must
+/// be a regular file within the byte budget (checked on the handle); it is then read while a
+/// second thread hashes it (`read_archive_manifest_from`).
 enum Loaded {
     Marker(Vec<u8>),
     Manifest(archive::ArchiveManifest),
 }
 
 fn load(path: &Path, limits: &ArchiveLimits) -> Result<Loaded, CliError> {
-    let io = |what: &str, e: &std::io::Error| {
-        CliError::environment(IO_CODE, format!("cannot {what} archive: {}", e.kind()))
-    };
-    let file = std::fs::File::open(path).map_err(|e| io("open", &e))?;
-    let max = limits.max_bytes();
-    let declared = file
-        .metadata()
-        .ok()
-        .filter(|m| m.is_file())
-        .map(|m| m.len());
-    if declared.is_some_and(|len| len > max as u64) {
-        return Err(reject(&ArchiveError::Budget {
+    let (file, len) = worker::open_regular_file(path, limits.max_bytes()).map_err(|e| match e {
+        worker::BoundedReadError::TooLarge { .. } => CliError::from(ArchiveError::Budget {
             detail: "input exceeds limit",
-        }));
-    }
-    match declared {
-        Some(len) if len != EMPTY_ARCHIVE_MARKER.len() as u64 => {
-            let (_, manifest) =
-                read_archive_manifest_from(file, len, limits).map_err(|e| reject(&e))?;
-            Ok(Loaded::Manifest(manifest))
+        }),
+        e => read_error("FILE", path, &e),
+    })?;
+    if len == EMPTY_ARCHIVE_MARKER.len() as u64 {
+        let mut data = Vec::new();
+        file.take(len + 1).read_to_end(&mut data).map_err(|e| {
+            CliError::environment(IO_CODE, format!("cannot read archive: {}", e.kind()))
+        })?;
+        if data == EMPTY_ARCHIVE_MARKER {
+            return Ok(Loaded::Marker(data));
         }
-        _ => {
-            let mut data = Vec::new();
-            file.take(max as u64 + 1)
-                .read_to_end(&mut data)
-                .map_err(|e| io("read", &e))?;
-            if data == EMPTY_ARCHIVE_MARKER {
-                return Ok(Loaded::Marker(data));
-            }
-            if data.len() > max {
-                return Err(reject(&ArchiveError::Budget {
-                    detail: "input exceeds limit",
-                }));
-            }
-            read_archive_manifest(&data, limits)
-                .map(Loaded::Manifest)
-                .map_err(|e| reject(&e))
-        }
+        return Ok(Loaded::Manifest(read_archive_manifest(&data, limits)?));
     }
+    let (_, manifest) = read_archive_manifest_from(file, len, limits)?;
+    Ok(Loaded::Manifest(manifest))
 }
 
 fn inspect(args: &InspectArgs) -> Result<Outcome, CliError> {
-    let limits = ArchiveLimits::new(args.max_files, args.max_bytes).map_err(|e| reject(&e))?;
+    let limits = ArchiveLimits::new(args.max_files, args.max_bytes)?;
     let manifest = match load(&args.file, &limits)? {
         Loaded::Manifest(manifest) => manifest,
         Loaded::Marker(data) => {
@@ -149,7 +123,9 @@ fn inspect(args: &InspectArgs) -> Result<Outcome, CliError> {
         let _ = writeln!(
             text,
             "{:>10}  {}  {}",
-            e.size_bytes, e.content_sha256, e.path
+            e.size_bytes,
+            e.content_sha256,
+            name(e.path.as_str())
         );
     }
     let _ = writeln!(
@@ -172,12 +148,14 @@ fn inspect(args: &InspectArgs) -> Result<Outcome, CliError> {
 }
 
 fn pack(args: &PackArgs) -> Result<Outcome, CliError> {
-    let data = pack_directory(&args.dir).map_err(|e| reject(&e))?;
+    require_dir("DIR", &args.dir)?;
+    require_parent("--out", &args.out)?;
+    let data = pack_directory(&args.dir)?;
     std::fs::write(&args.out, &data).map_err(|e| {
         CliError::environment(IO_CODE, format!("cannot write archive: {}", e.kind()))
     })?;
     let limits = ArchiveLimits::default();
-    let manifest = read_archive_manifest(&data, &limits).map_err(|e| reject(&e))?;
+    let manifest = read_archive_manifest(&data, &limits)?;
     Ok(Outcome {
         json: serde_json::json!({
             "out": args.out.display().to_string(),
@@ -187,7 +165,7 @@ fn pack(args: &PackArgs) -> Result<Outcome, CliError> {
         }),
         text: format!(
             "wrote {} ({} entries, {} bytes)\narchive {}\n",
-            args.out.display(),
+            display_path(&args.out),
             manifest.entries.len(),
             data.len(),
             manifest.archive_sha256
@@ -267,7 +245,7 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(
-            (e.code.as_str(), e.message.as_str()),
+            (e.code, e.message().as_str()),
             (
                 "REPOSITORY_PATCH_ARCHIVE_BUDGET",
                 "REPOSITORY_PATCH_ARCHIVE_BUDGET: invalid file limit"
@@ -307,7 +285,7 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(e.code, "REPOSITORY_PATCH_ARCHIVE_SCOPE");
-        assert!(e.message.contains("symlink"), "{}", e.message);
+        assert!(e.message().contains("symlink"), "{}", e.message());
         std::fs::remove_file(src.join("b.txt")).unwrap();
         write(&src, "bad:name.txt", "x");
         let e = pack(&PackArgs {
@@ -315,7 +293,7 @@ mod tests {
             out: out.clone(),
         })
         .unwrap_err();
-        assert!(e.message.contains("unsafe_path"), "{}", e.message);
+        assert!(e.message().contains("unsafe_path"), "{}", e.message());
         assert!(!out.exists());
     }
 }

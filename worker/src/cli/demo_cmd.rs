@@ -10,9 +10,11 @@ use worker::images::ImagesState;
 use worker::runtime::ContainerRuntime as _;
 
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
-use super::image_cmd::{build_images, default_source};
-use super::run_cmd::{RunArgs, execute, outcome_json, summary_text};
-use super::{CliError, Outcome};
+use super::image_cmd::{build_images, source_dir};
+use super::output::display_path;
+use super::paths::require_parent;
+use super::run_cmd::{RunArgs, execute, outcome_json, outcome_text};
+use super::{CliError, Outcome, render};
 
 /// The fixture script, embedded so the demo needs no source checkout for it.
 const MAKE_DEMO: &str = include_str!("../../../fixtures/demo/make-demo.sh");
@@ -54,16 +56,23 @@ fn ensure_images(args: &DemoArgs, state: &Path) -> Result<ImagesState, CliError>
     };
     match recorded {
         Some(images) if present => Ok(images),
-        _ => build_images(&args.source.clone().unwrap_or_else(default_source), state),
+        _ => build_images(&source_dir(args.source.as_deref())?, state),
     }
 }
 
 fn make_fixture(dir: &Path) -> Result<(String, String), CliError> {
     use std::os::unix::fs::DirBuilderExt as _;
+    require_parent("--dir", dir)?;
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(dir)
-        .map_err(|_| env_err(format!("cannot create {}", dir.display())))?;
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => CliError::usage(
+                "PATCH_CANDIDATE_DEMO",
+                format!("--dir must name a new directory: {}", display_path(dir)),
+            ),
+            _ => env_err(format!("cannot create {}", display_path(dir))),
+        })?;
     let bin = std::env::current_exe().map_err(|_| env_err("cannot locate this binary"))?;
     let status = Command::new("bash")
         .arg("-c")
@@ -104,7 +113,11 @@ fn git_apply_check(repo: &Path, patch: &Path) -> Result<(), CliError> {
 pub(crate) fn run(args: &DemoArgs) -> Result<Outcome, CliError> {
     let state = state_dir()?;
     let images = ensure_images(args, &state)?;
-    tracing::info!("demo: image {} = {}", images.image, images.image_id);
+    tracing::info!(
+        "demo: image {} = {}",
+        render::name(&images.image),
+        render::name(&images.image_id)
+    );
     let dir = args.dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!(
             "patch-candidate-demo-{}",
@@ -113,8 +126,9 @@ pub(crate) fn run(args: &DemoArgs) -> Result<Outcome, CliError> {
     });
     let (commit, task) = make_fixture(&dir)?;
     tracing::info!(
-        "demo: fixture repository {} at {commit}",
-        dir.join("repo").display()
+        "demo: fixture repository {} at {}",
+        display_path(&dir.join("repo")),
+        render::name(&commit)
     );
     let run_args = RunArgs {
         repo: dir.join("repo"),
@@ -143,12 +157,15 @@ pub(crate) fn run(args: &DemoArgs) -> Result<Outcome, CliError> {
         .collect();
     std::fs::write(&patch_path, &patch).map_err(|_| env_err("cannot write candidate.patch"))?;
     git_apply_check(&dir.join("repo"), &patch_path)?;
-    tracing::info!("demo: git apply --check accepts {}", patch_path.display());
-    let mut text = summary_text(&outcome.candidate, &outcome.digest.to_string(), &store);
+    tracing::info!(
+        "demo: git apply --check accepts {}",
+        display_path(&patch_path)
+    );
+    let mut text = outcome_text(&outcome, &store);
     text.push_str(&format!(
         "\ngit apply --check: ok ({})\nrepository untouched: {}\n",
-        patch_path.display(),
-        dir.join("repo").display()
+        display_path(&patch_path),
+        display_path(&dir.join("repo"))
     ));
     let mut json = outcome_json(&outcome, &store)?;
     if let Some(obj) = json.as_object_mut() {

@@ -3,10 +3,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use worker::{BollardRuntime, DEFAULT_DOCKER_SOCKET, WorkerError};
+use worker::{BollardRuntime, DEFAULT_DOCKER_SOCKET};
 
 use super::CliError;
-use super::output::Failure;
 
 /// How to reach Docker: a local Unix socket, never `DOCKER_HOST` or a context.
 #[derive(Debug, Clone, Args)]
@@ -19,21 +18,6 @@ pub(crate) struct DockerArgs {
 impl DockerArgs {
     pub(crate) async fn connect(&self) -> Result<BollardRuntime, CliError> {
         Ok(BollardRuntime::connect(&self.docker_socket).await?)
-    }
-}
-
-impl From<WorkerError> for CliError {
-    fn from(e: WorkerError) -> Self {
-        let failure = if e.is_environment() {
-            Failure::Environment
-        } else {
-            Failure::Rejected
-        };
-        Self {
-            code: e.code().to_owned(),
-            message: e.to_string(),
-            failure,
-        }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{IsTerminal as _, Read as _};
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use archive::StagedWorkspace;
@@ -16,20 +16,23 @@ use finalizer::{
 };
 use snapshot::git::GitSnapshot;
 use snapshot::{
-    ApprovedExecutionContext, BaselineFiles, CreateAbsence, DefaultPathPolicy, FileOp, RepoPath,
-    RepositorySnapshotEvidence, Sha256, StagedPatchProposal, from_slice_strict,
+    ApprovedExecutionContext, BaselineFiles, CreateAbsence, DefaultPathPolicy,
+    MAX_CONTEXT_JSON_BYTES, MAX_SNAPSHOT_JSON_BYTES, RepoPath, RepositorySnapshotEvidence, Sha256,
+    StagedPatchProposal, Untrusted, from_slice_strict,
 };
 
-use super::{CliError, Outcome};
+use super::output::{INPUT_CODE, IO_CODE, display_path};
+use super::paths::{read_file, read_text, require_dir, require_parent};
+use super::{CliError, Outcome, render};
 
-/// Largest approval, snapshot or proposal document read (the container output cap).
-const MAX_INPUT_BYTES: usize = 40_000_000;
+/// Largest proposal document read (the container output cap).
+const MAX_PROPOSAL_BYTES: usize = 40_000_000;
+/// Largest host policy document read.
+const MAX_POLICY_BYTES: usize = 1_048_576;
 /// Largest candidate document read.
 const MAX_CANDIDATE_BYTES: usize = finalizer::model::MAX_CANDIDATE_JSON_BYTES;
 /// Largest single baseline file (the archive byte budget).
 const MAX_BASELINE_FILE_BYTES: usize = archive::MAX_ARCHIVE_BYTES;
-const IO_CODE: &str = "PATCH_CANDIDATE_IO";
-const INPUT_CODE: &str = "PATCH_CANDIDATE_INPUT";
 
 /// `finalize` arguments.
 #[derive(Debug, Args)]
@@ -85,51 +88,14 @@ pub(crate) struct ShowArgs {
     file: PathBuf,
 }
 
-fn finalize_error(e: FinalizeError) -> CliError {
-    if e.is_environment() {
-        CliError::environment(e.code(), e.to_string())
-    } else {
-        CliError::rejected(e.code(), e.to_string())
-    }
-}
-
-fn archive_error(e: &archive::ArchiveError) -> CliError {
-    if e.is_environment() {
-        CliError::environment(e.code(), e.to_string())
-    } else {
-        CliError::rejected(e.code(), e.to_string())
-    }
-}
-
-/// Reads at most `limit` bytes of `path`; more is an input error.
-fn read_bounded(path: &Path, limit: usize, what: &str) -> Result<Vec<u8>, CliError> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| CliError::environment(IO_CODE, format!("cannot open {what}: {}", e.kind())))?;
-    let mut bytes = Vec::new();
-    file.take(u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|e| CliError::environment(IO_CODE, format!("cannot read {what}: {}", e.kind())))?;
-    if bytes.len() > limit {
-        return Err(CliError::rejected(
-            INPUT_CODE,
-            format!("{what} exceeds {limit} bytes"),
-        ));
-    }
-    Ok(bytes)
-}
-
-fn read_text(path: &Path, what: &str) -> Result<String, CliError> {
-    String::from_utf8(read_bounded(path, MAX_INPUT_BYTES, what)?)
-        .map_err(|_| CliError::rejected(INPUT_CODE, format!("{what} is not UTF-8")))
-}
-
 fn read_candidate(path: &Path) -> Result<RepositoryPatchCandidate, CliError> {
-    let bytes = read_bounded(path, MAX_CANDIDATE_BYTES, "candidate")?;
-    validate_candidate_json(&bytes).map_err(finalize_error)
+    let bytes = read_file("FILE", path, MAX_CANDIDATE_BYTES)?;
+    Ok(validate_candidate_json(&bytes)?)
 }
 
 /// Reads every regular file under `root` (no links followed, at most the repository budget of
-/// files, each strict UTF-8) keyed by its portable path.
+/// files, each strict UTF-8) keyed by its portable path. Each file is opened without following a
+/// link and without blocking, and its type and size are checked on the open handle.
 fn read_baseline_dir(root: &Path) -> Result<BaselineFiles, CliError> {
     let dir = Dir::open_ambient_dir(root, cap_std::ambient_authority()).map_err(|e| {
         CliError::environment(
@@ -161,11 +127,15 @@ fn read_baseline_dir(root: &Path) -> Result<BaselineFiles, CliError> {
                 continue;
             }
             if !kind.is_file() {
-                return Err(bad(format!("baseline entry {rel:?} is not a regular file")));
+                return Err(bad(format!(
+                    "baseline entry {} is not a regular file",
+                    Untrusted::quoted(&rel)
+                )));
             }
             let path = RepoPath::parse(&rel).map_err(|r| {
                 bad(format!(
-                    "baseline entry {rel:?} is not a portable path: {r}"
+                    "baseline entry {} is not a portable path: {r}",
+                    Untrusted::quoted(&rel)
                 ))
             })?;
             if out.len() >= MAX_CANDIDATE_FILES {
@@ -173,22 +143,46 @@ fn read_baseline_dir(root: &Path) -> Result<BaselineFiles, CliError> {
                     "baseline directory exceeds the repository file budget".into()
                 ));
             }
-            let file = entry.open().map_err(io)?;
+            let file = dir.open_with(name, &nofollow_nonblocking()).map_err(io)?;
+            let meta = file.metadata().map_err(io)?;
+            let too_big = bad(format!(
+                "baseline file {} exceeds the byte budget",
+                Untrusted::quoted(&rel)
+            ));
+            if !meta.is_file() {
+                return Err(bad(format!(
+                    "baseline entry {} is not a regular file",
+                    Untrusted::quoted(&rel)
+                )));
+            }
+            if meta.len() > MAX_BASELINE_FILE_BYTES as u64 {
+                return Err(too_big);
+            }
             let mut bytes = Vec::new();
-            file.take(u64::try_from(MAX_BASELINE_FILE_BYTES).unwrap_or(u64::MAX) + 1)
+            file.take(MAX_BASELINE_FILE_BYTES as u64 + 1)
                 .read_to_end(&mut bytes)
                 .map_err(io)?;
             if bytes.len() > MAX_BASELINE_FILE_BYTES {
-                return Err(bad(format!(
-                    "baseline file {rel:?} exceeds the byte budget"
-                )));
+                return Err(too_big);
             }
-            let text = String::from_utf8(bytes)
-                .map_err(|_| bad(format!("baseline file {rel:?} is not UTF-8")))?;
+            let text = String::from_utf8(bytes).map_err(|_| {
+                bad(format!(
+                    "baseline file {} is not UTF-8",
+                    Untrusted::quoted(&rel)
+                ))
+            })?;
             out.insert(path, text);
         }
     }
     Ok(out)
+}
+
+/// Read-only, never following a final link, never blocking on a FIFO.
+fn nofollow_nonblocking() -> cap_std::fs::OpenOptions {
+    use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt as _, OpenOptionsSyncExt as _};
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.read(true).follow(FollowSymlinks::No).nonblock(true);
+    options
 }
 
 fn candidate_json(candidate: &RepositoryPatchCandidate) -> Result<serde_json::Value, CliError> {
@@ -198,12 +192,27 @@ fn candidate_json(candidate: &RepositoryPatchCandidate) -> Result<serde_json::Va
 
 /// `finalize`.
 pub(crate) fn finalize(args: &FinalizeArgs) -> Result<Outcome, CliError> {
-    let context = ApprovedExecutionContext::from_json(&read_text(&args.approval, "approval")?)?;
-    let snapshot = RepositorySnapshotEvidence::from_json(&read_text(&args.snapshot, "snapshot")?)?;
-    let baseline = read_baseline_dir(&args.baseline_dir)?;
-    let selected: Vec<RepoPath> = baseline.keys().cloned().collect();
-    let proposal_bytes = read_bounded(&args.proposal, MAX_INPUT_BYTES, "proposal")?;
-    let proposal: StagedPatchProposal = from_slice_strict(&proposal_bytes, MAX_INPUT_BYTES)
+    // Every named path first: a missing one is a usage error before anything is read.
+    require_dir("--baseline-dir", &args.baseline_dir)?;
+    require_dir("--staged", &args.staged)?;
+    if let Some(repo) = &args.repo {
+        require_dir("--repo", repo)?;
+    }
+    if let Some(store) = &args.store {
+        require_parent("--store", store)?;
+    }
+    let context = ApprovedExecutionContext::from_slice(&read_file(
+        "--approval",
+        &args.approval,
+        MAX_CONTEXT_JSON_BYTES,
+    )?)?;
+    let snapshot = RepositorySnapshotEvidence::from_slice(&read_file(
+        "--snapshot",
+        &args.snapshot,
+        MAX_SNAPSHOT_JSON_BYTES,
+    )?)?;
+    let proposal_bytes = read_file("--proposal", &args.proposal, MAX_PROPOSAL_BYTES)?;
+    let proposal: StagedPatchProposal = from_slice_strict(&proposal_bytes, MAX_PROPOSAL_BYTES)
         .map_err(|e| CliError::rejected(INPUT_CODE, format!("invalid proposal: {e}")))?;
     if !proposal.is_well_formed() {
         return Err(CliError::rejected(
@@ -211,8 +220,12 @@ pub(crate) fn finalize(args: &FinalizeArgs) -> Result<Outcome, CliError> {
             "invalid proposal: ids or events out of bounds",
         ));
     }
+    let baseline = read_baseline_dir(&args.baseline_dir)?;
+    let selected: Vec<RepoPath> = baseline.keys().cloned().collect();
     let policy = match &args.policy {
-        Some(path) => DefaultPathPolicy::with_config_json(&read_text(path, "policy")?)?,
+        Some(path) => {
+            DefaultPathPolicy::with_config_json(&read_text("--policy", path, MAX_POLICY_BYTES)?)?
+        }
         None => DefaultPathPolicy::default(),
     };
     let tree = match &args.repo {
@@ -226,8 +239,7 @@ pub(crate) fn finalize(args: &FinalizeArgs) -> Result<Outcome, CliError> {
         .iter()
         .filter_map(|p| snapshot.file_manifest().get(p).map(|h| (p.clone(), *h)))
         .collect();
-    let workspace = StagedWorkspace::open_existing(&args.staged, manifest, BTreeMap::new())
-        .map_err(|e| archive_error(&e))?;
+    let workspace = StagedWorkspace::open_existing(&args.staged, manifest, BTreeMap::new())?;
     let candidate = finalize_repository_patch(FinalizeRequest {
         context: &context,
         snapshot: &snapshot,
@@ -237,21 +249,18 @@ pub(crate) fn finalize(args: &FinalizeArgs) -> Result<Outcome, CliError> {
         proposal: &proposal,
         policy: &policy,
         create_absence: tree.as_ref().map(|t| t as &dyn CreateAbsence),
-    })
-    .map_err(finalize_error)?;
-    let digest = repository_patch_digest(&candidate).map_err(finalize_error)?;
+    })?;
+    let digest = repository_patch_digest(&candidate)?;
     let stored = match &args.store {
         Some(dir) => {
-            CandidateStore::open(dir)
-                .and_then(|s| s.put(&candidate))
-                .map_err(finalize_error)?;
+            CandidateStore::open(dir).and_then(|s| s.put(&candidate))?;
             Some(dir.join(format!("{}.json", digest.bare_hex())))
         }
         None => None,
     };
-    let mut text = summary_text(&candidate, &digest);
+    let mut text = render::summary(&candidate, &digest.to_string());
     if let Some(path) = &stored {
-        let _ = writeln!(text, "stored:   {}", path.display());
+        let _ = writeln!(text, "stored in: {}", display_path(path));
     }
     Ok(Outcome {
         json: serde_json::json!({
@@ -266,7 +275,7 @@ pub(crate) fn finalize(args: &FinalizeArgs) -> Result<Outcome, CliError> {
 /// `digest`.
 pub(crate) fn digest(args: &DigestArgs) -> Result<Outcome, CliError> {
     let candidate = read_candidate(&args.file)?;
-    let digest = repository_patch_digest(&candidate).map_err(finalize_error)?;
+    let digest = repository_patch_digest(&candidate)?;
     Ok(Outcome {
         json: serde_json::json!({"digest": digest.to_string()}),
         text: format!("{digest}\n"),
@@ -281,17 +290,21 @@ fn digest_from_name(path: &Path) -> Option<Sha256> {
 
 /// `verify`.
 pub(crate) fn verify(args: &VerifyArgs) -> Result<Outcome, CliError> {
+    if let Some(repo) = &args.repo {
+        require_dir("--repo", repo)?;
+    }
     let candidate = read_candidate(&args.file)?;
-    let digest = repository_patch_digest(&candidate).map_err(finalize_error)?;
+    let digest = repository_patch_digest(&candidate)?;
     if let Some(named) = digest_from_name(&args.file)
         && named != digest
     {
-        return Err(finalize_error(FinalizeError::StoreDigest {
+        return Err(FinalizeError::StoreDigest {
             digest: named.to_string(),
-        }));
+        }
+        .into());
     }
     let report = match &args.repo {
-        Some(repo) => Some(verify_against_repository(&candidate, repo).map_err(finalize_error)?),
+        Some(repo) => Some(verify_against_repository(&candidate, repo)?),
         None => None,
     };
     let mut text = format!("structure: valid\ndigest:    {digest}\n");
@@ -299,7 +312,8 @@ pub(crate) fn verify(args: &VerifyArgs) -> Result<Outcome, CliError> {
         let _ = writeln!(
             text,
             "repository: {} files match {} and apply cleanly",
-            r.files_checked, r.baseline_commit_sha
+            r.files_checked,
+            render::name(&r.baseline_commit_sha)
         );
     }
     Ok(Outcome {
@@ -315,137 +329,18 @@ pub(crate) fn verify(args: &VerifyArgs) -> Result<Outcome, CliError> {
 /// `show`.
 pub(crate) fn show(args: &ShowArgs) -> Result<Outcome, CliError> {
     let candidate = read_candidate(&args.file)?;
-    let digest = repository_patch_digest(&candidate).map_err(finalize_error)?;
-    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let mut text = summary_text(&candidate, &digest);
-    for file in candidate.changed_files() {
-        text.push('\n');
-        if file.diff().is_empty() {
-            let _ = writeln!(
-                text,
-                "({} {}: empty file, no line changes)",
-                file.op().as_str(),
-                file.path()
-            );
-            continue;
-        }
-        for line in file.diff().split_inclusive('\n') {
-            text.push_str(&render_line(line, color));
-        }
-    }
+    let digest = repository_patch_digest(&candidate)?;
+    let mut text = render::summary(&candidate, &digest.to_string());
+    text.push_str(&render::diffs(&candidate, render::colour_wanted()));
     Ok(Outcome {
         json: serde_json::json!({"digest": digest.to_string(), "candidate": candidate_json(&candidate)?}),
         text,
     })
 }
 
-fn summary_text(candidate: &RepositoryPatchCandidate, digest: &Sha256) -> String {
-    let mut text = String::new();
-    let _ = writeln!(text, "candidate {digest}");
-    let _ = writeln!(
-        text,
-        "repository {} @ {}  (plan {}, proposal {} by {})",
-        printable(candidate.repository_full_name()),
-        printable(candidate.baseline_commit_sha()),
-        printable(candidate.plan_id()),
-        printable(candidate.proposal_id()),
-        printable(candidate.provider_id()),
-    );
-    let _ = writeln!(
-        text,
-        "state: {}, mutation allowed: {}",
-        candidate.validation_state(),
-        candidate.mutation_allowed()
-    );
-    let _ = writeln!(text, "{}", printable(candidate.summary()));
-    for file in candidate.changed_files() {
-        let _ = writeln!(text, "  {:<6} {}", file.op().as_str(), file.path());
-    }
-    let gates: Vec<&String> = candidate
-        .required_validation_gates()
-        .iter()
-        .chain(candidate.required_security_gates())
-        .chain(candidate.required_ci_checks())
-        .collect();
-    if !gates.is_empty() {
-        let list: Vec<String> = gates.iter().map(|g| printable(g)).collect();
-        let _ = writeln!(text, "required gates: {}", list.join(", "));
-    }
-    let creates = candidate
-        .changed_files()
-        .iter()
-        .filter(|f| f.op() == FileOp::Create)
-        .count();
-    let deletes = candidate
-        .changed_files()
-        .iter()
-        .filter(|f| f.op() == FileOp::Delete)
-        .count();
-    let _ = writeln!(
-        text,
-        "{} updated, {creates} created, {deletes} deleted",
-        candidate.changed_files().len() - creates - deletes
-    );
-    text
-}
-
-/// Makes untrusted text safe for a terminal: control characters (other than tab) and the
-/// Unicode line/paragraph separators become visible escapes, so diff content cannot move the
-/// cursor, recolour or retitle the terminal.
-fn printable(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\t' => out.push(c),
-            c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => {
-                out.extend(c.escape_default());
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-fn render_line(line: &str, color: bool) -> String {
-    let body = line.strip_suffix('\n').unwrap_or(line);
-    let safe = printable(body);
-    let style = match body.chars().next() {
-        _ if !color => None,
-        _ if body.starts_with("--- ") || body.starts_with("+++ ") => Some("1"),
-        Some('+') => Some("32"),
-        Some('-') => Some("31"),
-        Some('@') => Some("36"),
-        Some('\\') => Some("2"),
-        _ => None,
-    };
-    match style {
-        Some(code) => format!("\u{1b}[{code}m{safe}\u{1b}[0m\n"),
-        None => format!("{safe}\n"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn terminal_output_neutralises_control_characters() {
-        assert_eq!(
-            printable("a\u{1b}[2Jb\rc\u{2028}d\te"),
-            "a\\u{1b}[2Jb\\rc\\u{2028}d\te"
-        );
-        assert_eq!(
-            render_line("+x\u{1b}]0;title\u{7}\n", false),
-            "+x\\u{1b}]0;title\\u{7}\n"
-        );
-        assert_eq!(render_line("-one\r\n", false), "-one\\r\n");
-        assert_eq!(render_line("-old\n", true), "\u{1b}[31m-old\u{1b}[0m\n");
-        assert_eq!(
-            render_line("+++ b/x\n", true),
-            "\u{1b}[1m+++ b/x\u{1b}[0m\n"
-        );
-        assert_eq!(render_line(" ctx\n", true), " ctx\n");
-    }
 
     #[test]
     fn store_names_promise_a_digest() {

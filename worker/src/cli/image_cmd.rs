@@ -8,6 +8,9 @@ use clap::{Args, Subcommand};
 use worker::images::ImagesState;
 
 use super::docker_args::state_dir;
+use super::output::display_path;
+use super::paths::require_dir;
+use super::render::name;
 use super::{CliError, Outcome};
 
 /// `image` subcommands.
@@ -20,29 +23,55 @@ pub(crate) enum ImageCommand {
 /// `image build` arguments.
 #[derive(Debug, Args)]
 pub(crate) struct BuildArgs {
-    /// Source checkout holding `images/build.sh` (default: the checkout this binary was built from).
+    /// Source checkout holding `images/build.sh` (default: the checkout that contains the current
+    /// directory).
     #[arg(long)]
     source: Option<PathBuf>,
 }
 
-/// The source checkout this binary was built from.
-pub(crate) fn default_source() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+/// The build script, relative to a source checkout.
+const BUILD_SCRIPT: &str = "images/build.sh";
+const SOURCE_CODE: &str = "PATCH_CANDIDATE_IMAGE_SOURCE";
+
+/// The source checkout to build images from, resolved at run time (never a path recorded when this
+/// binary was compiled): `--source` when given, else the nearest directory at or above the current
+/// directory that holds `images/build.sh`.
+pub(crate) fn source_dir(explicit: Option<&Path>) -> Result<PathBuf, CliError> {
+    if let Some(dir) = explicit {
+        require_dir("--source", dir)?;
+        if !dir.join(BUILD_SCRIPT).is_file() {
+            return Err(CliError::usage(
+                SOURCE_CODE,
+                format!("--source {} holds no {BUILD_SCRIPT}", display_path(dir)),
+            ));
+        }
+        return Ok(dir.to_owned());
+    }
+    let cwd = std::env::current_dir()
+        .map_err(|_| CliError::environment(SOURCE_CODE, "cannot read the current directory"))?;
+    find_source_from(&cwd).ok_or_else(|| {
+        CliError::usage(
+            SOURCE_CODE,
+            format!(
+                "no source checkout holding {BUILD_SCRIPT} at or above the current directory; \
+                 run from the checkout or pass --source DIR"
+            ),
+        )
+    })
+}
+
+/// The nearest of `start` and its ancestors that holds `images/build.sh`.
+fn find_source_from(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .find(|dir| dir.join(BUILD_SCRIPT).is_file())
         .map(Path::to_path_buf)
-        .unwrap_or_default()
 }
 
 /// Runs `images/build.sh` with the state directory exported; build output goes to stderr.
 pub(crate) fn build_images(source: &Path, state: &Path) -> Result<ImagesState, CliError> {
-    let script = source.join("images/build.sh");
-    if !script.is_file() {
-        return Err(CliError::environment(
-            "PATCH_CANDIDATE_IMAGE_BUILD",
-            format!("{} not found (pass --source)", script.display()),
-        ));
-    }
-    tracing::info!("image: building with {}", script.display());
+    let script = source.join(BUILD_SCRIPT);
+    tracing::info!("image: building with {}", display_path(&script));
     let status = Command::new("bash")
         .arg(&script)
         .current_dir(source)
@@ -68,18 +97,45 @@ pub(crate) fn run(command: &ImageCommand) -> Result<Outcome, CliError> {
     match command {
         ImageCommand::Build(args) => {
             let state = state_dir()?;
-            let source = args.source.clone().unwrap_or_else(default_source);
+            let source = source_dir(args.source.as_deref())?;
             let images = build_images(&source, &state)?;
             let text = format!(
                 "image:        {}\nimage id:     {}\nhostile:      {} ({})\nrecorded in:  {}\n",
-                images.image,
-                images.image_id,
-                images.hostile_image,
-                images.hostile_image_id,
-                state.join("images.json").display()
+                name(&images.image),
+                name(&images.image_id),
+                name(&images.hostile_image),
+                name(&images.hostile_image_id),
+                display_path(&state.join("images.json"))
             );
             let json = serde_json::to_value(&images).unwrap_or_default();
             Ok(Outcome { json, text })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_source_checkout_is_found_at_run_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let checkout = dir.path().join("checkout");
+        let nested = checkout.join("worker/src");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .create(&nested)
+            .unwrap();
+        std::fs::DirBuilder::new()
+            .create(checkout.join("images"))
+            .unwrap();
+        assert_eq!(find_source_from(&nested), None);
+        std::fs::write(checkout.join(BUILD_SCRIPT), "exit 0\n").unwrap();
+        assert_eq!(find_source_from(&nested), Some(checkout.clone()));
+        assert_eq!(source_dir(Some(&checkout)).unwrap(), checkout);
+        let e = source_dir(Some(&nested)).unwrap_err();
+        assert_eq!(e.code, SOURCE_CODE);
+        let e = source_dir(Some(&dir.path().join("missing"))).unwrap_err();
+        assert_eq!(e.code, "PATCH_CANDIDATE_PATH_MISSING");
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::docker_args::{DockerArgs, tokio_runtime};
-use super::{CliError, Outcome};
+use super::{CliError, Outcome, render};
 
 /// `janitor` arguments.
 #[derive(Debug, Args)]
@@ -31,12 +31,12 @@ pub(crate) fn run(args: &JanitorArgs) -> Result<Outcome, CliError> {
     let mut text = String::new();
     let _ = writeln!(text, "removed: {}", report.removed.len());
     for name in &report.removed {
-        let _ = writeln!(text, "  {name}");
+        let _ = writeln!(text, "  {}", render::name(name));
     }
     let _ = writeln!(text, "kept:    {}", report.kept.len());
     let _ = writeln!(text, "failed:  {}", report.failed.len());
     for name in &report.failed {
-        let _ = writeln!(text, "  {name}");
+        let _ = writeln!(text, "  {}", render::name(name));
     }
     let json = serde_json::to_value(&report).unwrap_or_default();
     if !report.failed.is_empty() {

@@ -8,6 +8,8 @@ mod finalize_cmd;
 mod image_cmd;
 mod janitor_cmd;
 mod output;
+mod paths;
+mod render;
 mod run_cmd;
 mod snapshot_cmd;
 mod usage_cmd;

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use finalizer::{CandidateStore, RepositoryPatchCandidate};
-use snapshot::{ApprovedExecutionContext, DefaultPathPolicy, RepoPath};
+use finalizer::CandidateStore;
+use snapshot::{ApprovedExecutionContext, DefaultPathPolicy, MAX_CONTEXT_JSON_BYTES, RepoPath};
 use worker::images::{ImagesState, PROOF_IMAGE};
 use worker::ledger::UsageLedger;
 use worker::pipeline::{PipelineOutcome, PipelineRequest, run_pipeline};
@@ -15,10 +15,12 @@ use worker::turn::{DEFAULT_WALL_SECONDS, MAX_TURN_ARCHIVE_BYTES};
 use worker::{RuntimeName, TurnConfig};
 
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
-use super::{CliError, Outcome};
+use super::output::display_path;
+use super::paths::{read_file, read_text, require_dir, require_parent};
+use super::{CliError, Outcome, render};
 
-/// Largest approval document accepted.
-const MAX_APPROVAL_BYTES: usize = 1_048_576;
+/// Largest host policy document accepted.
+const MAX_POLICY_BYTES: usize = 1_048_576;
 
 /// `run` arguments.
 #[derive(Debug, Clone, Args)]
@@ -69,32 +71,10 @@ pub(crate) struct RunArgs {
     pub docker: DockerArgs,
 }
 
-fn read_bounded(path: &Path, what: &'static str) -> Result<Vec<u8>, CliError> {
-    let bytes = std::fs::read(path).map_err(|_| {
-        CliError::environment("PATCH_CANDIDATE_INPUT", format!("cannot read {what}"))
-    })?;
-    if bytes.len() > MAX_APPROVAL_BYTES {
-        return Err(CliError::rejected(
-            "PATCH_CANDIDATE_INPUT",
-            format!("{what} exceeds 1 MiB"),
-        ));
-    }
-    Ok(bytes)
-}
-
-/// Parses an approval strictly (duplicate keys refused) and validates it.
+/// Parses an approval with the one approval parser (strict JSON, every validator).
 pub(crate) fn load_approval(path: &Path) -> Result<ApprovedExecutionContext, CliError> {
-    let bytes = read_bounded(path, "approval")?;
-    snapshot::from_slice_strict::<serde_json::Value>(&bytes, MAX_APPROVAL_BYTES).map_err(|e| {
-        CliError::rejected(
-            "REPOSITORY_PATCH_CONTEXT_INVALID",
-            format!("approval is not strict JSON: {e}"),
-        )
-    })?;
-    let text = std::str::from_utf8(&bytes).map_err(|_| {
-        CliError::rejected("REPOSITORY_PATCH_CONTEXT_INVALID", "approval is not UTF-8")
-    })?;
-    Ok(ApprovedExecutionContext::from_json(text)?)
+    let bytes = read_file("--approval", path, MAX_CONTEXT_JSON_BYTES)?;
+    Ok(ApprovedExecutionContext::from_slice(&bytes)?)
 }
 
 fn parse_paths(raw: &[String]) -> Result<Option<Vec<RepoPath>>, CliError> {
@@ -137,6 +117,10 @@ pub(crate) fn execute(
     progress: bool,
 ) -> Result<(PipelineOutcome, PathBuf), CliError> {
     let state = state_dir()?;
+    require_dir("--repo", &args.repo)?;
+    if let Some(store) = &args.store {
+        require_parent("--store", store)?;
+    }
     let context = load_approval(&args.approval)?;
     let (image, image_id) = resolve_image(args.image.as_deref(), args.image_id.as_deref(), &state)?;
     let runtime_name = args
@@ -153,11 +137,7 @@ pub(crate) fn execute(
     .with_runtime(runtime_name);
     let policy = match &args.policy {
         Some(path) => {
-            let bytes = read_bounded(path, "policy")?;
-            let text = std::str::from_utf8(&bytes).map_err(|_| {
-                CliError::rejected("REPOSITORY_PATCH_POLICY_CONFIG", "policy is not UTF-8")
-            })?;
-            DefaultPathPolicy::with_config_json(text)?
+            DefaultPathPolicy::with_config_json(&read_text("--policy", path, MAX_POLICY_BYTES)?)?
         }
         None => DefaultPathPolicy::default(),
     };
@@ -167,7 +147,7 @@ pub(crate) fn execute(
         .store
         .clone()
         .unwrap_or_else(|| state.join("candidates"));
-    let store = CandidateStore::open(&store_dir).map_err(worker::WorkerError::from)?;
+    let store = CandidateStore::open(&store_dir)?;
     let ledger = if args.no_ledger {
         None
     } else {
@@ -189,8 +169,8 @@ pub(crate) fn execute(
         if progress {
             tracing::info!(
                 "docker: API {} on {}",
-                docker.api_version(),
-                docker.socket().display()
+                render::name(&docker.api_version()),
+                display_path(docker.socket())
             );
         }
         match worker::sweep_abandoned_turns(
@@ -212,8 +192,8 @@ pub(crate) fn execute(
         if progress {
             tracing::info!(
                 "turn: image {} ({})",
-                config.image,
-                config.expected_image_id
+                render::name(&config.image.to_string()),
+                render::name(&config.expected_image_id.to_string())
             );
         }
         let request = PipelineRequest {
@@ -255,35 +235,12 @@ fn create_private_dir(dir: &Path) -> Result<(), CliError> {
         })
 }
 
-/// The human summary of a candidate.
-pub(crate) fn summary_text(
-    candidate: &RepositoryPatchCandidate,
-    digest: &str,
-    store: &Path,
-) -> String {
-    let mut text = String::new();
-    let _ = writeln!(text, "candidate:  {digest}");
-    let _ = writeln!(
-        text,
-        "repository: {} @ {}",
-        candidate.repository_full_name(),
-        candidate.baseline_commit_sha()
-    );
-    let _ = writeln!(
-        text,
-        "state:      {} (mutation allowed: {})",
-        candidate.validation_state(),
-        candidate.mutation_allowed()
-    );
-    let _ = writeln!(text, "stored in:  {}", store.display());
-    let _ = writeln!(text, "files:");
-    for file in candidate.changed_files() {
-        let _ = writeln!(text, "  {:<6} {}", file.op().as_str(), file.path().as_str());
-    }
-    let _ = writeln!(text);
-    for file in candidate.changed_files() {
-        text.push_str(file.diff());
-    }
+/// The human text of a pipeline outcome (shared with `demo`): the one candidate summary, where it
+/// is stored, then the diffs.
+pub(crate) fn outcome_text(outcome: &PipelineOutcome, store: &Path) -> String {
+    let mut text = render::summary(&outcome.candidate, &outcome.digest.to_string());
+    let _ = writeln!(text, "stored in: {}", display_path(store));
+    text.push_str(&render::diffs(&outcome.candidate, render::colour_wanted()));
     text
 }
 
@@ -309,7 +266,7 @@ pub(crate) fn outcome_json(
 
 pub(crate) fn run(args: &RunArgs) -> Result<Outcome, CliError> {
     let (outcome, store) = execute(args, true)?;
-    let text = summary_text(&outcome.candidate, &outcome.digest.to_string(), &store);
+    let text = outcome_text(&outcome, &store);
     Ok(Outcome {
         json: outcome_json(&outcome, &store)?,
         text,

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use clap::Args;
 use snapshot::GitSnapshot;
 
-use super::{CliError, Outcome};
+use super::paths::require_dir;
+use super::{CliError, Outcome, render};
 
 /// Snapshot arguments.
 #[derive(Debug, Args)]
@@ -34,6 +35,7 @@ pub(crate) struct SnapshotArgs {
 }
 
 pub(crate) fn run(args: &SnapshotArgs) -> Result<Outcome, CliError> {
+    require_dir("--repo", &args.repo)?;
     let snap = GitSnapshot::load(&args.repo, &args.commit)?;
     let evidence = snap.evidence(
         &args.plan_id,
@@ -60,8 +62,16 @@ pub(crate) fn run(args: &SnapshotArgs) -> Result<Outcome, CliError> {
         *by_kind.entry(entry.kind().as_str()).or_insert(0) += 1;
     }
     let mut text = String::new();
-    let _ = writeln!(text, "repository: {}", evidence.repository_full_name());
-    let _ = writeln!(text, "commit:     {}", evidence.baseline_commit_sha());
+    let _ = writeln!(
+        text,
+        "repository: {}",
+        render::name(evidence.repository_full_name())
+    );
+    let _ = writeln!(
+        text,
+        "commit:     {}",
+        render::name(evidence.baseline_commit_sha())
+    );
     let _ = writeln!(text, "files:      {}", evidence.file_manifest().len());
     let _ = write!(text, "excluded:   {}", excluded.len());
     if !by_kind.is_empty() {
@@ -69,7 +79,11 @@ pub(crate) fn run(args: &SnapshotArgs) -> Result<Outcome, CliError> {
         let _ = write!(text, " ({})", parts.join(", "));
     }
     let _ = writeln!(text);
-    let _ = writeln!(text, "digest:     {}", evidence.snapshot_digest());
+    let _ = writeln!(
+        text,
+        "digest:     {}",
+        render::name(evidence.snapshot_digest())
+    );
     Ok(Outcome { json, text })
 }
 
@@ -80,7 +94,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
-    use crate::cli::output::Failure;
+    use snapshot::FailureClass;
 
     fn git(dir: &std::path::Path, args: &[&str]) -> String {
         let out = Command::new("git")
@@ -184,15 +198,15 @@ mod tests {
                 "0".repeat(40),
                 "REPOSITORY_SNAPSHOT_COMMIT",
             ),
-            (
-                dir.path().join("missing"),
-                head.clone(),
-                "REPOSITORY_SNAPSHOT_REPOSITORY",
-            ),
         ] {
             let err = run(&args(&repo, &commit)).unwrap_err();
-            assert_eq!((err.code.as_str(), err.failure), (code, Failure::Rejected));
+            assert_eq!((err.code, err.class), (code, FailureClass::Rejected));
         }
+        let err = run(&args(&dir.path().join("missing"), &head)).unwrap_err();
+        assert_eq!(
+            (err.code, err.class),
+            ("PATCH_CANDIDATE_PATH_MISSING", FailureClass::Usage)
+        );
         let mut empty_plan = args(dir.path(), &head);
         empty_plan.plan_id.clear();
         let err = run(&empty_plan).unwrap_err();

@@ -7,7 +7,7 @@ use clap::Args;
 use worker::ledger::UsageLedger;
 
 use super::docker_args::state_dir;
-use super::{CliError, Outcome};
+use super::{CliError, Outcome, render};
 
 /// `usage` arguments.
 #[derive(Debug, Args)]
@@ -19,7 +19,16 @@ pub(crate) struct UsageArgs {
 
 pub(crate) fn run(args: &UsageArgs) -> Result<Outcome, CliError> {
     let path = match &args.ledger {
-        Some(p) => p.clone(),
+        Some(p) => {
+            // A ledger the user names must exist; the default one may not have been created yet.
+            if !p.is_file() {
+                return Err(match std::fs::metadata(p) {
+                    Ok(_) => CliError::path_kind("--ledger", p, "a regular file"),
+                    Err(_) => CliError::missing_path("--ledger", p),
+                });
+            }
+            p.clone()
+        }
         None => state_dir()?.join("usage.sqlite3"),
     };
     let records = if path.exists() {
@@ -33,9 +42,9 @@ pub(crate) fn run(args: &UsageArgs) -> Result<Outcome, CliError> {
         let _ = writeln!(
             text,
             "  {}  app {}  build {}  prompt {}  completion {}  total {}",
-            r.event_id,
-            r.app_id,
-            r.build_id.as_deref().unwrap_or("-"),
+            render::name(&r.event_id),
+            render::name(&r.app_id),
+            render::name(r.build_id.as_deref().unwrap_or("-")),
             r.prompt_tokens,
             r.completion_tokens,
             r.total_tokens
