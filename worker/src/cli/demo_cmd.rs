@@ -12,7 +12,7 @@ use worker::runtime::ContainerRuntime as _;
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
 use super::image_cmd::{build_images, source_dir};
 use super::output::display_path;
-use super::paths::require_parent;
+use super::paths::{require_dir, require_parent};
 use super::run_cmd::{RunArgs, execute, outcome_json, outcome_text};
 use super::{CliError, Outcome, render};
 
@@ -112,6 +112,13 @@ fn git_apply_check(repo: &Path, patch: &Path) -> Result<(), CliError> {
 
 pub(crate) fn run(args: &DemoArgs) -> Result<Outcome, CliError> {
     let state = state_dir()?;
+    // The named paths first, before any build or Docker call.
+    if let Some(dir) = &args.dir {
+        require_parent("--dir", dir)?;
+    }
+    if let Some(source) = &args.source {
+        require_dir("--source", source)?;
+    }
     let images = ensure_images(args, &state)?;
     tracing::info!(
         "demo: image {} = {}",

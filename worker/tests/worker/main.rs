@@ -13,6 +13,7 @@
 )]
 
 mod cli;
+mod cli_input;
 mod hostile;
 mod proof;
 mod real_turn;
