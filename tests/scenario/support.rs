@@ -76,7 +76,7 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     bin
 }
 
-fn docker_cli(args: &[&str], stdin: Option<&[u8]>) -> String {
+pub fn docker_cli(args: &[&str], stdin: Option<&[u8]>) -> String {
     let mut cmd = Command::new("docker");
     cmd.args(args)
         .env_remove("DOCKER_HOST")

@@ -193,10 +193,15 @@ async fn create_flags_are_exact() {
     assert_eq!(host.network_mode.as_deref(), Some("none"));
     assert_eq!(host.readonly_rootfs, Some(true));
     assert_eq!(host.cap_drop, Some(vec!["ALL".to_owned()]));
-    assert_eq!(
-        host.security_opt,
-        Some(vec!["no-new-privileges".to_owned()])
-    );
+    // The turn seccomp profile travels inline, exactly as shipped in the repository.
+    let opts = host.security_opt.clone().unwrap();
+    assert_eq!(opts.len(), 2);
+    assert_eq!(opts[0], "no-new-privileges");
+    let profile = opts[1].strip_prefix("seccomp=").unwrap();
+    assert_eq!(profile, include_str!("../seccomp/turn.json"));
+    let parsed: serde_json::Value = serde_json::from_str(profile).unwrap();
+    assert_eq!(parsed["defaultAction"], "SCMP_ACT_ERRNO");
+    assert_eq!(host.shm_size, Some(1_048_576));
     assert_eq!(
         (host.pids_limit, host.memory, host.memory_swap),
         (Some(64), Some(805_306_368), Some(805_306_368))
@@ -328,6 +333,37 @@ async fn every_isolation_field_is_verified_before_start() {
                 "no-new-privileges".into(),
                 "seccomp=unconfined".into(),
             ]);
+        }),
+        ("seccomp daemon default", |i| {
+            i.host_config.as_mut().unwrap().security_opt = Some(vec!["no-new-privileges".into()]);
+        }),
+        ("seccomp profile altered", |i| {
+            let opts = i
+                .host_config
+                .as_mut()
+                .unwrap()
+                .security_opt
+                .as_mut()
+                .unwrap();
+            opts[1] = opts[1]
+                .replacen("\"ptrace\"", "\"ptrace\", \"ptrace\"", 1)
+                .replacen("SCMP_ACT_ERRNO", "SCMP_ACT_LOG", 1);
+        }),
+        ("seccomp extra option", |i| {
+            let opts = i
+                .host_config
+                .as_mut()
+                .unwrap()
+                .security_opt
+                .as_mut()
+                .unwrap();
+            opts.push("apparmor=unconfined".into());
+        }),
+        ("shm size", |i| {
+            i.host_config.as_mut().unwrap().shm_size = Some(64 * 1024 * 1024)
+        }),
+        ("shm size unset", |i| {
+            i.host_config.as_mut().unwrap().shm_size = None
         }),
         ("pids", |i| {
             i.host_config.as_mut().unwrap().pids_limit = Some(65)
