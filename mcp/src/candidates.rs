@@ -292,7 +292,7 @@ pub fn verify(
     store: Option<&finalizer::CandidateStore>,
     path: &RequestPath,
 ) -> Result<(CandidateVerification, Vec<Diagnostic>), McpError> {
-    let max = u64::try_from(finalizer::model::MAX_CANDIDATE_JSON_BYTES).unwrap_or(u64::MAX);
+    let max = u64::try_from(finalizer::MAX_CANDIDATE_JSON_BYTES).unwrap_or(u64::MAX);
     let bytes = ws.read_file(path, max)?;
     let candidate = finalizer::validate_candidate_json(&bytes).map_err(|e| candidate_error(&e))?;
     let digest = finalizer::repository_patch_digest(&candidate).map_err(|e| candidate_error(&e))?;
