@@ -40,7 +40,7 @@ pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_REPLY_BYTES: usize = 1 << 20;
 /// Longest summary / rationale, in characters (reference: 2000).
 pub const MAX_SUMMARY_CHARS: usize = 2000;
-/// Most paths a refusal summary names (each quoted and capped by [`Untrusted`]).
+/// Most paths a refusal summary names (each escaped and capped by [`Untrusted::bare`]).
 const MAX_LISTED_NAMES: usize = 8;
 /// Highest token count a usage field may carry (reference §11).
 pub const MAX_USAGE_TOKENS: u64 = 10_000_000;
@@ -252,7 +252,7 @@ fn harvest_and_export(
             .violations
             .iter()
             .take(MAX_LISTED_NAMES)
-            .map(|v| format!("{} ({})", Untrusted::quoted(&v.path), v.kind))
+            .map(|v| format!("{} ({})", Untrusted::bare(&v.path), v.kind))
             .collect();
         builder.summary = format!("out-of-scope modifications: {}", listed.join(", "));
         return Ok(builder.finish(
@@ -269,7 +269,7 @@ fn harvest_and_export(
             FileOp::Update => false,
         })
         .take(MAX_LISTED_NAMES)
-        .map(|f| format!("{} ({})", Untrusted::quoted(f.path.as_str()), f.op.as_str()))
+        .map(|f| format!("{} ({})", Untrusted::bare(f.path.as_str()), f.op.as_str()))
         .collect();
     if !unapproved.is_empty() {
         builder.summary = format!("unapproved operations: {}", unapproved.join(", "));

@@ -206,16 +206,11 @@ impl GitChild {
     /// Waits for the exit without reaping, unregisters the process, then reaps it.
     fn reap(shared: &Shared, child: &mut Child) -> std::io::Result<ExitStatus> {
         let pid = Pid::from_child(child);
-        loop {
-            match rustix::process::waitid(
-                WaitId::Pid(pid),
-                WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
-            ) {
-                Err(rustix::io::Errno::INTR) => {}
-                // Exited (or not waitable at all: `wait` below reports that).
-                Ok(_) | Err(_) => break,
-            }
-        }
+        // Until it exited (or is not waitable at all: `wait` below reports that).
+        while let Err(rustix::io::Errno::INTR) = rustix::process::waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+        ) {}
         shared.lock().live.retain(|p| *p != pid);
         child.wait()
     }
