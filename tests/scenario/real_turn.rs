@@ -359,7 +359,7 @@ async fn docker_seccomp_daemon_default_allows_what_the_turn_profile_denies() {
             "none",
             &tag,
         ],
-        Some(b"{}"),
+        Some(b"{}".as_slice()),
     );
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     let facts: Vec<String> =
