@@ -12,7 +12,8 @@ use snapshot::{
 };
 
 use crate::error::WorkerError;
-use crate::turn::{CodingWorkerRequest, MAX_STDOUT_BYTES};
+use crate::limits::MAX_STDOUT_BYTES;
+use crate::request::CodingWorkerRequest;
 use crate::usage::{IsolatedAcpUsage, parse_isolated_acp_usage};
 
 /// The provider ID every sanitised proposal carries.

@@ -14,6 +14,7 @@
 
 mod cli;
 mod hostile;
+mod lifecycle;
 mod proof;
 mod real_turn;
 mod support;
