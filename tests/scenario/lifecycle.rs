@@ -6,13 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use bollard::models::ContainerStateStatusEnum;
 use worker::{BollardRuntime, ContainerRuntime as _};
 
 use crate::proof::demo_files;
 use crate::support::*;
 
-const BIN: &str = env!("CARGO_BIN_EXE_patch-candidate");
 /// The proof agent sleeps for this long: the turn is mid-run until the test acts.
 const SLEEPING_TASK: &str = "Update the dashboard.\nmode: sleep=600";
 
@@ -73,13 +71,14 @@ fn is_root() -> bool {
 /// a user namespace of its own too). The namespace's processes die with `unshare`.
 fn command(namespaced: bool) -> Command {
     if !namespaced {
-        return Command::new(BIN);
+        return Command::new(workspace_bin("patch-candidate"));
     }
     let mut c = Command::new("unshare");
     if !is_root() {
         c.args(["--user", "--map-root-user"]);
     }
-    c.args(["--pid", "--fork", "--kill-child", "--mount-proc", BIN]);
+    c.args(["--pid", "--fork", "--kill-child", "--mount-proc"])
+        .arg(workspace_bin("patch-candidate"));
     c
 }
 
@@ -129,7 +128,7 @@ async fn running_turns(docker: &BollardRuntime) -> Vec<String> {
     let mut running = Vec::new();
     for c in docker.list_turns().await.unwrap() {
         if let Ok(inspect) = docker.inspect(&c.id).await
-            && inspect.state.and_then(|st| st.status) == Some(ContainerStateStatusEnum::RUNNING)
+            && inspect.state.and_then(|st| st.running) == Some(true)
         {
             running.push(c.names[0].trim_start_matches('/').to_owned());
         }
