@@ -26,11 +26,13 @@ pub use error::{ArchiveError, ENVELOPE_CODE, EntryName};
 pub use export::export_workspace_archive;
 pub use pack::pack_directory;
 pub use reader::{
-    ArchiveBytes, ArchiveLimits, ArchiveManifest, ManifestEntry, preflight_archive_directory,
-    read_archive_entries, read_archive_manifest, read_archive_manifest_from,
-    validate_archive_budget,
+    ArchiveBytes, ArchiveLimits, ArchiveManifest, ManifestEntry, VerifiedArchive,
+    preflight_archive_directory, read_archive_entries, read_archive_manifest,
+    read_archive_manifest_from, validate_archive_budget,
 };
-pub use stage::{StageRequest, stage_workspace_archive};
+pub use stage::{
+    StageRequest, VerifiedStageRequest, stage_verified_archive, stage_workspace_archive,
+};
 pub use workspace::{
     HarvestOptions, HarvestedFile, StagedWorkspace, Violation, ViolationKind, WorkspaceHarvest,
     materialize_workspace,

@@ -50,7 +50,7 @@ pub use limits::{
     CALL_TIMEOUT, CANCEL_CLEANUP_TIMEOUT, DEFAULT_WALL_SECONDS, DRAIN_GRACE, MAX_REQUEST_BYTES,
     MAX_STDERR_BYTES, MAX_STDOUT_BYTES, MAX_TURN_ARCHIVE_BYTES, MAX_WALL_SECONDS, WALL_SLACK,
 };
-pub use output::{OutputLimits, TurnOutput, parse_turn_output};
+pub use output::{OutputLimits, VerifiedOutput, parse_turn_output};
 pub use owner::{
     ATTEMPT_LABEL_KEY, AttemptId, DEADLINE_LABEL_KEY, HOST_LABEL_KEY, HostId, INSTANCE_LABEL_KEY,
     InstanceId, OWNER_LABEL_KEY, PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcessIdentity, now_unix,

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use archive::StageRequest;
+use archive::VerifiedStageRequest;
 use finalizer::{CandidateStore, FinalizeRequest, RepositoryPatchCandidate};
 use snapshot::{
     ApprovedExecutionContext, GitSnapshot, MAX_READ_ONLY_INSPECTION_FILES, MAX_REPOSITORY_FILES,
@@ -208,21 +208,21 @@ pub async fn run_pipeline<R: ContainerRuntime + Clone + 'static>(
             status: turn.proposal.status.as_str(),
         });
     }
-    let archive_bytes = turn
+    let verified_archive = turn
         .workspace_archive
-        .as_deref()
+        .as_ref()
         .ok_or(WorkerError::InvalidOutput {
             reason: "completed turn without an archive",
         })?;
 
     let stage_started = Instant::now();
     let root = staging_root(req.staging_parent);
-    let staged = StagedTree::new(archive::stage_workspace_archive(StageRequest {
+    let staged = StagedTree::new(archive::stage_verified_archive(VerifiedStageRequest {
         context,
         snapshot: &evidence,
         selected_paths: &selected,
         baseline_files: &baseline,
-        archive_bytes,
+        archive: verified_archive,
         workspace_root: &root,
         policy: req.policy,
         create_absence: Some(&snap),

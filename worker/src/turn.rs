@@ -29,7 +29,7 @@ use crate::usage::IsolatedAcpUsage;
 #[derive(Debug, Clone)]
 pub struct RepositoryDockerTurn {
     pub proposal: StagedPatchProposal,
-    pub workspace_archive: Option<Vec<u8>>,
+    pub workspace_archive: Option<archive::VerifiedArchive>,
     pub usage: Option<IsolatedAcpUsage>,
     /// The generated container name (removed before this value exists).
     pub container_name: ContainerName,
@@ -128,11 +128,11 @@ pub async fn execute_repository_docker_turn<R: ContainerRuntime + Clone + 'stati
         (_, Err(e)) | (Err(e), Ok(())) => return Err(e),
         (Ok(stdout), Ok(())) => stdout,
     };
-    let parsed = parse_turn_output(&stdout, &limits)?;
+    let (proposal, workspace_archive, usage) = parse_turn_output(stdout, &limits)?.into_parts();
     Ok(RepositoryDockerTurn {
-        proposal: parsed.proposal,
-        workspace_archive: parsed.workspace_archive,
-        usage: parsed.usage,
+        proposal,
+        workspace_archive,
+        usage,
         container_name: name,
         attempt,
     })
