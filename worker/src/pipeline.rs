@@ -71,9 +71,9 @@ fn editable_candidate(
     p: &RepoPath,
 ) -> bool {
     let s = p.as_str();
-    snapshot::path::in_scope(s, context.allowed_paths(), false)
-        && !snapshot::path::in_scope(s, context.prohibited_paths(), true)
-        && !snapshot::path::in_scope(s, context.read_only_paths(), true)
+    snapshot::in_scope(s, context.allowed_paths(), false)
+        && !snapshot::in_scope(s, context.prohibited_paths(), true)
+        && !snapshot::in_scope(s, context.read_only_paths(), true)
         && !is_secret_sensitive_path(s)
         && !is_secret_contract_path(s)
         && !is_repository_env_template_path(s)
@@ -86,9 +86,9 @@ fn read_only_candidate(
     p: &RepoPath,
 ) -> bool {
     let s = p.as_str();
-    snapshot::path::in_scope(s, context.allowed_paths(), false)
-        && snapshot::path::in_scope(s, context.read_only_paths(), false)
-        && !snapshot::path::in_scope(s, context.prohibited_paths(), true)
+    snapshot::in_scope(s, context.allowed_paths(), false)
+        && snapshot::in_scope(s, context.read_only_paths(), false)
+        && !snapshot::in_scope(s, context.prohibited_paths(), true)
         && !is_secret_sensitive_path(s)
         && !is_secret_contract_path(s)
         && !is_repository_env_template_path(s)
