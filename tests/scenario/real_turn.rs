@@ -6,10 +6,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use snapshot::{DefaultPathPolicy, GitSnapshot, RepoPath};
-use worker::turn::{
+use worker::{BollardRuntime, RepositoryDockerTurn, WorkerError};
+use worker::{
     CodingWorkerRequest, TurnApproval, TurnConfig, execute_repository_docker_turn, stdin_payload,
 };
-use worker::{BollardRuntime, RepositoryDockerTurn, WorkerError};
 
 use crate::support::*;
 
@@ -70,7 +70,7 @@ async fn turn(
     id: &str,
     wall: u64,
 ) -> Result<RepositoryDockerTurn, WorkerError> {
-    let config = TurnConfig::new(image, id, wall, 700_000).unwrap();
+    let config = TurnConfig::parse(image, id, wall, 700_000).unwrap();
     let policy = DefaultPathPolicy::default();
     let approval = TurnApproval {
         context: &r.context,
@@ -266,7 +266,7 @@ async fn docker_configured_runtime_is_used_and_verified() {
         create_absence: Some(&r.snap),
     };
     // The daemon's own runc, named explicitly: created, verified and run under it.
-    let config = TurnConfig::new(FIXTURE_IMAGE, id, 60, 700_000)
+    let config = TurnConfig::parse(FIXTURE_IMAGE, id, 60, 700_000)
         .unwrap()
         .with_runtime(Some("runc".parse().unwrap()));
     let t = execute_repository_docker_turn(&docker, &r.request, &approval, &config)
@@ -274,7 +274,7 @@ async fn docker_configured_runtime_is_used_and_verified() {
         .unwrap();
     assert_eq!(t.proposal.status, snapshot::ProposalStatus::Empty);
     // A runtime the daemon does not know: the create fails and nothing is left behind.
-    let config = TurnConfig::new(FIXTURE_IMAGE, id, 60, 700_000)
+    let config = TurnConfig::parse(FIXTURE_IMAGE, id, 60, 700_000)
         .unwrap()
         .with_runtime(Some("no-such-runtime".parse().unwrap()));
     let err = execute_repository_docker_turn(&docker, &r.request, &approval, &config)

@@ -11,9 +11,8 @@ use bollard::models::{
 };
 
 use crate::error::WorkerError;
-use crate::ids::{
-    ContainerName, ImageId, OWNER_LABEL_KEY, RuntimeName, TURN_LABEL_KEY, TURN_LABEL_VALUE,
-};
+use crate::ids::{ContainerName, ImageId, RuntimeName, TURN_LABEL_KEY, TURN_LABEL_VALUE};
+use crate::owner::TurnLabels;
 
 /// The user every turn runs as.
 pub const TURN_USER: &str = "10001:10001";
@@ -77,8 +76,9 @@ pub const ALLOWED_IMAGE_ENV_NAMES: [&str; 16] = [
 pub struct SpecInput<'a> {
     pub name: &'a ContainerName,
     pub image_id: &'a ImageId,
-    /// `<pid>:<start ticks>` of the owning process (for the sweeper).
-    pub owner: &'a str,
+    /// The owner labels (host, PID namespace, process, instance, attempt, deadline) the sweeper
+    /// decides by.
+    pub labels: &'a TurnLabels,
     /// An operator-configured OCI runtime (e.g. `runsc`); `None` uses the daemon default.
     pub runtime: Option<&'a RuntimeName>,
 }
@@ -89,10 +89,13 @@ pub struct SpecInput<'a> {
 /// nofile ulimit, log driver `none`, nonroot user, stdin open for one attach, no TTY.
 #[must_use]
 pub fn container_spec(input: &SpecInput<'_>) -> ContainerCreateBody {
-    let labels = HashMap::from([
-        (TURN_LABEL_KEY.to_owned(), TURN_LABEL_VALUE.to_owned()),
-        (OWNER_LABEL_KEY.to_owned(), input.owner.to_owned()),
-    ]);
+    let mut labels = HashMap::from([(TURN_LABEL_KEY.to_owned(), TURN_LABEL_VALUE.to_owned())]);
+    labels.extend(
+        input
+            .labels
+            .pairs()
+            .map(|(k, v)| (k.to_owned(), v.to_owned())),
+    );
     let host_config = HostConfig {
         network_mode: Some("none".to_owned()),
         readonly_rootfs: Some(true),
@@ -326,7 +329,11 @@ pub fn verify_container(
     require(empty_or_none(config.volumes.as_ref()), "Config.Volumes")?;
     let labels = config.labels.clone().unwrap_or_default();
     require(
-        labels.get(TURN_LABEL_KEY).map(String::as_str) == Some(TURN_LABEL_VALUE),
+        labels.get(TURN_LABEL_KEY).map(String::as_str) == Some(TURN_LABEL_VALUE)
+            && input
+                .labels
+                .pairs()
+                .all(|(k, v)| labels.get(k).map(String::as_str) == Some(v)),
         "Config.Labels",
     )?;
     verify_env(config.env.as_deref().unwrap_or_default())?;
