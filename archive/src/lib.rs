@@ -10,13 +10,14 @@
 //! name, into a fresh 0700 directory that is removed on any failure.
 #![forbid(unsafe_code)]
 
-pub mod envelope;
-pub mod error;
-pub mod export;
-pub mod pack;
-pub mod reader;
-pub mod stage;
-pub mod workspace;
+// Modules are private; the items other crates need are re-exported below (the curated surface).
+mod envelope;
+mod error;
+mod export;
+mod pack;
+mod reader;
+mod stage;
+mod workspace;
 
 pub use envelope::{
     ARCHIVE_SCHEMA_VERSION, EMPTY_ARCHIVE_MARKER, MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES,
@@ -34,6 +35,7 @@ pub use stage::{
     StageRequest, VerifiedStageRequest, stage_verified_archive, stage_workspace_archive,
 };
 pub use workspace::{
-    HarvestOptions, HarvestedFile, StagedWorkspace, Violation, ViolationKind, WorkspaceHarvest,
-    materialize_workspace,
+    HarvestOptions, HarvestedFile, MAX_HARVEST_BYTES, MAX_HARVEST_DEPTH, MAX_HARVEST_ENTRIES,
+    PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, StagedWorkspace, Violation, ViolationKind,
+    WorkspaceHarvest, materialize_workspace,
 };

@@ -17,7 +17,7 @@ use std::thread;
 
 use sha2::{Digest as _, Sha256 as Sha256Hasher};
 
-use snapshot::path::check_portable;
+use snapshot::check_portable;
 use snapshot::{RepoPath, Sha256, detect_collisions};
 
 use crate::envelope::{

@@ -24,6 +24,7 @@
 mod cli;
 mod cli_input;
 mod hostile;
+mod lifecycle;
 mod proof;
 mod proof_image;
 mod proof_io;

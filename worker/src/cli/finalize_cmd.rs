@@ -14,7 +14,7 @@ use finalizer::{
     finalize_repository_patch, repository_patch_digest, validate_candidate_json,
     verify_against_repository,
 };
-use snapshot::git::GitSnapshot;
+use snapshot::GitSnapshot;
 use snapshot::{
     ApprovedExecutionContext, BaselineFiles, CreateAbsence, DefaultPathPolicy,
     MAX_CONTEXT_JSON_BYTES, MAX_SNAPSHOT_JSON_BYTES, RepoPath, RepositorySnapshotEvidence, Sha256,
@@ -30,7 +30,7 @@ const MAX_PROPOSAL_BYTES: usize = 40_000_000;
 /// Largest host policy document read.
 const MAX_POLICY_BYTES: usize = 1_048_576;
 /// Largest candidate document read.
-const MAX_CANDIDATE_BYTES: usize = finalizer::model::MAX_CANDIDATE_JSON_BYTES;
+const MAX_CANDIDATE_BYTES: usize = finalizer::MAX_CANDIDATE_JSON_BYTES;
 /// Largest single baseline file (the archive byte budget).
 const MAX_BASELINE_FILE_BYTES: usize = archive::MAX_ARCHIVE_BYTES;
 

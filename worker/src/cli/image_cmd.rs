@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use clap::{Args, Subcommand};
-use worker::images::ImagesState;
+use worker::ImagesState;
 
 use super::docker_args::state_dir;
 use super::output::display_path;
@@ -101,10 +101,10 @@ pub(crate) fn run(command: &ImageCommand) -> Result<Outcome, CliError> {
             let images = build_images(&source, &state)?;
             let text = format!(
                 "image:        {}\nimage id:     {}\nhostile:      {} ({})\nrecorded in:  {}\n",
-                name(&images.image),
-                name(&images.image_id),
-                name(&images.hostile_image),
-                name(&images.hostile_image_id),
+                name(images.image.as_str()),
+                name(images.image_id.as_str()),
+                name(images.hostile_image.as_str()),
+                name(images.hostile_image_id.as_str()),
                 display_path(&state.join("images.json"))
             );
             let json = serde_json::to_value(&images).unwrap_or_default();

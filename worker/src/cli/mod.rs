@@ -11,6 +11,7 @@ mod output;
 mod paths;
 mod render;
 mod run_cmd;
+mod signals;
 mod snapshot_cmd;
 mod usage_cmd;
 
