@@ -17,8 +17,14 @@ pub mod bundle;
 pub mod candidates;
 pub mod envelope;
 pub mod error;
+mod fallback;
 pub mod layout;
+mod module_manifest;
+mod plan;
+mod provenance;
 mod pytargets;
+mod pyyaml;
+mod revision;
 pub mod server;
 pub mod workspace;
 
