@@ -527,17 +527,16 @@ impl Workspace {
                 message: message.to_owned(),
             });
         };
-        if files.iter().any(|f| f == SECRETS) {
-            if let Ok(bytes) = self.read_str(SECRETS, MAX_MANIFEST_BYTES) {
-                if !secrets_names_only(&bytes) {
-                    push(
-                        Severity::Warning,
-                        "secrets_not_names_only",
-                        SECRETS,
-                        "The secrets contract should list secret names only, never values.",
-                    );
-                }
-            }
+        if files.iter().any(|f| f == SECRETS)
+            && let Ok(bytes) = self.read_str(SECRETS, MAX_MANIFEST_BYTES)
+            && !secrets_names_only(&bytes)
+        {
+            push(
+                Severity::Warning,
+                "secrets_not_names_only",
+                SECRETS,
+                "The secrets contract should list secret names only, never values.",
+            );
         }
         match self.provenance()? {
             Some(p) if !p.valid => push(

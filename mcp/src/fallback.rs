@@ -211,6 +211,10 @@ fn failure(path: &str, message: &str, at: Option<(u64, u64)>) -> CheckFailure {
     }
 }
 
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call per upstream check; a struct would only rename the arguments"
+)]
 fn finish(
     name: &str,
     label: &str,
@@ -362,7 +366,11 @@ pub(crate) fn python_problem(path: &str, bytes: &[u8]) -> Option<CheckFailure> {
     }
     if text.starts_with('\u{feff}') {
         // `read_text("utf-8")` keeps the BOM and `compile()` refuses U+FEFF in a str.
-        return Some(failure(path, "Python source starts with a byte-order mark.", Some((1, 1))));
+        return Some(failure(
+            path,
+            "Python source starts with a byte-order mark.",
+            Some((1, 1)),
+        ));
     }
     match rustpython_parser::parse(text, rustpython_parser::Mode::Module, path) {
         Ok(rustpython_parser::ast::Mod::Module(module)) => {

@@ -129,15 +129,14 @@ fn entrypoint(text: &str) -> Result<(String, String), &'static str> {
 }
 
 fn check_keys(value: &PyValue, allowed: &[&str], what: &str, errors: &mut Vec<String>) {
-    if let Some(entries) = value.as_map() {
-        if entries
+    if let Some(entries) = value.as_map()
+        && entries
             .iter()
             .any(|(k, _)| !k.as_str().is_some_and(|k| allowed.contains(&k)))
-        {
-            errors.push(format!(
-                "{what} has an unknown field (extra fields are forbidden)"
-            ));
-        }
+    {
+        errors.push(format!(
+            "{what} has an unknown field (extra fields are forbidden)"
+        ));
     }
 }
 

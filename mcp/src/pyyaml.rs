@@ -77,11 +77,10 @@ impl PyValue {
             Self::Null => false,
             Self::Bool(b) => *b,
             Self::Int(s) => s != "0",
-            Self::Float(s) => {
-                s.trim_start_matches(['+', '-'])
-                    .trim_matches(['0', '.', '_'])
-                    != ""
-            }
+            Self::Float(s) => !s
+                .trim_start_matches(['+', '-'])
+                .trim_matches(['0', '.', '_'])
+                .is_empty(),
             Self::Str(s) => !s.is_empty(),
             Self::Seq(items) => !items.is_empty(),
             Self::Map(entries) => !entries.is_empty(),
@@ -882,20 +881,18 @@ fn timestamp_parts(text: &str) -> Option<Stamp> {
     }
     // Date only: exactly two-digit month and day.
     let save = c.i;
-    if let (Some(month), true) = (number(&mut c, 2, 2), true) {
-        if c.eat_byte(b'-') {
-            if let Some(day) = number(&mut c, 2, 2) {
-                if c.done() {
-                    return Some(Stamp {
-                        year,
-                        month,
-                        day,
-                        time: None,
-                        tz_minutes: None,
-                    });
-                }
-            }
-        }
+    if let Some(month) = number(&mut c, 2, 2)
+        && c.eat_byte(b'-')
+        && let Some(day) = number(&mut c, 2, 2)
+        && c.done()
+    {
+        return Some(Stamp {
+            year,
+            month,
+            day,
+            time: None,
+            tz_minutes: None,
+        });
     }
     c.i = save;
     let month = number(&mut c, 1, 2)?;
@@ -962,17 +959,17 @@ fn valid_timestamp(text: &str) -> bool {
     if s.year == 0 || s.day == 0 || s.day > days {
         return false;
     }
-    if let Some((h, m, sec)) = s.time {
-        if h > 23 || m > 59 || sec > 59 {
-            return false;
-        }
+    if let Some((h, m, sec)) = s.time
+        && (h > 23 || m > 59 || sec > 59)
+    {
+        return false;
     }
     s.tz_minutes.is_none_or(|tz| tz < 24 * 60)
 }
 
 fn is_base64(text: &str) -> bool {
     let cleaned: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    cleaned.len() % 4 == 0
+    cleaned.len().is_multiple_of(4)
         && cleaned
             .iter()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))

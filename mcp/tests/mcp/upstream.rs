@@ -10,6 +10,17 @@ use serde_json::{Value, json};
 
 use crate::support::{Copy, connect_root, copy_tree, fixture_copy};
 
+/// `mkdir -p` one level at a time (test setup only).
+fn mkdirs(path: impl AsRef<Path>) {
+    let mut at = std::path::PathBuf::new();
+    for part in path.as_ref().components() {
+        at.push(part);
+        if !at.exists() {
+            fs::create_dir(&at).unwrap();
+        }
+    }
+}
+
 fn bundle_copy(name: &str) -> Copy {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join(name);
@@ -443,7 +454,7 @@ async fn modules_are_discovered_like_upstream() {
     );
     // A manifest in our old shape (top-level id), a folder without module.yaml, one with only
     // module.json: upstream refuses the first and does not discover the other two.
-    fs::create_dir_all(copy.root.join("app/modules/Broken")).unwrap();
+    mkdirs(copy.root.join("app/modules/Broken"));
     fs::write(
         copy.root.join("app/modules/Broken/module.yaml"),
         "id: Broken\nname: Broken\n",
@@ -728,7 +739,7 @@ async fn large_trees_get_a_verdict_with_what_was_skipped() {
     let nm = copy.root.join("app/node_modules");
     for i in 0..2_000 {
         let dir = nm.join(format!("pkg{}", i / 20));
-        fs::create_dir_all(&dir).unwrap();
+        mkdirs(&dir);
         let (name, text) = match i % 4 {
             0 => ("package.json", "{ broken"),
             1 => ("x.py", "def f(:\n"),
@@ -742,7 +753,7 @@ async fn large_trees_get_a_verdict_with_what_was_skipped() {
     for i in 0..70 {
         deep = deep.join(format!("d{i}"));
     }
-    fs::create_dir_all(&deep).unwrap();
+    mkdirs(&deep);
     fs::write(deep.join("bad.py"), "def f(:\n").unwrap();
     let client = connect_root(&copy.root, false).await;
     let (env, _) = client.call("validate_app_bundle", json!({})).await;
@@ -831,7 +842,7 @@ async fn plans_follow_upstream_detection() {
 async fn every_response_carries_revision_sources_and_change() {
     let copy = fixture_copy();
     let git = copy.root.join(".git");
-    fs::create_dir_all(git.join("refs/heads")).unwrap();
+    mkdirs(git.join("refs/heads"));
     fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
     let first = "1111111111111111111111111111111111111111";
     fs::write(git.join("refs/heads/main"), format!("{first}\n")).unwrap();
