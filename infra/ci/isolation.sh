@@ -1,28 +1,45 @@
 #!/usr/bin/env bash
 # CI isolation job: makes sure a Docker daemon answers, builds the proof and hostile images, runs
-# the worker's Docker test suite with Docker required (a missing daemon or image fails, never
-# skips), and fails unless every expected Docker case actually ran. Prints the count.
+# every Docker case of every test binary in the workspace with Docker required (a missing daemon
+# or image fails, never skips), and fails unless every expected Docker case actually ran. Prints
+# the count.
+#
+# A Docker case is a test whose name (last path component) starts with `docker_`, in any unit or
+# integration test binary of any workspace crate. Names are unique across the workspace; each case
+# appends its name to $PATCH_CANDIDATE_DOCKER_TALLY once it has run to completion.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 bash infra/ci/ensure-docker.sh
-bash images/build.sh >/dev/null
+
+# Build everything first and in the open: a build error fails the job here with its message.
+targets=(--workspace --lib --bins --tests)
+cargo build --release --locked --workspace --bins
+cargo test --release --locked "${targets[@]}" --no-run
+bash images/build.sh --bin-dir target/x86_64-unknown-linux-gnu/release >/dev/null
 
 export PATCH_CANDIDATE_REQUIRE_DOCKER=1
 tally="$(mktemp)"
-trap 'rm -f "$tally"' EXIT
+listing="$(mktemp)"
+trap 'rm -f "$tally" "$listing"' EXIT
 export PATCH_CANDIDATE_DOCKER_TALLY="$tally"
 
-# The expected cases: every test of the worker's integration binary named docker_*.
-expected="$(cargo test --release --locked --workspace --test worker -- --list 2>/dev/null \
-  | sed -n 's/^\(.*::\)\{0,1\}\(docker_[A-Za-z0-9_]*\): test$/\2/p' | sort -u)"
+# The expected cases: every test named docker_* in every test binary (`--list` runs nothing).
+cargo test --release --locked "${targets[@]}" -- --list >"$listing"
+expected="$(sed -n 's/^\(.*::\)\{0,1\}\(docker_[A-Za-z0-9_]*\): test$/\2/p' "$listing" | sort)"
 expected_count="$(printf '%s\n' "$expected" | grep -c . || true)"
 if [ "$expected_count" -eq 0 ]; then
   echo "isolation: no Docker test cases found" >&2
   exit 1
 fi
+duplicates="$(printf '%s\n' "$expected" | uniq -d)"
+if [ -n "$duplicates" ]; then
+  echo "isolation: Docker case names must be unique across the workspace:" >&2
+  printf '  %s\n' $duplicates >&2
+  exit 1
+fi
 
-cargo test --release --locked --workspace --test worker -- docker_
+cargo test --release --locked "${targets[@]}" -- docker_
 
 ran="$(sort -u "$tally")"
 ran_count="$(printf '%s\n' "$ran" | grep -c . || true)"

@@ -96,11 +96,21 @@ pub fn walk(ws: &Workspace) -> Result<Walk, McpError> {
     let mut stack: Vec<(String, u64)> = vec![(String::new(), 0)];
     'walk: while let Some((dir, depth)) = stack.pop() {
         let listing = if dir.is_empty() {
-            ws.list_root()?
+            Some(ws.list_root_bounded()?)
         } else {
-            ws.list_dir(&dir)?.unwrap_or_default()
+            ws.list_dir_bounded(&dir)?
         };
-        for entry in listing {
+        let Some(listing) = listing else {
+            continue;
+        };
+        if listing.omitted() > 0 {
+            out.summary.complete = false;
+            out.summary.budget_exhausted = Some(format!(
+                "a directory holds more than {} entries; only the first by name were walked",
+                crate::workspace::MAX_DIR_ENTRIES
+            ));
+        }
+        for entry in listing.entries {
             out.summary.entries_visited += 1;
             if out.summary.entries_visited > MAX_WALK_ENTRIES {
                 out.summary.complete = false;
@@ -284,7 +294,13 @@ fn json_check(
                 reason: why.to_owned(),
             }),
             Read::Bytes(bytes) => {
-                if let Some(f) = json_problem(path, &bytes) {
+                if crate::bounded::check_json(&bytes).is_err() {
+                    not_checked.push(NotChecked {
+                        path: path.clone(),
+                        reason: "nests deeper or holds more values than the JSON parse budget"
+                            .to_owned(),
+                    });
+                } else if let Some(f) = json_problem(path, &bytes) {
                     failures.push(f);
                 }
             }
@@ -372,6 +388,18 @@ pub(crate) fn python_problem(path: &str, bytes: &[u8]) -> Option<CheckFailure> {
             Some((1, 1)),
         ));
     }
+    if crate::bounded::check_python_nesting(text).is_err() {
+        // CPython refuses it too ("too many nested parentheses").
+        return Some(failure(
+            path,
+            "Python source nests brackets deeper than CPython allows.",
+            None,
+        ));
+    }
+    let _work = crate::budget::reserve(
+        crate::budget::Work::Python,
+        u64::try_from(bytes.len()).unwrap_or(u64::MAX),
+    );
     match rustpython_parser::parse(text, rustpython_parser::Mode::Module, path) {
         Ok(rustpython_parser::ast::Mod::Module(module)) => {
             crate::pytargets::first_compile_error(&module.body).map(|(offset, message)| {

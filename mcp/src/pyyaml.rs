@@ -11,11 +11,13 @@ use std::collections::HashMap;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Span, SpannedEventReceiver, Tag};
 
-/// Deepest collection nesting accepted (CPython's composer recurses per level and gives up near
-/// its recursion limit; this bound is below it).
-pub const MAX_DEPTH: usize = 512;
+/// Deepest collection nesting accepted: the shared bounded parser's limit (PyYAML's composer
+/// recurses per level and gives up near Python's recursion limit, deeper than this).
+pub const MAX_DEPTH: usize = crate::bounded::MAX_YAML_DEPTH;
 /// Most nodes one file may build, alias expansions included.
 pub const MAX_NODES: usize = 200_000;
+/// Most scalar bytes alias expansions may copy.
+pub const MAX_EXPANDED_BYTES: usize = 4 * 1024 * 1024;
 
 /// A constructed value.
 #[derive(Debug, Clone, PartialEq)]
@@ -179,7 +181,9 @@ impl YamlProblem {
                 format!("YAML node cannot be constructed: {what}.")
             }
             Self::TooDeep => format!("YAML nesting exceeds {MAX_DEPTH} levels."),
-            Self::TooManyNodes => format!("YAML expands to more than {MAX_NODES} nodes."),
+            Self::TooManyNodes => format!(
+                "YAML expands to more than {MAX_NODES} nodes or {MAX_EXPANDED_BYTES} alias-copied bytes."
+            ),
             Self::NotUtf8 => "File is not UTF-8.".to_owned(),
         }
     }
@@ -195,6 +199,17 @@ fn to_u64(n: usize) -> u64 {
 /// The first rule `safe_load` would refuse the text for.
 pub fn safe_load(bytes: &[u8]) -> Result<Option<PyValue>, YamlProblem> {
     let text = std::str::from_utf8(bytes).map_err(|_| YamlProblem::NotUtf8)?;
+    // The shared bounded loader first: its depth, node and expansion limits (and the working
+    // memory budget) apply before anything is built here; its YAML 1.2 syntax verdicts are not
+    // used (duplicate keys, for one, are allowed by PyYAML).
+    if let Err(e) = crate::bounded::load_yaml(text, &crate::bounded::YamlLimits::default())
+        && e.is_limit()
+    {
+        return Err(match e {
+            crate::bounded::ParseError::TooDeep { .. } => YamlProblem::TooDeep,
+            _ => YamlProblem::TooManyNodes,
+        });
+    }
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
     let outcome = parser.load(&mut builder, true);
@@ -237,6 +252,7 @@ struct Builder {
     root: Option<PyValue>,
     problem: Option<YamlProblem>,
     nodes: usize,
+    expanded_bytes: usize,
 }
 
 const CORE: &str = "tag:yaml.org,2002:";
@@ -313,8 +329,10 @@ impl Builder {
                     .get(&id)
                     .cloned()
                     .ok_or(YamlProblem::Syntax { line, column: 1 })?;
-                self.nodes = self.nodes.saturating_add(count_nodes(&value));
-                if self.nodes > MAX_NODES {
+                let (nodes, bytes) = count_nodes(&value);
+                self.nodes = self.nodes.saturating_add(nodes);
+                self.expanded_bytes = self.expanded_bytes.saturating_add(bytes);
+                if self.nodes > MAX_NODES || self.expanded_bytes > MAX_EXPANDED_BYTES {
                     return Err(YamlProblem::TooManyNodes);
                 }
                 self.insert(value, 0, line, false)?;
@@ -419,12 +437,17 @@ fn put(entries: &mut Vec<(PyValue, PyValue)>, key: PyValue, value: PyValue) {
     }
 }
 
-fn count_nodes(value: &PyValue) -> usize {
+/// Nodes and scalar bytes an alias expansion copies (counted before it is copied).
+fn count_nodes(value: &PyValue) -> (usize, usize) {
     let mut count = 0usize;
+    let mut bytes = 0usize;
     let mut stack = vec![value];
     while let Some(v) = stack.pop() {
         count += 1;
         match v {
+            PyValue::Int(t) | PyValue::Float(t) | PyValue::Str(t) | PyValue::Timestamp(t) => {
+                bytes = bytes.saturating_add(t.len());
+            }
             PyValue::Seq(items) => stack.extend(items.iter()),
             PyValue::Map(entries) => {
                 for (k, val) in entries {
@@ -434,11 +457,11 @@ fn count_nodes(value: &PyValue) -> usize {
             }
             _ => {}
         }
-        if count > MAX_NODES {
+        if count > MAX_NODES || bytes > MAX_EXPANDED_BYTES {
             break;
         }
     }
-    count
+    (count, bytes)
 }
 
 fn close(frame: Frame) -> Result<(PyValue, usize), YamlProblem> {
@@ -1061,14 +1084,17 @@ mod tests {
 
     #[test]
     fn bounded() {
-        // Block nesting hits our bound; flow nesting hits the scanner's (255 levels) first.
+        // Block and flow nesting both hit the shared depth bound.
         let deep = format!("{}x\n", "- ".repeat(MAX_DEPTH + 1));
         assert_eq!(load(&deep), Err(YamlProblem::TooDeep));
-        let ok = format!("{}x\n", "- ".repeat(MAX_DEPTH - 1));
+        let ok = format!("{}x\n", "- ".repeat(MAX_DEPTH - 4));
         assert!(load(&ok).is_ok());
         let flow = format!("{}{}", "[".repeat(300), "]".repeat(300));
-        assert!(matches!(load(&flow), Err(YamlProblem::Syntax { .. })));
+        assert_eq!(load(&flow), Err(YamlProblem::TooDeep));
         let bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n";
         assert_eq!(load(bomb), Err(YamlProblem::TooManyNodes));
+        let big = "x".repeat(100_000);
+        let wide = format!("a: &a {big}\nb: [{}]\n", vec!["*a"; 50].join(", "));
+        assert_eq!(load(&wide), Err(YamlProblem::TooManyNodes));
     }
 }

@@ -12,6 +12,7 @@
 
 mod contract;
 mod fixture;
+mod hostile;
 mod hygiene;
 mod no_writes;
 mod paths;

@@ -1,4 +1,5 @@
-//! Integration tests: the real binaries as host processes, and the real images under Docker.
+//! Integration tests: the real binaries as host processes (the images under Docker are
+//! exercised by the workspace scenario suite in tests/).
 // Test helpers outside `#[test]` functions: failing loudly is their job.
 #![allow(
     clippy::unwrap_used,
@@ -8,6 +9,5 @@
 )]
 
 mod common;
-mod docker;
 mod host;
 mod hostile_host;

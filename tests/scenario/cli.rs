@@ -11,7 +11,7 @@ use crate::proof::{DASHBOARD, demo_files};
 use crate::support::*;
 
 fn bin() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_patch-candidate"));
+    let mut cmd = Command::new(workspace_bin("patch-candidate"));
     cmd.env_remove("DOCKER_HOST");
     cmd
 }

@@ -127,7 +127,7 @@ async fn docker_stdin_is_delivered_whole_and_closed() {
     let oracle = std::process::Command::new("python3")
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/worker/payload_oracle.py"
+            "/scenario/payload_oracle.py"
         ))
         .arg(r.dir.path())
         .arg(&approval_file)

@@ -1,4 +1,4 @@
-//! A tiny static entrypoint for the worker's real-Docker tests (packed `FROM scratch` into
+//! A tiny static entrypoint for the real-Docker turn scenarios (packed `FROM scratch` into
 //! `patch-candidate-turn-fixture:test`). Each mode exercises one behaviour of the host that the
 //! proof images do not: stdin delivery and EOF, an OOM kill, and in-container isolation probes.
 //! It reports through `owned_paths` of an `empty` proposal, which the host passes through.

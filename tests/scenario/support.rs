@@ -58,10 +58,22 @@ pub async fn assert_no_turn_containers(docker: &BollardRuntime) {
     );
 }
 
+/// The directory holding the workspace's built binaries (this test runs from its `deps/`).
 pub fn target_dir() -> PathBuf {
-    // .../target/<triple>/release/deps/worker-<hash>
+    // .../target/<triple>/release/deps/scenario-<hash>
     let exe = std::env::current_exe().unwrap();
     exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+}
+
+/// A binary of another workspace crate, built next to this test binary.
+pub fn workspace_bin(name: &str) -> PathBuf {
+    let bin = target_dir().join(name);
+    assert!(
+        bin.is_file(),
+        "{} missing: build with `cargo build --release --locked --workspace --bins`",
+        bin.display()
+    );
+    bin
 }
 
 fn docker_cli(args: &[&str], stdin: Option<&[u8]>) -> String {
@@ -87,15 +99,14 @@ fn docker_cli(args: &[&str], stdin: Option<&[u8]>) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
-/// Builds (once per process) the fixture image from the `turn_fixture` example binary, and a
+/// Builds (once per process) the fixture image from this crate's `turn-fixture` binary, and a
 /// variant with an image-baked secret. Returns (fixture id, secret id).
 pub fn fixture_images() -> &'static (String, String) {
     static IDS: OnceLock<(String, String)> = OnceLock::new();
     IDS.get_or_init(|| {
-        let bin = target_dir().join("examples/turn_fixture");
-        assert!(bin.is_file(), "{} missing: build with `cargo test --release -p worker`", bin.display());
+        let bin = Path::new(env!("CARGO_BIN_EXE_turn-fixture"));
         let ctx = tempfile::tempdir().unwrap();
-        std::fs::copy(&bin, ctx.path().join("turn_fixture")).unwrap();
+        std::fs::copy(bin, ctx.path().join("turn_fixture")).unwrap();
         std::fs::write(
             ctx.path().join("Dockerfile"),
             "FROM scratch\nCOPY turn_fixture /turn_fixture\nENV PATH=/\nUSER 10001:10001\nENTRYPOINT [\"/turn_fixture\"]\nCMD [\"stdin\"]\n",

@@ -1,17 +1,18 @@
-//! The real images under the real Docker daemon, run with the hardened flags of reference §10.4
-//! via plain `docker run -i`. With `PATCH_CANDIDATE_REQUIRE_DOCKER=1` a missing daemon fails these
-//! tests; otherwise they print that they skipped.
+//! The real proof images under the real Docker daemon, run with the hardened flags of reference
+//! §10.4 via plain `docker run -i`. With `PATCH_CANDIDATE_REQUIRE_DOCKER=1` a missing daemon fails
+//! these tests; otherwise they print that they skipped.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock, mpsc};
+use std::sync::{OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use snapshot::ProposalStatus;
 
-use crate::common::{RUNNER, Run, archive_entries, outcomes, standard};
+use crate::proof_io::{Run, archive_entries, outcomes, standard};
+use crate::support::{docker_lock, tally, target_dir, workspace_bin};
 
 const TEST_IMAGE: &str = "patch-candidate-proof:selftest";
 const TEST_HOSTILE_IMAGE: &str = "patch-candidate-proof-hostile:selftest";
@@ -50,7 +51,6 @@ struct Images {
     hostile: String,
 }
 
-static SERIAL: Mutex<()> = Mutex::new(());
 static IMAGES: OnceLock<Result<Images, String>> = OnceLock::new();
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -75,13 +75,16 @@ fn docker_ready() -> bool {
 fn images() -> Images {
     IMAGES
         .get_or_init(|| {
-            let bin_dir = Path::new(RUNNER).parent().unwrap();
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../build.sh");
+            for bin in ["turn-runner", "fake-agent", "hostile-entry"] {
+                workspace_bin(bin);
+            }
+            let bin_dir = target_dir();
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/build.sh");
             let state = tempfile::tempdir().unwrap();
             let out = Command::new("bash")
                 .arg(&script)
                 .arg("--bin-dir")
-                .arg(bin_dir)
+                .arg(&bin_dir)
                 .env("PATCH_CANDIDATE_STATE_DIR", state.path())
                 .env("PROOF_IMAGE_TAG", TEST_IMAGE)
                 .env("PROOF_HOSTILE_IMAGE_TAG", TEST_HOSTILE_IMAGE)
@@ -243,7 +246,7 @@ fn docker_image_is_small_scratch_and_nonroot() {
     if !docker_ready() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = docker_lock().blocking_lock();
     let images = images();
     let out = Command::new("docker")
         .args(["image", "inspect", &images.proof])
@@ -273,6 +276,7 @@ fn docker_image_is_small_scratch_and_nonroot() {
     assert_eq!(names, vec!["PATH", "HOME"]);
     // Two layers: the binaries and the mount-point directories. Nothing from a base image.
     assert_eq!(image["RootFS"]["Layers"].as_array().unwrap().len(), 2);
+    tally("docker_image_is_small_scratch_and_nonroot");
 }
 
 #[test]
@@ -280,7 +284,7 @@ fn docker_hardened_turn_reports_no_exposure() {
     if !docker_ready() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = docker_lock().blocking_lock();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let run = hardened_turn(&[], &[], &probe_task(&listener).0);
     let out = run.output();
@@ -293,6 +297,7 @@ fn docker_hardened_turn_reports_no_exposure() {
     assert_eq!(probes.seccomp_mode, Some(2));
     assert_eq!(probes.tcp_reachable, Some(false));
     eprintln!("hardened no-exposure turn: {:?}", run.elapsed);
+    tally("docker_hardened_turn_reports_no_exposure");
 }
 
 #[test]
@@ -300,7 +305,7 @@ fn docker_probes_detect_host_network() {
     if !docker_ready() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = docker_lock().blocking_lock();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let run = turn_with_flags(
         &with_override("--network", "host"),
@@ -312,6 +317,7 @@ fn docker_probes_detect_host_network() {
         "{}",
         run.stderr
     );
+    tally("docker_probes_detect_host_network");
 }
 
 #[test]
@@ -319,7 +325,7 @@ fn docker_probes_detect_a_sentinel_variable() {
     if !docker_ready() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = docker_lock().blocking_lock();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let run = hardened_turn(
         &["-e", "PROOF_SENTINEL=leaked"],
@@ -327,6 +333,7 @@ fn docker_probes_detect_a_sentinel_variable() {
         &probe_task(&listener).0,
     );
     assert_exposed(&run, "runner:sentinel_env");
+    tally("docker_probes_detect_a_sentinel_variable");
 }
 
 #[test]
@@ -334,12 +341,13 @@ fn docker_probes_detect_a_bind_mounted_sentinel_file() {
     if !docker_ready() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = docker_lock().blocking_lock();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let sentinel = tempfile::NamedTempFile::new().unwrap();
     let mount = format!("{}:/run/proof-sentinel:ro", sentinel.path().display());
     let run = hardened_turn(&["-v", &mount], &[], &probe_task(&listener).0);
     assert_exposed(&run, "agent:sentinel_file");
+    tally("docker_probes_detect_a_bind_mounted_sentinel_file");
 }
 
 #[test]
@@ -347,10 +355,11 @@ fn docker_probes_detect_root() {
     if !docker_ready() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = docker_lock().blocking_lock();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let run = turn_with_flags(&with_override("--user", "0"), &probe_task(&listener).0);
     assert_exposed(&run, "agent:uid_zero");
+    tally("docker_probes_detect_root");
 }
 
 #[test]
@@ -358,7 +367,7 @@ fn docker_resource_bombs_end_inside_the_limits() {
     if !docker_ready() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = docker_lock().blocking_lock();
     // Fork bomb: the pids limit (64) stops it; the turn still completes.
     let run = hardened_turn(&[], &[], "Edit.\nmode: fork-bomb");
     let fork = outcomes(&run.report(), "fork_bomb").join("");
@@ -395,6 +404,7 @@ fn docker_resource_bombs_end_inside_the_limits() {
             .contains("fill.bin (outside_allowlist)")
     );
     assert_eq!(out.workspace_archive_base64, None);
+    tally("docker_resource_bombs_end_inside_the_limits");
 }
 
 #[test]
@@ -402,7 +412,7 @@ fn docker_filesystem_escapes_hit_the_read_only_root() {
     if !docker_ready() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = docker_lock().blocking_lock();
     let run = hardened_turn(
         &[],
         &[],
@@ -421,6 +431,7 @@ fn docker_filesystem_escapes_hit_the_read_only_root() {
     );
     assert!(outcomes(&report, "terminal_create")[0].starts_with("refused:"));
     assert_eq!(run.output().proposal.status, ProposalStatus::Empty);
+    tally("docker_filesystem_escapes_hit_the_read_only_root");
 }
 
 #[test]
@@ -428,10 +439,11 @@ fn docker_turn_deadline_times_out() {
     if !docker_ready() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = docker_lock().blocking_lock();
     let run = hardened_turn(&[], &["--turn-timeout-ms", "2000"], "Edit.\nmode: sleep");
     assert_eq!(run.output().proposal.status, ProposalStatus::Timeout);
     assert!(run.elapsed < Duration::from_secs(30), "{:?}", run.elapsed);
+    tally("docker_turn_deadline_times_out");
 }
 
 #[test]
@@ -439,7 +451,7 @@ fn docker_hostile_image_modes() {
     if !docker_ready() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = docker_lock().blocking_lock();
     let images = images();
     let input = standard("x");
     let run = |mode: &str, secs: u64| {
@@ -465,6 +477,7 @@ fn docker_hostile_image_modes() {
     assert!(run("oversized-output", 60).stdout.len() > 40_000_000);
     let hang = run("sleep-forever", 3);
     assert!(hang.elapsed < Duration::from_secs(30));
+    tally("docker_hostile_image_modes");
 }
 
 #[test]
@@ -472,7 +485,7 @@ fn docker_agent_cannot_write_into_the_runner_output() {
     if !docker_ready() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = docker_lock().blocking_lock();
     // The runner is non-dumpable, so the agent (same uid, no capabilities) cannot reopen its
     // stdout through /proc; the output stays one strict JSON document.
     let run = hardened_turn(&[], &[], "Edit.\nmode: hijack-stdout");
@@ -481,6 +494,7 @@ fn docker_agent_cannot_write_into_the_runner_output() {
     assert_eq!(hijack.len(), 1);
     assert!(hijack[0].starts_with("failed:"), "{hijack:?}");
     assert!(!String::from_utf8_lossy(&run.stdout).contains("hijacked"));
+    tally("docker_agent_cannot_write_into_the_runner_output");
 }
 
 #[test]
@@ -488,7 +502,7 @@ fn docker_channel_floods_end_as_budget_exceeded() {
     if !docker_ready() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = docker_lock().blocking_lock();
     // Default caps: 96 MiB inbound in total, 40 MiB per message, inside a 768 MiB container.
     for mode in ["flood", "giant-message"] {
         let run = hardened_turn(&[], &[], &format!("Edit.\nmode: {mode}"));
@@ -500,4 +514,5 @@ fn docker_channel_floods_end_as_budget_exceeded() {
         );
         assert_eq!(out.workspace_archive_base64, None);
     }
+    tally("docker_channel_floods_end_as_budget_exceeded");
 }

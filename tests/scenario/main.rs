@@ -1,0 +1,30 @@
+//! Cross-crate end-to-end scenarios against the real Docker daemon: the offline fake-agent proof
+//! through the library pipeline and the `patch-candidate` binary, the hostile image and agent
+//! modes, the Docker turn with the fixture image, and the proof images under plain `docker run`
+//! with the hardened flags (the CI isolation job's cases).
+//!
+//! The suites drive the workspace's built binaries (`patch-candidate`, `turn-runner`,
+//! `fake-agent`, `hostile-entry`) from the target directory this test binary runs in:
+//! `cargo test --workspace` builds them; with `-p scenario-tests` build them first with
+//! `cargo build --release --locked --workspace --bins`.
+//!
+//! Docker tests are named `docker_*` (unique across the workspace). With
+//! `PATCH_CANDIDATE_REQUIRE_DOCKER=1` a missing daemon or image is a failure, never a skip. Each
+//! Docker test takes the process-wide Docker lock (tests share one daemon and assert that no
+//! labelled turn container remains afterwards) and, when `PATCH_CANDIDATE_DOCKER_TALLY` names a
+//! file, appends its name there once it has run, so the CI isolation job (infra/ci/isolation.sh)
+//! can prove every expected case ran.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod cli;
+mod hostile;
+mod proof;
+mod proof_image;
+mod proof_io;
+mod real_turn;
+mod support;
