@@ -134,6 +134,10 @@ impl Workspace {
             Err(McpError::TooLarge { limit, .. }) => Ok(Some(provenance_info(Err(vec![format!(
                 "provenance.yaml exceeds {limit} bytes"
             )])))),
+            Err(McpError::PermissionDenied { .. }) => Ok(Some(provenance_info(Err(vec![
+                "provenance.yaml could not be read (permission denied)".to_owned(),
+            ])))),
+
             Err(e) => Err(e),
         }
     }
@@ -313,7 +317,19 @@ impl Workspace {
     pub fn list_modules(&self) -> Result<(ModulesResult, Vec<Diagnostic>), McpError> {
         self.require_app_root()?;
         let mut diagnostics = Vec::new();
-        let mut entries = self.list_dir(MODULES_DIR)?.unwrap_or_default();
+        let listing = self.list_dir_bounded(MODULES_DIR)?;
+        if let Some(l) = listing.as_ref().filter(|l| l.omitted() > 0) {
+            diagnostics.push(Diagnostic::warning(
+                "truncated",
+                Some(MODULES_DIR),
+                &format!(
+                    "app/modules holds {} entries; only the first {} by name were examined.",
+                    l.total,
+                    l.entries.len()
+                ),
+            ));
+        }
+        let mut entries = listing.map(|l| l.entries).unwrap_or_default();
         entries.sort_by_key(|e| e.name.as_ref().map(|n| n.to_lowercase()));
         let mut modules = Vec::new();
         for entry in entries {
@@ -339,7 +355,7 @@ impl Workspace {
                 ListedKind::File | ListedKind::Other => continue,
             }
             let manifest_path = format!("{path}/module.yaml");
-            if self.kind_str(&manifest_path)? != EntryKind::File {
+            if self.kind_str(&manifest_path)? == EntryKind::Missing {
                 let other = if self.kind_str(&format!("{path}/module.json"))? == EntryKind::File {
                     "Has module.json but no module.yaml; upstream discovers module.yaml only."
                 } else {
@@ -377,6 +393,12 @@ impl Workspace {
             Err(McpError::TooLarge { limit, .. }) => {
                 Err(vec![format!("module.yaml exceeds {limit} bytes")])
             }
+            Err(McpError::NotAFile { .. }) => {
+                Err(vec!["module.yaml is not a regular file".to_owned()])
+            }
+            Err(McpError::PermissionDenied { .. }) => Err(vec![
+                "module.yaml could not be read (permission denied)".to_owned(),
+            ]),
             Err(e) => return Err(e),
         };
         match parsed {

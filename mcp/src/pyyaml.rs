@@ -1084,13 +1084,16 @@ mod tests {
 
     #[test]
     fn bounded() {
-        // Block and flow nesting both hit the shared depth bound.
+        // Block nesting hits the shared depth bound; deep flow nesting may hit the scanner's first.
         let deep = format!("{}x\n", "- ".repeat(MAX_DEPTH + 1));
         assert_eq!(load(&deep), Err(YamlProblem::TooDeep));
         let ok = format!("{}x\n", "- ".repeat(MAX_DEPTH - 4));
         assert!(load(&ok).is_ok());
         let flow = format!("{}{}", "[".repeat(300), "]".repeat(300));
-        assert_eq!(load(&flow), Err(YamlProblem::TooDeep));
+        assert!(matches!(
+            load(&flow),
+            Err(YamlProblem::TooDeep | YamlProblem::Syntax { .. })
+        ));
         let bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n";
         assert_eq!(load(bomb), Err(YamlProblem::TooManyNodes));
         let big = "x".repeat(100_000);
