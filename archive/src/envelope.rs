@@ -10,7 +10,7 @@
 
 use snapshot::{Collision, RepoPath, Sha256, detect_collisions};
 
-use crate::error::{ArchiveError, py_repr};
+use crate::error::ArchiveError;
 
 /// Schema id of the envelope.
 pub const ARCHIVE_SCHEMA_VERSION: &str = "mozaiks.deterministic_archive.v1";
@@ -199,26 +199,10 @@ pub(crate) fn emit<S: Sink>(entries: &[Planned<'_>], sink: &mut S) -> Result<(),
     put(sink, &end)
 }
 
-/// The reference `PortablePathError` message for a collision.
+/// The reference `PortablePathError` message for a collision (names quoted by
+/// [`snapshot::Untrusted`] through the collision's `Display`).
 pub(crate) fn collision_message(c: &Collision) -> String {
-    match c {
-        Collision::Duplicate(p) => {
-            format!(
-                "portable path rejected: duplicate path: {}",
-                py_repr(p.as_str())
-            )
-        }
-        Collision::CaseFold(p, first) => format!(
-            "portable path rejected: case-fold duplicate of {}: {}",
-            py_repr(first.as_str()),
-            py_repr(p.as_str())
-        ),
-        Collision::FileDirectoryPrefix(p, other) => format!(
-            "portable path rejected: file/directory prefix collision with {}: {}",
-            py_repr(other.as_str()),
-            py_repr(p.as_str())
-        ),
-    }
+    format!("portable path rejected: {c}")
 }
 
 /// Builds the canonical archive of `entries` (any input order; sorted by the UTF-8 bytes of the

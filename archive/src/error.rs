@@ -3,14 +3,16 @@
 
 use std::fmt;
 
-use snapshot::SnapshotError;
+use snapshot::{Coded, FailureClass, SnapshotError, Untrusted};
 
 /// Code of the canonical-envelope failures (the reference raises a bare `ArchiveError` for them;
 /// we give them a stable code of their own).
 pub const ENVELOPE_CODE: &str = "REPOSITORY_PATCH_ARCHIVE_ENVELOPE";
 
-/// An entry name as it appears in a message: Python `repr` style (`'a.txt'`), built from the raw
-/// bytes (invalid UTF-8 shown with replacement characters, control characters escaped).
+/// An entry name as it appears in a message: [`Untrusted::quoted`] (Python `repr` spelling,
+/// `'a.txt'`, every control, bidi and zero-width character escaped, capped at
+/// [`snapshot::DEFAULT_QUOTED_CHARS`] characters with a marker), built from the raw bytes (invalid
+/// UTF-8 shown with replacement characters).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntryName(pub(crate) String);
 
@@ -23,57 +25,22 @@ impl EntryName {
         Self(raw.to_owned())
     }
 
-    /// The (lossily decoded) name.
+    /// The (lossily decoded) name, unescaped: never format it into a message directly.
     #[must_use]
     pub fn as_str(&self) -> &str {
         &self.0
     }
 }
 
-/// Longest name shown in a message, in characters; longer names are cut and marked.
-const MAX_SHOWN_NAME_CHARS: usize = 200;
-
 impl fmt::Display for EntryName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let total = self.0.chars().count();
-        if total <= MAX_SHOWN_NAME_CHARS {
-            return f.write_str(&py_repr(&self.0));
-        }
-        let head: String = self.0.chars().take(MAX_SHOWN_NAME_CHARS).collect();
-        write!(f, "{}... ({total} characters)", py_repr(&head))
+        fmt::Display::fmt(&Untrusted::quoted(&self.0), f)
     }
 }
 
-/// Python `repr()` of a string: single quotes unless the text holds `'` and no `"`; control
-/// characters, quotes of the chosen kind and backslashes escaped.
-#[must_use]
-pub fn py_repr(text: &str) -> String {
-    let quote = if text.contains('\'') && !text.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push(quote);
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || (0x7f..0xa0).contains(&(c as u32)) => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
+/// Most violations a `REPOSITORY_PATCH_ARCHIVE_SCOPE` message lists by name; the rest are
+/// counted.
+pub(crate) const MAX_LISTED_VIOLATIONS: usize = 10;
 
 /// Errors of the envelope, the workspace, export and staging.
 #[derive(Debug, thiserror::Error)]
@@ -149,14 +116,11 @@ impl ArchiveError {
         }
     }
 
-    /// True for failures of the environment (file system, I/O) rather than of the input.
+    /// True for failures of the environment (file system, I/O) rather than of the input: the
+    /// same answer as [`Coded::class`].
     #[must_use]
     pub fn is_environment(&self) -> bool {
-        match self {
-            Self::Cleanup { .. } => true,
-            Self::Snapshot(e) => e.is_environment(),
-            _ => false,
-        }
+        self.class() == FailureClass::Environment
     }
 
     /// An envelope error whose message ends with `: {name!r}`.
@@ -180,17 +144,128 @@ impl ArchiveError {
     }
 }
 
+impl Coded for ArchiveError {
+    fn code(&self) -> &'static str {
+        ArchiveError::code(self)
+    }
+
+    fn class(&self) -> FailureClass {
+        match self {
+            Self::Cleanup { .. } => FailureClass::Environment,
+            Self::Snapshot(e) => e.class(),
+            _ => FailureClass::Rejected,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// One sample of every variant; [`variant_index`] is an exhaustive `match`, so a new variant
+    /// does not compile until it has an index and this test fails until it has a sample.
+    fn samples() -> Vec<ArchiveError> {
+        let name = || EntryName::from_str("a.txt");
+        vec![
+            ArchiveError::entry("link entry not permitted", &name()),
+            ArchiveError::Format {
+                detail: "invalid ZIP directory",
+            },
+            ArchiveError::Budget {
+                detail: "archive exceeds limit",
+            },
+            ArchiveError::Set,
+            ArchiveError::Hash { path: name() },
+            ArchiveError::Utf8 {
+                path: name(),
+                suffix: " is not exact UTF-8",
+            },
+            ArchiveError::Scope {
+                summary: "symlink".to_owned(),
+            },
+            ArchiveError::Op { path: name() },
+            ArchiveError::Workspace {
+                detail: "target must not exist".to_owned(),
+            },
+            ArchiveError::Grants {
+                detail: "duplicate operation path",
+            },
+            ArchiveError::WorkspaceUnsafePath { path: name() },
+            ArchiveError::WorkspaceSecretPath { path: name() },
+            ArchiveError::Cleanup {
+                detail: "permission denied".to_owned(),
+            },
+            ArchiveError::Snapshot(SnapshotError::SnapshotIdentity),
+        ]
+    }
+
+    const VARIANTS: usize = 14;
+
+    fn variant_index(e: &ArchiveError) -> usize {
+        match e {
+            ArchiveError::Envelope { .. } => 0,
+            ArchiveError::Format { .. } => 1,
+            ArchiveError::Budget { .. } => 2,
+            ArchiveError::Set => 3,
+            ArchiveError::Hash { .. } => 4,
+            ArchiveError::Utf8 { .. } => 5,
+            ArchiveError::Scope { .. } => 6,
+            ArchiveError::Op { .. } => 7,
+            ArchiveError::Workspace { .. } => 8,
+            ArchiveError::Grants { .. } => 9,
+            ArchiveError::WorkspaceUnsafePath { .. } => 10,
+            ArchiveError::WorkspaceSecretPath { .. } => 11,
+            ArchiveError::Cleanup { .. } => 12,
+            ArchiveError::Snapshot(_) => 13,
+        }
+    }
+
     #[test]
-    fn repr_matches_python() {
-        assert_eq!(py_repr("a.txt"), "'a.txt'");
-        assert_eq!(py_repr("it's"), "\"it's\"");
-        assert_eq!(py_repr("a'b\"c"), "'a\\'b\"c'");
-        assert_eq!(py_repr("a\0b\\c\n"), "'a\\x00b\\\\c\\n'");
-        assert_eq!(py_repr("Répörts"), "'Répörts'");
+    fn every_variant_starts_with_its_code_once() {
+        let samples = samples();
+        let covered: std::collections::BTreeSet<usize> =
+            samples.iter().map(variant_index).collect();
+        assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no sample");
+        for e in &samples {
+            snapshot::check_message_convention(e).unwrap();
+            let expected = if matches!(e, ArchiveError::Cleanup { .. }) {
+                FailureClass::Environment
+            } else {
+                FailureClass::Rejected
+            };
+            assert_eq!(e.class(), expected, "{}", e.code());
+            assert_eq!(e.is_environment(), e.class() == FailureClass::Environment);
+        }
+    }
+
+    /// Reference messages are unchanged for ordinary names.
+    #[test]
+    fn reference_spelling_for_ordinary_names() {
+        let e = ArchiveError::entry("link entry not permitted", &EntryName::from_str("a.txt"));
+        assert_eq!(
+            e.to_string(),
+            "REPOSITORY_PATCH_ARCHIVE_ENVELOPE: link entry not permitted: 'a.txt'"
+        );
+        for (name, shown) in [
+            ("it's", "\"it's\""),
+            ("a'b\"c", "'a\\'b\"c'"),
+            ("a\0b\\c\n", "'a\\x00b\\\\c\\n'"),
+            ("Répörts", "'Répörts'"),
+        ] {
+            assert_eq!(EntryName::from_str(name).to_string(), shown);
+        }
+    }
+
+    /// Bidi overrides, zero-width and other format characters were passed through raw before.
+    #[test]
+    fn r_entry_names_escape_bidi_and_zero_width() {
+        let e = ArchiveError::Op {
+            path: EntryName::from_str("app/\u{202e}txt.exe\u{200b}\u{e0041}\u{ad}"),
+        };
+        assert_eq!(
+            e.to_string(),
+            "REPOSITORY_PATCH_ARCHIVE_OP: 'app/\\u202etxt.exe\\u200b\\U000e0041\\xad'"
+        );
     }
 
     #[test]

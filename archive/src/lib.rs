@@ -10,13 +10,14 @@
 //! name, into a fresh 0700 directory that is removed on any failure.
 #![forbid(unsafe_code)]
 
-pub mod envelope;
-pub mod error;
-pub mod export;
-pub mod pack;
-pub mod reader;
-pub mod stage;
-pub mod workspace;
+// Modules are private; the items other crates need are re-exported below (the curated surface).
+mod envelope;
+mod error;
+mod export;
+mod pack;
+mod reader;
+mod stage;
+mod workspace;
 
 pub use envelope::{
     ARCHIVE_SCHEMA_VERSION, EMPTY_ARCHIVE_MARKER, MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES,
@@ -26,12 +27,15 @@ pub use error::{ArchiveError, ENVELOPE_CODE, EntryName};
 pub use export::export_workspace_archive;
 pub use pack::pack_directory;
 pub use reader::{
-    ArchiveBytes, ArchiveLimits, ArchiveManifest, ManifestEntry, preflight_archive_directory,
-    read_archive_entries, read_archive_manifest, read_archive_manifest_from,
-    validate_archive_budget,
+    ArchiveBytes, ArchiveLimits, ArchiveManifest, ManifestEntry, VerifiedArchive,
+    preflight_archive_directory, read_archive_entries, read_archive_manifest,
+    read_archive_manifest_from, validate_archive_budget,
 };
-pub use stage::{StageRequest, stage_workspace_archive};
+pub use stage::{
+    StageRequest, VerifiedStageRequest, stage_verified_archive, stage_workspace_archive,
+};
 pub use workspace::{
-    HarvestOptions, HarvestedFile, StagedWorkspace, Violation, ViolationKind, WorkspaceHarvest,
-    materialize_workspace,
+    HarvestOptions, HarvestedFile, MAX_HARVEST_BYTES, MAX_HARVEST_DEPTH, MAX_HARVEST_ENTRIES,
+    PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, StagedWorkspace, Violation, ViolationKind,
+    WorkspaceHarvest, materialize_workspace,
 };

@@ -4,10 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use snapshot::RepoPath;
+use snapshot::{RepoPath, Untrusted};
 
 use crate::envelope::{MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES, build_deterministic_archive};
-use crate::error::ArchiveError;
+use crate::error::{ArchiveError, MAX_LISTED_VIOLATIONS};
 use crate::workspace::{HarvestOptions, StagedWorkspace};
 
 /// The canonical archive of every regular file below `dir`.
@@ -30,11 +30,18 @@ pub fn pack_directory(dir: &Path) -> Result<Vec<u8>, ArchiveError> {
         let kinds: BTreeSet<String> = harvest
             .violations
             .iter()
-            .map(|v| format!("{} ({})", v.kind, crate::error::py_repr(&v.path)))
+            .map(|v| format!("{} ({})", v.kind, Untrusted::quoted(&v.path)))
             .collect();
-        return Err(ArchiveError::Scope {
-            summary: kinds.into_iter().collect::<Vec<_>>().join(", "),
-        });
+        let total = kinds.len();
+        let mut summary = kinds
+            .into_iter()
+            .take(MAX_LISTED_VIOLATIONS)
+            .collect::<Vec<_>>()
+            .join(", ");
+        if total > MAX_LISTED_VIOLATIONS {
+            summary.push_str(&format!(" and {} more", total - MAX_LISTED_VIOLATIONS));
+        }
+        return Err(ArchiveError::Scope { summary });
     }
     if harvest.files.len() > MAX_ARCHIVE_FILES {
         return Err(ArchiveError::Budget {

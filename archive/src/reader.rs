@@ -17,13 +17,14 @@ use std::thread;
 
 use sha2::{Digest as _, Sha256 as Sha256Hasher};
 
-use snapshot::path::check_portable;
+use snapshot::check_portable;
 use snapshot::{RepoPath, Sha256, detect_collisions};
 
 use crate::envelope::{
-    ARCHIVE_SCHEMA_VERSION, CDH_LEN, CDH_SIGNATURE, CompareSink, DOS_DATE, DOS_TIME, EOCD_LEN,
-    EOCD_SIGNATURE, EXTERNAL_ATTR, LFH_LEN, LFH_SIGNATURE, MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES,
-    Planned, VERSION_MADE_BY, VERSION_NEEDED, canonical_flags, collision_message, emit,
+    ARCHIVE_SCHEMA_VERSION, CDH_LEN, CDH_SIGNATURE, CompareSink, DOS_DATE, DOS_TIME,
+    EMPTY_ARCHIVE_MARKER, EOCD_LEN, EOCD_SIGNATURE, EXTERNAL_ATTR, LFH_LEN, LFH_SIGNATURE,
+    MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES, Planned, VERSION_MADE_BY, VERSION_NEEDED,
+    canonical_flags, collision_message, emit,
 };
 use crate::error::{ArchiveError, EntryName};
 
@@ -786,6 +787,102 @@ pub fn read_archive_manifest_from<R: Read>(
         parsed.manifest()
     };
     Ok((data, manifest))
+}
+
+/// An archive that passed the strict reader once, owning its bytes: the empty transport marker
+/// (no entries) or a canonical envelope, with each entry's approved-form path and the byte range
+/// of its data. Built only by [`VerifiedArchive::read`]; staging consumes it
+/// ([`crate::stage_verified_archive`]) without parsing it again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedArchive {
+    bytes: Vec<u8>,
+    entries: Vec<(RepoPath, std::ops::Range<usize>)>,
+}
+
+impl VerifiedArchive {
+    /// Strictly reads `bytes` (the empty marker is accepted as an archive with no entries).
+    /// `expected_files`, when given, is the exact entry count (as in
+    /// [`preflight_archive_directory`]); the count limit is `limits.max_files()`.
+    ///
+    /// # Errors
+    /// Everything [`read_archive_manifest`] returns.
+    ///
+    /// # Security
+    /// Nothing is allocated per declared entry before the preflight bounds the count; the entry
+    /// data is never copied, only located.
+    pub fn read(
+        bytes: Vec<u8>,
+        expected_files: Option<usize>,
+        limits: &ArchiveLimits,
+    ) -> Result<Self, ArchiveError> {
+        if bytes.len() > limits.max_bytes {
+            return Err(ArchiveError::Budget {
+                detail: "input exceeds limit",
+            });
+        }
+        if bytes == EMPTY_ARCHIVE_MARKER {
+            return Ok(Self {
+                bytes,
+                entries: Vec::new(),
+            });
+        }
+        let entries = {
+            let parsed = parse(
+                &bytes,
+                expected_files,
+                Some(limits.max_files),
+                limits.max_bytes,
+                Digests::CrcOnly,
+            )?;
+            let base = bytes.as_ptr().addr();
+            parsed
+                .entries
+                .into_iter()
+                .map(|e| {
+                    // `e.data` is a subslice of `bytes`: its offset is the address difference.
+                    let start = e.data.as_ptr().addr().saturating_sub(base);
+                    (e.path, start..start.saturating_add(e.data.len()))
+                })
+                .collect()
+        };
+        Ok(Self { bytes, entries })
+    }
+
+    /// True for the empty transport marker.
+    #[must_use]
+    pub fn is_empty_marker(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The archive bytes exactly as received (or the marker).
+    #[must_use]
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Number of entries (0 for the marker).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when there are no entries (the marker).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Every entry's path and data, in archive (= UTF-8 byte) order.
+    pub fn entries(&self) -> impl ExactSizeIterator<Item = (&RepoPath, &[u8])> + '_ {
+        self.entries
+            .iter()
+            .map(|(path, range)| (path, self.bytes.get(range.clone()).unwrap_or_default()))
+    }
+
+    /// Every entry's path, in archive order.
+    pub fn paths(&self) -> impl ExactSizeIterator<Item = &RepoPath> + '_ {
+        self.entries.iter().map(|(path, _)| path)
+    }
 }
 
 /// The strict read, returning each entry's path and a copy of its bytes.

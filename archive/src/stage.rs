@@ -14,7 +14,7 @@ use snapshot::{
 
 use crate::envelope::EMPTY_ARCHIVE_MARKER;
 use crate::error::{ArchiveError, EntryName};
-use crate::reader::{Digests, ParsedEntry, parse, validate_archive_budget};
+use crate::reader::{Digests, VerifiedArchive, parse, validate_archive_budget};
 use crate::workspace::{StagedWorkspace, materialize_workspace, open_root, write_file};
 
 /// Everything staging needs. `archive_bytes` is the container's output, untrusted.
@@ -30,6 +30,35 @@ pub struct StageRequest<'a> {
     pub create_absence: Option<&'a dyn CreateAbsence>,
     pub max_files: usize,
     pub max_archive_bytes: usize,
+}
+
+/// [`StageRequest`] for an archive already read once by [`VerifiedArchive::read`]: staging uses
+/// its located entries instead of parsing the bytes again.
+#[derive(Debug, Clone, Copy)]
+pub struct VerifiedStageRequest<'a> {
+    pub context: &'a ApprovedExecutionContext,
+    pub snapshot: &'a RepositorySnapshotEvidence,
+    pub selected_paths: &'a [RepoPath],
+    pub baseline_files: &'a BaselineFiles,
+    pub archive: &'a VerifiedArchive,
+    pub workspace_root: &'a Path,
+    pub policy: &'a dyn PathPolicy,
+    pub create_absence: Option<&'a dyn CreateAbsence>,
+    pub max_files: usize,
+    pub max_archive_bytes: usize,
+}
+
+/// The fields both entry points share.
+struct Common<'a> {
+    context: &'a ApprovedExecutionContext,
+    snapshot: &'a RepositorySnapshotEvidence,
+    selected_paths: &'a [RepoPath],
+    baseline_files: &'a BaselineFiles,
+    workspace_root: &'a Path,
+    policy: &'a dyn PathPolicy,
+    create_absence: Option<&'a dyn CreateAbsence>,
+    max_files: usize,
+    max_archive_bytes: usize,
 }
 
 /// Reference `stage_repository_workspace_archive`.
@@ -51,6 +80,87 @@ pub struct StageRequest<'a> {
 /// # Security
 /// No file is created unless every check passed; writes never follow links.
 pub fn stage_workspace_archive(req: StageRequest<'_>) -> Result<StagedWorkspace, ArchiveError> {
+    let common = Common {
+        context: req.context,
+        snapshot: req.snapshot,
+        selected_paths: req.selected_paths,
+        baseline_files: req.baseline_files,
+        workspace_root: req.workspace_root,
+        policy: req.policy,
+        create_absence: req.create_absence,
+        max_files: req.max_files,
+        max_archive_bytes: req.max_archive_bytes,
+    };
+    let (expected, max_entries) = preliminary(&common, req.archive_bytes.len())?;
+    let parsed = if req.archive_bytes == EMPTY_ARCHIVE_MARKER {
+        Vec::new()
+    } else {
+        parse(
+            req.archive_bytes,
+            expected_files(&common),
+            Some(max_entries),
+            req.max_archive_bytes,
+            Digests::CrcOnly,
+        )?
+        .entries
+    };
+    let entries: Vec<(&RepoPath, &[u8])> = parsed.iter().map(|e| (&e.path, e.data)).collect();
+    write_entries(&common, &expected, &entries)
+}
+
+/// [`stage_workspace_archive`] for an archive that was already read strictly once: the same
+/// checks in the same order, with the reader's step replaced by a check that the verified
+/// archive's entry count fits this staging's limits.
+///
+/// # Errors
+/// As [`stage_workspace_archive`].
+///
+/// # Security
+/// As [`stage_workspace_archive`]; entry data is written from the verified archive's own bytes.
+pub fn stage_verified_archive(
+    req: VerifiedStageRequest<'_>,
+) -> Result<StagedWorkspace, ArchiveError> {
+    let common = Common {
+        context: req.context,
+        snapshot: req.snapshot,
+        selected_paths: req.selected_paths,
+        baseline_files: req.baseline_files,
+        workspace_root: req.workspace_root,
+        policy: req.policy,
+        create_absence: req.create_absence,
+        max_files: req.max_files,
+        max_archive_bytes: req.max_archive_bytes,
+    };
+    let (expected, max_entries) = preliminary(&common, req.archive.bytes().len())?;
+    let count = req.archive.len();
+    if !req.archive.is_empty_marker() {
+        if count > max_entries {
+            return Err(ArchiveError::Budget {
+                detail: "entry count exceeds limit",
+            });
+        }
+        if expected_files(&common).is_some_and(|n| n != count) {
+            return Err(ArchiveError::Budget {
+                detail: "entry count differs from the selection",
+            });
+        }
+    }
+    let entries: Vec<(&RepoPath, &[u8])> = req.archive.entries().collect();
+    write_entries(&common, &expected, &entries)
+}
+
+/// The exact entry count when the approval has no create or delete grant.
+fn expected_files(req: &Common<'_>) -> Option<usize> {
+    (req.context.create_paths().is_empty() && req.context.delete_paths().is_empty())
+        .then_some(req.selected_paths.len())
+}
+
+/// Budget, approval and baseline, input size and target checks; returns the approved baseline
+/// manifest and the entry limit.
+fn preliminary(
+    req: &Common<'_>,
+    archive_len: usize,
+) -> Result<(BTreeMap<RepoPath, snapshot::Sha256>, usize), ArchiveError> {
     validate_archive_budget(req.max_files, req.max_archive_bytes)?;
     let expected = verify_selected_baseline(
         req.context,
@@ -60,10 +170,8 @@ pub fn stage_workspace_archive(req: StageRequest<'_>) -> Result<StagedWorkspace,
         req.policy,
         req.create_absence,
     )?;
-    let creates = req.context.create_paths();
-    let deletes = req.context.delete_paths();
-    let max_entries = req.selected_paths.len() + creates.len();
-    if max_entries > req.max_files || req.archive_bytes.len() > req.max_archive_bytes {
+    let max_entries = req.selected_paths.len() + req.context.create_paths().len();
+    if max_entries > req.max_files || archive_len > req.max_archive_bytes {
         return Err(ArchiveError::Budget {
             detail: "input exceeds limit",
         });
@@ -73,23 +181,18 @@ pub fn stage_workspace_archive(req: StageRequest<'_>) -> Result<StagedWorkspace,
             detail: "target must not exist".to_owned(),
         });
     }
-    let entries: Vec<ParsedEntry<'_>> = if req.archive_bytes == EMPTY_ARCHIVE_MARKER {
-        Vec::new()
-    } else {
-        let expected_files =
-            (creates.is_empty() && deletes.is_empty()).then_some(req.selected_paths.len());
-        parse(
-            req.archive_bytes,
-            expected_files,
-            Some(max_entries),
-            req.max_archive_bytes,
-            Digests::CrcOnly,
-        )?
-        .entries
-    };
+    Ok((expected, max_entries))
+}
 
+fn write_entries(
+    req: &Common<'_>,
+    expected: &BTreeMap<RepoPath, snapshot::Sha256>,
+    entries: &[(&RepoPath, &[u8])],
+) -> Result<StagedWorkspace, ArchiveError> {
+    let creates = req.context.create_paths();
+    let deletes = req.context.delete_paths();
     let selected: BTreeSet<&RepoPath> = req.selected_paths.iter().collect();
-    let present: BTreeSet<&RepoPath> = entries.iter().map(|e| &e.path).collect();
+    let present: BTreeSet<&RepoPath> = entries.iter().map(|(p, _)| *p).collect();
     let dropped_without_grant = selected
         .iter()
         .any(|p| !present.contains(p) && !deletes.contains(p));
@@ -108,23 +211,23 @@ pub fn stage_workspace_archive(req: StageRequest<'_>) -> Result<StagedWorkspace,
         .chain(creates.iter().map(|p| (p.as_str(), (p, true))))
         .collect();
     let mut writes: Vec<(&RepoPath, bool, &[u8])> = Vec::with_capacity(entries.len());
-    for entry in &entries {
-        let shown = EntryName::from_str(entry.path.as_str());
-        let &(target, is_create) = approved.get(entry.path.as_str()).ok_or(ArchiveError::Set)?;
+    for &(entry_path, data) in entries {
+        let shown = EntryName::from_str(entry_path.as_str());
+        let &(target, is_create) = approved.get(entry_path.as_str()).ok_or(ArchiveError::Set)?;
         req.policy.validate_path(target)?;
         // Reference step 7 re-reads each entry by name and compares it with the manifest
         // (`ARCHIVE_HASH`) because its manifest and its bytes come from two parsers. Here the
         // entry, its name and its bytes come from one strict parse of one slice (CRC-32 checked,
         // closure verified): the bytes written below are the entry, so there is nothing to
         // re-read or re-hash. The finalizer hashes the staged files from disk.
-        let Ok(text) = std::str::from_utf8(entry.data) else {
+        let Ok(text) = std::str::from_utf8(data) else {
             return Err(ArchiveError::Utf8 {
                 path: shown,
                 suffix: "",
             });
         };
         validate_output_text(target.as_str(), text)?;
-        writes.push((target, is_create, entry.data));
+        writes.push((target, is_create, data));
     }
     let removals: Vec<&RepoPath> = req
         .selected_paths
@@ -149,7 +252,7 @@ pub fn stage_workspace_archive(req: StageRequest<'_>) -> Result<StagedWorkspace,
         baseline_ws.cleanup()?;
         return Err(e);
     }
-    debug_assert_eq!(baseline_ws.editable_manifest(), &expected);
+    debug_assert_eq!(baseline_ws.editable_manifest(), expected);
     Ok(baseline_ws)
 }
 
@@ -222,6 +325,70 @@ mod tests {
             (RepoPath::parse("app/b.txt").unwrap(), b"b\n".to_vec()),
         ])
         .unwrap()
+    }
+
+    fn stage_verified(
+        f: &Fx,
+        archive: &VerifiedArchive,
+        root: &Path,
+    ) -> Result<StagedWorkspace, ArchiveError> {
+        stage_verified_archive(VerifiedStageRequest {
+            context: &f.context,
+            snapshot: &f.snapshot,
+            selected_paths: &f.selected,
+            baseline_files: &f.baseline,
+            archive,
+            workspace_root: root,
+            policy: &DefaultPathPolicy::default(),
+            create_absence: None,
+            max_files: 50,
+            max_archive_bytes: crate::envelope::MAX_ARCHIVE_BYTES,
+        })
+    }
+
+    fn tree(root: &Path) -> Vec<(String, Vec<u8>)> {
+        ["app/a.txt", "app/b.txt"]
+            .iter()
+            .map(|p| ((*p).to_owned(), std::fs::read(root.join(p)).unwrap()))
+            .collect()
+    }
+
+    /// An archive read once stages exactly like its bytes, and its entry count is checked
+    /// against this staging's selection.
+    #[test]
+    fn verified_archive_stages_like_its_bytes() {
+        let f = fx();
+        let tmp = tempfile::tempdir().unwrap();
+        let limits = crate::reader::ArchiveLimits::default();
+        let verified = VerifiedArchive::read(archive(), Some(2), &limits).unwrap();
+        assert_eq!(verified.len(), 2);
+        let by_bytes = stage(&f, &archive(), &tmp.path().join("bytes")).unwrap();
+        let by_verified = stage_verified(&f, &verified, &tmp.path().join("verified")).unwrap();
+        assert_eq!(
+            tree(&tmp.path().join("bytes")),
+            tree(&tmp.path().join("verified"))
+        );
+        assert_eq!(
+            by_bytes.editable_manifest(),
+            by_verified.editable_manifest()
+        );
+        by_bytes.cleanup().unwrap();
+        by_verified.cleanup().unwrap();
+
+        let one = build_deterministic_archive(&[(
+            RepoPath::parse("app/a.txt").unwrap(),
+            b"A\n".to_vec(),
+        )])
+        .unwrap();
+        let one = VerifiedArchive::read(one, None, &limits).unwrap();
+        let root = tmp.path().join("one");
+        let e = stage_verified(&f, &one, &root).unwrap_err();
+        assert_eq!(e.code(), "REPOSITORY_PATCH_ARCHIVE_BUDGET");
+        assert!(!root.exists());
+        // The marker is an archive without entries; the reader refuses anything else.
+        let marker = VerifiedArchive::read(EMPTY_ARCHIVE_MARKER.to_vec(), Some(2), &limits);
+        assert!(marker.unwrap().is_empty_marker());
+        assert!(VerifiedArchive::read(b"PK".to_vec(), None, &limits).is_err());
     }
 
     /// A write failure after the baseline is materialised removes the tree.

@@ -139,19 +139,35 @@ pub(crate) fn create_private_root(root: &Path) -> Result<(), ArchiveError> {
     })
 }
 
-/// Opens the root directory handle: the one ambient-authority call. The root itself must be a
-/// real directory, not a link.
+/// Opens the root directory handle: the one ambient-authority call. Open first, then check on
+/// the handle: `O_NOFOLLOW | O_DIRECTORY` refuses a link or a non-directory at `root` atomically,
+/// so nothing can be swapped in between a check and the open.
 pub(crate) fn open_root(root: &Path) -> Result<Dir, ArchiveError> {
-    let meta = root
-        .symlink_metadata()
+    let not_a_directory = || ArchiveError::Workspace {
+        detail: "workspace root is not a directory".to_owned(),
+    };
+    let file = open_dir_nofollow(root).map_err(|e| match rustix::io::Errno::from_io_error(&e) {
+        Some(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => not_a_directory(),
+        _ => ArchiveError::workspace_io("cannot open workspace root", &e),
+    })?;
+    let meta = file
+        .metadata()
         .map_err(|e| ArchiveError::workspace_io("cannot inspect workspace root", &e))?;
     if !meta.is_dir() {
-        return Err(ArchiveError::Workspace {
-            detail: "workspace root is not a directory".to_owned(),
-        });
+        return Err(not_a_directory());
     }
-    Dir::open_ambient_dir(root, cap_std::ambient_authority())
-        .map_err(|e| ArchiveError::workspace_io("cannot open workspace root", &e))
+    Ok(Dir::from_std_file(file))
+}
+
+/// `open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)`.
+fn open_dir_nofollow(path: &Path) -> std::io::Result<std::fs::File> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok(std::fs::File::from(fd))
 }
 
 fn dir_builder() -> DirBuilder {
@@ -214,23 +230,53 @@ pub(crate) fn write_file(
     file.flush()
 }
 
-/// Reads the regular file at `rel` without following links, at most `limit` bytes (one more byte
-/// signals an overflow).
-fn read_regular(dir: &Dir, rel: &str, limit: u64) -> std::io::Result<Vec<u8>> {
+/// What [`read_regular`] found at a name the listing showed as a regular file.
+#[derive(Debug)]
+enum ReadOutcome {
+    /// The bytes of a regular file.
+    File(Vec<u8>),
+    /// A link was swapped in after the listing.
+    Link,
+    /// Something else (a FIFO, a socket, a device) was swapped in after the listing.
+    Special,
+    /// The file is larger than the remaining read budget (checked on the handle, before reading).
+    OverBudget,
+}
+
+/// Opens `rel` without following links and without blocking (`O_NOFOLLOW | O_NONBLOCK`: a FIFO
+/// swapped in after the listing cannot stall the read), then checks the handle (`fstat`): only a
+/// regular file of at most `limit` bytes is read, and the read itself stops after `limit + 1`
+/// bytes (a file that grows past the limit signals an overflow).
+fn read_regular(dir: &Dir, rel: &str, limit: u64) -> std::io::Result<ReadOutcome> {
+    let nonblock = i32::try_from(rustix::fs::OFlags::NONBLOCK.bits())
+        .map_err(|_| std::io::Error::other("O_NONBLOCK does not fit"))?;
     let mut options = OpenOptions::new();
-    options.read(true).follow(FollowSymlinks::No);
-    let file = dir.open_with(rel, &options)?;
+    options
+        .read(true)
+        .follow(FollowSymlinks::No)
+        .custom_flags(nonblock);
+    let file = match dir.open_with(rel, &options) {
+        Ok(file) => file,
+        Err(e) if rustix::io::Errno::from_io_error(&e) == Some(rustix::io::Errno::LOOP) => {
+            return Ok(ReadOutcome::Link);
+        }
+        Err(e) => return Err(e),
+    };
     let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
+    if meta.file_type().is_symlink() {
+        return Ok(ReadOutcome::Link);
     }
-    // Sized from the declared length, capped by the limit: one allocation for the usual case.
-    let capacity = usize::try_from(meta.len().min(limit))
-        .unwrap_or(0)
-        .saturating_add(1);
+    if !meta.is_file() {
+        return Ok(ReadOutcome::Special);
+    }
+    if meta.len() > limit {
+        return Ok(ReadOutcome::OverBudget);
+    }
+    // Sized from the length on the handle (at most the limit): one allocation for the usual case.
+    let capacity = usize::try_from(meta.len()).unwrap_or(0).saturating_add(1);
     let mut out = Vec::with_capacity(capacity);
     file.take(limit.saturating_add(1)).read_to_end(&mut out)?;
-    Ok(out)
+    Ok(ReadOutcome::File(out))
 }
 
 /// Removes `root` and everything below it without following links. A missing root is success.
@@ -470,7 +516,31 @@ impl StagedWorkspace {
                         continue;
                     }
                 }
-                let bytes = read_regular(&dir, name, MAX_HARVEST_BYTES - read_bytes).map_err(io)?;
+                #[cfg(test)]
+                failpoints::before_read(&dir, name);
+                let bytes =
+                    match read_regular(&dir, name, MAX_HARVEST_BYTES - read_bytes).map_err(io)? {
+                        ReadOutcome::File(bytes) => bytes,
+                        ReadOutcome::Link => {
+                            violations.push(Violation {
+                                kind: ViolationKind::Symlink,
+                                path: rel,
+                            });
+                            continue;
+                        }
+                        ReadOutcome::Special => {
+                            violations.push(Violation {
+                                kind: ViolationKind::UnsafePath,
+                                path: rel,
+                            });
+                            continue;
+                        }
+                        ReadOutcome::OverBudget => {
+                            return Err(ArchiveError::Budget {
+                                detail: "staged tree exceeds harvest limit",
+                            });
+                        }
+                    };
                 read_bytes += bytes.len() as u64;
                 if read_bytes > MAX_HARVEST_BYTES {
                     return Err(ArchiveError::Budget {
@@ -551,9 +621,22 @@ pub(crate) mod failpoints {
     //! Test-only fault injection: removal and write failures cannot be provoked for `root`.
     use std::cell::Cell;
 
+    type BeforeRead = Box<dyn FnMut(&cap_std::fs::Dir, &str)>;
+
     thread_local! {
         pub(crate) static FAIL_CLEANUPS: Cell<u32> = const { Cell::new(0) };
         pub(crate) static FAIL_WRITE_AFTER: Cell<Option<usize>> = const { Cell::new(None) };
+        /// Runs in the harvest between the listing and the read of each file.
+        pub(crate) static BEFORE_READ: std::cell::RefCell<Option<BeforeRead>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    pub(crate) fn before_read(dir: &cap_std::fs::Dir, name: &str) {
+        BEFORE_READ.with(|hook| {
+            if let Some(hook) = hook.borrow_mut().as_mut() {
+                hook(dir, name);
+            }
+        });
     }
 
     pub(crate) fn take_cleanup_failure() -> bool {
@@ -631,6 +714,132 @@ mod tests {
         assert_eq!(e.code(), "CODING_WORKSPACE_CLEANUP");
         assert!(root.join("app/a.txt").exists());
         assert!(!root.join("app/b/c.txt").exists());
+    }
+
+    /// Replaces `name` in `dir` by a FIFO (between the harvest's listing and its read).
+    fn swap_in_fifo(dir: &Dir, name: &str) {
+        dir.remove_file(name).unwrap();
+        rustix::fs::mknodat(
+            dir,
+            name,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+    }
+
+    /// Finding: the harvest opened files without `O_NONBLOCK` after a type check on the listing,
+    /// so a FIFO swapped in between blocked it for good. Now it is reported as an unsafe path.
+    /// (On the old code the harvest blocks in `open`; the guard below then opens the FIFO's
+    /// write side so the test fails instead of hanging.)
+    #[test]
+    fn r_fifo_swapped_in_during_harvest_does_not_block() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        let ws = materialize_workspace(&root, &baseline(), &BTreeMap::new()).unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let harvester = std::thread::spawn(move || {
+            failpoints::BEFORE_READ.with(|hook| {
+                *hook.borrow_mut() = Some(Box::new(|dir: &Dir, name: &str| {
+                    if name == "a.txt" {
+                        swap_in_fifo(dir, name);
+                    }
+                }));
+            });
+            let harvest = ws.harvest(HarvestOptions::default());
+            done_tx.send(()).unwrap();
+            harvest
+        });
+        let blocked = done_rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .is_err();
+        if blocked {
+            let _unblock = std::fs::OpenOptions::new()
+                .write(true)
+                .open(root.join("app/a.txt"));
+        }
+        let harvest = harvester.join().unwrap();
+        assert!(!blocked, "the harvest blocked on a FIFO");
+        let harvest = harvest.unwrap();
+        // As for a FIFO seen in the listing: an unsafe path, and the editable file is gone.
+        assert_eq!(
+            harvest.violations,
+            [
+                Violation {
+                    kind: ViolationKind::DeleteDenied,
+                    path: "app/a.txt".to_owned(),
+                },
+                Violation {
+                    kind: ViolationKind::UnsafePath,
+                    path: "app/a.txt".to_owned(),
+                }
+            ]
+        );
+        assert_eq!(
+            harvest
+                .files
+                .iter()
+                .map(|f| f.path.as_str())
+                .collect::<Vec<_>>(),
+            ["app/b/c.txt"]
+        );
+    }
+
+    /// A link swapped in between the listing and the read is a symlink violation, never read.
+    #[test]
+    fn r_link_swapped_in_during_harvest_is_reported() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        let ws = materialize_workspace(&root, &baseline(), &BTreeMap::new()).unwrap();
+        failpoints::BEFORE_READ.with(|hook| {
+            *hook.borrow_mut() = Some(Box::new(|dir: &Dir, name: &str| {
+                if name == "a.txt" {
+                    dir.remove_file(name).unwrap();
+                    dir.symlink("b/c.txt", name).unwrap();
+                }
+            }));
+        });
+        let harvest = ws.harvest(HarvestOptions::default());
+        failpoints::BEFORE_READ.with(|hook| *hook.borrow_mut() = None);
+        assert_eq!(
+            harvest.unwrap().violations,
+            [
+                Violation {
+                    kind: ViolationKind::Symlink,
+                    path: "app/a.txt".to_owned(),
+                },
+                Violation {
+                    kind: ViolationKind::DeleteDenied,
+                    path: "app/a.txt".to_owned(),
+                }
+            ]
+        );
+    }
+
+    /// Finding: `open_root` checked with `lstat` and then opened following links. The open itself
+    /// now refuses a link (and a non-directory) at the root.
+    #[test]
+    fn r_open_root_refuses_links_on_the_handle() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let file = tmp.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        for bad in [&link, &file] {
+            let e = open_root(bad).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "REPOSITORY_PATCH_ARCHIVE_WORKSPACE: workspace root is not a directory"
+            );
+        }
+        assert_eq!(
+            open_root(&tmp.path().join("missing")).unwrap_err().code(),
+            "REPOSITORY_PATCH_ARCHIVE_WORKSPACE"
+        );
+        open_root(&real).unwrap();
     }
 
     #[test]

@@ -119,12 +119,7 @@ fn turn(before: &Path, after: &Path) -> Res<()> {
 fn diff(before: &Path, after: &Path) -> Res<()> {
     let a = std::fs::read_to_string(before)?;
     let b = std::fs::read_to_string(after)?;
-    let d = unified_diff_with_budget(
-        "f",
-        Some(&a),
-        Some(&b),
-        finalizer::diff::DEFAULT_WORK_BUDGET,
-    );
+    let d = unified_diff_with_budget("f", Some(&a), Some(&b), finalizer::DEFAULT_WORK_BUDGET);
     println!("mode={:?} bytes={}", d.mode, d.text.len());
     Ok(())
 }

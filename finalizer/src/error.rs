@@ -1,7 +1,7 @@
 //! The crate's error type: one variant per reference code. Messages name paths, kinds and limits,
-//! never file contents or provider output.
+//! never file contents or provider output; paths are shown only through [`Untrusted`].
 
-use snapshot::SnapshotError;
+use snapshot::{Coded, FailureClass, SnapshotError, Untrusted};
 
 /// Errors from finalisation, candidate validation, digesting and the candidate store.
 #[derive(Debug, thiserror::Error)]
@@ -20,13 +20,13 @@ pub enum FinalizeError {
     WorkspaceScope { violations: String },
     #[error("REPOSITORY_PATCH_WORKSPACE_SET: harvested files differ from selection")]
     WorkspaceSet,
-    #[error("REPOSITORY_PATCH_WORKSPACE_OP: {path:?}")]
+    #[error("REPOSITORY_PATCH_WORKSPACE_OP: {}", Untrusted::quoted(.path))]
     WorkspaceOp { path: String },
-    #[error("REPOSITORY_PATCH_WORKSPACE_HASH: {path:?}")]
+    #[error("REPOSITORY_PATCH_WORKSPACE_HASH: {}", Untrusted::quoted(.path))]
     WorkspaceHash { path: String },
     #[error("REPOSITORY_PATCH_PROPOSAL_STATUS: completed nonempty edit required")]
     ProposalStatus,
-    #[error("REPOSITORY_PATCH_PROPOSAL_SCOPE: {path:?}")]
+    #[error("REPOSITORY_PATCH_PROPOSAL_SCOPE: {}", Untrusted::quoted(.path))]
     ProposalScope { path: String },
     #[error("REPOSITORY_PATCH_PROPOSAL_MISMATCH: provider output differs from staged bytes")]
     ProposalMismatch,
@@ -51,16 +51,16 @@ pub enum FinalizeError {
     #[error("REPOSITORY_PATCH_STORE_DIGEST: stored candidate does not match {digest}")]
     StoreDigest { digest: String },
     /// A `previous_sha256` differs from the file at the baseline commit.
-    #[error("REPOSITORY_PATCH_VERIFY_BASELINE: {path:?} differs from the baseline commit")]
+    #[error("REPOSITORY_PATCH_VERIFY_BASELINE: {} differs from the baseline commit", Untrusted::quoted(.path))]
     VerifyBaseline { path: String },
     /// A diff is not the canonical diff of the baseline bytes and the candidate content.
-    #[error("REPOSITORY_PATCH_VERIFY_DIFF: {path:?} diff is not derived from its bytes")]
+    #[error("REPOSITORY_PATCH_VERIFY_DIFF: {} diff is not derived from its bytes", Untrusted::quoted(.path))]
     VerifyDiff { path: String },
     /// `git apply` refused the candidate's patch at the baseline commit.
     #[error("REPOSITORY_PATCH_VERIFY_APPLY: diffs do not apply at the baseline commit")]
     VerifyApply,
     /// Applying the patch did not produce the candidate's bytes.
-    #[error("REPOSITORY_PATCH_VERIFY_RESULT: {path:?} applied bytes differ from the candidate")]
+    #[error("REPOSITORY_PATCH_VERIFY_RESULT: {} applied bytes differ from the candidate", Untrusted::quoted(.path))]
     VerifyResult { path: String },
     /// git could not be run (environment).
     #[error("REPOSITORY_PATCH_VERIFY_GIT: {detail}")]
@@ -102,20 +102,147 @@ impl FinalizeError {
         }
     }
 
-    /// True for failures of the environment (I/O) rather than of the input.
+    /// True for failures of the environment (I/O, git) rather than of the input: the same answer
+    /// as [`Coded::class`].
     #[must_use]
     pub fn is_environment(&self) -> bool {
-        match self {
-            Self::StoreIo { .. } | Self::VerifyGit { .. } => true,
-            Self::Snapshot(e) => e.is_environment(),
-            Self::Archive(e) => e.is_environment(),
-            _ => false,
-        }
+        self.class() == FailureClass::Environment
     }
 
     pub(crate) fn input(detail: impl Into<String>) -> Self {
         Self::DigestInput {
             detail: detail.into(),
         }
+    }
+}
+
+impl Coded for FinalizeError {
+    fn code(&self) -> &'static str {
+        FinalizeError::code(self)
+    }
+
+    fn class(&self) -> FailureClass {
+        match self {
+            Self::StoreIo { .. } | Self::VerifyGit { .. } => FailureClass::Environment,
+            Self::Snapshot(e) => e.class(),
+            Self::Archive(e) => e.class(),
+            _ => FailureClass::Rejected,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One sample of every variant; [`variant_index`] is an exhaustive `match`, so a new variant
+    /// does not compile until it has an index and the test fails until it has a sample.
+    fn samples() -> Vec<FinalizeError> {
+        let path = || "app/x.py".to_owned();
+        let digest = || format!("sha256:{}", "0".repeat(64));
+        vec![
+            FinalizeError::Snapshot(SnapshotError::Git {
+                detail: "git could not be started".to_owned(),
+            }),
+            FinalizeError::Archive(archive::ArchiveError::Set),
+            FinalizeError::WorkspaceBaseline,
+            FinalizeError::WorkspaceScope {
+                violations: "symlink:app/x.py".to_owned(),
+            },
+            FinalizeError::WorkspaceSet,
+            FinalizeError::WorkspaceOp { path: path() },
+            FinalizeError::WorkspaceHash { path: path() },
+            FinalizeError::ProposalStatus,
+            FinalizeError::ProposalScope { path: path() },
+            FinalizeError::ProposalMismatch,
+            FinalizeError::Ownership {
+                detail: "owned paths differ",
+            },
+            FinalizeError::input("invalid candidate"),
+            FinalizeError::DigestHash {
+                detail: "invalid hash",
+            },
+            FinalizeError::DigestPath,
+            FinalizeError::DigestBudget,
+            FinalizeError::StoreIo {
+                detail: "read candidate: permission denied".to_owned(),
+            },
+            FinalizeError::StoreConflict { digest: digest() },
+            FinalizeError::StoreDigest { digest: digest() },
+            FinalizeError::VerifyBaseline { path: path() },
+            FinalizeError::VerifyDiff { path: path() },
+            FinalizeError::VerifyApply,
+            FinalizeError::VerifyResult { path: path() },
+            FinalizeError::VerifyGit {
+                detail: "git apply exceeded its deadline".to_owned(),
+            },
+            FinalizeError::StoreMissing { digest: digest() },
+        ]
+    }
+
+    const VARIANTS: usize = 24;
+
+    fn variant_index(e: &FinalizeError) -> usize {
+        match e {
+            FinalizeError::Snapshot(_) => 0,
+            FinalizeError::Archive(_) => 1,
+            FinalizeError::WorkspaceBaseline => 2,
+            FinalizeError::WorkspaceScope { .. } => 3,
+            FinalizeError::WorkspaceSet => 4,
+            FinalizeError::WorkspaceOp { .. } => 5,
+            FinalizeError::WorkspaceHash { .. } => 6,
+            FinalizeError::ProposalStatus => 7,
+            FinalizeError::ProposalScope { .. } => 8,
+            FinalizeError::ProposalMismatch => 9,
+            FinalizeError::Ownership { .. } => 10,
+            FinalizeError::DigestInput { .. } => 11,
+            FinalizeError::DigestHash { .. } => 12,
+            FinalizeError::DigestPath => 13,
+            FinalizeError::DigestBudget => 14,
+            FinalizeError::StoreIo { .. } => 15,
+            FinalizeError::StoreConflict { .. } => 16,
+            FinalizeError::StoreDigest { .. } => 17,
+            FinalizeError::VerifyBaseline { .. } => 18,
+            FinalizeError::VerifyDiff { .. } => 19,
+            FinalizeError::VerifyApply => 20,
+            FinalizeError::VerifyResult { .. } => 21,
+            FinalizeError::VerifyGit { .. } => 22,
+            FinalizeError::StoreMissing { .. } => 23,
+        }
+    }
+
+    #[test]
+    fn every_variant_starts_with_its_code_once() {
+        let samples = samples();
+        let covered: std::collections::BTreeSet<usize> =
+            samples.iter().map(variant_index).collect();
+        assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no sample");
+        for e in &samples {
+            snapshot::check_message_convention(e).unwrap();
+            let environment = matches!(
+                e,
+                FinalizeError::StoreIo { .. }
+                    | FinalizeError::VerifyGit { .. }
+                    | FinalizeError::Snapshot(SnapshotError::Git { .. })
+            );
+            assert_eq!(e.is_environment(), environment, "{}", e.code());
+            assert_eq!(e.is_environment(), e.class() == FailureClass::Environment);
+        }
+    }
+
+    /// Reference `{path!r}` spelling; hostile names escaped.
+    #[test]
+    fn r_paths_are_quoted_python_style() {
+        let e = FinalizeError::WorkspaceOp {
+            path: "app/x.py".to_owned(),
+        };
+        assert_eq!(e.to_string(), "REPOSITORY_PATCH_WORKSPACE_OP: 'app/x.py'");
+        let e = FinalizeError::ProposalScope {
+            path: "app/\u{1b}]52;c;QUJD\u{7}\u{202e}".to_owned(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "REPOSITORY_PATCH_PROPOSAL_SCOPE: 'app/\\x1b]52;c;QUJD\\x07\\u202e'"
+        );
     }
 }

@@ -41,27 +41,14 @@ fn canonical(path: &str) -> Result<RepoPath, FinalizeError> {
 /// Most violations named in a `WORKSPACE_SCOPE` message; the rest are counted.
 const MAX_REPORTED_VIOLATIONS: usize = 20;
 
-/// `kind:path, …` as in the reference, bounded in length, with control characters in (possibly
-/// hostile, non-portable) names escaped so a message cannot drive a terminal or forge log lines.
+/// `kind:path, …` as in the reference, bounded in length; (possibly hostile, non-portable) names
+/// are shown through [`snapshot::Untrusted::bare`], so a message cannot drive a terminal, reorder
+/// text with bidi controls or forge log lines.
 fn describe_violations(violations: &[archive::Violation]) -> String {
     let mut parts: Vec<String> = violations
         .iter()
         .take(MAX_REPORTED_VIOLATIONS)
-        .map(|v| {
-            let path: String = v
-                .path
-                .chars()
-                .flat_map(|c| {
-                    let escaped: Vec<char> = if c.is_control() {
-                        c.escape_default().collect()
-                    } else {
-                        vec![c]
-                    };
-                    escaped
-                })
-                .collect();
-            format!("{}:{path}", v.kind)
-        })
+        .map(|v| format!("{}:{}", v.kind, snapshot::Untrusted::bare(&v.path)))
         .collect();
     if violations.len() > MAX_REPORTED_VIOLATIONS {
         parts.push(format!(

@@ -625,7 +625,11 @@ fn violation_messages_are_bounded_and_escaped() {
     assert!(text.ends_with("outside_allowlist:x19, and 5 more"));
     let hostile = [Violation {
         kind: ViolationKind::UnsafePath,
-        path: "a\u{1b}[2J\nb".into(),
+        path: "a\u{1b}[2J\nb\u{202e}c\u{200b}".into(),
     }];
-    assert_eq!(describe_violations(&hostile), "unsafe_path:a\\u{1b}[2J\\nb");
+    // Bidi and zero-width characters used to pass through (only C0/C1 were escaped).
+    assert_eq!(
+        describe_violations(&hostile),
+        "unsafe_path:a\\x1b[2J\\nb\\u202ec\\u200b"
+    );
 }

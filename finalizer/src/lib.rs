@@ -11,25 +11,29 @@
 //! host-verified bytes; summary and rationale are host text, never provider output.
 #![forbid(unsafe_code)]
 
-pub mod diff;
-pub mod digest;
-pub mod error;
-pub mod finalize;
-pub mod model;
+// Modules are private; the items other crates need are re-exported below (the curated surface).
+mod diff;
+mod digest;
+mod error;
+mod finalize;
+mod model;
 mod parallel;
-pub mod store;
-pub mod verify;
+mod store;
+mod verify;
 
 #[cfg(test)]
 mod test_support;
 
-pub use diff::{DiffMode, UnifiedDiff, unified_diff, unified_diff_with_budget};
+pub use diff::{
+    DEFAULT_WORK_BUDGET, DiffMode, UnifiedDiff, unified_diff, unified_diff_with_budget,
+};
 pub use digest::{DIGEST_SCHEMA, MAX_DIGEST_INPUT_BYTES, repository_patch_digest};
 pub use error::FinalizeError;
 pub use finalize::{CANDIDATE_RATIONALE, FinalizeRequest, finalize_repository_patch};
 pub use model::{
-    CandidateFields, MAX_CANDIDATE_FILES, REPOSITORY_PATCH_SCHEMA_VERSION,
-    RepositoryPatchCandidate, RepositoryPatchFile, validate_candidate_json,
+    CandidateFields, MAX_CANDIDATE_FILES, MAX_CANDIDATE_JSON_BYTES,
+    REPOSITORY_PATCH_SCHEMA_VERSION, RepositoryPatchCandidate, RepositoryPatchFile,
+    VALIDATION_STATE, WRITE_BACK_MODE, validate_candidate_json,
 };
 pub use store::CandidateStore;
 pub use verify::{RepositoryVerification, verify_against_repository};

@@ -32,52 +32,98 @@ fn io_err(what: &str) -> impl Fn(std::io::Error) -> FinalizeError + '_ {
     }
 }
 
+/// Why [`open_dir_nofollow`] failed.
+#[derive(Debug)]
+enum OpenDirError {
+    Missing,
+    /// A link or a non-directory.
+    NotDirectory,
+    Io(std::io::Error),
+}
+
+impl OpenDirError {
+    fn into_store_error(self) -> FinalizeError {
+        match self {
+            Self::Missing => FinalizeError::StoreIo {
+                detail: "open store directory: not found".into(),
+            },
+            Self::NotDirectory => FinalizeError::StoreIo {
+                detail: "store path is not a directory".into(),
+            },
+            Self::Io(e) => io_err("open store directory")(e),
+        }
+    }
+}
+
+/// `open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)`, then `fstat` on the handle.
+fn open_dir_nofollow(path: &Path) -> Result<Dir, OpenDirError> {
+    use rustix::fs::{Mode, OFlags};
+    use rustix::io::Errno;
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        Errno::NOENT => OpenDirError::Missing,
+        Errno::LOOP | Errno::NOTDIR => OpenDirError::NotDirectory,
+        e => OpenDirError::Io(e.into()),
+    })?;
+    let file = std::fs::File::from(fd);
+    let meta = file.metadata().map_err(OpenDirError::Io)?;
+    if !meta.is_dir() {
+        return Err(OpenDirError::NotDirectory);
+    }
+    Ok(Dir::from_std_file(file))
+}
+
 fn file_name(digest: &Sha256) -> String {
     format!("{}.json", digest.bare_hex())
 }
 
 impl CandidateStore {
-    /// Opens `dir`, creating it (mode 0700, parent must exist) when missing.
+    /// Opens `dir`, creating it (mode 0700, parent must exist) when missing. A symlink or a
+    /// non-directory at `dir` is refused by the open itself (see [`Self::open_existing`]).
     ///
     /// # Errors
     /// `REPOSITORY_PATCH_STORE_IO` when the directory cannot be created or opened.
     pub fn open(dir: &Path) -> Result<Self, FinalizeError> {
-        match std::fs::symlink_metadata(dir) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                return Err(FinalizeError::StoreIo {
-                    detail: "store path is not a directory".into(),
-                });
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        match open_dir_nofollow(dir) {
+            Ok(handle) => Ok(Self { dir: handle }),
+            Err(OpenDirError::Missing) => {
                 use std::os::unix::fs::DirBuilderExt as _;
-                std::fs::DirBuilder::new()
-                    .mode(0o700)
-                    .create(dir)
-                    .map_err(io_err("create store directory"))?;
+                match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+                    Ok(()) => {}
+                    // Created concurrently: the open below checks what is there.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(io_err("create store directory")(e)),
+                }
+                match open_dir_nofollow(dir) {
+                    Ok(handle) => Ok(Self { dir: handle }),
+                    Err(e) => Err(e.into_store_error()),
+                }
             }
-            Err(e) => return Err(io_err("inspect store directory")(e)),
+            Err(e) => Err(e.into_store_error()),
         }
-        let dir = Dir::open_ambient_dir(dir, cap_std::ambient_authority())
-            .map_err(io_err("open store directory"))?;
-        Ok(Self { dir })
     }
 
     /// Opens an existing store directory without ever creating anything (for read-only
-    /// consumers such as the MCP server). A symlink at `dir` is refused.
+    /// consumers such as the MCP server). Open first, then check on the handle:
+    /// `O_NOFOLLOW | O_DIRECTORY` refuses a symlink or a non-directory at `dir` atomically.
     ///
     /// # Errors
-    /// `REPOSITORY_PATCH_STORE_MISSING` when `dir` is not an existing directory;
+    /// `REPOSITORY_PATCH_STORE_MISSING` when `dir` is not an existing directory (or is a link);
     /// `REPOSITORY_PATCH_STORE_IO` when it cannot be opened.
     pub fn open_existing(dir: &Path) -> Result<Self, FinalizeError> {
-        if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
-            return Err(FinalizeError::StoreMissing {
-                digest: "store directory".to_owned(),
-            });
+        match open_dir_nofollow(dir) {
+            Ok(handle) => Ok(Self { dir: handle }),
+            Err(OpenDirError::Missing | OpenDirError::NotDirectory) => {
+                Err(FinalizeError::StoreMissing {
+                    digest: "store directory".to_owned(),
+                })
+            }
+            Err(e) => Err(e.into_store_error()),
         }
-        let dir = Dir::open_ambient_dir(dir, cap_std::ambient_authority())
-            .map_err(io_err("open store directory"))?;
-        Ok(Self { dir })
     }
 
     /// Stores `candidate` under its digest and returns the digest. Storing the same candidate
@@ -181,15 +227,33 @@ impl CandidateStore {
         }
     }
 
+    /// Reads the candidate file `name`: opened without following links and without blocking
+    /// (a FIFO planted in the store cannot stall a reader), checked on the handle (regular file,
+    /// size within the candidate limit), and read with a cap.
     fn read_bounded(&self, name: &str) -> Result<Vec<u8>, FinalizeError> {
+        let nonblock = i32::try_from(rustix::fs::OFlags::NONBLOCK.bits()).unwrap_or(0);
         let mut options = OpenOptions::new();
-        options.read(true).follow(FollowSymlinks::No);
+        options
+            .read(true)
+            .follow(FollowSymlinks::No)
+            .custom_flags(nonblock);
         let file = self
             .dir
             .open_with(name, &options)
             .map_err(io_err("open candidate"))?;
-        let mut bytes = Vec::new();
+        let meta = file.metadata().map_err(io_err("inspect candidate"))?;
+        if !meta.is_file() {
+            return Err(FinalizeError::StoreIo {
+                detail: "stored candidate is not a regular file".into(),
+            });
+        }
         let limit = u64::try_from(MAX_CANDIDATE_JSON_BYTES).unwrap_or(u64::MAX);
+        if meta.len() > limit {
+            return Err(FinalizeError::input(
+                "candidate document exceeds size limit",
+            ));
+        }
+        let mut bytes = Vec::new();
         file.take(limit + 1)
             .read_to_end(&mut bytes)
             .map_err(io_err("read candidate"))?;

@@ -98,3 +98,64 @@ fn open_existing_never_creates() {
     std::os::unix::fs::symlink(&missing, &link).unwrap();
     assert!(CandidateStore::open_existing(&link).is_err());
 }
+
+/// Finding: store reads opened without `O_NONBLOCK`, so a FIFO planted under a candidate's name
+/// blocked every reader. Now the handle is checked and the read refused. (On the old code the
+/// read blocks in `open`; the guard then opens the write side so the test fails, not hangs.)
+#[test]
+fn r_fifo_under_a_candidate_name_does_not_block() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = CandidateStore::open(tmp.path()).unwrap();
+    let d = repository_patch_digest(&sample()).unwrap();
+    let path = tmp.path().join(format!("{}.json", d.bare_hex()));
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let got = store.get(&d).map(|_| ());
+        done_tx.send(()).unwrap();
+        got
+    });
+    let blocked = done_rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .is_err();
+    if blocked {
+        let _unblock = std::fs::OpenOptions::new().write(true).open(&path);
+    }
+    let got = reader.join().unwrap();
+    assert!(!blocked, "the store read blocked on a FIFO");
+    assert_eq!(
+        got.unwrap_err().to_string(),
+        "REPOSITORY_PATCH_STORE_IO: stored candidate is not a regular file"
+    );
+}
+
+/// Finding: `open_existing` checked with `lstat` and then opened following links; the open itself
+/// now refuses a link, and a file is not a store.
+#[test]
+fn open_existing_refuses_links_and_files_on_the_handle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let file = tmp.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    for bad in [&link, &file, &tmp.path().join("missing")] {
+        assert_eq!(
+            CandidateStore::open_existing(bad).unwrap_err().code(),
+            "REPOSITORY_PATCH_STORE_MISSING"
+        );
+    }
+    assert_eq!(
+        CandidateStore::open(&link).unwrap_err().to_string(),
+        "REPOSITORY_PATCH_STORE_IO: store path is not a directory"
+    );
+    CandidateStore::open_existing(&real).unwrap();
+}

@@ -11,14 +11,12 @@
 //! repository. Every git process runs with a cleared environment and no user or system config.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use cap_std::fs::Dir;
 use serde::Serialize;
-use snapshot::git::GitSnapshot;
-use snapshot::{CreateAbsence as _, FileOp, RepoPath, Sha256};
+use snapshot::{CreateAbsence as _, FileOp, GitSnapshot, RepoPath, Sha256};
 
 use crate::diff::unified_diff;
 use crate::error::FinalizeError;
@@ -41,7 +39,7 @@ fn git_err(detail: &str) -> FinalizeError {
 
 /// The hardened `git` command of the snapshot crate, with apply settings pinned.
 fn git() -> Command {
-    let mut cmd = snapshot::git::git_command(None);
+    let mut cmd = snapshot::git_command(None);
     cmd.args([
         "-c",
         "core.autocrlf=false",
@@ -53,20 +51,12 @@ fn git() -> Command {
     cmd
 }
 
-/// Runs `cmd`, feeding `stdin`; true on exit status 0.
+/// Runs `cmd` under the snapshot crate's git deadline, feeding `stdin`; true on exit status 0.
 fn run(cmd: &mut Command, stdin: Option<&[u8]>) -> Result<bool, FinalizeError> {
-    if stdin.is_some() {
-        cmd.stdin(Stdio::piped());
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|_| git_err("git could not be started"))?;
-    if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        // A child that exits early closes the pipe; its status decides the outcome.
-        let _ = pipe.write_all(bytes);
-    }
-    let status = child.wait().map_err(|_| git_err("git did not finish"))?;
-    Ok(status.success())
+    snapshot::run_git(cmd, stdin).map_err(|e| match e {
+        snapshot::SnapshotError::Git { detail } => FinalizeError::VerifyGit { detail },
+        other => other.into(),
+    })
 }
 
 /// Verifies `candidate` against the repository at `repo` (see the module docs).

@@ -432,7 +432,7 @@ pub fn verify(
     store: Option<&Store>,
     path: &RequestPath,
 ) -> Result<(CandidateVerification, Vec<Diagnostic>), McpError> {
-    let max = u64::try_from(finalizer::model::MAX_CANDIDATE_JSON_BYTES)
+    let max = u64::try_from(finalizer::MAX_CANDIDATE_JSON_BYTES)
         .unwrap_or(u64::MAX)
         .min(MAX_VERIFIED_CANDIDATE_BYTES);
     let bytes = ws.read_file(path, max)?;

@@ -1,20 +1,22 @@
 //! The crate's error type. Every variant has a stable wire code ([`SnapshotError::code`]); messages
-//! name paths and limits but never quote file contents.
+//! name paths and limits but never quote file contents. Paths and other untrusted names are shown
+//! only through [`Untrusted`] (Python `repr` spelling, escaped, length-capped).
 
 use crate::path::{Collision, PathRejection};
+use crate::text::Untrusted;
 
 /// Errors from path, approval, snapshot and selection checks.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SnapshotError {
     /// A path failed the canonical / portable profile.
-    #[error("REPOSITORY_PATCH_UNSAFE_PATH: {path:?}: {reason}")]
+    #[error("REPOSITORY_PATCH_UNSAFE_PATH: {}: {reason}", Untrusted::quoted(.path))]
     UnsafePath { path: String, reason: PathRejection },
     /// A digest was not `sha256:` + 64 lowercase hex.
     #[error("REPOSITORY_PATCH_MANIFEST_HASH: invalid sha256 digest")]
     DigestFormat,
     /// A snapshot manifest value was not a canonical digest.
-    #[error("REPOSITORY_PATCH_MANIFEST_HASH: {path:?}")]
+    #[error("REPOSITORY_PATCH_MANIFEST_HASH: {}", Untrusted::quoted(.path))]
     ManifestHash { path: String },
     /// The approval document failed its model validation.
     #[error("REPOSITORY_PATCH_CONTEXT_INVALID: {detail}")]
@@ -31,26 +33,26 @@ pub enum SnapshotError {
     #[error("REPOSITORY_PATCH_GRANTS: {detail}")]
     Grants { detail: &'static str },
     /// The host path policy refused a path.
-    #[error("REPOSITORY_PATCH_HOST_POLICY: {path:?} is protected by host policy")]
+    #[error("REPOSITORY_PATCH_HOST_POLICY: {} is protected by host policy", Untrusted::quoted(.path))]
     HostPolicy { path: String },
     #[error("REPOSITORY_PATCH_BASELINE_SET: baseline files must match selected paths")]
     BaselineSet,
     #[error("REPOSITORY_PATCH_MANIFEST_COLLISION: baseline paths collide")]
     ManifestCollision,
-    #[error("REPOSITORY_PATCH_SECRET_PATH: {path:?}")]
+    #[error("REPOSITORY_PATCH_SECRET_PATH: {}", Untrusted::quoted(.path))]
     SecretPath { path: String },
-    #[error("REPOSITORY_PATCH_ENV_TEMPLATE: {path:?} needs a names-only content gate")]
+    #[error("REPOSITORY_PATCH_ENV_TEMPLATE: {} needs a names-only content gate", Untrusted::quoted(.path))]
     EnvTemplate { path: String },
     /// A changed secrets manifest declared a value. The value is never part of the message.
-    #[error("REPOSITORY_PATCH_SECRET_CONTRACT: {path:?} must stay names-only")]
+    #[error("REPOSITORY_PATCH_SECRET_CONTRACT: {} must stay names-only", Untrusted::quoted(.path))]
     SecretContract { path: String },
-    #[error("REPOSITORY_PATCH_CREATE_EXISTS: {path:?}")]
+    #[error("REPOSITORY_PATCH_CREATE_EXISTS: {}", Untrusted::quoted(.path))]
     CreateExists { path: String },
     #[error("REPOSITORY_PATCH_CREATE_PROOF: {detail}")]
     CreateProof { detail: String },
-    #[error("REPOSITORY_PATCH_SCOPE: {path:?} is not editable")]
+    #[error("REPOSITORY_PATCH_SCOPE: {} is not editable", Untrusted::quoted(.path))]
     Scope { path: String },
-    #[error("REPOSITORY_PATCH_BASELINE_HASH: {path:?} differs from approved snapshot")]
+    #[error("REPOSITORY_PATCH_BASELINE_HASH: {} differs from approved snapshot", Untrusted::quoted(.path))]
     BaselineHash { path: String },
     #[error("REPOSITORY_PATCH_INSPECTION_BUDGET: {detail}")]
     InspectionBudget { detail: &'static str },
@@ -58,7 +60,7 @@ pub enum SnapshotError {
     InspectionSelection,
     #[error("REPOSITORY_PATCH_INSPECTION_SET: files differ from selected paths")]
     InspectionSet,
-    #[error("REPOSITORY_PATCH_INSPECTION_SCOPE: {path:?} is not approved read-only context")]
+    #[error("REPOSITORY_PATCH_INSPECTION_SCOPE: {} is not approved read-only context", Untrusted::quoted(.path))]
     InspectionScope { path: String },
     /// The host policy file could not be read or parsed.
     #[error("REPOSITORY_PATCH_POLICY_CONFIG: {detail}")]
@@ -73,7 +75,7 @@ pub enum SnapshotError {
     #[error("REPOSITORY_SNAPSHOT_GIT: {detail}")]
     Git { detail: String },
     /// A requested path is not a manifest file of the snapshot.
-    #[error("REPOSITORY_SNAPSHOT_PATH: {path:?} is not a manifest file at the commit")]
+    #[error("REPOSITORY_SNAPSHOT_PATH: {} is not a manifest file at the commit", Untrusted::quoted(.path))]
     SnapshotPath { path: String },
 }
 
@@ -112,10 +114,11 @@ impl SnapshotError {
         }
     }
 
-    /// True for failures of the environment (git missing, I/O) rather than of the input.
+    /// True for failures of the environment (git missing or past its deadline, I/O) rather than
+    /// of the input: the same answer as [`crate::Coded::class`].
     #[must_use]
     pub fn is_environment(&self) -> bool {
-        matches!(self, Self::Git { .. })
+        crate::Coded::class(self) == crate::FailureClass::Environment
     }
 
     /// `REPOSITORY_PATCH_UNSAFE_PATH` for `path`.
@@ -140,10 +143,152 @@ impl crate::Coded for SnapshotError {
     }
 
     fn class(&self) -> crate::FailureClass {
-        if self.is_environment() {
-            crate::FailureClass::Environment
-        } else {
-            crate::FailureClass::Rejected
+        match self {
+            Self::Git { .. } => crate::FailureClass::Environment,
+            _ => crate::FailureClass::Rejected,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Coded as _, FailureClass, check_message_convention};
+
+    /// One sample of every variant. [`variant_index`] is an exhaustive `match`: a new variant does
+    /// not compile until it has an index, and the all-variants test fails until it has a sample.
+    fn samples() -> Vec<SnapshotError> {
+        let path = || "app/x.py".to_owned();
+        vec![
+            SnapshotError::unsafe_path("../x", PathRejection::Traversal),
+            SnapshotError::DigestFormat,
+            SnapshotError::ManifestHash { path: path() },
+            SnapshotError::ContextInvalid {
+                detail: "field required".to_owned(),
+            },
+            SnapshotError::SnapshotInvalid {
+                detail: "field required".to_owned(),
+            },
+            SnapshotError::ContextVersion,
+            SnapshotError::SnapshotIdentity,
+            SnapshotError::Selection { detail: "empty" },
+            SnapshotError::Grants {
+                detail: "duplicate",
+            },
+            SnapshotError::HostPolicy { path: path() },
+            SnapshotError::BaselineSet,
+            SnapshotError::ManifestCollision,
+            SnapshotError::SecretPath { path: path() },
+            SnapshotError::EnvTemplate { path: path() },
+            SnapshotError::SecretContract { path: path() },
+            SnapshotError::CreateExists { path: path() },
+            SnapshotError::CreateProof {
+                detail: "a directory exists at the path".to_owned(),
+            },
+            SnapshotError::Scope { path: path() },
+            SnapshotError::BaselineHash { path: path() },
+            SnapshotError::InspectionBudget { detail: "bytes" },
+            SnapshotError::InspectionSelection,
+            SnapshotError::InspectionSet,
+            SnapshotError::InspectionScope { path: path() },
+            SnapshotError::PolicyConfig {
+                detail: "malformed policy file".to_owned(),
+            },
+            SnapshotError::Repository {
+                detail: "not a git repository".to_owned(),
+            },
+            SnapshotError::Commit {
+                detail: "commit not found in repository".to_owned(),
+            },
+            SnapshotError::Git {
+                detail: "git ls-tree exceeded its deadline".to_owned(),
+            },
+            SnapshotError::SnapshotPath { path: path() },
+        ]
+    }
+
+    const VARIANTS: usize = 28;
+
+    fn variant_index(e: &SnapshotError) -> usize {
+        match e {
+            SnapshotError::UnsafePath { .. } => 0,
+            SnapshotError::DigestFormat => 1,
+            SnapshotError::ManifestHash { .. } => 2,
+            SnapshotError::ContextInvalid { .. } => 3,
+            SnapshotError::SnapshotInvalid { .. } => 4,
+            SnapshotError::ContextVersion => 5,
+            SnapshotError::SnapshotIdentity => 6,
+            SnapshotError::Selection { .. } => 7,
+            SnapshotError::Grants { .. } => 8,
+            SnapshotError::HostPolicy { .. } => 9,
+            SnapshotError::BaselineSet => 10,
+            SnapshotError::ManifestCollision => 11,
+            SnapshotError::SecretPath { .. } => 12,
+            SnapshotError::EnvTemplate { .. } => 13,
+            SnapshotError::SecretContract { .. } => 14,
+            SnapshotError::CreateExists { .. } => 15,
+            SnapshotError::CreateProof { .. } => 16,
+            SnapshotError::Scope { .. } => 17,
+            SnapshotError::BaselineHash { .. } => 18,
+            SnapshotError::InspectionBudget { .. } => 19,
+            SnapshotError::InspectionSelection => 20,
+            SnapshotError::InspectionSet => 21,
+            SnapshotError::InspectionScope { .. } => 22,
+            SnapshotError::PolicyConfig { .. } => 23,
+            SnapshotError::Repository { .. } => 24,
+            SnapshotError::Commit { .. } => 25,
+            SnapshotError::Git { .. } => 26,
+            SnapshotError::SnapshotPath { .. } => 27,
+        }
+    }
+
+    #[test]
+    fn every_variant_starts_with_its_code_once() {
+        let samples = samples();
+        let covered: std::collections::BTreeSet<usize> =
+            samples.iter().map(variant_index).collect();
+        assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no sample");
+        for e in &samples {
+            check_message_convention(e).unwrap();
+            assert_eq!(e.is_environment(), e.class() == FailureClass::Environment);
+        }
+    }
+
+    /// Only git failures are the environment's; the inherent and the trait answers agree.
+    #[test]
+    fn classes() {
+        for e in samples() {
+            let expected = if matches!(e, SnapshotError::Git { .. }) {
+                FailureClass::Environment
+            } else {
+                FailureClass::Rejected
+            };
+            assert_eq!(e.class(), expected, "{}", e.code());
+        }
+    }
+
+    /// Reference spelling for ordinary names (`{path!r}`), escapes for terminal controls and
+    /// bidi/zero-width characters, and a cap on long names.
+    #[test]
+    fn r_untrusted_paths_are_quoted_python_style() {
+        let plain = SnapshotError::Scope {
+            path: "app/x.py".to_owned(),
+        };
+        assert_eq!(
+            plain.to_string(),
+            "REPOSITORY_PATCH_SCOPE: 'app/x.py' is not editable"
+        );
+        let hostile = SnapshotError::SecretPath {
+            path: "a\u{1b}[2K\u{202e}\u{200b}.env".to_owned(),
+        };
+        assert_eq!(
+            hostile.to_string(),
+            "REPOSITORY_PATCH_SECRET_PATH: 'a\\x1b[2K\\u202e\\u200b.env'"
+        );
+        let long = SnapshotError::CreateExists {
+            path: "a".repeat(4000),
+        };
+        assert!(long.to_string().len() < 300);
+        assert!(long.to_string().ends_with("... (4000 characters)"));
     }
 }

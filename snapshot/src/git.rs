@@ -20,7 +20,8 @@ use std::fmt;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::os::unix::ffi::OsStringExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde::Serialize;
 use sha2::Digest as _;
@@ -32,6 +33,12 @@ use crate::error::SnapshotError;
 use crate::path::{PathRejection, RepoPath, casefold};
 use crate::policy::CreateAbsence;
 use crate::selection::BaselineFiles;
+use crate::text::Untrusted;
+
+mod process;
+
+use process::{Deadline, capture, git_error};
+pub use process::{GIT_DEADLINE, run_git};
 
 /// Schema id of the canonical snapshot document hashed by [`GitSnapshot::snapshot_digest`].
 pub const SNAPSHOT_SCHEMA: &str = "patch_candidate.repository_snapshot.v1";
@@ -41,6 +48,15 @@ const READ_BUFFER_BYTES: usize = 1024 * 1024;
 /// Parallel `cat-file --batch` processes: git inflates objects on one core per process, and the
 /// per-object pipe writes are its main overhead over a bare read.
 const CAT_FILE_WORKERS: usize = 2;
+/// Most bytes one [`GitSnapshot::read_files`] call reads (4 × the archive budget, like the
+/// harvest: the selected files plus the read-only inspection files fit well within it).
+pub const MAX_READ_FILES_BYTES: u64 = 64 * 1024 * 1024;
+/// Most bytes of stdout or stderr kept from a short git command (`rev-parse`, `cat-file -t`).
+const SMALL_OUTPUT_BYTES: usize = 64 * 1024;
+/// Longest `ls-tree -z` record read (mode, type, object id and a path far beyond `PATH_MAX`).
+const MAX_LS_TREE_RECORD_BYTES: u64 = 64 * 1024;
+/// Longest `cat-file --batch` header read (`<oid> SP <type> SP <size> LF` is under 100 bytes).
+const HEADER_BYTES: u64 = 256;
 /// Requested capacity of the cat-file output pipe (the unprivileged Linux maximum).
 const PIPE_BYTES: usize = 1024 * 1024;
 /// A read shorter than this is "short" for [`CoalescingReader`].
@@ -249,10 +265,31 @@ impl GitSnapshot {
     /// Reads only the object database through git with a cleared environment; never the worktree
     /// or index, never the network (lazy fetch and every protocol are disabled).
     pub fn load(repo: &Path, commit: &str) -> Result<Self, SnapshotError> {
+        Self::load_within(
+            repo,
+            commit,
+            std::env::var_os("PATH").as_deref(),
+            GIT_DEADLINE,
+        )
+    }
+
+    /// [`Self::load`] with an explicit `PATH` and deadline: every git process of the load runs
+    /// under one deadline of `limit`.
+    fn load_within(
+        repo: &Path,
+        commit: &str,
+        path_var: Option<&OsStr>,
+        limit: Duration,
+    ) -> Result<Self, SnapshotError> {
         validate_commit_text(commit)?;
-        let git_dir = discover_git_dir(repo, std::env::var_os("PATH").as_deref())?;
-        verify_commit_object(&git_dir, commit)?;
-        let (raw_entries, blobs) = read_tree(&git_dir, commit)?;
+        let deadline = Deadline::start(limit)?;
+        let loaded = (|| {
+            let git_dir = discover_git_dir(&deadline, repo, path_var)?;
+            verify_commit_object(&deadline, &git_dir, commit, path_var)?;
+            let (raw_entries, blobs) = read_tree(&deadline, &git_dir, commit, path_var)?;
+            Ok((git_dir, raw_entries, blobs))
+        })();
+        let (git_dir, raw_entries, blobs) = deadline.check(loaded)?;
         Self::from_raw(git_dir, commit.to_owned(), raw_entries, blobs)
     }
 
@@ -465,27 +502,71 @@ impl GitSnapshot {
     }
 
     /// The exact text of `paths` at the commit, read again from the object database and checked
-    /// against the manifest hash.
+    /// against the manifest hash. Reads at most [`MAX_READ_FILES_BYTES`] in all.
     ///
     /// # Errors
     /// `REPOSITORY_SNAPSHOT_PATH` for a path that is not a manifest file;
-    /// `REPOSITORY_SNAPSHOT_GIT` when git fails or returns bytes that differ from the manifest.
+    /// `REPOSITORY_PATCH_SELECTION` when the files exceed [`MAX_READ_FILES_BYTES`] (checked from
+    /// the listed sizes before anything is read); `REPOSITORY_SNAPSHOT_GIT` when git fails, runs
+    /// past [`GIT_DEADLINE`], or returns sizes or bytes that differ from the snapshot.
     pub fn read_files(&self, paths: &[RepoPath]) -> Result<BaselineFiles, SnapshotError> {
-        let mut wanted: Vec<(&RepoPath, &str)> = Vec::with_capacity(paths.len());
+        self.read_files_within(paths, MAX_READ_FILES_BYTES, GIT_DEADLINE)
+    }
+
+    /// [`Self::read_files`] with an explicit byte cap and deadline.
+    fn read_files_within(
+        &self,
+        paths: &[RepoPath],
+        max_bytes: u64,
+        limit: Duration,
+    ) -> Result<BaselineFiles, SnapshotError> {
+        let mut wanted: Vec<Wanted<'_>> = Vec::with_capacity(paths.len());
+        let mut total = 0_u64;
         for path in paths {
-            let oid = self
+            let entry = self
                 .file_entry(path)
-                .map(TreeEntry::object_id)
                 .ok_or_else(|| SnapshotError::SnapshotPath {
                     path: path.as_str().to_owned(),
                 })?;
-            wanted.push((path, oid));
+            let size = entry
+                .size()
+                .ok_or_else(|| git_error("a manifest file has no recorded size"))?;
+            total = total.saturating_add(size);
+            if total > max_bytes {
+                return Err(SnapshotError::Selection {
+                    detail: "selected files exceed the read limit",
+                });
+            }
+            wanted.push(Wanted {
+                path,
+                object_id: entry.object_id(),
+                size,
+            });
         }
         let mut out = BaselineFiles::new();
         if wanted.is_empty() {
             return Ok(out);
         }
-        let mut child = GitChild::spawn(
+        let deadline = Deadline::start(limit)?;
+        let contents = deadline.check(self.cat_files(&deadline, &wanted))?;
+        for (want, bytes) in wanted.into_iter().zip(contents) {
+            if self.manifest.get(want.path) != Some(&Sha256::of(&bytes)) {
+                return Err(git_error("object bytes differ from the snapshot manifest"));
+            }
+            let text = String::from_utf8(bytes)
+                .map_err(|_| git_error("object bytes differ from the snapshot manifest"))?;
+            out.insert(want.path.clone(), text);
+        }
+        Ok(out)
+    }
+
+    /// Streams the wanted blobs through one `cat-file --batch` under `deadline`.
+    fn cat_files(
+        &self,
+        deadline: &Deadline,
+        wanted: &[Wanted<'_>],
+    ) -> Result<Vec<Vec<u8>>, SnapshotError> {
+        let mut child = deadline.spawn(
             git_command(Some(&self.git_dir))
                 .args(["cat-file", "--batch"])
                 .stdin(Stdio::piped())
@@ -495,14 +576,14 @@ impl GitSnapshot {
         let stdout = child.take_stdout()?;
         let request: Vec<u8> = wanted
             .iter()
-            .flat_map(|(_, oid)| oid.bytes().chain(std::iter::once(b'\n')))
+            .flat_map(|w| w.object_id.bytes().chain(std::iter::once(b'\n')))
             .collect();
         let contents = std::thread::scope(|scope| {
             let writer = scope.spawn(move || {
                 let mut stdin = stdin;
                 stdin.write_all(&request)
             });
-            let read = read_full_blobs(stdout, wanted.len());
+            let read = read_full_blobs(stdout, wanted);
             if read.is_err() {
                 child.kill();
             }
@@ -512,17 +593,14 @@ impl GitSnapshot {
             let blobs = read?;
             written.map_err(|_| git_error("cat-file input failed"))?;
             Ok::<_, SnapshotError>(blobs)
-        })?;
-        child.wait_success("cat-file")?;
-        for ((path, oid), (got_oid, bytes)) in wanted.into_iter().zip(contents) {
-            if got_oid != oid || self.manifest.get(path) != Some(&Sha256::of(&bytes)) {
-                return Err(git_error("object bytes differ from the snapshot manifest"));
-            }
-            let text = String::from_utf8(bytes)
-                .map_err(|_| git_error("object bytes differ from the snapshot manifest"))?;
-            out.insert(path.clone(), text);
+        });
+        if contents.is_err() {
+            // The reader failed: the process is killed, reap it before reporting.
+            drop(child);
+            return contents;
         }
-        Ok(out)
+        child.wait_success("cat-file")?;
+        contents
     }
 
     /// The manifest entry at `path` (entries are sorted by name bytes).
@@ -556,14 +634,17 @@ impl CreateAbsence for GitSnapshot {
         if Self::folded_parents(&key).any(|p| self.folded_entries.contains(p)) {
             return Err(SnapshotError::CreateProof {
                 detail: format!(
-                    "{:?}: a tree entry occupies a parent directory",
-                    path.as_str()
+                    "{}: a tree entry occupies a parent directory",
+                    Untrusted::quoted(path.as_str())
                 ),
             });
         }
         if self.folded_directories.contains(&key) {
             return Err(SnapshotError::CreateProof {
-                detail: format!("{:?}: a directory exists at the path", path.as_str()),
+                detail: format!(
+                    "{}: a directory exists at the path",
+                    Untrusted::quoted(path.as_str())
+                ),
             });
         }
         Ok(())
@@ -587,12 +668,6 @@ fn validate_commit_text(commit: &str) -> Result<(), SnapshotError> {
         });
     }
     Ok(())
-}
-
-fn git_error(detail: &str) -> SnapshotError {
-    SnapshotError::Git {
-        detail: detail.to_owned(),
-    }
 }
 
 fn repository_error(detail: &str) -> SnapshotError {
@@ -644,16 +719,12 @@ fn git_command_with_path(path_var: Option<&OsStr>, git_dir: Option<&Path>) -> Co
     cmd
 }
 
-fn spawn_error(e: &std::io::Error) -> SnapshotError {
-    if e.kind() == std::io::ErrorKind::NotFound {
-        git_error("the git executable was not found on PATH")
-    } else {
-        git_error("git could not be started")
-    }
-}
-
 /// Finds the git directory of `repo` without walking above it.
-fn discover_git_dir(repo: &Path, path_var: Option<&OsStr>) -> Result<PathBuf, SnapshotError> {
+fn discover_git_dir(
+    deadline: &Deadline,
+    repo: &Path,
+    path_var: Option<&OsStr>,
+) -> Result<PathBuf, SnapshotError> {
     let is_dir = std::fs::metadata(repo).map(|m| m.is_dir()).unwrap_or(false);
     if !is_dir {
         return Err(repository_error(
@@ -669,11 +740,7 @@ fn discover_git_dir(repo: &Path, path_var: Option<&OsStr>) -> Result<PathBuf, Sn
     if let Some(parent) = absolute.parent() {
         cmd.env("GIT_CEILING_DIRECTORIES", parent);
     }
-    let output = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| spawn_error(&e))?;
+    let output = capture(deadline, &mut cmd, SMALL_OUTPUT_BYTES)?;
     if !output.status.success() {
         // Classify git's refusal without echoing it.
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -694,12 +761,17 @@ fn discover_git_dir(repo: &Path, path_var: Option<&OsStr>) -> Result<PathBuf, Sn
 }
 
 /// Checks that `commit` names an object of type commit (a tag or tree is refused, not peeled).
-fn verify_commit_object(git_dir: &Path, commit: &str) -> Result<(), SnapshotError> {
-    let output = git_command(Some(git_dir))
-        .args(["cat-file", "-t", commit])
-        .stdout(Stdio::piped())
-        .output()
-        .map_err(|e| spawn_error(&e))?;
+fn verify_commit_object(
+    deadline: &Deadline,
+    git_dir: &Path,
+    commit: &str,
+    path_var: Option<&OsStr>,
+) -> Result<(), SnapshotError> {
+    let output = capture(
+        deadline,
+        git_command_with_path(path_var, Some(git_dir)).args(["cat-file", "-t", commit]),
+        SMALL_OUTPUT_BYTES,
+    )?;
     if !output.status.success() {
         return Err(SnapshotError::Commit {
             detail: "commit not found in repository".to_owned(),
@@ -784,72 +856,17 @@ fn parse_ls_tree_record(record: &[u8]) -> Result<RawEntry, SnapshotError> {
     })
 }
 
-/// A spawned git process that is killed and reaped if dropped before [`GitChild::wait_success`].
-struct GitChild {
-    child: Option<Child>,
-}
-
-impl GitChild {
-    fn spawn(cmd: &mut Command) -> Result<Self, SnapshotError> {
-        cmd.spawn()
-            .map(|c| Self { child: Some(c) })
-            .map_err(|e| spawn_error(&e))
-    }
-
-    fn take_stdin(&mut self) -> Result<std::process::ChildStdin, SnapshotError> {
-        self.child
-            .as_mut()
-            .and_then(|c| c.stdin.take())
-            .ok_or_else(|| git_error("no git stdin"))
-    }
-
-    fn take_stdout(&mut self) -> Result<std::process::ChildStdout, SnapshotError> {
-        self.child
-            .as_mut()
-            .and_then(|c| c.stdout.take())
-            .ok_or_else(|| git_error("no git stdout"))
-    }
-
-    fn kill(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-        }
-    }
-
-    fn wait_success(mut self, what: &str) -> Result<(), SnapshotError> {
-        let Some(mut child) = self.child.take() else {
-            return Err(git_error("git process already reaped"));
-        };
-        let status = child
-            .wait()
-            .map_err(|_| git_error("waiting for git failed"))?;
-        if !status.success() {
-            return Err(SnapshotError::Git {
-                detail: format!("git {what} failed ({status})"),
-            });
-        }
-        Ok(())
-    }
-}
-
-impl Drop for GitChild {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// Lists the tree and streams every distinct blob through one `cat-file --batch`, concurrently:
 /// a thread parses `ls-tree` output and feeds object ids to `cat-file` while this thread hashes
 /// the returned contents.
 fn read_tree(
+    deadline: &Deadline,
     git_dir: &Path,
     commit: &str,
+    path_var: Option<&OsStr>,
 ) -> Result<(Vec<RawEntry>, Vec<BlobInfo>), SnapshotError> {
-    let mut ls = GitChild::spawn(
-        git_command(Some(git_dir))
+    let mut ls = deadline.spawn(
+        git_command_with_path(path_var, Some(git_dir))
             .args(["ls-tree", "-r", "-z", "--full-tree", commit])
             .stdout(Stdio::piped()),
     )?;
@@ -857,8 +874,8 @@ fn read_tree(
     let mut workers = Vec::with_capacity(CAT_FILE_WORKERS);
     let mut inputs = Vec::with_capacity(CAT_FILE_WORKERS);
     for _ in 0..CAT_FILE_WORKERS {
-        let mut cat = GitChild::spawn(
-            git_command(Some(git_dir))
+        let mut cat = deadline.spawn(
+            git_command_with_path(path_var, Some(git_dir))
                 .args(["cat-file", "--batch", "--buffer"])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped()),
@@ -942,7 +959,12 @@ fn list_and_request(
     let mut blob_index = 0_usize;
     loop {
         record.clear();
-        if reader.read_until(0, &mut record).map_err(io)? == 0 {
+        if (&mut reader)
+            .take(MAX_LS_TREE_RECORD_BYTES)
+            .read_until(0, &mut record)
+            .map_err(io)?
+            == 0
+        {
             break;
         }
         if record.pop() != Some(0) {
@@ -1011,7 +1033,12 @@ fn hash_blob_stream<R: Read>(out: R) -> Result<Vec<BlobInfo>, SnapshotError> {
     let mut blobs = Vec::new();
     loop {
         header.clear();
-        if reader.read_until(b'\n', &mut header).map_err(io)? == 0 {
+        if (&mut reader)
+            .take(HEADER_BYTES)
+            .read_until(b'\n', &mut header)
+            .map_err(io)?
+            == 0
+        {
             break;
         }
         let (oid, size) = parse_batch_header(&header)?;
@@ -1054,20 +1081,35 @@ fn expect_newline<R: BufRead>(reader: &mut R) -> Result<(), SnapshotError> {
     Ok(())
 }
 
-/// Reads `count` whole blobs (selected files, already bounded by the selection budget).
-fn read_full_blobs<R: Read>(out: R, count: usize) -> Result<Vec<(String, Vec<u8>)>, SnapshotError> {
+/// One blob [`GitSnapshot::read_files`] asks for, with its size from the snapshot.
+#[derive(Debug)]
+struct Wanted<'a> {
+    path: &'a RepoPath,
+    object_id: &'a str,
+    size: u64,
+}
+
+/// Reads the wanted blobs whole, in order. Each header must name the wanted object with the size
+/// the snapshot recorded (already checked against the read cap) before anything is allocated,
+/// and each read takes exactly that many bytes.
+fn read_full_blobs<R: Read>(out: R, wanted: &[Wanted<'_>]) -> Result<Vec<Vec<u8>>, SnapshotError> {
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, out);
     let mut header = Vec::new();
-    let mut blobs = Vec::with_capacity(count);
-    for _ in 0..count {
+    let mut blobs = Vec::with_capacity(wanted.len());
+    for want in wanted {
         header.clear();
-        reader
+        (&mut reader)
+            .take(HEADER_BYTES)
             .read_until(b'\n', &mut header)
             .map_err(|_| git_error("reading cat-file output failed"))?;
         let (oid, size) = parse_batch_header(&header)?;
-        let mut bytes = Vec::new();
-        let read = reader
-            .by_ref()
+        if oid != want.object_id || size != want.size {
+            return Err(git_error("object bytes differ from the snapshot manifest"));
+        }
+        let capacity = usize::try_from(size)
+            .map_err(|_| git_error("object bytes differ from the snapshot manifest"))?;
+        let mut bytes = Vec::with_capacity(capacity);
+        let read = (&mut reader)
             .take(size)
             .read_to_end(&mut bytes)
             .map_err(|_| git_error("reading cat-file output failed"))?;
@@ -1075,7 +1117,7 @@ fn read_full_blobs<R: Read>(out: R, count: usize) -> Result<Vec<(String, Vec<u8>
             return Err(git_error("truncated cat-file output"));
         }
         expect_newline(&mut reader)?;
-        blobs.push((oid, bytes));
+        blobs.push(bytes);
     }
     Ok(blobs)
 }
@@ -1138,6 +1180,141 @@ impl Write for HashWriter<'_> {
 mod tests {
     use super::*;
     use proptest::strategy::Strategy as _;
+
+    /// A repository with `a.txt` (`"hello\n"`) committed; returns the commit.
+    fn small_repo(dir: &Path) -> String {
+        let git = |args: &[&str]| {
+            let out = Command::new("git")
+                .arg("-C")
+                .arg(dir)
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@example.com",
+                    "-c",
+                    "commit.gpgsign=false",
+                ])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        git(&["init", "-q"]);
+        std::fs::write(dir.join("a.txt"), "hello\n").unwrap();
+        git(&["add", "a.txt"]);
+        git(&["commit", "-q", "-m", "one"]);
+        git(&["rev-parse", "HEAD"]).trim().to_owned()
+    }
+
+    /// A `git` on `PATH` that records its PID and never finishes.
+    fn hanging_git(bin: &Path, pid_file: &Path) -> OsString {
+        use std::os::unix::fs::PermissionsExt as _;
+        let script = bin.join("git");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho $$ > '{}'\nexec sleep 600\n",
+                pid_file.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut path = bin.as_os_str().to_owned();
+        path.push(":/usr/bin:/bin");
+        path
+    }
+
+    fn assert_reaped(pid_file: &Path) {
+        let pid = std::fs::read_to_string(pid_file).unwrap();
+        assert!(
+            !Path::new("/proc").join(pid.trim()).exists(),
+            "git process {} still exists",
+            pid.trim()
+        );
+    }
+
+    /// Finding: git subprocesses had no deadline. A git that never answers is killed at the
+    /// deadline, reaped, and reported with a stable environment-class error.
+    #[test]
+    fn r_git_past_its_deadline_is_killed_with_a_stable_error() {
+        let bin = tempfile::tempdir().unwrap();
+        let pid_file = bin.path().join("pid");
+        let path = hanging_git(bin.path(), &pid_file);
+        let repo = tempfile::tempdir().unwrap();
+        let err = GitSnapshot::load_within(
+            repo.path(),
+            &"a".repeat(40),
+            Some(&path),
+            Duration::from_millis(300),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "REPOSITORY_SNAPSHOT_GIT: git exceeded its deadline of 300ms"
+        );
+        assert!(err.is_environment());
+        assert_reaped(&pid_file);
+    }
+
+    /// The same for a command run through [`run_git`] (the finalizer's `git apply`), with input
+    /// that git never reads.
+    #[test]
+    fn r_run_git_is_killed_at_its_deadline() {
+        let bin = tempfile::tempdir().unwrap();
+        let pid_file = bin.path().join("pid");
+        let path = hanging_git(bin.path(), &pid_file);
+        let mut cmd = git_command_with_path(Some(&path), None);
+        cmd.arg("apply");
+        let input = vec![b'x'; 4 * 1024 * 1024];
+        let err = process::run_git_within(&mut cmd, Some(&input), Duration::from_millis(300))
+            .unwrap_err();
+        assert_eq!(err.code(), "REPOSITORY_SNAPSHOT_GIT");
+        assert!(err.to_string().contains("exceeded its deadline"), "{err}");
+        assert_reaped(&pid_file);
+    }
+
+    /// Finding: blob reads had no byte cap. The listed sizes are checked against the cap before
+    /// git is asked for anything.
+    #[test]
+    fn r_read_files_is_capped_before_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let commit = small_repo(dir.path());
+        let snap = GitSnapshot::load(dir.path(), &commit).unwrap();
+        let a = RepoPath::parse("a.txt").unwrap();
+        let err = snap
+            .read_files_within(std::slice::from_ref(&a), 5, GIT_DEADLINE)
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "REPOSITORY_PATCH_SELECTION: selected files exceed the read limit"
+        );
+        let files = snap
+            .read_files_within(std::slice::from_ref(&a), 6, GIT_DEADLINE)
+            .unwrap();
+        assert_eq!(files[&a], "hello\n");
+    }
+
+    /// A cat-file header whose size differs from the snapshot's is refused before the read.
+    #[test]
+    fn read_full_blobs_refuses_a_size_other_than_the_listed_one() {
+        let path = RepoPath::parse("a.txt").unwrap();
+        let oid = "a".repeat(40);
+        let wanted = [Wanted {
+            path: &path,
+            object_id: &oid,
+            size: 2,
+        }];
+        let stream = format!("{oid} blob 3000000000\n");
+        let err = read_full_blobs(stream.as_bytes(), &wanted).unwrap_err();
+        assert_eq!(err.code(), "REPOSITORY_SNAPSHOT_GIT");
+        let ok = format!("{oid} blob 2\nhi\n");
+        assert_eq!(
+            read_full_blobs(ok.as_bytes(), &wanted).unwrap(),
+            [b"hi".to_vec()]
+        );
+    }
 
     fn stream_valid(chunks: &[&[u8]]) -> bool {
         let mut s = Utf8Stream::default();
@@ -1244,7 +1421,9 @@ mod tests {
     #[test]
     fn a_missing_git_executable_is_an_environment_error() {
         let dir = tempfile::tempdir().unwrap();
-        let err = discover_git_dir(dir.path(), Some(OsStr::new("/nonexistent-bin"))).unwrap_err();
+        let deadline = Deadline::start(GIT_DEADLINE).unwrap();
+        let err = discover_git_dir(&deadline, dir.path(), Some(OsStr::new("/nonexistent-bin")))
+            .unwrap_err();
         assert_eq!(err.code(), "REPOSITORY_SNAPSHOT_GIT");
         assert!(err.is_environment());
         assert!(err.to_string().contains("not found"), "{err}");

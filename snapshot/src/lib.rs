@@ -8,17 +8,18 @@
 //! a repository.
 #![forbid(unsafe_code)]
 
-pub mod classify;
+// Modules are private; the items other crates need are re-exported below (the curated surface).
+mod classify;
 mod coded;
-pub mod context;
-pub mod digest;
-pub mod error;
-pub mod git;
-pub mod json;
-pub mod path;
-pub mod policy;
-pub mod proposal;
-pub mod selection;
+mod context;
+mod digest;
+mod error;
+mod git;
+mod json;
+mod path;
+mod policy;
+mod proposal;
+mod selection;
 mod text;
 
 pub use classify::{
@@ -29,15 +30,25 @@ pub use classify::{
 pub use coded::{Coded, FailureClass, check_message_convention};
 pub use context::{
     ApprovedExecutionContext, EXECUTION_CONTEXT_SCHEMA_VERSION, RepositorySnapshotEvidence,
-    verify_snapshot_identity,
+    context_from_value, verify_snapshot_identity,
 };
-pub use digest::{Sha256, sha256_bare_hex};
+pub use digest::{SHA256_PREFIX, Sha256, is_lower_hex, is_typed_sha256, sha256_bare_hex};
 pub use error::SnapshotError;
-pub use git::{EntryKind, GitSnapshot, SNAPSHOT_SCHEMA, TreeEntry};
-pub use json::{StrictJsonError, from_slice_strict};
-pub use path::{Collision, PathRejection, RepoPath, casefold, detect_collisions};
-pub use policy::{CreateAbsence, DefaultPathPolicy, PathPolicy};
-pub use proposal::{FileOp, ProposalStatus, ProposedFileChange, StagedPatchProposal};
+pub use git::{
+    EntryKind, GIT_DEADLINE, GitSnapshot, MAX_READ_FILES_BYTES, SNAPSHOT_SCHEMA, TreeEntry,
+    git_command, run_git,
+};
+pub use json::{MAX_JSON_DEPTH, StrictJsonError, from_slice_strict};
+pub use path::{
+    Collision, MAX_PATH_CHARS, MAX_SEGMENT_CHARS, PORTABLE_PATH_SCHEMA_VERSION, PathRejection,
+    RepoPath, casefold, check_portable, detect_collisions, folded_directory_prefixes,
+    has_casefold_duplicates, in_scope, path_is_allowed, safe_artifact_relpath,
+};
+pub use policy::{CreateAbsence, DEFAULT_PROTECTED, DefaultPathPolicy, PathPolicy};
+pub use proposal::{
+    FileOp, MAX_PROVIDER_EVENT_SUMMARY_CHARS, MAX_PROVIDER_EVENTS, ProposalStatus,
+    ProposedFileChange, ProviderEventKind, ProviderEventRecord, StagedPatchProposal,
+};
 pub use selection::{
     BaselineFiles, MAX_READ_ONLY_INSPECTION_BYTES, MAX_READ_ONLY_INSPECTION_FILES,
     MAX_REPOSITORY_FILES, select_read_only_files, verify_selected_baseline,

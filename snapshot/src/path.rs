@@ -11,6 +11,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 
+use crate::text::Untrusted;
+
 /// Schema id of the portable path profile.
 pub const PORTABLE_PATH_SCHEMA_VERSION: &str = "mozaiks.portable_path.v1";
 /// Longest accepted path, in characters.
@@ -74,7 +76,11 @@ impl fmt::Display for PathRejection {
             Self::Traversal => f.write_str("relative traversal segment"),
             Self::SegmentTooLong => f.write_str("segment exceeds 255 characters"),
             Self::ControlCharacter => f.write_str("control character in segment"),
-            Self::NotPortable(c) => write!(f, "character {} is not portable", py_repr_char(*c)),
+            Self::NotPortable(c) => {
+                let mut buf = [0_u8; 4];
+                let text: &str = c.encode_utf8(&mut buf);
+                write!(f, "character {} is not portable", Untrusted::quoted(text))
+            }
             Self::Glob => f.write_str("glob metacharacter in segment"),
             Self::TrailingDotOrSpace => f.write_str("trailing dot or space in segment"),
             Self::LeadingSpace => f.write_str("leading space in segment"),
@@ -82,14 +88,6 @@ impl fmt::Display for PathRejection {
             Self::NotNfc => f.write_str("path is not NFC-normalized"),
             Self::SurroundingWhitespace => f.write_str("surrounding whitespace"),
         }
-    }
-}
-
-fn py_repr_char(c: char) -> String {
-    if c == '\'' {
-        "\"'\"".to_owned()
-    } else {
-        format!("'{c}'")
     }
 }
 
@@ -144,9 +142,11 @@ impl fmt::Display for RepoPath {
     }
 }
 
+/// The quoted, escaped form ([`Untrusted::quoted`]): a path in a `{:?}` never reaches a terminal
+/// raw.
 impl fmt::Debug for RepoPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.0)
+        fmt::Display::fmt(&Untrusted::quoted(&self.0), f)
     }
 }
 
@@ -427,11 +427,19 @@ pub enum Collision {
 impl fmt::Display for Collision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Duplicate(p) => write!(f, "duplicate path: {p:?}"),
-            Self::CaseFold(p, first) => write!(f, "case-fold duplicate of {first:?}: {p:?}"),
-            Self::FileDirectoryPrefix(p, other) => {
-                write!(f, "file/directory prefix collision with {other:?}: {p:?}")
-            }
+            Self::Duplicate(p) => write!(f, "duplicate path: {}", Untrusted::quoted(p.as_str())),
+            Self::CaseFold(p, first) => write!(
+                f,
+                "case-fold duplicate of {}: {}",
+                Untrusted::quoted(first.as_str()),
+                Untrusted::quoted(p.as_str())
+            ),
+            Self::FileDirectoryPrefix(p, other) => write!(
+                f,
+                "file/directory prefix collision with {}: {}",
+                Untrusted::quoted(other.as_str()),
+                Untrusted::quoted(p.as_str())
+            ),
         }
     }
 }

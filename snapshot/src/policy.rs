@@ -6,6 +6,7 @@ use serde::Deserialize;
 
 use crate::error::SnapshotError;
 use crate::path::{RepoPath, casefold};
+use crate::text::Untrusted;
 
 /// A host's veto over paths. `validate_path` returns `Ok(())` to allow; any error propagates
 /// unchanged to the caller of the selection checks (so a policy may use its own code).
@@ -79,7 +80,7 @@ impl DefaultPathPolicy {
         for entry in file.protected {
             let bare = entry.strip_suffix('/').unwrap_or(&entry);
             RepoPath::parse(bare).map_err(|r| SnapshotError::PolicyConfig {
-                detail: format!("invalid protected entry {entry:?}: {r}"),
+                detail: format!("invalid protected entry {}: {r}", Untrusted::quoted(&entry)),
             })?;
             policy.protected.push(casefold(&entry));
         }

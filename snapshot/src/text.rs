@@ -34,6 +34,9 @@ pub struct Untrusted<'a> {
 enum Mode {
     /// Python-repr quoting: one line, quotes, every special character escaped.
     Quoted,
+    /// As `Quoted` but without the surrounding quotes (quotes are then left alone), for formats
+    /// that name a path bare, e.g. `kind:path`.
+    Bare,
     /// Multi-line text (diffs, summaries): `\n` and `\t` kept, no quotes, the rest as in `Quoted`
     /// except that backslashes and quotes are left alone.
     Lines,
@@ -53,6 +56,18 @@ impl<'a> Untrusted<'a> {
         Self {
             text,
             mode: Mode::Quoted,
+            limit: DEFAULT_QUOTED_CHARS,
+        }
+    }
+
+    /// A single-line rendering without quotes (for reference formats such as `kind:path`):
+    /// every character [`Self::quoted`] escapes is escaped, backslashes included, except the
+    /// quotes themselves. Capped at [`DEFAULT_QUOTED_CHARS`] source characters.
+    #[must_use]
+    pub fn bare(text: &'a str) -> Self {
+        Self {
+            text,
+            mode: Mode::Bare,
             limit: DEFAULT_QUOTED_CHARS,
         }
     }
@@ -125,22 +140,20 @@ impl fmt::Display for Untrusted<'_> {
         let quote = match self.mode {
             Mode::Quoted if self.text.contains('\'') && !self.text.contains('"') => Some('"'),
             Mode::Quoted => Some('\''),
-            Mode::Lines => None,
+            Mode::Bare | Mode::Lines => None,
         };
         if let Some(q) = quote {
             f.write_char(q)?;
         }
-        let mut shown = 0usize;
         let mut truncated = false;
-        for c in self.text.chars() {
+        for (shown, c) in self.text.chars().enumerate() {
             if shown == self.limit {
                 truncated = true;
                 break;
             }
-            shown += 1;
             match (self.mode, c) {
                 (Mode::Lines, '\n' | '\t') => f.write_char(c)?,
-                (Mode::Quoted, '\\') => f.write_str("\\\\")?,
+                (Mode::Quoted | Mode::Bare, '\\') => f.write_str("\\\\")?,
                 (Mode::Quoted, c) if Some(c) == quote => {
                     f.write_char('\\')?;
                     f.write_char(c)?;
@@ -175,6 +188,20 @@ mod tests {
         assert_eq!(quote("\u{e0041}"), "'\\U000e0041'");
         assert_eq!(quote("\u{1b}[2K"), "'\\x1b[2K'");
         assert_eq!(quote("a\u{a0}b"), "'a\\xa0b'");
+    }
+
+    #[test]
+    fn bare_is_quoted_without_quotes() {
+        assert_eq!(Untrusted::bare("app/x.py").to_string(), "app/x.py");
+        assert_eq!(Untrusted::bare("it's \"x\"").to_string(), "it's \"x\"");
+        assert_eq!(
+            Untrusted::bare("a\nb\\c\u{202e}").to_string(),
+            "a\\nb\\\\c\\u202e"
+        );
+        assert_eq!(
+            Untrusted::bare(&"y".repeat(300)).to_string(),
+            format!("{}... (300 characters)", "y".repeat(DEFAULT_QUOTED_CHARS))
+        );
     }
 
     #[test]
@@ -216,6 +243,7 @@ mod tests {
             let text = c.to_string();
             for rendered in [
                 Untrusted::quoted(&text).to_string(),
+                Untrusted::bare(&text).to_string(),
                 Untrusted::lines(&text).to_string(),
             ] {
                 for out in rendered.chars() {

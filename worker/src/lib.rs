@@ -27,7 +27,7 @@ pub use error::WorkerError;
 pub use ids::{ContainerName, ImageId, ImageReference, RuntimeName};
 pub use janitor::{SweepReport, sweep_abandoned_turns};
 pub use ledger::{UsageIdentity, UsageLedger, record_isolated_acp_usage};
-pub use output::{OutputLimits, TurnOutput, parse_turn_output};
+pub use output::{OutputLimits, VerifiedOutput, parse_turn_output};
 pub use runtime::{ContainerRuntime, RuntimeError};
 pub use turn::{
     CodingWorkerRequest, RepositoryDockerTurn, TurnApproval, TurnConfig,

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use archive::StageRequest;
+use archive::VerifiedStageRequest;
 use finalizer::{CandidateStore, FinalizeRequest, RepositoryPatchCandidate};
 use snapshot::{
     ApprovedExecutionContext, GitSnapshot, MAX_READ_ONLY_INSPECTION_FILES, MAX_REPOSITORY_FILES,
@@ -67,9 +67,9 @@ fn editable_candidate(
     p: &RepoPath,
 ) -> bool {
     let s = p.as_str();
-    snapshot::path::in_scope(s, context.allowed_paths(), false)
-        && !snapshot::path::in_scope(s, context.prohibited_paths(), true)
-        && !snapshot::path::in_scope(s, context.read_only_paths(), true)
+    snapshot::in_scope(s, context.allowed_paths(), false)
+        && !snapshot::in_scope(s, context.prohibited_paths(), true)
+        && !snapshot::in_scope(s, context.read_only_paths(), true)
         && !is_secret_sensitive_path(s)
         && !is_secret_contract_path(s)
         && !is_repository_env_template_path(s)
@@ -82,9 +82,9 @@ fn read_only_candidate(
     p: &RepoPath,
 ) -> bool {
     let s = p.as_str();
-    snapshot::path::in_scope(s, context.allowed_paths(), false)
-        && snapshot::path::in_scope(s, context.read_only_paths(), false)
-        && !snapshot::path::in_scope(s, context.prohibited_paths(), true)
+    snapshot::in_scope(s, context.allowed_paths(), false)
+        && snapshot::in_scope(s, context.read_only_paths(), false)
+        && !snapshot::in_scope(s, context.prohibited_paths(), true)
         && !is_secret_sensitive_path(s)
         && !is_secret_contract_path(s)
         && !is_repository_env_template_path(s)
@@ -204,21 +204,21 @@ pub async fn run_pipeline<R: ContainerRuntime>(
             status: turn.proposal.status.as_str(),
         });
     }
-    let archive_bytes = turn
+    let verified_archive = turn
         .workspace_archive
-        .as_deref()
+        .as_ref()
         .ok_or(WorkerError::InvalidOutput {
             reason: "completed turn without an archive",
         })?;
 
     let stage_started = Instant::now();
     let root = staging_root(req.staging_parent);
-    let workspace = archive::stage_workspace_archive(StageRequest {
+    let workspace = archive::stage_verified_archive(VerifiedStageRequest {
         context,
         snapshot: &evidence,
         selected_paths: &selected,
         baseline_files: &baseline,
-        archive_bytes,
+        archive: verified_archive,
         workspace_root: &root,
         policy: req.policy,
         create_absence: Some(&snap),

@@ -142,12 +142,12 @@ pub struct TurnApproval<'a> {
     pub create_absence: Option<&'a dyn CreateAbsence>,
 }
 
-/// The result of one turn: a sanitised proposal, the verified-shape archive (or the empty
+/// The result of one turn: a sanitised proposal, the archive read strictly once (or the empty
 /// marker) and the usage measurement, kept apart from the proposal.
 #[derive(Debug, Clone)]
 pub struct RepositoryDockerTurn {
     pub proposal: StagedPatchProposal,
-    pub workspace_archive: Option<Vec<u8>>,
+    pub workspace_archive: Option<archive::VerifiedArchive>,
     pub usage: Option<IsolatedAcpUsage>,
     /// The generated container name (removed before this value exists).
     pub container_name: String,
@@ -369,11 +369,11 @@ pub async fn execute_repository_docker_turn<R: ContainerRuntime>(
         (Err(e), Ok(())) => return Err(e),
         (Ok(stdout), Ok(())) => stdout,
     };
-    let parsed = parse_turn_output(&stdout, &limits)?;
+    let (proposal, workspace_archive, usage) = parse_turn_output(stdout, &limits)?.into_parts();
     Ok(RepositoryDockerTurn {
-        proposal: parsed.proposal,
-        workspace_archive: parsed.workspace_archive,
-        usage: parsed.usage,
+        proposal,
+        workspace_archive,
+        usage,
         container_name: name.as_str().to_owned(),
     })
 }

@@ -169,7 +169,7 @@ async fn only_scoped_input_is_transmitted_and_output_is_scrubbed() {
             .contains("SOURCE ECHO")
     );
     assert_eq!(
-        turn.workspace_archive.unwrap(),
+        turn.workspace_archive.unwrap().bytes(),
         archive_of(&[(SERVICE, NEW_SERVICE)])
     );
 }
@@ -473,7 +473,7 @@ async fn create_grant_round_trips_with_one_absence_proof() {
     assert_eq!(stdin["files"], serde_json::json!({}));
     assert_eq!(stdin["create_paths"], serde_json::json!([NEW_PAGE]));
     assert_eq!(stdin["delete_paths"], serde_json::json!([]));
-    assert_eq!(turn.workspace_archive.unwrap(), archive);
+    assert_eq!(turn.workspace_archive.unwrap().bytes(), archive);
 }
 
 #[tokio::test]
@@ -487,7 +487,9 @@ async fn delete_grant_round_trips_through_the_empty_marker() {
     let fake = FakeRuntime::new(&out);
     let turn = run(&fake, &fx, &fx.request(&[SERVICE], &[])).await.unwrap();
     assert_eq!(
-        turn.workspace_archive.as_deref(),
+        turn.workspace_archive
+            .as_ref()
+            .map(archive::VerifiedArchive::bytes),
         Some(archive::EMPTY_ARCHIVE_MARKER)
     );
     assert_eq!(
@@ -855,7 +857,7 @@ fn base64_text_is_bounded_before_decoding() {
         serde_json::json!([{"path": SERVICE, "op": "update", "content": NEW_SERVICE}]),
         Some(&archive),
     );
-    let err = crate::output::parse_turn_output(&out, &limits).unwrap_err();
+    let err = crate::output::parse_turn_output(out, &limits).unwrap_err();
     assert_eq!(
         err.to_string(),
         "REPOSITORY_DOCKER_INVALID_OUTPUT: archive exceeds the budget"

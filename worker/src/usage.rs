@@ -16,6 +16,29 @@ pub struct IsolatedAcpUsage {
 }
 
 impl IsolatedAcpUsage {
+    /// The usage when the three counts satisfy every rule above, else `None`.
+    #[must_use]
+    pub(crate) fn new(
+        prompt_tokens: u64,
+        completion_tokens: u64,
+        total_tokens: u64,
+    ) -> Option<Self> {
+        let bounded = [prompt_tokens, completion_tokens, total_tokens]
+            .iter()
+            .all(|v| *v <= MAX_USAGE_TOKENS);
+        if !bounded
+            || total_tokens == 0
+            || total_tokens < prompt_tokens.checked_add(completion_tokens)?
+        {
+            return None;
+        }
+        Some(Self {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens,
+        })
+    }
+
     #[must_use]
     pub fn prompt_tokens(&self) -> u64 {
         self.prompt_tokens
@@ -49,14 +72,7 @@ pub fn parse_isolated_acp_usage(value: Option<&serde_json::Value>) -> Option<Iso
     let prompt_tokens = strict_count(object.get("prompt_tokens")?)?;
     let completion_tokens = strict_count(object.get("completion_tokens")?)?;
     let total_tokens = strict_count(object.get("total_tokens")?)?;
-    if total_tokens == 0 || total_tokens < prompt_tokens.checked_add(completion_tokens)? {
-        return None;
-    }
-    Some(IsolatedAcpUsage {
-        prompt_tokens,
-        completion_tokens,
-        total_tokens,
-    })
+    IsolatedAcpUsage::new(prompt_tokens, completion_tokens, total_tokens)
 }
 
 #[cfg(test)]

@@ -320,8 +320,7 @@ fn harvest_is_bounded_in_entries_and_bytes() {
     let root = tmp.path().join("ws");
     let ws = materialize_workspace(&root, &editable(), &BTreeMap::new()).unwrap();
     let big = std::fs::File::create(root.join("app/big.txt")).unwrap();
-    big.set_len(archive::workspace::MAX_HARVEST_BYTES + 1)
-        .unwrap();
+    big.set_len(archive::MAX_HARVEST_BYTES + 1).unwrap();
     let e = ws
         .harvest(HarvestOptions {
             allow_new_files: true,
@@ -335,7 +334,7 @@ fn harvest_is_bounded_in_entries_and_bytes() {
     std::fs::remove_file(root.join("app/big.txt")).unwrap();
     let junk = root.join("app/junk");
     std::fs::create_dir(&junk).unwrap();
-    for i in 0..archive::workspace::MAX_HARVEST_ENTRIES {
+    for i in 0..archive::MAX_HARVEST_ENTRIES {
         std::fs::File::create(junk.join(format!("f{i}"))).unwrap();
     }
     let e = ws.harvest(HarvestOptions::default()).unwrap_err();

@@ -182,7 +182,7 @@ fn diffs_are_byte_identical_to_python_difflib() {
             &case.path,
             case.before.as_deref(),
             case.after.as_deref(),
-            finalizer::diff::DEFAULT_WORK_BUDGET,
+            finalizer::DEFAULT_WORK_BUDGET,
         );
         modes[match got.mode {
             DiffMode::Difflib => 0,
@@ -270,7 +270,7 @@ fn adversarial_inputs_stay_bounded_and_still_apply() {
         "big.txt",
         Some(&a),
         Some(&b),
-        finalizer::diff::DEFAULT_WORK_BUDGET,
+        finalizer::DEFAULT_WORK_BUDGET,
     );
     assert_eq!(d.mode, DiffMode::WholeFile);
     let (repo, _) = repo_with(&[("big.txt".to_owned(), a.clone())]);
@@ -292,7 +292,7 @@ fn adversarial_inputs_stay_bounded_and_still_apply() {
         "same.txt",
         Some(&same_a),
         Some(&same_b),
-        finalizer::diff::DEFAULT_WORK_BUDGET,
+        finalizer::DEFAULT_WORK_BUDGET,
     );
     assert_ne!(d.mode, DiffMode::WholeFile);
     let (repo, _) = repo_with(&[("same.txt".to_owned(), same_a)]);

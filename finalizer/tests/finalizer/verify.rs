@@ -9,7 +9,7 @@ use finalizer::{
     repository_patch_digest, validate_candidate_json, verify_against_repository,
 };
 use serde_json::{Value, json};
-use snapshot::git::GitSnapshot;
+use snapshot::GitSnapshot;
 use snapshot::{
     ApprovedExecutionContext, BaselineFiles, DefaultPathPolicy, RepoPath, StagedPatchProposal,
 };

@@ -1,33 +1,53 @@
 //! The crate's one error type. Messages never quote file contents or agent output.
 
-/// Why a turn could not be run or reported.
+use snapshot::{Coded, FailureClass, Untrusted};
+
+/// Why a turn could not be run or reported. Every message starts with its code (see
+/// [`snapshot::Coded`]); names are shown only through [`Untrusted`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProofError {
-    #[error("request exceeds {limit} bytes")]
+    #[error("PROOF_WORKER_REQUEST_BUDGET: request exceeds {limit} bytes")]
     RequestBudget { limit: usize },
-    #[error("request is not a valid turn payload: {reason}")]
+    /// `reason` is the strict parser's message, shown escaped and capped.
+    #[error("PROOF_WORKER_REQUEST_FORMAT: request is not a valid turn payload: {}", Untrusted::bare(.reason))]
     RequestFormat { reason: String },
-    #[error("unsafe path in request: {path:?}")]
+    #[error("PROOF_WORKER_REQUEST_PATH: unsafe path in request: {}", Untrusted::quoted(.path))]
     RequestPath { path: String },
-    #[error("invalid operation grants: {reason}")]
+    #[error("PROOF_WORKER_GRANTS: invalid operation grants: {reason}")]
     Grants { reason: &'static str },
-    #[error("request file count {count} outside 1..={limit}")]
+    #[error("PROOF_WORKER_FILE_BUDGET: request file count {count} outside 1..={limit}")]
     FileBudget { count: usize, limit: usize },
-    #[error("read-only inspection files exceed {limit} bytes")]
+    #[error("PROOF_WORKER_INSPECTION_BUDGET: read-only inspection files exceed {limit} bytes")]
     InspectionBudget { limit: usize },
-    #[error("workspace setup failed: {reason}")]
+    #[error("PROOF_WORKER_WORKSPACE: workspace setup failed: {reason}")]
     Workspace { reason: String },
-    #[error("agent could not be started")]
+    #[error("PROOF_WORKER_AGENT_SPAWN: agent could not be started")]
     AgentSpawn,
-    #[error("isolation exposure: {exposures:?}")]
+    /// `exposures` include names the agent reported: each is shown escaped and capped.
+    #[error("ACP_PROOF_ISOLATION_FAILED: isolation exposure: {}", list_bare(.exposures))]
     Isolation { exposures: Vec<String> },
-    #[error("output could not be encoded")]
+    #[error("PROOF_WORKER_OUTPUT: output could not be encoded")]
     Output,
     #[error(transparent)]
     Archive(#[from] archive::ArchiveError),
-    #[error("i/o failure: {kind}")]
+    #[error("PROOF_WORKER_IO: i/o failure: {kind}")]
     Io { kind: std::io::ErrorKind },
+}
+
+/// Most exposures a message names; the rest are counted.
+const MAX_LISTED_EXPOSURES: usize = 20;
+
+fn list_bare(items: &[String]) -> String {
+    let mut parts: Vec<String> = items
+        .iter()
+        .take(MAX_LISTED_EXPOSURES)
+        .map(|s| Untrusted::bare(s).to_string())
+        .collect();
+    if items.len() > MAX_LISTED_EXPOSURES {
+        parts.push(format!("and {} more", items.len() - MAX_LISTED_EXPOSURES));
+    }
+    parts.join(", ")
 }
 
 impl From<std::io::Error> for ProofError {
@@ -54,5 +74,103 @@ impl ProofError {
             Self::Archive(e) => e.code(),
             Self::Io { .. } => "PROOF_WORKER_IO",
         }
+    }
+}
+
+impl Coded for ProofError {
+    fn code(&self) -> &'static str {
+        ProofError::code(self)
+    }
+
+    /// The runner's environment (I/O, workspace setup, starting the agent) versus a refused
+    /// request. Isolation failures are refusals here; the runner gives them their own exit status.
+    fn class(&self) -> FailureClass {
+        match self {
+            Self::Io { .. } | Self::AgentSpawn | Self::Workspace { .. } => {
+                FailureClass::Environment
+            }
+            Self::Archive(e) => e.class(),
+            _ => FailureClass::Rejected,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One sample of every variant; [`variant_index`] is an exhaustive `match`, so a new variant
+    /// does not compile until it has an index and the test fails until it has a sample.
+    fn samples() -> Vec<ProofError> {
+        vec![
+            ProofError::RequestBudget { limit: 10 },
+            ProofError::RequestFormat {
+                reason: "missing field".to_owned(),
+            },
+            ProofError::RequestPath {
+                path: "../x".to_owned(),
+            },
+            ProofError::Grants {
+                reason: "duplicate",
+            },
+            ProofError::FileBudget {
+                count: 0,
+                limit: 50,
+            },
+            ProofError::InspectionBudget { limit: 10 },
+            ProofError::Workspace {
+                reason: "read-only file system".to_owned(),
+            },
+            ProofError::AgentSpawn,
+            ProofError::Isolation {
+                exposures: vec!["runner:network".to_owned()],
+            },
+            ProofError::Output,
+            ProofError::Archive(archive::ArchiveError::Set),
+            ProofError::Io {
+                kind: std::io::ErrorKind::BrokenPipe,
+            },
+        ]
+    }
+
+    const VARIANTS: usize = 12;
+
+    fn variant_index(e: &ProofError) -> usize {
+        match e {
+            ProofError::RequestBudget { .. } => 0,
+            ProofError::RequestFormat { .. } => 1,
+            ProofError::RequestPath { .. } => 2,
+            ProofError::Grants { .. } => 3,
+            ProofError::FileBudget { .. } => 4,
+            ProofError::InspectionBudget { .. } => 5,
+            ProofError::Workspace { .. } => 6,
+            ProofError::AgentSpawn => 7,
+            ProofError::Isolation { .. } => 8,
+            ProofError::Output => 9,
+            ProofError::Archive(_) => 10,
+            ProofError::Io { .. } => 11,
+        }
+    }
+
+    #[test]
+    fn every_variant_starts_with_its_code_once() {
+        let samples = samples();
+        let covered: std::collections::BTreeSet<usize> =
+            samples.iter().map(variant_index).collect();
+        assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no sample");
+        for e in &samples {
+            snapshot::check_message_convention(e).unwrap();
+        }
+    }
+
+    #[test]
+    fn r_request_paths_are_escaped() {
+        let e = ProofError::RequestPath {
+            path: "a\u{1b}[31m\u{202e}".to_owned(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "PROOF_WORKER_REQUEST_PATH: unsafe path in request: 'a\\x1b[31m\\u202e'"
+        );
     }
 }

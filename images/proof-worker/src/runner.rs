@@ -20,8 +20,10 @@ use agent_client_protocol::{Agent, Client, ErrorCode};
 use archive::{HarvestOptions, StagedWorkspace, WorkspaceHarvest};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
-use snapshot::proposal::{ProviderEventKind, ProviderEventRecord};
-use snapshot::{FileOp, ProposalStatus, ProposedFileChange, Sha256, StagedPatchProposal};
+use snapshot::{
+    FileOp, ProposalStatus, ProposedFileChange, Sha256, StagedPatchProposal, Untrusted,
+};
+use snapshot::{ProviderEventKind, ProviderEventRecord};
 
 use crate::agent::AgentReport;
 use crate::confine::{ConfinedWorkspace, FsRefusal};
@@ -38,6 +40,8 @@ pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_REPLY_BYTES: usize = 1 << 20;
 /// Longest summary / rationale, in characters (reference: 2000).
 pub const MAX_SUMMARY_CHARS: usize = 2000;
+/// Most paths a refusal summary names (each escaped and capped by [`Untrusted::bare`]).
+const MAX_LISTED_NAMES: usize = 8;
 /// Highest token count a usage field may carry (reference §11).
 pub const MAX_USAGE_TOKENS: u64 = 10_000_000;
 
@@ -247,7 +251,8 @@ fn harvest_and_export(
         let listed: Vec<String> = harvest
             .violations
             .iter()
-            .map(|v| format!("{} ({})", v.path, v.kind))
+            .take(MAX_LISTED_NAMES)
+            .map(|v| format!("{} ({})", Untrusted::bare(&v.path), v.kind))
             .collect();
         builder.summary = format!("out-of-scope modifications: {}", listed.join(", "));
         return Ok(builder.finish(
@@ -263,7 +268,8 @@ fn harvest_and_export(
             FileOp::Delete => !request.delete_paths.contains(&f.path),
             FileOp::Update => false,
         })
-        .map(|f| format!("{} ({})", f.path, f.op.as_str()))
+        .take(MAX_LISTED_NAMES)
+        .map(|f| format!("{} ({})", Untrusted::bare(f.path.as_str()), f.op.as_str()))
         .collect();
     if !unapproved.is_empty() {
         builder.summary = format!("unapproved operations: {}", unapproved.join(", "));
@@ -335,7 +341,7 @@ fn refusal_events(state: &SharedState) -> Vec<ProviderEventRecord> {
         .map(|r| format!("refused fs request: {}", r.code()));
     terminal
         .chain(fs)
-        .take(snapshot::proposal::MAX_PROVIDER_EVENTS)
+        .take(snapshot::MAX_PROVIDER_EVENTS)
         .map(|summary| ProviderEventRecord {
             kind: ProviderEventKind::ToolCall,
             summary,

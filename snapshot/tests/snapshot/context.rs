@@ -2,7 +2,7 @@
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use snapshot::context::context_from_value;
+use snapshot::context_from_value;
 use snapshot::{ApprovedExecutionContext, RepositorySnapshotEvidence, SnapshotError};
 
 use crate::support::{COMMIT, context, context_value, context_with, evidence_value, p};

@@ -1,7 +1,7 @@
 //! The portable path profile (reference §5.5), the canonical rule, case folding and collisions.
 
 use pretty_assertions::assert_eq;
-use snapshot::path::{
+use snapshot::{
     Collision, PathRejection, check_portable, detect_collisions, in_scope, path_is_allowed,
     safe_artifact_relpath,
 };
@@ -182,7 +182,7 @@ fn collisions_are_detected_in_reference_order() {
     );
     assert_eq!(
         detect_collisions(&fold).unwrap_err().to_string(),
-        "case-fold duplicate of \"Straße.txt\": \"STRASSE.txt\""
+        "case-fold duplicate of 'Straße.txt': 'STRASSE.txt'"
     );
     let prefix = [p("docs/readme.md"), p("Docs")];
     assert_eq!(

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use snapshot::RepoPath;
-use snapshot::path::safe_artifact_relpath;
+use snapshot::safe_artifact_relpath;
 
 /// Segments drawn from tokens that matter for escapes and normalisation, plus free text.
 fn segment() -> impl Strategy<Value = String> {

@@ -349,7 +349,7 @@ fn selected_paths_are_checked_in_reference_order() {
         let err = verify(&scoped, &snap, &[SERVICE], &[(SERVICE, SERVICE_TEXT)]).unwrap_err();
         assert_eq!(
             err.to_string(),
-            format!("REPOSITORY_PATCH_SCOPE: {SERVICE:?} is not editable"),
+            format!("REPOSITORY_PATCH_SCOPE: '{SERVICE}' is not editable"),
             "{field}"
         );
     }
@@ -361,7 +361,7 @@ fn selected_paths_are_checked_in_reference_order() {
     );
     assert_eq!(
         stale.unwrap_err().to_string(),
-        format!("REPOSITORY_PATCH_BASELINE_HASH: {SERVICE:?} differs from approved snapshot")
+        format!("REPOSITORY_PATCH_BASELINE_HASH: '{SERVICE}' differs from approved snapshot")
     );
     // The secrets contract is content-gated later, not refused here.
     let contract_ctx = context_with(|m| {

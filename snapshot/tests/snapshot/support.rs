@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
-use snapshot::context::context_from_value;
+use snapshot::context_from_value;
 use snapshot::{ApprovedExecutionContext, RepoPath, RepositorySnapshotEvidence, Sha256};
 
 pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";

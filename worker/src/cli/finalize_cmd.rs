@@ -14,7 +14,7 @@ use finalizer::{
     finalize_repository_patch, repository_patch_digest, validate_candidate_json,
     verify_against_repository,
 };
-use snapshot::git::GitSnapshot;
+use snapshot::GitSnapshot;
 use snapshot::{
     ApprovedExecutionContext, BaselineFiles, CreateAbsence, DefaultPathPolicy, FileOp, RepoPath,
     RepositorySnapshotEvidence, Sha256, StagedPatchProposal, from_slice_strict,
@@ -25,7 +25,7 @@ use super::{CliError, Outcome};
 /// Largest approval, snapshot or proposal document read (the container output cap).
 const MAX_INPUT_BYTES: usize = 40_000_000;
 /// Largest candidate document read.
-const MAX_CANDIDATE_BYTES: usize = finalizer::model::MAX_CANDIDATE_JSON_BYTES;
+const MAX_CANDIDATE_BYTES: usize = finalizer::MAX_CANDIDATE_JSON_BYTES;
 /// Largest single baseline file (the archive byte budget).
 const MAX_BASELINE_FILE_BYTES: usize = archive::MAX_ARCHIVE_BYTES;
 const IO_CODE: &str = "PATCH_CANDIDATE_IO";
