@@ -35,6 +35,7 @@ pub mod server;
 mod transport;
 pub mod workspace;
 
+pub use budget::WORK_BUDGET_BYTES;
 pub use envelope::PROTOCOL_SCHEMA_VERSION;
 pub use error::{ERROR_CODES, McpError};
 pub use server::{McpServer, SERVER_NAME, SERVER_VERSION, ServerOptions, TOOL_NAMES, tool_list};
