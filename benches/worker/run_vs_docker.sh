@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `patch-candidate run` of the demo fixture turn vs `docker run --rm -i` of the same image with the
-# same isolation flags and the same stdin payload (hyperfine, side by side, one run).
+# same isolation flags (including the turn seccomp profile and the 1 MiB /dev/shm) and the same
+# stdin payload (hyperfine, side by side, one run).
 #
 # usage: benches/worker/run_vs_docker.sh [RUNS]   (needs Docker, hyperfine, python3, the images)
 set -euo pipefail
@@ -35,7 +36,7 @@ sys.stdout.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
 PY
 
 docker_cmd="docker run --rm -i --init --network none --read-only --log-driver none --cap-drop ALL \
- --security-opt no-new-privileges --pids-limit 64 --memory 768m --memory-swap 768m --cpus 1 \
+ --security-opt no-new-privileges --security-opt seccomp=$PWD/worker/seccomp/turn.json --shm-size 1m --pids-limit 64 --memory 768m --memory-swap 768m --cpus 1 \
  --ipc private --ulimit nofile=1024:1024 \
  --tmpfs /tmp:rw,nosuid,nodev,size=64m,mode=1777 --tmpfs /workspace:rw,nosuid,nodev,size=64m,mode=1777 \
  --tmpfs /home/sandbox:rw,nosuid,nodev,size=16m,mode=1777 --user 10001:10001 $image_id < $work/payload.json > /dev/null"

@@ -36,7 +36,7 @@ async fn image_mode(mode: &str, expected: &str, wall: u64) {
     let Some(docker) = docker().await else { return };
     let _guard = docker_lock().lock().await;
     let images = proof_images();
-    let (tag, id) = hostile_mode_image(&images.hostile_image, mode);
+    let (tag, id) = hostile_mode_image(images.hostile_image.as_str(), mode);
     let run = pipeline(
         &docker,
         &tag,
@@ -92,8 +92,8 @@ async fn agent_mode(mode: &str, expected: &str) {
     let task = format!("Update the dashboard.\nmode: {mode}");
     let run = pipeline(
         &docker,
-        &images.image,
-        &images.image_id,
+        images.image.as_str(),
+        images.image_id.as_str(),
         &task,
         &[],
         &[],

@@ -23,6 +23,7 @@
 
 mod cli;
 mod hostile;
+mod lifecycle;
 mod proof;
 mod proof_image;
 mod proof_io;

@@ -8,9 +8,9 @@ use std::process::Command;
 
 use finalizer::{CandidateStore, RepositoryPatchCandidate};
 use snapshot::{DefaultPathPolicy, FileOp, RepoPath};
-use worker::ledger::UsageLedger;
-use worker::pipeline::{PipelineOutcome, PipelineRequest, run_pipeline};
+use worker::UsageLedger;
 use worker::{BollardRuntime, TurnConfig, WorkerError};
+use worker::{PipelineOutcome, PipelineRequest, run_pipeline};
 
 use crate::support::*;
 
@@ -66,7 +66,7 @@ pub async fn pipeline(
         create,
         delete,
     );
-    let config = TurnConfig::new(image, image_id, wall, 700_000).unwrap();
+    let config = TurnConfig::parse(image, image_id, wall, 700_000).unwrap();
     let policy = DefaultPathPolicy::default();
     let store_dir = tempfile::tempdir().unwrap();
     let store = CandidateStore::open(store_dir.path()).unwrap();
@@ -141,8 +141,8 @@ async fn docker_proof_update_round_trip() {
     let images = proof_images();
     let run = pipeline(
         &docker,
-        &images.image,
-        &images.image_id,
+        images.image.as_str(),
+        images.image_id.as_str(),
         "Update the dashboard.",
         &[],
         &[],
@@ -175,8 +175,8 @@ async fn docker_proof_exact_create_round_trip() {
     let images = proof_images();
     let run = pipeline(
         &docker,
-        &images.image,
-        &images.image_id,
+        images.image.as_str(),
+        images.image_id.as_str(),
         "Add the New page.",
         &[NEW],
         &[],
@@ -201,8 +201,8 @@ async fn docker_proof_delete_only_round_trip() {
     let images = proof_images();
     let run = pipeline(
         &docker,
-        &images.image,
-        &images.image_id,
+        images.image.as_str(),
+        images.image_id.as_str(),
         "Retire the Legacy page.",
         &[],
         &[LEGACY],
@@ -228,8 +228,8 @@ async fn docker_proof_create_over_existing_path_never_reaches_docker() {
     // A case-folded twin of an existing file: the absence proof fails before any container.
     let run = pipeline(
         &docker,
-        &images.image,
-        &images.image_id,
+        images.image.as_str(),
+        images.image_id.as_str(),
         "Add.",
         &["app/ui/pages/dashboard.jsx"],
         &[],
@@ -255,8 +255,8 @@ async fn docker_proof_isolation_probes_all_report_confinement() {
     let task = "Update the dashboard.\nprobe: isolation\nprobe-tcp: 1.1.1.1:443\nprobe-env: MOZAIKS_ACP_HOST_SECRET\nprobe-file: /workspace/.host_sentinel";
     let run = pipeline(
         &docker,
-        &images.image,
-        &images.image_id,
+        images.image.as_str(),
+        images.image_id.as_str(),
         task,
         &[],
         &[],

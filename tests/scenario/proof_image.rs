@@ -17,8 +17,20 @@ use crate::support::{docker_lock, tally, target_dir, workspace_bin};
 const TEST_IMAGE: &str = "patch-candidate-proof:selftest";
 const TEST_HOSTILE_IMAGE: &str = "patch-candidate-proof-hostile:selftest";
 
-/// Reference §10.4 `create` flags (without name/label), as `docker run` arguments.
+/// The worker's turn seccomp profile (`worker/seccomp/turn.json`), as a `--security-opt` value.
+const TURN_SECCOMP_OPT: &str = concat!(
+    "seccomp=",
+    env!("CARGO_MANIFEST_DIR"),
+    "/../worker/seccomp/turn.json"
+);
+
+/// Reference §10.4 `create` flags (without name/label) plus the worker's turn seccomp profile and
+/// `/dev/shm` size, as `docker run` arguments.
 const HARDENED: &[&str] = &[
+    "--security-opt",
+    TURN_SECCOMP_OPT,
+    "--shm-size",
+    "1m",
     "--init",
     "--network",
     "none",
@@ -295,9 +307,38 @@ fn docker_hardened_turn_reports_no_exposure() {
     assert!(probes.exposures().is_empty(), "{probes:?}");
     assert_eq!(probes.uid, Some(10001));
     assert_eq!(probes.seccomp_mode, Some(2));
+    assert_eq!(probes.undenied_syscalls, Some(vec![]));
     assert_eq!(probes.tcp_reachable, Some(false));
     eprintln!("hardened no-exposure turn: {:?}", run.elapsed);
     tally("docker_hardened_turn_reports_no_exposure");
+}
+
+/// Under the daemon's default seccomp profile (all other flags the same), the agent's probes see
+/// the system call families the turn profile denies: io_uring, vsock, ptrace, keyrings.
+#[test]
+fn docker_probes_detect_the_daemon_default_seccomp_profile() {
+    if !docker_ready() {
+        return;
+    }
+    let _serial = docker_lock().blocking_lock();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut flags: Vec<String> = Vec::new();
+    let mut it = HARDENED.iter();
+    while let Some(f) = it.next() {
+        if *f == "--security-opt" && it.as_slice().first() == Some(&TURN_SECCOMP_OPT) {
+            it.next();
+            continue;
+        }
+        flags.push((*f).to_owned());
+    }
+    let run = turn_with_flags(&flags, &probe_task(&listener).0);
+    assert_exposed(&run, "agent:syscall_not_denied");
+    assert!(
+        run.stderr.contains("runner:syscall_not_denied"),
+        "{}",
+        run.stderr
+    );
+    tally("docker_probes_detect_the_daemon_default_seccomp_profile");
 }
 
 #[test]

@@ -6,10 +6,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use snapshot::{DefaultPathPolicy, GitSnapshot, RepoPath};
-use worker::turn::{
+use worker::{BollardRuntime, RepositoryDockerTurn, WorkerError};
+use worker::{
     CodingWorkerRequest, TurnApproval, TurnConfig, execute_repository_docker_turn, stdin_payload,
 };
-use worker::{BollardRuntime, RepositoryDockerTurn, WorkerError};
 
 use crate::support::*;
 
@@ -70,7 +70,7 @@ async fn turn(
     id: &str,
     wall: u64,
 ) -> Result<RepositoryDockerTurn, WorkerError> {
-    let config = TurnConfig::new(image, id, wall, 700_000).unwrap();
+    let config = TurnConfig::parse(image, id, wall, 700_000).unwrap();
     let policy = DefaultPathPolicy::default();
     let approval = TurnApproval {
         context: &r.context,
@@ -169,6 +169,7 @@ async fn docker_container_is_isolated_from_the_inside() {
         "ifaces-lo",
         "env-PATH,HOSTNAME,HOME",
         "nofile-1024/1024",
+        "shm-size=1024k",
         "pid1-docker-init",
     ] {
         assert!(
@@ -265,7 +266,7 @@ async fn docker_configured_runtime_is_used_and_verified() {
         create_absence: Some(&r.snap),
     };
     // The daemon's own runc, named explicitly: created, verified and run under it.
-    let config = TurnConfig::new(FIXTURE_IMAGE, id, 60, 700_000)
+    let config = TurnConfig::parse(FIXTURE_IMAGE, id, 60, 700_000)
         .unwrap()
         .with_runtime(Some("runc".parse().unwrap()));
     let t = execute_repository_docker_turn(&docker, &r.request, &approval, &config)
@@ -273,7 +274,7 @@ async fn docker_configured_runtime_is_used_and_verified() {
         .unwrap();
     assert_eq!(t.proposal.status, snapshot::ProposalStatus::Empty);
     // A runtime the daemon does not know: the create fails and nothing is left behind.
-    let config = TurnConfig::new(FIXTURE_IMAGE, id, 60, 700_000)
+    let config = TurnConfig::parse(FIXTURE_IMAGE, id, 60, 700_000)
         .unwrap()
         .with_runtime(Some("no-such-runtime".parse().unwrap()));
     let err = execute_repository_docker_turn(&docker, &r.request, &approval, &config)
@@ -282,4 +283,95 @@ async fn docker_configured_runtime_is_used_and_verified() {
     assert_eq!(err.code(), "REPOSITORY_DOCKER_COMMAND_FAILED");
     assert_no_turn_containers(&docker).await;
     tally("docker_configured_runtime_is_used_and_verified");
+}
+
+/// Runs the fixture's system call probes in a real turn (under the turn seccomp profile) and
+/// returns the outcome label of `probe` (`errno-N` or `ok`).
+async fn turn_syscall_outcome(docker: &BollardRuntime, probe: &str) -> String {
+    let (tag, id) = fixture_mode_image("syscalls");
+    let r = repo(16);
+    let t = turn(docker, &r, &tag, &id, 60).await.unwrap();
+    let prefix = format!("syscall-{probe}-");
+    let facts = t.proposal.owned_paths;
+    facts
+        .iter()
+        .find_map(|f| f.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {probe} report in {facts:?}"))
+        .to_owned()
+}
+
+async fn assert_turn_denies(probe: &str, test: &str) {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let outcome = turn_syscall_outcome(&docker, probe).await;
+    // EPERM (1) is the profile's default action, ENOSYS (38) its answer for io_uring.
+    assert!(
+        outcome == "errno-1" || outcome == "errno-38",
+        "{probe} was not denied by the turn profile: {outcome}"
+    );
+    assert_no_turn_containers(&docker).await;
+    tally(test);
+}
+
+macro_rules! denied_syscall_tests {
+    ($($name:ident => $probe:literal;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            assert_turn_denies($probe, stringify!($name)).await;
+        }
+    )*};
+}
+
+denied_syscall_tests! {
+    docker_seccomp_denies_io_uring_setup => "io_uring_setup";
+    docker_seccomp_denies_socket_af_vsock => "socket_vsock";
+    docker_seccomp_denies_ptrace => "ptrace";
+    docker_seccomp_denies_perf_event_open => "perf_event_open";
+    docker_seccomp_denies_bpf => "bpf";
+    docker_seccomp_denies_userfaultfd => "userfaultfd";
+    docker_seccomp_denies_keyctl => "keyctl";
+    docker_seccomp_denies_init_module => "init_module";
+    docker_seccomp_denies_mount => "mount";
+}
+
+/// The same probes under the daemon's default profile (and otherwise the same flags): the calls
+/// the turn profile newly denies reach the kernel there, so the denial above is the turn
+/// profile's doing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_seccomp_daemon_default_allows_what_the_turn_profile_denies() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let (tag, _) = fixture_mode_image("syscalls");
+    let out = docker_cli(
+        &[
+            "run",
+            "--rm",
+            "-i",
+            "--network",
+            "none",
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            "--user",
+            "10001:10001",
+            "--log-driver",
+            "none",
+            &tag,
+        ],
+        Some(b"{}".as_slice()),
+    );
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let facts: Vec<String> =
+        serde_json::from_value(doc["proposal"]["owned_paths"].clone()).unwrap();
+    for probe in ["io_uring_setup", "socket_vsock", "ptrace", "keyctl"] {
+        let prefix = format!("syscall-{probe}-");
+        let outcome = facts.iter().find_map(|f| f.strip_prefix(&prefix)).unwrap();
+        assert!(
+            outcome != "errno-1" && outcome != "errno-38",
+            "{probe} is already denied by the daemon default: {outcome}"
+        );
+    }
+    assert_no_turn_containers(&docker).await;
+    tally("docker_seccomp_daemon_default_allows_what_the_turn_profile_denies");
 }

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use snapshot::{ApprovedExecutionContext, GitSnapshot};
 use worker::BollardRuntime;
-use worker::runtime::ContainerRuntime as _;
+use worker::ContainerRuntime as _;
 
 pub const FIXTURE_IMAGE: &str = "patch-candidate-turn-fixture:test";
 pub const SECRET_IMAGE: &str = "patch-candidate-turn-fixture-secret:test";
@@ -76,7 +76,7 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     bin
 }
 
-fn docker_cli(args: &[&str], stdin: Option<&[u8]>) -> String {
+pub fn docker_cli(args: &[&str], stdin: Option<&[u8]>) -> String {
     let mut cmd = Command::new("docker");
     cmd.args(args)
         .env_remove("DOCKER_HOST")
@@ -145,9 +145,9 @@ pub fn fixture_mode_image(mode: &str) -> (String, String) {
 }
 
 /// The recorded proof images (`images.json`), required for the proof and hostile suites.
-pub fn proof_images() -> worker::images::ImagesState {
-    let state = worker::pipeline::state_dir().unwrap();
-    worker::images::ImagesState::load(&state)
+pub fn proof_images() -> worker::ImagesState {
+    let state = worker::state_dir().unwrap();
+    worker::ImagesState::load(&state)
         .unwrap()
         .unwrap_or_else(|| panic!("{} lacks images.json: run images/build.sh", state.display()))
 }

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use snapshot::{ApprovedExecutionContext, DefaultPathPolicy};
-use worker::pipeline::{PipelineRequest, run_pipeline};
 use worker::{BollardRuntime, TurnConfig};
+use worker::{PipelineRequest, run_pipeline};
 
 fn status_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -71,7 +71,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let dir = PathBuf::from(&args[1]);
     let n: usize = args[2].parse().unwrap();
-    let config = TurnConfig::new(&args[3], &args[4], 90, 16_777_216).unwrap();
+    let config = TurnConfig::parse(&args[3], &args[4], 90, 16_777_216).unwrap();
     let context = ApprovedExecutionContext::from_json(
         &std::fs::read_to_string(dir.join("approval.json")).unwrap(),
     )

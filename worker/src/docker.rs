@@ -17,7 +17,7 @@ use futures::StreamExt as _;
 use tokio::io::AsyncWriteExt as _;
 
 use crate::error::WorkerError;
-use crate::ids::{TURN_LABEL_KEY, TURN_LABEL_VALUE};
+use crate::ids::{ContainerName, ImageReference, TURN_LABEL_KEY, TURN_LABEL_VALUE};
 use crate::runtime::{
     ContainerRuntime, ExitStatus, ImageFacts, OutputChunk, OutputStream, RuntimeError,
     TurnContainer,
@@ -106,10 +106,10 @@ fn map_err(e: &BollardError) -> RuntimeError {
 }
 
 impl ContainerRuntime for BollardRuntime {
-    async fn inspect_image(&self, reference: &str) -> Result<ImageFacts, RuntimeError> {
+    async fn inspect_image(&self, reference: &ImageReference) -> Result<ImageFacts, RuntimeError> {
         let image = self
             .docker
-            .inspect_image(reference)
+            .inspect_image(reference.as_str())
             .await
             .map_err(|e| map_err(&e))?;
         Ok(ImageFacts {
@@ -118,8 +118,14 @@ impl ContainerRuntime for BollardRuntime {
         })
     }
 
-    async fn create(&self, name: &str, body: &ContainerCreateBody) -> Result<String, RuntimeError> {
-        let options = CreateContainerOptionsBuilder::default().name(name).build();
+    async fn create(
+        &self,
+        name: &ContainerName,
+        body: &ContainerCreateBody,
+    ) -> Result<String, RuntimeError> {
+        let options = CreateContainerOptionsBuilder::default()
+            .name(name.as_str())
+            .build();
         let created = self
             .docker
             .create_container(Some(options), body.clone())

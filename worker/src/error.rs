@@ -1,7 +1,10 @@
 //! The crate's error type. Every variant has a stable wire code ([`WorkerError::code`]); messages
 //! never quote container output, Docker's own error text, or file contents.
 
-use snapshot::SnapshotError;
+use snapshot::{Coded, FailureClass, SnapshotError};
+
+use crate::ids::ContainerName;
+use crate::limits::{MAX_TURN_ARCHIVE_BYTES, MAX_WALL_SECONDS};
 
 /// Errors of the Docker turn, the sweeper and the usage ledger.
 #[derive(Debug, thiserror::Error)]
@@ -13,9 +16,15 @@ pub enum WorkerError {
     /// The approved image ID is not `sha256:` + 64 lowercase hex.
     #[error("REPOSITORY_DOCKER_EXPECTED_IMAGE_ID: invalid approved image id")]
     ExpectedImageId,
-    #[error("REPOSITORY_DOCKER_WALL_BUDGET: wall budget must be 1..=3600 seconds")]
+    #[error(
+        "REPOSITORY_DOCKER_WALL_BUDGET: wall budget must be 1..={} seconds",
+        MAX_WALL_SECONDS
+    )]
     WallBudget,
-    #[error("REPOSITORY_DOCKER_ARCHIVE_BUDGET: archive budget must be 1..=16777216 bytes")]
+    #[error(
+        "REPOSITORY_DOCKER_ARCHIVE_BUDGET: archive budget must be 1..={} bytes",
+        MAX_TURN_ARCHIVE_BYTES
+    )]
     ArchiveBudget,
     #[error("REPOSITORY_DOCKER_FILE_BUDGET: selected and created files must be 1..=50")]
     FileBudget,
@@ -67,7 +76,7 @@ pub enum WorkerError {
     InvalidOutput { reason: &'static str },
     /// A container could not be removed (or its absence proven).
     #[error("REPOSITORY_DOCKER_CLEANUP_FAILED: container {name} could not be removed")]
-    CleanupFailed { name: String },
+    CleanupFailed { name: ContainerName },
     /// The usage ledger could not be opened or written.
     #[error("REPOSITORY_USAGE_LEDGER: {detail}")]
     Ledger { detail: String },
@@ -137,6 +146,10 @@ impl WorkerError {
     /// rather than a rejection of the input or of the container's output.
     #[must_use]
     pub fn is_environment(&self) -> bool {
+        self.class() == FailureClass::Environment
+    }
+
+    fn environment(&self) -> bool {
         match self {
             Self::Unavailable { .. }
             | Self::CommandFailed { .. }
@@ -148,6 +161,144 @@ impl WorkerError {
             Self::Archive(e) => e.is_environment(),
             Self::Finalize(e) => e.is_environment(),
             _ => false,
+        }
+    }
+}
+
+impl Coded for WorkerError {
+    fn code(&self) -> &'static str {
+        WorkerError::code(self)
+    }
+
+    fn class(&self) -> FailureClass {
+        match self {
+            Self::Snapshot(e) => Coded::class(e),
+            _ if self.environment() => FailureClass::Environment,
+            _ => FailureClass::Rejected,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One value of every variant. The match is exhaustive: a new variant fails to compile here
+    /// until it has a sample, and then its message must follow the convention.
+    fn samples() -> Vec<WorkerError> {
+        let name: ContainerName = format!("mozaiks-acp-{}", "a".repeat(32)).parse().unwrap();
+        let all = vec![
+            WorkerError::ImageReference,
+            WorkerError::ExpectedImageId,
+            WorkerError::WallBudget,
+            WorkerError::ArchiveBudget,
+            WorkerError::FileBudget,
+            WorkerError::ContextRequired,
+            WorkerError::ContextMismatch { field: "app_id" },
+            WorkerError::RequestBudget { limit: 1 },
+            WorkerError::RuntimeName,
+            WorkerError::Unavailable { detail: "connect" },
+            WorkerError::CommandFailed { operation: "start" },
+            WorkerError::ImageId,
+            WorkerError::ImageIdMismatch,
+            WorkerError::ImageMissing,
+            WorkerError::ContainerId,
+            WorkerError::InspectFormat,
+            WorkerError::IsolationMismatch { field: "Image" },
+            WorkerError::OutputLimit {
+                stream: "stdout",
+                limit: 1,
+            },
+            WorkerError::Timeout { seconds: 1 },
+            WorkerError::OutOfMemory,
+            WorkerError::WorkerFailed { status: 1 },
+            WorkerError::InvalidOutput { reason: "x" },
+            WorkerError::CleanupFailed { name },
+            WorkerError::Ledger {
+                detail: "x".to_owned(),
+            },
+            WorkerError::UsageIdentity { field: "app_id" },
+            WorkerError::TurnNotCompleted { status: "failed" },
+            WorkerError::Selection { detail: "x" },
+            WorkerError::State { detail: "x" },
+            WorkerError::Snapshot(SnapshotError::ContextInvalid {
+                detail: "x".to_owned(),
+            }),
+            WorkerError::Archive(archive::ArchiveError::Set),
+            WorkerError::Finalize(finalizer::FinalizeError::Snapshot(
+                SnapshotError::ContextInvalid {
+                    detail: "x".to_owned(),
+                },
+            )),
+        ];
+        for e in &all {
+            match e {
+                WorkerError::ImageReference
+                | WorkerError::ExpectedImageId
+                | WorkerError::WallBudget
+                | WorkerError::ArchiveBudget
+                | WorkerError::FileBudget
+                | WorkerError::ContextRequired
+                | WorkerError::ContextMismatch { .. }
+                | WorkerError::RequestBudget { .. }
+                | WorkerError::RuntimeName
+                | WorkerError::Unavailable { .. }
+                | WorkerError::CommandFailed { .. }
+                | WorkerError::ImageId
+                | WorkerError::ImageIdMismatch
+                | WorkerError::ImageMissing
+                | WorkerError::ContainerId
+                | WorkerError::InspectFormat
+                | WorkerError::IsolationMismatch { .. }
+                | WorkerError::OutputLimit { .. }
+                | WorkerError::Timeout { .. }
+                | WorkerError::OutOfMemory
+                | WorkerError::WorkerFailed { .. }
+                | WorkerError::InvalidOutput { .. }
+                | WorkerError::CleanupFailed { .. }
+                | WorkerError::Ledger { .. }
+                | WorkerError::UsageIdentity { .. }
+                | WorkerError::TurnNotCompleted { .. }
+                | WorkerError::Selection { .. }
+                | WorkerError::State { .. }
+                | WorkerError::Snapshot(_)
+                | WorkerError::Archive(_)
+                | WorkerError::Finalize(_) => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_variant_follows_the_message_convention() {
+        let all = samples();
+        assert_eq!(all.len(), 31);
+        for e in &all {
+            if let Err(violation) = snapshot::check_message_convention(e) {
+                panic!("{violation}");
+            }
+        }
+    }
+
+    #[test]
+    fn failure_classes() {
+        for e in samples() {
+            let expected = match &e {
+                WorkerError::Unavailable { .. }
+                | WorkerError::CommandFailed { .. }
+                | WorkerError::ImageMissing
+                | WorkerError::CleanupFailed { .. }
+                | WorkerError::Ledger { .. }
+                | WorkerError::State { .. } => FailureClass::Environment,
+                _ => FailureClass::Rejected,
+            };
+            assert_eq!(Coded::class(&e), expected, "{}", e.code());
+            assert_eq!(
+                e.is_environment(),
+                expected == FailureClass::Environment,
+                "{}",
+                e.code()
+            );
         }
     }
 }

@@ -10,20 +10,33 @@ use crate::error::WorkerError;
 pub const TURN_LABEL_KEY: &str = "mozaiks.refinement.repository_turn";
 /// The value of [`TURN_LABEL_KEY`] for offline turns.
 pub const TURN_LABEL_VALUE: &str = "offline";
-/// Label naming the process that owns a turn: `<pid>:<process start ticks>`.
-pub const OWNER_LABEL_KEY: &str = "mozaiks.refinement.repository_turn.owner";
 /// Prefix of generated container names.
 pub const CONTAINER_NAME_PREFIX: &str = "mozaiks-acp-";
 
-fn is_lower_hex(s: &str, len: usize) -> bool {
+/// Exactly `len` lowercase hex digits.
+pub(crate) fn is_lower_hex(s: &str, len: usize) -> bool {
     s.len() == len
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// A fixed image reference: `[A-Za-z0-9][A-Za-z0-9_./:@-]{0,255}` containing `:` or `@`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct ImageReference(String);
+
+impl TryFrom<String> for ImageReference {
+    type Error = WorkerError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<ImageReference> for String {
+    fn from(r: ImageReference) -> Self {
+        r.0
+    }
+}
 
 impl FromStr for ImageReference {
     type Err = WorkerError;
@@ -54,9 +67,23 @@ impl fmt::Display for ImageReference {
     }
 }
 
-/// An immutable image ID: `sha256:` + 64 lowercase hex.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// An immutable image ID: `sha256:` + 64 lowercase hex. Deserialised as an operator-approved ID.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct ImageId(String);
+
+impl TryFrom<String> for ImageId {
+    type Error = WorkerError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<ImageId> for String {
+    fn from(id: ImageId) -> Self {
+        id.0
+    }
+}
 
 impl ImageId {
     /// Parses an image ID the daemon returned (`REPOSITORY_DOCKER_IMAGE_ID` on failure).

@@ -6,6 +6,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::WorkerError;
+use crate::ids::{ImageId, ImageReference};
 
 /// Default proof image tag.
 pub const PROOF_IMAGE: &str = "patch-candidate-proof:local";
@@ -14,14 +15,14 @@ pub const HOSTILE_IMAGE: &str = "patch-candidate-proof-hostile:local";
 /// Largest accepted state file.
 const MAX_STATE_BYTES: usize = 64 * 1024;
 
-/// `images.json`.
+/// `images.json`: the image tags and IDs are validated as they are read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImagesState {
-    pub image: String,
-    pub image_id: String,
-    pub hostile_image: String,
-    pub hostile_image_id: String,
+    pub image: ImageReference,
+    pub image_id: ImageId,
+    pub hostile_image: ImageReference,
+    pub hostile_image_id: ImageId,
     pub source_revision: String,
 }
 

@@ -1,51 +1,113 @@
-//! The abandoned-turn sweeper (the reference has none, §10.9): removes labelled turn containers
-//! older than a grace period that no live turn owns. A turn's owner is recorded in a label as
-//! `<pid>:<process start ticks>`, so a recycled PID never keeps an abandoned container alive.
+//! The abandoned-turn sweeper (the reference has none, §10.9). Safe with many workers: several
+//! processes, PID namespaces (containerised workers) and hosts may share one daemon.
+//!
+//! A labelled turn container is removed only when one of these holds:
+//! 1. **Its deadline has passed:** `now > deadline + grace`. The deadline label is the absolute
+//!    time by which its owner gives up on the turn (wall budget plus slack from before `create`),
+//!    so no live turn of any owner is still using the container. A container without a readable
+//!    deadline label (an older worker's) is given `created + LEGACY_LIFETIME` instead.
+//! 2. **Its owner is provably gone:** the container's host label equals this host's id, its PID
+//!    namespace label equals this process's PID namespace (read from a procfs that is provably
+//!    this namespace's own), and `/proc/<pid>/stat` shows that the recorded `<pid>:<start ticks>`
+//!    no longer exists (no such PID, or a different start time). An unreadable or foreign procfs,
+//!    a `hidepid` mount, a malformed or `unknown` label: nothing is proven, the container stays.
+//!
+//! A container of another host or another PID namespace is therefore only ever removed by rule 1.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::error::WorkerError;
-use crate::ids::{ContainerName, OWNER_LABEL_KEY};
-use crate::runtime::{ContainerRuntime, RuntimeError};
-use crate::turn::{CALL_TIMEOUT, WALL_SLACK};
+use serde::Serialize;
 
-/// Default grace period before an unowned turn container counts as abandoned.
+use crate::cleanup::remove_container;
+use crate::error::WorkerError;
+use crate::ids::ContainerName;
+use crate::limits::{CALL_TIMEOUT, MAX_WALL_SECONDS, WALL_SLACK};
+use crate::owner::{
+    DEADLINE_LABEL_KEY, HOST_LABEL_KEY, Liveness, LocalOwner, OWNER_LABEL_KEY,
+    PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcFs, ProcessIdentity, ProcessTable, local_owner,
+};
+use crate::runtime::{ContainerRuntime, RuntimeError, TurnContainer};
+
+/// Default grace period after a turn's deadline before its container counts as abandoned.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(600);
-/// After this age a container is removed even if its owner still lives: no turn lasts longer
-/// (3600 s wall budget + slack), so the owner has lost track of it.
-pub const MAX_TURN_LIFETIME: Duration = Duration::from_secs(3600 + 2 * WALL_SLACK.as_secs() + 600);
+/// The life assumed for a container without a readable deadline label: the longest wall budget,
+/// its slack and the short calls around it.
+pub const LEGACY_LIFETIME: Duration =
+    Duration::from_secs(MAX_WALL_SECONDS + WALL_SLACK.as_secs() + 3 * CALL_TIMEOUT.as_secs());
 
 /// What a sweep did, by container name (or ID when a container has no usable name).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SweepReport {
     pub removed: Vec<String>,
     pub kept: Vec<String>,
     pub failed: Vec<String>,
 }
 
-/// The start time of `pid` in clock ticks since boot (`/proc/<pid>/stat` field 22), or `None`
-/// when the process does not exist.
-#[must_use]
-pub fn process_start_ticks(pid: u32) -> Option<u64> {
-    // Linux procfs: the one ambient read of this module, on a path built from a number.
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(19)?.parse().ok()
+/// The sweeper's verdict on one container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Its deadline plus the grace period has passed.
+    RemoveExpired,
+    /// Its owner on this host and in this PID namespace is provably gone.
+    RemoveOwnerGone,
+    /// Not a generated turn name: never touched.
+    KeepForeign,
+    /// A turn that may still be live.
+    KeepLive,
 }
 
-fn owner_alive(label: Option<&String>) -> bool {
-    let Some((pid, ticks)) = label.and_then(|l| l.split_once(':')) else {
-        return false;
-    };
-    let (Ok(pid), Ok(ticks)) = (pid.parse::<u32>(), ticks.parse::<u64>()) else {
-        return false;
-    };
-    ticks != 0 && process_start_ticks(pid) == Some(ticks)
+fn label<'a>(labels: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
+    labels.get(key).map(String::as_str)
 }
 
-/// Removes abandoned turn containers: older than `grace` and not owned by a live process, or
-/// older than [`MAX_TURN_LIFETIME`]. Containers whose name is not a generated turn name are kept.
+/// The deadline of `container` in Unix seconds.
+fn deadline_of(container: &TurnContainer) -> i64 {
+    label(&container.labels, DEADLINE_LABEL_KEY)
+        .and_then(|d| {
+            let plain = !d.is_empty() && d.len() <= 18 && d.bytes().all(|b| b.is_ascii_digit());
+            if plain { d.parse::<i64>().ok() } else { None }
+        })
+        .unwrap_or_else(|| {
+            let lifetime = i64::try_from(LEGACY_LIFETIME.as_secs()).unwrap_or(i64::MAX);
+            container.created.saturating_add(lifetime)
+        })
+}
+
+/// The janitor's rule (module documentation) for one container.
+pub(crate) fn verdict(
+    container: &TurnContainer,
+    now_unix: i64,
+    grace: Duration,
+    me: &LocalOwner,
+    processes: &dyn ProcessTable,
+) -> Verdict {
+    if !container
+        .names
+        .iter()
+        .any(|n| n.parse::<ContainerName>().is_ok())
+    {
+        return Verdict::KeepForeign;
+    }
+    let grace = i64::try_from(grace.as_secs()).unwrap_or(i64::MAX);
+    if now_unix > deadline_of(container).saturating_add(grace) {
+        return Verdict::RemoveExpired;
+    }
+    let labels = &container.labels;
+    let same_host = label(labels, HOST_LABEL_KEY) == Some(me.host().as_str());
+    let same_namespace = me.pid_namespace().is_some_and(|mine| {
+        label(labels, PID_NAMESPACE_LABEL_KEY).and_then(PidNamespace::parse) == Some(mine)
+    });
+    if !same_host || !same_namespace {
+        return Verdict::KeepLive;
+    }
+    match label(labels, OWNER_LABEL_KEY).and_then(ProcessIdentity::parse) {
+        Some(owner) if processes.liveness(owner) == Liveness::Gone => Verdict::RemoveOwnerGone,
+        _ => Verdict::KeepLive,
+    }
+}
+
+/// Removes abandoned turn containers by the rule in the module documentation.
 ///
 /// # Errors
 /// `REPOSITORY_DOCKER_UNAVAILABLE` / `…_COMMAND_FAILED` / `…_TIMEOUT` when listing fails.
@@ -54,6 +116,16 @@ pub async fn sweep_abandoned_turns<R: ContainerRuntime>(
     runtime: &R,
     grace: Duration,
     now_unix: i64,
+) -> Result<SweepReport, WorkerError> {
+    sweep_with(runtime, grace, now_unix, local_owner(), &ProcFs).await
+}
+
+pub(crate) async fn sweep_with<R: ContainerRuntime>(
+    runtime: &R,
+    grace: Duration,
+    now_unix: i64,
+    me: &LocalOwner,
+    processes: &dyn ProcessTable,
 ) -> Result<SweepReport, WorkerError> {
     let listed = tokio::time::timeout(CALL_TIMEOUT, runtime.list_turns()).await;
     let containers = match listed {
@@ -84,41 +156,21 @@ pub async fn sweep_abandoned_turns<R: ContainerRuntime>(
             report.kept.push(container.id);
             continue;
         };
-        let age = u64::try_from(now_unix.saturating_sub(container.created)).unwrap_or(0);
-        let owned = owner_alive(container.labels.get(OWNER_LABEL_KEY));
-        let abandoned = (age >= grace.as_secs() && !owned) || age >= MAX_TURN_LIFETIME.as_secs();
-        if !abandoned {
-            report.kept.push(name.as_str().to_owned());
-            continue;
-        }
-        match crate::turn::remove_container(runtime, &name).await {
-            Ok(()) => report.removed.push(name.as_str().to_owned()),
-            Err(_) => report.failed.push(name.as_str().to_owned()),
+        match verdict(&container, now_unix, grace, me, processes) {
+            Verdict::RemoveExpired | Verdict::RemoveOwnerGone => {
+                match remove_container(runtime, &name).await {
+                    Ok(()) => report.removed.push(name.as_str().to_owned()),
+                    Err(_) => report.failed.push(name.as_str().to_owned()),
+                }
+            }
+            Verdict::KeepForeign | Verdict::KeepLive => {
+                report.kept.push(name.as_str().to_owned());
+            }
         }
     }
     Ok(report)
 }
 
-/// Seconds since the Unix epoch.
-#[must_use]
-pub fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn own_process_is_alive_and_bogus_owners_are_not() {
-        let pid = std::process::id();
-        let ticks = process_start_ticks(pid).unwrap();
-        assert!(owner_alive(Some(&format!("{pid}:{ticks}"))));
-        assert!(!owner_alive(Some(&format!("{pid}:{}", ticks + 1))));
-        assert!(!owner_alive(Some(&"x:1".to_owned())));
-        assert!(!owner_alive(None));
-        assert!(!owner_alive(Some(&format!("{}:1", u32::MAX))));
-    }
-}
+#[path = "janitor_tests.rs"]
+mod tests;

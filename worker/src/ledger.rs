@@ -172,7 +172,7 @@ impl UsageLedger {
                     tokens(r.completion_tokens)?,
                     tokens(r.total_tokens)?,
                     r.source,
-                    crate::janitor::now_unix(),
+                    crate::owner::now_unix(),
                 ],
             )
             .map_err(|_| ledger_err("cannot write record"))?;

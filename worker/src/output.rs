@@ -25,7 +25,7 @@ use snapshot::{
 };
 
 use crate::error::WorkerError;
-use crate::turn::CodingWorkerRequest;
+use crate::request::CodingWorkerRequest;
 use crate::usage::IsolatedAcpUsage;
 
 #[path = "output_scan.rs"]

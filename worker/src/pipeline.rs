@@ -14,10 +14,14 @@ use snapshot::{
     is_secret_contract_path, is_secret_sensitive_path, verify_snapshot_identity,
 };
 
+use crate::cleanup::StagedTree;
+use crate::config::TurnConfig;
 use crate::error::WorkerError;
+use crate::ids::ContainerName;
 use crate::ledger::{UsageIdentity, UsageLedger, record_isolated_acp_usage};
+use crate::request::{CodingWorkerRequest, TurnApproval};
 use crate::runtime::ContainerRuntime;
-use crate::turn::{CodingWorkerRequest, TurnApproval, TurnConfig, execute_repository_docker_turn};
+use crate::turn::execute_repository_docker_turn;
 use crate::usage::IsolatedAcpUsage;
 
 /// Everything one `run` needs.
@@ -55,7 +59,7 @@ pub struct PipelineOutcome {
     pub digest: Sha256,
     pub usage: Option<IsolatedAcpUsage>,
     pub usage_recorded: bool,
-    pub container_name: String,
+    pub container_name: ContainerName,
     pub selected: Vec<RepoPath>,
     pub read_only: Vec<RepoPath>,
     pub timings: PhaseTimings,
@@ -143,8 +147,8 @@ pub fn staging_root(parent: &Path) -> PathBuf {
 ///
 /// # Security
 /// The repository is only read (its object database, at the pinned commit). The staging tree is
-/// private (0700), created fresh and removed on every path.
-pub async fn run_pipeline<R: ContainerRuntime>(
+/// private (0700), created fresh and removed on every path, cancellation of this future included.
+pub async fn run_pipeline<R: ContainerRuntime + Clone + 'static>(
     runtime: &R,
     req: PipelineRequest<'_>,
 ) -> Result<PipelineOutcome, WorkerError> {
@@ -180,7 +184,7 @@ pub async fn run_pipeline<R: ContainerRuntime>(
     let turn = execute_repository_docker_turn(runtime, &request, &approval, req.config).await?;
     let turn_ms = turn_started.elapsed().as_millis();
 
-    let attempt_id = format!("attempt-{}", turn.proposal.proposal_id);
+    let attempt_id = format!("attempt-{}", turn.attempt);
     let identity = UsageIdentity {
         app_id: context.app_id().to_owned(),
         user_id: req.user_id.to_owned(),
@@ -213,7 +217,7 @@ pub async fn run_pipeline<R: ContainerRuntime>(
 
     let stage_started = Instant::now();
     let root = staging_root(req.staging_parent);
-    let workspace = archive::stage_verified_archive(VerifiedStageRequest {
+    let staged = StagedTree::new(archive::stage_verified_archive(VerifiedStageRequest {
         context,
         snapshot: &evidence,
         selected_paths: &selected,
@@ -223,19 +227,19 @@ pub async fn run_pipeline<R: ContainerRuntime>(
         policy: req.policy,
         create_absence: Some(&snap),
         max_files: selected.len() + context.create_paths().len(),
-        max_archive_bytes: req.config.max_archive_bytes,
-    })?;
+        max_archive_bytes: req.config.max_archive_bytes(),
+    })?);
     let finalized = finalizer::finalize_repository_patch(FinalizeRequest {
         context,
         snapshot: &evidence,
         selected_paths: &selected,
         baseline_files: &baseline,
-        workspace: &workspace,
+        workspace: staged.workspace(),
         proposal: &turn.proposal,
         policy: req.policy,
         create_absence: Some(&snap),
     });
-    let cleaned = workspace.cleanup();
+    let cleaned = staged.remove();
     let candidate = finalized?;
     cleaned?;
     let digest = match req.store {
@@ -257,22 +261,6 @@ pub async fn run_pipeline<R: ContainerRuntime>(
             stage_finalize_ms,
         },
     })
-}
-
-/// `${PATCH_CANDIDATE_STATE_DIR:-$HOME/.local/state/patch-candidate}`.
-///
-/// # Errors
-/// `PATCH_CANDIDATE_STATE` when neither variable is set.
-pub fn state_dir() -> Result<PathBuf, WorkerError> {
-    if let Some(dir) = std::env::var_os("PATCH_CANDIDATE_STATE_DIR").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(dir));
-    }
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .ok_or(WorkerError::State {
-            detail: "HOME is not set",
-        })?;
-    Ok(PathBuf::from(home).join(".local/state/patch-candidate"))
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@ use std::pin::Pin;
 use bollard::models::{ContainerCreateBody, ContainerInspectResponse};
 use futures::Stream;
 
+use crate::ids::{ContainerName, ImageReference};
+
 /// One chunk of container output, already demultiplexed by the daemon's frame headers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OutputChunk {
@@ -72,12 +74,12 @@ pub trait ContainerRuntime: Send + Sync {
     /// `GET /images/{reference}/json`.
     fn inspect_image(
         &self,
-        reference: &str,
+        reference: &ImageReference,
     ) -> impl Future<Output = Result<ImageFacts, RuntimeError>> + Send;
     /// `POST /containers/create?name=…`; returns the raw container ID.
     fn create(
         &self,
-        name: &str,
+        name: &ContainerName,
         body: &ContainerCreateBody,
     ) -> impl Future<Output = Result<String, RuntimeError>> + Send;
     /// `GET /containers/{id}/json`.
@@ -106,4 +108,55 @@ pub trait ContainerRuntime: Send + Sync {
     fn remove(&self, name: &str) -> impl Future<Output = Result<(), RuntimeError>> + Send;
     /// Every container (any state) carrying the offline turn label.
     fn list_turns(&self) -> impl Future<Output = Result<Vec<TurnContainer>, RuntimeError>> + Send;
+}
+
+/// A shared runtime is a runtime (so a guard can own a handle to a runtime that is not `Clone`).
+impl<T: ContainerRuntime + ?Sized> ContainerRuntime for std::sync::Arc<T> {
+    fn inspect_image(
+        &self,
+        reference: &ImageReference,
+    ) -> impl Future<Output = Result<ImageFacts, RuntimeError>> + Send {
+        (**self).inspect_image(reference)
+    }
+    fn create(
+        &self,
+        name: &ContainerName,
+        body: &ContainerCreateBody,
+    ) -> impl Future<Output = Result<String, RuntimeError>> + Send {
+        (**self).create(name, body)
+    }
+    fn inspect(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<ContainerInspectResponse, RuntimeError>> + Send {
+        (**self).inspect(id)
+    }
+    fn attach_output(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<OutputStream, RuntimeError>> + Send {
+        (**self).attach_output(id)
+    }
+    fn start(&self, id: &str) -> impl Future<Output = Result<(), RuntimeError>> + Send {
+        (**self).start(id)
+    }
+    fn write_stdin(
+        &self,
+        id: &str,
+        payload: &[u8],
+    ) -> impl Future<Output = Result<(), RuntimeError>> + Send {
+        (**self).write_stdin(id, payload)
+    }
+    fn wait(&self, id: &str) -> impl Future<Output = Result<ExitStatus, RuntimeError>> + Send {
+        (**self).wait(id)
+    }
+    fn kill(&self, id: &str) -> impl Future<Output = Result<(), RuntimeError>> + Send {
+        (**self).kill(id)
+    }
+    fn remove(&self, name: &str) -> impl Future<Output = Result<(), RuntimeError>> + Send {
+        (**self).remove(name)
+    }
+    fn list_turns(&self) -> impl Future<Output = Result<Vec<TurnContainer>, RuntimeError>> + Send {
+        (**self).list_turns()
+    }
 }

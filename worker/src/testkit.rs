@@ -7,7 +7,7 @@
 )]
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bollard::models::{
     ContainerConfig, ContainerCreateBody, ContainerInspectResponse, ContainerState,
@@ -18,6 +18,7 @@ use snapshot::{
     Sha256, SnapshotError,
 };
 
+use crate::ids::{ContainerName, ImageReference};
 use crate::runtime::{
     ContainerRuntime, ExitStatus, ImageFacts, OutputChunk, OutputStream, RuntimeError,
     TurnContainer,
@@ -39,22 +40,28 @@ pub enum CreateMode {
     BadId,
 }
 
-/// A recording fake: every call is appended to `calls` in order.
+/// A recording fake: every call is appended to `calls` in order. Clones share the recording
+/// (a container guard holds a clone to remove the container after cancellation).
+#[derive(Clone)]
 pub struct FakeRuntime {
-    pub calls: Mutex<Vec<String>>,
+    pub calls: Arc<Mutex<Vec<String>>>,
     pub image: Result<ImageFacts, RuntimeError>,
     pub create_mode: CreateMode,
-    pub created: Mutex<Option<(String, ContainerCreateBody)>>,
+    pub created: Arc<Mutex<Option<(String, ContainerCreateBody)>>>,
     pub tamper: Option<fn(&mut ContainerInspectResponse)>,
     pub start_fails: bool,
     pub output: Vec<OutputChunk>,
     pub exit_code: i64,
     pub oom: bool,
-    pub stdin: Mutex<Option<Vec<u8>>>,
+    pub stdin: Arc<Mutex<Option<Vec<u8>>>>,
     pub remove_result: Result<(), RuntimeError>,
     pub turns: Vec<TurnContainer>,
     /// `wait` never returns (a container that ignores its deadline).
     pub wait_hangs: bool,
+    /// `create` never answers (a daemon that hangs, or a turn cancelled mid-create).
+    pub create_hangs: bool,
+    /// Notified whenever a call is recorded.
+    pub progress: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for FakeRuntime {
@@ -66,22 +73,24 @@ impl std::fmt::Debug for FakeRuntime {
 impl FakeRuntime {
     pub fn new(stdout: &[u8]) -> Self {
         Self {
-            calls: Mutex::new(Vec::new()),
+            calls: Arc::default(),
             image: Ok(ImageFacts {
                 id: image_id(),
                 env: vec!["PATH=/bin".to_owned()],
             }),
             create_mode: CreateMode::Ok,
-            created: Mutex::new(None),
+            created: Arc::default(),
             tamper: None,
             start_fails: false,
             output: vec![OutputChunk::Stdout(stdout.to_vec())],
             exit_code: 0,
             oom: false,
-            stdin: Mutex::new(None),
+            stdin: Arc::default(),
             remove_result: Ok(()),
             turns: Vec::new(),
             wait_hangs: false,
+            create_hangs: false,
+            progress: Arc::default(),
         }
     }
 
@@ -91,6 +100,18 @@ impl FakeRuntime {
 
     fn record(&self, call: &str) {
         self.calls.lock().unwrap().push(call.to_owned());
+        self.progress.notify_waiters();
+    }
+
+    /// Waits until `call` has been recorded.
+    pub async fn reached(&self, call: &str) {
+        loop {
+            let next = self.progress.notified();
+            if self.calls().iter().any(|c| c == call) {
+                return;
+            }
+            next.await;
+        }
     }
 
     pub fn stdin_json(&self) -> serde_json::Value {
@@ -135,14 +156,21 @@ pub fn inspect_from_body(
 }
 
 impl ContainerRuntime for FakeRuntime {
-    async fn inspect_image(&self, _reference: &str) -> Result<ImageFacts, RuntimeError> {
+    async fn inspect_image(&self, _reference: &ImageReference) -> Result<ImageFacts, RuntimeError> {
         self.record("image_inspect");
         self.image.clone()
     }
 
-    async fn create(&self, name: &str, body: &ContainerCreateBody) -> Result<String, RuntimeError> {
+    async fn create(
+        &self,
+        name: &ContainerName,
+        body: &ContainerCreateBody,
+    ) -> Result<String, RuntimeError> {
         self.record("create");
-        *self.created.lock().unwrap() = Some((name.to_owned(), body.clone()));
+        *self.created.lock().unwrap() = Some((name.as_str().to_owned(), body.clone()));
+        if self.create_hangs {
+            std::future::pending::<()>().await;
+        }
         match self.create_mode {
             CreateMode::Ok => Ok(CONTAINER_ID.to_owned()),
             CreateMode::LostResponse => Err(RuntimeError::Failed { status: None }),

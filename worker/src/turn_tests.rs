@@ -6,13 +6,18 @@
 )]
 
 use super::*;
+use crate::config::TurnConfig;
+use crate::limits::{MAX_REQUEST_BYTES, MAX_STDERR_BYTES, WALL_SLACK};
+use crate::request::stdin_payload;
 use crate::runtime::ImageFacts;
 use crate::testkit::*;
 use pretty_assertions::assert_eq;
 use snapshot::DefaultPathPolicy;
+use snapshot::{ApprovedExecutionContext, RepoPath, RepositorySnapshotEvidence};
+use std::time::Duration;
 
 fn config() -> TurnConfig {
-    TurnConfig::new(IMAGE, &image_id(), 75, 700_000).unwrap()
+    TurnConfig::parse(IMAGE, &image_id(), 75, 700_000).unwrap()
 }
 
 fn archive_of(entries: &[(&str, &str)]) -> Vec<u8> {
@@ -193,10 +198,15 @@ async fn create_flags_are_exact() {
     assert_eq!(host.network_mode.as_deref(), Some("none"));
     assert_eq!(host.readonly_rootfs, Some(true));
     assert_eq!(host.cap_drop, Some(vec!["ALL".to_owned()]));
-    assert_eq!(
-        host.security_opt,
-        Some(vec!["no-new-privileges".to_owned()])
-    );
+    // The turn seccomp profile travels inline, exactly as shipped in the repository.
+    let opts = host.security_opt.clone().unwrap();
+    assert_eq!(opts.len(), 2);
+    assert_eq!(opts[0], "no-new-privileges");
+    let profile = opts[1].strip_prefix("seccomp=").unwrap();
+    assert_eq!(profile, include_str!("../seccomp/turn.json"));
+    let parsed: serde_json::Value = serde_json::from_str(profile).unwrap();
+    assert_eq!(parsed["defaultAction"], "SCMP_ACT_ERRNO");
+    assert_eq!(host.shm_size, Some(1_048_576));
     assert_eq!(
         (host.pids_limit, host.memory, host.memory_swap),
         (Some(64), Some(805_306_368), Some(805_306_368))
@@ -215,31 +225,31 @@ async fn create_flags_are_exact() {
 #[tokio::test]
 async fn invalid_expected_image_id_is_rejected_before_docker() {
     assert_eq!(
-        TurnConfig::new(IMAGE, "latest", 90, 1000)
+        TurnConfig::parse(IMAGE, "latest", 90, 1000)
             .unwrap_err()
             .code(),
         "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID"
     );
     assert_eq!(
-        TurnConfig::new("latest", &image_id(), 90, 1000)
+        TurnConfig::parse("latest", &image_id(), 90, 1000)
             .unwrap_err()
             .code(),
         "REPOSITORY_DOCKER_IMAGE"
     );
     assert_eq!(
-        TurnConfig::new(IMAGE, &image_id(), 0, 1000)
+        TurnConfig::parse(IMAGE, &image_id(), 0, 1000)
             .unwrap_err()
             .code(),
         "REPOSITORY_DOCKER_WALL_BUDGET"
     );
     assert_eq!(
-        TurnConfig::new(IMAGE, &image_id(), 3601, 1000)
+        TurnConfig::parse(IMAGE, &image_id(), 3601, 1000)
             .unwrap_err()
             .code(),
         "REPOSITORY_DOCKER_WALL_BUDGET"
     );
     assert_eq!(
-        TurnConfig::new(IMAGE, &image_id(), 90, 16_777_217)
+        TurnConfig::parse(IMAGE, &image_id(), 90, 16_777_217)
             .unwrap_err()
             .code(),
         "REPOSITORY_DOCKER_ARCHIVE_BUDGET"
@@ -328,6 +338,37 @@ async fn every_isolation_field_is_verified_before_start() {
                 "no-new-privileges".into(),
                 "seccomp=unconfined".into(),
             ]);
+        }),
+        ("seccomp daemon default", |i| {
+            i.host_config.as_mut().unwrap().security_opt = Some(vec!["no-new-privileges".into()]);
+        }),
+        ("seccomp profile altered", |i| {
+            let opts = i
+                .host_config
+                .as_mut()
+                .unwrap()
+                .security_opt
+                .as_mut()
+                .unwrap();
+            opts[1] = opts[1]
+                .replacen("\"ptrace\"", "\"ptrace\", \"ptrace\"", 1)
+                .replacen("SCMP_ACT_ERRNO", "SCMP_ACT_LOG", 1);
+        }),
+        ("seccomp extra option", |i| {
+            let opts = i
+                .host_config
+                .as_mut()
+                .unwrap()
+                .security_opt
+                .as_mut()
+                .unwrap();
+            opts.push("apparmor=unconfined".into());
+        }),
+        ("shm size", |i| {
+            i.host_config.as_mut().unwrap().shm_size = Some(64 * 1024 * 1024)
+        }),
+        ("shm size unset", |i| {
+            i.host_config.as_mut().unwrap().shm_size = None
         }),
         ("pids", |i| {
             i.host_config.as_mut().unwrap().pids_limit = Some(65)
@@ -737,8 +778,7 @@ async fn output_cap_applies_while_streaming() {
         OutputChunk::Stdout(b"12345".to_vec()),
         OutputChunk::Stdout(b"678901".to_vec()),
     ];
-    let mut cfg = config();
-    cfg.max_stdout_bytes = 10;
+    let cfg = config().with_stdout_cap(10);
     let err =
         execute_repository_docker_turn(&fake, &fx.request(&[SERVICE], &[]), &fx.approval(), &cfg)
             .await
@@ -777,39 +817,6 @@ async fn nonzero_exit_and_oom_have_distinct_codes() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), "REPOSITORY_DOCKER_OOM");
-}
-
-#[tokio::test]
-async fn janitor_removes_only_abandoned_turns() {
-    use crate::runtime::TurnContainer;
-    use std::collections::HashMap;
-    let now = 10_000;
-    let me = owner_token();
-    let turn = |name: &str, created: i64, owner: &str| TurnContainer {
-        id: name.to_owned(),
-        names: vec![format!("/{name}")],
-        created,
-        labels: HashMap::from([(crate::ids::OWNER_LABEL_KEY.to_owned(), owner.to_owned())]),
-    };
-    let old_dead = ContainerName::generate();
-    let young_dead = ContainerName::generate();
-    let old_live = ContainerName::generate();
-    let mut fake = FakeRuntime::new(b"");
-    fake.turns = vec![
-        turn(old_dead.as_str(), now - 700, "1:1"),
-        turn(young_dead.as_str(), now - 10, "1:1"),
-        turn(old_live.as_str(), now - 700, &me),
-        turn("someone-else", now - 99_999, "1:1"),
-    ];
-    let report = crate::janitor::sweep_abandoned_turns(&fake, Duration::from_secs(600), now)
-        .await
-        .unwrap();
-    assert_eq!(report.removed, vec![old_dead.as_str().to_owned()]);
-    assert_eq!(report.kept.len(), 3);
-    assert_eq!(
-        fake.calls(),
-        vec!["list".to_owned(), format!("remove:{old_dead}")]
-    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -861,5 +868,176 @@ fn base64_text_is_bounded_before_decoding() {
     assert_eq!(
         err.to_string(),
         "REPOSITORY_DOCKER_INVALID_OUTPUT: archive exceeds the budget"
+    );
+}
+
+/// Cancels a turn (drops its future) once the fake has recorded `call`, then waits for the
+/// removals the dropped guard handed off.
+async fn cancel_at(fake: &FakeRuntime, fx: &Fixture, call: &str) {
+    let request = fx.request(&[SERVICE], &[]);
+    let approval = fx.approval();
+    let cfg = config();
+    let turn = execute_repository_docker_turn(fake, &request, &approval, &cfg);
+    tokio::select! {
+        result = turn => panic!("the turn finished before {call}: {:?}", result.map(|_| ())),
+        () = fake.reached(call) => {}
+    }
+    assert_eq!(
+        crate::settle_pending_removals(Duration::from_secs(60)).await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_turn_cancelled_mid_run_removes_its_container() {
+    let fx = Fixture::new(&[], &[]);
+    let mut fake = FakeRuntime::new(b"");
+    fake.wait_hangs = true;
+    cancel_at(&fake, &fx, "wait").await;
+    assert_eq!(
+        fake.calls(),
+        vec![
+            "image_inspect",
+            "create",
+            "inspect",
+            "attach",
+            "start",
+            "stdin",
+            "wait",
+            &removal(&fake)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_turn_cancelled_mid_create_removes_the_late_container_too() {
+    let fx = Fixture::new(&[], &[]);
+    let mut fake = FakeRuntime::new(b"");
+    fake.create_hangs = true;
+    cancel_at(&fake, &fx, "create").await;
+    // The daemon may finish a create the turn stopped waiting for: removed, then removed again.
+    assert_eq!(
+        fake.calls(),
+        vec!["image_inspect", "create", &removal(&fake), &removal(&fake)]
+    );
+}
+
+#[tokio::test]
+async fn a_turn_cancelled_before_create_touches_nothing() {
+    let fx = Fixture::new(&[], &[]);
+    let mut fake = FakeRuntime::new(b"");
+    fake.image = Err(RuntimeError::Unavailable);
+    let request = fx.request(&[SERVICE], &[]);
+    let err = run(&fake, &fx, &request).await.unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_UNAVAILABLE");
+    assert_eq!(
+        crate::settle_pending_removals(Duration::from_secs(60)).await,
+        0
+    );
+    assert_eq!(fake.calls(), vec!["image_inspect"]);
+}
+
+#[tokio::test]
+async fn a_failed_removal_of_a_cancelled_turn_is_not_retried_forever() {
+    let fx = Fixture::new(&[], &[]);
+    let mut fake = FakeRuntime::new(b"");
+    fake.wait_hangs = true;
+    fake.remove_result = Err(RuntimeError::Failed { status: Some(500) });
+    cancel_at(&fake, &fx, "wait").await;
+    assert_eq!(fake.calls().last().unwrap(), &removal(&fake));
+    assert_eq!(
+        fake.calls()
+            .iter()
+            .filter(|c| c.starts_with("remove:"))
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn every_explicit_path_removes_exactly_once_and_hands_nothing_off() {
+    let fx = Fixture::new(&[], &[]);
+    let ok = FakeRuntime::new(&update_output());
+    let mut start_fails = FakeRuntime::new(&update_output());
+    start_fails.start_fails = true;
+    let mut exit_fails = FakeRuntime::new(&update_output());
+    exit_fails.exit_code = 2;
+    let invalid = FakeRuntime::new(b"not json");
+    for (label, fake) in [
+        ("success", ok),
+        ("start fails", start_fails),
+        ("exit fails", exit_fails),
+        ("invalid output", invalid),
+    ] {
+        let _ = run(&fake, &fx, &fx.request(&[SERVICE], &[])).await;
+        assert_eq!(
+            crate::settle_pending_removals(Duration::from_secs(60)).await,
+            0
+        );
+        assert_eq!(
+            fake.calls()
+                .iter()
+                .filter(|c| c.starts_with("remove:"))
+                .count(),
+            1,
+            "{label}"
+        );
+        assert_eq!(fake.calls().last().unwrap(), &removal(&fake), "{label}");
+    }
+}
+
+#[tokio::test]
+async fn containers_carry_their_owner_and_deadline() {
+    let fx = Fixture::new(&[], &[]);
+    let fake = FakeRuntime::new(&update_output());
+    let before = crate::owner::now_unix();
+    let turn = run(&fake, &fx, &fx.request(&[SERVICE], &[])).await.unwrap();
+    let labels = fake.created_body().labels.unwrap();
+    assert_eq!(labels["mozaiks.refinement.repository_turn"], "offline");
+    assert_eq!(
+        labels[crate::owner::ATTEMPT_LABEL_KEY],
+        turn.attempt.as_str()
+    );
+    let deadline: i64 = labels[crate::owner::DEADLINE_LABEL_KEY].parse().unwrap();
+    let lifetime = i64::try_from(config().turn_lifetime().as_secs()).unwrap();
+    assert!(deadline > before + lifetime && deadline <= crate::owner::now_unix() + lifetime + 1);
+    let me = crate::owner::local_owner();
+    assert_eq!(labels[crate::owner::HOST_LABEL_KEY], me.host().as_str());
+    assert_eq!(labels.len(), 7);
+    // A daemon that drops an owner label fails the pre-start inspection.
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.tamper = Some(|i| {
+        i.config
+            .as_mut()
+            .unwrap()
+            .labels
+            .as_mut()
+            .unwrap()
+            .remove(crate::owner::DEADLINE_LABEL_KEY);
+    });
+    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "REPOSITORY_DOCKER_ISOLATION_MISMATCH: Config.Labels"
+    );
+}
+
+#[test]
+fn turn_config_keeps_its_checks() {
+    let cfg = config();
+    assert_eq!(cfg.turn_lifetime(), Duration::from_secs(75) + WALL_SLACK);
+    let longest =
+        TurnConfig::parse(IMAGE, &image_id(), crate::limits::MAX_WALL_SECONDS, 1).unwrap();
+    assert_eq!(
+        longest.turn_lifetime(),
+        Duration::from_secs(crate::limits::MAX_WALL_SECONDS) + WALL_SLACK
+    );
+    assert_eq!(
+        TurnConfig::parse(IMAGE, &image_id(), u64::MAX, 1)
+            .unwrap_err()
+            .code(),
+        "REPOSITORY_DOCKER_WALL_BUDGET"
     );
 }

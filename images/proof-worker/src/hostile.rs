@@ -29,6 +29,131 @@ pub const MODES: [&str; 12] = [
 /// Bytes written by `oversized-output` and `flood-stderr` (above the host's 40,000,000 cap).
 pub const FLOOD_BYTES: usize = 48 << 20;
 
+/// The hostile output shapes: mode `shape-<kind>-<position>` prints a contract-shaped document
+/// (the `valid` one) whose value at `<position>` is replaced by a `<kind>` value filled so the
+/// whole output is [`SHAPE_BYTES`] long, just under the host's stdout cap. They measure that the
+/// host's memory follows its own limits, not the shape of the agent's JSON.
+pub const SHAPE_KINDS: [&str; 5] = [
+    "widearray",
+    "wideobject",
+    "deep",
+    "hugestring",
+    "hugeescaped",
+];
+/// Where a shape goes (see [`SHAPE_KINDS`]).
+pub const SHAPE_POSITIONS: [&str; 10] = [
+    "usage",
+    "proposalid",
+    "summary",
+    "ownedpaths",
+    "changedfiles",
+    "content",
+    "commands",
+    "events",
+    "eventsummary",
+    "archive",
+];
+/// Length of every shape document.
+pub const SHAPE_BYTES: usize = 39_900_000;
+
+const HOLE: &str = "\u{1}shape-hole\u{1}";
+
+/// A `kind` value exactly `fill` bytes long (or `None` for an unknown kind or a tiny fill).
+fn shape_value(kind: &str, fill: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(fill);
+    match kind {
+        "widearray" => {
+            out.push(b'[');
+            while out.len() + 3 <= fill {
+                out.extend_from_slice(b"0,");
+            }
+            out.push(b'0');
+            out.resize(fill.saturating_sub(1), b' ');
+            out.push(b']');
+        }
+        "wideobject" => {
+            out.push(b'{');
+            let mut i = 0_u64;
+            loop {
+                let entry = format!("\"k{i}\":0,");
+                if out.len() + entry.len() + 8 > fill {
+                    break;
+                }
+                out.extend_from_slice(entry.as_bytes());
+                i += 1;
+            }
+            out.extend_from_slice(b"\"z\":0");
+            out.resize(fill.saturating_sub(1), b' ');
+            out.push(b'}');
+        }
+        "deep" => {
+            let depth = fill / 2;
+            out.resize(depth, b'[');
+            out.resize(depth * 2, b']');
+            out.resize(fill, b' ');
+        }
+        "hugestring" => {
+            out.push(b'"');
+            out.resize(fill.saturating_sub(1), b'x');
+            out.push(b'"');
+        }
+        "hugeescaped" => {
+            out.push(b'"');
+            while out.len() + 3 <= fill {
+                out.extend_from_slice(b"\\n");
+            }
+            out.resize(fill.saturating_sub(1), b'x');
+            out.push(b'"');
+        }
+        _ => return None,
+    }
+    (out.len() == fill && fill > 2).then_some(out)
+}
+
+/// The `shape-<kind>-<position>` document for `mode`, if `mode` names one.
+fn shape_document(mode: &str, request: Option<&TurnRequest>, archive_b64: &str) -> Option<Vec<u8>> {
+    let rest = mode.strip_prefix("shape-")?;
+    let (kind, position) = rest.split_once('-')?;
+    if !SHAPE_KINDS.contains(&kind) {
+        return None;
+    }
+    let mut doc = serde_json::to_value(completed(request, Some(archive_b64.to_owned()))).ok()?;
+    let hole = serde_json::Value::String(HOLE.to_owned());
+    let target = if position == "archive" {
+        doc.get_mut("workspace_archive_base64")?
+    } else {
+        let proposal = doc.get_mut("proposal")?;
+        match position {
+            "usage" => proposal.get_mut("usage")?,
+            "proposalid" => proposal.get_mut("proposal_id")?,
+            "summary" => proposal.get_mut("summary")?,
+            "ownedpaths" => proposal.get_mut("owned_paths")?,
+            "changedfiles" => proposal.get_mut("changed_files")?,
+            "content" => proposal
+                .get_mut("changed_files")?
+                .get_mut(0)?
+                .get_mut("content")?,
+            "commands" => proposal.get_mut("validation_commands")?,
+            "events" => proposal.get_mut("provider_events")?,
+            "eventsummary" => {
+                let events = proposal.get_mut("provider_events")?;
+                *events = serde_json::json!([{"kind": "plan", "summary": HOLE}]);
+                events.get_mut(0)?.get_mut("summary")?
+            }
+            _ => return None,
+        }
+    };
+    *target = hole;
+    let text = serde_json::to_string(&doc).ok()?;
+    let quoted = serde_json::to_string(HOLE).ok()?;
+    let (head, tail) = text.split_once(&quoted)?;
+    let fill = SHAPE_BYTES.checked_sub(head.len() + tail.len())?;
+    let mut out = head.as_bytes().to_vec();
+    out.extend_from_slice(&shape_value(kind, fill)?);
+    out.extend_from_slice(tail.as_bytes());
+    Some(out)
+}
+
 /// What the entrypoint does for a mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostileAction {
@@ -143,6 +268,10 @@ pub fn action(mode: &str, stdin: &[u8]) -> Option<HostileAction> {
         hang: false,
         exit_code: 0,
     };
+    if mode.starts_with("shape-") {
+        let archive_b64 = encode(&valid_archive);
+        return shape_document(mode, request, &archive_b64).map(plain);
+    }
     Some(match mode {
         "valid" => plain(valid),
         "malformed-json" => plain(b"{\"proposal\": {\"proposal_id\": \"x\",\n".to_vec()),
@@ -212,6 +341,28 @@ pub const HANG_SLICE: Duration = Duration::from_secs(3600);
 mod tests {
     use super::*;
 
+    /// Every shape mode prints exactly `SHAPE_BYTES` of valid JSON with the shape in place (the
+    /// host's parser, not JSON syntax, has to refuse it).
+    #[test]
+    fn every_shape_is_valid_json_of_the_exact_length() {
+        for kind in SHAPE_KINDS {
+            for position in SHAPE_POSITIONS {
+                let mode = format!("shape-{kind}-{position}");
+                let out = action(&mode, REQ).unwrap().stdout;
+                assert_eq!(out.len(), SHAPE_BYTES, "{mode}");
+                assert!(out.starts_with(b"{\"proposal\":{"), "{mode}");
+                if kind != "deep" {
+                    // Syntax only (no value tree): serde_json's recursion limit (128) would stop
+                    // at the deep shapes, which are checked by their brackets instead.
+                    serde_json::from_slice::<serde::de::IgnoredAny>(&out).unwrap();
+                } else {
+                    let text = std::str::from_utf8(&out).unwrap();
+                    assert!(text.contains("[[[[") && text.contains("]]]]"), "{mode}");
+                }
+            }
+        }
+    }
+
     const REQ: &[u8] = br#"{"app_id":"a","build_family":"app_bundle","build_record_id":"b","change_class":"patch","raw_user_request":"r","files":{"app/a.txt":"one\n","app/b.txt":"two\n"},"read_only_files":{}}"#;
 
     fn strict(bytes: &[u8]) -> Result<TurnOutput, snapshot::StrictJsonError> {
@@ -261,6 +412,8 @@ mod tests {
         assert!(action("sleep-forever", REQ).unwrap().hang);
         assert!(action("flood-stderr", REQ).unwrap().stderr_bytes > 40_000_000);
         assert!(action("no-such-mode", REQ).is_none());
+        assert!(action("shape-nokind-usage", REQ).is_none());
+        assert!(action("shape-deep-nowhere", REQ).is_none());
         assert_eq!(
             MODES.iter().filter(|m| action(m, REQ).is_some()).count(),
             MODES.len()

@@ -28,6 +28,10 @@ pub struct ProbeReport {
     pub tcp_reachable: Option<bool>,
     pub sentinel_env_visible: Option<bool>,
     pub sentinel_file_visible: Option<bool>,
+    /// With `probe: isolation`: the system call families the turn seccomp profile must deny
+    /// (`syscall_probe::Probe::ALL`) that were not answered `EPERM`/`ENOSYS`.
+    #[serde(default)]
+    pub undenied_syscalls: Option<Vec<String>>,
 }
 
 impl ProbeReport {
@@ -73,6 +77,13 @@ impl ProbeReport {
         if self.sentinel_file_visible == Some(true) {
             out.push("sentinel_file");
         }
+        if self
+            .undenied_syscalls
+            .as_ref()
+            .is_some_and(|v| !v.is_empty())
+        {
+            out.push("syscall_not_denied");
+        }
         out
     }
 }
@@ -110,6 +121,13 @@ pub fn collect(sel: &ProbeSelection) -> ProbeReport {
             .file
             .as_deref()
             .map(|p| std::fs::symlink_metadata(p).is_ok()),
+        undenied_syscalls: sel.isolation.then(|| {
+            syscall_probe::Probe::ALL
+                .into_iter()
+                .filter(|p| !p.attempt().denied())
+                .map(|p| p.name().to_owned())
+                .collect()
+        }),
     }
 }
 
@@ -173,13 +191,29 @@ mod tests {
             tcp_reachable: Some(false),
             sentinel_env_visible: Some(false),
             sentinel_file_visible: None,
+            undenied_syscalls: Some(vec![]),
         }
     }
 
     #[test]
     fn each_field_maps_to_one_exposure() {
         assert!(clean().exposures().is_empty());
+        assert!(
+            ProbeReport {
+                undenied_syscalls: None,
+                ..clean()
+            }
+            .exposures()
+            .is_empty()
+        );
         let cases: Vec<(ProbeReport, &str)> = vec![
+            (
+                ProbeReport {
+                    undenied_syscalls: Some(vec!["io_uring_setup".into()]),
+                    ..clean()
+                },
+                "syscall_not_denied",
+            ),
             (
                 ProbeReport {
                     uid: Some(0),

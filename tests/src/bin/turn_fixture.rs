@@ -1,6 +1,7 @@
 //! A tiny static entrypoint for the real-Docker turn scenarios (packed `FROM scratch` into
 //! `patch-candidate-turn-fixture:test`). Each mode exercises one behaviour of the host that the
-//! proof images do not: stdin delivery and EOF, an OOM kill, and in-container isolation probes.
+//! proof images do not: stdin delivery and EOF, an OOM kill, and in-container isolation probes
+//! (including one attempt per system call family the turn seccomp profile denies).
 //! It reports through `owned_paths` of an `empty` proposal, which the host passes through.
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -29,6 +30,24 @@ fn status_field(name: &str) -> String {
         .lines()
         .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_owned()))
         .unwrap_or_else(|| "?".to_owned())
+}
+
+/// The size option of the `/dev/shm` mount, e.g. `size=1024k`.
+fn shm_options() -> String {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    mounts
+        .lines()
+        .find_map(|l| {
+            let mut fields = l.split_whitespace();
+            (fields.nth(1)? == "/dev/shm").then(|| {
+                fields
+                    .nth(1)?
+                    .split(',')
+                    .find(|o| o.starts_with("size="))
+                    .map(str::to_owned)
+            })?
+        })
+        .unwrap_or_else(|| "none".to_owned())
 }
 
 fn main() {
@@ -87,6 +106,7 @@ fn main() {
                 format!("ifaces-{}", ifaces.join(",")),
                 format!("env-{}", env.join(",")),
                 format!("nofile-{nofile}"),
+                format!("shm-{}", shm_options()),
                 format!(
                     "pid1-{}",
                     std::fs::read_to_string("/proc/1/comm")
@@ -94,6 +114,16 @@ fn main() {
                         .trim()
                 ),
             ]);
+        }
+        "syscalls" => {
+            // Each family the turn seccomp profile denies, attempted harmlessly.
+            let mut buf = Vec::new();
+            let _ = std::io::stdin().read_to_end(&mut buf);
+            let facts: Vec<String> = syscall_probe::Probe::ALL
+                .iter()
+                .map(|p| format!("syscall-{}-{}", p.name(), p.attempt().label()))
+                .collect();
+            report(&facts);
         }
         "oom" => {
             // Touch every page of 1 GiB: the 768 MiB cgroup limit ends the process.

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use clap::Args;
-use worker::images::ImagesState;
-use worker::runtime::ContainerRuntime as _;
+use worker::ContainerRuntime as _;
+use worker::ImagesState;
 
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
 use super::image_cmd::{build_images, default_source};
@@ -46,7 +46,7 @@ fn ensure_images(args: &DemoArgs, state: &Path) -> Result<ImagesState, CliError>
                     docker
                         .inspect_image(&images.image)
                         .await
-                        .is_ok_and(|i| i.id == images.image_id),
+                        .is_ok_and(|i| i.id == images.image_id.as_str()),
                 )
             })?
         }
@@ -121,14 +121,14 @@ pub(crate) fn run(args: &DemoArgs) -> Result<Outcome, CliError> {
         commit,
         approval: dir.join("approval.json"),
         task,
-        image: Some(images.image.clone()),
-        image_id: Some(images.image_id.clone()),
+        image: Some(images.image.to_string()),
+        image_id: Some(images.image_id.to_string()),
         store: Some(dir.join("candidates")),
         files: Vec::new(),
         read_only: Vec::new(),
         policy: None,
-        max_wall_seconds: worker::turn::DEFAULT_WALL_SECONDS,
-        max_archive_bytes: worker::turn::MAX_TURN_ARCHIVE_BYTES,
+        max_wall_seconds: worker::DEFAULT_WALL_SECONDS,
+        max_archive_bytes: worker::MAX_TURN_ARCHIVE_BYTES,
         runtime: None,
         no_ledger: false,
         docker: args.docker.clone(),

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use clap::{Args, Subcommand};
-use worker::images::ImagesState;
+use worker::ImagesState;
 
 use super::docker_args::state_dir;
 use super::{CliError, Outcome};

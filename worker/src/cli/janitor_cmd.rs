@@ -1,5 +1,6 @@
-//! `patch-candidate janitor`: removes abandoned turn containers (labelled, older than the grace
-//! period, owner process gone).
+//! `patch-candidate janitor`: removes abandoned turn containers — those whose deadline plus the
+//! grace period has passed, or whose owner on this host, in this PID namespace, is provably gone.
+//! Never a live turn of another process, PID namespace or host.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -12,8 +13,8 @@ use super::{CliError, Outcome};
 /// `janitor` arguments.
 #[derive(Debug, Args)]
 pub(crate) struct JanitorArgs {
-    /// Seconds a container must exist before it can count as abandoned.
-    #[arg(long, default_value_t = worker::janitor::DEFAULT_GRACE.as_secs())]
+    /// Seconds after a turn's deadline before its container counts as abandoned.
+    #[arg(long, default_value_t = worker::DEFAULT_GRACE.as_secs())]
     grace_seconds: u64,
     #[command(flatten)]
     docker: DockerArgs,
@@ -24,9 +25,7 @@ pub(crate) fn run(args: &JanitorArgs) -> Result<Outcome, CliError> {
     let report = rt.block_on(async {
         let docker = args.docker.connect().await?;
         let grace = Duration::from_secs(args.grace_seconds);
-        Ok::<_, CliError>(
-            worker::sweep_abandoned_turns(&docker, grace, worker::janitor::now_unix()).await?,
-        )
+        Ok::<_, CliError>(worker::sweep_abandoned_turns(&docker, grace, worker::now_unix()).await?)
     })?;
     let mut text = String::new();
     let _ = writeln!(text, "removed: {}", report.removed.len());

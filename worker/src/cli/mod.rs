@@ -9,6 +9,7 @@ mod image_cmd;
 mod janitor_cmd;
 mod output;
 mod run_cmd;
+mod signals;
 mod snapshot_cmd;
 mod usage_cmd;
 

@@ -8,13 +8,14 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use finalizer::{CandidateStore, RepositoryPatchCandidate};
 use snapshot::{ApprovedExecutionContext, DefaultPathPolicy, RepoPath};
-use worker::images::{ImagesState, PROOF_IMAGE};
-use worker::ledger::UsageLedger;
-use worker::pipeline::{PipelineOutcome, PipelineRequest, run_pipeline};
-use worker::turn::{DEFAULT_WALL_SECONDS, MAX_TURN_ARCHIVE_BYTES};
-use worker::{RuntimeName, TurnConfig};
+use worker::{
+    DEFAULT_WALL_SECONDS, ImageId, ImageReference, ImagesState, MAX_TURN_ARCHIVE_BYTES,
+    PROOF_IMAGE, PipelineOutcome, PipelineRequest, RuntimeName, TurnConfig, UsageLedger,
+    run_pipeline,
+};
 
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
+use super::signals::Interruptible;
 use super::{CliError, Outcome};
 
 /// Largest approval document accepted.
@@ -53,7 +54,8 @@ pub(crate) struct RunArgs {
     /// Host path policy (JSON `{"protected": [...]}`) extending the built-in protections.
     #[arg(long)]
     pub policy: Option<PathBuf>,
-    /// Wall budget of the turn in seconds (1..=3600).
+    /// Wall budget of the turn in seconds (1..=3600). The turn's whole life, container creation
+    /// included, is this plus 10 s: its deadline, recorded on the container for the janitor.
     #[arg(long, default_value_t = DEFAULT_WALL_SECONDS)]
     pub max_wall_seconds: u64,
     /// Largest archive the turn may return, in bytes.
@@ -112,14 +114,15 @@ pub(crate) fn resolve_image(
     image: Option<&str>,
     image_id: Option<&str>,
     state: &Path,
-) -> Result<(String, String), CliError> {
+) -> Result<(ImageReference, ImageId), CliError> {
     let recorded = ImagesState::load(state)?;
-    let image = image
-        .map(str::to_owned)
-        .or_else(|| recorded.as_ref().map(|r| r.image.clone()))
-        .unwrap_or_else(|| PROOF_IMAGE.to_owned());
+    let image: ImageReference = match (image, &recorded) {
+        (Some(image), _) => image.parse()?,
+        (None, Some(r)) => r.image.clone(),
+        (None, None) => PROOF_IMAGE.parse()?,
+    };
     let id = match (image_id, &recorded) {
-        (Some(id), _) => id.to_owned(),
+        (Some(id), _) => id.parse()?,
         (None, Some(r)) if r.image == image => r.image_id.clone(),
         _ => {
             return Err(CliError::environment(
@@ -145,8 +148,8 @@ pub(crate) fn execute(
         .map(str::parse::<RuntimeName>)
         .transpose()?;
     let config = TurnConfig::new(
-        &image,
-        &image_id,
+        image,
+        image_id,
         args.max_wall_seconds,
         args.max_archive_bytes,
     )?
@@ -185,52 +188,24 @@ pub(crate) fn execute(
 
     let rt = tokio_runtime()?;
     let outcome = rt.block_on(async {
-        let docker = args.docker.connect().await?;
-        if progress {
-            tracing::info!(
-                "docker: API {} on {}",
-                docker.api_version(),
-                docker.socket().display()
-            );
-        }
-        match worker::sweep_abandoned_turns(
-            &docker,
-            worker::janitor::DEFAULT_GRACE,
-            worker::janitor::now_unix(),
-        )
-        .await
-        {
-            Ok(report) if !report.removed.is_empty() => {
-                tracing::info!(
-                    "janitor: removed {} abandoned turn container(s)",
-                    report.removed.len()
-                );
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!("janitor: {}", e.code()),
-        }
-        if progress {
-            tracing::info!(
-                "turn: image {} ({})",
-                config.image,
-                config.expected_image_id
-            );
-        }
-        let request = PipelineRequest {
-            repo: &args.repo,
-            commit: &args.commit,
-            context: &context,
-            task: &args.task,
-            selected,
-            read_only,
-            policy: &policy,
-            config: &config,
-            staging_parent: &staging_parent,
-            store: Some(&store),
-            ledger: ledger.as_ref(),
-            user_id: &user,
-        };
-        run_pipeline(&docker, request).await.map_err(CliError::from)
+        // From here on SIGINT / SIGTERM cancel the work below, remove what it created and end
+        // the process with 130 / 143.
+        let interruptible = Interruptible::install()?;
+        interruptible
+            .run(turn_with_sweep(
+                args,
+                progress,
+                &context,
+                &config,
+                &policy,
+                selected,
+                read_only,
+                &store,
+                ledger.as_ref(),
+                &user,
+                &staging_parent,
+            ))
+            .await
     })?;
     if progress {
         tracing::info!(
@@ -241,6 +216,63 @@ pub(crate) fn execute(
         );
     }
     Ok((outcome, store_dir))
+}
+
+/// Connect, sweep abandoned turns (the janitor's rule: never a live turn of anyone), run.
+#[allow(clippy::too_many_arguments)]
+async fn turn_with_sweep(
+    args: &RunArgs,
+    progress: bool,
+    context: &ApprovedExecutionContext,
+    config: &TurnConfig,
+    policy: &DefaultPathPolicy,
+    selected: Option<Vec<RepoPath>>,
+    read_only: Option<Vec<RepoPath>>,
+    store: &CandidateStore,
+    ledger: Option<&UsageLedger>,
+    user: &str,
+    staging_parent: &Path,
+) -> Result<PipelineOutcome, CliError> {
+    let docker = args.docker.connect().await?;
+    if progress {
+        tracing::info!(
+            "docker: API {} on {}",
+            docker.api_version(),
+            docker.socket().display()
+        );
+    }
+    match worker::sweep_abandoned_turns(&docker, worker::DEFAULT_GRACE, worker::now_unix()).await {
+        Ok(report) if !report.removed.is_empty() => {
+            tracing::info!(
+                "janitor: removed {} abandoned turn container(s)",
+                report.removed.len()
+            );
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("janitor: {}", e.code()),
+    }
+    if progress {
+        tracing::info!(
+            "turn: image {} ({})",
+            config.image(),
+            config.expected_image_id()
+        );
+    }
+    let request = PipelineRequest {
+        repo: &args.repo,
+        commit: &args.commit,
+        context,
+        task: &args.task,
+        selected,
+        read_only,
+        policy,
+        config,
+        staging_parent,
+        store: Some(store),
+        ledger,
+        user_id: user,
+    };
+    run_pipeline(&docker, request).await.map_err(CliError::from)
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), CliError> {
@@ -297,7 +329,7 @@ pub(crate) fn outcome_json(
     Ok(serde_json::json!({
         "digest": outcome.digest.to_string(),
         "store": store.display().to_string(),
-        "container_name": outcome.container_name,
+        "container_name": outcome.container_name.as_str(),
         "selected_paths": outcome.selected.iter().map(RepoPath::as_str).collect::<Vec<_>>(),
         "read_only_paths": outcome.read_only.iter().map(RepoPath::as_str).collect::<Vec<_>>(),
         "usage": outcome.usage,

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use clap::Args;
-use worker::ledger::UsageLedger;
+use worker::UsageLedger;
 
 use super::docker_args::state_dir;
 use super::{CliError, Outcome};

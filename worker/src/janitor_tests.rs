@@ -1,0 +1,198 @@
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::collections::{BTreeMap, HashMap};
+
+use pretty_assertions::assert_eq;
+
+use super::*;
+use crate::owner::{ATTEMPT_LABEL_KEY, AttemptId, INSTANCE_LABEL_KEY};
+use crate::testkit::FakeRuntime;
+
+const HOST: &str = "0123456789abcdef0123456789abcdef";
+const OTHER_HOST: &str = "fedcba9876543210fedcba9876543210";
+const NS: u64 = 4_026_531_836;
+const NOW: i64 = 1_800_000_000;
+const GRACE: Duration = Duration::from_secs(600);
+
+/// A process table that answers from a fixed map (anything else is `Unknown`).
+struct Table(BTreeMap<String, Liveness>);
+
+impl ProcessTable for Table {
+    fn liveness(&self, owner: ProcessIdentity) -> Liveness {
+        let key = format!("{}", owner.pid());
+        self.0.get(&key).copied().unwrap_or(Liveness::Unknown)
+    }
+}
+
+fn table() -> Table {
+    Table(BTreeMap::from([
+        ("100".to_owned(), Liveness::Alive),
+        ("200".to_owned(), Liveness::Gone),
+    ]))
+}
+
+fn me() -> LocalOwner {
+    LocalOwner::synthetic(HOST, Some(NS), Some((1, 1)))
+}
+
+fn container(labels: &[(&str, String)]) -> TurnContainer {
+    let name = ContainerName::generate();
+    TurnContainer {
+        id: name.as_str().to_owned(),
+        names: vec![format!("/{name}")],
+        created: NOW - 30,
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect::<HashMap<_, _>>(),
+    }
+}
+
+/// The labels a turn of `host`/`ns`/`owner` with `deadline` carries.
+fn turn(host: &str, ns: &str, owner: &str, deadline: i64) -> TurnContainer {
+    container(&[
+        (HOST_LABEL_KEY, host.to_owned()),
+        (PID_NAMESPACE_LABEL_KEY, ns.to_owned()),
+        (OWNER_LABEL_KEY, owner.to_owned()),
+        (INSTANCE_LABEL_KEY, "a".repeat(32)),
+        (ATTEMPT_LABEL_KEY, AttemptId::generate().as_str().to_owned()),
+        (DEADLINE_LABEL_KEY, deadline.to_string()),
+    ])
+}
+
+fn judge(c: &TurnContainer) -> Verdict {
+    verdict(c, NOW, GRACE, &me(), &table())
+}
+
+#[test]
+fn a_live_turn_is_kept_until_its_deadline_plus_grace_whoever_owns_it() {
+    let ns = NS.to_string();
+    let other_ns = (NS + 1).to_string();
+    for (host, ns) in [(HOST, &ns), (OTHER_HOST, &ns), (HOST, &other_ns)] {
+        // Alive, or gone in a namespace / on a host where that proves nothing.
+        for owner in ["100:5", "200:5", "300:5"] {
+            let deadline = NOW - 600; // deadline + grace == now: not yet passed
+            let c = turn(host, ns, owner, deadline);
+            let expected = if host == HOST && *ns == NS.to_string() && owner == "200:5" {
+                Verdict::RemoveOwnerGone
+            } else {
+                Verdict::KeepLive
+            };
+            assert_eq!(judge(&c), expected, "{host} {ns} {owner}");
+            // One second later every owner's turn is over.
+            assert_eq!(
+                verdict(&c, NOW + 1, GRACE, &me(), &table()),
+                Verdict::RemoveExpired,
+                "{host} {ns} {owner}"
+            );
+        }
+    }
+}
+
+#[test]
+fn owner_gone_is_proven_only_on_this_host_in_this_namespace() {
+    let far = NOW + 3600;
+    let ns = NS.to_string();
+    assert_eq!(
+        judge(&turn(HOST, &ns, "200:5", far)),
+        Verdict::RemoveOwnerGone
+    );
+    assert_eq!(judge(&turn(HOST, &ns, "100:5", far)), Verdict::KeepLive);
+    // Unknown liveness (unreadable /proc, hidepid, ...) never counts as gone.
+    assert_eq!(judge(&turn(HOST, &ns, "300:5", far)), Verdict::KeepLive);
+    assert_eq!(
+        judge(&turn(OTHER_HOST, &ns, "200:5", far)),
+        Verdict::KeepLive
+    );
+    assert_eq!(
+        judge(&turn(HOST, &(NS + 1).to_string(), "200:5", far)),
+        Verdict::KeepLive
+    );
+    for bad_ns in ["unknown", "", "0", "04026531836"] {
+        assert_eq!(
+            judge(&turn(HOST, bad_ns, "200:5", far)),
+            Verdict::KeepLive,
+            "{bad_ns:?}"
+        );
+    }
+    for bad_owner in ["unknown", "200", "200:0", "200:x", ""] {
+        assert_eq!(
+            judge(&turn(HOST, &ns, bad_owner, far)),
+            Verdict::KeepLive,
+            "{bad_owner:?}"
+        );
+    }
+    // A sweeper that cannot read its own PID namespace proves nothing either.
+    let blind = LocalOwner::synthetic(HOST, None, None);
+    assert_eq!(
+        verdict(&turn(HOST, &ns, "200:5", far), NOW, GRACE, &blind, &table()),
+        Verdict::KeepLive
+    );
+}
+
+#[test]
+fn containers_without_a_deadline_get_the_longest_possible_life() {
+    let legacy = i64::try_from(LEGACY_LIFETIME.as_secs()).unwrap();
+    let grace = i64::try_from(GRACE.as_secs()).unwrap();
+    let mut c = container(&[(OWNER_LABEL_KEY, "200:5".to_owned())]);
+    c.created = NOW - legacy - grace;
+    assert_eq!(judge(&c), Verdict::KeepLive);
+    c.created -= 1;
+    assert_eq!(judge(&c), Verdict::RemoveExpired);
+    // A malformed deadline is no deadline.
+    for bad in ["", "-5", "+5", "1e3", " 5", "99999999999999999999"] {
+        let mut c = turn(HOST, "unknown", "unknown", 0);
+        c.labels
+            .insert(DEADLINE_LABEL_KEY.to_owned(), bad.to_owned());
+        assert_eq!(judge(&c), Verdict::KeepLive, "{bad:?}");
+    }
+    assert!(LEGACY_LIFETIME.as_secs() > MAX_WALL_SECONDS);
+}
+
+#[test]
+fn containers_without_a_generated_name_are_never_touched() {
+    let mut c = turn(HOST, &NS.to_string(), "200:5", 0);
+    c.names = vec!["/someone-else".to_owned()];
+    assert_eq!(judge(&c), Verdict::KeepForeign);
+}
+
+#[tokio::test]
+async fn sweep_removes_exactly_the_abandoned_turns() {
+    let ns = NS.to_string();
+    let expired = turn(OTHER_HOST, "1", "100:5", NOW - 601);
+    let gone = turn(HOST, &ns, "200:5", NOW + 60);
+    let live_here = turn(HOST, &ns, "100:5", NOW + 60);
+    let live_elsewhere = turn(OTHER_HOST, &ns, "200:5", NOW + 60);
+    let mut foreign = turn(HOST, &ns, "200:5", 0);
+    foreign.names = vec!["/other".to_owned()];
+    let mut fake = FakeRuntime::new(b"");
+    fake.turns = vec![
+        expired.clone(),
+        gone.clone(),
+        live_here.clone(),
+        live_elsewhere.clone(),
+        foreign.clone(),
+    ];
+    let report = sweep_with(&fake, GRACE, NOW, &me(), &table())
+        .await
+        .unwrap();
+    let name = |c: &TurnContainer| c.names[0].trim_start_matches('/').to_owned();
+    assert_eq!(report.removed, vec![name(&expired), name(&gone)]);
+    assert_eq!(
+        report.kept,
+        vec![name(&live_here), name(&live_elsewhere), foreign.id.clone()]
+    );
+    assert_eq!(
+        fake.calls(),
+        vec![
+            "list".to_owned(),
+            format!("remove:{}", name(&expired)),
+            format!("remove:{}", name(&gone))
+        ]
+    );
+}
