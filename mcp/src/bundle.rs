@@ -1,68 +1,54 @@
-//! The ADR 0004 tools over the app bundle: identity, layout, modules, pages, local validation and
-//! the validation plan. Everything here reads through the workspace handle; nothing is imported,
-//! executed or written.
+//! The ADR 0004 tools over the app bundle, each a thin adapter over the upstream core library's
+//! behaviour: identity (`app/app.json` + the optional provenance), the layout registry, module
+//! discovery, page schema discovery, the fallback validation checks and the validation command
+//! plan. Everything reads through the workspace handle; nothing is imported, executed or written.
+
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::bounded::{self, Format, ParseError, SingleDocError, YamlLimits, YamlNode};
 use crate::envelope::{
-    CheckCounts, Diagnostic, Finding, IdentityResult, LayoutResult, ModuleInfo, ModuleStatus,
-    ModulesResult, PROTOCOL_SCHEMA_VERSION, PageInfo, PagesResult, PlanResult, PlannedCommand,
-    ResolveResult, ValidationLimits, ValidationResult, WorkspaceInfo,
+    Diagnostic, ExtraFinding, IdentityResult, LayoutMatch, LayoutResult, ModuleInfo, ModuleStatus,
+    ModulesResult, PROTOCOL_SCHEMA_VERSION, PageInfo, PagesResult, PlanResult, ProvenanceInfo,
+    ResolveResult, Severity, ValidationResult, WorkspaceInfo,
 };
 use crate::error::McpError;
+use crate::fallback;
 use crate::layout::{
-    self, APP_MANIFEST, APP_ROOT, LAYOUT, MODULES_DIR, PAGES_DIR, PROVENANCE, is_identifier,
+    self, APP_MANIFEST, APP_ROOT, LAYOUT_SCHEMA_VERSION, MODULES_DIR, MatchFailure, PAGES_DIR,
+    PROVENANCE, SECRETS,
 };
+use crate::module_manifest;
+use crate::plan;
+use crate::provenance::{self, AppProvenance};
 use crate::workspace::{EntryKind, ListedKind, RequestPath, Workspace};
 
-/// Largest manifest (`app.json`, `provenance.yaml`, module manifests).
+/// Largest manifest read (`app.json`, `provenance.yaml`, `module.yaml`).
 pub const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
-/// Most files `validate_app_bundle` walks.
-pub const MAX_BUNDLE_FILES: u64 = 2_000;
-/// Most bytes `validate_app_bundle` reads.
-pub const MAX_BUNDLE_BYTES: u64 = 32 * 1024 * 1024;
-/// Largest single file `validate_app_bundle` parses.
-pub const MAX_PARSED_FILE_BYTES: u64 = 1024 * 1024;
-/// Most directory entries (files, directories, others) `validate_app_bundle` and
-/// `plan_validation_commands` walk.
-pub const MAX_BUNDLE_ENTRIES: u64 = 20_000;
-/// Most findings one `validate_app_bundle` answer lists; a `truncated` diagnostic counts the rest.
-pub const MAX_FINDINGS: usize = 1_000;
-/// Deepest directory nesting under `app/`.
-pub const MAX_BUNDLE_DEPTH: u64 = 24;
-/// Layout document version.
-pub const LAYOUT_SCHEMA_VERSION: &str = "mozaiks.app_layout.v1";
 
-const SCOPE: &str = "Local deterministic fallback validation only: JSON and YAML manifests parse, \
-Python sources are syntactically valid (parsed, never compiled or imported), the secrets contract \
-is names-only, and the identity and provenance manifests have their required fields. It is not an \
-acceptance gate and grants nothing.";
+const SCOPE: &str = "The upstream deterministic fallback checks over the whole workspace \
+(run_app_validation_fallback_checks): package.json, tsconfig.json, composer.json and *.schema.json \
+among the first 120 .json files must parse as JSON; the first 600 .py files must compile (parsed, \
+never imported or run); the first 220 .yaml/.yml files must load with PyYAML's safe_load (one \
+document, safe tags). Upstream's skip list applies to every path part. valid is upstream's verdict; \
+it is not an acceptance gate and grants nothing.";
 
-/// `app/app.json` identity.
+const EXTRA_SCOPE: &str = "Rules of this server, not upstream's fallback checks: the secrets \
+contract is names-only, a valid provenance declares mozaiks.mcp.v1, provenance and module \
+manifests validate against upstream's models, and no prohibited or legacy layout path is present. \
+They never change valid.";
+
+/// The parsed `app/app.json` fields the tools use.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AppIdentity {
-    /// `appId`.
-    pub app_id: String,
-    /// `appName`.
+pub struct AppManifest {
+    /// `appId` when a string.
+    pub app_id: Option<String>,
+    /// The resolved name.
     pub app_name: String,
-}
-
-/// `app/provenance.yaml` fields used here.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Provenance {
-    /// `schema_version`.
-    pub schema_version: String,
-    /// `contracts:` entries.
-    pub contracts: Vec<String>,
-}
-
-fn is_app_id(text: &str) -> bool {
-    !text.is_empty()
-        && text.len() <= 128
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    /// `appName`, `name` or `directory`.
+    pub app_name_source: &'static str,
+    /// `preset` when a string.
+    pub preset: Option<String>,
 }
 
 fn invalid(path: &str, reason: &str) -> McpError {
@@ -72,110 +58,95 @@ fn invalid(path: &str, reason: &str) -> McpError {
     }
 }
 
-/// Parses `app/app.json`: a JSON object (strict: no duplicate keys) with string `appId`
-/// (`[A-Za-z0-9._-]{1,128}`) and non-empty string `appName` (≤ 256 chars).
+/// Parses `app/app.json`: a JSON object; the name is `appName`, else `name`, else `dir_name`
+/// (each used when it is a non-blank string).
 ///
 /// # Errors
-/// `invalid_manifest` naming the rule broken.
-pub fn parse_app_manifest(bytes: &[u8]) -> Result<AppIdentity, McpError> {
-    let value: Value = bounded::parse_json(
-        bytes,
-        usize::try_from(MAX_MANIFEST_BYTES).unwrap_or(usize::MAX),
-    )
-    .map_err(|e| {
-        if e.is_limit() {
-            McpError::ParseLimit {
-                path: APP_MANIFEST.to_owned(),
-                code: e.code(Format::Json),
-                reason: e.to_string(),
-            }
-        } else {
-            invalid(APP_MANIFEST, &e.to_string())
-        }
-    })?;
+/// `invalid_manifest` when the file is not UTF-8 JSON or not an object.
+pub fn parse_app_manifest(bytes: &[u8], dir_name: &str) -> Result<AppManifest, McpError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| invalid(APP_MANIFEST, "not UTF-8"))?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|_| invalid(APP_MANIFEST, "JSON does not parse"))?;
     let object = value
         .as_object()
         .ok_or_else(|| invalid(APP_MANIFEST, "not a JSON object"))?;
-    let app_id = object
-        .get("appId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| invalid(APP_MANIFEST, "appId missing or not a string"))?;
-    if !is_app_id(app_id) {
-        return Err(invalid(
-            APP_MANIFEST,
-            "appId must be 1-128 of [A-Za-z0-9._-]",
-        ));
-    }
-    let app_name = object
-        .get("appName")
-        .and_then(Value::as_str)
-        .ok_or_else(|| invalid(APP_MANIFEST, "appName missing or not a string"))?;
-    if app_name.trim().is_empty() || app_name.chars().count() > 256 {
-        return Err(invalid(APP_MANIFEST, "appName must be 1-256 characters"));
-    }
-    Ok(AppIdentity {
-        app_id: app_id.to_owned(),
-        app_name: app_name.to_owned(),
-    })
-}
-
-fn load_yaml_single(path: &str, bytes: &[u8]) -> Result<YamlNode, McpError> {
-    bounded::load_yaml_single(bytes, &YamlLimits::default()).map_err(|e| match e {
-        SingleDocError::Count => invalid(path, "expected exactly one YAML document"),
-        SingleDocError::Parse(e) if e.is_limit() => McpError::ParseLimit {
-            path: path.to_owned(),
-            code: e.code(Format::Yaml),
-            reason: e.to_string(),
-        },
-        SingleDocError::Parse(ParseError::NotUtf8) => invalid(path, "not UTF-8"),
-        SingleDocError::Parse(_) => invalid(path, "YAML does not parse"),
-    })
-}
-
-fn yaml_str<'a>(doc: &'a YamlNode, key: &str) -> Option<&'a str> {
-    doc.as_mapping_get(key).and_then(YamlNode::as_str)
-}
-
-/// Parses `app/provenance.yaml`: one mapping with a string `schema_version` and a `contracts`
-/// list of strings.
-///
-/// # Errors
-/// `invalid_manifest` naming the rule broken.
-pub fn parse_provenance(bytes: &[u8]) -> Result<Provenance, McpError> {
-    let doc = load_yaml_single(PROVENANCE, bytes)?;
-    if doc.as_mapping().is_none() {
-        return Err(invalid(PROVENANCE, "not a mapping"));
-    }
-    let schema_version = yaml_str(&doc, "schema_version")
-        .filter(|v| !v.is_empty() && v.len() <= 128)
-        .ok_or_else(|| invalid(PROVENANCE, "schema_version missing or not a string"))?
-        .to_owned();
-    let contracts = match doc.as_mapping_get("contracts") {
-        None => Vec::new(),
-        Some(node) => node
-            .as_vec()
-            .ok_or_else(|| invalid(PROVENANCE, "contracts must be a list"))?
-            .iter()
-            .map(|item| {
-                item.as_str()
-                    .filter(|s| !s.is_empty() && s.len() <= 128)
-                    .map(str::to_owned)
-                    .ok_or_else(|| invalid(PROVENANCE, "contracts entries must be strings"))
-            })
-            .collect::<Result<Vec<_>, _>>()?,
+    let text_field = |key: &str| {
+        object
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+            .map(str::to_owned)
     };
-    Ok(Provenance {
-        schema_version,
-        contracts,
+    let (app_name, app_name_source) = match (text_field("appName"), text_field("name")) {
+        (Some(name), _) => (name, "appName"),
+        (None, Some(name)) => (name, "name"),
+        (None, None) => (dir_name.to_owned(), "directory"),
+    };
+    Ok(AppManifest {
+        app_id: object
+            .get("appId")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        app_name,
+        app_name_source,
+        preset: text_field("preset"),
     })
+}
+
+fn provenance_info(result: Result<AppProvenance, Vec<String>>) -> ProvenanceInfo {
+    match result {
+        Ok(p) => ProvenanceInfo {
+            path: PROVENANCE.to_owned(),
+            valid: true,
+            schema_version: Some(p.schema_version),
+            app_kind: Some(p.app_kind),
+            created_with_mode: Some(p.created_with_mode),
+            contracts: p.contracts.into_iter().collect::<BTreeMap<_, _>>(),
+            contracts_defaulted: p.contracts_defaulted,
+            problems: Vec::new(),
+        },
+        Err(problems) => ProvenanceInfo {
+            path: PROVENANCE.to_owned(),
+            valid: false,
+            schema_version: None,
+            app_kind: None,
+            created_with_mode: None,
+            contracts: BTreeMap::new(),
+            contracts_defaulted: false,
+            problems,
+        },
+    }
+}
+
+fn mcp_declared(info: Option<&ProvenanceInfo>) -> bool {
+    info.is_some_and(|p| p.valid && p.contracts.values().any(|r| r == PROTOCOL_SCHEMA_VERSION))
 }
 
 impl Workspace {
+    /// The optional provenance: `Ok(None)` when absent.
+    fn provenance(&self) -> Result<Option<ProvenanceInfo>, McpError> {
+        match self.read_str(PROVENANCE, MAX_MANIFEST_BYTES) {
+            Ok(bytes) => Ok(Some(provenance_info(provenance::parse(&bytes)))),
+            Err(McpError::NotFound { .. }) => Ok(None),
+            Err(McpError::NotAFile { .. }) => Ok(Some(provenance_info(Err(vec![
+                "provenance.yaml is not a regular file".to_owned(),
+            ])))),
+            Err(McpError::TooLarge { limit, .. }) => Ok(Some(provenance_info(Err(vec![format!(
+                "provenance.yaml exceeds {limit} bytes"
+            )])))),
+            Err(McpError::PermissionDenied { .. }) => Ok(Some(provenance_info(Err(vec![
+                "provenance.yaml could not be read (permission denied)".to_owned(),
+            ])))),
+
+            Err(e) => Err(e),
+        }
+    }
+
     /// The envelope's `workspace` block; identity problems become diagnostics, never failures.
     pub(crate) fn info(&self, diagnostics: &mut Vec<Diagnostic>) -> WorkspaceInfo {
-        let app_id = match self.read_str(APP_MANIFEST, MAX_MANIFEST_BYTES) {
-            Ok(bytes) => match parse_app_manifest(&bytes) {
-                Ok(identity) => Some(identity.app_id),
+        let manifest = match self.read_str(APP_MANIFEST, MAX_MANIFEST_BYTES) {
+            Ok(bytes) => match parse_app_manifest(&bytes, &self.dir_name()) {
+                Ok(m) => Some(m),
                 Err(e) => {
                     diagnostics.push(Diagnostic::warning(
                         e.code(),
@@ -187,24 +158,23 @@ impl Workspace {
             },
             Err(_) => None,
         };
-        let provenance_schema_version = match self.read_str(PROVENANCE, MAX_MANIFEST_BYTES) {
-            Ok(bytes) => match parse_provenance(&bytes) {
-                Ok(p) => Some(p.schema_version),
-                Err(e) => {
-                    diagnostics.push(Diagnostic::warning(
-                        e.code(),
-                        Some(PROVENANCE),
-                        &e.to_string(),
-                    ));
-                    None
-                }
-            },
-            Err(_) => None,
+        let provenance_schema_version = match self.provenance() {
+            Ok(Some(p)) if p.valid => p.schema_version,
+            Ok(Some(_)) => {
+                diagnostics.push(Diagnostic::warning(
+                    "provenance_invalid",
+                    Some(PROVENANCE),
+                    "app/provenance.yaml does not validate against the upstream provenance model; see get_workspace_identity.",
+                ));
+                None
+            }
+            _ => None,
         };
         WorkspaceInfo {
             root: self.root_text().to_owned(),
             app_root: format!("{}/{APP_ROOT}", self.root_text().trim_end_matches('/')),
-            app_id,
+            app_id: manifest.as_ref().and_then(|m| m.app_id.clone()),
+            app_name: manifest.map(|m| m.app_name),
             provenance_schema_version,
         }
     }
@@ -220,76 +190,149 @@ impl Workspace {
     /// `get_workspace_identity`.
     ///
     /// # Errors
-    /// `app_root_not_found`, `invalid_manifest`, read errors.
+    /// `app_root_not_found`, `invalid_manifest` (app.json not a JSON object), read errors. A
+    /// malformed provenance is reported inside the result, never as a failure.
     pub fn workspace_identity(&self) -> Result<(IdentityResult, Vec<Diagnostic>), McpError> {
         self.require_app_root()?;
-        let identity = parse_app_manifest(&self.read_str(APP_MANIFEST, MAX_MANIFEST_BYTES)?)?;
+        let manifest = parse_app_manifest(
+            &self.read_str(APP_MANIFEST, MAX_MANIFEST_BYTES)?,
+            &self.dir_name(),
+        )?;
+        let provenance = self.provenance()?;
         let mut diagnostics = Vec::new();
-        let provenance = match self.read_str(PROVENANCE, MAX_MANIFEST_BYTES) {
-            Ok(bytes) => Some(parse_provenance(&bytes)?),
-            Err(McpError::NotFound { .. }) => {
-                diagnostics.push(Diagnostic::warning(
-                    "provenance_missing",
-                    Some(PROVENANCE),
-                    "app/provenance.yaml is missing; no contracts are declared.",
-                ));
-                None
-            }
-            Err(e) => return Err(e),
-        };
-        let contracts = provenance
-            .as_ref()
-            .map(|p| p.contracts.clone())
-            .unwrap_or_default();
-        let mcp_contract_declared = contracts.iter().any(|c| c == PROTOCOL_SCHEMA_VERSION);
+        if manifest.app_id.is_none() {
+            diagnostics.push(Diagnostic::info(
+                "app_id_absent",
+                Some(APP_MANIFEST),
+                "app/app.json has no appId (optional upstream; upstream init writes none).",
+            ));
+        }
+        match &provenance {
+            None => diagnostics.push(Diagnostic::info(
+                "provenance_absent",
+                Some(PROVENANCE),
+                "app/provenance.yaml is absent (optional upstream).",
+            )),
+            Some(p) if !p.valid => diagnostics.push(Diagnostic::warning(
+                "provenance_invalid",
+                Some(PROVENANCE),
+                "app/provenance.yaml does not validate against the upstream provenance model; app.json identity is unaffected.",
+            )),
+            Some(_) => {}
+        }
         Ok((
             IdentityResult {
-                app_id: identity.app_id,
-                app_name: identity.app_name,
+                app_id: manifest.app_id,
+                app_name: manifest.app_name,
+                app_name_source: manifest.app_name_source.to_owned(),
                 app_manifest_path: APP_MANIFEST.to_owned(),
-                provenance_path: provenance.as_ref().map(|_| PROVENANCE.to_owned()),
-                provenance_schema_version: provenance.map(|p| p.schema_version),
-                contracts,
-                mcp_contract_declared,
+                preset: manifest.preset,
+                mcp_contract_declared: mcp_declared(provenance.as_ref()),
+                provenance,
             },
             diagnostics,
         ))
     }
 
-    /// `resolve_artifact_location`.
+    /// `resolve_artifact_location`: the path against every scope it can belong to.
     ///
     /// # Errors
     /// The path rules, `symlink_escape`, read errors.
     pub fn resolve_artifact(&self, path: &RequestPath) -> Result<ResolveResult, McpError> {
         let kind = self.kind(path)?;
-        let entry = layout::match_path(path.as_str());
         let text = path.as_str();
+        let mut tried: Vec<(&'static str, String)> = Vec::new();
+        let segs: Vec<&str> = text.split('/').collect();
+        if let (Some(&"app"), Some(&"modules"), Some(_), true) =
+            (segs.first(), segs.get(1), segs.get(2), segs.len() > 3)
+        {
+            tried.push((
+                "module_relative",
+                segs.get(3..).unwrap_or_default().join("/"),
+            ));
+        }
+        let workflow_at = match (segs.first(), segs.get(1)) {
+            (Some(&"workflows"), _) => Some(2),
+            (Some(&"app"), Some(&"workflows")) => Some(3),
+            _ => None,
+        };
+        if let Some(start) = workflow_at.filter(|s| segs.len() > *s) {
+            tried.push((
+                "workflow_relative",
+                segs.get(start..).unwrap_or_default().join("/"),
+            ));
+        }
+        if let Some(rest) = text.strip_prefix("app/") {
+            tried.push(("app_bundle_root", rest.to_owned()));
+        }
+        tried.push(("workspace_root", text.to_owned()));
+        let mut matches = Vec::new();
+        let mut unregistered = Vec::new();
+        for (scope, scoped) in tried {
+            match layout::match_path(&scoped, scope) {
+                Ok(m) => matches.push(LayoutMatch {
+                    path_scope: scope.to_owned(),
+                    scoped_path: scoped,
+                    family: *m.family,
+                    values: m.values.into_iter().collect(),
+                }),
+                Err(MatchFailure::NotRegistered) => {
+                    unregistered.push(format!("path is not registered for scope {scope}"));
+                }
+                Err(MatchFailure::Ambiguous(templates)) => unregistered.push(format!(
+                    "path is ambiguous for scope {scope}: {}",
+                    templates.join(", ")
+                )),
+            }
+        }
+        let prohibited = matches.iter().any(|m| m.family.requirement == "prohibited");
+        let primary = matches
+            .iter()
+            .find(|m| m.family.requirement == "prohibited")
+            .or_else(|| matches.first())
+            .cloned();
+        let registered = !matches.is_empty();
+        if registered {
+            unregistered.clear();
+        }
         Ok(ResolveResult {
             path: text.to_owned(),
             absolute_path: format!("{}/{text}", self.root_text().trim_end_matches('/')),
-            registered: entry.is_some(),
-            artifact: entry.map(|e| e.id.to_owned()),
-            pattern: entry.map(|e| e.pattern.to_owned()),
-            expected_kind: entry.map(|e| e.kind.to_owned()),
-            format: entry.map(|e| e.format.to_owned()),
+            registered,
+            prohibited,
+            primary,
+            matches,
+            unregistered,
             inside_app_root: text == APP_ROOT || text.starts_with("app/"),
             entry_type: kind.as_str().to_owned(),
             exists: kind != EntryKind::Missing,
         })
     }
 
-    /// `list_modules`: enumerates `app/modules/*` and parses manifests; imports nothing.
+    /// `list_modules`: upstream discovery (`app/modules/*/module.yaml`, folder names ordered
+    /// case-insensitively), each manifest validated against the upstream module definition.
     ///
     /// # Errors
     /// `app_root_not_found`, `symlink_escape`, read errors.
     pub fn list_modules(&self) -> Result<(ModulesResult, Vec<Diagnostic>), McpError> {
         self.require_app_root()?;
         let mut diagnostics = Vec::new();
-        let mut modules = Vec::new();
         let listing = self.list_dir_bounded(MODULES_DIR)?;
-        note_truncated(&mut diagnostics, MODULES_DIR, listing.as_ref());
-        let mut manifest_bytes = 0u64;
-        for entry in listing.map(|l| l.entries).unwrap_or_default() {
+        if let Some(l) = listing.as_ref().filter(|l| l.omitted() > 0) {
+            diagnostics.push(Diagnostic::warning(
+                "truncated",
+                Some(MODULES_DIR),
+                &format!(
+                    "app/modules holds {} entries; only the first {} by name were examined.",
+                    l.total,
+                    l.entries.len()
+                ),
+            ));
+        }
+        let mut entries = listing.map(|l| l.entries).unwrap_or_default();
+        entries.sort_by_key(|e| e.name.as_ref().map(|n| n.to_lowercase()));
+        let mut modules = Vec::new();
+        for entry in entries {
             let Some(name) = entry.name.as_deref() else {
                 diagnostics.push(Diagnostic::warning(
                     "invalid_path",
@@ -309,701 +352,406 @@ impl Workspace {
                     ));
                     continue;
                 }
-                ListedKind::File | ListedKind::Other => {
-                    diagnostics.push(Diagnostic::warning(
-                        "not_a_module",
-                        Some(&path),
-                        "Not a directory; skipped.",
-                    ));
-                    continue;
-                }
+                ListedKind::File | ListedKind::Other => continue,
             }
-            if !is_identifier(name) {
-                diagnostics.push(Diagnostic::warning(
-                    "invalid_module_id",
-                    Some(&path),
-                    "Module directory name is not an identifier ([a-z0-9_-], 1-64); skipped.",
-                ));
+            let manifest_path = format!("{path}/module.yaml");
+            if self.kind_str(&manifest_path)? == EntryKind::Missing {
+                let other = if self.kind_str(&format!("{path}/module.json"))? == EntryKind::File {
+                    "Has module.json but no module.yaml; upstream discovers module.yaml only."
+                } else {
+                    "No module.yaml; upstream does not discover this folder as a module."
+                };
+                diagnostics.push(Diagnostic::info("not_a_module", Some(&path), other));
                 continue;
             }
-            if manifest_bytes > MAX_BUNDLE_BYTES {
-                diagnostics.push(Diagnostic::warning(
-                    "truncated",
-                    Some(MODULES_DIR),
-                    &format!(
-                        "Module manifests read exceed {MAX_BUNDLE_BYTES} bytes; the modules after this one are not listed."
-                    ),
-                ));
-                break;
-            }
-            let info = self.module_info(name, path, &mut manifest_bytes)?;
-            modules.push(info);
+            modules.push(self.module_info(name, path, manifest_path)?);
         }
         Ok((ModulesResult { modules }, diagnostics))
     }
 
     fn module_info(
         &self,
-        id: &str,
+        name: &str,
         path: String,
-        bytes_read: &mut u64,
+        manifest_path: String,
     ) -> Result<ModuleInfo, McpError> {
-        let yaml_path = format!("{path}/module.yaml");
-        let json_path = format!("{path}/module.json");
-        let has_yaml = self.kind_str(&yaml_path)? == EntryKind::File;
-        let has_json = self.kind_str(&json_path)? == EntryKind::File;
         let mut info = ModuleInfo {
-            id: id.to_owned(),
+            name: name.to_owned(),
             path,
+            manifest_path,
             status: ModuleStatus::Ok,
-            manifest_path: None,
-            manifest_format: None,
-            name: None,
             version: None,
-            problem: None,
+            display_name: None,
+            module_type: None,
+            handler_path: None,
+            handler_exists: None,
+            actions: Vec::new(),
+            problems: Vec::new(),
         };
-        let (manifest, format) = match (has_yaml, has_json) {
-            (false, false) => {
-                info.status = ModuleStatus::MissingManifest;
-                info.problem = Some("neither module.yaml nor module.json exists".into());
-                return Ok(info);
+        let parsed = match self.read_str(&info.manifest_path, MAX_MANIFEST_BYTES) {
+            Ok(bytes) => module_manifest::parse(&bytes, name),
+            Err(McpError::TooLarge { limit, .. }) => {
+                Err(vec![format!("module.yaml exceeds {limit} bytes")])
             }
-            (true, true) => {
-                info.status = ModuleStatus::AmbiguousManifest;
-                info.problem = Some("both module.yaml and module.json exist".into());
-                return Ok(info);
+            Err(McpError::NotAFile { .. }) => {
+                Err(vec!["module.yaml is not a regular file".to_owned()])
             }
-            (true, false) => (yaml_path, "yaml"),
-            (false, true) => (json_path, "json"),
-        };
-        info.manifest_path = Some(manifest.clone());
-        info.manifest_format = Some(format.to_owned());
-        let bytes = match self.read_str(&manifest, MAX_MANIFEST_BYTES) {
-            Ok(bytes) => bytes,
-            // One unreadable or special manifest makes that module invalid, not the whole list.
-            Err(
-                e @ (McpError::PermissionDenied { .. }
-                | McpError::NotAFile { .. }
-                | McpError::NotFound { .. }
-                | McpError::TooLarge { .. }
-                | McpError::Io { .. }),
-            ) => {
-                info.status = ModuleStatus::InvalidManifest;
-                info.problem = Some(format!("manifest could not be read ({})", e.code()));
-                return Ok(info);
-            }
+            Err(McpError::PermissionDenied { .. }) => Err(vec![
+                "module.yaml could not be read (permission denied)".to_owned(),
+            ]),
             Err(e) => return Err(e),
         };
-        *bytes_read = bytes_read.saturating_add(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
-        match parse_module_manifest(&manifest, format, &bytes, id) {
-            Ok((name, version)) => {
-                info.name = name;
-                info.version = version;
+        match parsed {
+            Ok(def) => {
+                let handler = format!("{}/{}", info.path, def.handler_path);
+                let exists = self
+                    .kind_str(&handler)
+                    .map(|k| k == EntryKind::File)
+                    .unwrap_or(false);
+                if !exists {
+                    info.status = ModuleStatus::InvalidManifest;
+                    info.problems
+                        .push("handler entrypoint file not found".to_owned());
+                }
+                if self.kind_str(&format!("{}/contracts/subscriptions.yaml", info.path))?
+                    != EntryKind::Missing
+                {
+                    info.status = ModuleStatus::InvalidManifest;
+                    info.problems.push(
+                        "contracts/subscriptions.yaml is not supported; use contracts/reactions.yaml".to_owned(),
+                    );
+                }
+                info.version = Some(def.version);
+                info.display_name = def.display_name;
+                info.module_type = Some(def.module_type);
+                info.handler_path = Some(handler);
+                info.handler_exists = Some(exists);
+                info.actions = def.actions;
             }
-            Err(e) => {
+            Err(problems) => {
                 info.status = ModuleStatus::InvalidManifest;
-                info.problem = Some(match e {
-                    McpError::InvalidManifest { reason, .. } => reason,
-                    other => other.to_string(),
-                });
+                info.problems = problems;
             }
         }
         Ok(info)
     }
 
-    /// `list_pages`: the page schema files directly under `app/ui/pages`.
+    /// `list_pages`: upstream `discover_page_schema_paths` (`ui/pages/*.yaml|*.yml`, and
+    /// `ui/pages/<dir>/page.yaml|page.yml`), sorted by name.
     ///
     /// # Errors
     /// `app_root_not_found`, `symlink_escape`, read errors.
     pub fn list_pages(&self) -> Result<(PagesResult, Vec<Diagnostic>), McpError> {
         self.require_app_root()?;
         let mut diagnostics = Vec::new();
-        let mut pages = Vec::new();
-        let listing = self.list_dir_bounded(PAGES_DIR)?;
-        note_truncated(&mut diagnostics, PAGES_DIR, listing.as_ref());
-        for entry in listing.map(|l| l.entries).unwrap_or_default() {
+        let mut entries = self.list_dir(PAGES_DIR)?.unwrap_or_default();
+        entries.sort_by_key(|e| e.name.as_ref().map(|n| n.to_lowercase()));
+        let mut found: BTreeMap<String, PageInfo> = BTreeMap::new();
+        for entry in entries {
             let Some(name) = entry.name.as_deref() else {
-                diagnostics.push(Diagnostic::warning(
-                    "invalid_path",
-                    Some(PAGES_DIR),
-                    "A page entry name is not UTF-8; skipped.",
-                ));
                 continue;
             };
             let path = format!("{PAGES_DIR}/{name}");
-            if entry.kind != ListedKind::File {
-                diagnostics.push(Diagnostic::warning(
-                    "not_a_page",
-                    Some(&path),
-                    "Not a regular file (links are not followed); skipped.",
-                ));
-                continue;
-            }
-            let (stem, format) = if let Some(stem) = name.strip_suffix(".json") {
-                (stem, "json")
-            } else if let Some(stem) = name.strip_suffix(".yaml") {
-                (stem, "yaml")
-            } else {
-                diagnostics.push(Diagnostic::warning(
-                    "not_a_page",
-                    Some(&path),
-                    "Not a .json or .yaml page schema; skipped.",
-                ));
-                continue;
-            };
-            if !is_identifier(stem) {
-                diagnostics.push(Diagnostic::warning(
-                    "invalid_page_name",
-                    Some(&path),
-                    "Page name is not an identifier ([a-z0-9_-], 1-64); skipped.",
-                ));
-                continue;
-            }
-            let size_bytes = self.file_len(&path)?;
-            pages.push(PageInfo {
-                name: stem.to_owned(),
-                path,
-                format: format.to_owned(),
-                size_bytes,
-            });
-        }
-        Ok((PagesResult { pages }, diagnostics))
-    }
-
-    /// `validate_app_bundle`.
-    ///
-    /// # Errors
-    /// `app_root_not_found`, `too_large` when the bundle exceeds its bounds, read errors.
-    pub fn validate_bundle(&self) -> Result<(ValidationResult, Vec<Diagnostic>), McpError> {
-        self.require_app_root()?;
-        let files = self.walk_app()?;
-        let mut findings = files.findings;
-        let mut counts = CheckCounts::default();
-        let mut bytes_checked = 0u64;
-        for path in &files.files {
-            let check = FileCheck::for_path(path);
-            if check == FileCheck::Other {
-                counts.other += 1;
-                continue;
-            }
-            let bytes = match self.read_str(path, MAX_PARSED_FILE_BYTES) {
-                Ok(bytes) => bytes,
-                Err(McpError::TooLarge { .. }) => {
-                    findings.push(finding(
-                        "too_large",
-                        path,
-                        "File exceeds the parse limit.",
-                        None,
-                    ));
-                    continue;
+            match entry.kind {
+                ListedKind::File => {
+                    let suffix = fallback::py_suffix(name);
+                    if suffix != ".yaml" && suffix != ".yml" {
+                        continue;
+                    }
+                    let stem = name.get(..name.len() - suffix.len()).unwrap_or_default();
+                    let size_bytes = self.metadata_len(&path)?;
+                    found.insert(
+                        stem.to_owned(),
+                        PageInfo {
+                            name: stem.to_owned(),
+                            path,
+                            form: "file".to_owned(),
+                            size_bytes,
+                        },
+                    );
                 }
-                // One unreadable file (EACCES, swapped for a special file, vanished) is a
-                // finding of its own; the rest of the bundle is still checked.
-                Err(
-                    e @ (McpError::PermissionDenied { .. }
-                    | McpError::NotAFile { .. }
-                    | McpError::NotFound { .. }
-                    | McpError::Io { .. }),
-                ) => {
-                    findings.push(finding(e.code(), path, "File could not be read.", None));
-                    continue;
+                ListedKind::Directory => {
+                    for file in ["page.yaml", "page.yml"] {
+                        let candidate = format!("{path}/{file}");
+                        if self.kind_str(&candidate)? == EntryKind::File {
+                            let size_bytes = self.metadata_len(&candidate)?;
+                            found.insert(
+                                name.to_owned(),
+                                PageInfo {
+                                    name: name.to_owned(),
+                                    path: candidate,
+                                    form: "directory".to_owned(),
+                                    size_bytes,
+                                },
+                            );
+                            break;
+                        }
+                    }
                 }
-                Err(e) => return Err(e),
-            };
-            bytes_checked =
-                bytes_checked.saturating_add(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
-            if bytes_checked > MAX_BUNDLE_BYTES {
-                return Err(McpError::TooLarge {
-                    what: "bundle bytes".into(),
-                    limit: MAX_BUNDLE_BYTES,
-                });
+                ListedKind::Symlink => diagnostics.push(Diagnostic::warning(
+                    "symlink_skipped",
+                    Some(&path),
+                    "Symbolic links are not followed; skipped.",
+                )),
+                ListedKind::Other => {}
             }
-            match check {
-                FileCheck::Json => counts.json += 1,
-                FileCheck::Yaml => counts.yaml += 1,
-                FileCheck::Python => counts.python += 1,
-                FileCheck::Other => {}
-            }
-            if let Some(f) = check_file(path, check, &bytes) {
-                findings.push(f);
-            }
-        }
-        findings.extend(self.manifest_findings(&files.files)?);
-        findings.sort_by(|a, b| (&a.path, &a.code, a.line).cmp(&(&b.path, &b.code, b.line)));
-        findings.dedup();
-        let mut diagnostics = files.diagnostics;
-        if findings.len() > MAX_FINDINGS {
-            let omitted = findings.len() - MAX_FINDINGS;
-            findings.truncate(MAX_FINDINGS);
-            diagnostics.push(Diagnostic::warning(
-                "truncated",
-                None,
-                &format!(
-                    "{omitted} more findings were left out; the first {MAX_FINDINGS} by path are listed."
-                ),
-            ));
         }
         Ok((
-            ValidationResult {
-                valid: findings.is_empty(),
-                scope: SCOPE.to_owned(),
-                files_checked: u64::try_from(files.files.len()).unwrap_or(u64::MAX),
-                bytes_checked,
-                counts,
-                findings,
-                limits: ValidationLimits {
-                    max_files: MAX_BUNDLE_FILES,
-                    max_bytes: MAX_BUNDLE_BYTES,
-                    max_file_bytes: MAX_PARSED_FILE_BYTES,
-                    max_depth: MAX_BUNDLE_DEPTH,
-                },
+            PagesResult {
+                pages: found.into_values().collect(),
             },
             diagnostics,
         ))
     }
 
-    /// Identity, provenance, required layout entries and module manifests.
-    fn manifest_findings(&self, files: &[String]) -> Result<Vec<Finding>, McpError> {
+    /// `validate_app_bundle`: the upstream fallback checks over the whole workspace, plus this
+    /// server's own rules as separate extra findings.
+    ///
+    /// # Errors
+    /// `app_root_not_found`, read errors. Budgets never fail the call: they are reported.
+    pub fn validate_bundle(&self) -> Result<(ValidationResult, Vec<Diagnostic>), McpError> {
+        self.require_app_root()?;
+        let walk = fallback::walk(self)?;
+        let checks = fallback::run_checks(self, &walk.files)?;
+        let status = fallback::aggregate_status(&checks);
+        let extra_findings = self.extra_findings(&walk.files)?;
+        let mut diagnostics = Vec::new();
+        if !walk.summary.complete {
+            diagnostics.push(Diagnostic::warning(
+                "walk_incomplete",
+                None,
+                "A walk budget left part of the workspace unchecked; see result.walk.",
+            ));
+        }
+        Ok((
+            ValidationResult {
+                valid: status != "failed",
+                validation_status: status.to_owned(),
+                scope: SCOPE.to_owned(),
+                fallback_checks: checks,
+                walk: walk.summary,
+                extra_scope: EXTRA_SCOPE.to_owned(),
+                extra_findings,
+            },
+            diagnostics,
+        ))
+    }
+
+    /// This server's own rules; never part of `valid`.
+    fn extra_findings(&self, files: &[String]) -> Result<Vec<ExtraFinding>, McpError> {
         let mut out = Vec::new();
-        if let Err(e) = self
-            .read_str(APP_MANIFEST, MAX_MANIFEST_BYTES)
-            .and_then(|b| parse_app_manifest(&b))
+        let mut push = |severity: Severity, code: &str, path: &str, message: &str| {
+            out.push(ExtraFinding {
+                source: "patch-candidate-mcp".to_owned(),
+                severity,
+                code: code.to_owned(),
+                path: path.to_owned(),
+                message: message.to_owned(),
+            });
+        };
+        if files.iter().any(|f| f == SECRETS)
+            && let Ok(bytes) = self.read_str(SECRETS, MAX_MANIFEST_BYTES)
+            && !secrets_names_only(&bytes)
         {
-            out.push(finding(e.code(), APP_MANIFEST, &e.to_string(), None));
+            push(
+                Severity::Warning,
+                "secrets_not_names_only",
+                SECRETS,
+                "The secrets contract should list secret names only, never values.",
+            );
         }
-        for entry in LAYOUT.iter().filter(|e| e.required && e.kind == "file") {
-            if !files.iter().any(|f| f == entry.pattern) {
-                out.push(finding(
-                    "missing_required_file",
-                    entry.pattern,
-                    "A required layout file is missing.",
-                    None,
-                ));
-            }
-        }
-        if files.iter().any(|f| f == PROVENANCE) {
-            match self
-                .read_str(PROVENANCE, MAX_MANIFEST_BYTES)
-                .and_then(|b| parse_provenance(&b))
-            {
-                Ok(p) if p.contracts.iter().any(|c| c == PROTOCOL_SCHEMA_VERSION) => {}
-                Ok(_) => out.push(finding(
-                    "mcp_contract_not_declared",
-                    PROVENANCE,
-                    "contracts: does not list mozaiks.mcp.v1.",
-                    None,
-                )),
-                Err(e) => out.push(finding(e.code(), PROVENANCE, &e.to_string(), None)),
-            }
+        match self.provenance()? {
+            Some(p) if !p.valid => push(
+                Severity::Warning,
+                "provenance_invalid",
+                PROVENANCE,
+                "app/provenance.yaml does not validate against the upstream provenance model.",
+            ),
+            Some(p) if !mcp_declared(Some(&p)) => push(
+                Severity::Info,
+                "mcp_contract_not_declared",
+                PROVENANCE,
+                "No provenance contract references mozaiks.mcp.v1.",
+            ),
+            _ => {}
         }
         let (modules, _) = self.list_modules()?;
-        for module in modules.modules {
-            if module.status != ModuleStatus::Ok {
-                let path = module.manifest_path.unwrap_or(module.path);
-                out.push(finding(
-                    "invalid_module",
-                    &path,
-                    module
-                        .problem
-                        .as_deref()
-                        .unwrap_or("module manifest rejected"),
-                    None,
-                ));
+        for m in modules
+            .modules
+            .iter()
+            .filter(|m| m.status != ModuleStatus::Ok)
+        {
+            push(
+                Severity::Warning,
+                "module_manifest_invalid",
+                &m.manifest_path,
+                "module.yaml does not validate against the upstream module definition; see list_modules.",
+            );
+        }
+        for file in files {
+            let Some(app_relative) = file.strip_prefix("app/") else {
+                continue;
+            };
+            if layout::match_path(app_relative, "app_bundle_root")
+                .is_ok_and(|m| m.family.requirement == "prohibited")
+                || layout::is_disallowed_legacy(app_relative)
+            {
+                push(
+                    Severity::Warning,
+                    "prohibited_layout_path",
+                    file,
+                    "The upstream layout registry prohibits this legacy path.",
+                );
+            } else if !layout::is_canonical_config(app_relative) {
+                push(
+                    Severity::Info,
+                    "noncanonical_config_path",
+                    file,
+                    "Not one of upstream's canonical app/config files.",
+                );
             }
         }
         Ok(out)
     }
 
-    /// `plan_validation_commands`: argv lists for the developer to run; nothing runs here.
+    /// `plan_validation_commands`: upstream detection and plan; nothing runs.
     ///
     /// # Errors
-    /// `app_root_not_found`, `too_large`, read errors.
+    /// `app_root_not_found`, read errors.
     pub fn plan_validation(&self) -> Result<(PlanResult, Vec<Diagnostic>), McpError> {
         self.require_app_root()?;
-        let files = self.walk_app()?;
-        let pick = |check: FileCheck| -> Vec<String> {
-            files
-                .files
-                .iter()
-                .filter(|p| FileCheck::for_path(p) == check)
-                .cloned()
-                .collect()
-        };
-        let mut commands = Vec::new();
-        let python = pick(FileCheck::Python);
-        if !python.is_empty() {
-            let mut argv = vec![
-                "python3".to_owned(),
-                "-m".to_owned(),
-                "py_compile".to_owned(),
-            ];
-            argv.extend(python);
-            commands.push(PlannedCommand {
-                id: "python_syntax".into(),
-                description: "Byte-compile every Python source under app/ (syntax check).".into(),
-                argv,
-                cwd: ".".into(),
-            });
+        let walk = fallback::walk(self)?;
+        let (framework_detection, commands) = plan::plan(self, &walk)?;
+        let mut diagnostics = Vec::new();
+        if commands.is_empty() {
+            diagnostics.push(Diagnostic::info(
+                "no_validation_commands_detected",
+                None,
+                "Framework detection found no validation commands; the plan is empty.",
+            ));
         }
-        for json in pick(FileCheck::Json) {
-            commands.push(PlannedCommand {
-                id: format!("json_parse:{json}"),
-                description: "Parse one JSON manifest.".into(),
-                argv: vec![
-                    "python3".into(),
-                    "-m".into(),
-                    "json.tool".into(),
-                    json,
-                    "/dev/null".into(),
-                ],
-                cwd: ".".into(),
-            });
-        }
-        let tests_dir = "app/tests";
-        if self.kind_str(tests_dir)? == EntryKind::Directory {
-            commands.push(PlannedCommand {
-                id: "pytest".into(),
-                description: "Run the app's own tests (imports and executes app code: review before running).".into(),
-                argv: vec!["python3".into(), "-m".into(), "pytest".into(), "-q".into(), tests_dir.into()],
-                cwd: ".".into(),
-            });
-        }
-        let mut diagnostics: Vec<Diagnostic> = files
-            .findings
-            .iter()
-            .take(MAX_FINDINGS)
-            .map(|f| Diagnostic::warning(&f.code, Some(&f.path), &f.message))
-            .collect();
-        diagnostics.extend(files.diagnostics.iter().cloned());
         Ok((
             PlanResult {
                 executed: false,
-                requires_confirmation: true,
+                requires_confirmation: commands.iter().any(|c| c.status == "planned"),
+                framework_detection,
                 commands,
             },
             diagnostics,
         ))
     }
+}
 
-    fn file_len(&self, path: &str) -> Result<u64, McpError> {
-        self.metadata_len(path)
+/// Keys that carry a secret's value rather than its name.
+const VALUE_KEYS: &[&str] = &[
+    "value",
+    "values",
+    "default",
+    "secret",
+    "secret_value",
+    "raw",
+    "plaintext",
+    "token",
+    "password",
+    "api_key",
+    "apikey",
+    "credential",
+    "credentials",
+    "private_key",
+];
+/// Top-level keys of the upstream secrets contract (`mozaiks.secrets.v1`).
+const SECRETS_TOP_KEYS: &[&str] = &[
+    "schema_version",
+    "provider",
+    "secrets",
+    "vault",
+    "notes",
+    "version",
+];
+
+/// Our names-only rule for `app/security/secrets.yaml` in upstream's format: it loads, its
+/// top-level keys are the contract's, every `secrets[].name` is an environment-style name, and no
+/// mapping anywhere has a key that carries a value (`value`, `default`, `password`, …).
+fn secrets_names_only(bytes: &[u8]) -> bool {
+    use crate::pyyaml::PyValue;
+    let Ok(doc) = crate::pyyaml::safe_load(bytes) else {
+        return false;
+    };
+    let Some(doc) = doc else {
+        return true;
+    };
+    let Some(top) = doc.as_map() else {
+        return false;
+    };
+    if top
+        .iter()
+        .any(|(k, _)| !k.as_str().is_some_and(|k| SECRETS_TOP_KEYS.contains(&k)))
+    {
+        return false;
     }
-
-    /// Walks `app/` depth-first in name order without following links, bounded in count and depth.
-    fn walk_app(&self) -> Result<Walk, McpError> {
-        let mut walk = Walk {
-            files: Vec::new(),
-            findings: Vec::new(),
-            diagnostics: Vec::new(),
-        };
-        let mut seen = 0u64;
-        let mut stack = vec![(APP_ROOT.to_owned(), 0u64)];
-        while let Some((dir, depth)) = stack.pop() {
-            let listing = match self.list_dir_bounded(&dir) {
-                Ok(Some(listing)) => listing,
-                Ok(None) => continue,
-                // An unreadable directory is a finding; the rest of the bundle is still walked.
-                Err(e @ (McpError::PermissionDenied { .. } | McpError::Io { .. })) => {
-                    walk.findings.push(finding(
-                        e.code(),
-                        &dir,
-                        "Directory could not be read.",
-                        None,
-                    ));
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            note_truncated(&mut walk.diagnostics, &dir, Some(&listing));
-            seen = seen.saturating_add(listing.total);
-            if seen > MAX_BUNDLE_ENTRIES {
-                return Err(McpError::TooLarge {
-                    what: "bundle entries".into(),
-                    limit: MAX_BUNDLE_ENTRIES,
-                });
+    let env_name = |v: &PyValue| {
+        v.as_str().is_some_and(|n| {
+            let mut b = n.bytes();
+            b.next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+                && b.all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+        })
+    };
+    match doc.get("secrets") {
+        None | Some(PyValue::Null) => {}
+        Some(PyValue::Seq(items)) => {
+            let ok = items.iter().all(|item| match item {
+                PyValue::Str(_) => env_name(item),
+                PyValue::Map(_) => item.get("name").is_some_and(env_name),
+                _ => false,
+            });
+            if !ok {
+                return false;
             }
-            let mut subdirs = Vec::new();
-            for entry in listing.entries {
-                let Some(name) = entry.name else {
-                    walk.findings.push(finding(
-                        "invalid_path",
-                        &dir,
-                        "An entry name is not UTF-8.",
-                        None,
-                    ));
-                    continue;
-                };
-                let path = format!("{dir}/{name}");
-                if snapshot::RepoPath::parse(&path).is_err() {
-                    walk.findings.push(finding(
-                        "invalid_path",
-                        &dir,
-                        "An entry name is not a portable path segment.",
-                        None,
-                    ));
-                    continue;
-                }
-                match entry.kind {
-                    ListedKind::Symlink => walk.findings.push(finding(
-                        "symlink_in_bundle",
-                        &path,
-                        "Symbolic links are not followed inside the bundle.",
-                        None,
-                    )),
-                    ListedKind::Other => walk.findings.push(finding(
-                        "special_file",
-                        &path,
-                        "Not a regular file or directory.",
-                        None,
-                    )),
-                    ListedKind::Directory => {
-                        if depth + 1 > MAX_BUNDLE_DEPTH {
-                            return Err(McpError::TooLarge {
-                                what: "bundle depth".into(),
-                                limit: MAX_BUNDLE_DEPTH,
-                            });
-                        }
-                        subdirs.push((path, depth + 1));
+        }
+        Some(_) => return false,
+    }
+    let mut stack = vec![&doc];
+    while let Some(v) = stack.pop() {
+        match v {
+            PyValue::Map(entries) => {
+                for (k, val) in entries {
+                    if k.as_str()
+                        .is_some_and(|k| VALUE_KEYS.contains(&k.to_ascii_lowercase().as_str()))
+                    {
+                        return false;
                     }
-                    ListedKind::File => {
-                        walk.files.push(path);
-                        if u64::try_from(walk.files.len()).unwrap_or(u64::MAX) > MAX_BUNDLE_FILES {
-                            return Err(McpError::TooLarge {
-                                what: "bundle files".into(),
-                                limit: MAX_BUNDLE_FILES,
-                            });
-                        }
-                    }
+                    stack.push(val);
                 }
             }
-            stack.extend(subdirs.into_iter().rev());
-        }
-        walk.files.sort();
-        Ok(walk)
-    }
-}
-
-struct Walk {
-    files: Vec<String>,
-    findings: Vec<Finding>,
-    diagnostics: Vec<Diagnostic>,
-}
-
-/// The `truncated` diagnostic of a directory listing that left entries out.
-fn note_truncated(
-    diagnostics: &mut Vec<Diagnostic>,
-    dir: &str,
-    listing: Option<&crate::workspace::DirListing>,
-) {
-    let Some(listing) = listing else { return };
-    let omitted = listing.omitted();
-    if omitted > 0 {
-        diagnostics.push(Diagnostic::warning(
-            "truncated",
-            Some(dir),
-            &format!(
-                "The directory holds {} entries; the first {} by name are used and {omitted} were left out.",
-                listing.total,
-                listing.entries.len()
-            ),
-        ));
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FileCheck {
-    Json,
-    Yaml,
-    Python,
-    Other,
-}
-
-impl FileCheck {
-    fn for_path(path: &str) -> Self {
-        if path.ends_with(".json") {
-            Self::Json
-        } else if path.ends_with(".yaml") || path.ends_with(".yml") {
-            Self::Yaml
-        } else if path.ends_with(".py") {
-            Self::Python
-        } else {
-            Self::Other
+            PyValue::Seq(items) => stack.extend(items.iter()),
+            _ => {}
         }
     }
-}
-
-fn finding(code: &str, path: &str, message: &str, at: Option<(u64, u64)>) -> Finding {
-    Finding {
-        code: code.to_owned(),
-        path: crate::envelope::display_path(path),
-        message: message.to_owned(),
-        line: at.map(|(l, _)| l),
-        column: at.map(|(_, c)| c),
-    }
-}
-
-/// 1-based line and column (in characters) of a byte offset.
-fn line_col(text: &str, offset: usize) -> (u64, u64) {
-    let mut end = offset.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let head = text.get(..end).unwrap_or_default();
-    let line = head.matches('\n').count() + 1;
-    let column = head.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (
-        u64::try_from(line).unwrap_or(u64::MAX),
-        u64::try_from(column).unwrap_or(u64::MAX),
-    )
-}
-
-/// The finding for a bounded parser's refusal: limits keep their own code.
-fn parse_finding(path: &str, format: Format, e: &ParseError) -> Finding {
-    let message = match (e, format) {
-        (ParseError::Syntax { .. }, Format::Json) => "JSON does not parse.".to_owned(),
-        (ParseError::Syntax { .. }, Format::Yaml) => "YAML does not parse.".to_owned(),
-        (ParseError::NotUtf8, _) => "File is not UTF-8.".to_owned(),
-        (ParseError::Json { reason }, _) => format!("JSON rejected: {reason}."),
-        (_, Format::Yaml) => format!("YAML rejected: {e}."),
-        (_, Format::Json) => format!("JSON rejected: {e}."),
-        (_, Format::Python) => format!("Python source rejected: {e}."),
-    };
-    finding(e.code(format), path, &message, e.position())
-}
-
-/// Checks one file's syntax; the finding never quotes the file.
-fn check_file(path: &str, check: FileCheck, bytes: &[u8]) -> Option<Finding> {
-    if check == FileCheck::Json {
-        return match bounded::parse_json::<Value>(bytes, usize::MAX) {
-            Ok(_) => None,
-            Err(e) => Some(parse_finding(path, Format::Json, &e)),
-        };
-    }
-    let Ok(text) = std::str::from_utf8(bytes) else {
-        return Some(finding("not_utf8", path, "File is not UTF-8.", None));
-    };
-    match check {
-        FileCheck::Yaml => {
-            if let Err(e) = bounded::load_yaml(text, &YamlLimits::default()) {
-                return Some(parse_finding(path, Format::Yaml, &e));
-            }
-            if snapshot::is_secret_contract_path(path)
-                && snapshot::validate_secret_contract_text(path, text).is_err()
-            {
-                return Some(finding(
-                    "secrets_not_names_only",
-                    path,
-                    "The secrets contract must list secret names only, never values.",
-                    None,
-                ));
-            }
-            None
-        }
-        FileCheck::Python => {
-            if let Err(e) = bounded::check_python_nesting(text) {
-                return Some(parse_finding(path, Format::Python, &e));
-            }
-            let _budget = crate::budget::reserve(
-                crate::budget::Work::Python,
-                u64::try_from(text.len()).unwrap_or(u64::MAX),
-            );
-            match rustpython_parser::parse(text, rustpython_parser::Mode::Module, path) {
-                Ok(rustpython_parser::ast::Mod::Module(module)) => {
-                    crate::pytargets::first_invalid_target(&module.body).map(|offset| {
-                        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
-                        finding(
-                            "invalid_python",
-                            path,
-                            "Python source has an invalid assignment or deletion target.",
-                            Some(line_col(text, offset)),
-                        )
-                    })
-                }
-                Ok(_) => None,
-                Err(e) => {
-                    let offset = usize::try_from(u32::from(e.offset)).unwrap_or(usize::MAX);
-                    Some(finding(
-                        "invalid_python",
-                        path,
-                        "Python source has a syntax error.",
-                        Some(line_col(text, offset)),
-                    ))
-                }
-            }
-        }
-        FileCheck::Json | FileCheck::Other => None,
-    }
-}
-
-fn parse_module_manifest(
-    path: &str,
-    format: &str,
-    bytes: &[u8],
-    dir_id: &str,
-) -> Result<(Option<String>, Option<String>), McpError> {
-    let field = |name: &str,
-                 get: &dyn Fn(&str) -> Option<Option<String>>|
-     -> Result<Option<String>, McpError> {
-        get(name).ok_or_else(|| invalid(path, &format!("{name} must be a string")))
-    };
-    let (id, name, version) = if format == "json" {
-        let value: Value = bounded::parse_json(bytes, usize::MAX).map_err(|e| {
-            if e.is_limit() {
-                McpError::ParseLimit {
-                    path: path.to_owned(),
-                    code: e.code(Format::Json),
-                    reason: e.to_string(),
-                }
-            } else {
-                invalid(path, &e.to_string())
-            }
-        })?;
-        let object = value
-            .as_object()
-            .ok_or_else(|| invalid(path, "not a JSON object"))?;
-        let get = |key: &str| match object.get(key) {
-            None => Some(None),
-            Some(v) => v.as_str().map(|s| Some(s.to_owned())),
-        };
-        (
-            field("id", &get)?,
-            field("name", &get)?,
-            field("version", &get)?,
-        )
-    } else {
-        let doc = load_yaml_single(path, bytes)?;
-        if doc.as_mapping().is_none() {
-            return Err(invalid(path, "not a mapping"));
-        }
-        let get = |key: &str| match doc.as_mapping_get(key) {
-            None => Some(None),
-            Some(v) => v.as_str().map(|s| Some(s.to_owned())),
-        };
-        (
-            field("id", &get)?,
-            field("name", &get)?,
-            field("version", &get)?,
-        )
-    };
-    match id {
-        Some(id) if id == dir_id => Ok((name, version)),
-        Some(_) => Err(invalid(path, "id differs from the module directory name")),
-        None => Err(invalid(path, "id missing")),
-    }
+    true
 }
 
 /// `get_canonical_layout` (static; the same registry every other tool matches against).
 #[must_use]
 pub fn canonical_layout() -> LayoutResult {
+    let owned = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
     LayoutResult {
         layout_schema_version: LAYOUT_SCHEMA_VERSION.to_owned(),
         app_root: APP_ROOT.to_owned(),
-        pattern_syntax:
-            "Segments separated by '/': a literal, <id> (one identifier of [a-z0-9_-], \
-1-64, starting alphanumeric), *.ext (one file name with that extension), or a final ** (one or \
-more segments). The first matching entry wins."
-                .to_owned(),
-        entries: LAYOUT.to_vec(),
+        template_syntax: "Segments separated by '/'; {name} is one placeholder matching \
+[A-Za-z0-9_-]+ (no '/', no '.'); {helper_id} never matches a reserved backend helper name. Within \
+a scope a prohibited family wins, then the template with the fewest placeholders."
+            .to_owned(),
+        scope_resolution: "A workspace path is matched in module_relative (under \
+app/modules/<id>/), workflow_relative (under workflows/<id>/ or app/workflows/<id>/), \
+app_bundle_root (under app/) and workspace_root scopes."
+            .to_owned(),
+        families: layout::sorted_families(),
+        canonical_app_root_files: owned(layout::CANONICAL_APP_ROOT_FILES),
+        canonical_app_root_dirs: owned(layout::CANONICAL_APP_ROOT_DIRS),
+        canonical_app_config_files: owned(layout::CANONICAL_APP_CONFIG_FILES),
+        disallowed_legacy_app_paths: owned(layout::DISALLOWED_LEGACY_APP_PATHS),
+        disallowed_legacy_app_dir_prefixes: owned(layout::DISALLOWED_LEGACY_APP_DIR_PREFIXES),
     }
 }
 
@@ -1012,80 +760,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn line_col_counts_chars() {
-        assert_eq!(line_col("ab\ncdé\nx", 7), (2, 4));
-        assert_eq!(line_col("ab\ncdé\nx", 8), (3, 1));
-        assert_eq!(line_col("ab\ncdé\nx", 6), (2, 3));
-        assert_eq!(line_col("abc", 0), (1, 1));
+    fn secrets_contract_names_only() {
+        let upstream = b"schema_version: mozaiks.secrets.v1\nprovider: env\nsecrets:\n  - name: OPENAI_API_KEY\n    backend: env\n    required: true\n    used_by:\n      - kind: workflow\n        id: SupportIntake\n";
+        assert!(secrets_names_only(upstream));
+        assert!(secrets_names_only(b"secrets:\n  - STRIPE_KEY\n"));
+        assert!(!secrets_names_only(
+            b"secrets:\n  - name: A\n    value: hunter2\n"
+        ));
+        assert!(!secrets_names_only(b"API_KEY: hunter2\n"));
+        assert!(!secrets_names_only(b"secrets:\n  - name: 'not a name'\n"));
+        assert!(!secrets_names_only(b"a: [1\n"));
     }
 
     #[test]
-    fn app_manifest_rules() {
-        assert!(parse_app_manifest(br#"{"appId":"demo-app","appName":"Demo"}"#).is_ok());
-        for bad in [
-            &br#"{"appId":"demo","appId":"x","appName":"Demo"}"#[..],
-            br#"{"appId":"de mo","appName":"Demo"}"#,
-            br#"{"appName":"Demo"}"#,
-            br#"{"appId":"demo","appName":""}"#,
-            br#"[]"#,
-        ] {
+    fn app_name_fallbacks() {
+        let m = parse_app_manifest(br#"{"appName":"Demo","preset":"chat"}"#, "dir").unwrap();
+        assert_eq!(
+            (m.app_name.as_str(), m.app_name_source, m.app_id),
+            ("Demo", "appName", None)
+        );
+        assert_eq!(m.preset.as_deref(), Some("chat"));
+        let m = parse_app_manifest(br#"{"name":"N","appId":"x"}"#, "dir").unwrap();
+        assert_eq!((m.app_name.as_str(), m.app_name_source), ("N", "name"));
+        assert_eq!(m.app_id.as_deref(), Some("x"));
+        let m = parse_app_manifest(br#"{"appName":"  "}"#, "dir").unwrap();
+        assert_eq!(
+            (m.app_name.as_str(), m.app_name_source),
+            ("dir", "directory")
+        );
+        for bad in [&b"[]"[..], b"{", b"\xff"] {
             assert_eq!(
-                parse_app_manifest(bad).map_err(|e| e.code()),
+                parse_app_manifest(bad, "d").map_err(|e| e.code()),
                 Err("invalid_manifest")
             );
         }
-    }
-
-    #[test]
-    fn provenance_rules() {
-        let ok = parse_provenance(b"schema_version: v1\ncontracts:\n  - mozaiks.mcp.v1\n").unwrap();
-        assert_eq!(ok.contracts, vec!["mozaiks.mcp.v1".to_owned()]);
-        assert!(parse_provenance(b"contracts: []\n").is_err());
-        assert!(parse_provenance(b"schema_version: v1\ncontracts: mozaiks.mcp.v1\n").is_err());
-        assert!(parse_provenance(b"schema_version: v1\n---\nschema_version: v2\n").is_err());
-    }
-
-    #[test]
-    fn syntax_checks_report_position_without_content() {
-        let f = check_file("app/x.py", FileCheck::Python, b"def f(:\n  pass\n").unwrap();
-        assert_eq!((f.code.as_str(), f.line), ("invalid_python", Some(1)));
-        assert!(!f.message.contains("def"));
-        assert!(
-            check_file(
-                "app/x.py",
-                FileCheck::Python,
-                b"import os\nmatch x:\n  case 1: pass\n"
-            )
-            .is_none()
-        );
-        // PEP 695 parses; PEP 701 f-strings (reused quotes) do not: documented in docs/MCP.md.
-        assert!(check_file("app/x.py", FileCheck::Python, b"type Alias = int\n").is_none());
-        let pep701 = check_file("app/x.py", FileCheck::Python, b"x = f\"{d[\"k\"]}\"\n");
-        assert_eq!(pep701.map(|f| f.code), Some("invalid_python".to_owned()));
-        let f = check_file("app/x.yaml", FileCheck::Yaml, b"a: [1, 2\n").unwrap();
-        assert_eq!(f.code, "invalid_yaml");
-        let f = check_file("app/x.json", FileCheck::Json, b"{\"a\": }").unwrap();
-        assert_eq!((f.code.as_str(), f.line), ("invalid_json", Some(1)));
-        let f = check_file(
-            "app/security/secrets.yaml",
-            FileCheck::Yaml,
-            b"secrets:\n  - name: API_KEY\nAPI_KEY: hunter2\n",
-        )
-        .unwrap();
-        assert_eq!(f.code, "secrets_not_names_only");
-        assert!(!f.message.contains("hunter2"));
-    }
-
-    #[test]
-    fn deep_nesting_does_not_overflow_on_the_tool_stack() {
-        let deep_py = format!("x = {}1{}\n", "(".repeat(5_000), ")".repeat(5_000));
-        let deep_yaml = format!("{}{}", "[".repeat(50_000), "]".repeat(50_000));
-        let chain = format!("x = {}1\n", "1+".repeat(200_000));
-        crate::server::on_tool_stack(move || {
-            let _ = check_file("a.py", FileCheck::Python, deep_py.as_bytes());
-            let _ = check_file("a.yaml", FileCheck::Yaml, deep_yaml.as_bytes());
-            let _ = check_file("b.py", FileCheck::Python, chain.as_bytes());
-        })
-        .unwrap();
     }
 }

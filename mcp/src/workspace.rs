@@ -2,13 +2,54 @@
 //! path goes through [`check_request_path`] (lexical, fail closed) and then through the handle
 //! (cap-std refuses anything that leads outside the root, symbolic links included).
 
+use std::cell::RefCell;
 use std::io::{self, Read as _};
 use std::path::{Component, Path, PathBuf};
 
 use cap_std::fs::Dir;
 use snapshot::RepoPath;
 
+use crate::envelope::{CONTENT_NOTICE, WorkspaceState};
 use crate::error::McpError;
+use crate::revision::{self, GitDirs, Revision};
+
+thread_local! {
+    /// The files the current tool call read: (path, content digest). Each tool call runs on its
+    /// own thread, so a thread-local log is exactly one call's reads.
+    static READS: RefCell<Vec<(String, snapshot::Sha256)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Starts a fresh read log for the calling thread (one tool call).
+pub(crate) fn begin_read_log() {
+    READS.with(|r| r.borrow_mut().clear());
+}
+
+/// The digest and count of what the calling thread read since [`begin_read_log`].
+pub(crate) fn finish_read_log() -> (String, u64) {
+    READS.with(|r| {
+        let mut reads = std::mem::take(&mut *r.borrow_mut());
+        reads.sort();
+        reads.dedup();
+        let mut canonical = String::new();
+        for (path, digest) in &reads {
+            canonical.push_str(path);
+            canonical.push('\0');
+            canonical.push_str(&digest.to_string());
+            canonical.push('\n');
+        }
+        (
+            snapshot::Sha256::of(canonical.as_bytes()).to_string(),
+            u64::try_from(reads.len()).unwrap_or(u64::MAX),
+        )
+    })
+}
+
+fn log_read(path: &str, bytes: &[u8]) {
+    READS.with(|r| {
+        r.borrow_mut()
+            .push((path.to_owned(), snapshot::Sha256::of(bytes)))
+    });
+}
 
 /// Largest single file any tool reads (manifests, page schemas, candidates are smaller).
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
@@ -102,6 +143,9 @@ pub struct Workspace {
     root: PathBuf,
     root_text: String,
     dir: Dir,
+    git: Option<GitDirs>,
+    bound_revision: Revision,
+    bound_fingerprint: Option<String>,
 }
 
 impl Workspace {
@@ -129,10 +173,16 @@ impl Workspace {
             .to_owned();
         let dir = Dir::open_ambient_dir(&resolved, cap_std::ambient_authority())
             .map_err(|_| McpError::WorkspaceNotFound)?;
+        let git = GitDirs::open(&dir, &resolved);
+        let bound_revision = revision::revision_of(git.as_ref());
+        let bound_fingerprint = revision::fingerprint(&dir);
         Ok(Self {
             root: resolved,
             root_text,
             dir,
+            git,
+            bound_revision,
+            bound_fingerprint,
         })
     }
 
@@ -146,6 +196,36 @@ impl Workspace {
     #[must_use]
     pub fn root_text(&self) -> &str {
         &self.root_text
+    }
+
+    /// The root directory's own name (upstream's last-resort app name).
+    #[must_use]
+    pub fn dir_name(&self) -> String {
+        self.root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Revision now, revision at bind, whether the tree moved, and the digest of what the
+    /// calling thread read (see [`begin_read_log`]).
+    #[must_use]
+    pub fn state(&self) -> WorkspaceState {
+        let (sources_sha256, sources_read) = finish_read_log();
+        let revision = revision::revision_of(self.git.as_ref());
+        let changed_since_bind = match (&self.bound_fingerprint, revision::fingerprint(&self.dir)) {
+            (Some(before), Some(now)) => Some(*before != now || revision != self.bound_revision),
+            _ if revision != self.bound_revision => Some(true),
+            _ => None,
+        };
+        WorkspaceState {
+            content_notice: CONTENT_NOTICE.to_owned(),
+            revision,
+            bound_revision: self.bound_revision.clone(),
+            changed_since_bind,
+            sources_sha256,
+            sources_read,
+        }
     }
 
     /// Applies the lexical rules to a caller-supplied path (see [`check_request_path`]), with the
@@ -220,7 +300,9 @@ impl Workspace {
     pub(crate) fn read_str(&self, path: &str, max: u64) -> Result<Vec<u8>, McpError> {
         self.check_links(path)?;
         let file = open_regular(&self.dir, path, false)?;
-        read_bounded(file, path, max)
+        let out = read_bounded(file, path, max)?;
+        log_read(path, &out);
+        Ok(out)
     }
 
     /// Lists a directory (sorted by name; links are reported, never followed), with the count of
@@ -244,8 +326,31 @@ impl Workspace {
             .dir
             .read_dir(path)
             .map_err(|e| map_open_error(&e, path))?;
-        // Keeps the first MAX_DIR_ENTRIES names in order while scanning at most MAX_DIR_SCAN
-        // entries: memory stays bounded however large the directory is.
+        bounded_listing(entries, path).map(Some)
+    }
+
+    /// [`Self::list_dir_bounded`]'s entries only (the first [`MAX_DIR_ENTRIES`] by name).
+    ///
+    /// # Errors
+    /// As [`Self::list_dir_bounded`].
+    pub(crate) fn list_dir(&self, path: &str) -> Result<Option<Vec<Listed>>, McpError> {
+        Ok(self.list_dir_bounded(path)?.map(|l| l.entries))
+    }
+
+    /// Lists the root itself, bounded like [`Self::list_dir_bounded`].
+    ///
+    /// # Errors
+    /// `too_large`, `io_error`.
+    pub(crate) fn list_root_bounded(&self) -> Result<DirListing, McpError> {
+        let entries = self.dir.entries().map_err(|e| McpError::io(&e))?;
+        bounded_listing(entries, ".")
+    }
+}
+
+/// Keeps the first [`MAX_DIR_ENTRIES`] names in order while scanning at most [`MAX_DIR_SCAN`]
+/// entries: memory stays bounded however large the directory is.
+fn bounded_listing(entries: cap_std::fs::ReadDir, path: &str) -> Result<DirListing, McpError> {
+    {
         let mut kept: std::collections::BinaryHeap<Listed> = std::collections::BinaryHeap::new();
         let mut total = 0u64;
         for entry in entries {
@@ -275,10 +380,10 @@ impl Workspace {
                 kept.pop();
             }
         }
-        Ok(Some(DirListing {
+        Ok(DirListing {
             entries: kept.into_sorted_vec(),
             total,
-        }))
+        })
     }
 }
 

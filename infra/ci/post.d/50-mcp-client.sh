@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The independent MCP client: the official Python MCP SDK (from PyPI, in a cached venv under
 # target/) drives the built patch-candidate-mcp binary over stdio against a copy of the fixture
-# workspace. Fails loudly on any mismatch.
+# workspace and against each upstream-format bundle in fixtures/mcp-bundles (an init-made workspace
+# and broken variants), asserting the answers the upstream core library gives. Fails loudly on any
+# mismatch.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
@@ -21,6 +23,7 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cp -R fixtures/mcp-workspace "$work/ws"
+cp -R fixtures/mcp-bundles "$work/bundles"
 ln -s /etc "$work/ws/etc-link"   # a link that leads out of the root: must fail closed
 
-"$VENV/bin/python" mcp/tests/client/mcp_client.py "$PWD/$BIN" "$work/ws"
+"$VENV/bin/python" mcp/tests/client/mcp_client.py "$PWD/$BIN" "$work/ws" "$work/bundles"

@@ -321,29 +321,51 @@ fn deep_yaml_json_and_python_in_every_manifest_position() {
     .unwrap();
 
     let mut server = Server::start(&copy.root, None);
+    // A malformed provenance is part of the identity, never a failure that hides app.json; the
+    // depth limit is what refused it.
     let identity = server.call("get_workspace_identity", json!({}));
-    assert_eq!(identity["error"]["code"], json!("too_deep"), "{identity}");
+    let provenance = &identity["result"]["provenance"];
+    assert_eq!(provenance["valid"], json!(false), "{identity}");
+    assert!(
+        provenance["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("nesting exceeds"),
+        "{identity}"
+    );
     let modules = server.call("list_modules", json!({}));
     let listed = modules["result"]["modules"].as_array().unwrap();
-    for id in ["deepyaml", "deepflow", "deepjson"] {
-        let m = listed.iter().find(|m| m["id"] == json!(id)).unwrap();
+    for id in ["deepyaml", "deepflow"] {
+        let m = listed.iter().find(|m| m["name"] == json!(id)).unwrap();
         assert_eq!(m["status"], json!("invalid_manifest"), "{m}");
     }
+    // module.json alone is not an upstream module: not listed, never parsed.
+    assert!(!listed.iter().any(|m| m["name"] == json!("deepjson")));
     let validation = server.call("validate_app_bundle", json!({}));
-    let findings = validation["result"]["findings"].as_array().unwrap();
-    let code_of = |path: &str| {
-        findings
+    let message_of = |path: &str| {
+        validation["result"]["fallback_checks"]
+            .as_array()
+            .unwrap()
             .iter()
+            .flat_map(|c| c["failures"].as_array().unwrap().iter())
             .find(|f| f["path"] == json!(path))
-            .map(|f| f["code"].as_str().unwrap().to_owned())
+            .map(|f| f["message"].as_str().unwrap().to_owned())
     };
-    assert_eq!(code_of("app/config/deep.yml").as_deref(), Some("too_deep"));
-    assert_eq!(code_of("app/config/deep.py").as_deref(), Some("too_deep"));
-    assert_eq!(
-        code_of("app/ui/pages/deep.yaml").as_deref(),
-        Some("too_deep")
+    for path in [
+        "app/config/deep.yml",
+        "app/ui/pages/deep.yaml",
+        "app/provenance.yaml",
+        "app/modules/deepyaml/module.yaml",
+        "app/security/secrets.yaml",
+    ] {
+        let message = message_of(path).unwrap_or_default();
+        assert!(message.contains("nesting exceeds"), "{path}: {message}");
+    }
+    assert!(
+        message_of("app/config/deep.py")
+            .unwrap_or_default()
+            .contains("nests brackets deeper")
     );
-    assert_eq!(code_of("app/provenance.yaml").as_deref(), Some("too_deep"));
     every_tool(&mut server, &["app/provenance.yaml"]);
     server.finish();
 }
@@ -389,28 +411,29 @@ fn alias_bombs_in_keys_and_values() {
     let mut server = Server::start(&copy.root, None);
     let identity = server.call("get_workspace_identity", json!({}));
     assert_eq!(
-        identity["error"]["code"],
-        json!("too_many_nodes"),
+        identity["result"]["provenance"]["valid"],
+        json!(false),
         "{identity}"
     );
     let layout = server.call("get_canonical_layout", json!({}));
     assert!(layout["result"].is_object(), "{layout}");
     let validation = server.call("validate_app_bundle", json!({}));
-    let findings = validation["result"]["findings"].as_array().unwrap();
-    let code_of = |path: &str| {
-        findings
+    let message_of = |path: &str| {
+        validation["result"]["fallback_checks"]
+            .as_array()
+            .unwrap()
             .iter()
+            .flat_map(|c| c["failures"].as_array().unwrap().iter())
             .find(|f| f["path"] == json!(path))
-            .map(|f| f["code"].as_str().unwrap().to_owned())
+            .map(|f| f["message"].as_str().unwrap().to_owned())
     };
-    assert_eq!(
-        code_of("app/config/bomb.yaml").as_deref(),
-        Some("too_many_nodes")
-    );
-    assert_eq!(
-        code_of("app/config/strings.yaml").as_deref(),
-        Some("expansion_too_large")
-    );
+    for path in ["app/config/bomb.yaml", "app/config/strings.yaml"] {
+        let message = message_of(path).unwrap_or_default();
+        assert!(
+            message.contains("expands to more than"),
+            "{path}: {message}"
+        );
+    }
     every_tool(&mut server, &[]);
     server.finish();
 }
@@ -478,18 +501,25 @@ fn fifos_and_devices_in_the_workspace_and_the_store_never_block() {
         Some("not_a_file")
     );
     let identity = server.call("get_workspace_identity", json!({}));
-    assert_eq!(identity["error"]["code"], json!("not_a_file"), "{identity}");
+    assert_eq!(
+        identity["result"]["provenance"]["problems"],
+        json!(["provenance.yaml is not a regular file"]),
+        "{identity}"
+    );
     let modules = server.call("list_modules", json!({}));
     let notes = modules["result"]["modules"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|m| m["id"] == json!("notes"))
+        .find(|m| m["name"] == json!("notes"))
         .cloned()
         .unwrap();
     assert_ne!(notes["status"], json!("ok"), "{notes}");
     let validation = server.call("validate_app_bundle", json!({}));
-    assert!(validation["result"]["findings"].is_array(), "{validation}");
+    assert!(
+        validation["result"]["fallback_checks"].is_array(),
+        "{validation}"
+    );
     every_tool(
         &mut server,
         &[

@@ -192,7 +192,9 @@ fn fixture_bundle_has_no_transport_configuration() {
     assert!(seen >= 10);
     let provenance = fs::read_to_string(root.join("app/provenance.yaml")).unwrap();
     assert!(
-        provenance.lines().any(|l| l.trim() == "- mozaiks.mcp.v1"),
+        provenance
+            .lines()
+            .any(|l| l.trim() == "mcp: mozaiks.mcp.v1"),
         "contracts: declares mozaiks.mcp.v1"
     );
 }

@@ -1,5 +1,6 @@
 //! Integration tests of the read-only MCP server (one binary, modules per concern): every tool
-//! through an in-process client, the tool-list contract, the fail-closed path table, no writes,
+//! through an in-process client (app bundle tools against upstream-format fixtures), the tool-list
+//! contract, the fail-closed path table, no writes,
 //! structural hygiene, and the built binary over real stdio.
 // Test helpers (outside `#[test]` functions) may panic: a panic is a test failure here.
 #![allow(
@@ -19,3 +20,4 @@ mod python_parity;
 mod stdio;
 mod support;
 mod tools;
+mod upstream;

@@ -1,5 +1,6 @@
-//! Independent cross-check of the Python syntax verdicts: CPython's own `ast.parse` (parse only,
-//! like ours) judges the same corpus through `validate_app_bundle`, and the verdicts must agree.
+//! Independent cross-check of the Python syntax verdicts: CPython's own `compile(…, "exec")` (what
+//! the upstream fallback check runs) judges the same corpus that `validate_app_bundle` judges, and
+//! the verdicts must agree.
 
 use std::fs;
 use std::process::Command;
@@ -27,7 +28,31 @@ const CORPUS: &[(&str, &str)] = &[
         "ok_star_except",
         "try:\n    pass\nexcept* ValueError:\n    pass\n",
     ),
-    ("ok_return_module", "return 1\n"),
+    ("bad_return_module", "return 1\n"),
+    ("bad_break_outside", "x = 1\nbreak\n"),
+    ("bad_continue_in_def", "def f():\n    continue\n"),
+    (
+        "ok_break_in_loop",
+        "for i in x:\n    if i:\n        break\n    continue\n",
+    ),
+    ("bad_yield_module", "yield 1\n"),
+    ("bad_await_module", "await f()\n"),
+    ("bad_nonlocal_module", "nonlocal x\n"),
+    ("bad_import_star_in_def", "def f():\n    from os import *\n"),
+    ("bad_duplicate_arg", "def f(a, b, a):\n    pass\n"),
+    (
+        "bad_async_for_sync",
+        "def f():\n    async for x in y:\n        pass\n",
+    ),
+    (
+        "bad_bare_except_first",
+        "try:\n    pass\nexcept:\n    pass\nexcept ValueError:\n    pass\n",
+    ),
+    (
+        "ok_return_in_method",
+        "class A:\n    def f(self):\n        return 1\n",
+    ),
+    ("bad_return_in_class", "class A:\n    return 1\n"),
     ("ok_lambda_default", "f = lambda x=1, *a, **k: (x, a, k)\n"),
     ("ok_global", "def f():\n    global g\n    g = 1\n"),
     ("bad_paren", "x = (1, 2\n"),
@@ -63,20 +88,19 @@ const CORPUS: &[(&str, &str)] = &[
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_syntax_verdicts_match_cpython_ast_parse() {
+async fn python_syntax_verdicts_match_cpython_compile() {
     let copy = fixture_copy();
     let dir = copy.root.join("app/modules/parity");
     fs::create_dir(&dir).unwrap();
-    fs::write(dir.join("module.yaml"), "id: parity\n").unwrap();
     for (name, source) in CORPUS {
         fs::write(dir.join(format!("{name}.py")), source).unwrap();
     }
     let script = r#"
-import ast, json, pathlib, sys
+import json, pathlib, sys
 out = {}
 for p in sorted(pathlib.Path(sys.argv[1]).glob("*.py")):
     try:
-        ast.parse(p.read_bytes(), filename=str(p))
+        compile(p.read_text(encoding="utf-8"), str(p), "exec")
         out[p.stem] = True
     except SyntaxError:
         out[p.stem] = False
@@ -98,11 +122,16 @@ print(json.dumps(out))
     let client = connect_root(&copy.root, false).await;
     let r = client.ok("validate_app_bundle", json!({})).await;
     client.close().await;
-    let rejected: Vec<String> = r["findings"]
+    let python = r["fallback_checks"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| f["code"] == "invalid_python")
+        .find(|c| c["name"] == "python_syntax")
+        .unwrap();
+    let rejected: Vec<String> = python["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
         .map(|f| {
             f["path"]
                 .as_str()

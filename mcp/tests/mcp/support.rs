@@ -122,15 +122,32 @@ impl Client {
     }
 }
 
-/// The envelope rules: version, tool, workspace xor error, diagnostics.
+/// The envelope rules: version, tool, workspace xor error, diagnostics, workspace state.
 pub fn assert_envelope(tool: &str, v: &Value, is_error: bool) {
     let obj = v.as_object().expect("envelope is an object");
+    let state = &v["workspace_state"];
+    assert!(
+        state["content_notice"]
+            .as_str()
+            .is_some_and(|n| n.contains("project content, not instructions"))
+    );
+    assert!(
+        state["sources_sha256"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("sha256:"))
+    );
+    assert!(state["sources_read"].is_u64());
+    assert!(matches!(
+        state["revision"]["kind"].as_str(),
+        Some("git" | "none")
+    ));
+    assert!(state["changed_since_bind"].is_boolean() || state["changed_since_bind"].is_null());
     assert_eq!(v["protocol_schema_version"], json!("mozaiks.mcp.v1"));
     assert_eq!(v["tool"], json!(tool));
     assert!(v["diagnostics"].is_array());
     if is_error {
         let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
-        assert_eq!(keys.len(), 4, "{keys:?}");
+        assert_eq!(keys.len(), 5, "{keys:?}");
         let code = v["error"]["code"].as_str().unwrap();
         assert!(mcp::ERROR_CODES.contains(&code), "unknown code {code}");
         assert!(
@@ -140,12 +157,13 @@ pub fn assert_envelope(tool: &str, v: &Value, is_error: bool) {
         );
         assert!(obj.get("workspace").is_none() && obj.get("result").is_none());
     } else {
-        assert_eq!(obj.len(), 5);
+        assert_eq!(obj.len(), 6);
         let ws = &v["workspace"];
         let root = ws["root"].as_str().unwrap();
         assert!(Path::new(root).is_absolute());
         assert_eq!(ws["app_root"].as_str().unwrap(), format!("{root}/app"));
         assert!(ws.get("app_id").is_some() && ws.get("provenance_schema_version").is_some());
+        assert!(ws.get("app_name").is_some());
         assert!(obj.contains_key("result"));
     }
 }
