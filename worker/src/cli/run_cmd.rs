@@ -9,9 +9,9 @@ use clap::Args;
 use finalizer::CandidateStore;
 use snapshot::{ApprovedExecutionContext, DefaultPathPolicy, MAX_CONTEXT_JSON_BYTES, RepoPath};
 use worker::{
-    DEFAULT_WALL_SECONDS, ImageId, ImageReference, ImagesState, MAX_TURN_ARCHIVE_BYTES, PROOF_IMAGE,
-    PipelineOutcome,
-    PipelineRequest, RuntimeName, TurnConfig, UsageLedger, run_pipeline,
+    DEFAULT_WALL_SECONDS, ImageId, ImageReference, ImagesState, MAX_TURN_ARCHIVE_BYTES,
+    PROOF_IMAGE, PipelineOutcome, PipelineRequest, RuntimeName, TurnConfig, UsageLedger,
+    run_pipeline,
 };
 
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
