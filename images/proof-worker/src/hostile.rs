@@ -64,7 +64,8 @@ fn shape_value(kind: &str, fill: usize) -> Option<Vec<u8>> {
     match kind {
         "widearray" => {
             out.push(b'[');
-            while out.len() + 3 <= fill {
+            // Stop early enough that the last `0` and the `]` always fit.
+            while out.len() + 4 <= fill {
                 out.extend_from_slice(b"0,");
             }
             out.push(b'0');
