@@ -356,11 +356,16 @@ fn deep_yaml_json_and_python_in_every_manifest_position() {
         "app/ui/pages/deep.yaml",
         "app/provenance.yaml",
         "app/modules/deepyaml/module.yaml",
-        "app/security/secrets.yaml",
     ] {
         let message = message_of(path).unwrap_or_default();
         assert!(message.contains("nesting exceeds"), "{path}: {message}");
     }
+    // Deep flow nesting is refused by the scanner (255 levels) before the depth bound.
+    let message = message_of("app/security/secrets.yaml").unwrap_or_default();
+    assert!(
+        message.contains("nesting exceeds") || message.contains("does not parse"),
+        "secrets.yaml: {message}"
+    );
     assert!(
         message_of("app/config/deep.py")
             .unwrap_or_default()
