@@ -25,9 +25,9 @@ corpora() {
   fi
   printf '%s\n' "${dirs[@]}"
 }
+# Built by the same `--bins` build (it does not link libFuzzer).
 runner() {
-  cargo run --quiet --release --locked --manifest-path "$manifest" --target-dir "$target_dir" \
-    --no-default-features --bin corpus -- "$@" --artifacts "$target_dir/artifacts"
+  "$target_dir/x86_64-unknown-linux-gnu/release/corpus" "$@" --artifacts "$target_dir/artifacts"
 }
 mapfile -t reader_seeds < <(corpora archive_reader fixtures/hostile-zips)
 mapfile -t paths_seeds < <(corpora archive_paths fixtures/hostile-zips)
