@@ -2,9 +2,9 @@
 //! the validation plan. Everything here reads through the workspace handle; nothing is imported,
 //! executed or written.
 
-use saphyr::{LoadableYamlNode as _, Yaml};
 use serde_json::Value;
 
+use crate::bounded::{self, Format, ParseError, SingleDocError, YamlLimits, YamlNode};
 use crate::envelope::{
     CheckCounts, Diagnostic, Finding, IdentityResult, LayoutResult, ModuleInfo, ModuleStatus,
     ModulesResult, PROTOCOL_SCHEMA_VERSION, PageInfo, PagesResult, PlanResult, PlannedCommand,
@@ -24,6 +24,11 @@ pub const MAX_BUNDLE_FILES: u64 = 2_000;
 pub const MAX_BUNDLE_BYTES: u64 = 32 * 1024 * 1024;
 /// Largest single file `validate_app_bundle` parses.
 pub const MAX_PARSED_FILE_BYTES: u64 = 1024 * 1024;
+/// Most directory entries (files, directories, others) `validate_app_bundle` and
+/// `plan_validation_commands` walk.
+pub const MAX_BUNDLE_ENTRIES: u64 = 20_000;
+/// Most findings one `validate_app_bundle` answer lists; a `truncated` diagnostic counts the rest.
+pub const MAX_FINDINGS: usize = 1_000;
 /// Deepest directory nesting under `app/`.
 pub const MAX_BUNDLE_DEPTH: u64 = 24;
 /// Layout document version.
@@ -73,11 +78,21 @@ fn invalid(path: &str, reason: &str) -> McpError {
 /// # Errors
 /// `invalid_manifest` naming the rule broken.
 pub fn parse_app_manifest(bytes: &[u8]) -> Result<AppIdentity, McpError> {
-    let value: Value = snapshot::from_slice_strict(
+    let value: Value = bounded::parse_json(
         bytes,
         usize::try_from(MAX_MANIFEST_BYTES).unwrap_or(usize::MAX),
     )
-    .map_err(|e| invalid(APP_MANIFEST, &e.to_string()))?;
+    .map_err(|e| {
+        if e.is_limit() {
+            McpError::ParseLimit {
+                path: APP_MANIFEST.to_owned(),
+                code: e.code(Format::Json),
+                reason: e.to_string(),
+            }
+        } else {
+            invalid(APP_MANIFEST, &e.to_string())
+        }
+    })?;
     let object = value
         .as_object()
         .ok_or_else(|| invalid(APP_MANIFEST, "not a JSON object"))?;
@@ -104,40 +119,21 @@ pub fn parse_app_manifest(bytes: &[u8]) -> Result<AppIdentity, McpError> {
     })
 }
 
-fn load_yaml_single(path: &str, bytes: &[u8]) -> Result<Yaml<'static>, McpError> {
-    let text = std::str::from_utf8(bytes).map_err(|_| invalid(path, "not UTF-8"))?;
-    let mut docs = Yaml::load_from_str(text).map_err(|_| invalid(path, "YAML does not parse"))?;
-    if docs.len() != 1 {
-        return Err(invalid(path, "expected exactly one YAML document"));
-    }
-    let doc = docs.pop().ok_or_else(|| invalid(path, "empty YAML"))?;
-    Ok(into_owned_yaml(doc))
+fn load_yaml_single(path: &str, bytes: &[u8]) -> Result<YamlNode, McpError> {
+    bounded::load_yaml_single(bytes, &YamlLimits::default()).map_err(|e| match e {
+        SingleDocError::Count => invalid(path, "expected exactly one YAML document"),
+        SingleDocError::Parse(e) if e.is_limit() => McpError::ParseLimit {
+            path: path.to_owned(),
+            code: e.code(Format::Yaml),
+            reason: e.to_string(),
+        },
+        SingleDocError::Parse(ParseError::NotUtf8) => invalid(path, "not UTF-8"),
+        SingleDocError::Parse(_) => invalid(path, "YAML does not parse"),
+    })
 }
 
-/// Detaches a document from its source text (only the shapes read here need to survive).
-fn into_owned_yaml(doc: Yaml<'_>) -> Yaml<'static> {
-    match doc {
-        Yaml::Value(saphyr::Scalar::String(s)) => {
-            Yaml::Value(saphyr::Scalar::String(s.into_owned().into()))
-        }
-        Yaml::Value(saphyr::Scalar::Null) => Yaml::Value(saphyr::Scalar::Null),
-        Yaml::Value(saphyr::Scalar::Boolean(b)) => Yaml::Value(saphyr::Scalar::Boolean(b)),
-        Yaml::Value(saphyr::Scalar::Integer(i)) => Yaml::Value(saphyr::Scalar::Integer(i)),
-        Yaml::Value(saphyr::Scalar::FloatingPoint(f)) => {
-            Yaml::Value(saphyr::Scalar::FloatingPoint(f))
-        }
-        Yaml::Sequence(items) => Yaml::Sequence(items.into_iter().map(into_owned_yaml).collect()),
-        Yaml::Mapping(map) => Yaml::Mapping(
-            map.into_iter()
-                .map(|(k, v)| (into_owned_yaml(k), into_owned_yaml(v)))
-                .collect(),
-        ),
-        _ => Yaml::BadValue,
-    }
-}
-
-fn yaml_str<'a>(doc: &'a Yaml<'static>, key: &str) -> Option<&'a str> {
-    doc.as_mapping_get(key).and_then(Yaml::as_str)
+fn yaml_str<'a>(doc: &'a YamlNode, key: &str) -> Option<&'a str> {
+    doc.as_mapping_get(key).and_then(YamlNode::as_str)
 }
 
 /// Parses `app/provenance.yaml`: one mapping with a string `schema_version` and a `contracts`
@@ -290,7 +286,10 @@ impl Workspace {
         self.require_app_root()?;
         let mut diagnostics = Vec::new();
         let mut modules = Vec::new();
-        for entry in self.list_dir(MODULES_DIR)?.unwrap_or_default() {
+        let listing = self.list_dir_bounded(MODULES_DIR)?;
+        note_truncated(&mut diagnostics, MODULES_DIR, listing.as_ref());
+        let mut manifest_bytes = 0u64;
+        for entry in listing.map(|l| l.entries).unwrap_or_default() {
             let Some(name) = entry.name.as_deref() else {
                 diagnostics.push(Diagnostic::warning(
                     "invalid_path",
@@ -327,12 +326,28 @@ impl Workspace {
                 ));
                 continue;
             }
-            modules.push(self.module_info(name, path)?);
+            if manifest_bytes > MAX_BUNDLE_BYTES {
+                diagnostics.push(Diagnostic::warning(
+                    "truncated",
+                    Some(MODULES_DIR),
+                    &format!(
+                        "Module manifests read exceed {MAX_BUNDLE_BYTES} bytes; the modules after this one are not listed."
+                    ),
+                ));
+                break;
+            }
+            let info = self.module_info(name, path, &mut manifest_bytes)?;
+            modules.push(info);
         }
         Ok((ModulesResult { modules }, diagnostics))
     }
 
-    fn module_info(&self, id: &str, path: String) -> Result<ModuleInfo, McpError> {
+    fn module_info(
+        &self,
+        id: &str,
+        path: String,
+        bytes_read: &mut u64,
+    ) -> Result<ModuleInfo, McpError> {
         let yaml_path = format!("{path}/module.yaml");
         let json_path = format!("{path}/module.json");
         let has_yaml = self.kind_str(&yaml_path)? == EntryKind::File;
@@ -361,9 +376,25 @@ impl Workspace {
             (true, false) => (yaml_path, "yaml"),
             (false, true) => (json_path, "json"),
         };
-        let bytes = self.read_str(&manifest, MAX_MANIFEST_BYTES)?;
         info.manifest_path = Some(manifest.clone());
         info.manifest_format = Some(format.to_owned());
+        let bytes = match self.read_str(&manifest, MAX_MANIFEST_BYTES) {
+            Ok(bytes) => bytes,
+            // One unreadable or special manifest makes that module invalid, not the whole list.
+            Err(
+                e @ (McpError::PermissionDenied { .. }
+                | McpError::NotAFile { .. }
+                | McpError::NotFound { .. }
+                | McpError::TooLarge { .. }
+                | McpError::Io { .. }),
+            ) => {
+                info.status = ModuleStatus::InvalidManifest;
+                info.problem = Some(format!("manifest could not be read ({})", e.code()));
+                return Ok(info);
+            }
+            Err(e) => return Err(e),
+        };
+        *bytes_read = bytes_read.saturating_add(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
         match parse_module_manifest(&manifest, format, &bytes, id) {
             Ok((name, version)) => {
                 info.name = name;
@@ -388,7 +419,9 @@ impl Workspace {
         self.require_app_root()?;
         let mut diagnostics = Vec::new();
         let mut pages = Vec::new();
-        for entry in self.list_dir(PAGES_DIR)?.unwrap_or_default() {
+        let listing = self.list_dir_bounded(PAGES_DIR)?;
+        note_truncated(&mut diagnostics, PAGES_DIR, listing.as_ref());
+        for entry in listing.map(|l| l.entries).unwrap_or_default() {
             let Some(name) = entry.name.as_deref() else {
                 diagnostics.push(Diagnostic::warning(
                     "invalid_path",
@@ -464,6 +497,17 @@ impl Workspace {
                     ));
                     continue;
                 }
+                // One unreadable file (EACCES, swapped for a special file, vanished) is a
+                // finding of its own; the rest of the bundle is still checked.
+                Err(
+                    e @ (McpError::PermissionDenied { .. }
+                    | McpError::NotAFile { .. }
+                    | McpError::NotFound { .. }
+                    | McpError::Io { .. }),
+                ) => {
+                    findings.push(finding(e.code(), path, "File could not be read.", None));
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
             bytes_checked =
@@ -487,6 +531,18 @@ impl Workspace {
         findings.extend(self.manifest_findings(&files.files)?);
         findings.sort_by(|a, b| (&a.path, &a.code, a.line).cmp(&(&b.path, &b.code, b.line)));
         findings.dedup();
+        let mut diagnostics = files.diagnostics;
+        if findings.len() > MAX_FINDINGS {
+            let omitted = findings.len() - MAX_FINDINGS;
+            findings.truncate(MAX_FINDINGS);
+            diagnostics.push(Diagnostic::warning(
+                "truncated",
+                None,
+                &format!(
+                    "{omitted} more findings were left out; the first {MAX_FINDINGS} by path are listed."
+                ),
+            ));
+        }
         Ok((
             ValidationResult {
                 valid: findings.is_empty(),
@@ -502,7 +558,7 @@ impl Workspace {
                     max_depth: MAX_BUNDLE_DEPTH,
                 },
             },
-            Vec::new(),
+            diagnostics,
         ))
     }
 
@@ -612,11 +668,13 @@ impl Workspace {
                 cwd: ".".into(),
             });
         }
-        let diagnostics = files
+        let mut diagnostics: Vec<Diagnostic> = files
             .findings
             .iter()
+            .take(MAX_FINDINGS)
             .map(|f| Diagnostic::warning(&f.code, Some(&f.path), &f.message))
             .collect();
+        diagnostics.extend(files.diagnostics.iter().cloned());
         Ok((
             PlanResult {
                 executed: false,
@@ -636,14 +694,36 @@ impl Workspace {
         let mut walk = Walk {
             files: Vec::new(),
             findings: Vec::new(),
+            diagnostics: Vec::new(),
         };
+        let mut seen = 0u64;
         let mut stack = vec![(APP_ROOT.to_owned(), 0u64)];
         while let Some((dir, depth)) = stack.pop() {
-            let Some(entries) = self.list_dir(&dir)? else {
-                continue;
+            let listing = match self.list_dir_bounded(&dir) {
+                Ok(Some(listing)) => listing,
+                Ok(None) => continue,
+                // An unreadable directory is a finding; the rest of the bundle is still walked.
+                Err(e @ (McpError::PermissionDenied { .. } | McpError::Io { .. })) => {
+                    walk.findings.push(finding(
+                        e.code(),
+                        &dir,
+                        "Directory could not be read.",
+                        None,
+                    ));
+                    continue;
+                }
+                Err(e) => return Err(e),
             };
+            note_truncated(&mut walk.diagnostics, &dir, Some(&listing));
+            seen = seen.saturating_add(listing.total);
+            if seen > MAX_BUNDLE_ENTRIES {
+                return Err(McpError::TooLarge {
+                    what: "bundle entries".into(),
+                    limit: MAX_BUNDLE_ENTRIES,
+                });
+            }
             let mut subdirs = Vec::new();
-            for entry in entries {
+            for entry in listing.entries {
                 let Some(name) = entry.name else {
                     walk.findings.push(finding(
                         "invalid_path",
@@ -706,6 +786,28 @@ impl Workspace {
 struct Walk {
     files: Vec<String>,
     findings: Vec<Finding>,
+    diagnostics: Vec<Diagnostic>,
+}
+
+/// The `truncated` diagnostic of a directory listing that left entries out.
+fn note_truncated(
+    diagnostics: &mut Vec<Diagnostic>,
+    dir: &str,
+    listing: Option<&crate::workspace::DirListing>,
+) {
+    let Some(listing) = listing else { return };
+    let omitted = listing.omitted();
+    if omitted > 0 {
+        diagnostics.push(Diagnostic::warning(
+            "truncated",
+            Some(dir),
+            &format!(
+                "The directory holds {} entries; the first {} by name are used and {omitted} were left out.",
+                listing.total,
+                listing.entries.len()
+            ),
+        ));
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -733,7 +835,7 @@ impl FileCheck {
 fn finding(code: &str, path: &str, message: &str, at: Option<(u64, u64)>) -> Finding {
     Finding {
         code: code.to_owned(),
-        path: path.to_owned(),
+        path: crate::envelope::display_path(path),
         message: message.to_owned(),
         line: at.map(|(l, _)| l),
         column: at.map(|(_, c)| c),
@@ -755,26 +857,26 @@ fn line_col(text: &str, offset: usize) -> (u64, u64) {
     )
 }
 
+/// The finding for a bounded parser's refusal: limits keep their own code.
+fn parse_finding(path: &str, format: Format, e: &ParseError) -> Finding {
+    let message = match (e, format) {
+        (ParseError::Syntax { .. }, Format::Json) => "JSON does not parse.".to_owned(),
+        (ParseError::Syntax { .. }, Format::Yaml) => "YAML does not parse.".to_owned(),
+        (ParseError::NotUtf8, _) => "File is not UTF-8.".to_owned(),
+        (ParseError::Json { reason }, _) => format!("JSON rejected: {reason}."),
+        (_, Format::Yaml) => format!("YAML rejected: {e}."),
+        (_, Format::Json) => format!("JSON rejected: {e}."),
+        (_, Format::Python) => format!("Python source rejected: {e}."),
+    };
+    finding(e.code(format), path, &message, e.position())
+}
+
 /// Checks one file's syntax; the finding never quotes the file.
 fn check_file(path: &str, check: FileCheck, bytes: &[u8]) -> Option<Finding> {
     if check == FileCheck::Json {
-        return match snapshot::from_slice_strict::<Value>(bytes, usize::MAX) {
+        return match bounded::parse_json::<Value>(bytes, usize::MAX) {
             Ok(_) => None,
-            Err(snapshot::StrictJsonError::Syntax { line, column }) => Some(finding(
-                "invalid_json",
-                path,
-                "JSON does not parse.",
-                Some((
-                    u64::try_from(line).unwrap_or(u64::MAX),
-                    u64::try_from(column).unwrap_or(u64::MAX),
-                )),
-            )),
-            Err(e) => Some(finding(
-                "invalid_json",
-                path,
-                &format!("JSON rejected: {e}."),
-                None,
-            )),
+            Err(e) => Some(parse_finding(path, Format::Json, &e)),
         };
     }
     let Ok(text) = std::str::from_utf8(bytes) else {
@@ -782,17 +884,8 @@ fn check_file(path: &str, check: FileCheck, bytes: &[u8]) -> Option<Finding> {
     };
     match check {
         FileCheck::Yaml => {
-            if let Err(e) = Yaml::load_from_str(text) {
-                let m = e.marker();
-                return Some(finding(
-                    "invalid_yaml",
-                    path,
-                    "YAML does not parse.",
-                    Some((
-                        u64::try_from(m.line()).unwrap_or(u64::MAX),
-                        u64::try_from(m.col()).unwrap_or(u64::MAX).saturating_add(1),
-                    )),
-                ));
+            if let Err(e) = bounded::load_yaml(text, &YamlLimits::default()) {
+                return Some(parse_finding(path, Format::Yaml, &e));
             }
             if snapshot::is_secret_contract_path(path)
                 && snapshot::validate_secret_contract_text(path, text).is_err()
@@ -807,6 +900,13 @@ fn check_file(path: &str, check: FileCheck, bytes: &[u8]) -> Option<Finding> {
             None
         }
         FileCheck::Python => {
+            if let Err(e) = bounded::check_python_nesting(text) {
+                return Some(parse_finding(path, Format::Python, &e));
+            }
+            let _budget = crate::budget::reserve(
+                crate::budget::Work::Python,
+                u64::try_from(text.len()).unwrap_or(u64::MAX),
+            );
             match rustpython_parser::parse(text, rustpython_parser::Mode::Module, path) {
                 Ok(rustpython_parser::ast::Mod::Module(module)) => {
                     crate::pytargets::first_invalid_target(&module.body).map(|offset| {
@@ -847,8 +947,17 @@ fn parse_module_manifest(
         get(name).ok_or_else(|| invalid(path, &format!("{name} must be a string")))
     };
     let (id, name, version) = if format == "json" {
-        let value: Value = snapshot::from_slice_strict(bytes, usize::MAX)
-            .map_err(|e| invalid(path, &e.to_string()))?;
+        let value: Value = bounded::parse_json(bytes, usize::MAX).map_err(|e| {
+            if e.is_limit() {
+                McpError::ParseLimit {
+                    path: path.to_owned(),
+                    code: e.code(Format::Json),
+                    reason: e.to_string(),
+                }
+            } else {
+                invalid(path, &e.to_string())
+            }
+        })?;
         let object = value
             .as_object()
             .ok_or_else(|| invalid(path, "not a JSON object"))?;

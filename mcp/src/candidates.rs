@@ -7,9 +7,135 @@ use serde::Serialize;
 use serde_json::Value;
 use snapshot::Sha256;
 
+use std::path::Path;
+
+use cap_std::fs::Dir;
+
+use crate::budget::{self, Work};
 use crate::envelope::Diagnostic;
 use crate::error::McpError;
-use crate::workspace::{RequestPath, Workspace};
+use crate::workspace::{self, RequestPath, Workspace};
+
+/// Largest stored candidate `list_patch_candidates` verifies inline; larger ones are listed with
+/// `error_code: "not_verified"` (`get_patch_candidate` verifies them).
+pub const MAX_LIST_VERIFY_BYTES: u64 = 256 * 1024;
+/// Most candidate bytes one `list_patch_candidates` answer reads in total; the rest are listed
+/// with `error_code: "not_verified"`.
+pub const MAX_LIST_VERIFY_TOTAL_BYTES: u64 = 16 * 1024 * 1024;
+/// Largest stored candidate `get_patch_candidate` serves (its answer carries the diffs twice).
+pub const MAX_SERVED_CANDIDATE_BYTES: u64 = 1024 * 1024;
+/// Largest candidate file `verify_patch_candidate` reads from the workspace.
+pub const MAX_VERIFIED_CANDIDATE_BYTES: u64 = 8 * 1024 * 1024;
+/// Most store entries scanned before listing is refused (`too_large`).
+pub const MAX_STORE_SCAN: u64 = 1_000_000;
+
+/// The candidate store bound at startup, read-only: listing reads directory entries only, and
+/// every candidate is opened once with `O_NOFOLLOW | O_NONBLOCK` and checked on the handle
+/// (regular file, size) before a byte is read.
+#[derive(Debug)]
+pub struct Store {
+    dir: Dir,
+}
+
+/// One listed store entry (from the directory entry, nothing opened).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct StoreEntry {
+    digest: Sha256,
+    regular: bool,
+}
+
+impl Store {
+    /// Opens an existing store directory; never creates anything. A symbolic link at `dir` is
+    /// refused.
+    ///
+    /// # Errors
+    /// `candidate_store_not_configured` when `dir` is not an existing directory.
+    pub fn open_existing(dir: &Path) -> Result<Self, McpError> {
+        if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+            return Err(McpError::CandidateStoreNotConfigured);
+        }
+        let dir = Dir::open_ambient_dir(dir, cap_std::ambient_authority())
+            .map_err(|_| McpError::CandidateStoreNotConfigured)?;
+        Ok(Self { dir })
+    }
+
+    /// The first `max` entries named `<64 hex>.json` after `after`, by digest, and how many such
+    /// entries the store holds. Reads directory entries only.
+    fn entries(&self, max: usize) -> Result<(Vec<StoreEntry>, u64), McpError> {
+        let mut kept = std::collections::BinaryHeap::new();
+        let mut total = 0u64;
+        let mut scanned = 0u64;
+        for entry in self.dir.entries().map_err(|e| McpError::io(&e))? {
+            scanned += 1;
+            if scanned > MAX_STORE_SCAN {
+                return Err(McpError::TooLarge {
+                    what: "candidate store entries".into(),
+                    limit: MAX_STORE_SCAN,
+                });
+            }
+            let entry = entry.map_err(|e| McpError::io(&e))?;
+            let name = entry.file_name();
+            let Some(digest) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".json"))
+                .and_then(|hex| Sha256::from_bare_hex(hex).ok())
+            else {
+                continue;
+            };
+            let regular = entry.file_type().is_ok_and(|t| t.is_file());
+            total += 1;
+            kept.push(StoreEntry { digest, regular });
+            if kept.len() > max {
+                kept.pop();
+            }
+        }
+        Ok((kept.into_sorted_vec(), total))
+    }
+
+    fn name(digest: &Sha256) -> String {
+        format!("{}.json", digest.bare_hex())
+    }
+
+    /// Whether a candidate is filed under `digest` (one lookup, nothing opened).
+    fn contains(&self, digest: &Sha256) -> bool {
+        self.dir.symlink_metadata(Self::name(digest)).is_ok()
+    }
+
+    /// Reads, re-validates and digest-checks the candidate filed under `digest`, refusing files
+    /// over `max` bytes before reading them.
+    fn get(
+        &self,
+        digest: &Sha256,
+        max: u64,
+    ) -> Result<(finalizer::RepositoryPatchCandidate, u64), McpError> {
+        let name = Self::name(digest);
+        let file = workspace::open_regular(&self.dir, &name, true).map_err(|e| match e {
+            McpError::NotFound { .. } => McpError::NotFound {
+                path: digest.to_string(),
+            },
+            McpError::NotAFile { .. } => McpError::NotAFile {
+                path: digest.to_string(),
+            },
+            McpError::PermissionDenied { .. } => McpError::PermissionDenied {
+                path: digest.to_string(),
+            },
+            other => other,
+        })?;
+        let bytes = workspace::read_bounded(file, &digest.to_string(), max)?;
+        let size = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+        let _budget = budget::reserve(Work::Candidate, size);
+        let candidate =
+            finalizer::validate_candidate_json(&bytes).map_err(|e| candidate_error(&e))?;
+        let actual =
+            finalizer::repository_patch_digest(&candidate).map_err(|e| candidate_error(&e))?;
+        if actual != *digest {
+            return Err(McpError::InvalidCandidate {
+                upstream_code: "REPOSITORY_PATCH_STORE_DIGEST".into(),
+            });
+        }
+        Ok((candidate, size))
+    }
+}
 
 /// One changed file of a candidate, without its content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
@@ -187,9 +313,7 @@ fn candidate_error(e: &finalizer::FinalizeError) -> McpError {
     }
 }
 
-fn require_store(
-    store: Option<&finalizer::CandidateStore>,
-) -> Result<&finalizer::CandidateStore, McpError> {
+fn require_store(store: Option<&Store>) -> Result<&Store, McpError> {
     store.ok_or(McpError::CandidateStoreNotConfigured)
 }
 
@@ -197,40 +321,61 @@ fn require_store(
 ///
 /// # Errors
 /// `candidate_store_not_configured`, `invalid_candidate` when the store cannot be listed.
-pub fn list(
-    store: Option<&finalizer::CandidateStore>,
-) -> Result<(CandidateList, Vec<Diagnostic>), McpError> {
+pub fn list(store: Option<&Store>) -> Result<(CandidateList, Vec<Diagnostic>), McpError> {
     let store = require_store(store)?;
-    let digests = store.list().map_err(|e| candidate_error(&e))?;
-    let total = u64::try_from(digests.len()).unwrap_or(u64::MAX);
-    let truncated = digests.len() > MAX_LISTED_CANDIDATES;
-    let candidates = digests
-        .iter()
-        .take(MAX_LISTED_CANDIDATES)
-        .map(|digest| match store.get(digest) {
-            Ok(c) => CandidateListEntry {
-                digest: digest.to_string(),
-                verified: true,
-                error_code: None,
-                candidate: Some(summarize(digest, &c)),
-            },
-            Err(e) => CandidateListEntry {
-                digest: digest.to_string(),
-                verified: false,
-                error_code: Some(e.code().to_owned()),
-                candidate: None,
-            },
-        })
-        .collect();
-    let diagnostics = if truncated {
-        vec![Diagnostic::warning(
+    let (entries, total) = store.entries(MAX_LISTED_CANDIDATES)?;
+    let truncated = total > u64::try_from(entries.len()).unwrap_or(u64::MAX);
+    let mut read_budget = MAX_LIST_VERIFY_TOTAL_BYTES;
+    let unverified = |digest: &Sha256, code: &str| CandidateListEntry {
+        digest: digest.to_string(),
+        verified: false,
+        error_code: Some(code.to_owned()),
+        candidate: None,
+    };
+    let mut candidates = Vec::with_capacity(entries.len());
+    for entry in &entries {
+        let digest = &entry.digest;
+        if !entry.regular {
+            candidates.push(unverified(digest, "not_a_file"));
+            continue;
+        }
+        let max = MAX_LIST_VERIFY_BYTES.min(read_budget);
+        candidates.push(match store.get(digest, max) {
+            Ok((c, size)) => {
+                read_budget = read_budget.saturating_sub(size.max(1));
+                CandidateListEntry {
+                    digest: digest.to_string(),
+                    verified: true,
+                    error_code: None,
+                    candidate: Some(summarize(digest, &c)),
+                }
+            }
+            Err(McpError::TooLarge { .. }) => unverified(digest, "not_verified"),
+            Err(McpError::InvalidCandidate { upstream_code }) => unverified(digest, &upstream_code),
+            Err(e) => unverified(digest, e.code()),
+        });
+    }
+    let mut diagnostics = Vec::new();
+    if truncated {
+        diagnostics.push(Diagnostic::warning(
             "truncated",
             None,
-            "The store holds more candidates than one answer lists; the first by digest are shown.",
-        )]
-    } else {
-        Vec::new()
-    };
+            &format!(
+                "The store holds {total} candidates; the first {} by digest are listed.",
+                entries.len()
+            ),
+        ));
+    }
+    if candidates
+        .iter()
+        .any(|c| c.error_code.as_deref() == Some("not_verified"))
+    {
+        diagnostics.push(Diagnostic::warning(
+            "not_verified",
+            None,
+            "Some candidates are larger than the listing verifies inline; get_patch_candidate verifies them.",
+        ));
+    }
     Ok((
         CandidateList {
             candidates,
@@ -247,19 +392,14 @@ pub fn list(
 /// `candidate_store_not_configured`, `invalid_arguments` (digest form), `not_found`,
 /// `invalid_candidate`.
 pub fn get(
-    store: Option<&finalizer::CandidateStore>,
+    store: Option<&Store>,
     digest: &str,
 ) -> Result<(CandidateDetail, Vec<Diagnostic>), McpError> {
     let store = require_store(store)?;
     let digest: Sha256 = digest.parse().map_err(|_| McpError::InvalidArguments {
         reason: "digest must be sha256:<64 lowercase hex>".into(),
     })?;
-    let candidate = store.get(&digest).map_err(|e| match e {
-        finalizer::FinalizeError::StoreMissing { .. } => McpError::NotFound {
-            path: digest.to_string(),
-        },
-        other => candidate_error(&other),
-    })?;
+    let (candidate, _) = store.get(&digest, MAX_SERVED_CANDIDATE_BYTES)?;
     let diffs = candidate
         .changed_files()
         .iter()
@@ -289,11 +429,17 @@ pub fn get(
 /// Path and read errors, `invalid_candidate` with the finalizer code.
 pub fn verify(
     ws: &Workspace,
-    store: Option<&finalizer::CandidateStore>,
+    store: Option<&Store>,
     path: &RequestPath,
 ) -> Result<(CandidateVerification, Vec<Diagnostic>), McpError> {
-    let max = u64::try_from(finalizer::model::MAX_CANDIDATE_JSON_BYTES).unwrap_or(u64::MAX);
+    let max = u64::try_from(finalizer::model::MAX_CANDIDATE_JSON_BYTES)
+        .unwrap_or(u64::MAX)
+        .min(MAX_VERIFIED_CANDIDATE_BYTES);
     let bytes = ws.read_file(path, max)?;
+    let _budget = budget::reserve(
+        Work::Candidate,
+        u64::try_from(bytes.len()).unwrap_or(u64::MAX),
+    );
     let candidate = finalizer::validate_candidate_json(&bytes).map_err(|e| candidate_error(&e))?;
     let digest = finalizer::repository_patch_digest(&candidate).map_err(|e| candidate_error(&e))?;
     let file_name = path.as_str().rsplit('/').next().unwrap_or_default();
@@ -301,15 +447,7 @@ pub fn verify(
         .strip_suffix(".json")
         .filter(|stem| Sha256::from_bare_hex(stem).is_ok())
         .map(|stem| stem == digest.bare_hex());
-    let stored = match store {
-        None => None,
-        Some(store) => Some(
-            store
-                .list()
-                .map_err(|e| candidate_error(&e))?
-                .contains(&digest),
-        ),
-    };
+    let stored = store.map(|store| store.contains(&digest));
     Ok((
         CandidateVerification {
             path: path.as_str().to_owned(),
@@ -334,6 +472,10 @@ pub fn inspect_archive(
 ) -> Result<(ArchiveInspection, Vec<Diagnostic>), McpError> {
     let max = u64::try_from(archive::MAX_ARCHIVE_BYTES).unwrap_or(u64::MAX);
     let bytes = ws.read_file(path, max)?;
+    let _budget = budget::reserve(
+        Work::Archive,
+        u64::try_from(bytes.len()).unwrap_or(u64::MAX),
+    );
     let size_bytes = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
     let archive_sha256 = archive::archive_digest(&bytes).to_string();
     if bytes == archive::EMPTY_ARCHIVE_MARKER {

@@ -62,9 +62,22 @@ impl Diagnostic {
         Self {
             severity: Severity::Warning,
             code: code.to_owned(),
-            path: path.map(str::to_owned),
+            path: path.map(display_path),
             message: message.to_owned(),
         }
+    }
+}
+
+/// A workspace path as diagnostics and findings show it: unchanged when every character is
+/// printable, otherwise the escaped, quoted rendering of `snapshot::Untrusted` (control, bidi,
+/// line-separator and other invisible characters made visible, length capped).
+pub(crate) fn display_path(path: &str) -> String {
+    if path.chars().all(snapshot::is_printable)
+        && path.chars().count() <= snapshot::DEFAULT_QUOTED_CHARS
+    {
+        path.to_owned()
+    } else {
+        snapshot::Untrusted::quoted(path).to_string()
     }
 }
 
@@ -344,4 +357,25 @@ pub struct PlanResult {
     pub requires_confirmation: bool,
     /// Planned commands in a stable order.
     pub commands: Vec<PlannedCommand>,
+}
+
+#[cfg(test)]
+mod display_tests {
+    use super::display_path;
+
+    #[test]
+    fn hostile_names_are_escaped_in_diagnostics() {
+        assert_eq!(display_path("app/modules/notes"), "app/modules/notes");
+        for hostile in [
+            "app/a\u{2028}b",
+            "app/a\u{85}b",
+            "app/\u{1b}[31m",
+            "app/\u{202e}txt.py",
+        ] {
+            let shown = display_path(hostile);
+            assert!(shown.starts_with('\''), "{shown}");
+            assert!(shown.chars().all(snapshot::is_printable), "{shown}");
+        }
+        assert!(display_path(&"a".repeat(500)).len() < 300);
+    }
 }

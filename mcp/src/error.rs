@@ -1,5 +1,13 @@
 //! The one error enum of the crate. Every variant maps to a stable `mozaiks.mcp.v1` error code;
-//! messages name paths and limits, never file contents.
+//! messages name paths and limits, never file contents. Paths in messages go through
+//! `snapshot::Untrusted` whenever they hold a character a terminal or editor could interpret.
+//!
+//! `McpError` does not implement `snapshot::Coded`: that trait's convention is a `Display` that
+//! starts with `CODE: `, while the `mozaiks.mcp.v1` envelope carries the code and the message as
+//! separate fields and ADR 0004 fixes the message text without a prefix (for example
+//! `workspace_not_found` → "Workspace root could not be resolved inside the allowed root.").
+//! Prefixing the code would change that wire contract; the code is available as
+//! [`McpError::code`] and as `error.code` in every failure envelope.
 
 /// A tool failure, reported inside the envelope as `error {code, message}`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -39,19 +47,31 @@ pub enum McpError {
         reason: String,
     },
     /// Nothing exists at the path.
-    #[error("Nothing exists at {path}.")]
+    #[error("Nothing exists at {}.", crate::envelope::display_path(path))]
     NotFound {
         /// Workspace-relative path.
         path: String,
     },
     /// The path names a directory or special file where a regular file is needed.
-    #[error("{path} is not a regular file.")]
+    #[error("{} is not a regular file.", crate::envelope::display_path(path))]
     NotAFile {
         /// Workspace-relative path.
         path: String,
     },
+    /// The operating system refused access to one file or directory (`EACCES`).
+    #[error(
+        "{} could not be read: permission denied.",
+        crate::envelope::display_path(path)
+    )]
+    PermissionDenied {
+        /// Workspace-relative path.
+        path: String,
+    },
     /// A file or the bundle exceeds a bound.
-    #[error("{what} exceeds the limit of {limit}.")]
+    #[error(
+        "{} exceeds the limit of {limit}.",
+        crate::envelope::display_path(what)
+    )]
     TooLarge {
         /// What was measured (a path, or `bundle files` / `bundle bytes`).
         what: String,
@@ -59,11 +79,28 @@ pub enum McpError {
         limit: u64,
     },
     /// A manifest the tool needs does not parse or has the wrong shape.
-    #[error("{path} is not a valid manifest: {reason}.")]
+    #[error(
+        "{} is not a valid manifest: {reason}.",
+        crate::envelope::display_path(path)
+    )]
     InvalidManifest {
         /// Workspace-relative path.
         path: String,
         /// Which rule was broken (never file content).
+        reason: String,
+    },
+    /// A bounded parser refused a workspace file at one of its limits (depth, expanded nodes,
+    /// expanded bytes); `code` is the limit's own code.
+    #[error(
+        "{} exceeds a parse limit: {reason}.",
+        crate::envelope::display_path(path)
+    )]
+    ParseLimit {
+        /// Workspace-relative path.
+        path: String,
+        /// `too_deep`, `too_many_nodes` or `expansion_too_large`.
+        code: &'static str,
+        /// Which limit, with its bound (never file content).
         reason: String,
     },
     /// The tool arguments do not match the input schema (unknown keys included).
@@ -112,8 +149,10 @@ impl McpError {
             Self::InvalidPath { .. } => "invalid_path",
             Self::NotFound { .. } => "not_found",
             Self::NotAFile { .. } => "not_a_file",
+            Self::PermissionDenied { .. } => "permission_denied",
             Self::TooLarge { .. } => "too_large",
             Self::InvalidManifest { .. } => "invalid_manifest",
+            Self::ParseLimit { code, .. } => code,
             Self::InvalidArguments { .. } => "invalid_arguments",
             Self::CandidateStoreNotConfigured => "candidate_store_not_configured",
             Self::InvalidCandidate { .. } => "invalid_candidate",
@@ -143,8 +182,12 @@ pub const ERROR_CODES: &[&str] = &[
     "invalid_path",
     "not_found",
     "not_a_file",
+    "permission_denied",
     "too_large",
     "invalid_manifest",
+    "too_deep",
+    "too_many_nodes",
+    "expansion_too_large",
     "invalid_arguments",
     "candidate_store_not_configured",
     "invalid_candidate",

@@ -13,6 +13,8 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod bounded;
+mod budget;
 pub mod bundle;
 pub mod candidates;
 pub mod envelope;
@@ -20,9 +22,15 @@ pub mod error;
 pub mod layout;
 mod pytargets;
 pub mod server;
+mod transport;
 pub mod workspace;
 
 pub use envelope::PROTOCOL_SCHEMA_VERSION;
 pub use error::{ERROR_CODES, McpError};
 pub use server::{McpServer, SERVER_NAME, SERVER_VERSION, ServerOptions, TOOL_NAMES, tool_list};
-pub use workspace::{Workspace, check_request_path};
+pub use transport::{BoundedTransport, MAX_IN_FLIGHT_REQUESTS, MAX_REQUEST_BYTES};
+pub use workspace::{MAX_DIR_ENTRIES, Workspace, check_request_path};
+
+/// The server's documented peak resident memory (VmHWM) under any workspace and any client: the
+/// hostile suite checks every case against it (docs/MCP.md, "Limits").
+pub const MEMORY_BUDGET_BYTES: u64 = 192 * 1024 * 1024;

@@ -70,7 +70,8 @@ fn main() -> ExitCode {
 }
 
 async fn serve(server: McpServer) -> anyhow::Result<()> {
-    let running = match server.serve(rmcp::transport::stdio()).await {
+    let transport = mcp::BoundedTransport::new(tokio::io::stdin(), tokio::io::stdout());
+    let running = match server.serve(transport).await {
         Ok(running) => running,
         // stdin closed before initialisation: nothing to serve, a clean exit.
         Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),

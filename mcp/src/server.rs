@@ -223,13 +223,14 @@ pub fn tool_list() -> Vec<Tool> {
         .collect()
 }
 
-/// Most tool bodies running at once; further calls wait for a slot (bounds threads and memory
-/// whatever a client pipelines).
+/// Most tool bodies running at once; further calls wait for a slot. Requests waiting for a slot
+/// are bounded by the transport ([`crate::transport::MAX_IN_FLIGHT_REQUESTS`]), their working
+/// memory by the shared budget ([`crate::budget::WORK_BUDGET_BYTES`]).
 pub const MAX_CONCURRENT_TOOLS: usize = 4;
 
 struct Inner {
     workspace: Workspace,
-    store: Option<finalizer::CandidateStore>,
+    store: Option<candidates::Store>,
     tools: Vec<Tool>,
     slots: Arc<tokio::sync::Semaphore>,
 }
@@ -260,10 +261,7 @@ impl McpServer {
         let store = match &options.candidate_store {
             None => None,
             // Never creates the directory (a read-only server must not): missing → refused.
-            Some(path) => Some(
-                finalizer::CandidateStore::open_existing(path)
-                    .map_err(|_| McpError::CandidateStoreNotConfigured)?,
-            ),
+            Some(path) => Some(candidates::Store::open_existing(path)?),
         };
         Ok(Self {
             inner: Arc::new(Inner {
@@ -356,8 +354,52 @@ fn dispatch(inner: &Inner, name: &str, arguments: JsonObject) -> Answer {
     }
 }
 
+/// Largest tool answer (the envelope as JSON text); a larger answer is replaced by a `too_large`
+/// error envelope, so every pending answer stays bounded.
+pub const MAX_ANSWER_BYTES: u64 = 4 * 1024 * 1024;
+
 /// Runs a tool and wraps the answer in the envelope; returns (structuredContent, is_error).
 fn run_tool(inner: &Inner, name: &str, arguments: JsonObject) -> (Value, bool) {
+    let (value, is_error) = run_tool_unbounded(inner, name, arguments);
+    let size = serialized_len(&value);
+    if size <= MAX_ANSWER_BYTES {
+        return (value, is_error);
+    }
+    drop(value);
+    let envelope: Envelope<Value> = Envelope::Failure(FailureEnvelope {
+        protocol_schema_version: ProtocolSchemaVersion::V1,
+        tool: name.to_owned(),
+        error: ErrorBody::from(&McpError::TooLarge {
+            what: "the answer".into(),
+            limit: MAX_ANSWER_BYTES,
+        }),
+        diagnostics: Vec::new(),
+    });
+    (serde_json::to_value(envelope).unwrap_or(Value::Null), true)
+}
+
+/// Bytes of `value` as compact JSON, counted without building the text.
+fn serialized_len(value: &Value) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self
+                .0
+                .saturating_add(u64::try_from(buf.len()).unwrap_or(u64::MAX));
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => u64::MAX,
+    }
+}
+
+fn run_tool_unbounded(inner: &Inner, name: &str, arguments: JsonObject) -> (Value, bool) {
     let tool = name.to_owned();
     match dispatch(inner, name, arguments) {
         Ok((result, tool_diagnostics)) => {
@@ -453,17 +495,21 @@ No tool writes, executes commands, stages, promotes or grants scope.",
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(name) = TOOL_NAMES.iter().copied().find(|n| *n == request.name) else {
             return Err(ErrorData::invalid_params("unknown tool", None));
         };
         let arguments = request.arguments.unwrap_or_default();
         let inner = Arc::clone(&self.inner);
-        let permit = Arc::clone(&self.inner.slots)
-            .acquire_owned()
-            .await
-            .map_err(|_| ErrorData::internal_error("tool slots closed", None))?;
+        // A cancelled request stops waiting for a slot at once (it will not be answered).
+        let permit = tokio::select! {
+            permit = Arc::clone(&self.inner.slots).acquire_owned() => permit
+                .map_err(|_| ErrorData::internal_error("tool slots closed", None))?,
+            () = context.ct.cancelled() => {
+                return Err(ErrorData::internal_error("request cancelled", None));
+            }
+        };
         let (tx, rx) = tokio::sync::oneshot::channel();
         std::thread::Builder::new()
             .name("mcp-tool".into())

@@ -12,6 +12,11 @@ use crate::error::McpError;
 
 /// Largest single file any tool reads (manifests, page schemas, candidates are smaller).
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+/// Most entries of one directory any tool lists; the first ones by name are kept and a
+/// `truncated` diagnostic says how many were left out.
+pub const MAX_DIR_ENTRIES: usize = 2_000;
+/// Most entries of one directory any tool scans before refusing it (`too_large`).
+pub const MAX_DIR_SCAN: u64 = 1_000_000;
 
 /// A workspace-relative path that passed every lexical rule.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -51,8 +56,9 @@ impl EntryKind {
     }
 }
 
-/// One directory entry seen during enumeration (never followed if it is a link).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One directory entry seen during enumeration (never followed if it is a link). Ordered by name
+/// (non-UTF-8 names first), then kind.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Listed {
     /// The entry name, if UTF-8.
     pub name: Option<String>,
@@ -60,8 +66,25 @@ pub struct Listed {
     pub kind: ListedKind,
 }
 
+/// A bounded directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DirListing {
+    /// The first [`MAX_DIR_ENTRIES`] entries by name.
+    pub entries: Vec<Listed>,
+    /// How many entries the directory holds.
+    pub total: u64,
+}
+
+impl DirListing {
+    /// How many entries were left out.
+    pub(crate) fn omitted(&self) -> u64 {
+        self.total
+            .saturating_sub(u64::try_from(self.entries.len()).unwrap_or(u64::MAX))
+    }
+}
+
 /// The stored type of a listed entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ListedKind {
     /// Regular file.
     File,
@@ -150,8 +173,7 @@ impl Workspace {
             Ok(_) => Ok(EntryKind::Other),
             Err(e) => match e.kind() {
                 io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => Ok(EntryKind::Missing),
-                io::ErrorKind::PermissionDenied => Err(McpError::SymlinkEscape),
-                _ => Err(McpError::io(&e)),
+                _ => Err(map_open_error(&e, path)),
             },
         }
     }
@@ -172,14 +194,14 @@ impl Workspace {
                 Ok(m) if m.file_type().is_symlink() => match self.dir.metadata(prefix) {
                     Ok(_) => {}
                     Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                        return Err(McpError::SymlinkEscape);
+                        return Err(map_open_error(&e, prefix));
                     }
                     // A dangling in-root link or a missing component: nothing exists there.
                     Err(_) => return Ok(()),
                 },
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-                    return Err(McpError::SymlinkEscape);
+                    return Err(map_open_error(&e, prefix));
                 }
                 Err(_) => return Ok(()),
             }
@@ -196,52 +218,19 @@ impl Workspace {
     }
 
     pub(crate) fn read_str(&self, path: &str, max: u64) -> Result<Vec<u8>, McpError> {
-        match self.kind_str(path)? {
-            EntryKind::File => {}
-            EntryKind::Missing => {
-                return Err(McpError::NotFound {
-                    path: path.to_owned(),
-                });
-            }
-            EntryKind::Directory | EntryKind::Other => {
-                return Err(McpError::NotAFile {
-                    path: path.to_owned(),
-                });
-            }
-        }
-        let file = self.dir.open(path).map_err(|e| map_open_error(&e, path))?;
-        let meta = file.metadata().map_err(|e| McpError::io(&e))?;
-        if !meta.is_file() {
-            return Err(McpError::NotAFile {
-                path: path.to_owned(),
-            });
-        }
-        if meta.len() > max {
-            return Err(McpError::TooLarge {
-                what: path.to_owned(),
-                limit: max,
-            });
-        }
-        let mut out = Vec::new();
-        // `take(max + 1)` bounds a file that grows between the size check and the read.
-        file.take(max.saturating_add(1))
-            .read_to_end(&mut out)
-            .map_err(|e| McpError::io(&e))?;
-        if u64::try_from(out.len()).unwrap_or(u64::MAX) > max {
-            return Err(McpError::TooLarge {
-                what: path.to_owned(),
-                limit: max,
-            });
-        }
-        Ok(out)
+        self.check_links(path)?;
+        let file = open_regular(&self.dir, path, false)?;
+        read_bounded(file, path, max)
     }
 
-    /// Lists a directory (sorted by name; links are reported, never followed). `Ok(None)` when
-    /// the directory does not exist.
+    /// Lists a directory (sorted by name; links are reported, never followed), with the count of
+    /// entries it holds; `Ok(None)` when the directory does not exist. At most
+    /// [`MAX_DIR_ENTRIES`] are returned (the first by name); more than [`MAX_DIR_SCAN`] is
+    /// `too_large`.
     ///
     /// # Errors
-    /// `symlink_escape`, `not_a_file`-style misuse as `io_error`.
-    pub(crate) fn list_dir(&self, path: &str) -> Result<Option<Vec<Listed>>, McpError> {
+    /// `symlink_escape`, `permission_denied`, `not_a_file`, `too_large`, `io_error`.
+    pub(crate) fn list_dir_bounded(&self, path: &str) -> Result<Option<DirListing>, McpError> {
         match self.kind_str(path)? {
             EntryKind::Directory => {}
             EntryKind::Missing => return Ok(None),
@@ -255,8 +244,18 @@ impl Workspace {
             .dir
             .read_dir(path)
             .map_err(|e| map_open_error(&e, path))?;
-        let mut out = Vec::new();
+        // Keeps the first MAX_DIR_ENTRIES names in order while scanning at most MAX_DIR_SCAN
+        // entries: memory stays bounded however large the directory is.
+        let mut kept: std::collections::BinaryHeap<Listed> = std::collections::BinaryHeap::new();
+        let mut total = 0u64;
         for entry in entries {
+            total += 1;
+            if total > MAX_DIR_SCAN {
+                return Err(McpError::TooLarge {
+                    what: format!("{path} entries"),
+                    limit: MAX_DIR_SCAN,
+                });
+            }
             let entry = entry.map_err(|e| McpError::io(&e))?;
             let file_type = entry.file_type().map_err(|e| McpError::io(&e))?;
             let kind = if file_type.is_symlink() {
@@ -268,13 +267,18 @@ impl Workspace {
             } else {
                 ListedKind::Other
             };
-            out.push(Listed {
+            kept.push(Listed {
                 name: entry.file_name().into_string().ok(),
                 kind,
             });
+            if kept.len() > MAX_DIR_ENTRIES {
+                kept.pop();
+            }
         }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(Some(out))
+        Ok(Some(DirListing {
+            entries: kept.into_sorted_vec(),
+            total,
+        }))
     }
 }
 
@@ -288,14 +292,104 @@ impl Workspace {
     }
 }
 
-fn map_open_error(e: &io::Error, path: &str) -> McpError {
+/// Maps an open or lookup error. cap-std reports an attempt to leave the root as a
+/// `PermissionDenied` error of its own (no OS error number); a real `EACCES` carries one.
+pub(crate) fn map_open_error(e: &io::Error, path: &str) -> McpError {
     match e.kind() {
-        io::ErrorKind::NotFound => McpError::NotFound {
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => McpError::NotFound {
             path: path.to_owned(),
         },
+        io::ErrorKind::PermissionDenied if e.raw_os_error().is_some() => {
+            McpError::PermissionDenied {
+                path: path.to_owned(),
+            }
+        }
         io::ErrorKind::PermissionDenied => McpError::SymlinkEscape,
+        _ if e.raw_os_error() == Some(libc::ELOOP) => McpError::NotAFile {
+            path: path.to_owned(),
+        },
         _ => McpError::io(e),
     }
+}
+
+/// Opens `path` under `dir` exactly once and checks what was opened on the handle: `O_NONBLOCK`
+/// (a FIFO or device swapped in after any earlier check cannot make the open wait), `O_NOCTTY`,
+/// `O_NOFOLLOW` when `nofollow` (a final symbolic link is refused), then `fstat`: anything but a
+/// regular file is `not_a_file`. Reads from the returned handle never wait on a special file.
+///
+/// # Errors
+/// `not_found`, `not_a_file`, `permission_denied`, `symlink_escape`, `io_error`.
+pub(crate) fn open_regular(
+    dir: &Dir,
+    path: &str,
+    nofollow: bool,
+) -> Result<cap_std::fs::File, McpError> {
+    use cap_std::fs::{OpenOptions, OpenOptionsExt as _};
+    // A cheap pre-check keeps special files from being opened at all in the common case; the
+    // check on the handle below is the one that counts.
+    let pre = if nofollow {
+        dir.symlink_metadata(path)
+    } else {
+        dir.metadata(path)
+    };
+    match pre {
+        Ok(m) if m.is_file() => {}
+        Ok(m) if nofollow && m.file_type().is_symlink() => {
+            return Err(McpError::NotAFile {
+                path: path.to_owned(),
+            });
+        }
+        Ok(_) => {
+            return Err(McpError::NotAFile {
+                path: path.to_owned(),
+            });
+        }
+        Err(e) => return Err(map_open_error(&e, path)),
+    }
+    let mut flags = libc::O_NONBLOCK | libc::O_NOCTTY;
+    if nofollow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let mut options = OpenOptions::new();
+    options.read(true).custom_flags(flags);
+    let file = dir
+        .open_with(path, &options)
+        .map_err(|e| map_open_error(&e, path))?;
+    let meta = file.metadata().map_err(|e| McpError::io(&e))?;
+    if !meta.is_file() {
+        return Err(McpError::NotAFile {
+            path: path.to_owned(),
+        });
+    }
+    Ok(file)
+}
+
+/// Reads an opened regular file, refusing anything over `max` bytes (checked on the handle before
+/// reading, and again while reading, for a file that grows).
+///
+/// # Errors
+/// `too_large`, `io_error`.
+pub(crate) fn read_bounded(
+    file: cap_std::fs::File,
+    path: &str,
+    max: u64,
+) -> Result<Vec<u8>, McpError> {
+    let too_large = || McpError::TooLarge {
+        what: path.to_owned(),
+        limit: max,
+    };
+    let len = file.metadata().map_err(|e| McpError::io(&e))?.len();
+    if len > max {
+        return Err(too_large());
+    }
+    let mut out = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|e| McpError::io(&e))?;
+    if u64::try_from(out.len()).unwrap_or(u64::MAX) > max {
+        return Err(too_large());
+    }
+    Ok(out)
 }
 
 /// The lexical rules, in order: empty/NUL/control → `invalid_path`; URL or `scheme:` →
@@ -394,6 +488,28 @@ mod tests {
             Ok(_) => "ok",
             Err(e) => e.code(),
         }
+    }
+
+    #[test]
+    fn eacces_is_permission_denied_and_a_cap_std_escape_is_symlink_escape() {
+        let eacces = io::Error::from_raw_os_error(libc::EACCES);
+        assert_eq!(
+            map_open_error(&eacces, "app/x.json").code(),
+            "permission_denied"
+        );
+        let escape = io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "a path led outside of the filesystem",
+        );
+        assert_eq!(
+            map_open_error(&escape, "app/x.json").code(),
+            "symlink_escape"
+        );
+        let fifo_loop = io::Error::from_raw_os_error(libc::ELOOP);
+        assert_eq!(
+            map_open_error(&fifo_loop, "app/x.json").code(),
+            "not_a_file"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 mod contract;
 mod fixture;
+mod hostile;
 mod hygiene;
 mod no_writes;
 mod paths;
