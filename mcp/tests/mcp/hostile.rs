@@ -33,6 +33,7 @@ struct Server {
     lines: Receiver<String>,
     next_id: u64,
     done: Arc<AtomicBool>,
+    slowest: (u64, String),
 }
 
 impl Server {
@@ -71,6 +72,7 @@ impl Server {
             lines,
             next_id: 1,
             done: Arc::new(AtomicBool::new(false)),
+            slowest: (0, String::new()),
         };
         let id = server.send(
             "initialize",
@@ -123,8 +125,14 @@ impl Server {
 
     /// Calls a tool; the answer must be a result or a refusal with a code. Returns the envelope.
     fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let started = std::time::Instant::now();
         let id = self.send("tools/call", json!({"name": tool, "arguments": arguments}));
         let answer = self.answer(id);
+        // Recorded for BENCHMARKS.md only; nothing asserts on it.
+        let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if millis > self.slowest.0 {
+            self.slowest = (millis, tool.to_owned());
+        }
         answer["result"]["structuredContent"].clone()
     }
 
@@ -167,7 +175,7 @@ impl Server {
             peak <= MEMORY_BUDGET_BYTES,
             "peak RSS {peak} exceeds the documented budget {MEMORY_BUDGET_BYTES}"
         );
-        record_peak(peak);
+        record_peak(peak, &self.slowest);
         self.done.store(true, Ordering::SeqCst);
         drop(self.stdin.lock().unwrap().take());
         let status = self.child.wait().unwrap();
@@ -185,15 +193,16 @@ impl Drop for Server {
     }
 }
 
-/// Appends a case's peak to `$MCP_HOSTILE_PEAKS` when set (for BENCHMARKS.md).
-fn record_peak(peak: u64) {
+/// Appends a case's peak RSS and slowest call to `$MCP_HOSTILE_PEAKS` when set (for
+/// BENCHMARKS.md).
+fn record_peak(peak: u64, slowest: &(u64, String)) {
     if let Some(path) = std::env::var_os("MCP_HOSTILE_PEAKS") {
         let mut file = fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
             .unwrap();
-        writeln!(file, "{peak}").unwrap();
+        writeln!(file, "{peak} {} {}", slowest.0, slowest.1).unwrap();
     }
 }
 
