@@ -4,20 +4,29 @@
 # workspace and against each upstream-format bundle in fixtures/mcp-bundles (an init-made workspace
 # and broken variants), asserting the answers the upstream core library gives. Fails loudly on any
 # mismatch.
+#
+#
+# The SDK and every transitive dependency are pinned to exact versions and sha256 hashes in
+# mcp/tests/client/requirements.txt (generated from requirements.in by
+# `pip-compile --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url
+# --no-emit-find-links`); pip installs with --require-hashes, wheels only.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
-MCP_SDK_VERSION="2.3.0"
+REQUIREMENTS="mcp/tests/client/requirements.txt"
 BIN="target/x86_64-unknown-linux-gnu/release/patch-candidate-mcp"
 VENV="target/mcp-client-venv"
 
 cargo build --release --locked --workspace --bins
 
-if [ ! -f "$VENV/.mcp-sdk-$MCP_SDK_VERSION" ]; then
+stamp="$VENV/.requirements-$(sha256sum "$REQUIREMENTS" | cut -c1-64)"
+if [ ! -f "$stamp" ]; then
   rm -rf "$VENV"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check "mcp==$MCP_SDK_VERSION"
-  touch "$VENV/.mcp-sdk-$MCP_SDK_VERSION"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-input \
+    --require-hashes --only-binary :all: --no-deps -r "$REQUIREMENTS"
+  "$VENV/bin/pip" check
+  touch "$stamp"
 fi
 
 work="$(mktemp -d)"
