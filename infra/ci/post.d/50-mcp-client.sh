@@ -5,7 +5,6 @@
 # and broken variants), asserting the answers the upstream core library gives. Fails loudly on any
 # mismatch.
 #
-#
 # The SDK and every transitive dependency are pinned to exact versions and sha256 hashes in
 # mcp/tests/client/requirements.txt (generated from requirements.in by
 # `pip-compile --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url
