@@ -364,7 +364,9 @@ async fn docker_seccomp_daemon_default_allows_what_the_turn_profile_denies() {
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     let facts: Vec<String> =
         serde_json::from_value(doc["proposal"]["owned_paths"].clone()).unwrap();
-    for probe in ["io_uring_setup", "socket_vsock", "ptrace", "keyctl"] {
+    // keyctl is left out: under the daemon default its probe already gets EPERM from the kernel
+    // (no key permission for the unprivileged user), so it cannot show the profile's effect.
+    for probe in ["io_uring_setup", "socket_vsock", "ptrace"] {
         let prefix = format!("syscall-{probe}-");
         let outcome = facts.iter().find_map(|f| f.strip_prefix(&prefix)).unwrap();
         assert!(
