@@ -9,15 +9,22 @@
 //! # Security
 //! Nothing here writes to a repository or runs an agent. Candidate content is copied only from
 //! host-verified bytes; summary and rationale are host text, never provider output.
+//!
+//! # Features
+//! `effects` (default) adds [`finalize_repository_patch`] (reads a staged tree), the store's
+//! writes and [`verify_against_repository`] (runs `git`). Without it the crate writes no file and
+//! spawns no process.
 #![forbid(unsafe_code)]
 
 pub mod diff;
 pub mod digest;
 pub mod error;
+#[cfg(feature = "effects")]
 pub mod finalize;
 pub mod model;
 mod parallel;
 pub mod store;
+#[cfg(feature = "effects")]
 pub mod verify;
 
 #[cfg(test)]
@@ -26,10 +33,12 @@ mod test_support;
 pub use diff::{DiffMode, UnifiedDiff, unified_diff, unified_diff_with_budget};
 pub use digest::{DIGEST_SCHEMA, MAX_DIGEST_INPUT_BYTES, repository_patch_digest};
 pub use error::FinalizeError;
+#[cfg(feature = "effects")]
 pub use finalize::{CANDIDATE_RATIONALE, FinalizeRequest, finalize_repository_patch};
 pub use model::{
     CandidateFields, MAX_CANDIDATE_FILES, REPOSITORY_PATCH_SCHEMA_VERSION,
     RepositoryPatchCandidate, RepositoryPatchFile, validate_candidate_json,
 };
 pub use store::CandidateStore;
+#[cfg(feature = "effects")]
 pub use verify::{RepositoryVerification, verify_against_repository};

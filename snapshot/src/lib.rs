@@ -6,6 +6,10 @@
 //! Every value that comes from outside (approval JSON, snapshot JSON, Git tree entries, archive
 //! names) becomes typed only through a fallible constructor here. Nothing in this crate writes to
 //! a repository.
+//!
+//! # Features
+//! `effects` (default) adds the Git snapshot loader ([`GitSnapshot`]), which spawns `git`.
+//! Without it the crate spawns no process and writes no file.
 #![forbid(unsafe_code)]
 
 pub mod classify;
@@ -13,6 +17,7 @@ mod coded;
 pub mod context;
 pub mod digest;
 pub mod error;
+#[cfg(feature = "effects")]
 pub mod git;
 pub mod json;
 pub mod path;
@@ -33,6 +38,7 @@ pub use context::{
 };
 pub use digest::{Sha256, sha256_bare_hex};
 pub use error::SnapshotError;
+#[cfg(feature = "effects")]
 pub use git::{EntryKind, GitSnapshot, SNAPSHOT_SCHEMA, TreeEntry};
 pub use json::{StrictJsonError, from_slice_strict};
 pub use path::{Collision, PathRejection, RepoPath, casefold, detect_collisions};

@@ -130,14 +130,12 @@ impl fmt::Display for Untrusted<'_> {
         if let Some(q) = quote {
             f.write_char(q)?;
         }
-        let mut shown = 0usize;
         let mut truncated = false;
-        for c in self.text.chars() {
+        for (shown, c) in self.text.chars().enumerate() {
             if shown == self.limit {
                 truncated = true;
                 break;
             }
-            shown += 1;
             match (self.mode, c) {
                 (Mode::Lines, '\n' | '\t') => f.write_char(c)?,
                 (Mode::Quoted, '\\') => f.write_str("\\\\")?,
