@@ -40,6 +40,7 @@ impl fmt::Display for EntryName {
 
 /// Most violations a `REPOSITORY_PATCH_ARCHIVE_SCOPE` message lists by name; the rest are
 /// counted.
+#[cfg(feature = "effects")]
 pub(crate) const MAX_LISTED_VIOLATIONS: usize = 10;
 
 /// Errors of the envelope, the workspace, export and staging.

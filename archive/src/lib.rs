@@ -8,15 +8,23 @@
 //! emits and rejects everything else before anything is written; the preflight bounds every
 //! allocation by the file budget; staging writes only through approved paths, never by entry
 //! name, into a fresh 0700 directory that is removed on any failure.
+//!
+//! # Features
+//! `effects` (default) adds workspace materialisation, harvest and export, staging and packing:
+//! everything that touches a filesystem. Without it the crate writes no file.
 #![forbid(unsafe_code)]
 
 // Modules are private; the items other crates need are re-exported below (the curated surface).
 mod envelope;
 mod error;
+#[cfg(feature = "effects")]
 mod export;
+#[cfg(feature = "effects")]
 mod pack;
 mod reader;
+#[cfg(feature = "effects")]
 mod stage;
+#[cfg(feature = "effects")]
 mod workspace;
 
 pub use envelope::{
@@ -24,16 +32,20 @@ pub use envelope::{
     archive_digest, build_deterministic_archive, empty_marker_permitted,
 };
 pub use error::{ArchiveError, ENVELOPE_CODE, EntryName};
+#[cfg(feature = "effects")]
 pub use export::export_workspace_archive;
+#[cfg(feature = "effects")]
 pub use pack::pack_directory;
 pub use reader::{
     ArchiveBytes, ArchiveLimits, ArchiveManifest, ManifestEntry, VerifiedArchive,
     preflight_archive_directory, read_archive_entries, read_archive_manifest,
     read_archive_manifest_from, validate_archive_budget,
 };
+#[cfg(feature = "effects")]
 pub use stage::{
     StageRequest, VerifiedStageRequest, stage_verified_archive, stage_workspace_archive,
 };
+#[cfg(feature = "effects")]
 pub use workspace::{
     HarvestOptions, HarvestedFile, MAX_HARVEST_BYTES, MAX_HARVEST_DEPTH, MAX_HARVEST_ENTRIES,
     PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, StagedWorkspace, Violation, ViolationKind,

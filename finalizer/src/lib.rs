@@ -9,16 +9,23 @@
 //! # Security
 //! Nothing here writes to a repository or runs an agent. Candidate content is copied only from
 //! host-verified bytes; summary and rationale are host text, never provider output.
+//!
+//! # Features
+//! `effects` (default) adds [`finalize_repository_patch`] (reads a staged tree), the store's
+//! writes and [`verify_against_repository`] (runs `git`). Without it the crate writes no file and
+//! spawns no process.
 #![forbid(unsafe_code)]
 
 // Modules are private; the items other crates need are re-exported below (the curated surface).
 mod diff;
 mod digest;
 mod error;
+#[cfg(feature = "effects")]
 mod finalize;
 mod model;
 mod parallel;
 mod store;
+#[cfg(feature = "effects")]
 mod verify;
 
 #[cfg(test)]
@@ -29,6 +36,7 @@ pub use diff::{
 };
 pub use digest::{DIGEST_SCHEMA, MAX_DIGEST_INPUT_BYTES, repository_patch_digest};
 pub use error::FinalizeError;
+#[cfg(feature = "effects")]
 pub use finalize::{CANDIDATE_RATIONALE, FinalizeRequest, finalize_repository_patch};
 pub use model::{
     CandidateFields, MAX_CANDIDATE_FILES, MAX_CANDIDATE_JSON_BYTES,
@@ -36,4 +44,5 @@ pub use model::{
     VALIDATION_STATE, WRITE_BACK_MODE, validate_candidate_json,
 };
 pub use store::CandidateStore;
+#[cfg(feature = "effects")]
 pub use verify::{RepositoryVerification, verify_against_repository};

@@ -224,6 +224,7 @@ impl RepositoryPatchCandidate {
     }
 
     /// Marks the content hashes as derived from the content in this process (finalizer only).
+    #[cfg(feature = "effects")]
     pub(crate) fn with_derived_hashes(mut self) -> Self {
         self.hashes_derived = HashesDerived(true);
         self

@@ -5,19 +5,27 @@
 //! the name exists, which `rename` would silently replace), the temporary name is removed and the
 //! directory fsynced. Reads re-validate the document and recompute the digest. All access goes
 //! through one `cap_std::fs::Dir` handle without following symlinks.
+//!
+//! Without the crate's `effects` feature only the read side exists ([`CandidateStore::open_existing`],
+//! [`CandidateStore::list`], [`CandidateStore::get`]): nothing can create or write a file.
 
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
+#[cfg(feature = "effects")]
+use std::io::Write as _;
 use std::path::Path;
+#[cfg(feature = "effects")]
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt as _};
-use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _};
+use cap_std::fs::OpenOptionsExt as _;
+use cap_std::fs::{Dir, OpenOptions};
 use snapshot::Sha256;
 
 use crate::digest::repository_patch_digest;
 use crate::error::FinalizeError;
 use crate::model::{MAX_CANDIDATE_JSON_BYTES, RepositoryPatchCandidate, validate_candidate_json};
 
+#[cfg(feature = "effects")]
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// An opened candidate store directory.
@@ -87,6 +95,7 @@ impl CandidateStore {
     ///
     /// # Errors
     /// `REPOSITORY_PATCH_STORE_IO` when the directory cannot be created or opened.
+    #[cfg(feature = "effects")]
     pub fn open(dir: &Path) -> Result<Self, FinalizeError> {
         match open_dir_nofollow(dir) {
             Ok(handle) => Ok(Self { dir: handle }),
@@ -132,6 +141,7 @@ impl CandidateStore {
     /// # Errors
     /// Digest errors of the candidate; `REPOSITORY_PATCH_STORE_CONFLICT` when the name holds
     /// different bytes; `REPOSITORY_PATCH_STORE_IO` on I/O failure.
+    #[cfg(feature = "effects")]
     pub fn put(&self, candidate: &RepositoryPatchCandidate) -> Result<Sha256, FinalizeError> {
         let digest = repository_patch_digest(candidate)?;
         let bytes = candidate.to_json_pretty()?;
@@ -265,6 +275,7 @@ impl CandidateStore {
         Ok(bytes)
     }
 
+    #[cfg(feature = "effects")]
     fn confirm_same(
         &self,
         name: &str,
@@ -281,6 +292,7 @@ impl CandidateStore {
         }
     }
 
+    #[cfg(feature = "effects")]
     fn sync_dir(&self) -> Result<(), FinalizeError> {
         // The `Dir` handle itself is `O_PATH`; fsync needs a readable descriptor of the directory.
         let mut options = OpenOptions::new();

@@ -225,7 +225,7 @@ pub fn tool_list() -> Vec<Tool> {
 
 /// Most tool bodies running at once; further calls wait for a slot. Requests waiting for a slot
 /// are bounded by the transport ([`crate::transport::MAX_IN_FLIGHT_REQUESTS`]), their working
-/// memory by the shared budget ([`crate::budget::WORK_BUDGET_BYTES`]).
+/// memory by the shared budget (`WORK_BUDGET_BYTES`, 64 MiB).
 pub const MAX_CONCURRENT_TOOLS: usize = 4;
 
 struct Inner {

@@ -6,6 +6,10 @@
 //! Every value that comes from outside (approval JSON, snapshot JSON, Git tree entries, archive
 //! names) becomes typed only through a fallible constructor here. Nothing in this crate writes to
 //! a repository.
+//!
+//! # Features
+//! `effects` (default) adds the Git snapshot loader ([`GitSnapshot`]), which spawns `git`.
+//! Without it the crate spawns no process and writes no file.
 #![forbid(unsafe_code)]
 
 // Modules are private; the items other crates need are re-exported below (the curated surface).
@@ -14,6 +18,7 @@ mod coded;
 mod context;
 mod digest;
 mod error;
+#[cfg(feature = "effects")]
 mod git;
 mod json;
 mod path;
@@ -35,6 +40,7 @@ pub use context::{
 };
 pub use digest::{SHA256_PREFIX, Sha256, is_lower_hex, is_typed_sha256, sha256_bare_hex};
 pub use error::SnapshotError;
+#[cfg(feature = "effects")]
 pub use git::{
     EntryKind, GIT_DEADLINE, GitSnapshot, MAX_READ_FILES_BYTES, SNAPSHOT_SCHEMA, TreeEntry,
     git_command, run_git,

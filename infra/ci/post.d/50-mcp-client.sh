@@ -16,7 +16,17 @@ REQUIREMENTS="mcp/tests/client/requirements.txt"
 BIN="target/x86_64-unknown-linux-gnu/release/patch-candidate-mcp"
 VENV="target/mcp-client-venv"
 
-cargo build --release --locked --workspace --bins
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# The shipped server is built for itself (`-p mcp`), never inside a `--workspace` build: cargo
+# unifies features across every package of one build, so there the worker's `effects` features
+# and tokio's `process` and `fs` would be compiled into the server too (and a later `--workspace`
+# build puts such a binary back at $BIN). Built alone it has the graph mcp/tests/mcp/hygiene.rs
+# proves; mcp_build_check.py verifies it from the features cargo reports it compiled with.
+cargo build --release --locked -p mcp --bin patch-candidate-mcp \
+  --message-format=json-render-diagnostics > "$work/build.jsonl"
+python3 infra/ci/mcp_build_check.py "$work/build.jsonl" "$BIN"
 
 stamp="$VENV/.requirements-$(sha256sum "$REQUIREMENTS" | cut -c1-64)"
 if [ ! -f "$stamp" ]; then
@@ -28,8 +38,6 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
 cp -R fixtures/mcp-workspace "$work/ws"
 cp -R fixtures/mcp-bundles "$work/bundles"
 ln -s /etc "$work/ws/etc-link"   # a link that leads out of the root: must fail closed

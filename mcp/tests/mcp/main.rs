@@ -9,6 +9,9 @@
     clippy::indexing_slicing,
     clippy::panic
 )]
+// mcp/clippy.toml's disallowed methods bind the server; the tests spawn the built server and
+// write fixtures.
+#![allow(clippy::disallowed_methods)]
 
 mod contract;
 mod fixture;
