@@ -199,6 +199,7 @@ pub fn parse_turn_output(
             scan::ScanError::Syntax | scan::ScanError::DuplicateKey => NOT_JSON,
             scan::ScanError::Bounds => BOUNDS,
             scan::ScanError::ArchiveText | scan::ScanError::Content => ARCHIVE_BUDGET,
+            scan::ScanError::ArchiveEncoding => ARCHIVE_BASE64,
         })
     })?;
     let wire = {
@@ -226,10 +227,6 @@ pub fn parse_turn_output(
     }
     let archive = match archive_text {
         ArchiveText::Null => None,
-        ArchiveText::Decoded(bytes) => {
-            drop(stdout);
-            Some(bytes)
-        }
         ArchiveText::Span { start, len } => {
             decode_in_place(&mut stdout, start, len)?;
             stdout.shrink_to_fit();
@@ -373,12 +370,11 @@ struct TopWire {
     archive: ArchiveText,
 }
 
-/// The archive text: `null`, a span of the stdout buffer (no escapes: the common case), or the
-/// decoded bytes of an escaped text.
+/// The archive text: `null`, or a span of the stdout buffer (the pre-scan admits base64 alphabet
+/// bytes only, so the text is never escaped), decoded later in place.
 enum ArchiveText {
     Null,
     Span { start: usize, len: usize },
-    Decoded(Vec<u8>),
 }
 
 struct TopSeed {
@@ -489,15 +485,10 @@ impl<'de> Visitor<'de> for ArchiveSeed {
         })
     }
 
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<ArchiveText, E> {
-        // An escaped text (rare, still valid JSON): decoded from serde's bounded scratch.
-        if v.len() > self.max_base64_len {
-            return Err(tagged(ARCHIVE_BUDGET));
-        }
-        base64::engine::general_purpose::STANDARD
-            .decode(v.as_bytes())
-            .map(ArchiveText::Decoded)
-            .map_err(|_| tagged(ARCHIVE_BASE64))
+    fn visit_str<E: de::Error>(self, _v: &str) -> Result<ArchiveText, E> {
+        // Only an escaped text arrives here, and the pre-scan refuses those (the base64 alphabet
+        // never needs an escape): refused again rather than decoded into a second buffer.
+        Err(tagged(ARCHIVE_BASE64))
     }
 }
 

@@ -43,6 +43,10 @@ pub(crate) enum ScanError {
     Bounds,
     /// The archive text is longer than the archive budget allows.
     ArchiveText,
+    /// The archive text holds a byte outside the base64 alphabet, or a JSON escape (the alphabet
+    /// never needs one; an escaped text would be decoded into a second buffer before its base64
+    /// check, doubling the host's peak memory).
+    ArchiveEncoding,
     /// A change's content, or all of them together, over the archive budget.
     Content,
 }
@@ -132,6 +136,7 @@ impl Scanner<'_> {
         match self.peek().ok_or(ScanError::Syntax)? {
             b'{' => self.object(depth + 1, slot),
             b'[' => self.array(depth + 1, slot),
+            b'"' if slot == Slot::ArchiveText => self.archive_text(),
             b'"' => {
                 let cap = match slot {
                     Slot::ArchiveText => self.limits.max_archive_text_bytes,
@@ -262,6 +267,32 @@ impl Scanner<'_> {
             },
             len,
         ))
+    }
+
+    /// The archive text: base64 alphabet bytes (`A-Z a-z 0-9 + / =`) only, at most the archive
+    /// limit of them. Its decoded size is checked against the budget by the typed parse.
+    fn archive_text(&mut self) -> Result<(), ScanError> {
+        self.expect(b'"')?;
+        let rest = self.bytes.get(self.pos..).unwrap_or_default();
+        let mut len = 0_usize;
+        for &b in rest {
+            match b {
+                b'"' => break,
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'+' | b'/' | b'=' => {}
+                // A raw control byte is a grammar error here as anywhere else.
+                0x00..=0x1f => return Err(ScanError::Syntax),
+                _ => return Err(ScanError::ArchiveEncoding),
+            }
+            len += 1;
+            if len > self.limits.max_archive_text_bytes {
+                return Err(ScanError::ArchiveText);
+            }
+        }
+        if rest.get(len) != Some(&b'"') {
+            return Err(ScanError::Syntax);
+        }
+        self.pos += len + 1;
+        Ok(())
     }
 
     fn array(&mut self, depth: usize, slot: Slot) -> Result<(), ScanError> {
@@ -548,6 +579,30 @@ mod tests {
         assert_eq!(
             run(r#"{"workspace_archive_base64":"AAAAAAAAAAAAAAAA"}"#),
             Err(ScanError::ArchiveText)
+        );
+        // The archive text is base64 alphabet only: no escape, not even of an alphabet byte.
+        assert_eq!(run(r#"{"workspace_archive_base64":"AAAA+/=="}"#), Ok(()));
+        for bad in [
+            r#"AA\/A"#,
+            r#"AA\u0041A"#,
+            r#"\n\n\n\n"#,
+            "AA AA",
+            "AA-_",
+            "AA\u{e9}",
+        ] {
+            assert_eq!(
+                run(&format!(r#"{{"workspace_archive_base64":"{bad}"}}"#)),
+                Err(ScanError::ArchiveEncoding),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            run("{\"workspace_archive_base64\":\"AA\tA\"}"),
+            Err(ScanError::Syntax)
+        );
+        assert_eq!(
+            run(r#"{"workspace_archive_base64":"AAAA"#),
+            Err(ScanError::Syntax)
         );
         assert_eq!(
             run(r#"{"proposal":{"changed_files":[{"content":"0123456789A"}]}}"#),

@@ -82,16 +82,24 @@ fn valid_output_is_sanitised_and_its_archive_read_once() {
 }
 
 #[test]
-fn escaped_archive_text_decodes_to_the_same_archive() {
-    let text = b64(&archive())
-        .replace('/', "\\/")
-        .replacen('A', "\\u0041", 1);
-    let doc = format!(
-        "{{\"proposal\":{},\"workspace_archive_base64\":\"{text}\"}}",
-        proposal()
-    );
-    let out = parse_turn_output(doc.into_bytes(), &limits()).unwrap();
-    assert_eq!(out.archive().unwrap().bytes(), archive());
+fn escaped_archive_text_is_refused_as_not_strict_base64() {
+    // The base64 alphabet never needs a JSON escape; an escaped text would be decoded into a
+    // second buffer before its check, so it is refused during the pre-scan.
+    let plain = b64(&archive());
+    for text in [
+        format!("{plain}\\/"),
+        plain.replacen('A', "\\u0041", 1),
+        "\\n".repeat(64),
+    ] {
+        let doc = format!(
+            "{{\"proposal\":{},\"workspace_archive_base64\":\"{text}\"}}",
+            proposal()
+        );
+        assert_eq!(
+            reason(doc.into_bytes()),
+            "REPOSITORY_DOCKER_INVALID_OUTPUT: archive is not strict base64"
+        );
+    }
 }
 
 #[test]
