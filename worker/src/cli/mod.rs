@@ -4,6 +4,7 @@
 mod archive_cmd;
 mod demo_cmd;
 mod docker_args;
+mod export_cmd;
 mod finalize_cmd;
 mod image_cmd;
 mod janitor_cmd;
@@ -59,10 +60,13 @@ enum Command {
     Finalize(Box<finalize_cmd::FinalizeArgs>),
     /// Print the digest of a candidate JSON file.
     Digest(finalize_cmd::DigestArgs),
-    /// Re-validate a candidate's structure and digest; with --repo, check it applies at its commit.
+    /// Re-validate a candidate's structure and digest; --digest binds it to the digest you expect;
+    /// --repo checks it applies at its commit, its snapshot digest and its derived fields.
     Verify(finalize_cmd::VerifyArgs),
     /// Show a candidate: summary and diffs (coloured on a terminal).
     Show(finalize_cmd::ShowArgs),
+    /// Export a candidate as a patch (`--format git`: ready for `git apply`, empty files included).
+    Export(export_cmd::ExportArgs),
 }
 
 /// Runs the parsed command and maps the outcome to stdout/stderr and an exit code.
@@ -79,6 +83,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Digest(args) => finalize_cmd::digest(&args),
         Command::Verify(args) => finalize_cmd::verify(&args),
         Command::Show(args) => finalize_cmd::show(&args),
+        Command::Export(args) => export_cmd::run(&args),
     };
     output::emit(result, cli.json)
 }
