@@ -12,6 +12,7 @@ mod output;
 mod paths;
 mod render;
 mod run_cmd;
+mod shell_cmd;
 mod signals;
 mod snapshot_cmd;
 mod usage_cmd;
@@ -67,6 +68,10 @@ enum Command {
     Show(finalize_cmd::ShowArgs),
     /// Export a candidate as a patch (`--format git`: ready for `git apply`, empty files included).
     Export(export_cmd::ExportArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell).
+    Completions(shell_cmd::CompletionsArgs),
+    /// Print the man page (roff).
+    Man(shell_cmd::ManArgs),
 }
 
 /// Runs the parsed command and maps the outcome to stdout/stderr and an exit code.
@@ -85,6 +90,8 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Verify(args) => finalize_cmd::verify(&args),
         Command::Show(args) => finalize_cmd::show(&args),
         Command::Export(args) => export_cmd::run(&args),
+        Command::Completions(args) => shell_cmd::completions(&args),
+        Command::Man(args) => shell_cmd::man(&args),
     };
     output::emit(result, cli.json)
 }
