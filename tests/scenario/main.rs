@@ -21,6 +21,7 @@
     clippy::indexing_slicing
 )]
 
+mod approve;
 mod cli;
 mod cli_input;
 mod hostile;

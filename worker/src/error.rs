@@ -1,7 +1,7 @@
 //! The crate's error type. Every variant has a stable wire code ([`WorkerError::code`]); messages
 //! never quote container output, Docker's own error text, or file contents.
 
-use snapshot::{Coded, FailureClass, SnapshotError};
+use snapshot::{Coded, FailureClass, SnapshotError, Untrusted};
 
 use crate::ids::ContainerName;
 use crate::limits::{MAX_TURN_ARCHIVE_BYTES, MAX_WALL_SECONDS};
@@ -92,6 +92,68 @@ pub enum WorkerError {
     /// Local state (staging directory, candidate store location) could not be prepared.
     #[error("PATCH_CANDIDATE_STATE: {detail}")]
     State { detail: &'static str },
+    /// A path an `approve` flag names cannot be granted as given (not in the tree at the commit,
+    /// not a portable path, outside the scopes it needs).
+    #[error("PATCH_CANDIDATE_APPROVE_PATH: {flag} {}: {reason}", Untrusted::quoted(.path))]
+    ApprovePath {
+        flag: &'static str,
+        path: String,
+        reason: &'static str,
+    },
+    /// Two `approve` grants collide: the same path (case-folded), or one inside the other.
+    #[error(
+        "PATCH_CANDIDATE_APPROVE_GRANTS: {flag} {} collides with {other_flag} {} ({reason})",
+        Untrusted::quoted(.path),
+        Untrusted::quoted(.other)
+    )]
+    ApproveGrants {
+        flag: &'static str,
+        path: String,
+        other_flag: &'static str,
+        other: String,
+        reason: &'static str,
+    },
+    /// `approve --commit` does not name a commit of the repository.
+    #[error("PATCH_CANDIDATE_APPROVE_COMMIT: --commit {}: {reason}", Untrusted::quoted(.rev))]
+    ApproveCommit { rev: String, reason: String },
+    /// An `approve` text flag (task, ids) is empty or otherwise unusable.
+    #[error("PATCH_CANDIDATE_APPROVE_VALUE: {flag} {reason}")]
+    ApproveValue {
+        flag: &'static str,
+        reason: &'static str,
+    },
+    /// An output file would be written inside the source repository (nothing writes there).
+    #[error(
+        "PATCH_CANDIDATE_OUTPUT_INSIDE_REPOSITORY: {flag} {} is inside the repository; nothing is written into the source repository",
+        Untrusted::quoted(.path)
+    )]
+    OutputInsideRepository { flag: &'static str, path: String },
+    /// An output file exists and replacing it was not asked for.
+    #[error(
+        "PATCH_CANDIDATE_OUTPUT_EXISTS: {flag} {} already exists (pass --force to replace it)",
+        Untrusted::quoted(.path)
+    )]
+    OutputExists { flag: &'static str, path: String },
+    /// An output file could not be written (nothing is left behind).
+    #[error(
+        "PATCH_CANDIDATE_OUTPUT_UNWRITABLE: cannot write {flag} {}: {kind}",
+        Untrusted::quoted(.path)
+    )]
+    OutputUnwritable {
+        flag: &'static str,
+        path: String,
+        kind: String,
+    },
+    /// `finalize` was given part of one input form and part of the other.
+    #[error("PATCH_CANDIDATE_FINALIZE_FLAGS: {detail}")]
+    FinalizeFlags { detail: &'static str },
+    /// `finalize --staged` without a proposal: an approved editable file is missing from the tree
+    /// (only a granted delete may be missing).
+    #[error(
+        "PATCH_CANDIDATE_STAGED_INCOMPLETE: --staged lacks the approved editable file {}: the staged tree holds every editable file of the approval, changed or not (only --delete grants may be missing)",
+        Untrusted::quoted(.path)
+    )]
+    StagedIncomplete { path: String },
     /// An approval / selection check failed before any Docker call.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
@@ -136,6 +198,15 @@ impl WorkerError {
             Self::TurnNotCompleted { .. } => "REPOSITORY_PATCH_PROPOSAL_STATUS",
             Self::Selection { .. } => "REPOSITORY_PATCH_SELECTION",
             Self::State { .. } => "PATCH_CANDIDATE_STATE",
+            Self::ApprovePath { .. } => "PATCH_CANDIDATE_APPROVE_PATH",
+            Self::ApproveGrants { .. } => "PATCH_CANDIDATE_APPROVE_GRANTS",
+            Self::ApproveCommit { .. } => "PATCH_CANDIDATE_APPROVE_COMMIT",
+            Self::ApproveValue { .. } => "PATCH_CANDIDATE_APPROVE_VALUE",
+            Self::OutputInsideRepository { .. } => "PATCH_CANDIDATE_OUTPUT_INSIDE_REPOSITORY",
+            Self::OutputExists { .. } => "PATCH_CANDIDATE_OUTPUT_EXISTS",
+            Self::OutputUnwritable { .. } => "PATCH_CANDIDATE_OUTPUT_UNWRITABLE",
+            Self::FinalizeFlags { .. } => "PATCH_CANDIDATE_FINALIZE_FLAGS",
+            Self::StagedIncomplete { .. } => "PATCH_CANDIDATE_STAGED_INCOMPLETE",
             Self::Snapshot(e) => e.code(),
             Self::Archive(e) => e.code(),
             Self::Finalize(e) => e.code(),
@@ -156,7 +227,8 @@ impl WorkerError {
             | Self::ImageMissing
             | Self::CleanupFailed { .. }
             | Self::Ledger { .. }
-            | Self::State { .. } => true,
+            | Self::State { .. }
+            | Self::OutputUnwritable { .. } => true,
             Self::Snapshot(e) => e.is_environment(),
             Self::Archive(e) => e.is_environment(),
             Self::Finalize(e) => e.is_environment(),
@@ -173,6 +245,13 @@ impl Coded for WorkerError {
     fn class(&self) -> FailureClass {
         match self {
             Self::Snapshot(e) => Coded::class(e),
+            Self::ApprovePath { .. }
+            | Self::ApproveGrants { .. }
+            | Self::ApproveCommit { .. }
+            | Self::ApproveValue { .. }
+            | Self::OutputInsideRepository { .. }
+            | Self::OutputExists { .. }
+            | Self::FinalizeFlags { .. } => FailureClass::Usage,
             _ if self.environment() => FailureClass::Environment,
             _ => FailureClass::Rejected,
         }
@@ -221,6 +300,43 @@ mod tests {
             WorkerError::TurnNotCompleted { status: "failed" },
             WorkerError::Selection { detail: "x" },
             WorkerError::State { detail: "x" },
+            WorkerError::ApprovePath {
+                flag: "--allow",
+                path: "a\u{1b}".to_owned(),
+                reason: "matches nothing at the commit",
+            },
+            WorkerError::ApproveGrants {
+                flag: "--create",
+                path: "a/b".to_owned(),
+                other_flag: "--delete",
+                other: "A".to_owned(),
+                reason: "one is a directory of the other",
+            },
+            WorkerError::ApproveCommit {
+                rev: "main".to_owned(),
+                reason: "no commit".to_owned(),
+            },
+            WorkerError::ApproveValue {
+                flag: "--task",
+                reason: "must not be empty",
+            },
+            WorkerError::OutputInsideRepository {
+                flag: "--out",
+                path: "/r/a.json".to_owned(),
+            },
+            WorkerError::OutputExists {
+                flag: "--out",
+                path: "/a.json".to_owned(),
+            },
+            WorkerError::OutputUnwritable {
+                flag: "--out",
+                path: "/a.json".to_owned(),
+                kind: "permission denied".to_owned(),
+            },
+            WorkerError::FinalizeFlags { detail: "x" },
+            WorkerError::StagedIncomplete {
+                path: "a".to_owned(),
+            },
             WorkerError::Snapshot(SnapshotError::ContextInvalid {
                 detail: "x".to_owned(),
             }),
@@ -261,6 +377,15 @@ mod tests {
                 | WorkerError::TurnNotCompleted { .. }
                 | WorkerError::Selection { .. }
                 | WorkerError::State { .. }
+                | WorkerError::ApprovePath { .. }
+                | WorkerError::ApproveGrants { .. }
+                | WorkerError::ApproveCommit { .. }
+                | WorkerError::ApproveValue { .. }
+                | WorkerError::OutputInsideRepository { .. }
+                | WorkerError::OutputExists { .. }
+                | WorkerError::OutputUnwritable { .. }
+                | WorkerError::FinalizeFlags { .. }
+                | WorkerError::StagedIncomplete { .. }
                 | WorkerError::Snapshot(_)
                 | WorkerError::Archive(_)
                 | WorkerError::Finalize(_) => {}
@@ -272,12 +397,25 @@ mod tests {
     #[test]
     fn every_variant_follows_the_message_convention() {
         let all = samples();
-        assert_eq!(all.len(), 31);
+        assert_eq!(all.len(), 40);
         for e in &all {
             if let Err(violation) = snapshot::check_message_convention(e) {
                 panic!("{violation}");
             }
         }
+    }
+
+    #[test]
+    fn approve_messages_name_the_flag_and_escape_names() {
+        let e = WorkerError::ApprovePath {
+            flag: "--allow",
+            path: "a\u{1b}[2K\u{202e}".to_owned(),
+            reason: "matches nothing at the commit",
+        };
+        assert_eq!(
+            e.to_string(),
+            "PATCH_CANDIDATE_APPROVE_PATH: --allow 'a\\x1b[2K\\u202e': matches nothing at the commit"
+        );
     }
 
     #[test]
@@ -289,7 +427,15 @@ mod tests {
                 | WorkerError::ImageMissing
                 | WorkerError::CleanupFailed { .. }
                 | WorkerError::Ledger { .. }
-                | WorkerError::State { .. } => FailureClass::Environment,
+                | WorkerError::State { .. }
+                | WorkerError::OutputUnwritable { .. } => FailureClass::Environment,
+                WorkerError::ApprovePath { .. }
+                | WorkerError::ApproveGrants { .. }
+                | WorkerError::ApproveCommit { .. }
+                | WorkerError::ApproveValue { .. }
+                | WorkerError::OutputInsideRepository { .. }
+                | WorkerError::OutputExists { .. }
+                | WorkerError::FinalizeFlags { .. } => FailureClass::Usage,
                 _ => FailureClass::Rejected,
             };
             assert_eq!(Coded::class(&e), expected, "{}", e.code());
