@@ -72,6 +72,7 @@ enum Command {
 
 /// Runs the parsed command and maps the outcome to stdout/stderr and an exit code.
 pub(crate) fn run(cli: Cli) -> ExitCode {
+    output::set_json_mode(cli.json);
     let result = match cli.command {
         Command::Snapshot(args) => snapshot_cmd::run(&args),
         Command::Approve(args) => approve_cmd::run(&args),
