@@ -259,14 +259,14 @@ fn approve_bad_input_has_stable_codes_and_writes_nothing() {
         (
             "out inside repo",
             vec!["--out", &inside_arg],
-            "PATCH_CANDIDATE_OUTPUT_INSIDE_REPOSITORY",
+            "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY",
             "--out",
             2,
         ),
         (
             "unwritable directory",
             vec!["--out", "/sys/approval.json"],
-            "PATCH_CANDIDATE_OUTPUT_UNWRITABLE",
+            "PATCH_CANDIDATE_OUTPUT_WRITE",
             "--out",
             3,
         ),

@@ -23,6 +23,7 @@
 
 mod approve;
 mod cli;
+mod cli_export;
 mod cli_input;
 mod hostile;
 mod lifecycle;

@@ -122,28 +122,6 @@ pub enum WorkerError {
         flag: &'static str,
         reason: &'static str,
     },
-    /// An output file would be written inside the source repository (nothing writes there).
-    #[error(
-        "PATCH_CANDIDATE_OUTPUT_INSIDE_REPOSITORY: {flag} {} is inside the repository; nothing is written into the source repository",
-        Untrusted::quoted(.path)
-    )]
-    OutputInsideRepository { flag: &'static str, path: String },
-    /// An output file exists and replacing it was not asked for.
-    #[error(
-        "PATCH_CANDIDATE_OUTPUT_EXISTS: {flag} {} already exists (pass --force to replace it)",
-        Untrusted::quoted(.path)
-    )]
-    OutputExists { flag: &'static str, path: String },
-    /// An output file could not be written (nothing is left behind).
-    #[error(
-        "PATCH_CANDIDATE_OUTPUT_UNWRITABLE: cannot write {flag} {}: {kind}",
-        Untrusted::quoted(.path)
-    )]
-    OutputUnwritable {
-        flag: &'static str,
-        path: String,
-        kind: String,
-    },
     /// `finalize` was given part of one input form and part of the other.
     #[error("PATCH_CANDIDATE_FINALIZE_FLAGS: {detail}")]
     FinalizeFlags { detail: &'static str },
@@ -154,6 +132,27 @@ pub enum WorkerError {
         Untrusted::quoted(.path)
     )]
     StagedIncomplete { path: String },
+    /// A digest flag is not `sha256:` followed by 64 lowercase hex digits.
+    #[error(
+        "PATCH_CANDIDATE_DIGEST_FLAG: {flag} must be sha256: followed by 64 lowercase hex digits"
+    )]
+    DigestFlag { flag: &'static str },
+    /// An output file already exists and `--force` was not given.
+    #[error(
+        "PATCH_CANDIDATE_OUTPUT_EXISTS: {flag} names an existing file (pass --force to replace it)"
+    )]
+    OutputExists { flag: &'static str },
+    /// An output file would land inside the source repository.
+    #[error(
+        "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY: {flag} is inside the repository named by --repo; nothing writes into the source repository"
+    )]
+    OutputInRepository { flag: &'static str },
+    /// An output file could not be written (nothing is left half-written).
+    #[error("PATCH_CANDIDATE_OUTPUT_WRITE: cannot write the {flag} file ({kind})")]
+    OutputWrite {
+        flag: &'static str,
+        kind: std::io::ErrorKind,
+    },
     /// An approval / selection check failed before any Docker call.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
@@ -202,11 +201,12 @@ impl WorkerError {
             Self::ApproveGrants { .. } => "PATCH_CANDIDATE_APPROVE_GRANTS",
             Self::ApproveCommit { .. } => "PATCH_CANDIDATE_APPROVE_COMMIT",
             Self::ApproveValue { .. } => "PATCH_CANDIDATE_APPROVE_VALUE",
-            Self::OutputInsideRepository { .. } => "PATCH_CANDIDATE_OUTPUT_INSIDE_REPOSITORY",
-            Self::OutputExists { .. } => "PATCH_CANDIDATE_OUTPUT_EXISTS",
-            Self::OutputUnwritable { .. } => "PATCH_CANDIDATE_OUTPUT_UNWRITABLE",
             Self::FinalizeFlags { .. } => "PATCH_CANDIDATE_FINALIZE_FLAGS",
             Self::StagedIncomplete { .. } => "PATCH_CANDIDATE_STAGED_INCOMPLETE",
+            Self::DigestFlag { .. } => "PATCH_CANDIDATE_DIGEST_FLAG",
+            Self::OutputExists { .. } => "PATCH_CANDIDATE_OUTPUT_EXISTS",
+            Self::OutputInRepository { .. } => "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY",
+            Self::OutputWrite { .. } => "PATCH_CANDIDATE_OUTPUT_WRITE",
             Self::Snapshot(e) => e.code(),
             Self::Archive(e) => e.code(),
             Self::Finalize(e) => e.code(),
@@ -228,7 +228,7 @@ impl WorkerError {
             | Self::CleanupFailed { .. }
             | Self::Ledger { .. }
             | Self::State { .. }
-            | Self::OutputUnwritable { .. } => true,
+            | Self::OutputWrite { .. } => true,
             Self::Snapshot(e) => e.is_environment(),
             Self::Archive(e) => e.is_environment(),
             Self::Finalize(e) => e.is_environment(),
@@ -249,9 +249,10 @@ impl Coded for WorkerError {
             | Self::ApproveGrants { .. }
             | Self::ApproveCommit { .. }
             | Self::ApproveValue { .. }
-            | Self::OutputInsideRepository { .. }
+            | Self::FinalizeFlags { .. }
+            | Self::DigestFlag { .. }
             | Self::OutputExists { .. }
-            | Self::FinalizeFlags { .. } => FailureClass::Usage,
+            | Self::OutputInRepository { .. } => FailureClass::Usage,
             _ if self.environment() => FailureClass::Environment,
             _ => FailureClass::Rejected,
         }
@@ -320,22 +321,16 @@ mod tests {
                 flag: "--task",
                 reason: "must not be empty",
             },
-            WorkerError::OutputInsideRepository {
-                flag: "--out",
-                path: "/r/a.json".to_owned(),
-            },
-            WorkerError::OutputExists {
-                flag: "--out",
-                path: "/a.json".to_owned(),
-            },
-            WorkerError::OutputUnwritable {
-                flag: "--out",
-                path: "/a.json".to_owned(),
-                kind: "permission denied".to_owned(),
-            },
             WorkerError::FinalizeFlags { detail: "x" },
             WorkerError::StagedIncomplete {
                 path: "a".to_owned(),
+            },
+            WorkerError::DigestFlag { flag: "--digest" },
+            WorkerError::OutputExists { flag: "--out" },
+            WorkerError::OutputInRepository { flag: "--out" },
+            WorkerError::OutputWrite {
+                flag: "--out",
+                kind: std::io::ErrorKind::PermissionDenied,
             },
             WorkerError::Snapshot(SnapshotError::ContextInvalid {
                 detail: "x".to_owned(),
@@ -381,11 +376,12 @@ mod tests {
                 | WorkerError::ApproveGrants { .. }
                 | WorkerError::ApproveCommit { .. }
                 | WorkerError::ApproveValue { .. }
-                | WorkerError::OutputInsideRepository { .. }
-                | WorkerError::OutputExists { .. }
-                | WorkerError::OutputUnwritable { .. }
                 | WorkerError::FinalizeFlags { .. }
                 | WorkerError::StagedIncomplete { .. }
+                | WorkerError::DigestFlag { .. }
+                | WorkerError::OutputExists { .. }
+                | WorkerError::OutputInRepository { .. }
+                | WorkerError::OutputWrite { .. }
                 | WorkerError::Snapshot(_)
                 | WorkerError::Archive(_)
                 | WorkerError::Finalize(_) => {}
@@ -397,7 +393,7 @@ mod tests {
     #[test]
     fn every_variant_follows_the_message_convention() {
         let all = samples();
-        assert_eq!(all.len(), 40);
+        assert_eq!(all.len(), 41);
         for e in &all {
             if let Err(violation) = snapshot::check_message_convention(e) {
                 panic!("{violation}");
@@ -428,14 +424,15 @@ mod tests {
                 | WorkerError::CleanupFailed { .. }
                 | WorkerError::Ledger { .. }
                 | WorkerError::State { .. }
-                | WorkerError::OutputUnwritable { .. } => FailureClass::Environment,
+                | WorkerError::OutputWrite { .. } => FailureClass::Environment,
                 WorkerError::ApprovePath { .. }
                 | WorkerError::ApproveGrants { .. }
                 | WorkerError::ApproveCommit { .. }
                 | WorkerError::ApproveValue { .. }
-                | WorkerError::OutputInsideRepository { .. }
+                | WorkerError::FinalizeFlags { .. }
+                | WorkerError::DigestFlag { .. }
                 | WorkerError::OutputExists { .. }
-                | WorkerError::FinalizeFlags { .. } => FailureClass::Usage,
+                | WorkerError::OutputInRepository { .. } => FailureClass::Usage,
                 _ => FailureClass::Rejected,
             };
             assert_eq!(Coded::class(&e), expected, "{}", e.code());

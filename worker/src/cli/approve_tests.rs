@@ -380,11 +380,11 @@ fn outputs_inside_the_repository_or_over_a_file_are_refused() {
     let mut a = args(dir.path());
     a.out = Some(dir.path().join("src/approval.json"));
     let err = run(&a).unwrap_err();
-    assert_eq!(err.code, "PATCH_CANDIDATE_OUTPUT_INSIDE_REPOSITORY");
+    assert_eq!(err.code, "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY");
     assert!(err.message().contains("--out"));
     a.out = Some(dir.path().join(".git/approval.json"));
     let err = run(&a).unwrap_err();
-    assert_eq!(err.code, "PATCH_CANDIDATE_OUTPUT_INSIDE_REPOSITORY");
+    assert_eq!(err.code, "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY");
     assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
 
     let out_dir = tempfile::tempdir().unwrap();

@@ -5,6 +5,7 @@ mod approve_cmd;
 mod archive_cmd;
 mod demo_cmd;
 mod docker_args;
+mod export_cmd;
 mod finalize_cmd;
 mod image_cmd;
 mod janitor_cmd;
@@ -13,6 +14,7 @@ mod output;
 mod paths;
 mod render;
 mod run_cmd;
+mod shell_cmd;
 mod signals;
 mod snapshot_cmd;
 mod usage_cmd;
@@ -64,10 +66,17 @@ enum Command {
     Finalize(Box<finalize_cmd::FinalizeArgs>),
     /// Print the digest of a candidate JSON file.
     Digest(finalize_cmd::DigestArgs),
-    /// Re-validate a candidate's structure and digest; with --repo, check it applies at its commit.
+    /// Re-validate a candidate's structure and digest; --digest binds it to the digest you expect;
+    /// --repo checks it applies at its commit, its snapshot digest and its derived fields.
     Verify(finalize_cmd::VerifyArgs),
     /// Show a candidate: summary and diffs (coloured on a terminal).
     Show(finalize_cmd::ShowArgs),
+    /// Export a candidate as a patch (`--format git`: ready for `git apply`, empty files included).
+    Export(export_cmd::ExportArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell).
+    Completions(shell_cmd::CompletionsArgs),
+    /// Print the man page (roff).
+    Man(shell_cmd::ManArgs),
 }
 
 /// Runs the parsed command and maps the outcome to stdout/stderr and an exit code.
@@ -86,6 +95,9 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Digest(args) => finalize_cmd::digest(&args),
         Command::Verify(args) => finalize_cmd::verify(&args),
         Command::Show(args) => finalize_cmd::show(&args),
+        Command::Export(args) => export_cmd::run(&args),
+        Command::Completions(args) => shell_cmd::completions(&args),
+        Command::Man(args) => shell_cmd::man(&args),
     };
     output::emit(result, cli.json)
 }

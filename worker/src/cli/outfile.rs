@@ -16,15 +16,10 @@ const MAX_ANCESTORS: usize = 4096;
 /// A directory's identity on its file system.
 type DirId = (u64, u64);
 
-fn shown(path: &Path) -> String {
-    path.to_string_lossy().into_owned()
-}
-
-fn unwritable(flag: &'static str, path: &Path, e: &std::io::Error) -> WorkerError {
-    WorkerError::OutputUnwritable {
+fn unwritable(flag: &'static str, e: &std::io::Error) -> WorkerError {
+    WorkerError::OutputWrite {
         flag,
-        path: shown(path),
-        kind: e.kind().to_string(),
+        kind: e.kind(),
     }
 }
 
@@ -69,8 +64,8 @@ fn inside_any(dir: &Path, roots: &[DirId]) -> std::io::Result<bool> {
 /// and the file does not exist unless `force`.
 ///
 /// # Errors
-/// `PATCH_CANDIDATE_OUTPUT_INSIDE_REPOSITORY`, `PATCH_CANDIDATE_OUTPUT_EXISTS`, or
-/// `PATCH_CANDIDATE_OUTPUT_UNWRITABLE` when the directory cannot be inspected.
+/// `PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY`, `PATCH_CANDIDATE_OUTPUT_EXISTS`, or
+/// `PATCH_CANDIDATE_OUTPUT_WRITE` when the directory cannot be inspected.
 pub(crate) fn check_output(
     flag: &'static str,
     path: &Path,
@@ -78,17 +73,11 @@ pub(crate) fn check_output(
     force: bool,
 ) -> Result<(), WorkerError> {
     let parent = parent_of(path);
-    if inside_any(parent, forbidden).map_err(|e| unwritable(flag, path, &e))? {
-        return Err(WorkerError::OutputInsideRepository {
-            flag,
-            path: shown(path),
-        });
+    if inside_any(parent, forbidden).map_err(|e| unwritable(flag, &e))? {
+        return Err(WorkerError::OutputInRepository { flag });
     }
     if !force && path.symlink_metadata().is_ok() {
-        return Err(WorkerError::OutputExists {
-            flag,
-            path: shown(path),
-        });
+        return Err(WorkerError::OutputExists { flag });
     }
     Ok(())
 }
@@ -98,7 +87,7 @@ pub(crate) fn check_output(
 /// `force`, and a directory swapped for one inside the repository is refused.
 ///
 /// # Errors
-/// As [`check_output`]; `PATCH_CANDIDATE_OUTPUT_UNWRITABLE` when the file cannot be created,
+/// As [`check_output`]; `PATCH_CANDIDATE_OUTPUT_WRITE` when the file cannot be created,
 /// written or named. The temporary file is removed on every failure.
 pub(crate) fn write_private(
     flag: &'static str,
@@ -109,23 +98,17 @@ pub(crate) fn write_private(
 ) -> Result<(), WorkerError> {
     check_output(flag, path, forbidden, force)?;
     let parent = parent_of(path);
-    let name = path
-        .file_name()
-        .ok_or_else(|| WorkerError::OutputUnwritable {
-            flag,
-            path: shown(path),
-            kind: "not a file name".to_owned(),
-        })?;
+    let name = path.file_name().ok_or(WorkerError::OutputWrite {
+        flag,
+        kind: std::io::ErrorKind::InvalidInput,
+    })?;
     let dir = Dir::open_ambient_dir(parent, cap_std::ambient_authority())
-        .map_err(|e| unwritable(flag, path, &e))?;
-    let meta = dir.dir_metadata().map_err(|e| unwritable(flag, path, &e))?;
+        .map_err(|e| unwritable(flag, &e))?;
+    let meta = dir.dir_metadata().map_err(|e| unwritable(flag, &e))?;
     if forbidden.contains(&(meta.dev(), meta.ino()))
-        || inside_any(parent, forbidden).map_err(|e| unwritable(flag, path, &e))?
+        || inside_any(parent, forbidden).map_err(|e| unwritable(flag, &e))?
     {
-        return Err(WorkerError::OutputInsideRepository {
-            flag,
-            path: shown(path),
-        });
+        return Err(WorkerError::OutputInRepository { flag });
     }
     let temp = format!(
         ".{}.tmp-{}-{}",
@@ -146,7 +129,7 @@ pub(crate) fn write_private(
     })();
     if let Err(e) = written {
         let _ = dir.remove_file(&temp);
-        return Err(unwritable(flag, path, &e));
+        return Err(unwritable(flag, &e));
     }
     let named = if force {
         dir.rename(&temp, &dir, name)
@@ -162,17 +145,14 @@ pub(crate) fn write_private(
     match named {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            return Err(WorkerError::OutputExists {
-                flag,
-                path: shown(path),
-            });
+            return Err(WorkerError::OutputExists { flag });
         }
-        Err(e) => return Err(unwritable(flag, path, &e)),
+        Err(e) => return Err(unwritable(flag, &e)),
     }
-    removed.map_err(|e| unwritable(flag, path, &e))?;
+    removed.map_err(|e| unwritable(flag, &e))?;
     dir.open(".")
         .and_then(|d| d.sync_all())
-        .map_err(|e| unwritable(flag, path, &e))
+        .map_err(|e| unwritable(flag, &e))
 }
 
 #[cfg(test)]
@@ -223,11 +203,7 @@ mod tests {
             repo.join("sub/../a.json"),
         ] {
             let e = write_private("--out", &out, b"x", &ids, true).unwrap_err();
-            assert_eq!(
-                e.code(),
-                "PATCH_CANDIDATE_OUTPUT_INSIDE_REPOSITORY",
-                "{out:?}"
-            );
+            assert_eq!(e.code(), "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY", "{out:?}");
         }
         assert_eq!(names(&repo), ["sub"]);
         assert!(names(&repo.join("sub")).is_empty());
@@ -242,7 +218,7 @@ mod tests {
         let e = write_private("--out", &out, b"x", &[], false).unwrap_err();
         assert_eq!(e.code(), "PATCH_CANDIDATE_OUTPUT_EXISTS");
         let e = write_private("--out", &out, b"x", &[], true).unwrap_err();
-        assert_eq!(e.code(), "PATCH_CANDIDATE_OUTPUT_UNWRITABLE");
+        assert_eq!(e.code(), "PATCH_CANDIDATE_OUTPUT_WRITE");
         assert_eq!(names(dir.path()), ["a.json"]);
     }
 }
