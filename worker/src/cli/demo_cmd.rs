@@ -139,9 +139,9 @@ pub(crate) fn run(args: &DemoArgs) -> Result<Outcome, CliError> {
     );
     let run_args = RunArgs {
         repo: dir.join("repo"),
-        commit,
+        commit: Some(commit),
         approval: dir.join("approval.json"),
-        task,
+        task: Some(task),
         image: Some(images.image.to_string()),
         image_id: Some(images.image_id.to_string()),
         store: Some(dir.join("candidates")),

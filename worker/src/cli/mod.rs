@@ -1,6 +1,7 @@
 //! Command-line parsing and dispatch. Each command group lives in its own module and returns a
 //! [`Outcome`] (a JSON value plus human text) or a [`CliError`] carrying a stable code.
 
+mod approve_cmd;
 mod archive_cmd;
 mod demo_cmd;
 mod docker_args;
@@ -8,6 +9,7 @@ mod export_cmd;
 mod finalize_cmd;
 mod image_cmd;
 mod janitor_cmd;
+mod outfile;
 mod output;
 mod paths;
 mod render;
@@ -43,6 +45,9 @@ pub(crate) struct Cli {
 enum Command {
     /// Snapshot a local Git repository at a pinned commit and print its evidence.
     Snapshot(snapshot_cmd::SnapshotArgs),
+    /// Write an approval for a change of a local repository (no hand-written JSON): scopes and
+    /// grants checked against the tree at the commit, with the checks `run` makes.
+    Approve(Box<approve_cmd::ApproveArgs>),
     /// Inspect a returned archive strictly, or pack a directory into the canonical envelope.
     #[command(subcommand)]
     Archive(archive_cmd::ArchiveCommand),
@@ -79,6 +84,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
     output::set_json_mode(cli.json);
     let result = match cli.command {
         Command::Snapshot(args) => snapshot_cmd::run(&args),
+        Command::Approve(args) => approve_cmd::run(&args),
         Command::Archive(command) => archive_cmd::run(&command),
         Command::Run(args) => run_cmd::run(&args),
         Command::Demo(args) => demo_cmd::run(&args),
