@@ -58,7 +58,7 @@ AFTER=$(git status --porcelain --ignored; git rev-parse HEAD; sha256sum .git/ind
 [ -s ../change.patch ]
 git clone -q . "$T/clone"
 git -C "$T/clone" checkout -q "$COMMIT"
-git -C "$T/clone" apply ../change.patch
+git -C "$T/clone" apply "$T/work/change.patch"
 # Every changed file now holds exactly the candidate's bytes.
 python3 - "${stored[0]}" "$T/clone" <<'PY'
 import json, os, sys
