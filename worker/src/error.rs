@@ -37,6 +37,12 @@ pub enum WorkerError {
     /// The configured runtime name is not a plain identifier.
     #[error("REPOSITORY_DOCKER_RUNTIME: invalid runtime name")]
     RuntimeName,
+    /// The daemon's registration of the configured runtime differs from its profile (for
+    /// `runsc`: not registered, another binary, or other `runtimeArgs`).
+    #[error(
+        "REPOSITORY_DOCKER_RUNTIME_MISMATCH: registered runtime differs from its profile ({field})"
+    )]
+    RuntimeMismatch { field: &'static str },
     /// The daemon could not be reached (socket missing, refused, API negotiation failed).
     #[error("REPOSITORY_DOCKER_UNAVAILABLE: Docker daemon unavailable ({detail})")]
     Unavailable { detail: &'static str },
@@ -117,6 +123,7 @@ impl WorkerError {
             Self::ContextMismatch { .. } => "REPOSITORY_DOCKER_CONTEXT_MISMATCH",
             Self::RequestBudget { .. } => "REPOSITORY_DOCKER_REQUEST_BUDGET",
             Self::RuntimeName => "REPOSITORY_DOCKER_RUNTIME",
+            Self::RuntimeMismatch { .. } => "REPOSITORY_DOCKER_RUNTIME_MISMATCH",
             Self::Unavailable { .. } => "REPOSITORY_DOCKER_UNAVAILABLE",
             Self::CommandFailed { .. } => "REPOSITORY_DOCKER_COMMAND_FAILED",
             Self::ImageId => "REPOSITORY_DOCKER_IMAGE_ID",
@@ -197,6 +204,7 @@ mod tests {
             WorkerError::ContextMismatch { field: "app_id" },
             WorkerError::RequestBudget { limit: 1 },
             WorkerError::RuntimeName,
+            WorkerError::RuntimeMismatch { field: "path" },
             WorkerError::Unavailable { detail: "connect" },
             WorkerError::CommandFailed { operation: "start" },
             WorkerError::ImageId,
@@ -242,6 +250,7 @@ mod tests {
                 | WorkerError::ContextMismatch { .. }
                 | WorkerError::RequestBudget { .. }
                 | WorkerError::RuntimeName
+                | WorkerError::RuntimeMismatch { .. }
                 | WorkerError::Unavailable { .. }
                 | WorkerError::CommandFailed { .. }
                 | WorkerError::ImageId
@@ -272,7 +281,7 @@ mod tests {
     #[test]
     fn every_variant_follows_the_message_convention() {
         let all = samples();
-        assert_eq!(all.len(), 31);
+        assert_eq!(all.len(), 32);
         for e in &all {
             if let Err(violation) = snapshot::check_message_convention(e) {
                 panic!("{violation}");

@@ -4,6 +4,7 @@
 mod archive_cmd;
 mod demo_cmd;
 mod docker_args;
+mod doctor_cmd;
 mod finalize_cmd;
 mod image_cmd;
 mod janitor_cmd;
@@ -63,6 +64,9 @@ enum Command {
     Verify(finalize_cmd::VerifyArgs),
     /// Show a candidate: summary and diffs (coloured on a terminal).
     Show(finalize_cmd::ShowArgs),
+    /// Report what the local Docker daemon offers (API, cgroups, seccomp, AppArmor, runtimes)
+    /// and whether gVisor (`runsc`) passes a smoke turn.
+    Doctor(doctor_cmd::DoctorArgs),
 }
 
 /// Runs the parsed command and maps the outcome to stdout/stderr and an exit code.
@@ -79,6 +83,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Digest(args) => finalize_cmd::digest(&args),
         Command::Verify(args) => finalize_cmd::verify(&args),
         Command::Show(args) => finalize_cmd::show(&args),
+        Command::Doctor(args) => doctor_cmd::run(&args),
     };
     output::emit(result, cli.json)
 }
