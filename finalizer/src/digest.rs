@@ -35,6 +35,27 @@ pub fn repository_patch_digest(
     repository_patch_digest_with_limit(candidate, MAX_DIGEST_INPUT_BYTES)
 }
 
+/// [`repository_patch_digest`], bound to the digest the caller expects: a candidate whose ids,
+/// summary, gates, snapshot digest, files or diffs differ in any way from the one digested as
+/// `expected` is refused.
+///
+/// # Errors
+/// Every error of [`repository_patch_digest`]; `REPOSITORY_PATCH_VERIFY_DIGEST` when the digest
+/// differs from `expected`.
+pub fn verify_digest(
+    candidate: &RepositoryPatchCandidate,
+    expected: &Sha256,
+) -> Result<Sha256, FinalizeError> {
+    let actual = repository_patch_digest(candidate)?;
+    if actual != *expected {
+        return Err(FinalizeError::VerifyDigest {
+            expected: expected.to_string(),
+            actual: actual.to_string(),
+        });
+    }
+    Ok(actual)
+}
+
 pub(crate) fn repository_patch_digest_with_limit(
     candidate: &RepositoryPatchCandidate,
     limit: usize,

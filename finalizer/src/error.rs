@@ -68,6 +68,23 @@ pub enum FinalizeError {
     /// No stored candidate has this digest.
     #[error("REPOSITORY_PATCH_STORE_MISSING: {digest}")]
     StoreMissing { digest: String },
+    /// The candidate's digest differs from the digest the caller expected.
+    #[error(
+        "REPOSITORY_PATCH_VERIFY_DIGEST: candidate digest {actual} differs from the expected {expected}"
+    )]
+    VerifyDigest { expected: String, actual: String },
+    /// The snapshot digest differs from the one recomputed at the baseline commit.
+    #[error(
+        "REPOSITORY_PATCH_VERIFY_SNAPSHOT: snapshot digest differs from the repository at the baseline commit"
+    )]
+    VerifySnapshot,
+    /// A field the finalizer derives (summary, rationale, file order, commit spelling) differs
+    /// from what the candidate's own files and repository give.
+    #[error("REPOSITORY_PATCH_VERIFY_DERIVED: {field} is not what the finalizer derives")]
+    VerifyDerived { field: &'static str },
+    /// A file's diff does not reproduce the candidate's bytes, so no exact patch can be rendered.
+    #[error("REPOSITORY_PATCH_EXPORT_DIFF: {} diff does not reproduce the candidate's bytes", Untrusted::quoted(.path))]
+    ExportDiff { path: String },
 }
 
 impl FinalizeError {
@@ -99,6 +116,10 @@ impl FinalizeError {
             Self::VerifyApply => "REPOSITORY_PATCH_VERIFY_APPLY",
             Self::VerifyResult { .. } => "REPOSITORY_PATCH_VERIFY_RESULT",
             Self::VerifyGit { .. } => "REPOSITORY_PATCH_VERIFY_GIT",
+            Self::VerifyDigest { .. } => "REPOSITORY_PATCH_VERIFY_DIGEST",
+            Self::VerifySnapshot => "REPOSITORY_PATCH_VERIFY_SNAPSHOT",
+            Self::VerifyDerived { .. } => "REPOSITORY_PATCH_VERIFY_DERIVED",
+            Self::ExportDiff { .. } => "REPOSITORY_PATCH_EXPORT_DIFF",
         }
     }
 
@@ -177,10 +198,17 @@ mod tests {
                 detail: "git apply exceeded its deadline".to_owned(),
             },
             FinalizeError::StoreMissing { digest: digest() },
+            FinalizeError::VerifyDigest {
+                expected: digest(),
+                actual: format!("sha256:{}", "1".repeat(64)),
+            },
+            FinalizeError::VerifySnapshot,
+            FinalizeError::VerifyDerived { field: "summary" },
+            FinalizeError::ExportDiff { path: path() },
         ]
     }
 
-    const VARIANTS: usize = 24;
+    const VARIANTS: usize = 28;
 
     fn variant_index(e: &FinalizeError) -> usize {
         match e {
@@ -208,6 +236,10 @@ mod tests {
             FinalizeError::VerifyResult { .. } => 21,
             FinalizeError::VerifyGit { .. } => 22,
             FinalizeError::StoreMissing { .. } => 23,
+            FinalizeError::VerifyDigest { .. } => 24,
+            FinalizeError::VerifySnapshot => 25,
+            FinalizeError::VerifyDerived { .. } => 26,
+            FinalizeError::ExportDiff { .. } => 27,
         }
     }
 

@@ -11,14 +11,13 @@ use snapshot::{
     validate_output_text, verify_selected_baseline,
 };
 
+use crate::derived::derived_summary;
 use crate::diff::unified_diff;
 use crate::error::FinalizeError;
-use crate::model::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
+use crate::model::{
+    CANDIDATE_RATIONALE, CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile,
+};
 use crate::parallel::map_ordered;
-
-/// The host-derived rationale of every candidate.
-pub const CANDIDATE_RATIONALE: &str =
-    "Derived from approved snapshot and host-verified workspace bytes; validation pending.";
 
 /// Everything finalisation reads.
 #[derive(Debug, Clone, Copy)]
@@ -292,7 +291,7 @@ pub fn finalize_repository_patch(
             snapshot_digest: context.snapshot_digest().to_owned(),
             proposal_id: proposal.proposal_id.clone(),
             provider_id: proposal.provider_id.clone(),
-            summary: format!("Approved repository file operations: {count}."),
+            summary: derived_summary(count),
             rationale: CANDIDATE_RATIONALE.to_owned(),
             required_validation_gates: context.required_validation_gates().to_vec(),
             required_security_gates: context.required_security_gates().to_vec(),

@@ -4,6 +4,9 @@
 //! * [`unified_diff`]: diffs byte-identical to CPython `difflib.unified_diff`, bounded in work;
 //! * [`repository_patch_digest`]: the reference canonical digest;
 //! * [`validate_candidate_json`]: strict parsing of stored or received candidates;
+//! * [`verify_digest`] / [`check_derived_fields`]: a candidate bound to an expected digest, and
+//!   its host-derived fields checked against its own files;
+//! * [`git_patch`]: a `git apply`-ready patch reproducing the candidate's exact bytes;
 //! * [`CandidateStore`]: atomic, content-addressed storage with digest verification on read.
 //!
 //! # Security
@@ -17,9 +20,11 @@
 #![forbid(unsafe_code)]
 
 // Modules are private; the items other crates need are re-exported below (the curated surface).
+mod derived;
 mod diff;
 mod digest;
 mod error;
+mod export;
 #[cfg(feature = "effects")]
 mod finalize;
 mod model;
@@ -31,15 +36,17 @@ mod verify;
 #[cfg(test)]
 mod test_support;
 
+pub use derived::check_derived_fields;
 pub use diff::{
     DEFAULT_WORK_BUDGET, DiffMode, UnifiedDiff, unified_diff, unified_diff_with_budget,
 };
-pub use digest::{DIGEST_SCHEMA, MAX_DIGEST_INPUT_BYTES, repository_patch_digest};
+pub use digest::{DIGEST_SCHEMA, MAX_DIGEST_INPUT_BYTES, repository_patch_digest, verify_digest};
 pub use error::FinalizeError;
+pub use export::{git_patch, git_quote_path};
 #[cfg(feature = "effects")]
-pub use finalize::{CANDIDATE_RATIONALE, FinalizeRequest, finalize_repository_patch};
+pub use finalize::{FinalizeRequest, finalize_repository_patch};
 pub use model::{
-    CandidateFields, MAX_CANDIDATE_FILES, MAX_CANDIDATE_JSON_BYTES,
+    CANDIDATE_RATIONALE, CandidateFields, MAX_CANDIDATE_FILES, MAX_CANDIDATE_JSON_BYTES,
     REPOSITORY_PATCH_SCHEMA_VERSION, RepositoryPatchCandidate, RepositoryPatchFile,
     VALIDATION_STATE, WRITE_BACK_MODE, validate_candidate_json,
 };

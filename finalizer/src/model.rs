@@ -14,6 +14,10 @@ pub const REPOSITORY_PATCH_SCHEMA_VERSION: &str = "mozaiks.refinement.repository
 pub const WRITE_BACK_MODE: &str = "external_patch";
 /// Candidates are always produced unvalidated.
 pub const VALIDATION_STATE: &str = "pending";
+/// The host-derived rationale of every candidate.
+pub const CANDIDATE_RATIONALE: &str =
+    "Derived from approved snapshot and host-verified workspace bytes; validation pending.";
+
 /// Most changed files one candidate may carry (the repository budget).
 pub const MAX_CANDIDATE_FILES: usize = 50;
 /// Largest candidate JSON document accepted by [`validate_candidate_json`]: the 64 MiB digest

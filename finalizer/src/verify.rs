@@ -2,7 +2,10 @@
 //! `previous_sha256` equals the file at `baseline_commit_sha`, every create is absent from the
 //! complete tree there (case-folded, file/directory prefixes included), every diff is the
 //! canonical diff of those bytes, the combined patch passes `git apply --check --cached` against
-//! the commit's tree, and applying it to a scratch copy yields exactly the candidate's content.
+//! the commit's tree, applying it to a scratch copy yields exactly the candidate's content, the
+//! snapshot digest is the one recomputed at the commit, and every derived field (summary,
+//! rationale, file order, commit spelling) is what the finalizer writes
+//! ([`crate::check_derived_fields`]).
 //!
 //! # Security
 //! The repository is only read: the commit's tree goes into a temporary index file
@@ -18,6 +21,7 @@ use cap_std::fs::Dir;
 use serde::Serialize;
 use snapshot::{CreateAbsence as _, FileOp, GitSnapshot, RepoPath, Sha256};
 
+use crate::derived::check_derived_fields;
 use crate::diff::unified_diff;
 use crate::error::FinalizeError;
 use crate::model::RepositoryPatchCandidate;
@@ -29,6 +33,8 @@ pub struct RepositoryVerification {
     pub files_checked: usize,
     /// Files whose diff is empty (an empty file created or deleted): checked by hash only.
     pub files_without_diff: usize,
+    /// The snapshot digest recomputed at the commit (equal to the candidate's).
+    pub snapshot_digest: String,
 }
 
 fn git_err(detail: &str) -> FinalizeError {
@@ -67,7 +73,9 @@ fn run(cmd: &mut Command, stdin: Option<&[u8]>) -> Result<bool, FinalizeError> {
 /// `REPOSITORY_PATCH_CREATE_EXISTS` / `REPOSITORY_PATCH_CREATE_PROOF` when a create collides;
 /// `REPOSITORY_PATCH_VERIFY_DIFF` when a diff is not the canonical diff of the bytes;
 /// `REPOSITORY_PATCH_VERIFY_APPLY` when git refuses the patch; `REPOSITORY_PATCH_VERIFY_RESULT`
-/// when the applied bytes differ; `REPOSITORY_PATCH_VERIFY_GIT` when git cannot run.
+/// when the applied bytes differ; `REPOSITORY_PATCH_VERIFY_SNAPSHOT` when the snapshot digest
+/// differs from the one recomputed at the commit; `REPOSITORY_PATCH_VERIFY_DERIVED` when a
+/// derived field differs; `REPOSITORY_PATCH_VERIFY_GIT` when git cannot run.
 pub fn verify_against_repository(
     candidate: &RepositoryPatchCandidate,
     repo: &Path,
@@ -111,10 +119,23 @@ pub fn verify_against_repository(
         check_against_tree(&snap, tmp.path(), patch.as_bytes())?;
         apply_to_scratch(candidate, &before, tmp.path(), patch.as_bytes())?;
     }
+    let snapshot_digest = snap
+        .snapshot_digest(candidate.repository_full_name())
+        .to_string();
+    if snapshot_digest != candidate.snapshot_digest() {
+        return Err(FinalizeError::VerifySnapshot);
+    }
+    check_derived_fields(candidate)?;
+    if snap.commit() != candidate.baseline_commit_sha() {
+        return Err(FinalizeError::VerifyDerived {
+            field: "baseline_commit_sha",
+        });
+    }
     Ok(RepositoryVerification {
         baseline_commit_sha: snap.commit().to_owned(),
         files_checked: candidate.changed_files().len(),
         files_without_diff: without_diff,
+        snapshot_digest,
     })
 }
 

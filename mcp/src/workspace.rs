@@ -208,7 +208,7 @@ impl Workspace {
     }
 
     /// Revision now, revision at bind, whether the tree moved, and the digest of what the
-    /// calling thread read (see [`begin_read_log`]).
+    /// calling thread read (the read log `begin_read_log` started).
     #[must_use]
     pub fn state(&self) -> WorkspaceState {
         let (sources_sha256, sources_read) = finish_read_log();

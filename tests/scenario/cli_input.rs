@@ -465,6 +465,37 @@ fn r_missing_named_paths_exit_2_with_one_code_for_every_flag() {
         ),
         ("show FILE", vec!["show".into(), missing.clone().into()]),
         (
+            "export FILE",
+            vec![
+                "export".into(),
+                missing.clone().into(),
+                "--format".into(),
+                "git".into(),
+            ],
+        ),
+        (
+            "export --repo",
+            vec![
+                "export".into(),
+                candidate.clone().into(),
+                "--format".into(),
+                "git".into(),
+                "--repo".into(),
+                missing.clone().into(),
+            ],
+        ),
+        (
+            "export --out",
+            vec![
+                "export".into(),
+                candidate.clone().into(),
+                "--format".into(),
+                "git".into(),
+                "--out".into(),
+                missing_parent.clone().into(),
+            ],
+        ),
+        (
             "archive inspect FILE",
             vec!["archive".into(), "inspect".into(), missing.clone().into()],
         ),

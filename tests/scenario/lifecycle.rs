@@ -223,7 +223,23 @@ async fn docker_sigint_and_sigterm_mid_turn_remove_container_and_staging_tree() 
         );
         let mut stdout = String::new();
         std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
-        assert_eq!(stdout, "", "SIG{sig}: nothing on stdout");
+        // `--json`: the same error document every failed command writes, and nothing else.
+        let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+            panic!("SIG{sig}: stdout is not one JSON document ({e}): {stdout:?}")
+        });
+        assert_eq!(
+            doc["error"]["code"], "PATCH_CANDIDATE_INTERRUPTED",
+            "SIG{sig}: {stdout}"
+        );
+        assert!(
+            doc["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!(
+                    "PATCH_CANDIDATE_INTERRUPTED: interrupted by SIG{sig}"
+                )),
+            "SIG{sig}: {stdout}"
+        );
         assert_no_turn_containers(&docker).await;
         assert_eq!(staging_trees(&s.tmp), Vec::<String>::new(), "SIG{sig}");
     }

@@ -22,6 +22,7 @@
 )]
 
 mod cli;
+mod cli_export;
 mod cli_input;
 mod hostile;
 mod lifecycle;

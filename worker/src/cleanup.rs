@@ -68,7 +68,7 @@ impl Drop for PendingRemoval {
     }
 }
 
-/// Waits until every removal handed off by a dropped [`ContainerGuard`] has finished, or
+/// Waits until every removal handed off by a dropped turn container guard has finished, or
 /// `timeout` passed. Returns how many are still running (0 when all settled).
 pub async fn settle_pending_removals(timeout: Duration) -> usize {
     let deadline = tokio::time::Instant::now() + timeout;

@@ -98,6 +98,27 @@ pub enum WorkerError {
     /// Local state (staging directory, candidate store location) could not be prepared.
     #[error("PATCH_CANDIDATE_STATE: {detail}")]
     State { detail: &'static str },
+    /// A digest flag is not `sha256:` followed by 64 lowercase hex digits.
+    #[error(
+        "PATCH_CANDIDATE_DIGEST_FLAG: {flag} must be sha256: followed by 64 lowercase hex digits"
+    )]
+    DigestFlag { flag: &'static str },
+    /// An output file already exists and `--force` was not given.
+    #[error(
+        "PATCH_CANDIDATE_OUTPUT_EXISTS: {flag} names an existing file (pass --force to replace it)"
+    )]
+    OutputExists { flag: &'static str },
+    /// An output file would land inside the source repository.
+    #[error(
+        "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY: {flag} is inside the repository named by --repo; nothing writes into the source repository"
+    )]
+    OutputInRepository { flag: &'static str },
+    /// An output file could not be written (nothing is left half-written).
+    #[error("PATCH_CANDIDATE_OUTPUT_WRITE: cannot write the {flag} file ({kind})")]
+    OutputWrite {
+        flag: &'static str,
+        kind: std::io::ErrorKind,
+    },
     /// An approval / selection check failed before any Docker call.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
@@ -143,6 +164,10 @@ impl WorkerError {
             Self::TurnNotCompleted { .. } => "REPOSITORY_PATCH_PROPOSAL_STATUS",
             Self::Selection { .. } => "REPOSITORY_PATCH_SELECTION",
             Self::State { .. } => "PATCH_CANDIDATE_STATE",
+            Self::DigestFlag { .. } => "PATCH_CANDIDATE_DIGEST_FLAG",
+            Self::OutputExists { .. } => "PATCH_CANDIDATE_OUTPUT_EXISTS",
+            Self::OutputInRepository { .. } => "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY",
+            Self::OutputWrite { .. } => "PATCH_CANDIDATE_OUTPUT_WRITE",
             Self::Snapshot(e) => e.code(),
             Self::Archive(e) => e.code(),
             Self::Finalize(e) => e.code(),
@@ -163,7 +188,8 @@ impl WorkerError {
             | Self::ImageMissing
             | Self::CleanupFailed { .. }
             | Self::Ledger { .. }
-            | Self::State { .. } => true,
+            | Self::State { .. }
+            | Self::OutputWrite { .. } => true,
             Self::Snapshot(e) => e.is_environment(),
             Self::Archive(e) => e.is_environment(),
             Self::Finalize(e) => e.is_environment(),
@@ -180,6 +206,9 @@ impl Coded for WorkerError {
     fn class(&self) -> FailureClass {
         match self {
             Self::Snapshot(e) => Coded::class(e),
+            Self::DigestFlag { .. }
+            | Self::OutputExists { .. }
+            | Self::OutputInRepository { .. } => FailureClass::Usage,
             _ if self.environment() => FailureClass::Environment,
             _ => FailureClass::Rejected,
         }
@@ -229,6 +258,13 @@ mod tests {
             WorkerError::TurnNotCompleted { status: "failed" },
             WorkerError::Selection { detail: "x" },
             WorkerError::State { detail: "x" },
+            WorkerError::DigestFlag { flag: "--digest" },
+            WorkerError::OutputExists { flag: "--out" },
+            WorkerError::OutputInRepository { flag: "--out" },
+            WorkerError::OutputWrite {
+                flag: "--out",
+                kind: std::io::ErrorKind::PermissionDenied,
+            },
             WorkerError::Snapshot(SnapshotError::ContextInvalid {
                 detail: "x".to_owned(),
             }),
@@ -270,6 +306,10 @@ mod tests {
                 | WorkerError::TurnNotCompleted { .. }
                 | WorkerError::Selection { .. }
                 | WorkerError::State { .. }
+                | WorkerError::DigestFlag { .. }
+                | WorkerError::OutputExists { .. }
+                | WorkerError::OutputInRepository { .. }
+                | WorkerError::OutputWrite { .. }
                 | WorkerError::Snapshot(_)
                 | WorkerError::Archive(_)
                 | WorkerError::Finalize(_) => {}
@@ -281,7 +321,7 @@ mod tests {
     #[test]
     fn every_variant_follows_the_message_convention() {
         let all = samples();
-        assert_eq!(all.len(), 32);
+        assert_eq!(all.len(), 36);
         for e in &all {
             if let Err(violation) = snapshot::check_message_convention(e) {
                 panic!("{violation}");
@@ -298,7 +338,11 @@ mod tests {
                 | WorkerError::ImageMissing
                 | WorkerError::CleanupFailed { .. }
                 | WorkerError::Ledger { .. }
-                | WorkerError::State { .. } => FailureClass::Environment,
+                | WorkerError::State { .. }
+                | WorkerError::OutputWrite { .. } => FailureClass::Environment,
+                WorkerError::DigestFlag { .. }
+                | WorkerError::OutputExists { .. }
+                | WorkerError::OutputInRepository { .. } => FailureClass::Usage,
                 _ => FailureClass::Rejected,
             };
             assert_eq!(Coded::class(&e), expected, "{}", e.code());

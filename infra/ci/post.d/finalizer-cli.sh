@@ -27,11 +27,15 @@ printf 'one\r\n2\r\nthree' > "$T/staged/app/lib/crlf.txt"
 printf 'NEW = "\\u00e9 \xe2\x80\xa8"\n' > "$T/staged/app/lib/new.py"
 STATUS_BEFORE=$(g status --porcelain --ignored; sha256sum "$T/repo/.git/index")
 
-python3 - "$T" "$COMMIT" <<'PY'
+# The snapshot digest as the repository gives it (`verify --repo` recomputes it).
+SNAP=$("$BIN" --json snapshot --repo "$T/repo" --commit "$COMMIT" --repository-full-name acme/ci \
+  --plan-id plan-1 --request-id req-1 --app-id app-1 \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshot_digest"])')
+
+python3 - "$T" "$COMMIT" "$SNAP" <<'PY'
 import hashlib, json, sys
-t, commit = sys.argv[1], sys.argv[2]
+t, commit, snap = sys.argv[1], sys.argv[2], sys.argv[3]
 def h(p): return "sha256:" + hashlib.sha256(open(p, "rb").read()).hexdigest()
-snap = "sha256:" + "5" * 64
 manifest = {p: h(f"{t}/repo/{p}") for p in ["app/service.py", "app/lib/crlf.txt", "README.md"]}
 json.dump({"plan_id": "plan-1", "request_id": "req-1", "app_id": "app-1",
            "repository_full_name": "acme/ci", "baseline_commit_sha": commit,
@@ -65,6 +69,14 @@ print(json.loads(out.stdout)[0]["digest"])' "$FILE" "$ORACLE")
 [ "$DIGEST" = "$ORACLE_DIGEST" ] || { echo "digest $DIGEST != python $ORACLE_DIGEST" >&2; exit 1; }
 [ "$("$BIN" digest "$FILE")" = "$DIGEST" ]
 "$BIN" verify "$FILE" --repo "$T/repo" >/dev/null
+"$BIN" verify "$FILE" --digest "$DIGEST" --repo "$T/repo" >/dev/null
+# A copy under another name, with one gate edited: --digest refuses it.
+sed 's/"lint"/"lint2"/' "$FILE" > "$T/renamed.json"
+set +e
+"$BIN" --json verify "$T/renamed.json" --digest "$DIGEST" > "$T/err.json"; RC=$?
+set -e
+[ "$RC" = 1 ]
+grep -q REPOSITORY_PATCH_VERIFY_DIGEST "$T/err.json"
 "$BIN" show "$FILE" | grep -q '^+    return 2$'
 # Tampering: one changed byte of content breaks the digest input check (exit 1, with the code).
 sed 's/return 2/return 3/' "$FILE" > "$T/tampered.json"

@@ -1,5 +1,6 @@
 //! `patch-candidate finalize | digest | verify | show`: turn a staged workspace into a digested
-//! candidate, recompute a candidate's digest, verify it against its repository, and display it.
+//! candidate, recompute a candidate's digest, verify it (bound to an expected digest, and against
+//! its repository), and display it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -12,7 +13,7 @@ use clap::Args;
 use finalizer::{
     CandidateStore, FinalizeError, FinalizeRequest, MAX_CANDIDATE_FILES, RepositoryPatchCandidate,
     finalize_repository_patch, repository_patch_digest, validate_candidate_json,
-    verify_against_repository,
+    verify_against_repository, verify_digest,
 };
 use snapshot::GitSnapshot;
 use snapshot::{
@@ -76,7 +77,13 @@ pub(crate) struct DigestArgs {
 pub(crate) struct VerifyArgs {
     /// A candidate JSON file.
     file: PathBuf,
-    /// Also check it against this repository at its baseline commit (read-only).
+    /// The digest the candidate must have (`sha256:` + 64 hex): any edit of any field, or a lost
+    /// changed file, is then refused whatever the file is called.
+    #[arg(long)]
+    digest: Option<String>,
+    /// Also check it against this repository at its baseline commit (read-only): every diff
+    /// applies and yields the candidate's bytes, the snapshot digest is recomputed, and every
+    /// derived field (summary, rationale, file order, commit) is checked.
     #[arg(long)]
     repo: Option<PathBuf>,
 }
@@ -88,7 +95,13 @@ pub(crate) struct ShowArgs {
     file: PathBuf,
 }
 
-fn read_candidate(path: &Path) -> Result<RepositoryPatchCandidate, CliError> {
+/// A digest given on the command line by `flag`: `sha256:` + 64 lowercase hex digits.
+pub(crate) fn parse_digest_flag(flag: &'static str, text: &str) -> Result<Sha256, CliError> {
+    text.parse::<Sha256>()
+        .map_err(|_| worker::WorkerError::DigestFlag { flag }.into())
+}
+
+pub(crate) fn read_candidate(path: &Path) -> Result<RepositoryPatchCandidate, CliError> {
     let bytes = read_file("FILE", path, MAX_CANDIDATE_BYTES)?;
     Ok(validate_candidate_json(&bytes)?)
 }
@@ -290,11 +303,19 @@ fn digest_from_name(path: &Path) -> Option<Sha256> {
 
 /// `verify`.
 pub(crate) fn verify(args: &VerifyArgs) -> Result<Outcome, CliError> {
+    let expected = args
+        .digest
+        .as_deref()
+        .map(|d| parse_digest_flag("--digest", d))
+        .transpose()?;
     if let Some(repo) = &args.repo {
         require_dir("--repo", repo)?;
     }
     let candidate = read_candidate(&args.file)?;
-    let digest = repository_patch_digest(&candidate)?;
+    let digest = match &expected {
+        Some(expected) => verify_digest(&candidate, expected)?,
+        None => repository_patch_digest(&candidate)?,
+    };
     if let Some(named) = digest_from_name(&args.file)
         && named != digest
     {
@@ -308,10 +329,13 @@ pub(crate) fn verify(args: &VerifyArgs) -> Result<Outcome, CliError> {
         None => None,
     };
     let mut text = format!("structure: valid\ndigest:    {digest}\n");
+    if expected.is_some() {
+        text.push_str("digest matches --digest\n");
+    }
     if let Some(r) = &report {
         let _ = writeln!(
             text,
-            "repository: {} files match {} and apply cleanly",
+            "repository: {} files match {} and apply cleanly; snapshot digest and derived fields match",
             r.files_checked,
             render::name(&r.baseline_commit_sha)
         );
@@ -319,6 +343,7 @@ pub(crate) fn verify(args: &VerifyArgs) -> Result<Outcome, CliError> {
     Ok(Outcome {
         json: serde_json::json!({
             "digest": digest.to_string(),
+            "digest_bound": expected.is_some(),
             "structure": "valid",
             "repository": report,
         }),

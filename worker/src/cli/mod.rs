@@ -5,6 +5,7 @@ mod archive_cmd;
 mod demo_cmd;
 mod docker_args;
 mod doctor_cmd;
+mod export_cmd;
 mod finalize_cmd;
 mod image_cmd;
 mod janitor_cmd;
@@ -60,17 +61,21 @@ enum Command {
     Finalize(Box<finalize_cmd::FinalizeArgs>),
     /// Print the digest of a candidate JSON file.
     Digest(finalize_cmd::DigestArgs),
-    /// Re-validate a candidate's structure and digest; with --repo, check it applies at its commit.
+    /// Re-validate a candidate's structure and digest; --digest binds it to the digest you expect;
+    /// --repo checks it applies at its commit, its snapshot digest and its derived fields.
     Verify(finalize_cmd::VerifyArgs),
     /// Show a candidate: summary and diffs (coloured on a terminal).
     Show(finalize_cmd::ShowArgs),
     /// Report what the local Docker daemon offers (API, cgroups, seccomp, AppArmor, runtimes)
     /// and whether gVisor (`runsc`) passes a smoke turn.
     Doctor(doctor_cmd::DoctorArgs),
+    /// Export a candidate as a patch (`--format git`: ready for `git apply`, empty files included).
+    Export(export_cmd::ExportArgs),
 }
 
 /// Runs the parsed command and maps the outcome to stdout/stderr and an exit code.
 pub(crate) fn run(cli: Cli) -> ExitCode {
+    output::set_json_mode(cli.json);
     let result = match cli.command {
         Command::Snapshot(args) => snapshot_cmd::run(&args),
         Command::Archive(command) => archive_cmd::run(&command),
@@ -84,6 +89,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Verify(args) => finalize_cmd::verify(&args),
         Command::Show(args) => finalize_cmd::show(&args),
         Command::Doctor(args) => doctor_cmd::run(&args),
+        Command::Export(args) => export_cmd::run(&args),
     };
     output::emit(result, cli.json)
 }

@@ -7,6 +7,7 @@
 use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use snapshot::{Coded, FailureClass, Untrusted};
 
@@ -26,6 +27,32 @@ pub(crate) const PATH_KIND: &str = "PATCH_CANDIDATE_PATH_KIND";
 pub(crate) const INPUT_CODE: &str = "PATCH_CANDIDATE_INPUT";
 /// Local I/O failure.
 pub(crate) const IO_CODE: &str = "PATCH_CANDIDATE_IO";
+
+/// Whether this process was asked for `--json` (set once, before the command runs): a signal
+/// handler that ends the process early reports its error in the same form as [`emit`].
+static JSON_MODE: AtomicBool = AtomicBool::new(false);
+
+/// Records the process's output mode (`--json` or text) for [`report_early_exit`].
+pub(crate) fn set_json_mode(json: bool) {
+    JSON_MODE.store(json, Ordering::Relaxed);
+}
+
+/// Writes `{"error": {"code", "message"}}` (one pretty JSON document and a newline).
+fn write_json_error(out: &mut impl std::io::Write, code: &str, message: &str) {
+    let doc = serde_json::json!({"error": {"code": code, "message": message}});
+    let _ = serde_json::to_writer_pretty(&mut *out, &doc);
+    let _ = writeln!(out);
+    let _ = out.flush();
+}
+
+/// The error report of a process that ends outside [`emit`] (a signal): `message` (which starts
+/// with `code`) on stderr and, under `--json`, the same error document [`emit`] writes on stdout.
+pub(crate) fn report_early_exit(code: &str, message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{message}");
+    if JSON_MODE.load(Ordering::Relaxed) {
+        write_json_error(&mut std::io::stdout().lock(), code, message);
+    }
+}
 
 /// A successful command result.
 #[derive(Debug)]
@@ -144,10 +171,7 @@ pub(crate) fn emit(result: Result<Outcome, CliError>, json: bool) -> ExitCode {
             // The code comes first on stderr, so scripts can match it.
             let _ = writeln!(std::io::stderr().lock(), "{message}");
             if json {
-                let doc = serde_json::json!({"error": {"code": err.code, "message": message}});
-                let _ = serde_json::to_writer_pretty(&mut out, &doc);
-                let _ = writeln!(out);
-                let _ = out.flush();
+                write_json_error(&mut out, err.code, &message);
             }
             ExitCode::from(err.class.exit_status())
         }

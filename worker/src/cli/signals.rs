@@ -3,9 +3,10 @@
 //! The first signal cancels the work: its future is dropped, so the turn's container guard hands
 //! the container's removal off and the staged tree removes itself; the command waits for those
 //! removals (at most `CANCEL_CLEANUP_TIMEOUT`), prints one line starting with
-//! `PATCH_CANDIDATE_INTERRUPTED` on stderr and exits with 130 (SIGINT) or 143 (SIGTERM). Nothing
-//! is printed on stdout. A second signal during that cleanup exits at once with the same status;
-//! whatever is left then carries its deadline and owner labels for `patch-candidate janitor`.
+//! `PATCH_CANDIDATE_INTERRUPTED` on stderr and exits with 130 (SIGINT) or 143 (SIGTERM). Under
+//! `--json` stdout gets the error document every failed command writes
+//! (`{"error": {"code", "message"}}`); otherwise nothing. A second signal during that cleanup
+//! exits at once with the same status; whatever is left then carries its deadline and owner labels for `patch-candidate janitor`.
 
 use std::future::Future;
 use std::io::Write as _;
@@ -91,24 +92,28 @@ impl Interruptible {
                 _ = interrupt.recv() => Received::Interrupt,
                 _ = terminate.recv() => Received::Terminate,
             };
-            say(&format!(
-                "{INTERRUPTED_CODE}: {} again: stopped before cleanup finished; `patch-candidate janitor` removes what is left",
-                again.name()
-            ));
+            super::output::report_early_exit(
+                INTERRUPTED_CODE,
+                &format!(
+                    "{INTERRUPTED_CODE}: {} again: stopped before cleanup finished; `patch-candidate janitor` removes what is left",
+                    again.name()
+                ),
+            );
             std::process::exit(received.exit_status());
         });
         let remaining = worker::settle_pending_removals(worker::CANCEL_CLEANUP_TIMEOUT).await;
-        if remaining == 0 {
-            say(&format!(
+        let message = if remaining == 0 {
+            format!(
                 "{INTERRUPTED_CODE}: interrupted by {}; turn container and staging tree removed",
                 received.name()
-            ));
+            )
         } else {
-            say(&format!(
+            format!(
                 "{INTERRUPTED_CODE}: interrupted by {}; {remaining} container removal(s) did not finish: `patch-candidate janitor` removes them",
                 received.name()
-            ));
-        }
+            )
+        };
+        super::output::report_early_exit(INTERRUPTED_CODE, &message);
         std::process::exit(received.exit_status());
     }
 }
