@@ -15,7 +15,7 @@ bin="$PWD/target/x86_64-unknown-linux-gnu/release/patch-candidate"
 state="${PATCH_CANDIDATE_STATE_DIR:-$HOME/.local/state/patch-candidate}"
 image="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["image"])' "$state/images.json")"
 image_id="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["image_id"])' "$state/images.json")"
-"$bin" doctor --no-smoke --require-runsc >/dev/null
+"$bin" doctor --require-runsc >/dev/null
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
