@@ -633,3 +633,50 @@ fn violation_messages_are_bounded_and_escaped() {
         "unsafe_path:a\\x1b[2J\\nb\\u202ec\\u200b"
     );
 }
+
+/// A proposal derived from the staged tree claims exactly the observed changes (updates, creates,
+/// deletes), finalises, is stable for the same tree, and leaves every check to finalisation.
+#[test]
+fn a_proposal_derived_from_the_staged_tree_finalises() {
+    let new = "app/modules/support/ui/New.jsx";
+    let mut f = Fixture::with(
+        json!({"create_paths": [new], "delete_paths": [SCHEMAS]}),
+        &[(SERVICE, BEFORE), (SCHEMAS, SCHEMAS_TEXT)],
+    );
+    // No change yet: an empty claim, which finalisation refuses.
+    f.proposal = crate::proposal_from_staged_tree(&f.context, &f.workspace).unwrap();
+    assert!(f.proposal.changed_files.is_empty());
+    assert_eq!(f.code(), "REPOSITORY_PATCH_PROPOSAL_STATUS");
+
+    f.write(SERVICE, AFTER.as_bytes());
+    f.write(new, b"export const New = () => null;\n");
+    std::fs::remove_file(f.root().join(SCHEMAS)).unwrap();
+    f.proposal = crate::proposal_from_staged_tree(&f.context, &f.workspace).unwrap();
+    assert_eq!(f.proposal.provider_id, crate::STAGED_TREE_PROVIDER_ID);
+    assert!(f.proposal.proposal_id.starts_with("staged-"));
+    assert_eq!(f.proposal.proposal_id.len(), "staged-".len() + 32);
+    let claims: Vec<(&str, FileOp)> = f
+        .proposal
+        .changed_files
+        .iter()
+        .map(|c| (c.path.as_str(), c.op))
+        .collect();
+    assert_eq!(
+        claims,
+        [
+            (SCHEMAS, FileOp::Delete),
+            (SERVICE, FileOp::Update),
+            (new, FileOp::Create)
+        ]
+    );
+    let c = f.run().unwrap();
+    assert_eq!(c.changed_files().len(), 3);
+    assert_eq!(c.proposal_id(), f.proposal.proposal_id);
+    let again = crate::proposal_from_staged_tree(&f.context, &f.workspace).unwrap();
+    assert_eq!(again, f.proposal, "the same tree gives the same proposal");
+
+    // Violations are finalisation's to report, with its own codes.
+    f.write("app/modules/support/ui/Other.jsx", b"x\n");
+    f.proposal = crate::proposal_from_staged_tree(&f.context, &f.workspace).unwrap();
+    assert_eq!(f.code(), "REPOSITORY_PATCH_WORKSPACE_SET");
+}

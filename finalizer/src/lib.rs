@@ -14,9 +14,9 @@
 //! host-verified bytes; summary and rationale are host text, never provider output.
 //!
 //! # Features
-//! `effects` (default) adds [`finalize_repository_patch`] (reads a staged tree), the store's
-//! writes and [`verify_against_repository`] (runs `git`). Without it the crate writes no file and
-//! spawns no process.
+//! `effects` (default) adds [`finalize_repository_patch`] and [`proposal_from_staged_tree`]
+//! (which read a staged tree), the store's writes and [`verify_against_repository`] (runs `git`).
+//! Without it the crate writes no file and spawns no process.
 #![forbid(unsafe_code)]
 
 // Modules are private; the items other crates need are re-exported below (the curated surface).
@@ -29,6 +29,8 @@ mod export;
 mod finalize;
 mod model;
 mod parallel;
+#[cfg(feature = "effects")]
+mod staged;
 mod store;
 #[cfg(feature = "effects")]
 mod verify;
@@ -50,6 +52,8 @@ pub use model::{
     REPOSITORY_PATCH_SCHEMA_VERSION, RepositoryPatchCandidate, RepositoryPatchFile,
     VALIDATION_STATE, WRITE_BACK_MODE, validate_candidate_json,
 };
+#[cfg(feature = "effects")]
+pub use staged::{STAGED_TREE_PROVIDER_ID, proposal_from_staged_tree};
 pub use store::CandidateStore;
 #[cfg(feature = "effects")]
 pub use verify::{RepositoryVerification, verify_against_repository};

@@ -360,7 +360,9 @@ pub fn context_from_value(
     ApprovedExecutionContext::from_slice(&bytes)
 }
 
-/// The wire form of snapshot evidence, before validation.
+/// The wire form of snapshot evidence, before validation. `excluded` is the optional list
+/// `patch-candidate snapshot --json` adds (the tree entries left out of the manifest): it is
+/// checked entry by entry and then dropped, so evidence never carries it.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSnapshotEvidence {
@@ -371,6 +373,98 @@ struct RawSnapshotEvidence {
     baseline_commit_sha: String,
     snapshot_digest: String,
     file_manifest: BTreeMap<String, String>,
+    #[serde(default)]
+    excluded: Option<Vec<RawExcludedEntry>>,
+}
+
+/// The wire names of the tree-entry kinds that are left out of a manifest (every kind but
+/// `file`; the Git loader's test keeps this list equal to its `EntryKind`).
+pub const EXCLUDED_ENTRY_KINDS: [&str; 8] = [
+    "non_utf8_path",
+    "non_portable_path",
+    "submodule",
+    "symlink",
+    "executable",
+    "unsupported_mode",
+    "case_fold_collision",
+    "non_utf8_content",
+];
+
+/// One excluded tree entry as `snapshot --json` prints it (the canonical entry form of
+/// `docs/SNAPSHOT.md`); unknown keys are refused.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExcludedEntry {
+    content_sha256: Option<String>,
+    kind: String,
+    mode: String,
+    object_id: String,
+    path: Option<String>,
+    path_hex: String,
+    size: Option<u64>,
+}
+
+/// Longest git object id (SHA-256 repositories).
+const MAX_OBJECT_ID_CHARS: usize = 64;
+
+impl RawExcludedEntry {
+    /// The shape rules of an excluded entry: a known excluded kind, an octal mode, a lowercase
+    /// hex object id of 40 or 64 digits, a canonical `sha256:` when present, and a lowercase hex
+    /// name whose text form (when present) is exactly those bytes. Values are never quoted.
+    fn check(&self, index: usize) -> Result<(), SnapshotError> {
+        let bad = |what: &str| SnapshotError::SnapshotInvalid {
+            detail: format!("snapshot: $.excluded[{index}]: {what}"),
+        };
+        if !EXCLUDED_ENTRY_KINDS.contains(&self.kind.as_str()) {
+            return Err(bad("kind is not an excluded entry kind"));
+        }
+        if self.mode.is_empty()
+            || self.mode.len() > 6
+            || !self.mode.bytes().all(|b| (b'0'..=b'7').contains(&b))
+        {
+            return Err(bad("mode is not an octal git mode"));
+        }
+        let id = &self.object_id;
+        if !(id.len() == 40 || id.len() == MAX_OBJECT_ID_CHARS)
+            || !id.bytes().all(crate::digest::is_lower_hex)
+        {
+            return Err(bad("object_id is not a git object id"));
+        }
+        if let Some(hash) = &self.content_sha256 {
+            hash.parse::<Sha256>()
+                .map_err(|_| bad("content_sha256 is not a sha256 digest"))?;
+        }
+        // A blob has both; a gitlink (whose object is not in the repository) has neither.
+        if self.size.is_some() != self.content_sha256.is_some() {
+            return Err(bad("size and content_sha256 must be given together"));
+        }
+        let hex = &self.path_hex;
+        if hex.is_empty()
+            || !hex.len().is_multiple_of(2)
+            || !hex.bytes().all(crate::digest::is_lower_hex)
+        {
+            return Err(bad("path_hex is not lowercase hex"));
+        }
+        if let Some(path) = &self.path
+            && !path_hex_matches(path, hex)
+        {
+            return Err(bad("path differs from path_hex"));
+        }
+        Ok(())
+    }
+}
+
+/// True when `hex` is the lowercase hex spelling of `text`'s bytes.
+fn path_hex_matches(text: &str, hex: &str) -> bool {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    hex.len() == text.len() * 2
+        && text
+            .bytes()
+            .zip(hex.as_bytes().chunks_exact(2))
+            .all(|(b, pair)| {
+                pair.first() == DIGITS.get(usize::from(b >> 4))
+                    && pair.get(1) == DIGITS.get(usize::from(b & 0x0f))
+            })
 }
 
 /// `RepositorySnapshotEvidence`: the approved snapshot's identity and its file manifest
@@ -416,6 +510,20 @@ impl TryFrom<RawSnapshotEvidence> for RepositorySnapshotEvidence {
                 .map_err(|_| SnapshotError::ManifestHash { path: path.clone() })?;
             manifest.insert(p, h);
         }
+        // A tree lists each path once: an excluded entry is never also a manifest file.
+        for (index, entry) in raw.excluded.iter().flatten().enumerate() {
+            entry.check(index)?;
+            if entry
+                .path
+                .as_deref()
+                .and_then(|p| RepoPath::parse(p).ok())
+                .is_some_and(|p| manifest.contains_key(&p))
+            {
+                return Err(snap_invalid(&format!(
+                    "snapshot: $.excluded[{index}]: path is also a manifest file"
+                )));
+            }
+        }
         Ok(Self {
             plan_id: raw.plan_id,
             request_id: raw.request_id,
@@ -451,6 +559,7 @@ impl RepositorySnapshotEvidence {
             baseline_commit_sha,
             snapshot_digest,
             file_manifest: BTreeMap::new(),
+            excluded: None,
         };
         let mut out = Self::try_from(raw)?;
         out.file_manifest = file_manifest;

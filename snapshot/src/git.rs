@@ -5,8 +5,9 @@
 //! keeps gix's compile cost and a second object parser out of this crate. Every git process runs
 //! with a cleared environment (only `PATH`, plus settings that disable system/global config,
 //! replace refs, lazy fetches, prompts and every transport), so `GIT_DIR`, user config or replace
-//! refs cannot redirect what is read. Only `rev-parse`, `cat-file` and `ls-tree` are run; the
-//! worktree and the index are never read.
+//! refs cannot redirect what is read. The loader runs only `rev-parse`, `cat-file` and `ls-tree`;
+//! the worktree and the index are never read. ([`work_tree_state`], which only informs a person
+//! that uncommitted changes are not part of a snapshot, is the one function that looks at them.)
 //!
 //! [`GitSnapshot::load`] lists the tree with one `git ls-tree -r -z --full-tree <commit>` and
 //! streams every blob through one `git cat-file --batch` process, hashing with `sha2` (SHA-NI is
@@ -36,9 +37,11 @@ use crate::selection::BaselineFiles;
 use crate::text::Untrusted;
 
 mod process;
+mod revision;
 
 use process::{Deadline, capture, git_error};
 pub use process::{GIT_DEADLINE, run_git};
+pub use revision::{MAX_REVISION_CHARS, WorkTreeState, resolve_commit, work_tree_state};
 
 /// Schema id of the canonical snapshot document hashed by [`GitSnapshot::snapshot_digest`].
 pub const SNAPSHOT_SCHEMA: &str = "patch_candidate.repository_snapshot.v1";
@@ -1180,6 +1183,43 @@ impl Write for HashWriter<'_> {
 mod tests {
     use super::*;
     use proptest::strategy::Strategy as _;
+
+    /// Evidence accepts `snapshot --json`'s `excluded` list by kind name: the list there is
+    /// exactly the excluded kinds here.
+    #[test]
+    fn excluded_kind_names_match_the_evidence_parser() {
+        let kinds = [
+            EntryKind::File,
+            EntryKind::NonUtf8Path,
+            EntryKind::NonPortablePath,
+            EntryKind::Submodule,
+            EntryKind::Symlink,
+            EntryKind::Executable,
+            EntryKind::UnsupportedMode,
+            EntryKind::CaseFoldCollision,
+            EntryKind::NonUtf8Content,
+        ];
+        for kind in kinds {
+            // Exhaustive: a new kind fails to compile here until it is listed above.
+            match kind {
+                EntryKind::File
+                | EntryKind::NonUtf8Path
+                | EntryKind::NonPortablePath
+                | EntryKind::Submodule
+                | EntryKind::Symlink
+                | EntryKind::Executable
+                | EntryKind::UnsupportedMode
+                | EntryKind::CaseFoldCollision
+                | EntryKind::NonUtf8Content => {}
+            }
+        }
+        let excluded: Vec<&str> = kinds
+            .iter()
+            .filter(|k| k.is_excluded())
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(excluded, crate::EXCLUDED_ENTRY_KINDS);
+    }
 
     /// A repository with `a.txt` (`"hello\n"`) committed; returns the commit.
     fn small_repo(dir: &Path) -> String {

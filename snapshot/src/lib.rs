@@ -34,16 +34,17 @@ pub use classify::{
 };
 pub use coded::{Coded, FailureClass, check_message_convention};
 pub use context::{
-    ApprovedExecutionContext, EXECUTION_CONTEXT_SCHEMA_VERSION, MAX_CONTEXT_JSON_BYTES,
-    MAX_SNAPSHOT_JSON_BYTES, RepositorySnapshotEvidence, context_from_value,
-    verify_snapshot_identity,
+    ApprovedExecutionContext, EXCLUDED_ENTRY_KINDS, EXECUTION_CONTEXT_SCHEMA_VERSION,
+    MAX_CONTEXT_JSON_BYTES, MAX_SNAPSHOT_JSON_BYTES, RepositorySnapshotEvidence,
+    context_from_value, verify_snapshot_identity,
 };
 pub use digest::{SHA256_PREFIX, Sha256, is_lower_hex, is_typed_sha256, sha256_bare_hex};
 pub use error::SnapshotError;
 #[cfg(feature = "effects")]
 pub use git::{
-    EntryKind, GIT_DEADLINE, GitSnapshot, MAX_READ_FILES_BYTES, SNAPSHOT_SCHEMA, TreeEntry,
-    git_command, run_git,
+    EntryKind, GIT_DEADLINE, GitSnapshot, MAX_READ_FILES_BYTES, MAX_REVISION_CHARS,
+    SNAPSHOT_SCHEMA, TreeEntry, WorkTreeState, git_command, resolve_commit, run_git,
+    work_tree_state,
 };
 pub use json::{MAX_JSON_DEPTH, ShapeKind, StrictJsonError, from_slice_strict};
 pub use path::{

@@ -21,6 +21,7 @@
     clippy::indexing_slicing
 )]
 
+mod approve;
 mod cli;
 mod cli_export;
 mod cli_input;

@@ -1,7 +1,7 @@
 //! The crate's error type. Every variant has a stable wire code ([`WorkerError::code`]); messages
 //! never quote container output, Docker's own error text, or file contents.
 
-use snapshot::{Coded, FailureClass, SnapshotError};
+use snapshot::{Coded, FailureClass, SnapshotError, Untrusted};
 
 use crate::ids::ContainerName;
 use crate::limits::{MAX_TURN_ARCHIVE_BYTES, MAX_WALL_SECONDS};
@@ -98,6 +98,46 @@ pub enum WorkerError {
     /// Local state (staging directory, candidate store location) could not be prepared.
     #[error("PATCH_CANDIDATE_STATE: {detail}")]
     State { detail: &'static str },
+    /// A path an `approve` flag names cannot be granted as given (not in the tree at the commit,
+    /// not a portable path, outside the scopes it needs).
+    #[error("PATCH_CANDIDATE_APPROVE_PATH: {flag} {}: {reason}", Untrusted::quoted(.path))]
+    ApprovePath {
+        flag: &'static str,
+        path: String,
+        reason: &'static str,
+    },
+    /// Two `approve` grants collide: the same path (case-folded), or one inside the other.
+    #[error(
+        "PATCH_CANDIDATE_APPROVE_GRANTS: {flag} {} collides with {other_flag} {} ({reason})",
+        Untrusted::quoted(.path),
+        Untrusted::quoted(.other)
+    )]
+    ApproveGrants {
+        flag: &'static str,
+        path: String,
+        other_flag: &'static str,
+        other: String,
+        reason: &'static str,
+    },
+    /// `approve --commit` does not name a commit of the repository.
+    #[error("PATCH_CANDIDATE_APPROVE_COMMIT: --commit {}: {reason}", Untrusted::quoted(.rev))]
+    ApproveCommit { rev: String, reason: String },
+    /// An `approve` text flag (task, ids) is empty or otherwise unusable.
+    #[error("PATCH_CANDIDATE_APPROVE_VALUE: {flag} {reason}")]
+    ApproveValue {
+        flag: &'static str,
+        reason: &'static str,
+    },
+    /// `finalize` was given part of one input form and part of the other.
+    #[error("PATCH_CANDIDATE_FINALIZE_FLAGS: {detail}")]
+    FinalizeFlags { detail: &'static str },
+    /// `finalize --staged` without a proposal: an approved editable file is missing from the tree
+    /// (only a granted delete may be missing).
+    #[error(
+        "PATCH_CANDIDATE_STAGED_INCOMPLETE: --staged lacks the approved editable file {}: the staged tree holds every editable file of the approval, changed or not (only --delete grants may be missing)",
+        Untrusted::quoted(.path)
+    )]
+    StagedIncomplete { path: String },
     /// A digest flag is not `sha256:` followed by 64 lowercase hex digits.
     #[error(
         "PATCH_CANDIDATE_DIGEST_FLAG: {flag} must be sha256: followed by 64 lowercase hex digits"
@@ -164,6 +204,12 @@ impl WorkerError {
             Self::TurnNotCompleted { .. } => "REPOSITORY_PATCH_PROPOSAL_STATUS",
             Self::Selection { .. } => "REPOSITORY_PATCH_SELECTION",
             Self::State { .. } => "PATCH_CANDIDATE_STATE",
+            Self::ApprovePath { .. } => "PATCH_CANDIDATE_APPROVE_PATH",
+            Self::ApproveGrants { .. } => "PATCH_CANDIDATE_APPROVE_GRANTS",
+            Self::ApproveCommit { .. } => "PATCH_CANDIDATE_APPROVE_COMMIT",
+            Self::ApproveValue { .. } => "PATCH_CANDIDATE_APPROVE_VALUE",
+            Self::FinalizeFlags { .. } => "PATCH_CANDIDATE_FINALIZE_FLAGS",
+            Self::StagedIncomplete { .. } => "PATCH_CANDIDATE_STAGED_INCOMPLETE",
             Self::DigestFlag { .. } => "PATCH_CANDIDATE_DIGEST_FLAG",
             Self::OutputExists { .. } => "PATCH_CANDIDATE_OUTPUT_EXISTS",
             Self::OutputInRepository { .. } => "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY",
@@ -206,7 +252,12 @@ impl Coded for WorkerError {
     fn class(&self) -> FailureClass {
         match self {
             Self::Snapshot(e) => Coded::class(e),
-            Self::DigestFlag { .. }
+            Self::ApprovePath { .. }
+            | Self::ApproveGrants { .. }
+            | Self::ApproveCommit { .. }
+            | Self::ApproveValue { .. }
+            | Self::FinalizeFlags { .. }
+            | Self::DigestFlag { .. }
             | Self::OutputExists { .. }
             | Self::OutputInRepository { .. } => FailureClass::Usage,
             _ if self.environment() => FailureClass::Environment,
@@ -258,6 +309,30 @@ mod tests {
             WorkerError::TurnNotCompleted { status: "failed" },
             WorkerError::Selection { detail: "x" },
             WorkerError::State { detail: "x" },
+            WorkerError::ApprovePath {
+                flag: "--allow",
+                path: "a\u{1b}".to_owned(),
+                reason: "matches nothing at the commit",
+            },
+            WorkerError::ApproveGrants {
+                flag: "--create",
+                path: "a/b".to_owned(),
+                other_flag: "--delete",
+                other: "A".to_owned(),
+                reason: "one is a directory of the other",
+            },
+            WorkerError::ApproveCommit {
+                rev: "main".to_owned(),
+                reason: "no commit".to_owned(),
+            },
+            WorkerError::ApproveValue {
+                flag: "--task",
+                reason: "must not be empty",
+            },
+            WorkerError::FinalizeFlags { detail: "x" },
+            WorkerError::StagedIncomplete {
+                path: "a".to_owned(),
+            },
             WorkerError::DigestFlag { flag: "--digest" },
             WorkerError::OutputExists { flag: "--out" },
             WorkerError::OutputInRepository { flag: "--out" },
@@ -306,6 +381,12 @@ mod tests {
                 | WorkerError::TurnNotCompleted { .. }
                 | WorkerError::Selection { .. }
                 | WorkerError::State { .. }
+                | WorkerError::ApprovePath { .. }
+                | WorkerError::ApproveGrants { .. }
+                | WorkerError::ApproveCommit { .. }
+                | WorkerError::ApproveValue { .. }
+                | WorkerError::FinalizeFlags { .. }
+                | WorkerError::StagedIncomplete { .. }
                 | WorkerError::DigestFlag { .. }
                 | WorkerError::OutputExists { .. }
                 | WorkerError::OutputInRepository { .. }
@@ -321,12 +402,25 @@ mod tests {
     #[test]
     fn every_variant_follows_the_message_convention() {
         let all = samples();
-        assert_eq!(all.len(), 36);
+        assert_eq!(all.len(), 42);
         for e in &all {
             if let Err(violation) = snapshot::check_message_convention(e) {
                 panic!("{violation}");
             }
         }
+    }
+
+    #[test]
+    fn approve_messages_name_the_flag_and_escape_names() {
+        let e = WorkerError::ApprovePath {
+            flag: "--allow",
+            path: "a\u{1b}[2K\u{202e}".to_owned(),
+            reason: "matches nothing at the commit",
+        };
+        assert_eq!(
+            e.to_string(),
+            "PATCH_CANDIDATE_APPROVE_PATH: --allow 'a\\x1b[2K\\u202e': matches nothing at the commit"
+        );
     }
 
     #[test]
@@ -340,7 +434,12 @@ mod tests {
                 | WorkerError::Ledger { .. }
                 | WorkerError::State { .. }
                 | WorkerError::OutputWrite { .. } => FailureClass::Environment,
-                WorkerError::DigestFlag { .. }
+                WorkerError::ApprovePath { .. }
+                | WorkerError::ApproveGrants { .. }
+                | WorkerError::ApproveCommit { .. }
+                | WorkerError::ApproveValue { .. }
+                | WorkerError::FinalizeFlags { .. }
+                | WorkerError::DigestFlag { .. }
                 | WorkerError::OutputExists { .. }
                 | WorkerError::OutputInRepository { .. } => FailureClass::Usage,
                 _ => FailureClass::Rejected,

@@ -396,3 +396,72 @@ fn approval_documents_over_the_cap_are_refused() {
     let err = ApprovedExecutionContext::from_json(&v.to_string()).unwrap_err();
     assert_invalid(&err, "exceeds");
 }
+
+/// `patch-candidate snapshot --json` adds an `excluded` list to the evidence: it is accepted,
+/// checked entry by entry (shape, kind, ids, name bytes), and dropped; nothing else is loosened.
+#[test]
+fn snapshot_json_excluded_list_is_accepted_and_checked() {
+    let good = evidence_value(&[("app/x.py", "x")]);
+    let link = json!({
+        "content_sha256": format!("sha256:{}", "1".repeat(64)),
+        "kind": "symlink",
+        "mode": "120000",
+        "object_id": "a".repeat(40),
+        "path": "app/link",
+        "path_hex": "6170702f6c696e6b",
+        "size": 5,
+    });
+    let submodule = json!({
+        "content_sha256": null,
+        "kind": "submodule",
+        "mode": "160000",
+        "object_id": "b".repeat(40),
+        "path": null,
+        "path_hex": "ff",
+        "size": null,
+    });
+    let mut with = good.clone();
+    with["excluded"] = json!([link.clone(), submodule]);
+    let parsed = RepositorySnapshotEvidence::from_json(&with.to_string()).unwrap();
+    assert_eq!(
+        parsed,
+        RepositorySnapshotEvidence::from_json(&good.to_string()).unwrap()
+    );
+    assert_eq!(serde_json::to_value(&parsed).unwrap(), good, "dropped");
+    let mut empty = good.clone();
+    empty["excluded"] = json!([]);
+    RepositorySnapshotEvidence::from_json(&empty.to_string()).unwrap();
+
+    let cases: Vec<(&str, Value)> = vec![
+        ("kind", json!("file")),
+        ("kind", json!("other")),
+        ("mode", json!("12x000")),
+        ("object_id", json!("A".repeat(40))),
+        ("object_id", json!("a".repeat(41))),
+        ("content_sha256", json!("sha256:zz")),
+        ("path_hex", json!("6170702f6c696e6")),
+        ("path_hex", json!("6170702F6C696E6B")),
+        ("path", json!("app/other")),
+        ("path", json!("app/x.py")),
+        ("extra", json!(1)),
+        ("size", json!(-1)),
+        ("size", json!(null)),
+    ];
+    for (field, value) in cases {
+        let mut entry = link.clone();
+        entry[field] = value;
+        if field == "path" && entry["path"] == "app/x.py" {
+            entry["path_hex"] = json!("6170702f782e7079");
+        }
+        let mut v = good.clone();
+        v["excluded"] = json!([entry]);
+        let err = RepositorySnapshotEvidence::from_json(&v.to_string()).unwrap_err();
+        assert_eq!(err.code(), "REPOSITORY_PATCH_SNAPSHOT_INVALID", "{field}");
+        assert!(err.to_string().contains("$.excluded"), "{field}: {err}");
+        snapshot::check_message_convention(&err).unwrap();
+    }
+    let mut not_a_list = good;
+    not_a_list["excluded"] = json!({"kind": "symlink"});
+    let err = RepositorySnapshotEvidence::from_json(&not_a_list.to_string()).unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_PATCH_SNAPSHOT_INVALID");
+}

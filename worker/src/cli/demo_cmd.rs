@@ -176,9 +176,9 @@ pub(crate) fn demo_in(
     );
     let run_args = RunArgs {
         repo: dir.join("repo"),
-        commit,
+        commit: Some(commit),
         approval: dir.join("approval.json"),
-        task,
+        task: Some(task),
         image: Some(images.image.to_string()),
         image_id: Some(images.image_id.to_string()),
         store: Some(dir.join("candidates")),

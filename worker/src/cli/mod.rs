@@ -1,6 +1,7 @@
 //! Command-line parsing and dispatch. Each command group lives in its own module and returns a
 //! [`Outcome`] (a JSON value plus human text) or a [`CliError`] carrying a stable code.
 
+mod approve_cmd;
 mod archive_cmd;
 mod demo_cmd;
 mod docker_args;
@@ -9,10 +10,12 @@ mod export_cmd;
 mod finalize_cmd;
 mod image_cmd;
 mod janitor_cmd;
+mod outfile;
 mod output;
 mod paths;
 mod render;
 mod run_cmd;
+mod shell_cmd;
 mod signals;
 mod snapshot_cmd;
 mod usage_cmd;
@@ -43,6 +46,9 @@ pub(crate) struct Cli {
 enum Command {
     /// Snapshot a local Git repository at a pinned commit and print its evidence.
     Snapshot(snapshot_cmd::SnapshotArgs),
+    /// Write an approval for a change of a local repository (no hand-written JSON): scopes and
+    /// grants checked against the tree at the commit, with the checks `run` makes.
+    Approve(Box<approve_cmd::ApproveArgs>),
     /// Inspect a returned archive strictly, or pack a directory into the canonical envelope.
     #[command(subcommand)]
     Archive(archive_cmd::ArchiveCommand),
@@ -71,6 +77,10 @@ enum Command {
     Doctor(doctor_cmd::DoctorArgs),
     /// Export a candidate as a patch (`--format git`: ready for `git apply`, empty files included).
     Export(export_cmd::ExportArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell).
+    Completions(shell_cmd::CompletionsArgs),
+    /// Print the man page (roff).
+    Man(shell_cmd::ManArgs),
 }
 
 /// Runs the parsed command and maps the outcome to stdout/stderr and an exit code.
@@ -78,6 +88,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
     output::set_json_mode(cli.json);
     let result = match cli.command {
         Command::Snapshot(args) => snapshot_cmd::run(&args),
+        Command::Approve(args) => approve_cmd::run(&args),
         Command::Archive(command) => archive_cmd::run(&command),
         Command::Run(args) => run_cmd::run(&args),
         Command::Demo(args) => demo_cmd::run(&args),
@@ -90,6 +101,8 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Show(args) => finalize_cmd::show(&args),
         Command::Doctor(args) => doctor_cmd::run(&args),
         Command::Export(args) => export_cmd::run(&args),
+        Command::Completions(args) => shell_cmd::completions(&args),
+        Command::Man(args) => shell_cmd::man(&args),
     };
     output::emit(result, cli.json)
 }

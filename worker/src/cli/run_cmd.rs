@@ -29,15 +29,17 @@ pub(crate) struct RunArgs {
     /// Local Git repository (read only, at `--commit`).
     #[arg(long)]
     pub repo: PathBuf,
-    /// The pinned commit (40 hex digits); must equal the approval's baseline commit.
+    /// The pinned commit (40 hex digits); must equal the approval's baseline commit. Default: the
+    /// approval's `baseline_commit_sha`.
     #[arg(long)]
-    pub commit: String,
+    pub commit: Option<String>,
     /// The approved execution context (`managed_refinement.execution_context.v1` JSON).
     #[arg(long)]
     pub approval: PathBuf,
-    /// The task; must equal the approval's `raw_request`.
+    /// The task; must equal the approval's `raw_request` exactly. Default: the approval's
+    /// `raw_request`.
     #[arg(long)]
-    pub task: String,
+    pub task: Option<String>,
     /// Image reference (default: the one recorded by `image build`).
     #[arg(long)]
     pub image: Option<String>,
@@ -238,11 +240,21 @@ async fn turn_with_sweep(
             render::name(&config.expected_image_id().to_string())
         );
     }
+    // Omitted, the commit and the task are the approval's own; given, they must equal them (the
+    // snapshot identity and the turn request checks refuse a mismatch with their own codes).
+    let commit = args
+        .commit
+        .as_deref()
+        .unwrap_or_else(|| context.baseline_commit_sha());
+    let task = args
+        .task
+        .as_deref()
+        .unwrap_or_else(|| context.raw_request());
     let request = PipelineRequest {
         repo: &args.repo,
-        commit: &args.commit,
+        commit,
         context,
-        task: &args.task,
+        task,
         selected,
         read_only,
         policy,

@@ -1,0 +1,401 @@
+//! From your own repository to a verified candidate with the `patch-candidate` binary and no
+//! hand-written JSON: `approve` on a fresh `git init` repository, `finalize --staged`, `verify`;
+//! every bad input of `approve` (a stable code naming the flag, exit 2 or 3, nothing written);
+//! and `run` with an `approve` approval and neither `--task` nor `--commit` (Docker).
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::proof::{DASHBOARD, demo_files};
+use crate::support::*;
+
+fn bin() -> Command {
+    let mut cmd = Command::new(workspace_bin("patch-candidate"));
+    cmd.env_remove("DOCKER_HOST").env_remove("NO_COLOR");
+    cmd
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn json_of(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        panic!(
+            "stdout is not JSON: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            stderr(out)
+        )
+    })
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(["-c", "commit.gpgsign=false"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// A fresh repository: two sources, a test, a README; returns (dir, HEAD).
+fn own_repo() -> (tempfile::TempDir, String) {
+    git_repo(&BTreeMap::from([
+        ("src/lib.rs", "pub fn one() -> u32 {\n    1\n}\n".to_owned()),
+        ("src/old.rs", "// retired\n".to_owned()),
+        ("tests/one.rs", "#[test]\nfn one() {}\n".to_owned()),
+        ("README.md", "# mine\n".to_owned()),
+    ]))
+}
+
+fn approve(repo: &Path, extra: &[&str]) -> Command {
+    let mut cmd = bin();
+    cmd.arg("approve")
+        .arg("--repo")
+        .arg(repo)
+        .args(["--allow", "src/", "--read-only", "tests/"])
+        .args(["--task", "Return two, add two.rs, retire old.rs."])
+        .args(extra);
+    cmd
+}
+
+/// Copies `rel` from the repository's work tree into `staged` (the same relative path).
+fn stage(repo: &Path, staged: &Path, rel: &str, content: Option<&str>) {
+    let target = staged.join(rel);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .create(target.parent().unwrap())
+        .unwrap();
+    match content {
+        Some(text) => std::fs::write(&target, text).unwrap(),
+        None => {
+            std::fs::copy(repo.join(rel), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn approve_finalize_staged_and_verify_on_a_fresh_repository() {
+    let (repo_dir, head) = own_repo();
+    let repo = repo_dir.path();
+    let work = tempfile::tempdir().unwrap();
+    let approval = work.path().join("approval.json");
+    let out = approve(
+        repo,
+        &["--create", "src/two.rs", "--delete", "src/old.rs", "--out"],
+    )
+    .arg(&approval)
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "the approval went to --out");
+    let text = stderr(&out);
+    for expected in [
+        "editable (2):\n  src/lib.rs\n  src/old.rs\n",
+        "read-only (1):\n  tests/one.rs\n",
+        "may create (1):\n  src/two.rs\n",
+        "may delete (1):\n  src/old.rs\n",
+        "generated plan_id: plan-",
+        "mode 0600",
+    ] {
+        assert!(text.contains(expected), "{expected:?} in:\n{text}");
+    }
+    let mode = std::fs::metadata(&approval).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&approval).unwrap()).unwrap();
+    assert_eq!(doc["baseline_commit_sha"], head.as_str());
+
+    // The change, made by hand in a staged tree: no proposal or snapshot JSON to write.
+    let staged = work.path().join("staged");
+    std::fs::create_dir(&staged).unwrap();
+    stage(
+        repo,
+        &staged,
+        "src/lib.rs",
+        Some("pub fn one() -> u32 {\n    2\n}\n"),
+    );
+    stage(
+        repo,
+        &staged,
+        "src/two.rs",
+        Some("pub fn two() -> u32 {\n    2\n}\n"),
+    );
+    let store = work.path().join("candidates");
+    let out = bin()
+        .args(["--json", "finalize", "--repo"])
+        .arg(repo)
+        .arg("--approval")
+        .arg(&approval)
+        .arg("--staged")
+        .arg(&staged)
+        .arg("--store")
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json_of(&out);
+    let files: Vec<(String, String)> = doc["candidate"]["changed_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().to_owned(),
+                f["op"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let pairs = |v: &[(&str, &str)]| {
+        v.iter()
+            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        files,
+        pairs(&[
+            ("src/lib.rs", "update"),
+            ("src/old.rs", "delete"),
+            ("src/two.rs", "create")
+        ])
+    );
+    let stored = PathBuf::from(doc["stored"].as_str().unwrap());
+    let out = bin()
+        .args(["--json", "verify"])
+        .arg(&stored)
+        .arg("--repo")
+        .arg(repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(json_of(&out)["digest"], doc["digest"]);
+    // Nothing was written into the repository.
+    assert_eq!(git(repo, &["status", "--porcelain", "--ignored"]), "");
+}
+
+/// Each bad input: a stable code first on stderr and in the `--json` error, naming the flag,
+/// the failure class's exit status, and nothing written anywhere.
+#[test]
+fn approve_bad_input_has_stable_codes_and_writes_nothing() {
+    let (repo_dir, _) = own_repo();
+    let repo = repo_dir.path();
+    let work = tempfile::tempdir().unwrap();
+    let out_file = work.path().join("approval.json");
+    let out_arg = out_file.to_str().unwrap().to_owned();
+    let inside = repo.join("src/approval.json");
+    let inside_arg = inside.to_str().unwrap().to_owned();
+    let cases: Vec<(&str, Vec<&str>, &str, &str, u8)> = vec![
+        (
+            "unknown path",
+            vec!["--allow", "lib/", "--out", &out_arg],
+            "PATCH_CANDIDATE_APPROVE_PATH",
+            "--allow",
+            2,
+        ),
+        (
+            "create exists",
+            vec!["--create", "src/lib.rs", "--out", &out_arg],
+            "PATCH_CANDIDATE_APPROVE_PATH",
+            "--create",
+            2,
+        ),
+        (
+            "grants collide",
+            vec![
+                "--create", "src/n.rs", "--create", "src/N.rs", "--out", &out_arg,
+            ],
+            "PATCH_CANDIDATE_APPROVE_GRANTS",
+            "--create",
+            2,
+        ),
+        (
+            "grants overlap",
+            vec![
+                "--create",
+                "src/d",
+                "--create",
+                "src/d/x.rs",
+                "--out",
+                &out_arg,
+            ],
+            "PATCH_CANDIDATE_APPROVE_GRANTS",
+            "--create",
+            2,
+        ),
+        (
+            "scopes collide",
+            vec!["--read-only", "src", "--out", &out_arg],
+            "PATCH_CANDIDATE_APPROVE_GRANTS",
+            "--read-only",
+            2,
+        ),
+        (
+            "commit not in repo",
+            vec![
+                "--commit",
+                "0123456789abcdef0123456789abcdef01234567",
+                "--out",
+                &out_arg,
+            ],
+            "PATCH_CANDIDATE_APPROVE_COMMIT",
+            "--commit",
+            2,
+        ),
+        (
+            "out inside repo",
+            vec!["--out", &inside_arg],
+            "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY",
+            "--out",
+            2,
+        ),
+        (
+            "unwritable directory",
+            vec!["--out", "/sys/approval.json"],
+            "PATCH_CANDIDATE_OUTPUT_WRITE",
+            "--out",
+            3,
+        ),
+    ];
+    for (what, extra, code, flag, status) in cases {
+        let out = approve(repo, &extra).arg("--json").output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(i32::from(status)),
+            "{what}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).starts_with(&format!("{code}: ")),
+            "{what}: {}",
+            stderr(&out)
+        );
+        let doc = json_of(&out);
+        assert_eq!(doc["error"]["code"], code, "{what}");
+        assert!(
+            doc["error"]["message"].as_str().unwrap().contains(flag),
+            "{what}: {doc}"
+        );
+        assert!(names(work.path()).is_empty(), "{what}");
+        assert_eq!(
+            git(repo, &["status", "--porcelain", "--ignored"]),
+            "",
+            "{what}"
+        );
+    }
+    assert!(!Path::new("/sys/approval.json").exists());
+
+    // An existing file: refused without --force (exit 2, untouched), replaced with it (0600).
+    std::fs::write(&out_file, "keep").unwrap();
+    let out = approve(repo, &["--out", &out_arg]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).starts_with("PATCH_CANDIDATE_OUTPUT_EXISTS: --out "));
+    assert_eq!(std::fs::read(&out_file).unwrap(), b"keep");
+    let out = approve(repo, &["--out", &out_arg, "--force"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(names(work.path()), ["approval.json"]);
+    let mode = std::fs::metadata(&out_file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // --force without --out is a usage error of clap's.
+    let out = approve(repo, &["--force"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// A dirty work tree is no error: the approval binds the commit, and stderr says so.
+#[test]
+fn approve_on_a_dirty_work_tree_binds_the_commit_and_says_so() {
+    let (repo_dir, head) = own_repo();
+    let repo = repo_dir.path();
+    std::fs::write(repo.join("src/lib.rs"), "uncommitted\n").unwrap();
+    let out = approve(repo, &[]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("1 uncommitted change(s); the approval binds commit"),
+        "{}",
+        stderr(&out)
+    );
+    let doc = json_of(&out);
+    assert_eq!(doc["baseline_commit_sha"], head.as_str());
+    assert_eq!(git(repo, &["status", "--porcelain"]), "M src/lib.rs");
+}
+
+/// A state directory holding a copy of the recorded images.
+fn state_with_images() -> tempfile::TempDir {
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(
+        state.path().join("images.json"),
+        serde_json::to_vec(&proof_images()).unwrap(),
+    )
+    .unwrap();
+    state
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_cli_run_takes_task_and_commit_from_an_approve_approval() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let state = state_with_images();
+    let (repo_dir, commit) = git_repo(&demo_files());
+    let repo = repo_dir.path();
+    let work = tempfile::tempdir().unwrap();
+    let approval = work.path().join("approval.json");
+    let out = bin()
+        .arg("approve")
+        .arg("--repo")
+        .arg(repo)
+        .args(["--allow", "app/", "--read-only", "tests/"])
+        .args(["--task", "Update the dashboard.", "--out"])
+        .arg(&approval)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = |extra: &[&str]| {
+        bin()
+            .args(["--json", "run", "--repo"])
+            .arg(repo)
+            .arg("--approval")
+            .arg(&approval)
+            .args(extra)
+            .env("PATCH_CANDIDATE_STATE_DIR", state.path())
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc = json_of(&out);
+    assert_eq!(doc["candidate"]["changed_files"][0]["path"], DASHBOARD);
+    assert_eq!(doc["candidate"]["baseline_commit_sha"], commit.as_str());
+    // Given, they must still match the approval.
+    let out = run(&["--task", "Something else."]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        json_of(&out)["error"]["code"],
+        "REPOSITORY_DOCKER_CONTEXT_MISMATCH"
+    );
+    git(repo, &["commit", "-q", "--allow-empty", "-m", "later"]);
+    let later = git(repo, &["rev-parse", "HEAD"]);
+    let out = run(&["--commit", &later]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        json_of(&out)["error"]["code"],
+        "REPOSITORY_PATCH_SNAPSHOT_IDENTITY"
+    );
+    assert_no_turn_containers(&docker).await;
+    tally("docker_cli_run_takes_task_and_commit_from_an_approve_approval");
+}
