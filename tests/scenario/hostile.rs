@@ -7,7 +7,7 @@ use crate::proof::{DASHBOARD, pipeline};
 use crate::support::*;
 
 /// Tags `FROM <hostile image>` with `CMD [mode]`; returns (tag, id).
-fn hostile_mode_image(base: &str, mode: &str) -> (String, String) {
+pub fn hostile_mode_image(base: &str, mode: &str) -> (String, String) {
     let tag = format!("patch-candidate-hostile-{mode}:test");
     let ctx = tempfile::tempdir().unwrap();
     std::fs::write(

@@ -31,4 +31,5 @@ mod proof;
 mod proof_image;
 mod proof_io;
 mod real_turn;
+mod runtimes;
 mod support;

@@ -56,6 +56,25 @@ pub async fn pipeline(
     selected: Option<&[&str]>,
     wall: u64,
 ) -> Run {
+    pipeline_under(
+        None, docker, image, image_id, task, create, delete, selected, wall,
+    )
+    .await
+}
+
+/// [`pipeline`] under a named OCI runtime (`None`: the daemon default).
+#[allow(clippy::too_many_arguments)]
+pub async fn pipeline_under(
+    runtime: Option<&str>,
+    docker: &BollardRuntime,
+    image: &str,
+    image_id: &str,
+    task: &str,
+    create: &[&str],
+    delete: &[&str],
+    selected: Option<&[&str]>,
+    wall: u64,
+) -> Run {
     let (repo, commit) = git_repo(&demo_files());
     let context = approval(
         repo.path(),
@@ -66,7 +85,9 @@ pub async fn pipeline(
         create,
         delete,
     );
-    let config = TurnConfig::parse(image, image_id, wall, 700_000).unwrap();
+    let config = TurnConfig::parse(image, image_id, wall, 700_000)
+        .unwrap()
+        .with_runtime(runtime.map(|r| r.parse().unwrap()));
     let policy = DefaultPathPolicy::default();
     let store_dir = tempfile::tempdir().unwrap();
     let store = CandidateStore::open(store_dir.path()).unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::errors::Error as BollardError;
-use bollard::models::{ContainerCreateBody, ContainerInspectResponse};
+use bollard::models::{ContainerCreateBody, ContainerInspectResponse, SystemInfo};
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, KillContainerOptionsBuilder,
     ListContainersOptionsBuilder, RemoveContainerOptionsBuilder, WaitContainerOptionsBuilder,
@@ -22,6 +22,7 @@ use crate::runtime::{
     ContainerRuntime, ExitStatus, ImageFacts, OutputChunk, OutputStream, RuntimeError,
     TurnContainer,
 };
+use crate::runtime_profile::RegisteredRuntime;
 
 /// The socket used when `--docker-socket` is not given. `DOCKER_HOST` is never consulted.
 pub const DEFAULT_DOCKER_SOCKET: &str = "/var/run/docker.sock";
@@ -261,5 +262,73 @@ impl ContainerRuntime for BollardRuntime {
                 labels: c.labels.unwrap_or_default(),
             })
             .collect())
+    }
+
+    async fn registered_runtimes(
+        &self,
+    ) -> Result<HashMap<String, RegisteredRuntime>, RuntimeError> {
+        Ok(registered(&self.system_info().await?))
+    }
+}
+
+fn registered(info: &SystemInfo) -> HashMap<String, RegisteredRuntime> {
+    info.runtimes
+        .iter()
+        .flatten()
+        .map(|(name, r)| {
+            (
+                name.clone(),
+                RegisteredRuntime {
+                    path: r.path.clone(),
+                    args: r.runtime_args.clone().unwrap_or_default(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// What the daemon says about itself (`GET /info`), for `patch-candidate doctor`. Every string
+/// is the daemon's own, unvalidated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DaemonFacts {
+    /// `ServerVersion`.
+    pub server_version: Option<String>,
+    /// `CgroupVersion` (`1` or `2`).
+    pub cgroup_version: Option<String>,
+    /// `CgroupDriver` (`cgroupfs`, `systemd`).
+    pub cgroup_driver: Option<String>,
+    /// `SecurityOptions`, e.g. `name=seccomp,profile=default`, `name=apparmor`.
+    pub security_options: Vec<String>,
+    /// `DefaultRuntime`.
+    pub default_runtime: Option<String>,
+    /// `Runtimes`, by name.
+    pub runtimes: HashMap<String, RegisteredRuntime>,
+    /// `KernelVersion`.
+    pub kernel_version: Option<String>,
+}
+
+impl BollardRuntime {
+    async fn system_info(&self) -> Result<SystemInfo, RuntimeError> {
+        self.docker.info().await.map_err(|e| map_err(&e))
+    }
+
+    /// The daemon's `/info`, reduced to what an operator needs to choose a runtime.
+    ///
+    /// # Errors
+    /// `REPOSITORY_DOCKER_UNAVAILABLE` or `REPOSITORY_DOCKER_COMMAND_FAILED` when `/info` fails.
+    pub async fn daemon_facts(&self) -> Result<DaemonFacts, WorkerError> {
+        let info = self.system_info().await.map_err(|e| match e {
+            RuntimeError::Unavailable => WorkerError::Unavailable { detail: "info" },
+            _ => WorkerError::CommandFailed { operation: "info" },
+        })?;
+        Ok(DaemonFacts {
+            server_version: info.server_version.clone(),
+            cgroup_version: info.cgroup_version.map(|v| v.to_string()),
+            cgroup_driver: info.cgroup_driver.map(|v| v.to_string()),
+            security_options: info.security_options.clone().unwrap_or_default(),
+            default_runtime: info.default_runtime.clone(),
+            runtimes: registered(&info),
+            kernel_version: info.kernel_version.clone(),
+        })
     }
 }

@@ -37,6 +37,12 @@ pub enum WorkerError {
     /// The configured runtime name is not a plain identifier.
     #[error("REPOSITORY_DOCKER_RUNTIME: invalid runtime name")]
     RuntimeName,
+    /// The daemon's registration of the configured runtime differs from its profile (for
+    /// `runsc`: not registered, another binary, or other `runtimeArgs`).
+    #[error(
+        "REPOSITORY_DOCKER_RUNTIME_MISMATCH: registered runtime differs from its profile ({field})"
+    )]
+    RuntimeMismatch { field: &'static str },
     /// The daemon could not be reached (socket missing, refused, API negotiation failed).
     #[error("REPOSITORY_DOCKER_UNAVAILABLE: Docker daemon unavailable ({detail})")]
     Unavailable { detail: &'static str },
@@ -178,6 +184,7 @@ impl WorkerError {
             Self::ContextMismatch { .. } => "REPOSITORY_DOCKER_CONTEXT_MISMATCH",
             Self::RequestBudget { .. } => "REPOSITORY_DOCKER_REQUEST_BUDGET",
             Self::RuntimeName => "REPOSITORY_DOCKER_RUNTIME",
+            Self::RuntimeMismatch { .. } => "REPOSITORY_DOCKER_RUNTIME_MISMATCH",
             Self::Unavailable { .. } => "REPOSITORY_DOCKER_UNAVAILABLE",
             Self::CommandFailed { .. } => "REPOSITORY_DOCKER_COMMAND_FAILED",
             Self::ImageId => "REPOSITORY_DOCKER_IMAGE_ID",
@@ -277,6 +284,7 @@ mod tests {
             WorkerError::ContextMismatch { field: "app_id" },
             WorkerError::RequestBudget { limit: 1 },
             WorkerError::RuntimeName,
+            WorkerError::RuntimeMismatch { field: "path" },
             WorkerError::Unavailable { detail: "connect" },
             WorkerError::CommandFailed { operation: "start" },
             WorkerError::ImageId,
@@ -353,6 +361,7 @@ mod tests {
                 | WorkerError::ContextMismatch { .. }
                 | WorkerError::RequestBudget { .. }
                 | WorkerError::RuntimeName
+                | WorkerError::RuntimeMismatch { .. }
                 | WorkerError::Unavailable { .. }
                 | WorkerError::CommandFailed { .. }
                 | WorkerError::ImageId
@@ -393,7 +402,7 @@ mod tests {
     #[test]
     fn every_variant_follows_the_message_convention() {
         let all = samples();
-        assert_eq!(all.len(), 41);
+        assert_eq!(all.len(), 42);
         for e in &all {
             if let Err(violation) = snapshot::check_message_convention(e) {
                 panic!("{violation}");

@@ -29,6 +29,7 @@ mod owner;
 mod pipeline;
 mod request;
 mod runtime;
+mod runtime_profile;
 mod spec;
 mod state;
 #[cfg(test)]
@@ -38,7 +39,7 @@ mod usage;
 
 pub use cleanup::{remove_container, settle_pending_removals};
 pub use config::TurnConfig;
-pub use docker::{BollardRuntime, DEFAULT_DOCKER_SOCKET, REQUEST_TIMEOUT};
+pub use docker::{BollardRuntime, DEFAULT_DOCKER_SOCKET, DaemonFacts, REQUEST_TIMEOUT};
 pub use error::WorkerError;
 pub use ids::{
     CONTAINER_NAME_PREFIX, ContainerName, ImageId, ImageReference, RuntimeName, TURN_LABEL_KEY,
@@ -67,6 +68,10 @@ pub use request::{
 pub use runtime::{
     ContainerRuntime, ExitStatus, ImageFacts, OutputChunk, OutputStream, RuntimeError,
     TurnContainer,
+};
+pub use runtime_profile::{
+    RUNC_PIDS_LIMIT, RUNSC, RUNSC_ARGS, RUNSC_PATH, RUNSC_PIDS_LIMIT, RegisteredRuntime,
+    RuntimeProfile,
 };
 pub use state::state_dir;
 pub use turn::{RepositoryDockerTurn, drain_output, execute_repository_docker_turn};

@@ -11,6 +11,7 @@ use bollard::models::{ContainerCreateBody, ContainerInspectResponse};
 use futures::Stream;
 
 use crate::ids::{ContainerName, ImageReference};
+use crate::runtime_profile::RegisteredRuntime;
 
 /// One chunk of container output, already demultiplexed by the daemon's frame headers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +109,10 @@ pub trait ContainerRuntime: Send + Sync {
     fn remove(&self, name: &str) -> impl Future<Output = Result<(), RuntimeError>> + Send;
     /// Every container (any state) carrying the offline turn label.
     fn list_turns(&self) -> impl Future<Output = Result<Vec<TurnContainer>, RuntimeError>> + Send;
+    /// The runtimes the daemon has registered (`GET /info`, `Runtimes`), by name.
+    fn registered_runtimes(
+        &self,
+    ) -> impl Future<Output = Result<HashMap<String, RegisteredRuntime>, RuntimeError>> + Send;
 }
 
 /// A shared runtime is a runtime (so a guard can own a handle to a runtime that is not `Clone`).
@@ -158,5 +163,10 @@ impl<T: ContainerRuntime + ?Sized> ContainerRuntime for std::sync::Arc<T> {
     }
     fn list_turns(&self) -> impl Future<Output = Result<Vec<TurnContainer>, RuntimeError>> + Send {
         (**self).list_turns()
+    }
+    fn registered_runtimes(
+        &self,
+    ) -> impl Future<Output = Result<HashMap<String, RegisteredRuntime>, RuntimeError>> + Send {
+        (**self).registered_runtimes()
     }
 }

@@ -13,11 +13,10 @@ use bollard::models::{
 use crate::error::WorkerError;
 use crate::ids::{ContainerName, ImageId, RuntimeName, TURN_LABEL_KEY, TURN_LABEL_VALUE};
 use crate::owner::TurnLabels;
+use crate::runtime_profile::RuntimeProfile;
 
 /// The user every turn runs as.
 pub const TURN_USER: &str = "10001:10001";
-/// `--pids-limit 64`.
-pub const PIDS_LIMIT: i64 = 64;
 /// `--memory 768m` (and the same swap limit, i.e. no swap).
 pub const MEMORY_BYTES: i64 = 768 * 1024 * 1024;
 /// `--cpus 1`.
@@ -83,6 +82,14 @@ pub struct SpecInput<'a> {
     pub runtime: Option<&'a RuntimeName>,
 }
 
+impl SpecInput<'_> {
+    /// The runtime profile the spec and its inspection follow.
+    #[must_use]
+    pub fn profile(&self) -> RuntimeProfile {
+        RuntimeProfile::for_runtime(self.runtime)
+    }
+}
+
 /// The create body: no network, read-only root, no mounts but bounded tmpfs, no capabilities,
 /// no-new-privileges with the turn seccomp profile, pids/memory/CPU limits, init, private IPC with
 /// a 1 MiB `/dev/shm`,
@@ -112,7 +119,7 @@ pub fn container_spec(input: &SpecInput<'_>) -> ContainerCreateBody {
         cap_drop: Some(vec!["ALL".to_owned()]),
         security_opt: Some(security_opts()),
         shm_size: Some(SHM_SIZE_BYTES),
-        pids_limit: Some(PIDS_LIMIT),
+        pids_limit: Some(input.profile().pids_limit()),
         memory: Some(MEMORY_BYTES),
         memory_swap: Some(MEMORY_BYTES),
         nano_cpus: Some(NANO_CPUS),
@@ -232,7 +239,10 @@ pub fn verify_container(
         "HostConfig.SecurityOpt",
     )?;
     require(host.shm_size == Some(SHM_SIZE_BYTES), "HostConfig.ShmSize")?;
-    require(host.pids_limit == Some(PIDS_LIMIT), "HostConfig.PidsLimit")?;
+    require(
+        host.pids_limit == Some(input.profile().pids_limit()),
+        "HostConfig.PidsLimit",
+    )?;
     require(host.memory == Some(MEMORY_BYTES), "HostConfig.Memory")?;
     require(
         host.memory_swap == Some(MEMORY_BYTES),

@@ -6,7 +6,7 @@
     clippy::indexing_slicing
 )]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use bollard::models::{
@@ -23,6 +23,7 @@ use crate::runtime::{
     ContainerRuntime, ExitStatus, ImageFacts, OutputChunk, OutputStream, RuntimeError,
     TurnContainer,
 };
+use crate::runtime_profile::{RUNSC, RUNSC_ARGS, RUNSC_PATH, RegisteredRuntime};
 
 pub const IMAGE: &str = "patch-candidate-proof:local";
 pub fn image_id() -> String {
@@ -62,6 +63,8 @@ pub struct FakeRuntime {
     pub create_hangs: bool,
     /// Notified whenever a call is recorded.
     pub progress: Arc<tokio::sync::Notify>,
+    /// What `/info` lists as registered runtimes (default: runc and the expected runsc).
+    pub runtimes: HashMap<String, RegisteredRuntime>,
 }
 
 impl std::fmt::Debug for FakeRuntime {
@@ -91,6 +94,22 @@ impl FakeRuntime {
             wait_hangs: false,
             create_hangs: false,
             progress: Arc::default(),
+            runtimes: HashMap::from([
+                (
+                    "runc".to_owned(),
+                    RegisteredRuntime {
+                        path: Some("runc".to_owned()),
+                        args: Vec::new(),
+                    },
+                ),
+                (
+                    RUNSC.to_owned(),
+                    RegisteredRuntime {
+                        path: Some(RUNSC_PATH.to_owned()),
+                        args: RUNSC_ARGS.iter().map(|a| (*a).to_owned()).collect(),
+                    },
+                ),
+            ]),
         }
     }
 
@@ -244,6 +263,13 @@ impl ContainerRuntime for FakeRuntime {
     async fn list_turns(&self) -> Result<Vec<TurnContainer>, RuntimeError> {
         self.record("list");
         Ok(self.turns.clone())
+    }
+
+    async fn registered_runtimes(
+        &self,
+    ) -> Result<HashMap<String, RegisteredRuntime>, RuntimeError> {
+        self.record("info");
+        Ok(self.runtimes.clone())
     }
 }
 

@@ -1,5 +1,5 @@
 //! `execute_repository_docker_turn` (reference §10): every argument and approval check before
-//! any Docker call, then image inspect → create by ID → pre-start inspection → attach → start →
+//! any Docker call, then image inspect → (under runsc) the daemon's runtime registration → create by ID → pre-start inspection → attach → start →
 //! stdin → bounded output → exit status → output parsing.
 //!
 //! The container is owned by a [`ContainerGuard`] from before `create` until it is proven gone:
@@ -21,6 +21,7 @@ use crate::output::{OutputLimits, parse_turn_output};
 use crate::owner::{AttemptId, local_owner, now_unix};
 use crate::request::{CodingWorkerRequest, TurnApproval, stdin_payload, verify_turn_request};
 use crate::runtime::{ContainerRuntime, OutputChunk, OutputStream, RuntimeError};
+use crate::runtime_profile::RuntimeProfile;
 use crate::spec::{SpecInput, container_spec, verify_container, verify_env};
 use crate::usage::IsolatedAcpUsage;
 
@@ -97,6 +98,13 @@ pub async fn execute_repository_docker_turn<R: ContainerRuntime + Clone + 'stati
         return Err(WorkerError::ImageIdMismatch);
     }
     verify_env(&image.env)?;
+    // Under a runtime whose registration matters (runsc), the daemon's `/info` must list exactly
+    // the expected binary and arguments before anything is created.
+    let profile = RuntimeProfile::for_runtime(config.runtime());
+    if profile.verifies_registration() {
+        let registered = call("info", runtime.registered_runtimes()).await?;
+        profile.verify_registration(&registered)?;
+    }
 
     let attempt = AttemptId::generate();
     let lifetime = config.turn_lifetime();

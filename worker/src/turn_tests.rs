@@ -1041,3 +1041,95 @@ fn turn_config_keeps_its_checks() {
         "REPOSITORY_DOCKER_WALL_BUDGET"
     );
 }
+
+async fn run_under(
+    fake: &FakeRuntime,
+    fx: &Fixture,
+    runtime: &str,
+) -> Result<RepositoryDockerTurn, WorkerError> {
+    let config = config().with_runtime(Some(runtime.parse().unwrap()));
+    let request = fx.request(&[SERVICE], &[READ_ONLY_TEST]);
+    execute_repository_docker_turn(fake, &request, &fx.approval(), &config).await
+}
+
+/// Under runsc the daemon's registration is read before create, and the container gets the runsc
+/// profile's pids limit (verified back by the inspection); under runc `/info` is never read.
+#[tokio::test]
+async fn runsc_turn_checks_the_registration_and_uses_its_pids_limit() {
+    let fx = Fixture::new(&[], &[]);
+    let fake = FakeRuntime::new(&update_output());
+    run_under(&fake, &fx, "runsc").await.unwrap();
+    let calls = fake.calls();
+    assert_eq!(&calls[..3], ["image_inspect", "info", "create"]);
+    let host = fake.created_body().host_config.unwrap();
+    assert_eq!(
+        host.pids_limit,
+        Some(crate::runtime_profile::RUNSC_PIDS_LIMIT)
+    );
+    assert_eq!(host.runtime.as_deref(), Some("runsc"));
+    assert_eq!(calls.last().unwrap(), &removal(&fake));
+
+    let fake = FakeRuntime::new(&update_output());
+    run_under(&fake, &fx, "runc").await.unwrap();
+    assert!(!fake.calls().contains(&"info".to_owned()));
+    let host = fake.created_body().host_config.unwrap();
+    assert_eq!(
+        host.pids_limit,
+        Some(crate::runtime_profile::RUNC_PIDS_LIMIT)
+    );
+}
+
+/// A daemon whose `runsc` is another binary or runs with other arguments is refused before any
+/// container exists.
+#[tokio::test]
+async fn runsc_turn_refuses_an_unexpected_registration() {
+    use crate::runtime_profile::{RUNSC_PATH, RegisteredRuntime};
+    let fx = Fixture::new(&[], &[]);
+    for (label, entry) in [
+        ("missing", None),
+        (
+            "path",
+            Some(RegisteredRuntime {
+                path: Some("/tmp/runsc".to_owned()),
+                args: vec!["--network=none".to_owned(), "--oci-seccomp".to_owned()],
+            }),
+        ),
+        (
+            "runtimeArgs",
+            Some(RegisteredRuntime {
+                path: Some(RUNSC_PATH.to_owned()),
+                args: vec!["--network=host".to_owned(), "--oci-seccomp".to_owned()],
+            }),
+        ),
+    ] {
+        let mut fake = FakeRuntime::new(&update_output());
+        match entry {
+            None => {
+                fake.runtimes.remove("runsc");
+            }
+            Some(e) => {
+                fake.runtimes.insert("runsc".to_owned(), e);
+            }
+        }
+        let err = run_under(&fake, &fx, "runsc").await.unwrap_err();
+        assert_eq!(err.code(), "REPOSITORY_DOCKER_RUNTIME_MISMATCH", "{label}");
+        assert_eq!(fake.calls(), vec!["image_inspect", "info"], "{label}");
+    }
+}
+
+/// The inspection refuses a runsc container whose pids limit is runc's.
+#[tokio::test]
+async fn runsc_inspection_refuses_the_runc_pids_limit() {
+    let fx = Fixture::new(&[], &[]);
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.tamper = Some(|inspect| {
+        inspect.host_config.as_mut().unwrap().pids_limit =
+            Some(crate::runtime_profile::RUNC_PIDS_LIMIT);
+    });
+    let err = run_under(&fake, &fx, "runsc").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "REPOSITORY_DOCKER_ISOLATION_MISMATCH: HostConfig.PidsLimit"
+    );
+    assert!(!fake.calls().contains(&"start".to_owned()));
+}

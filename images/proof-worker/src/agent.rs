@@ -433,6 +433,11 @@ async fn run_mode(turn: &mut Turn<'_>, scope: &PromptScope, modes: &[String], mo
             let outcome = fork_bomb(cap);
             turn.note("fork_bomb", outcome);
         }
+        "thread-bomb" => {
+            let cap = mode_arg(modes, "thread-bomb").unwrap_or(100_000);
+            let outcome = thread_bomb(cap);
+            turn.note("thread_bomb", outcome);
+        }
         "memory-bomb" => {
             let cap = mode_arg(modes, "memory-bomb").unwrap_or(8192);
             let outcome = memory_bomb(cap);
@@ -503,6 +508,40 @@ fn fork_bomb(cap: u64) -> String {
     match refused {
         Some(kind) => format!("spawned {spawned}, then refused: {kind:?}"),
         None => format!("spawned {spawned}, cap reached"),
+    }
+}
+
+/// Spawns parked threads until the kernel refuses or `cap` is reached, then releases them.
+fn thread_bomb(cap: u64) -> String {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut threads = Vec::new();
+    let mut refused = None;
+    while (threads.len() as u64) < cap {
+        let stop = std::sync::Arc::clone(&stop);
+        let spawned = std::thread::Builder::new()
+            .stack_size(64 << 10)
+            .spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::park();
+                }
+            });
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                refused = Some(e.kind());
+                break;
+            }
+        }
+    }
+    let spawned = threads.len();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in threads {
+        t.thread().unpark();
+        let _ = t.join();
+    }
+    match refused {
+        Some(kind) => format!("spawned {spawned} threads, then refused: {kind:?}"),
+        None => format!("spawned {spawned} threads, cap reached"),
     }
 }
 

@@ -104,7 +104,10 @@ pub fn collect(sel: &ProbeSelection) -> ProbeReport {
     ProbeReport {
         uid,
         cap_eff: field("CapEff"),
-        no_new_privs: field("NoNewPrivs").map(|v| v == "1"),
+        // gVisor's /proc/self/status has no NoNewPrivs line; the prctl answers under both.
+        no_new_privs: field("NoNewPrivs")
+            .map(|v| v == "1")
+            .or_else(|| rustix::thread::no_new_privs().ok()),
         seccomp_mode: field("Seccomp").and_then(|v| v.parse().ok()),
         non_loopback_interfaces: interfaces(),
         writable_dirs: if sel.isolation {

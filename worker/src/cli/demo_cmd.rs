@@ -15,6 +15,7 @@ use super::output::display_path;
 use super::paths::{require_dir, require_parent};
 use super::run_cmd::{RunArgs, execute, outcome_json, outcome_text};
 use super::{CliError, Outcome, render};
+use worker::PipelineOutcome;
 
 /// The fixture script, embedded so the demo needs no source checkout for it.
 const MAKE_DEMO: &str = include_str!("../../../fixtures/demo/make-demo.sh");
@@ -28,6 +29,9 @@ pub(crate) struct DemoArgs {
     /// Source checkout holding `images/build.sh`, used when the proof image must be built.
     #[arg(long)]
     source: Option<PathBuf>,
+    /// OCI runtime to run the turn under (`runsc` for gVisor), verified before start.
+    #[arg(long)]
+    runtime: Option<String>,
     #[command(flatten)]
     docker: DockerArgs,
 }
@@ -36,27 +40,32 @@ fn env_err(message: impl Into<String>) -> CliError {
     CliError::environment("PATCH_CANDIDATE_DEMO", message)
 }
 
+/// The recorded images when they are still present on the daemon under their approved IDs.
+pub(crate) fn recorded_images_present(
+    docker: &DockerArgs,
+    state: &Path,
+) -> Result<Option<ImagesState>, CliError> {
+    let Some(images) = ImagesState::load(state)? else {
+        return Ok(None);
+    };
+    let rt = tokio_runtime()?;
+    let present = rt.block_on(async {
+        let docker = docker.connect().await?;
+        Ok::<_, CliError>(
+            docker
+                .inspect_image(&images.image)
+                .await
+                .is_ok_and(|i| i.id == images.image_id.as_str()),
+        )
+    })?;
+    Ok(present.then_some(images))
+}
+
 /// The recorded images, built first when missing or no longer present on the daemon.
 fn ensure_images(args: &DemoArgs, state: &Path) -> Result<ImagesState, CliError> {
-    let recorded = ImagesState::load(state)?;
-    let present = match &recorded {
-        Some(images) => {
-            let rt = tokio_runtime()?;
-            rt.block_on(async {
-                let docker = args.docker.connect().await?;
-                Ok::<_, CliError>(
-                    docker
-                        .inspect_image(&images.image)
-                        .await
-                        .is_ok_and(|i| i.id == images.image_id.as_str()),
-                )
-            })?
-        }
-        None => false,
-    };
-    match recorded {
-        Some(images) if present => Ok(images),
-        _ => build_images(&source_dir(args.source.as_deref())?, state),
+    match recorded_images_present(&args.docker, state)? {
+        Some(images) => Ok(images),
+        None => build_images(&source_dir(args.source.as_deref())?, state),
     }
 }
 
@@ -131,7 +140,35 @@ pub(crate) fn run(args: &DemoArgs) -> Result<Outcome, CliError> {
             uuid::Uuid::new_v4().simple()
         ))
     });
-    let (commit, task) = make_fixture(&dir)?;
+    let (outcome, store, patch_path) = demo_in(&dir, &images, &args.docker, args.runtime.clone())?;
+    let mut text = outcome_text(&outcome, &store);
+    text.push_str(&format!(
+        "\ngit apply --check: ok ({})\nrepository untouched: {}\n",
+        display_path(&patch_path),
+        display_path(&dir.join("repo"))
+    ));
+    let mut json = outcome_json(&outcome, &store)?;
+    if let Some(obj) = json.as_object_mut() {
+        obj.insert("git_apply_check".to_owned(), serde_json::Value::Bool(true));
+        obj.insert("runtime".to_owned(), serde_json::json!(args.runtime));
+        obj.insert(
+            "fixture_dir".to_owned(),
+            serde_json::Value::String(dir.display().to_string()),
+        );
+    }
+    Ok(Outcome { json, text })
+}
+
+/// Creates the fixture in `dir` (which must not exist), runs one turn on it under `runtime`,
+/// writes `candidate.patch` and checks that `git apply --check` accepts it (shared with `doctor`'s
+/// smoke turn).
+pub(crate) fn demo_in(
+    dir: &Path,
+    images: &ImagesState,
+    docker: &DockerArgs,
+    runtime: Option<String>,
+) -> Result<(PipelineOutcome, PathBuf, PathBuf), CliError> {
+    let (commit, task) = make_fixture(dir)?;
     tracing::info!(
         "demo: fixture repository {} at {}",
         display_path(&dir.join("repo")),
@@ -150,9 +187,9 @@ pub(crate) fn run(args: &DemoArgs) -> Result<Outcome, CliError> {
         policy: None,
         max_wall_seconds: worker::DEFAULT_WALL_SECONDS,
         max_archive_bytes: worker::MAX_TURN_ARCHIVE_BYTES,
-        runtime: None,
+        runtime,
         no_ledger: false,
-        docker: args.docker.clone(),
+        docker: docker.clone(),
     };
     let (outcome, store) = execute(&run_args, true)?;
     let patch_path = dir.join("candidate.patch");
@@ -168,19 +205,5 @@ pub(crate) fn run(args: &DemoArgs) -> Result<Outcome, CliError> {
         "demo: git apply --check accepts {}",
         display_path(&patch_path)
     );
-    let mut text = outcome_text(&outcome, &store);
-    text.push_str(&format!(
-        "\ngit apply --check: ok ({})\nrepository untouched: {}\n",
-        display_path(&patch_path),
-        display_path(&dir.join("repo"))
-    ));
-    let mut json = outcome_json(&outcome, &store)?;
-    if let Some(obj) = json.as_object_mut() {
-        obj.insert("git_apply_check".to_owned(), serde_json::Value::Bool(true));
-        obj.insert(
-            "fixture_dir".to_owned(),
-            serde_json::Value::String(dir.display().to_string()),
-        );
-    }
-    Ok(Outcome { json, text })
+    Ok((outcome, store, patch_path))
 }

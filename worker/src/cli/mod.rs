@@ -5,6 +5,7 @@ mod approve_cmd;
 mod archive_cmd;
 mod demo_cmd;
 mod docker_args;
+mod doctor_cmd;
 mod export_cmd;
 mod finalize_cmd;
 mod image_cmd;
@@ -71,6 +72,9 @@ enum Command {
     Verify(finalize_cmd::VerifyArgs),
     /// Show a candidate: summary and diffs (coloured on a terminal).
     Show(finalize_cmd::ShowArgs),
+    /// Report what the local Docker daemon offers (API, cgroups, seccomp, AppArmor, runtimes)
+    /// and whether gVisor (`runsc`) passes a smoke turn.
+    Doctor(doctor_cmd::DoctorArgs),
     /// Export a candidate as a patch (`--format git`: ready for `git apply`, empty files included).
     Export(export_cmd::ExportArgs),
     /// Print a shell completion script (bash, zsh, fish, powershell).
@@ -95,6 +99,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Digest(args) => finalize_cmd::digest(&args),
         Command::Verify(args) => finalize_cmd::verify(&args),
         Command::Show(args) => finalize_cmd::show(&args),
+        Command::Doctor(args) => doctor_cmd::run(&args),
         Command::Export(args) => export_cmd::run(&args),
         Command::Completions(args) => shell_cmd::completions(&args),
         Command::Man(args) => shell_cmd::man(&args),
