@@ -82,7 +82,7 @@ GIT_DIR="$other/.git" GIT_WORK_TREE="$other" GIT_OBJECT_DIRECTORY="$other/.git/o
 # Rejections (exit 1), usage (exit 2), environment (exit 3).
 expect_exit 1 REPOSITORY_SNAPSHOT_COMMIT snap --repo "$repo" --commit not-a-sha --json
 expect_exit 1 REPOSITORY_SNAPSHOT_COMMIT snap --repo "$repo" --commit "$(printf '0%.0s' {1..40})" --json
-expect_exit 1 REPOSITORY_SNAPSHOT_REPOSITORY snap --repo "$work/missing" --commit "$commit" --json
+expect_exit 2 PATCH_CANDIDATE_PATH_MISSING snap --repo "$work/missing" --commit "$commit" --json
 expect_exit 1 REPOSITORY_SNAPSHOT_REPOSITORY snap --repo "$repo/src" --commit "$commit" --json
 expect_exit 2 "" "$bin" snapshot --repo "$repo"
 expect_exit 3 REPOSITORY_SNAPSHOT_GIT env -i PATH=/nonexistent "$bin" snapshot --repo "$repo" \
