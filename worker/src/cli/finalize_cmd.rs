@@ -479,19 +479,7 @@ pub(crate) fn show(args: &ShowArgs) -> Result<Outcome, CliError> {
 mod tests {
     use super::*;
 
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = std::process::Command::new("git")
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .args(["-c", "user.name=T", "-c", "user.email=t@example.invalid"])
-            .args(["-c", "commit.gpgsign=false"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}");
-        String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
-    }
+    use super::super::test_git::git;
 
     /// A repository with `src/a.txt` and `src/b.txt`, an approval over `src` granting the delete
     /// of `src/b.txt`, and an empty staged directory.

@@ -18,6 +18,8 @@ mod run_cmd;
 mod shell_cmd;
 mod signals;
 mod snapshot_cmd;
+#[cfg(test)]
+mod test_git;
 mod usage_cmd;
 
 use std::process::ExitCode;
