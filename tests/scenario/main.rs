@@ -32,4 +32,5 @@ mod proof_image;
 mod proof_io;
 mod real_turn;
 mod runtimes;
+mod service;
 mod support;
