@@ -390,6 +390,8 @@ pub struct JobFailure {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Job {
     pub id: JobId,
+    /// Submission order (increasing; claims take the oldest due job first).
+    pub seq: i64,
     pub state: JobState,
     /// `list` leaves `spec.approval_json` empty; `get` and `claim` fill it.
     pub spec: JobSpec,

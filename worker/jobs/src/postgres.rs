@@ -81,6 +81,7 @@ fn map_pool(e: PoolError) -> JobsError {
 
 fn raw(row: &Row) -> std::result::Result<RawJob, tokio_postgres::Error> {
     Ok(RawJob {
+        seq: row.try_get("seq")?,
         id: row.try_get("id")?,
         kind: row.try_get("kind")?,
         state: row.try_get("state")?,
@@ -298,7 +299,7 @@ impl PgStore {
                  SELECT id, row_number() OVER () AS n FROM (
                      SELECT id FROM jobs
                      WHERE state = 'queued' AND run_at <= {NOW}
-                     ORDER BY run_at, created_at, id
+                     ORDER BY run_at, seq
                      LIMIT $1
                      FOR UPDATE SKIP LOCKED) s),
              upd AS (
@@ -310,7 +311,7 @@ impl PgStore {
              ev AS (
                  INSERT INTO events (job_id, attempt_id, at, code, message)
                  SELECT id, attempt_id, {NOW}, $5, 'claimed by host ' || $3 FROM upd)
-             SELECT * FROM upd ORDER BY run_at, created_at, id",
+             SELECT * FROM upd ORDER BY run_at, seq",
             job_columns("j.", "j.approval_json")
         );
         let client = self.client().await?;
@@ -669,7 +670,7 @@ impl PgStore {
     pub(crate) async fn list(&self, state: Option<JobState>, limit: i64) -> Result<Vec<Job>> {
         let sql = format!(
             "SELECT {} FROM jobs WHERE ($1::text IS NULL OR state = $1)
-             ORDER BY created_at DESC, id LIMIT $2",
+             ORDER BY seq DESC LIMIT $2",
             job_columns("", "NULL::bytea")
         );
         let client = self.client().await?;

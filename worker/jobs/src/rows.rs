@@ -62,6 +62,7 @@ impl SpecRow {
 #[derive(Debug)]
 pub(crate) struct RawJob {
     pub id: String,
+    pub seq: i64,
     pub kind: String,
     pub state: String,
     pub idempotency_key: String,
@@ -112,6 +113,7 @@ impl RawJob {
         };
         Ok(Job {
             id: JobId::parse(&self.id).map_err(corrupt("id"))?,
+            seq: self.seq,
             state: JobState::parse(&self.state).map_err(corrupt("state"))?,
             idempotency_key: self.idempotency_key,
             attempts: u32::try_from(self.attempts).map_err(corrupt("attempts"))?,
@@ -145,6 +147,7 @@ impl RawJob {
 pub(crate) fn job_columns(prefix: &str, approval: &str) -> String {
     let cols = [
         "id",
+        "seq",
         "kind",
         "state",
         "idempotency_key",

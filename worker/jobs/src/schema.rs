@@ -20,6 +20,7 @@ pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
     sqlite: r"
 CREATE TABLE jobs (
     id               TEXT PRIMARY KEY,
+    seq              INTEGER NOT NULL UNIQUE,
     kind             TEXT NOT NULL CHECK (kind IN ('turn', 'noop')),
     state            TEXT NOT NULL
                      CHECK (state IN ('queued', 'running', 'completed', 'failed', 'cancelled')),
@@ -40,9 +41,9 @@ CREATE TABLE jobs (
     candidate_digest TEXT,
     CHECK (state <> 'running' OR (attempt_id IS NOT NULL AND lease_until IS NOT NULL))
 );
-CREATE INDEX jobs_queue ON jobs (run_at, created_at, id) WHERE state = 'queued';
+CREATE INDEX jobs_queue ON jobs (run_at, seq) WHERE state = 'queued';
 CREATE INDEX jobs_leases ON jobs (lease_until) WHERE state = 'running';
-CREATE INDEX jobs_by_state ON jobs (state, created_at);
+CREATE INDEX jobs_by_state ON jobs (state, seq);
 CREATE TABLE candidates (
     job_id     TEXT PRIMARY KEY REFERENCES jobs (id),
     attempt_id TEXT NOT NULL,
@@ -77,6 +78,7 @@ CREATE TABLE hosts (
     postgres: r"
 CREATE TABLE jobs (
     id               TEXT PRIMARY KEY,
+    seq              BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
     kind             TEXT NOT NULL CHECK (kind IN ('turn', 'noop')),
     state            TEXT NOT NULL
                      CHECK (state IN ('queued', 'running', 'completed', 'failed', 'cancelled')),
@@ -97,9 +99,9 @@ CREATE TABLE jobs (
     candidate_digest TEXT,
     CHECK (state <> 'running' OR (attempt_id IS NOT NULL AND lease_until IS NOT NULL))
 );
-CREATE INDEX jobs_queue ON jobs (run_at, created_at, id) WHERE state = 'queued';
+CREATE INDEX jobs_queue ON jobs (run_at, seq) WHERE state = 'queued';
 CREATE INDEX jobs_leases ON jobs (lease_until) WHERE state = 'running';
-CREATE INDEX jobs_by_state ON jobs (state, created_at);
+CREATE INDEX jobs_by_state ON jobs (state, seq);
 CREATE TABLE candidates (
     job_id     TEXT PRIMARY KEY REFERENCES jobs (id),
     attempt_id TEXT NOT NULL,

@@ -57,6 +57,7 @@ fn cols() -> String {
 
 fn raw(row: &Row<'_>) -> rusqlite::Result<RawJob> {
     Ok(RawJob {
+        seq: row.get("seq")?,
         id: row.get("id")?,
         kind: row.get("kind")?,
         state: row.get("state")?,
@@ -178,9 +179,10 @@ impl SqliteStore {
             let now = now_ms();
             let inserted = tx
                 .execute(
-                    "INSERT INTO jobs (id, kind, state, idempotency_key, spec_json, approval_json,
-                         attempts, max_attempts, run_at, created_at, updated_at)
-                     VALUES (?1, ?2, 'queued', ?3, ?4, ?5, 0, ?6, ?7, ?7, ?7)
+                    "INSERT INTO jobs (id, seq, kind, state, idempotency_key, spec_json,
+                         approval_json, attempts, max_attempts, run_at, created_at, updated_at)
+                     VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs), ?2, 'queued', ?3,
+                         ?4, ?5, 0, ?6, ?7, ?7, ?7)
                      ON CONFLICT (idempotency_key) DO NOTHING",
                     params![
                         id.as_str(),
@@ -234,7 +236,7 @@ impl SqliteStore {
                 let mut stmt = tx
                     .prepare_cached(
                         "SELECT id FROM jobs WHERE state = 'queued' AND run_at <= ?1
-                         ORDER BY run_at, created_at, id LIMIT ?2",
+                         ORDER BY run_at, seq LIMIT ?2",
                     )
                     .map_err(map_err)?;
                 let rows = stmt
@@ -660,7 +662,7 @@ impl SqliteStore {
         self.run(move |conn| {
             let sql = format!(
                 "SELECT {} FROM jobs WHERE (?1 IS NULL OR state = ?1)
-                 ORDER BY created_at DESC, id LIMIT ?2",
+                 ORDER BY seq DESC LIMIT ?2",
                 job_columns("", "NULL")
             );
             let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
