@@ -78,7 +78,7 @@ impl Gateway {
 /// advisory).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct GatewayUsage {
-    /// Model requests received (refused ones included).
+    /// Model requests received: one per channel, malformed and refused ones included.
     pub requests: u64,
     /// Requests forwarded upstream.
     pub forwarded: u64,
@@ -192,6 +192,8 @@ impl TurnGateway {
     {
         let gw = &*self.gateway;
         let config = &gw.config;
+        // Every channel is one request attempt, malformed ones included.
+        self.with_usage(|u| u.requests += 1);
         let limits = HeadLimits {
             max_head_bytes: config.max_request_head_bytes,
             max_headers: config.max_request_headers,
@@ -303,7 +305,6 @@ impl TurnGateway {
     fn charge_request(&self, bytes: u64, config: &GatewayConfig) -> Result<(), Failure> {
         let budgets = config.budgets;
         self.with_usage(|u| {
-            u.requests += 1;
             u.request_bytes = u.request_bytes.saturating_add(bytes);
             if u.requests > budgets.requests {
                 return Err(GatewayError::BudgetRequests {
