@@ -25,6 +25,7 @@ mod input;
 mod janitor;
 mod ledger;
 mod limits;
+mod live;
 mod output;
 mod owner;
 mod pipeline;
@@ -58,6 +59,10 @@ pub use limits::{
     CALL_TIMEOUT, CANCEL_CLEANUP_TIMEOUT, DEFAULT_WALL_SECONDS, DRAIN_GRACE, MAX_REQUEST_BYTES,
     MAX_STDERR_BYTES, MAX_STDOUT_BYTES, MAX_TURN_ARCHIVE_BYTES, MAX_WALL_SECONDS, WALL_SLACK,
 };
+pub use live::{
+    DEFAULT_LIVE_PORT, LiveContext, LiveEvent, LiveLog, LiveNote, LiveProgress, LiveSettings,
+    STOP_GRACE, live_payload,
+};
 pub use output::{OutputLimits, VerifiedOutput, parse_turn_output};
 pub use owner::{
     ATTEMPT_LABEL_KEY, AttemptId, DEADLINE_LABEL_KEY, HOST_LABEL_KEY, HostId, INSTANCE_LABEL_KEY,
@@ -73,7 +78,7 @@ pub use request::{
     verify_turn_request,
 };
 pub use runtime::{
-    ContainerRuntime, ExitStatus, ImageFacts, OutputChunk, OutputStream, RuntimeError,
+    ContainerRuntime, ExitStatus, ImageFacts, OutputChunk, OutputStream, RuntimeError, StdinWriter,
     TurnContainer,
 };
 pub use runtime_profile::{
@@ -81,5 +86,7 @@ pub use runtime_profile::{
     RuntimeProfile,
 };
 pub use state::state_dir;
-pub use turn::{RepositoryDockerTurn, drain_output, execute_repository_docker_turn};
+pub use turn::{
+    RepositoryDockerTurn, drain_output, execute_live_turn, execute_repository_docker_turn,
+};
 pub use usage::{IsolatedAcpUsage, parse_isolated_acp_usage};
