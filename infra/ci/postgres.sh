@@ -60,10 +60,14 @@ pg_cluster_start() {
       return 1
     }
   fi
-  # Socket only: listen_addresses='' turns TCP off. fsync off: a throwaway test cluster.
+  # Socket only: listen_addresses='' turns TCP off. fsync off: a throwaway test cluster, unless
+  # PATCH_CANDIDATE_PG_DURABLE=1 (benchmarks that must pay for durable commits).
+  local opts="-k $dir -c listen_addresses='' -c max_connections=300"
+  if [ "${PATCH_CANDIDATE_PG_DURABLE:-0}" != 1 ]; then
+    opts="$opts -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+  fi
   pg_as_owner "$PG_BIN/pg_ctl" --pgdata="$dir/data" --log="$dir/server.log" --wait --timeout=60 \
-    -o "-k $dir -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
-    start >/dev/null || {
+    -o "$opts" start >/dev/null || {
     cat "$dir/server.log" >&2
     return 1
   }
