@@ -64,7 +64,8 @@ pub use owner::{
     InstanceId, OWNER_LABEL_KEY, PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcessIdentity, now_unix,
 };
 pub use pipeline::{
-    PhaseTimings, PipelineOutcome, PipelineRequest, default_selection, run_pipeline, staging_root,
+    PhaseTimings, PipelineOutcome, PipelineRequest, default_selection, run_live_pipeline,
+    run_pipeline, staging_root,
 };
 pub use request::{
     BUILD_FAMILY, CHANGE_CLASS, CodingWorkerRequest, TurnApproval, stdin_payload,
