@@ -582,7 +582,10 @@ impl PgStore {
     }
 
     pub(crate) async fn rescue_expired(&self) -> Result<u64> {
-        // The one guarded statement (its log lines are written by the same statement).
+        // The one guarded statement (its log lines are written by the same statement). Rows
+        // another transaction holds (a heartbeat in flight, a concurrent rescuer) are skipped,
+        // not waited for: rescuers on several hosts never deadlock, and a skipped row is taken
+        // by the next round if it is still expired then.
         let sql = format!(
             "WITH r AS (
                  UPDATE jobs SET
@@ -592,6 +595,9 @@ impl PgStore {
                      run_at = {NOW}, lease_until = NULL, error_code = $1, error_message = $2,
                      updated_at = {NOW}
                  WHERE state = 'running' AND lease_until < {NOW}
+                   AND id IN (SELECT id FROM jobs
+                              WHERE state = 'running' AND lease_until < {NOW}
+                              FOR UPDATE SKIP LOCKED)
                  RETURNING id, attempt_id),
              ev AS (
                  INSERT INTO events (job_id, attempt_id, at, code, message)
