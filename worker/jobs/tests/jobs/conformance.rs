@@ -987,3 +987,56 @@ pub async fn outage(store: &JobStore, outage: &mut dyn Outage) {
         Fenced::Applied
     );
 }
+
+/// Drops pending wake-ups (spurious ones are allowed: on PostgreSQL a write wakes its own process
+/// at once and again through `NOTIFY`, and the listener wakes once when it connects).
+async fn drain(signal: &mut jobs::WorkSignal) {
+    while signal.wait(Duration::from_millis(100)).await {}
+}
+
+pub async fn work_signal_wakes_idle_runners(store: &JobStore, location: &Location) {
+    const BOUND: Duration = Duration::from_secs(60);
+    let mut signal = store.work_signal();
+    drain(&mut signal).await;
+    // A submission wakes it, also one made while nobody was waiting.
+    submit(store, "wake-1", 2).await;
+    assert!(signal.wait(BOUND).await);
+    let waiter = {
+        let mut signal = store.work_signal();
+        tokio::spawn(async move { signal.wait(BOUND).await })
+    };
+    tokio::task::yield_now().await;
+    let id = submit(store, "wake-2", 2).await;
+    assert!(waiter.await.unwrap());
+    // A retrying failure and a rescue wake it too; a claim or a completion does not.
+    let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    drain(&mut signal).await;
+    assert_eq!(
+        store
+            .fail(
+                &c.job.id,
+                &c.attempt_id,
+                "PATCH_CANDIDATE_DOCKER",
+                "x",
+                Retry::After(Duration::ZERO)
+            )
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    assert!(signal.wait(BOUND).await);
+    let claimed = store.claim(&host("h"), 2, Duration::ZERO).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    drain(&mut signal).await;
+    expire().await;
+    assert_eq!(store.rescue_expired().await.unwrap(), 2);
+    assert!(signal.wait(BOUND).await);
+    assert_eq!(state(store, &id).await, JobState::Queued);
+    // PostgreSQL: a submission by another host (its own handle and connections) wakes this one.
+    if let Location::Postgres(_) = location {
+        let other = location.open().await;
+        drain(&mut signal).await;
+        submit(&other, "wake-remote", 1).await;
+        assert!(signal.wait(BOUND).await);
+    }
+}

@@ -76,6 +76,7 @@ conformance!(
     candidate_readable_from_another_handle_and_usage_idempotent,
     events_hosts_and_current_attempts,
     migrations_are_versioned_and_concurrent_opens_agree,
+    work_signal_wakes_idle_runners,
 );
 
 /// Fresh databases opened by several handles at once.
