@@ -70,8 +70,8 @@ pub use owner::{
     PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcessIdentity, SERVICE_HOST_LABEL_KEY, now_unix,
 };
 pub use pipeline::{
-    PhaseTimings, PipelineOutcome, PipelineRequest, default_selection, run_pipeline, staging_root,
-    verify_pipeline_request,
+    PhaseTimings, PipelineOutcome, PipelineRequest, default_selection, run_live_pipeline,
+    run_pipeline, staging_root, verify_pipeline_request,
 };
 pub use request::{
     BUILD_FAMILY, CHANGE_CLASS, CodingWorkerRequest, TurnApproval, stdin_payload,
