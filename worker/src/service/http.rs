@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path as UrlPath, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -158,8 +159,11 @@ pub fn job_view(job: &Job) -> serde_json::Value {
     })
 }
 
-fn parse_id(raw: &str) -> Result<JobId, ApiError> {
-    JobId::parse(raw).map_err(|_| {
+/// The job id of a path: a segment axum cannot decode (invalid UTF-8 after percent-decoding) is
+/// refused like any other malformed id, with the API's JSON error rather than axum's text.
+fn parse_id(raw: Result<UrlPath<String>, PathRejection>) -> Result<JobId, ApiError> {
+    let parsed = raw.ok().and_then(|UrlPath(id)| JobId::parse(&id).ok());
+    parsed.ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "PATCH_CANDIDATE_JOBS_ID",
@@ -196,7 +200,23 @@ async fn metrics(State(sh): State<Arc<Shared>>) -> Response {
         .into_response()
 }
 
-async fn submit(State(sh): State<Arc<Shared>>, body: Body) -> ApiResult {
+/// Whether the request says its body is JSON (`application/json`, any case, parameters allowed).
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+}
+
+async fn submit(State(sh): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> ApiResult {
+    if !is_json(&headers) {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "PATCH_CANDIDATE_SERVICE_CONTENT_TYPE",
+            "PATCH_CANDIDATE_SERVICE_CONTENT_TYPE: the body must be application/json",
+        ));
+    }
     let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -206,23 +226,23 @@ async fn submit(State(sh): State<Arc<Shared>>, body: Body) -> ApiResult {
     })?;
     let mut de = serde_json::Deserializer::from_slice(&bytes);
     let sub: Submission = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let path = e.path().to_string();
-            let kind = match e.inner().classify() {
-                serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-                    "malformed JSON"
-                }
-                serde_json::error::Category::Data => "unexpected field or value",
-                serde_json::error::Category::Io => "unreadable body",
-            };
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "PATCH_CANDIDATE_SERVICE_BODY",
-                format!(
-                    "PATCH_CANDIDATE_SERVICE_BODY: {kind} at {}",
-                    snapshot::Untrusted::quoted(&path)
-                ),
-            )
-        })?;
+        let path = e.path().to_string();
+        let kind = match e.inner().classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                "malformed JSON"
+            }
+            serde_json::error::Category::Data => "unexpected field or value",
+            serde_json::error::Category::Io => "unreadable body",
+        };
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "PATCH_CANDIDATE_SERVICE_BODY",
+            format!(
+                "PATCH_CANDIDATE_SERVICE_BODY: {kind} at {}",
+                snapshot::Untrusted::quoted(&path)
+            ),
+        )
+    })?;
     de.end().map_err(|_| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -262,7 +282,18 @@ async fn list(State(sh): State<Arc<Shared>>, request: Request) -> ApiResult {
             "PATCH_CANDIDATE_SERVICE_QUERY: expected ?state=queued|running|completed|failed|cancelled&limit=N",
         )
     })?;
-    let state = q.state.as_deref().map(JobState::parse).transpose()?;
+    let state = q
+        .state
+        .as_deref()
+        .map(JobState::parse)
+        .transpose()
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "PATCH_CANDIDATE_SERVICE_QUERY",
+                "PATCH_CANDIDATE_SERVICE_QUERY: state must be queued, running, completed, failed or cancelled",
+            )
+        })?;
     let limit = q.limit.unwrap_or(100).clamp(1, MAX_LIST);
     let jobs = sh.store.list(state, limit).await?;
     Ok(axum::Json(serde_json::json!({
@@ -271,8 +302,11 @@ async fn list(State(sh): State<Arc<Shared>>, request: Request) -> ApiResult {
     .into_response())
 }
 
-async fn show(State(sh): State<Arc<Shared>>, UrlPath(id): UrlPath<String>) -> ApiResult {
-    let id = parse_id(&id)?;
+async fn show(
+    State(sh): State<Arc<Shared>>,
+    id: Result<UrlPath<String>, PathRejection>,
+) -> ApiResult {
+    let id = parse_id(id)?;
     match sh.store.get(&id).await? {
         Some(job) => Ok(axum::Json(serde_json::json!({"job": job_view(&job)})).into_response()),
         None => Err(ApiError::new(
@@ -283,26 +317,38 @@ async fn show(State(sh): State<Arc<Shared>>, UrlPath(id): UrlPath<String>) -> Ap
     }
 }
 
-async fn cancel(State(sh): State<Arc<Shared>>, UrlPath(id): UrlPath<String>) -> ApiResult {
-    let id = parse_id(&id)?;
+async fn cancel(
+    State(sh): State<Arc<Shared>>,
+    id: Result<UrlPath<String>, PathRejection>,
+) -> ApiResult {
+    let id = parse_id(id)?;
     let job = sh.store.cancel(&id).await?;
     tracing::info!(code = "PATCH_CANDIDATE_JOB_CANCEL", job = %job.id, state = job.state.as_str(), "cancel requested");
     Ok(axum::Json(serde_json::json!({"job": job_view(&job)})).into_response())
 }
 
-async fn retry(State(sh): State<Arc<Shared>>, UrlPath(id): UrlPath<String>) -> ApiResult {
-    let id = parse_id(&id)?;
+async fn retry(
+    State(sh): State<Arc<Shared>>,
+    id: Result<UrlPath<String>, PathRejection>,
+) -> ApiResult {
+    let id = parse_id(id)?;
     let job = sh.store.retry(&id).await?;
     sh.wake.notify_one();
     tracing::info!(code = "PATCH_CANDIDATE_JOB_RETRY", job = %job.id, "queued again");
     Ok(axum::Json(serde_json::json!({"job": job_view(&job)})).into_response())
 }
 
-async fn candidate(State(sh): State<Arc<Shared>>, UrlPath(id): UrlPath<String>) -> ApiResult {
-    let id = parse_id(&id)?;
+async fn candidate(
+    State(sh): State<Arc<Shared>>,
+    id: Result<UrlPath<String>, PathRejection>,
+) -> ApiResult {
+    let id = parse_id(id)?;
     match sh.store.candidate(&id).await? {
         Some(bytes) => Ok((
-            [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
             bytes,
         )
             .into_response()),
@@ -400,7 +446,10 @@ pub(crate) fn router(sh: Arc<Shared>) -> Router {
         .route("/v1/jobs/{id}/cancel", post(cancel))
         .route("/v1/jobs/{id}/retry", post(retry))
         .route("/v1/jobs/{id}/candidate", get(candidate))
-        .route_layer(middleware::from_fn_with_state(Arc::clone(&sh), require_token));
+        .route_layer(middleware::from_fn_with_state(
+            Arc::clone(&sh),
+            require_token,
+        ));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -430,7 +479,10 @@ mod tests {
         let token = b"abcdef0123456789abcdef0123456789";
         let mut h = HeaderMap::new();
         assert!(!authorized(&h, token));
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer abcdef0123456789abcdef0123456789"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abcdef0123456789abcdef0123456789"),
+        );
         assert!(authorized(&h, token));
         for bad in [
             "Bearer abcdef0123456789abcdef012345678",
