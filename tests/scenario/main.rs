@@ -34,4 +34,5 @@ mod proof_io;
 mod real_turn;
 mod runtimes;
 mod service;
+mod service_api;
 mod support;
