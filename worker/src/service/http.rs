@@ -120,7 +120,7 @@ fn status_of(code: &str, class: FailureClass) -> StatusCode {
     match code {
         "PATCH_CANDIDATE_JOBS_NOT_FOUND" => StatusCode::NOT_FOUND,
         "PATCH_CANDIDATE_JOBS_STATE" => StatusCode::CONFLICT,
-        "PATCH_CANDIDATE_JOBS_ID" => StatusCode::BAD_REQUEST,
+        "PATCH_CANDIDATE_JOBS_ID" | "PATCH_CANDIDATE_JOBS_INPUT" => StatusCode::BAD_REQUEST,
         _ => match class {
             FailureClass::Usage => StatusCode::BAD_REQUEST,
             FailureClass::Rejected => StatusCode::UNPROCESSABLE_ENTITY,
@@ -206,23 +206,23 @@ async fn submit(State(sh): State<Arc<Shared>>, body: Body) -> ApiResult {
     })?;
     let mut de = serde_json::Deserializer::from_slice(&bytes);
     let sub: Submission = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let path = e.path().to_string();
-            let kind = match e.inner().classify() {
-                serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-                    "malformed JSON"
-                }
-                serde_json::error::Category::Data => "unexpected field or value",
-                serde_json::error::Category::Io => "unreadable body",
-            };
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "PATCH_CANDIDATE_SERVICE_BODY",
-                format!(
-                    "PATCH_CANDIDATE_SERVICE_BODY: {kind} at {}",
-                    snapshot::Untrusted::quoted(&path)
-                ),
-            )
-        })?;
+        let path = e.path().to_string();
+        let kind = match e.inner().classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                "malformed JSON"
+            }
+            serde_json::error::Category::Data => "unexpected field or value",
+            serde_json::error::Category::Io => "unreadable body",
+        };
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "PATCH_CANDIDATE_SERVICE_BODY",
+            format!(
+                "PATCH_CANDIDATE_SERVICE_BODY: {kind} at {}",
+                snapshot::Untrusted::quoted(&path)
+            ),
+        )
+    })?;
     de.end().map_err(|_| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -302,7 +302,10 @@ async fn candidate(State(sh): State<Arc<Shared>>, UrlPath(id): UrlPath<String>) 
     let id = parse_id(&id)?;
     match sh.store.candidate(&id).await? {
         Some(bytes) => Ok((
-            [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
             bytes,
         )
             .into_response()),
@@ -400,7 +403,10 @@ pub(crate) fn router(sh: Arc<Shared>) -> Router {
         .route("/v1/jobs/{id}/cancel", post(cancel))
         .route("/v1/jobs/{id}/retry", post(retry))
         .route("/v1/jobs/{id}/candidate", get(candidate))
-        .route_layer(middleware::from_fn_with_state(Arc::clone(&sh), require_token));
+        .route_layer(middleware::from_fn_with_state(
+            Arc::clone(&sh),
+            require_token,
+        ));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -430,7 +436,10 @@ mod tests {
         let token = b"abcdef0123456789abcdef0123456789";
         let mut h = HeaderMap::new();
         assert!(!authorized(&h, token));
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer abcdef0123456789abcdef0123456789"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abcdef0123456789abcdef0123456789"),
+        );
         assert!(authorized(&h, token));
         for bad in [
             "Bearer abcdef0123456789abcdef012345678",
