@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
 # Runs every test: unit and integration tests of all crates (release profile, one build), with the
-# real Docker daemon required (Docker tests fail, never skip, when it is missing).
+# real Docker daemon and a real PostgreSQL required (their tests fail, never skip, when missing).
 #
-# Steps: ensure Docker → infra/ci/pre.d/*.sh (build images, fixtures) → cargo test → 
+# Steps: ensure Docker → a throwaway PostgreSQL cluster (infra/ci/postgres.sh, stopped and removed
+# on every exit) → infra/ci/pre.d/*.sh (build images, fixtures) → cargo test → 
 # infra/ci/post.d/*.sh (checks that drive built binaries, e.g. the independent MCP client).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 bash infra/ci/ensure-docker.sh
 export PATCH_CANDIDATE_REQUIRE_DOCKER=1
+
+# PostgreSQL 15 (installed when missing) on a unix socket in a fresh temp dir, as the postgres
+# user: exports PATCH_CANDIDATE_TEST_POSTGRES. The trap stops it on success, failure or signal.
+# shellcheck source=infra/ci/postgres.sh
+source infra/ci/postgres.sh
+trap postgres_stop EXIT
+trap 'exit 130' INT TERM
+postgres_start
+export PATCH_CANDIDATE_REQUIRE_POSTGRES=1
 
 for step in infra/ci/pre.d/*.sh; do
   [ -e "$step" ] || continue

@@ -19,7 +19,7 @@ use tokio::io::AsyncWriteExt as _;
 use crate::error::WorkerError;
 use crate::ids::{ContainerName, ImageReference, TURN_LABEL_KEY, TURN_LABEL_VALUE};
 use crate::runtime::{
-    ContainerRuntime, ExitStatus, ImageFacts, OutputChunk, OutputStream, RuntimeError,
+    ContainerRuntime, ExitStatus, ImageFacts, OutputChunk, OutputStream, RuntimeError, StdinWriter,
     TurnContainer,
 };
 use crate::runtime_profile::RegisteredRuntime;
@@ -200,6 +200,21 @@ impl ContainerRuntime for BollardRuntime {
             .await
             .map_err(|_| RuntimeError::Failed { status: None })?;
         Ok(())
+    }
+
+    async fn attach_stdin(&self, id: &str) -> Result<StdinWriter, RuntimeError> {
+        let options = AttachContainerOptionsBuilder::default()
+            .stdin(true)
+            .stream(true)
+            .build();
+        let attached = self
+            .docker
+            .attach_container(id, Some(options))
+            .await
+            .map_err(|e| map_err(&e))?;
+        // The output half of this connection carries nothing (stdout/stderr have their own
+        // attach) and is dropped.
+        Ok(attached.input)
     }
 
     async fn wait(&self, id: &str) -> Result<ExitStatus, RuntimeError> {

@@ -55,6 +55,9 @@ pub enum WorkerError {
     /// The image tag no longer resolves to the approved image ID.
     #[error("REPOSITORY_DOCKER_IMAGE_ID_MISMATCH: image does not resolve to the approved id")]
     ImageIdMismatch,
+    /// A live turn's container broke the framed stdio protocol (or one of its caps).
+    #[error("{0}")]
+    Tunnel(tunnel::TunnelError),
     /// The image does not exist locally (it is never pulled).
     #[error("REPOSITORY_DOCKER_IMAGE_MISSING: image is not present on the daemon")]
     ImageMissing,
@@ -195,6 +198,7 @@ impl WorkerError {
             Self::IsolationMismatch { .. } => "REPOSITORY_DOCKER_ISOLATION_MISMATCH",
             Self::OutputLimit { .. } => "REPOSITORY_DOCKER_OUTPUT_LIMIT",
             Self::Timeout { .. } => "REPOSITORY_DOCKER_TIMEOUT",
+            Self::Tunnel(e) => e.code(),
             Self::OutOfMemory => "REPOSITORY_DOCKER_OOM",
             Self::WorkerFailed { .. } => "REPOSITORY_DOCKER_WORKER_FAILED",
             Self::InvalidOutput { .. } => "REPOSITORY_DOCKER_INVALID_OUTPUT",
@@ -298,6 +302,7 @@ mod tests {
                 limit: 1,
             },
             WorkerError::Timeout { seconds: 1 },
+            WorkerError::Tunnel(tunnel::TunnelError::NoResultEnd),
             WorkerError::OutOfMemory,
             WorkerError::WorkerFailed { status: 1 },
             WorkerError::InvalidOutput { reason: "x" },
@@ -391,6 +396,7 @@ mod tests {
                 | WorkerError::OutputExists { .. }
                 | WorkerError::OutputInRepository { .. }
                 | WorkerError::OutputWrite { .. }
+                | WorkerError::Tunnel(_)
                 | WorkerError::Snapshot(_)
                 | WorkerError::Archive(_)
                 | WorkerError::Finalize(_) => {}
@@ -402,7 +408,7 @@ mod tests {
     #[test]
     fn every_variant_follows_the_message_convention() {
         let all = samples();
-        assert_eq!(all.len(), 42);
+        assert_eq!(all.len(), 43);
         for e in &all {
             if let Err(violation) = snapshot::check_message_convention(e) {
                 panic!("{violation}");

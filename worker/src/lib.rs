@@ -24,6 +24,7 @@ mod input;
 mod janitor;
 mod ledger;
 mod limits;
+mod live;
 mod output;
 mod owner;
 mod pipeline;
@@ -53,20 +54,25 @@ pub use limits::{
     CALL_TIMEOUT, CANCEL_CLEANUP_TIMEOUT, DEFAULT_WALL_SECONDS, DRAIN_GRACE, MAX_REQUEST_BYTES,
     MAX_STDERR_BYTES, MAX_STDOUT_BYTES, MAX_TURN_ARCHIVE_BYTES, MAX_WALL_SECONDS, WALL_SLACK,
 };
+pub use live::{
+    DEFAULT_LIVE_PORT, LiveContext, LiveEvent, LiveLog, LiveNote, LiveProgress, LiveSettings,
+    STOP_GRACE, live_payload,
+};
 pub use output::{OutputLimits, VerifiedOutput, parse_turn_output};
 pub use owner::{
     ATTEMPT_LABEL_KEY, AttemptId, DEADLINE_LABEL_KEY, HOST_LABEL_KEY, HostId, INSTANCE_LABEL_KEY,
     InstanceId, OWNER_LABEL_KEY, PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcessIdentity, now_unix,
 };
 pub use pipeline::{
-    PhaseTimings, PipelineOutcome, PipelineRequest, default_selection, run_pipeline, staging_root,
+    PhaseTimings, PipelineOutcome, PipelineRequest, default_selection, run_live_pipeline,
+    run_pipeline, staging_root,
 };
 pub use request::{
     BUILD_FAMILY, CHANGE_CLASS, CodingWorkerRequest, TurnApproval, stdin_payload,
     verify_turn_request,
 };
 pub use runtime::{
-    ContainerRuntime, ExitStatus, ImageFacts, OutputChunk, OutputStream, RuntimeError,
+    ContainerRuntime, ExitStatus, ImageFacts, OutputChunk, OutputStream, RuntimeError, StdinWriter,
     TurnContainer,
 };
 pub use runtime_profile::{
@@ -74,5 +80,7 @@ pub use runtime_profile::{
     RuntimeProfile,
 };
 pub use state::state_dir;
-pub use turn::{RepositoryDockerTurn, drain_output, execute_repository_docker_turn};
+pub use turn::{
+    RepositoryDockerTurn, drain_output, execute_live_turn, execute_repository_docker_turn,
+};
 pub use usage::{IsolatedAcpUsage, parse_isolated_acp_usage};

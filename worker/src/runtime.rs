@@ -20,6 +20,9 @@ pub enum OutputChunk {
     Stderr(Vec<u8>),
 }
 
+/// The attached stdin of a live container: kept open for frames until dropped or shut down.
+pub type StdinWriter = Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+
 /// The attached output of a container.
 pub type OutputStream = Pin<Box<dyn Stream<Item = Result<OutputChunk, RuntimeError>> + Send>>;
 
@@ -101,6 +104,12 @@ pub trait ContainerRuntime: Send + Sync {
         id: &str,
         payload: &[u8],
     ) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// Attach to stdin alone and keep it open (a live turn's frames); dropping or shutting down
+    /// the writer closes the container's stdin.
+    fn attach_stdin(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<StdinWriter, RuntimeError>> + Send;
     /// Wait until the container is not running; the daemon's exit code is the authority.
     fn wait(&self, id: &str) -> impl Future<Output = Result<ExitStatus, RuntimeError>> + Send;
     /// `SIGKILL` the container.
@@ -151,6 +160,12 @@ impl<T: ContainerRuntime + ?Sized> ContainerRuntime for std::sync::Arc<T> {
         payload: &[u8],
     ) -> impl Future<Output = Result<(), RuntimeError>> + Send {
         (**self).write_stdin(id, payload)
+    }
+    fn attach_stdin(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<StdinWriter, RuntimeError>> + Send {
+        (**self).attach_stdin(id)
     }
     fn wait(&self, id: &str) -> impl Future<Output = Result<ExitStatus, RuntimeError>> + Send {
         (**self).wait(id)

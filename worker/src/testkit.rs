@@ -31,6 +31,20 @@ pub fn image_id() -> String {
 }
 pub const CONTAINER_ID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
+/// A simulated live container: it reads the worker's frames from `stdin` and writes its output
+/// chunks to `output`; the container "exits" when the future ends.
+pub type LiveContainer = Arc<
+    dyn Fn(
+            tokio::io::DuplexStream,
+            tokio::sync::mpsc::UnboundedSender<Result<OutputChunk, RuntimeError>>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Where a simulated live container writes its output.
+pub type LiveOutput = tokio::sync::mpsc::UnboundedSender<Result<OutputChunk, RuntimeError>>;
+
 /// How the fake's create call behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CreateMode {
@@ -65,6 +79,11 @@ pub struct FakeRuntime {
     pub progress: Arc<tokio::sync::Notify>,
     /// What `/info` lists as registered runtimes (default: runc and the expected runsc).
     pub runtimes: HashMap<String, RegisteredRuntime>,
+    /// A live container behind `attach_stdin` / `attach_output` (live turn tests).
+    pub live: Option<LiveContainer>,
+    live_output: Arc<Mutex<Option<LiveOutput>>>,
+    live_exited: Arc<tokio::sync::Notify>,
+    live_exited_flag: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for FakeRuntime {
@@ -110,7 +129,18 @@ impl FakeRuntime {
                     },
                 ),
             ]),
+            live: None,
+            live_output: Arc::default(),
+            live_exited: Arc::default(),
+            live_exited_flag: Arc::default(),
         }
+    }
+
+    /// A fake whose container is the simulated live container `live`.
+    pub fn live(live: LiveContainer) -> Self {
+        let mut fake = Self::new(b"");
+        fake.live = Some(live);
+        fake
     }
 
     pub fn calls(&self) -> Vec<String> {
@@ -220,6 +250,13 @@ impl ContainerRuntime for FakeRuntime {
 
     async fn attach_output(&self, _id: &str) -> Result<OutputStream, RuntimeError> {
         self.record("attach");
+        if self.live.is_some() {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            *self.live_output.lock().unwrap() = Some(tx);
+            return Ok(Box::pin(futures::stream::poll_fn(move |cx| {
+                rx.poll_recv(cx)
+            })));
+        }
         let chunks: Vec<Result<OutputChunk, RuntimeError>> =
             self.output.iter().cloned().map(Ok).collect();
         Ok(Box::pin(futures::stream::iter(chunks)))
@@ -240,8 +277,37 @@ impl ContainerRuntime for FakeRuntime {
         Ok(())
     }
 
+    async fn attach_stdin(&self, _id: &str) -> Result<crate::runtime::StdinWriter, RuntimeError> {
+        self.record("attach_stdin");
+        let Some(live) = self.live.clone() else {
+            return Ok(Box::pin(tokio::io::sink()));
+        };
+        let (worker_end, container_end) = tokio::io::duplex(1 << 16);
+        let output = self.live_output.lock().unwrap().take().unwrap();
+        let exited = Arc::clone(&self.live_exited);
+        let flag = Arc::clone(&self.live_exited_flag);
+        tokio::spawn(async move {
+            live(container_end, output).await;
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            exited.notify_waiters();
+        });
+        Ok(Box::pin(worker_end))
+    }
+
     async fn wait(&self, _id: &str) -> Result<ExitStatus, RuntimeError> {
         self.record("wait");
+        if self.live.is_some() {
+            loop {
+                let next = self.live_exited.notified();
+                if self
+                    .live_exited_flag
+                    .load(std::sync::atomic::Ordering::SeqCst)
+                {
+                    break;
+                }
+                next.await;
+            }
+        }
         if self.wait_hangs {
             std::future::pending::<()>().await;
         }

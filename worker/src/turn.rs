@@ -8,6 +8,7 @@
 //! one absolute deadline (wall budget plus slack), which its labels record for the sweeper.
 
 use std::future::Future;
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use snapshot::StagedPatchProposal;
@@ -17,6 +18,7 @@ use crate::config::TurnConfig;
 use crate::error::WorkerError;
 use crate::ids::{ContainerId, ContainerName, ImageId};
 use crate::limits::{CALL_TIMEOUT, DRAIN_GRACE};
+use crate::live::{LiveContext, LiveLog, live_exchange, live_payload};
 use crate::output::{OutputLimits, parse_turn_output};
 use crate::owner::{AttemptId, local_owner, now_unix};
 use crate::request::{CodingWorkerRequest, TurnApproval, stdin_payload, verify_turn_request};
@@ -69,8 +71,46 @@ pub async fn execute_repository_docker_turn<R: ContainerRuntime + Clone + 'stati
     approval: &TurnApproval<'_>,
     config: &TurnConfig,
 ) -> Result<RepositoryDockerTurn, WorkerError> {
+    execute_turn(runtime, request, approval, config, None)
+        .await
+        .map(|(turn, _)| turn)
+}
+
+/// Runs one live coding turn: the same checks, container, guard and output parsing as
+/// [`execute_repository_docker_turn`], with the container's stdio carrying the framed protocol
+/// (request, tunnelled model requests served by the gateway, result). The RESULT bytes are parsed
+/// exactly like an offline turn's stdout.
+///
+/// # Errors
+/// As [`execute_repository_docker_turn`], plus the `PATCH_CANDIDATE_TUNNEL_*` protocol codes.
+///
+/// # Security
+/// As the offline turn; in addition nothing the container sends on the tunnel is trusted (see
+/// [`tunnel::Session`]) and the gateway's credential never enters the container.
+pub async fn execute_live_turn<R: ContainerRuntime + Clone + 'static>(
+    runtime: &R,
+    request: &CodingWorkerRequest,
+    approval: &TurnApproval<'_>,
+    config: &TurnConfig,
+    live: &LiveContext<'_>,
+) -> Result<(RepositoryDockerTurn, LiveLog), WorkerError> {
+    let (turn, log) = execute_turn(runtime, request, approval, config, Some(live)).await?;
+    Ok((turn, log.unwrap_or_default()))
+}
+
+async fn execute_turn<R: ContainerRuntime + Clone + 'static>(
+    runtime: &R,
+    request: &CodingWorkerRequest,
+    approval: &TurnApproval<'_>,
+    config: &TurnConfig,
+    live: Option<&LiveContext<'_>>,
+) -> Result<(RepositoryDockerTurn, Option<LiveLog>), WorkerError> {
     verify_turn_request(request, approval)?;
     let payload = stdin_payload(request, approval.context)?;
+    let payload = match live {
+        Some(live) => live_payload(&payload, live.settings)?,
+        None => payload,
+    };
     let limits = OutputLimits::for_turn(request, approval.context, config.max_archive_bytes());
 
     let inspected = tokio::time::timeout(CALL_TIMEOUT, runtime.inspect_image(config.image())).await;
@@ -107,7 +147,8 @@ pub async fn execute_repository_docker_turn<R: ContainerRuntime + Clone + 'stati
     }
 
     let attempt = AttemptId::generate();
-    let lifetime = config.turn_lifetime();
+    // A live turn also has the grace after STOP.
+    let lifetime = config.turn_lifetime() + live.map_or(Duration::ZERO, |l| l.settings.stop_grace);
     // Rounded up: the label never claims an earlier deadline than the one enforced below.
     let lifetime_secs = i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX);
     let deadline_unix = now_unix().saturating_add(lifetime_secs).saturating_add(1);
@@ -120,7 +161,7 @@ pub async fn execute_repository_docker_turn<R: ContainerRuntime + Clone + 'stati
         labels: &labels,
         runtime: config.runtime(),
     };
-    let run = run_container(runtime, &mut guard, &spec_input, &payload, config);
+    let run = run_container(runtime, &mut guard, &spec_input, &payload, config, live);
     let outcome = match tokio::time::timeout(lifetime, run).await {
         Ok(outcome) => outcome,
         Err(_) => {
@@ -132,28 +173,33 @@ pub async fn execute_repository_docker_turn<R: ContainerRuntime + Clone + 'stati
         }
     };
     let removed = guard.remove().await;
-    let stdout = match (outcome, removed) {
+    let (stdout, log) = match (outcome, removed) {
         (_, Err(e)) | (Err(e), Ok(())) => return Err(e),
-        (Ok(stdout), Ok(())) => stdout,
+        (Ok(out), Ok(())) => out,
     };
     let (proposal, workspace_archive, usage) = parse_turn_output(stdout, &limits)?.into_parts();
-    Ok(RepositoryDockerTurn {
-        proposal,
-        workspace_archive,
-        usage,
-        container_name: name,
-        attempt,
-    })
+    Ok((
+        RepositoryDockerTurn {
+            proposal,
+            workspace_archive,
+            usage,
+            container_name: name,
+            attempt,
+        },
+        log,
+    ))
 }
 
-/// Create → inspect → attach → start → stdin → drain + wait. Returns the complete stdout.
+/// Create → inspect → attach → start → stdin → drain + wait. Returns the complete stdout (for a
+/// live turn: the RESULT bytes, and the tunnel's record).
 async fn run_container<R: ContainerRuntime + Clone + 'static>(
     runtime: &R,
     guard: &mut ContainerGuard<R>,
     spec_input: &SpecInput<'_>,
     payload: &[u8],
     config: &TurnConfig,
-) -> Result<Vec<u8>, WorkerError> {
+    live: Option<&LiveContext<'_>>,
+) -> Result<(Vec<u8>, Option<LiveLog>), WorkerError> {
     let body = container_spec(spec_input);
     let created = call("create", runtime.create(spec_input.name, &body)).await;
     guard.confirm_created();
@@ -175,13 +221,31 @@ async fn run_container<R: ContainerRuntime + Clone + 'static>(
     }
     verify_container(&inspect, spec_input)?;
 
-    let stdout = exchange(runtime, id.as_str(), payload, config).await?;
+    let (stdout, log) = match live {
+        None => (exchange(runtime, id.as_str(), payload, config).await?, None),
+        Some(live) => {
+            let (result, log) = live_exchange(runtime, id.as_str(), payload, config, live).await?;
+            let status = call("wait", runtime.wait(id.as_str())).await?;
+            if status.code != 0 {
+                if let Ok(Ok(after)) =
+                    tokio::time::timeout(CALL_TIMEOUT, runtime.inspect(id.as_str())).await
+                    && after.state.and_then(|s| s.oom_killed) == Some(true)
+                {
+                    return Err(WorkerError::OutOfMemory);
+                }
+                return Err(WorkerError::WorkerFailed {
+                    status: status.code,
+                });
+            }
+            (result, Some(log))
+        }
+    };
     let after = call("inspect", runtime.inspect(id.as_str())).await?;
     let state = after.state.as_ref();
     if state.and_then(|s| s.oom_killed) == Some(true) {
         return Err(WorkerError::OutOfMemory);
     }
-    Ok(stdout)
+    Ok((stdout, log))
 }
 
 /// Attach output before start, then feed stdin on its own attach while draining; `wait` decides.

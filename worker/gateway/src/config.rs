@@ -1,0 +1,167 @@
+//! The operator's gateway settings: model allowlist, refused tools, per-turn budgets, size caps
+//! and deadlines. Strict JSON (unknown fields refused); every field but `models` has a default
+//! with every protection on.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::error::GatewaySetupError;
+
+/// Per-turn budgets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Budgets {
+    /// Model requests per turn (refusals included).
+    pub requests: u64,
+    /// Request bytes per turn (heads and bodies as received from the agent).
+    pub request_bytes: u64,
+    /// Response bytes per turn (as streamed back to the agent).
+    pub response_bytes: u64,
+    /// Tokens per turn, as counted from the upstream's usage events.
+    pub tokens: u64,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Self {
+            requests: 64,
+            request_bytes: 64 * 1_048_576,
+            response_bytes: 256 * 1_048_576,
+            tokens: 2_000_000,
+        }
+    }
+}
+
+/// The gateway settings of one live turn.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// Models the agent may name (exact strings).
+    pub models: Vec<String>,
+    /// Tool types or names a request may not offer (e.g. `web_search`).
+    #[serde(default = "default_refused_tools")]
+    pub refused_tools: Vec<String>,
+    /// Per-turn budgets.
+    #[serde(default)]
+    pub budgets: Budgets,
+    /// Largest body of one request.
+    #[serde(default = "default_max_body")]
+    pub max_request_body_bytes: u64,
+    /// Largest head (request line and headers) of one request.
+    #[serde(default = "default_max_head")]
+    pub max_request_head_bytes: usize,
+    /// Most header lines of one request.
+    #[serde(default = "default_max_headers")]
+    pub max_request_headers: usize,
+    /// The whole request must arrive within this many milliseconds of the channel opening.
+    #[serde(default = "default_read_timeout")]
+    pub read_timeout_ms: u64,
+    /// The upstream must answer (status and headers) within this many milliseconds.
+    #[serde(default = "default_upstream_timeout")]
+    pub upstream_first_byte_timeout_ms: u64,
+    /// The upstream may stay silent between two chunks for at most this many milliseconds.
+    #[serde(default = "default_upstream_timeout")]
+    pub upstream_idle_timeout_ms: u64,
+}
+
+fn default_refused_tools() -> Vec<String> {
+    vec![
+        "web_search".to_owned(),
+        "web_search_preview".to_owned(),
+        "image_generation".to_owned(),
+        "computer_use_preview".to_owned(),
+        "mcp".to_owned(),
+    ]
+}
+fn default_max_body() -> u64 {
+    8 * 1_048_576
+}
+fn default_max_head() -> usize {
+    32 * 1024
+}
+fn default_max_headers() -> usize {
+    64
+}
+fn default_read_timeout() -> u64 {
+    10_000
+}
+fn default_upstream_timeout() -> u64 {
+    120_000
+}
+
+impl GatewayConfig {
+    /// The defaults for one allowed model.
+    #[must_use]
+    pub fn for_model(model: &str) -> Self {
+        Self {
+            models: vec![model.to_owned()],
+            refused_tools: default_refused_tools(),
+            budgets: Budgets::default(),
+            max_request_body_bytes: default_max_body(),
+            max_request_head_bytes: default_max_head(),
+            max_request_headers: default_max_headers(),
+            read_timeout_ms: default_read_timeout(),
+            upstream_first_byte_timeout_ms: default_upstream_timeout(),
+            upstream_idle_timeout_ms: default_upstream_timeout(),
+        }
+    }
+
+    /// Parses the operator's JSON config.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_GATEWAY_CONFIG` naming the JSON path of the first problem.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, GatewaySetupError> {
+        let de = &mut serde_json::Deserializer::from_slice(bytes);
+        let config: Self =
+            serde_path_to_error::deserialize(de).map_err(|e| GatewaySetupError::Config {
+                path: e.path().to_string(),
+                reason: "not a valid gateway configuration".to_owned(),
+            })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the values (non-empty allowlist of plain model names, caps above zero).
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_GATEWAY_CONFIG`.
+    pub fn validate(&self) -> Result<(), GatewaySetupError> {
+        let bad = |path: &str, reason: &str| GatewaySetupError::Config {
+            path: path.to_owned(),
+            reason: reason.to_owned(),
+        };
+        if self.models.is_empty() {
+            return Err(bad("models", "at least one model is required"));
+        }
+        for m in &self.models {
+            if m.is_empty()
+                || m.len() > 128
+                || !m
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._:/".contains(&b))
+            {
+                return Err(bad("models", "a model name is not a plain identifier"));
+            }
+        }
+        if self.max_request_body_bytes == 0
+            || self.max_request_head_bytes == 0
+            || self.max_request_headers == 0
+        {
+            return Err(bad("max_request_*", "caps must be above zero"));
+        }
+        if self.read_timeout_ms == 0
+            || self.upstream_first_byte_timeout_ms == 0
+            || self.upstream_idle_timeout_ms == 0
+        {
+            return Err(bad("*_timeout_ms", "deadlines must be above zero"));
+        }
+        Ok(())
+    }
+
+    /// The request read deadline.
+    #[must_use]
+    pub fn read_timeout(&self) -> Duration {
+        Duration::from_millis(self.read_timeout_ms)
+    }
+}

@@ -1,0 +1,261 @@
+//! The gateway's refusals. Each has a stable code (it goes into the turn's events and into the
+//! JSON error body the agent receives) and the HTTP status the agent sees. No variant carries a
+//! byte of the agent's request, of the upstream's answer, or of the credential.
+
+/// Why the gateway refused or cut a tunnelled model request.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GatewayError {
+    /// The request line is not `METHOD SP TARGET SP HTTP/x.y CRLF`.
+    #[error("PATCH_CANDIDATE_GATEWAY_REQUEST_LINE: malformed request line")]
+    RequestLine,
+    /// A method other than the provider's.
+    #[error("PATCH_CANDIDATE_GATEWAY_METHOD: only POST is served")]
+    Method,
+    /// Absolute-form, authority-form (CONNECT), asterisk-form or an unusual origin-form target.
+    #[error("PATCH_CANDIDATE_GATEWAY_TARGET: only an origin-form path is served")]
+    Target,
+    /// An origin-form path other than the provider's one path.
+    #[error("PATCH_CANDIDATE_GATEWAY_PATH: the path is not the provider's endpoint")]
+    Path,
+    /// A protocol version other than HTTP/1.1.
+    #[error("PATCH_CANDIDATE_GATEWAY_VERSION: only HTTP/1.1 is served")]
+    Version,
+    /// A header line that is not `name: value CRLF` (bare CR or LF, obs-fold, bad characters).
+    #[error("PATCH_CANDIDATE_GATEWAY_HEADER: malformed header line")]
+    Header,
+    /// Too many header lines or too many header bytes.
+    #[error("PATCH_CANDIDATE_GATEWAY_HEADERS_SIZE: headers exceed {limit} (count or bytes)")]
+    HeadersSize {
+        /// The cap that was hit.
+        limit: usize,
+    },
+    /// A header that must appear at most once appeared twice.
+    #[error("PATCH_CANDIDATE_GATEWAY_HEADER_DUPLICATE: a single-valued header appears twice")]
+    HeaderDuplicate,
+    /// Any transfer-encoding (the gateway reads content-length bodies only).
+    #[error(
+        "PATCH_CANDIDATE_GATEWAY_TRANSFER_ENCODING: transfer-encoding is refused; send content-length"
+    )]
+    TransferEncoding,
+    /// No content-length, or one that is not plain decimal digits.
+    #[error("PATCH_CANDIDATE_GATEWAY_CONTENT_LENGTH: a single decimal content-length is required")]
+    ContentLength,
+    /// `expect`, `upgrade` and other headers that change the exchange.
+    #[error(
+        "PATCH_CANDIDATE_GATEWAY_HEADER_REFUSED: a header that changes the exchange is refused"
+    )]
+    HeaderRefused,
+    /// The declared body exceeds the per-request cap.
+    #[error("PATCH_CANDIDATE_GATEWAY_BODY_SIZE: body exceeds {limit} bytes")]
+    BodySize {
+        /// The cap.
+        limit: u64,
+    },
+    /// The request did not arrive complete before the read deadline.
+    #[error("PATCH_CANDIDATE_GATEWAY_READ_TIMEOUT: the request did not arrive within {millis} ms")]
+    ReadTimeout {
+        /// The deadline.
+        millis: u64,
+    },
+    /// The channel closed before the request was complete, or bytes followed it.
+    #[error(
+        "PATCH_CANDIDATE_GATEWAY_INCOMPLETE: the request is incomplete or followed by extra bytes"
+    )]
+    Incomplete,
+    /// The body is not one JSON object of the provider's shape.
+    #[error("PATCH_CANDIDATE_GATEWAY_BODY: the body is not a JSON request of the provider's shape")]
+    Body,
+    /// `stream` is not `true`.
+    #[error("PATCH_CANDIDATE_GATEWAY_STREAM: only streamed requests are served")]
+    Stream,
+    /// The model is not in the operator's allowlist.
+    #[error("PATCH_CANDIDATE_GATEWAY_MODEL: the model is not allowed")]
+    Model,
+    /// A tool the operator refuses.
+    #[error("PATCH_CANDIDATE_GATEWAY_TOOL: the request offers a refused tool")]
+    Tool,
+    /// The per-turn request count is spent.
+    #[error(
+        "PATCH_CANDIDATE_GATEWAY_BUDGET_REQUESTS: more than {limit} model requests in one turn"
+    )]
+    BudgetRequests {
+        /// The cap.
+        limit: u64,
+    },
+    /// The per-turn request bytes are spent.
+    #[error(
+        "PATCH_CANDIDATE_GATEWAY_BUDGET_REQUEST_BYTES: request bytes exceed {limit} in one turn"
+    )]
+    BudgetRequestBytes {
+        /// The cap.
+        limit: u64,
+    },
+    /// The per-turn response bytes are spent (the answer in flight is cut).
+    #[error(
+        "PATCH_CANDIDATE_GATEWAY_BUDGET_RESPONSE_BYTES: response bytes exceed {limit} in one turn"
+    )]
+    BudgetResponseBytes {
+        /// The cap.
+        limit: u64,
+    },
+    /// The per-turn token budget is spent.
+    #[error("PATCH_CANDIDATE_GATEWAY_BUDGET_TOKENS: tokens exceed {limit} in one turn")]
+    BudgetTokens {
+        /// The cap.
+        limit: u64,
+    },
+    /// An earlier answer ended without a usage count, so the token budget cannot be enforced.
+    #[error("PATCH_CANDIDATE_GATEWAY_USAGE_MISSING: an earlier answer carried no usage count")]
+    UsageMissing,
+    /// The upstream could not be reached or broke the exchange.
+    #[error("PATCH_CANDIDATE_GATEWAY_UPSTREAM: the model upstream failed")]
+    Upstream,
+    /// The upstream did not answer (or went silent) within the deadline.
+    #[error(
+        "PATCH_CANDIDATE_GATEWAY_UPSTREAM_TIMEOUT: the model upstream was silent for {millis} ms"
+    )]
+    UpstreamTimeout {
+        /// The deadline.
+        millis: u64,
+    },
+    /// The upstream answered with a non-success status (passed on to the agent).
+    #[error("PATCH_CANDIDATE_GATEWAY_UPSTREAM_STATUS: the model upstream answered {status}")]
+    UpstreamStatus {
+        /// The status.
+        status: u16,
+    },
+    /// The turn ended (or the channel was reset) while the request was in flight.
+    #[error("PATCH_CANDIDATE_GATEWAY_CANCELLED: the turn ended while the request was in flight")]
+    Cancelled,
+}
+
+impl GatewayError {
+    /// The stable wire code.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::RequestLine => "PATCH_CANDIDATE_GATEWAY_REQUEST_LINE",
+            Self::Method => "PATCH_CANDIDATE_GATEWAY_METHOD",
+            Self::Target => "PATCH_CANDIDATE_GATEWAY_TARGET",
+            Self::Path => "PATCH_CANDIDATE_GATEWAY_PATH",
+            Self::Version => "PATCH_CANDIDATE_GATEWAY_VERSION",
+            Self::Header => "PATCH_CANDIDATE_GATEWAY_HEADER",
+            Self::HeadersSize { .. } => "PATCH_CANDIDATE_GATEWAY_HEADERS_SIZE",
+            Self::HeaderDuplicate => "PATCH_CANDIDATE_GATEWAY_HEADER_DUPLICATE",
+            Self::TransferEncoding => "PATCH_CANDIDATE_GATEWAY_TRANSFER_ENCODING",
+            Self::ContentLength => "PATCH_CANDIDATE_GATEWAY_CONTENT_LENGTH",
+            Self::HeaderRefused => "PATCH_CANDIDATE_GATEWAY_HEADER_REFUSED",
+            Self::BodySize { .. } => "PATCH_CANDIDATE_GATEWAY_BODY_SIZE",
+            Self::ReadTimeout { .. } => "PATCH_CANDIDATE_GATEWAY_READ_TIMEOUT",
+            Self::Incomplete => "PATCH_CANDIDATE_GATEWAY_INCOMPLETE",
+            Self::Body => "PATCH_CANDIDATE_GATEWAY_BODY",
+            Self::Stream => "PATCH_CANDIDATE_GATEWAY_STREAM",
+            Self::Model => "PATCH_CANDIDATE_GATEWAY_MODEL",
+            Self::Tool => "PATCH_CANDIDATE_GATEWAY_TOOL",
+            Self::BudgetRequests { .. } => "PATCH_CANDIDATE_GATEWAY_BUDGET_REQUESTS",
+            Self::BudgetRequestBytes { .. } => "PATCH_CANDIDATE_GATEWAY_BUDGET_REQUEST_BYTES",
+            Self::BudgetResponseBytes { .. } => "PATCH_CANDIDATE_GATEWAY_BUDGET_RESPONSE_BYTES",
+            Self::BudgetTokens { .. } => "PATCH_CANDIDATE_GATEWAY_BUDGET_TOKENS",
+            Self::UsageMissing => "PATCH_CANDIDATE_GATEWAY_USAGE_MISSING",
+            Self::Upstream => "PATCH_CANDIDATE_GATEWAY_UPSTREAM",
+            Self::UpstreamTimeout { .. } => "PATCH_CANDIDATE_GATEWAY_UPSTREAM_TIMEOUT",
+            Self::UpstreamStatus { .. } => "PATCH_CANDIDATE_GATEWAY_UPSTREAM_STATUS",
+            Self::Cancelled => "PATCH_CANDIDATE_GATEWAY_CANCELLED",
+        }
+    }
+
+    /// The HTTP status the agent receives for this refusal.
+    #[must_use]
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::RequestLine
+            | Self::Target
+            | Self::Header
+            | Self::HeaderDuplicate
+            | Self::Incomplete
+            | Self::Body
+            | Self::Stream => 400,
+            Self::Method => 405,
+            Self::Path => 404,
+            Self::Version => 505,
+            Self::HeadersSize { .. } => 431,
+            Self::TransferEncoding => 501,
+            Self::ContentLength => 411,
+            Self::HeaderRefused => 417,
+            Self::BodySize { .. } => 413,
+            Self::ReadTimeout { .. } => 408,
+            Self::Model | Self::Tool => 403,
+            Self::BudgetRequests { .. }
+            | Self::BudgetRequestBytes { .. }
+            | Self::BudgetResponseBytes { .. }
+            | Self::BudgetTokens { .. }
+            | Self::UsageMissing => 429,
+            Self::Upstream | Self::UpstreamStatus { .. } => 502,
+            Self::UpstreamTimeout { .. } => 504,
+            Self::Cancelled => 503,
+        }
+    }
+}
+
+impl snapshot::Coded for GatewayError {
+    fn code(&self) -> &'static str {
+        GatewayError::code(self)
+    }
+}
+
+/// Why the gateway could not be set up (operator input: config, credential, upstream URL).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GatewaySetupError {
+    /// The operator config is not valid.
+    #[error("PATCH_CANDIDATE_GATEWAY_CONFIG: invalid gateway configuration at {path}: {reason}")]
+    Config {
+        /// JSON path of the problem (never the value).
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The credential could not be read or is not a single visible-ASCII token.
+    #[error(
+        "PATCH_CANDIDATE_GATEWAY_CREDENTIAL: the credential {source_name} is missing or not a single visible-ASCII token"
+    )]
+    Credential {
+        /// Where it was to come from (the variable or file name, never the value).
+        source_name: String,
+    },
+    /// The upstream URL is not an http(s) base URL the gateway accepts.
+    #[error("PATCH_CANDIDATE_GATEWAY_UPSTREAM_URL: {reason}")]
+    UpstreamUrl {
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// The TLS client could not be built.
+    #[error("PATCH_CANDIDATE_GATEWAY_TLS: the TLS client could not be set up")]
+    Tls,
+}
+
+impl GatewaySetupError {
+    /// The stable wire code.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Config { .. } => "PATCH_CANDIDATE_GATEWAY_CONFIG",
+            Self::Credential { .. } => "PATCH_CANDIDATE_GATEWAY_CREDENTIAL",
+            Self::UpstreamUrl { .. } => "PATCH_CANDIDATE_GATEWAY_UPSTREAM_URL",
+            Self::Tls => "PATCH_CANDIDATE_GATEWAY_TLS",
+        }
+    }
+}
+
+impl snapshot::Coded for GatewaySetupError {
+    fn code(&self) -> &'static str {
+        GatewaySetupError::code(self)
+    }
+    fn class(&self) -> snapshot::FailureClass {
+        match self {
+            Self::Tls => snapshot::FailureClass::Environment,
+            _ => snapshot::FailureClass::Usage,
+        }
+    }
+}

@@ -1,0 +1,482 @@
+//! A scripted model upstream for tests and benchmarks: a small OpenAI Responses-API server on
+//! loopback speaking SSE, answering each `POST …/responses` with the next scripted [`Reply`] and
+//! recording every request (method, target, headers — `authorization` included — and body).
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use gateway::testkit::{Reply, ScriptedUpstream};
+//! let upstream = ScriptedUpstream::start([
+//!     Reply::edit_file("src/lib.rs", "old line", "new line"),
+//!     Reply::create_file("src/new.rs", "fn main() {}\n"),
+//!     Reply::message("Done."),
+//! ])
+//! .await?;
+//! let base = upstream.base_url(); // "http://127.0.0.1:PORT/v1": the gateway's --upstream
+//! // ... run the turn ...
+//! for request in upstream.requests() {
+//!     assert_eq!(request.header("authorization"), Some("Bearer test-key"));
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Replies ([`Reply`]):
+//! - [`Reply::message`]: one assistant message, then `response.completed` (ends Codex's turn).
+//! - [`Reply::apply_patch`] / [`Reply::edit_file`] / [`Reply::create_file`]: a `custom_tool_call`
+//!   named `apply_patch` whose input is a Codex patch (`*** Begin Patch` … `*** End Patch`).
+//! - [`Reply::function_call`] / [`Reply::shell`] / [`Reply::exec_command`]: a `function_call`
+//!   item (`shell` with `{"command": [...]}`, `exec_command` with `{"cmd": "..."}`).
+//! - [`Reply::Events`]: any list of SSE event objects (see [`events`] for builders).
+//! - [`Reply::Stall`]: sends the given events, then keeps the connection open and silent.
+//! - [`Reply::Huge`]: `response.created`, then `response.output_text.delta` events of padding
+//!   totalling about `bytes`, then `response.completed`.
+//! - [`Reply::Status`]: a non-SSE answer with the given status and JSON body.
+//!
+//! Every SSE reply is sent `event: <type>\ndata: <json>\n\n` per event, one write per event,
+//! with `content-type: text/event-stream` and `connection: close` (the body ends when the
+//! connection closes). Tool-call replies end with `response.completed` carrying
+//! [`DEFAULT_USAGE`] unless [`Reply::with_usage`] says otherwise. When the script is used up,
+//! the fallback reply (by default `Reply::message("Done.")`) answers.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+/// Usage reported by scripted answers unless overridden: 100 in, 20 out, 120 total.
+pub const DEFAULT_USAGE: Usage = Usage {
+    input: 100,
+    output: 20,
+    total: 120,
+};
+
+/// Token usage a scripted answer reports in `response.completed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Usage {
+    /// `input_tokens`.
+    pub input: u64,
+    /// `output_tokens`.
+    pub output: u64,
+    /// `total_tokens`.
+    pub total: u64,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn next_id(prefix: &str) -> String {
+    format!("{prefix}_{}", NEXT_ID.fetch_add(1, Ordering::Relaxed))
+}
+
+/// SSE event builders (Responses API shapes, as Codex reads them).
+pub mod events {
+    use super::{Usage, Value, json};
+
+    /// `response.created`.
+    #[must_use]
+    pub fn created(id: &str) -> Value {
+        json!({"type": "response.created", "response": {"id": id}})
+    }
+
+    /// `response.output_item.added` for `item`.
+    #[must_use]
+    pub fn output_item_added(item: &Value) -> Value {
+        json!({"type": "response.output_item.added", "output_index": 0, "item": item})
+    }
+
+    /// `response.output_item.done` for `item`.
+    #[must_use]
+    pub fn output_item_done(item: &Value) -> Value {
+        json!({"type": "response.output_item.done", "output_index": 0, "item": item})
+    }
+
+    /// `response.output_text.delta`.
+    #[must_use]
+    pub fn text_delta(delta: &str) -> Value {
+        json!({"type": "response.output_text.delta", "delta": delta})
+    }
+
+    /// `response.completed` with `usage`.
+    #[must_use]
+    pub fn completed(id: &str, usage: Usage) -> Value {
+        json!({
+            "type": "response.completed",
+            "response": {
+                "id": id,
+                "usage": {
+                    "input_tokens": usage.input,
+                    "input_tokens_details": null,
+                    "output_tokens": usage.output,
+                    "output_tokens_details": null,
+                    "total_tokens": usage.total
+                }
+            }
+        })
+    }
+
+    /// An assistant message item.
+    #[must_use]
+    pub fn message_item(id: &str, text: &str) -> Value {
+        json!({
+            "type": "message", "role": "assistant", "id": id,
+            "content": [{"type": "output_text", "text": text}]
+        })
+    }
+
+    /// A `custom_tool_call` item (freeform tool such as `apply_patch`).
+    #[must_use]
+    pub fn custom_tool_call_item(call_id: &str, name: &str, input: &str) -> Value {
+        json!({"type": "custom_tool_call", "call_id": call_id, "name": name, "input": input})
+    }
+
+    /// A `function_call` item.
+    #[must_use]
+    pub fn function_call_item(call_id: &str, name: &str, arguments: &str) -> Value {
+        json!({"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments})
+    }
+}
+
+/// One scripted answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// 200 with these SSE events.
+    Events(Vec<Value>),
+    /// 200 with these SSE events, then silence with the connection held open.
+    Stall(Vec<Value>),
+    /// 200 with about `bytes` of text deltas, then `response.completed`.
+    Huge {
+        /// Approximate body size.
+        bytes: usize,
+    },
+    /// A plain answer with this status and JSON body.
+    Status {
+        /// HTTP status.
+        status: u16,
+        /// Body (sent as `application/json`).
+        body: String,
+    },
+}
+
+impl Reply {
+    fn item_reply(item: &Value) -> Self {
+        let id = next_id("resp");
+        Self::Events(vec![
+            events::created(&id),
+            events::output_item_added(item),
+            events::output_item_done(item),
+            events::completed(&id, DEFAULT_USAGE),
+        ])
+    }
+
+    /// One assistant message, then `response.completed`.
+    #[must_use]
+    pub fn message(text: &str) -> Self {
+        Self::item_reply(&events::message_item(&next_id("msg"), text))
+    }
+
+    /// An `apply_patch` custom tool call carrying `patch`.
+    #[must_use]
+    pub fn apply_patch(patch: &str) -> Self {
+        Self::item_reply(&events::custom_tool_call_item(
+            &next_id("call"),
+            "apply_patch",
+            patch,
+        ))
+    }
+
+    /// An `apply_patch` call replacing the line `old` by `new` in `path`.
+    #[must_use]
+    pub fn edit_file(path: &str, old: &str, new: &str) -> Self {
+        Self::apply_patch(&format!(
+            "*** Begin Patch\n*** Update File: {path}\n@@\n-{old}\n+{new}\n*** End Patch\n"
+        ))
+    }
+
+    /// An `apply_patch` call adding `path` with `contents`.
+    #[must_use]
+    pub fn create_file(path: &str, contents: &str) -> Self {
+        let mut patch = format!("*** Begin Patch\n*** Add File: {path}\n");
+        for line in contents.lines() {
+            patch.push('+');
+            patch.push_str(line);
+            patch.push('\n');
+        }
+        patch.push_str("*** End Patch\n");
+        Self::apply_patch(&patch)
+    }
+
+    /// A `function_call` to `name` with JSON `arguments`.
+    #[must_use]
+    pub fn function_call(name: &str, arguments: &Value) -> Self {
+        Self::item_reply(&events::function_call_item(
+            &next_id("call"),
+            name,
+            &arguments.to_string(),
+        ))
+    }
+
+    /// A `shell` function call running `argv`.
+    #[must_use]
+    pub fn shell(argv: &[&str]) -> Self {
+        Self::function_call("shell", &json!({"command": argv}))
+    }
+
+    /// An `exec_command` function call running `cmd`.
+    #[must_use]
+    pub fn exec_command(cmd: &str) -> Self {
+        Self::function_call("exec_command", &json!({"cmd": cmd}))
+    }
+
+    /// The same reply reporting `usage` in its `response.completed` event.
+    #[must_use]
+    pub fn with_usage(self, usage: Usage) -> Self {
+        match self {
+            Self::Events(events) => Self::Events(
+                events
+                    .into_iter()
+                    .map(|e| {
+                        if e.get("type").and_then(Value::as_str) == Some("response.completed") {
+                            let id = e
+                                .pointer("/response/id")
+                                .and_then(Value::as_str)
+                                .unwrap_or("resp")
+                                .to_owned();
+                            events::completed(&id, usage)
+                        } else {
+                            e
+                        }
+                    })
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+}
+
+/// One request the upstream received.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedRequest {
+    /// Method.
+    pub method: String,
+    /// Request target.
+    pub target: String,
+    /// Headers in order, names lower-cased.
+    pub headers: Vec<(String, String)>,
+    /// Body bytes.
+    pub body: Vec<u8>,
+}
+
+impl RecordedRequest {
+    /// The first value of header `name` (lower-case).
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON.
+    #[must_use]
+    pub fn json(&self) -> Option<Value> {
+        serde_json::from_slice(&self.body).ok()
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    script: Mutex<VecDeque<Reply>>,
+    fallback: Mutex<Reply>,
+    requests: Mutex<Vec<RecordedRequest>>,
+}
+
+/// The scripted upstream; stops when dropped.
+#[derive(Debug)]
+pub struct ScriptedUpstream {
+    addr: SocketAddr,
+    state: Arc<State>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for ScriptedUpstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ScriptedUpstream {
+    /// Listens on `127.0.0.1:0` and answers requests with `script`, in order.
+    ///
+    /// # Errors
+    /// The listener could not be bound.
+    pub async fn start(script: impl IntoIterator<Item = Reply>) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(State {
+            script: Mutex::new(script.into_iter().collect()),
+            fallback: Mutex::new(Reply::message("Done.")),
+            requests: Mutex::new(Vec::new()),
+        });
+        let serving = Arc::clone(&state);
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let state = Arc::clone(&serving);
+                tokio::spawn(async move {
+                    let _ = serve_connection(stream, &state).await;
+                });
+            }
+        });
+        Ok(Self { addr, state, task })
+    }
+
+    /// The listening address.
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL to give the gateway: `http://127.0.0.1:PORT/v1`.
+    #[must_use]
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Every request received so far, in arrival order.
+    #[must_use]
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.state
+            .requests
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+
+    /// Appends a reply to the script.
+    pub fn push(&self, reply: Reply) {
+        if let Ok(mut s) = self.state.script.lock() {
+            s.push_back(reply);
+        }
+    }
+
+    /// Sets the reply used once the script is exhausted.
+    pub fn set_fallback(&self, reply: Reply) {
+        if let Ok(mut f) = self.state.fallback.lock() {
+            *f = reply;
+        }
+    }
+}
+
+async fn serve_connection(mut stream: TcpStream, state: &State) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let head_end = loop {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        if buf.len() > 1_048_576 {
+            return Ok(());
+        }
+    };
+    let head = String::from_utf8_lossy(buf.get(..head_end).unwrap_or_default()).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut request_line = lines.next().unwrap_or_default().split(' ');
+    let method = request_line.next().unwrap_or_default().to_owned();
+    let target = request_line.next().unwrap_or_default().to_owned();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
+    }
+    let body = buf.get(head_end..).unwrap_or_default().to_vec();
+    if let Ok(mut r) = state.requests.lock() {
+        r.push(RecordedRequest {
+            method,
+            target,
+            headers,
+            body,
+        });
+    }
+    let reply = state
+        .script
+        .lock()
+        .ok()
+        .and_then(|mut s| s.pop_front())
+        .or_else(|| state.fallback.lock().ok().map(|f| f.clone()))
+        .unwrap_or(Reply::Status {
+            status: 500,
+            body: "{}".to_owned(),
+        });
+    let sse_head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
+    match reply {
+        Reply::Events(events) => {
+            stream.write_all(sse_head).await?;
+            for e in &events {
+                stream.write_all(&sse_event(e)).await?;
+            }
+        }
+        Reply::Stall(events) => {
+            stream.write_all(sse_head).await?;
+            for e in &events {
+                stream.write_all(&sse_event(e)).await?;
+            }
+            // Hold the connection open and silent until the client goes away.
+            let mut sink = [0u8; 64];
+            while stream.read(&mut sink).await? > 0 {}
+        }
+        Reply::Huge { bytes } => {
+            stream.write_all(sse_head).await?;
+            let id = next_id("resp");
+            stream.write_all(&sse_event(&events::created(&id))).await?;
+            let piece = "x".repeat(16 * 1024);
+            let mut sent = 0;
+            while sent < bytes {
+                let e = sse_event(&events::text_delta(&piece));
+                sent += e.len();
+                stream.write_all(&e).await?;
+            }
+            stream
+                .write_all(&sse_event(&events::completed(&id, DEFAULT_USAGE)))
+                .await?;
+        }
+        Reply::Status { status, body } => {
+            let head = format!(
+                "HTTP/1.1 {status} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(head.as_bytes()).await?;
+            stream.write_all(body.as_bytes()).await?;
+        }
+    }
+    stream.flush().await?;
+    stream.shutdown().await
+}
+
+/// One SSE event: `event: <type>\ndata: <json>\n\n`.
+#[must_use]
+pub fn sse_event(event: &Value) -> Vec<u8> {
+    let kind = event
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("message");
+    format!("event: {kind}\ndata: {event}\n\n").into_bytes()
+}

@@ -1,0 +1,238 @@
+//! The crate's error type. Every variant has a stable wire code ([`JobsError::code`]); messages
+//! name fields and limits, never job payloads. Untrusted text (an ID that failed to parse, a
+//! database driver's detail) is shown only through [`Untrusted`].
+
+use snapshot::{Coded, FailureClass, Untrusted};
+
+/// Which backend a database failure came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
+        })
+    }
+}
+
+/// Errors of the job store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JobsError {
+    /// A job, attempt or host ID failed its format check.
+    #[error("PATCH_CANDIDATE_JOBS_ID: invalid {kind} id {}", Untrusted::quoted(.value).limit(80))]
+    Id { kind: &'static str, value: String },
+    /// A submitted job specification failed a check.
+    #[error("PATCH_CANDIDATE_JOBS_SPEC: {field}: {detail}")]
+    Spec {
+        field: &'static str,
+        detail: &'static str,
+    },
+    /// Another argument (an error code, an event message, host metadata, a limit) failed a check.
+    #[error("PATCH_CANDIDATE_JOBS_INPUT: {field}: {detail}")]
+    Input {
+        field: &'static str,
+        detail: &'static str,
+    },
+    /// The `--database` value is neither a SQLite path nor a `postgres://` URL it can use.
+    #[error("PATCH_CANDIDATE_JOBS_DATABASE_URL: {detail}")]
+    DatabaseUrl { detail: String },
+    /// No job has this ID.
+    #[error("PATCH_CANDIDATE_JOBS_NOT_FOUND: no job {id}")]
+    NotFound { id: String },
+    /// The job is in a state the operation does not apply to.
+    #[error("PATCH_CANDIDATE_JOBS_STATE: job {id} is {state}: {detail}")]
+    State {
+        id: String,
+        state: &'static str,
+        detail: &'static str,
+    },
+    /// The database cannot be reached right now (connection refused or lost, server shutting
+    /// down, SQLite locked past the busy timeout). Retrying later is the remedy; the store
+    /// reconnects by itself.
+    #[error("PATCH_CANDIDATE_JOBS_UNAVAILABLE: {backend} database unavailable: {}", Untrusted::quoted(.detail))]
+    Unavailable { backend: Backend, detail: String },
+    /// Any other database failure.
+    #[error("PATCH_CANDIDATE_JOBS_DATABASE: {backend}: {}", Untrusted::quoted(.detail))]
+    Database { backend: Backend, detail: String },
+    /// The database schema is newer than this program knows.
+    #[error(
+        "PATCH_CANDIDATE_JOBS_SCHEMA: database schema version {found} is newer than the supported {supported}"
+    )]
+    Schema { found: i64, supported: i64 },
+    /// A stored row failed its check when read back.
+    #[error("PATCH_CANDIDATE_JOBS_CORRUPT: stored {field} is invalid")]
+    Corrupt { field: &'static str },
+    /// Creating or opening the SQLite file failed.
+    #[error("PATCH_CANDIDATE_JOBS_IO: {what}: {}", Untrusted::quoted(.detail))]
+    Io { what: &'static str, detail: String },
+}
+
+impl JobsError {
+    /// The stable wire code.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Id { .. } => "PATCH_CANDIDATE_JOBS_ID",
+            Self::Spec { .. } => "PATCH_CANDIDATE_JOBS_SPEC",
+            Self::Input { .. } => "PATCH_CANDIDATE_JOBS_INPUT",
+            Self::DatabaseUrl { .. } => "PATCH_CANDIDATE_JOBS_DATABASE_URL",
+            Self::NotFound { .. } => "PATCH_CANDIDATE_JOBS_NOT_FOUND",
+            Self::State { .. } => "PATCH_CANDIDATE_JOBS_STATE",
+            Self::Unavailable { .. } => "PATCH_CANDIDATE_JOBS_UNAVAILABLE",
+            Self::Database { .. } => "PATCH_CANDIDATE_JOBS_DATABASE",
+            Self::Schema { .. } => "PATCH_CANDIDATE_JOBS_SCHEMA",
+            Self::Corrupt { .. } => "PATCH_CANDIDATE_JOBS_CORRUPT",
+            Self::Io { .. } => "PATCH_CANDIDATE_JOBS_IO",
+        }
+    }
+
+    /// True for failures of the environment (the database), which a service waits out.
+    #[must_use]
+    pub fn is_environment(&self) -> bool {
+        self.class() == FailureClass::Environment
+    }
+
+    /// True when the database could not be reached: the one error a long-running service retries
+    /// without giving up.
+    #[must_use]
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
+
+    pub(crate) fn id(kind: &'static str, value: &str) -> Self {
+        Self::Id {
+            kind,
+            value: value.to_owned(),
+        }
+    }
+
+    pub(crate) fn spec(field: &'static str, detail: &'static str) -> Self {
+        Self::Spec { field, detail }
+    }
+
+    pub(crate) fn input(field: &'static str, detail: &'static str) -> Self {
+        Self::Input { field, detail }
+    }
+}
+
+impl Coded for JobsError {
+    fn code(&self) -> &'static str {
+        JobsError::code(self)
+    }
+
+    fn class(&self) -> FailureClass {
+        match self {
+            Self::Id { .. }
+            | Self::Spec { .. }
+            | Self::Input { .. }
+            | Self::NotFound { .. }
+            | Self::State { .. } => FailureClass::Rejected,
+            Self::DatabaseUrl { .. } => FailureClass::Usage,
+            Self::Unavailable { .. }
+            | Self::Database { .. }
+            | Self::Schema { .. }
+            | Self::Corrupt { .. }
+            | Self::Io { .. } => FailureClass::Environment,
+        }
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = JobsError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use snapshot::check_message_convention;
+
+    /// One sample of every variant; [`variant_index`] is an exhaustive `match`, so a new variant
+    /// does not compile until it has an index, and the test fails until it has a sample.
+    fn samples() -> Vec<JobsError> {
+        vec![
+            JobsError::id("job", "../etc"),
+            JobsError::spec("commit", "must be 40 or 64 lowercase hex digits"),
+            JobsError::input("code", "must be 1 to 64 of A-Z 0-9 _"),
+            JobsError::DatabaseUrl {
+                detail: "unsupported scheme".to_owned(),
+            },
+            JobsError::NotFound {
+                id: "job_00000000000000000000000000000000".to_owned(),
+            },
+            JobsError::State {
+                id: "job_00000000000000000000000000000000".to_owned(),
+                state: "completed",
+                detail: "only failed or cancelled jobs can be retried",
+            },
+            JobsError::Unavailable {
+                backend: Backend::Postgres,
+                detail: "connection refused".to_owned(),
+            },
+            JobsError::Database {
+                backend: Backend::Sqlite,
+                detail: "constraint failed".to_owned(),
+            },
+            JobsError::Schema {
+                found: 9,
+                supported: 1,
+            },
+            JobsError::Corrupt { field: "state" },
+            JobsError::Io {
+                what: "create database file",
+                detail: "permission denied".to_owned(),
+            },
+        ]
+    }
+
+    const VARIANTS: usize = 11;
+
+    fn variant_index(e: &JobsError) -> usize {
+        match e {
+            JobsError::Id { .. } => 0,
+            JobsError::Spec { .. } => 1,
+            JobsError::Input { .. } => 2,
+            JobsError::DatabaseUrl { .. } => 3,
+            JobsError::NotFound { .. } => 4,
+            JobsError::State { .. } => 5,
+            JobsError::Unavailable { .. } => 6,
+            JobsError::Database { .. } => 7,
+            JobsError::Schema { .. } => 8,
+            JobsError::Corrupt { .. } => 9,
+            JobsError::Io { .. } => 10,
+        }
+    }
+
+    #[test]
+    fn every_variant_starts_with_its_code_once() {
+        let samples = samples();
+        let covered: std::collections::BTreeSet<usize> =
+            samples.iter().map(variant_index).collect();
+        assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no sample");
+        for e in &samples {
+            check_message_convention(e).unwrap();
+            assert_eq!(e.is_environment(), e.class() == FailureClass::Environment);
+            assert!(e.code().starts_with("PATCH_CANDIDATE_JOBS_"));
+        }
+    }
+
+    #[test]
+    fn untrusted_text_is_escaped_in_messages() {
+        let e = JobsError::id("job", "job_\u{1b}[31m");
+        assert!(!e.to_string().contains('\u{1b}'));
+    }
+
+    #[test]
+    fn only_unavailable_is_unavailable() {
+        for e in samples() {
+            assert_eq!(
+                e.is_unavailable(),
+                e.code() == "PATCH_CANDIDATE_JOBS_UNAVAILABLE"
+            );
+        }
+    }
+}

@@ -1,0 +1,616 @@
+//! The job model: what a job binds at submission ([`JobSpec`]), its life ([`JobState`]), and the
+//! values the store's operations return.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use sha2::{Digest as _, Sha256};
+
+use crate::error::{JobsError, Result};
+use crate::ids::{AttemptId, HostId, JobId};
+
+/// The most attempts a job may be given.
+pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
+/// The longest repository locator (a local path or a Git URL), in bytes.
+pub const MAX_REPOSITORY_BYTES: usize = 4096;
+/// The largest canonical encoding of a job's selections, in bytes.
+pub const MAX_SELECTIONS_BYTES: usize = 1_048_576;
+/// The largest stored candidate, in bytes.
+pub const MAX_CANDIDATE_BYTES: usize = 64 * 1_048_576;
+/// The largest usage document or host metadata, in bytes (compact JSON).
+pub const MAX_DOCUMENT_BYTES: usize = 65_536;
+/// The longest error or event message, in bytes.
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+/// The longest error or event code.
+pub const MAX_CODE_CHARS: usize = 64;
+/// The most rows one `claim` or `list` returns.
+pub const MAX_BATCH: usize = 1000;
+
+/// What a job does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobKind {
+    /// One coding turn bound to an approval and a snapshot.
+    Turn,
+    /// Nothing: exists only for the claim benchmark and the store's tests.
+    Noop,
+}
+
+impl JobKind {
+    /// The text stored in the database.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Turn => "turn",
+            Self::Noop => "noop",
+        }
+    }
+
+    /// Parses the stored text.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for any other text.
+    pub fn parse(text: &str) -> Result<Self> {
+        match text {
+            "turn" => Ok(Self::Turn),
+            "noop" => Ok(Self::Noop),
+            _ => Err(JobsError::input("kind", "must be turn or noop")),
+        }
+    }
+}
+
+/// Where a job is in its life. A snoozed or backing-off job is `Queued` with `run_at` in the
+/// future.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    Queued,
+    Running,
+    Completed,
+    /// Terminal failure: the dead letter.
+    Failed,
+    Cancelled,
+}
+
+impl JobState {
+    /// Every state, in life order.
+    pub const ALL: [JobState; 5] = [
+        Self::Queued,
+        Self::Running,
+        Self::Completed,
+        Self::Failed,
+        Self::Cancelled,
+    ];
+
+    /// The text stored in the database (and shown by the CLI).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses the stored text.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for any other text.
+    pub fn parse(text: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|s| s.as_str() == text)
+            .ok_or_else(|| {
+                JobsError::input(
+                    "state",
+                    "must be queued, running, completed, failed or cancelled",
+                )
+            })
+    }
+
+    /// True for completed, failed and cancelled.
+    #[must_use]
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Everything a job binds at submission. The approval is verified by the caller before
+/// [`crate::JobStore::submit`]; the store checks the shapes again (digests, hex commit, bounded
+/// sizes) so that a malformed row never enters the queue.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobSpec {
+    pub kind: JobKind,
+    /// The canonical bytes of the approval (never part of a serialised job view; see
+    /// `approval_digest`).
+    #[serde(skip)]
+    pub approval_json: Vec<u8>,
+    /// `sha256:` + 64 lowercase hex.
+    pub approval_digest: String,
+    /// `sha256:` + 64 lowercase hex.
+    pub snapshot_digest: String,
+    /// A local path or a Git URL the host can fetch.
+    pub repository: String,
+    /// 40 or 64 lowercase hex digits.
+    pub commit: String,
+    /// `sha256:` + 64 lowercase hex, or the 64 hex digits alone.
+    pub task_sha256: String,
+    /// `sha256:` + 64 lowercase hex.
+    pub image_id: String,
+    /// `sha256:` + 64 lowercase hex.
+    pub policy_digest: String,
+    /// The explicit selections, as the caller's JSON.
+    pub selections: serde_json::Value,
+    /// The container runtime name (e.g. `runsc`), when not the default.
+    pub runtime: Option<String>,
+    /// Attempts before the job is dead-lettered (1 to [`MAX_ATTEMPTS_LIMIT`]).
+    pub max_attempts: u32,
+}
+
+fn check_typed_digest(field: &'static str, value: &str) -> Result<()> {
+    if snapshot::is_typed_sha256(value) {
+        Ok(())
+    } else {
+        Err(JobsError::spec(
+            field,
+            "must be sha256: and 64 lowercase hex digits",
+        ))
+    }
+}
+
+fn is_lower_hex_len(value: &str, len: usize) -> bool {
+    value.len() == len && value.bytes().all(snapshot::is_lower_hex)
+}
+
+/// Text stored for display: no control characters other than newline and tab.
+pub(crate) fn has_forbidden_controls(text: &str) -> bool {
+    text.chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+}
+
+/// A stable error or event code: 1 to 64 of `A-Z 0-9 _`, starting with a letter.
+pub(crate) fn check_code(code: &str) -> Result<()> {
+    let ok = code.len() <= MAX_CODE_CHARS
+        && code.bytes().next().is_some_and(|b| b.is_ascii_uppercase())
+        && code
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(JobsError::input(
+            "code",
+            "must be 1 to 64 of A-Z 0-9 _ starting with a letter",
+        ))
+    }
+}
+
+/// A short message: at most [`MAX_MESSAGE_BYTES`], no control characters but newline and tab.
+pub(crate) fn check_message(message: &str) -> Result<()> {
+    if message.len() > MAX_MESSAGE_BYTES {
+        return Err(JobsError::input("message", "longer than 4096 bytes"));
+    }
+    if has_forbidden_controls(message) {
+        return Err(JobsError::input("message", "contains control characters"));
+    }
+    Ok(())
+}
+
+/// Compact JSON with object keys sorted at every depth: one encoding per value.
+pub(crate) fn canonical_json(value: &serde_json::Value) -> Vec<u8> {
+    fn write(value: &serde_json::Value, out: &mut Vec<u8>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                out.push(b'{');
+                for (i, (k, v)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(
+                        serde_json::Value::from(k.as_str()).to_string().as_bytes(),
+                    );
+                    out.push(b':');
+                    write(v, out);
+                }
+                out.push(b'}');
+            }
+            serde_json::Value::Array(items) => {
+                out.push(b'[');
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    write(v, out);
+                }
+                out.push(b']');
+            }
+            scalar => out.extend_from_slice(scalar.to_string().as_bytes()),
+        }
+    }
+    let mut out = Vec::new();
+    write(value, &mut out);
+    out
+}
+
+/// Compact JSON of a bounded document (usage, host metadata).
+pub(crate) fn document_text(field: &'static str, value: &serde_json::Value) -> Result<String> {
+    let bytes = canonical_json(value);
+    if bytes.len() > MAX_DOCUMENT_BYTES {
+        return Err(JobsError::input(field, "larger than 65536 bytes"));
+    }
+    String::from_utf8(bytes).map_err(|_| JobsError::input(field, "not UTF-8"))
+}
+
+impl JobSpec {
+    /// Checks every field's shape.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_SPEC` naming the first field that fails.
+    pub fn validate(&self) -> Result<()> {
+        if self.approval_json.is_empty() {
+            return Err(JobsError::spec("approval_json", "is empty"));
+        }
+        if self.approval_json.len() > snapshot::MAX_CONTEXT_JSON_BYTES {
+            return Err(JobsError::spec("approval_json", "larger than 1 MiB"));
+        }
+        check_typed_digest("approval_digest", &self.approval_digest)?;
+        check_typed_digest("snapshot_digest", &self.snapshot_digest)?;
+        check_typed_digest("image_id", &self.image_id)?;
+        check_typed_digest("policy_digest", &self.policy_digest)?;
+        let task = self
+            .task_sha256
+            .strip_prefix(snapshot::SHA256_PREFIX)
+            .unwrap_or(&self.task_sha256);
+        if !is_lower_hex_len(task, 64) {
+            return Err(JobsError::spec(
+                "task_sha256",
+                "must be 64 lowercase hex digits, optionally after sha256:",
+            ));
+        }
+        if !(is_lower_hex_len(&self.commit, 40) || is_lower_hex_len(&self.commit, 64)) {
+            return Err(JobsError::spec(
+                "commit",
+                "must be 40 or 64 lowercase hex digits",
+            ));
+        }
+        if self.repository.is_empty() || self.repository.len() > MAX_REPOSITORY_BYTES {
+            return Err(JobsError::spec("repository", "must be 1 to 4096 bytes"));
+        }
+        if self.repository.chars().any(char::is_control) {
+            return Err(JobsError::spec("repository", "contains control characters"));
+        }
+        if canonical_json(&self.selections).len() > MAX_SELECTIONS_BYTES {
+            return Err(JobsError::spec("selections", "larger than 1 MiB"));
+        }
+        if let Some(runtime) = &self.runtime {
+            let ok = runtime.len() <= 64
+                && runtime
+                    .bytes()
+                    .next()
+                    .is_some_and(|b| b.is_ascii_alphanumeric())
+                && runtime
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b));
+            if !ok {
+                return Err(JobsError::spec(
+                    "runtime",
+                    "must be 1 to 64 of a-z 0-9 . _ - starting with a letter or digit",
+                ));
+            }
+        }
+        if self.max_attempts == 0 || self.max_attempts > MAX_ATTEMPTS_LIMIT {
+            return Err(JobsError::spec("max_attempts", "must be 1 to 100"));
+        }
+        Ok(())
+    }
+
+    /// The idempotency key: `sha256:` + hex of SHA-256 over a length-prefixed encoding of every
+    /// field that says what runs (kind, approval bytes and digest, snapshot digest, repository,
+    /// commit, task hash, image, policy digest, canonical selections, runtime). `max_attempts`
+    /// is a scheduling choice, not part of the job's identity.
+    #[must_use]
+    pub fn idempotency_key(&self) -> String {
+        let mut hasher = Sha256::new();
+        hasher.update(b"patch-candidate.job.idempotency.v1\0");
+        let selections = canonical_json(&self.selections);
+        let runtime = self.runtime.as_deref().unwrap_or("");
+        let fields: [&[u8]; 11] = [
+            self.kind.as_str().as_bytes(),
+            &self.approval_json,
+            self.approval_digest.as_bytes(),
+            self.snapshot_digest.as_bytes(),
+            self.repository.as_bytes(),
+            self.commit.as_bytes(),
+            self.task_sha256.as_bytes(),
+            self.image_id.as_bytes(),
+            self.policy_digest.as_bytes(),
+            &selections,
+            runtime.as_bytes(),
+        ];
+        for field in fields {
+            hasher.update((field.len() as u64).to_be_bytes());
+            hasher.update(field);
+        }
+        hasher.update([u8::from(self.runtime.is_some())]);
+        format!(
+            "{}{}",
+            snapshot::SHA256_PREFIX,
+            hex::encode(hasher.finalize())
+        )
+    }
+
+    /// A no-op job whose identity is `nonce` (for the claim benchmark and tests): fixed digests
+    /// derived from the nonce, so distinct nonces are distinct jobs.
+    #[must_use]
+    pub fn noop(nonce: &str, max_attempts: u32) -> Self {
+        let digest = |tag: &str| {
+            let mut h = Sha256::new();
+            h.update(tag.as_bytes());
+            h.update(b"\0");
+            h.update(nonce.as_bytes());
+            hex::encode(h.finalize())
+        };
+        let typed = |tag: &str| format!("{}{}", snapshot::SHA256_PREFIX, digest(tag));
+        Self {
+            kind: JobKind::Noop,
+            approval_json: b"{}".to_vec(),
+            approval_digest: typed("approval"),
+            snapshot_digest: typed("snapshot"),
+            repository: "noop".to_owned(),
+            commit: digest("commit").chars().take(40).collect(),
+            task_sha256: typed("task"),
+            image_id: typed("image"),
+            policy_digest: typed("policy"),
+            selections: serde_json::json!({ "nonce": nonce }),
+            runtime: None,
+            max_attempts,
+        }
+    }
+}
+
+/// The last failure recorded on a job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct JobFailure {
+    pub code: String,
+    pub message: String,
+}
+
+/// A job as stored. Times are milliseconds since the Unix epoch, from the database clock on
+/// PostgreSQL and from the host clock on SQLite.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Job {
+    pub id: JobId,
+    /// Submission order (increasing; claims take the oldest due job first).
+    pub seq: i64,
+    pub state: JobState,
+    /// `list` leaves `spec.approval_json` empty; `get` and `claim` fill it.
+    pub spec: JobSpec,
+    pub idempotency_key: String,
+    /// Attempts spent so far (a snooze or a release gives its attempt back).
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub run_at_ms: i64,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+    /// The current attempt while running; the last attempt afterwards.
+    pub attempt_id: Option<AttemptId>,
+    /// The host running it (while running), or that ran it last.
+    pub host: Option<HostId>,
+    /// While running: when the lease expires unless renewed.
+    pub lease_until_ms: Option<i64>,
+    pub cancel_requested: bool,
+    pub last_error: Option<JobFailure>,
+    /// The stored candidate's digest once completed.
+    pub candidate_digest: Option<String>,
+}
+
+impl Job {
+    /// The job's kind.
+    #[must_use]
+    pub fn kind(&self) -> JobKind {
+        self.spec.kind
+    }
+}
+
+/// One successful claim: the job (now running), and the fencing token of this attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Claimed {
+    pub job: Job,
+    pub attempt_id: AttemptId,
+    /// 1-based number of this attempt among the spent ones.
+    pub attempt: u32,
+    pub lease_until_ms: i64,
+}
+
+/// The answer to a lease renewal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Heartbeat {
+    /// The lease is renewed; `cancel_requested` tells the runner to stop the turn.
+    Renewed { cancel_requested: bool },
+    /// The attempt is no longer current (rescued, cancelled, finished): stop at once and record
+    /// nothing.
+    Lost,
+}
+
+/// The outcome of a write guarded by `id + attempt_id + state='running'`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Fenced {
+    /// The attempt was current; the write happened.
+    Applied,
+    /// The attempt was no longer current; nothing was written.
+    Lost,
+}
+
+/// What a failure does to the job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// Dead letter: the job becomes `failed`.
+    Never,
+    /// Queue again after this delay (the attempt is spent; `failed` when none is left).
+    After(Duration),
+}
+
+/// One line of a job's log: a stable code and a short message, never source text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct JobEvent {
+    pub seq: i64,
+    pub job_id: JobId,
+    pub attempt_id: Option<AttemptId>,
+    pub at_ms: i64,
+    pub code: String,
+    pub message: String,
+}
+
+/// A registered worker host.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostInfo {
+    pub host: HostId,
+    pub max_turns: u32,
+    pub meta: serde_json::Value,
+    pub started_at_ms: i64,
+    pub seen_at_ms: i64,
+}
+
+/// Exponential backoff with jitter for retry number `attempt` (1-based): 2 s doubling up to
+/// 10 minutes, then a uniformly random point in the upper half of that delay ("equal jitter"),
+/// so that jobs failing together do not come back together.
+#[must_use]
+pub fn backoff(attempt: u32) -> Duration {
+    const BASE_MS: u64 = 2_000;
+    const CAP_MS: u64 = 600_000;
+    let exp = attempt.saturating_sub(1).min(20);
+    let full = BASE_MS.saturating_mul(1_u64 << exp).min(CAP_MS);
+    let half = full / 2;
+    let mut bytes = [0_u8; 8];
+    let jitter = match getrandom::fill(&mut bytes) {
+        Ok(()) => u64::from_le_bytes(bytes) % (half + 1),
+        Err(_) => half,
+    };
+    Duration::from_millis(half + jitter)
+}
+
+/// Milliseconds of a duration, saturated into the database's integer type.
+pub(crate) fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn noop_specs_validate_and_differ_by_nonce() {
+        let a = JobSpec::noop("a", 3);
+        a.validate().unwrap();
+        let b = JobSpec::noop("b", 3);
+        assert_ne!(a.idempotency_key(), b.idempotency_key());
+        assert_eq!(a.idempotency_key(), JobSpec::noop("a", 3).idempotency_key());
+        // Scheduling is not identity.
+        assert_eq!(a.idempotency_key(), JobSpec::noop("a", 7).idempotency_key());
+        assert!(a.idempotency_key().starts_with("sha256:"));
+    }
+
+    #[test]
+    fn key_ignores_selection_key_order_but_not_values() {
+        let mut a = JobSpec::noop("a", 1);
+        a.selections = serde_json::from_str(r#"{"x":1,"y":[1,2]}"#).unwrap();
+        let mut b = a.clone();
+        b.selections = serde_json::from_str(r#"{"y":[1,2],"x":1}"#).unwrap();
+        assert_eq!(a.idempotency_key(), b.idempotency_key());
+        b.selections = serde_json::from_str(r#"{"y":[2,1],"x":1}"#).unwrap();
+        assert_ne!(a.idempotency_key(), b.idempotency_key());
+    }
+
+    #[test]
+    fn key_separates_runtime_absent_from_empty() {
+        let a = JobSpec::noop("a", 1);
+        let mut b = a.clone();
+        b.runtime = Some(String::new());
+        assert_ne!(a.idempotency_key(), b.idempotency_key());
+    }
+
+    #[test]
+    fn bad_specs_name_the_field() {
+        type Mutation = Box<dyn Fn(&mut JobSpec)>;
+        let cases: Vec<(&str, Mutation)> = vec![
+            ("approval_json", Box::new(|s| s.approval_json.clear())),
+            (
+                "approval_digest",
+                Box::new(|s| s.approval_digest = "sha256:AB".into()),
+            ),
+            ("snapshot_digest", Box::new(|s| s.snapshot_digest.clear())),
+            (
+                "image_id",
+                Box::new(|s| s.image_id = "ubuntu:latest".into()),
+            ),
+            ("policy_digest", Box::new(|s| s.policy_digest.push('0'))),
+            ("task_sha256", Box::new(|s| s.task_sha256 = "abc".into())),
+            ("commit", Box::new(|s| s.commit = "HEAD".into())),
+            ("repository", Box::new(|s| s.repository.clear())),
+            ("repository", Box::new(|s| s.repository = "a\u{1b}b".into())),
+            ("runtime", Box::new(|s| s.runtime = Some("../x".into()))),
+            ("max_attempts", Box::new(|s| s.max_attempts = 0)),
+            ("max_attempts", Box::new(|s| s.max_attempts = 101)),
+        ];
+        for (field, mutate) in cases {
+            let mut spec = JobSpec::noop("n", 1);
+            mutate(&mut spec);
+            match spec.validate() {
+                Err(JobsError::Spec { field: f, .. }) => assert_eq!(f, field),
+                other => panic!("{field}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn codes_and_messages() {
+        check_code("REPOSITORY_PATCH_X").unwrap();
+        for bad in ["", "lower", "_X", "A-B", &"A".repeat(65)] {
+            assert!(check_code(bad).is_err(), "{bad:?}");
+        }
+        check_message("line one\nline two\tok").unwrap();
+        assert!(check_message("a\u{1b}[2Jb").is_err());
+        assert!(check_message(&"x".repeat(4097)).is_err());
+    }
+
+    #[test]
+    fn states_round_trip() {
+        for s in JobState::ALL {
+            assert_eq!(JobState::parse(s.as_str()).unwrap(), s);
+        }
+        assert!(JobState::parse("Queued").is_err());
+        assert!(JobKind::parse("turn").is_ok() && JobKind::parse("x").is_err());
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        for attempt in 1..40 {
+            let d = backoff(attempt);
+            let full = (2_000_u64 << (attempt - 1).min(20)).min(600_000);
+            assert!(d.as_millis() >= u128::from(full / 2), "{attempt}");
+            assert!(d.as_millis() <= u128::from(full), "{attempt}");
+        }
+    }
+
+    #[test]
+    fn canonical_json_sorts_nested_keys() {
+        let v: serde_json::Value =
+            serde_json::from_str(r#"{"b":{"d":1,"c":"é"},"a":[true,null]}"#).unwrap();
+        assert_eq!(
+            String::from_utf8(canonical_json(&v)).unwrap(),
+            r#"{"a":[true,null],"b":{"c":"é","d":1}}"#
+        );
+    }
+}

@@ -1,0 +1,856 @@
+//! The many-host backend: PostgreSQL through tokio-postgres and a deadpool connection pool, no
+//! TLS (a unix socket or loopback; see docs/SERVICE.md). Claims lock with `FOR UPDATE SKIP
+//! LOCKED`, so concurrent claimers never wait on each other's rows; every write about a running
+//! attempt is one statement guarded by `id + attempt_id + state='running'`, with its log line
+//! written by the same statement (data-modifying CTEs). Times come from the database clock.
+
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use tokio_postgres::{NoTls, Row};
+
+use crate::error::{Backend, JobsError, Result};
+use crate::ids::{AttemptId, HostId, JobId};
+use crate::model::{
+    Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, Retry, duration_ms,
+};
+use crate::rows::{
+    EVENT_CANCELLED, EVENT_CLAIMED, EVENT_COMPLETED, EVENT_RELEASED, EVENT_RETRIED, EVENT_SNOOZED,
+    EVENT_SUBMITTED, LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE, RawJob, SpecRow, job_columns,
+};
+use crate::schema::{MIGRATIONS, SCHEMA_VERSION};
+use crate::store::StoreOptions;
+
+/// The database clock in milliseconds (the transaction's start, so one statement sees one time).
+const NOW: &str = "(extract(epoch FROM now()) * 1000)::bigint";
+
+/// The advisory lock key that serialises migrations across hosts starting at once.
+const MIGRATION_LOCK: i64 = 0x7063_6a6f_6273; // "pcjobs"
+
+fn is_io(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if err.is::<std::io::Error>() {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+pub(crate) fn map_pg(e: &tokio_postgres::Error) -> JobsError {
+    let by_code = e.code().is_some_and(|c| {
+        let c = c.code();
+        // connection_exception, admin/crash shutdown, cannot_connect_now, too_many_connections
+        c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03" | "53300")
+    });
+    let detail = match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => e.to_string(),
+    };
+    if by_code || e.is_closed() || (e.as_db_error().is_none() && is_io(e)) {
+        JobsError::Unavailable {
+            backend: Backend::Postgres,
+            detail,
+        }
+    } else {
+        JobsError::Database {
+            backend: Backend::Postgres,
+            detail,
+        }
+    }
+}
+
+fn pg(e: tokio_postgres::Error) -> JobsError {
+    map_pg(&e)
+}
+
+fn map_pool(e: PoolError) -> JobsError {
+    match e {
+        PoolError::Backend(e) => map_pg(&e),
+        PoolError::Timeout(t) => JobsError::Unavailable {
+            backend: Backend::Postgres,
+            detail: format!("timed out waiting for a connection ({t:?})"),
+        },
+        other => JobsError::Database {
+            backend: Backend::Postgres,
+            detail: other.to_string(),
+        },
+    }
+}
+
+fn raw(row: &Row) -> std::result::Result<RawJob, tokio_postgres::Error> {
+    Ok(RawJob {
+        seq: row.try_get("seq")?,
+        id: row.try_get("id")?,
+        kind: row.try_get("kind")?,
+        state: row.try_get("state")?,
+        idempotency_key: row.try_get("idempotency_key")?,
+        spec_json: row.try_get("spec_json")?,
+        approval_json: row.try_get("approval_json")?,
+        attempts: row.try_get("attempts")?,
+        max_attempts: row.try_get("max_attempts")?,
+        run_at: row.try_get("run_at")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        attempt_id: row.try_get("attempt_id")?,
+        host_id: row.try_get("host_id")?,
+        lease_until: row.try_get("lease_until")?,
+        cancel_requested: row.try_get("cancel_requested")?,
+        error_code: row.try_get("error_code")?,
+        error_message: row.try_get("error_message")?,
+        candidate_digest: row.try_get("candidate_digest")?,
+    })
+}
+
+fn job(row: &Row) -> Result<Job> {
+    raw(row).map_err(pg)?.into_job()
+}
+
+fn cols() -> String {
+    job_columns("", "approval_json")
+}
+
+/// The PostgreSQL job store.
+#[derive(Clone)]
+pub(crate) struct PgStore {
+    pool: Pool,
+    config: std::sync::Arc<tokio_postgres::Config>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The connection string may hold a password: never print it.
+        f.debug_struct("PgStore").finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    pub(crate) async fn open(url: &str, options: &StoreOptions) -> Result<Self> {
+        let mut config: tokio_postgres::Config =
+            url.parse()
+                .map_err(|e: tokio_postgres::Error| JobsError::DatabaseUrl {
+                    detail: format!("not a PostgreSQL connection string: {e}"),
+                })?;
+        config.connect_timeout(options.connect_timeout);
+        if config.get_application_name().is_none() {
+            config.application_name("patch-candidate");
+        }
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.connect_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .recycle_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|e| JobsError::Database {
+                backend: Backend::Postgres,
+                detail: e.to_string(),
+            })?;
+        let store = Self {
+            pool,
+            config: std::sync::Arc::new(config),
+        };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// The connection settings (for the `LISTEN` connection).
+    pub(crate) fn config(&self) -> &tokio_postgres::Config {
+        &self.config
+    }
+
+    /// Tells every listening host that work may be available. Best effort: a lost notification
+    /// only delays a runner until its next poll.
+    pub(crate) async fn notify(&self) {
+        if let Ok(client) = self.client().await {
+            let sql = format!("NOTIFY {}", crate::wake::CHANNEL);
+            if let Err(e) = client.batch_execute(&sql).await {
+                tracing::debug!(code = map_pg(&e).code(), "job store: NOTIFY failed");
+            }
+        }
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object> {
+        self.pool.get().await.map_err(map_pool)
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        // Several hosts may start at once: the first takes the lock and migrates, the others
+        // wait, then find the work done.
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(pg)?;
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
+                 version    BIGINT PRIMARY KEY,
+                 name       TEXT NOT NULL,
+                 applied_at BIGINT NOT NULL
+             )",
+        )
+        .await
+        .map_err(pg)?;
+        let found: i64 = tx
+            .query_one(
+                "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+                &[],
+            )
+            .await
+            .map_err(pg)?
+            .try_get(0)
+            .map_err(pg)?;
+        if found > SCHEMA_VERSION {
+            return Err(JobsError::Schema {
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        for m in MIGRATIONS.iter().filter(|m| m.version > found) {
+            tx.batch_execute(m.postgres).await.map_err(pg)?;
+            tx.execute(
+                &format!(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, {NOW})"
+                ),
+                &[&m.version, &m.name],
+            )
+            .await
+            .map_err(pg)?;
+            tracing::info!(version = m.version, "job store: postgres schema migrated");
+        }
+        tx.commit().await.map_err(pg)
+    }
+
+    pub(crate) async fn schema_version(&self) -> Result<i64> {
+        let client = self.client().await?;
+        client
+            .query_one(
+                "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+                &[],
+            )
+            .await
+            .map_err(pg)?
+            .try_get(0)
+            .map_err(pg)
+    }
+
+    /// Runs a guarded write whose statement ends in `SELECT count(*) FROM u`.
+    async fn fenced(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Fenced> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql).await.map_err(pg)?;
+        let n: i64 = client
+            .query_one(&stmt, params)
+            .await
+            .map_err(pg)?
+            .try_get(0)
+            .map_err(pg)?;
+        Ok(if n == 0 {
+            Fenced::Lost
+        } else {
+            Fenced::Applied
+        })
+    }
+
+    pub(crate) async fn submit(&self, spec: JobSpec, id: JobId) -> Result<(Job, bool)> {
+        let spec_json = SpecRow::text(&spec)?;
+        let key = spec.idempotency_key();
+        let client = self.client().await?;
+        let sql = format!(
+            "WITH ins AS (
+                 INSERT INTO jobs (id, kind, state, idempotency_key, spec_json, approval_json,
+                     attempts, max_attempts, run_at, created_at, updated_at)
+                 VALUES ($1, $2, 'queued', $3, $4, $5, 0, $6, {NOW}, {NOW}, {NOW})
+                 ON CONFLICT (idempotency_key) DO NOTHING
+                 RETURNING id),
+             ev AS (
+                 INSERT INTO events (job_id, attempt_id, at, code, message)
+                 SELECT id, NULL, {NOW}, $7, 'job submitted' FROM ins)
+             SELECT count(*) FROM ins"
+        );
+        let created: i64 = client
+            .query_one(
+                &sql,
+                &[
+                    &id.as_str(),
+                    &spec.kind.as_str(),
+                    &key,
+                    &spec_json,
+                    &spec.approval_json,
+                    &i64::from(spec.max_attempts),
+                    &EVENT_SUBMITTED,
+                ],
+            )
+            .await
+            .map_err(pg)?
+            .try_get(0)
+            .map_err(pg)?;
+        let row = client
+            .query_one(
+                &format!("SELECT {} FROM jobs WHERE idempotency_key = $1", cols()),
+                &[&key],
+            )
+            .await
+            .map_err(pg)?;
+        Ok((job(&row)?, created == 1))
+    }
+
+    pub(crate) async fn claim(
+        &self,
+        host: HostId,
+        max: i64,
+        lease: Duration,
+        attempts: Vec<AttemptId>,
+    ) -> Result<Vec<Claimed>> {
+        let attempts: Vec<String> = attempts.into_iter().map(|a| a.to_string()).collect();
+        let sql = format!(
+            "WITH picked AS (
+                 SELECT id, row_number() OVER () AS n FROM (
+                     SELECT id FROM jobs
+                     WHERE state = 'queued' AND run_at <= {NOW}
+                     ORDER BY run_at, seq
+                     LIMIT $1
+                     FOR UPDATE SKIP LOCKED) s),
+             upd AS (
+                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1,
+                     attempt_id = ($2::text[])[picked.n], host_id = $3,
+                     lease_until = {NOW} + $4, updated_at = {NOW}
+                 FROM picked WHERE j.id = picked.id
+                 RETURNING {}),
+             ev AS (
+                 INSERT INTO events (job_id, attempt_id, at, code, message)
+                 SELECT id, attempt_id, {NOW}, $5, 'claimed by host ' || $3 FROM upd)
+             SELECT * FROM upd ORDER BY run_at, seq",
+            job_columns("j.", "j.approval_json")
+        );
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(&sql).await.map_err(pg)?;
+        let rows = client
+            .query(
+                &stmt,
+                &[
+                    &max,
+                    &attempts,
+                    &host.as_str(),
+                    &duration_ms(lease),
+                    &EVENT_CLAIMED,
+                ],
+            )
+            .await
+            .map_err(pg)?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let job = job(row)?;
+            let attempt_id = job.attempt_id.clone().ok_or(JobsError::Corrupt {
+                field: "attempt_id",
+            })?;
+            let lease_until_ms = job.lease_until_ms.ok_or(JobsError::Corrupt {
+                field: "lease_until",
+            })?;
+            out.push(Claimed {
+                attempt: job.attempts,
+                attempt_id,
+                lease_until_ms,
+                job,
+            });
+        }
+        Ok(out)
+    }
+
+    pub(crate) async fn heartbeat(
+        &self,
+        id: JobId,
+        attempt: AttemptId,
+        lease: Duration,
+    ) -> Result<Heartbeat> {
+        let sql = format!(
+            "UPDATE jobs SET lease_until = {NOW} + $3, updated_at = {NOW}
+             WHERE id = $1 AND attempt_id = $2 AND state = 'running'
+             RETURNING cancel_requested"
+        );
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(&sql).await.map_err(pg)?;
+        let row = client
+            .query_opt(
+                &stmt,
+                &[&id.as_str(), &attempt.as_str(), &duration_ms(lease)],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(match row {
+            Some(r) => Heartbeat::Renewed {
+                cancel_requested: r.try_get(0).map_err(pg)?,
+            },
+            None => Heartbeat::Lost,
+        })
+    }
+
+    pub(crate) async fn complete(
+        &self,
+        id: JobId,
+        attempt: AttemptId,
+        candidate: Vec<u8>,
+        digest: String,
+        usage: String,
+    ) -> Result<Fenced> {
+        // One statement, so one transaction: the state change, the candidate, the usage row and
+        // the log line happen together or not at all, and only for the current attempt.
+        let sql = format!(
+            "WITH u AS (
+                 UPDATE jobs SET state = 'completed', candidate_digest = $3, lease_until = NULL,
+                     error_code = NULL, error_message = NULL, updated_at = {NOW}
+                 WHERE id = $1 AND attempt_id = $2 AND state = 'running'
+                 RETURNING id, attempt_id),
+             c AS (
+                 INSERT INTO candidates (job_id, attempt_id, digest, bytes, created_at)
+                 SELECT id, attempt_id, $3, $4, {NOW} FROM u),
+             us AS (
+                 INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
+                 SELECT id, attempt_id, $5, {NOW} FROM u
+                 ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json),
+             ev AS (
+                 INSERT INTO events (job_id, attempt_id, at, code, message)
+                 SELECT id, attempt_id, {NOW}, $6, 'candidate ' || $3 FROM u)
+             SELECT count(*) FROM u"
+        );
+        self.fenced(
+            &sql,
+            &[
+                &id.as_str(),
+                &attempt.as_str(),
+                &digest,
+                &candidate,
+                &usage,
+                &EVENT_COMPLETED,
+            ],
+        )
+        .await
+    }
+
+    pub(crate) async fn fail(
+        &self,
+        id: JobId,
+        attempt: AttemptId,
+        code: String,
+        message: String,
+        retry: Retry,
+    ) -> Result<Fenced> {
+        let (may_retry, delay) = match retry {
+            Retry::Never => (false, 0),
+            Retry::After(d) => (true, duration_ms(d)),
+        };
+        let sql = format!(
+            "WITH u AS (
+                 UPDATE jobs SET
+                     state = CASE WHEN cancel_requested THEN 'cancelled'
+                                  WHEN $3 AND attempts < max_attempts THEN 'queued'
+                                  ELSE 'failed' END,
+                     run_at = {NOW} + $4, lease_until = NULL, error_code = $5, error_message = $6,
+                     updated_at = {NOW}
+                 WHERE id = $1 AND attempt_id = $2 AND state = 'running'
+                 RETURNING id, attempt_id),
+             ev AS (
+                 INSERT INTO events (job_id, attempt_id, at, code, message)
+                 SELECT id, attempt_id, {NOW}, $5, $6 FROM u)
+             SELECT count(*) FROM u"
+        );
+        self.fenced(
+            &sql,
+            &[
+                &id.as_str(),
+                &attempt.as_str(),
+                &may_retry,
+                &delay,
+                &code,
+                &message,
+            ],
+        )
+        .await
+    }
+
+    pub(crate) async fn requeue(
+        &self,
+        id: JobId,
+        attempt: AttemptId,
+        delay: Option<(Duration, String)>,
+    ) -> Result<Fenced> {
+        let (delay_ms, code, event_code, message) = match &delay {
+            Some((d, code)) => (
+                duration_ms(*d),
+                Some(code.clone()),
+                EVENT_SNOOZED,
+                format!("snoozed for {} ms: {code}", duration_ms(*d)),
+            ),
+            None => (0, None, EVENT_RELEASED, "released on drain".to_owned()),
+        };
+        let sql = format!(
+            "WITH u AS (
+                 UPDATE jobs SET
+                     state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
+                     attempts = attempts - 1, run_at = {NOW} + $3, lease_until = NULL,
+                     error_code = COALESCE($4, error_code),
+                     error_message = CASE WHEN $4::text IS NULL THEN error_message ELSE 'snoozed' END,
+                     updated_at = {NOW}
+                 WHERE id = $1 AND attempt_id = $2 AND state = 'running'
+                 RETURNING id, attempt_id),
+             ev AS (
+                 INSERT INTO events (job_id, attempt_id, at, code, message)
+                 SELECT id, attempt_id, {NOW}, $5, $6 FROM u)
+             SELECT count(*) FROM u"
+        );
+        self.fenced(
+            &sql,
+            &[
+                &id.as_str(),
+                &attempt.as_str(),
+                &delay_ms,
+                &code,
+                &event_code,
+                &message,
+            ],
+        )
+        .await
+    }
+
+    pub(crate) async fn finish_cancelled(&self, id: JobId, attempt: AttemptId) -> Result<Fenced> {
+        let sql = format!(
+            "WITH u AS (
+                 UPDATE jobs SET state = 'cancelled', lease_until = NULL, updated_at = {NOW}
+                 WHERE id = $1 AND attempt_id = $2 AND state = 'running'
+                 RETURNING id, attempt_id),
+             ev AS (
+                 INSERT INTO events (job_id, attempt_id, at, code, message)
+                 SELECT id, attempt_id, {NOW}, $3, 'running attempt stopped' FROM u)
+             SELECT count(*) FROM u"
+        );
+        self.fenced(&sql, &[&id.as_str(), &attempt.as_str(), &EVENT_CANCELLED])
+            .await
+    }
+
+    pub(crate) async fn record_usage(
+        &self,
+        id: JobId,
+        attempt: AttemptId,
+        usage: String,
+    ) -> Result<()> {
+        let sql = format!(
+            "INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
+             SELECT $1, $2, $3, {NOW} WHERE EXISTS (SELECT 1 FROM jobs WHERE id = $1)
+             ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json"
+        );
+        let client = self.client().await?;
+        let n = client
+            .execute(&sql, &[&id.as_str(), &attempt.as_str(), &usage])
+            .await
+            .map_err(pg)?;
+        if n == 0 {
+            return Err(JobsError::NotFound { id: id.to_string() });
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn usage(&self, id: JobId) -> Result<Vec<(AttemptId, String)>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT attempt_id, usage_json FROM usage WHERE job_id = $1 ORDER BY recorded_at, attempt_id",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(pg)?;
+        rows.iter()
+            .map(|r| {
+                let attempt: String = r.try_get(0).map_err(pg)?;
+                let usage: String = r.try_get(1).map_err(pg)?;
+                let attempt = AttemptId::parse(&attempt).map_err(|_| JobsError::Corrupt {
+                    field: "usage.attempt_id",
+                })?;
+                Ok((attempt, usage))
+            })
+            .collect()
+    }
+
+    pub(crate) async fn rescue_expired(&self) -> Result<u64> {
+        // The one guarded statement (its log lines are written by the same statement). Rows
+        // another transaction holds (a heartbeat in flight, a concurrent rescuer) are skipped,
+        // not waited for: rescuers on several hosts never deadlock, and a skipped row is taken
+        // by the next round if it is still expired then.
+        let sql = format!(
+            "WITH r AS (
+                 UPDATE jobs SET
+                     state = CASE WHEN cancel_requested THEN 'cancelled'
+                                  WHEN attempts >= max_attempts THEN 'failed'
+                                  ELSE 'queued' END,
+                     run_at = {NOW}, lease_until = NULL, error_code = $1, error_message = $2,
+                     updated_at = {NOW}
+                 WHERE state = 'running' AND lease_until < {NOW}
+                   AND id IN (SELECT id FROM jobs
+                              WHERE state = 'running' AND lease_until < {NOW}
+                              FOR UPDATE SKIP LOCKED)
+                 RETURNING id, attempt_id),
+             ev AS (
+                 INSERT INTO events (job_id, attempt_id, at, code, message)
+                 SELECT id, attempt_id, {NOW}, $1, $2 FROM r)
+             SELECT count(*) FROM r"
+        );
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(&sql).await.map_err(pg)?;
+        let n: i64 = client
+            .query_one(&stmt, &[&LEASE_EXPIRED, &LEASE_EXPIRED_MESSAGE])
+            .await
+            .map_err(pg)?
+            .try_get(0)
+            .map_err(pg)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn get_in(
+        client: &impl deadpool_postgres::GenericClient,
+        id: &JobId,
+    ) -> Result<Option<Job>> {
+        client
+            .query_opt(
+                &format!("SELECT {} FROM jobs WHERE id = $1", cols()),
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(pg)?
+            .as_ref()
+            .map(job)
+            .transpose()
+    }
+
+    pub(crate) async fn cancel(&self, id: JobId) -> Result<Job> {
+        let sql = format!(
+            "WITH u AS (
+                 UPDATE jobs SET
+                     state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END,
+                     cancel_requested = (state = 'running') OR cancel_requested,
+                     updated_at = {NOW}
+                 WHERE id = $1 AND (state = 'queued' OR (state = 'running' AND NOT cancel_requested))
+                 RETURNING id, state)
+             INSERT INTO events (job_id, attempt_id, at, code, message)
+             SELECT id, NULL, {NOW}, $2,
+                    CASE WHEN state = 'cancelled' THEN 'cancelled while queued'
+                         ELSE 'cancellation requested while running' END
+             FROM u"
+        );
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        tx.execute(&sql, &[&id.as_str(), &EVENT_CANCELLED])
+            .await
+            .map_err(pg)?;
+        let job = Self::get_in(&tx, &id)
+            .await?
+            .ok_or_else(|| JobsError::NotFound { id: id.to_string() })?;
+        tx.commit().await.map_err(pg)?;
+        Ok(job)
+    }
+
+    pub(crate) async fn retry(&self, id: JobId) -> Result<Job> {
+        let sql = format!(
+            "WITH u AS (
+                 UPDATE jobs SET state = 'queued', run_at = {NOW}, updated_at = {NOW},
+                     max_attempts = GREATEST(max_attempts, attempts + 1),
+                     cancel_requested = FALSE, lease_until = NULL
+                 WHERE id = $1 AND state IN ('failed', 'cancelled')
+                 RETURNING id)
+             INSERT INTO events (job_id, attempt_id, at, code, message)
+             SELECT id, NULL, {NOW}, $2, 'queued again by the operator' FROM u"
+        );
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        tx.execute(&sql, &[&id.as_str(), &EVENT_RETRIED])
+            .await
+            .map_err(pg)?;
+        let job = Self::get_in(&tx, &id)
+            .await?
+            .ok_or_else(|| JobsError::NotFound { id: id.to_string() })?;
+        tx.commit().await.map_err(pg)?;
+        if job.state == JobState::Completed {
+            return Err(JobsError::State {
+                id: id.to_string(),
+                state: job.state.as_str(),
+                detail: "a completed job keeps its result; submit a new job instead",
+            });
+        }
+        Ok(job)
+    }
+
+    pub(crate) async fn get(&self, id: JobId) -> Result<Option<Job>> {
+        let client = self.client().await?;
+        Self::get_in(&client, &id).await
+    }
+
+    pub(crate) async fn list(&self, state: Option<JobState>, limit: i64) -> Result<Vec<Job>> {
+        let sql = format!(
+            "SELECT {} FROM jobs WHERE ($1::text IS NULL OR state = $1)
+             ORDER BY seq DESC LIMIT $2",
+            job_columns("", "NULL::bytea")
+        );
+        let client = self.client().await?;
+        let rows = client
+            .query(&sql, &[&state.map(JobState::as_str), &limit])
+            .await
+            .map_err(pg)?;
+        rows.iter().map(job).collect()
+    }
+
+    pub(crate) async fn candidate(&self, id: JobId) -> Result<Option<Vec<u8>>> {
+        let client = self.client().await?;
+        client
+            .query_opt(
+                "SELECT bytes FROM candidates WHERE job_id = $1",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(pg)?
+            .map(|r| r.try_get(0).map_err(pg))
+            .transpose()
+    }
+
+    pub(crate) async fn events(&self, id: JobId) -> Result<Vec<JobEvent>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT seq, attempt_id, at, code, message FROM events WHERE job_id = $1 ORDER BY seq",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(pg)?;
+        rows.iter()
+            .map(|r| {
+                let attempt: Option<String> = r.try_get(1).map_err(pg)?;
+                Ok(JobEvent {
+                    seq: r.try_get(0).map_err(pg)?,
+                    job_id: id.clone(),
+                    attempt_id: attempt
+                        .as_deref()
+                        .map(AttemptId::parse)
+                        .transpose()
+                        .map_err(|_| JobsError::Corrupt {
+                            field: "events.attempt_id",
+                        })?,
+                    at_ms: r.try_get(2).map_err(pg)?,
+                    code: r.try_get(3).map_err(pg)?,
+                    message: r.try_get(4).map_err(pg)?,
+                })
+            })
+            .collect()
+    }
+
+    pub(crate) async fn append_event(
+        &self,
+        id: JobId,
+        attempt: Option<AttemptId>,
+        code: String,
+        message: String,
+    ) -> Result<()> {
+        let sql = format!(
+            "INSERT INTO events (job_id, attempt_id, at, code, message)
+             SELECT $1, $2, {NOW}, $3, $4 WHERE EXISTS (SELECT 1 FROM jobs WHERE id = $1)"
+        );
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                &sql,
+                &[
+                    &id.as_str(),
+                    &attempt.as_ref().map(AttemptId::as_str),
+                    &code,
+                    &message,
+                ],
+            )
+            .await
+            .map_err(pg)?;
+        if n == 0 {
+            return Err(JobsError::NotFound { id: id.to_string() });
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn register_host(
+        &self,
+        host: HostId,
+        max_turns: u32,
+        meta: String,
+    ) -> Result<()> {
+        let sql = format!(
+            "INSERT INTO hosts (host_id, max_turns, meta_json, started_at, seen_at)
+             VALUES ($1, $2, $3, {NOW}, {NOW})
+             ON CONFLICT (host_id) DO UPDATE SET max_turns = excluded.max_turns,
+                 meta_json = excluded.meta_json, started_at = excluded.started_at,
+                 seen_at = excluded.seen_at"
+        );
+        let client = self.client().await?;
+        client
+            .execute(&sql, &[&host.as_str(), &i64::from(max_turns), &meta])
+            .await
+            .map_err(pg)?;
+        Ok(())
+    }
+
+    pub(crate) async fn host_heartbeat(&self, host: HostId) -> Result<bool> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                &format!("UPDATE hosts SET seen_at = {NOW} WHERE host_id = $1"),
+                &[&host.as_str()],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(n == 1)
+    }
+
+    pub(crate) async fn hosts(&self) -> Result<Vec<HostInfo>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT host_id, max_turns, meta_json, started_at, seen_at FROM hosts ORDER BY host_id",
+                &[],
+            )
+            .await
+            .map_err(pg)?;
+        rows.iter()
+            .map(|r| {
+                let meta: String = r.try_get(2).map_err(pg)?;
+                crate::store::host_info(
+                    r.try_get(0).map_err(pg)?,
+                    r.try_get(1).map_err(pg)?,
+                    &meta,
+                    r.try_get(3).map_err(pg)?,
+                    r.try_get(4).map_err(pg)?,
+                )
+            })
+            .collect()
+    }
+
+    pub(crate) async fn current_attempts(&self) -> Result<Vec<(JobId, AttemptId)>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, attempt_id FROM jobs WHERE state = 'running' ORDER BY id",
+                &[],
+            )
+            .await
+            .map_err(pg)?;
+        rows.iter()
+            .map(|r| {
+                let id: String = r.try_get(0).map_err(pg)?;
+                let attempt: String = r.try_get(1).map_err(pg)?;
+                crate::store::attempt_pair(&id, &attempt)
+            })
+            .collect()
+    }
+}

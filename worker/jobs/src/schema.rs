@@ -1,0 +1,149 @@
+//! Versioned schema migrations. Each backend applies, in one transaction at open, every
+//! migration above the version recorded in `schema_migrations`; a database whose version is
+//! newer than [`SCHEMA_VERSION`] is refused. Migrations are append-only: a released one never
+//! changes, a change is a new version.
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// One migration: its version, a name, and the SQL per backend.
+pub(crate) struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sqlite: &'static str,
+    pub postgres: &'static str,
+}
+
+pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "jobs, candidates, usage, events, hosts",
+    sqlite: r"
+CREATE TABLE jobs (
+    id               TEXT PRIMARY KEY,
+    seq              INTEGER NOT NULL UNIQUE,
+    kind             TEXT NOT NULL CHECK (kind IN ('turn', 'noop')),
+    state            TEXT NOT NULL
+                     CHECK (state IN ('queued', 'running', 'completed', 'failed', 'cancelled')),
+    idempotency_key  TEXT NOT NULL UNIQUE,
+    spec_json        TEXT NOT NULL,
+    approval_json    BLOB NOT NULL,
+    attempts         INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    max_attempts     INTEGER NOT NULL CHECK (max_attempts >= 1),
+    run_at           INTEGER NOT NULL,
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL,
+    attempt_id       TEXT,
+    host_id          TEXT,
+    lease_until      INTEGER,
+    cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),
+    error_code       TEXT,
+    error_message    TEXT,
+    candidate_digest TEXT,
+    CHECK (state <> 'running' OR (attempt_id IS NOT NULL AND lease_until IS NOT NULL))
+);
+CREATE INDEX jobs_queue ON jobs (run_at, seq) WHERE state = 'queued';
+CREATE INDEX jobs_leases ON jobs (lease_until) WHERE state = 'running';
+CREATE INDEX jobs_by_state ON jobs (state, seq);
+CREATE TABLE candidates (
+    job_id     TEXT PRIMARY KEY REFERENCES jobs (id),
+    attempt_id TEXT NOT NULL,
+    digest     TEXT NOT NULL,
+    bytes      BLOB NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE usage (
+    job_id      TEXT NOT NULL REFERENCES jobs (id),
+    attempt_id  TEXT NOT NULL,
+    usage_json  TEXT NOT NULL,
+    recorded_at INTEGER NOT NULL,
+    PRIMARY KEY (job_id, attempt_id)
+);
+CREATE TABLE events (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id     TEXT NOT NULL REFERENCES jobs (id),
+    attempt_id TEXT,
+    at         INTEGER NOT NULL,
+    code       TEXT NOT NULL,
+    message    TEXT NOT NULL
+);
+CREATE INDEX events_by_job ON events (job_id, seq);
+CREATE TABLE hosts (
+    host_id    TEXT PRIMARY KEY,
+    max_turns  INTEGER NOT NULL,
+    meta_json  TEXT NOT NULL,
+    started_at INTEGER NOT NULL,
+    seen_at    INTEGER NOT NULL
+);
+",
+    postgres: r"
+CREATE TABLE jobs (
+    id               TEXT PRIMARY KEY,
+    seq              BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    kind             TEXT NOT NULL CHECK (kind IN ('turn', 'noop')),
+    state            TEXT NOT NULL
+                     CHECK (state IN ('queued', 'running', 'completed', 'failed', 'cancelled')),
+    idempotency_key  TEXT NOT NULL UNIQUE,
+    spec_json        TEXT NOT NULL,
+    approval_json    BYTEA NOT NULL,
+    attempts         BIGINT NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    max_attempts     BIGINT NOT NULL CHECK (max_attempts >= 1),
+    run_at           BIGINT NOT NULL,
+    created_at       BIGINT NOT NULL,
+    updated_at       BIGINT NOT NULL,
+    attempt_id       TEXT,
+    host_id          TEXT,
+    lease_until      BIGINT,
+    cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
+    error_code       TEXT,
+    error_message    TEXT,
+    candidate_digest TEXT,
+    CHECK (state <> 'running' OR (attempt_id IS NOT NULL AND lease_until IS NOT NULL))
+);
+CREATE INDEX jobs_queue ON jobs (run_at, seq) WHERE state = 'queued';
+CREATE INDEX jobs_leases ON jobs (lease_until) WHERE state = 'running';
+CREATE INDEX jobs_by_state ON jobs (state, seq);
+CREATE TABLE candidates (
+    job_id     TEXT PRIMARY KEY REFERENCES jobs (id),
+    attempt_id TEXT NOT NULL,
+    digest     TEXT NOT NULL,
+    bytes      BYTEA NOT NULL,
+    created_at BIGINT NOT NULL
+);
+CREATE TABLE usage (
+    job_id      TEXT NOT NULL REFERENCES jobs (id),
+    attempt_id  TEXT NOT NULL,
+    usage_json  TEXT NOT NULL,
+    recorded_at BIGINT NOT NULL,
+    PRIMARY KEY (job_id, attempt_id)
+);
+CREATE TABLE events (
+    seq        BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id     TEXT NOT NULL REFERENCES jobs (id),
+    attempt_id TEXT,
+    at         BIGINT NOT NULL,
+    code       TEXT NOT NULL,
+    message    TEXT NOT NULL
+);
+CREATE INDEX events_by_job ON events (job_id, seq);
+CREATE TABLE hosts (
+    host_id    TEXT PRIMARY KEY,
+    max_turns  BIGINT NOT NULL,
+    meta_json  TEXT NOT NULL,
+    started_at BIGINT NOT NULL,
+    seen_at    BIGINT NOT NULL
+);
+",
+}];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_dense_and_end_at_the_current_one() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i64::try_from(i).unwrap() + 1, "{}", m.name);
+        }
+        assert_eq!(MIGRATIONS.last().unwrap().version, SCHEMA_VERSION);
+    }
+}

@@ -1,0 +1,919 @@
+//! The embedded backend: one SQLite file (WAL, busy timeout, foreign keys), one connection behind
+//! a mutex, every call on the blocking pool. Claims and migrations take the write lock up front
+//! (`BEGIN IMMEDIATE`), so two processes on one file (the service and a `jobs submit`) never
+//! interleave a read and its write. Times come from the host clock.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, ErrorCode, OptionalExtension as _, Row, TransactionBehavior, params};
+
+use crate::error::{Backend, JobsError, Result};
+use crate::ids::{AttemptId, HostId, JobId};
+use crate::model::{
+    Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, Retry, duration_ms,
+};
+use crate::rows::{
+    EVENT_CANCELLED, EVENT_CLAIMED, EVENT_COMPLETED, EVENT_RELEASED, EVENT_RETRIED, EVENT_SNOOZED,
+    EVENT_SUBMITTED, LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE, RawJob, SpecRow, job_columns,
+};
+use crate::schema::{MIGRATIONS, SCHEMA_VERSION};
+
+pub(crate) fn map_err(e: rusqlite::Error) -> JobsError {
+    let unavailable = matches!(
+        e.sqlite_error_code(),
+        Some(
+            ErrorCode::DatabaseBusy
+                | ErrorCode::DatabaseLocked
+                | ErrorCode::CannotOpen
+                | ErrorCode::SystemIoFailure
+                | ErrorCode::DiskFull
+        )
+    );
+    let detail = e.to_string();
+    if unavailable {
+        JobsError::Unavailable {
+            backend: Backend::Sqlite,
+            detail,
+        }
+    } else {
+        JobsError::Database {
+            backend: Backend::Sqlite,
+            detail,
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn cols() -> String {
+    job_columns("", "approval_json")
+}
+
+fn raw(row: &Row<'_>) -> rusqlite::Result<RawJob> {
+    Ok(RawJob {
+        seq: row.get("seq")?,
+        id: row.get("id")?,
+        kind: row.get("kind")?,
+        state: row.get("state")?,
+        idempotency_key: row.get("idempotency_key")?,
+        spec_json: row.get("spec_json")?,
+        approval_json: row.get("approval_json")?,
+        attempts: row.get("attempts")?,
+        max_attempts: row.get("max_attempts")?,
+        run_at: row.get("run_at")?,
+        created_at: row.get("created_at")?,
+        updated_at: row.get("updated_at")?,
+        attempt_id: row.get("attempt_id")?,
+        host_id: row.get("host_id")?,
+        lease_until: row.get("lease_until")?,
+        cancel_requested: row.get::<_, i64>("cancel_requested")? != 0,
+        error_code: row.get("error_code")?,
+        error_message: row.get("error_message")?,
+        candidate_digest: row.get("candidate_digest")?,
+    })
+}
+
+fn event(
+    conn: &Connection,
+    id: &str,
+    attempt: Option<&str>,
+    at: i64,
+    code: &str,
+    message: &str,
+) -> Result<()> {
+    conn.execute(
+        "INSERT INTO events (job_id, attempt_id, at, code, message) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![id, attempt, at, code, message],
+    )
+    .map_err(map_err)?;
+    Ok(())
+}
+
+fn get_job(conn: &Connection, id: &str) -> Result<Option<Job>> {
+    conn.query_row(
+        &format!("SELECT {} FROM jobs WHERE id = ?1", cols()),
+        params![id],
+        raw,
+    )
+    .optional()
+    .map_err(map_err)?
+    .map(RawJob::into_job)
+    .transpose()
+}
+
+/// The SQLite job store.
+#[derive(Clone, Debug)]
+pub(crate) struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens (creating with mode 0600 when missing) and migrates the file. Blocking.
+    pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Self> {
+        create_private(path)?;
+        let mut conn = Connection::open(path).map_err(map_err)?;
+        conn.busy_timeout(busy_timeout).map_err(map_err)?;
+        // WAL: readers never block the writer. synchronous = FULL: a commit the store reported
+        // survives a power cut, not only a process crash.
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(map_err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(JobsError::Database {
+                backend: Backend::Sqlite,
+                detail: format!("journal mode {mode} instead of wal"),
+            });
+        }
+        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
+            .map_err(map_err)?;
+        migrate(&mut conn)?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+            path: path.to_owned(),
+        })
+    }
+
+    /// The database file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn run<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().map_err(|_| JobsError::Database {
+                backend: Backend::Sqlite,
+                detail: "connection lock poisoned by an earlier panic".to_owned(),
+            })?;
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| JobsError::Database {
+            backend: Backend::Sqlite,
+            detail: format!("blocking task failed: {e}"),
+        })?
+    }
+
+    pub(crate) async fn schema_version(&self) -> Result<i64> {
+        self.run(|c| current_version(c)).await
+    }
+
+    pub(crate) async fn submit(&self, spec: JobSpec, id: JobId) -> Result<(Job, bool)> {
+        let spec_json = SpecRow::text(&spec)?;
+        let key = spec.idempotency_key();
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
+            let now = now_ms();
+            let inserted = tx
+                .execute(
+                    "INSERT INTO jobs (id, seq, kind, state, idempotency_key, spec_json,
+                         approval_json, attempts, max_attempts, run_at, created_at, updated_at)
+                     VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs), ?2, 'queued', ?3,
+                         ?4, ?5, 0, ?6, ?7, ?7, ?7)
+                     ON CONFLICT (idempotency_key) DO NOTHING",
+                    params![
+                        id.as_str(),
+                        spec.kind.as_str(),
+                        key,
+                        spec_json,
+                        spec.approval_json,
+                        i64::from(spec.max_attempts),
+                        now
+                    ],
+                )
+                .map_err(map_err)?;
+            if inserted == 1 {
+                event(
+                    &tx,
+                    id.as_str(),
+                    None,
+                    now,
+                    EVENT_SUBMITTED,
+                    "job submitted",
+                )?;
+            }
+            let job = tx
+                .query_row(
+                    &format!("SELECT {} FROM jobs WHERE idempotency_key = ?1", cols()),
+                    params![key],
+                    raw,
+                )
+                .map_err(map_err)?
+                .into_job()?;
+            tx.commit().map_err(map_err)?;
+            Ok((job, inserted == 1))
+        })
+        .await
+    }
+
+    pub(crate) async fn claim(
+        &self,
+        host: HostId,
+        max: i64,
+        lease: Duration,
+        attempts: Vec<AttemptId>,
+    ) -> Result<Vec<Claimed>> {
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
+            let now = now_ms();
+            let lease_until = now.saturating_add(duration_ms(lease));
+            let ids: Vec<String> = {
+                let mut stmt = tx
+                    .prepare_cached(
+                        "SELECT id FROM jobs WHERE state = 'queued' AND run_at <= ?1
+                         ORDER BY run_at, seq LIMIT ?2",
+                    )
+                    .map_err(map_err)?;
+                let rows = stmt
+                    .query_map(params![now, max], |r| r.get::<_, String>(0))
+                    .map_err(map_err)?;
+                rows.collect::<rusqlite::Result<_>>().map_err(map_err)?
+            };
+            let mut claimed = Vec::with_capacity(ids.len());
+            let sql = format!(
+                "UPDATE jobs SET state = 'running', attempts = attempts + 1, attempt_id = ?1,
+                     host_id = ?2, lease_until = ?3, updated_at = ?4
+                 WHERE id = ?5 AND state = 'queued' RETURNING {}",
+                cols()
+            );
+            for (id, attempt_id) in ids.iter().zip(attempts) {
+                let job = tx
+                    .query_row(
+                        &sql,
+                        params![attempt_id.as_str(), host.as_str(), lease_until, now, id],
+                        raw,
+                    )
+                    .map_err(map_err)?
+                    .into_job()?;
+                event(
+                    &tx,
+                    id,
+                    Some(attempt_id.as_str()),
+                    now,
+                    EVENT_CLAIMED,
+                    &format!("claimed by host {host}"),
+                )?;
+                claimed.push(Claimed {
+                    attempt: job.attempts,
+                    attempt_id,
+                    lease_until_ms: lease_until,
+                    job,
+                });
+            }
+            tx.commit().map_err(map_err)?;
+            Ok(claimed)
+        })
+        .await
+    }
+
+    pub(crate) async fn heartbeat(
+        &self,
+        id: JobId,
+        attempt: AttemptId,
+        lease: Duration,
+    ) -> Result<Heartbeat> {
+        self.run(move |conn| {
+            let now = now_ms();
+            let cancel: Option<i64> = conn
+                .query_row(
+                    "UPDATE jobs SET lease_until = ?1, updated_at = ?2
+                     WHERE id = ?3 AND attempt_id = ?4 AND state = 'running'
+                     RETURNING cancel_requested",
+                    params![
+                        now.saturating_add(duration_ms(lease)),
+                        now,
+                        id.as_str(),
+                        attempt.as_str()
+                    ],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(map_err)?;
+            Ok(match cancel {
+                Some(c) => Heartbeat::Renewed {
+                    cancel_requested: c != 0,
+                },
+                None => Heartbeat::Lost,
+            })
+        })
+        .await
+    }
+
+    pub(crate) async fn complete(
+        &self,
+        id: JobId,
+        attempt: AttemptId,
+        candidate: Vec<u8>,
+        digest: String,
+        usage: String,
+    ) -> Result<Fenced> {
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
+            let now = now_ms();
+            let n = tx
+                .execute(
+                    "UPDATE jobs SET state = 'completed', candidate_digest = ?1, lease_until = NULL,
+                         error_code = NULL, error_message = NULL, updated_at = ?2
+                     WHERE id = ?3 AND attempt_id = ?4 AND state = 'running'",
+                    params![digest, now, id.as_str(), attempt.as_str()],
+                )
+                .map_err(map_err)?;
+            if n == 0 {
+                return Ok(Fenced::Lost);
+            }
+            tx.execute(
+                "INSERT INTO candidates (job_id, attempt_id, digest, bytes, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![id.as_str(), attempt.as_str(), digest, candidate, now],
+            )
+            .map_err(map_err)?;
+            upsert_usage(&tx, &id, &attempt, &usage, now)?;
+            event(
+                &tx,
+                id.as_str(),
+                Some(attempt.as_str()),
+                now,
+                EVENT_COMPLETED,
+                &format!("candidate {digest}"),
+            )?;
+            tx.commit().map_err(map_err)?;
+            Ok(Fenced::Applied)
+        })
+        .await
+    }
+
+    pub(crate) async fn fail(
+        &self,
+        id: JobId,
+        attempt: AttemptId,
+        code: String,
+        message: String,
+        retry: Retry,
+    ) -> Result<Fenced> {
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
+            let now = now_ms();
+            let (may_retry, run_at) = match retry {
+                Retry::Never => (0_i64, now),
+                Retry::After(d) => (1, now.saturating_add(duration_ms(d))),
+            };
+            let n = tx
+                .execute(
+                    "UPDATE jobs SET
+                         state = CASE WHEN cancel_requested = 1 THEN 'cancelled'
+                                      WHEN ?1 = 1 AND attempts < max_attempts THEN 'queued'
+                                      ELSE 'failed' END,
+                         run_at = ?2, lease_until = NULL, error_code = ?3, error_message = ?4,
+                         updated_at = ?5
+                     WHERE id = ?6 AND attempt_id = ?7 AND state = 'running'",
+                    params![
+                        may_retry,
+                        run_at,
+                        code,
+                        message,
+                        now,
+                        id.as_str(),
+                        attempt.as_str()
+                    ],
+                )
+                .map_err(map_err)?;
+            if n == 0 {
+                return Ok(Fenced::Lost);
+            }
+            event(
+                &tx,
+                id.as_str(),
+                Some(attempt.as_str()),
+                now,
+                &code,
+                &message,
+            )?;
+            tx.commit().map_err(map_err)?;
+            Ok(Fenced::Applied)
+        })
+        .await
+    }
+
+    /// Snooze (`delay` = Some) or release (None): queued again, the attempt given back.
+    pub(crate) async fn requeue(
+        &self,
+        id: JobId,
+        attempt: AttemptId,
+        delay: Option<(Duration, String)>,
+    ) -> Result<Fenced> {
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
+            let now = now_ms();
+            let (run_at, code, event_code, message) = match &delay {
+                Some((d, code)) => (
+                    now.saturating_add(duration_ms(*d)),
+                    Some(code.as_str()),
+                    EVENT_SNOOZED,
+                    format!("snoozed for {} ms: {code}", duration_ms(*d)),
+                ),
+                None => (now, None, EVENT_RELEASED, "released on drain".to_owned()),
+            };
+            let n = tx
+                .execute(
+                    "UPDATE jobs SET
+                         state = CASE WHEN cancel_requested = 1 THEN 'cancelled' ELSE 'queued' END,
+                         attempts = attempts - 1, run_at = ?1, lease_until = NULL,
+                         error_code = COALESCE(?2, error_code),
+                         error_message = CASE WHEN ?2 IS NULL THEN error_message ELSE 'snoozed' END,
+                         updated_at = ?3
+                     WHERE id = ?4 AND attempt_id = ?5 AND state = 'running'",
+                    params![run_at, code, now, id.as_str(), attempt.as_str()],
+                )
+                .map_err(map_err)?;
+            if n == 0 {
+                return Ok(Fenced::Lost);
+            }
+            event(
+                &tx,
+                id.as_str(),
+                Some(attempt.as_str()),
+                now,
+                event_code,
+                &message,
+            )?;
+            tx.commit().map_err(map_err)?;
+            Ok(Fenced::Applied)
+        })
+        .await
+    }
+
+    pub(crate) async fn record_usage(
+        &self,
+        id: JobId,
+        attempt: AttemptId,
+        usage: String,
+    ) -> Result<()> {
+        self.run(move |conn| {
+            let now = now_ms();
+            let n = conn
+                .execute(
+                    "INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
+                     SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?1)
+                     ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json",
+                    params![id.as_str(), attempt.as_str(), usage, now],
+                )
+                .map_err(map_err)?;
+            if n == 0 {
+                return Err(JobsError::NotFound { id: id.to_string() });
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    pub(crate) async fn usage(&self, id: JobId) -> Result<Vec<(AttemptId, String)>> {
+        self.run(move |conn| {
+            let mut stmt = conn
+                .prepare("SELECT attempt_id, usage_json FROM usage WHERE job_id = ?1 ORDER BY recorded_at, attempt_id")
+                .map_err(map_err)?;
+            let rows = stmt
+                .query_map(params![id.as_str()], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+                .map_err(map_err)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (attempt, usage) = row.map_err(map_err)?;
+                let attempt = AttemptId::parse(&attempt)
+                    .map_err(|_| JobsError::Corrupt { field: "usage.attempt_id" })?;
+                out.push((attempt, usage));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    pub(crate) async fn rescue_expired(&self) -> Result<u64> {
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
+            let now = now_ms();
+            // The one guarded statement: the condition and the change are evaluated together.
+            let rescued: Vec<(String, Option<String>)> = {
+                let mut stmt = tx
+                    .prepare_cached(
+                        "UPDATE jobs SET
+                             state = CASE WHEN cancel_requested = 1 THEN 'cancelled'
+                                          WHEN attempts >= max_attempts THEN 'failed'
+                                          ELSE 'queued' END,
+                             run_at = ?1, lease_until = NULL, error_code = ?2, error_message = ?3,
+                             updated_at = ?1
+                         WHERE state = 'running' AND lease_until < ?1
+                         RETURNING id, attempt_id",
+                    )
+                    .map_err(map_err)?;
+                let rows = stmt
+                    .query_map(params![now, LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })
+                    .map_err(map_err)?;
+                rows.collect::<rusqlite::Result<_>>().map_err(map_err)?
+            };
+            for (id, attempt) in &rescued {
+                event(
+                    &tx,
+                    id,
+                    attempt.as_deref(),
+                    now,
+                    LEASE_EXPIRED,
+                    LEASE_EXPIRED_MESSAGE,
+                )?;
+            }
+            tx.commit().map_err(map_err)?;
+            Ok(rescued.len() as u64)
+        })
+        .await
+    }
+
+    pub(crate) async fn cancel(&self, id: JobId) -> Result<Job> {
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
+            let now = now_ms();
+            let state: Option<String> = tx
+                .query_row(
+                    "UPDATE jobs SET
+                         state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END,
+                         cancel_requested = CASE WHEN state = 'running' THEN 1 ELSE cancel_requested END,
+                         updated_at = ?1
+                     WHERE id = ?2 AND (state = 'queued' OR (state = 'running' AND cancel_requested = 0))
+                     RETURNING state",
+                    params![now, id.as_str()],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(map_err)?;
+            if let Some(state) = state {
+                let message = if state == "cancelled" {
+                    "cancelled while queued"
+                } else {
+                    "cancellation requested while running"
+                };
+                event(&tx, id.as_str(), None, now, EVENT_CANCELLED, message)?;
+            }
+            let job = get_job(&tx, id.as_str())?.ok_or_else(|| JobsError::NotFound { id: id.to_string() })?;
+            tx.commit().map_err(map_err)?;
+            Ok(job)
+        })
+        .await
+    }
+
+    pub(crate) async fn finish_cancelled(&self, id: JobId, attempt: AttemptId) -> Result<Fenced> {
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
+            let now = now_ms();
+            let n = tx
+                .execute(
+                    "UPDATE jobs SET state = 'cancelled', lease_until = NULL, updated_at = ?1
+                     WHERE id = ?2 AND attempt_id = ?3 AND state = 'running'",
+                    params![now, id.as_str(), attempt.as_str()],
+                )
+                .map_err(map_err)?;
+            if n == 0 {
+                return Ok(Fenced::Lost);
+            }
+            event(
+                &tx,
+                id.as_str(),
+                Some(attempt.as_str()),
+                now,
+                EVENT_CANCELLED,
+                "running attempt stopped",
+            )?;
+            tx.commit().map_err(map_err)?;
+            Ok(Fenced::Applied)
+        })
+        .await
+    }
+
+    pub(crate) async fn retry(&self, id: JobId) -> Result<Job> {
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
+            let now = now_ms();
+            let n = tx
+                .execute(
+                    "UPDATE jobs SET state = 'queued', run_at = ?1, updated_at = ?1,
+                         max_attempts = MAX(max_attempts, attempts + 1), cancel_requested = 0,
+                         lease_until = NULL
+                     WHERE id = ?2 AND state IN ('failed', 'cancelled')",
+                    params![now, id.as_str()],
+                )
+                .map_err(map_err)?;
+            if n == 1 {
+                event(
+                    &tx,
+                    id.as_str(),
+                    None,
+                    now,
+                    EVENT_RETRIED,
+                    "queued again by the operator",
+                )?;
+            }
+            let job = get_job(&tx, id.as_str())?
+                .ok_or_else(|| JobsError::NotFound { id: id.to_string() })?;
+            tx.commit().map_err(map_err)?;
+            if job.state == JobState::Completed {
+                return Err(JobsError::State {
+                    id: id.to_string(),
+                    state: job.state.as_str(),
+                    detail: "a completed job keeps its result; submit a new job instead",
+                });
+            }
+            Ok(job)
+        })
+        .await
+    }
+
+    pub(crate) async fn get(&self, id: JobId) -> Result<Option<Job>> {
+        self.run(move |conn| get_job(conn, id.as_str())).await
+    }
+
+    pub(crate) async fn list(&self, state: Option<JobState>, limit: i64) -> Result<Vec<Job>> {
+        self.run(move |conn| {
+            let sql = format!(
+                "SELECT {} FROM jobs WHERE (?1 IS NULL OR state = ?1)
+                 ORDER BY seq DESC LIMIT ?2",
+                job_columns("", "NULL")
+            );
+            let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
+            let rows = stmt
+                .query_map(params![state.map(JobState::as_str), limit], raw)
+                .map_err(map_err)?;
+            let mut out = Vec::new();
+            for row in rows {
+                out.push(row.map_err(map_err)?.into_job()?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    pub(crate) async fn candidate(&self, id: JobId) -> Result<Option<Vec<u8>>> {
+        self.run(move |conn| {
+            conn.query_row(
+                "SELECT bytes FROM candidates WHERE job_id = ?1",
+                params![id.as_str()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(map_err)
+        })
+        .await
+    }
+
+    pub(crate) async fn events(&self, id: JobId) -> Result<Vec<JobEvent>> {
+        self.run(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT seq, attempt_id, at, code, message FROM events WHERE job_id = ?1 ORDER BY seq",
+                )
+                .map_err(map_err)?;
+            let rows = stmt
+                .query_map(params![id.as_str()], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                    ))
+                })
+                .map_err(map_err)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (seq, attempt, at, code, message) = row.map_err(map_err)?;
+                out.push(JobEvent {
+                    seq,
+                    job_id: id.clone(),
+                    attempt_id: attempt
+                        .as_deref()
+                        .map(AttemptId::parse)
+                        .transpose()
+                        .map_err(|_| JobsError::Corrupt { field: "events.attempt_id" })?,
+                    at_ms: at,
+                    code,
+                    message,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    pub(crate) async fn append_event(
+        &self,
+        id: JobId,
+        attempt: Option<AttemptId>,
+        code: String,
+        message: String,
+    ) -> Result<()> {
+        self.run(move |conn| {
+            let n = conn
+                .execute(
+                    "INSERT INTO events (job_id, attempt_id, at, code, message)
+                     SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?1)",
+                    params![
+                        id.as_str(),
+                        attempt.as_ref().map(AttemptId::as_str),
+                        now_ms(),
+                        code,
+                        message
+                    ],
+                )
+                .map_err(map_err)?;
+            if n == 0 {
+                return Err(JobsError::NotFound { id: id.to_string() });
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    pub(crate) async fn register_host(
+        &self,
+        host: HostId,
+        max_turns: u32,
+        meta: String,
+    ) -> Result<()> {
+        self.run(move |conn| {
+            let now = now_ms();
+            conn.execute(
+                "INSERT INTO hosts (host_id, max_turns, meta_json, started_at, seen_at)
+                 VALUES (?1, ?2, ?3, ?4, ?4)
+                 ON CONFLICT (host_id) DO UPDATE SET max_turns = excluded.max_turns,
+                     meta_json = excluded.meta_json, started_at = excluded.started_at,
+                     seen_at = excluded.seen_at",
+                params![host.as_str(), i64::from(max_turns), meta, now],
+            )
+            .map_err(map_err)?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub(crate) async fn host_heartbeat(&self, host: HostId) -> Result<bool> {
+        self.run(move |conn| {
+            let n = conn
+                .execute(
+                    "UPDATE hosts SET seen_at = ?1 WHERE host_id = ?2",
+                    params![now_ms(), host.as_str()],
+                )
+                .map_err(map_err)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    pub(crate) async fn hosts(&self) -> Result<Vec<HostInfo>> {
+        self.run(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT host_id, max_turns, meta_json, started_at, seen_at FROM hosts ORDER BY host_id",
+                )
+                .map_err(map_err)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, i64>(3)?,
+                        r.get::<_, i64>(4)?,
+                    ))
+                })
+                .map_err(map_err)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (host, max_turns, meta, started, seen) = row.map_err(map_err)?;
+                out.push(crate::store::host_info(host, max_turns, &meta, started, seen)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    pub(crate) async fn current_attempts(&self) -> Result<Vec<(JobId, AttemptId)>> {
+        self.run(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT id, attempt_id FROM jobs WHERE state = 'running' ORDER BY id",
+                )
+                .map_err(map_err)?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+                .map_err(map_err)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, attempt) = row.map_err(map_err)?;
+                out.push(crate::store::attempt_pair(&id, &attempt)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+fn upsert_usage(
+    conn: &Connection,
+    id: &JobId,
+    attempt: &AttemptId,
+    usage: &str,
+    now: i64,
+) -> Result<()> {
+    conn.execute(
+        "INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json",
+        params![id.as_str(), attempt.as_str(), usage, now],
+    )
+    .map_err(map_err)?;
+    Ok(())
+}
+
+/// Creates the file with mode 0600 when it does not exist (the database holds approvals and
+/// candidates), so SQLite never creates it with the process umask.
+fn create_private(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(JobsError::Io {
+            what: "create the SQLite database file",
+            detail: e.to_string(),
+        }),
+    }
+}
+
+fn current_version(conn: &Connection) -> Result<i64> {
+    conn.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+        [],
+        |r| r.get(0),
+    )
+    .map_err(map_err)
+}
+
+fn migrate(conn: &mut Connection) -> Result<()> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(map_err)?;
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+             version    INTEGER PRIMARY KEY,
+             name       TEXT NOT NULL,
+             applied_at INTEGER NOT NULL
+         )",
+    )
+    .map_err(map_err)?;
+    let found = current_version(&tx)?;
+    if found > SCHEMA_VERSION {
+        return Err(JobsError::Schema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for m in MIGRATIONS.iter().filter(|m| m.version > found) {
+        tx.execute_batch(m.sqlite).map_err(map_err)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
+            params![m.version, m.name, now_ms()],
+        )
+        .map_err(map_err)?;
+        tracing::info!(version = m.version, "job store: sqlite schema migrated");
+    }
+    tx.commit().map_err(map_err)
+}

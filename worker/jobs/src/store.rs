@@ -1,0 +1,533 @@
+//! [`JobStore`]: the one type the service talks to, an enum over the two backends. Argument
+//! checks happen here, once, before either backend sees a value.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::{JobsError, Result};
+use crate::ids::{AttemptId, HostId, JobId};
+use crate::model::{
+    Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, MAX_CANDIDATE_BYTES,
+    Retry, check_code, check_message, document_text,
+};
+use crate::rows::check_batch;
+use crate::sqlite::SqliteStore;
+use crate::wake::{Wake, WorkSignal};
+
+/// The SQLite file's name inside the state directory when no `--database` is given.
+pub const DEFAULT_SQLITE_FILE: &str = "jobs.sqlite3";
+
+/// Tuning of [`JobStore::open_with`].
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// SQLite: how long a write waits for another process's lock before
+    /// `PATCH_CANDIDATE_JOBS_UNAVAILABLE`.
+    pub busy_timeout: Duration,
+    /// PostgreSQL: connections in the pool.
+    pub pool_size: usize,
+    /// PostgreSQL: how long connecting, or waiting for a pooled connection, may take before
+    /// `PATCH_CANDIDATE_JOBS_UNAVAILABLE`.
+    pub connect_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            busy_timeout: Duration::from_secs(5),
+            pool_size: 16,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Where the jobs live, as parsed from `--database`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DatabaseLocation {
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL URL or key=value connection string.
+    Postgres(String),
+}
+
+impl DatabaseLocation {
+    /// Parses `--database`: absent or empty means `<state_dir>/jobs.sqlite3`; `sqlite:PATH` or a
+    /// plain path is a SQLite file; `postgres://…` / `postgresql://…` is PostgreSQL. Any other
+    /// `scheme://` is refused.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_DATABASE_URL` for an unsupported or empty value.
+    pub fn parse(database: Option<&str>, state_dir: &Path) -> Result<Self> {
+        let Some(text) = database.filter(|t| !t.is_empty()) else {
+            return Ok(Self::Sqlite(state_dir.join(DEFAULT_SQLITE_FILE)));
+        };
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            return Ok(Self::Postgres(text.to_owned()));
+        }
+        if let Some(path) = text.strip_prefix("sqlite:") {
+            if path.is_empty() {
+                return Err(JobsError::DatabaseUrl {
+                    detail: "sqlite: needs a file path".to_owned(),
+                });
+            }
+            return Ok(Self::Sqlite(PathBuf::from(path)));
+        }
+        if text.contains("://") {
+            return Err(JobsError::DatabaseUrl {
+                detail: "only sqlite:PATH, a file path or postgres:// URLs are supported"
+                    .to_owned(),
+            });
+        }
+        if text.chars().any(char::is_control) {
+            return Err(JobsError::DatabaseUrl {
+                detail: "the database path contains control characters".to_owned(),
+            });
+        }
+        Ok(Self::Sqlite(PathBuf::from(text)))
+    }
+}
+
+/// The durable job store. Cheap to clone (the connection or pool is shared).
+#[derive(Clone, Debug)]
+pub struct JobStore {
+    inner: Inner,
+    wake: Arc<Wake>,
+}
+
+#[derive(Clone, Debug)]
+enum Inner {
+    Sqlite(SqliteStore),
+    Postgres(crate::postgres::PgStore),
+}
+
+macro_rules! dispatch {
+    ($self:ident . $method:ident ( $($arg:expr),* )) => {
+        match &$self.inner {
+            Inner::Sqlite(s) => s.$method($($arg),*).await,
+            Inner::Postgres(s) => s.$method($($arg),*).await,
+        }
+    };
+}
+
+fn attempts_for(max: usize) -> Result<Vec<AttemptId>> {
+    (0..max).map(|_| AttemptId::new_random()).collect()
+}
+
+impl JobStore {
+    /// Opens the store named by `--database` (see [`DatabaseLocation::parse`]) and runs the
+    /// versioned migrations.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_DATABASE_URL` for a bad value, `PATCH_CANDIDATE_JOBS_UNAVAILABLE`
+    /// when the database cannot be reached, `PATCH_CANDIDATE_JOBS_SCHEMA` when it is newer than
+    /// this build.
+    ///
+    /// # Security
+    /// A new SQLite file is created with mode 0600. PostgreSQL is reached without TLS: use a unix
+    /// socket or loopback (see docs/SERVICE.md).
+    pub async fn open(database: Option<&str>, state_dir: &Path) -> Result<Self> {
+        Self::open_with(database, state_dir, &StoreOptions::default()).await
+    }
+
+    /// [`JobStore::open`] with explicit tuning.
+    ///
+    /// # Errors
+    /// As [`JobStore::open`].
+    pub async fn open_with(
+        database: Option<&str>,
+        state_dir: &Path,
+        options: &StoreOptions,
+    ) -> Result<Self> {
+        let inner = match DatabaseLocation::parse(database, state_dir)? {
+            DatabaseLocation::Sqlite(path) => {
+                let busy = options.busy_timeout;
+                let store = tokio::task::spawn_blocking(move || SqliteStore::open(&path, busy))
+                    .await
+                    .map_err(|e| JobsError::Io {
+                        what: "open the SQLite database",
+                        detail: e.to_string(),
+                    })??;
+                Inner::Sqlite(store)
+            }
+            DatabaseLocation::Postgres(url) => {
+                Inner::Postgres(crate::postgres::PgStore::open(&url, options).await?)
+            }
+        };
+        Ok(Self {
+            inner,
+            wake: Wake::new(),
+        })
+    }
+
+    /// A subscription to "work may be available": woken after a submission, a retry, a
+    /// requeue, a retrying failure or a rescue — on PostgreSQL from any host (`LISTEN`/`NOTIFY`),
+    /// on SQLite from this process's handles. A hint only: a runner still claims on its poll
+    /// interval (a snoozed or backing-off job becomes due without a notification).
+    #[must_use]
+    pub fn work_signal(&self) -> WorkSignal {
+        let signal = self.wake.subscribe();
+        if let Inner::Postgres(s) = &self.inner {
+            self.wake.ensure_listener(s.config());
+        }
+        signal
+    }
+
+    /// After a write that made a job claimable.
+    async fn announce(&self) {
+        self.wake.bump();
+        if let Inner::Postgres(s) = &self.inner {
+            s.notify().await;
+        }
+    }
+
+    /// `"sqlite"` or `"postgres"`: for logs and metrics.
+    #[must_use]
+    pub fn backend_name(&self) -> &'static str {
+        match &self.inner {
+            Inner::Sqlite(_) => "sqlite",
+            Inner::Postgres(_) => "postgres",
+        }
+    }
+
+    /// The SQLite file, when that is the backend.
+    #[must_use]
+    pub fn sqlite_path(&self) -> Option<&Path> {
+        match &self.inner {
+            Inner::Sqlite(s) => Some(s.path()),
+            Inner::Postgres(_) => None,
+        }
+    }
+
+    /// The schema version recorded in the database.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn schema_version(&self) -> Result<i64> {
+        dispatch!(self.schema_version())
+    }
+
+    /// Submits a job. A spec whose [`JobSpec::idempotency_key`] is already stored returns the
+    /// existing job and `false`.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_SPEC` for a malformed spec; database errors.
+    pub async fn submit(&self, spec: JobSpec) -> Result<(Job, bool)> {
+        spec.validate()?;
+        let id = JobId::new_random()?;
+        let (job, created) = dispatch!(self.submit(spec, id))?;
+        if created {
+            self.announce().await;
+        }
+        Ok((job, created))
+    }
+
+    /// Claims up to `max` queued jobs whose `run_at` has come, oldest first, each with a fresh
+    /// random attempt ID and a lease of `lease`.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` when `max` is over 1000; database errors.
+    pub async fn claim(&self, host: &HostId, max: usize, lease: Duration) -> Result<Vec<Claimed>> {
+        let limit = check_batch("max", max)?;
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let attempts = attempts_for(max)?;
+        dispatch!(self.claim(host.clone(), limit, lease, attempts))
+    }
+
+    /// Renews the lease of a running attempt. `Lost` means the attempt is no longer current.
+    ///
+    /// # Errors
+    /// Database errors (the lease is then neither renewed nor known to be lost).
+    pub async fn heartbeat(
+        &self,
+        id: &JobId,
+        attempt: &AttemptId,
+        lease: Duration,
+    ) -> Result<Heartbeat> {
+        dispatch!(self.heartbeat(id.clone(), attempt.clone(), lease))
+    }
+
+    /// Records the result: the candidate, the attempt's usage row and the `completed` state in
+    /// one transaction, guarded by `id + attempt + state='running'`.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed digest, an oversized candidate or usage;
+    /// database errors (nothing is written then).
+    pub async fn complete(
+        &self,
+        id: &JobId,
+        attempt: &AttemptId,
+        candidate: Vec<u8>,
+        candidate_digest: &str,
+        usage: &serde_json::Value,
+    ) -> Result<Fenced> {
+        if !snapshot::is_typed_sha256(candidate_digest) {
+            return Err(JobsError::input(
+                "candidate_digest",
+                "must be sha256: and 64 lowercase hex digits",
+            ));
+        }
+        if candidate.len() > MAX_CANDIDATE_BYTES {
+            return Err(JobsError::input("candidate", "larger than 64 MiB"));
+        }
+        let usage = document_text("usage", usage)?;
+        dispatch!(self.complete(
+            id.clone(),
+            attempt.clone(),
+            candidate,
+            candidate_digest.to_owned(),
+            usage
+        ))
+    }
+
+    /// Records a failure: `Retry::Never` dead-letters the job (`failed`); `Retry::After` queues
+    /// it again after the delay with the attempt spent (`failed` once none is left). A job whose
+    /// cancellation was requested becomes `cancelled` either way.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed code or message; database errors.
+    pub async fn fail(
+        &self,
+        id: &JobId,
+        attempt: &AttemptId,
+        code: &str,
+        message: &str,
+        retry: Retry,
+    ) -> Result<Fenced> {
+        check_code(code)?;
+        check_message(message)?;
+        let fenced = dispatch!(self.fail(
+            id.clone(),
+            attempt.clone(),
+            code.to_owned(),
+            message.to_owned(),
+            retry
+        ))?;
+        if fenced == Fenced::Applied && matches!(retry, Retry::After(_)) {
+            self.announce().await;
+        }
+        Ok(fenced)
+    }
+
+    /// Queues the job again after `delay` without spending the attempt (this host lacks the
+    /// approved image or the repository); `code` says why.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed code; database errors.
+    pub async fn snooze(
+        &self,
+        id: &JobId,
+        attempt: &AttemptId,
+        delay: Duration,
+        code: &str,
+    ) -> Result<Fenced> {
+        check_code(code)?;
+        let fenced =
+            dispatch!(self.requeue(id.clone(), attempt.clone(), Some((delay, code.to_owned()))))?;
+        if fenced == Fenced::Applied {
+            self.announce().await;
+        }
+        Ok(fenced)
+    }
+
+    /// Drain: queues the job again now without spending the attempt.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn release(&self, id: &JobId, attempt: &AttemptId) -> Result<Fenced> {
+        let fenced = dispatch!(self.requeue(id.clone(), attempt.clone(), None))?;
+        if fenced == Fenced::Applied {
+            self.announce().await;
+        }
+        Ok(fenced)
+    }
+
+    /// Stops a running attempt whose cancellation was requested: `cancelled`, guarded like every
+    /// attempt write.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn finish_cancelled(&self, id: &JobId, attempt: &AttemptId) -> Result<Fenced> {
+        dispatch!(self.finish_cancelled(id.clone(), attempt.clone()))
+    }
+
+    /// Records the usage of an attempt that ran but did not complete. One row per
+    /// `(job, attempt)`: recording again replaces it.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_NOT_FOUND` for an unknown job; input and database errors.
+    pub async fn record_usage(
+        &self,
+        id: &JobId,
+        attempt: &AttemptId,
+        usage: &serde_json::Value,
+    ) -> Result<()> {
+        let usage = document_text("usage", usage)?;
+        dispatch!(self.record_usage(id.clone(), attempt.clone(), usage))
+    }
+
+    /// The usage rows of a job, one per attempt, as compact JSON text.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn usage(&self, id: &JobId) -> Result<Vec<(AttemptId, String)>> {
+        dispatch!(self.usage(id.clone()))
+    }
+
+    /// Returns every expired lease to the queue in one guarded statement (attempt spent;
+    /// `failed` when none is left, `cancelled` when a cancellation was requested). Safe to run on
+    /// every host at once. Uses the database clock on PostgreSQL, the host clock on SQLite.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn rescue_expired(&self) -> Result<u64> {
+        let rescued = dispatch!(self.rescue_expired())?;
+        if rescued > 0 {
+            self.announce().await;
+        }
+        Ok(rescued)
+    }
+
+    /// Cancels a job: a queued one at once, a running one through its next heartbeat
+    /// (`cancel_requested`); a terminal one is returned unchanged.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_NOT_FOUND`; database errors.
+    pub async fn cancel(&self, id: &JobId) -> Result<Job> {
+        dispatch!(self.cancel(id.clone()))
+    }
+
+    /// Queues a failed or cancelled job again, allowing one more attempt. A queued or running job
+    /// is returned unchanged.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_NOT_FOUND`; `PATCH_CANDIDATE_JOBS_STATE` for a completed job;
+    /// database errors.
+    pub async fn retry(&self, id: &JobId) -> Result<Job> {
+        let job = dispatch!(self.retry(id.clone()))?;
+        if job.state == JobState::Queued {
+            self.announce().await;
+        }
+        Ok(job)
+    }
+
+    /// One job, with its approval bytes.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn get(&self, id: &JobId) -> Result<Option<Job>> {
+        dispatch!(self.get(id.clone()))
+    }
+
+    /// The newest `limit` jobs (at most 1000), optionally in one state; approval bytes left out.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` when `limit` is over 1000; database errors.
+    pub async fn list(&self, state: Option<JobState>, limit: usize) -> Result<Vec<Job>> {
+        let limit = check_batch("limit", limit)?;
+        dispatch!(self.list(state, limit))
+    }
+
+    /// The stored candidate of a completed job.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn candidate(&self, id: &JobId) -> Result<Option<Vec<u8>>> {
+        dispatch!(self.candidate(id.clone()))
+    }
+
+    /// The job's log, oldest first.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn events(&self, id: &JobId) -> Result<Vec<JobEvent>> {
+        dispatch!(self.events(id.clone()))
+    }
+
+    /// Appends a line to the job's log: a stable code and a short message (never source text).
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT`, `PATCH_CANDIDATE_JOBS_NOT_FOUND`; database errors.
+    pub async fn append_event(
+        &self,
+        id: &JobId,
+        attempt: Option<&AttemptId>,
+        code: &str,
+        message: &str,
+    ) -> Result<()> {
+        check_code(code)?;
+        check_message(message)?;
+        dispatch!(self.append_event(
+            id.clone(),
+            attempt.cloned(),
+            code.to_owned(),
+            message.to_owned()
+        ))
+    }
+
+    /// Registers (or re-registers, at start-up) a worker host.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for oversized metadata; database errors.
+    pub async fn register_host(
+        &self,
+        host: &HostId,
+        max_turns: u32,
+        meta: &serde_json::Value,
+    ) -> Result<()> {
+        let meta = document_text("meta", meta)?;
+        dispatch!(self.register_host(host.clone(), max_turns, meta))
+    }
+
+    /// Marks a host as seen now; false when it is not registered.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn host_heartbeat(&self, host: &HostId) -> Result<bool> {
+        dispatch!(self.host_heartbeat(host.clone()))
+    }
+
+    /// Every registered host.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn hosts(&self) -> Result<Vec<HostInfo>> {
+        dispatch!(self.hosts())
+    }
+
+    /// The attempts that are current (every running job's), on every host: the janitor keeps
+    /// exactly these containers.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn current_attempts(&self) -> Result<Vec<(JobId, AttemptId)>> {
+        dispatch!(self.current_attempts())
+    }
+}
+
+pub(crate) fn host_info(
+    host: String,
+    max_turns: i64,
+    meta: &str,
+    started: i64,
+    seen: i64,
+) -> Result<HostInfo> {
+    Ok(HostInfo {
+        host: HostId::parse(&host).map_err(|_| JobsError::Corrupt { field: "host_id" })?,
+        max_turns: u32::try_from(max_turns)
+            .map_err(|_| JobsError::Corrupt { field: "max_turns" })?,
+        meta: serde_json::from_str(meta).map_err(|_| JobsError::Corrupt { field: "meta_json" })?,
+        started_at_ms: started,
+        seen_at_ms: seen,
+    })
+}
+
+pub(crate) fn attempt_pair(id: &str, attempt: &str) -> Result<(JobId, AttemptId)> {
+    Ok((
+        JobId::parse(id).map_err(|_| JobsError::Corrupt { field: "id" })?,
+        AttemptId::parse(attempt).map_err(|_| JobsError::Corrupt {
+            field: "attempt_id",
+        })?,
+    ))
+}

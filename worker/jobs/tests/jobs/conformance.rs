@@ -1,0 +1,1042 @@
+//! The conformance suite: every body takes a [`JobStore`] and holds for both backends.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobs::{
+    AttemptId, Fenced, Heartbeat, HostId, JobId, JobSpec, JobState, JobStore, JobsError, Retry,
+    testkit::PrivateCluster,
+};
+use pretty_assertions::assert_eq;
+
+/// Where the store under test lives, to open a second handle ("another host").
+pub enum Location {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+impl Location {
+    pub async fn open(&self) -> JobStore {
+        match self {
+            Self::Sqlite(dir) => JobStore::open(None, dir).await.unwrap(),
+            Self::Postgres(url) => JobStore::open(Some(url), std::path::Path::new("/nonexistent"))
+                .await
+                .unwrap(),
+        }
+    }
+}
+
+const LONG: Duration = Duration::from_secs(600);
+
+fn host(name: &str) -> HostId {
+    HostId::parse(name).unwrap()
+}
+
+fn digest(n: u8) -> String {
+    format!("sha256:{}", format!("{n:02x}").repeat(32))
+}
+
+/// Lets the clock pass a zero lease: rescue compares `lease_until < now` in milliseconds.
+async fn expire() {
+    tokio::time::sleep(Duration::from_millis(15)).await;
+}
+
+async fn submit(store: &JobStore, nonce: &str, max_attempts: u32) -> JobId {
+    let (job, created) = store
+        .submit(JobSpec::noop(nonce, max_attempts))
+        .await
+        .unwrap();
+    assert!(created);
+    job.id
+}
+
+async fn state(store: &JobStore, id: &JobId) -> JobState {
+    store.get(id).await.unwrap().unwrap().state
+}
+
+pub async fn submit_is_idempotent(store: &JobStore, _: &Location) {
+    let spec = JobSpec::noop("idem", 3);
+    let (first, created) = store.submit(spec.clone()).await.unwrap();
+    assert!(created);
+    assert_eq!(first.state, JobState::Queued);
+    assert_eq!(first.attempts, 0);
+    assert_eq!(first.idempotency_key, spec.idempotency_key());
+    let (again, created) = store.submit(spec.clone()).await.unwrap();
+    assert!(!created);
+    assert_eq!(again.id, first.id);
+    // Another max_attempts is the same job (scheduling is not identity).
+    let mut other_max = spec.clone();
+    other_max.max_attempts = 9;
+    let (same, created) = store.submit(other_max).await.unwrap();
+    assert!(!created);
+    assert_eq!(same.id, first.id);
+    assert_eq!(same.max_attempts, 3);
+
+    let got = store.get(&first.id).await.unwrap().unwrap();
+    assert_eq!(got.spec, spec);
+    assert_eq!(got, first);
+    let listed = store.list(None, 10).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(
+        listed[0].spec.approval_json.is_empty(),
+        "list leaves approval bytes out"
+    );
+    assert_eq!(listed[0].spec.approval_digest, spec.approval_digest);
+    assert_eq!(
+        store.list(Some(JobState::Running), 10).await.unwrap(),
+        vec![]
+    );
+    let events = store.events(&first.id).await.unwrap();
+    assert_eq!(
+        events.iter().map(|e| e.code.as_str()).collect::<Vec<_>>(),
+        vec![jobs::EVENT_SUBMITTED]
+    );
+
+    // Concurrent duplicate submissions: one job.
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store.submit(JobSpec::noop("race", 1)).await.unwrap()
+        }));
+    }
+    let mut ids = BTreeSet::new();
+    let mut created = 0;
+    for t in tasks {
+        let (job, c) = t.await.unwrap();
+        ids.insert(job.id);
+        created += usize::from(c);
+    }
+    assert_eq!(ids.len(), 1);
+    assert_eq!(created, 1);
+}
+
+pub async fn malformed_input_is_refused_before_storage(store: &JobStore, _: &Location) {
+    let mut spec = JobSpec::noop("bad", 1);
+    spec.commit = "main".to_owned();
+    assert_eq!(
+        store.submit(spec).await.unwrap_err().code(),
+        "PATCH_CANDIDATE_JOBS_SPEC"
+    );
+    assert_eq!(store.list(None, 10).await.unwrap(), vec![]);
+
+    let id = submit(store, "ok", 1).await;
+    let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    for (code, message) in [("lower", "m"), ("OK", "a\u{1b}[2Jb")] {
+        let e = store
+            .fail(&id, &c.attempt_id, code, message, Retry::Never)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_INPUT");
+    }
+    let e = store
+        .complete(
+            &id,
+            &c.attempt_id,
+            vec![1],
+            "sha256:nothex",
+            &serde_json::json!({}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_INPUT");
+    assert_eq!(
+        store
+            .claim(&host("h"), 1001, LONG)
+            .await
+            .unwrap_err()
+            .code(),
+        "PATCH_CANDIDATE_JOBS_INPUT"
+    );
+    assert_eq!(
+        store.list(None, 1001).await.unwrap_err().code(),
+        "PATCH_CANDIDATE_JOBS_INPUT"
+    );
+    // Nothing above changed the job.
+    let job = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Running);
+    assert_eq!(job.last_error, None);
+    let unknown = JobId::new_random().unwrap();
+    assert_eq!(store.get(&unknown).await.unwrap(), None);
+    assert_eq!(
+        store.cancel(&unknown).await.unwrap_err().code(),
+        "PATCH_CANDIDATE_JOBS_NOT_FOUND"
+    );
+    assert_eq!(
+        store.retry(&unknown).await.unwrap_err().code(),
+        "PATCH_CANDIDATE_JOBS_NOT_FOUND"
+    );
+    assert_eq!(store.candidate(&unknown).await.unwrap(), None);
+}
+
+pub async fn claim_respects_max_and_order(store: &JobStore, _: &Location) {
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(submit(store, &format!("order-{i}"), 1).await);
+        // Distinct creation times, so "oldest first" is observable.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    assert_eq!(store.claim(&host("h1"), 0, LONG).await.unwrap(), vec![]);
+    let first = store.claim(&host("h1"), 2, LONG).await.unwrap();
+    assert_eq!(
+        first.iter().map(|c| c.job.id.clone()).collect::<Vec<_>>(),
+        ids[..2].to_vec()
+    );
+    for c in &first {
+        assert_eq!(c.attempt, 1);
+        assert_eq!(c.job.state, JobState::Running);
+        assert_eq!(c.job.host, Some(host("h1")));
+        assert_eq!(c.job.attempt_id.as_ref(), Some(&c.attempt_id));
+        assert_eq!(c.job.lease_until_ms, Some(c.lease_until_ms));
+        assert!(
+            !c.job.spec.approval_json.is_empty(),
+            "a claim carries the approval bytes"
+        );
+    }
+    let rest = store.claim(&host("h2"), 10, LONG).await.unwrap();
+    assert_eq!(
+        rest.iter().map(|c| c.job.id.clone()).collect::<Vec<_>>(),
+        ids[2..].to_vec()
+    );
+    assert_eq!(store.claim(&host("h2"), 10, LONG).await.unwrap(), vec![]);
+    let attempts: BTreeSet<_> = first
+        .iter()
+        .chain(&rest)
+        .map(|c| c.attempt_id.clone())
+        .collect();
+    assert_eq!(attempts.len(), 5);
+    assert_eq!(
+        store
+            .list(Some(JobState::Running), 100)
+            .await
+            .unwrap()
+            .len(),
+        5
+    );
+}
+
+pub async fn no_double_claim_under_concurrency(store: &JobStore, location: &Location) {
+    const JOBS: usize = 300;
+    const WORKERS: usize = 24;
+    for i in 0..JOBS {
+        submit(store, &format!("conc-{i}"), 1).await;
+    }
+    // Half the workers on a second handle: two "hosts" with their own connections.
+    let other = location.open().await;
+    let mut tasks = Vec::new();
+    for w in 0..WORKERS {
+        let store = if w % 2 == 0 {
+            store.clone()
+        } else {
+            other.clone()
+        };
+        tasks.push(tokio::spawn(async move {
+            let me = host(&format!("w{w}"));
+            let mut mine = Vec::new();
+            loop {
+                let claimed = store.claim(&me, 3, LONG).await.unwrap();
+                if claimed.is_empty() {
+                    break;
+                }
+                for c in claimed {
+                    let applied = store
+                        .complete(
+                            &c.job.id,
+                            &c.attempt_id,
+                            vec![],
+                            &digest(1),
+                            &serde_json::json!({}),
+                        )
+                        .await
+                        .unwrap();
+                    assert_eq!(applied, Fenced::Applied);
+                    mine.push((c.job.id, c.attempt_id));
+                }
+            }
+            mine
+        }));
+    }
+    let mut jobs_seen: BTreeMap<JobId, usize> = BTreeMap::new();
+    let mut attempts = BTreeSet::new();
+    for t in tasks {
+        for (job, attempt) in t.await.unwrap() {
+            *jobs_seen.entry(job).or_default() += 1;
+            assert!(
+                attempts.insert(attempt),
+                "an attempt id was handed out twice"
+            );
+        }
+    }
+    assert_eq!(jobs_seen.len(), JOBS);
+    assert!(
+        jobs_seen.values().all(|&n| n == 1),
+        "a job was claimed twice"
+    );
+    assert_eq!(
+        store
+            .list(Some(JobState::Completed), 1000)
+            .await
+            .unwrap()
+            .len(),
+        JOBS
+    );
+}
+
+pub async fn heartbeat_renews_then_is_lost_after_rescue(store: &JobStore, _: &Location) {
+    let id = submit(store, "hb", 3).await;
+    let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    assert_eq!(
+        store.heartbeat(&id, &c.attempt_id, LONG).await.unwrap(),
+        Heartbeat::Renewed {
+            cancel_requested: false
+        }
+    );
+    // Let the lease lapse (renew with zero), rescue, and the old attempt is lost.
+    assert_eq!(
+        store
+            .heartbeat(&id, &c.attempt_id, Duration::ZERO)
+            .await
+            .unwrap(),
+        Heartbeat::Renewed {
+            cancel_requested: false
+        }
+    );
+    expire().await;
+    assert_eq!(store.rescue_expired().await.unwrap(), 1);
+    assert_eq!(
+        store.heartbeat(&id, &c.attempt_id, LONG).await.unwrap(),
+        Heartbeat::Lost
+    );
+    let job = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Queued);
+    assert_eq!(job.attempts, 1, "a lost lease spends its attempt");
+    assert_eq!(job.last_error.unwrap().code, jobs::LEASE_EXPIRED);
+    let again = store.claim(&host("h2"), 1, LONG).await.unwrap().remove(0);
+    assert_eq!(again.attempt, 2);
+    assert_ne!(again.attempt_id, c.attempt_id);
+    // The new attempt renews; the old one is still lost.
+    assert!(matches!(
+        store.heartbeat(&id, &again.attempt_id, LONG).await.unwrap(),
+        Heartbeat::Renewed { .. }
+    ));
+    assert_eq!(
+        store.heartbeat(&id, &c.attempt_id, LONG).await.unwrap(),
+        Heartbeat::Lost
+    );
+    let unknown = AttemptId::new_random().unwrap();
+    assert_eq!(
+        store.heartbeat(&id, &unknown, LONG).await.unwrap(),
+        Heartbeat::Lost
+    );
+}
+
+pub async fn stale_attempt_writes_are_refused(store: &JobStore, _: &Location) {
+    let id = submit(store, "stale", 5).await;
+    let old = store
+        .claim(&host("a"), 1, Duration::ZERO)
+        .await
+        .unwrap()
+        .remove(0);
+    expire().await;
+    assert_eq!(store.rescue_expired().await.unwrap(), 1);
+    let new = store.claim(&host("b"), 1, LONG).await.unwrap().remove(0);
+    let usage = serde_json::json!({"total_tokens": 1});
+    let stale = &old.attempt_id;
+    assert_eq!(
+        store
+            .complete(&id, stale, b"old".to_vec(), &digest(1), &usage)
+            .await
+            .unwrap(),
+        Fenced::Lost
+    );
+    assert_eq!(
+        store
+            .fail(&id, stale, "X", "m", Retry::Never)
+            .await
+            .unwrap(),
+        Fenced::Lost
+    );
+    assert_eq!(
+        store
+            .fail(&id, stale, "X", "m", Retry::After(Duration::ZERO))
+            .await
+            .unwrap(),
+        Fenced::Lost
+    );
+    assert_eq!(store.release(&id, stale).await.unwrap(), Fenced::Lost);
+    assert_eq!(
+        store
+            .snooze(&id, stale, Duration::ZERO, "NO_IMAGE")
+            .await
+            .unwrap(),
+        Fenced::Lost
+    );
+    assert_eq!(
+        store.finish_cancelled(&id, stale).await.unwrap(),
+        Fenced::Lost
+    );
+    let job = store.get(&id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::Running, 2));
+    assert_eq!(job.attempt_id, Some(new.attempt_id.clone()));
+    assert_eq!(store.candidate(&id).await.unwrap(), None);
+
+    assert_eq!(
+        store
+            .complete(&id, &new.attempt_id, b"new".to_vec(), &digest(2), &usage)
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    // Exactly once: the same attempt cannot record a second result.
+    assert_eq!(
+        store
+            .complete(&id, &new.attempt_id, b"again".to_vec(), &digest(3), &usage)
+            .await
+            .unwrap(),
+        Fenced::Lost
+    );
+    assert_eq!(
+        store
+            .fail(&id, &new.attempt_id, "X", "m", Retry::Never)
+            .await
+            .unwrap(),
+        Fenced::Lost
+    );
+    let job = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Completed);
+    assert_eq!(job.candidate_digest, Some(digest(2)));
+    assert_eq!(store.candidate(&id).await.unwrap(), Some(b"new".to_vec()));
+    assert_eq!(store.current_attempts().await.unwrap(), vec![]);
+}
+
+pub async fn retry_backoff_and_dead_letter(store: &JobStore, _: &Location) {
+    // Environment failures retry until the attempts are spent, then dead-letter.
+    let id = submit(store, "retry", 2).await;
+    let a1 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    assert_eq!(
+        store
+            .fail(
+                &id,
+                &a1.attempt_id,
+                "PATCH_CANDIDATE_DOCKER",
+                "daemon gone",
+                Retry::After(Duration::ZERO)
+            )
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    let job = store.get(&id).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::Queued, 1));
+    assert_eq!(
+        job.last_error.as_ref().unwrap().code,
+        "PATCH_CANDIDATE_DOCKER"
+    );
+    let a2 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    assert_eq!(a2.attempt, 2);
+    assert_eq!(
+        store
+            .fail(
+                &id,
+                &a2.attempt_id,
+                "PATCH_CANDIDATE_DOCKER",
+                "again",
+                Retry::After(Duration::ZERO)
+            )
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    assert_eq!(
+        state(store, &id).await,
+        JobState::Failed,
+        "attempts exhausted: dead letter"
+    );
+
+    // A rejection goes straight to the dead letter.
+    let rejected = submit(store, "rejected", 5).await;
+    let a = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    assert_eq!(
+        store
+            .fail(
+                &rejected,
+                &a.attempt_id,
+                "REPOSITORY_PATCH_SNAPSHOT_IDENTITY",
+                "snapshot moved",
+                Retry::Never
+            )
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    let job = store.get(&rejected).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::Failed, 1));
+
+    // Backoff: queued with run_at in the future, not claimable before it.
+    let later = submit(store, "later", 5).await;
+    let a = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let before = store.get(&later).await.unwrap().unwrap().updated_at_ms;
+    assert_eq!(
+        store
+            .fail(
+                &later,
+                &a.attempt_id,
+                "PATCH_CANDIDATE_DOCKER",
+                "x",
+                Retry::After(jobs::backoff(1) * 1000)
+            )
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    let job = store.get(&later).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Queued);
+    assert!(job.run_at_ms >= before + 1_000_000);
+    assert_eq!(store.claim(&host("h"), 10, LONG).await.unwrap(), vec![]);
+
+    // The operator's retry allows one more attempt; a completed job is not retried.
+    let job = store.retry(&id).await.unwrap();
+    assert_eq!(
+        (job.state, job.attempts, job.max_attempts),
+        (JobState::Queued, 2, 3)
+    );
+    let a3 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    assert_eq!((a3.job.id.clone(), a3.attempt), (id.clone(), 3));
+    assert_eq!(
+        store
+            .complete(
+                &id,
+                &a3.attempt_id,
+                vec![],
+                &digest(1),
+                &serde_json::json!({})
+            )
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    assert_eq!(
+        store.retry(&id).await.unwrap_err().code(),
+        "PATCH_CANDIDATE_JOBS_STATE"
+    );
+    // Retrying a queued job changes nothing.
+    let queued = store.retry(&later).await.unwrap();
+    assert_eq!(queued.state, JobState::Queued);
+    assert_eq!(queued.max_attempts, 5);
+}
+
+pub async fn snooze_and_release_do_not_spend_attempts(store: &JobStore, _: &Location) {
+    let id = submit(store, "snooze", 1).await;
+    for _ in 0..3 {
+        let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+        assert_eq!(c.attempt, 1);
+        assert_eq!(
+            store
+                .snooze(
+                    &id,
+                    &c.attempt_id,
+                    Duration::ZERO,
+                    "PATCH_CANDIDATE_IMAGE_MISSING"
+                )
+                .await
+                .unwrap(),
+            Fenced::Applied
+        );
+        let job = store.get(&id).await.unwrap().unwrap();
+        assert_eq!((job.state, job.attempts), (JobState::Queued, 0));
+        assert_eq!(
+            job.last_error.unwrap().code,
+            "PATCH_CANDIDATE_IMAGE_MISSING"
+        );
+        let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+        assert_eq!(
+            store.release(&id, &c.attempt_id).await.unwrap(),
+            Fenced::Applied
+        );
+        assert_eq!(store.get(&id).await.unwrap().unwrap().attempts, 0);
+    }
+    let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    assert_eq!(
+        store
+            .snooze(
+                &id,
+                &c.attempt_id,
+                LONG,
+                "PATCH_CANDIDATE_REPOSITORY_MISSING"
+            )
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    assert_eq!(
+        store.claim(&host("h"), 1, LONG).await.unwrap(),
+        vec![],
+        "snoozed until later"
+    );
+    let codes: Vec<String> = store
+        .events(&id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.code)
+        .collect();
+    assert_eq!(
+        codes.iter().filter(|c| *c == jobs::EVENT_SNOOZED).count(),
+        4
+    );
+    assert_eq!(
+        codes.iter().filter(|c| *c == jobs::EVENT_RELEASED).count(),
+        3
+    );
+}
+
+pub async fn cancel_queued_and_running(store: &JobStore, _: &Location) {
+    let queued = submit(store, "cq", 1).await;
+    let job = store.cancel(&queued).await.unwrap();
+    assert_eq!(job.state, JobState::Cancelled);
+    assert_eq!(store.claim(&host("h"), 5, LONG).await.unwrap(), vec![]);
+
+    let running = submit(store, "cr", 1).await;
+    let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let job = store.cancel(&running).await.unwrap();
+    assert_eq!((job.state, job.cancel_requested), (JobState::Running, true));
+    assert_eq!(
+        store
+            .heartbeat(&running, &c.attempt_id, LONG)
+            .await
+            .unwrap(),
+        Heartbeat::Renewed {
+            cancel_requested: true
+        }
+    );
+    assert_eq!(
+        store
+            .finish_cancelled(&running, &c.attempt_id)
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    assert_eq!(state(store, &running).await, JobState::Cancelled);
+    assert_eq!(
+        store
+            .heartbeat(&running, &c.attempt_id, LONG)
+            .await
+            .unwrap(),
+        Heartbeat::Lost
+    );
+
+    // A cancelled running job never goes back to the queue, whatever the runner reports.
+    let r2 = submit(store, "cr2", 3).await;
+    let c2 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    store.cancel(&r2).await.unwrap();
+    assert_eq!(
+        store
+            .fail(
+                &r2,
+                &c2.attempt_id,
+                "PATCH_CANDIDATE_DOCKER",
+                "killed",
+                Retry::After(Duration::ZERO)
+            )
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    assert_eq!(state(store, &r2).await, JobState::Cancelled);
+
+    // Terminal jobs are unchanged; retry brings a cancelled one back.
+    assert_eq!(
+        store.cancel(&running).await.unwrap().state,
+        JobState::Cancelled
+    );
+    let back = store.retry(&queued).await.unwrap();
+    assert_eq!(
+        (back.state, back.cancel_requested),
+        (JobState::Queued, false)
+    );
+    let c3 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    assert_eq!(c3.job.id, queued);
+    let events = store.events(&queued).await.unwrap();
+    let codes: Vec<&str> = events.iter().map(|e| e.code.as_str()).collect();
+    assert_eq!(
+        codes,
+        vec![
+            jobs::EVENT_SUBMITTED,
+            jobs::EVENT_CANCELLED,
+            jobs::EVENT_RETRIED,
+            jobs::EVENT_CLAIMED
+        ]
+    );
+}
+
+pub async fn rescue_is_one_guarded_statement(store: &JobStore, location: &Location) {
+    let plain = submit(store, "r-plain", 3).await;
+    let exhausted = submit(store, "r-exhausted", 1).await;
+    let cancelling = submit(store, "r-cancel", 3).await;
+    let live = submit(store, "r-live", 3).await;
+    let mut by_id = BTreeMap::new();
+    for c in store.claim(&host("h"), 3, Duration::ZERO).await.unwrap() {
+        by_id.insert(c.job.id.clone(), c);
+    }
+    assert_eq!(by_id.len(), 3);
+    let live_claim = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    assert_eq!(live_claim.job.id, live);
+    store.cancel(&cancelling).await.unwrap();
+    expire().await;
+    // Several rescuers at once (one per "host"): each expired lease is rescued exactly once.
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let store = if i % 2 == 0 {
+            store.clone()
+        } else {
+            location.open().await
+        };
+        tasks.push(tokio::spawn(async move {
+            store.rescue_expired().await.unwrap()
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    assert_eq!(total, 3);
+    assert_eq!(state(store, &plain).await, JobState::Queued);
+    assert_eq!(state(store, &exhausted).await, JobState::Failed);
+    assert_eq!(state(store, &cancelling).await, JobState::Cancelled);
+    assert_eq!(state(store, &live).await, JobState::Running);
+    assert_eq!(store.rescue_expired().await.unwrap(), 0);
+    assert_eq!(
+        store.current_attempts().await.unwrap(),
+        vec![(live, live_claim.attempt_id)]
+    );
+}
+
+pub async fn candidate_readable_from_another_handle_and_usage_idempotent(
+    store: &JobStore,
+    location: &Location,
+) {
+    let id = submit(store, "cand", 3).await;
+    let a1 = store.claim(&host("h1"), 1, LONG).await.unwrap().remove(0);
+    // The first attempt ran, then failed: its usage is recorded, twice (a retried write).
+    let u1 = serde_json::json!({"prompt_tokens": 10, "total_tokens": 12});
+    store.record_usage(&id, &a1.attempt_id, &u1).await.unwrap();
+    store.record_usage(&id, &a1.attempt_id, &u1).await.unwrap();
+    assert_eq!(
+        store
+            .fail(
+                &id,
+                &a1.attempt_id,
+                "PATCH_CANDIDATE_DOCKER",
+                "x",
+                Retry::After(Duration::ZERO)
+            )
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    let a2 = store.claim(&host("h2"), 1, LONG).await.unwrap().remove(0);
+    let u2 = serde_json::json!({"total_tokens": 7});
+    // Usage recorded before the completion (a crash in between), then by the completion.
+    store.record_usage(&id, &a2.attempt_id, &u2).await.unwrap();
+    let bytes: Vec<u8> = (0..=255).cycle().take(100_000).collect();
+    assert_eq!(
+        store
+            .complete(&id, &a2.attempt_id, bytes.clone(), &digest(9), &u2)
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    let usage = store.usage(&id).await.unwrap();
+    assert_eq!(usage.len(), 2, "one row per attempt");
+    let by_attempt: BTreeMap<_, _> = usage.into_iter().collect();
+    assert_eq!(
+        by_attempt[&a1.attempt_id],
+        r#"{"prompt_tokens":10,"total_tokens":12}"#
+    );
+    assert_eq!(by_attempt[&a2.attempt_id], r#"{"total_tokens":7}"#);
+    // Another host (its own handle) reads the candidate from the database.
+    let other = location.open().await;
+    assert_eq!(other.candidate(&id).await.unwrap(), Some(bytes));
+    let job = other.get(&id).await.unwrap().unwrap();
+    assert_eq!(job.candidate_digest, Some(digest(9)));
+    let unknown = JobId::new_random().unwrap();
+    assert_eq!(
+        store
+            .record_usage(&unknown, &a1.attempt_id, &u1)
+            .await
+            .unwrap_err()
+            .code(),
+        "PATCH_CANDIDATE_JOBS_NOT_FOUND"
+    );
+}
+
+pub async fn events_hosts_and_current_attempts(store: &JobStore, _: &Location) {
+    let id = submit(store, "ev", 1).await;
+    let c = store.claim(&host("h1"), 1, LONG).await.unwrap().remove(0);
+    store
+        .append_event(
+            &id,
+            Some(&c.attempt_id),
+            "PATCH_CANDIDATE_TURN_STARTED",
+            "container created",
+        )
+        .await
+        .unwrap();
+    store
+        .append_event(&id, None, "NOTE", "line one\nline two")
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .append_event(&id, None, "NOTE", "bell\u{7}")
+            .await
+            .unwrap_err()
+            .code(),
+        "PATCH_CANDIDATE_JOBS_INPUT"
+    );
+    assert_eq!(
+        store
+            .append_event(&JobId::new_random().unwrap(), None, "NOTE", "x")
+            .await
+            .unwrap_err()
+            .code(),
+        "PATCH_CANDIDATE_JOBS_NOT_FOUND"
+    );
+    let events = store.events(&id).await.unwrap();
+    let tail: Vec<_> = events
+        .iter()
+        .skip(2)
+        .map(|e| (e.code.as_str(), e.message.as_str(), e.attempt_id.clone()))
+        .collect();
+    assert_eq!(
+        tail,
+        vec![
+            (
+                "PATCH_CANDIDATE_TURN_STARTED",
+                "container created",
+                Some(c.attempt_id.clone())
+            ),
+            ("NOTE", "line one\nline two", None),
+        ]
+    );
+    assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
+
+    assert_eq!(store.host_heartbeat(&host("h1")).await.unwrap(), false);
+    store
+        .register_host(&host("h1"), 4, &serde_json::json!({"version": "0.1.0"}))
+        .await
+        .unwrap();
+    store
+        .register_host(&host("h0"), 2, &serde_json::json!({}))
+        .await
+        .unwrap();
+    store
+        .register_host(&host("h1"), 8, &serde_json::json!({"version": "0.2.0"}))
+        .await
+        .unwrap();
+    assert!(store.host_heartbeat(&host("h1")).await.unwrap());
+    let hosts = store.hosts().await.unwrap();
+    assert_eq!(
+        hosts
+            .iter()
+            .map(|h| (h.host.as_str(), h.max_turns))
+            .collect::<Vec<_>>(),
+        vec![("h0", 2), ("h1", 8)]
+    );
+    assert_eq!(hosts[1].meta, serde_json::json!({"version": "0.2.0"}));
+    assert!(hosts[1].seen_at_ms >= hosts[1].started_at_ms);
+    assert_eq!(
+        store.current_attempts().await.unwrap(),
+        vec![(id, c.attempt_id)]
+    );
+}
+
+pub async fn migrations_are_versioned_and_concurrent_opens_agree(
+    store: &JobStore,
+    location: &Location,
+) {
+    assert_eq!(store.schema_version().await.unwrap(), jobs::SCHEMA_VERSION);
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let location = match location {
+            Location::Sqlite(p) => Location::Sqlite(p.clone()),
+            Location::Postgres(u) => Location::Postgres(u.clone()),
+        };
+        tasks.push(tokio::spawn(async move {
+            location.open().await.schema_version().await.unwrap()
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), jobs::SCHEMA_VERSION);
+    }
+}
+
+/// Concurrent first opens of a fresh database (several hosts starting at once) all migrate
+/// without a race: `BEGIN IMMEDIATE` on SQLite, an advisory lock on PostgreSQL.
+pub async fn first_opens_race(location: Location) {
+    let location = Arc::new(location);
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let location = Arc::clone(&location);
+        tasks.push(tokio::spawn(async move {
+            location.open().await.schema_version().await.unwrap()
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), jobs::SCHEMA_VERSION);
+    }
+}
+
+/// Makes the database unreachable and brings it back.
+pub trait Outage {
+    fn go_away(&mut self);
+    fn come_back(&mut self);
+}
+
+/// SQLite: another process holds an exclusive lock past the busy timeout.
+pub struct SqliteOutage {
+    path: PathBuf,
+    holder: Option<rusqlite::Connection>,
+}
+
+impl SqliteOutage {
+    pub fn new(path: PathBuf) -> Self {
+        Self { path, holder: None }
+    }
+}
+
+impl Outage for SqliteOutage {
+    fn go_away(&mut self) {
+        let conn = rusqlite::Connection::open(&self.path).unwrap();
+        conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        self.holder = Some(conn);
+    }
+
+    fn come_back(&mut self) {
+        if let Some(conn) = self.holder.take() {
+            conn.execute_batch("ROLLBACK").unwrap();
+        }
+    }
+}
+
+/// PostgreSQL: the (private) cluster is stopped, then started again.
+pub struct PostgresOutage {
+    cluster: PrivateCluster,
+}
+
+impl PostgresOutage {
+    pub fn new(cluster: PrivateCluster) -> Self {
+        Self { cluster }
+    }
+}
+
+impl Outage for PostgresOutage {
+    fn go_away(&mut self) {
+        self.cluster.stop().unwrap();
+    }
+
+    fn come_back(&mut self) {
+        self.cluster.restart().unwrap();
+    }
+}
+
+fn is_unavailable(e: &JobsError) -> bool {
+    e.code() == "PATCH_CANDIDATE_JOBS_UNAVAILABLE" && e.is_environment()
+}
+
+pub async fn outage(store: &JobStore, outage: &mut dyn Outage) {
+    let before = submit(store, "before", 3).await;
+    let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    outage.go_away();
+    let e = store.submit(JobSpec::noop("during", 1)).await.unwrap_err();
+    assert!(is_unavailable(&e), "{e}");
+    let e = store.claim(&host("h"), 1, LONG).await.unwrap_err();
+    assert!(is_unavailable(&e), "{e}");
+    let e = store
+        .heartbeat(&before, &c.attempt_id, LONG)
+        .await
+        .unwrap_err();
+    assert!(is_unavailable(&e), "{e}");
+    outage.come_back();
+    // The same handle works again, without being reopened, and nothing was half-written.
+    let store = Arc::new(store.clone());
+    assert!(matches!(
+        store.heartbeat(&before, &c.attempt_id, LONG).await.unwrap(),
+        Heartbeat::Renewed { .. }
+    ));
+    let after = submit(&store, "after", 1).await;
+    assert_eq!(store.list(None, 10).await.unwrap().len(), 2);
+    let c2 = store.claim(&host("h"), 5, LONG).await.unwrap();
+    assert_eq!(
+        c2.iter().map(|c| c.job.id.clone()).collect::<Vec<_>>(),
+        vec![after]
+    );
+    assert_eq!(
+        store
+            .complete(
+                &before,
+                &c.attempt_id,
+                vec![1],
+                &digest(4),
+                &serde_json::json!({})
+            )
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+}
+
+/// Drops pending wake-ups (spurious ones are allowed: on PostgreSQL a write wakes its own process
+/// at once and again through `NOTIFY`, and the listener wakes once when it connects).
+async fn drain(signal: &mut jobs::WorkSignal) {
+    while signal.wait(Duration::from_millis(100)).await {}
+}
+
+pub async fn work_signal_wakes_idle_runners(store: &JobStore, location: &Location) {
+    const BOUND: Duration = Duration::from_secs(60);
+    let mut signal = store.work_signal();
+    drain(&mut signal).await;
+    // A submission wakes it, also one made while nobody was waiting.
+    submit(store, "wake-1", 2).await;
+    assert!(signal.wait(BOUND).await);
+    let waiter = {
+        let mut signal = store.work_signal();
+        tokio::spawn(async move { signal.wait(BOUND).await })
+    };
+    tokio::task::yield_now().await;
+    let id = submit(store, "wake-2", 2).await;
+    assert!(waiter.await.unwrap());
+    // A retrying failure and a rescue wake it too; a claim or a completion does not.
+    let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    drain(&mut signal).await;
+    assert_eq!(
+        store
+            .fail(
+                &c.job.id,
+                &c.attempt_id,
+                "PATCH_CANDIDATE_DOCKER",
+                "x",
+                Retry::After(Duration::ZERO)
+            )
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    assert!(signal.wait(BOUND).await);
+    let claimed = store.claim(&host("h"), 2, Duration::ZERO).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    drain(&mut signal).await;
+    expire().await;
+    assert_eq!(store.rescue_expired().await.unwrap(), 2);
+    assert!(signal.wait(BOUND).await);
+    assert_eq!(state(store, &id).await, JobState::Queued);
+    // PostgreSQL: a submission by another host (its own handle and connections) wakes this one.
+    if let Location::Postgres(_) = location {
+        let other = location.open().await;
+        drain(&mut signal).await;
+        submit(&other, "wake-remote", 1).await;
+        assert!(signal.wait(BOUND).await);
+    }
+}

@@ -1,0 +1,155 @@
+//! The job store's integration tests: one conformance suite ([`conformance`]), each body run
+//! against a real SQLite file and a real PostgreSQL database (a fresh database per test on the
+//! cluster of `infra/ci/postgres.sh`; see `jobs::testkit`).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test fixtures: a failed setup step is a failed test"
+)]
+
+mod conformance;
+
+use jobs::JobStore;
+use jobs::testkit::{Unavailable, fresh_postgres_url};
+
+/// A store on a fresh SQLite file; the directory lives as long as the returned guard.
+pub async fn sqlite_store() -> (tempfile::TempDir, JobStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JobStore::open(None, dir.path()).await.unwrap();
+    (dir, store)
+}
+
+/// A store on a fresh PostgreSQL database, or `None` (with a note on stderr) when PostgreSQL is
+/// neither configured nor required. Panics when it is required and unusable.
+pub async fn postgres_store() -> Option<(String, JobStore)> {
+    match fresh_postgres_url().await {
+        Ok(url) => {
+            let store = JobStore::open(Some(&url), std::path::Path::new("/nonexistent"))
+                .await
+                .unwrap();
+            Some((url, store))
+        }
+        Err(Unavailable::Skip(reason)) => {
+            eprintln!("{}", Unavailable::Skip(reason));
+            None
+        }
+        Err(e @ Unavailable::Fail(_)) => panic!("{e}"),
+    }
+}
+
+/// Runs one conformance body against both backends, as two tests `<name>::sqlite` and
+/// `<name>::postgres`. The body gets the store and a way to open a second handle on the same
+/// database (another "host").
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite() {
+                let (dir, store) = crate::sqlite_store().await;
+                let location = crate::conformance::Location::Sqlite(dir.path().to_owned());
+                crate::conformance::$name(&store, &location).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() {
+                let Some((url, store)) = crate::postgres_store().await else { return };
+                let location = crate::conformance::Location::Postgres(url);
+                crate::conformance::$name(&store, &location).await;
+            }
+        }
+    )*};
+}
+
+conformance!(
+    submit_is_idempotent,
+    malformed_input_is_refused_before_storage,
+    claim_respects_max_and_order,
+    no_double_claim_under_concurrency,
+    heartbeat_renews_then_is_lost_after_rescue,
+    stale_attempt_writes_are_refused,
+    retry_backoff_and_dead_letter,
+    snooze_and_release_do_not_spend_attempts,
+    cancel_queued_and_running,
+    rescue_is_one_guarded_statement,
+    candidate_readable_from_another_handle_and_usage_idempotent,
+    events_hosts_and_current_attempts,
+    migrations_are_versioned_and_concurrent_opens_agree,
+    work_signal_wakes_idle_runners,
+);
+
+/// Fresh databases opened by several handles at once.
+mod first_opens_race {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::conformance::first_opens_race(crate::conformance::Location::Sqlite(
+            dir.path().to_owned(),
+        ))
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        let url = match jobs::testkit::fresh_postgres_url().await {
+            Ok(url) => url,
+            Err(jobs::testkit::Unavailable::Skip(reason)) => {
+                eprintln!("{}", jobs::testkit::Unavailable::Skip(reason));
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        crate::conformance::first_opens_race(crate::conformance::Location::Postgres(url)).await;
+    }
+}
+
+/// The database goes away and comes back: SQLite locked by another process past the busy
+/// timeout; PostgreSQL stopped and restarted (a private cluster). The store returns
+/// `PATCH_CANDIDATE_JOBS_UNAVAILABLE` meanwhile and works again without being reopened.
+mod database_goes_away_and_comes_back {
+    use std::time::Duration;
+
+    use jobs::testkit::{PrivateCluster, Unavailable};
+    use jobs::{JobStore, StoreOptions};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions {
+            busy_timeout: Duration::from_millis(200),
+            ..StoreOptions::default()
+        };
+        let store = JobStore::open_with(None, dir.path(), &options)
+            .await
+            .unwrap();
+        let path = store.sqlite_path().unwrap().to_owned();
+        let mut outage = crate::conformance::SqliteOutage::new(path);
+        crate::conformance::outage(&store, &mut outage).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        let cluster = match PrivateCluster::start() {
+            Ok(c) => c,
+            Err(Unavailable::Skip(reason)) => {
+                eprintln!("{}", Unavailable::Skip(reason));
+                return;
+            }
+            Err(e @ Unavailable::Fail(_)) => panic!("{e}"),
+        };
+        let options = StoreOptions {
+            connect_timeout: Duration::from_secs(2),
+            ..StoreOptions::default()
+        };
+        let store = JobStore::open_with(
+            Some(cluster.url()),
+            std::path::Path::new("/nonexistent"),
+            &options,
+        )
+        .await
+        .unwrap();
+        let mut outage = crate::conformance::PostgresOutage::new(cluster);
+        crate::conformance::outage(&store, &mut outage).await;
+    }
+}
