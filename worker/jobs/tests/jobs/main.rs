@@ -149,7 +149,21 @@ mod database_goes_away_and_comes_back {
         )
         .await
         .unwrap();
+        let url = cluster.url().to_owned();
+        // The LISTEN connection exists before the outage: it must reconnect by itself.
+        let mut signal = store.work_signal();
         let mut outage = crate::conformance::PostgresOutage::new(cluster);
         crate::conformance::outage(&store, &mut outage).await;
+        // Another host's submission reaches this one again through the reconnected listener.
+        let other = JobStore::open(Some(&url), std::path::Path::new("/nonexistent"))
+            .await
+            .unwrap();
+        // Quiet for longer than the listener's reconnect interval: its reconnect wake-up is past.
+        while signal.wait(Duration::from_millis(2500)).await {}
+        other
+            .submit(jobs::JobSpec::noop("after-outage", 1))
+            .await
+            .unwrap();
+        assert!(signal.wait(Duration::from_secs(60)).await);
     }
 }
