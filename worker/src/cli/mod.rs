@@ -10,6 +10,7 @@ mod export_cmd;
 mod finalize_cmd;
 mod image_cmd;
 mod janitor_cmd;
+mod live_args;
 mod outfile;
 mod output;
 mod paths;

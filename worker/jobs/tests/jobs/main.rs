@@ -77,6 +77,7 @@ conformance!(
     events_hosts_and_current_attempts,
     migrations_are_versioned_and_concurrent_opens_agree,
     work_signal_wakes_idle_runners,
+    a_dead_hosts_jobs_are_finished_by_the_others,
 );
 
 /// Fresh databases opened by several handles at once.
