@@ -28,6 +28,7 @@ mod cli_input;
 mod hostile;
 mod lifecycle;
 mod live_container;
+mod live_e2e;
 mod live_worker;
 mod proof;
 mod proof_image;
