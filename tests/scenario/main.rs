@@ -27,6 +27,7 @@ mod cli_export;
 mod cli_input;
 mod hostile;
 mod lifecycle;
+mod live_container;
 mod live_worker;
 mod proof;
 mod proof_image;

@@ -46,7 +46,7 @@ pub use ids::{
     CONTAINER_NAME_PREFIX, ContainerName, ImageId, ImageReference, RuntimeName, TURN_LABEL_KEY,
     TURN_LABEL_VALUE,
 };
-pub use images::{HOSTILE_IMAGE, ImagesState, PROOF_IMAGE};
+pub use images::{HOSTILE_IMAGE, ImagesState, LIVE_IMAGE, LiveImageState, PROOF_IMAGE};
 pub use input::{BoundedReadError, open_regular_file, read_bounded_file};
 pub use janitor::{DEFAULT_GRACE, LEGACY_LIFETIME, SweepReport, sweep_abandoned_turns};
 pub use ledger::{UsageIdentity, UsageLedger, UsageRecord, record_isolated_acp_usage};
