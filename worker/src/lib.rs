@@ -48,7 +48,7 @@ pub use ids::{
     CONTAINER_NAME_PREFIX, ContainerName, ImageId, ImageReference, RuntimeName, TURN_LABEL_KEY,
     TURN_LABEL_VALUE,
 };
-pub use images::{HOSTILE_IMAGE, ImagesState, PROOF_IMAGE};
+pub use images::{HOSTILE_IMAGE, ImagesState, LIVE_IMAGE, LiveImageState, PROOF_IMAGE};
 pub use input::{BoundedReadError, open_regular_file, read_bounded_file};
 pub use janitor::{
     DEFAULT_GRACE, JobTurn, LEGACY_LIFETIME, SweepReport, list_job_turns, remove_superseded_turns,
@@ -70,8 +70,8 @@ pub use owner::{
     PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcessIdentity, SERVICE_HOST_LABEL_KEY, now_unix,
 };
 pub use pipeline::{
-    PhaseTimings, PipelineOutcome, PipelineRequest, default_selection, run_pipeline, staging_root,
-    verify_pipeline_request,
+    PhaseTimings, PipelineOutcome, PipelineRequest, default_selection, run_live_pipeline,
+    run_pipeline, staging_root, verify_pipeline_request,
 };
 pub use request::{
     BUILD_FAMILY, CHANGE_CLASS, CodingWorkerRequest, TurnApproval, stdin_payload,

@@ -582,3 +582,35 @@ async fn concurrent_channels_are_served_and_their_bytes_never_carry_the_key() {
             .all(|r| r.header("authorization") == Some(&format!("Bearer {KEY}")))
     );
 }
+
+#[tokio::test]
+async fn a_result_while_a_channel_is_open_ends_the_turn_and_tears_the_channel_down() {
+    let upstream =
+        ScriptedUpstream::start([Reply::Stall(vec![gateway::testkit::events::created("r")])])
+            .await
+            .unwrap();
+    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
+    let fake = fake(|mut sim| {
+        Box::pin(async move {
+            sim.handshake().await;
+            let id = ChannelId::try_from(1).unwrap();
+            sim.send(&Frame::Open(id));
+            for f in Frame::data_frames(id, &http_request(MODEL)) {
+                sim.send(&f);
+            }
+            // Wait for the start of the (stalled) answer, then end the turn with the channel open.
+            loop {
+                if let Some(Frame::Data(..)) = sim.recv().await {
+                    break;
+                }
+            }
+            sim.result(&update_output());
+        })
+    });
+    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let (turn, log) = run.result.unwrap();
+    assert_eq!(turn.proposal.status, snapshot::ProposalStatus::Completed);
+    assert_eq!(log.channels, 1);
+    assert_eq!(log.gateway.forwarded, 1);
+    assert!(removed(&fake));
+}

@@ -19,9 +19,10 @@ use crate::config::TurnConfig;
 use crate::error::WorkerError;
 use crate::ids::ContainerName;
 use crate::ledger::{UsageIdentity, UsageLedger, record_isolated_acp_usage};
+use crate::live::{LiveContext, LiveLog};
 use crate::request::{CodingWorkerRequest, TurnApproval};
 use crate::runtime::ContainerRuntime;
-use crate::turn::execute_repository_docker_turn;
+use crate::turn::{execute_live_turn, execute_repository_docker_turn};
 use crate::usage::IsolatedAcpUsage;
 
 /// Everything one `run` needs.
@@ -63,6 +64,8 @@ pub struct PipelineOutcome {
     pub selected: Vec<RepoPath>,
     pub read_only: Vec<RepoPath>,
     pub timings: PhaseTimings,
+    /// A live turn's tunnel record and the gateway's usage (`None` offline).
+    pub live: Option<LiveLog>,
 }
 
 fn editable_candidate(
@@ -214,6 +217,31 @@ pub async fn run_pipeline<R: ContainerRuntime + Clone + 'static>(
     runtime: &R,
     req: PipelineRequest<'_>,
 ) -> Result<PipelineOutcome, WorkerError> {
+    run(runtime, req, None).await
+}
+
+/// Runs the whole pipeline for one live turn: as [`run_pipeline`], with the turn's model requests
+/// served by the gateway in `live`. The usage recorded (and reported) is the gateway's own token
+/// count; the container's self-report is advisory and dropped.
+///
+/// # Errors
+/// As [`run_pipeline`], plus the tunnel's `PATCH_CANDIDATE_TUNNEL_*` codes.
+///
+/// # Security
+/// As [`run_pipeline`]; the credential stays in the gateway.
+pub async fn run_live_pipeline<R: ContainerRuntime + Clone + 'static>(
+    runtime: &R,
+    req: PipelineRequest<'_>,
+    live: &LiveContext<'_>,
+) -> Result<PipelineOutcome, WorkerError> {
+    run(runtime, req, Some(live)).await
+}
+
+async fn run<R: ContainerRuntime + Clone + 'static>(
+    runtime: &R,
+    req: PipelineRequest<'_>,
+    live: Option<&LiveContext<'_>>,
+) -> Result<PipelineOutcome, WorkerError> {
     let started = Instant::now();
     let Prepared {
         snap,
@@ -235,7 +263,23 @@ pub async fn run_pipeline<R: ContainerRuntime + Clone + 'static>(
         policy: req.policy,
         create_absence: Some(&snap),
     };
-    let turn = execute_repository_docker_turn(runtime, &request, &approval, req.config).await?;
+    let (mut turn, live_log) = match live {
+        None => (
+            execute_repository_docker_turn(runtime, &request, &approval, req.config).await?,
+            None,
+        ),
+        Some(live) => {
+            let (turn, log) =
+                execute_live_turn(runtime, &request, &approval, req.config, live).await?;
+            (turn, Some(log))
+        }
+    };
+    let model_name = live.map(|l| l.settings.model.as_str());
+    if let Some(log) = &live_log {
+        // The trusted count: what the upstream reported to the gateway.
+        let g = &log.gateway;
+        turn.usage = IsolatedAcpUsage::new(g.input_tokens, g.output_tokens, g.total_tokens);
+    }
     let turn_ms = turn_started.elapsed().as_millis();
 
     let attempt_id = format!("attempt-{}", turn.attempt);
@@ -253,7 +297,7 @@ pub async fn run_pipeline<R: ContainerRuntime + Clone + 'static>(
         turn.usage.as_ref(),
         &identity,
         &attempt_id,
-        None,
+        model_name,
     )
     .unwrap_or(false);
 
@@ -315,6 +359,7 @@ pub async fn run_pipeline<R: ContainerRuntime + Clone + 'static>(
             turn_ms,
             stage_finalize_ms,
         },
+        live: live_log,
     })
 }
 

@@ -136,6 +136,7 @@ fn main() {
         "sleep" => loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         },
+        "live" | "live-stop" | "live-hostile" => live(mode.as_str()),
         _ => {
             eprintln!("unknown mode");
             std::process::exit(2);
@@ -144,6 +145,132 @@ fn main() {
 }
 
 /// SHA-256 via the snapshot crate's digest (the same one the host uses).
+/// The framed stdio of a live turn, spoken minimally: HELLO, the request, then per mode one
+/// tunnelled model request (`live`), waiting for STOP (`live-stop`), or DATA on a channel never
+/// opened (`live-hostile`); facts reported through a RESULT like `report`.
+fn live(mode: &str) -> ! {
+    use tunnel::{ChannelId, Decoder, Frame};
+    let mut stdin = std::io::stdin().lock();
+    let mut decoder = Decoder::new();
+    let mut pending = std::collections::VecDeque::new();
+    let mut next = move || -> Option<Frame> {
+        loop {
+            if let Some(f) = pending.pop_front() {
+                return Some(f);
+            }
+            let mut buf = vec![0u8; 65536];
+            let n = stdin.read(&mut buf).ok()?;
+            if n == 0 {
+                return None;
+            }
+            pending.extend(decoder.push(buf.get(..n)?).ok()?);
+        }
+    };
+    let send = |frames: &[Frame]| {
+        let mut bytes = Vec::new();
+        for f in frames {
+            f.encode(&mut bytes);
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(&bytes);
+        let _ = out.flush();
+    };
+    send(&[Frame::Hello]);
+    let mut request = Vec::new();
+    let mut frames = vec![];
+    while let Some(f) = next() {
+        match f {
+            Frame::Hello => {}
+            Frame::Request(c) => request.extend_from_slice(c.as_bytes()),
+            Frame::RequestEnd => break,
+            other => frames.push(format!("unexpected-{:?}", other.frame_type())),
+        }
+    }
+    let doc: serde_json::Value = serde_json::from_slice(&request).unwrap_or_default();
+    let model = doc
+        .pointer("/live/model")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("none")
+        .to_owned();
+    let mut facts = vec![format!("model-{model}")];
+    facts.extend(frames);
+    let one = ChannelId::try_from(1).unwrap_or_else(|_| std::process::exit(2));
+    match mode {
+        "live" => {
+            let body = serde_json::json!({"model": model, "stream": true, "input": []}).to_string();
+            let http = format!(
+                "POST /v1/responses HTTP/1.1\r\nhost: 127.0.0.1:8417\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let mut out = vec![Frame::Open(one)];
+            out.extend(Frame::data_frames(one, http.as_bytes()));
+            send(&out);
+            let mut answer = Vec::new();
+            let mut closing = "none";
+            while let Some(f) = next() {
+                match f {
+                    Frame::Data(_, c) => answer.extend_from_slice(c.as_bytes()),
+                    Frame::Fin(_) => {
+                        closing = "fin";
+                        send(&[Frame::Fin(one)]);
+                        break;
+                    }
+                    Frame::Reset(..) => {
+                        closing = "reset";
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            let text = String::from_utf8_lossy(&answer);
+            facts.push(format!("closing-{closing}"));
+            facts.push(format!(
+                "status-{}",
+                text.split(' ').nth(1).unwrap_or("none")
+            ));
+            facts.push(format!(
+                "completed-{}",
+                text.contains("event: response.completed")
+            ));
+            facts.push(format!(
+                "credential-seen-{}",
+                text.contains("docker-live-credential")
+            ));
+        }
+        "live-stop" => {
+            while let Some(f) = next() {
+                if f == Frame::Stop {
+                    facts.push("stop-received".to_owned());
+                    break;
+                }
+            }
+        }
+        _ => {
+            let chunk =
+                tunnel::Chunk::try_from(b"x".to_vec()).unwrap_or_else(|_| std::process::exit(2));
+            let nine = ChannelId::try_from(9).unwrap_or_else(|_| std::process::exit(2));
+            send(&[Frame::Data(nine, chunk)]);
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        }
+    }
+    let result = serde_json::json!({
+        "proposal": {
+            "proposal_id": "fixture",
+            "provider_id": "fixture",
+            "status": "empty",
+            "owned_paths": facts,
+        },
+        "workspace_archive_base64": null,
+    })
+    .to_string();
+    let mut out: Vec<Frame> = Frame::result_frames(result.as_bytes()).collect();
+    out.push(Frame::ResultEnd);
+    send(&out);
+    std::process::exit(0)
+}
+
 fn sha2_hex(bytes: &[u8]) -> String {
     snapshot::sha256_bare_hex(bytes)
 }

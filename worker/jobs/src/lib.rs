@@ -27,6 +27,7 @@ mod sqlite;
 mod store;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+mod wake;
 
 pub use error::{Backend, JobsError, Result};
 pub use ids::{AttemptId, HostId, JobId, MAX_HOST_ID_CHARS};
@@ -41,3 +42,4 @@ pub use rows::{
 };
 pub use schema::SCHEMA_VERSION;
 pub use store::{DEFAULT_SQLITE_FILE, DatabaseLocation, JobStore, StoreOptions};
+pub use wake::WorkSignal;

@@ -115,6 +115,7 @@ fn cols() -> String {
 #[derive(Clone)]
 pub(crate) struct PgStore {
     pool: Pool,
+    config: std::sync::Arc<tokio_postgres::Config>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -136,7 +137,7 @@ impl PgStore {
             config.application_name("patch-candidate");
         }
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -153,9 +154,28 @@ impl PgStore {
                 backend: Backend::Postgres,
                 detail: e.to_string(),
             })?;
-        let store = Self { pool };
+        let store = Self {
+            pool,
+            config: std::sync::Arc::new(config),
+        };
         store.migrate().await?;
         Ok(store)
+    }
+
+    /// The connection settings (for the `LISTEN` connection).
+    pub(crate) fn config(&self) -> &tokio_postgres::Config {
+        &self.config
+    }
+
+    /// Tells every listening host that work may be available. Best effort: a lost notification
+    /// only delays a runner until its next poll.
+    pub(crate) async fn notify(&self) {
+        if let Ok(client) = self.client().await {
+            let sql = format!("NOTIFY {}", crate::wake::CHANNEL);
+            if let Err(e) = client.batch_execute(&sql).await {
+                tracing::debug!(code = map_pg(&e).code(), "job store: NOTIFY failed");
+            }
+        }
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object> {
@@ -562,7 +582,10 @@ impl PgStore {
     }
 
     pub(crate) async fn rescue_expired(&self) -> Result<u64> {
-        // The one guarded statement (its log lines are written by the same statement).
+        // The one guarded statement (its log lines are written by the same statement). Rows
+        // another transaction holds (a heartbeat in flight, a concurrent rescuer) are skipped,
+        // not waited for: rescuers on several hosts never deadlock, and a skipped row is taken
+        // by the next round if it is still expired then.
         let sql = format!(
             "WITH r AS (
                  UPDATE jobs SET
@@ -572,6 +595,9 @@ impl PgStore {
                      run_at = {NOW}, lease_until = NULL, error_code = $1, error_message = $2,
                      updated_at = {NOW}
                  WHERE state = 'running' AND lease_until < {NOW}
+                   AND id IN (SELECT id FROM jobs
+                              WHERE state = 'running' AND lease_until < {NOW}
+                              FOR UPDATE SKIP LOCKED)
                  RETURNING id, attempt_id),
              ev AS (
                  INSERT INTO events (job_id, attempt_id, at, code, message)

@@ -2,6 +2,7 @@
 //! checks happen here, once, before either backend sees a value.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{JobsError, Result};
@@ -12,6 +13,7 @@ use crate::model::{
 };
 use crate::rows::check_batch;
 use crate::sqlite::SqliteStore;
+use crate::wake::{Wake, WorkSignal};
 
 /// The SQLite file's name inside the state directory when no `--database` is given.
 pub const DEFAULT_SQLITE_FILE: &str = "jobs.sqlite3";
@@ -89,6 +91,7 @@ impl DatabaseLocation {
 #[derive(Clone, Debug)]
 pub struct JobStore {
     inner: Inner,
+    wake: Arc<Wake>,
 }
 
 #[derive(Clone, Debug)]
@@ -150,7 +153,31 @@ impl JobStore {
                 Inner::Postgres(crate::postgres::PgStore::open(&url, options).await?)
             }
         };
-        Ok(Self { inner })
+        Ok(Self {
+            inner,
+            wake: Wake::new(),
+        })
+    }
+
+    /// A subscription to "work may be available": woken after a submission, a retry, a
+    /// requeue, a retrying failure or a rescue — on PostgreSQL from any host (`LISTEN`/`NOTIFY`),
+    /// on SQLite from this process's handles. A hint only: a runner still claims on its poll
+    /// interval (a snoozed or backing-off job becomes due without a notification).
+    #[must_use]
+    pub fn work_signal(&self) -> WorkSignal {
+        let signal = self.wake.subscribe();
+        if let Inner::Postgres(s) = &self.inner {
+            self.wake.ensure_listener(s.config());
+        }
+        signal
+    }
+
+    /// After a write that made a job claimable.
+    async fn announce(&self) {
+        self.wake.bump();
+        if let Inner::Postgres(s) = &self.inner {
+            s.notify().await;
+        }
     }
 
     /// `"sqlite"` or `"postgres"`: for logs and metrics.
@@ -187,7 +214,11 @@ impl JobStore {
     pub async fn submit(&self, spec: JobSpec) -> Result<(Job, bool)> {
         spec.validate()?;
         let id = JobId::new_random()?;
-        dispatch!(self.submit(spec, id))
+        let (job, created) = dispatch!(self.submit(spec, id))?;
+        if created {
+            self.announce().await;
+        }
+        Ok((job, created))
     }
 
     /// Claims up to `max` queued jobs whose `run_at` has come, oldest first, each with a fresh
@@ -266,13 +297,17 @@ impl JobStore {
     ) -> Result<Fenced> {
         check_code(code)?;
         check_message(message)?;
-        dispatch!(self.fail(
+        let fenced = dispatch!(self.fail(
             id.clone(),
             attempt.clone(),
             code.to_owned(),
             message.to_owned(),
             retry
-        ))
+        ))?;
+        if fenced == Fenced::Applied && matches!(retry, Retry::After(_)) {
+            self.announce().await;
+        }
+        Ok(fenced)
     }
 
     /// Queues the job again after `delay` without spending the attempt (this host lacks the
@@ -288,7 +323,12 @@ impl JobStore {
         code: &str,
     ) -> Result<Fenced> {
         check_code(code)?;
-        dispatch!(self.requeue(id.clone(), attempt.clone(), Some((delay, code.to_owned()))))
+        let fenced =
+            dispatch!(self.requeue(id.clone(), attempt.clone(), Some((delay, code.to_owned()))))?;
+        if fenced == Fenced::Applied {
+            self.announce().await;
+        }
+        Ok(fenced)
     }
 
     /// Drain: queues the job again now without spending the attempt.
@@ -296,7 +336,11 @@ impl JobStore {
     /// # Errors
     /// Database errors.
     pub async fn release(&self, id: &JobId, attempt: &AttemptId) -> Result<Fenced> {
-        dispatch!(self.requeue(id.clone(), attempt.clone(), None))
+        let fenced = dispatch!(self.requeue(id.clone(), attempt.clone(), None))?;
+        if fenced == Fenced::Applied {
+            self.announce().await;
+        }
+        Ok(fenced)
     }
 
     /// Stops a running attempt whose cancellation was requested: `cancelled`, guarded like every
@@ -338,7 +382,11 @@ impl JobStore {
     /// # Errors
     /// Database errors.
     pub async fn rescue_expired(&self) -> Result<u64> {
-        dispatch!(self.rescue_expired())
+        let rescued = dispatch!(self.rescue_expired())?;
+        if rescued > 0 {
+            self.announce().await;
+        }
+        Ok(rescued)
     }
 
     /// Cancels a job: a queued one at once, a running one through its next heartbeat
@@ -357,7 +405,11 @@ impl JobStore {
     /// `PATCH_CANDIDATE_JOBS_NOT_FOUND`; `PATCH_CANDIDATE_JOBS_STATE` for a completed job;
     /// database errors.
     pub async fn retry(&self, id: &JobId) -> Result<Job> {
-        dispatch!(self.retry(id.clone()))
+        let job = dispatch!(self.retry(id.clone()))?;
+        if job.state == JobState::Queued {
+            self.announce().await;
+        }
+        Ok(job)
     }
 
     /// One job, with its approval bytes.

@@ -190,6 +190,7 @@ pub(crate) fn demo_in(
         runtime,
         no_ledger: false,
         docker: docker.clone(),
+        live: super::live_args::LiveArgs::default(),
     };
     let (outcome, store) = execute(&run_args, true)?;
     let patch_path = dir.join("candidate.patch");

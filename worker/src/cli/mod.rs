@@ -11,6 +11,7 @@ mod finalize_cmd;
 mod image_cmd;
 mod janitor_cmd;
 mod jobs_cmd;
+mod live_args;
 mod outfile;
 mod output;
 mod paths;

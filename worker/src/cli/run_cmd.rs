@@ -9,12 +9,13 @@ use clap::Args;
 use finalizer::CandidateStore;
 use snapshot::{ApprovedExecutionContext, DefaultPathPolicy, MAX_CONTEXT_JSON_BYTES, RepoPath};
 use worker::{
-    DEFAULT_WALL_SECONDS, ImageId, ImageReference, ImagesState, MAX_TURN_ARCHIVE_BYTES,
-    PROOF_IMAGE, PipelineOutcome, PipelineRequest, RuntimeName, TurnConfig, UsageLedger,
-    run_pipeline,
+    DEFAULT_WALL_SECONDS, ImageId, ImageReference, ImagesState, LIVE_IMAGE, LiveContext,
+    LiveImageState, LiveSettings, MAX_TURN_ARCHIVE_BYTES, PROOF_IMAGE, PipelineOutcome,
+    PipelineRequest, RuntimeName, TurnConfig, UsageLedger, run_live_pipeline, run_pipeline,
 };
 
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
+use super::live_args::{LiveArgs, live_setup, print_note};
 use super::output::display_path;
 use super::paths::{read_file, read_text, require_dir, require_parent};
 use super::signals::Interruptible;
@@ -73,6 +74,8 @@ pub(crate) struct RunArgs {
     pub no_ledger: bool,
     #[command(flatten)]
     pub docker: DockerArgs,
+    #[command(flatten)]
+    pub live: LiveArgs,
 }
 
 /// Parses an approval with the one approval parser (strict JSON, every validator).
@@ -116,6 +119,31 @@ pub(crate) fn resolve_image(
     Ok((image, id))
 }
 
+/// The live image and approved ID: explicit arguments win, else the `image build --live` record.
+pub(crate) fn resolve_live_image(
+    image: Option<&str>,
+    image_id: Option<&str>,
+    state: &Path,
+) -> Result<(ImageReference, ImageId), CliError> {
+    let recorded = LiveImageState::load(state)?;
+    let image: ImageReference = match (image, &recorded) {
+        (Some(image), _) => image.parse()?,
+        (None, Some(r)) => r.image.clone(),
+        (None, None) => LIVE_IMAGE.parse()?,
+    };
+    let id = match (image_id, &recorded) {
+        (Some(id), _) => id.parse()?,
+        (None, Some(r)) if r.image == image => r.image_id.clone(),
+        _ => {
+            return Err(CliError::environment(
+                "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
+                "no approved live image id: pass --image-id or run `patch-candidate image build --live`",
+            ));
+        }
+    };
+    Ok((image, id))
+}
+
 /// Runs the pipeline with already-resolved inputs (shared with `demo`).
 pub(crate) fn execute(
     args: &RunArgs,
@@ -127,7 +155,17 @@ pub(crate) fn execute(
         require_parent("--store", store)?;
     }
     let context = load_approval(&args.approval)?;
-    let (image, image_id) = resolve_image(args.image.as_deref(), args.image_id.as_deref(), &state)?;
+    let (image, image_id) = if args.live.live {
+        resolve_live_image(args.image.as_deref(), args.image_id.as_deref(), &state)?
+    } else {
+        resolve_image(args.image.as_deref(), args.image_id.as_deref(), &state)?
+    };
+    // The gateway (and the credential it holds) exists only for a live turn.
+    let live = if args.live.live {
+        Some(live_setup(&args.live)?)
+    } else {
+        None
+    };
     let runtime_name = args
         .runtime
         .as_deref()
@@ -186,6 +224,7 @@ pub(crate) fn execute(
                 ledger.as_ref(),
                 &user,
                 &staging_parent,
+                live.as_ref().map(|(s, g)| (s, g)),
             ))
             .await
     })?;
@@ -214,6 +253,7 @@ async fn turn_with_sweep(
     ledger: Option<&UsageLedger>,
     user: &str,
     staging_parent: &Path,
+    live: Option<(&LiveSettings, &std::sync::Arc<gateway::Gateway>)>,
 ) -> Result<PipelineOutcome, CliError> {
     let docker = args.docker.connect().await?;
     if progress {
@@ -264,7 +304,39 @@ async fn turn_with_sweep(
         ledger,
         user_id: user,
     };
-    run_pipeline(&docker, request).await.map_err(CliError::from)
+    match live {
+        None => run_pipeline(&docker, request).await.map_err(CliError::from),
+        Some((settings, gateway)) => {
+            if progress {
+                tracing::info!(
+                    "live: agent {} with model {}",
+                    render::name(&settings.agent),
+                    render::name(&settings.model)
+                );
+            }
+            let turn_gateway = gateway.start_turn();
+            let quiet = |_: &worker::LiveNote| {};
+            let sink: &worker::LiveProgress = if progress { &print_note } else { &quiet };
+            let live = LiveContext {
+                settings,
+                gateway: &turn_gateway,
+                progress: sink,
+            };
+            let outcome = run_live_pipeline(&docker, request, &live).await;
+            if progress {
+                let usage = turn_gateway.usage();
+                tracing::info!(
+                    "gateway: {} request(s), {} refused, {} tokens ({} in, {} out)",
+                    usage.requests,
+                    usage.refused,
+                    usage.total_tokens,
+                    usage.input_tokens,
+                    usage.output_tokens
+                );
+            }
+            outcome.map_err(CliError::from)
+        }
+    }
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), CliError> {
@@ -295,7 +367,7 @@ pub(crate) fn outcome_json(
     let candidate = serde_json::to_value(&outcome.candidate).map_err(|_| {
         CliError::environment("PATCH_CANDIDATE_OUTPUT", "candidate serialisation failed")
     })?;
-    Ok(serde_json::json!({
+    let mut doc = serde_json::json!({
         "digest": outcome.digest.to_string(),
         "store": store.display().to_string(),
         "container_name": outcome.container_name.as_str(),
@@ -305,7 +377,19 @@ pub(crate) fn outcome_json(
         "usage_recorded": outcome.usage_recorded,
         "timings_ms": outcome.timings,
         "candidate": candidate,
-    }))
+    });
+    // A live turn adds the gateway's trusted usage and its refusals; the offline shape is as it
+    // was.
+    if let (Some(live), Some(map)) = (&outcome.live, doc.as_object_mut()) {
+        let gateway = serde_json::to_value(live).map_err(|_| {
+            CliError::environment(
+                "PATCH_CANDIDATE_OUTPUT",
+                "gateway usage serialisation failed",
+            )
+        })?;
+        map.insert("gateway".to_owned(), gateway);
+    }
+    Ok(doc)
 }
 
 pub(crate) fn run(args: &RunArgs) -> Result<Outcome, CliError> {

@@ -987,3 +987,156 @@ pub async fn outage(store: &JobStore, outage: &mut dyn Outage) {
         Fenced::Applied
     );
 }
+
+/// Drops pending wake-ups (spurious ones are allowed: on PostgreSQL a write wakes its own process
+/// at once and again through `NOTIFY`, and the listener wakes once when it connects).
+async fn drain(signal: &mut jobs::WorkSignal) {
+    while signal.wait(Duration::from_millis(100)).await {}
+}
+
+pub async fn work_signal_wakes_idle_runners(store: &JobStore, location: &Location) {
+    const BOUND: Duration = Duration::from_secs(60);
+    let mut signal = store.work_signal();
+    drain(&mut signal).await;
+    // A submission wakes it, also one made while nobody was waiting.
+    submit(store, "wake-1", 2).await;
+    assert!(signal.wait(BOUND).await);
+    let waiter = {
+        let mut signal = store.work_signal();
+        tokio::spawn(async move { signal.wait(BOUND).await })
+    };
+    tokio::task::yield_now().await;
+    let id = submit(store, "wake-2", 2).await;
+    assert!(waiter.await.unwrap());
+    // A retrying failure and a rescue wake it too; a claim or a completion does not.
+    let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    drain(&mut signal).await;
+    assert_eq!(
+        store
+            .fail(
+                &c.job.id,
+                &c.attempt_id,
+                "PATCH_CANDIDATE_DOCKER",
+                "x",
+                Retry::After(Duration::ZERO)
+            )
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    assert!(signal.wait(BOUND).await);
+    let claimed = store.claim(&host("h"), 2, Duration::ZERO).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    drain(&mut signal).await;
+    expire().await;
+    assert_eq!(store.rescue_expired().await.unwrap(), 2);
+    assert!(signal.wait(BOUND).await);
+    assert_eq!(state(store, &id).await, JobState::Queued);
+    // PostgreSQL: a submission by another host (its own handle and connections) wakes this one.
+    if let Location::Postgres(_) = location {
+        let other = location.open().await;
+        drain(&mut signal).await;
+        submit(&other, "wake-remote", 1).await;
+        assert!(signal.wait(BOUND).await);
+    }
+}
+
+/// Three hosts on one database; one dies holding ten claimed jobs. The other two rescue its
+/// expired leases and finish everything: each job completed exactly once, the dead host's late
+/// writes refused.
+pub async fn a_dead_hosts_jobs_are_finished_by_the_others(store: &JobStore, location: &Location) {
+    const JOBS: usize = 60;
+    for i in 0..JOBS {
+        submit(store, &format!("hosts-{i}"), 3).await;
+    }
+    let dead = location.open().await;
+    let lost = dead
+        .claim(&host("dead"), 10, Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert_eq!(lost.len(), 10);
+    let mut workers = Vec::new();
+    for name in ["alive-1", "alive-2"] {
+        let store = location.open().await;
+        workers.push(tokio::spawn(async move {
+            let me = host(name);
+            let mut done = Vec::new();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+            while tokio::time::Instant::now() < deadline {
+                let claimed = store.claim(&me, 3, LONG).await.unwrap();
+                if claimed.is_empty() {
+                    let open = store
+                        .list(Some(JobState::Queued), 1000)
+                        .await
+                        .unwrap()
+                        .len()
+                        + store
+                            .list(Some(JobState::Running), 1000)
+                            .await
+                            .unwrap()
+                            .len();
+                    if open == 0 {
+                        break;
+                    }
+                    store.rescue_expired().await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+                for c in claimed {
+                    let applied = store
+                        .complete(
+                            &c.job.id,
+                            &c.attempt_id,
+                            vec![],
+                            &digest(5),
+                            &serde_json::json!({}),
+                        )
+                        .await
+                        .unwrap();
+                    assert_eq!(applied, Fenced::Applied);
+                    done.push(c.job.id);
+                }
+            }
+            done
+        }));
+    }
+    let mut completed: BTreeMap<JobId, usize> = BTreeMap::new();
+    for w in workers {
+        for id in w.await.unwrap() {
+            *completed.entry(id).or_default() += 1;
+        }
+    }
+    assert_eq!(completed.len(), JOBS);
+    assert!(completed.values().all(|&n| n == 1));
+    for c in &lost {
+        assert_eq!(
+            dead.complete(
+                &c.job.id,
+                &c.attempt_id,
+                vec![],
+                &digest(6),
+                &serde_json::json!({})
+            )
+            .await
+            .unwrap(),
+            Fenced::Lost
+        );
+        assert_eq!(
+            dead.heartbeat(&c.job.id, &c.attempt_id, LONG)
+                .await
+                .unwrap(),
+            Heartbeat::Lost
+        );
+        let job = store.get(&c.job.id).await.unwrap().unwrap();
+        assert_eq!((job.state, job.attempts), (JobState::Completed, 2));
+        assert_eq!(job.candidate_digest, Some(digest(5)));
+    }
+    assert_eq!(
+        store
+            .list(Some(JobState::Completed), 1000)
+            .await
+            .unwrap()
+            .len(),
+        JOBS
+    );
+}

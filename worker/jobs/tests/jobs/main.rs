@@ -76,6 +76,8 @@ conformance!(
     candidate_readable_from_another_handle_and_usage_idempotent,
     events_hosts_and_current_attempts,
     migrations_are_versioned_and_concurrent_opens_agree,
+    work_signal_wakes_idle_runners,
+    a_dead_hosts_jobs_are_finished_by_the_others,
 );
 
 /// Fresh databases opened by several handles at once.
@@ -148,7 +150,21 @@ mod database_goes_away_and_comes_back {
         )
         .await
         .unwrap();
+        let url = cluster.url().to_owned();
+        // The LISTEN connection exists before the outage: it must reconnect by itself.
+        let mut signal = store.work_signal();
         let mut outage = crate::conformance::PostgresOutage::new(cluster);
         crate::conformance::outage(&store, &mut outage).await;
+        // Another host's submission reaches this one again through the reconnected listener.
+        let other = JobStore::open(Some(&url), std::path::Path::new("/nonexistent"))
+            .await
+            .unwrap();
+        // Quiet for longer than the listener's reconnect interval: its reconnect wake-up is past.
+        while signal.wait(Duration::from_millis(2500)).await {}
+        other
+            .submit(jobs::JobSpec::noop("after-outage", 1))
+            .await
+            .unwrap();
+        assert!(signal.wait(Duration::from_secs(60)).await);
     }
 }

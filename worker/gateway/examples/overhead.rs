@@ -1,0 +1,261 @@
+//! Gateway + tunnel overhead per model request, against the same request sent straight to the
+//! scripted upstream on loopback. Run by `benches/gateway/run.sh`.
+//!
+//! Path "direct": client → TCP → scripted upstream.
+//! Path "tunnelled": client → TCP → a runner-side relay that frames the bytes (DATA frames of the
+//! `tunnel` crate) → an in-process pipe standing in for the container's stdio → the worker side
+//! (strict decoder + session, as in a live turn) → the gateway (strict parse, checks, credential,
+//! hyper client) → the scripted upstream, and the answer back the same way, chunk by chunk.
+//! The Docker attach hop itself is not in this measurement.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gateway::testkit::{Reply, ScriptedUpstream};
+use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses, TurnGateway};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream};
+use tunnel::{ChannelId, Decoder, Frame, Limits, Role, Session};
+
+const MODEL: &str = "gpt-5.3-codex";
+
+fn request() -> Vec<u8> {
+    // A body of the size Codex sends (tens of KB).
+    let filler = "x".repeat(30_000);
+    let body = serde_json::json!({
+        "model": MODEL, "stream": true,
+        "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": filler}]}]
+    })
+    .to_string();
+    format!(
+        "POST /v1/responses HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Sends one request, reads to EOF; returns (first body byte, last byte) latencies.
+async fn one(addr: std::net::SocketAddr, req: &[u8]) -> (Duration, Duration) {
+    let start = Instant::now();
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    s.write_all(req).await.unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 65536];
+    let mut first = None;
+    loop {
+        let n = s.read(&mut chunk).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if first.is_none()
+            && let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n")
+            && buf.len() > i + 4
+        {
+            first = Some(start.elapsed());
+        }
+    }
+    assert!(buf.starts_with(b"HTTP/1.1 200"), "unexpected answer");
+    (first.unwrap(), start.elapsed())
+}
+
+/// The runner-side relay plus the worker side, for one accepted connection.
+async fn tunnelled_connection(mut tcp: TcpStream, n: ChannelId, turn: TurnGateway) {
+    tcp.set_nodelay(true).unwrap();
+    // The container's stdout (runner → worker) and stdin (worker → runner).
+    let (mut runner_out, mut worker_in) = tokio::io::duplex(1 << 20);
+    let (mut worker_out, mut runner_in) = tokio::io::duplex(1 << 20);
+    let (mut tcp_read, mut tcp_write) = tcp.split();
+    let runner_up = async {
+        runner_out
+            .write_all(&Frame::Open(n).to_bytes())
+            .await
+            .unwrap();
+        let mut buf = vec![0u8; 65536];
+        loop {
+            let k = tcp_read.read(&mut buf).await.unwrap();
+            if k == 0 {
+                break;
+            }
+            let mut out = Vec::new();
+            for f in Frame::data_frames(n, &buf[..k]) {
+                f.encode(&mut out);
+            }
+            runner_out.write_all(&out).await.unwrap();
+        }
+    };
+    let runner_down = async {
+        let mut d = Decoder::new();
+        let mut buf = vec![0u8; 65536];
+        loop {
+            let k = runner_in.read(&mut buf).await.unwrap();
+            if k == 0 {
+                return;
+            }
+            for f in d.push(&buf[..k]).unwrap() {
+                match f {
+                    Frame::Data(_, c) => tcp_write.write_all(c.as_bytes()).await.unwrap(),
+                    Frame::Fin(_) | Frame::Reset(..) => {
+                        tcp_write.shutdown().await.unwrap();
+                        return;
+                    }
+                    _ => {}
+                }
+            }
+        }
+    };
+    let worker = async {
+        let mut session = Session::new(Role::Worker, Limits::default());
+        session.receive(&Frame::Hello).unwrap();
+        session.send(&Frame::Hello).unwrap();
+        let (gw_end, tunnel_end) = tokio::io::duplex(65536);
+        let (mut from_gw, mut to_gw) = tokio::io::split(tunnel_end);
+        let serve = turn.serve(gw_end);
+        let inbound = async {
+            let mut d = Decoder::new();
+            let mut buf = vec![0u8; 65536];
+            loop {
+                let k = worker_in.read(&mut buf).await.unwrap();
+                if k == 0 {
+                    return;
+                }
+                for f in d.push(&buf[..k]).unwrap() {
+                    session.receive(&f).unwrap();
+                    if let Frame::Data(_, c) = f
+                        && to_gw.write_all(c.as_bytes()).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        };
+        let outbound = async {
+            let mut buf = vec![0u8; 65536];
+            loop {
+                let k = from_gw.read(&mut buf).await.unwrap();
+                if k == 0 {
+                    break;
+                }
+                let mut out = Vec::new();
+                for f in Frame::data_frames(n, &buf[..k]) {
+                    f.encode(&mut out);
+                }
+                worker_out.write_all(&out).await.unwrap();
+            }
+            worker_out
+                .write_all(&Frame::Fin(n).to_bytes())
+                .await
+                .unwrap();
+        };
+        tokio::pin!(inbound);
+        let answered = async { tokio::join!(serve, outbound) };
+        tokio::select! {
+            _ = answered => {}
+            () = &mut inbound => {}
+        }
+    };
+    tokio::select! {
+        _ = async { tokio::join!(runner_up, runner_down, worker) } => {}
+        () = tokio::time::sleep(Duration::from_secs(30)) => panic!("stuck"),
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let runs: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(300);
+    let upstream = ScriptedUpstream::start([]).await.unwrap();
+    upstream.set_fallback(Reply::edit_file("src/lib.rs", "a", "b"));
+    let mut config = GatewayConfig::for_model(MODEL);
+    config.budgets.requests = u64::MAX;
+    config.budgets.request_bytes = u64::MAX;
+    config.budgets.response_bytes = u64::MAX;
+    config.budgets.tokens = u64::MAX;
+    let gateway = Arc::new(
+        Gateway::new(
+            config,
+            Arc::new(OpenAiResponses),
+            Credential::from_value("sk-bench").unwrap(),
+            upstream.base_url().parse().unwrap(),
+        )
+        .unwrap(),
+    );
+    let turn = gateway.start_turn();
+    let relay = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay_addr = relay.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut next = 1u32;
+        while let Ok((tcp, _)) = relay.accept().await {
+            let n = ChannelId::try_from(next).unwrap();
+            next += 1;
+            tokio::spawn(tunnelled_connection(tcp, n, turn.clone()));
+        }
+    });
+    let req = request();
+    // Warm up both paths (connection pool, page cache).
+    for _ in 0..20 {
+        one(upstream.addr(), &req).await;
+        one(relay_addr, &req).await;
+    }
+    let (mut direct_first, mut direct_total, mut tun_first, mut tun_total) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Interleaved, so drift and noise hit both paths alike.
+    for _ in 0..runs {
+        let (f, t) = one(upstream.addr(), &req).await;
+        direct_first.push(f);
+        direct_total.push(t);
+        let (f, t) = one(relay_addr, &req).await;
+        tun_first.push(f);
+        tun_total.push(t);
+    }
+    for v in [
+        &mut direct_first,
+        &mut direct_total,
+        &mut tun_first,
+        &mut tun_total,
+    ] {
+        v.sort();
+    }
+    println!("runs per path: {runs}; request {} bytes", req.len());
+    println!("| metric | direct p50 | via gateway+tunnel p50 | added p50 | direct p90 | via p90 |");
+    println!("|---|---|---|---|---|---|");
+    for (name, d, t) in [
+        ("whole request (last byte)", &direct_total, &tun_total),
+        ("first SSE byte", &direct_first, &tun_first),
+    ] {
+        let (d50, t50) = (percentile(d, 0.5), percentile(t, 0.5));
+        println!(
+            "| {name} | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |",
+            micros(d50),
+            micros(t50),
+            micros(t50) - micros(d50),
+            micros(percentile(d, 0.9)),
+            micros(percentile(t, 0.9)),
+        );
+    }
+    // Every tunnelled request reached the upstream with the credential; no direct one did.
+    let with_key = upstream
+        .requests()
+        .iter()
+        .filter(|r| r.header("authorization") == Some("Bearer sk-bench"))
+        .count();
+    assert_eq!(with_key, runs + 20);
+}
