@@ -23,7 +23,7 @@ use tunnel::{ChannelId, Decoder, Frame};
 
 use crate::support::{docker_lock, tally, target_dir, workspace_bin};
 
-const TEST_LIVE_IMAGE: &str = "patch-candidate-live:selftest";
+pub const TEST_LIVE_IMAGE: &str = "patch-candidate-live:selftest";
 const MODEL: &str = "gpt-5.3-codex";
 const PORT: u16 = 8417;
 
