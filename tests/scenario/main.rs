@@ -29,6 +29,7 @@ mod cli_live;
 mod hostile;
 mod lifecycle;
 mod live_container;
+mod live_e2e;
 mod live_worker;
 mod proof;
 mod proof_image;
