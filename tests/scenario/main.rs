@@ -25,6 +25,7 @@ mod approve;
 mod cli;
 mod cli_export;
 mod cli_input;
+mod cli_live;
 mod hostile;
 mod lifecycle;
 mod live_container;
