@@ -5,8 +5,14 @@
 #   images/build.sh                 cargo build --release --workspace --bins, then both images
 #   images/build.sh --bin-dir DIR   use already built static binaries from DIR (no cargo)
 #   images/build.sh --no-cache      rebuild without the daemon's build cache (reproducibility check)
+#   images/build.sh --live          build the live image instead (images/live/): the runner, the
+#                                   codex-acp agent from the pinned npm tarball (images/live/
+#                                   codex-acp.pin, SHA-256 checked, cached outside the repository in
+#                                   ${PATCH_CANDIDATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/patch-candidate}),
+#                                   the shared libraries it links, copied from this host, and a static
+#                                   busybox (Debian's busybox-static); recorded in live-image.json
 #
-# Prints the two image IDs on stdout (`<tag> <id>` per line); progress goes to stderr.
+# Prints the image IDs on stdout (`<tag> <id>` per line); progress goes to stderr.
 #
 # Image IDs: the context holds only the stripped binaries with a fixed mtime and mode, so
 # identical binaries give identical layers. The image ID also covers the config's `created`
@@ -19,6 +25,8 @@ cd "$(dirname "$0")/.."
 # from the binaries under test.
 IMAGE="${PROOF_IMAGE_TAG:-patch-candidate-proof:local}"
 HOSTILE_IMAGE="${PROOF_HOSTILE_IMAGE_TAG:-patch-candidate-proof-hostile:local}"
+LIVE_IMAGE="${LIVE_IMAGE_TAG:-patch-candidate-live:local}"
+LIVE=0
 TARGET_DIR=target/x86_64-unknown-linux-gnu/release
 BIN_DIR=""
 CACHE=(--no-cache=false)
@@ -27,6 +35,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --bin-dir) BIN_DIR="$2"; shift 2 ;;
     --no-cache) CACHE=(--no-cache); shift ;;
+    --live) LIVE=1; shift ;;
     *) echo "build.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -47,6 +56,24 @@ docker_cli() {
 CTX="$(mktemp -d)"
 CLI_CONFIG="$(mktemp -d)"
 trap 'rm -rf "$CTX" "$CLI_CONFIG"' EXIT
+REV="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+STATE_DIR="${PATCH_CANDIDATE_STATE_DIR:-$HOME/.local/state/patch-candidate}"
+
+# Writes stdin to $STATE_DIR/$1 atomically, mode 0600.
+record_state() {
+  mkdir -p "$STATE_DIR"
+  chmod 0700 "$STATE_DIR"
+  local tmp
+  tmp="$(mktemp "$STATE_DIR/.$1.XXXXXX")"
+  cat > "$tmp"
+  chmod 0600 "$tmp"
+  mv -f "$tmp" "$STATE_DIR/$1"
+}
+
+if [ "$LIVE" = 1 ]; then
+  source images/live/build-live.sh
+  exit 0
+fi
 
 for bin in turn-runner fake-agent hostile-entry; do
   src="$BIN_DIR/$bin"
@@ -87,15 +114,8 @@ for id in "$IMAGE_ID" "$HOSTILE_ID"; do
   fi
 done
 
-REV="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
-STATE_DIR="${PATCH_CANDIDATE_STATE_DIR:-$HOME/.local/state/patch-candidate}"
-mkdir -p "$STATE_DIR"
-chmod 0700 "$STATE_DIR"
-TMP_STATE="$(mktemp "$STATE_DIR/.images.json.XXXXXX")"
 printf '{"image": "%s", "image_id": "%s", "hostile_image": "%s", "hostile_image_id": "%s", "source_revision": "%s"}\n' \
-  "$IMAGE" "$IMAGE_ID" "$HOSTILE_IMAGE" "$HOSTILE_ID" "$REV" > "$TMP_STATE"
-chmod 0600 "$TMP_STATE"
-mv -f "$TMP_STATE" "$STATE_DIR/images.json"
+  "$IMAGE" "$IMAGE_ID" "$HOSTILE_IMAGE" "$HOSTILE_ID" "$REV" | record_state images.json
 
 echo "$IMAGE $IMAGE_ID"
 echo "$HOSTILE_IMAGE $HOSTILE_ID"

@@ -54,18 +54,22 @@ fn parse(value: &str) -> Option<(&'static str, Action)> {
     Some((point, action))
 }
 
+/// `PATCH_CANDIDATE_FAULT` is set but names no known point and action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InvalidFault;
+
 /// Arms the fault named by `PATCH_CANDIDATE_FAULT`, if any. Returns the armed point; an
-/// unparsable value arms nothing and is reported as `Err` with no echo of its text.
+/// unparsable value arms nothing and is reported with no echo of its text.
 ///
 /// # Errors
-/// `Err(())` when the variable is set but names no known point and action.
-pub fn arm_from_env() -> Result<Option<&'static str>, ()> {
+/// [`InvalidFault`] when the variable is set but names no known point and action.
+pub fn arm_from_env() -> Result<Option<&'static str>, InvalidFault> {
     let Some(raw) = std::env::var_os(FAULT_ENV) else {
         return Ok(None);
     };
     let parsed = raw.to_str().and_then(parse);
     let Some(fault) = parsed else {
-        return Err(());
+        return Err(InvalidFault);
     };
     let stored = *FAULT.get_or_init(|| Some(fault));
     ARMED.store(stored.is_some(), Ordering::SeqCst);
@@ -83,7 +87,11 @@ pub async fn point(name: &'static str) {
     if *armed != name {
         return;
     }
-    tracing::warn!(code = "PATCH_CANDIDATE_FAULT", fault = name, "fault point reached");
+    tracing::warn!(
+        code = "PATCH_CANDIDATE_FAULT",
+        fault = name,
+        "fault point reached"
+    );
     match action {
         Action::Abort => std::process::abort(),
         Action::Pause => std::future::pending::<()>().await,

@@ -48,7 +48,7 @@ pub use ids::{
     CONTAINER_NAME_PREFIX, ContainerName, ImageId, ImageReference, RuntimeName, TURN_LABEL_KEY,
     TURN_LABEL_VALUE,
 };
-pub use images::{HOSTILE_IMAGE, ImagesState, PROOF_IMAGE};
+pub use images::{HOSTILE_IMAGE, ImagesState, LIVE_IMAGE, LiveImageState, PROOF_IMAGE};
 pub use input::{BoundedReadError, open_regular_file, read_bounded_file};
 pub use janitor::{
     DEFAULT_GRACE, JobTurn, LEGACY_LIFETIME, SweepReport, list_job_turns, remove_superseded_turns,

@@ -33,6 +33,15 @@ pub enum ProofError {
     Archive(#[from] archive::ArchiveError),
     #[error("PROOF_WORKER_IO: i/o failure: {kind}")]
     Io { kind: std::io::ErrorKind },
+    /// The `live` object is missing where required, present where not, or invalid.
+    #[error("PROOF_WORKER_LIVE_REQUEST: invalid live turn settings: {reason}")]
+    LiveRequest { reason: &'static str },
+    /// The worker broke the framed protocol (or the stream ended early).
+    #[error(transparent)]
+    Tunnel(#[from] tunnel::TunnelError),
+    /// The loopback listener for the agent's model requests could not be opened.
+    #[error("PROOF_WORKER_LIVE_LISTEN: cannot listen on 127.0.0.1:{port}")]
+    LiveListen { port: u16 },
 }
 
 /// Most exposures a message names; the rest are counted.
@@ -73,6 +82,9 @@ impl ProofError {
             Self::Output => "PROOF_WORKER_OUTPUT",
             Self::Archive(e) => e.code(),
             Self::Io { .. } => "PROOF_WORKER_IO",
+            Self::LiveRequest { .. } => "PROOF_WORKER_LIVE_REQUEST",
+            Self::Tunnel(e) => e.code(),
+            Self::LiveListen { .. } => "PROOF_WORKER_LIVE_LISTEN",
         }
     }
 }
@@ -86,9 +98,10 @@ impl Coded for ProofError {
     /// request. Isolation failures are refusals here; the runner gives them their own exit status.
     fn class(&self) -> FailureClass {
         match self {
-            Self::Io { .. } | Self::AgentSpawn | Self::Workspace { .. } => {
-                FailureClass::Environment
-            }
+            Self::Io { .. }
+            | Self::AgentSpawn
+            | Self::Workspace { .. }
+            | Self::LiveListen { .. } => FailureClass::Environment,
             Self::Archive(e) => e.class(),
             _ => FailureClass::Rejected,
         }
@@ -130,10 +143,15 @@ mod tests {
             ProofError::Io {
                 kind: std::io::ErrorKind::BrokenPipe,
             },
+            ProofError::LiveRequest {
+                reason: "unknown agent",
+            },
+            ProofError::Tunnel(tunnel::TunnelError::Hello),
+            ProofError::LiveListen { port: 8417 },
         ]
     }
 
-    const VARIANTS: usize = 12;
+    const VARIANTS: usize = 15;
 
     fn variant_index(e: &ProofError) -> usize {
         match e {
@@ -149,6 +167,9 @@ mod tests {
             ProofError::Output => 9,
             ProofError::Archive(_) => 10,
             ProofError::Io { .. } => 11,
+            ProofError::LiveRequest { .. } => 12,
+            ProofError::Tunnel(_) => 13,
+            ProofError::LiveListen { .. } => 14,
         }
     }
 

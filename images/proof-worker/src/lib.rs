@@ -14,6 +14,7 @@ pub mod agent;
 pub mod confine;
 pub mod error;
 pub mod hostile;
+pub mod live;
 pub mod markers;
 pub mod probes;
 pub mod prompt;
@@ -22,8 +23,11 @@ pub mod runner;
 pub mod transport;
 
 pub use error::ProofError;
-pub use request::{MAX_REQUEST_BYTES, TurnRequest};
-pub use runner::{RunnerConfig, TurnOutput, TurnResult, run_turn};
+pub use live::{LIVE_TURN_TIMEOUT, run_live};
+pub use request::{LiveAgent, LiveSpec, MAX_REQUEST_BYTES, TurnRequest};
+pub use runner::{
+    EventSink, RunnerConfig, TurnHooks, TurnOutput, TurnResult, run_turn, run_turn_with,
+};
 
 /// Reads at most `cap` bytes from `reader`; one byte more is an error (the caller's budget).
 ///

@@ -34,6 +34,72 @@ struct WireRequest {
     create_paths: Option<Vec<String>>,
     #[serde(default)]
     delete_paths: Option<Vec<String>>,
+    /// Live turns only (`turn-runner --live`): which agent, model and loopback port.
+    #[serde(default)]
+    live: Option<WireLive>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireLive {
+    agent: String,
+    model: String,
+    port: u16,
+}
+
+/// The agents a live turn can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LiveAgent {
+    /// `codex-acp` (Responses API through the worker's gateway).
+    Codex,
+}
+
+/// The loopback port when the worker names none worth using.
+pub const DEFAULT_LIVE_PORT: u16 = 8417;
+/// Longest model name.
+pub const MAX_MODEL_CHARS: usize = 64;
+
+/// A live turn's agent settings, validated: the model name is a plain token (it is written into
+/// the agent's configuration) and the port is unprivileged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveSpec {
+    pub agent: LiveAgent,
+    pub model: String,
+    pub port: u16,
+}
+
+impl TryFrom<WireLive> for LiveSpec {
+    type Error = ProofError;
+    fn try_from(w: WireLive) -> Result<Self, ProofError> {
+        let agent = match w.agent.as_str() {
+            "codex" => LiveAgent::Codex,
+            _ => {
+                return Err(ProofError::LiveRequest {
+                    reason: "unknown agent",
+                });
+            }
+        };
+        let model_ok = !w.model.is_empty()
+            && w.model.len() <= MAX_MODEL_CHARS
+            && w.model
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':'));
+        if !model_ok {
+            return Err(ProofError::LiveRequest {
+                reason: "model name is not a plain token",
+            });
+        }
+        if w.port < 1024 {
+            return Err(ProofError::LiveRequest {
+                reason: "port is privileged",
+            });
+        }
+        Ok(Self {
+            agent,
+            model: w.model,
+            port: w.port,
+        })
+    }
 }
 
 /// A validated turn request.
@@ -48,6 +114,8 @@ pub struct TurnRequest {
     pub read_only_files: BaselineFiles,
     pub create_paths: Vec<RepoPath>,
     pub delete_paths: Vec<RepoPath>,
+    /// Present exactly in live turns.
+    pub live: Option<LiveSpec>,
 }
 
 fn repo_path(raw: &str) -> Result<RepoPath, ProofError> {
@@ -119,6 +187,7 @@ impl TurnRequest {
             read_only_files: path_map(wire.read_only_files)?,
             create_paths,
             delete_paths,
+            live: wire.live.map(LiveSpec::try_from).transpose()?,
         };
         request.check_scope()?;
         Ok(request)

@@ -14,14 +14,15 @@ use agent_client_protocol::v1::schema::{
     InitializeRequest, NewSessionRequest, PermissionOptionKind, PromptRequest, ReadTextFileRequest,
     ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionRequest,
     RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
-    StopReason, TextContent, WriteTextFileRequest, WriteTextFileResponse,
+    StopReason, TextContent, ToolCallContent, ToolKind, WriteTextFileRequest,
+    WriteTextFileResponse,
 };
 use agent_client_protocol::{Agent, Client, ErrorCode};
 use archive::{HarvestOptions, StagedWorkspace, WorkspaceHarvest};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use snapshot::{
-    FileOp, ProposalStatus, ProposedFileChange, Sha256, StagedPatchProposal, Untrusted,
+    FileOp, ProposalStatus, ProposedFileChange, RepoPath, Sha256, StagedPatchProposal, Untrusted,
 };
 use snapshot::{ProviderEventKind, ProviderEventRecord};
 
@@ -44,6 +45,93 @@ pub const MAX_SUMMARY_CHARS: usize = 2000;
 const MAX_LISTED_NAMES: usize = 8;
 /// Highest token count a usage field may carry (reference §11).
 pub const MAX_USAGE_TOKENS: u64 = 10_000_000;
+
+/// Most EVENT objects one live turn sends (the protocol allows more; progress needs fewer).
+pub const MAX_LIVE_EVENTS: u32 = 2_000;
+/// Longest string field in an EVENT object, in characters.
+const MAX_EVENT_FIELD_CHARS: usize = 200;
+
+/// Receives progress objects of a live turn (advisory; the live runner turns them into EVENT
+/// frames).
+pub type EventSink = Arc<dyn Fn(serde_json::Map<String, serde_json::Value>) + Send + Sync>;
+
+/// What a live turn adds to the offline one: an external stop (the worker's STOP frame), a
+/// progress sink, and the permission policy for approved edits. The default is the offline turn.
+#[derive(Clone, Default)]
+pub struct TurnHooks {
+    /// The turn is live: the request must carry its `live` object, and permission requests for
+    /// edits of approved paths are allowed (everything else is still refused).
+    pub live: bool,
+    /// Cancelled when the agent must stop now; the workspace is harvested as it stands.
+    pub stop: Option<tokio_util::sync::CancellationToken>,
+    /// Progress objects.
+    pub events: Option<EventSink>,
+}
+
+impl std::fmt::Debug for TurnHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnHooks")
+            .field("live", &self.live)
+            .field("stop", &self.stop.is_some())
+            .field("events", &self.events.is_some())
+            .finish()
+    }
+}
+
+/// How permission requests are answered.
+#[derive(Debug, Clone)]
+enum PermissionPolicy {
+    /// The offline proof: reject once when offered, otherwise cancel. Never allow.
+    RejectAll,
+    /// Live turns: allow once an edit whose every path (diffs and locations) is an approved
+    /// editable file or granted create inside the workspace root; refuse everything else
+    /// (shell commands, reads the agent asks about, edits anywhere else).
+    ApprovedEdits {
+        root: PathBuf,
+        writable: std::collections::BTreeSet<RepoPath>,
+    },
+}
+
+impl PermissionPolicy {
+    fn allows(&self, req: &RequestPermissionRequest) -> bool {
+        let Self::ApprovedEdits { root, writable } = self else {
+            return false;
+        };
+        let fields = &req.tool_call.fields;
+        if fields.kind != Some(ToolKind::Edit) {
+            return false;
+        }
+        let paths = tool_paths(fields);
+        !paths.is_empty()
+            && paths
+                .iter()
+                .all(|p| relative_repo_path(root, p).is_some_and(|rel| writable.contains(&rel)))
+    }
+}
+
+/// Every path a tool call names (diff targets and locations).
+fn tool_paths(fields: &agent_client_protocol::v1::schema::ToolCallUpdateFields) -> Vec<PathBuf> {
+    let diffs = fields.content.iter().flatten().filter_map(|c| match c {
+        ToolCallContent::Diff(d) => Some(d.path.clone()),
+        _ => None,
+    });
+    let locations = fields.locations.iter().flatten().map(|l| l.path.clone());
+    diffs.chain(locations).collect()
+}
+
+/// `path` as a repository path when it is absolute and under `root` (no `..`, no other escape:
+/// the remainder must pass the portable-path check).
+fn relative_repo_path(root: &Path, path: &Path) -> Option<RepoPath> {
+    if !path.is_absolute() {
+        return None;
+    }
+    let rel = path.strip_prefix(root).ok()?;
+    RepoPath::parse(rel.to_str()?).ok()
+}
+
+fn capped(text: &str) -> serde_json::Value {
+    serde_json::Value::String(text.chars().take(MAX_EVENT_FIELD_CHARS).collect())
+}
 
 /// How the runner is configured (the binary fills it from its flags).
 #[derive(Debug, Clone)]
@@ -111,6 +199,13 @@ struct SharedState {
     reply_overflow: bool,
     terminal_requests: u32,
     fs_refusals: Vec<FsRefusal>,
+    /// Permission requests refused (live and offline).
+    permissions_refused: u32,
+    /// Permission requests allowed (live turns, approved edits only).
+    permissions_allowed: u32,
+    /// The turn was stopped from outside (STOP) before the agent ended it.
+    stopped: bool,
+    events_sent: u32,
 }
 
 /// How the ACP exchange ended.
@@ -121,6 +216,8 @@ enum Ended {
     Budget,
     ReplyBudget,
     Failed,
+    /// Stopped from outside (the worker's STOP): the workspace is harvested as it stands.
+    Halted,
 }
 
 /// Runs one turn over the stdin bytes.
@@ -130,7 +227,33 @@ enum Ended {
 /// workspace setup or cleanup failures, and a failure to start the agent. Agent misbehaviour is not
 /// an error: it becomes the proposal status.
 pub async fn run_turn(cfg: &RunnerConfig, stdin: &[u8]) -> Result<TurnResult, ProofError> {
+    run_turn_with(cfg, stdin, &TurnHooks::default()).await
+}
+
+/// [`run_turn`] with the live turn's hooks.
+///
+/// # Errors
+/// As [`run_turn`], and `PROOF_WORKER_LIVE_REQUEST` when the request's `live` object is missing
+/// in a live turn or present in an offline one.
+pub async fn run_turn_with(
+    cfg: &RunnerConfig,
+    stdin: &[u8],
+    hooks: &TurnHooks,
+) -> Result<TurnResult, ProofError> {
     let request = TurnRequest::parse(stdin)?;
+    match (hooks.live, request.live.is_some()) {
+        (true, false) => {
+            return Err(ProofError::LiveRequest {
+                reason: "a live turn needs the live object",
+            });
+        }
+        (false, true) => {
+            return Err(ProofError::LiveRequest {
+                reason: "the live object in an offline turn",
+            });
+        }
+        _ => {}
+    }
     if !cfg.workspace_root.is_absolute() {
         return Err(ProofError::Workspace {
             reason: "workspace root must be absolute".to_owned(),
@@ -142,7 +265,7 @@ pub async fn run_turn(cfg: &RunnerConfig, stdin: &[u8]) -> Result<TurnResult, Pr
 
     let turn_dir = cfg.workspace_root.join(turn_dir_name(stdin));
     let ws = archive::materialize_workspace(&turn_dir, &request.files, &request.read_only_files)?;
-    let result = run_in_workspace(cfg, &request, &ws, stdin).await;
+    let result = run_in_workspace(cfg, &request, &ws, stdin, hooks).await;
     let cleanup = ws.cleanup();
     let (output, agent_report) = result?;
     cleanup?;
@@ -183,6 +306,7 @@ async fn run_in_workspace(
     request: &TurnRequest,
     ws: &StagedWorkspace,
     stdin: &[u8],
+    hooks: &TurnHooks,
 ) -> Result<(TurnOutput, Option<AgentReport>), ProofError> {
     let confined = ConfinedWorkspace::open(
         ws.root(),
@@ -192,14 +316,39 @@ async fn run_in_workspace(
     )?;
     let prompt = build_prompt(request);
     let state = Arc::new(Mutex::new(SharedState::default()));
-    let ended = drive_agent(cfg, ws.root(), &prompt, Arc::new(confined), state.clone()).await?;
-    let (reply, overflow) = match state.lock() {
-        Ok(s) => (s.reply.clone(), s.reply_overflow),
-        Err(_) => (String::new(), true),
+    let policy = if hooks.live {
+        PermissionPolicy::ApprovedEdits {
+            root: ws.root().to_path_buf(),
+            writable: request
+                .files
+                .keys()
+                .chain(&request.create_paths)
+                .cloned()
+                .collect(),
+        }
+    } else {
+        PermissionPolicy::RejectAll
+    };
+    let ended = drive_agent(
+        cfg,
+        ws.root(),
+        &prompt,
+        Arc::new(confined),
+        state.clone(),
+        hooks,
+        policy,
+    )
+    .await?;
+    let (reply, overflow, refused) = match state.lock() {
+        Ok(s) => (s.reply.clone(), s.reply_overflow, s.permissions_refused),
+        Err(_) => (String::new(), true, 0),
     };
     let report: Option<AgentReport> =
         snapshot::from_slice_strict(reply.as_bytes(), MAX_REPLY_BYTES).ok();
     let mut builder = ProposalBuilder::new(stdin, &prompt, &reply);
+    if let Some(live) = &request.live {
+        builder.model = live.model.clone();
+    }
     if let Ok(s) = state.lock() {
         builder.events = refusal_events(&s);
     }
@@ -220,7 +369,18 @@ async fn run_in_workspace(
             Some("PROOF_WORKER_REPLY_BUDGET"),
         ),
         Ended::Failed => builder.finish(ProposalStatus::Failed, Some("PROOF_WORKER_AGENT_FAILED")),
-        Ended::Stopped(StopReason::EndTurn) => harvest_and_export(cfg, request, ws, &mut builder)?,
+        Ended::Stopped(StopReason::EndTurn) | Ended::Halted => {
+            harvest_and_export(cfg, request, ws, &mut builder)?
+        }
+        // Codex offers no "deny and continue": a refused permission aborts its turn. The agent
+        // asked for something outside the approval; nothing is harvested.
+        Ended::Stopped(StopReason::Cancelled) if refused > 0 => {
+            builder.summary = "the agent asked for an action outside the approval".to_owned();
+            builder.finish(
+                ProposalStatus::RejectedScope,
+                Some("PROOF_WORKER_PERMISSION_REFUSED"),
+            )
+        }
         Ended::Stopped(_) => {
             builder.finish(ProposalStatus::Failed, Some("PROOF_WORKER_AGENT_STOPPED"))
         }
@@ -339,8 +499,14 @@ fn refusal_events(state: &SharedState) -> Vec<ProviderEventRecord> {
         .fs_refusals
         .iter()
         .map(|r| format!("refused fs request: {}", r.code()));
+    let permissions = (0..state.permissions_refused).map(|_| "refused permission".to_owned());
+    let stopped = state
+        .stopped
+        .then(|| "turn stopped by the worker".to_owned());
     terminal
         .chain(fs)
+        .chain(permissions)
+        .chain(stopped)
         .take(snapshot::MAX_PROVIDER_EVENTS)
         .map(|summary| ProviderEventRecord {
             kind: ProviderEventKind::ToolCall,
@@ -359,6 +525,7 @@ fn status_for(e: &archive::ArchiveError) -> ProposalStatus {
 
 struct ProposalBuilder {
     events: Vec<ProviderEventRecord>,
+    model: String,
     proposal_id: String,
     usage: serde_json::Value,
     summary: String,
@@ -376,6 +543,7 @@ impl ProposalBuilder {
         let completion_tokens = tokens(reply.len());
         Self {
             events: Vec::new(),
+            model: "proof-model".to_owned(),
             proposal_id: format!("acp-proof-{}", hex.get(..32).unwrap_or(&hex)),
             usage: serde_json::json!({
                 "prompt_tokens": prompt_tokens,
@@ -395,7 +563,7 @@ impl ProposalBuilder {
             proposal: StagedPatchProposal {
                 proposal_id: self.proposal_id.clone(),
                 provider_id: "acp".to_owned(),
-                provider_model: Some("proof-model".to_owned()),
+                provider_model: Some(self.model.clone()),
                 status,
                 usage: Some(self.usage.clone()),
                 rationale: summary.clone(),
@@ -431,6 +599,8 @@ async fn drive_agent(
     prompt: &str,
     confined: Arc<ConfinedWorkspace>,
     state: Arc<Mutex<SharedState>>,
+    hooks: &TurnHooks,
+    policy: PermissionPolicy,
 ) -> Result<Ended, ProofError> {
     let mut command = tokio::process::Command::new(&cfg.agent);
     command
@@ -456,6 +626,10 @@ async fn drive_agent(
     let transport = bounded_lines(agent_stdout, agent_stdin, cfg.limits, flag.clone());
 
     let notify_state = state.clone();
+    let permission_state = state.clone();
+    let notify_events = hooks.events.clone();
+    let permission_events = hooks.events.clone();
+    let notify_root = ws_root.to_path_buf();
     let read_state = state.clone();
     let write_state = state.clone();
     let terminal_state = state.clone();
@@ -469,6 +643,11 @@ async fn drive_agent(
         .name("turn-runner")
         .on_receive_notification(
             async move |n: SessionNotification, _cx| {
+                if let Some(sink) = &notify_events
+                    && let Some(event) = progress_event(&notify_root, &n.update)
+                {
+                    emit(&notify_state, sink, event);
+                }
                 if let SessionUpdate::AgentMessageChunk(chunk) = n.update
                     && let ContentBlock::Text(t) = chunk.content
                     && let Ok(mut s) = notify_state.lock()
@@ -485,14 +664,48 @@ async fn drive_agent(
         )
         .on_receive_request(
             async move |req: RequestPermissionRequest, responder, _cx| {
-                // Fixed policy: reject once when offered, otherwise cancel. Never allow.
+                // Allow once only what the policy allows (and only when "allow once" is offered);
+                // otherwise reject once when offered, else cancel.
+                let allow = policy
+                    .allows(&req)
+                    .then(|| {
+                        req.options
+                            .iter()
+                            .find(|o| o.kind == PermissionOptionKind::AllowOnce)
+                    })
+                    .flatten();
                 let reject = req.options.iter().find(|o| {
                     matches!(
                         o.kind,
                         PermissionOptionKind::RejectOnce | PermissionOptionKind::RejectAlways
                     )
                 });
-                let outcome = match reject {
+                if let Ok(mut s) = permission_state.lock() {
+                    if allow.is_some() {
+                        s.permissions_allowed += 1;
+                    } else {
+                        s.permissions_refused += 1;
+                    }
+                }
+                if let Some(sink) = &permission_events {
+                    let kind = req
+                        .tool_call
+                        .fields
+                        .kind
+                        .and_then(|k| serde_json::to_value(k).ok())
+                        .unwrap_or(serde_json::Value::Null);
+                    let mut event = serde_json::Map::new();
+                    event.insert("event".to_owned(), "permission".into());
+                    event.insert("kind".to_owned(), kind);
+                    let decision = if allow.is_some() {
+                        "allowed"
+                    } else {
+                        "refused"
+                    };
+                    event.insert("decision".to_owned(), decision.into());
+                    emit(&permission_state, sink, event);
+                }
+                let outcome = match allow.or(reject) {
                     Some(o) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(
                         o.option_id.clone(),
                     )),
@@ -559,8 +772,25 @@ async fn drive_agent(
             Ok(done.stop_reason)
         });
 
-    let outcome = tokio::time::timeout(cfg.turn_timeout, exchange).await;
+    let stop = hooks.stop.clone();
+    let halted = async move {
+        match stop {
+            Some(token) => token.cancelled_owned().await,
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        outcome = tokio::time::timeout(cfg.turn_timeout, exchange) => Some(outcome),
+        () = halted => None,
+    };
+    // Codex does not exit when its stdin closes: the whole process group is killed.
     stop_agent(&mut child, group).await;
+    let Some(outcome) = outcome else {
+        if let Ok(mut s) = state.lock() {
+            s.stopped = true;
+        }
+        return Ok(Ended::Halted);
+    };
     Ok(match outcome {
         Err(_) => Ended::TimedOut,
         Ok(_) if flag.exceeded() => Ended::Budget,
@@ -570,6 +800,71 @@ async fn drive_agent(
             Ended::Failed
         }
     })
+}
+
+/// Sends one progress object unless the turn's event cap is reached.
+fn emit(
+    state: &Mutex<SharedState>,
+    sink: &EventSink,
+    event: serde_json::Map<String, serde_json::Value>,
+) {
+    let allowed = match state.lock() {
+        Ok(mut s) if s.events_sent < MAX_LIVE_EVENTS => {
+            s.events_sent += 1;
+            true
+        }
+        _ => false,
+    };
+    if allowed {
+        sink(event);
+    }
+}
+
+/// A progress object for a tool call the agent reports: its kind, status, capped title, and the
+/// workspace paths it names (files touched), as repository paths when they are inside the root.
+fn progress_event(
+    root: &Path,
+    update: &SessionUpdate,
+) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let (id, fields) = match update {
+        SessionUpdate::ToolCall(call) => (
+            call.tool_call_id.0.to_string(),
+            agent_client_protocol::v1::schema::ToolCallUpdateFields::new()
+                .kind(call.kind)
+                .status(call.status)
+                .title(call.title.clone())
+                .content(call.content.clone())
+                .locations(call.locations.clone()),
+        ),
+        SessionUpdate::ToolCallUpdate(update) => {
+            (update.tool_call_id.0.to_string(), update.fields.clone())
+        }
+        _ => return None,
+    };
+    let mut event = serde_json::Map::new();
+    event.insert("event".to_owned(), "tool_call".into());
+    event.insert("id".to_owned(), capped(&id));
+    if let Some(kind) = fields.kind.and_then(|k| serde_json::to_value(k).ok()) {
+        event.insert("kind".to_owned(), kind);
+    }
+    if let Some(status) = fields.status.and_then(|k| serde_json::to_value(k).ok()) {
+        event.insert("status".to_owned(), status);
+    }
+    if let Some(title) = &fields.title {
+        event.insert("title".to_owned(), capped(title));
+    }
+    let files: Vec<serde_json::Value> = tool_paths(&fields)
+        .iter()
+        .take(MAX_LISTED_NAMES)
+        .map(|p| match relative_repo_path(root, p) {
+            Some(rel) => capped(rel.as_str()),
+            None => "(outside the workspace)".into(),
+        })
+        .collect();
+    if !files.is_empty() {
+        event.insert("files".to_owned(), files.into());
+    }
+    Some(event)
 }
 
 /// Kills the agent's whole process group (it runs in its own), then reaps the agent.

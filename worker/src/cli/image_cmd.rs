@@ -1,11 +1,13 @@
 //! `patch-candidate image build`: builds the proof images with `images/build.sh` (which records
-//! their immutable IDs in `<state dir>/images.json`) and prints the approved image ID.
+//! their immutable IDs in `<state dir>/images.json`) and prints the approved image ID;
+//! `image build --live` builds the live image (`images/build.sh --live`, recorded in
+//! `<state dir>/live-image.json`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use clap::{Args, Subcommand};
-use worker::ImagesState;
+use worker::{ImagesState, LiveImageState};
 
 use super::docker_args::state_dir;
 use super::output::display_path;
@@ -27,6 +29,10 @@ pub(crate) struct BuildArgs {
     /// directory).
     #[arg(long)]
     source: Option<PathBuf>,
+    /// Build the live image instead: the runner, codex-acp from the pinned npm tarball (SHA-256
+    /// checked), the shared libraries it links and a static busybox.
+    #[arg(long)]
+    live: bool,
 }
 
 /// The build script, relative to a source checkout.
@@ -70,10 +76,32 @@ fn find_source_from(start: &Path) -> Option<PathBuf> {
 
 /// Runs `images/build.sh` with the state directory exported; build output goes to stderr.
 pub(crate) fn build_images(source: &Path, state: &Path) -> Result<ImagesState, CliError> {
+    run_build_script(source, state, &[])?;
+    ImagesState::load(state)?.ok_or_else(|| {
+        CliError::environment(
+            "PATCH_CANDIDATE_IMAGE_BUILD",
+            "images/build.sh recorded no images.json",
+        )
+    })
+}
+
+/// Runs `images/build.sh --live`; the live image's record is read back strictly.
+pub(crate) fn build_live_image(source: &Path, state: &Path) -> Result<LiveImageState, CliError> {
+    run_build_script(source, state, &["--live"])?;
+    LiveImageState::load(state)?.ok_or_else(|| {
+        CliError::environment(
+            "PATCH_CANDIDATE_IMAGE_BUILD",
+            "images/build.sh --live recorded no live-image.json",
+        )
+    })
+}
+
+fn run_build_script(source: &Path, state: &Path, args: &[&str]) -> Result<(), CliError> {
     let script = source.join(BUILD_SCRIPT);
     tracing::info!("image: building with {}", display_path(&script));
     let status = Command::new("bash")
         .arg(&script)
+        .args(args)
         .current_dir(source)
         .env("PATCH_CANDIDATE_STATE_DIR", state)
         .stdout(std::process::Stdio::from(std::io::stderr()))
@@ -85,16 +113,27 @@ pub(crate) fn build_images(source: &Path, state: &Path) -> Result<ImagesState, C
             "images/build.sh failed",
         ));
     }
-    ImagesState::load(state)?.ok_or_else(|| {
-        CliError::environment(
-            "PATCH_CANDIDATE_IMAGE_BUILD",
-            "images/build.sh recorded no images.json",
-        )
-    })
+    Ok(())
 }
 
 pub(crate) fn run(command: &ImageCommand) -> Result<Outcome, CliError> {
     match command {
+        ImageCommand::Build(args) if args.live => {
+            let state = state_dir()?;
+            let source = source_dir(args.source.as_deref())?;
+            let live = build_live_image(&source, &state)?;
+            let text = format!(
+                "live image:   {}\nimage id:     {}\nagent:        {} {} (tarball {})\nrecorded in:  {}\n",
+                name(live.image.as_str()),
+                name(live.image_id.as_str()),
+                name(&live.agent),
+                name(&live.agent_version),
+                live.agent_tarball_sha256,
+                display_path(&state.join("live-image.json"))
+            );
+            let json = serde_json::to_value(&live).unwrap_or_default();
+            Ok(Outcome { json, text })
+        }
         ImageCommand::Build(args) => {
             let state = state_dir()?;
             let source = source_dir(args.source.as_deref())?;

@@ -160,7 +160,11 @@ fn job_text(job: &Job) -> String {
         let _ = writeln!(t, "cancel requested");
     }
     if let Some(e) = &job.last_error {
-        let _ = writeln!(t, "last error: {}", Untrusted::quoted(&e.message).limit(400));
+        let _ = writeln!(
+            t,
+            "last error: {}",
+            Untrusted::quoted(&e.message).limit(400)
+        );
     }
     if let Some(d) = &job.candidate_digest {
         let _ = writeln!(t, "candidate: {d}");
@@ -203,7 +207,10 @@ pub(crate) fn run(command: &JobsCommand) -> Result<Outcome, CliError> {
             let job = rt.block_on(store.cancel(&id))?;
             let text = match (job.state, job.cancel_requested) {
                 (JobState::Running, true) => {
-                    format!("{}: cancel requested; the running turn stops within one heartbeat\n", job.id)
+                    format!(
+                        "{}: cancel requested; the running turn stops within one heartbeat\n",
+                        job.id
+                    )
                 }
                 (state, _) => format!("{}: {state}\n", job.id),
             };

@@ -9,9 +9,9 @@ use clap::Args;
 use finalizer::CandidateStore;
 use snapshot::{ApprovedExecutionContext, DefaultPathPolicy, MAX_CONTEXT_JSON_BYTES, RepoPath};
 use worker::{
-    DEFAULT_WALL_SECONDS, ImageId, ImageReference, ImagesState, LiveContext, LiveSettings,
-    MAX_TURN_ARCHIVE_BYTES, PROOF_IMAGE, PipelineOutcome, PipelineRequest, RuntimeName, TurnConfig,
-    UsageLedger, run_live_pipeline, run_pipeline,
+    DEFAULT_WALL_SECONDS, ImageId, ImageReference, ImagesState, LIVE_IMAGE, LiveContext,
+    LiveImageState, LiveSettings, MAX_TURN_ARCHIVE_BYTES, PROOF_IMAGE, PipelineOutcome,
+    PipelineRequest, RuntimeName, TurnConfig, UsageLedger, run_live_pipeline, run_pipeline,
 };
 
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
@@ -119,19 +119,29 @@ pub(crate) fn resolve_image(
     Ok((image, id))
 }
 
-/// The live image and approved ID, named explicitly (`--image` and `--image-id`, e.g. from the
-/// record `image build --live` writes).
+/// The live image and approved ID: explicit arguments win, else the `image build --live` record.
 pub(crate) fn resolve_live_image(
     image: Option<&str>,
     image_id: Option<&str>,
+    state: &Path,
 ) -> Result<(ImageReference, ImageId), CliError> {
-    match (image, image_id) {
-        (Some(image), Some(id)) => Ok((image.parse()?, id.parse()?)),
-        _ => Err(CliError::usage(
-            "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
-            "--live needs --image and --image-id of the approved live image",
-        )),
-    }
+    let recorded = LiveImageState::load(state)?;
+    let image: ImageReference = match (image, &recorded) {
+        (Some(image), _) => image.parse()?,
+        (None, Some(r)) => r.image.clone(),
+        (None, None) => LIVE_IMAGE.parse()?,
+    };
+    let id = match (image_id, &recorded) {
+        (Some(id), _) => id.parse()?,
+        (None, Some(r)) if r.image == image => r.image_id.clone(),
+        _ => {
+            return Err(CliError::environment(
+                "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
+                "no approved live image id: pass --image-id or run `patch-candidate image build --live`",
+            ));
+        }
+    };
+    Ok((image, id))
 }
 
 /// Runs the pipeline with already-resolved inputs (shared with `demo`).
@@ -146,7 +156,7 @@ pub(crate) fn execute(
     }
     let context = load_approval(&args.approval)?;
     let (image, image_id) = if args.live.live {
-        resolve_live_image(args.image.as_deref(), args.image_id.as_deref())?
+        resolve_live_image(args.image.as_deref(), args.image_id.as_deref(), &state)?
     } else {
         resolve_image(args.image.as_deref(), args.image_id.as_deref(), &state)?
     };

@@ -121,7 +121,7 @@ fn status_of(code: &str, class: FailureClass) -> StatusCode {
     match code {
         "PATCH_CANDIDATE_JOBS_NOT_FOUND" => StatusCode::NOT_FOUND,
         "PATCH_CANDIDATE_JOBS_STATE" => StatusCode::CONFLICT,
-        "PATCH_CANDIDATE_JOBS_ID" => StatusCode::BAD_REQUEST,
+        "PATCH_CANDIDATE_JOBS_ID" | "PATCH_CANDIDATE_JOBS_INPUT" => StatusCode::BAD_REQUEST,
         _ => match class {
             FailureClass::Usage => StatusCode::BAD_REQUEST,
             FailureClass::Rejected => StatusCode::UNPROCESSABLE_ENTITY,

@@ -226,8 +226,12 @@ mod tests {
         m.http("/v1/jobs/job_0123", 200);
         let text = m.render();
         assert!(text.contains("patch_candidate_job_attempts_total{outcome=\"completed\"} 1"));
-        assert!(text.contains("patch_candidate_http_requests_total{route=\"job\",status=\"4xx\"} 1"));
-        assert!(text.contains("patch_candidate_http_requests_total{route=\"other\",status=\"2xx\"} 1"));
+        assert!(
+            text.contains("patch_candidate_http_requests_total{route=\"job\",status=\"4xx\"} 1")
+        );
+        assert!(
+            text.contains("patch_candidate_http_requests_total{route=\"other\",status=\"2xx\"} 1")
+        );
         assert!(!text.contains("job_0123"));
     }
 }

@@ -80,7 +80,12 @@ fn git(dir: Option<&Path>, local: bool) -> tokio::process::Command {
         ("GIT_NO_REPLACE_OBJECTS", "1"),
         ("LC_ALL", "C"),
     ]);
-    cmd.args(["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"]);
+    cmd.args([
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "core.hooksPath=/dev/null",
+    ]);
     if local {
         cmd.args(["-c", "protocol.file.allow=always"]);
     }
@@ -133,10 +138,9 @@ impl MirrorCache {
         let local = locator.is_local();
         if !dir.is_dir() {
             super::create_private_dir(&self.root)?;
-            let tmp = self.root.join(format!(
-                "{key}.tmp-{}",
-                uuid::Uuid::new_v4().simple()
-            ));
+            let tmp = self
+                .root
+                .join(format!("{key}.tmp-{}", uuid::Uuid::new_v4().simple()));
             let mut clone = git(None, local);
             clone
                 .args(["clone", "--mirror", "--quiet", "--no-hardlinks", "--"])

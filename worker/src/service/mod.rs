@@ -32,7 +32,8 @@ pub use http::{TOKEN_FILE, job_view, load_or_create_token};
 pub use metrics::Metrics;
 pub use mirror::{Locator, MirrorCache};
 pub use submission::{
-    DEFAULT_MAX_ATTEMPTS, JobInputs, MAX_ATTEMPTS, MAX_POLICY_BYTES, Selections, Submission, prepare, reverify,
+    DEFAULT_MAX_ATTEMPTS, JobInputs, MAX_ATTEMPTS, MAX_POLICY_BYTES, Selections, Submission,
+    prepare, reverify,
 };
 
 use crate::BollardRuntime;
@@ -99,7 +100,9 @@ pub(crate) struct Shared {
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").field("host", &self.opts.host_id).finish_non_exhaustive()
+        f.debug_struct("Shared")
+            .field("host", &self.opts.host_id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -246,9 +249,16 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
     // Staging trees of a previous process of this state directory (killed mid-turn) go first.
     let staging = opts.state_dir.join("serve-staging");
     if staging.exists() {
-        std::fs::remove_dir_all(&staging).map_err(|_| ServiceError::State {
-            detail: "cannot clear the staging directory",
-        })?;
+        let state_dir =
+            cap_std::fs::Dir::open_ambient_dir(&opts.state_dir, cap_std::ambient_authority())
+                .map_err(|_| ServiceError::State {
+                    detail: "cannot open the state directory",
+                })?;
+        state_dir
+            .remove_dir_all("serve-staging")
+            .map_err(|_| ServiceError::State {
+                detail: "cannot clear the staging directory",
+            })?;
     }
     create_private_dir(&staging)?;
     let candidates = CandidateStore::open(&opts.state_dir.join("candidates"))?;
@@ -282,8 +292,11 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
     });
     sh.metrics.set_max_turns(max_turns);
     let registered = runner::retrying(&sh, "register_host", || {
-        sh.store
-            .register_host(&sh.opts.host_id, u32::try_from(max_turns).unwrap_or(u32::MAX), &meta)
+        sh.store.register_host(
+            &sh.opts.host_id,
+            u32::try_from(max_turns).unwrap_or(u32::MAX),
+            &meta,
+        )
     })
     .await;
     if let Err(e) = registered {
@@ -310,7 +323,11 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
             last_maintenance = tokio::time::Instant::now();
             match sh.store.rescue_expired().await {
                 Ok(n) if n > 0 => {
-                    tracing::info!(code = "PATCH_CANDIDATE_JOBS_RESCUED", rescued = n, "expired leases returned to the queue");
+                    tracing::info!(
+                        code = "PATCH_CANDIDATE_JOBS_RESCUED",
+                        rescued = n,
+                        "expired leases returned to the queue"
+                    );
                     sh.metrics.rescued(n);
                 }
                 Ok(_) => {}
@@ -335,7 +352,11 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
                 Err(e) => {
                     sh.metrics.store_error();
                     pause = (pause * 2).clamp(sh.opts.poll_interval, MAX_LOOP_BACKOFF);
-                    tracing::warn!(code = e.code(), backoff_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX), "claim failed: waiting");
+                    tracing::warn!(
+                        code = e.code(),
+                        backoff_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
+                        "claim failed: waiting"
+                    );
                 }
             }
         }
@@ -355,7 +376,12 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
             _ = terminate.recv() => Some("SIGTERM"),
         };
         if let Some(name) = received {
-            tracing::info!(code = "PATCH_CANDIDATE_SERVICE_DRAINING", signal = name, running = tasks.len(), "draining: no more claims");
+            tracing::info!(
+                code = "PATCH_CANDIDATE_SERVICE_DRAINING",
+                signal = name,
+                running = tasks.len(),
+                "draining: no more claims"
+            );
             break;
         }
     }
@@ -365,7 +391,11 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
     let _ = phase_tx.send(Phase::Drain);
     let deadline = tokio::time::Instant::now() + sh.opts.drain_timeout;
     let hard = |name: &str| -> ! {
-        tracing::warn!(code = "PATCH_CANDIDATE_INTERRUPTED", signal = name, "second signal: stopping at once; the janitor removes what is left");
+        tracing::warn!(
+            code = "PATCH_CANDIDATE_INTERRUPTED",
+            signal = name,
+            "second signal: stopping at once; the janitor removes what is left"
+        );
         std::process::exit(143)
     };
     let mut killed = false;
@@ -386,6 +416,10 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
         _ = interrupt.recv() => hard("SIGINT"),
         _ = terminate.recv() => hard("SIGTERM"),
     };
-    tracing::info!(code = "PATCH_CANDIDATE_SERVICE_STOPPED", pending_removals = remaining, "drained");
+    tracing::info!(
+        code = "PATCH_CANDIDATE_SERVICE_STOPPED",
+        pending_removals = remaining,
+        "drained"
+    );
     Ok(ServeExit::Drained)
 }

@@ -26,7 +26,7 @@ const MAX_EVENT_MESSAGE_CHARS: usize = 200;
 
 /// How an attempt's turn ended, before anything is written.
 enum Ended {
-    Done(Result<crate::PipelineOutcome, ServiceError>),
+    Done(Box<Result<crate::PipelineOutcome, ServiceError>>),
     Cancelled,
     Lost,
     Drained,
@@ -38,7 +38,11 @@ fn short(message: &str) -> String {
 
 /// Retries `op` while the store reports an environment failure (database unavailable), with
 /// exponential backoff, for at most [`STORE_WRITE_PATIENCE`].
-pub(crate) async fn retrying<T, F, Fut>(sh: &Shared, what: &'static str, mut op: F) -> Result<T, JobsError>
+pub(crate) async fn retrying<T, F, Fut>(
+    sh: &Shared,
+    what: &'static str,
+    mut op: F,
+) -> Result<T, JobsError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, JobsError>>,
@@ -48,11 +52,16 @@ where
     loop {
         match op().await {
             Ok(v) => return Ok(v),
-            Err(e) if Coded::class(&e) == FailureClass::Environment
-                && started.elapsed() < STORE_WRITE_PATIENCE =>
+            Err(e)
+                if Coded::class(&e) == FailureClass::Environment
+                    && started.elapsed() < STORE_WRITE_PATIENCE =>
             {
                 sh.metrics.store_error();
-                tracing::warn!(code = e.code(), op = what, "job store unavailable: retrying");
+                tracing::warn!(
+                    code = e.code(),
+                    op = what,
+                    "job store unavailable: retrying"
+                );
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(MAX_STORE_BACKOFF);
             }
@@ -78,7 +87,12 @@ pub(crate) async fn run_attempt(sh: Arc<Shared>, claimed: Claimed, phase: watch:
 async fn event(sh: &Shared, claimed: &Claimed, code: &str, message: &str) {
     if let Err(e) = sh
         .store
-        .append_event(&claimed.job.id, Some(&claimed.attempt_id), code, &short(message))
+        .append_event(
+            &claimed.job.id,
+            Some(&claimed.attempt_id),
+            code,
+            &short(message),
+        )
         .await
     {
         tracing::debug!(code = e.code(), "event not recorded");
@@ -110,28 +124,34 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
         Err(e) => {
             // Nothing was created; the lease expires and the job returns to the queue.
             sh.metrics.store_error();
-            tracing::warn!(code = e.code(), "first lease renewal failed: leaving the attempt");
+            tracing::warn!(
+                code = e.code(),
+                "first lease renewal failed: leaving the attempt"
+            );
             return;
         }
     }
-    event(sh, claimed, "PATCH_CANDIDATE_JOB_STARTED", "attempt started").await;
+    event(
+        sh,
+        claimed,
+        "PATCH_CANDIDATE_JOB_STARTED",
+        "attempt started",
+    )
+    .await;
     let mut lease_until = renewed_at + sh.opts.lease;
 
     let mut inputs = match reverify(&claimed.job.spec) {
         Ok(inputs) => inputs,
         Err(e) => {
-            finish(sh, claimed, Ended::Done(Err(e))).await;
+            finish(sh, claimed, Ended::Done(Box::new(Err(e)))).await;
             return;
         }
     };
-    let binding = match JobBinding::new(
-        sh.opts.host_id.as_str(),
-        id.as_str(),
-        attempt_id.as_str(),
-    ) {
+    let binding = match JobBinding::new(sh.opts.host_id.as_str(), id.as_str(), attempt_id.as_str())
+    {
         Ok(b) => b,
         Err(e) => {
-            finish(sh, claimed, Ended::Done(Err(e.into()))).await;
+            finish(sh, claimed, Ended::Done(Box::new(Err(e.into())))).await;
             return;
         }
     };
@@ -139,18 +159,18 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
 
     let work = async {
         let repo = sh.mirrors.ensure(&inputs.locator, &inputs.commit).await?;
-        let request =
-            inputs.pipeline_request(&repo, &sh.staging, Some(&sh.candidates), "service");
+        let request = inputs.pipeline_request(&repo, &sh.staging, Some(&sh.candidates), "service");
         let outcome = run_pipeline(&sh.docker, request).await?;
         fault::point(fault::AFTER_CANDIDATE_STORED).await;
         Ok::<_, ServiceError>(outcome)
     };
-    let mut work = std::pin::pin!(work);
+    // Boxed, so that dropping it below really drops the turn (and its container guard).
+    let mut work = Box::pin(work);
     let mut next_beat = tokio::time::Instant::now() + sh.opts.heartbeat;
     let mut phase_open = true;
     let ended = loop {
         tokio::select! {
-            done = &mut work => break Ended::Done(done),
+            done = &mut work => break Ended::Done(Box::new(done)),
             () = tokio::time::sleep_until(next_beat) => {
                 let sent = Instant::now();
                 let beat = tokio::time::timeout(
@@ -196,7 +216,9 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
 fn retry_delay(sh: &Shared, attempt: u32) -> Duration {
     let d = jobs::backoff(attempt);
     match sh.opts.retry_scale {
-        Some(scale) => scale.mul_f64(d.as_secs_f64() / 2.0).max(Duration::from_millis(1)),
+        Some(scale) => scale
+            .mul_f64(d.as_secs_f64() / 2.0)
+            .max(Duration::from_millis(1)),
         None => d,
     }
 }
@@ -205,90 +227,135 @@ async fn finish(sh: &Shared, claimed: &Claimed, ended: Ended) {
     let id = &claimed.job.id;
     let attempt_id = &claimed.attempt_id;
     let (outcome, write) = match ended {
+        Ended::Done(done) => match *done {
+            Ok(outcome) => completed(sh, claimed, outcome).await,
+            Err(e) => failed(sh, claimed, e).await,
+        },
         Ended::Lost => {
-            tracing::warn!(code = "PATCH_CANDIDATE_JOB_LEASE_LOST", "lease lost: turn stopped, nothing recorded");
+            tracing::warn!(
+                code = "PATCH_CANDIDATE_JOB_LEASE_LOST",
+                "lease lost: turn stopped, nothing recorded"
+            );
             sh.metrics.outcome(AttemptOutcome::LeaseLost);
             return;
         }
         Ended::Drained => {
-            tracing::info!(code = "PATCH_CANDIDATE_JOB_RELEASED", "drain timeout: turn stopped, job released");
+            tracing::info!(
+                code = "PATCH_CANDIDATE_JOB_RELEASED",
+                "drain timeout: turn stopped, job released"
+            );
             let w = retrying(sh, "release", || sh.store.release(id, attempt_id)).await;
             (AttemptOutcome::Released, w)
         }
         Ended::Cancelled => {
-            tracing::info!(code = "PATCH_CANDIDATE_SERVICE_CANCELLED", "cancelled while running: turn stopped");
-            event(sh, claimed, "PATCH_CANDIDATE_SERVICE_CANCELLED", "cancelled while running").await;
-            let w = retrying(sh, "finish_cancelled", || sh.store.finish_cancelled(id, attempt_id)).await;
-            (AttemptOutcome::Cancelled, w)
-        }
-        Ended::Done(Ok(outcome)) => {
-            let bytes = match outcome.candidate.to_json_pretty() {
-                Ok(b) => b,
-                Err(e) => {
-                    let e: ServiceError = e.into();
-                    return Box::pin(finish(sh, claimed, Ended::Done(Err(e)))).await;
-                }
-            };
-            let usage = serde_json::json!({ "usage": outcome.usage });
-            let digest = outcome.digest.to_string();
-            fault::point(fault::BEFORE_COMPLETE).await;
-            let w = retrying(sh, "complete", || {
-                sh.store
-                    .complete(id, attempt_id, bytes.clone(), &digest, &usage)
+            tracing::info!(
+                code = "PATCH_CANDIDATE_SERVICE_CANCELLED",
+                "cancelled while running: turn stopped"
+            );
+            event(
+                sh,
+                claimed,
+                "PATCH_CANDIDATE_SERVICE_CANCELLED",
+                "cancelled while running",
+            )
+            .await;
+            let w = retrying(sh, "finish_cancelled", || {
+                sh.store.finish_cancelled(id, attempt_id)
             })
             .await;
-            if matches!(w, Ok(Fenced::Applied)) {
-                tracing::info!(code = "PATCH_CANDIDATE_JOB_COMPLETED", digest = %digest, "completed");
-                event(sh, claimed, "PATCH_CANDIDATE_JOB_COMPLETED", &digest).await;
-            }
-            (AttemptOutcome::Completed, w)
-        }
-        Ended::Done(Err(e)) => {
-            let code = e.code();
-            let message = e.to_string();
-            let snooze = matches!(
-                e,
-                ServiceError::Unreachable | ServiceError::Worker(WorkerError::ImageMissing)
-            );
-            event(sh, claimed, code, &message).await;
-            if snooze {
-                tracing::warn!(code, "host cannot run this job now: snoozed, attempt not spent");
-                let w = retrying(sh, "snooze", || {
-                    sh.store.snooze(id, attempt_id, sh.opts.snooze, code)
-                })
-                .await;
-                (AttemptOutcome::Snoozed, w)
-            } else if Coded::class(&e) == FailureClass::Environment {
-                let delay = retry_delay(sh, claimed.attempt);
-                tracing::warn!(code, delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), "environment failure: retry");
-                let text = short(&message);
-                let w = retrying(sh, "fail", || {
-                    sh.store
-                        .fail(id, attempt_id, code, &text, Retry::After(delay))
-                })
-                .await;
-                (AttemptOutcome::Retried, w)
-            } else {
-                tracing::warn!(code, "rejected: dead letter");
-                let text = short(&message);
-                let w = retrying(sh, "fail", || {
-                    sh.store.fail(id, attempt_id, code, &text, Retry::Never)
-                })
-                .await;
-                (AttemptOutcome::Failed, w)
-            }
+            (AttemptOutcome::Cancelled, w)
         }
     };
     match write {
         Ok(Fenced::Applied) => sh.metrics.outcome(outcome),
         Ok(Fenced::Lost) => {
-            tracing::warn!(code = "PATCH_CANDIDATE_JOB_LEASE_LOST", "attempt no longer current: nothing recorded");
+            tracing::warn!(
+                code = "PATCH_CANDIDATE_JOB_LEASE_LOST",
+                "attempt no longer current: nothing recorded"
+            );
             sh.metrics.outcome(AttemptOutcome::LeaseLost);
         }
         Err(e) => {
             sh.metrics.store_error();
-            tracing::error!(code = e.code(), "outcome not recorded: the lease will expire and the job return to the queue");
+            tracing::error!(
+                code = e.code(),
+                "outcome not recorded: the lease will expire and the job return to the queue"
+            );
         }
+    }
+}
+
+type Written = (AttemptOutcome, Result<Fenced, JobsError>);
+
+async fn completed(sh: &Shared, claimed: &Claimed, outcome: crate::PipelineOutcome) -> Written {
+    let id = &claimed.job.id;
+    let attempt_id = &claimed.attempt_id;
+
+    let bytes = match outcome.candidate.to_json_pretty() {
+        Ok(b) => b,
+        Err(e) => {
+            let e: ServiceError = e.into();
+            return Box::pin(failed(sh, claimed, e)).await;
+        }
+    };
+    let usage = serde_json::json!({ "usage": outcome.usage });
+    let digest = outcome.digest.to_string();
+    fault::point(fault::BEFORE_COMPLETE).await;
+    let w = retrying(sh, "complete", || {
+        sh.store
+            .complete(id, attempt_id, bytes.clone(), &digest, &usage)
+    })
+    .await;
+    if matches!(w, Ok(Fenced::Applied)) {
+        // The store records the completion event in the same transaction.
+        tracing::info!(code = "PATCH_CANDIDATE_JOB_COMPLETED", digest = %digest, "completed");
+    }
+    (AttemptOutcome::Completed, w)
+}
+
+async fn failed(sh: &Shared, claimed: &Claimed, e: ServiceError) -> Written {
+    let id = &claimed.job.id;
+    let attempt_id = &claimed.attempt_id;
+
+    let code = e.code();
+    let message = e.to_string();
+    let snooze = matches!(
+        e,
+        ServiceError::Unreachable | ServiceError::Worker(WorkerError::ImageMissing)
+    );
+    event(sh, claimed, code, &message).await;
+    if snooze {
+        tracing::warn!(
+            code,
+            "host cannot run this job now: snoozed, attempt not spent"
+        );
+        let w = retrying(sh, "snooze", || {
+            sh.store.snooze(id, attempt_id, sh.opts.snooze, code)
+        })
+        .await;
+        (AttemptOutcome::Snoozed, w)
+    } else if Coded::class(&e) == FailureClass::Environment {
+        let delay = retry_delay(sh, claimed.attempt);
+        tracing::warn!(
+            code,
+            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            "environment failure: retry"
+        );
+        let text = short(&message);
+        let w = retrying(sh, "fail", || {
+            sh.store
+                .fail(id, attempt_id, code, &text, Retry::After(delay))
+        })
+        .await;
+        (AttemptOutcome::Retried, w)
+    } else {
+        tracing::warn!(code, "rejected: dead letter");
+        let text = short(&message);
+        let w = retrying(sh, "fail", || {
+            sh.store.fail(id, attempt_id, code, &text, Retry::Never)
+        })
+        .await;
+        (AttemptOutcome::Failed, w)
     }
 }
 

@@ -78,9 +78,7 @@ fn parse_paths(raw: Option<&Vec<String>>) -> Result<Option<Vec<RepoPath>>, Servi
         });
     }
     raw.iter()
-        .map(|p| {
-            RepoPath::parse(p).map_err(|r| snapshot::SnapshotError::unsafe_path(p, r).into())
-        })
+        .map(|p| RepoPath::parse(p).map_err(|r| snapshot::SnapshotError::unsafe_path(p, r).into()))
         .collect::<Result<Vec<_>, ServiceError>>()
         .map(Some)
 }
@@ -246,9 +244,7 @@ pub async fn prepare(
     let commit = sub
         .commit
         .unwrap_or_else(|| context.baseline_commit_sha().to_owned());
-    let task = sub
-        .task
-        .unwrap_or_else(|| context.raw_request().to_owned());
+    let task = sub.task.unwrap_or_else(|| context.raw_request().to_owned());
     let (image, image_id) = resolve_image(sub.image.as_deref(), sub.image_id.as_deref(), state)?;
     let runtime = sub
         .runtime

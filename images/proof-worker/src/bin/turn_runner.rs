@@ -3,6 +3,9 @@
 //! document was printed, 2 for a refused request or bad flags, 3 for an environment failure,
 //! 4 when an isolation probe found an exposure (nothing is printed then).
 //!
+//! `--live` (the live image's entrypoint): the framed protocol on stdin/stdout instead (see
+//! `proof_worker::live`); the agent defaults to `/codex-acp` and the deadline to 15 minutes.
+//!
 //! Test-only flags (host-process tests): `--workspace-root DIR`, `--agent PATH`,
 //! `--agent-arg ARG` (repeatable), `--turn-timeout-ms N`, `--max-archive-bytes N`,
 //! `--max-message-bytes N`, `--max-inbound-bytes N`.
@@ -14,11 +17,20 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use proof_worker::{MAX_REQUEST_BYTES, ProofError, RunnerConfig, read_capped, run_turn};
+use proof_worker::{
+    LIVE_TURN_TIMEOUT, MAX_REQUEST_BYTES, ProofError, RunnerConfig, read_capped, run_live, run_turn,
+};
 
-fn parse_flags(args: impl Iterator<Item = String>) -> Result<RunnerConfig, String> {
+fn parse_flags(args: impl Iterator<Item = String>) -> Result<(RunnerConfig, bool), String> {
     let mut cfg = RunnerConfig::image_defaults();
-    let mut args = args;
+    let mut args: Vec<String> = args.collect();
+    let live = args.first().is_some_and(|a| a == "--live");
+    if live {
+        args.remove(0);
+        cfg.agent = PathBuf::from(proof_worker::live::CODEX_AGENT);
+        cfg.turn_timeout = LIVE_TURN_TIMEOUT;
+    }
+    let mut args = args.into_iter();
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
@@ -53,7 +65,7 @@ fn parse_flags(args: impl Iterator<Item = String>) -> Result<RunnerConfig, Strin
             other => return Err(format!("unknown flag {other:?}")),
         }
     }
-    Ok(cfg)
+    Ok((cfg, live))
 }
 
 fn exit_for(e: &ProofError) -> u8 {
@@ -77,13 +89,16 @@ fn main() -> ExitCode {
     {
         tracing::warn!("could not mark the runner non-dumpable");
     }
-    let cfg = match parse_flags(std::env::args().skip(1)) {
-        Ok(cfg) => cfg,
+    let (cfg, live) = match parse_flags(std::env::args().skip(1)) {
+        Ok(parsed) => parsed,
         Err(msg) => {
             tracing::error!(code = "PROOF_WORKER_USAGE", "{msg}");
             return ExitCode::from(2);
         }
     };
+    if live {
+        return live_main(&cfg);
+    }
     let stdin = match read_capped(std::io::stdin().lock(), MAX_REQUEST_BYTES) {
         Ok(bytes) => bytes,
         Err(e) => {
@@ -132,4 +147,45 @@ fn main() -> ExitCode {
         return ExitCode::from(3);
     }
     ExitCode::SUCCESS
+}
+
+/// The live turn: frames on stdin/stdout, the result inside them (nothing else on stdout).
+fn live_main(cfg: &RunnerConfig) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(_) => return ExitCode::from(3),
+    };
+    let result = runtime.block_on(async {
+        let (input, output) = stdio()?;
+        run_live(cfg, input, output).await
+    });
+    // The stdin reader may still be parked on a read: do not wait for it.
+    runtime.shutdown_background();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(code = e.code(), "{e}");
+            ExitCode::from(exit_for(&e))
+        }
+    }
+}
+
+type Input = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
+type Output = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+
+/// stdin/stdout on the runtime's reactor when they are pipes (as under Docker's attach and the
+/// host tests); tokio's blocking-thread handles otherwise.
+fn stdio() -> Result<(Input, Output), ProofError> {
+    use std::os::fd::AsFd;
+    let pipes = || -> Option<(Input, Output)> {
+        let rx = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+        let tx = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+        let rx = tokio::net::unix::pipe::Receiver::from_owned_fd(rx).ok()?;
+        let tx = tokio::net::unix::pipe::Sender::from_owned_fd(tx).ok()?;
+        Some((Box::new(rx), Box::new(tx)))
+    };
+    Ok(pipes().unwrap_or_else(|| (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))))
 }

@@ -1,0 +1,125 @@
+# Sourced by images/build.sh --live (not run on its own): builds the live image in $CTX from
+# $BIN_DIR/turn-runner, the pinned codex-acp tarball, the shared libraries it links and a static
+# busybox, then records it in $STATE_DIR/live-image.json. Uses build.sh's docker_cli,
+# record_state, CACHE, REV and LIVE_IMAGE.
+
+pin() { sed -n "s/^$1=//p" images/live/codex-acp.pin; }
+AGENT_PACKAGE="$(pin package)"
+AGENT_VERSION="$(pin version)"
+AGENT_SHA256="$(pin sha256)"
+if ! [[ "$AGENT_SHA256" =~ ^[0-9a-f]{64}$ ]] || [ -z "$AGENT_PACKAGE" ] || [ -z "$AGENT_VERSION" ]; then
+  echo "build.sh: images/live/codex-acp.pin is malformed" >&2
+  exit 3
+fi
+
+# The tarball is downloaded once per cache (CI: once per run) and checked on every use.
+CACHE_DIR="${PATCH_CANDIDATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/patch-candidate}/npm"
+TARBALL="$CACHE_DIR/codex-acp-linux-x64-$AGENT_VERSION.tgz"
+mkdir -p "$CACHE_DIR"
+if [ ! -f "$TARBALL" ]; then
+  echo "build.sh: npm pack $AGENT_PACKAGE@$AGENT_VERSION" >&2
+  PACK_DIR="$(mktemp -d "$CACHE_DIR/.pack.XXXXXX")"
+  (cd "$PACK_DIR" && npm pack --silent "$AGENT_PACKAGE@$AGENT_VERSION" >/dev/null)
+  packed=("$PACK_DIR"/*.tgz)
+  if [ "${#packed[@]}" != 1 ] || [ ! -f "${packed[0]}" ]; then
+    echo "build.sh: npm pack produced no single tarball" >&2
+    rm -rf "$PACK_DIR"
+    exit 3
+  fi
+  mv -f "${packed[0]}" "$TARBALL.partial"
+  rm -rf "$PACK_DIR"
+  actual="$(sha256sum "$TARBALL.partial" | cut -d' ' -f1)"
+  if [ "$actual" != "$AGENT_SHA256" ]; then
+    rm -f "$TARBALL.partial"
+    echo "build.sh: $AGENT_PACKAGE@$AGENT_VERSION has SHA-256 $actual, pinned $AGENT_SHA256" >&2
+    exit 3
+  fi
+  mv -f "$TARBALL.partial" "$TARBALL"
+fi
+actual="$(sha256sum "$TARBALL" | cut -d' ' -f1)"
+if [ "$actual" != "$AGENT_SHA256" ]; then
+  echo "build.sh: cached $TARBALL has SHA-256 $actual, pinned $AGENT_SHA256 (delete it to download again)" >&2
+  exit 3
+fi
+
+ROOT="$CTX/root"
+mkdir -p "$ROOT/bin" "$CTX/unpack"
+# Only the one member, as a regular file (tar refuses a missing member).
+tar -xzf "$TARBALL" -C "$CTX/unpack" --no-same-owner --no-same-permissions package/bin/codex-acp
+AGENT_BIN="$CTX/unpack/package/bin/codex-acp"
+if [ ! -f "$AGENT_BIN" ] || [ -L "$AGENT_BIN" ]; then
+  echo "build.sh: the tarball holds no regular package/bin/codex-acp" >&2
+  exit 3
+fi
+strip --strip-all -o "$ROOT/codex-acp" "$AGENT_BIN"
+rm -rf "$CTX/unpack"
+
+# The runner is static (no program interpreter); the agent needs exactly the loader and these six
+# libraries, resolved by the host's loader and copied to the same paths in the image.
+src="$BIN_DIR/turn-runner"
+if [ ! -x "$src" ] || readelf -l "$src" | grep -q "program interpreter"; then
+  echo "build.sh: $src is missing or not statically linked" >&2
+  exit 3
+fi
+strip --strip-all -o "$ROOT/turn-runner" "$src"
+
+EXPECTED_LIBS="libc.so.6 libcrypto.so.3 libgcc_s.so.1 libm.so.6 libssl.so.3 libz.so.1"
+interp="$(readelf -l "$ROOT/codex-acp" | sed -n 's/.*\[Requesting program interpreter: \(.*\)\]/\1/p')"
+if [ "$interp" != /lib64/ld-linux-x86-64.so.2 ]; then
+  echo "build.sh: codex-acp asks for an unexpected loader" >&2
+  exit 3
+fi
+if ldd "$ROOT/codex-acp" | grep -q "not found"; then
+  echo "build.sh: codex-acp needs libraries this host lacks (Debian: libssl3 zlib1g libgcc-s1)" >&2
+  exit 3
+fi
+found=""
+while read -r name arrow path _; do
+  [ "$arrow" = "=>" ] || continue
+  case "$path" in /*) ;; *) continue ;; esac
+  found="$found $name"
+  mkdir -p "$ROOT$(dirname "$path")"
+  cp -L "$path" "$ROOT$path"
+done < <(ldd "$ROOT/codex-acp")
+if [ "$(echo "$found" | tr ' ' '\n' | sed '/^$/d' | sort | tr '\n' ' ')" != "$EXPECTED_LIBS " ]; then
+  echo "build.sh: codex-acp links$found, expected $EXPECTED_LIBS" >&2
+  exit 3
+fi
+mkdir -p "$ROOT/lib64"
+cp -L "$interp" "$ROOT$interp"
+
+# The agent's shell: a static busybox (its sh runs applets without further links).
+BUSYBOX="${PATCH_CANDIDATE_BUSYBOX:-/bin/busybox}"
+if [ ! -x "$BUSYBOX" ] || readelf -l "$BUSYBOX" | grep -q "program interpreter"; then
+  echo "build.sh: $BUSYBOX is missing or not static (Debian: apt-get install busybox-static)" >&2
+  exit 3
+fi
+cp "$BUSYBOX" "$ROOT/bin/busybox"
+ln -s busybox "$ROOT/bin/sh"
+
+find "$ROOT" -type f -exec chmod 0444 {} +
+chmod 0555 "$ROOT/turn-runner" "$ROOT/codex-acp" "$ROOT/bin/busybox" "$ROOT$interp"
+find "$ROOT" -type d -exec chmod 0755 {} +
+find "$ROOT" -exec touch -h -d @0 {} +
+
+mkdir -p "$CTX/layout/workspace" "$CTX/layout/home/sandbox" "$CTX/layout/tmp"
+chmod 0755 "$CTX/layout" "$CTX/layout/home"
+chmod 1777 "$CTX/layout/workspace" "$CTX/layout/home/sandbox" "$CTX/layout/tmp"
+find "$CTX/layout" -exec touch -h -d @0 {} +
+cp images/live/Dockerfile "$CTX/Dockerfile"
+printf 'Dockerfile\n' > "$CTX/.dockerignore"
+
+echo "build.sh: docker build $LIVE_IMAGE" >&2
+DOCKER_BUILDKIT=0 docker_cli build --quiet "${CACHE[@]}" --tag "$LIVE_IMAGE" --file "$CTX/Dockerfile" "$CTX" >&2
+LIVE_ID="$(docker_cli image inspect --format '{{.Id}}' "$LIVE_IMAGE")"
+if ! [[ "$LIVE_ID" =~ ^sha256:[0-9a-f]{64}$ ]]; then
+  echo "build.sh: unexpected image id" >&2
+  exit 3
+fi
+LIVE_SIZE="$(docker_cli image inspect --format '{{.Size}}' "$LIVE_IMAGE")"
+echo "build.sh: $LIVE_IMAGE is $LIVE_SIZE bytes" >&2
+
+printf '{"image": "%s", "image_id": "%s", "agent": "codex-acp", "agent_version": "%s", "agent_tarball_sha256": "sha256:%s", "source_revision": "%s"}\n' \
+  "$LIVE_IMAGE" "$LIVE_ID" "$AGENT_VERSION" "$AGENT_SHA256" "$REV" | record_state live-image.json
+
+echo "$LIVE_IMAGE $LIVE_ID"

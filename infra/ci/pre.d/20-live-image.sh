@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds the live image (runner + codex-acp from the pinned npm tarball + its shared libraries +
+# a static busybox) after 10-images.sh built the binaries, and records its ID in live-image.json.
+# The tarball is fetched from the npm registry once per cache directory and checked against
+# images/live/codex-acp.pin on every build.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+
+missing=()
+[ -x /bin/busybox ] && ! readelf -l /bin/busybox | grep -q "program interpreter" || missing+=(busybox-static)
+for lib in libssl.so.3:libssl3 libz.so.1:zlib1g; do
+  ldconfig -p | grep -q "${lib%%:*}" || missing+=("${lib#*:}")
+done
+command -v npm >/dev/null || missing+=(npm)
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "20-live-image: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq "${missing[@]}" >&2
+fi
+
+bash images/build.sh --live --bin-dir target/x86_64-unknown-linux-gnu/release

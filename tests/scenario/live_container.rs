@@ -1,0 +1,653 @@
+//! The live image's container side on its own: the real codex-acp agent in the live image under
+//! the turn's hardened flags (`--network none`, read-only root, no capabilities, pids/memory
+//! limits, `--init`), driven over the framed stdio protocol by a harness that plays the worker
+//! and a scripted Responses-API model (answering each tunnelled `POST /v1/responses` with an SSE
+//! script). No gateway is involved: this proves the runner's tunnel, the agent configuration and
+//! the permission policy independently of the worker's side.
+//!
+//! The image is built with a throwaway tag from the binaries under test (`images/build.sh
+//! --live`; the pinned npm tarball comes from the shared cache). With
+//! `PATCH_CANDIDATE_REQUIRE_DOCKER=1` a missing daemon or a failed build fails these tests.
+
+use std::io::{Read as _, Write as _};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use snapshot::ProposalStatus;
+use tunnel::{ChannelId, Decoder, Frame};
+
+use crate::support::{docker_lock, tally, target_dir, workspace_bin};
+
+pub const TEST_LIVE_IMAGE: &str = "patch-candidate-live:selftest";
+const MODEL: &str = "gpt-5.3-codex";
+const PORT: u16 = 8417;
+
+/// The worker's turn seccomp profile (`worker/seccomp/turn.json`), as a `--security-opt` value.
+const TURN_SECCOMP_OPT: &str = concat!(
+    "seccomp=",
+    env!("CARGO_MANIFEST_DIR"),
+    "/../worker/seccomp/turn.json"
+);
+
+/// The turn's create flags as `docker run` arguments (the live turn uses the offline spec).
+const HARDENED: &[&str] = &[
+    "--security-opt",
+    TURN_SECCOMP_OPT,
+    "--shm-size",
+    "1m",
+    "--init",
+    "--network",
+    "none",
+    "--read-only",
+    "--log-driver",
+    "none",
+    "--cap-drop",
+    "ALL",
+    "--security-opt",
+    "no-new-privileges",
+    "--pids-limit",
+    "64",
+    "--memory",
+    "768m",
+    "--memory-swap",
+    "768m",
+    "--cpus",
+    "1",
+    "--ulimit",
+    "nofile=1024:1024",
+    "--ipc",
+    "private",
+    "--tmpfs",
+    "/tmp:rw,nosuid,nodev,size=64m,mode=1777",
+    "--tmpfs",
+    "/workspace:rw,nosuid,nodev,size=64m,mode=1777",
+    "--tmpfs",
+    "/home/sandbox:rw,nosuid,nodev,size=16m,mode=1777",
+    "--user",
+    "10001:10001",
+];
+
+static IMAGE: OnceLock<Result<String, String>> = OnceLock::new();
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+fn docker_ready() -> bool {
+    let ok = Command::new("docker")
+        .args(["version", "--format", "{{.Server.APIVersion}}"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var("PATCH_CANDIDATE_REQUIRE_DOCKER").as_deref() != Ok("1"),
+            "Docker is required (PATCH_CANDIDATE_REQUIRE_DOCKER=1) but the daemon does not answer"
+        );
+        eprintln!("SKIPPED: Docker daemon unavailable and PATCH_CANDIDATE_REQUIRE_DOCKER is not 1");
+    }
+    ok
+}
+
+/// Builds the live image with a throwaway tag from the runner under test.
+pub fn live_image() -> String {
+    IMAGE
+        .get_or_init(|| {
+            workspace_bin("turn-runner");
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/build.sh");
+            let state = tempfile::tempdir().unwrap();
+            let out = Command::new("bash")
+                .arg(&script)
+                .arg("--live")
+                .arg("--bin-dir")
+                .arg(target_dir())
+                .env("PATCH_CANDIDATE_STATE_DIR", state.path())
+                .env("LIVE_IMAGE_TAG", TEST_LIVE_IMAGE)
+                .output()
+                .map_err(|e| e.to_string())?;
+            if !out.status.success() {
+                return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+            }
+            let live = worker::LiveImageState::load(state.path())
+                .unwrap()
+                .expect("live-image.json");
+            assert_eq!(live.image.as_str(), TEST_LIVE_IMAGE);
+            assert_eq!(live.agent_version, "0.16.0");
+            Ok(live.image_id.as_str().to_owned())
+        })
+        .clone()
+        .expect("live image build failed")
+}
+
+/// One model turn of the script: the output items of one Responses-API answer, or a stall (the
+/// harness never answers; it sends STOP after `stop_after`).
+#[derive(Clone, Debug)]
+pub enum Step {
+    Items(Vec<Value>),
+    Stall,
+}
+
+/// An `apply_patch` call (Codex's freeform tool).
+pub fn apply_patch(call_id: &str, patch: &str) -> Value {
+    json!({"type": "custom_tool_call", "name": "apply_patch", "call_id": call_id, "input": patch})
+}
+
+/// An `exec_command` call.
+pub fn exec_command(call_id: &str, cmd: &str) -> Value {
+    json!({"type": "function_call", "name": "exec_command", "call_id": call_id,
+           "arguments": json!({"cmd": cmd}).to_string()})
+}
+
+/// A final assistant message.
+pub fn message(text: &str) -> Value {
+    json!({"type": "message", "role": "assistant", "id": "msg-1",
+           "content": [{"type": "output_text", "text": text}]})
+}
+
+/// The SSE body of one scripted answer.
+pub fn sse_body(index: usize, items: &[Value]) -> Vec<u8> {
+    let id = format!("resp-{index}");
+    let mut events = vec![json!({"type": "response.created", "response": {"id": id}})];
+    events.extend(
+        items
+            .iter()
+            .map(|item| json!({"type": "response.output_item.done", "item": item})),
+    );
+    events.push(json!({"type": "response.completed", "response": {"id": id,
+        "usage": {"input_tokens": 100, "output_tokens": 20, "total_tokens": 120,
+                  "input_tokens_details": null, "output_tokens_details": null}}}));
+    let mut body = Vec::new();
+    for e in events {
+        body.extend_from_slice(
+            format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()).as_bytes(),
+        );
+    }
+    body
+}
+
+/// One tunnelled HTTP request as the harness parsed it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub head: String,
+    pub body: Value,
+}
+
+/// What one harness run observed.
+#[derive(Debug, Default)]
+pub struct LiveRun {
+    pub result: Option<Vec<u8>>,
+    pub requests: Vec<Seen>,
+    pub events: Vec<Value>,
+    pub resets: Vec<(u32, String)>,
+    pub exit: Option<i32>,
+    pub stderr: String,
+    /// Every byte the container wrote to stdout.
+    pub raw_out: Vec<u8>,
+    pub elapsed: Duration,
+}
+
+impl LiveRun {
+    pub fn document(&self) -> Value {
+        let bytes = self
+            .result
+            .as_ref()
+            .unwrap_or_else(|| panic!("no RESULT_END; stderr: {}", self.stderr));
+        serde_json::from_slice(bytes).unwrap()
+    }
+
+    pub fn status(&self) -> ProposalStatus {
+        serde_json::from_value(self.document()["proposal"]["status"].clone()).unwrap()
+    }
+
+    /// (path, content) of the archive's entries.
+    pub fn archive(&self) -> Vec<(String, String)> {
+        let doc = self.document();
+        let b64 = doc["workspace_archive_base64"].as_str().expect("archive");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap();
+        archive::read_archive_entries(&bytes, &archive::ArchiveLimits::default())
+            .expect("canonical archive")
+            .into_iter()
+            .map(|(p, bytes)| (p.to_string(), String::from_utf8(bytes).unwrap()))
+            .collect()
+    }
+}
+
+/// The turn request: `files` editable, `read_only` inspection files, creates granted.
+pub fn live_request(
+    files: &[(&str, &str)],
+    read_only: &[(&str, &str)],
+    creates: &[&str],
+) -> Vec<u8> {
+    let map = |pairs: &[(&str, &str)]| {
+        Value::Object(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), json!(v)))
+                .collect(),
+        )
+    };
+    let mut request = json!({
+        "app_id": "app", "build_family": "app_bundle", "build_record_id": "build-1",
+        "change_class": "patch", "raw_user_request": "Edit the files as asked.",
+        "files": map(files), "read_only_files": map(read_only),
+        "live": {"agent": "codex", "model": MODEL, "port": PORT},
+    });
+    if !creates.is_empty() {
+        request["create_paths"] = json!(creates);
+        request["delete_paths"] = json!([]);
+    }
+    serde_json::to_vec(&request).unwrap()
+}
+
+/// Options of a harness run.
+#[derive(Clone, Debug)]
+pub struct Harness {
+    pub script: Vec<Step>,
+    /// Send STOP this long after a stall began.
+    pub stop_after: Duration,
+    pub deadline: Duration,
+}
+
+impl Harness {
+    pub fn new(script: Vec<Step>) -> Self {
+        Self {
+            script,
+            stop_after: Duration::from_secs(3),
+            deadline: Duration::from_secs(120),
+        }
+    }
+}
+
+fn send(stdin: &mut ChildStdin, frame: &Frame) {
+    let _ = stdin.write_all(&frame.to_bytes());
+}
+
+/// Parses a complete HTTP/1.1 request with a content-length body, when `buf` holds one.
+fn parse_request(buf: &[u8]) -> Option<Seen> {
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = String::from_utf8(buf[..end].to_vec()).ok()?;
+    let length: usize = head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("content-length")
+            .then(|| v.trim().parse().ok())?
+    })?;
+    let body = buf.get(end + 4..end + 4 + length)?;
+    Some(Seen {
+        head,
+        body: serde_json::from_slice(body).ok()?,
+    })
+}
+
+/// Runs the live image once: plays the worker (HELLO, the request, STOP on a stall) and the model
+/// (each complete tunnelled request is answered with the next scripted SSE body, then FIN).
+pub fn run_live(request: &[u8], harness: &Harness) -> LiveRun {
+    let image = live_image();
+    let name = format!(
+        "patch-candidate-live-test-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    );
+    let started = Instant::now();
+    let mut child: Child = Command::new("docker")
+        .args(["run", "-i", "--rm", "--name", &name])
+        .args(HARDENED)
+        .arg(&image)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr_pipe = child.stderr.take().unwrap();
+    let stderr_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr_pipe.read_to_string(&mut s);
+        s
+    });
+    // Deadline guard: the container is killed when the test's deadline passes.
+    let done = std::sync::Arc::new(Mutex::new(false));
+    let guard_done = done.clone();
+    let guard_name = name.clone();
+    let deadline = harness.deadline;
+    let guard = std::thread::spawn(move || {
+        let start = Instant::now();
+        while start.elapsed() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+            if *guard_done.lock().unwrap() {
+                return;
+            }
+        }
+        let _ = Command::new("docker")
+            .args(["rm", "-f", &guard_name])
+            .output();
+    });
+
+    send(&mut stdin, &Frame::Hello);
+    for frame in Frame::request_frames(request) {
+        send(&mut stdin, &frame);
+    }
+    send(&mut stdin, &Frame::RequestEnd);
+
+    // Frames arrive on a reader thread so a stall can be timed.
+    let (tx, rx) = std::sync::mpsc::channel::<Option<Vec<u8>>>();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        loop {
+            match stdout.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    let _ = tx.send(None);
+                    return;
+                }
+                Ok(n) => {
+                    if tx.send(Some(buf[..n].to_vec())).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+
+    let mut run = LiveRun::default();
+    let mut decoder = Decoder::new();
+    let mut channels: std::collections::BTreeMap<u32, Vec<u8>> = Default::default();
+    let mut answered = 0usize;
+    let mut result = Vec::new();
+    let mut stall_since: Option<Instant> = None;
+    let mut stopped = false;
+    'outer: loop {
+        let chunk = match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(Some(c)) => c,
+            Ok(None) => break,
+            Err(_) => {
+                if let Some(since) = stall_since
+                    && !stopped
+                    && since.elapsed() >= harness.stop_after
+                {
+                    send(&mut stdin, &Frame::Stop);
+                    stopped = true;
+                }
+                continue;
+            }
+        };
+        run.raw_out.extend_from_slice(&chunk);
+        let frames = decoder.push(&chunk).expect("the runner's frames decode");
+        for frame in frames {
+            match frame {
+                Frame::Hello => {}
+                Frame::Open(n) => {
+                    channels.insert(n.get(), Vec::new());
+                }
+                Frame::Data(n, bytes) => {
+                    let buf = channels.entry(n.get()).or_default();
+                    buf.extend_from_slice(bytes.as_bytes());
+                    if let Some(seen) = parse_request(buf) {
+                        buf.clear();
+                        run.requests.push(seen);
+                        let step = harness
+                            .script
+                            .get(answered)
+                            .cloned()
+                            .unwrap_or_else(|| Step::Items(vec![message("done")]));
+                        answered += 1;
+                        match step {
+                            Step::Items(items) => {
+                                let body = sse_body(answered, &items);
+                                let mut response = format!(
+                                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                                    body.len()
+                                )
+                                .into_bytes();
+                                response.extend_from_slice(&body);
+                                for f in Frame::data_frames(n, &response) {
+                                    send(&mut stdin, &f);
+                                }
+                                send(&mut stdin, &Frame::Fin(n));
+                            }
+                            Step::Stall => stall_since = Some(Instant::now()),
+                        }
+                    }
+                }
+                Frame::Fin(_) => {}
+                Frame::Reset(n, code) => run.resets.push((n.get(), code.as_str().to_owned())),
+                Frame::Event(payload) => run.events.push(Value::Object(payload.object())),
+                Frame::Result(chunk) => result.extend_from_slice(chunk.as_bytes()),
+                Frame::ResultEnd => {
+                    run.result = Some(std::mem::take(&mut result));
+                    break 'outer;
+                }
+                other => panic!("unexpected frame from the container: {other:?}"),
+            }
+        }
+    }
+    drop(stdin);
+    let status = child.wait().unwrap();
+    *done.lock().unwrap() = true;
+    let _ = guard.join();
+    run.exit = status.code();
+    run.stderr = stderr_thread.join().unwrap();
+    run.elapsed = started.elapsed();
+    assert!(!container_exists(&name), "container {name} left behind");
+    run
+}
+
+fn container_exists(name: &str) -> bool {
+    let out = Command::new("docker")
+        .args(["ps", "-a", "-q", "--filter", &format!("name=^/{name}$")])
+        .output()
+        .unwrap();
+    !out.stdout.is_empty()
+}
+
+const A_TXT: &str = "hello\n";
+
+fn files() -> Vec<(&'static str, &'static str)> {
+    vec![("src/a.txt", A_TXT), ("src/b.txt", "bee\n")]
+}
+
+fn edit_and_create() -> Vec<Step> {
+    vec![
+        Step::Items(vec![apply_patch(
+            "call-1",
+            "*** Begin Patch\n*** Update File: src/a.txt\n@@\n-hello\n+hello world\n*** Add File: src/new.txt\n+created\n*** End Patch",
+        )]),
+        Step::Items(vec![message("Edited src/a.txt and created src/new.txt.")]),
+    ]
+}
+
+fn permission_events(run: &LiveRun, decision: &str) -> usize {
+    run.events
+        .iter()
+        .filter(|e| e["event"] == "permission" && e["decision"] == decision)
+        .count()
+}
+
+#[test]
+fn docker_live_container_edits_an_approved_file_and_creates_a_granted_one() {
+    if !docker_ready() {
+        return;
+    }
+    let _lock = docker_lock().blocking_lock();
+    let request = live_request(
+        &files(),
+        &[("docs/readme.md", "read me\n")],
+        &["src/new.txt"],
+    );
+    let run = run_live(&request, &Harness::new(edit_and_create()));
+    assert_eq!(run.exit, Some(0), "stderr: {}", run.stderr);
+    assert_eq!(
+        run.status(),
+        ProposalStatus::Completed,
+        "{}\nstderr: {}",
+        run.document(),
+        run.stderr
+    );
+    assert_eq!(
+        run.archive(),
+        vec![
+            ("src/a.txt".to_owned(), "hello world\n".to_owned()),
+            ("src/b.txt".to_owned(), "bee\n".to_owned()),
+            ("src/new.txt".to_owned(), "created\n".to_owned()),
+        ]
+    );
+    assert_eq!(run.document()["proposal"]["provider_model"], MODEL);
+    // Two model requests, both the Responses API over the loopback listener, no credential.
+    assert_eq!(run.requests.len(), 2);
+    for seen in &run.requests {
+        assert!(
+            seen.head.starts_with("POST /v1/responses HTTP/1.1\r\n"),
+            "{}",
+            seen.head
+        );
+        assert!(!seen.head.to_ascii_lowercase().contains("authorization"));
+        assert_eq!(seen.body["model"], MODEL);
+        assert_eq!(seen.body["stream"], true);
+        let tools: Vec<&str> = seen.body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str().or(t["type"].as_str()))
+            .collect();
+        assert!(tools.contains(&"apply_patch"), "{tools:?}");
+        assert!(!tools.contains(&"web_search"), "{tools:?}");
+    }
+    assert_eq!(permission_events(&run, "allowed"), 1, "{:?}", run.events);
+    assert!(run.events.iter().any(|e| {
+        e["event"] == "tool_call"
+            && e["files"]
+                .as_array()
+                .is_some_and(|f| f.contains(&json!("src/a.txt")))
+    }));
+    tally("docker_live_container_edits_an_approved_file_and_creates_a_granted_one");
+}
+
+/// One refused action: the policy rejects the permission, Codex aborts its turn, the runner
+/// reports `rejected_scope` with `PROOF_WORKER_PERMISSION_REFUSED` and harvests nothing.
+fn assert_refused(call: Value) {
+    let request = live_request(&files(), &[("docs/readme.md", "read me\n")], &[]);
+    let run = run_live(&request, &Harness::new(vec![Step::Items(vec![call])]));
+    assert_eq!(run.exit, Some(0), "stderr: {}", run.stderr);
+    let doc = run.document();
+    assert_eq!(run.status(), ProposalStatus::RejectedScope, "{doc}");
+    assert_eq!(doc["proposal"]["error"], "PROOF_WORKER_PERMISSION_REFUSED");
+    assert_eq!(doc["workspace_archive_base64"], Value::Null);
+    assert_eq!(permission_events(&run, "refused"), 1, "{:?}", run.events);
+    assert_eq!(permission_events(&run, "allowed"), 0);
+    let refused = doc["proposal"]["provider_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["summary"] == "refused permission")
+        .count();
+    assert_eq!(refused, 1);
+    assert_eq!(run.requests.len(), 1);
+}
+
+#[test]
+fn docker_live_container_refuses_an_ungranted_create() {
+    if !docker_ready() {
+        return;
+    }
+    let _lock = docker_lock().blocking_lock();
+    assert_refused(apply_patch(
+        "call-1",
+        "*** Begin Patch\n*** Add File: src/other.txt\n+nope\n*** End Patch",
+    ));
+    tally("docker_live_container_refuses_an_ungranted_create");
+}
+
+#[test]
+fn docker_live_container_refuses_an_edit_of_a_read_only_file() {
+    if !docker_ready() {
+        return;
+    }
+    let _lock = docker_lock().blocking_lock();
+    assert_refused(apply_patch(
+        "call-1",
+        "*** Begin Patch\n*** Update File: docs/readme.md\n@@\n-read me\n+changed\n*** End Patch",
+    ));
+    tally("docker_live_container_refuses_an_edit_of_a_read_only_file");
+}
+
+#[test]
+fn docker_live_container_refuses_a_shell_command_writing_outside_the_workspace() {
+    if !docker_ready() {
+        return;
+    }
+    let _lock = docker_lock().blocking_lock();
+    assert_refused(exec_command("call-1", "echo x > /tmp/outside.txt"));
+    tally("docker_live_container_refuses_a_shell_command_writing_outside_the_workspace");
+}
+
+#[test]
+fn docker_live_container_stops_a_stalled_turn_and_harvests() {
+    if !docker_ready() {
+        return;
+    }
+    let _lock = docker_lock().blocking_lock();
+    let request = live_request(&files(), &[], &["src/new.txt"]);
+    let mut script = edit_and_create();
+    script.truncate(1);
+    script.push(Step::Stall);
+    let run = run_live(&request, &Harness::new(script));
+    assert_eq!(run.exit, Some(0), "stderr: {}", run.stderr);
+    // STOP halts the agent mid-turn; the edit made before the stall is harvested.
+    assert_eq!(
+        run.status(),
+        ProposalStatus::Completed,
+        "{}\nstderr: {}",
+        run.document(),
+        run.stderr
+    );
+    let summaries: Vec<Value> = run.document()["proposal"]["provider_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["summary"].clone())
+        .collect();
+    assert!(
+        summaries.contains(&json!("turn stopped by the worker")),
+        "{summaries:?}"
+    );
+    assert_eq!(run.archive().len(), 3);
+    tally("docker_live_container_stops_a_stalled_turn_and_harvests");
+}
+
+#[test]
+fn docker_live_container_ends_without_a_result_on_a_protocol_violation() {
+    if !docker_ready() {
+        return;
+    }
+    let _lock = docker_lock().blocking_lock();
+    let image = live_image();
+    // A frame type from the container's own direction (OPEN) sent by the worker.
+    let mut input = Frame::Hello.to_bytes();
+    input.extend(Frame::Open(ChannelId::try_from(1).unwrap()).to_bytes());
+    let out = Command::new("docker")
+        .args(["run", "-i", "--rm"])
+        .args(HARDENED)
+        .arg(&image)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(&input)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let frames = Decoder::new().push(&out.stdout).unwrap();
+    assert_eq!(frames, vec![Frame::Hello], "only HELLO, never a result");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("PATCH_CANDIDATE_TUNNEL_DIRECTION"),
+        "{stderr}"
+    );
+    tally("docker_live_container_ends_without_a_result_on_a_protocol_violation");
+}

@@ -1,0 +1,298 @@
+//! Live turns end to end: the real codex-acp in the live image (built from the binaries under
+//! test), the worker's pipeline with the real tunnel and model gateway, and a scripted
+//! Responses-API upstream on the host's loopback holding the script of the model. The candidate
+//! is finalized, stored and verified against the repository; the credential reaches the upstream
+//! on every forwarded request and never the container (its environment and files are searched
+//! from inside by the agent's own shell, and every tunnelled byte is checked).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use finalizer::CandidateStore;
+use gateway::testkit::{Reply, ScriptedUpstream};
+use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses};
+use snapshot::{DefaultPathPolicy, FileOp, RepoPath};
+use worker::{
+    LiveContext, LiveLog, LiveNote, LiveSettings, PipelineOutcome, PipelineRequest, TurnConfig,
+    UsageLedger, WorkerError, run_live_pipeline,
+};
+
+use crate::live_container::{TEST_LIVE_IMAGE, live_image};
+use crate::support::*;
+
+const MODEL: &str = "gpt-5.3-codex";
+const KEY: &str = "sk-live-e2e-credential-7f3a91c2";
+const TASK: &str = "Edit app/a.txt and create app/new.txt.";
+
+struct LiveE2e {
+    outcome: Result<PipelineOutcome, WorkerError>,
+    repo: tempfile::TempDir,
+    notes: Vec<LiveNote>,
+}
+
+async fn live_pipeline(
+    docker: &worker::BollardRuntime,
+    upstream: &ScriptedUpstream,
+    gateway_config: GatewayConfig,
+    wall: u64,
+) -> LiveE2e {
+    let image_id = live_image();
+    let files = BTreeMap::from([
+        ("app/a.txt", "one\n".to_owned()),
+        ("app/b.txt", "two\n".to_owned()),
+        ("docs/readme.md", "read me\n".to_owned()),
+    ]);
+    let (repo, commit) = git_repo(&files);
+    let context = approval(
+        repo.path(),
+        &commit,
+        TASK,
+        &["app/", "docs/"],
+        &["docs/"],
+        &["app/new.txt"],
+        &[],
+    );
+    let config = TurnConfig::parse(TEST_LIVE_IMAGE, &image_id, wall, 700_000).unwrap();
+    let policy = DefaultPathPolicy::default();
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = CandidateStore::open(store_dir.path()).unwrap();
+    let ledger = UsageLedger::in_memory().unwrap();
+    let staging = tempfile::tempdir().unwrap();
+    let gateway = Arc::new(
+        Gateway::new(
+            gateway_config,
+            Arc::new(OpenAiResponses),
+            Credential::from_value(KEY).unwrap(),
+            upstream.base_url().parse().unwrap(),
+        )
+        .unwrap(),
+    );
+    let turn_gateway = gateway.start_turn();
+    let settings = LiveSettings::codex(MODEL);
+    let notes = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = notes.clone();
+    let progress = move |n: &LiveNote| sink.lock().unwrap().push(n.clone());
+    let live = LiveContext {
+        settings: &settings,
+        gateway: &turn_gateway,
+        progress: &progress,
+    };
+    let outcome = run_live_pipeline(
+        docker,
+        PipelineRequest {
+            repo: repo.path(),
+            commit: &commit,
+            context: &context,
+            task: TASK,
+            selected: None,
+            read_only: None,
+            policy: &policy,
+            config: &config,
+            staging_parent: staging.path(),
+            store: Some(&store),
+            ledger: Some(&ledger),
+            user_id: "tester",
+        },
+        &live,
+    )
+    .await;
+    assert_eq!(std::fs::read_dir(staging.path()).unwrap().count(), 0);
+    let notes = notes.lock().unwrap().clone();
+    LiveE2e {
+        outcome,
+        repo,
+        notes,
+    }
+}
+
+/// Every forwarded request carried the credential; no request body (the container's tunnelled
+/// bytes as the upstream received them) contains it.
+fn assert_key_only_upstream(upstream: &ScriptedUpstream) {
+    let requests = upstream.requests();
+    assert!(!requests.is_empty());
+    for r in &requests {
+        assert_eq!(r.target, "/v1/responses");
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+        let body = String::from_utf8_lossy(&r.body);
+        assert!(
+            !body.contains(KEY),
+            "the credential came back from the container"
+        );
+    }
+}
+
+fn log_of(e: &LiveE2e) -> Option<LiveLog> {
+    e.outcome.as_ref().ok().and_then(|o| o.live.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_e2e_codex_edits_and_creates_through_the_gateway() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    // The agent's own shell searches the container for the key: the environment of the agent's
+    // shell and of the container's init, the workspace and /etc; the output goes back to the
+    // model in the next request.
+    // The pattern matches the key without containing it (the command text travels back to the
+    // model in the next request).
+    let pattern = KEY.replacen("7f3a9", "7f3a[9]", 1);
+    let probe = format!(
+        "grep -rslE '{pattern}' /proc/self/environ /proc/1/environ /workspace /etc; echo probe-done"
+    );
+    let upstream = ScriptedUpstream::start([
+        Reply::exec_command(&probe),
+        Reply::apply_patch(
+            "*** Begin Patch\n*** Update File: app/a.txt\n@@\n-one\n+one edited\n*** Add File: app/new.txt\n+created\n*** End Patch\n",
+        ),
+        Reply::message("Edited app/a.txt and created app/new.txt."),
+    ])
+    .await
+    .unwrap();
+    let run = live_pipeline(&docker, &upstream, GatewayConfig::for_model(MODEL), 120).await;
+    let log = log_of(&run);
+    let outcome = run.outcome.unwrap();
+    let ops: Vec<(String, FileOp)> = outcome
+        .candidate
+        .changed_files()
+        .iter()
+        .map(|f| (f.path().as_str().to_owned(), f.op()))
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            ("app/a.txt".to_owned(), FileOp::Update),
+            ("app/new.txt".to_owned(), FileOp::Create)
+        ]
+    );
+    // The digest is the candidate's own, and the candidate holds against the repository.
+    assert_eq!(
+        finalizer::repository_patch_digest(&outcome.candidate).unwrap(),
+        outcome.digest
+    );
+    finalizer::verify_against_repository(&outcome.candidate, run.repo.path()).unwrap();
+    assert_eq!(
+        outcome.selected,
+        vec![
+            RepoPath::parse("app/a.txt").unwrap(),
+            RepoPath::parse("app/b.txt").unwrap()
+        ]
+    );
+    // Three model requests, all forwarded with the key; the probe found nothing inside.
+    let requests = upstream.requests();
+    assert_eq!(requests.len(), 3);
+    assert_key_only_upstream(&upstream);
+    let second: serde_json::Value = serde_json::from_slice(&requests[1].body).unwrap();
+    let output = second["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "function_call_output")
+        .and_then(|i| i["output"].as_str())
+        .expect("the probe's output")
+        .to_owned();
+    let found: Vec<&str> = output
+        .split_once("Output:\n")
+        .expect("output section")
+        .1
+        .lines()
+        .collect();
+    assert_eq!(
+        found,
+        vec!["probe-done"],
+        "the key was found inside: {output}"
+    );
+    let log = log.expect("live log");
+    assert_eq!(log.gateway.requests, 3);
+    assert_eq!(log.gateway.forwarded, 3);
+    assert!(log.events.is_empty(), "{:?}", log.events);
+    assert!(log.agent_events > 0);
+    assert!(
+        run.notes
+            .iter()
+            .any(|n| matches!(n, LiveNote::ModelRequest { .. }))
+    );
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_e2e_codex_edits_and_creates_through_the_gateway");
+}
+
+/// A refusal by the gateway ends the turn without a candidate (the agent's turn fails on the
+/// HTTP error, so the proposal is not `completed`: `REPOSITORY_PATCH_PROPOSAL_STATUS`), the
+/// container is gone, and the key reached only the upstream.
+async fn refused_case(
+    name: &str,
+    config: GatewayConfig,
+    script: Vec<Reply>,
+    wall: u64,
+) -> (Result<PipelineOutcome, WorkerError>, ScriptedUpstream) {
+    let Some(docker) = docker().await else {
+        panic!("unreachable: checked by the caller")
+    };
+    let upstream = ScriptedUpstream::start(script).await.unwrap();
+    let run = live_pipeline(&docker, &upstream, config, wall).await;
+    for r in upstream.requests() {
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str()),
+            "{name}"
+        );
+        assert!(!String::from_utf8_lossy(&r.body).contains(KEY));
+    }
+    assert_no_turn_containers(&docker).await;
+    (run.outcome, upstream)
+}
+
+fn codes(outcome: &Result<PipelineOutcome, WorkerError>) -> String {
+    match outcome {
+        Ok(o) => format!(
+            "ok: {:?}",
+            o.live
+                .as_ref()
+                .map(|l| l.events.iter().map(|e| e.code).collect::<Vec<_>>())
+        ),
+        Err(e) => format!("err: {}", e.code()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_e2e_gateway_refusals() {
+    if docker().await.is_none() {
+        return;
+    }
+    let _guard = docker_lock().lock().await;
+    // A model outside the allowlist.
+    let (outcome, upstream) = refused_case(
+        "model",
+        GatewayConfig::for_model("some-other-model"),
+        vec![Reply::message("never")],
+        120,
+    )
+    .await;
+    assert_eq!(codes(&outcome), "err: REPOSITORY_PATCH_PROPOSAL_STATUS");
+    assert!(upstream.requests().is_empty());
+
+    // An oversized body.
+    let mut small = GatewayConfig::for_model(MODEL);
+    small.max_request_body_bytes = 1024;
+    let (outcome, upstream) = refused_case("body", small, vec![Reply::message("never")], 120).await;
+    assert_eq!(codes(&outcome), "err: REPOSITORY_PATCH_PROPOSAL_STATUS");
+    assert!(upstream.requests().is_empty());
+
+    // Too many requests: the budget allows one, the script needs two.
+    let mut one = GatewayConfig::for_model(MODEL);
+    one.budgets.requests = 1;
+    let (outcome, upstream) = refused_case(
+        "requests",
+        one,
+        vec![
+            Reply::edit_file("app/a.txt", "one", "one edited"),
+            Reply::message("done"),
+        ],
+        120,
+    )
+    .await;
+    assert_eq!(codes(&outcome), "err: REPOSITORY_PATCH_PROPOSAL_STATUS");
+    assert_eq!(upstream.requests().len(), 1);
+    tally("docker_live_e2e_gateway_refusals");
+}
