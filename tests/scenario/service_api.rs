@@ -14,7 +14,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::service::{ServeOpts, Service, bin, http, open_store, store_rt};
+use crate::service::{ServeOpts, Service, bin, http, open_store};
 use crate::support::*;
 
 /// One answer: status, lower-cased head, body.
@@ -137,9 +137,14 @@ fn post_jobs(addr: SocketAddr, token: &str, content_type: Option<&str>, body: &[
 fn stored_jobs(state: &Path) -> usize {
     let state = state.to_path_buf();
     std::thread::spawn(move || {
-        let rt = store_rt();
-        let store = open_store(&rt, &state, None);
-        rt.block_on(store.list(None, 1000)).unwrap().len()
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let store = open_store(&state, None).await;
+            store.list(None, 1000).await.unwrap().len()
+        })
     })
     .join()
     .unwrap()
