@@ -8,6 +8,7 @@ use crate::ids::{ImageId, ImageReference, RuntimeName};
 use crate::limits::{
     MAX_STDERR_BYTES, MAX_STDOUT_BYTES, MAX_TURN_ARCHIVE_BYTES, MAX_WALL_SECONDS, WALL_SLACK,
 };
+use crate::owner::JobBinding;
 
 /// The operator's turn configuration (reference §10.2 steps 1–4). The image ID is pinned when an
 /// operator approves a build; it is never taken from a request or resolved from the tag.
@@ -20,6 +21,7 @@ pub struct TurnConfig {
     runtime: Option<RuntimeName>,
     max_stdout_bytes: usize,
     max_stderr_bytes: usize,
+    job: Option<JobBinding>,
 }
 
 impl TurnConfig {
@@ -49,6 +51,7 @@ impl TurnConfig {
             runtime: None,
             max_stdout_bytes: MAX_STDOUT_BYTES,
             max_stderr_bytes: MAX_STDERR_BYTES,
+            job: None,
         })
     }
 
@@ -77,6 +80,20 @@ impl TurnConfig {
     pub fn with_runtime(mut self, runtime: Option<RuntimeName>) -> Self {
         self.runtime = runtime;
         self
+    }
+
+    /// Binds the turn to a service job: its container carries the job labels the service's
+    /// janitor decides by.
+    #[must_use]
+    pub fn with_job(mut self, job: Option<JobBinding>) -> Self {
+        self.job = job;
+        self
+    }
+
+    /// The job binding of a service turn.
+    #[must_use]
+    pub fn job(&self) -> Option<&JobBinding> {
+        self.job.as_ref()
     }
 
     /// A smaller stdout cap, for the streaming-cap unit tests.

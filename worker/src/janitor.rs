@@ -24,8 +24,9 @@ use crate::error::WorkerError;
 use crate::ids::ContainerName;
 use crate::limits::{CALL_TIMEOUT, MAX_WALL_SECONDS, WALL_SLACK};
 use crate::owner::{
-    DEADLINE_LABEL_KEY, HOST_LABEL_KEY, Liveness, LocalOwner, OWNER_LABEL_KEY,
-    PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcFs, ProcessIdentity, ProcessTable, local_owner,
+    DEADLINE_LABEL_KEY, HOST_LABEL_KEY, JOB_ATTEMPT_LABEL_KEY, JOB_LABEL_KEY, Liveness, LocalOwner,
+    OWNER_LABEL_KEY, PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcFs, ProcessIdentity, ProcessTable,
+    local_owner,
 };
 use crate::runtime::{ContainerRuntime, RuntimeError, TurnContainer};
 
@@ -169,6 +170,77 @@ pub(crate) async fn sweep_with<R: ContainerRuntime>(
         }
     }
     Ok(report)
+}
+
+/// A service turn container: its name and the job and store attempt its labels name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobTurn {
+    pub name: ContainerName,
+    pub job: String,
+    pub attempt: String,
+}
+
+/// Lists the turn containers that carry job labels (service turns), of every host.
+///
+/// Call this BEFORE reading the store's current attempts: a container listed here was created
+/// after its attempt was claimed, so an attempt missing from a later read of the current
+/// attempts is provably over ([`remove_superseded_turns`]).
+///
+/// # Errors
+/// `REPOSITORY_DOCKER_UNAVAILABLE` / `…_COMMAND_FAILED` / `…_TIMEOUT` when listing fails.
+pub async fn list_job_turns<R: ContainerRuntime>(runtime: &R) -> Result<Vec<JobTurn>, WorkerError> {
+    let listed = tokio::time::timeout(CALL_TIMEOUT, runtime.list_turns()).await;
+    let containers = match listed {
+        Err(_) | Ok(Err(RuntimeError::Timeout)) => {
+            return Err(WorkerError::Timeout {
+                seconds: CALL_TIMEOUT.as_secs(),
+            });
+        }
+        Ok(Err(RuntimeError::Unavailable)) => {
+            return Err(WorkerError::Unavailable {
+                detail: "list containers",
+            });
+        }
+        Ok(Err(_)) => {
+            return Err(WorkerError::CommandFailed {
+                operation: "list containers",
+            });
+        }
+        Ok(Ok(list)) => list,
+    };
+    Ok(containers
+        .into_iter()
+        .filter_map(|c| {
+            let name = c
+                .names
+                .iter()
+                .find_map(|n| n.parse::<ContainerName>().ok())?;
+            let job = label(&c.labels, JOB_LABEL_KEY)?.to_owned();
+            let attempt = label(&c.labels, JOB_ATTEMPT_LABEL_KEY)?.to_owned();
+            Some(JobTurn { name, job, attempt })
+        })
+        .collect())
+}
+
+/// Removes exactly the listed job turns whose `(job, attempt)` is not in `current` (the store's
+/// running attempts, read after the listing). Others' live turns are never touched.
+pub async fn remove_superseded_turns<R: ContainerRuntime>(
+    runtime: &R,
+    listed: Vec<JobTurn>,
+    current: &std::collections::HashSet<(String, String)>,
+) -> SweepReport {
+    let mut report = SweepReport::default();
+    for turn in listed {
+        if current.contains(&(turn.job.clone(), turn.attempt.clone())) {
+            report.kept.push(turn.name.as_str().to_owned());
+            continue;
+        }
+        match remove_container(runtime, &turn.name).await {
+            Ok(()) => report.removed.push(turn.name.as_str().to_owned()),
+            Err(_) => report.failed.push(turn.name.as_str().to_owned()),
+        }
+    }
+    report
 }
 
 #[cfg(test)]

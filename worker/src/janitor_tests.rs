@@ -196,3 +196,47 @@ async fn sweep_removes_exactly_the_abandoned_turns() {
         ]
     );
 }
+
+#[tokio::test]
+async fn superseded_job_turns_are_removed_and_current_ones_kept() {
+    let ns = NS.to_string();
+    let job_turn = |job: &str, attempt: &str| {
+        let mut c = turn(OTHER_HOST, &ns, "100:5", NOW + 60);
+        c.labels.insert(JOB_LABEL_KEY.to_owned(), job.to_owned());
+        c.labels
+            .insert(JOB_ATTEMPT_LABEL_KEY.to_owned(), attempt.to_owned());
+        c
+    };
+    let current = job_turn("job-a", "att-1");
+    let superseded = job_turn("job-a", "att-0");
+    let finished = job_turn("job-b", "att-9");
+    let plain = turn(HOST, &ns, "100:5", NOW + 60);
+    let mut fake = FakeRuntime::new(b"");
+    fake.turns = vec![
+        current.clone(),
+        superseded.clone(),
+        plain.clone(),
+        finished.clone(),
+    ];
+    let listed = list_job_turns(&fake).await.unwrap();
+    let name = |c: &TurnContainer| c.names[0].trim_start_matches('/').to_owned();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|t| t.name.as_str().to_owned())
+            .collect::<Vec<_>>(),
+        vec![name(&current), name(&superseded), name(&finished)]
+    );
+    let keep = std::collections::HashSet::from([("job-a".to_owned(), "att-1".to_owned())]);
+    let report = remove_superseded_turns(&fake, listed, &keep).await;
+    assert_eq!(report.removed, vec![name(&superseded), name(&finished)]);
+    assert_eq!(report.kept, vec![name(&current)]);
+    assert_eq!(
+        fake.calls(),
+        vec![
+            "list".to_owned(),
+            format!("remove:{}", name(&superseded)),
+            format!("remove:{}", name(&finished))
+        ]
+    );
+}

@@ -90,7 +90,8 @@ pub fn usage_event_id(identity: &UsageIdentity, attempt_id: &str) -> String {
 /// The SQLite usage ledger.
 #[derive(Debug)]
 pub struct UsageLedger {
-    conn: Connection,
+    // Behind a mutex so that a ledger can be shared by the turns of a multi-threaded service.
+    conn: std::sync::Mutex<Connection>,
 }
 
 impl UsageLedger {
@@ -136,7 +137,15 @@ impl UsageLedger {
             ) STRICT;",
         )
         .map_err(|_| ledger_err("cannot create schema"))?;
-        Ok(Self { conn })
+        Ok(Self {
+            conn: std::sync::Mutex::new(conn),
+        })
+    }
+
+    fn connection(&self) -> Result<std::sync::MutexGuard<'_, Connection>, WorkerError> {
+        self.conn
+            .lock()
+            .map_err(|_| ledger_err("ledger lock poisoned"))
     }
 
     /// Upserts one record by its event ID.
@@ -145,7 +154,7 @@ impl UsageLedger {
     /// `REPOSITORY_USAGE_LEDGER`.
     pub fn record_usage_delta(&self, r: &UsageRecord) -> Result<(), WorkerError> {
         let tokens = |v: u64| i64::try_from(v).map_err(|_| ledger_err("token count out of range"));
-        self.conn
+        self.connection()?
             .execute(
                 "INSERT INTO usage_events (event_id, execution_kind, app_id, user_id, tenant_id,
                     workspace_id, chat_id, workflow_name, build_id, agent_name, model_name,
@@ -184,8 +193,8 @@ impl UsageLedger {
     /// # Errors
     /// `REPOSITORY_USAGE_LEDGER`.
     pub fn list(&self) -> Result<Vec<UsageRecord>, WorkerError> {
-        let mut stmt = self
-            .conn
+        let conn = self.connection()?;
+        let mut stmt = conn
             .prepare(
                 "SELECT event_id, execution_kind, app_id, user_id, tenant_id, workspace_id, chat_id,
                     workflow_name, build_id, agent_name, model_name, prompt_tokens,
@@ -225,7 +234,7 @@ impl UsageLedger {
     /// `REPOSITORY_USAGE_LEDGER`.
     pub fn count(&self) -> Result<u64, WorkerError> {
         let n: Option<i64> = self
-            .conn
+            .connection()?
             .query_row("SELECT COUNT(*) FROM usage_events", [], |r| r.get(0))
             .optional()
             .map_err(|_| ledger_err("cannot read records"))?;

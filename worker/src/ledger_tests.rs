@@ -103,7 +103,8 @@ fn missing_usage_records_nothing_and_outage_does_not_fail() {
     assert_eq!(ledger.count().unwrap(), 0);
     // A ledger whose table is gone (an outage) returns false instead of failing the turn.
     ledger
-        .conn
+        .connection()
+        .unwrap()
         .execute_batch("DROP TABLE usage_events")
         .unwrap();
     assert!(

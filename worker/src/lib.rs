@@ -18,6 +18,7 @@ mod cleanup;
 mod config;
 mod docker;
 mod error;
+pub mod fault;
 mod ids;
 mod images;
 mod input;
@@ -31,6 +32,7 @@ mod pipeline;
 mod request;
 mod runtime;
 mod runtime_profile;
+pub mod service;
 mod spec;
 mod state;
 #[cfg(test)]
@@ -48,7 +50,10 @@ pub use ids::{
 };
 pub use images::{HOSTILE_IMAGE, ImagesState, LIVE_IMAGE, LiveImageState, PROOF_IMAGE};
 pub use input::{BoundedReadError, open_regular_file, read_bounded_file};
-pub use janitor::{DEFAULT_GRACE, LEGACY_LIFETIME, SweepReport, sweep_abandoned_turns};
+pub use janitor::{
+    DEFAULT_GRACE, JobTurn, LEGACY_LIFETIME, SweepReport, list_job_turns, remove_superseded_turns,
+    sweep_abandoned_turns,
+};
 pub use ledger::{UsageIdentity, UsageLedger, UsageRecord, record_isolated_acp_usage};
 pub use limits::{
     CALL_TIMEOUT, CANCEL_CLEANUP_TIMEOUT, DEFAULT_WALL_SECONDS, DRAIN_GRACE, MAX_REQUEST_BYTES,
@@ -61,11 +66,12 @@ pub use live::{
 pub use output::{OutputLimits, VerifiedOutput, parse_turn_output};
 pub use owner::{
     ATTEMPT_LABEL_KEY, AttemptId, DEADLINE_LABEL_KEY, HOST_LABEL_KEY, HostId, INSTANCE_LABEL_KEY,
-    InstanceId, OWNER_LABEL_KEY, PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcessIdentity, now_unix,
+    InstanceId, JOB_ATTEMPT_LABEL_KEY, JOB_LABEL_KEY, JobBinding, OWNER_LABEL_KEY,
+    PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcessIdentity, SERVICE_HOST_LABEL_KEY, now_unix,
 };
 pub use pipeline::{
     PhaseTimings, PipelineOutcome, PipelineRequest, default_selection, run_live_pipeline,
-    run_pipeline, staging_root,
+    run_pipeline, staging_root, verify_pipeline_request,
 };
 pub use request::{
     BUILD_FAMILY, CHANGE_CLASS, CodingWorkerRequest, TurnApproval, stdin_payload,

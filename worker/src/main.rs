@@ -25,6 +25,21 @@ fn main() -> ExitCode {
             };
         }
     };
+    let level = if cli.verbose {
+        tracing::Level::DEBUG
+    } else {
+        tracing::Level::INFO
+    };
+    if cli.json_logs() {
+        tracing_subscriber::fmt()
+            .json()
+            .with_writer(std::io::stderr)
+            .with_max_level(level)
+            .with_current_span(true)
+            .with_span_list(false)
+            .init();
+        return cli::run(cli);
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)

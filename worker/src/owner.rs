@@ -31,6 +31,12 @@ pub const INSTANCE_LABEL_KEY: &str = "mozaiks.refinement.repository_turn.instanc
 pub const ATTEMPT_LABEL_KEY: &str = "mozaiks.refinement.repository_turn.attempt";
 /// Label: the turn's absolute deadline in Unix seconds.
 pub const DEADLINE_LABEL_KEY: &str = "mozaiks.refinement.repository_turn.deadline";
+/// Label (service turns only): the job the turn runs.
+pub const JOB_LABEL_KEY: &str = "mozaiks.refinement.repository_turn.job";
+/// Label (service turns only): the job store's attempt id (its fencing token).
+pub const JOB_ATTEMPT_LABEL_KEY: &str = "mozaiks.refinement.repository_turn.job_attempt";
+/// Label (service turns only): the id of the service host that claimed the job.
+pub const SERVICE_HOST_LABEL_KEY: &str = "mozaiks.refinement.repository_turn.service_host";
 
 /// The label value of a fact this process could not establish.
 const UNKNOWN: &str = "unknown";
@@ -202,7 +208,7 @@ impl LocalOwner {
     #[must_use]
     pub fn turn_labels(&self, attempt: &AttemptId, deadline_unix: i64) -> TurnLabels {
         TurnLabels {
-            pairs: [
+            pairs: vec![
                 (HOST_LABEL_KEY, self.host.as_str().to_owned()),
                 (
                     PID_NAMESPACE_LABEL_KEY,
@@ -222,10 +228,74 @@ impl LocalOwner {
     }
 }
 
+/// What ties a service turn to its job: the service host, the job and the store's attempt id
+/// (its fencing token). Each value is a plain label-safe identifier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobBinding {
+    host: String,
+    job: String,
+    attempt: String,
+}
+
+/// `[A-Za-z0-9._-]{1,64}`, not starting with `.`: what a job-store id looks like (never a path,
+/// never free text).
+fn label_safe(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && !s.starts_with('.')
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
+impl JobBinding {
+    /// Binds a turn to `job` / `attempt` claimed by `host`.
+    ///
+    /// # Errors
+    /// `REPOSITORY_DOCKER_CONTEXT_MISMATCH` when a value is not `[A-Za-z0-9._-]{1,64}`.
+    pub fn new(host: &str, job: &str, attempt: &str) -> Result<Self, crate::error::WorkerError> {
+        if ![host, job, attempt].iter().all(|v| label_safe(v)) {
+            return Err(crate::error::WorkerError::ContextMismatch {
+                field: "job binding",
+            });
+        }
+        Ok(Self {
+            host: host.to_owned(),
+            job: job.to_owned(),
+            attempt: attempt.to_owned(),
+        })
+    }
+
+    /// The job id.
+    #[must_use]
+    pub fn job(&self) -> &str {
+        &self.job
+    }
+
+    /// The store's attempt id.
+    #[must_use]
+    pub fn attempt(&self) -> &str {
+        &self.attempt
+    }
+}
+
+impl TurnLabels {
+    /// Adds the job labels of a service turn.
+    #[must_use]
+    pub fn with_job(mut self, binding: Option<&JobBinding>) -> Self {
+        if let Some(b) = binding {
+            self.pairs.extend([
+                (SERVICE_HOST_LABEL_KEY, b.host.clone()),
+                (JOB_LABEL_KEY, b.job.clone()),
+                (JOB_ATTEMPT_LABEL_KEY, b.attempt.clone()),
+            ]);
+        }
+        self
+    }
+}
+
 /// The owner labels of one turn container (besides the static turn label).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnLabels {
-    pairs: [(&'static str, String); 6],
+    pairs: Vec<(&'static str, String)>,
 }
 
 impl TurnLabels {

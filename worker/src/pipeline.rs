@@ -141,6 +141,68 @@ pub fn staging_root(parent: &Path) -> PathBuf {
     ))
 }
 
+/// The snapshot and selection of one turn, checked against the approval.
+struct Prepared {
+    snap: GitSnapshot,
+    evidence: snapshot::RepositorySnapshotEvidence,
+    selected: Vec<RepoPath>,
+    read_only: Vec<RepoPath>,
+    baseline: snapshot::BaselineFiles,
+    read_only_files: snapshot::BaselineFiles,
+}
+
+fn prepare(req: &PipelineRequest<'_>) -> Result<Prepared, WorkerError> {
+    let snap = GitSnapshot::load(req.repo, req.commit)?;
+    let context = req.context;
+    let evidence = snap.evidence(
+        context.plan_id(),
+        context.request_id(),
+        context.app_id(),
+        context.repository_full_name(),
+    )?;
+    verify_snapshot_identity(context, &evidence)?;
+    let (default_editable, default_read_only) = match (&req.selected, &req.read_only) {
+        (Some(_), Some(_)) => (Vec::new(), Vec::new()),
+        _ => default_selection(&snap, context, req.policy)?,
+    };
+    let selected = req.selected.clone().unwrap_or(default_editable);
+    let read_only = req.read_only.clone().unwrap_or(default_read_only);
+    let baseline = snap.read_files(&selected)?;
+    let read_only_files = snap.read_files(&read_only)?;
+    Ok(Prepared {
+        snap,
+        evidence,
+        selected,
+        read_only,
+        baseline,
+        read_only_files,
+    })
+}
+
+/// Every check [`run_pipeline`] makes before its first Docker call — snapshot at the pinned
+/// commit, the approval's snapshot identity, the selection, and the turn request against the
+/// approval — without touching Docker. The job service runs it before a job enters the queue.
+///
+/// # Errors
+/// The first failing check's code, as [`run_pipeline`] would report it.
+pub fn verify_pipeline_request(req: &PipelineRequest<'_>) -> Result<(), WorkerError> {
+    let prepared = prepare(req)?;
+    let request = CodingWorkerRequest::for_context(
+        req.context,
+        req.task,
+        prepared.baseline,
+        prepared.read_only_files,
+    );
+    let approval = TurnApproval {
+        context: req.context,
+        snapshot: &prepared.evidence,
+        policy: req.policy,
+        create_absence: Some(&prepared.snap),
+    };
+    crate::request::verify_turn_request(&request, &approval)?;
+    crate::request::stdin_payload(&request, req.context).map(|_| ())
+}
+
 /// Runs the whole pipeline for one turn.
 ///
 /// # Errors
@@ -181,23 +243,15 @@ async fn run<R: ContainerRuntime + Clone + 'static>(
     live: Option<&LiveContext<'_>>,
 ) -> Result<PipelineOutcome, WorkerError> {
     let started = Instant::now();
-    let snap = GitSnapshot::load(req.repo, req.commit)?;
+    let Prepared {
+        snap,
+        evidence,
+        selected,
+        read_only,
+        baseline,
+        read_only_files,
+    } = prepare(&req)?;
     let context = req.context;
-    let evidence = snap.evidence(
-        context.plan_id(),
-        context.request_id(),
-        context.app_id(),
-        context.repository_full_name(),
-    )?;
-    verify_snapshot_identity(context, &evidence)?;
-    let (default_editable, default_read_only) = match (&req.selected, &req.read_only) {
-        (Some(_), Some(_)) => (Vec::new(), Vec::new()),
-        _ => default_selection(&snap, context, req.policy)?,
-    };
-    let selected = req.selected.clone().unwrap_or(default_editable);
-    let read_only = req.read_only.clone().unwrap_or(default_read_only);
-    let baseline = snap.read_files(&selected)?;
-    let read_only_files = snap.read_files(&read_only)?;
     let snapshot_ms = started.elapsed().as_millis();
 
     let turn_started = Instant::now();
@@ -273,6 +327,7 @@ async fn run<R: ContainerRuntime + Clone + 'static>(
         max_files: selected.len() + context.create_paths().len(),
         max_archive_bytes: req.config.max_archive_bytes(),
     })?);
+    crate::fault::point(crate::fault::AFTER_STAGING).await;
     let finalized = finalizer::finalize_repository_patch(FinalizeRequest {
         context,
         snapshot: &evidence,

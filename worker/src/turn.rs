@@ -152,7 +152,9 @@ async fn execute_turn<R: ContainerRuntime + Clone + 'static>(
     // Rounded up: the label never claims an earlier deadline than the one enforced below.
     let lifetime_secs = i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX);
     let deadline_unix = now_unix().saturating_add(lifetime_secs).saturating_add(1);
-    let labels = local_owner().turn_labels(&attempt, deadline_unix);
+    let labels = local_owner()
+        .turn_labels(&attempt, deadline_unix)
+        .with_job(config.job());
     let mut guard = ContainerGuard::new(runtime, ContainerName::generate());
     let name = guard.name().clone();
     let spec_input = SpecInput {
@@ -204,6 +206,7 @@ async fn run_container<R: ContainerRuntime + Clone + 'static>(
     let created = call("create", runtime.create(spec_input.name, &body)).await;
     guard.confirm_created();
     let id: ContainerId = created?.parse()?;
+    crate::fault::point(crate::fault::AFTER_CONTAINER_CREATE).await;
     let inspect = match tokio::time::timeout(CALL_TIMEOUT, runtime.inspect(id.as_str())).await {
         Err(_) => {
             return Err(WorkerError::Timeout {
@@ -257,6 +260,7 @@ async fn exchange<R: ContainerRuntime>(
 ) -> Result<Vec<u8>, WorkerError> {
     let output = call("attach", runtime.attach_output(id)).await?;
     call("start", runtime.start(id)).await?;
+    crate::fault::point(crate::fault::MID_TURN).await;
     let drain = drain_output(output, config.max_stdout_bytes(), config.max_stderr_bytes());
     let waiter = async {
         // A container that exits without reading stdin breaks the pipe: the exit status and the

@@ -10,12 +10,14 @@ mod export_cmd;
 mod finalize_cmd;
 mod image_cmd;
 mod janitor_cmd;
+mod jobs_cmd;
 mod live_args;
 mod outfile;
 mod output;
 mod paths;
 mod render;
 mod run_cmd;
+mod serve_cmd;
 mod shell_cmd;
 mod signals;
 mod snapshot_cmd;
@@ -45,6 +47,13 @@ pub(crate) struct Cli {
     command: Command,
 }
 
+impl Cli {
+    /// `serve` logs structured JSON lines (one object per event, with job/attempt/host ids).
+    pub(crate) fn json_logs(&self) -> bool {
+        matches!(self.command, Command::Serve(_))
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Snapshot a local Git repository at a pinned commit and print its evidence.
@@ -57,6 +66,16 @@ enum Command {
     Archive(archive_cmd::ArchiveCommand),
     /// Run one coding turn in Docker and produce a verified, digested patch candidate.
     Run(Box<run_cmd::RunArgs>),
+    /// Run the job-worker service: claim queued jobs, run each as one turn, record exactly one
+    /// result per job; HTTP API on 127.0.0.1 (bearer token in the state directory). SIGTERM
+    /// drains. See docs/SERVICE.md.
+    Serve(Box<serve_cmd::ServeArgs>),
+    /// Submit, list, show, cancel and retry service jobs, and read their logs (straight from the
+    /// job store: --database, default the state directory's SQLite file).
+    #[command(subcommand)]
+    Jobs(jobs_cmd::JobsCommand),
+    /// List the service hosts registered in the job store.
+    Workers(jobs_cmd::WorkersArgs),
     /// Build the proof image if needed, run a turn on a fixture repository, show the candidate.
     Demo(demo_cmd::DemoArgs),
     /// Build and record the proof images.
@@ -94,6 +113,9 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Approve(args) => approve_cmd::run(&args),
         Command::Archive(command) => archive_cmd::run(&command),
         Command::Run(args) => run_cmd::run(&args),
+        Command::Serve(args) => serve_cmd::run(&args),
+        Command::Jobs(command) => jobs_cmd::run(&command),
+        Command::Workers(args) => jobs_cmd::workers(&args),
         Command::Demo(args) => demo_cmd::run(&args),
         Command::Image(command) => image_cmd::run(&command),
         Command::Janitor(args) => janitor_cmd::run(&args),

@@ -1,0 +1,139 @@
+//! `patch-candidate run --live` end to end: the real codex-acp in the live image under the turn's
+//! container spec, its model requests through the tunnel and the gateway in the CLI process to a
+//! scripted upstream on the host's loopback, to a verified candidate.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use gateway::testkit::{Reply, ScriptedUpstream};
+
+use crate::live_container::{TEST_LIVE_IMAGE, live_image};
+use crate::support::*;
+
+const KEY: &str = "sk-cli-live-9b2f4e";
+const TASK: &str = "Make answer return 2 and add app/new.py.";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_cli_run_live_produces_a_verified_candidate_through_the_gateway() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let image_id = live_image();
+    let files = BTreeMap::from([("app/service.py", "def answer():\n    return 1\n".to_owned())]);
+    let (repo, commit) = git_repo(&files);
+    let context = approval(
+        repo.path(),
+        &commit,
+        TASK,
+        &["app/"],
+        &[],
+        &["app/new.py"],
+        &[],
+    );
+    let approval_dir = tempfile::tempdir().unwrap();
+    let approval_path = write_approval(approval_dir.path(), &context);
+    let state = tempfile::tempdir().unwrap();
+    let upstream = ScriptedUpstream::start([
+        Reply::edit_file("app/service.py", "    return 1", "    return 2"),
+        Reply::create_file("app/new.py", "VALUE = 1"),
+    ])
+    .await
+    .unwrap();
+    let url = upstream.base_url();
+    let repo_path = repo.path().to_path_buf();
+    let state_path = state.path().to_path_buf();
+    let approval_file = approval_path.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(workspace_bin("patch-candidate"))
+            .env_remove("DOCKER_HOST")
+            .env("PATCH_CANDIDATE_STATE_DIR", &state_path)
+            .env("PC_SCENARIO_MODEL_KEY", KEY)
+            .args([
+                "--json",
+                "run",
+                "--live",
+                "--model",
+                "gpt-5.3-codex",
+                "--upstream",
+            ])
+            .arg(&url)
+            .args([
+                "--credential-env",
+                "PC_SCENARIO_MODEL_KEY",
+                "--image",
+                TEST_LIVE_IMAGE,
+            ])
+            .args(["--image-id", &image_id, "--no-ledger", "--repo"])
+            .arg(&repo_path)
+            .arg("--approval")
+            .arg(&approval_file)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let changed: Vec<(String, String)> = doc["candidate"]["changed_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().to_owned(),
+                f["operation"]
+                    .as_str()
+                    .or(f["op"].as_str())
+                    .unwrap_or("?")
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(changed.len(), 2, "{changed:?}");
+    assert!(changed.iter().any(|(p, _)| p == "app/service.py"));
+    assert!(changed.iter().any(|(p, _)| p == "app/new.py"));
+    // The trusted count: three answers of 120 tokens each (two tool calls, then "Done.").
+    assert_eq!(doc["gateway"]["gateway"]["requests"], 3);
+    assert_eq!(doc["gateway"]["gateway"]["total_tokens"], 360);
+    assert_eq!(doc["gateway"]["events"], serde_json::json!([]));
+    let requests = upstream.requests();
+    assert_eq!(requests.len(), 3);
+    for r in &requests {
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+        assert_eq!(r.json().unwrap()["model"], "gpt-5.3-codex");
+    }
+    // The key never appears in what the CLI printed.
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(KEY));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(KEY));
+    // The candidate verifies against its digest and the repository.
+    let candidate_file = approval_dir.path().join("candidate.json");
+    std::fs::write(
+        &candidate_file,
+        serde_json::to_vec(&doc["candidate"]).unwrap(),
+    )
+    .unwrap();
+    let verify = Command::new(workspace_bin("patch-candidate"))
+        .args([
+            "verify",
+            "--digest",
+            doc["digest"].as_str().unwrap(),
+            "--repo",
+        ])
+        .arg(repo.path())
+        .arg(&candidate_file)
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    assert_no_turn_containers(&docker).await;
+    tally("docker_cli_run_live_produces_a_verified_candidate_through_the_gateway");
+}

@@ -1,0 +1,462 @@
+//! The HTTP API (axum, HTTP/1.1): `/healthz`, `/readyz` for probes; `/metrics` and `/v1/jobs…`
+//! behind a bearer token read from `<state dir>/api-token` (0600, generated on first start) and
+//! compared in constant time. Bodies are bounded and parsed strictly (unknown fields refused);
+//! ids in paths go through the store's fallible id types; at most [`MAX_CONCURRENT`] requests are
+//! served at once (the rest wait). Every error is `{"error": {"code", "message"}}`.
+
+use std::io::{Read as _, Write as _};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path as UrlPath, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use jobs::{Job, JobId, JobState};
+use snapshot::{Coded, FailureClass};
+use subtle::ConstantTimeEq as _;
+use tokio::sync::Semaphore;
+
+use super::submission::{Submission, prepare};
+use super::{ServiceError, Shared};
+
+/// The token file in the state directory.
+pub const TOKEN_FILE: &str = "api-token";
+/// Largest request body: an approval (1 MiB) and a policy (1 MiB) as JSON strings, escaped.
+const MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
+/// Requests served at once.
+const MAX_CONCURRENT: usize = 64;
+/// How long a request waits for a slot before `503`.
+const QUEUE_WAIT: Duration = Duration::from_secs(30);
+/// Most jobs one list returns.
+const MAX_LIST: usize = 1000;
+
+/// The API token of this state directory: read, or generated (256 random bits, hex, 0600,
+/// exclusively created) on first start.
+///
+/// # Errors
+/// `PATCH_CANDIDATE_SERVICE_STATE` when the file cannot be read or created, is not 0600, or is
+/// malformed.
+pub fn load_or_create_token(state: &Path) -> Result<Vec<u8>, ServiceError> {
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+    let path = state.join(TOKEN_FILE);
+    let bad = |detail: &'static str| ServiceError::State { detail };
+    match std::fs::File::open(&path) {
+        Ok(f) => {
+            let meta = f.metadata().map_err(|_| bad("cannot read the API token"))?;
+            if meta.mode() & 0o077 != 0 {
+                return Err(bad("the API token file is readable by others (want 0600)"));
+            }
+            let mut text = String::new();
+            f.take(256)
+                .read_to_string(&mut text)
+                .map_err(|_| bad("cannot read the API token"))?;
+            let token = text.trim_end_matches('\n');
+            if token.len() < 32 || !token.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                return Err(bad("the API token file is malformed"));
+            }
+            Ok(token.as_bytes().to_vec())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            super::create_private_dir(state)?;
+            let mut raw = [0_u8; 32];
+            getrandom::fill(&mut raw).map_err(|_| bad("no randomness for the API token"))?;
+            let token = hex::encode(raw);
+            let written = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+                .and_then(|mut f| f.write_all(format!("{token}\n").as_bytes()));
+            match written {
+                Ok(()) => Ok(token.into_bytes()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    load_or_create_token(state)
+                }
+                Err(_) => Err(bad("cannot write the API token")),
+            }
+        }
+        Err(_) => Err(bad("cannot read the API token")),
+    }
+}
+
+/// An API error: its status, code and message.
+#[derive(Debug)]
+struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+fn status_of(code: &str, class: FailureClass) -> StatusCode {
+    match code {
+        "PATCH_CANDIDATE_JOBS_NOT_FOUND" => StatusCode::NOT_FOUND,
+        "PATCH_CANDIDATE_JOBS_STATE" => StatusCode::CONFLICT,
+        "PATCH_CANDIDATE_JOBS_ID" | "PATCH_CANDIDATE_JOBS_INPUT" => StatusCode::BAD_REQUEST,
+        _ => match class {
+            FailureClass::Usage => StatusCode::BAD_REQUEST,
+            FailureClass::Rejected => StatusCode::UNPROCESSABLE_ENTITY,
+            FailureClass::Environment => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        },
+    }
+}
+
+impl<E: Coded> From<E> for ApiError {
+    fn from(e: E) -> Self {
+        Self::new(status_of(e.code(), e.class()), e.code(), e.to_string())
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+/// The public view of a job (no approval bytes; `spec` is the store's serialised spec).
+pub fn job_view(job: &Job) -> serde_json::Value {
+    serde_json::json!({
+        "id": job.id.as_str(),
+        "state": job.state.as_str(),
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "run_at_ms": job.run_at_ms,
+        "created_at_ms": job.created_at_ms,
+        "updated_at_ms": job.updated_at_ms,
+        "attempt_id": job.attempt_id.as_ref().map(jobs::AttemptId::as_str),
+        "host": job.host.as_ref().map(jobs::HostId::as_str),
+        "lease_until_ms": job.lease_until_ms,
+        "cancel_requested": job.cancel_requested,
+        "last_error": job.last_error.as_ref().map(|f| serde_json::json!({"code": f.code, "message": f.message})),
+        "candidate_digest": job.candidate_digest,
+        "spec": job.spec,
+    })
+}
+
+fn parse_id(raw: &str) -> Result<JobId, ApiError> {
+    JobId::parse(raw).map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "PATCH_CANDIDATE_JOBS_ID",
+            "PATCH_CANDIDATE_JOBS_ID: not a job id (job_ and 32 lowercase hex digits)",
+        )
+    })
+}
+
+async fn healthz() -> Response {
+    axum::Json(serde_json::json!({"status": "ok"})).into_response()
+}
+
+async fn readyz(State(sh): State<Arc<Shared>>) -> Response {
+    if sh.ready.load(Ordering::SeqCst) {
+        axum::Json(serde_json::json!({"status": "ready"})).into_response()
+    } else {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "PATCH_CANDIDATE_SERVICE_DRAINING",
+            "PATCH_CANDIDATE_SERVICE_DRAINING: the service is draining",
+        )
+        .into_response()
+    }
+}
+
+async fn metrics(State(sh): State<Arc<Shared>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4"),
+        )],
+        sh.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn submit(State(sh): State<Arc<Shared>>, body: Body) -> ApiResult {
+    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PATCH_CANDIDATE_SERVICE_BODY",
+            format!("PATCH_CANDIDATE_SERVICE_BODY: the body exceeds {MAX_BODY_BYTES} bytes or was cut off"),
+        )
+    })?;
+    let mut de = serde_json::Deserializer::from_slice(&bytes);
+    let sub: Submission = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let kind = match e.inner().classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                "malformed JSON"
+            }
+            serde_json::error::Category::Data => "unexpected field or value",
+            serde_json::error::Category::Io => "unreadable body",
+        };
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "PATCH_CANDIDATE_SERVICE_BODY",
+            format!(
+                "PATCH_CANDIDATE_SERVICE_BODY: {kind} at {}",
+                snapshot::Untrusted::quoted(&path)
+            ),
+        )
+    })?;
+    de.end().map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "PATCH_CANDIDATE_SERVICE_BODY",
+            "PATCH_CANDIDATE_SERVICE_BODY: trailing bytes after the JSON document",
+        )
+    })?;
+    let spec = prepare(sub, &sh.opts.state_dir, &sh.mirrors).await?;
+    let (job, created) = sh.store.submit(spec).await?;
+    sh.wake.notify_one();
+    tracing::info!(code = "PATCH_CANDIDATE_JOB_SUBMITTED", job = %job.id, created, "submitted");
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        axum::Json(serde_json::json!({"job": job_view(&job), "created": created})),
+    )
+        .into_response())
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    state: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn list(State(sh): State<Arc<Shared>>, request: Request) -> ApiResult {
+    let query = request.uri().query().unwrap_or_default();
+    let q: ListQuery = serde_urlencoded::from_str(query).map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "PATCH_CANDIDATE_SERVICE_QUERY",
+            "PATCH_CANDIDATE_SERVICE_QUERY: expected ?state=queued|running|completed|failed|cancelled&limit=N",
+        )
+    })?;
+    let state = q.state.as_deref().map(JobState::parse).transpose()?;
+    let limit = q.limit.unwrap_or(100).clamp(1, MAX_LIST);
+    let jobs = sh.store.list(state, limit).await?;
+    Ok(axum::Json(serde_json::json!({
+        "jobs": jobs.iter().map(job_view).collect::<Vec<_>>()
+    }))
+    .into_response())
+}
+
+async fn show(State(sh): State<Arc<Shared>>, UrlPath(id): UrlPath<String>) -> ApiResult {
+    let id = parse_id(&id)?;
+    match sh.store.get(&id).await? {
+        Some(job) => Ok(axum::Json(serde_json::json!({"job": job_view(&job)})).into_response()),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "PATCH_CANDIDATE_JOBS_NOT_FOUND",
+            "PATCH_CANDIDATE_JOBS_NOT_FOUND: no such job",
+        )),
+    }
+}
+
+async fn cancel(State(sh): State<Arc<Shared>>, UrlPath(id): UrlPath<String>) -> ApiResult {
+    let id = parse_id(&id)?;
+    let job = sh.store.cancel(&id).await?;
+    tracing::info!(code = "PATCH_CANDIDATE_JOB_CANCEL", job = %job.id, state = job.state.as_str(), "cancel requested");
+    Ok(axum::Json(serde_json::json!({"job": job_view(&job)})).into_response())
+}
+
+async fn retry(State(sh): State<Arc<Shared>>, UrlPath(id): UrlPath<String>) -> ApiResult {
+    let id = parse_id(&id)?;
+    let job = sh.store.retry(&id).await?;
+    sh.wake.notify_one();
+    tracing::info!(code = "PATCH_CANDIDATE_JOB_RETRY", job = %job.id, "queued again");
+    Ok(axum::Json(serde_json::json!({"job": job_view(&job)})).into_response())
+}
+
+async fn candidate(State(sh): State<Arc<Shared>>, UrlPath(id): UrlPath<String>) -> ApiResult {
+    let id = parse_id(&id)?;
+    match sh.store.candidate(&id).await? {
+        Some(bytes) => Ok((
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            bytes,
+        )
+            .into_response()),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "PATCH_CANDIDATE_JOBS_NOT_FOUND",
+            "PATCH_CANDIDATE_JOBS_NOT_FOUND: no candidate for this job (not completed, or no such job)",
+        )),
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "PATCH_CANDIDATE_SERVICE_ROUTE",
+        "PATCH_CANDIDATE_SERVICE_ROUTE: no such route",
+    )
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "PATCH_CANDIDATE_SERVICE_METHOD",
+        "PATCH_CANDIDATE_SERVICE_METHOD: method not allowed on this route",
+    )
+}
+
+/// Requires `Authorization: Bearer <token>`, compared in constant time.
+async fn require_token(State(sh): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    if authorized(request.headers(), &sh.token) {
+        next.run(request).await
+    } else {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "PATCH_CANDIDATE_SERVICE_UNAUTHORIZED",
+            "PATCH_CANDIDATE_SERVICE_UNAUTHORIZED: a valid bearer token is required",
+        )
+        .into_response()
+    }
+}
+
+fn authorized(headers: &HeaderMap, token: &[u8]) -> bool {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return false;
+    };
+    let Some(given) = value.as_bytes().strip_prefix(b"Bearer ") else {
+        return false;
+    };
+    // Lengths are not secret (the token's length is fixed); the bytes are compared in constant
+    // time.
+    given.len() == token.len() && bool::from(given.ct_eq(token))
+}
+
+fn route_name(path: &str) -> &'static str {
+    match path.split('/').collect::<Vec<_>>().as_slice() {
+        ["", "healthz"] => "healthz",
+        ["", "readyz"] => "readyz",
+        ["", "metrics"] => "metrics",
+        ["", "v1", "jobs"] => "jobs",
+        ["", "v1", "jobs", _] => "job",
+        ["", "v1", "jobs", _, "cancel"] => "job_cancel",
+        ["", "v1", "jobs", _, "retry"] => "job_retry",
+        ["", "v1", "jobs", _, "candidate"] => "job_candidate",
+        _ => "other",
+    }
+}
+
+/// Bounded concurrency (waiting up to [`QUEUE_WAIT`]) and request counting.
+async fn limit_and_count(
+    State((sh, slots)): State<(Arc<Shared>, Arc<Semaphore>)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let route = route_name(request.uri().path());
+    let response = match tokio::time::timeout(QUEUE_WAIT, slots.acquire()).await {
+        Ok(Ok(_permit)) => next.run(request).await,
+        _ => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "PATCH_CANDIDATE_SERVICE_BUSY",
+            "PATCH_CANDIDATE_SERVICE_BUSY: too many requests in flight",
+        )
+        .into_response(),
+    };
+    sh.metrics.http(route, response.status().as_u16());
+    response
+}
+
+/// The router of the API.
+pub(crate) fn router(sh: Arc<Shared>) -> Router {
+    let slots = Arc::new(Semaphore::new(MAX_CONCURRENT));
+    let protected = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/v1/jobs", post(submit).get(list))
+        .route("/v1/jobs/{id}", get(show))
+        .route("/v1/jobs/{id}/cancel", post(cancel))
+        .route("/v1/jobs/{id}/retry", post(retry))
+        .route("/v1/jobs/{id}/candidate", get(candidate))
+        .route_layer(middleware::from_fn_with_state(
+            Arc::clone(&sh),
+            require_token,
+        ));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .merge(protected)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(
+            (Arc::clone(&sh), slots),
+            limit_and_count,
+        ))
+        .with_state(sh)
+}
+
+/// Serves the API on `listener` until the process ends.
+pub(crate) async fn serve_api(listener: tokio::net::TcpListener, sh: Arc<Shared>) {
+    if let Err(e) = axum::serve(listener, router(sh)).await {
+        tracing::error!(code = "PATCH_CANDIDATE_SERVICE_LISTEN", kind = ?e.kind(), "API server stopped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_compare_whole() {
+        let token = b"abcdef0123456789abcdef0123456789";
+        let mut h = HeaderMap::new();
+        assert!(!authorized(&h, token));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abcdef0123456789abcdef0123456789"),
+        );
+        assert!(authorized(&h, token));
+        for bad in [
+            "Bearer abcdef0123456789abcdef012345678",
+            "Bearer abcdef0123456789abcdef01234567899",
+            "bearer abcdef0123456789abcdef0123456789",
+            "Basic abcdef0123456789abcdef0123456789",
+            "Bearer  abcdef0123456789abcdef0123456789",
+        ] {
+            h.insert(header::AUTHORIZATION, HeaderValue::from_static(bad));
+            assert!(!authorized(&h, token), "{bad}");
+        }
+    }
+
+    #[test]
+    fn route_names_are_templates_never_ids() {
+        assert_eq!(route_name("/v1/jobs/job_0123/cancel"), "job_cancel");
+        assert_eq!(route_name("/v1/jobs/../../etc"), "other");
+        assert_eq!(route_name("/v1/jobs"), "jobs");
+    }
+}

@@ -1,0 +1,237 @@
+//! The service's counters, rendered in the Prometheus text format. Labels are drawn from fixed
+//! sets (an outcome, a failure class, a route template, a status class): never a job id, a host
+//! path or a code from outside this crate's lists, so the series count is bounded.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How a job attempt on this host ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    Completed,
+    Failed,
+    Retried,
+    Snoozed,
+    Released,
+    Cancelled,
+    LeaseLost,
+}
+
+const OUTCOMES: [(AttemptOutcome, &str); 7] = [
+    (AttemptOutcome::Completed, "completed"),
+    (AttemptOutcome::Failed, "failed"),
+    (AttemptOutcome::Retried, "retried"),
+    (AttemptOutcome::Snoozed, "snoozed"),
+    (AttemptOutcome::Released, "released"),
+    (AttemptOutcome::Cancelled, "cancelled"),
+    (AttemptOutcome::LeaseLost, "lease_lost"),
+];
+
+/// The API's route templates (what a request is counted under).
+pub const ROUTES: [&str; 9] = [
+    "healthz",
+    "readyz",
+    "metrics",
+    "jobs",
+    "job",
+    "job_cancel",
+    "job_retry",
+    "job_candidate",
+    "other",
+];
+const STATUS_CLASSES: [&str; 4] = ["2xx", "4xx", "5xx", "other"];
+
+/// Every counter and gauge of one serve process.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    claimed: AtomicU64,
+    outcomes: [AtomicU64; 7],
+    store_errors: AtomicU64,
+    janitor_removed: AtomicU64,
+    rescued: AtomicU64,
+    running: AtomicU64,
+    max_turns: AtomicU64,
+    draining: AtomicU64,
+    turn_seconds_sum_ms: AtomicU64,
+    turn_count: AtomicU64,
+    http: [[AtomicU64; 4]; 9],
+}
+
+impl Metrics {
+    pub fn claimed(&self, n: usize) {
+        self.claimed
+            .fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    pub fn outcome(&self, outcome: AttemptOutcome) {
+        if let Some(i) = OUTCOMES.iter().position(|(o, _)| *o == outcome)
+            && let Some(c) = self.outcomes.get(i)
+        {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn store_error(&self) {
+        self.store_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn janitor_removed(&self, n: usize) {
+        self.janitor_removed
+            .fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    pub fn rescued(&self, n: u64) {
+        self.rescued.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn set_running(&self, n: usize) {
+        self.running
+            .store(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    pub fn set_max_turns(&self, n: usize) {
+        self.max_turns
+            .store(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    pub fn set_draining(&self) {
+        self.draining.store(1, Ordering::Relaxed);
+    }
+
+    pub fn turn_finished(&self, elapsed: std::time::Duration) {
+        self.turn_seconds_sum_ms.fetch_add(
+            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        self.turn_count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn http(&self, route: &str, status: u16) {
+        let r = ROUTES
+            .iter()
+            .position(|x| *x == route)
+            .unwrap_or(ROUTES.len() - 1);
+        let s = match status {
+            200..=299 => 0,
+            400..=499 => 1,
+            500..=599 => 2,
+            _ => 3,
+        };
+        if let Some(c) = self.http.get(r).and_then(|row| row.get(s)) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The Prometheus text exposition (format 0.0.4).
+    #[must_use]
+    pub fn render(&self) -> String {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut out = String::new();
+        let mut counter = |name: &str, help: &str, kind: &str, lines: Vec<(String, u64)>| {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            for (labels, v) in lines {
+                let _ = writeln!(out, "{name}{labels} {v}");
+            }
+        };
+        counter(
+            "patch_candidate_jobs_claimed_total",
+            "Job attempts this host claimed.",
+            "counter",
+            vec![(String::new(), load(&self.claimed))],
+        );
+        counter(
+            "patch_candidate_job_attempts_total",
+            "Job attempts this host ended, by outcome.",
+            "counter",
+            OUTCOMES
+                .iter()
+                .zip(&self.outcomes)
+                .map(|((_, name), c)| (format!("{{outcome=\"{name}\"}}"), load(c)))
+                .collect(),
+        );
+        counter(
+            "patch_candidate_store_errors_total",
+            "Job store calls that failed (database unavailable or erroring).",
+            "counter",
+            vec![(String::new(), load(&self.store_errors))],
+        );
+        counter(
+            "patch_candidate_janitor_removed_total",
+            "Turn containers of attempts no longer current, removed.",
+            "counter",
+            vec![(String::new(), load(&self.janitor_removed))],
+        );
+        counter(
+            "patch_candidate_leases_rescued_total",
+            "Expired leases this host returned to the queue.",
+            "counter",
+            vec![(String::new(), load(&self.rescued))],
+        );
+        counter(
+            "patch_candidate_turns_running",
+            "Turns running on this host now.",
+            "gauge",
+            vec![(String::new(), load(&self.running))],
+        );
+        counter(
+            "patch_candidate_max_turns",
+            "Turn slots of this host.",
+            "gauge",
+            vec![(String::new(), load(&self.max_turns))],
+        );
+        counter(
+            "patch_candidate_draining",
+            "1 while the host drains after SIGTERM.",
+            "gauge",
+            vec![(String::new(), load(&self.draining))],
+        );
+        let sum_ms = load(&self.turn_seconds_sum_ms);
+        let _ = writeln!(
+            out,
+            "# HELP patch_candidate_job_seconds Wall time of finished job attempts.\n# TYPE patch_candidate_job_seconds summary\npatch_candidate_job_seconds_sum {}.{:03}\npatch_candidate_job_seconds_count {}",
+            sum_ms / 1000,
+            sum_ms % 1000,
+            load(&self.turn_count)
+        );
+        let mut lines = Vec::new();
+        for (route, row) in ROUTES.iter().zip(&self.http) {
+            for (class, c) in STATUS_CLASSES.iter().zip(row) {
+                let v = load(c);
+                if v > 0 {
+                    lines.push((format!("{{route=\"{route}\",status=\"{class}\"}}"), v));
+                }
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP patch_candidate_http_requests_total API requests, by route and status class.\n# TYPE patch_candidate_http_requests_total counter"
+        );
+        for (labels, v) in lines {
+            let _ = writeln!(out, "patch_candidate_http_requests_total{labels} {v}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_come_only_from_fixed_sets() {
+        let m = Metrics::default();
+        m.outcome(AttemptOutcome::Completed);
+        m.http("job", 404);
+        m.http("/v1/jobs/job_0123", 200);
+        let text = m.render();
+        assert!(text.contains("patch_candidate_job_attempts_total{outcome=\"completed\"} 1"));
+        assert!(
+            text.contains("patch_candidate_http_requests_total{route=\"job\",status=\"4xx\"} 1")
+        );
+        assert!(
+            text.contains("patch_candidate_http_requests_total{route=\"other\",status=\"2xx\"} 1")
+        );
+        assert!(!text.contains("job_0123"));
+    }
+}

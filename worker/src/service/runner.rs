@@ -1,0 +1,396 @@
+//! The claim loop and one job attempt: first lease renewal before any container, the turn with
+//! the existing pipeline, heartbeats racing it (lost lease or cancel ⇒ the turn is dropped and its
+//! container removed at once), and one fenced write at the end.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jobs::{Claimed, Fenced, Heartbeat, JobsError, Retry};
+use snapshot::{Coded, FailureClass};
+use tokio::sync::watch;
+use tracing::Instrument as _;
+
+use super::metrics::AttemptOutcome;
+use super::submission::reverify;
+use super::{Phase, ServiceError, Shared};
+use crate::fault;
+use crate::{JobBinding, WorkerError, run_pipeline};
+
+/// Longest pause between retries of a store write while the database is unavailable.
+const MAX_STORE_BACKOFF: Duration = Duration::from_secs(10);
+/// How long a store write is retried before the attempt is left to its lease.
+const STORE_WRITE_PATIENCE: Duration = Duration::from_secs(600);
+/// Longest event message stored (codes and short texts only).
+const MAX_EVENT_MESSAGE_CHARS: usize = 200;
+
+/// How an attempt's turn ended, before anything is written.
+enum Ended {
+    Done(Box<Result<crate::PipelineOutcome, ServiceError>>),
+    Cancelled,
+    Lost,
+    Drained,
+}
+
+fn short(message: &str) -> String {
+    message.chars().take(MAX_EVENT_MESSAGE_CHARS).collect()
+}
+
+/// Retries `op` while the store reports an environment failure (database unavailable), with
+/// exponential backoff, for at most [`STORE_WRITE_PATIENCE`].
+pub(crate) async fn retrying<T, F, Fut>(
+    sh: &Shared,
+    what: &'static str,
+    mut op: F,
+) -> Result<T, JobsError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, JobsError>>,
+{
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e)
+                if Coded::class(&e) == FailureClass::Environment
+                    && started.elapsed() < STORE_WRITE_PATIENCE =>
+            {
+                sh.metrics.store_error();
+                tracing::warn!(
+                    code = e.code(),
+                    op = what,
+                    "job store unavailable: retrying"
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_STORE_BACKOFF);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Runs one claimed attempt to its single recorded outcome (or to nothing, when its lease is lost).
+pub(crate) async fn run_attempt(sh: Arc<Shared>, claimed: Claimed, phase: watch::Receiver<Phase>) {
+    let span = tracing::info_span!(
+        "job",
+        job = %claimed.job.id,
+        attempt = %claimed.attempt_id,
+        host = %sh.opts.host_id,
+        n = claimed.attempt,
+    );
+    let started = Instant::now();
+    attempt(&sh, &claimed, phase).instrument(span).await;
+    sh.metrics.turn_finished(started.elapsed());
+}
+
+async fn event(sh: &Shared, claimed: &Claimed, code: &str, message: &str) {
+    if let Err(e) = sh
+        .store
+        .append_event(
+            &claimed.job.id,
+            Some(&claimed.attempt_id),
+            code,
+            &short(message),
+        )
+        .await
+    {
+        tracing::debug!(code = e.code(), "event not recorded");
+    }
+}
+
+async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phase>) {
+    let id = &claimed.job.id;
+    let attempt_id = &claimed.attempt_id;
+    fault::point(fault::AFTER_CLAIM).await;
+    tracing::info!(code = "PATCH_CANDIDATE_JOB_CLAIMED", "claimed");
+    // No container before the first renewal succeeds.
+    let renewed_at = Instant::now();
+    let first = sh.store.heartbeat(id, attempt_id, sh.opts.lease).await;
+    match first {
+        Ok(Heartbeat::Renewed {
+            cancel_requested: false,
+        }) => {}
+        Ok(Heartbeat::Renewed {
+            cancel_requested: true,
+        }) => {
+            finish(sh, claimed, Ended::Cancelled).await;
+            return;
+        }
+        Ok(Heartbeat::Lost) => {
+            finish(sh, claimed, Ended::Lost).await;
+            return;
+        }
+        Err(e) => {
+            // Nothing was created; the lease expires and the job returns to the queue.
+            sh.metrics.store_error();
+            tracing::warn!(
+                code = e.code(),
+                "first lease renewal failed: leaving the attempt"
+            );
+            return;
+        }
+    }
+    event(
+        sh,
+        claimed,
+        "PATCH_CANDIDATE_JOB_STARTED",
+        "attempt started",
+    )
+    .await;
+    let mut lease_until = renewed_at + sh.opts.lease;
+
+    let mut inputs = match reverify(&claimed.job.spec) {
+        Ok(inputs) => inputs,
+        Err(e) => {
+            finish(sh, claimed, Ended::Done(Box::new(Err(e)))).await;
+            return;
+        }
+    };
+    let binding = match JobBinding::new(sh.opts.host_id.as_str(), id.as_str(), attempt_id.as_str())
+    {
+        Ok(b) => b,
+        Err(e) => {
+            finish(sh, claimed, Ended::Done(Box::new(Err(e.into())))).await;
+            return;
+        }
+    };
+    inputs.config = inputs.config.clone().with_job(Some(binding));
+
+    let work = async {
+        let repo = sh.mirrors.ensure(&inputs.locator, &inputs.commit).await?;
+        let request = inputs.pipeline_request(&repo, &sh.staging, Some(&sh.candidates), "service");
+        let outcome = run_pipeline(&sh.docker, request).await?;
+        fault::point(fault::AFTER_CANDIDATE_STORED).await;
+        Ok::<_, ServiceError>(outcome)
+    };
+    // Boxed, so that dropping it below really drops the turn (and its container guard).
+    let mut work = Box::pin(work);
+    let mut next_beat = tokio::time::Instant::now() + sh.opts.heartbeat;
+    let mut phase_open = true;
+    let ended = loop {
+        tokio::select! {
+            done = &mut work => break Ended::Done(Box::new(done)),
+            () = tokio::time::sleep_until(next_beat) => {
+                let sent = Instant::now();
+                let beat = tokio::time::timeout(
+                    sh.opts.heartbeat,
+                    sh.store.heartbeat(id, attempt_id, sh.opts.lease),
+                )
+                .await;
+                match beat {
+                    Ok(Ok(Heartbeat::Renewed { cancel_requested })) => {
+                        lease_until = sent + sh.opts.lease;
+                        if cancel_requested {
+                            break Ended::Cancelled;
+                        }
+                    }
+                    Ok(Ok(Heartbeat::Lost)) => break Ended::Lost,
+                    Ok(Err(_)) | Err(_) => {
+                        sh.metrics.store_error();
+                        tracing::warn!(code = "PATCH_CANDIDATE_JOBS_UNAVAILABLE", "lease renewal failed");
+                        // Without a renewal before the lease ends, the attempt is no longer ours.
+                        if Instant::now() + sh.opts.heartbeat >= lease_until {
+                            break Ended::Lost;
+                        }
+                    }
+                }
+                next_beat = tokio::time::Instant::now() + sh.opts.heartbeat;
+            }
+            changed = phase.changed(), if phase_open => {
+                if changed.is_err() {
+                    phase_open = false;
+                } else if *phase.borrow() == Phase::Kill {
+                    break Ended::Drained;
+                }
+            }
+        }
+    };
+    // Anything but a finished turn: the turn is dropped here, its container guard removes the
+    // container (force: killed at once) and its staging tree removes itself.
+    drop(work);
+    finish(sh, claimed, ended).await;
+}
+
+/// The retry delay of an environment failure: exponential with jitter, from the store's rule.
+fn retry_delay(sh: &Shared, attempt: u32) -> Duration {
+    let d = jobs::backoff(attempt);
+    match sh.opts.retry_scale {
+        Some(scale) => scale
+            .mul_f64(d.as_secs_f64() / 2.0)
+            .max(Duration::from_millis(1)),
+        None => d,
+    }
+}
+
+async fn finish(sh: &Shared, claimed: &Claimed, ended: Ended) {
+    let id = &claimed.job.id;
+    let attempt_id = &claimed.attempt_id;
+    let (outcome, write) = match ended {
+        Ended::Done(done) => match *done {
+            Ok(outcome) => completed(sh, claimed, outcome).await,
+            Err(e) => failed(sh, claimed, e).await,
+        },
+        Ended::Lost => {
+            tracing::warn!(
+                code = "PATCH_CANDIDATE_JOB_LEASE_LOST",
+                "lease lost: turn stopped, nothing recorded"
+            );
+            sh.metrics.outcome(AttemptOutcome::LeaseLost);
+            return;
+        }
+        Ended::Drained => {
+            tracing::info!(
+                code = "PATCH_CANDIDATE_JOB_RELEASED",
+                "drain timeout: turn stopped, job released"
+            );
+            let w = retrying(sh, "release", || sh.store.release(id, attempt_id)).await;
+            (AttemptOutcome::Released, w)
+        }
+        Ended::Cancelled => {
+            tracing::info!(
+                code = "PATCH_CANDIDATE_SERVICE_CANCELLED",
+                "cancelled while running: turn stopped"
+            );
+            event(
+                sh,
+                claimed,
+                "PATCH_CANDIDATE_SERVICE_CANCELLED",
+                "cancelled while running",
+            )
+            .await;
+            let w = retrying(sh, "finish_cancelled", || {
+                sh.store.finish_cancelled(id, attempt_id)
+            })
+            .await;
+            (AttemptOutcome::Cancelled, w)
+        }
+    };
+    match write {
+        Ok(Fenced::Applied) => sh.metrics.outcome(outcome),
+        Ok(Fenced::Lost) => {
+            tracing::warn!(
+                code = "PATCH_CANDIDATE_JOB_LEASE_LOST",
+                "attempt no longer current: nothing recorded"
+            );
+            sh.metrics.outcome(AttemptOutcome::LeaseLost);
+        }
+        Err(e) => {
+            sh.metrics.store_error();
+            tracing::error!(
+                code = e.code(),
+                "outcome not recorded: the lease will expire and the job return to the queue"
+            );
+        }
+    }
+}
+
+type Written = (AttemptOutcome, Result<Fenced, JobsError>);
+
+async fn completed(sh: &Shared, claimed: &Claimed, outcome: crate::PipelineOutcome) -> Written {
+    let id = &claimed.job.id;
+    let attempt_id = &claimed.attempt_id;
+
+    let bytes = match outcome.candidate.to_json_pretty() {
+        Ok(b) => b,
+        Err(e) => {
+            let e: ServiceError = e.into();
+            return Box::pin(failed(sh, claimed, e)).await;
+        }
+    };
+    let usage = serde_json::json!({ "usage": outcome.usage });
+    let digest = outcome.digest.to_string();
+    fault::point(fault::BEFORE_COMPLETE).await;
+    let w = retrying(sh, "complete", || {
+        sh.store
+            .complete(id, attempt_id, bytes.clone(), &digest, &usage)
+    })
+    .await;
+    if matches!(w, Ok(Fenced::Applied)) {
+        // The store records the completion event in the same transaction.
+        tracing::info!(code = "PATCH_CANDIDATE_JOB_COMPLETED", digest = %digest, "completed");
+    }
+    (AttemptOutcome::Completed, w)
+}
+
+async fn failed(sh: &Shared, claimed: &Claimed, e: ServiceError) -> Written {
+    let id = &claimed.job.id;
+    let attempt_id = &claimed.attempt_id;
+
+    let code = e.code();
+    let message = e.to_string();
+    let snooze = matches!(
+        e,
+        ServiceError::Unreachable | ServiceError::Worker(WorkerError::ImageMissing)
+    );
+    event(sh, claimed, code, &message).await;
+    if snooze {
+        tracing::warn!(
+            code,
+            "host cannot run this job now: snoozed, attempt not spent"
+        );
+        let w = retrying(sh, "snooze", || {
+            sh.store.snooze(id, attempt_id, sh.opts.snooze, code)
+        })
+        .await;
+        (AttemptOutcome::Snoozed, w)
+    } else if Coded::class(&e) == FailureClass::Environment {
+        let delay = retry_delay(sh, claimed.attempt);
+        tracing::warn!(
+            code,
+            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            "environment failure: retry"
+        );
+        let text = short(&message);
+        let w = retrying(sh, "fail", || {
+            sh.store
+                .fail(id, attempt_id, code, &text, Retry::After(delay))
+        })
+        .await;
+        (AttemptOutcome::Retried, w)
+    } else {
+        tracing::warn!(code, "rejected: dead letter");
+        let text = short(&message);
+        let w = retrying(sh, "fail", || {
+            sh.store.fail(id, attempt_id, code, &text, Retry::Never)
+        })
+        .await;
+        (AttemptOutcome::Failed, w)
+    }
+}
+
+/// One janitor pass: list service turn containers, THEN read the current attempts, remove the
+/// containers whose attempt is over.
+pub(crate) async fn janitor_pass(sh: &Shared) {
+    let listed = match crate::list_job_turns(&sh.docker).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(code = e.code(), "janitor: cannot list containers");
+            return;
+        }
+    };
+    if listed.is_empty() {
+        return;
+    }
+    let current = match sh.store.current_attempts().await {
+        Ok(c) => c,
+        Err(e) => {
+            sh.metrics.store_error();
+            tracing::warn!(code = e.code(), "janitor: cannot read current attempts");
+            return;
+        }
+    };
+    let current: HashSet<(String, String)> = current
+        .into_iter()
+        .map(|(j, a)| (j.as_str().to_owned(), a.as_str().to_owned()))
+        .collect();
+    let report = crate::remove_superseded_turns(&sh.docker, listed, &current).await;
+    if !report.removed.is_empty() {
+        tracing::info!(
+            code = "PATCH_CANDIDATE_JANITOR_REMOVED",
+            removed = report.removed.len(),
+            "janitor: removed turn containers of attempts no longer current"
+        );
+        sh.metrics.janitor_removed(report.removed.len());
+    }
+}
