@@ -299,8 +299,13 @@ impl Service {
     }
 
     /// SIGTERM, then waits for the exit status.
-    pub fn stop(mut self) -> std::process::ExitStatus {
+    pub fn stop(self) -> std::process::ExitStatus {
         self.signal("-TERM");
+        self.wait()
+    }
+
+    /// Waits for the exit status.
+    pub fn wait(mut self) -> std::process::ExitStatus {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -782,4 +787,228 @@ async fn docker_service_api_auth_bad_input_and_a_job() {
     assert_eq!(service.stop().code(), Some(0));
     assert_no_turn_containers(&docker).await;
     tally("docker_service_api_auth_bad_input_and_a_job");
+}
+
+/// Cancel a running turn (killed within a heartbeat), cancel and retry a queued job, drain on
+/// SIGTERM (readyz 503, the running job released without spending an attempt).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_cancel_retry_and_drain() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let state = state_with_images();
+    let f = Fixture::new();
+    let opts = ServeOpts {
+        max_turns: 1,
+        drain_timeout: "2s",
+        ..ServeOpts::default()
+    };
+    let service = Service::start(state.path(), &opts);
+    let slow = submit(
+        state.path(),
+        None,
+        &f,
+        "Update the dashboard.\nmode: sleep=60\n",
+    );
+    let slow_id = slow["job"]["id"].as_str().unwrap().to_owned();
+    wait_state(
+        state.path(),
+        None,
+        &slow_id,
+        &["running"],
+        Duration::from_secs(60),
+    );
+    // Let the container start.
+    let started = Instant::now();
+    while worker::ContainerRuntime::list_turns(&docker)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(started.elapsed() < Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = jobs(state.path(), None, &["cancel", &slow_id]);
+    assert!(out.status.success());
+    assert_eq!(json_of(&out)["job"]["cancel_requested"], true);
+    let job = wait_state(
+        state.path(),
+        None,
+        &slow_id,
+        &["cancelled"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(job["state"], "cancelled");
+    let started = Instant::now();
+    while !worker::ContainerRuntime::list_turns(&docker)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "cancelled turn's container remains"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Retry brings the cancelled job back with one more attempt; cancel it again while queued.
+    let out = jobs(state.path(), None, &["retry", &slow_id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_state(
+        state.path(),
+        None,
+        &slow_id,
+        &["running"],
+        Duration::from_secs(30),
+    );
+
+    // Drain: the running slow job is released after the drain timeout, attempt not spent.
+    let before = show(state.path(), None, &slow_id)["attempts"]
+        .as_u64()
+        .unwrap();
+    service.signal("-TERM");
+    let started = Instant::now();
+    loop {
+        let (status, _) = http(service.addr, "GET", "/readyz", None, None);
+        if status == 503 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "readyz still {status}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // One signal only: a second would stop at once.
+    let status = service.wait();
+    assert_eq!(status.code(), Some(0));
+    let job = show(state.path(), None, &slow_id);
+    assert_eq!(job["state"], "queued", "{job}");
+    assert_eq!(
+        job["attempts"].as_u64().unwrap(),
+        before - 1,
+        "release gives the attempt back"
+    );
+    assert_no_turn_containers(&docker).await;
+    // A queued job is cancelled at once.
+    let out = jobs(state.path(), None, &["cancel", &slow_id]);
+    assert_eq!(json_of(&out)["job"]["state"], "cancelled");
+    assert!(staging_left(state.path()).is_empty());
+    tally("docker_service_cancel_retry_and_drain");
+}
+
+/// Three hosts on one PostgreSQL database, 60 jobs, one host SIGKILLed mid-run: every job
+/// completes exactly once; a job is claimed twice only after its lease expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_three_hosts_on_postgres() {
+    let Some(docker) = docker().await else { return };
+    let url = match jobs::testkit::fresh_postgres_url().await {
+        Ok(url) => url,
+        Err(e) if jobs::testkit::postgres_required() => panic!("PostgreSQL required: {e:?}"),
+        Err(e) => {
+            eprintln!("SKIPPED (PostgreSQL unavailable): {e:?}");
+            return;
+        }
+    };
+    let _guard = docker_lock().lock().await;
+    let db = Some(url.as_str());
+    let f = Fixture::new();
+    let states: Vec<_> = (0..3).map(|_| state_with_images()).collect();
+    let mut ids = Vec::new();
+    for i in 0..60 {
+        let job = submit(
+            states[0].path(),
+            db,
+            &f,
+            &format!("Update the dashboard ({i})."),
+        );
+        ids.push(job["job"]["id"].as_str().unwrap().to_owned());
+    }
+    let hosts = ["host-a", "host-b", "host-c"];
+    let mut services: Vec<Option<Service>> = states
+        .iter()
+        .zip(hosts)
+        .map(|(s, h)| {
+            Some(Service::start(
+                s.path(),
+                &ServeOpts {
+                    database: db,
+                    host_id: Some(h),
+                    max_turns: 2,
+                    lease: "2s",
+                    heartbeat: "300ms",
+                    ..ServeOpts::default()
+                },
+            ))
+        })
+        .collect();
+    let store = open_store(states[0].path(), db).await;
+    let started = Instant::now();
+    loop {
+        let done = store
+            .list(Some(jobs::JobState::Completed), 1000)
+            .await
+            .unwrap()
+            .len();
+        if done >= 10 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(300));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    services[1].take().unwrap().kill();
+    loop {
+        let done = store
+            .list(Some(jobs::JobState::Completed), 1000)
+            .await
+            .unwrap()
+            .len();
+        if done == 60 {
+            break;
+        }
+        let failed = store
+            .list(Some(jobs::JobState::Failed), 1000)
+            .await
+            .unwrap();
+        assert!(failed.is_empty(), "{failed:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "{done} of 60 completed"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    for id in &ids {
+        let id = jobs::JobId::parse(id).unwrap();
+        assert!(store.candidate(&id).await.unwrap().is_some());
+        let events = store.events(&id).await.unwrap();
+        let count = |code: &str| events.iter().filter(|e| e.code == code).count();
+        assert_eq!(count("PATCH_CANDIDATE_JOB_COMPLETED"), 1, "{id}");
+        assert!(
+            count("PATCH_CANDIDATE_JOB_CLAIMED")
+                <= 1 + count("PATCH_CANDIDATE_JOBS_LEASE_EXPIRED")
+                    + count("PATCH_CANDIDATE_JOB_RELEASED"),
+            "{id}: claimed again without an expired lease: {events:?}"
+        );
+    }
+    for s in services.iter_mut() {
+        if let Some(s) = s.take() {
+            assert_eq!(s.stop().code(), Some(0));
+        }
+    }
+    let started = Instant::now();
+    while !worker::ContainerRuntime::list_turns(&docker)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "containers left"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tally("docker_service_three_hosts_on_postgres");
 }
