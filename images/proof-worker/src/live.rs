@@ -260,9 +260,8 @@ async fn live_turn(
         .await
         .map_err(|_| ProofError::LiveListen { port: spec.port })?;
     let mut turn_cfg = cfg.clone();
-    let mut args = agent_args(&spec);
-    args.extend(cfg.agent_args.iter().cloned());
-    turn_cfg.agent_args = args;
+    // Test-only arguments (an interpreter's script) come first, the agent's settings after.
+    turn_cfg.agent_args.extend(agent_args(&spec));
 
     let events_out = outbox.clone();
     let sink: EventSink = Arc::new(move |object| {

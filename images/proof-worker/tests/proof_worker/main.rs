@@ -11,3 +11,4 @@
 mod common;
 mod host;
 mod hostile_host;
+mod live_host;
