@@ -38,4 +38,5 @@ mod real_turn;
 mod runtimes;
 mod service;
 mod service_api;
+mod service_recovery;
 mod support;

@@ -19,9 +19,9 @@ use crate::config::TurnConfig;
 use crate::error::WorkerError;
 use crate::ids::ContainerName;
 use crate::ledger::{UsageIdentity, UsageLedger, record_isolated_acp_usage};
+use crate::live::{LiveContext, LiveLog};
 use crate::request::{CodingWorkerRequest, TurnApproval};
 use crate::runtime::ContainerRuntime;
-use crate::live::{LiveContext, LiveLog};
 use crate::turn::{execute_live_turn, execute_repository_docker_turn};
 use crate::usage::IsolatedAcpUsage;
 

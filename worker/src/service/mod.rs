@@ -4,7 +4,7 @@
 //!
 //! One host: a claim loop with `--max-turns` slots, a lease per attempt renewed by heartbeat, a
 //! janitor that removes the containers of attempts no longer current, a rescuer that returns
-//! expired leases to the queue, and the HTTP API ([`http`]). SIGTERM drains; a second signal
+//! expired leases to the queue, and the HTTP API (`http`). SIGTERM drains; a second signal
 //! stops at once.
 
 mod error;

@@ -1,0 +1,174 @@
+//! `patch-candidate serve` when a host cannot run a job now, or must never run it: a host without
+//! the approved image and a repository that went away snooze the job without spending an attempt
+//! (and it completes once the host can run it); a stored job whose approval no longer matches the
+//! repository's snapshot at the pinned commit fails at once (the dead letter), with no candidate.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::service::*;
+use crate::support::*;
+
+/// Waits until job `id` has an event with `code`.
+fn wait_event(state: &Path, database: Option<&str>, id: &str, code: &str, limit: Duration) {
+    let started = Instant::now();
+    while !event_codes(state, database, id).iter().any(|c| c == code) {
+        assert!(
+            started.elapsed() < limit,
+            "job {id} has no {code} event after {limit:?}: {:?}",
+            event_codes(state, database, id)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_snoozes_without_the_image_or_the_repository() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let state = state_with_images();
+    let db = state.path().join("shared-jobs.sqlite3");
+    let db = db.to_str().unwrap();
+    let f = Fixture::new();
+    let job = submit(state.path(), Some(db), &f, "Update the dashboard.");
+    let id = job["job"]["id"].as_str().unwrap().to_owned();
+
+    // A host whose state directory records no approved image: the job is snoozed, again and
+    // again, and never spends an attempt.
+    let bare = tempfile::tempdir().unwrap();
+    let host = Service::start(
+        bare.path(),
+        &ServeOpts {
+            database: Some(db),
+            host_id: Some("no-image-host"),
+            ..ServeOpts::default()
+        },
+    );
+    wait_event(
+        state.path(),
+        Some(db),
+        &id,
+        "PATCH_CANDIDATE_JOB_SNOOZED",
+        Duration::from_secs(60),
+    );
+    assert_eq!(host.stop().code(), Some(0));
+    let snoozed = show(state.path(), Some(db), &id);
+    assert_eq!(snoozed["state"], "queued", "{snoozed}");
+    assert_eq!(snoozed["attempts"], 0, "a snooze spends no attempt");
+    assert_no_turn_containers(&docker).await;
+
+    // The repository goes away: a host that has the image snoozes the job too.
+    let moved = f.repo.path().with_extension("away");
+    std::fs::rename(f.repo.path(), &moved).unwrap();
+    let service = Service::start(
+        state.path(),
+        &ServeOpts {
+            database: Some(db),
+            host_id: Some("image-host"),
+            ..ServeOpts::default()
+        },
+    );
+    service.wait_logged(
+        "PATCH_CANDIDATE_SERVICE_REPOSITORY_UNREACHABLE",
+        Duration::from_secs(60),
+    );
+    let waiting = show(state.path(), Some(db), &id);
+    assert_ne!(waiting["state"], "failed", "{waiting}");
+    assert_eq!(waiting["attempts"], 0, "a snooze spends no attempt");
+
+    // It comes back: the same job completes, once, on its first spent attempt.
+    std::fs::rename(&moved, f.repo.path()).unwrap();
+    let done = wait_state(
+        state.path(),
+        Some(db),
+        &id,
+        &["completed", "failed"],
+        Duration::from_secs(120),
+    );
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["attempts"], 1);
+    let store = open_store(state.path(), Some(db)).await;
+    let job_id = jobs::JobId::parse(&id).unwrap();
+    assert!(store.candidate(&job_id).await.unwrap().is_some());
+    assert_eq!(store.usage(&job_id).await.unwrap().len(), 1);
+    assert_eq!(service.stop().code(), Some(0));
+    assert_no_turn_containers(&docker).await;
+    assert!(staging_left(state.path()).is_empty());
+    tally("docker_service_snoozes_without_the_image_or_the_repository");
+}
+
+/// Rewrites the stored approval of job `id` so that it names another snapshot digest, keeping
+/// every binding of the row consistent (approval digest, snapshot digest): only the repository
+/// itself can now tell that the approval does not match it.
+fn rebind_to_other_snapshot(db: &str, id: &str) {
+    let script = r#"
+import hashlib, json, sqlite3, sys
+db, job = sys.argv[1], sys.argv[2]
+con = sqlite3.connect(db)
+spec_json, approval = con.execute("SELECT spec_json, approval_json FROM jobs WHERE id = ?", (job,)).fetchone()
+context = json.loads(approval)
+old = context["snapshot_digest"]
+prefix = old[: len(old) - 64]
+context["snapshot_digest"] = prefix + ("1" if old[-1] != "1" else "2") * 64
+raw = json.dumps(context, sort_keys=True).encode()
+spec = json.loads(spec_json)
+spec["approval_digest"] = "sha256:" + hashlib.sha256(raw).hexdigest()
+spec["snapshot_digest"] = context["snapshot_digest"]
+con.execute("UPDATE jobs SET spec_json = ?, approval_json = ? WHERE id = ?", (json.dumps(spec), raw, job))
+con.commit()
+"#;
+    let status = Command::new("python3")
+        .args(["-c", script, db, id])
+        .status()
+        .unwrap();
+    assert!(status.success(), "rewriting the stored approval failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_fails_an_approval_whose_snapshot_no_longer_matches() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let state = state_with_images();
+    let db = state.path().join("jobs-mismatch.sqlite3");
+    let db = db.to_str().unwrap();
+    let f = Fixture::new();
+    let job = submit(state.path(), Some(db), &f, "Update the dashboard.");
+    let id = job["job"]["id"].as_str().unwrap().to_owned();
+    let max_attempts = job["job"]["max_attempts"].as_u64().unwrap();
+    assert!(max_attempts > 1, "the test needs a job that could retry");
+    rebind_to_other_snapshot(db, &id);
+
+    let service = Service::start(
+        state.path(),
+        &ServeOpts {
+            database: Some(db),
+            ..ServeOpts::default()
+        },
+    );
+    let failed = wait_state(
+        state.path(),
+        Some(db),
+        &id,
+        &["completed", "failed"],
+        Duration::from_secs(120),
+    );
+    assert_eq!(failed["state"], "failed", "{failed}");
+    // Straight to the dead letter: one attempt, a repository rejection code, no candidate.
+    assert_eq!(failed["attempts"], 1, "{failed}");
+    let code = failed["last_error"]["code"].as_str().unwrap_or_default();
+    assert!(code.starts_with("REPOSITORY_"), "{failed}");
+    assert!(failed["candidate_digest"].is_null(), "{failed}");
+    let store = open_store(state.path(), Some(db)).await;
+    let job_id = jobs::JobId::parse(&id).unwrap();
+    assert!(store.candidate(&job_id).await.unwrap().is_none());
+    // It stays failed: no further claim of a dead letter.
+    std::thread::sleep(Duration::from_secs(2));
+    let later = show(state.path(), Some(db), &id);
+    assert_eq!(later["state"], "failed");
+    assert_eq!(later["attempts"], 1);
+    assert_eq!(service.stop().code(), Some(0));
+    assert_no_turn_containers(&docker).await;
+    assert!(staging_left(state.path()).is_empty());
+    tally("docker_service_fails_an_approval_whose_snapshot_no_longer_matches");
+}
