@@ -1,6 +1,5 @@
-//! `patch-candidate serve` when a host cannot run a job now, or must never run it: a host without
-//! the approved image and a repository that went away snooze the job without spending an attempt
-//! (and it completes once the host can run it); a stored job whose approval no longer matches the
+//! `patch-candidate serve` when a host cannot run a job now, or must never run it: a repository
+//! that went away snoozes the job without spending an attempt (and it completes once it is back); a stored job whose approval no longer matches the
 //! repository's snapshot at the pinned commit fails at once (the dead letter), with no candidate.
 
 use std::path::Path;
@@ -24,7 +23,7 @@ fn wait_event(state: &Path, database: Option<&str>, id: &str, code: &str, limit:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_service_snoozes_without_the_image_or_the_repository() {
+async fn docker_service_snoozes_while_the_repository_is_unreachable() {
     let Some(docker) = docker().await else { return };
     let _guard = docker_lock().lock().await;
     let state = state_with_images();
@@ -34,44 +33,28 @@ async fn docker_service_snoozes_without_the_image_or_the_repository() {
     let job = submit(state.path(), Some(db), &f, "Update the dashboard.");
     let id = job["job"]["id"].as_str().unwrap().to_owned();
 
-    // A host whose state directory records no approved image: the job is snoozed, again and
-    // again, and never spends an attempt.
-    let bare = tempfile::tempdir().unwrap();
-    let host = Service::start(
-        bare.path(),
-        &ServeOpts {
-            database: Some(db),
-            host_id: Some("no-image-host"),
-            ..ServeOpts::default()
-        },
-    );
-    wait_event(
-        state.path(),
-        Some(db),
-        &id,
-        "PATCH_CANDIDATE_JOB_SNOOZED",
-        Duration::from_secs(60),
-    );
-    assert_eq!(host.stop().code(), Some(0));
-    let snoozed = show(state.path(), Some(db), &id);
-    assert_eq!(snoozed["state"], "queued", "{snoozed}");
-    assert_eq!(snoozed["attempts"], 0, "a snooze spends no attempt");
-    assert_no_turn_containers(&docker).await;
-
-    // The repository goes away: a host that has the image snoozes the job too.
+    // The repository goes away before a host with no mirror of it yet (its own state directory)
+    // claims the job: the job is snoozed. (The submitting host's mirror would still have it.)
     let moved = f.repo.path().with_extension("away");
     std::fs::rename(f.repo.path(), &moved).unwrap();
+    let host = state_with_images();
     let service = Service::start(
-        state.path(),
+        host.path(),
         &ServeOpts {
             database: Some(db),
-            host_id: Some("image-host"),
             ..ServeOpts::default()
         },
     );
     service.wait_logged(
         "PATCH_CANDIDATE_SERVICE_REPOSITORY_UNREACHABLE",
         Duration::from_secs(60),
+    );
+    wait_event(
+        state.path(),
+        Some(db),
+        &id,
+        "PATCH_CANDIDATE_JOB_SNOOZED",
+        Duration::from_secs(30),
     );
     let waiting = show(state.path(), Some(db), &id);
     assert_ne!(waiting["state"], "failed", "{waiting}");
@@ -94,8 +77,8 @@ async fn docker_service_snoozes_without_the_image_or_the_repository() {
     assert_eq!(store.usage(&job_id).await.unwrap().len(), 1);
     assert_eq!(service.stop().code(), Some(0));
     assert_no_turn_containers(&docker).await;
-    assert!(staging_left(state.path()).is_empty());
-    tally("docker_service_snoozes_without_the_image_or_the_repository");
+    assert!(staging_left(host.path()).is_empty());
+    tally("docker_service_snoozes_while_the_repository_is_unreachable");
 }
 
 /// Rewrites the stored approval of job `id` so that it names another snapshot digest, keeping
