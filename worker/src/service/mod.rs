@@ -264,11 +264,9 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
     let candidates = CandidateStore::open(&opts.state_dir.join("candidates"))?;
     let token = load_or_create_token(&opts.state_dir)?;
     let docker = BollardRuntime::connect(&opts.docker_socket).await?;
-    let listener = tokio::net::TcpListener::bind(opts.listen)
-        .await
-        .map_err(|_| ServiceError::Listen {
-            detail: "cannot bind the listen address",
-        })?;
+    let listener = bind_listener(opts.listen).map_err(|_| ServiceError::Listen {
+        detail: "cannot bind the listen address",
+    })?;
     let bound = listener.local_addr().map_err(|_| ServiceError::Listen {
         detail: "cannot read the bound address",
     })?;
@@ -422,4 +420,17 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
         "drained"
     );
     Ok(ServeExit::Drained)
+}
+
+/// Binds the API listener with a deep accept queue: a burst of clients (1,000 at once in the API
+/// test) must wait in the kernel's queue, not be reset when a 1,024-entry queue overflows.
+fn bind_listener(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(4096)
 }
