@@ -153,6 +153,45 @@ pub struct JobSpec {
     pub runtime: Option<String>,
     /// Attempts before the job is dead-lettered (1 to [`MAX_ATTEMPTS_LIMIT`]).
     pub max_attempts: u32,
+    /// A live turn: the model the agent is configured with (`image_id` is then the live image).
+    /// `None` for an offline turn. Never holds a credential: the serving host's gateway does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveJob>,
+}
+
+/// The longest model name a live job may bind.
+pub const MAX_MODEL_CHARS: usize = 64;
+
+/// What a live job binds beyond an offline one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveJob {
+    /// The model name: 1 to [`MAX_MODEL_CHARS`] of `A-Z a-z 0-9 . _ : -` (what the in-container
+    /// runner accepts, inside what the gateway's allowlist accepts).
+    pub model: String,
+}
+
+impl LiveJob {
+    /// Checks the model name's shape.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_SPEC` naming `live.model`.
+    pub fn validate(&self) -> Result<()> {
+        let ok = !self.model.is_empty()
+            && self.model.len() <= MAX_MODEL_CHARS
+            && self
+                .model
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b));
+        if ok {
+            Ok(())
+        } else {
+            Err(JobsError::spec(
+                "live.model",
+                "must be 1 to 64 of A-Z a-z 0-9 . _ : -",
+            ))
+        }
+    }
 }
 
 fn check_typed_digest(field: &'static str, value: &str) -> Result<()> {
@@ -311,13 +350,20 @@ impl JobSpec {
         if self.max_attempts == 0 || self.max_attempts > MAX_ATTEMPTS_LIMIT {
             return Err(JobsError::spec("max_attempts", "must be 1 to 100"));
         }
+        if let Some(live) = &self.live {
+            if self.kind != JobKind::Turn {
+                return Err(JobsError::spec("live", "only a turn can be live"));
+            }
+            live.validate()?;
+        }
         Ok(())
     }
 
     /// The idempotency key: `sha256:` + hex of SHA-256 over a length-prefixed encoding of every
     /// field that says what runs (kind, approval bytes and digest, snapshot digest, repository,
-    /// commit, task hash, image, policy digest, canonical selections, runtime). `max_attempts`
-    /// is a scheduling choice, not part of the job's identity.
+    /// commit, task hash, image, policy digest, canonical selections, runtime, and — for a live
+    /// job only — a tagged model name, so an offline job's key is what it always was).
+    /// `max_attempts` is a scheduling choice, not part of the job's identity.
     #[must_use]
     pub fn idempotency_key(&self) -> String {
         let mut hasher = Sha256::new();
@@ -342,6 +388,11 @@ impl JobSpec {
             hasher.update(field);
         }
         hasher.update([u8::from(self.runtime.is_some())]);
+        if let Some(live) = &self.live {
+            hasher.update(b"live\0");
+            hasher.update((live.model.len() as u64).to_be_bytes());
+            hasher.update(live.model.as_bytes());
+        }
         format!(
             "{}{}",
             snapshot::SHA256_PREFIX,
@@ -374,6 +425,7 @@ impl JobSpec {
             selections: serde_json::json!({ "nonce": nonce }),
             runtime: None,
             max_attempts,
+            live: None,
         }
     }
 }
@@ -509,6 +561,30 @@ pub(crate) fn duration_ms(d: Duration) -> i64 {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn an_offline_key_is_unchanged_by_live_jobs_and_a_live_key_differs() {
+        // The key of an offline spec as stored before live jobs existed (a golden value: stored
+        // keys must keep matching resubmissions).
+        let offline = JobSpec::noop("golden", 1);
+        assert_eq!(
+            offline.idempotency_key(),
+            "sha256:be9bebfec8bd62b7e1513988fbbc781f75ee6b6909e58e048ebd5d430c251d65"
+        );
+        let mut live = offline.clone();
+        live.kind = JobKind::Turn;
+        let mut turn = offline.clone();
+        turn.kind = JobKind::Turn;
+        live.live = Some(LiveJob {
+            model: "m".to_owned(),
+        });
+        assert_ne!(live.idempotency_key(), turn.idempotency_key());
+        let mut other = live.clone();
+        other.live = Some(LiveJob {
+            model: "n".to_owned(),
+        });
+        assert_ne!(live.idempotency_key(), other.idempotency_key());
+    }
 
     #[test]
     fn noop_specs_validate_and_differ_by_nonce() {

@@ -445,6 +445,7 @@ impl PgStore {
         code: String,
         message: String,
         retry: Retry,
+        usage: Option<String>,
     ) -> Result<Fenced> {
         let (may_retry, delay) = match retry {
             Retry::Never => (false, 0),
@@ -460,6 +461,10 @@ impl PgStore {
                      updated_at = {NOW}
                  WHERE id = $1 AND attempt_id = $2 AND state = 'running'
                  RETURNING id, attempt_id),
+             us AS (
+                 INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
+                 SELECT id, attempt_id, $7::text, {NOW} FROM u WHERE $7::text IS NOT NULL
+                 ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json),
              ev AS (
                  INSERT INTO events (job_id, attempt_id, at, code, message)
                  SELECT id, attempt_id, {NOW}, $5, $6 FROM u)
@@ -474,6 +479,7 @@ impl PgStore {
                 &delay,
                 &code,
                 &message,
+                &usage,
             ],
         )
         .await
@@ -484,6 +490,7 @@ impl PgStore {
         id: JobId,
         attempt: AttemptId,
         delay: Option<(Duration, String)>,
+        usage: Option<String>,
     ) -> Result<Fenced> {
         let (delay_ms, code, event_code, message) = match &delay {
             Some((d, code)) => (
@@ -504,6 +511,10 @@ impl PgStore {
                      updated_at = {NOW}
                  WHERE id = $1 AND attempt_id = $2 AND state = 'running'
                  RETURNING id, attempt_id),
+             us AS (
+                 INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
+                 SELECT id, attempt_id, $7::text, {NOW} FROM u WHERE $7::text IS NOT NULL
+                 ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json),
              ev AS (
                  INSERT INTO events (job_id, attempt_id, at, code, message)
                  SELECT id, attempt_id, {NOW}, $5, $6 FROM u)
@@ -518,24 +529,37 @@ impl PgStore {
                 &code,
                 &event_code,
                 &message,
+                &usage,
             ],
         )
         .await
     }
 
-    pub(crate) async fn finish_cancelled(&self, id: JobId, attempt: AttemptId) -> Result<Fenced> {
+    pub(crate) async fn finish_cancelled(
+        &self,
+        id: JobId,
+        attempt: AttemptId,
+        usage: Option<String>,
+    ) -> Result<Fenced> {
         let sql = format!(
             "WITH u AS (
                  UPDATE jobs SET state = 'cancelled', lease_until = NULL, updated_at = {NOW}
                  WHERE id = $1 AND attempt_id = $2 AND state = 'running'
                  RETURNING id, attempt_id),
+             us AS (
+                 INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
+                 SELECT id, attempt_id, $4::text, {NOW} FROM u WHERE $4::text IS NOT NULL
+                 ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json),
              ev AS (
                  INSERT INTO events (job_id, attempt_id, at, code, message)
                  SELECT id, attempt_id, {NOW}, $3, 'running attempt stopped' FROM u)
              SELECT count(*) FROM u"
         );
-        self.fenced(&sql, &[&id.as_str(), &attempt.as_str(), &EVENT_CANCELLED])
-            .await
+        self.fenced(
+            &sql,
+            &[&id.as_str(), &attempt.as_str(), &EVENT_CANCELLED, &usage],
+        )
+        .await
     }
 
     pub(crate) async fn record_usage(

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{JobsError, Result};
 use crate::ids::{AttemptId, HostId, JobId};
-use crate::model::{Job, JobFailure, JobKind, JobSpec, JobState};
+use crate::model::{Job, JobFailure, JobKind, JobSpec, JobState, LiveJob};
 
 /// Event code of a submission.
 pub const EVENT_SUBMITTED: &str = "PATCH_CANDIDATE_JOB_SUBMITTED";
@@ -39,6 +39,9 @@ pub(crate) struct SpecRow {
     policy_digest: String,
     selections: serde_json::Value,
     runtime: Option<String>,
+    /// Absent for an offline job (rows written before live jobs existed read as offline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    live: Option<LiveJob>,
 }
 
 impl SpecRow {
@@ -53,6 +56,7 @@ impl SpecRow {
             policy_digest: spec.policy_digest.clone(),
             selections: spec.selections.clone(),
             runtime: spec.runtime.clone(),
+            live: spec.live.clone(),
         };
         serde_json::to_string(&row).map_err(|_| JobsError::spec("selections", "not encodable"))
     }
@@ -102,6 +106,7 @@ impl RawJob {
             policy_digest: row.policy_digest,
             selections: row.selections,
             runtime: row.runtime,
+            live: row.live,
             max_attempts: u32::try_from(self.max_attempts).map_err(corrupt("max_attempts"))?,
         };
         let last_error = match (self.error_code, self.error_message) {

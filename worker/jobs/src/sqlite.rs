@@ -366,6 +366,7 @@ impl SqliteStore {
         code: String,
         message: String,
         retry: Retry,
+        usage: Option<String>,
     ) -> Result<Fenced> {
         self.run(move |conn| {
             let tx = conn
@@ -399,6 +400,9 @@ impl SqliteStore {
             if n == 0 {
                 return Ok(Fenced::Lost);
             }
+            if let Some(usage) = &usage {
+                upsert_usage(&tx, &id, &attempt, usage, now)?;
+            }
             event(
                 &tx,
                 id.as_str(),
@@ -419,6 +423,7 @@ impl SqliteStore {
         id: JobId,
         attempt: AttemptId,
         delay: Option<(Duration, String)>,
+        usage: Option<String>,
     ) -> Result<Fenced> {
         self.run(move |conn| {
             let tx = conn
@@ -448,6 +453,9 @@ impl SqliteStore {
                 .map_err(map_err)?;
             if n == 0 {
                 return Ok(Fenced::Lost);
+            }
+            if let Some(usage) = &usage {
+                upsert_usage(&tx, &id, &attempt, usage, now)?;
             }
             event(
                 &tx,
@@ -584,7 +592,12 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn finish_cancelled(&self, id: JobId, attempt: AttemptId) -> Result<Fenced> {
+    pub(crate) async fn finish_cancelled(
+        &self,
+        id: JobId,
+        attempt: AttemptId,
+        usage: Option<String>,
+    ) -> Result<Fenced> {
         self.run(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -599,6 +612,9 @@ impl SqliteStore {
                 .map_err(map_err)?;
             if n == 0 {
                 return Ok(Fenced::Lost);
+            }
+            if let Some(usage) = &usage {
+                upsert_usage(&tx, &id, &attempt, usage, now)?;
             }
             event(
                 &tx,

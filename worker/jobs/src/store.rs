@@ -283,10 +283,12 @@ impl JobStore {
 
     /// Records a failure: `Retry::Never` dead-letters the job (`failed`); `Retry::After` queues
     /// it again after the delay with the attempt spent (`failed` once none is left). A job whose
-    /// cancellation was requested becomes `cancelled` either way.
+    /// cancellation was requested becomes `cancelled` either way. `usage`, when given, is the
+    /// attempt's usage row, written in the same transaction (an attempt that ran).
     ///
     /// # Errors
-    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed code or message; database errors.
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed code or message or oversized usage; database
+    /// errors (nothing is written then).
     pub async fn fail(
         &self,
         id: &JobId,
@@ -294,15 +296,18 @@ impl JobStore {
         code: &str,
         message: &str,
         retry: Retry,
+        usage: Option<&serde_json::Value>,
     ) -> Result<Fenced> {
         check_code(code)?;
         check_message(message)?;
+        let usage = usage.map(|u| document_text("usage", u)).transpose()?;
         let fenced = dispatch!(self.fail(
             id.clone(),
             attempt.clone(),
             code.to_owned(),
             message.to_owned(),
-            retry
+            retry,
+            usage
         ))?;
         if fenced == Fenced::Applied && matches!(retry, Retry::After(_)) {
             self.announce().await;
@@ -323,20 +328,31 @@ impl JobStore {
         code: &str,
     ) -> Result<Fenced> {
         check_code(code)?;
-        let fenced =
-            dispatch!(self.requeue(id.clone(), attempt.clone(), Some((delay, code.to_owned()))))?;
+        let fenced = dispatch!(self.requeue(
+            id.clone(),
+            attempt.clone(),
+            Some((delay, code.to_owned())),
+            None
+        ))?;
         if fenced == Fenced::Applied {
             self.announce().await;
         }
         Ok(fenced)
     }
 
-    /// Drain: queues the job again now without spending the attempt.
+    /// Drain: queues the job again now without spending the attempt. `usage`, when given, is the
+    /// attempt's usage row (it ran until the drain stopped it), written in the same transaction.
     ///
     /// # Errors
-    /// Database errors.
-    pub async fn release(&self, id: &JobId, attempt: &AttemptId) -> Result<Fenced> {
-        let fenced = dispatch!(self.requeue(id.clone(), attempt.clone(), None))?;
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for oversized usage; database errors.
+    pub async fn release(
+        &self,
+        id: &JobId,
+        attempt: &AttemptId,
+        usage: Option<&serde_json::Value>,
+    ) -> Result<Fenced> {
+        let usage = usage.map(|u| document_text("usage", u)).transpose()?;
+        let fenced = dispatch!(self.requeue(id.clone(), attempt.clone(), None, usage))?;
         if fenced == Fenced::Applied {
             self.announce().await;
         }
@@ -344,15 +360,23 @@ impl JobStore {
     }
 
     /// Stops a running attempt whose cancellation was requested: `cancelled`, guarded like every
-    /// attempt write.
+    /// attempt write. `usage`, when given, is the attempt's usage row, written in the same
+    /// transaction.
     ///
     /// # Errors
-    /// Database errors.
-    pub async fn finish_cancelled(&self, id: &JobId, attempt: &AttemptId) -> Result<Fenced> {
-        dispatch!(self.finish_cancelled(id.clone(), attempt.clone()))
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for oversized usage; database errors.
+    pub async fn finish_cancelled(
+        &self,
+        id: &JobId,
+        attempt: &AttemptId,
+        usage: Option<&serde_json::Value>,
+    ) -> Result<Fenced> {
+        let usage = usage.map(|u| document_text("usage", u)).transpose()?;
+        dispatch!(self.finish_cancelled(id.clone(), attempt.clone(), usage))
     }
 
-    /// Records the usage of an attempt that ran but did not complete. One row per
+    /// Records the usage of an attempt out of band (not fenced: prefer the `usage` argument of
+    /// the outcome writes, which lands only for the current attempt). One row per
     /// `(job, attempt)`: recording again replaces it.
     ///
     /// # Errors

@@ -126,7 +126,7 @@ pub async fn malformed_input_is_refused_before_storage(store: &JobStore, _: &Loc
     let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
     for (code, message) in [("lower", "m"), ("OK", "a\u{1b}[2Jb")] {
         let e = store
-            .fail(&id, &c.attempt_id, code, message, Retry::Never)
+            .fail(&id, &c.attempt_id, code, message, Retry::Never, None)
             .await
             .unwrap_err();
         assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_INPUT");
@@ -353,19 +353,19 @@ pub async fn stale_attempt_writes_are_refused(store: &JobStore, _: &Location) {
     );
     assert_eq!(
         store
-            .fail(&id, stale, "X", "m", Retry::Never)
+            .fail(&id, stale, "X", "m", Retry::Never, None)
             .await
             .unwrap(),
         Fenced::Lost
     );
     assert_eq!(
         store
-            .fail(&id, stale, "X", "m", Retry::After(Duration::ZERO))
+            .fail(&id, stale, "X", "m", Retry::After(Duration::ZERO), None)
             .await
             .unwrap(),
         Fenced::Lost
     );
-    assert_eq!(store.release(&id, stale).await.unwrap(), Fenced::Lost);
+    assert_eq!(store.release(&id, stale, None).await.unwrap(), Fenced::Lost);
     assert_eq!(
         store
             .snooze(&id, stale, Duration::ZERO, "NO_IMAGE")
@@ -374,7 +374,7 @@ pub async fn stale_attempt_writes_are_refused(store: &JobStore, _: &Location) {
         Fenced::Lost
     );
     assert_eq!(
-        store.finish_cancelled(&id, stale).await.unwrap(),
+        store.finish_cancelled(&id, stale, None).await.unwrap(),
         Fenced::Lost
     );
     let job = store.get(&id).await.unwrap().unwrap();
@@ -399,7 +399,7 @@ pub async fn stale_attempt_writes_are_refused(store: &JobStore, _: &Location) {
     );
     assert_eq!(
         store
-            .fail(&id, &new.attempt_id, "X", "m", Retry::Never)
+            .fail(&id, &new.attempt_id, "X", "m", Retry::Never, None)
             .await
             .unwrap(),
         Fenced::Lost
@@ -422,7 +422,8 @@ pub async fn retry_backoff_and_dead_letter(store: &JobStore, _: &Location) {
                 &a1.attempt_id,
                 "PATCH_CANDIDATE_DOCKER",
                 "daemon gone",
-                Retry::After(Duration::ZERO)
+                Retry::After(Duration::ZERO),
+                None
             )
             .await
             .unwrap(),
@@ -443,7 +444,8 @@ pub async fn retry_backoff_and_dead_letter(store: &JobStore, _: &Location) {
                 &a2.attempt_id,
                 "PATCH_CANDIDATE_DOCKER",
                 "again",
-                Retry::After(Duration::ZERO)
+                Retry::After(Duration::ZERO),
+                None
             )
             .await
             .unwrap(),
@@ -465,7 +467,8 @@ pub async fn retry_backoff_and_dead_letter(store: &JobStore, _: &Location) {
                 &a.attempt_id,
                 "REPOSITORY_PATCH_SNAPSHOT_IDENTITY",
                 "snapshot moved",
-                Retry::Never
+                Retry::Never,
+                None
             )
             .await
             .unwrap(),
@@ -485,7 +488,8 @@ pub async fn retry_backoff_and_dead_letter(store: &JobStore, _: &Location) {
                 &a.attempt_id,
                 "PATCH_CANDIDATE_DOCKER",
                 "x",
-                Retry::After(jobs::backoff(1) * 1000)
+                Retry::After(jobs::backoff(1) * 1000),
+                None
             )
             .await
             .unwrap(),
@@ -552,7 +556,7 @@ pub async fn snooze_and_release_do_not_spend_attempts(store: &JobStore, _: &Loca
         );
         let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
         assert_eq!(
-            store.release(&id, &c.attempt_id).await.unwrap(),
+            store.release(&id, &c.attempt_id, None).await.unwrap(),
             Fenced::Applied
         );
         assert_eq!(store.get(&id).await.unwrap().unwrap().attempts, 0);
@@ -613,7 +617,7 @@ pub async fn cancel_queued_and_running(store: &JobStore, _: &Location) {
     );
     assert_eq!(
         store
-            .finish_cancelled(&running, &c.attempt_id)
+            .finish_cancelled(&running, &c.attempt_id, None)
             .await
             .unwrap(),
         Fenced::Applied
@@ -638,7 +642,8 @@ pub async fn cancel_queued_and_running(store: &JobStore, _: &Location) {
                 &c2.attempt_id,
                 "PATCH_CANDIDATE_DOCKER",
                 "killed",
-                Retry::After(Duration::ZERO)
+                Retry::After(Duration::ZERO),
+                None
             )
             .await
             .unwrap(),
@@ -730,7 +735,8 @@ pub async fn candidate_readable_from_another_handle_and_usage_idempotent(
                 &a1.attempt_id,
                 "PATCH_CANDIDATE_DOCKER",
                 "x",
-                Retry::After(Duration::ZERO)
+                Retry::After(Duration::ZERO),
+                None
             )
             .await
             .unwrap(),
@@ -1018,7 +1024,8 @@ pub async fn work_signal_wakes_idle_runners(store: &JobStore, location: &Locatio
                 &c.attempt_id,
                 "PATCH_CANDIDATE_DOCKER",
                 "x",
-                Retry::After(Duration::ZERO)
+                Retry::After(Duration::ZERO),
+                None
             )
             .await
             .unwrap(),
@@ -1139,4 +1146,192 @@ pub async fn a_dead_hosts_jobs_are_finished_by_the_others(store: &JobStore, loca
             .len(),
         JOBS
     );
+}
+
+fn live_spec(nonce: &str, model: &str) -> JobSpec {
+    let mut spec = JobSpec::noop(nonce, 2);
+    spec.kind = jobs::JobKind::Turn;
+    spec.live = Some(jobs::LiveJob {
+        model: model.to_owned(),
+    });
+    spec
+}
+
+pub async fn live_jobs_bind_their_model(store: &JobStore, location: &Location) {
+    let live = live_spec("live", "gpt-5.3-codex");
+    let (job, created) = store.submit(live.clone()).await.unwrap();
+    assert!(created);
+    assert_eq!(job.spec.live, live.live);
+    assert_eq!(job.idempotency_key, live.idempotency_key());
+    // Read back by another handle, in full and in a list view.
+    let other = location.open().await;
+    assert_eq!(other.get(&job.id).await.unwrap().unwrap().spec, live);
+    let listed = other.list(None, 10).await.unwrap();
+    assert_eq!(listed[0].spec.live, live.live);
+    let view = serde_json::to_value(&listed[0].spec).unwrap();
+    assert_eq!(view["live"], serde_json::json!({"model": "gpt-5.3-codex"}));
+    // The same bound fields are the same job; the model is part of the identity, and so is
+    // being live at all.
+    let (again, created) = store.submit(live.clone()).await.unwrap();
+    assert!(!created);
+    assert_eq!(again.id, job.id);
+    let (other_model, created) = store
+        .submit(live_spec("live", "gpt-5.3-codex-mini"))
+        .await
+        .unwrap();
+    assert!(created);
+    assert_ne!(other_model.id, job.id);
+    let mut offline = live.clone();
+    offline.live = None;
+    let (offline_job, created) = store.submit(offline.clone()).await.unwrap();
+    assert!(created);
+    assert_ne!(offline_job.id, job.id);
+    assert_eq!(offline_job.spec.live, None);
+    let offline_view = serde_json::to_value(&offline_job.spec).unwrap();
+    assert!(
+        offline_view.get("live").is_none(),
+        "an offline spec shows no live field"
+    );
+    // A claimed live job carries its model to the runner.
+    let claimed = store.claim(&host("h"), 3, LONG).await.unwrap();
+    let live_claim = claimed.iter().find(|c| c.job.id == job.id).unwrap();
+    assert_eq!(live_claim.job.spec.live, live.live);
+
+    // Malformed model names and a live no-op never enter the queue.
+    let before = store.list(None, 100).await.unwrap().len();
+    for bad in ["", "a/b", "model name", "m\u{1b}[2J", "é", &"m".repeat(65)] {
+        assert_eq!(
+            store
+                .submit(live_spec("bad", bad))
+                .await
+                .unwrap_err()
+                .code(),
+            "PATCH_CANDIDATE_JOBS_SPEC",
+            "{bad:?}"
+        );
+    }
+    let mut live_noop = JobSpec::noop("live-noop", 1);
+    live_noop.live = live.live.clone();
+    assert_eq!(
+        store.submit(live_noop).await.unwrap_err().code(),
+        "PATCH_CANDIDATE_JOBS_SPEC"
+    );
+    assert_eq!(store.list(None, 100).await.unwrap().len(), before);
+}
+
+pub async fn outcome_writes_carry_one_usage_row_per_attempt(store: &JobStore, _: &Location) {
+    let row = |n: u64| serde_json::json!({"outcome": "x", "wall_ms": n});
+    let id = submit(store, "usage-rows", 5).await;
+    // A failed attempt that is retried: its row lands with the failure.
+    let a1 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    assert_eq!(
+        store
+            .fail(
+                &id,
+                &a1.attempt_id,
+                "REPOSITORY_DOCKER_UNAVAILABLE",
+                "m",
+                Retry::After(Duration::ZERO),
+                Some(&row(1))
+            )
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    // A released attempt (drain): its row lands with the release, the attempt is given back.
+    let a2 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    assert_eq!(
+        store
+            .release(&id, &a2.attempt_id, Some(&row(2)))
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    assert_eq!(store.get(&id).await.unwrap().unwrap().attempts, 1);
+    // A snoozed attempt did not run: no row.
+    let a3 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    assert_eq!(
+        store
+            .snooze(&id, &a3.attempt_id, Duration::ZERO, "PATCH_CANDIDATE_X")
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    // An oversized usage document is refused and nothing is written: the attempt still runs.
+    let a4 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let huge = serde_json::json!({"pad": "x".repeat(jobs::MAX_DOCUMENT_BYTES)});
+    assert_eq!(
+        store
+            .fail(&id, &a4.attempt_id, "X", "m", Retry::Never, Some(&huge))
+            .await
+            .unwrap_err()
+            .code(),
+        "PATCH_CANDIDATE_JOBS_INPUT"
+    );
+    assert_eq!(state(store, &id).await, JobState::Running);
+    // The lease is lost (a zero-length renewal, then the rescuer): the stale attempt's writes
+    // record nothing, usage included.
+    assert!(matches!(
+        store
+            .heartbeat(&id, &a4.attempt_id, Duration::ZERO)
+            .await
+            .unwrap(),
+        Heartbeat::Renewed { .. }
+    ));
+    expire().await;
+    assert_eq!(store.rescue_expired().await.unwrap(), 1);
+    let lost = a4.attempt_id;
+    for write in 0..3 {
+        let fenced = match write {
+            0 => store
+                .fail(&id, &lost, "X", "m", Retry::Never, Some(&row(9)))
+                .await
+                .unwrap(),
+            1 => store.release(&id, &lost, Some(&row(9))).await.unwrap(),
+            _ => store
+                .finish_cancelled(&id, &lost, Some(&row(9)))
+                .await
+                .unwrap(),
+        };
+        assert_eq!(fenced, Fenced::Lost);
+    }
+    // A cancelled running attempt: its row lands with the cancellation.
+    let a5 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    store.cancel(&id).await.unwrap();
+    assert_eq!(
+        store
+            .finish_cancelled(&id, &a5.attempt_id, Some(&row(5)))
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    assert_eq!(state(store, &id).await, JobState::Cancelled);
+    // Retried by the operator, a dead-lettered attempt's row lands with the failure.
+    store.retry(&id).await.unwrap();
+    let a6 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    assert_eq!(
+        store
+            .fail(
+                &id,
+                &a6.attempt_id,
+                "REPOSITORY_PATCH_X",
+                "m",
+                Retry::Never,
+                Some(&row(6))
+            )
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    assert_eq!(state(store, &id).await, JobState::Failed);
+    let rows: BTreeMap<_, _> = store.usage(&id).await.unwrap().into_iter().collect();
+    let expected: BTreeMap<_, _> = [
+        (a1.attempt_id, r#"{"outcome":"x","wall_ms":1}"#.to_owned()),
+        (a2.attempt_id, r#"{"outcome":"x","wall_ms":2}"#.to_owned()),
+        (a5.attempt_id, r#"{"outcome":"x","wall_ms":5}"#.to_owned()),
+        (a6.attempt_id, r#"{"outcome":"x","wall_ms":6}"#.to_owned()),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(rows, expected);
 }

@@ -78,6 +78,8 @@ conformance!(
     migrations_are_versioned_and_concurrent_opens_agree,
     work_signal_wakes_idle_runners,
     a_dead_hosts_jobs_are_finished_by_the_others,
+    live_jobs_bind_their_model,
+    outcome_writes_carry_one_usage_row_per_attempt,
 );
 
 /// Fresh databases opened by several handles at once.
