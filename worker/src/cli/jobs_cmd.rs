@@ -12,6 +12,7 @@ use snapshot::{MAX_CONTEXT_JSON_BYTES, Untrusted};
 use worker::service::{self, MirrorCache, Submission, job_view};
 
 use super::docker_args::{state_dir, tokio_runtime};
+use super::live_args::require_model;
 use super::paths::{read_text, require_dir};
 use super::{CliError, Outcome};
 
@@ -89,6 +90,14 @@ pub(crate) struct SubmitArgs {
     /// rejections never do).
     #[arg(long, default_value_t = service::DEFAULT_MAX_ATTEMPTS)]
     pub max_attempts: u32,
+    /// Queue a live turn: a real ACP agent (Codex) in the live image (default: the one recorded
+    /// by `image build --live`), its model requests served by the gateway of the host that runs
+    /// it (`serve --live-upstream`). The job binds the model name, never a credential.
+    #[arg(long)]
+    pub live: bool,
+    /// The model of a live job (1-64 of `A-Z a-z 0-9 . _ : -`); part of the job's identity.
+    #[arg(long, value_name = "NAME", requires = "live")]
+    pub model: Option<String>,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -150,6 +159,10 @@ fn job_text(job: &Job) -> String {
     let _ = writeln!(t, "commit: {}", job.spec.commit);
     let _ = writeln!(t, "approval: {}", job.spec.approval_digest);
     let _ = writeln!(t, "image: {}", job.spec.image_id);
+    if let Some(live) = &job.spec.live {
+        // A checked plain token (the store refuses anything else).
+        let _ = writeln!(t, "live: model {}", Untrusted::quoted(&live.model));
+    }
     if let Some(host) = &job.host {
         let _ = writeln!(t, "host: {host}");
     }
@@ -279,6 +292,13 @@ fn submit(args: &SubmitArgs) -> Result<Outcome, CliError> {
             .ok_or_else(|| CliError::usage("PATCH_CANDIDATE_INPUT", "--repo is not UTF-8"))?
             .to_owned()
     };
+    let live = if args.live {
+        Some(jobs::LiveJob {
+            model: require_model(args.model.as_deref())?.to_owned(),
+        })
+    } else {
+        None
+    };
     let approval = read_text("--approval", &args.approval, MAX_CONTEXT_JSON_BYTES)?;
     let policy = args
         .policy
@@ -299,6 +319,7 @@ fn submit(args: &SubmitArgs) -> Result<Outcome, CliError> {
         max_wall_seconds: args.max_wall_seconds,
         max_archive_bytes: args.max_archive_bytes,
         max_attempts: Some(args.max_attempts),
+        live,
     };
     let rt = tokio_runtime()?;
     let mirrors = MirrorCache::new(state.join("mirrors"));

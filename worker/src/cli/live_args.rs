@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
-use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses, UpstreamUrl};
+use gateway::{Gateway, GatewayConfig, OpenAiResponses, UpstreamUrl};
+use worker::service::{CredentialSource, LiveHost};
 use worker::{LiveNote, LiveSettings};
 
 use super::CliError;
@@ -49,27 +50,72 @@ pub(crate) struct LiveArgs {
     pub gateway_config: Option<PathBuf>,
 }
 
+/// `serve`'s live settings: the gateway every live job this host runs goes through. The
+/// credential is read again for each live attempt (a rotated file is picked up).
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct ServeLiveArgs {
+    /// Run live jobs (`jobs submit --live`): their agents' model requests reach this upstream
+    /// base URL only through the model gateway in this process, which holds the credential
+    /// (https; plain http only for a loopback address). Without it, this host snoozes the live
+    /// jobs it claims (no attempt spent), so hosts with and without live settings can share a
+    /// queue.
+    #[arg(long, value_name = "URL")]
+    pub live_upstream: Option<String>,
+    /// Read the model credential from this environment variable (at start-up and for every live
+    /// attempt).
+    #[arg(
+        long,
+        value_name = "VAR",
+        requires = "live_upstream",
+        conflicts_with = "credential_file"
+    )]
+    pub credential_env: Option<String>,
+    /// Read the model credential from this file (its content, less one final line ending), at
+    /// start-up and again for every live attempt.
+    #[arg(long, value_name = "FILE", requires = "live_upstream")]
+    pub credential_file: Option<PathBuf>,
+    /// Operator gateway settings for live jobs (strict JSON: models, refused_tools, budgets, size
+    /// caps, deadlines; see docs/LIVE.md). Default: each job's model is the one allowed model. A
+    /// job whose model is not in `models` is snoozed on this host.
+    #[arg(long, value_name = "FILE", requires = "live_upstream")]
+    pub gateway_config: Option<PathBuf>,
+}
+
+/// The model of a live turn or job: `--live` needs `--model`.
+///
+/// # Errors
+/// `PATCH_CANDIDATE_LIVE_MODEL` (usage) when it is missing.
+pub(crate) fn require_model(model: Option<&str>) -> Result<&str, CliError> {
+    model.ok_or_else(|| CliError::usage("PATCH_CANDIDATE_LIVE_MODEL", "--live needs --model NAME"))
+}
+
+/// Where the credential comes from: exactly one of the two options.
+fn credential_source(
+    env: Option<&String>,
+    file: Option<&PathBuf>,
+) -> Result<CredentialSource, CliError> {
+    match (env, file) {
+        (Some(var), None) => Ok(CredentialSource::Env(var.clone())),
+        (None, Some(file)) => Ok(CredentialSource::File(file.clone())),
+        _ => Err(CliError::usage(
+            "PATCH_CANDIDATE_LIVE_CREDENTIAL",
+            "--live needs --credential-env VAR or --credential-file FILE",
+        )),
+    }
+}
+
+fn upstream(url: Option<&str>) -> Result<UpstreamUrl, CliError> {
+    Ok(url.unwrap_or(DEFAULT_UPSTREAM).parse()?)
+}
+
 /// The live turn's settings and its gateway, from the options.
 ///
 /// # Errors
 /// A usage error for a missing `--model` or credential option; the gateway's setup codes.
 pub(crate) fn live_setup(args: &LiveArgs) -> Result<(LiveSettings, Arc<Gateway>), CliError> {
-    let Some(model) = args.model.as_deref() else {
-        return Err(CliError::usage(
-            "PATCH_CANDIDATE_LIVE_MODEL",
-            "--live needs --model NAME",
-        ));
-    };
-    let credential = match (&args.credential_env, &args.credential_file) {
-        (Some(var), None) => Credential::from_env(var)?,
-        (None, Some(file)) => Credential::from_file(file)?,
-        _ => {
-            return Err(CliError::usage(
-                "PATCH_CANDIDATE_LIVE_CREDENTIAL",
-                "--live needs --credential-env VAR or --credential-file FILE",
-            ));
-        }
-    };
+    let model = require_model(args.model.as_deref())?;
+    let credential =
+        credential_source(args.credential_env.as_ref(), args.credential_file.as_ref())?.read()?;
     let config = match &args.gateway_config {
         Some(path) => gateway_config(path)?,
         None => GatewayConfig::for_model(model),
@@ -81,14 +127,33 @@ pub(crate) fn live_setup(args: &LiveArgs) -> Result<(LiveSettings, Arc<Gateway>)
             "the --model is not in the gateway config's models",
         ));
     }
-    let upstream: UpstreamUrl = args
-        .upstream
-        .as_deref()
-        .unwrap_or(DEFAULT_UPSTREAM)
-        .parse()?;
+    let upstream = upstream(args.upstream.as_deref())?;
     let settings = LiveSettings::codex(model);
     let gateway = Gateway::new(config, Arc::new(OpenAiResponses), credential, upstream)?;
     Ok((settings, Arc::new(gateway)))
+}
+
+/// `serve`'s live settings, checked as `run --live` checks its own (the same parsers and codes;
+/// the credential is read once here so a host that cannot read it does not start). `None`
+/// without `--live-upstream`.
+///
+/// # Errors
+/// A usage error for a missing credential option; the gateway's setup codes.
+pub(crate) fn live_host(args: &ServeLiveArgs) -> Result<Option<LiveHost>, CliError> {
+    let Some(url) = args.live_upstream.as_deref() else {
+        return Ok(None);
+    };
+    let host = LiveHost {
+        upstream: upstream(Some(url))?,
+        credential: credential_source(args.credential_env.as_ref(), args.credential_file.as_ref())?,
+        config: args
+            .gateway_config
+            .as_deref()
+            .map(gateway_config)
+            .transpose()?,
+    };
+    host.check()?;
+    Ok(Some(host))
 }
 
 fn gateway_config(path: &Path) -> Result<GatewayConfig, CliError> {
@@ -203,6 +268,55 @@ mod tests {
         assert_eq!(
             agent_event_line(&object(serde_json::json!({"n": 1}))),
             "event"
+        );
+    }
+
+    #[test]
+    fn serve_live_settings_use_the_same_checks_and_never_echo_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(live_host(&ServeLiveArgs::default()).unwrap().is_none());
+        let file = key_file(dir.path(), "sk-serve-secret-31\n");
+        let ok = ServeLiveArgs {
+            live_upstream: Some("http://127.0.0.1:9/v1".to_owned()),
+            credential_file: Some(file.clone()),
+            ..ServeLiveArgs::default()
+        };
+        let host = live_host(&ok).unwrap().unwrap();
+        assert_eq!(host.credential, CredentialSource::File(file));
+        assert!(!format!("{host:?}").contains("sk-serve-secret-31"));
+        let no_key = ServeLiveArgs {
+            credential_file: None,
+            ..ok.clone()
+        };
+        assert_eq!(
+            live_host(&no_key).unwrap_err().code,
+            "PATCH_CANDIDATE_LIVE_CREDENTIAL"
+        );
+        let unreadable = ServeLiveArgs {
+            credential_file: Some(dir.path().join("absent")),
+            ..ok.clone()
+        };
+        assert_eq!(
+            live_host(&unreadable).unwrap_err().code,
+            "PATCH_CANDIDATE_GATEWAY_CREDENTIAL"
+        );
+        let remote_http = ServeLiveArgs {
+            live_upstream: Some("http://203.0.113.7/v1".to_owned()),
+            ..ok.clone()
+        };
+        assert_eq!(
+            live_host(&remote_http).unwrap_err().code,
+            "PATCH_CANDIDATE_GATEWAY_UPSTREAM_URL"
+        );
+        let config = dir.path().join("gateway.json");
+        std::fs::write(&config, br#"{"models": [], "x": 1}"#).unwrap();
+        let bad_config = ServeLiveArgs {
+            gateway_config: Some(config),
+            ..ok
+        };
+        assert_eq!(
+            live_host(&bad_config).unwrap_err().code,
+            "PATCH_CANDIDATE_GATEWAY_CONFIG"
         );
     }
 

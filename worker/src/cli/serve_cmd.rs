@@ -7,6 +7,7 @@ use clap::Args;
 use worker::service::{self, ServeOptions};
 
 use super::docker_args::{DockerArgs, state_dir};
+use super::live_args::{ServeLiveArgs, live_host};
 use super::{CliError, Outcome};
 
 /// Parses `500ms`, `15s`, `2m` (a plain number is seconds).
@@ -73,6 +74,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, hide = true)]
     pub retry_base: Option<Duration>,
     #[command(flatten)]
+    pub live: ServeLiveArgs,
+    #[command(flatten)]
     pub docker: DockerArgs,
 }
 
@@ -84,6 +87,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<Outcome, CliError> {
             "PATCH_CANDIDATE_FAULT must be <point>:<abort|pause>",
         ));
     }
+    let live = live_host(&args.live)?;
     let host_id = service::host_id(args.host_id.as_deref(), &state)?;
     let opts = ServeOptions {
         database: args.database.clone(),
@@ -99,6 +103,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<Outcome, CliError> {
         listen: args.listen,
         listen_public: args.listen_public,
         docker_socket: args.docker.docker_socket.clone(),
+        live,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)

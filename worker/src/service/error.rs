@@ -36,6 +36,19 @@ pub enum ServiceError {
     /// A job was cancelled while it ran.
     #[error("PATCH_CANDIDATE_SERVICE_CANCELLED: the job was cancelled while it ran")]
     Cancelled,
+    /// A live job was claimed by a host without live settings (`serve --live-upstream`).
+    #[error(
+        "PATCH_CANDIDATE_SERVICE_LIVE_UNAVAILABLE: this host has no live settings (serve --live-upstream)"
+    )]
+    LiveUnavailable,
+    /// A live job's model is not in this host's gateway allowlist.
+    #[error(
+        "PATCH_CANDIDATE_SERVICE_LIVE_MODEL: the job's model is not in this host's gateway config"
+    )]
+    LiveModel,
+    /// This host's gateway cannot be set up for a live attempt (e.g. the credential is unreadable).
+    #[error(transparent)]
+    Gateway(#[from] gateway::GatewaySetupError),
     #[error(transparent)]
     Snapshot(#[from] snapshot::SnapshotError),
     #[error(transparent)]
@@ -60,6 +73,9 @@ impl ServiceError {
             Self::Spec { .. } => "PATCH_CANDIDATE_SERVICE_SPEC",
             Self::Listen { .. } => "PATCH_CANDIDATE_SERVICE_LISTEN",
             Self::Cancelled => "PATCH_CANDIDATE_SERVICE_CANCELLED",
+            Self::LiveUnavailable => "PATCH_CANDIDATE_SERVICE_LIVE_UNAVAILABLE",
+            Self::LiveModel => "PATCH_CANDIDATE_SERVICE_LIVE_MODEL",
+            Self::Gateway(e) => e.code(),
             Self::Snapshot(e) => e.code(),
             Self::Worker(e) => e.code(),
             Self::Finalize(e) => Coded::code(e),
@@ -76,9 +92,13 @@ impl Coded for ServiceError {
     fn class(&self) -> FailureClass {
         match self {
             Self::Repository { .. } | Self::Listen { .. } => FailureClass::Usage,
-            Self::Unreachable | Self::Git { .. } | Self::State { .. } | Self::Locked => {
-                FailureClass::Environment
-            }
+            Self::Unreachable
+            | Self::Git { .. }
+            | Self::State { .. }
+            | Self::Locked
+            | Self::LiveUnavailable
+            | Self::LiveModel => FailureClass::Environment,
+            Self::Gateway(e) => Coded::class(e),
             Self::Binding { .. } | Self::Spec { .. } | Self::Cancelled => FailureClass::Rejected,
             Self::Snapshot(e) => Coded::class(e),
             Self::Worker(e) => Coded::class(e),
@@ -104,6 +124,8 @@ mod tests {
             ServiceError::Spec { detail: "x" },
             ServiceError::Listen { detail: "x" },
             ServiceError::Cancelled,
+            ServiceError::LiveUnavailable,
+            ServiceError::LiveModel,
         ] {
             snapshot::check_message_convention(&e).unwrap();
             assert!(e.code().starts_with("PATCH_CANDIDATE_SERVICE_"));

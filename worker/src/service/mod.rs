@@ -9,6 +9,7 @@
 
 mod error;
 mod http;
+mod live;
 mod metrics;
 mod mirror;
 mod runner;
@@ -29,6 +30,7 @@ use tokio::task::JoinSet;
 
 pub use error::ServiceError;
 pub use http::{TOKEN_FILE, job_view, load_or_create_token};
+pub use live::{CredentialSource, LiveHost};
 pub use metrics::Metrics;
 pub use mirror::{Locator, MirrorCache};
 pub use submission::{
@@ -74,6 +76,8 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     pub listen_public: bool,
     pub docker_socket: PathBuf,
+    /// Gateway settings for live jobs; `None`: this host snoozes the live jobs it claims.
+    pub live: Option<LiveHost>,
 }
 
 /// The claim loop's phase.
@@ -238,6 +242,11 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
             detail: "the heartbeat interval must be shorter than the lease",
         });
     }
+    // A host that cannot read its credential or config refuses to start (each live attempt
+    // reads the credential again, so a rotated file is picked up).
+    if let Some(live) = &opts.live {
+        live.check()?;
+    }
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|_| ServiceError::State {
         detail: "cannot install signal handlers",
     })?;
@@ -307,6 +316,7 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
         listen = %bound,
         backend = sh.store.backend_name(),
         max_turns,
+        live = sh.opts.live.is_some(),
         "serving"
     );
 

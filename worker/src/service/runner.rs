@@ -11,11 +11,15 @@ use snapshot::{Coded, FailureClass};
 use tokio::sync::watch;
 use tracing::Instrument as _;
 
+use super::live::{LiveTurn, log_note};
 use super::metrics::AttemptOutcome;
 use super::submission::reverify;
 use super::{Phase, ServiceError, Shared};
 use crate::fault;
-use crate::{JobBinding, WorkerError, run_pipeline};
+use crate::{
+    IsolatedAcpUsage, JobBinding, LiveContext, LiveProgress, WorkerError, run_live_pipeline,
+    run_pipeline,
+};
 
 /// Longest pause between retries of a store write while the database is unavailable.
 const MAX_STORE_BACKOFF: Duration = Duration::from_secs(10);
@@ -30,6 +34,42 @@ enum Ended {
     Cancelled,
     Lost,
     Drained,
+}
+
+/// What an attempt that started its turn leaves in its one usage row: the turn's wall time and,
+/// for a live turn, the model and the gateway's trusted counters (read after the turn ended,
+/// however it ended).
+struct Ran {
+    wall: Duration,
+    live: Option<(String, gateway::GatewayUsage)>,
+}
+
+impl Ran {
+    /// The usage row: codes and numbers only, never agent output. `usage` is the completed
+    /// turn's token count (the gateway's own count for a live turn).
+    fn row(
+        &self,
+        outcome: &'static str,
+        code: Option<&str>,
+        class: Option<&'static str>,
+        usage: Option<&IsolatedAcpUsage>,
+    ) -> serde_json::Value {
+        let mut row = serde_json::json!({
+            "outcome": outcome,
+            "code": code,
+            "class": class,
+            "wall_ms": u64::try_from(self.wall.as_millis()).unwrap_or(u64::MAX),
+            "usage": usage,
+        });
+        if let (Some((model, counters)), Some(map)) = (&self.live, row.as_object_mut()) {
+            let mut live = serde_json::to_value(counters).unwrap_or_default();
+            if let Some(live) = live.as_object_mut() {
+                live.insert("model".to_owned(), serde_json::Value::from(model.as_str()));
+            }
+            map.insert("live".to_owned(), live);
+        }
+        row
+    }
 }
 
 fn short(message: &str) -> String {
@@ -114,11 +154,11 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
         Ok(Heartbeat::Renewed {
             cancel_requested: true,
         }) => {
-            finish(sh, claimed, Ended::Cancelled).await;
+            finish(sh, claimed, Ended::Cancelled, None).await;
             return;
         }
         Ok(Heartbeat::Lost) => {
-            finish(sh, claimed, Ended::Lost).await;
+            finish(sh, claimed, Ended::Lost, None).await;
             return;
         }
         Err(e) => {
@@ -131,6 +171,23 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
             return;
         }
     }
+    // A live job needs this host's gateway; a host without live settings (or whose gateway
+    // cannot serve this job now) snoozes it without spending the attempt.
+    let live: Option<LiveTurn> = match (&claimed.job.spec.live, &sh.opts.live) {
+        (None, _) => None,
+        (Some(_), None) => {
+            let e = ServiceError::LiveUnavailable;
+            finish(sh, claimed, Ended::Done(Box::new(Err(e))), None).await;
+            return;
+        }
+        (Some(job), Some(host)) => match host.turn(&job.model) {
+            Ok(turn) => Some(turn),
+            Err(e) => {
+                finish(sh, claimed, Ended::Done(Box::new(Err(e))), None).await;
+                return;
+            }
+        },
+    };
     event(
         sh,
         claimed,
@@ -143,7 +200,7 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
     let mut inputs = match reverify(&claimed.job.spec) {
         Ok(inputs) => inputs,
         Err(e) => {
-            finish(sh, claimed, Ended::Done(Box::new(Err(e)))).await;
+            finish(sh, claimed, Ended::Done(Box::new(Err(e))), None).await;
             return;
         }
     };
@@ -151,16 +208,31 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
     {
         Ok(b) => b,
         Err(e) => {
-            finish(sh, claimed, Ended::Done(Box::new(Err(e.into())))).await;
+            finish(sh, claimed, Ended::Done(Box::new(Err(e.into()))), None).await;
             return;
         }
     };
     inputs.config = inputs.config.clone().with_job(Some(binding));
 
+    // The turn starts here: from now on the attempt ends with one usage row, unless its lease is
+    // lost or it is snoozed (both give nothing to record).
+    let turn_started = Instant::now();
+    let live_turn = live.as_ref();
     let work = async {
         let repo = sh.mirrors.ensure(&inputs.locator, &inputs.commit).await?;
         let request = inputs.pipeline_request(&repo, &sh.staging, Some(&sh.candidates), "service");
-        let outcome = run_pipeline(&sh.docker, request).await?;
+        let outcome = match live_turn {
+            None => run_pipeline(&sh.docker, request).await?,
+            Some(turn) => {
+                let progress: &LiveProgress = &log_note;
+                let context = LiveContext {
+                    settings: &turn.settings,
+                    gateway: &turn.gateway,
+                    progress,
+                };
+                run_live_pipeline(&sh.docker, request, &context).await?
+            }
+        };
         fault::point(fault::AFTER_CANDIDATE_STORED).await;
         Ok::<_, ServiceError>(outcome)
     };
@@ -209,7 +281,12 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
     // Anything but a finished turn: the turn is dropped here, its container guard removes the
     // container (force: killed at once) and its staging tree removes itself.
     drop(work);
-    finish(sh, claimed, ended).await;
+    // The gateway's channels went with the turn; its counters stay readable here.
+    let ran = Ran {
+        wall: turn_started.elapsed(),
+        live: live.map(|turn| (turn.settings.model, turn.gateway.usage())),
+    };
+    finish(sh, claimed, ended, Some(ran)).await;
 }
 
 /// The retry delay of an environment failure: exponential with jitter, from the store's rule.
@@ -223,13 +300,16 @@ fn retry_delay(sh: &Shared, attempt: u32) -> Duration {
     }
 }
 
-async fn finish(sh: &Shared, claimed: &Claimed, ended: Ended) {
+/// Records the attempt's one outcome. `ran` is `Some` once the turn started: the outcome write
+/// then carries the attempt's usage row in the same fenced transaction (a snooze and a lost lease
+/// record none).
+async fn finish(sh: &Shared, claimed: &Claimed, ended: Ended, ran: Option<Ran>) {
     let id = &claimed.job.id;
     let attempt_id = &claimed.attempt_id;
     let (outcome, write) = match ended {
         Ended::Done(done) => match *done {
-            Ok(outcome) => completed(sh, claimed, outcome).await,
-            Err(e) => failed(sh, claimed, e).await,
+            Ok(outcome) => completed(sh, claimed, outcome, ran.as_ref()).await,
+            Err(e) => failed(sh, claimed, e, ran.as_ref()).await,
         },
         Ended::Lost => {
             tracing::warn!(
@@ -244,7 +324,11 @@ async fn finish(sh: &Shared, claimed: &Claimed, ended: Ended) {
                 code = "PATCH_CANDIDATE_JOB_RELEASED",
                 "drain timeout: turn stopped, job released"
             );
-            let w = retrying(sh, "release", || sh.store.release(id, attempt_id)).await;
+            let usage = ran.as_ref().map(|r| r.row("released", None, None, None));
+            let w = retrying(sh, "release", || {
+                sh.store.release(id, attempt_id, usage.as_ref())
+            })
+            .await;
             (AttemptOutcome::Released, w)
         }
         Ended::Cancelled => {
@@ -259,8 +343,16 @@ async fn finish(sh: &Shared, claimed: &Claimed, ended: Ended) {
                 "cancelled while running",
             )
             .await;
+            let usage = ran.as_ref().map(|r| {
+                r.row(
+                    "cancelled",
+                    Some("PATCH_CANDIDATE_SERVICE_CANCELLED"),
+                    None,
+                    None,
+                )
+            });
             let w = retrying(sh, "finish_cancelled", || {
-                sh.store.finish_cancelled(id, attempt_id)
+                sh.store.finish_cancelled(id, attempt_id, usage.as_ref())
             })
             .await;
             (AttemptOutcome::Cancelled, w)
@@ -287,7 +379,12 @@ async fn finish(sh: &Shared, claimed: &Claimed, ended: Ended) {
 
 type Written = (AttemptOutcome, Result<Fenced, JobsError>);
 
-async fn completed(sh: &Shared, claimed: &Claimed, outcome: crate::PipelineOutcome) -> Written {
+async fn completed(
+    sh: &Shared,
+    claimed: &Claimed,
+    outcome: crate::PipelineOutcome,
+    ran: Option<&Ran>,
+) -> Written {
     let id = &claimed.job.id;
     let attempt_id = &claimed.attempt_id;
 
@@ -295,10 +392,14 @@ async fn completed(sh: &Shared, claimed: &Claimed, outcome: crate::PipelineOutco
         Ok(b) => b,
         Err(e) => {
             let e: ServiceError = e.into();
-            return Box::pin(failed(sh, claimed, e)).await;
+            return Box::pin(failed(sh, claimed, e, ran)).await;
         }
     };
-    let usage = serde_json::json!({ "usage": outcome.usage });
+    let usage = match ran {
+        Some(ran) => ran.row("completed", None, None, outcome.usage.as_ref()),
+        // Unreachable in practice (a completion always ran its turn); the row is still written.
+        None => serde_json::json!({ "outcome": "completed", "usage": outcome.usage }),
+    };
     let digest = outcome.digest.to_string();
     fault::point(fault::BEFORE_COMPLETE).await;
     let w = retrying(sh, "complete", || {
@@ -313,15 +414,20 @@ async fn completed(sh: &Shared, claimed: &Claimed, outcome: crate::PipelineOutco
     (AttemptOutcome::Completed, w)
 }
 
-async fn failed(sh: &Shared, claimed: &Claimed, e: ServiceError) -> Written {
+async fn failed(sh: &Shared, claimed: &Claimed, e: ServiceError, ran: Option<&Ran>) -> Written {
     let id = &claimed.job.id;
     let attempt_id = &claimed.attempt_id;
 
     let code = e.code();
     let message = e.to_string();
+    // This host cannot run the job now; another host (or this one later) may.
     let snooze = matches!(
         e,
-        ServiceError::Unreachable | ServiceError::Worker(WorkerError::ImageMissing)
+        ServiceError::Unreachable
+            | ServiceError::Worker(WorkerError::ImageMissing)
+            | ServiceError::LiveUnavailable
+            | ServiceError::LiveModel
+            | ServiceError::Gateway(_)
     );
     event(sh, claimed, code, &message).await;
     if snooze {
@@ -335,6 +441,7 @@ async fn failed(sh: &Shared, claimed: &Claimed, e: ServiceError) -> Written {
         .await;
         (AttemptOutcome::Snoozed, w)
     } else if Coded::class(&e) == FailureClass::Environment {
+        let usage = ran.map(|r| r.row("failed", Some(code), Some("environment"), None));
         let delay = retry_delay(sh, claimed.attempt);
         tracing::warn!(
             code,
@@ -343,16 +450,24 @@ async fn failed(sh: &Shared, claimed: &Claimed, e: ServiceError) -> Written {
         );
         let text = short(&message);
         let w = retrying(sh, "fail", || {
-            sh.store
-                .fail(id, attempt_id, code, &text, Retry::After(delay))
+            sh.store.fail(
+                id,
+                attempt_id,
+                code,
+                &text,
+                Retry::After(delay),
+                usage.as_ref(),
+            )
         })
         .await;
         (AttemptOutcome::Retried, w)
     } else {
         tracing::warn!(code, "rejected: dead letter");
+        let usage = ran.map(|r| r.row("failed", Some(code), Some("rejected"), None));
         let text = short(&message);
         let w = retrying(sh, "fail", || {
-            sh.store.fail(id, attempt_id, code, &text, Retry::Never)
+            sh.store
+                .fail(id, attempt_id, code, &text, Retry::Never, usage.as_ref())
         })
         .await;
         (AttemptOutcome::Failed, w)

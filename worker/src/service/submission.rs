@@ -10,8 +10,8 @@ use snapshot::{ApprovedExecutionContext, DefaultPathPolicy, MAX_CONTEXT_JSON_BYT
 use super::ServiceError;
 use super::mirror::{Locator, MirrorCache};
 use crate::{
-    DEFAULT_WALL_SECONDS, ImageId, ImageReference, ImagesState, MAX_TURN_ARCHIVE_BYTES,
-    PROOF_IMAGE, PipelineRequest, RuntimeName, TurnConfig,
+    DEFAULT_WALL_SECONDS, ImageId, ImageReference, ImagesState, LIVE_IMAGE, LiveImageState,
+    MAX_TURN_ARCHIVE_BYTES, PROOF_IMAGE, PipelineRequest, RuntimeName, TurnConfig,
 };
 
 /// Largest host policy document accepted.
@@ -52,6 +52,11 @@ pub struct Submission {
     pub max_archive_bytes: Option<usize>,
     #[serde(default)]
     pub max_attempts: Option<u32>,
+    /// A live turn: `{"model": NAME}`. The image is then the live image (by default the one
+    /// `image build --live` recorded). No credential is part of a submission: the serving
+    /// host's gateway holds it.
+    #[serde(default)]
+    pub live: Option<jobs::LiveJob>,
 }
 
 /// The explicit selections and turn settings stored with a job (`JobSpec::selections`).
@@ -95,6 +100,8 @@ pub struct JobInputs {
     pub read_only: Option<Vec<RepoPath>>,
     pub policy: DefaultPathPolicy,
     pub config: TurnConfig,
+    /// The model of a live job; `None` offline.
+    pub live_model: Option<String>,
 }
 
 impl JobInputs {
@@ -195,6 +202,7 @@ pub fn reverify(spec: &jobs::JobSpec) -> Result<JobInputs, ServiceError> {
         read_only: parse_paths(selections.read_only.as_ref())?,
         policy,
         config,
+        live_model: spec.live.as_ref().map(|l| l.model.clone()),
     })
 }
 
@@ -207,15 +215,38 @@ pub fn resolve_image(
     image_id: Option<&str>,
     state: &Path,
 ) -> Result<(ImageReference, ImageId), ServiceError> {
-    let recorded = ImagesState::load(state)?;
+    let recorded = ImagesState::load(state)?.map(|r| (r.image, r.image_id));
+    pick_image(image, image_id, recorded, PROOF_IMAGE)
+}
+
+/// The live image and approved ID: explicit values win, else the `image build --live` record
+/// (as `run --live`).
+///
+/// # Errors
+/// `REPOSITORY_DOCKER_IMAGE`, `REPOSITORY_DOCKER_EXPECTED_IMAGE_ID`.
+pub fn resolve_live_image(
+    image: Option<&str>,
+    image_id: Option<&str>,
+    state: &Path,
+) -> Result<(ImageReference, ImageId), ServiceError> {
+    let recorded = LiveImageState::load(state)?.map(|r| (r.image, r.image_id));
+    pick_image(image, image_id, recorded, LIVE_IMAGE)
+}
+
+fn pick_image(
+    image: Option<&str>,
+    image_id: Option<&str>,
+    recorded: Option<(ImageReference, ImageId)>,
+    default: &str,
+) -> Result<(ImageReference, ImageId), ServiceError> {
     let image: ImageReference = match (image, &recorded) {
         (Some(image), _) => image.parse()?,
-        (None, Some(r)) => r.image.clone(),
-        (None, None) => PROOF_IMAGE.parse()?,
+        (None, Some((r, _))) => r.clone(),
+        (None, None) => default.parse()?,
     };
-    let id = match (image_id, &recorded) {
+    let id = match (image_id, recorded) {
         (Some(id), _) => id.parse()?,
-        (None, Some(r)) if r.image == image => r.image_id.clone(),
+        (None, Some((r, id))) if r == image => id,
         _ => return Err(crate::WorkerError::ExpectedImageId.into()),
     };
     Ok((image, id))
@@ -245,7 +276,16 @@ pub async fn prepare(
         .commit
         .unwrap_or_else(|| context.baseline_commit_sha().to_owned());
     let task = sub.task.unwrap_or_else(|| context.raw_request().to_owned());
-    let (image, image_id) = resolve_image(sub.image.as_deref(), sub.image_id.as_deref(), state)?;
+    // A live job runs in the live image, as `run --live` does; its model is checked here (the
+    // store checks it again) so a malformed one never reaches a host.
+    if let Some(live) = &sub.live {
+        live.validate()?;
+    }
+    let (image, image_id) = if sub.live.is_some() {
+        resolve_live_image(sub.image.as_deref(), sub.image_id.as_deref(), state)?
+    } else {
+        resolve_image(sub.image.as_deref(), sub.image_id.as_deref(), state)?
+    };
     let runtime = sub
         .runtime
         .as_deref()
@@ -312,6 +352,7 @@ pub async fn prepare(
         selections,
         runtime: runtime.map(|r| r.as_str().to_owned()),
         max_attempts,
+        live: sub.live,
         approval_json,
     })
 }
