@@ -38,5 +38,6 @@ mod real_turn;
 mod runtimes;
 mod service;
 mod service_api;
+mod service_live;
 mod service_recovery;
 mod support;

@@ -176,6 +176,8 @@ pub struct ServeOpts<'a> {
     pub drain_timeout: &'a str,
     pub fault: Option<&'a str>,
     pub extra: Vec<&'a str>,
+    /// Environment variables of the serve process (e.g. a model credential).
+    pub env: Vec<(&'a str, &'a str)>,
 }
 
 impl Default for ServeOpts<'_> {
@@ -189,6 +191,7 @@ impl Default for ServeOpts<'_> {
             drain_timeout: "60s",
             fault: None,
             extra: Vec::new(),
+            env: Vec::new(),
         }
     }
 }
@@ -208,6 +211,7 @@ impl Service {
         .args(["--retry-base", "200ms"])
         .args(["--max-turns", &opts.max_turns.to_string()])
         .args(&opts.extra)
+        .envs(opts.env.iter().copied())
         .env("PATCH_CANDIDATE_STATE_DIR", state)
         .stdout(Stdio::null())
         .stderr(Stdio::piped());

@@ -160,7 +160,7 @@ fn job_text(job: &Job) -> String {
     let _ = writeln!(t, "approval: {}", job.spec.approval_digest);
     let _ = writeln!(t, "image: {}", job.spec.image_id);
     if let Some(live) = &job.spec.live {
-        // A checked plain token (the store refuses anything else).
+        // A checked plain token (the store refuses anything else), still shown as stored text.
         let _ = writeln!(t, "live: model {}", Untrusted::quoted(&live.model));
     }
     if let Some(host) = &job.host {
