@@ -21,8 +21,10 @@ use crate::{
     run_pipeline,
 };
 
-/// Longest pause between retries of a store write while the database is unavailable.
-const MAX_STORE_BACKOFF: Duration = Duration::from_secs(10);
+/// Longest pause between retries of a store write while the database is unavailable: the same
+/// bound as the claim loop's ([`super::MAX_LOOP_BACKOFF`]), so a result is written within a few
+/// seconds of the database's return.
+const MAX_STORE_BACKOFF: Duration = super::MAX_LOOP_BACKOFF;
 /// How long a store write is retried before the attempt is left to its lease.
 const STORE_WRITE_PATIENCE: Duration = Duration::from_secs(600);
 /// Longest event message stored (codes and short texts only).
@@ -91,7 +93,10 @@ where
     let mut pause = Duration::from_millis(100);
     loop {
         match op().await {
-            Ok(v) => return Ok(v),
+            Ok(v) => {
+                sh.metrics.store_ok();
+                return Ok(v);
+            }
             Err(e)
                 if Coded::class(&e) == FailureClass::Environment
                     && started.elapsed() < STORE_WRITE_PATIENCE =>
@@ -147,6 +152,9 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
     // No container before the first renewal succeeds.
     let renewed_at = Instant::now();
     let first = sh.store.heartbeat(id, attempt_id, sh.opts.lease).await;
+    if first.is_ok() {
+        sh.metrics.store_ok();
+    }
     match first {
         Ok(Heartbeat::Renewed {
             cancel_requested: false,
@@ -250,6 +258,9 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
                     sh.store.heartbeat(id, attempt_id, sh.opts.lease),
                 )
                 .await;
+                if matches!(beat, Ok(Ok(_))) {
+                    sh.metrics.store_ok();
+                }
                 match beat {
                     Ok(Ok(Heartbeat::Renewed { cancel_requested })) => {
                         lease_until = sent + sh.opts.lease;
@@ -420,11 +431,13 @@ async fn failed(sh: &Shared, claimed: &Claimed, e: ServiceError, ran: Option<&Ra
 
     let code = e.code();
     let message = e.to_string();
-    // This host cannot run the job now; another host (or this one later) may.
+    // This host lacks what the job needs (the repository, the approved image: absent, or its tag
+    // names another build; for a live job, live settings or a gateway that can serve it now),
+    // which another host, or this one later, may have.
     let snooze = matches!(
         e,
         ServiceError::Unreachable
-            | ServiceError::Worker(WorkerError::ImageMissing)
+            | ServiceError::Worker(WorkerError::ImageMissing | WorkerError::ImageIdMismatch)
             | ServiceError::LiveUnavailable
             | ServiceError::LiveModel
             | ServiceError::Gateway(_)
@@ -488,7 +501,10 @@ pub(crate) async fn janitor_pass(sh: &Shared) {
         return;
     }
     let current = match sh.store.current_attempts().await {
-        Ok(c) => c,
+        Ok(c) => {
+            sh.metrics.store_ok();
+            c
+        }
         Err(e) => {
             sh.metrics.store_error();
             tracing::warn!(code = e.code(), "janitor: cannot read current attempts");
