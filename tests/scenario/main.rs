@@ -38,5 +38,6 @@ mod real_turn;
 mod runtimes;
 mod service;
 mod service_api;
+mod service_janitor;
 mod service_recovery;
 mod support;
