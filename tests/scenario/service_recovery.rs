@@ -1,6 +1,8 @@
 //! `patch-candidate serve` when a host cannot run a job now, or must never run it: a repository
-//! that went away snoozes the job without spending an attempt (and it completes once it is back); a stored job whose approval no longer matches the
-//! repository's snapshot at the pinned commit fails at once (the dead letter), with no candidate.
+//! that went away, an approved image the daemon does not have, or a tag that names another image
+//! snooze the job without spending an attempt (and it completes once the host has what it needs);
+//! a stored job whose approval no longer matches the repository's snapshot at the pinned commit
+//! fails at once (the dead letter), with no candidate.
 
 use std::path::Path;
 use std::process::Command;
@@ -79,6 +81,145 @@ async fn docker_service_snoozes_while_the_repository_is_unreachable() {
     assert_no_turn_containers(&docker).await;
     assert!(staging_left(host.path()).is_empty());
     tally("docker_service_snoozes_while_the_repository_is_unreachable");
+}
+
+/// Builds a variant of the proof image with a label of its own (so a distinct image ID the
+/// other tests never use), tagged `tag`; returns its ID.
+fn distinct_proof_image(tag: &str, label: &str) -> String {
+    let ctx = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ctx.path().join("Dockerfile"),
+        format!(
+            "FROM {}\nLABEL patch-candidate.test.variant=\"{label}\"\n",
+            proof_images().image
+        ),
+    )
+    .unwrap();
+    docker_cli(
+        &["build", "-q", "-t", tag, ctx.path().to_str().unwrap()],
+        None,
+    );
+    docker_cli(&["image", "inspect", "--format", "{{.Id}}", tag], None)
+}
+
+/// Waits until job `id` has at least `n` snooze events whose message names `code`.
+fn wait_snoozed_for(state: &Path, db: &str, id: &str, code: &str, n: usize, limit: Duration) {
+    let started = Instant::now();
+    loop {
+        let out = jobs(state, Some(db), &["logs", id]);
+        assert!(out.status.success());
+        let events = json_of(&out)["events"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let seen = events.iter().filter(|e| e["code"] == code).count();
+        if seen >= n {
+            return;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "job {id}: {seen} {code} events after {limit:?}: {events:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_snoozes_while_the_approved_image_is_missing() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let unique = format!("{}-{nanos}", std::process::id());
+    let tag = format!("patch-candidate-proof-snooze:t{}", std::process::id());
+    let approved = distinct_proof_image(&tag, &unique);
+    let saved = tempfile::tempdir().unwrap();
+    let tar = saved.path().join("approved.tar");
+    docker_cli(&["save", "-o", tar.to_str().unwrap(), &tag], None);
+
+    let state = state_with_images();
+    let db = state.path().join("jobs-image.sqlite3");
+    let db = db.to_str().unwrap();
+    let f = Fixture::new();
+    let out = submit_raw(
+        state.path(),
+        Some(db),
+        f.repo.path().to_str().unwrap(),
+        &f.approval("Update the dashboard."),
+        &["--image", &tag, "--image-id", &approved],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = json_of(&out)["job"]["id"].as_str().unwrap().to_owned();
+
+    // 1. The daemon does not have the approved image at all.
+    docker_cli(&["rmi", &tag], None);
+    let service = Service::start(
+        state.path(),
+        &ServeOpts {
+            database: Some(db),
+            ..ServeOpts::default()
+        },
+    );
+    wait_snoozed_for(
+        state.path(),
+        db,
+        &id,
+        "REPOSITORY_DOCKER_IMAGE_MISSING",
+        2,
+        Duration::from_secs(60),
+    );
+    let waiting = show(state.path(), Some(db), &id);
+    assert_ne!(waiting["state"], "failed", "{waiting}");
+    assert_eq!(
+        waiting["attempts"], 0,
+        "a snooze spends no attempt: {waiting}"
+    );
+
+    // 2. The tag names another image (a host not yet updated): still snoozed, never run.
+    let other = distinct_proof_image(&tag, "another build");
+    assert_ne!(other, approved);
+    wait_snoozed_for(
+        state.path(),
+        db,
+        &id,
+        "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH",
+        2,
+        Duration::from_secs(60),
+    );
+    let waiting = show(state.path(), Some(db), &id);
+    assert_ne!(waiting["state"], "failed", "{waiting}");
+    assert_eq!(
+        waiting["attempts"], 0,
+        "a snooze spends no attempt: {waiting}"
+    );
+
+    // 3. The approved image comes back (the same ID, loaded from its saved copy): one result.
+    docker_cli(&["load", "-q", "-i", tar.to_str().unwrap()], None);
+    let done = wait_state(
+        state.path(),
+        Some(db),
+        &id,
+        &["completed", "failed"],
+        Duration::from_secs(120),
+    );
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["attempts"], 1, "{done}");
+    let store = open_store(state.path(), Some(db)).await;
+    let job_id = jobs::JobId::parse(&id).unwrap();
+    assert!(store.candidate(&job_id).await.unwrap().is_some());
+    assert_eq!(service.stop().code(), Some(0));
+    assert_no_turn_containers(&docker).await;
+    assert!(staging_left(state.path()).is_empty());
+    let _ = Command::new("docker")
+        .args(["rmi", "-f", &tag, &other])
+        .output();
+    tally("docker_service_snoozes_while_the_approved_image_is_missing");
 }
 
 /// Rewrites the stored approval of job `id` so that it names another snapshot digest, keeping

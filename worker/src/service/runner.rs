@@ -323,9 +323,12 @@ async fn failed(sh: &Shared, claimed: &Claimed, e: ServiceError) -> Written {
 
     let code = e.code();
     let message = e.to_string();
+    // This host lacks what the job needs (the repository, or the approved image: absent, or its
+    // tag names another build), which another host, or this one later, may have.
     let snooze = matches!(
         e,
-        ServiceError::Unreachable | ServiceError::Worker(WorkerError::ImageMissing)
+        ServiceError::Unreachable
+            | ServiceError::Worker(WorkerError::ImageMissing | WorkerError::ImageIdMismatch)
     );
     event(sh, claimed, code, &message).await;
     if snooze {
