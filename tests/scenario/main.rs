@@ -38,6 +38,7 @@ mod real_turn;
 mod runtimes;
 mod service;
 mod service_api;
+mod service_database;
 mod service_janitor;
 mod service_recovery;
 mod support;

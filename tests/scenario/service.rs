@@ -194,7 +194,14 @@ impl Default for ServeOpts<'_> {
 }
 
 impl Service {
+    /// Starts `serve` and waits until it runs (its store open).
     pub fn start(state: &Path, opts: &ServeOpts<'_>) -> Self {
+        Self::start_until(state, opts, "PATCH_CANDIDATE_SERVICE_STARTED")
+    }
+
+    /// Starts `serve` and waits for the log line `code` carrying the listen address
+    /// (`PATCH_CANDIDATE_SERVICE_LISTENING`: bound, the store perhaps not open yet).
+    pub fn start_until(state: &Path, opts: &ServeOpts<'_>, code: &str) -> Self {
         let mut cmd = bin();
         cmd.args([
             "serve",
@@ -237,7 +244,7 @@ impl Service {
         let addr = loop {
             let found = lines.lock().unwrap().iter().find_map(|l| {
                 let v: serde_json::Value = serde_json::from_str(l).ok()?;
-                (v["fields"]["code"] == "PATCH_CANDIDATE_SERVICE_STARTED")
+                (v["fields"]["code"] == code)
                     .then(|| v["fields"]["listen"].as_str().unwrap().parse().unwrap())
             });
             if let Some(addr) = found {

@@ -21,6 +21,7 @@ use axum::routing::{get, post};
 use jobs::{Job, JobId, JobState};
 use snapshot::{Coded, FailureClass};
 use subtle::ConstantTimeEq as _;
+use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use super::submission::{Submission, prepare};
@@ -176,16 +177,37 @@ async fn healthz() -> Response {
     axum::Json(serde_json::json!({"status": "ok"})).into_response()
 }
 
+/// 503 `PATCH_CANDIDATE_SERVICE_NOT_READY`: the service runs but cannot serve jobs now.
+fn not_ready(why: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "PATCH_CANDIDATE_SERVICE_NOT_READY",
+        format!("PATCH_CANDIDATE_SERVICE_NOT_READY: {why}"),
+    )
+}
+
+fn unauthorized() -> ApiError {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "PATCH_CANDIDATE_SERVICE_UNAUTHORIZED",
+        "PATCH_CANDIDATE_SERVICE_UNAUTHORIZED: a valid bearer token is required",
+    )
+}
+
+/// 200 while the host claims work; 503 while it drains (whatever the store's health) or while
+/// its job store is unreachable.
 async fn readyz(State(sh): State<Arc<Shared>>) -> Response {
-    if sh.ready.load(Ordering::SeqCst) {
-        axum::Json(serde_json::json!({"status": "ready"})).into_response()
-    } else {
+    if !sh.ready.load(Ordering::SeqCst) {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "PATCH_CANDIDATE_SERVICE_DRAINING",
             "PATCH_CANDIDATE_SERVICE_DRAINING: the service is draining",
         )
         .into_response()
+    } else if sh.metrics.store_unreachable() {
+        not_ready("the job store is unreachable").into_response()
+    } else {
+        axum::Json(serde_json::json!({"status": "ready"})).into_response()
     }
 }
 
@@ -381,12 +403,7 @@ async fn require_token(State(sh): State<Arc<Shared>>, request: Request, next: Ne
     if authorized(request.headers(), &sh.token) {
         next.run(request).await
     } else {
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "PATCH_CANDIDATE_SERVICE_UNAUTHORIZED",
-            "PATCH_CANDIDATE_SERVICE_UNAUTHORIZED: a valid bearer token is required",
-        )
-        .into_response()
+        unauthorized().into_response()
     }
 }
 
@@ -464,9 +481,84 @@ pub(crate) fn router(sh: Arc<Shared>) -> Router {
 }
 
 /// Serves the API on `listener` until the process ends.
-pub(crate) async fn serve_api(listener: tokio::net::TcpListener, sh: Arc<Shared>) {
-    if let Err(e) = axum::serve(listener, router(sh)).await {
+pub(crate) async fn serve_api(listener: Arc<TcpListener>, sh: Arc<Shared>) {
+    if let Err(e) = axum::serve(SharedListener(listener), router(sh)).await {
         tracing::error!(code = "PATCH_CANDIDATE_SERVICE_LISTEN", kind = ?e.kind(), "API server stopped");
+    }
+}
+
+/// What the API answers while the service waits for its job store (before it has a store, a
+/// job, or anything to report): `/healthz` 200 (the process is alive), `/readyz` 503
+/// `PATCH_CANDIDATE_SERVICE_NOT_READY`, every other path 503 with the same error.
+///
+/// Every other path checks the bearer token first, as the full API does: a caller without it
+/// learns nothing that `/readyz` does not tell anyone, and a caller with a wrong one is told so at
+/// once (401) instead of retrying a 503 for as long as the database is away.
+fn waiting_router(token: Arc<Vec<u8>>) -> Router {
+    async fn readyz_waiting() -> ApiError {
+        not_ready("waiting for the job store")
+    }
+    async fn anything_else(State(token): State<Arc<Vec<u8>>>, headers: HeaderMap) -> ApiError {
+        if authorized(&headers, &token) {
+            not_ready("waiting for the job store")
+        } else {
+            unauthorized()
+        }
+    }
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz_waiting))
+        .fallback(anything_else)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(token)
+}
+
+/// Serves the waiting API on `listener` until `opened` completes, then stops accepting (requests
+/// in flight finish); the full API accepts from the same listener from then on.
+pub(crate) async fn serve_waiting(
+    listener: Arc<TcpListener>,
+    token: Vec<u8>,
+    opened: impl Future<Output = ()> + Send + 'static,
+) {
+    let served = axum::serve(SharedListener(listener), waiting_router(Arc::new(token)))
+        .with_graceful_shutdown(opened)
+        .await;
+    if let Err(e) = served {
+        tracing::error!(code = "PATCH_CANDIDATE_SERVICE_LISTEN", kind = ?e.kind(), "waiting API stopped");
+    }
+}
+
+/// One bound socket that two servers accept from in turn (the waiting API, then the full API):
+/// the socket, its address and its accept queue stay the same across the switch.
+struct SharedListener(Arc<TcpListener>);
+
+impl axum::serve::Listener for SharedListener {
+    type Io = tokio::net::TcpStream;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            match self.0.accept().await {
+                Ok(pair) => return pair,
+                // A client gone before its connection was accepted: take the next one.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::ConnectionRefused
+                            | std::io::ErrorKind::ConnectionAborted
+                            | std::io::ErrorKind::ConnectionReset
+                    ) => {}
+                // Out of file descriptors and the like: wait for some to close (as axum does).
+                Err(e) => {
+                    tracing::error!(code = "PATCH_CANDIDATE_SERVICE_LISTEN", kind = ?e.kind(), "accept failed: retrying in 1 s");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.0.local_addr()
     }
 }
 
@@ -494,6 +586,101 @@ mod tests {
             h.insert(header::AUTHORIZATION, HeaderValue::from_static(bad));
             assert!(!authorized(&h, token), "{bad}");
         }
+    }
+
+    /// One HTTP/1.1 request on a fresh connection; the status and the body.
+    async fn call(
+        addr: std::net::SocketAddr,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+    ) -> (u16, String) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        let head =
+            format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}\r\n");
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).await.unwrap();
+        let status = raw.split(' ').nth(1).unwrap().parse().unwrap();
+        let body = raw.split_once("\r\n\r\n").unwrap().1.to_owned();
+        (status, body)
+    }
+
+    fn code_of(body: &str) -> String {
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with(v["error"]["code"].as_str().unwrap())
+        );
+        v["error"]["code"].as_str().unwrap().to_owned()
+    }
+
+    #[tokio::test]
+    async fn the_waiting_api_answers_probes_then_hands_the_socket_over() {
+        let token = "abcdef0123456789abcdef0123456789";
+        let listener = Arc::new(TcpListener::bind("127.0.0.1:0").await.unwrap());
+        let addr = listener.local_addr().unwrap();
+        let (opened, done) = tokio::sync::oneshot::channel::<()>();
+        let waiting = tokio::spawn(serve_waiting(
+            Arc::clone(&listener),
+            token.as_bytes().to_vec(),
+            async move {
+                let _ = done.await;
+            },
+        ));
+        assert_eq!(call(addr, "GET", "/healthz", None).await.0, 200);
+        let (status, body) = call(addr, "GET", "/readyz", None).await;
+        assert_eq!(
+            (status, code_of(&body).as_str()),
+            (503, "PATCH_CANDIDATE_SERVICE_NOT_READY")
+        );
+        for path in [
+            "/v1/jobs",
+            "/metrics",
+            "/v1/jobs/job_0/candidate",
+            "/nowhere",
+        ] {
+            let (status, body) = call(addr, "GET", path, None).await;
+            assert_eq!(
+                (status, code_of(&body).as_str()),
+                (401, "PATCH_CANDIDATE_SERVICE_UNAUTHORIZED"),
+                "{path}"
+            );
+            let (status, body) =
+                call(addr, "GET", path, Some("abcdef0123456789abcdef0123456788")).await;
+            assert_eq!(status, 401, "{path}: {body}");
+            let (status, body) = call(addr, "POST", path, Some(token)).await;
+            assert_eq!(
+                (status, code_of(&body).as_str()),
+                (503, "PATCH_CANDIDATE_SERVICE_NOT_READY"),
+                "{path}"
+            );
+        }
+        let (status, body) = call(addr, "POST", "/readyz", None).await;
+        assert_eq!(
+            (status, code_of(&body).as_str()),
+            (405, "PATCH_CANDIDATE_SERVICE_METHOD")
+        );
+
+        // The store is open: the waiting API stops, and the next server on the same listener
+        // answers every connection, including those made while it was starting.
+        opened.send(()).unwrap();
+        waiting.await.unwrap();
+        let early = tokio::spawn(call(addr, "GET", "/readyz", None));
+        tokio::task::yield_now().await;
+        let next = Router::new().route("/readyz", get(|| async { "ready" }));
+        tokio::spawn(async move { axum::serve(SharedListener(listener), next).await });
+        assert_eq!(early.await.unwrap(), (200, "ready".to_owned()));
+        assert_eq!(
+            call(addr, "GET", "/readyz", None).await,
+            (200, "ready".to_owned())
+        );
     }
 
     #[test]

@@ -41,12 +41,20 @@ pub const ROUTES: [&str; 9] = [
 ];
 const STATUS_CLASSES: [&str; 4] = ["2xx", "4xx", "5xx", "other"];
 
+/// Consecutive failed store calls after which the store counts as unreachable. One failure may be
+/// a blip (a connection the server just closed, replaced on the next call); three in a row, with
+/// the claim loop, the maintenance pass and every heartbeat calling the store, is an outage: it
+/// takes about one poll interval (or one heartbeat interval while every slot is busy) to reach.
+pub const STORE_FAILURES_UNREACHABLE: u64 = 3;
+
 /// Every counter and gauge of one serve process.
 #[derive(Debug, Default)]
 pub struct Metrics {
     claimed: AtomicU64,
     outcomes: [AtomicU64; 7],
     store_errors: AtomicU64,
+    /// Store calls that failed since the last one that succeeded.
+    store_failures_in_a_row: AtomicU64,
     janitor_removed: AtomicU64,
     rescued: AtomicU64,
     running: AtomicU64,
@@ -71,8 +79,21 @@ impl Metrics {
         }
     }
 
+    /// A job store call failed (the database unavailable or erroring).
     pub fn store_error(&self) {
         self.store_errors.fetch_add(1, Ordering::Relaxed);
+        self.store_failures_in_a_row.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A job store call succeeded: the database answers.
+    pub fn store_ok(&self) {
+        self.store_failures_in_a_row.store(0, Ordering::Relaxed);
+    }
+
+    /// True while the job store is unreachable: the last [`STORE_FAILURES_UNREACHABLE`] calls
+    /// all failed. `/readyz` answers 503 meanwhile; the first call that succeeds ends it.
+    pub fn store_unreachable(&self) -> bool {
+        self.store_failures_in_a_row.load(Ordering::Relaxed) >= STORE_FAILURES_UNREACHABLE
     }
 
     pub fn janitor_removed(&self, n: usize) {
@@ -157,6 +178,12 @@ impl Metrics {
             vec![(String::new(), load(&self.store_errors))],
         );
         counter(
+            "patch_candidate_store_unreachable",
+            "1 while the job store is unreachable (consecutive failed calls); /readyz answers 503.",
+            "gauge",
+            vec![(String::new(), u64::from(self.store_unreachable()))],
+        );
+        counter(
             "patch_candidate_janitor_removed_total",
             "Turn containers of attempts no longer current, removed.",
             "counter",
@@ -233,5 +260,32 @@ mod tests {
             text.contains("patch_candidate_http_requests_total{route=\"other\",status=\"2xx\"} 1")
         );
         assert!(!text.contains("job_0123"));
+    }
+
+    #[test]
+    fn the_store_is_unreachable_after_failures_in_a_row_until_one_call_succeeds() {
+        let m = Metrics::default();
+        for _ in 1..STORE_FAILURES_UNREACHABLE {
+            m.store_error();
+        }
+        assert!(!m.store_unreachable());
+        m.store_ok();
+        for _ in 1..STORE_FAILURES_UNREACHABLE {
+            m.store_error();
+        }
+        assert!(
+            !m.store_unreachable(),
+            "a success in between resets the count"
+        );
+        m.store_error();
+        assert!(m.store_unreachable());
+        assert!(m.render().contains("patch_candidate_store_unreachable 1"));
+        m.store_ok();
+        assert!(!m.store_unreachable());
+        assert!(m.render().contains("patch_candidate_store_unreachable 0"));
+        assert!(m.render().contains(&format!(
+            "patch_candidate_store_errors_total {}",
+            2 * STORE_FAILURES_UNREACHABLE - 1
+        )));
     }
 }

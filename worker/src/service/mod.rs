@@ -54,8 +54,13 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
 pub const HOST_ID_FILE: &str = "service-host-id";
 /// Memory a turn may use (its container limit), for the default `--max-turns`.
 const TURN_MEMORY_BYTES: u64 = 768 * 1024 * 1024;
-/// Longest pause of the claim loop while the database is unavailable.
-const MAX_LOOP_BACKOFF: Duration = Duration::from_secs(30);
+/// Longest pause of the claim loop (and of the start-up wait, and of a retried store write) while
+/// the database is unavailable. Each try costs one failed connection attempt — nothing on a
+/// unix socket or a refused port, at most the store's connect timeout (5 s) against a host that
+/// does not answer — so polling a database that is down every 5 s is no load on it even from
+/// hundreds of hosts, and a host resumes claiming within 5 s of the database's return (a longer
+/// cap, e.g. 30 s, would leave the queue idle for up to half a minute after a short restart).
+const MAX_LOOP_BACKOFF: Duration = Duration::from_secs(5);
 
 /// What `serve` was asked to do.
 #[derive(Debug, Clone)]
@@ -270,7 +275,30 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
     let bound = listener.local_addr().map_err(|_| ServiceError::Listen {
         detail: "cannot read the bound address",
     })?;
-    let store = open_store(&opts).await?;
+    tracing::info!(
+        code = "PATCH_CANDIDATE_SERVICE_LISTENING",
+        listen = %bound,
+        "listening; opening the job store"
+    );
+    // While the store opens (the database may be down: `open_store` waits for it), the socket is
+    // served by the waiting API — probes answer, everything else is 503 — so clients and load
+    // balancers get an answer instead of hanging in the accept queue. Both servers accept from
+    // the one listener; the waiting one stops accepting once the full API runs, and connections
+    // queued meanwhile stay in the kernel's queue for the full API.
+    let listener = Arc::new(listener);
+    let (opened, waiting_done) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(http::serve_waiting(
+        Arc::clone(&listener),
+        token.clone(),
+        async move {
+            let _ = waiting_done.await;
+        },
+    ));
+    let store = tokio::select! {
+        store = open_store(&opts) => store?,
+        _ = interrupt.recv() => return Ok(stopped_before_start("SIGINT")),
+        _ = terminate.recv() => return Ok(stopped_before_start("SIGTERM")),
+    };
     let max_turns = opts.max_turns.max(1);
     let meta = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
@@ -300,6 +328,7 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
     if let Err(e) = registered {
         tracing::warn!(code = e.code(), "host not registered");
     }
+    let _ = opened.send(());
     tokio::spawn(http::serve_api(listener, Arc::clone(&sh)));
     tracing::info!(
         code = "PATCH_CANDIDATE_SERVICE_STARTED",
@@ -319,7 +348,11 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
         // attempts no longer current, tell the store this host is alive.
         if last_maintenance.elapsed() >= sh.opts.heartbeat {
             last_maintenance = tokio::time::Instant::now();
-            match sh.store.rescue_expired().await {
+            let rescued = sh.store.rescue_expired().await;
+            if rescued.is_ok() {
+                sh.metrics.store_ok();
+            }
+            match rescued {
                 Ok(n) if n > 0 => {
                     tracing::info!(
                         code = "PATCH_CANDIDATE_JOBS_RESCUED",
@@ -335,12 +368,25 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
                 }
             }
             runner::janitor_pass(&sh).await;
-            let _ = sh.store.host_heartbeat(&sh.opts.host_id).await;
+            match sh.store.host_heartbeat(&sh.opts.host_id).await {
+                Ok(_) => sh.metrics.store_ok(),
+                Err(e) => {
+                    sh.metrics.store_error();
+                    tracing::debug!(code = e.code(), "host heartbeat failed");
+                }
+            }
         }
         let free = max_turns.saturating_sub(tasks.len());
         if free > 0 {
             match sh.store.claim(&sh.opts.host_id, free, sh.opts.lease).await {
                 Ok(claimed) => {
+                    sh.metrics.store_ok();
+                    if !pause.is_zero() {
+                        tracing::info!(
+                            code = "PATCH_CANDIDATE_SERVICE_STORE_BACK",
+                            "job store reachable again: claiming"
+                        );
+                    }
                     pause = Duration::ZERO;
                     sh.metrics.claimed(claimed.len());
                     for c in claimed {
@@ -420,6 +466,16 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
         "drained"
     );
     Ok(ServeExit::Drained)
+}
+
+/// The end of a serve process stopped by a signal while it waited for its job store: nothing ran.
+fn stopped_before_start(signal: &str) -> ServeExit {
+    tracing::info!(
+        code = "PATCH_CANDIDATE_SERVICE_STOPPED",
+        signal,
+        "stopped while waiting for the job store"
+    );
+    ServeExit::Drained
 }
 
 /// Binds the API listener with a deep accept queue: a burst of clients (1,000 at once in the API

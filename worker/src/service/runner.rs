@@ -17,8 +17,10 @@ use super::{Phase, ServiceError, Shared};
 use crate::fault;
 use crate::{JobBinding, WorkerError, run_pipeline};
 
-/// Longest pause between retries of a store write while the database is unavailable.
-const MAX_STORE_BACKOFF: Duration = Duration::from_secs(10);
+/// Longest pause between retries of a store write while the database is unavailable: the same
+/// bound as the claim loop's ([`super::MAX_LOOP_BACKOFF`]), so a result is written within a few
+/// seconds of the database's return.
+const MAX_STORE_BACKOFF: Duration = super::MAX_LOOP_BACKOFF;
 /// How long a store write is retried before the attempt is left to its lease.
 const STORE_WRITE_PATIENCE: Duration = Duration::from_secs(600);
 /// Longest event message stored (codes and short texts only).
@@ -51,7 +53,10 @@ where
     let mut pause = Duration::from_millis(100);
     loop {
         match op().await {
-            Ok(v) => return Ok(v),
+            Ok(v) => {
+                sh.metrics.store_ok();
+                return Ok(v);
+            }
             Err(e)
                 if Coded::class(&e) == FailureClass::Environment
                     && started.elapsed() < STORE_WRITE_PATIENCE =>
@@ -107,6 +112,9 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
     // No container before the first renewal succeeds.
     let renewed_at = Instant::now();
     let first = sh.store.heartbeat(id, attempt_id, sh.opts.lease).await;
+    if first.is_ok() {
+        sh.metrics.store_ok();
+    }
     match first {
         Ok(Heartbeat::Renewed {
             cancel_requested: false,
@@ -182,6 +190,9 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
                     sh.store.heartbeat(id, attempt_id, sh.opts.lease),
                 )
                 .await;
+                if matches!(beat, Ok(Ok(_))) {
+                    sh.metrics.store_ok();
+                }
                 match beat {
                     Ok(Ok(Heartbeat::Renewed { cancel_requested })) => {
                         lease_until = sent + sh.opts.lease;
@@ -381,7 +392,10 @@ pub(crate) async fn janitor_pass(sh: &Shared) {
         return;
     }
     let current = match sh.store.current_attempts().await {
-        Ok(c) => c,
+        Ok(c) => {
+            sh.metrics.store_ok();
+            c
+        }
         Err(e) => {
             sh.metrics.store_error();
             tracing::warn!(code = e.code(), "janitor: cannot read current attempts");
