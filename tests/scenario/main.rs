@@ -39,6 +39,7 @@ mod runtimes;
 mod service;
 mod service_api;
 mod service_database;
+mod service_janitor;
 mod service_live;
 mod service_recovery;
 mod support;

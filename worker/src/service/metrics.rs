@@ -90,7 +90,7 @@ impl Metrics {
         self.store_failures_in_a_row.store(0, Ordering::Relaxed);
     }
 
-    /// True while the job store is unreachable: the last [`STORE_FAILURES_UNREACHABLE`] calls
+    /// True while the job store is unreachable: the last `STORE_FAILURES_UNREACHABLE` calls
     /// all failed. `/readyz` answers 503 meanwhile; the first call that succeeds ends it.
     pub fn store_unreachable(&self) -> bool {
         self.store_failures_in_a_row.load(Ordering::Relaxed) >= STORE_FAILURES_UNREACHABLE
