@@ -39,5 +39,6 @@ mod runtimes;
 mod service;
 mod service_api;
 mod service_database;
+mod service_janitor;
 mod service_recovery;
 mod support;

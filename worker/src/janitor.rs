@@ -13,10 +13,20 @@
 //!    a `hidepid` mount, a malformed or `unknown` label: nothing is proven, the container stays.
 //!
 //! A container of another host or another PID namespace is therefore only ever removed by rule 1.
+//!
+//! The service (`serve`) runs a second, store-based pass ([`list_job_turns`] then
+//! [`remove_superseded_turns`]): a service turn container carries its job store's id, the job and
+//! the store's attempt id; the pass removes a container whose `(job, attempt)` is no longer one of
+//! the store's running attempts. It considers **only the containers whose `job_store` label
+//! equals its own store's id**: a turn of another store (another service with another SQLite file
+//! or another PostgreSQL database on the same daemon) is none of this store's attempts and would
+//! look superseded, so it is never listed. A container with job labels but no or a malformed
+//! `job_store` label (an older service's) proves nothing either and is left to rules 1 and 2.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use jobs::StoreId;
 use serde::Serialize;
 
 use crate::cleanup::remove_container;
@@ -24,9 +34,9 @@ use crate::error::WorkerError;
 use crate::ids::ContainerName;
 use crate::limits::{CALL_TIMEOUT, MAX_WALL_SECONDS, WALL_SLACK};
 use crate::owner::{
-    DEADLINE_LABEL_KEY, HOST_LABEL_KEY, JOB_ATTEMPT_LABEL_KEY, JOB_LABEL_KEY, Liveness, LocalOwner,
-    OWNER_LABEL_KEY, PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcFs, ProcessIdentity, ProcessTable,
-    local_owner,
+    DEADLINE_LABEL_KEY, HOST_LABEL_KEY, JOB_ATTEMPT_LABEL_KEY, JOB_LABEL_KEY, JOB_STORE_LABEL_KEY,
+    Liveness, LocalOwner, OWNER_LABEL_KEY, PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcFs,
+    ProcessIdentity, ProcessTable, local_owner,
 };
 use crate::runtime::{ContainerRuntime, RuntimeError, TurnContainer};
 
@@ -172,7 +182,8 @@ pub(crate) async fn sweep_with<R: ContainerRuntime>(
     Ok(report)
 }
 
-/// A service turn container: its name and the job and store attempt its labels name.
+/// A service turn container of one job store: its name and the job and store attempt its labels
+/// name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobTurn {
     pub name: ContainerName,
@@ -180,7 +191,9 @@ pub struct JobTurn {
     pub attempt: String,
 }
 
-/// Lists the turn containers that carry job labels (service turns), of every host.
+/// Lists the service turn containers of the job store `store`, of every host: those whose
+/// `job_store` label is `store` and that carry job and attempt labels. A container of another
+/// store, or with no or a malformed `job_store` label, is not listed (module documentation).
 ///
 /// Call this BEFORE reading the store's current attempts: a container listed here was created
 /// after its attempt was claimed, so an attempt missing from a later read of the current
@@ -188,7 +201,10 @@ pub struct JobTurn {
 ///
 /// # Errors
 /// `REPOSITORY_DOCKER_UNAVAILABLE` / `…_COMMAND_FAILED` / `…_TIMEOUT` when listing fails.
-pub async fn list_job_turns<R: ContainerRuntime>(runtime: &R) -> Result<Vec<JobTurn>, WorkerError> {
+pub async fn list_job_turns<R: ContainerRuntime>(
+    runtime: &R,
+    store: &StoreId,
+) -> Result<Vec<JobTurn>, WorkerError> {
     let listed = tokio::time::timeout(CALL_TIMEOUT, runtime.list_turns()).await;
     let containers = match listed {
         Err(_) | Ok(Err(RuntimeError::Timeout)) => {
@@ -215,6 +231,12 @@ pub async fn list_job_turns<R: ContainerRuntime>(runtime: &R) -> Result<Vec<JobT
                 .names
                 .iter()
                 .find_map(|n| n.parse::<ContainerName>().ok())?;
+            let own_store = label(&c.labels, JOB_STORE_LABEL_KEY)
+                .and_then(|s| StoreId::parse(s).ok())
+                .is_some_and(|s| &s == store);
+            if !own_store {
+                return None;
+            }
             let job = label(&c.labels, JOB_LABEL_KEY)?.to_owned();
             let attempt = label(&c.labels, JOB_ATTEMPT_LABEL_KEY)?.to_owned();
             Some(JobTurn { name, job, attempt })
@@ -223,7 +245,8 @@ pub async fn list_job_turns<R: ContainerRuntime>(runtime: &R) -> Result<Vec<JobT
 }
 
 /// Removes exactly the listed job turns whose `(job, attempt)` is not in `current` (the store's
-/// running attempts, read after the listing). Others' live turns are never touched.
+/// running attempts, read after the listing). `listed` and `current` must be of the same store
+/// ([`list_job_turns`] with that store's id): others' live turns are then never touched.
 pub async fn remove_superseded_turns<R: ContainerRuntime>(
     runtime: &R,
     listed: Vec<JobTurn>,

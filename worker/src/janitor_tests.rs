@@ -10,7 +10,9 @@ use std::collections::{BTreeMap, HashMap};
 use pretty_assertions::assert_eq;
 
 use super::*;
-use crate::owner::{ATTEMPT_LABEL_KEY, AttemptId, INSTANCE_LABEL_KEY};
+use crate::owner::{
+    ATTEMPT_LABEL_KEY, AttemptId, INSTANCE_LABEL_KEY, JobBinding, SERVICE_HOST_LABEL_KEY,
+};
 use crate::testkit::FakeRuntime;
 
 const HOST: &str = "0123456789abcdef0123456789abcdef";
@@ -18,6 +20,12 @@ const OTHER_HOST: &str = "fedcba9876543210fedcba9876543210";
 const NS: u64 = 4_026_531_836;
 const NOW: i64 = 1_800_000_000;
 const GRACE: Duration = Duration::from_secs(600);
+const STORE: &str = "5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a";
+const OTHER_STORE: &str = "b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0";
+
+fn store(id: &str) -> StoreId {
+    StoreId::parse(id).unwrap()
+}
 
 /// A process table that answers from a fixed map (anything else is `Unknown`).
 struct Table(BTreeMap<String, Liveness>);
@@ -197,20 +205,29 @@ async fn sweep_removes_exactly_the_abandoned_turns() {
     );
 }
 
+/// A service turn of job store `store` (`None`: no store label), on another host.
+fn job_turn(store: Option<&str>, job: &str, attempt: &str) -> TurnContainer {
+    let mut c = turn(OTHER_HOST, &NS.to_string(), "100:5", NOW + 60);
+    c.labels.insert(JOB_LABEL_KEY.to_owned(), job.to_owned());
+    c.labels
+        .insert(JOB_ATTEMPT_LABEL_KEY.to_owned(), attempt.to_owned());
+    if let Some(store) = store {
+        c.labels
+            .insert(JOB_STORE_LABEL_KEY.to_owned(), store.to_owned());
+    }
+    c
+}
+
+fn name_of(c: &TurnContainer) -> String {
+    c.names[0].trim_start_matches('/').to_owned()
+}
+
 #[tokio::test]
 async fn superseded_job_turns_are_removed_and_current_ones_kept() {
-    let ns = NS.to_string();
-    let job_turn = |job: &str, attempt: &str| {
-        let mut c = turn(OTHER_HOST, &ns, "100:5", NOW + 60);
-        c.labels.insert(JOB_LABEL_KEY.to_owned(), job.to_owned());
-        c.labels
-            .insert(JOB_ATTEMPT_LABEL_KEY.to_owned(), attempt.to_owned());
-        c
-    };
-    let current = job_turn("job-a", "att-1");
-    let superseded = job_turn("job-a", "att-0");
-    let finished = job_turn("job-b", "att-9");
-    let plain = turn(HOST, &ns, "100:5", NOW + 60);
+    let current = job_turn(Some(STORE), "job-a", "att-1");
+    let superseded = job_turn(Some(STORE), "job-a", "att-0");
+    let finished = job_turn(Some(STORE), "job-b", "att-9");
+    let plain = turn(HOST, &NS.to_string(), "100:5", NOW + 60);
     let mut fake = FakeRuntime::new(b"");
     fake.turns = vec![
         current.clone(),
@@ -218,25 +235,112 @@ async fn superseded_job_turns_are_removed_and_current_ones_kept() {
         plain.clone(),
         finished.clone(),
     ];
-    let listed = list_job_turns(&fake).await.unwrap();
-    let name = |c: &TurnContainer| c.names[0].trim_start_matches('/').to_owned();
+    let listed = list_job_turns(&fake, &store(STORE)).await.unwrap();
     assert_eq!(
         listed
             .iter()
             .map(|t| t.name.as_str().to_owned())
             .collect::<Vec<_>>(),
-        vec![name(&current), name(&superseded), name(&finished)]
+        vec![name_of(&current), name_of(&superseded), name_of(&finished)]
     );
     let keep = std::collections::HashSet::from([("job-a".to_owned(), "att-1".to_owned())]);
     let report = remove_superseded_turns(&fake, listed, &keep).await;
-    assert_eq!(report.removed, vec![name(&superseded), name(&finished)]);
-    assert_eq!(report.kept, vec![name(&current)]);
+    assert_eq!(
+        report.removed,
+        vec![name_of(&superseded), name_of(&finished)]
+    );
+    assert_eq!(report.kept, vec![name_of(&current)]);
     assert_eq!(
         fake.calls(),
         vec![
             "list".to_owned(),
-            format!("remove:{}", name(&superseded)),
-            format!("remove:{}", name(&finished))
+            format!("remove:{}", name_of(&superseded)),
+            format!("remove:{}", name_of(&finished))
         ]
     );
+}
+
+/// Two services with different job stores share one daemon: each store's running attempts never
+/// contain the other's, so the pass must judge only its own store's containers.
+#[tokio::test]
+async fn r_janitor_removes_only_its_own_stores_superseded_turns() {
+    // This store: one superseded turn (its attempt is over), one current.
+    let own_superseded = job_turn(Some(STORE), "job-a", "att-0");
+    let own_current = job_turn(Some(STORE), "job-a", "att-1");
+    // Another store's live turn: not among this store's attempts, yet never removed here.
+    let foreign = job_turn(Some(OTHER_STORE), "job-x", "att-7");
+    // An older service's turn without a store label, and one with a malformed label.
+    let unlabelled = job_turn(None, "job-y", "att-8");
+    let malformed = job_turn(Some("../5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a"), "job-z", "att-9");
+    let upper = job_turn(Some("5A5A5A5A5A5A5A5A5A5A5A5A5A5A5A5A"), "job-a", "att-0");
+    let mut fake = FakeRuntime::new(b"");
+    fake.turns = vec![
+        foreign.clone(),
+        own_superseded.clone(),
+        unlabelled.clone(),
+        own_current.clone(),
+        malformed.clone(),
+        upper.clone(),
+    ];
+
+    let listed = list_job_turns(&fake, &store(STORE)).await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|t| t.name.as_str().to_owned())
+            .collect::<Vec<_>>(),
+        vec![name_of(&own_superseded), name_of(&own_current)]
+    );
+    let current = std::collections::HashSet::from([("job-a".to_owned(), "att-1".to_owned())]);
+    let report = remove_superseded_turns(&fake, listed, &current).await;
+    assert_eq!(report.removed, vec![name_of(&own_superseded)]);
+    assert_eq!(report.kept, vec![name_of(&own_current)]);
+    assert_eq!(
+        fake.calls(),
+        vec![
+            "list".to_owned(),
+            format!("remove:{}", name_of(&own_superseded))
+        ]
+    );
+
+    // The other store's janitor, with nothing running, removes its own turn and nothing else.
+    let listed = list_job_turns(&fake, &store(OTHER_STORE)).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|t| t.job.as_str()).collect::<Vec<_>>(),
+        vec!["job-x"]
+    );
+    let report = remove_superseded_turns(&fake, listed, &Default::default()).await;
+    assert_eq!(report.removed, vec![name_of(&foreign)]);
+
+    // The labelless and malformed ones are still there for the deadline / owner-gone sweep,
+    // which keeps them while their deadline has not passed.
+    for c in [&unlabelled, &malformed, &upper] {
+        assert_eq!(judge(c), Verdict::KeepLive);
+    }
+}
+
+#[test]
+fn a_job_binding_labels_the_turn_with_its_store() {
+    let binding = JobBinding::new(
+        &store(STORE),
+        "host-1",
+        "job_0123456789abcdef0123456789abcdef",
+        "0123456789abcdef0123456789abcdef",
+    )
+    .unwrap();
+    assert_eq!(binding.store(), &store(STORE));
+    let attempt = AttemptId::generate();
+    let labels = me().turn_labels(&attempt, NOW).with_job(Some(&binding));
+    let pairs: BTreeMap<&str, &str> = labels.pairs().collect();
+    assert_eq!(pairs.get(JOB_STORE_LABEL_KEY), Some(&STORE));
+    assert_eq!(pairs.get(SERVICE_HOST_LABEL_KEY), Some(&"host-1"));
+    assert_eq!(
+        pairs.get(JOB_LABEL_KEY),
+        Some(&"job_0123456789abcdef0123456789abcdef")
+    );
+    assert_eq!(
+        pairs.get(JOB_ATTEMPT_LABEL_KEY),
+        Some(&"0123456789abcdef0123456789abcdef")
+    );
+    assert!(JobBinding::new(&store(STORE), "host/1", "job", "attempt").is_err());
 }

@@ -66,8 +66,9 @@ pub use live::{
 pub use output::{OutputLimits, VerifiedOutput, parse_turn_output};
 pub use owner::{
     ATTEMPT_LABEL_KEY, AttemptId, DEADLINE_LABEL_KEY, HOST_LABEL_KEY, HostId, INSTANCE_LABEL_KEY,
-    InstanceId, JOB_ATTEMPT_LABEL_KEY, JOB_LABEL_KEY, JobBinding, OWNER_LABEL_KEY,
-    PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcessIdentity, SERVICE_HOST_LABEL_KEY, now_unix,
+    InstanceId, JOB_ATTEMPT_LABEL_KEY, JOB_LABEL_KEY, JOB_STORE_LABEL_KEY, JobBinding,
+    OWNER_LABEL_KEY, PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcessIdentity,
+    SERVICE_HOST_LABEL_KEY, now_unix,
 };
 pub use pipeline::{
     PhaseTimings, PipelineOutcome, PipelineRequest, default_selection, run_live_pipeline,

@@ -10,6 +10,10 @@
 //! | `mozaiks.refinement.repository_turn.attempt` | 32 hex, random per turn |
 //! | `mozaiks.refinement.repository_turn.deadline` | the turn's absolute deadline, Unix seconds |
 //!
+//! A service turn (`serve`) also carries [`JobBinding`]'s labels: `service_host` (the claiming
+//! service host), `job_store` (the job store's [`jobs::StoreId`]), `job` and `job_attempt` (the
+//! store's attempt id, its fencing token).
+//!
 //! A value this process cannot establish (no procfs of its own PID namespace) is written as
 //! `unknown`, which can never prove an owner gone.
 
@@ -37,6 +41,9 @@ pub const JOB_LABEL_KEY: &str = "mozaiks.refinement.repository_turn.job";
 pub const JOB_ATTEMPT_LABEL_KEY: &str = "mozaiks.refinement.repository_turn.job_attempt";
 /// Label (service turns only): the id of the service host that claimed the job.
 pub const SERVICE_HOST_LABEL_KEY: &str = "mozaiks.refinement.repository_turn.service_host";
+/// Label (service turns only): the id of the job store the attempt belongs to
+/// ([`jobs::StoreId`]); a service's janitor judges only the turns of its own store.
+pub const JOB_STORE_LABEL_KEY: &str = "mozaiks.refinement.repository_turn.job_store";
 
 /// The label value of a fact this process could not establish.
 const UNKNOWN: &str = "unknown";
@@ -228,10 +235,11 @@ impl LocalOwner {
     }
 }
 
-/// What ties a service turn to its job: the service host, the job and the store's attempt id
-/// (its fencing token). Each value is a plain label-safe identifier.
+/// What ties a service turn to its job: the job store, the service host, the job and the store's
+/// attempt id (its fencing token). Each value is a plain label-safe identifier.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobBinding {
+    store: jobs::StoreId,
     host: String,
     job: String,
     attempt: String,
@@ -247,21 +255,33 @@ fn label_safe(s: &str) -> bool {
 }
 
 impl JobBinding {
-    /// Binds a turn to `job` / `attempt` claimed by `host`.
+    /// Binds a turn to `job` / `attempt` of the job store `store`, claimed by `host`.
     ///
     /// # Errors
     /// `REPOSITORY_DOCKER_CONTEXT_MISMATCH` when a value is not `[A-Za-z0-9._-]{1,64}`.
-    pub fn new(host: &str, job: &str, attempt: &str) -> Result<Self, crate::error::WorkerError> {
+    pub fn new(
+        store: &jobs::StoreId,
+        host: &str,
+        job: &str,
+        attempt: &str,
+    ) -> Result<Self, crate::error::WorkerError> {
         if ![host, job, attempt].iter().all(|v| label_safe(v)) {
             return Err(crate::error::WorkerError::ContextMismatch {
                 field: "job binding",
             });
         }
         Ok(Self {
+            store: store.clone(),
             host: host.to_owned(),
             job: job.to_owned(),
             attempt: attempt.to_owned(),
         })
+    }
+
+    /// The job store.
+    #[must_use]
+    pub fn store(&self) -> &jobs::StoreId {
+        &self.store
     }
 
     /// The job id.
@@ -284,6 +304,7 @@ impl TurnLabels {
         if let Some(b) = binding {
             self.pairs.extend([
                 (SERVICE_HOST_LABEL_KEY, b.host.clone()),
+                (JOB_STORE_LABEL_KEY, b.store.as_str().to_owned()),
                 (JOB_LABEL_KEY, b.job.clone()),
                 (JOB_ATTEMPT_LABEL_KEY, b.attempt.clone()),
             ]);

@@ -1,4 +1,4 @@
-//! Job, attempt and host identifiers: strict charsets and fixed shapes, so an ID that reaches a
+//! Job, attempt, host and store identifiers: strict charsets and fixed shapes, so an ID that reaches a
 //! URL path, a container label or a log line cannot carry a path trick or a control character.
 
 use std::fmt;
@@ -125,6 +125,25 @@ string_id!(
     }
 );
 
+string_id!(
+    /// One job store (a SQLite file or a PostgreSQL database): 32 lowercase hex digits (128
+    /// random bits), generated once when the schema is created and never changed. A service turn
+    /// container carries it in a label, so a janitor only ever judges the turns of its own store.
+    StoreId,
+    "store",
+    |s| is_lower_hex_of(s, HEX_CHARS)
+);
+
+impl StoreId {
+    /// A fresh random store ID (used once, when a database's schema is created).
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_IO` when the system's random source fails.
+    pub(crate) fn new_random() -> Result<Self> {
+        Ok(Self(random_hex()?))
+    }
+}
+
 impl JobId {
     /// A fresh random job ID.
     ///
@@ -158,6 +177,9 @@ mod tests {
         let t = AttemptId::new_random().unwrap();
         assert_eq!(AttemptId::parse(t.as_str()).unwrap(), t);
         assert_eq!(t.as_str().len(), 32);
+        let s = StoreId::new_random().unwrap();
+        assert_ne!(s, StoreId::new_random().unwrap());
+        assert_eq!(StoreId::parse(s.as_str()).unwrap(), s);
     }
 
     #[test]
@@ -178,6 +200,17 @@ mod tests {
         }
         assert!(AttemptId::parse("0123456789abcdef0123456789abcdeF").is_err());
         assert!(AttemptId::parse("0123456789abcdef0123456789abcdef").is_ok());
+        for bad in [
+            "",
+            "0123456789abcdef0123456789abcdeF",
+            "0123456789abcdef0123456789abcde",
+            "0123456789abcdef0123456789abcdef0",
+            "../23456789abcdef0123456789abcdef",
+            "0123456789abcdef0123456789abcde\n",
+        ] {
+            let e = StoreId::parse(bad).unwrap_err();
+            assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_ID", "{bad:?}");
+        }
         for bad in ["", "-host", ".h", "a/b", "a b", &"h".repeat(64), "h\u{e9}"] {
             assert!(HostId::parse(bad).is_err(), "{bad:?}");
         }

@@ -30,7 +30,7 @@ pub mod testkit;
 mod wake;
 
 pub use error::{Backend, JobsError, Result};
-pub use ids::{AttemptId, HostId, JobId, MAX_HOST_ID_CHARS};
+pub use ids::{AttemptId, HostId, JobId, MAX_HOST_ID_CHARS, StoreId};
 pub use model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobFailure, JobKind, JobSpec, JobState,
     MAX_ATTEMPTS_LIMIT, MAX_BATCH, MAX_CANDIDATE_BYTES, MAX_CODE_CHARS, MAX_DOCUMENT_BYTES,

@@ -10,6 +10,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod
 use tokio_postgres::{NoTls, Row};
 
 use crate::error::{Backend, JobsError, Result};
+use crate::ids::StoreId;
 use crate::ids::{AttemptId, HostId, JobId};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, Retry, duration_ms,
@@ -18,7 +19,7 @@ use crate::rows::{
     EVENT_CANCELLED, EVENT_CLAIMED, EVENT_COMPLETED, EVENT_RELEASED, EVENT_RETRIED, EVENT_SNOOZED,
     EVENT_SUBMITTED, LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE, RawJob, SpecRow, job_columns,
 };
-use crate::schema::{MIGRATIONS, SCHEMA_VERSION};
+use crate::schema::{MIGRATIONS, SCHEMA_VERSION, SELECT_STORE_ID, stored_store_id};
 use crate::store::StoreOptions;
 
 /// The database clock in milliseconds (the transaction's start, so one statement sees one time).
@@ -111,11 +112,77 @@ fn cols() -> String {
     job_columns("", "approval_json")
 }
 
+/// Applies the pending migrations and makes sure the store has its identity, in one
+/// transaction under the migration advisory lock; returns the identity.
+async fn migrate(pool: &Pool) -> Result<StoreId> {
+    let mut client = pool.get().await.map_err(map_pool)?;
+    let tx = client.transaction().await.map_err(pg)?;
+    // Several hosts may start at once: the first takes the lock and migrates, the others
+    // wait, then find the work done.
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(pg)?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+             version    BIGINT PRIMARY KEY,
+             name       TEXT NOT NULL,
+             applied_at BIGINT NOT NULL
+         )",
+    )
+    .await
+    .map_err(pg)?;
+    let found: i64 = tx
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+            &[],
+        )
+        .await
+        .map_err(pg)?
+        .try_get(0)
+        .map_err(pg)?;
+    if found > SCHEMA_VERSION {
+        return Err(JobsError::Schema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for m in MIGRATIONS.iter().filter(|m| m.version > found) {
+        tx.batch_execute(m.postgres).await.map_err(pg)?;
+        tx.execute(
+            &format!(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, {NOW})"
+            ),
+            &[&m.version, &m.name],
+        )
+        .await
+        .map_err(pg)?;
+        tracing::info!(version = m.version, "job store: postgres schema migrated");
+    }
+    // The lock makes this the only writer; ON CONFLICT keeps it correct without the lock.
+    tx.execute(
+        "INSERT INTO store_identity (singleton, store_id) VALUES (1, $1)
+         ON CONFLICT (singleton) DO NOTHING",
+        &[&StoreId::new_random()?.as_str()],
+    )
+    .await
+    .map_err(pg)?;
+    let stored: String = tx
+        .query_one(SELECT_STORE_ID, &[])
+        .await
+        .map_err(pg)?
+        .try_get(0)
+        .map_err(pg)?;
+    let store_id = stored_store_id(&stored)?;
+    tx.commit().await.map_err(pg)?;
+    Ok(store_id)
+}
+
 /// The PostgreSQL job store.
 #[derive(Clone)]
 pub(crate) struct PgStore {
     pool: Pool,
     config: std::sync::Arc<tokio_postgres::Config>,
+    store_id: StoreId,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -159,12 +226,17 @@ impl PgStore {
                 backend: Backend::Postgres,
                 detail: e.to_string(),
             })?;
-        let store = Self {
+        let store_id = migrate(&pool).await?;
+        Ok(Self {
             pool,
             config: std::sync::Arc::new(config),
-        };
-        store.migrate().await?;
-        Ok(store)
+            store_id,
+        })
+    }
+
+    /// The store's identity, read at open.
+    pub(crate) fn store_id(&self) -> &StoreId {
+        &self.store_id
     }
 
     /// The connection settings (for the `LISTEN` connection).
@@ -185,53 +257,6 @@ impl PgStore {
 
     async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool.get().await.map_err(map_pool)
-    }
-
-    async fn migrate(&self) -> Result<()> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(pg)?;
-        // Several hosts may start at once: the first takes the lock and migrates, the others
-        // wait, then find the work done.
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-            .await
-            .map_err(pg)?;
-        tx.batch_execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (
-                 version    BIGINT PRIMARY KEY,
-                 name       TEXT NOT NULL,
-                 applied_at BIGINT NOT NULL
-             )",
-        )
-        .await
-        .map_err(pg)?;
-        let found: i64 = tx
-            .query_one(
-                "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-                &[],
-            )
-            .await
-            .map_err(pg)?
-            .try_get(0)
-            .map_err(pg)?;
-        if found > SCHEMA_VERSION {
-            return Err(JobsError::Schema {
-                found,
-                supported: SCHEMA_VERSION,
-            });
-        }
-        for m in MIGRATIONS.iter().filter(|m| m.version > found) {
-            tx.batch_execute(m.postgres).await.map_err(pg)?;
-            tx.execute(
-                &format!(
-                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, {NOW})"
-                ),
-                &[&m.version, &m.name],
-            )
-            .await
-            .map_err(pg)?;
-            tracing::info!(version = m.version, "job store: postgres schema migrated");
-        }
-        tx.commit().await.map_err(pg)
     }
 
     pub(crate) async fn schema_version(&self) -> Result<i64> {

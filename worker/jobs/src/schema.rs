@@ -2,9 +2,22 @@
 //! migration above the version recorded in `schema_migrations`; a database whose version is
 //! newer than [`SCHEMA_VERSION`] is refused. Migrations are append-only: a released one never
 //! changes, a change is a new version.
+//!
+//! The store's identity ([`crate::StoreId`]) lives in the one-row table `store_identity`
+//! (version 2). Its row is written in the same locked transaction as the migrations, by
+//! `INSERT … ON CONFLICT DO NOTHING`, then read back: every handle on one database, from any
+//! host, sees the one id that the first open wrote.
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// Reads the store id.
+pub(crate) const SELECT_STORE_ID: &str = "SELECT store_id FROM store_identity WHERE singleton = 1";
+
+/// The stored store id, checked: anything but 32 lowercase hex is a corrupt database.
+pub(crate) fn stored_store_id(text: &str) -> crate::Result<crate::StoreId> {
+    crate::StoreId::parse(text).map_err(|_| crate::JobsError::Corrupt { field: "store_id" })
+}
 
 /// One migration: its version, a name, and the SQL per backend.
 pub(crate) struct Migration {
@@ -14,10 +27,11 @@ pub(crate) struct Migration {
     pub postgres: &'static str,
 }
 
-pub(crate) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "jobs, candidates, usage, events, hosts",
-    sqlite: r"
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "jobs, candidates, usage, events, hosts",
+        sqlite: r"
 CREATE TABLE jobs (
     id               TEXT PRIMARY KEY,
     seq              INTEGER NOT NULL UNIQUE,
@@ -75,7 +89,7 @@ CREATE TABLE hosts (
     seen_at    INTEGER NOT NULL
 );
 ",
-    postgres: r"
+        postgres: r"
 CREATE TABLE jobs (
     id               TEXT PRIMARY KEY,
     seq              BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
@@ -133,7 +147,24 @@ CREATE TABLE hosts (
     seen_at    BIGINT NOT NULL
 );
 ",
-}];
+    },
+    Migration {
+        version: 2,
+        name: "store identity",
+        sqlite: r"
+CREATE TABLE store_identity (
+    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+    store_id  TEXT NOT NULL
+);
+",
+        postgres: r"
+CREATE TABLE store_identity (
+    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+    store_id  TEXT NOT NULL
+);
+",
+    },
+];
 
 #[cfg(test)]
 mod tests {

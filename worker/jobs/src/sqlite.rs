@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, ErrorCode, OptionalExtension as _, Row, TransactionBehavior, params};
 
 use crate::error::{Backend, JobsError, Result};
+use crate::ids::StoreId;
 use crate::ids::{AttemptId, HostId, JobId};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, Retry, duration_ms,
@@ -18,7 +19,7 @@ use crate::rows::{
     EVENT_CANCELLED, EVENT_CLAIMED, EVENT_COMPLETED, EVENT_RELEASED, EVENT_RETRIED, EVENT_SNOOZED,
     EVENT_SUBMITTED, LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE, RawJob, SpecRow, job_columns,
 };
-use crate::schema::{MIGRATIONS, SCHEMA_VERSION};
+use crate::schema::{MIGRATIONS, SCHEMA_VERSION, SELECT_STORE_ID, stored_store_id};
 
 pub(crate) fn map_err(e: rusqlite::Error) -> JobsError {
     let unavailable = matches!(
@@ -112,6 +113,7 @@ fn get_job(conn: &Connection, id: &str) -> Result<Option<Job>> {
 pub(crate) struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
+    store_id: StoreId,
 }
 
 impl SqliteStore {
@@ -133,16 +135,22 @@ impl SqliteStore {
         }
         conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
             .map_err(map_err)?;
-        migrate(&mut conn)?;
+        let store_id = migrate(&mut conn)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             path: path.to_owned(),
+            store_id,
         })
     }
 
     /// The database file.
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The store's identity, read at open.
+    pub(crate) fn store_id(&self) -> &StoreId {
+        &self.store_id
     }
 
     async fn run<T, F>(&self, f: F) -> Result<T>
@@ -898,7 +906,9 @@ fn current_version(conn: &Connection) -> Result<i64> {
     .map_err(map_err)
 }
 
-fn migrate(conn: &mut Connection) -> Result<()> {
+/// Applies the pending migrations and makes sure the store has its identity, in one
+/// `BEGIN IMMEDIATE` transaction; returns the identity.
+fn migrate(conn: &mut Connection) -> Result<StoreId> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(map_err)?;
@@ -926,5 +936,53 @@ fn migrate(conn: &mut Connection) -> Result<()> {
         .map_err(map_err)?;
         tracing::info!(version = m.version, "job store: sqlite schema migrated");
     }
-    tx.commit().map_err(map_err)
+    tx.execute(
+        "INSERT INTO store_identity (singleton, store_id) VALUES (1, ?1)
+         ON CONFLICT (singleton) DO NOTHING",
+        params![StoreId::new_random()?.as_str()],
+    )
+    .map_err(map_err)?;
+    let stored: String = tx
+        .query_row(SELECT_STORE_ID, [], |r| r.get(0))
+        .map_err(map_err)?;
+    let store_id = stored_store_id(&stored)?;
+    tx.commit().map_err(map_err)?;
+    Ok(store_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database written by a version-1 build gets its identity when it is upgraded, keeps it
+    /// on every later open, and a tampered identity is refused, never replaced.
+    #[test]
+    fn a_version_1_database_gets_its_identity_on_upgrade() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE schema_migrations (
+                 version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL
+             )",
+        )
+        .unwrap();
+        let v1 = MIGRATIONS.first().unwrap();
+        conn.execute_batch(v1.sqlite).unwrap();
+        conn.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, ?1, 0)",
+            params![v1.name],
+        )
+        .unwrap();
+        assert_eq!(current_version(&conn).unwrap(), 1);
+
+        let id = migrate(&mut conn).unwrap();
+        assert_eq!(current_version(&conn).unwrap(), SCHEMA_VERSION);
+        assert_eq!(migrate(&mut conn).unwrap(), id);
+
+        conn.execute("UPDATE store_identity SET store_id = '../x'", [])
+            .unwrap();
+        let e = migrate(&mut conn).unwrap_err();
+        assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_CORRUPT");
+        let kept: String = conn.query_row(SELECT_STORE_ID, [], |r| r.get(0)).unwrap();
+        assert_eq!(kept, "../x");
+    }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{JobsError, Result};
-use crate::ids::{AttemptId, HostId, JobId};
+use crate::ids::{AttemptId, HostId, JobId, StoreId};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, MAX_CANDIDATE_BYTES,
     Retry, check_code, check_message, document_text,
@@ -186,6 +186,18 @@ impl JobStore {
         match &self.inner {
             Inner::Sqlite(_) => "sqlite",
             Inner::Postgres(_) => "postgres",
+        }
+    }
+
+    /// The store's identity: generated once when the database's schema was created, the same
+    /// for every handle on the database (on every host), different for every other database.
+    /// Read at open. The service labels its turn containers with it, so its janitor only
+    /// ever judges the containers of its own store.
+    #[must_use]
+    pub fn store_id(&self) -> &StoreId {
+        match &self.inner {
+            Inner::Sqlite(s) => s.store_id(),
+            Inner::Postgres(s) => s.store_id(),
         }
     }
 

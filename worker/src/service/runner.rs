@@ -155,8 +155,12 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
             return;
         }
     };
-    let binding = match JobBinding::new(sh.opts.host_id.as_str(), id.as_str(), attempt_id.as_str())
-    {
+    let binding = match JobBinding::new(
+        sh.store.store_id(),
+        sh.opts.host_id.as_str(),
+        id.as_str(),
+        attempt_id.as_str(),
+    ) {
         Ok(b) => b,
         Err(e) => {
             finish(sh, claimed, Ended::Done(Box::new(Err(e.into())))).await;
@@ -373,10 +377,11 @@ async fn failed(sh: &Shared, claimed: &Claimed, e: ServiceError) -> Written {
     }
 }
 
-/// One janitor pass: list service turn containers, THEN read the current attempts, remove the
-/// containers whose attempt is over.
+/// One janitor pass: list the turn containers of THIS job store, THEN read the current attempts,
+/// remove the containers whose attempt is over. Another store's turns (another service sharing
+/// the daemon) are never listed, so never judged against this store's attempts.
 pub(crate) async fn janitor_pass(sh: &Shared) {
-    let listed = match crate::list_job_turns(&sh.docker).await {
+    let listed = match crate::list_job_turns(&sh.docker, sh.store.store_id()).await {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!(code = e.code(), "janitor: cannot list containers");

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jobs::{
     AttemptId, Fenced, Heartbeat, HostId, JobId, JobSpec, JobState, JobStore, JobsError, Retry,
-    testkit::PrivateCluster,
+    StoreId, testkit::PrivateCluster,
 };
 use pretty_assertions::assert_eq;
 
@@ -24,6 +24,24 @@ impl Location {
             Self::Postgres(url) => JobStore::open(Some(url), std::path::Path::new("/nonexistent"))
                 .await
                 .unwrap(),
+        }
+    }
+
+    /// A store on a different, fresh database of the same backend (a tempdir guard for SQLite).
+    pub async fn open_another_database(&self) -> (Option<tempfile::TempDir>, JobStore) {
+        match self {
+            Self::Sqlite(_) => {
+                let dir = tempfile::tempdir().unwrap();
+                let store = JobStore::open(None, dir.path()).await.unwrap();
+                (Some(dir), store)
+            }
+            Self::Postgres(_) => {
+                let url = jobs::testkit::fresh_postgres_url().await.unwrap();
+                let store = JobStore::open(Some(&url), std::path::Path::new("/nonexistent"))
+                    .await
+                    .unwrap();
+                (None, store)
+            }
         }
     }
 }
@@ -873,20 +891,49 @@ pub async fn migrations_are_versioned_and_concurrent_opens_agree(
     }
 }
 
+/// The store's identity: a valid id, the same for every handle on the database and after a
+/// reopen, different for another database; writes do not change it.
+pub async fn store_identity_is_stable_and_per_database(store: &JobStore, location: &Location) {
+    let id = store.store_id().clone();
+    assert_eq!(StoreId::parse(id.as_str()).unwrap(), id);
+    // Another handle ("another host"), opened while this one is open.
+    let second = location.open().await;
+    assert_eq!(second.store_id(), &id);
+    submit(&second, "identity", 1).await;
+    drop(second);
+    // Reopened after writes: still the same.
+    assert_eq!(location.open().await.store_id(), &id);
+    assert_eq!(store.store_id(), &id);
+    // Another database: another id.
+    let (_guard, other) = location.open_another_database().await;
+    assert_ne!(other.store_id(), &id);
+}
+
 /// Concurrent first opens of a fresh database (several hosts starting at once) all migrate
-/// without a race: `BEGIN IMMEDIATE` on SQLite, an advisory lock on PostgreSQL.
+/// without a race (`BEGIN IMMEDIATE` on SQLite, an advisory lock on PostgreSQL) and agree on one
+/// store id.
 pub async fn first_opens_race(location: Location) {
     let location = Arc::new(location);
     let mut tasks = Vec::new();
     for _ in 0..6 {
         let location = Arc::clone(&location);
         tasks.push(tokio::spawn(async move {
-            location.open().await.schema_version().await.unwrap()
+            let store = location.open().await;
+            (
+                store.schema_version().await.unwrap(),
+                store.store_id().clone(),
+            )
         }));
     }
+    let mut ids = BTreeSet::new();
     for t in tasks {
-        assert_eq!(t.await.unwrap(), jobs::SCHEMA_VERSION);
+        let (version, id) = t.await.unwrap();
+        assert_eq!(version, jobs::SCHEMA_VERSION);
+        ids.insert(id);
     }
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let opened_later = location.open().await;
+    assert!(ids.contains(opened_later.store_id()));
 }
 
 /// Makes the database unreachable and brings it back.

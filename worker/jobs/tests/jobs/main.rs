@@ -76,6 +76,7 @@ conformance!(
     candidate_readable_from_another_handle_and_usage_idempotent,
     events_hosts_and_current_attempts,
     migrations_are_versioned_and_concurrent_opens_agree,
+    store_identity_is_stable_and_per_database,
     work_signal_wakes_idle_runners,
     a_dead_hosts_jobs_are_finished_by_the_others,
 );
