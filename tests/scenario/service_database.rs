@@ -77,21 +77,88 @@ fn assert_alive(service: &mut Service) {
     );
 }
 
-/// Four jobs of two slots on PostgreSQL; the cluster stops while two turns run and stays down
-/// for longer than a lease: the two attempts lose their lease and their containers are removed
-/// at once (by the runner: the janitor cannot read the store meanwhile), `/readyz` goes 503. The
-/// cluster comes back: `/readyz` 200, the lost attempts' jobs are rescued and run again, and
-/// every job completes exactly once, with its attempts counted (one per claim, a lost one spent).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_service_survives_postgres_going_away_mid_run() {
-    let Some(docker) = docker().await else { return };
-    let Some(cluster) = private_cluster() else {
-        return;
-    };
-    let _guard = docker_lock().lock().await;
-    let url = cluster.url().to_owned();
-    let db = Some(url.as_str());
-    let state = state_with_images();
+/// How a test takes the database away and brings it back.
+trait Outage {
+    fn go_away(&mut self);
+    fn come_back(&mut self);
+    /// Whether reads fail too (a stopped server) or still work (a locked SQLite file in WAL
+    /// mode serves readers while every write waits past the busy timeout).
+    fn reads_fail(&self) -> bool;
+}
+
+impl Outage for PrivateCluster {
+    fn go_away(&mut self) {
+        self.stop().unwrap();
+    }
+    fn come_back(&mut self) {
+        self.restart().unwrap();
+    }
+    fn reads_fail(&self) -> bool {
+        true
+    }
+}
+
+/// Another process holds the SQLite file's write lock (`BEGIN EXCLUSIVE`) until it is told to let
+/// go: every write of the service waits out its busy timeout and fails.
+struct SqliteLock {
+    path: std::path::PathBuf,
+    holder: Option<std::process::Child>,
+}
+
+impl Outage for SqliteLock {
+    fn go_away(&mut self) {
+        use std::io::BufRead as _;
+        let script = "import sqlite3, sys\n\
+            con = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)\n\
+            con.execute('BEGIN EXCLUSIVE')\n\
+            print('locked', flush=True)\n\
+            sys.stdin.read()\n\
+            con.execute('ROLLBACK')\n";
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .arg(&self.path)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "locked");
+        self.holder = Some(child);
+    }
+    fn come_back(&mut self) {
+        if let Some(mut child) = self.holder.take() {
+            drop(child.stdin.take());
+            assert!(child.wait().unwrap().success());
+        }
+    }
+    fn reads_fail(&self) -> bool {
+        false
+    }
+}
+
+impl Drop for SqliteLock {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.holder.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Four jobs of two slots; the database goes away while two turns run and stays away for longer
+/// than a lease: the two attempts lose their lease and their containers are removed at once (by
+/// the runner: the janitor cannot read the store meanwhile), `/readyz` goes 503. The database
+/// comes back: `/readyz` 200, the lost attempts' jobs are rescued and run again, and every job
+/// completes exactly once, with its attempts counted (one per claim, a lost one spent).
+async fn survives_an_outage_mid_run(
+    docker: &worker::BollardRuntime,
+    state: &tempfile::TempDir,
+    db: Option<&str>,
+    outage: &mut dyn Outage,
+) {
     let f = Fixture::new();
     // Each turn sleeps 8 s inside its container: much longer than it takes the runner to notice
     // the outage (a lease of 3 s, renewed every 500 ms), so the turns running when the database
@@ -121,7 +188,7 @@ async fn docker_service_survives_postgres_going_away_mid_run() {
     // Two turns run: the database goes away.
     let started = Instant::now();
     let running = loop {
-        let turns = worker::ContainerRuntime::list_turns(&docker).await.unwrap();
+        let turns = worker::ContainerRuntime::list_turns(docker).await.unwrap();
         if turns.len() >= 2 {
             break turns.len();
         }
@@ -132,8 +199,8 @@ async fn docker_service_survives_postgres_going_away_mid_run() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    cluster.stop().unwrap();
-    let outage = Instant::now();
+    outage.go_away();
+    let went_away = Instant::now();
 
     let unready_after = wait_readyz(service.addr, 503, Duration::from_secs(15));
     // Both attempts lose their lease; their containers go with them.
@@ -148,7 +215,7 @@ async fn docker_service_survives_postgres_going_away_mid_run() {
     }
     let started = Instant::now();
     loop {
-        let left = worker::ContainerRuntime::list_turns(&docker).await.unwrap();
+        let left = worker::ContainerRuntime::list_turns(docker).await.unwrap();
         if left.is_empty() {
             break;
         }
@@ -161,8 +228,12 @@ async fn docker_service_survives_postgres_going_away_mid_run() {
     }
     // The API answers meanwhile (no hang): the store's calls are 503, the metrics say why.
     let (status, body) = http(service.addr, "GET", "/v1/jobs", Some(&token), None);
-    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
-    assert_eq!(error_code(&body), "PATCH_CANDIDATE_JOBS_UNAVAILABLE");
+    if outage.reads_fail() {
+        assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+        assert_eq!(error_code(&body), "PATCH_CANDIDATE_JOBS_UNAVAILABLE");
+    } else {
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    }
     let (status, metrics) = http(service.addr, "GET", "/metrics", Some(&token), None);
     assert_eq!(status, 200);
     let metrics = String::from_utf8(metrics).unwrap();
@@ -172,14 +243,14 @@ async fn docker_service_survives_postgres_going_away_mid_run() {
     );
     // Down for longer than a lease and several claim backoffs.
     let down = Duration::from_secs(6);
-    if let Some(rest) = down.checked_sub(outage.elapsed()) {
+    if let Some(rest) = down.checked_sub(went_away.elapsed()) {
         tokio::time::sleep(rest).await;
     }
     assert_alive(&mut service);
     wait_readyz(service.addr, 503, Duration::ZERO);
 
-    cluster.restart().unwrap();
-    let outage_lasted = outage.elapsed();
+    outage.come_back();
+    let outage_lasted = went_away.elapsed();
     let ready_after = wait_readyz(service.addr, 200, Duration::from_secs(30));
     eprintln!(
         "outage of {outage_lasted:?}: /readyz 503 after {unready_after:?}, 200 again {ready_after:?} after the restart"
@@ -233,9 +304,36 @@ async fn docker_service_survives_postgres_going_away_mid_run() {
     );
     assert_alive(&mut service);
     assert_eq!(service.stop().code(), Some(0));
-    assert_no_turn_containers(&docker).await;
+    assert_no_turn_containers(docker).await;
     assert!(staging_left(state.path()).is_empty());
+}
+
+/// The outage on PostgreSQL: a private cluster stopped and started again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_survives_postgres_going_away_mid_run() {
+    let Some(docker) = docker().await else { return };
+    let Some(mut cluster) = private_cluster() else {
+        return;
+    };
+    let _guard = docker_lock().lock().await;
+    let url = cluster.url().to_owned();
+    let state = state_with_images();
+    survives_an_outage_mid_run(&docker, &state, Some(&url), &mut cluster).await;
     tally("docker_service_survives_postgres_going_away_mid_run");
+}
+
+/// The outage on SQLite: another process holds the file's write lock past the busy timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_survives_a_locked_sqlite_file_mid_run() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let state = state_with_images();
+    let mut lock = SqliteLock {
+        path: state.path().join(jobs::DEFAULT_SQLITE_FILE),
+        holder: None,
+    };
+    survives_an_outage_mid_run(&docker, &state, None, &mut lock).await;
+    tally("docker_service_survives_a_locked_sqlite_file_mid_run");
 }
 
 /// `serve` started while its database is down: it binds and answers at once (`/healthz` 200,

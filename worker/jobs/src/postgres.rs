@@ -203,6 +203,11 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("patch-candidate");
         }
+        // `Fast` recycling checks `is_closed()` when a connection is checked out: a server that
+        // shuts down or restarts closes its sessions, their connection tasks end, and the pool
+        // drops them and connects anew, so the store works again as soon as the server is back
+        // (the outage conformance case). `Verified` would add a round trip to every call, and
+        // catches nothing more on a unix socket or loopback, the only transports (no TLS).
         let manager = Manager::from_config(
             config.clone(),
             NoTls,

@@ -159,17 +159,28 @@ impl SqliteStore {
         F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
     {
         let conn = Arc::clone(&self.conn);
+        let (tx, rx) = tokio::sync::oneshot::channel();
         tokio::task::spawn_blocking(move || {
-            let mut guard = conn.lock().map_err(|_| JobsError::Database {
-                backend: Backend::Sqlite,
-                detail: "connection lock poisoned by an earlier panic".to_owned(),
-            })?;
-            f(&mut guard)
-        })
-        .await
-        .map_err(|e| JobsError::Database {
+            let guard = conn.lock();
+            // A caller that gave up while this call waited for the connection (a heartbeat past
+            // its deadline while another process holds the file locked) is gone: running its
+            // statement now could only hold the one connection for nothing — up to the busy
+            // timeout each — while the calls queued behind it wait. It does nothing instead.
+            if tx.is_closed() {
+                return;
+            }
+            let result = match guard {
+                Ok(mut guard) => f(&mut guard),
+                Err(_) => Err(JobsError::Database {
+                    backend: Backend::Sqlite,
+                    detail: "connection lock poisoned by an earlier panic".to_owned(),
+                }),
+            };
+            let _ = tx.send(result);
+        });
+        rx.await.map_err(|_| JobsError::Database {
             backend: Backend::Sqlite,
-            detail: format!("blocking task failed: {e}"),
+            detail: "blocking task failed".to_owned(),
         })?
     }
 

@@ -85,13 +85,13 @@ impl Metrics {
         self.store_failures_in_a_row.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A job store call succeeded: the database answers.
+    /// A job store write succeeded: the database answers and takes writes.
     pub fn store_ok(&self) {
         self.store_failures_in_a_row.store(0, Ordering::Relaxed);
     }
 
     /// True while the job store is unreachable: the last `STORE_FAILURES_UNREACHABLE` calls
-    /// all failed. `/readyz` answers 503 meanwhile; the first call that succeeds ends it.
+    /// all failed. `/readyz` answers 503 meanwhile; the first write that succeeds ends it.
     pub fn store_unreachable(&self) -> bool {
         self.store_failures_in_a_row.load(Ordering::Relaxed) >= STORE_FAILURES_UNREACHABLE
     }

@@ -506,10 +506,9 @@ pub(crate) async fn janitor_pass(sh: &Shared) {
         return;
     }
     let current = match sh.store.current_attempts().await {
-        Ok(c) => {
-            sh.metrics.store_ok();
-            c
-        }
+        // A read: its success does not end an outage (a SQLite file another process holds
+        // locked still serves reads while every write fails), only its failure counts.
+        Ok(c) => c,
         Err(e) => {
             sh.metrics.store_error();
             tracing::warn!(code = e.code(), "janitor: cannot read current attempts");

@@ -132,6 +132,49 @@ mod database_goes_away_and_comes_back {
         crate::conformance::outage(&store, &mut outage).await;
     }
 
+    /// While another process holds the SQLite file locked, a call whose caller gave up while it
+    /// waited for the store's one connection (a heartbeat past its deadline) runs nothing when
+    /// its turn comes: it neither writes late nor holds the connection through another busy
+    /// timeout while the calls behind it wait.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite_calls_given_up_while_queued_do_nothing() {
+        use crate::conformance::Outage as _;
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions {
+            busy_timeout: Duration::from_secs(30),
+            ..StoreOptions::default()
+        };
+        let store = JobStore::open_with(None, dir.path(), &options)
+            .await
+            .unwrap();
+        let path = store.sqlite_path().unwrap().to_owned();
+        let mut outage = crate::conformance::SqliteOutage::new(path);
+        outage.go_away();
+        // The first call takes the connection and waits for the lock; the next two queue
+        // behind it, and their callers give up.
+        let first = tokio::spawn({
+            let store = store.clone();
+            async move { store.submit(jobs::JobSpec::noop("first", 1)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for nonce in ["second", "third"] {
+            let call = store.submit(jobs::JobSpec::noop(nonce, 1));
+            let given_up = tokio::time::timeout(Duration::from_millis(100), call).await;
+            assert!(given_up.is_err(), "{nonce} did not wait behind the first");
+        }
+        outage.come_back();
+        let (job, created) = first.await.unwrap().unwrap();
+        assert!(created);
+        // Time for the queued calls to take the connection in turn (and, were they run, to
+        // write their jobs).
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let stored = store.list(None, 10).await.unwrap();
+        assert_eq!(
+            stored.iter().map(|j| &j.id).collect::<Vec<_>>(),
+            vec![&job.id]
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn postgres() {
         let cluster = match PrivateCluster::start() {
