@@ -356,3 +356,31 @@ pub async fn prepare(
         approval_json,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_submission_body_names_a_live_model_and_nothing_else() {
+        let body = r#"{"repository": "/r", "approval": "{}", "live": {"model": "gpt-5.3-codex"}}"#;
+        let sub: Submission = serde_json::from_str(body).unwrap();
+        assert_eq!(
+            sub.live,
+            Some(jobs::LiveJob {
+                model: "gpt-5.3-codex".to_owned()
+            })
+        );
+        let offline: Submission =
+            serde_json::from_str(r#"{"repository": "/r", "approval": "{}"}"#).unwrap();
+        assert_eq!(offline.live, None);
+        // No credential (or anything else) can ride along in the live object.
+        for bad in [
+            r#"{"repository": "/r", "approval": "{}", "live": {"model": "m", "credential": "k"}}"#,
+            r#"{"repository": "/r", "approval": "{}", "live": {}}"#,
+            r#"{"repository": "/r", "approval": "{}", "live": true}"#,
+        ] {
+            assert!(serde_json::from_str::<Submission>(bad).is_err(), "{bad}");
+        }
+    }
+}
