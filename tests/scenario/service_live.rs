@@ -402,3 +402,140 @@ async fn docker_service_records_one_usage_row_per_attempt_that_ran() {
     assert!(staging_left(state.path()).is_empty());
     tally("docker_service_records_one_usage_row_per_attempt_that_ran");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn docker_service_cancels_a_live_turn_mid_stream_and_keeps_its_spent_tokens() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let image_id = live_image();
+    let files = BTreeMap::from([("app/service.py", "def answer():\n    return 1\n".to_owned())]);
+    let (repo, commit) = git_repo(&files);
+    let context = approval(
+        repo.path(),
+        &commit,
+        TASK,
+        &["app/"],
+        &[],
+        &["app/new.py"],
+        &[],
+    );
+    let approvals = tempfile::tempdir().unwrap();
+    let approval_path = write_approval(approvals.path(), &context);
+    let state = state_with_images();
+    let out = submit_raw(
+        state.path(),
+        None,
+        repo.path().to_str().unwrap(),
+        &approval_path,
+        &[
+            "--live",
+            "--model",
+            MODEL,
+            "--image",
+            TEST_LIVE_IMAGE,
+            "--image-id",
+            image_id.as_str(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = json_of(&out)["job"]["id"].as_str().unwrap().to_owned();
+
+    // One answered request (an edit, 120 tokens), then a stream that opens and goes silent: the
+    // agent is mid-request when the job is cancelled.
+    let upstream = ScriptedUpstream::start([
+        Reply::edit_file("app/service.py", "    return 1", "    return 2"),
+        Reply::Stall(vec![gateway::testkit::events::created("resp_stalled")]),
+    ])
+    .await
+    .unwrap();
+    let url = upstream.base_url();
+    let state_path = state.path().to_path_buf();
+    let service = blocking(move || {
+        Service::start(
+            &state_path,
+            &ServeOpts {
+                max_turns: 1,
+                extra: vec!["--live-upstream", &url, "--credential-env", KEY_VAR],
+                env: vec![(KEY_VAR, KEY)],
+                ..ServeOpts::default()
+            },
+        )
+    })
+    .await;
+    let started = Instant::now();
+    while upstream.requests().len() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the agent never reached its second model request: {:?}",
+            service.lines.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        worker::ContainerRuntime::list_turns(&docker)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "the live turn is running"
+    );
+
+    let state_path = state.path().to_path_buf();
+    let cancel_id = id.clone();
+    let cancelled = blocking(move || {
+        assert!(
+            jobs(&state_path, None, &["cancel", &cancel_id])
+                .status
+                .success()
+        );
+        let sent = Instant::now();
+        let job = wait_state(
+            &state_path,
+            None,
+            &cancel_id,
+            &["cancelled", "completed", "failed"],
+            Duration::from_secs(20),
+        );
+        (job, sent.elapsed())
+    })
+    .await;
+    let (job, took) = cancelled;
+    assert_eq!(job["state"], "cancelled", "{job}");
+    assert!(job["candidate_digest"].is_null(), "{job}");
+    // The container (and with it the tunnel and every gateway channel) goes: its guard's forced
+    // removal runs as the turn is dropped, next to the cancelled write. No third request is made.
+    let dropped = Instant::now();
+    while !worker::ContainerRuntime::list_turns(&docker)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            dropped.elapsed() < Duration::from_secs(10),
+            "the cancelled live turn's container is still there"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!(
+        "live turn cancelled: recorded {took:?} after the cancel, container gone {:?} later",
+        dropped.elapsed()
+    );
+    assert_eq!(upstream.requests().len(), 2);
+
+    // One usage row: the tokens of the request the upstream answered, the model, the outcome.
+    let rows = usage_rows(state.path(), &id).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let row = &rows[job["attempt_id"].as_str().unwrap()];
+    assert_eq!(row["outcome"], "cancelled", "{row}");
+    assert_eq!(row["live"]["model"], MODEL, "{row}");
+    assert_eq!(row["live"]["total_tokens"], 120, "{row}");
+    let log = std::sync::Arc::clone(&service.lines);
+    assert_eq!(service.stop().code(), Some(0));
+    assert!(!log.lock().unwrap().join("\n").contains(KEY));
+    assert!(staging_left(state.path()).is_empty());
+    tally("docker_service_cancels_a_live_turn_mid_stream_and_keeps_its_spent_tokens");
+}
