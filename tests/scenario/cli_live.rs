@@ -2,35 +2,21 @@
 //! container spec, its model requests through the tunnel and the gateway in the CLI process to a
 //! scripted upstream on the host's loopback, to a verified candidate.
 
-use std::collections::BTreeMap;
 use std::process::Command;
 
 use gateway::testkit::{Reply, ScriptedUpstream};
 
-use crate::live_container::{TEST_LIVE_IMAGE, live_image};
+use crate::live_container::{TEST_LIVE_IMAGE, live_fixture, live_image};
 use crate::support::*;
 
 const KEY: &str = "sk-cli-live-9b2f4e";
-const TASK: &str = "Make answer return 2 and add app/new.py.";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_cli_run_live_produces_a_verified_candidate_through_the_gateway() {
     let Some(docker) = docker().await else { return };
     let _guard = docker_lock().lock().await;
     let image_id = live_image();
-    let files = BTreeMap::from([("app/service.py", "def answer():\n    return 1\n".to_owned())]);
-    let (repo, commit) = git_repo(&files);
-    let context = approval(
-        repo.path(),
-        &commit,
-        TASK,
-        &["app/"],
-        &[],
-        &["app/new.py"],
-        &[],
-    );
-    let approval_dir = tempfile::tempdir().unwrap();
-    let approval_path = write_approval(approval_dir.path(), &context);
+    let (repo, approval_dir, approval_path) = live_fixture();
     let state = tempfile::tempdir().unwrap();
     let upstream = ScriptedUpstream::start([
         Reply::edit_file("app/service.py", "    return 1", "    return 2"),

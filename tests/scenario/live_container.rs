@@ -24,6 +24,31 @@ use tunnel::{ChannelId, Decoder, Frame};
 use crate::support::{docker_lock, tally, target_dir, workspace_bin};
 
 pub const TEST_LIVE_IMAGE: &str = "patch-candidate-live:selftest";
+
+/// The task of the scripted live turns through a gateway (`cli_live`, `service_live`).
+pub const LIVE_TASK: &str = "Make answer return 2 and add app/new.py.";
+
+/// A repository with `app/service.py` at one commit, and an approval of [`LIVE_TASK`] over `app/`
+/// that may create `app/new.py`: (repository, the approval's directory, the approval file).
+pub fn live_fixture() -> (tempfile::TempDir, tempfile::TempDir, std::path::PathBuf) {
+    let files = std::collections::BTreeMap::from([(
+        "app/service.py",
+        "def answer():\n    return 1\n".to_owned(),
+    )]);
+    let (repo, commit) = crate::support::git_repo(&files);
+    let context = crate::support::approval(
+        repo.path(),
+        &commit,
+        LIVE_TASK,
+        &["app/"],
+        &[],
+        &["app/new.py"],
+        &[],
+    );
+    let approvals = tempfile::tempdir().unwrap();
+    let approval = crate::support::write_approval(approvals.path(), &context);
+    (repo, approvals, approval)
+}
 const MODEL: &str = "gpt-5.3-codex";
 const PORT: u16 = 8417;
 

@@ -12,14 +12,13 @@ use std::time::{Duration, Instant};
 
 use gateway::testkit::{Reply, ScriptedUpstream};
 
-use crate::live_container::{TEST_LIVE_IMAGE, live_image};
+use crate::live_container::{TEST_LIVE_IMAGE, live_fixture, live_image};
 use crate::service::*;
 use crate::support::*;
 
 const KEY: &str = "sk-service-live-5c7d1a";
 const KEY_VAR: &str = "PC_SCENARIO_SERVICE_MODEL_KEY";
 const MODEL: &str = "gpt-5.3-codex";
-const TASK: &str = "Make answer return 2 and add app/new.py.";
 
 /// The usage rows of job `id`, parsed, by attempt.
 async fn usage_rows(state: &Path, id: &str) -> BTreeMap<String, serde_json::Value> {
@@ -63,19 +62,7 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
     let Some(docker) = docker().await else { return };
     let _guard = docker_lock().lock().await;
     let image_id = live_image();
-    let files = BTreeMap::from([("app/service.py", "def answer():\n    return 1\n".to_owned())]);
-    let (repo, commit) = git_repo(&files);
-    let context = approval(
-        repo.path(),
-        &commit,
-        TASK,
-        &["app/"],
-        &[],
-        &["app/new.py"],
-        &[],
-    );
-    let approvals = tempfile::tempdir().unwrap();
-    let approval_path = write_approval(approvals.path(), &context);
+    let (repo, approvals, approval_path) = live_fixture();
     let state = state_with_images();
     let repo_str = repo.path().to_str().unwrap().to_owned();
 
@@ -408,19 +395,7 @@ async fn docker_service_cancels_a_live_turn_mid_stream_and_keeps_its_spent_token
     let Some(docker) = docker().await else { return };
     let _guard = docker_lock().lock().await;
     let image_id = live_image();
-    let files = BTreeMap::from([("app/service.py", "def answer():\n    return 1\n".to_owned())]);
-    let (repo, commit) = git_repo(&files);
-    let context = approval(
-        repo.path(),
-        &commit,
-        TASK,
-        &["app/"],
-        &[],
-        &["app/new.py"],
-        &[],
-    );
-    let approvals = tempfile::tempdir().unwrap();
-    let approval_path = write_approval(approvals.path(), &context);
+    let (repo, _approvals, approval_path) = live_fixture();
     let state = state_with_images();
     let out = submit_raw(
         state.path(),

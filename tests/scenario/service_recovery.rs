@@ -102,7 +102,8 @@ fn distinct_proof_image(tag: &str, label: &str) -> String {
     docker_cli(&["image", "inspect", "--format", "{{.Id}}", tag], None)
 }
 
-/// Waits until job `id` has at least `n` snooze events whose message names `code`.
+/// Waits until job `id` has at least `n` events with `code` (each followed by its snooze), then
+/// checks that the job is still waiting with no attempt spent.
 fn wait_snoozed_for(state: &Path, db: &str, id: &str, code: &str, n: usize, limit: Duration) {
     let started = Instant::now();
     loop {
@@ -114,7 +115,7 @@ fn wait_snoozed_for(state: &Path, db: &str, id: &str, code: &str, n: usize, limi
             .unwrap_or_default();
         let seen = events.iter().filter(|e| e["code"] == code).count();
         if seen >= n {
-            return;
+            break;
         }
         assert!(
             started.elapsed() < limit,
@@ -122,6 +123,12 @@ fn wait_snoozed_for(state: &Path, db: &str, id: &str, code: &str, n: usize, limi
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    let waiting = show(state, Some(db), id);
+    assert_ne!(waiting["state"], "failed", "{waiting}");
+    assert_eq!(
+        waiting["attempts"], 0,
+        "a snooze spends no attempt: {waiting}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,12 +181,6 @@ async fn docker_service_snoozes_while_the_approved_image_is_missing() {
         2,
         Duration::from_secs(60),
     );
-    let waiting = show(state.path(), Some(db), &id);
-    assert_ne!(waiting["state"], "failed", "{waiting}");
-    assert_eq!(
-        waiting["attempts"], 0,
-        "a snooze spends no attempt: {waiting}"
-    );
 
     // 2. The tag names another image (a host not yet updated): still snoozed, never run.
     let other = distinct_proof_image(&tag, "another build");
@@ -191,12 +192,6 @@ async fn docker_service_snoozes_while_the_approved_image_is_missing() {
         "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH",
         2,
         Duration::from_secs(60),
-    );
-    let waiting = show(state.path(), Some(db), &id);
-    assert_ne!(waiting["state"], "failed", "{waiting}");
-    assert_eq!(
-        waiting["attempts"], 0,
-        "a snooze spends no attempt: {waiting}"
     );
 
     // 3. The approved image comes back (the same ID, loaded from its saved copy): one result.
