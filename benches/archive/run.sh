@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 work=${1:-$(mktemp -d)}
 mkdir -p "$work"
-cargo build --release -p worker --bin patch-candidate -p archive --examples >&2
+cargo build --release -p patch-candidate --bin patch-candidate -p archive --examples >&2
 bin=target/x86_64-unknown-linux-gnu/release
 python3 benches/archive/make_inputs.py "$work"
 ls -l "$work"/*.zip >&2

@@ -13,7 +13,7 @@ MEAN_BYTES=${MEAN_BYTES:-2048}
 RUNS=${RUNS:-20}
 BIN=target/x86_64-unknown-linux-gnu/release/patch-candidate
 
-cargo build --release --quiet -p worker --bin patch-candidate
+cargo build --release --quiet -p patch-candidate --bin patch-candidate
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

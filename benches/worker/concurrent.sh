@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 n="${1:-8}"
-cargo build --release --locked -p worker --example concurrent_turns >/dev/null
-cargo build --release --locked -p worker >/dev/null
+cargo build --release --locked -p turn --example concurrent_turns >/dev/null
+cargo build --release --locked -p patch-candidate >/dev/null
 bin="$PWD/target/x86_64-unknown-linux-gnu/release/patch-candidate"
 state="${PATCH_CANDIDATE_STATE_DIR:-$HOME/.local/state/patch-candidate}"
 image="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["image"])' "$state/images.json")"

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs="${1:-20}"
-cargo build --release --locked -p worker >/dev/null
+cargo build --release --locked -p patch-candidate >/dev/null
 bin="$PWD/target/x86_64-unknown-linux-gnu/release/patch-candidate"
 state="${PATCH_CANDIDATE_STATE_DIR:-$HOME/.local/state/patch-candidate}"
 image="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["image"])' "$state/images.json")"
@@ -36,7 +36,7 @@ sys.stdout.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
 PY
 
 docker_cmd="docker run --rm -i --init --network none --read-only --log-driver none --cap-drop ALL \
- --security-opt no-new-privileges --security-opt seccomp=$PWD/worker/seccomp/turn.json --shm-size 1m --pids-limit 64 --memory 768m --memory-swap 768m --cpus 1 \
+ --security-opt no-new-privileges --security-opt seccomp=$PWD/worker/container/seccomp/turn.json --shm-size 1m --pids-limit 64 --memory 768m --memory-swap 768m --cpus 1 \
  --ipc private --ulimit nofile=1024:1024 \
  --tmpfs /tmp:rw,nosuid,nodev,size=64m,mode=1777 --tmpfs /workspace:rw,nosuid,nodev,size=64m,mode=1777 \
  --tmpfs /home/sandbox:rw,nosuid,nodev,size=16m,mode=1777 --user 10001:10001 $image_id < $work/payload.json > /dev/null"

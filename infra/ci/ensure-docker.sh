@@ -13,7 +13,7 @@ set -euo pipefail
 
 daemon_json=/etc/docker/daemon.json
 runsc_path=/usr/bin/runsc
-# Keep in step with worker/src/runtime_profile.rs (RUNSC_EXPECTED_ARGS).
+# Keep in step with worker/container/src/profile.rs (RUNSC_EXPECTED_ARGS).
 runsc_args='["--network=none", "--oci-seccomp"]'
 
 api_version() { docker version --format '{{.Server.APIVersion}}' 2>/dev/null; }

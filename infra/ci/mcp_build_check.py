@@ -13,8 +13,9 @@ import json
 import os
 import sys
 
-BANNED_CRATES = {"worker", "proof-worker", "scenario-tests", "bollard", "hyper", "reqwest",
-                 "rusqlite", "libsqlite3-sys", "agent-client-protocol", "tempfile"}
+BANNED_CRATES = {"container", "turn", "service", "patch-candidate", "proof-worker",
+                 "scenario-tests", "bollard", "hyper", "reqwest", "rusqlite", "libsqlite3-sys",
+                 "agent-client-protocol", "tempfile"}
 LOWER_CRATES = {"snapshot", "archive", "finalizer"}
 BANNED_TOKIO_FEATURES = {"process", "fs"}
 

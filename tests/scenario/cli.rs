@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use worker::ContainerRuntime as _;
+use container::ContainerRuntime as _;
 
 use crate::proof::{DASHBOARD, demo_files};
 use crate::support::*;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use worker::{BollardRuntime, ContainerRuntime as _};
+use container::{BollardRuntime, ContainerRuntime as _};
 
 use crate::proof::demo_files;
 use crate::support::*;
@@ -269,7 +269,7 @@ async fn docker_janitor_in_another_pid_namespace_keeps_live_turns_and_removes_ex
     assert_eq!(orphan.len(), 1);
     let orphan = orphan[0].clone();
     let inspect = docker.inspect(&orphan).await.unwrap();
-    let deadline: i64 = inspect.config.unwrap().labels.unwrap()[worker::DEADLINE_LABEL_KEY]
+    let deadline: i64 = inspect.config.unwrap().labels.unwrap()[container::DEADLINE_LABEL_KEY]
         .parse()
         .unwrap();
 
@@ -291,7 +291,7 @@ async fn docker_janitor_in_another_pid_namespace_keeps_live_turns_and_removes_ex
     assert_eq!(names, expected);
 
     // After its deadline the orphan goes; the live turns stay.
-    while worker::now_unix() <= deadline {
+    while container::now_unix() <= deadline {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert_eq!(janitor(&s, true), vec![orphan.clone()]);

@@ -52,11 +52,11 @@ pub fn live_fixture() -> (tempfile::TempDir, tempfile::TempDir, std::path::PathB
 const MODEL: &str = "gpt-5.3-codex";
 const PORT: u16 = 8417;
 
-/// The worker's turn seccomp profile (`worker/seccomp/turn.json`), as a `--security-opt` value.
+/// The worker's turn seccomp profile (`worker/container/seccomp/turn.json`), as a `--security-opt` value.
 const TURN_SECCOMP_OPT: &str = concat!(
     "seccomp=",
     env!("CARGO_MANIFEST_DIR"),
-    "/../worker/seccomp/turn.json"
+    "/../worker/container/seccomp/turn.json"
 );
 
 /// The turn's create flags as `docker run` arguments (the live turn uses the offline spec).
@@ -136,7 +136,7 @@ pub fn live_image() -> String {
             if !out.status.success() {
                 return Err(String::from_utf8_lossy(&out.stderr).into_owned());
             }
-            let live = worker::LiveImageState::load(state.path())
+            let live = turn::LiveImageState::load(state.path())
                 .unwrap()
                 .expect("live-image.json");
             assert_eq!(live.image.as_str(), TEST_LIVE_IMAGE);

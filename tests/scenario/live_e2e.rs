@@ -12,9 +12,9 @@ use finalizer::CandidateStore;
 use gateway::testkit::{Reply, ScriptedUpstream};
 use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses};
 use snapshot::{DefaultPathPolicy, FileOp, RepoPath};
-use worker::{
+use turn::{
     LiveContext, LiveLog, LiveNote, LiveSettings, PipelineOutcome, PipelineRequest, TurnConfig,
-    UsageLedger, WorkerError, run_live_pipeline,
+    TurnError, UsageLedger, run_live_pipeline,
 };
 
 use crate::live_container::{TEST_LIVE_IMAGE, live_image};
@@ -25,13 +25,13 @@ const KEY: &str = "sk-live-e2e-credential-7f3a91c2";
 const TASK: &str = "Edit app/a.txt and create app/new.txt.";
 
 struct LiveE2e {
-    outcome: Result<PipelineOutcome, WorkerError>,
+    outcome: Result<PipelineOutcome, TurnError>,
     repo: tempfile::TempDir,
     notes: Vec<LiveNote>,
 }
 
 async fn live_pipeline(
-    docker: &worker::BollardRuntime,
+    docker: &container::BollardRuntime,
     upstream: &ScriptedUpstream,
     gateway_config: GatewayConfig,
     wall: u64,
@@ -225,7 +225,7 @@ async fn refused_case(
     config: GatewayConfig,
     script: Vec<Reply>,
     wall: u64,
-) -> (Result<PipelineOutcome, WorkerError>, ScriptedUpstream) {
+) -> (Result<PipelineOutcome, TurnError>, ScriptedUpstream) {
     let Some(docker) = docker().await else {
         panic!("unreachable: checked by the caller")
     };
@@ -243,7 +243,7 @@ async fn refused_case(
     (run.outcome, upstream)
 }
 
-fn codes(outcome: &Result<PipelineOutcome, WorkerError>) -> String {
+fn codes(outcome: &Result<PipelineOutcome, TurnError>) -> String {
     match outcome {
         Ok(o) => format!(
             "ok: {:?}",

@@ -6,12 +6,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use container::BollardRuntime;
 use gateway::testkit::{Reply, ScriptedUpstream};
 use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses};
 use snapshot::{DefaultPathPolicy, GitSnapshot, RepoPath};
-use worker::{
-    BollardRuntime, CodingWorkerRequest, LiveContext, LiveLog, LiveNote, LiveSettings,
-    RepositoryDockerTurn, TurnApproval, TurnConfig, WorkerError, execute_live_turn,
+use turn::{
+    CodingWorkerRequest, LiveContext, LiveLog, LiveNote, LiveSettings, RepositoryDockerTurn,
+    TurnApproval, TurnConfig, TurnError, execute_live_turn,
 };
 
 use crate::support::*;
@@ -25,7 +26,7 @@ async fn live_turn(
     mode: &str,
     wall: u64,
     upstream: &ScriptedUpstream,
-) -> Result<(RepositoryDockerTurn, LiveLog), WorkerError> {
+) -> Result<(RepositoryDockerTurn, LiveLog), TurnError> {
     let files = BTreeMap::from([("app/a.txt", "one\n".to_owned())]);
     let (dir, commit) = git_repo(&files);
     let context = approval(dir.path(), &commit, TASK, &["app/"], &[], &[], &[]);

@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use container::BollardRuntime;
 use finalizer::{CandidateStore, RepositoryPatchCandidate};
 use snapshot::{DefaultPathPolicy, FileOp, RepoPath};
-use worker::UsageLedger;
-use worker::{BollardRuntime, TurnConfig, WorkerError};
-use worker::{PipelineOutcome, PipelineRequest, run_pipeline};
+use turn::UsageLedger;
+use turn::{PipelineOutcome, PipelineRequest, run_pipeline};
+use turn::{TurnConfig, TurnError};
 
 use crate::support::*;
 
@@ -35,7 +36,7 @@ pub fn demo_files() -> BTreeMap<&'static str, String> {
 }
 
 pub struct Run {
-    pub outcome: Result<PipelineOutcome, WorkerError>,
+    pub outcome: Result<PipelineOutcome, TurnError>,
     pub repo: tempfile::TempDir,
     pub store_dir: tempfile::TempDir,
 }

@@ -17,11 +17,11 @@ use crate::support::{docker_lock, tally, target_dir, workspace_bin};
 const TEST_IMAGE: &str = "patch-candidate-proof:selftest";
 const TEST_HOSTILE_IMAGE: &str = "patch-candidate-proof-hostile:selftest";
 
-/// The worker's turn seccomp profile (`worker/seccomp/turn.json`), as a `--security-opt` value.
+/// The worker's turn seccomp profile (`worker/container/seccomp/turn.json`), as a `--security-opt` value.
 const TURN_SECCOMP_OPT: &str = concat!(
     "seccomp=",
     env!("CARGO_MANIFEST_DIR"),
-    "/../worker/seccomp/turn.json"
+    "/../worker/container/seccomp/turn.json"
 );
 
 /// Reference §10.4 `create` flags (without name/label) plus the worker's turn seccomp profile and

@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use container::BollardRuntime;
 use snapshot::{DefaultPathPolicy, GitSnapshot, RepoPath};
-use worker::{BollardRuntime, RepositoryDockerTurn, WorkerError};
-use worker::{
+use turn::{
     CodingWorkerRequest, TurnApproval, TurnConfig, execute_repository_docker_turn, stdin_payload,
 };
+use turn::{RepositoryDockerTurn, TurnError};
 
 use crate::support::*;
 
@@ -69,7 +70,7 @@ async fn turn(
     image: &str,
     id: &str,
     wall: u64,
-) -> Result<RepositoryDockerTurn, WorkerError> {
+) -> Result<RepositoryDockerTurn, TurnError> {
     let config = TurnConfig::parse(image, id, wall, 700_000).unwrap();
     let policy = DefaultPathPolicy::default();
     let approval = TurnApproval {

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use worker::{BollardRuntime, RuntimeProfile};
+use container::{BollardRuntime, RuntimeProfile};
 
 use crate::hostile::hostile_mode_image;
 use crate::proof::{DASHBOARD, assert_applies, pipeline_under};
@@ -306,7 +306,7 @@ async fn docker_runtime_doctor_reports_the_daemon_and_passes_the_runsc_smoke_tur
         "{names:?}"
     );
     assert_eq!(doc["runsc"]["registration"]["ok"], true);
-    assert_eq!(doc["runsc"]["pids_limit"], worker::RUNSC_PIDS_LIMIT);
+    assert_eq!(doc["runsc"]["pids_limit"], container::RUNSC_PIDS_LIMIT);
     assert_eq!(doc["runsc"]["smoke"]["ok"], true, "{doc}");
     assert!(
         doc["runsc"]["smoke"]["digest"]

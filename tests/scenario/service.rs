@@ -526,7 +526,7 @@ pub fn event_codes(state: &Path, database: Option<&str>, id: &str) -> Vec<String
 async fn docker_service_crash_matrix_records_exactly_one_result() {
     let Some(docker) = docker().await else { return };
     let _guard = docker_lock().lock().await;
-    for point in worker::fault::POINTS {
+    for point in turn::fault::POINTS {
         let state = state_with_images();
         let f = Fixture::new();
         let fault = format!("{point}:pause");
@@ -583,7 +583,9 @@ async fn docker_service_crash_matrix_records_exactly_one_result() {
         // The janitor removes the killed attempt's container once that attempt is over.
         let started = Instant::now();
         loop {
-            let left = worker::ContainerRuntime::list_turns(&docker).await.unwrap();
+            let left = container::ContainerRuntime::list_turns(&docker)
+                .await
+                .unwrap();
             if left.is_empty() {
                 break;
             }
@@ -830,7 +832,7 @@ async fn docker_service_cancel_retry_and_drain() {
     );
     // Let the container start.
     let started = Instant::now();
-    while worker::ContainerRuntime::list_turns(&docker)
+    while container::ContainerRuntime::list_turns(&docker)
         .await
         .unwrap()
         .is_empty()
@@ -850,7 +852,7 @@ async fn docker_service_cancel_retry_and_drain() {
     );
     assert_eq!(job["state"], "cancelled");
     let started = Instant::now();
-    while !worker::ContainerRuntime::list_turns(&docker)
+    while !container::ContainerRuntime::list_turns(&docker)
         .await
         .unwrap()
         .is_empty()
@@ -1010,7 +1012,7 @@ async fn docker_service_three_hosts_on_postgres() {
         }
     }
     let started = Instant::now();
-    while !worker::ContainerRuntime::list_turns(&docker)
+    while !container::ContainerRuntime::list_turns(&docker)
         .await
         .unwrap()
         .is_empty()

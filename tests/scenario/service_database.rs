@@ -154,7 +154,7 @@ impl Drop for SqliteLock {
 /// comes back: `/readyz` 200, the lost attempts' jobs are rescued and run again, and every job
 /// completes exactly once, with its attempts counted (one per claim, a lost one spent).
 async fn survives_an_outage_mid_run(
-    docker: &worker::BollardRuntime,
+    docker: &container::BollardRuntime,
     state: &tempfile::TempDir,
     db: Option<&str>,
     outage: &mut dyn Outage,
@@ -188,7 +188,9 @@ async fn survives_an_outage_mid_run(
     // Two turns run: the database goes away.
     let started = Instant::now();
     let running = loop {
-        let turns = worker::ContainerRuntime::list_turns(docker).await.unwrap();
+        let turns = container::ContainerRuntime::list_turns(docker)
+            .await
+            .unwrap();
         if turns.len() >= 2 {
             break turns.len();
         }
@@ -215,7 +217,9 @@ async fn survives_an_outage_mid_run(
     }
     let started = Instant::now();
     loop {
-        let left = worker::ContainerRuntime::list_turns(docker).await.unwrap();
+        let left = container::ContainerRuntime::list_turns(docker)
+            .await
+            .unwrap();
         if left.is_empty() {
             break;
         }

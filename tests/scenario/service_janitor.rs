@@ -15,16 +15,16 @@ const SLOW_TASK: &str = "Update the dashboard.\nmode: sleep=10\nmode: edit\n";
 const HEARTBEAT: &str = "200ms";
 
 /// The live turn containers carrying a job label: job id → (container name, store label).
-async fn job_turns(docker: &worker::BollardRuntime) -> BTreeMap<String, (String, String)> {
-    worker::ContainerRuntime::list_turns(docker)
+async fn job_turns(docker: &container::BollardRuntime) -> BTreeMap<String, (String, String)> {
+    container::ContainerRuntime::list_turns(docker)
         .await
         .unwrap()
         .into_iter()
         .filter_map(|c| {
-            let job = c.labels.get(worker::JOB_LABEL_KEY)?.clone();
+            let job = c.labels.get(container::JOB_LABEL_KEY)?.clone();
             let store = c
                 .labels
-                .get(worker::JOB_STORE_LABEL_KEY)
+                .get(container::JOB_STORE_LABEL_KEY)
                 .cloned()
                 .unwrap_or_default();
             Some((job, (c.names.first().cloned().unwrap_or_default(), store)))

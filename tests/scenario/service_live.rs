@@ -268,9 +268,9 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
 }
 
 /// Waits until a turn container exists.
-async fn wait_for_container(docker: &worker::BollardRuntime) {
+async fn wait_for_container(docker: &container::BollardRuntime) {
     let started = Instant::now();
-    while worker::ContainerRuntime::list_turns(docker)
+    while container::ContainerRuntime::list_turns(docker)
         .await
         .unwrap()
         .is_empty()
@@ -451,7 +451,7 @@ async fn docker_service_cancels_a_live_turn_mid_stream_and_keeps_its_spent_token
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(
-        worker::ContainerRuntime::list_turns(&docker)
+        container::ContainerRuntime::list_turns(&docker)
             .await
             .unwrap()
             .len(),
@@ -484,7 +484,7 @@ async fn docker_service_cancels_a_live_turn_mid_stream_and_keeps_its_spent_token
     // The container (and with it the tunnel and every gateway channel) goes: its guard's forced
     // removal runs as the turn is dropped, next to the cancelled write. No third request is made.
     let dropped = Instant::now();
-    while !worker::ContainerRuntime::list_turns(&docker)
+    while !container::ContainerRuntime::list_turns(&docker)
         .await
         .unwrap()
         .is_empty()

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use container::BollardRuntime;
+use container::ContainerRuntime as _;
 use snapshot::{ApprovedExecutionContext, GitSnapshot};
-use worker::BollardRuntime;
-use worker::ContainerRuntime as _;
 
 pub const FIXTURE_IMAGE: &str = "patch-candidate-turn-fixture:test";
 pub const SECRET_IMAGE: &str = "patch-candidate-turn-fixture-secret:test";
@@ -26,7 +26,7 @@ fn required() -> bool {
 
 /// Connects to the daemon. Without it: panics when Docker is required, else `None` (and says so).
 pub async fn docker() -> Option<BollardRuntime> {
-    match BollardRuntime::connect(Path::new(worker::DEFAULT_DOCKER_SOCKET)).await {
+    match BollardRuntime::connect(Path::new(container::DEFAULT_DOCKER_SOCKET)).await {
         Ok(d) => Some(d),
         Err(e) if required() => panic!("Docker is required but unavailable: {e}"),
         Err(e) => {
@@ -145,9 +145,9 @@ pub fn fixture_mode_image(mode: &str) -> (String, String) {
 }
 
 /// The recorded proof images (`images.json`), required for the proof and hostile suites.
-pub fn proof_images() -> worker::ImagesState {
-    let state = worker::state_dir().unwrap();
-    worker::ImagesState::load(&state)
+pub fn proof_images() -> turn::ImagesState {
+    let state = container::state_dir().unwrap();
+    turn::ImagesState::load(&state)
         .unwrap()
         .unwrap_or_else(|| panic!("{} lacks images.json: run images/build.sh", state.display()))
 }

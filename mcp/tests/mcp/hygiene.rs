@@ -52,7 +52,10 @@ fn tree(package: &str) -> BTreeMap<String, BTreeSet<String>> {
 
 /// Crates that talk to Docker, hold the job store, run turns or exist to create files.
 const BANNED_CRATES: &[&str] = &[
-    "worker",
+    "container",
+    "turn",
+    "service",
+    "patch-candidate",
     "proof-worker",
     "scenario-tests",
     "bollard",
@@ -102,11 +105,11 @@ fn dependency_graph_cannot_write_files_or_spawn_processes() {
     }
 }
 
-/// The same query sees what it bans where it is present: the worker's graph has the lower crates
+/// The same query sees what it bans where it is present: the command line's graph has the lower crates
 /// with `effects`, tokio with `process` and `fs`, and the Docker client and job store.
 #[test]
 fn dependency_graph_check_sees_effects_where_they_are() {
-    let packages = tree("worker");
+    let packages = tree("patch-candidate");
     for lower in LOWER_CRATES {
         assert!(
             packages[*lower].contains("effects"),

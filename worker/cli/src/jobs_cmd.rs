@@ -1,0 +1,358 @@
+//! `patch-candidate jobs …` and `workers`: the operator's view of the job store. These commands
+//! open the store directly (`--database`, default the state directory's SQLite file), so they
+//! work whether or not a `serve` process is running; the HTTP API is for clients without access
+//! to the database.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use jobs::{Job, JobId, JobState, JobStore};
+use service::{MirrorCache, Submission, job_view};
+use snapshot::{MAX_CONTEXT_JSON_BYTES, Untrusted};
+
+use super::docker_args::{state_dir, tokio_runtime};
+use super::live_args::require_model;
+use super::paths::{read_text, require_dir};
+use super::{CliError, Outcome};
+
+/// Where the job store is.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct StoreArgs {
+    /// The job store: `postgres://…`, `sqlite:PATH` or a file path. Default: SQLite
+    /// `jobs.sqlite3` in the state directory (the one `serve` uses by default).
+    #[arg(long, value_name = "URL|PATH")]
+    pub database: Option<String>,
+}
+
+/// `jobs` subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum JobsCommand {
+    /// Queue a turn: the inputs of `run`, verified fully (approval, snapshot at the commit,
+    /// selection, every pre-Docker turn check) before anything enters the queue. Submitting the
+    /// same inputs again returns the existing job.
+    Submit(Box<SubmitArgs>),
+    /// List jobs, newest first.
+    List(ListArgs),
+    /// Show one job: state, attempts, host, last error, candidate digest.
+    Show(IdArgs),
+    /// Cancel a job: a queued job at once, a running one within one heartbeat (its container is
+    /// killed and removed).
+    Cancel(IdArgs),
+    /// Queue a failed or cancelled job again (one more attempt).
+    Retry(IdArgs),
+    /// Show a job's log: codes and short messages per attempt (never source text).
+    Logs(IdArgs),
+}
+
+/// `jobs submit` arguments.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct SubmitArgs {
+    /// The repository: a local Git repository (its absolute path is recorded) or a Git URL
+    /// every service host can fetch (https://, ssh://, git://, file://).
+    #[arg(long, value_name = "PATH|URL")]
+    pub repo: String,
+    /// The approved execution context (`managed_refinement.execution_context.v1` JSON); its
+    /// bytes are stored with the job and re-verified by the host that runs it.
+    #[arg(long)]
+    pub approval: PathBuf,
+    /// The pinned commit; must equal the approval's baseline commit (default: that commit).
+    #[arg(long)]
+    pub commit: Option<String>,
+    /// The task; must equal the approval's `raw_request` (default: it).
+    #[arg(long)]
+    pub task: Option<String>,
+    /// Image reference (default: the one recorded by `image build`).
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Approved immutable image ID (default: the one recorded by `image build`).
+    #[arg(long)]
+    pub image_id: Option<String>,
+    /// Editable file to select (repeatable; default: every file the approval makes editable).
+    #[arg(long = "file", value_name = "PATH")]
+    pub files: Vec<String>,
+    /// Read-only inspection file (repeatable; default: every approved read-only file).
+    #[arg(long = "read-only", value_name = "PATH")]
+    pub read_only: Vec<String>,
+    /// Host path policy (JSON `{"protected": [...]}`), stored with the job.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Wall budget of the turn in seconds (1..=3600).
+    #[arg(long)]
+    pub max_wall_seconds: Option<u64>,
+    /// Largest archive the turn may return, in bytes.
+    #[arg(long)]
+    pub max_archive_bytes: Option<usize>,
+    /// OCI runtime to run the turn under (e.g. `runsc`).
+    #[arg(long)]
+    pub runtime: Option<String>,
+    /// Attempts before the job is dead-lettered (environment failures and lost leases retry;
+    /// rejections never do).
+    #[arg(long, default_value_t = service::DEFAULT_MAX_ATTEMPTS)]
+    pub max_attempts: u32,
+    /// Queue a live turn: a real ACP agent (Codex) in the live image (default: the one recorded
+    /// by `image build --live`), its model requests served by the gateway of the host that runs
+    /// it (`serve --live-upstream`). The job binds the model name, never a credential.
+    #[arg(long)]
+    pub live: bool,
+    /// The model of a live job (1-64 of `A-Z a-z 0-9 . _ : -`); part of the job's identity.
+    #[arg(long, value_name = "NAME", requires = "live")]
+    pub model: Option<String>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `jobs list` arguments.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ListArgs {
+    /// Only jobs in this state.
+    #[arg(long, value_parser = ["queued", "running", "completed", "failed", "cancelled"])]
+    pub state: Option<String>,
+    /// Most jobs listed.
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// A job id argument.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct IdArgs {
+    /// The job id (`job_` and 32 hex digits).
+    pub id: String,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `workers` arguments.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct WorkersArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+fn open(store: &StoreArgs) -> Result<(tokio::runtime::Runtime, JobStore), CliError> {
+    let state = state_dir()?;
+    let rt = tokio_runtime()?;
+    let opened = rt.block_on(JobStore::open(store.database.as_deref(), &state))?;
+    Ok((rt, opened))
+}
+
+fn job_line(job: &Job) -> String {
+    let error = job
+        .last_error
+        .as_ref()
+        .map(|e| format!("  {}", e.code))
+        .unwrap_or_default();
+    format!(
+        "{}  {:<9}  attempts {}/{}{}",
+        job.id, job.state, job.attempts, job.max_attempts, error
+    )
+}
+
+fn job_text(job: &Job) -> String {
+    let mut t = String::new();
+    let _ = writeln!(t, "job: {}", job.id);
+    let _ = writeln!(t, "state: {}", job.state);
+    let _ = writeln!(t, "attempts: {} of {}", job.attempts, job.max_attempts);
+    let _ = writeln!(t, "repository: {}", Untrusted::quoted(&job.spec.repository));
+    let _ = writeln!(t, "commit: {}", job.spec.commit);
+    let _ = writeln!(t, "approval: {}", job.spec.approval_digest);
+    let _ = writeln!(t, "image: {}", job.spec.image_id);
+    if let Some(live) = &job.spec.live {
+        // A checked plain token (the store refuses anything else), still shown as stored text.
+        let _ = writeln!(t, "live: model {}", Untrusted::quoted(&live.model));
+    }
+    if let Some(host) = &job.host {
+        let _ = writeln!(t, "host: {host}");
+    }
+    if let Some(attempt) = &job.attempt_id {
+        let _ = writeln!(t, "attempt: {attempt}");
+    }
+    if job.cancel_requested {
+        let _ = writeln!(t, "cancel requested");
+    }
+    if let Some(e) = &job.last_error {
+        let _ = writeln!(
+            t,
+            "last error: {}",
+            Untrusted::quoted(&e.message).limit(400)
+        );
+    }
+    if let Some(d) = &job.candidate_digest {
+        let _ = writeln!(t, "candidate: {d}");
+    }
+    t
+}
+
+fn parse_id(raw: &str) -> Result<JobId, CliError> {
+    Ok(JobId::parse(raw)?)
+}
+
+pub(crate) fn run(command: &JobsCommand) -> Result<Outcome, CliError> {
+    match command {
+        JobsCommand::Submit(args) => submit(args),
+        JobsCommand::List(args) => {
+            let state = args.state.as_deref().map(JobState::parse).transpose()?;
+            let (rt, store) = open(&args.store)?;
+            let jobs = rt.block_on(store.list(state, args.limit))?;
+            let mut text = format!("{} job(s)\n", jobs.len());
+            for j in &jobs {
+                let _ = writeln!(text, "  {}", job_line(j));
+            }
+            Ok(Outcome {
+                json: serde_json::json!({"jobs": jobs.iter().map(job_view).collect::<Vec<_>>()}),
+                text,
+            })
+        }
+        JobsCommand::Show(args) => {
+            let id = parse_id(&args.id)?;
+            let (rt, store) = open(&args.store)?;
+            let job = rt.block_on(store.get(&id))?.ok_or_else(not_found)?;
+            Ok(Outcome {
+                json: serde_json::json!({"job": job_view(&job)}),
+                text: job_text(&job),
+            })
+        }
+        JobsCommand::Cancel(args) => {
+            let id = parse_id(&args.id)?;
+            let (rt, store) = open(&args.store)?;
+            let job = rt.block_on(store.cancel(&id))?;
+            let text = match (job.state, job.cancel_requested) {
+                (JobState::Running, true) => {
+                    format!(
+                        "{}: cancel requested; the running turn stops within one heartbeat\n",
+                        job.id
+                    )
+                }
+                (state, _) => format!("{}: {state}\n", job.id),
+            };
+            Ok(Outcome {
+                json: serde_json::json!({"job": job_view(&job)}),
+                text,
+            })
+        }
+        JobsCommand::Retry(args) => {
+            let id = parse_id(&args.id)?;
+            let (rt, store) = open(&args.store)?;
+            let job = rt.block_on(store.retry(&id))?;
+            Ok(Outcome {
+                text: format!("{}: {}\n", job.id, job.state),
+                json: serde_json::json!({"job": job_view(&job)}),
+            })
+        }
+        JobsCommand::Logs(args) => {
+            let id = parse_id(&args.id)?;
+            let (rt, store) = open(&args.store)?;
+            if rt.block_on(store.get(&id))?.is_none() {
+                return Err(not_found());
+            }
+            let events = rt.block_on(store.events(&id))?;
+            let mut text = String::new();
+            for e in &events {
+                let _ = writeln!(
+                    text,
+                    "{}  {}  {}  {}",
+                    e.at_ms,
+                    e.attempt_id.as_ref().map_or("-", jobs::AttemptId::as_str),
+                    e.code,
+                    Untrusted::quoted(&e.message)
+                );
+            }
+            Ok(Outcome {
+                json: serde_json::json!({"events": events}),
+                text,
+            })
+        }
+    }
+}
+
+fn not_found() -> CliError {
+    CliError::rejected(
+        "PATCH_CANDIDATE_JOBS_NOT_FOUND",
+        "PATCH_CANDIDATE_JOBS_NOT_FOUND: no such job",
+    )
+}
+
+fn submit(args: &SubmitArgs) -> Result<Outcome, CliError> {
+    let state = state_dir()?;
+    let url = ["https://", "http://", "ssh://", "git://", "file://"]
+        .iter()
+        .any(|s| args.repo.starts_with(s));
+    let repository = if url {
+        args.repo.clone()
+    } else {
+        let path = PathBuf::from(&args.repo);
+        require_dir("--repo", &path)?;
+        let absolute = std::path::absolute(&path).map_err(|_| {
+            CliError::environment("PATCH_CANDIDATE_IO", "cannot resolve the --repo path")
+        })?;
+        absolute
+            .to_str()
+            .ok_or_else(|| CliError::usage("PATCH_CANDIDATE_INPUT", "--repo is not UTF-8"))?
+            .to_owned()
+    };
+    let live = if args.live {
+        Some(jobs::LiveJob {
+            model: require_model(args.model.as_deref())?.to_owned(),
+        })
+    } else {
+        None
+    };
+    let approval = read_text("--approval", &args.approval, MAX_CONTEXT_JSON_BYTES)?;
+    let policy = args
+        .policy
+        .as_ref()
+        .map(|p| read_text("--policy", p, service::MAX_POLICY_BYTES))
+        .transpose()?;
+    let sub = Submission {
+        repository,
+        approval,
+        commit: args.commit.clone(),
+        task: args.task.clone(),
+        image: args.image.clone(),
+        image_id: args.image_id.clone(),
+        files: args.files.clone(),
+        read_only: args.read_only.clone(),
+        policy,
+        runtime: args.runtime.clone(),
+        max_wall_seconds: args.max_wall_seconds,
+        max_archive_bytes: args.max_archive_bytes,
+        max_attempts: Some(args.max_attempts),
+        live,
+    };
+    let rt = tokio_runtime()?;
+    let mirrors = MirrorCache::new(state.join("mirrors"));
+    let (job, created) = rt.block_on(async {
+        // Verified completely before the store is even opened.
+        let spec = service::prepare(sub, &state, &mirrors).await?;
+        let store = JobStore::open(args.store.database.as_deref(), &state).await?;
+        Ok::<_, CliError>(store.submit(spec).await?)
+    })?;
+    let text = if created {
+        format!("{}: queued\n", job.id)
+    } else {
+        format!("{}: already submitted ({})\n", job.id, job.state)
+    };
+    Ok(Outcome {
+        json: serde_json::json!({"job": job_view(&job), "created": created}),
+        text,
+    })
+}
+
+pub(crate) fn workers(args: &WorkersArgs) -> Result<Outcome, CliError> {
+    let (rt, store) = open(&args.store)?;
+    let hosts = rt.block_on(store.hosts())?;
+    let mut text = format!("{} host(s)\n", hosts.len());
+    for h in &hosts {
+        let _ = writeln!(
+            text,
+            "  {}  max turns {}  started {}  seen {}",
+            h.host, h.max_turns, h.started_at_ms, h.seen_at_ms
+        );
+    }
+    Ok(Outcome {
+        json: serde_json::json!({"hosts": hosts}),
+        text,
+    })
+}

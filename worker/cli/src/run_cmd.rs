@@ -1,0 +1,405 @@
+//! `patch-candidate run`: snapshot → verify approval → select → Docker turn → stage → finalise →
+//! digest → store. Prints a summary, the digest and the diffs (JSON with `--json`); progress
+//! goes to stderr.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use container::{ImageId, ImageReference, RuntimeName};
+use finalizer::CandidateStore;
+use snapshot::{ApprovedExecutionContext, DefaultPathPolicy, MAX_CONTEXT_JSON_BYTES, RepoPath};
+use turn::{
+    DEFAULT_WALL_SECONDS, ImagesState, LIVE_IMAGE, LiveContext, LiveImageState, LiveSettings,
+    MAX_TURN_ARCHIVE_BYTES, PROOF_IMAGE, PipelineOutcome, PipelineRequest, TurnConfig, UsageLedger,
+    run_live_pipeline, run_pipeline,
+};
+
+use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
+use super::live_args::{LiveArgs, live_setup, print_note};
+use super::outcome::display_path;
+use super::paths::{read_file, read_text, require_dir, require_parent};
+use super::signals::Interruptible;
+use super::{CliError, Outcome, render};
+
+/// Largest host policy document accepted.
+const MAX_POLICY_BYTES: usize = 1_048_576;
+
+/// `run` arguments.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct RunArgs {
+    /// Local Git repository (read only, at `--commit`).
+    #[arg(long)]
+    pub repo: PathBuf,
+    /// The pinned commit (40 hex digits); must equal the approval's baseline commit. Default: the
+    /// approval's `baseline_commit_sha`.
+    #[arg(long)]
+    pub commit: Option<String>,
+    /// The approved execution context (`managed_refinement.execution_context.v1` JSON).
+    #[arg(long)]
+    pub approval: PathBuf,
+    /// The task; must equal the approval's `raw_request` exactly. Default: the approval's
+    /// `raw_request`.
+    #[arg(long)]
+    pub task: Option<String>,
+    /// Image reference (default: the one recorded by `image build`).
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Approved immutable image ID (default: the one recorded by `image build`).
+    #[arg(long)]
+    pub image_id: Option<String>,
+    /// Candidate store directory (default: `<state dir>/candidates`).
+    #[arg(long)]
+    pub store: Option<PathBuf>,
+    /// Editable file to select (repeatable; default: every file the approval makes editable).
+    #[arg(long = "file", value_name = "PATH")]
+    pub files: Vec<String>,
+    /// Read-only inspection file (repeatable; default: every approved read-only file).
+    #[arg(long = "read-only", value_name = "PATH")]
+    pub read_only: Vec<String>,
+    /// Host path policy (JSON `{"protected": [...]}`) extending the built-in protections.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Wall budget of the turn in seconds (1..=3600). The turn's whole life, container creation
+    /// included, is this plus 10 s: its deadline, recorded on the container for the janitor.
+    #[arg(long, default_value_t = DEFAULT_WALL_SECONDS)]
+    pub max_wall_seconds: u64,
+    /// Largest archive the turn may return, in bytes.
+    #[arg(long, default_value_t = MAX_TURN_ARCHIVE_BYTES)]
+    pub max_archive_bytes: usize,
+    /// OCI runtime to run the turn under (e.g. `runsc`), verified before start.
+    #[arg(long)]
+    pub runtime: Option<String>,
+    /// Do not record token usage in the local ledger.
+    #[arg(long)]
+    pub no_ledger: bool,
+    #[command(flatten)]
+    pub docker: DockerArgs,
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+/// Parses an approval with the one approval parser (strict JSON, every validator).
+pub(crate) fn load_approval(path: &Path) -> Result<ApprovedExecutionContext, CliError> {
+    let bytes = read_file("--approval", path, MAX_CONTEXT_JSON_BYTES)?;
+    Ok(ApprovedExecutionContext::from_slice(&bytes)?)
+}
+
+fn parse_paths(raw: &[String]) -> Result<Option<Vec<RepoPath>>, CliError> {
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    raw.iter()
+        .map(|p| RepoPath::parse(p).map_err(|r| snapshot::SnapshotError::unsafe_path(p, r).into()))
+        .collect::<Result<Vec<_>, CliError>>()
+        .map(Some)
+}
+
+/// The image and approved ID: explicit arguments win, else the `image build` record.
+pub(crate) fn resolve_image(
+    image: Option<&str>,
+    image_id: Option<&str>,
+    state: &Path,
+) -> Result<(ImageReference, ImageId), CliError> {
+    let recorded = ImagesState::load(state)?;
+    let image: ImageReference = match (image, &recorded) {
+        (Some(image), _) => image.parse()?,
+        (None, Some(r)) => r.image.clone(),
+        (None, None) => PROOF_IMAGE.parse()?,
+    };
+    let id = match (image_id, &recorded) {
+        (Some(id), _) => id.parse()?,
+        (None, Some(r)) if r.image == image => r.image_id.clone(),
+        _ => {
+            return Err(CliError::environment(
+                "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
+                "no approved image id: pass --image-id or run `patch-candidate image build`",
+            ));
+        }
+    };
+    Ok((image, id))
+}
+
+/// The live image and approved ID: explicit arguments win, else the `image build --live` record.
+pub(crate) fn resolve_live_image(
+    image: Option<&str>,
+    image_id: Option<&str>,
+    state: &Path,
+) -> Result<(ImageReference, ImageId), CliError> {
+    let recorded = LiveImageState::load(state)?;
+    let image: ImageReference = match (image, &recorded) {
+        (Some(image), _) => image.parse()?,
+        (None, Some(r)) => r.image.clone(),
+        (None, None) => LIVE_IMAGE.parse()?,
+    };
+    let id = match (image_id, &recorded) {
+        (Some(id), _) => id.parse()?,
+        (None, Some(r)) if r.image == image => r.image_id.clone(),
+        _ => {
+            return Err(CliError::environment(
+                "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
+                "no approved live image id: pass --image-id or run `patch-candidate image build --live`",
+            ));
+        }
+    };
+    Ok((image, id))
+}
+
+/// Runs the pipeline with already-resolved inputs (shared with `demo`).
+pub(crate) fn execute(
+    args: &RunArgs,
+    progress: bool,
+) -> Result<(PipelineOutcome, PathBuf), CliError> {
+    let state = state_dir()?;
+    require_dir("--repo", &args.repo)?;
+    if let Some(store) = &args.store {
+        require_parent("--store", store)?;
+    }
+    let context = load_approval(&args.approval)?;
+    let (image, image_id) = if args.live.live {
+        resolve_live_image(args.image.as_deref(), args.image_id.as_deref(), &state)?
+    } else {
+        resolve_image(args.image.as_deref(), args.image_id.as_deref(), &state)?
+    };
+    // The gateway (and the credential it holds) exists only for a live turn.
+    let live = if args.live.live {
+        Some(live_setup(&args.live)?)
+    } else {
+        None
+    };
+    let runtime_name = args
+        .runtime
+        .as_deref()
+        .map(str::parse::<RuntimeName>)
+        .transpose()?;
+    let config = TurnConfig::new(
+        image,
+        image_id,
+        args.max_wall_seconds,
+        args.max_archive_bytes,
+    )?
+    .with_runtime(runtime_name);
+    let policy = match &args.policy {
+        Some(path) => {
+            DefaultPathPolicy::with_config_json(&read_text("--policy", path, MAX_POLICY_BYTES)?)?
+        }
+        None => DefaultPathPolicy::default(),
+    };
+    let selected = parse_paths(&args.files)?;
+    let read_only = parse_paths(&args.read_only)?;
+    let store_dir = args
+        .store
+        .clone()
+        .unwrap_or_else(|| state.join("candidates"));
+    let store = CandidateStore::open(&store_dir)?;
+    let ledger = if args.no_ledger {
+        None
+    } else {
+        create_private_dir(&state)?;
+        match UsageLedger::open(&state.join("usage.sqlite3")) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::warn!("{}: usage will not be recorded", e.code());
+                None
+            }
+        }
+    };
+    let user = std::env::var("USER").unwrap_or_else(|_| "local".to_owned());
+    let staging_parent = std::env::temp_dir();
+
+    let rt = tokio_runtime()?;
+    let outcome = rt.block_on(async {
+        // From here on SIGINT / SIGTERM cancel the work below, remove what it created and end
+        // the process with 130 / 143.
+        let interruptible = Interruptible::install()?;
+        interruptible
+            .run(turn_with_sweep(
+                args,
+                progress,
+                &context,
+                &config,
+                &policy,
+                selected,
+                read_only,
+                &store,
+                ledger.as_ref(),
+                &user,
+                &staging_parent,
+                live.as_ref().map(|(s, g)| (s, g)),
+            ))
+            .await
+    })?;
+    if progress {
+        tracing::info!(
+            "done: snapshot {} ms, turn {} ms, stage+finalize {} ms",
+            outcome.timings.snapshot_ms,
+            outcome.timings.turn_ms,
+            outcome.timings.stage_finalize_ms
+        );
+    }
+    Ok((outcome, store_dir))
+}
+
+/// Connect, sweep abandoned turns (the janitor's rule: never a live turn of anyone), run.
+#[allow(clippy::too_many_arguments)]
+async fn turn_with_sweep(
+    args: &RunArgs,
+    progress: bool,
+    context: &ApprovedExecutionContext,
+    config: &TurnConfig,
+    policy: &DefaultPathPolicy,
+    selected: Option<Vec<RepoPath>>,
+    read_only: Option<Vec<RepoPath>>,
+    store: &CandidateStore,
+    ledger: Option<&UsageLedger>,
+    user: &str,
+    staging_parent: &Path,
+    live: Option<(&LiveSettings, &std::sync::Arc<gateway::Gateway>)>,
+) -> Result<PipelineOutcome, CliError> {
+    let docker = args.docker.connect().await?;
+    if progress {
+        tracing::info!(
+            "docker: API {} on {}",
+            render::name(&docker.api_version()),
+            display_path(docker.socket())
+        );
+    }
+    match container::sweep_abandoned_turns(&docker, container::DEFAULT_GRACE, container::now_unix())
+        .await
+    {
+        Ok(report) if !report.removed.is_empty() => {
+            tracing::info!(
+                "janitor: removed {} abandoned turn container(s)",
+                report.removed.len()
+            );
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("janitor: {}", e.code()),
+    }
+    if progress {
+        tracing::info!(
+            "turn: image {} ({})",
+            render::name(&config.image().to_string()),
+            render::name(&config.expected_image_id().to_string())
+        );
+    }
+    // Omitted, the commit and the task are the approval's own; given, they must equal them (the
+    // snapshot identity and the turn request checks refuse a mismatch with their own codes).
+    let commit = args
+        .commit
+        .as_deref()
+        .unwrap_or_else(|| context.baseline_commit_sha());
+    let task = args
+        .task
+        .as_deref()
+        .unwrap_or_else(|| context.raw_request());
+    let request = PipelineRequest {
+        repo: &args.repo,
+        commit,
+        context,
+        task,
+        selected,
+        read_only,
+        policy,
+        config,
+        staging_parent,
+        store: Some(store),
+        ledger,
+        user_id: user,
+    };
+    match live {
+        None => run_pipeline(&docker, request).await.map_err(CliError::from),
+        Some((settings, gateway)) => {
+            if progress {
+                tracing::info!(
+                    "live: agent {} with model {}",
+                    render::name(&settings.agent),
+                    render::name(&settings.model)
+                );
+            }
+            let turn_gateway = gateway.start_turn();
+            let quiet = |_: &turn::LiveNote| {};
+            let sink: &turn::LiveProgress = if progress { &print_note } else { &quiet };
+            let live = LiveContext {
+                settings,
+                gateway: &turn_gateway,
+                progress: sink,
+            };
+            let outcome = run_live_pipeline(&docker, request, &live).await;
+            if progress {
+                let usage = turn_gateway.usage();
+                tracing::info!(
+                    "gateway: {} request(s), {} refused, {} tokens ({} in, {} out)",
+                    usage.requests,
+                    usage.refused,
+                    usage.total_tokens,
+                    usage.input_tokens,
+                    usage.output_tokens
+                );
+            }
+            outcome.map_err(CliError::from)
+        }
+    }
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), CliError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    // The state directory holds the operator's records; the one ambient path of this command.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|_| {
+            CliError::environment("PATCH_CANDIDATE_STATE", "cannot create the state directory")
+        })
+}
+
+/// The human text of a pipeline outcome (shared with `demo`): the one candidate summary, where it
+/// is stored, then the diffs.
+pub(crate) fn outcome_text(outcome: &PipelineOutcome, store: &Path) -> String {
+    let mut text = render::summary(&outcome.candidate, &outcome.digest.to_string());
+    let _ = writeln!(text, "stored in: {}", display_path(store));
+    text.push_str(&render::diffs(&outcome.candidate, render::colour_wanted()));
+    text
+}
+
+pub(crate) fn outcome_json(
+    outcome: &PipelineOutcome,
+    store: &Path,
+) -> Result<serde_json::Value, CliError> {
+    let candidate = serde_json::to_value(&outcome.candidate).map_err(|_| {
+        CliError::environment("PATCH_CANDIDATE_OUTPUT", "candidate serialisation failed")
+    })?;
+    let mut doc = serde_json::json!({
+        "digest": outcome.digest.to_string(),
+        "store": store.display().to_string(),
+        "container_name": outcome.container_name.as_str(),
+        "selected_paths": outcome.selected.iter().map(RepoPath::as_str).collect::<Vec<_>>(),
+        "read_only_paths": outcome.read_only.iter().map(RepoPath::as_str).collect::<Vec<_>>(),
+        "usage": outcome.usage,
+        "usage_recorded": outcome.usage_recorded,
+        "timings_ms": outcome.timings,
+        "candidate": candidate,
+    });
+    // A live turn adds the gateway's trusted usage and its refusals; the offline shape is as it
+    // was.
+    if let (Some(live), Some(map)) = (&outcome.live, doc.as_object_mut()) {
+        let gateway = serde_json::to_value(live).map_err(|_| {
+            CliError::environment(
+                "PATCH_CANDIDATE_OUTPUT",
+                "gateway usage serialisation failed",
+            )
+        })?;
+        map.insert("gateway".to_owned(), gateway);
+    }
+    Ok(doc)
+}
+
+pub(crate) fn run(args: &RunArgs) -> Result<Outcome, CliError> {
+    let (outcome, store) = execute(args, true)?;
+    let text = outcome_text(&outcome, &store);
+    Ok(Outcome {
+        json: outcome_json(&outcome, &store)?,
+        text,
+    })
+}

@@ -1,0 +1,136 @@
+//! `patch-candidate serve`: the job-worker service (see `docs/SERVICE.md`).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Args;
+use service::ServeOptions;
+
+use super::docker_args::{DockerArgs, state_dir};
+use super::live_args::{ServeLiveArgs, live_host};
+use super::{CliError, Outcome};
+
+/// Parses `500ms`, `15s`, `2m` (a plain number is seconds).
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| "expected a number with ms, s or m (e.g. 500ms, 15s, 2m)".to_owned())?;
+    let d = match unit {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        _ => return Err("expected a unit of ms, s or m (e.g. 500ms, 15s, 2m)".to_owned()),
+    };
+    if d.is_zero() {
+        return Err("must be more than zero".to_owned());
+    }
+    Ok(d)
+}
+
+/// `serve` arguments.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ServeArgs {
+    /// The job store: `postgres://…` (many hosts share one queue), `sqlite:PATH` or a file path.
+    /// Default: SQLite `jobs.sqlite3` in the state directory (one host, no set-up).
+    #[arg(long, value_name = "URL|PATH")]
+    pub database: Option<String>,
+    /// This host's id in the job store (1-63 of `A-Z a-z 0-9 . _ -`). Default: generated once
+    /// into `<state dir>/service-host-id`, so a restarted service is the same host.
+    #[arg(long)]
+    pub host_id: Option<String>,
+    /// Turns run at once. Default: one per core, bounded by memory (768 MiB per turn).
+    #[arg(long)]
+    pub max_turns: Option<usize>,
+    /// Address of the HTTP API. A non-loopback address needs --listen-public.
+    #[arg(long, default_value = service::DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+    /// Allow a non-loopback --listen address (the API still needs the bearer token).
+    #[arg(long)]
+    pub listen_public: bool,
+    /// How often the claim loop asks for work when idle (a submission through the API wakes it
+    /// at once).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub poll_interval: Duration,
+    /// Lease of an attempt: a host that stops renewing it loses the job after this long.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub lease: Duration,
+    /// Lease renewal interval (shorter than --lease). A cancel reaches a running turn within one.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub heartbeat: Duration,
+    /// After SIGTERM: how long running turns may finish before they are stopped and their jobs
+    /// released (without spending an attempt).
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
+    pub drain_timeout: Duration,
+    /// How long a job this host cannot run now (image or repository missing) waits before it is
+    /// offered again.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub snooze: Duration,
+    /// Scale of the retry backoff of environment failures (default: 2 s doubling to 10 min,
+    /// with jitter); a smaller base for tests.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, hide = true)]
+    pub retry_base: Option<Duration>,
+    #[command(flatten)]
+    pub live: ServeLiveArgs,
+    #[command(flatten)]
+    pub docker: DockerArgs,
+}
+
+pub(crate) fn run(args: &ServeArgs) -> Result<Outcome, CliError> {
+    let state = state_dir()?;
+    if turn::fault::arm_from_env().is_err() {
+        return Err(CliError::usage(
+            "PATCH_CANDIDATE_FAULT",
+            "PATCH_CANDIDATE_FAULT must be <point>:<abort|pause>",
+        ));
+    }
+    let live = live_host(&args.live)?;
+    let host_id = service::host_id(args.host_id.as_deref(), &state)?;
+    let opts = ServeOptions {
+        database: args.database.clone(),
+        state_dir: state,
+        host_id,
+        max_turns: args.max_turns.unwrap_or_else(service::default_max_turns),
+        poll_interval: args.poll_interval,
+        lease: args.lease,
+        heartbeat: args.heartbeat,
+        drain_timeout: args.drain_timeout,
+        snooze: args.snooze,
+        retry_scale: args.retry_base,
+        listen: args.listen,
+        listen_public: args.listen_public,
+        docker_socket: args.docker.docker_socket.clone(),
+        live,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .map_err(|_| {
+            CliError::environment("PATCH_CANDIDATE_RUNTIME", "cannot start the async runtime")
+        })?;
+    let exit = rt.block_on(service::serve(opts))?;
+    Ok(Outcome {
+        json: serde_json::json!({"stopped": format!("{exit:?}").to_lowercase()}),
+        text: "drained and stopped\n".to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_ms_s_m_and_refuse_zero_or_junk() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("15"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        for bad in ["0s", "", "s", "1h", "-1s", "1.5s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}

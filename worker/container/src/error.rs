@@ -1,0 +1,185 @@
+//! The crate's error type: the Docker seam's `REPOSITORY_DOCKER_*` failures. Every variant has a
+//! stable wire code ([`ContainerError::code`]); messages never quote Docker's own error text or
+//! anything a container printed.
+
+use snapshot::{Coded, FailureClass};
+
+use crate::ids::{ContainerName, IdError};
+
+/// Errors of the Docker seam: connecting, image and container inspection, pre-start
+/// verification, waiting, removal and the sweeper.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ContainerError {
+    /// An image reference, image ID, container ID or runtime name failed its constructor.
+    #[error(transparent)]
+    Id(#[from] IdError),
+    /// A label value (job or attempt binding) is not host-owned.
+    #[error("REPOSITORY_DOCKER_CONTEXT_MISMATCH: request does not match the approval ({field})")]
+    ContextMismatch { field: &'static str },
+    /// The daemon's registration of the configured runtime differs from its profile (for
+    /// `runsc`: not registered, another binary, or other `runtimeArgs`).
+    #[error(
+        "REPOSITORY_DOCKER_RUNTIME_MISMATCH: registered runtime differs from its profile ({field})"
+    )]
+    RuntimeMismatch { field: &'static str },
+    /// The daemon could not be reached (socket missing, refused, API negotiation failed).
+    #[error("REPOSITORY_DOCKER_UNAVAILABLE: Docker daemon unavailable ({detail})")]
+    Unavailable { detail: &'static str },
+    /// A Docker call failed or returned an unexpected status.
+    #[error("REPOSITORY_DOCKER_COMMAND_FAILED: {operation} failed")]
+    CommandFailed { operation: &'static str },
+    /// The image tag no longer resolves to the approved image ID.
+    #[error("REPOSITORY_DOCKER_IMAGE_ID_MISMATCH: image does not resolve to the approved id")]
+    ImageIdMismatch,
+    /// The image does not exist locally (it is never pulled).
+    #[error("REPOSITORY_DOCKER_IMAGE_MISSING: image is not present on the daemon")]
+    ImageMissing,
+    #[error("REPOSITORY_DOCKER_INSPECT_FORMAT: container inspection has an unexpected shape")]
+    InspectFormat,
+    /// A pre-start inspection field differs from the container spec.
+    #[error("REPOSITORY_DOCKER_ISOLATION_MISMATCH: {field}")]
+    IsolationMismatch { field: &'static str },
+    /// The wall deadline passed; the container was killed.
+    #[error("REPOSITORY_DOCKER_TIMEOUT: turn exceeded {seconds} seconds")]
+    Timeout { seconds: u64 },
+    /// A container could not be removed (or its absence proven).
+    #[error("REPOSITORY_DOCKER_CLEANUP_FAILED: container {name} could not be removed")]
+    CleanupFailed { name: ContainerName },
+    /// Local state (the state directory) could not be located or prepared.
+    #[error("PATCH_CANDIDATE_STATE: {detail}")]
+    State { detail: &'static str },
+}
+
+impl ContainerError {
+    /// The stable wire code (the message prefix before `": "`).
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Id(e) => e.code(),
+            Self::ContextMismatch { .. } => "REPOSITORY_DOCKER_CONTEXT_MISMATCH",
+            Self::RuntimeMismatch { .. } => "REPOSITORY_DOCKER_RUNTIME_MISMATCH",
+            Self::Unavailable { .. } => "REPOSITORY_DOCKER_UNAVAILABLE",
+            Self::CommandFailed { .. } => "REPOSITORY_DOCKER_COMMAND_FAILED",
+            Self::ImageIdMismatch => "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH",
+            Self::ImageMissing => "REPOSITORY_DOCKER_IMAGE_MISSING",
+            Self::InspectFormat => "REPOSITORY_DOCKER_INSPECT_FORMAT",
+            Self::IsolationMismatch { .. } => "REPOSITORY_DOCKER_ISOLATION_MISMATCH",
+            Self::Timeout { .. } => "REPOSITORY_DOCKER_TIMEOUT",
+            Self::CleanupFailed { .. } => "REPOSITORY_DOCKER_CLEANUP_FAILED",
+            Self::State { .. } => "PATCH_CANDIDATE_STATE",
+        }
+    }
+
+    /// True for failures of the environment (daemon unreachable, a Docker call failing, a missing
+    /// image, cleanup, local state) rather than a rejection.
+    #[must_use]
+    pub fn is_environment(&self) -> bool {
+        matches!(
+            self,
+            Self::Unavailable { .. }
+                | Self::CommandFailed { .. }
+                | Self::ImageMissing
+                | Self::CleanupFailed { .. }
+                | Self::State { .. }
+        )
+    }
+}
+
+impl Coded for ContainerError {
+    fn code(&self) -> &'static str {
+        ContainerError::code(self)
+    }
+
+    fn class(&self) -> FailureClass {
+        if self.is_environment() {
+            FailureClass::Environment
+        } else {
+            FailureClass::Rejected
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One value of every variant (the id errors included). The match is exhaustive: a new
+    /// variant fails to compile here until it has a sample.
+    fn samples() -> Vec<ContainerError> {
+        let name: ContainerName = format!("mozaiks-acp-{}", "a".repeat(32)).parse().unwrap();
+        let all = vec![
+            ContainerError::Id(IdError::ImageReference),
+            ContainerError::Id(IdError::ExpectedImageId),
+            ContainerError::Id(IdError::RuntimeName),
+            ContainerError::Id(IdError::ImageId),
+            ContainerError::Id(IdError::ContainerId),
+            ContainerError::ContextMismatch { field: "app_id" },
+            ContainerError::RuntimeMismatch { field: "path" },
+            ContainerError::Unavailable { detail: "connect" },
+            ContainerError::CommandFailed { operation: "start" },
+            ContainerError::ImageIdMismatch,
+            ContainerError::ImageMissing,
+            ContainerError::InspectFormat,
+            ContainerError::IsolationMismatch { field: "Image" },
+            ContainerError::Timeout { seconds: 1 },
+            ContainerError::CleanupFailed { name },
+            ContainerError::State { detail: "x" },
+        ];
+        for e in &all {
+            match e {
+                ContainerError::Id(
+                    IdError::ImageReference
+                    | IdError::ExpectedImageId
+                    | IdError::RuntimeName
+                    | IdError::ImageId
+                    | IdError::ContainerId,
+                )
+                | ContainerError::ContextMismatch { .. }
+                | ContainerError::RuntimeMismatch { .. }
+                | ContainerError::Unavailable { .. }
+                | ContainerError::CommandFailed { .. }
+                | ContainerError::ImageIdMismatch
+                | ContainerError::ImageMissing
+                | ContainerError::InspectFormat
+                | ContainerError::IsolationMismatch { .. }
+                | ContainerError::Timeout { .. }
+                | ContainerError::CleanupFailed { .. }
+                | ContainerError::State { .. } => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_variant_follows_the_message_convention() {
+        let all = samples();
+        assert_eq!(all.len(), 16);
+        for e in &all {
+            if let Err(violation) = snapshot::check_message_convention(e) {
+                panic!("{violation}");
+            }
+        }
+    }
+
+    #[test]
+    fn failure_classes() {
+        for e in samples() {
+            let expected = match &e {
+                ContainerError::Unavailable { .. }
+                | ContainerError::CommandFailed { .. }
+                | ContainerError::ImageMissing
+                | ContainerError::CleanupFailed { .. }
+                | ContainerError::State { .. } => FailureClass::Environment,
+                _ => FailureClass::Rejected,
+            };
+            assert_eq!(Coded::class(&e), expected, "{}", e.code());
+            assert_eq!(
+                e.is_environment(),
+                expected == FailureClass::Environment,
+                "{}",
+                e.code()
+            );
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Live jobs on a serving host: the host's gateway settings (upstream, where the credential is,
+//! the operator's gateway config) and the fresh gateway each live attempt gets.
+//!
+//! The credential is read again for every live attempt, from the environment variable or the
+//! file the operator named, exactly as one `run --live` reads it once per turn: a rotated
+//! credential file is picked up by the next turn without a restart, and nothing but this host's
+//! process ever holds it (it never enters a job, the job store, a log or a container). It is also
+//! read once at start-up, so a host that cannot read it refuses to start.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses, TurnGateway, UpstreamUrl};
+
+use super::ServiceError;
+use turn::{LiveNote, LiveSettings};
+
+/// Where this host reads the model credential.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CredentialSource {
+    /// An environment variable of the serving process, by name.
+    Env(String),
+    /// A file (its content, less one final line ending).
+    File(PathBuf),
+}
+
+impl CredentialSource {
+    /// Reads the credential now.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_GATEWAY_CREDENTIAL` (naming the variable or file, never the value).
+    pub fn read(&self) -> Result<Credential, gateway::GatewaySetupError> {
+        match self {
+            Self::Env(name) => Credential::from_env(name),
+            Self::File(path) => Credential::from_file(path),
+        }
+    }
+}
+
+/// The gateway settings of a host that runs live jobs (`serve --live-upstream …`).
+#[derive(Clone, Debug)]
+pub struct LiveHost {
+    /// The model upstream's base URL.
+    pub upstream: UpstreamUrl,
+    /// Where the credential is read.
+    pub credential: CredentialSource,
+    /// The operator's gateway config; `None`: the defaults, with the job's model as the one
+    /// allowed model (as `run --live` without `--gateway-config`).
+    pub config: Option<GatewayConfig>,
+}
+
+/// One live attempt's agent settings and its fresh gateway state (budgets and the trusted usage
+/// count). The runner keeps it, so the counters can be read after the turn ends however it ends.
+#[derive(Debug)]
+pub(crate) struct LiveTurn {
+    pub settings: LiveSettings,
+    pub gateway: TurnGateway,
+}
+
+impl LiveHost {
+    /// Checks the settings once at start-up: the config is valid and the credential readable.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_GATEWAY_CONFIG`, `PATCH_CANDIDATE_GATEWAY_CREDENTIAL`,
+    /// `PATCH_CANDIDATE_GATEWAY_TLS`.
+    pub fn check(&self) -> Result<(), gateway::GatewaySetupError> {
+        if let Some(config) = &self.config {
+            config.validate()?;
+        }
+        let credential = self.credential.read()?;
+        let config = self
+            .config
+            .clone()
+            .unwrap_or_else(|| GatewayConfig::for_model("check"));
+        Gateway::new(
+            config,
+            Arc::new(OpenAiResponses),
+            credential,
+            self.upstream.clone(),
+        )
+        .map(|_| ())
+    }
+
+    /// The gateway of one live attempt of a job bound to `model`.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_SERVICE_LIVE_MODEL` when this host's gateway config does not allow the
+    /// model; the gateway's setup codes (the credential cannot be read now, …). Both mean this
+    /// host cannot run the job now: the caller snoozes it.
+    pub(crate) fn turn(&self, model: &str) -> Result<LiveTurn, ServiceError> {
+        let config = match &self.config {
+            Some(config) => config.clone(),
+            None => GatewayConfig::for_model(model),
+        };
+        if !config.models.iter().any(|m| m == model) {
+            return Err(ServiceError::LiveModel);
+        }
+        let credential = self.credential.read()?;
+        let gateway = Arc::new(Gateway::new(
+            config,
+            Arc::new(OpenAiResponses),
+            credential,
+            self.upstream.clone(),
+        )?);
+        Ok(LiveTurn {
+            settings: LiveSettings::codex(model),
+            gateway: gateway.start_turn(),
+        })
+    }
+}
+
+/// The service's live progress: numbers and codes only (never agent events or model output).
+pub(crate) fn log_note(note: &LiveNote) {
+    match note {
+        LiveNote::ModelRequest {
+            channel,
+            report,
+            usage,
+        } => tracing::info!(
+            code = report.error.as_ref().map_or(
+                "PATCH_CANDIDATE_GATEWAY_REQUEST",
+                gateway::GatewayError::code
+            ),
+            channel,
+            status = report.status.unwrap_or(0),
+            response_bytes = report.response_bytes,
+            total_tokens = usage.total_tokens,
+            "model request ended"
+        ),
+        LiveNote::AgentEvent(_) => {}
+        LiveNote::Stopped => tracing::info!(
+            code = "PATCH_CANDIDATE_LIVE_STOPPED",
+            "wall budget spent: STOP sent to the agent"
+        ),
+    }
+}

@@ -1,0 +1,358 @@
+//! `execute_repository_docker_turn` (reference §10): every argument and approval check before
+//! any Docker call, then image inspect → (under runsc) the daemon's runtime registration → create by ID → pre-start inspection → attach → start →
+//! stdin → bounded output → exit status → output parsing.
+//!
+//! The container is owned by a [`ContainerGuard`] from before `create` until it is proven gone:
+//! removed explicitly on success, error and timeout (a failed removal replaces the result), and
+//! from `Drop` when the turn's future is cancelled. The whole turn, `create` included, runs under
+//! one absolute deadline (wall budget plus slack), which its labels record for the sweeper.
+
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use snapshot::StagedPatchProposal;
+
+use crate::acp_usage::IsolatedAcpUsage;
+use crate::config::TurnConfig;
+use crate::error::TurnError;
+use crate::limits::DRAIN_GRACE;
+use crate::live::{LiveContext, LiveLog, live_exchange, live_payload};
+use crate::output::{OutputLimits, parse_turn_output};
+use crate::request::{CodingWorkerRequest, TurnApproval, stdin_payload, verify_turn_request};
+use container::CALL_TIMEOUT;
+use container::ContainerError;
+use container::ContainerGuard;
+use container::RuntimeProfile;
+use container::docker_call;
+use container::{AttemptId, local_owner, now_unix};
+use container::{ContainerId, ContainerName, ImageId};
+use container::{ContainerRuntime, OutputChunk, OutputStream, RuntimeError};
+use container::{SpecInput, container_spec, verify_container, verify_env};
+
+/// The result of one turn: a sanitised proposal, the verified-shape archive (or the empty
+/// marker) and the usage measurement, kept apart from the proposal.
+#[derive(Debug, Clone)]
+pub struct RepositoryDockerTurn {
+    pub proposal: StagedPatchProposal,
+    pub workspace_archive: Option<archive::VerifiedArchive>,
+    pub usage: Option<IsolatedAcpUsage>,
+    /// The generated container name (removed before this value exists).
+    pub container_name: ContainerName,
+    /// The attempt id the container was labelled with.
+    pub attempt: AttemptId,
+}
+
+/// Runs one offline coding turn.
+///
+/// # Errors
+/// Any `REPOSITORY_DOCKER_*` code (see [`TurnError`]) or an approval `REPOSITORY_PATCH_*` code.
+/// A cleanup failure replaces the turn's own error (reference §10.8).
+///
+/// # Security
+/// No Docker call happens before every argument and approval check has passed. The container is
+/// created from the approved image ID, inspected field by field before start, and removed on
+/// every path by its generated name — including cancellation of this future (see
+/// [`crate::settle_pending_removals`]). Nothing from the container's output is trusted.
+pub async fn execute_repository_docker_turn<R: ContainerRuntime + Clone + 'static>(
+    runtime: &R,
+    request: &CodingWorkerRequest,
+    approval: &TurnApproval<'_>,
+    config: &TurnConfig,
+) -> Result<RepositoryDockerTurn, TurnError> {
+    execute_turn(runtime, request, approval, config, None)
+        .await
+        .map(|(turn, _)| turn)
+}
+
+/// Runs one live coding turn: the same checks, container, guard and output parsing as
+/// [`execute_repository_docker_turn`], with the container's stdio carrying the framed protocol
+/// (request, tunnelled model requests served by the gateway, result). The RESULT bytes are parsed
+/// exactly like an offline turn's stdout.
+///
+/// # Errors
+/// As [`execute_repository_docker_turn`], plus the `PATCH_CANDIDATE_TUNNEL_*` protocol codes.
+///
+/// # Security
+/// As the offline turn; in addition nothing the container sends on the tunnel is trusted (see
+/// [`tunnel::Session`]) and the gateway's credential never enters the container.
+pub async fn execute_live_turn<R: ContainerRuntime + Clone + 'static>(
+    runtime: &R,
+    request: &CodingWorkerRequest,
+    approval: &TurnApproval<'_>,
+    config: &TurnConfig,
+    live: &LiveContext<'_>,
+) -> Result<(RepositoryDockerTurn, LiveLog), TurnError> {
+    let (turn, log) = execute_turn(runtime, request, approval, config, Some(live)).await?;
+    Ok((turn, log.unwrap_or_default()))
+}
+
+async fn execute_turn<R: ContainerRuntime + Clone + 'static>(
+    runtime: &R,
+    request: &CodingWorkerRequest,
+    approval: &TurnApproval<'_>,
+    config: &TurnConfig,
+    live: Option<&LiveContext<'_>>,
+) -> Result<(RepositoryDockerTurn, Option<LiveLog>), TurnError> {
+    verify_turn_request(request, approval)?;
+    let payload = stdin_payload(request, approval.context)?;
+    let payload = match live {
+        Some(live) => live_payload(&payload, live.settings)?,
+        None => payload,
+    };
+    let limits = OutputLimits::for_turn(request, approval.context, config.max_archive_bytes());
+
+    let inspected = tokio::time::timeout(CALL_TIMEOUT, runtime.inspect_image(config.image())).await;
+    let image = match inspected {
+        Err(_) | Ok(Err(RuntimeError::Timeout)) => {
+            return Err(TurnError::from(ContainerError::Timeout {
+                seconds: CALL_TIMEOUT.as_secs(),
+            }));
+        }
+        Ok(Err(RuntimeError::NotFound)) => {
+            return Err(TurnError::from(ContainerError::ImageMissing));
+        }
+        Ok(Err(RuntimeError::Unavailable)) => {
+            return Err(TurnError::from(ContainerError::Unavailable {
+                detail: "image inspect",
+            }));
+        }
+        Ok(Err(_)) => {
+            return Err(TurnError::from(ContainerError::CommandFailed {
+                operation: "image inspect",
+            }));
+        }
+        Ok(Ok(image)) => image,
+    };
+    let image_id = ImageId::from_daemon(image.id.trim())?;
+    if &image_id != config.expected_image_id() {
+        return Err(TurnError::from(ContainerError::ImageIdMismatch));
+    }
+    verify_env(&image.env)?;
+    // Under a runtime whose registration matters (runsc), the daemon's `/info` must list exactly
+    // the expected binary and arguments before anything is created.
+    let profile = RuntimeProfile::for_runtime(config.runtime());
+    if profile.verifies_registration() {
+        let registered = docker_call("info", runtime.registered_runtimes()).await?;
+        profile.verify_registration(&registered)?;
+    }
+
+    let attempt = AttemptId::generate();
+    // A live turn also has the grace after STOP.
+    let lifetime = config.turn_lifetime() + live.map_or(Duration::ZERO, |l| l.settings.stop_grace);
+    // Rounded up: the label never claims an earlier deadline than the one enforced below.
+    let lifetime_secs = i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX);
+    let deadline_unix = now_unix().saturating_add(lifetime_secs).saturating_add(1);
+    let labels = local_owner()
+        .turn_labels(&attempt, deadline_unix)
+        .with_job(config.job());
+    let mut guard = ContainerGuard::new(runtime, ContainerName::generate());
+    let name = guard.name().clone();
+    let spec_input = SpecInput {
+        name: &name,
+        image_id: config.expected_image_id(),
+        labels: &labels,
+        runtime: config.runtime(),
+    };
+    let run = run_container(runtime, &mut guard, &spec_input, &payload, config, live);
+    let outcome = match tokio::time::timeout(lifetime, run).await {
+        Ok(outcome) => outcome,
+        Err(_) => {
+            // Best effort: the forced removal that always follows kills it anyway.
+            let _ = tokio::time::timeout(CALL_TIMEOUT, runtime.kill(name.as_str())).await;
+            Err(TurnError::from(ContainerError::Timeout {
+                seconds: config.max_wall_seconds(),
+            }))
+        }
+    };
+    let removed = guard.remove().await.map_err(TurnError::from);
+    let (stdout, log) = match (outcome, removed) {
+        (_, Err(e)) | (Err(e), Ok(())) => return Err(e),
+        (Ok(out), Ok(())) => out,
+    };
+    let (proposal, workspace_archive, usage) = parse_turn_output(stdout, &limits)?.into_parts();
+    Ok((
+        RepositoryDockerTurn {
+            proposal,
+            workspace_archive,
+            usage,
+            container_name: name,
+            attempt,
+        },
+        log,
+    ))
+}
+
+/// Create → inspect → attach → start → stdin → drain + wait. Returns the complete stdout (for a
+/// live turn: the RESULT bytes, and the tunnel's record).
+async fn run_container<R: ContainerRuntime + Clone + 'static>(
+    runtime: &R,
+    guard: &mut ContainerGuard<R>,
+    spec_input: &SpecInput<'_>,
+    payload: &[u8],
+    config: &TurnConfig,
+    live: Option<&LiveContext<'_>>,
+) -> Result<(Vec<u8>, Option<LiveLog>), TurnError> {
+    let body = container_spec(spec_input);
+    let created = docker_call("create", runtime.create(spec_input.name, &body)).await;
+    guard.confirm_created();
+    let id: ContainerId = created?.parse()?;
+    crate::fault::point(crate::fault::AFTER_CONTAINER_CREATE).await;
+    let inspect = match tokio::time::timeout(CALL_TIMEOUT, runtime.inspect(id.as_str())).await {
+        Err(_) => {
+            return Err(TurnError::from(ContainerError::Timeout {
+                seconds: CALL_TIMEOUT.as_secs(),
+            }));
+        }
+        Ok(Err(RuntimeError::Unavailable)) => {
+            return Err(TurnError::from(ContainerError::Unavailable {
+                detail: "inspect",
+            }));
+        }
+        Ok(Err(_)) => return Err(TurnError::from(ContainerError::InspectFormat)),
+        Ok(Ok(v)) => v,
+    };
+    if inspect.id.as_deref() != Some(id.as_str()) {
+        return Err(TurnError::from(ContainerError::InspectFormat));
+    }
+    verify_container(&inspect, spec_input)?;
+
+    let (stdout, log) = match live {
+        None => (exchange(runtime, id.as_str(), payload, config).await?, None),
+        Some(live) => {
+            let (result, log) = live_exchange(runtime, id.as_str(), payload, config, live).await?;
+            let status = docker_call("wait", runtime.wait(id.as_str())).await?;
+            if status.code != 0 {
+                if let Ok(Ok(after)) =
+                    tokio::time::timeout(CALL_TIMEOUT, runtime.inspect(id.as_str())).await
+                    && after.state.and_then(|s| s.oom_killed) == Some(true)
+                {
+                    return Err(TurnError::OutOfMemory);
+                }
+                return Err(TurnError::WorkerFailed {
+                    status: status.code,
+                });
+            }
+            (result, Some(log))
+        }
+    };
+    let after = docker_call("inspect", runtime.inspect(id.as_str())).await?;
+    let state = after.state.as_ref();
+    if state.and_then(|s| s.oom_killed) == Some(true) {
+        return Err(TurnError::OutOfMemory);
+    }
+    Ok((stdout, log))
+}
+
+/// Attach output before start, then feed stdin on its own attach while draining; `wait` decides.
+async fn exchange<R: ContainerRuntime>(
+    runtime: &R,
+    id: &str,
+    payload: &[u8],
+    config: &TurnConfig,
+) -> Result<Vec<u8>, TurnError> {
+    let output = docker_call("attach", runtime.attach_output(id)).await?;
+    docker_call("start", runtime.start(id)).await?;
+    crate::fault::point(crate::fault::MID_TURN).await;
+    let drain = drain_output(output, config.max_stdout_bytes(), config.max_stderr_bytes());
+    let waiter = async {
+        // A container that exits without reading stdin breaks the pipe: the exit status and the
+        // output contract decide, as with the reference CLI's ignored BrokenPipe.
+        let _ = runtime.write_stdin(id, payload).await;
+        runtime.wait(id).await
+    };
+    tokio::pin!(drain);
+    tokio::pin!(waiter);
+    let mut stdout = None;
+    let status = loop {
+        tokio::select! {
+            drained = &mut drain, if stdout.is_none() => stdout = Some(drained?),
+            waited = &mut waiter => break waited,
+        }
+    };
+    let status = match status {
+        Ok(s) => s,
+        Err(RuntimeError::Unavailable) => {
+            return Err(TurnError::from(ContainerError::Unavailable {
+                detail: "wait",
+            }));
+        }
+        Err(_) => {
+            return Err(TurnError::from(ContainerError::CommandFailed {
+                operation: "wait",
+            }));
+        }
+    };
+    let stdout = match stdout {
+        Some(out) => out,
+        None => match tokio::time::timeout(DRAIN_GRACE, &mut drain).await {
+            Ok(drained) => drained?,
+            Err(_) => {
+                return Err(TurnError::InvalidOutput {
+                    reason: "output stream did not end",
+                });
+            }
+        },
+    };
+    if status.code != 0 {
+        if let Ok(Ok(after)) = tokio::time::timeout(CALL_TIMEOUT, runtime.inspect(id)).await
+            && after.state.and_then(|s| s.oom_killed) == Some(true)
+        {
+            return Err(TurnError::OutOfMemory);
+        }
+        return Err(TurnError::WorkerFailed {
+            status: status.code,
+        });
+    }
+    Ok(stdout)
+}
+
+/// Reads the output stream to its end, keeping stdout up to `max_stdout` bytes and counting
+/// (then discarding) stderr; either cap exceeded ends the turn while streaming.
+///
+/// # Errors
+/// `REPOSITORY_DOCKER_OUTPUT_LIMIT`, or `REPOSITORY_DOCKER_COMMAND_FAILED` on a stream error.
+pub async fn drain_output(
+    mut output: OutputStream,
+    max_stdout: usize,
+    max_stderr: usize,
+) -> Result<Vec<u8>, TurnError> {
+    let mut stdout = Vec::new();
+    let mut stderr_len = 0_usize;
+    while let Some(item) = output.next().await {
+        match item {
+            Ok(OutputChunk::Stdout(bytes)) => {
+                if stdout.len().saturating_add(bytes.len()) > max_stdout {
+                    return Err(TurnError::OutputLimit {
+                        stream: "stdout",
+                        limit: max_stdout,
+                    });
+                }
+                stdout.extend_from_slice(&bytes);
+            }
+            Ok(OutputChunk::Stderr(bytes)) => {
+                stderr_len = stderr_len.saturating_add(bytes.len());
+                if stderr_len > max_stderr {
+                    return Err(TurnError::OutputLimit {
+                        stream: "stderr",
+                        limit: max_stderr,
+                    });
+                }
+            }
+            Err(RuntimeError::Unavailable) => {
+                return Err(TurnError::from(ContainerError::Unavailable {
+                    detail: "attach stream",
+                }));
+            }
+            Err(_) => {
+                return Err(TurnError::from(ContainerError::CommandFailed {
+                    operation: "attach stream",
+                }));
+            }
+        }
+    }
+    Ok(stdout)
+}
+
+#[cfg(test)]
+#[path = "turn_tests.rs"]
+mod tests;

@@ -1,0 +1,393 @@
+//! The crate's error type. Every variant has a stable wire code ([`TurnError::code`]); messages
+//! never quote container output, Docker's own error text, or file contents.
+
+use snapshot::{Coded, FailureClass, SnapshotError, Untrusted};
+
+use container::{ContainerError, IdError, MAX_WALL_SECONDS};
+
+use crate::limits::MAX_TURN_ARCHIVE_BYTES;
+
+/// Errors of the turn: its configuration and request, the container's output, staging,
+/// finalising and the usage ledger; the Docker seam's own errors are wrapped unchanged.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TurnError {
+    #[error(
+        "REPOSITORY_DOCKER_WALL_BUDGET: wall budget must be 1..={} seconds",
+        MAX_WALL_SECONDS
+    )]
+    WallBudget,
+    #[error(
+        "REPOSITORY_DOCKER_ARCHIVE_BUDGET: archive budget must be 1..={} bytes",
+        MAX_TURN_ARCHIVE_BYTES
+    )]
+    ArchiveBudget,
+    #[error("REPOSITORY_DOCKER_FILE_BUDGET: selected and created files must be 1..=50")]
+    FileBudget,
+    #[error("REPOSITORY_DOCKER_CONTEXT_REQUIRED: an approved context and snapshot are required")]
+    ContextRequired,
+    #[error("REPOSITORY_DOCKER_REQUEST_BUDGET: stdin payload exceeds {limit} bytes")]
+    RequestBudget { limit: usize },
+    /// A live turn's container broke the framed stdio protocol (or one of its caps).
+    #[error("{0}")]
+    Tunnel(tunnel::TunnelError),
+    /// stdout or stderr exceeded its cap while streaming.
+    #[error("REPOSITORY_DOCKER_OUTPUT_LIMIT: {stream} exceeded {limit} bytes")]
+    OutputLimit { stream: &'static str, limit: usize },
+    /// The kernel OOM killer ended the turn.
+    #[error("REPOSITORY_DOCKER_OOM: turn exceeded its memory limit")]
+    OutOfMemory,
+    /// The container exited non-zero.
+    #[error("REPOSITORY_DOCKER_WORKER_FAILED: worker exited with status {status}")]
+    WorkerFailed { status: i64 },
+    /// The output failed the output contract. The cause is never quoted: it may contain source.
+    #[error("REPOSITORY_DOCKER_INVALID_OUTPUT: {reason}")]
+    InvalidOutput { reason: &'static str },
+    /// The usage ledger could not be opened or written.
+    #[error("REPOSITORY_USAGE_LEDGER: {detail}")]
+    Ledger { detail: String },
+    /// A usage receipt argument was not host-owned or malformed.
+    #[error("REPOSITORY_USAGE_IDENTITY: {field} is invalid")]
+    UsageIdentity { field: &'static str },
+    /// The turn ended without a completed proposal (nothing to stage).
+    #[error("REPOSITORY_PATCH_PROPOSAL_STATUS: isolated coding turn reported {status}")]
+    TurnNotCompleted { status: &'static str },
+    /// No editable file could be selected from the approval's scopes.
+    #[error("REPOSITORY_PATCH_SELECTION: {detail}")]
+    Selection { detail: &'static str },
+    /// A path an `approve` flag names cannot be granted as given (not in the tree at the commit,
+    /// not a portable path, outside the scopes it needs).
+    #[error("PATCH_CANDIDATE_APPROVE_PATH: {flag} {}: {reason}", Untrusted::quoted(.path))]
+    ApprovePath {
+        flag: &'static str,
+        path: String,
+        reason: &'static str,
+    },
+    /// Two `approve` grants collide: the same path (case-folded), or one inside the other.
+    #[error(
+        "PATCH_CANDIDATE_APPROVE_GRANTS: {flag} {} collides with {other_flag} {} ({reason})",
+        Untrusted::quoted(.path),
+        Untrusted::quoted(.other)
+    )]
+    ApproveGrants {
+        flag: &'static str,
+        path: String,
+        other_flag: &'static str,
+        other: String,
+        reason: &'static str,
+    },
+    /// `approve --commit` does not name a commit of the repository.
+    #[error("PATCH_CANDIDATE_APPROVE_COMMIT: --commit {}: {reason}", Untrusted::quoted(.rev))]
+    ApproveCommit { rev: String, reason: String },
+    /// An `approve` text flag (task, ids) is empty or otherwise unusable.
+    #[error("PATCH_CANDIDATE_APPROVE_VALUE: {flag} {reason}")]
+    ApproveValue {
+        flag: &'static str,
+        reason: &'static str,
+    },
+    /// `finalize` was given part of one input form and part of the other.
+    #[error("PATCH_CANDIDATE_FINALIZE_FLAGS: {detail}")]
+    FinalizeFlags { detail: &'static str },
+    /// `finalize --staged` without a proposal: an approved editable file is missing from the tree
+    /// (only a granted delete may be missing).
+    #[error(
+        "PATCH_CANDIDATE_STAGED_INCOMPLETE: --staged lacks the approved editable file {}: the staged tree holds every editable file of the approval, changed or not (only --delete grants may be missing)",
+        Untrusted::quoted(.path)
+    )]
+    StagedIncomplete { path: String },
+    /// A digest flag is not `sha256:` followed by 64 lowercase hex digits.
+    #[error(
+        "PATCH_CANDIDATE_DIGEST_FLAG: {flag} must be sha256: followed by 64 lowercase hex digits"
+    )]
+    DigestFlag { flag: &'static str },
+    /// An output file already exists and `--force` was not given.
+    #[error(
+        "PATCH_CANDIDATE_OUTPUT_EXISTS: {flag} names an existing file (pass --force to replace it)"
+    )]
+    OutputExists { flag: &'static str },
+    /// An output file would land inside the source repository.
+    #[error(
+        "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY: {flag} is inside the repository named by --repo; nothing writes into the source repository"
+    )]
+    OutputInRepository { flag: &'static str },
+    /// An output file could not be written (nothing is left half-written).
+    #[error("PATCH_CANDIDATE_OUTPUT_WRITE: cannot write the {flag} file ({kind})")]
+    OutputWrite {
+        flag: &'static str,
+        kind: std::io::ErrorKind,
+    },
+    /// An approval / selection check failed before any Docker call.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// Staging the returned archive failed.
+    #[error(transparent)]
+    Archive(#[from] archive::ArchiveError),
+    /// Finalising, digesting or storing the candidate failed.
+    #[error(transparent)]
+    Finalize(#[from] finalizer::FinalizeError),
+    /// A Docker seam failure (connect, inspect, create, wait, remove, state directory).
+    #[error(transparent)]
+    Container(#[from] ContainerError),
+}
+
+impl TurnError {
+    /// The stable wire code (the message prefix before `": "`).
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::WallBudget => "REPOSITORY_DOCKER_WALL_BUDGET",
+            Self::ArchiveBudget => "REPOSITORY_DOCKER_ARCHIVE_BUDGET",
+            Self::FileBudget => "REPOSITORY_DOCKER_FILE_BUDGET",
+            Self::ContextRequired => "REPOSITORY_DOCKER_CONTEXT_REQUIRED",
+            Self::RequestBudget { .. } => "REPOSITORY_DOCKER_REQUEST_BUDGET",
+            Self::OutputLimit { .. } => "REPOSITORY_DOCKER_OUTPUT_LIMIT",
+            Self::Tunnel(e) => e.code(),
+            Self::Container(e) => e.code(),
+            Self::OutOfMemory => "REPOSITORY_DOCKER_OOM",
+            Self::WorkerFailed { .. } => "REPOSITORY_DOCKER_WORKER_FAILED",
+            Self::InvalidOutput { .. } => "REPOSITORY_DOCKER_INVALID_OUTPUT",
+            Self::Ledger { .. } => "REPOSITORY_USAGE_LEDGER",
+            Self::UsageIdentity { .. } => "REPOSITORY_USAGE_IDENTITY",
+            Self::TurnNotCompleted { .. } => "REPOSITORY_PATCH_PROPOSAL_STATUS",
+            Self::Selection { .. } => "REPOSITORY_PATCH_SELECTION",
+            Self::ApprovePath { .. } => "PATCH_CANDIDATE_APPROVE_PATH",
+            Self::ApproveGrants { .. } => "PATCH_CANDIDATE_APPROVE_GRANTS",
+            Self::ApproveCommit { .. } => "PATCH_CANDIDATE_APPROVE_COMMIT",
+            Self::ApproveValue { .. } => "PATCH_CANDIDATE_APPROVE_VALUE",
+            Self::FinalizeFlags { .. } => "PATCH_CANDIDATE_FINALIZE_FLAGS",
+            Self::StagedIncomplete { .. } => "PATCH_CANDIDATE_STAGED_INCOMPLETE",
+            Self::DigestFlag { .. } => "PATCH_CANDIDATE_DIGEST_FLAG",
+            Self::OutputExists { .. } => "PATCH_CANDIDATE_OUTPUT_EXISTS",
+            Self::OutputInRepository { .. } => "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY",
+            Self::OutputWrite { .. } => "PATCH_CANDIDATE_OUTPUT_WRITE",
+            Self::Snapshot(e) => e.code(),
+            Self::Archive(e) => e.code(),
+            Self::Finalize(e) => e.code(),
+        }
+    }
+
+    /// True for failures of the environment (daemon unreachable, a Docker call failing, cleanup)
+    /// rather than a rejection of the input or of the container's output.
+    #[must_use]
+    pub fn is_environment(&self) -> bool {
+        self.class() == FailureClass::Environment
+    }
+
+    fn environment(&self) -> bool {
+        match self {
+            Self::Ledger { .. } | Self::OutputWrite { .. } => true,
+            Self::Container(e) => e.is_environment(),
+            Self::Snapshot(e) => e.is_environment(),
+            Self::Archive(e) => e.is_environment(),
+            Self::Finalize(e) => e.is_environment(),
+            _ => false,
+        }
+    }
+}
+
+impl From<IdError> for TurnError {
+    fn from(e: IdError) -> Self {
+        Self::Container(ContainerError::Id(e))
+    }
+}
+
+impl Coded for TurnError {
+    fn code(&self) -> &'static str {
+        TurnError::code(self)
+    }
+
+    fn class(&self) -> FailureClass {
+        match self {
+            Self::Snapshot(e) => Coded::class(e),
+            Self::ApprovePath { .. }
+            | Self::ApproveGrants { .. }
+            | Self::ApproveCommit { .. }
+            | Self::ApproveValue { .. }
+            | Self::FinalizeFlags { .. }
+            | Self::DigestFlag { .. }
+            | Self::OutputExists { .. }
+            | Self::OutputInRepository { .. } => FailureClass::Usage,
+            _ if self.environment() => FailureClass::Environment,
+            _ => FailureClass::Rejected,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One value of every variant. The match is exhaustive: a new variant fails to compile here
+    /// until it has a sample, and then its message must follow the convention.
+    fn samples() -> Vec<TurnError> {
+        let name: container::ContainerName =
+            format!("mozaiks-acp-{}", "a".repeat(32)).parse().unwrap();
+        let all = vec![
+            TurnError::from(IdError::ImageReference),
+            TurnError::from(IdError::ExpectedImageId),
+            TurnError::WallBudget,
+            TurnError::ArchiveBudget,
+            TurnError::FileBudget,
+            TurnError::ContextRequired,
+            TurnError::Container(ContainerError::ContextMismatch { field: "app_id" }),
+            TurnError::RequestBudget { limit: 1 },
+            TurnError::from(IdError::RuntimeName),
+            TurnError::Container(ContainerError::RuntimeMismatch { field: "path" }),
+            TurnError::Container(ContainerError::Unavailable { detail: "connect" }),
+            TurnError::Container(ContainerError::CommandFailed { operation: "start" }),
+            TurnError::from(IdError::ImageId),
+            TurnError::Container(ContainerError::ImageIdMismatch),
+            TurnError::Container(ContainerError::ImageMissing),
+            TurnError::from(IdError::ContainerId),
+            TurnError::Container(ContainerError::InspectFormat),
+            TurnError::Container(ContainerError::IsolationMismatch { field: "Image" }),
+            TurnError::OutputLimit {
+                stream: "stdout",
+                limit: 1,
+            },
+            TurnError::Container(ContainerError::Timeout { seconds: 1 }),
+            TurnError::Tunnel(tunnel::TunnelError::NoResultEnd),
+            TurnError::OutOfMemory,
+            TurnError::WorkerFailed { status: 1 },
+            TurnError::InvalidOutput { reason: "x" },
+            TurnError::Container(ContainerError::CleanupFailed { name }),
+            TurnError::Ledger {
+                detail: "x".to_owned(),
+            },
+            TurnError::UsageIdentity { field: "app_id" },
+            TurnError::TurnNotCompleted { status: "failed" },
+            TurnError::Selection { detail: "x" },
+            TurnError::Container(ContainerError::State { detail: "x" }),
+            TurnError::ApprovePath {
+                flag: "--allow",
+                path: "a\u{1b}".to_owned(),
+                reason: "matches nothing at the commit",
+            },
+            TurnError::ApproveGrants {
+                flag: "--create",
+                path: "a/b".to_owned(),
+                other_flag: "--delete",
+                other: "A".to_owned(),
+                reason: "one is a directory of the other",
+            },
+            TurnError::ApproveCommit {
+                rev: "main".to_owned(),
+                reason: "no commit".to_owned(),
+            },
+            TurnError::ApproveValue {
+                flag: "--task",
+                reason: "must not be empty",
+            },
+            TurnError::FinalizeFlags { detail: "x" },
+            TurnError::StagedIncomplete {
+                path: "a".to_owned(),
+            },
+            TurnError::DigestFlag { flag: "--digest" },
+            TurnError::OutputExists { flag: "--out" },
+            TurnError::OutputInRepository { flag: "--out" },
+            TurnError::OutputWrite {
+                flag: "--out",
+                kind: std::io::ErrorKind::PermissionDenied,
+            },
+            TurnError::Snapshot(SnapshotError::ContextInvalid {
+                detail: "x".to_owned(),
+            }),
+            TurnError::Archive(archive::ArchiveError::Set),
+            TurnError::Finalize(finalizer::FinalizeError::Snapshot(
+                SnapshotError::ContextInvalid {
+                    detail: "x".to_owned(),
+                },
+            )),
+        ];
+        for e in &all {
+            match e {
+                TurnError::WallBudget
+                | TurnError::ArchiveBudget
+                | TurnError::FileBudget
+                | TurnError::ContextRequired
+                | TurnError::RequestBudget { .. }
+                | TurnError::OutputLimit { .. }
+                | TurnError::OutOfMemory
+                | TurnError::WorkerFailed { .. }
+                | TurnError::InvalidOutput { .. }
+                | TurnError::Ledger { .. }
+                | TurnError::UsageIdentity { .. }
+                | TurnError::TurnNotCompleted { .. }
+                | TurnError::Selection { .. }
+                | TurnError::ApprovePath { .. }
+                | TurnError::ApproveGrants { .. }
+                | TurnError::ApproveCommit { .. }
+                | TurnError::ApproveValue { .. }
+                | TurnError::FinalizeFlags { .. }
+                | TurnError::StagedIncomplete { .. }
+                | TurnError::DigestFlag { .. }
+                | TurnError::OutputExists { .. }
+                | TurnError::OutputInRepository { .. }
+                | TurnError::OutputWrite { .. }
+                | TurnError::Tunnel(_)
+                | TurnError::Container(_)
+                | TurnError::Snapshot(_)
+                | TurnError::Archive(_)
+                | TurnError::Finalize(_) => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_variant_follows_the_message_convention() {
+        let all = samples();
+        assert_eq!(all.len(), 43);
+        for e in &all {
+            if let Err(violation) = snapshot::check_message_convention(e) {
+                panic!("{violation}");
+            }
+        }
+    }
+
+    #[test]
+    fn approve_messages_name_the_flag_and_escape_names() {
+        let e = TurnError::ApprovePath {
+            flag: "--allow",
+            path: "a\u{1b}[2K\u{202e}".to_owned(),
+            reason: "matches nothing at the commit",
+        };
+        assert_eq!(
+            e.to_string(),
+            "PATCH_CANDIDATE_APPROVE_PATH: --allow 'a\\x1b[2K\\u202e': matches nothing at the commit"
+        );
+    }
+
+    #[test]
+    fn failure_classes() {
+        for e in samples() {
+            let expected = match &e {
+                TurnError::Container(
+                    ContainerError::Unavailable { .. }
+                    | ContainerError::CommandFailed { .. }
+                    | ContainerError::ImageMissing
+                    | ContainerError::CleanupFailed { .. }
+                    | ContainerError::State { .. },
+                )
+                | TurnError::Ledger { .. }
+                | TurnError::OutputWrite { .. } => FailureClass::Environment,
+                TurnError::ApprovePath { .. }
+                | TurnError::ApproveGrants { .. }
+                | TurnError::ApproveCommit { .. }
+                | TurnError::ApproveValue { .. }
+                | TurnError::FinalizeFlags { .. }
+                | TurnError::DigestFlag { .. }
+                | TurnError::OutputExists { .. }
+                | TurnError::OutputInRepository { .. } => FailureClass::Usage,
+                _ => FailureClass::Rejected,
+            };
+            assert_eq!(Coded::class(&e), expected, "{}", e.code());
+            assert_eq!(
+                e.is_environment(),
+                expected == FailureClass::Environment,
+                "{}",
+                e.code()
+            );
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! One approved coding turn → one verified, digested patch candidate.
+//!
+//! A turn is a chain of owned, validated values: an approved request ([`CodingWorkerRequest`]
+//! checked against a [`TurnApproval`], under a validated [`TurnConfig`]) → a container owned by the
+//! container crate's guard, which removes it on every path → the parsed output (the output
+//! contract, [`parse_turn_output`]) → a staged tree removed when dropped → a candidate
+//! ([`run_pipeline`], or [`run_live_pipeline`] with the model gateway tunnelled over stdio). The
+//! usage ledger, the image records and the fault-injection points of the crash tests live here
+//! too.
+//!
+//! Modules are private; this list is the crate's surface.
+//!
+//! # Security
+//! Nothing the container prints is trusted: see [`parse_turn_output`]. Docker is reached only
+//! through the container crate's [`container::ContainerRuntime`] seam.
+#![forbid(unsafe_code)]
+
+mod acp_usage;
+mod config;
+mod docker_turn;
+mod error;
+pub mod fault;
+mod images;
+mod input;
+mod ledger;
+mod limits;
+mod live;
+mod output;
+mod pipeline;
+mod request;
+mod staged;
+#[cfg(test)]
+mod testkit;
+
+pub use acp_usage::{IsolatedAcpUsage, parse_isolated_acp_usage};
+pub use config::TurnConfig;
+pub use docker_turn::{
+    RepositoryDockerTurn, drain_output, execute_live_turn, execute_repository_docker_turn,
+};
+pub use error::TurnError;
+pub use images::{HOSTILE_IMAGE, ImagesState, LIVE_IMAGE, LiveImageState, PROOF_IMAGE};
+pub use input::{BoundedReadError, open_regular_file, read_bounded_file};
+pub use ledger::{UsageIdentity, UsageLedger, UsageRecord, record_isolated_acp_usage};
+pub use limits::{
+    DEFAULT_WALL_SECONDS, DRAIN_GRACE, MAX_REQUEST_BYTES, MAX_STDERR_BYTES, MAX_STDOUT_BYTES,
+    MAX_TURN_ARCHIVE_BYTES,
+};
+pub use live::{
+    DEFAULT_LIVE_PORT, LiveContext, LiveEvent, LiveLog, LiveNote, LiveProgress, LiveSettings,
+    STOP_GRACE, live_payload,
+};
+pub use output::parse_turn_output;
+pub use output::{OutputLimits, VerifiedOutput};
+pub use pipeline::{
+    PhaseTimings, PipelineOutcome, PipelineRequest, default_selection, run_live_pipeline,
+    run_pipeline, staging_root, verify_pipeline_request,
+};
+pub use request::{
+    BUILD_FAMILY, CHANGE_CLASS, CodingWorkerRequest, TurnApproval, stdin_payload,
+    verify_turn_request,
+};

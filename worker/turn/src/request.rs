@@ -1,0 +1,197 @@
+//! The host-built request of one turn and its checks against the approval (reference §10.2 steps
+//! 6–8), and the stdin document built from it (reference §10.3). Nothing here talks to Docker.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use snapshot::{
+    ApprovedExecutionContext, BaselineFiles, CreateAbsence, EXECUTION_CONTEXT_SCHEMA_VERSION,
+    MAX_READ_ONLY_INSPECTION_BYTES, MAX_READ_ONLY_INSPECTION_FILES, MAX_REPOSITORY_FILES,
+    PathPolicy, RepoPath, RepositorySnapshotEvidence, select_read_only_files,
+    verify_selected_baseline,
+};
+
+use crate::error::TurnError;
+use crate::limits::MAX_REQUEST_BYTES;
+use container::ContainerError;
+
+/// The `build_family` every turn request carries.
+pub const BUILD_FAMILY: &str = "app_bundle";
+/// The `change_class` every turn request carries.
+pub const CHANGE_CLASS: &str = "patch";
+
+/// `CodingWorkerRequest`, the host-built request for one turn.
+#[derive(Debug, Clone)]
+pub struct CodingWorkerRequest {
+    pub app_id: String,
+    pub target_app_id: Option<String>,
+    pub build_family: String,
+    pub build_key: String,
+    pub change_class: String,
+    pub raw_user_request: String,
+    /// Selected editable files (exact baseline text).
+    pub files: BaselineFiles,
+    /// Approved read-only inspection files.
+    pub read_only_files: BaselineFiles,
+}
+
+impl CodingWorkerRequest {
+    /// The request an approval describes, for `task` (which must equal the approved request).
+    #[must_use]
+    pub fn for_context(
+        context: &ApprovedExecutionContext,
+        task: &str,
+        files: BaselineFiles,
+        read_only_files: BaselineFiles,
+    ) -> Self {
+        Self {
+            app_id: context.app_id().to_owned(),
+            target_app_id: None,
+            build_family: BUILD_FAMILY.to_owned(),
+            build_key: context.build_registry_id().to_owned(),
+            change_class: CHANGE_CLASS.to_owned(),
+            raw_user_request: task.to_owned(),
+            files,
+            read_only_files,
+        }
+    }
+}
+
+/// The approval a turn runs under.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnApproval<'a> {
+    pub context: &'a ApprovedExecutionContext,
+    pub snapshot: &'a RepositorySnapshotEvidence,
+    pub policy: &'a dyn PathPolicy,
+    pub create_absence: Option<&'a dyn CreateAbsence>,
+}
+
+/// The container's stdin document (reference §10.3), keys in this order.
+#[derive(Debug, Serialize)]
+struct StdinPayload<'a> {
+    app_id: &'a str,
+    build_family: &'a str,
+    build_record_id: &'a str,
+    change_class: &'a str,
+    raw_user_request: &'a str,
+    files: BTreeMap<&'a str, &'a str>,
+    read_only_files: BTreeMap<&'a str, &'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    create_paths: Option<Vec<&'a str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delete_paths: Option<Vec<&'a str>>,
+}
+
+fn sorted_paths(paths: &[RepoPath]) -> Vec<&str> {
+    let mut v: Vec<&str> = paths.iter().map(RepoPath::as_str).collect();
+    v.sort_unstable();
+    v
+}
+
+/// Serialises the stdin payload and applies its 20 MiB cap.
+///
+/// # Errors
+/// `REPOSITORY_DOCKER_REQUEST_BUDGET`.
+pub fn stdin_payload(
+    request: &CodingWorkerRequest,
+    context: &ApprovedExecutionContext,
+) -> Result<Vec<u8>, TurnError> {
+    let grants = !context.create_paths().is_empty() || !context.delete_paths().is_empty();
+    let doc = StdinPayload {
+        app_id: &request.app_id,
+        build_family: &request.build_family,
+        build_record_id: &request.build_key,
+        change_class: &request.change_class,
+        raw_user_request: &request.raw_user_request,
+        files: request
+            .files
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect(),
+        read_only_files: request
+            .read_only_files
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect(),
+        create_paths: grants.then(|| sorted_paths(context.create_paths())),
+        delete_paths: grants.then(|| sorted_paths(context.delete_paths())),
+    };
+    let bytes = serde_json::to_vec(&doc).map_err(|_| TurnError::RequestBudget {
+        limit: MAX_REQUEST_BYTES,
+    })?;
+    if bytes.len() > MAX_REQUEST_BYTES {
+        return Err(TurnError::RequestBudget {
+            limit: MAX_REQUEST_BYTES,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Reference §10.2 steps 6–8: budget, context match, baseline and read-only selection.
+///
+/// # Errors
+/// `REPOSITORY_DOCKER_FILE_BUDGET`, `…_CONTEXT_MISMATCH`, or the selection's `REPOSITORY_PATCH_*`.
+pub fn verify_turn_request(
+    request: &CodingWorkerRequest,
+    approval: &TurnApproval<'_>,
+) -> Result<(), TurnError> {
+    let context = approval.context;
+    let selected: Vec<RepoPath> = request.files.keys().cloned().collect();
+    let total = selected.len() + context.create_paths().len();
+    if !(1..=MAX_REPOSITORY_FILES).contains(&total)
+        || !context
+            .delete_paths()
+            .iter()
+            .all(|d| request.files.contains_key(d))
+    {
+        return Err(TurnError::FileBudget);
+    }
+    let checks: [(bool, &'static str); 7] = [
+        (
+            context.schema_version() == EXECUTION_CONTEXT_SCHEMA_VERSION,
+            "schema_version",
+        ),
+        (request.app_id == context.app_id(), "app_id"),
+        (
+            request
+                .target_app_id
+                .as_deref()
+                .is_none_or(|t| t == context.app_id()),
+            "target_app_id",
+        ),
+        (request.build_family == BUILD_FAMILY, "build_family"),
+        (
+            request.build_key == context.build_registry_id(),
+            "build_key",
+        ),
+        (request.change_class == CHANGE_CLASS, "change_class"),
+        (
+            request.raw_user_request == context.raw_request(),
+            "raw_user_request",
+        ),
+    ];
+    if let Some((_, field)) = checks.iter().find(|(ok, _)| !ok) {
+        return Err(TurnError::from(ContainerError::ContextMismatch { field }));
+    }
+    verify_selected_baseline(
+        context,
+        approval.snapshot,
+        &selected,
+        &request.files,
+        approval.policy,
+        approval.create_absence,
+    )?;
+    if !request.read_only_files.is_empty() {
+        let read_only: Vec<RepoPath> = request.read_only_files.keys().cloned().collect();
+        select_read_only_files(
+            context,
+            approval.snapshot,
+            &read_only,
+            &request.read_only_files,
+            approval.policy,
+            MAX_READ_ONLY_INSPECTION_FILES,
+            MAX_READ_ONLY_INSPECTION_BYTES,
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! Test support for the turn's own tests: approval fixtures, and the container crate's recording
+//! fake runtime re-exported beside them.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use snapshot::{
+    ApprovedExecutionContext, BaselineFiles, CreateAbsence, RepoPath, RepositorySnapshotEvidence,
+    Sha256, SnapshotError,
+};
+
+pub use container::testkit::*;
+
+pub const SERVICE: &str = "app/modules/support/backend/service.py";
+pub const SCHEMAS: &str = "app/modules/support/backend/schemas.py";
+pub const READ_ONLY_TEST: &str = "tests/test_dashboard.py";
+pub const NEW_PAGE: &str = "app/modules/support/ui/New.jsx";
+pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+pub fn p(s: &str) -> RepoPath {
+    RepoPath::parse(s).unwrap()
+}
+
+pub fn baseline() -> BTreeMap<&'static str, &'static str> {
+    BTreeMap::from([
+        (SERVICE, "def answer():\n    return 1\n"),
+        (SCHEMAS, "class Answer:\n    pass\n"),
+        (READ_ONLY_TEST, "def test_answer():\n    assert True\n"),
+    ])
+}
+
+pub fn context(create: &[&str], delete: &[&str]) -> ApprovedExecutionContext {
+    let doc = serde_json::json!({
+        "schema_version": "managed_refinement.execution_context.v1",
+        "handoff_id": "handoff-1",
+        "request_id": "request-1",
+        "plan_id": "plan-1",
+        "app_id": "app-1",
+        "build_registry_id": "build-1",
+        "repository_full_name": "acme/support",
+        "baseline_commit_sha": COMMIT,
+        "raw_request": "Return 2 from answer.",
+        "request_type": "change",
+        "approved_plan_digest": "a".repeat(64),
+        "snapshot_digest": "snapshot-digest",
+        "graph_identity_digest": "graph",
+        "impact_report_digest": "impact",
+        "execution_strategy_id": "strategy",
+        "rationale": "approved",
+        "allowed_paths": ["app/modules/support/", "tests/"],
+        "prohibited_paths": [],
+        "read_only_paths": ["tests/"],
+        "create_paths": create,
+        "delete_paths": delete,
+    });
+    ApprovedExecutionContext::from_json(&doc.to_string()).unwrap()
+}
+
+pub fn snapshot_evidence() -> RepositorySnapshotEvidence {
+    let manifest = baseline()
+        .into_iter()
+        .map(|(k, v)| (p(k), Sha256::of(v.as_bytes())))
+        .collect();
+    RepositorySnapshotEvidence::new(
+        "plan-1".into(),
+        "request-1".into(),
+        "app-1".into(),
+        "acme/support".into(),
+        COMMIT.into(),
+        "snapshot-digest".into(),
+        manifest,
+    )
+    .unwrap()
+}
+
+pub fn files(paths: &[&str]) -> BaselineFiles {
+    let base = baseline();
+    paths.iter().map(|k| (p(k), base[k].to_owned())).collect()
+}
+
+/// A create-absence proof over the fixture manifest, counting calls.
+#[derive(Debug, Default)]
+pub struct ManifestAbsence {
+    pub calls: Mutex<usize>,
+}
+
+impl CreateAbsence for ManifestAbsence {
+    fn prove_absent(&self, path: &RepoPath) -> Result<(), SnapshotError> {
+        *self.calls.lock().unwrap() += 1;
+        if baseline().contains_key(path.as_str()) {
+            return Err(SnapshotError::CreateExists {
+                path: path.as_str().to_owned(),
+            });
+        }
+        Ok(())
+    }
+}
