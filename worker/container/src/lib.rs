@@ -28,23 +28,19 @@ mod state;
 pub mod testkit;
 
 pub use call::docker_call;
-pub use cleanup::{ContainerGuard, remove_container, settle_pending_removals};
-pub use docker::{BollardRuntime, DEFAULT_DOCKER_SOCKET, DaemonFacts, REQUEST_TIMEOUT};
+pub use cleanup::{ContainerGuard, settle_pending_removals};
+pub use docker::{BollardRuntime, DEFAULT_DOCKER_SOCKET, DaemonFacts};
 pub use error::ContainerError;
-pub use ids::{
-    CONTAINER_NAME_PREFIX, ContainerId, ContainerName, IdError, ImageId, ImageReference,
-    RuntimeName, TURN_LABEL_KEY, TURN_LABEL_VALUE,
-};
+pub use ids::{ContainerId, ContainerName, IdError, ImageId, ImageReference, RuntimeName};
 pub use janitor::{
-    DEFAULT_GRACE, JobTurn, LEGACY_LIFETIME, SweepReport, list_job_turns, remove_superseded_turns,
+    DEFAULT_GRACE, JobTurn, SweepReport, list_job_turns, remove_superseded_turns,
     sweep_abandoned_turns,
 };
 pub use limits::{CALL_TIMEOUT, CANCEL_CLEANUP_TIMEOUT, MAX_WALL_SECONDS, WALL_SLACK};
 pub use owner::{
-    ATTEMPT_LABEL_KEY, AttemptId, DEADLINE_LABEL_KEY, HOST_LABEL_KEY, HostId, INSTANCE_LABEL_KEY,
-    InstanceId, JOB_ATTEMPT_LABEL_KEY, JOB_LABEL_KEY, JOB_STORE_LABEL_KEY, JobBinding,
-    OWNER_LABEL_KEY, PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcessIdentity,
-    SERVICE_HOST_LABEL_KEY, local_owner, now_unix,
+    ATTEMPT_LABEL_KEY, AttemptId, DEADLINE_LABEL_KEY, HOST_LABEL_KEY, HostId, InstanceId,
+    JOB_LABEL_KEY, JOB_STORE_LABEL_KEY, JobBinding, LocalOwner, PidNamespace, ProcessIdentity,
+    TurnLabels, local_owner, now_unix,
 };
 pub use profile::{
     RUNC_PIDS_LIMIT, RUNSC, RUNSC_ARGS, RUNSC_PATH, RUNSC_PIDS_LIMIT, RegisteredRuntime,
@@ -54,5 +50,5 @@ pub use seam::{
     ContainerRuntime, ExitStatus, ImageFacts, OutputChunk, OutputStream, RuntimeError, StdinWriter,
     TurnContainer,
 };
-pub use spec::{SpecInput, TURN_SECCOMP_PROFILE, container_spec, verify_container, verify_env};
+pub use spec::{SpecInput, container_spec, verify_container, verify_env};
 pub use state::state_dir;

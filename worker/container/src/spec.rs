@@ -165,7 +165,7 @@ fn empty_or_none<T>(v: Option<&Vec<T>>) -> bool {
     v.is_none_or(Vec::is_empty)
 }
 
-/// Checks an image `Env` list against [`ALLOWED_IMAGE_ENV_NAMES`].
+/// Checks an image `Env` list against `ALLOWED_IMAGE_ENV_NAMES`.
 ///
 /// # Errors
 /// `REPOSITORY_DOCKER_ISOLATION_MISMATCH` naming `Config.Env`.

@@ -7,7 +7,8 @@ use serde::Serialize;
 pub const MAX_USAGE_TOKENS: u64 = 10_000_000;
 
 /// `IsolatedACPUsage`: three integers in `0..=10_000_000`, `total >= prompt + completion`,
-/// `total > 0`. Built only by [`parse_isolated_acp_usage`].
+/// `total > 0`. Built only through the crate's checked constructor (by the output contract's
+/// scanner).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct IsolatedAcpUsage {
     prompt_tokens: u64,
@@ -53,6 +54,9 @@ impl IsolatedAcpUsage {
     }
 }
 
+// The reference's value-based parser below is kept as the oracle the streaming scanner of the
+// output contract is tested against.
+#[cfg(test)]
 fn strict_count(value: &serde_json::Value) -> Option<u64> {
     // Only JSON integers: `true`, `1.0` and strings are refused (pydantic strict mode).
     match value {
@@ -64,7 +68,10 @@ fn strict_count(value: &serde_json::Value) -> Option<u64> {
 /// Reference `parse_isolated_acp_usage`: `None` for anything missing, malformed, extra-keyed or
 /// zero. Never fails and never quotes its input.
 #[must_use]
-pub fn parse_isolated_acp_usage(value: Option<&serde_json::Value>) -> Option<IsolatedAcpUsage> {
+#[cfg(test)]
+pub(crate) fn parse_isolated_acp_usage(
+    value: Option<&serde_json::Value>,
+) -> Option<IsolatedAcpUsage> {
     let object = value?.as_object()?;
     if object.len() != 3 {
         return None;

@@ -52,7 +52,7 @@ pub struct RepositoryDockerTurn {
 /// No Docker call happens before every argument and approval check has passed. The container is
 /// created from the approved image ID, inspected field by field before start, and removed on
 /// every path by its generated name — including cancellation of this future (see
-/// [`crate::settle_pending_removals`]). Nothing from the container's output is trusted.
+/// [`container::settle_pending_removals`]). Nothing from the container's output is trusted.
 pub async fn execute_repository_docker_turn<R: ContainerRuntime + Clone + 'static>(
     runtime: &R,
     request: &CodingWorkerRequest,

@@ -11,8 +11,6 @@ use container::{ImageId, ImageReference};
 
 /// Default proof image tag.
 pub const PROOF_IMAGE: &str = "patch-candidate-proof:local";
-/// Default hostile (test-only) image tag.
-pub const HOSTILE_IMAGE: &str = "patch-candidate-proof-hostile:local";
 /// Default live image tag (`images/build.sh --live`).
 pub const LIVE_IMAGE: &str = "patch-candidate-live:local";
 /// Largest accepted state file.

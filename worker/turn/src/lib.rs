@@ -32,30 +32,21 @@ mod staged;
 #[cfg(test)]
 mod testkit;
 
-pub use acp_usage::{IsolatedAcpUsage, parse_isolated_acp_usage};
+pub use acp_usage::IsolatedAcpUsage;
 pub use config::TurnConfig;
-pub use docker_turn::{
-    RepositoryDockerTurn, drain_output, execute_live_turn, execute_repository_docker_turn,
-};
+pub use docker_turn::{RepositoryDockerTurn, execute_live_turn, execute_repository_docker_turn};
 pub use error::TurnError;
-pub use images::{HOSTILE_IMAGE, ImagesState, LIVE_IMAGE, LiveImageState, PROOF_IMAGE};
+pub use images::{ImagesState, LIVE_IMAGE, LiveImageState, PROOF_IMAGE};
 pub use input::{BoundedReadError, open_regular_file, read_bounded_file};
-pub use ledger::{UsageIdentity, UsageLedger, UsageRecord, record_isolated_acp_usage};
-pub use limits::{
-    DEFAULT_WALL_SECONDS, DRAIN_GRACE, MAX_REQUEST_BYTES, MAX_STDERR_BYTES, MAX_STDOUT_BYTES,
-    MAX_TURN_ARCHIVE_BYTES,
-};
+pub use ledger::{UsageIdentity, UsageLedger, UsageRecord};
+pub use limits::{DEFAULT_WALL_SECONDS, MAX_TURN_ARCHIVE_BYTES};
 pub use live::{
     DEFAULT_LIVE_PORT, LiveContext, LiveEvent, LiveLog, LiveNote, LiveProgress, LiveSettings,
-    STOP_GRACE, live_payload,
 };
 pub use output::parse_turn_output;
 pub use output::{OutputLimits, VerifiedOutput};
 pub use pipeline::{
     PhaseTimings, PipelineOutcome, PipelineRequest, default_selection, run_live_pipeline,
-    run_pipeline, staging_root, verify_pipeline_request,
+    run_pipeline, verify_pipeline_request,
 };
-pub use request::{
-    BUILD_FAMILY, CHANGE_CLASS, CodingWorkerRequest, TurnApproval, stdin_payload,
-    verify_turn_request,
-};
+pub use request::{CodingWorkerRequest, TurnApproval, stdin_payload, verify_turn_request};
