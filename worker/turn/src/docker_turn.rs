@@ -16,7 +16,7 @@ use crate::acp_usage::IsolatedAcpUsage;
 use crate::config::TurnConfig;
 use crate::error::TurnError;
 use crate::limits::DRAIN_GRACE;
-use crate::live::{LiveContext, LiveLog, live_exchange, live_payload};
+use crate::live_exchange::{LiveContext, LiveLog, live_exchange, live_payload};
 use crate::output::{OutputLimits, parse_turn_output};
 use crate::request::{CodingWorkerRequest, TurnApproval, stdin_payload, verify_turn_request};
 use container::CALL_TIMEOUT;

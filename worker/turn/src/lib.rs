@@ -24,7 +24,7 @@ mod images;
 mod input;
 mod ledger;
 mod limits;
-mod live;
+mod live_exchange;
 mod output;
 mod pipeline;
 mod request;
@@ -40,7 +40,7 @@ pub use images::{ImagesState, LIVE_IMAGE, LiveImageState, PROOF_IMAGE};
 pub use input::{BoundedReadError, open_regular_file, read_bounded_file};
 pub use ledger::{UsageIdentity, UsageLedger, UsageRecord};
 pub use limits::{DEFAULT_WALL_SECONDS, MAX_TURN_ARCHIVE_BYTES};
-pub use live::{
+pub use live_exchange::{
     DEFAULT_LIVE_PORT, LiveContext, LiveEvent, LiveLog, LiveNote, LiveProgress, LiveSettings,
 };
 pub use output::parse_turn_output;

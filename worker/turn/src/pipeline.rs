@@ -19,7 +19,7 @@ use crate::config::TurnConfig;
 use crate::docker_turn::{execute_live_turn, execute_repository_docker_turn};
 use crate::error::TurnError;
 use crate::ledger::{UsageIdentity, UsageLedger, record_isolated_acp_usage};
-use crate::live::{LiveContext, LiveLog};
+use crate::live_exchange::{LiveContext, LiveLog};
 use crate::request::{CodingWorkerRequest, TurnApproval};
 use crate::staged::StagedTree;
 use container::ContainerName;

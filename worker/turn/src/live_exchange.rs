@@ -479,5 +479,5 @@ async fn channel_ended(
 }
 
 #[cfg(test)]
-#[path = "live_tests.rs"]
+#[path = "live_exchange_tests.rs"]
 mod tests;
