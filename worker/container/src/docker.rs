@@ -177,16 +177,7 @@ impl ContainerRuntime for BollardRuntime {
     }
 
     async fn write_stdin(&self, id: &str, payload: &[u8]) -> Result<(), RuntimeError> {
-        let options = AttachContainerOptionsBuilder::default()
-            .stdin(true)
-            .stream(true)
-            .build();
-        let attached = self
-            .docker
-            .attach_container(id, Some(options))
-            .await
-            .map_err(|e| map_err(&e))?;
-        let mut input = attached.input;
+        let mut input = self.attach_stdin(id).await?;
         input
             .write_all(payload)
             .await

@@ -29,6 +29,7 @@ use std::time::Duration;
 use jobs::StoreId;
 use serde::Serialize;
 
+use crate::call::docker_call;
 use crate::cleanup::remove_container;
 use crate::error::ContainerError;
 use crate::ids::ContainerName;
@@ -38,7 +39,7 @@ use crate::owner::{
     Liveness, LocalOwner, OWNER_LABEL_KEY, PID_NAMESPACE_LABEL_KEY, PidNamespace, ProcFs,
     ProcessIdentity, ProcessTable, local_owner,
 };
-use crate::seam::{ContainerRuntime, RuntimeError, TurnContainer};
+use crate::seam::{ContainerRuntime, TurnContainer};
 
 /// Default grace period after a turn's deadline before its container counts as abandoned.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(600);
@@ -138,25 +139,7 @@ pub(crate) async fn sweep_with<R: ContainerRuntime>(
     me: &LocalOwner,
     processes: &dyn ProcessTable,
 ) -> Result<SweepReport, ContainerError> {
-    let listed = tokio::time::timeout(CALL_TIMEOUT, runtime.list_turns()).await;
-    let containers = match listed {
-        Err(_) | Ok(Err(RuntimeError::Timeout)) => {
-            return Err(ContainerError::Timeout {
-                seconds: CALL_TIMEOUT.as_secs(),
-            });
-        }
-        Ok(Err(RuntimeError::Unavailable)) => {
-            return Err(ContainerError::Unavailable {
-                detail: "list containers",
-            });
-        }
-        Ok(Err(_)) => {
-            return Err(ContainerError::CommandFailed {
-                operation: "list containers",
-            });
-        }
-        Ok(Ok(list)) => list,
-    };
+    let containers = docker_call("list containers", runtime.list_turns()).await?;
     let mut report = SweepReport::default();
     for container in containers {
         let name = container
@@ -205,25 +188,7 @@ pub async fn list_job_turns<R: ContainerRuntime>(
     runtime: &R,
     store: &StoreId,
 ) -> Result<Vec<JobTurn>, ContainerError> {
-    let listed = tokio::time::timeout(CALL_TIMEOUT, runtime.list_turns()).await;
-    let containers = match listed {
-        Err(_) | Ok(Err(RuntimeError::Timeout)) => {
-            return Err(ContainerError::Timeout {
-                seconds: CALL_TIMEOUT.as_secs(),
-            });
-        }
-        Ok(Err(RuntimeError::Unavailable)) => {
-            return Err(ContainerError::Unavailable {
-                detail: "list containers",
-            });
-        }
-        Ok(Err(_)) => {
-            return Err(ContainerError::CommandFailed {
-                operation: "list containers",
-            });
-        }
-        Ok(Ok(list)) => list,
-    };
+    let containers = docker_call("list containers", runtime.list_turns()).await?;
     Ok(containers
         .into_iter()
         .filter_map(|c| {
