@@ -20,7 +20,7 @@ use snapshot::{
 };
 use turn::{CodingWorkerRequest, TurnApproval, TurnError, default_selection};
 
-use super::outcome::display_path;
+use super::outcome::{OUTPUT_CODE, display_path};
 use super::outfile::{check_output, dir_id, write_private};
 use super::paths::require_dir;
 use super::{CliError, Outcome, render};
@@ -586,14 +586,13 @@ pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
             create_absence: Some(&snap),
         },
     )?;
-    let mut bytes = serde_json::to_vec_pretty(&context).map_err(|_| {
-        CliError::environment("PATCH_CANDIDATE_OUTPUT", "approval serialisation failed")
-    })?;
+    let mut bytes = serde_json::to_vec_pretty(&context)
+        .map_err(|_| CliError::environment(OUTPUT_CODE, "approval serialisation failed"))?;
     bytes.push(b'\n');
     // What is written parses back to the same approval.
     if ApprovedExecutionContext::from_slice(&bytes)? != context {
         return Err(CliError::environment(
-            "PATCH_CANDIDATE_OUTPUT",
+            OUTPUT_CODE,
             "approval does not round-trip",
         ));
     }
@@ -609,9 +608,8 @@ pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
     stderr_text.push_str(&summary(
         &context, &editable, &read_only, &excluded, &generated,
     ));
-    let value = serde_json::to_value(&context).map_err(|_| {
-        CliError::environment("PATCH_CANDIDATE_OUTPUT", "approval serialisation failed")
-    })?;
+    let value = serde_json::to_value(&context)
+        .map_err(|_| CliError::environment(OUTPUT_CODE, "approval serialisation failed"))?;
     let outcome = match &args.out {
         Some(out) => {
             write_private("--out", out, &bytes, &forbidden, args.force)?;

@@ -12,7 +12,7 @@ use archive::{
 };
 use clap::{Args, Subcommand};
 
-use super::outcome::display_path;
+use super::outcome::{ARCHIVE_IO_CODE, display_path};
 use super::paths::{read_error, require_dir, require_parent};
 use super::render::name;
 use super::{CliError, Outcome};
@@ -49,8 +49,6 @@ pub(crate) struct PackArgs {
     out: PathBuf,
 }
 
-const IO_CODE: &str = "REPOSITORY_PATCH_ARCHIVE_IO";
-
 pub(crate) fn run(command: &ArchiveCommand) -> Result<Outcome, CliError> {
     match command {
         ArchiveCommand::Inspect(args) => inspect(args),
@@ -76,7 +74,10 @@ fn load(path: &Path, limits: &ArchiveLimits) -> Result<Loaded, CliError> {
     if len == EMPTY_ARCHIVE_MARKER.len() as u64 {
         let mut data = Vec::new();
         file.take(len + 1).read_to_end(&mut data).map_err(|e| {
-            CliError::environment(IO_CODE, format!("cannot read archive: {}", e.kind()))
+            CliError::environment(
+                ARCHIVE_IO_CODE,
+                format!("cannot read archive: {}", e.kind()),
+            )
         })?;
         if data == EMPTY_ARCHIVE_MARKER {
             return Ok(Loaded::Marker(data));
@@ -152,7 +153,10 @@ fn pack(args: &PackArgs) -> Result<Outcome, CliError> {
     require_parent("--out", &args.out)?;
     let data = pack_directory(&args.dir)?;
     std::fs::write(&args.out, &data).map_err(|e| {
-        CliError::environment(IO_CODE, format!("cannot write archive: {}", e.kind()))
+        CliError::environment(
+            ARCHIVE_IO_CODE,
+            format!("cannot write archive: {}", e.kind()),
+        )
     })?;
     let limits = ArchiveLimits::default();
     let manifest = read_archive_manifest(&data, &limits)?;

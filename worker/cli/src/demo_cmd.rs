@@ -11,8 +11,9 @@ use turn::ImagesState;
 
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
 use super::image_cmd::{build_images, source_dir};
-use super::outcome::display_path;
+use super::outcome::{DEMO_APPLY_CODE, DEMO_CODE, display_path};
 use super::paths::{require_dir, require_parent};
+use super::plan_args::{ImageArgs, TurnArgs};
 use super::run_cmd::{RunArgs, execute, outcome_json, outcome_text};
 use super::{CliError, Outcome, render};
 use turn::PipelineOutcome;
@@ -37,7 +38,7 @@ pub(crate) struct DemoArgs {
 }
 
 fn env_err(message: impl Into<String>) -> CliError {
-    CliError::environment("PATCH_CANDIDATE_DEMO", message)
+    CliError::environment(DEMO_CODE, message)
 }
 
 /// The recorded images when they are still present on the daemon under their approved IDs.
@@ -77,7 +78,7 @@ fn make_fixture(dir: &Path) -> Result<(String, String), CliError> {
         .create(dir)
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::AlreadyExists => CliError::usage(
-                "PATCH_CANDIDATE_DEMO",
+                DEMO_CODE,
                 format!("--dir must name a new directory: {}", display_path(dir)),
             ),
             _ => env_err(format!("cannot create {}", display_path(dir))),
@@ -112,7 +113,7 @@ fn git_apply_check(repo: &Path, patch: &Path) -> Result<(), CliError> {
         .map_err(|_| env_err("cannot run git"))?;
     if !output.status.success() {
         return Err(CliError::rejected(
-            "PATCH_CANDIDATE_DEMO_APPLY",
+            DEMO_APPLY_CODE,
             "git apply --check refused the candidate",
         ));
     }
@@ -179,15 +180,15 @@ pub(crate) fn demo_in(
         commit: Some(commit),
         approval: dir.join("approval.json"),
         task: Some(task),
-        image: Some(images.image.to_string()),
-        image_id: Some(images.image_id.to_string()),
+        image: ImageArgs {
+            image: Some(images.image.to_string()),
+            image_id: Some(images.image_id.to_string()),
+        },
         store: Some(dir.join("candidates")),
-        files: Vec::new(),
-        read_only: Vec::new(),
-        policy: None,
-        max_wall_seconds: turn::DEFAULT_WALL_SECONDS,
-        max_archive_bytes: turn::MAX_TURN_ARCHIVE_BYTES,
-        runtime,
+        turn: TurnArgs {
+            runtime,
+            ..TurnArgs::default()
+        },
         no_ledger: false,
         docker: docker.clone(),
         live: super::live_args::LiveArgs::default(),

@@ -6,6 +6,7 @@ use clap::Args;
 use container::{BollardRuntime, DEFAULT_DOCKER_SOCKET};
 
 use super::CliError;
+use super::outcome::RUNTIME_CODE;
 
 /// How to reach Docker: a local Unix socket, never `DOCKER_HOST` or a context.
 #[derive(Debug, Clone, Args)]
@@ -27,9 +28,7 @@ pub(crate) fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|_| {
-            CliError::environment("PATCH_CANDIDATE_RUNTIME", "cannot start the async runtime")
-        })
+        .map_err(|_| CliError::environment(RUNTIME_CODE, "cannot start the async runtime"))
 }
 
 /// The state directory (`PATCH_CANDIDATE_STATE_DIR` or `~/.local/state/patch-candidate`).

@@ -16,10 +16,8 @@ use serde_json::{Value, json};
 
 use super::demo_cmd::{demo_in, recorded_images_present};
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
+use super::outcome::DOCTOR_RUNSC_CODE;
 use super::{CliError, Outcome, render};
-
-/// The code of a doctor run whose `--require-runsc` check failed.
-const RUNSC_UNUSABLE: &str = "PATCH_CANDIDATE_DOCTOR_RUNSC";
 
 /// `doctor` arguments.
 #[derive(Debug, Args)]
@@ -213,19 +211,19 @@ pub(crate) fn run(args: &DoctorArgs) -> Result<Outcome, CliError> {
 
     if args.require_runsc {
         if let Err(e) = registration {
-            return Err(CliError::rejected(RUNSC_UNUSABLE, e.to_string()));
+            return Err(CliError::rejected(DOCTOR_RUNSC_CODE, e.to_string()));
         }
         match smoke {
             Smoke::Passed { .. } => {}
             Smoke::Failed { code, .. } => {
                 return Err(CliError::rejected(
-                    RUNSC_UNUSABLE,
+                    DOCTOR_RUNSC_CODE,
                     format!("the runsc smoke turn failed with {code}"),
                 ));
             }
             Smoke::Skipped(reason) => {
                 return Err(CliError::rejected(
-                    RUNSC_UNUSABLE,
+                    DOCTOR_RUNSC_CODE,
                     format!("the runsc smoke turn did not run: {reason}"),
                 ));
             }

@@ -21,16 +21,14 @@ use snapshot::{
     MAX_CONTEXT_JSON_BYTES, MAX_SNAPSHOT_JSON_BYTES, RepoPath, RepositorySnapshotEvidence, Sha256,
     StagedPatchProposal, Untrusted, from_slice_strict, verify_snapshot_identity,
 };
-use turn::TurnError;
 
-use super::outcome::{INPUT_CODE, IO_CODE, display_path};
-use super::paths::{read_file, read_text, require_dir, require_parent};
+use super::outcome::{CommandError, INPUT_CODE, IO_CODE, display_path};
+use super::paths::{read_file, require_dir, require_parent};
+use super::plan_args::read_policy;
 use super::{CliError, Outcome, render};
 
 /// Largest proposal document read (the container output cap).
 const MAX_PROPOSAL_BYTES: usize = 40_000_000;
-/// Largest host policy document read.
-const MAX_POLICY_BYTES: usize = 1_048_576;
 /// Largest candidate document read.
 const MAX_CANDIDATE_BYTES: usize = finalizer::MAX_CANDIDATE_JSON_BYTES;
 /// Largest single baseline file (the archive byte budget).
@@ -105,7 +103,7 @@ pub(crate) struct ShowArgs {
 /// A digest given on the command line by `flag`: `sha256:` + 64 lowercase hex digits.
 pub(crate) fn parse_digest_flag(flag: &'static str, text: &str) -> Result<Sha256, CliError> {
     text.parse::<Sha256>()
-        .map_err(|_| turn::TurnError::DigestFlag { flag }.into())
+        .map_err(|_| CommandError::DigestFlag { flag }.into())
 }
 
 pub(crate) fn read_candidate(path: &Path) -> Result<RepositoryPatchCandidate, CliError> {
@@ -225,7 +223,7 @@ fn file_inputs(args: &FinalizeArgs) -> Result<Option<FileInputs<'_>>, CliError> 
             proposal,
         })),
         (None, None, None) => Ok(None),
-        _ => Err(TurnError::FinalizeFlags {
+        _ => Err(CommandError::FinalizeFlags {
             detail: "--snapshot, --baseline-dir and --proposal go together (or give none of them, with --repo)",
         }
         .into()),
@@ -233,12 +231,8 @@ fn file_inputs(args: &FinalizeArgs) -> Result<Option<FileInputs<'_>>, CliError> 
 }
 
 fn load_policy(args: &FinalizeArgs) -> Result<DefaultPathPolicy, CliError> {
-    Ok(match &args.policy {
-        Some(path) => {
-            DefaultPathPolicy::with_config_json(&read_text("--policy", path, MAX_POLICY_BYTES)?)?
-        }
-        None => DefaultPathPolicy::default(),
-    })
+    let text = args.policy.as_deref().map(read_policy).transpose()?;
+    Ok(turn::host_policy(text.as_deref())?)
 }
 
 /// `finalize`.
@@ -252,7 +246,7 @@ pub(crate) fn finalize(args: &FinalizeArgs) -> Result<Outcome, CliError> {
     match &args.repo {
         Some(repo) => require_dir("--repo", repo)?,
         None if inputs.is_none() => {
-            return Err(TurnError::FinalizeFlags {
+            return Err(CommandError::FinalizeFlags {
                 detail: "--repo is required without --proposal (the proposal is derived from --staged against the repository at the approved commit)",
             }
             .into());
@@ -271,7 +265,7 @@ pub(crate) fn finalize(args: &FinalizeArgs) -> Result<Outcome, CliError> {
         (Some(files), _) => finalize_files(args, &context, &files)?,
         (None, Some(repo)) => finalize_staged(args, &context, repo)?,
         (None, None) => {
-            return Err(TurnError::FinalizeFlags {
+            return Err(CommandError::FinalizeFlags {
                 detail: "--repo is required without --proposal",
             }
             .into());
@@ -373,7 +367,7 @@ fn finalize_staged(
         .iter()
         .find(|p| !deletes.contains(p) && staged.symlink_metadata(p.as_str()).is_err())
     {
-        return Err(TurnError::StagedIncomplete {
+        return Err(CommandError::StagedIncomplete {
             path: missing.as_str().to_owned(),
         }
         .into());

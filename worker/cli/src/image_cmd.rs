@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use turn::{ImagesState, LiveImageState};
 
 use super::docker_args::state_dir;
-use super::outcome::display_path;
+use super::outcome::{IMAGE_BUILD_CODE, IMAGE_SOURCE_CODE, display_path};
 use super::paths::require_dir;
 use super::render::name;
 use super::{CliError, Outcome};
@@ -37,7 +37,6 @@ pub(crate) struct BuildArgs {
 
 /// The build script, relative to a source checkout.
 const BUILD_SCRIPT: &str = "images/build.sh";
-const SOURCE_CODE: &str = "PATCH_CANDIDATE_IMAGE_SOURCE";
 
 /// The source checkout to build images from, resolved at run time (never a path recorded when this
 /// binary was compiled): `--source` when given, else the nearest directory at or above the current
@@ -47,17 +46,18 @@ pub(crate) fn source_dir(explicit: Option<&Path>) -> Result<PathBuf, CliError> {
         require_dir("--source", dir)?;
         if !dir.join(BUILD_SCRIPT).is_file() {
             return Err(CliError::usage(
-                SOURCE_CODE,
+                IMAGE_SOURCE_CODE,
                 format!("--source {} holds no {BUILD_SCRIPT}", display_path(dir)),
             ));
         }
         return Ok(dir.to_owned());
     }
-    let cwd = std::env::current_dir()
-        .map_err(|_| CliError::environment(SOURCE_CODE, "cannot read the current directory"))?;
+    let cwd = std::env::current_dir().map_err(|_| {
+        CliError::environment(IMAGE_SOURCE_CODE, "cannot read the current directory")
+    })?;
     find_source_from(&cwd).ok_or_else(|| {
         CliError::usage(
-            SOURCE_CODE,
+            IMAGE_SOURCE_CODE,
             format!(
                 "no source checkout holding {BUILD_SCRIPT} at or above the current directory; \
                  run from the checkout or pass --source DIR"
@@ -78,10 +78,7 @@ fn find_source_from(start: &Path) -> Option<PathBuf> {
 pub(crate) fn build_images(source: &Path, state: &Path) -> Result<ImagesState, CliError> {
     run_build_script(source, state, &[])?;
     ImagesState::load(state)?.ok_or_else(|| {
-        CliError::environment(
-            "PATCH_CANDIDATE_IMAGE_BUILD",
-            "images/build.sh recorded no images.json",
-        )
+        CliError::environment(IMAGE_BUILD_CODE, "images/build.sh recorded no images.json")
     })
 }
 
@@ -90,7 +87,7 @@ pub(crate) fn build_live_image(source: &Path, state: &Path) -> Result<LiveImageS
     run_build_script(source, state, &["--live"])?;
     LiveImageState::load(state)?.ok_or_else(|| {
         CliError::environment(
-            "PATCH_CANDIDATE_IMAGE_BUILD",
+            IMAGE_BUILD_CODE,
             "images/build.sh --live recorded no live-image.json",
         )
     })
@@ -106,10 +103,10 @@ fn run_build_script(source: &Path, state: &Path, args: &[&str]) -> Result<(), Cl
         .env("PATCH_CANDIDATE_STATE_DIR", state)
         .stdout(std::process::Stdio::from(std::io::stderr()))
         .status()
-        .map_err(|_| CliError::environment("PATCH_CANDIDATE_IMAGE_BUILD", "cannot run bash"))?;
+        .map_err(|_| CliError::environment(IMAGE_BUILD_CODE, "cannot run bash"))?;
     if !status.success() {
         return Err(CliError::environment(
-            "PATCH_CANDIDATE_IMAGE_BUILD",
+            IMAGE_BUILD_CODE,
             "images/build.sh failed",
         ));
     }
@@ -173,7 +170,7 @@ mod tests {
         assert_eq!(find_source_from(&nested), Some(checkout.clone()));
         assert_eq!(source_dir(Some(&checkout)).unwrap(), checkout);
         let e = source_dir(Some(&nested)).unwrap_err();
-        assert_eq!(e.code, SOURCE_CODE);
+        assert_eq!(e.code, IMAGE_SOURCE_CODE);
         let e = source_dir(Some(&dir.path().join("missing"))).unwrap_err();
         assert_eq!(e.code, "PATCH_CANDIDATE_PATH_MISSING");
     }

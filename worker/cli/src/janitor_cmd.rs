@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::docker_args::{DockerArgs, tokio_runtime};
+use super::outcome::CLEANUP_FAILED_CODE;
 use super::{CliError, Outcome, render};
 
 /// `janitor` arguments.
@@ -42,7 +43,7 @@ pub(crate) fn run(args: &JanitorArgs) -> Result<Outcome, CliError> {
     let json = serde_json::to_value(&report).unwrap_or_default();
     if !report.failed.is_empty() {
         return Err(CliError::environment(
-            "REPOSITORY_DOCKER_CLEANUP_FAILED",
+            CLEANUP_FAILED_CODE,
             format!("{} container(s) could not be removed", report.failed.len()),
         ));
     }

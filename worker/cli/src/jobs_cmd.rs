@@ -13,7 +13,9 @@ use snapshot::{MAX_CONTEXT_JSON_BYTES, Untrusted};
 
 use super::docker_args::{state_dir, tokio_runtime};
 use super::live_args::require_model;
+use super::outcome::{INPUT_CODE, IO_CODE, JOBS_NOT_FOUND_CODE};
 use super::paths::{read_text, require_dir};
+use super::plan_args::{ImageArgs, TurnArgs, submit_help};
 use super::{CliError, Outcome};
 
 /// Where the job store is.
@@ -45,8 +47,9 @@ pub(crate) enum JobsCommand {
     Logs(IdArgs),
 }
 
-/// `jobs submit` arguments.
+/// `jobs submit` arguments: `run`'s flags where they mean the same (reworded for a queued job).
 #[derive(Debug, Clone, Args)]
+#[command(mut_args(submit_help))]
 pub(crate) struct SubmitArgs {
     /// The repository: a local Git repository (its absolute path is recorded) or a Git URL
     /// every service host can fetch (https://, ssh://, git://, file://).
@@ -62,30 +65,10 @@ pub(crate) struct SubmitArgs {
     /// The task; must equal the approval's `raw_request` (default: it).
     #[arg(long)]
     pub task: Option<String>,
-    /// Image reference (default: the one recorded by `image build`).
-    #[arg(long)]
-    pub image: Option<String>,
-    /// Approved immutable image ID (default: the one recorded by `image build`).
-    #[arg(long)]
-    pub image_id: Option<String>,
-    /// Editable file to select (repeatable; default: every file the approval makes editable).
-    #[arg(long = "file", value_name = "PATH")]
-    pub files: Vec<String>,
-    /// Read-only inspection file (repeatable; default: every approved read-only file).
-    #[arg(long = "read-only", value_name = "PATH")]
-    pub read_only: Vec<String>,
-    /// Host path policy (JSON `{"protected": [...]}`), stored with the job.
-    #[arg(long)]
-    pub policy: Option<PathBuf>,
-    /// Wall budget of the turn in seconds (1..=3600).
-    #[arg(long)]
-    pub max_wall_seconds: Option<u64>,
-    /// Largest archive the turn may return, in bytes.
-    #[arg(long)]
-    pub max_archive_bytes: Option<usize>,
-    /// OCI runtime to run the turn under (e.g. `runsc`).
-    #[arg(long)]
-    pub runtime: Option<String>,
+    #[command(flatten)]
+    pub image: ImageArgs,
+    #[command(flatten)]
+    pub turn: TurnArgs,
     /// Attempts before the job is dead-lettered (environment failures and lost leases retry;
     /// rejections never do).
     #[arg(long, default_value_t = service::DEFAULT_MAX_ATTEMPTS)]
@@ -269,8 +252,8 @@ pub(crate) fn run(command: &JobsCommand) -> Result<Outcome, CliError> {
 
 fn not_found() -> CliError {
     CliError::rejected(
-        "PATCH_CANDIDATE_JOBS_NOT_FOUND",
-        "PATCH_CANDIDATE_JOBS_NOT_FOUND: no such job",
+        JOBS_NOT_FOUND_CODE,
+        format!("{JOBS_NOT_FOUND_CODE}: no such job"),
     )
 }
 
@@ -284,12 +267,11 @@ fn submit(args: &SubmitArgs) -> Result<Outcome, CliError> {
     } else {
         let path = PathBuf::from(&args.repo);
         require_dir("--repo", &path)?;
-        let absolute = std::path::absolute(&path).map_err(|_| {
-            CliError::environment("PATCH_CANDIDATE_IO", "cannot resolve the --repo path")
-        })?;
+        let absolute = std::path::absolute(&path)
+            .map_err(|_| CliError::environment(IO_CODE, "cannot resolve the --repo path"))?;
         absolute
             .to_str()
-            .ok_or_else(|| CliError::usage("PATCH_CANDIDATE_INPUT", "--repo is not UTF-8"))?
+            .ok_or_else(|| CliError::usage(INPUT_CODE, "--repo is not UTF-8"))?
             .to_owned()
     };
     let live = if args.live {
@@ -300,24 +282,20 @@ fn submit(args: &SubmitArgs) -> Result<Outcome, CliError> {
         None
     };
     let approval = read_text("--approval", &args.approval, MAX_CONTEXT_JSON_BYTES)?;
-    let policy = args
-        .policy
-        .as_ref()
-        .map(|p| read_text("--policy", p, service::MAX_POLICY_BYTES))
-        .transpose()?;
+    let policy = args.turn.policy_text()?;
     let sub = Submission {
         repository,
         approval,
         commit: args.commit.clone(),
         task: args.task.clone(),
-        image: args.image.clone(),
-        image_id: args.image_id.clone(),
-        files: args.files.clone(),
-        read_only: args.read_only.clone(),
+        image: args.image.image.clone(),
+        image_id: args.image.image_id.clone(),
+        files: args.turn.files.clone(),
+        read_only: args.turn.read_only.clone(),
         policy,
-        runtime: args.runtime.clone(),
-        max_wall_seconds: args.max_wall_seconds,
-        max_archive_bytes: args.max_archive_bytes,
+        runtime: args.turn.runtime.clone(),
+        max_wall_seconds: Some(args.turn.max_wall_seconds),
+        max_archive_bytes: Some(args.turn.max_archive_bytes),
         max_attempts: Some(args.max_attempts),
         live,
     };

@@ -10,6 +10,7 @@ use service::{CredentialSource, LiveHost};
 use turn::{LiveNote, LiveSettings};
 
 use super::CliError;
+use super::outcome::{GATEWAY_CONFIG_CODE, LIVE_CREDENTIAL_CODE, LIVE_MODEL_CODE};
 use super::paths::read_file;
 use super::render;
 
@@ -86,7 +87,7 @@ pub(crate) struct ServeLiveArgs {
 /// # Errors
 /// `PATCH_CANDIDATE_LIVE_MODEL` (usage) when it is missing.
 pub(crate) fn require_model(model: Option<&str>) -> Result<&str, CliError> {
-    model.ok_or_else(|| CliError::usage("PATCH_CANDIDATE_LIVE_MODEL", "--live needs --model NAME"))
+    model.ok_or_else(|| CliError::usage(LIVE_MODEL_CODE, "--live needs --model NAME"))
 }
 
 /// Where the credential comes from: exactly one of the two options.
@@ -98,7 +99,7 @@ fn credential_source(
         (Some(var), None) => Ok(CredentialSource::Env(var.clone())),
         (None, Some(file)) => Ok(CredentialSource::File(file.clone())),
         _ => Err(CliError::usage(
-            "PATCH_CANDIDATE_LIVE_CREDENTIAL",
+            LIVE_CREDENTIAL_CODE,
             "--live needs --credential-env VAR or --credential-file FILE",
         )),
     }
@@ -123,7 +124,7 @@ pub(crate) fn live_setup(args: &LiveArgs) -> Result<(LiveSettings, Arc<Gateway>)
     config.validate()?;
     if !config.models.iter().any(|m| m == model) {
         return Err(CliError::usage(
-            "PATCH_CANDIDATE_GATEWAY_CONFIG",
+            GATEWAY_CONFIG_CODE,
             "the --model is not in the gateway config's models",
         ));
     }

@@ -19,6 +19,7 @@ mod live_args;
 mod outcome;
 mod outfile;
 mod paths;
+mod plan_args;
 mod render;
 mod run_cmd;
 mod serve_cmd;

@@ -2,7 +2,9 @@
 //! message (its code first, exactly once) on stderr; the exit status from the failure class.
 //!
 //! There is one error type, [`CliError`], and one mapping into it: every library error implements
-//! [`snapshot::Coded`], and `From<E: Coded>` takes its code, message and class as they are.
+//! [`snapshot::Coded`], and `From<E: Coded>` takes its code, message and class as they are. The
+//! CLI's own codes live here too: the typed [`CommandError`] for failures with structured fields,
+//! and one named constant per code the commands build a [`CliError`] with directly.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -27,6 +29,107 @@ pub(crate) const PATH_KIND: &str = "PATCH_CANDIDATE_PATH_KIND";
 pub(crate) const INPUT_CODE: &str = "PATCH_CANDIDATE_INPUT";
 /// Local I/O failure.
 pub(crate) const IO_CODE: &str = "PATCH_CANDIDATE_IO";
+/// A result could not be serialised or rendered for output (exit status 3).
+pub(crate) const OUTPUT_CODE: &str = "PATCH_CANDIDATE_OUTPUT";
+/// The state directory cannot be created (exit status 3).
+pub(crate) const STATE_CODE: &str = "PATCH_CANDIDATE_STATE";
+/// The async runtime or the signal handlers cannot be set up (exit status 3).
+pub(crate) const RUNTIME_CODE: &str = "PATCH_CANDIDATE_RUNTIME";
+/// `jobs show|logs` for a job the store does not hold (exit status 1).
+pub(crate) const JOBS_NOT_FOUND_CODE: &str = "PATCH_CANDIDATE_JOBS_NOT_FOUND";
+/// `--live` without `--model` (exit status 2).
+pub(crate) const LIVE_MODEL_CODE: &str = "PATCH_CANDIDATE_LIVE_MODEL";
+/// `--live` without exactly one credential option (exit status 2).
+pub(crate) const LIVE_CREDENTIAL_CODE: &str = "PATCH_CANDIDATE_LIVE_CREDENTIAL";
+/// The gateway config and the `--model` disagree (exit status 2).
+pub(crate) const GATEWAY_CONFIG_CODE: &str = "PATCH_CANDIDATE_GATEWAY_CONFIG";
+/// `image build` could not run or failed (exit status 3).
+pub(crate) const IMAGE_BUILD_CODE: &str = "PATCH_CANDIDATE_IMAGE_BUILD";
+/// `demo` could not set up its fixture or run.
+pub(crate) const DEMO_CODE: &str = "PATCH_CANDIDATE_DEMO";
+/// `git apply --check` refused the demo's candidate.
+pub(crate) const DEMO_APPLY_CODE: &str = "PATCH_CANDIDATE_DEMO_APPLY";
+/// A malformed `PATCH_CANDIDATE_FAULT` setting (exit status 2).
+pub(crate) const FAULT_CODE: &str = "PATCH_CANDIDATE_FAULT";
+/// An interrupted command (SIGINT / SIGTERM; exit status 130 / 143).
+pub(crate) const INTERRUPTED_CODE: &str = "PATCH_CANDIDATE_INTERRUPTED";
+/// `archive inspect|pack` could not read or write a file (exit status 3).
+pub(crate) const ARCHIVE_IO_CODE: &str = "REPOSITORY_PATCH_ARCHIVE_IO";
+/// `doctor --require-runsc` found `runsc` unusable (exit status 1).
+pub(crate) const DOCTOR_RUNSC_CODE: &str = "PATCH_CANDIDATE_DOCTOR_RUNSC";
+/// `image build` cannot find its source checkout.
+pub(crate) const IMAGE_SOURCE_CODE: &str = "PATCH_CANDIDATE_IMAGE_SOURCE";
+/// `janitor` could not remove every container it should have (the Docker seam's own code).
+pub(crate) const CLEANUP_FAILED_CODE: &str = "REPOSITORY_DOCKER_CLEANUP_FAILED";
+
+/// The CLI's own failures with structured fields (flags of `finalize`, `digest`, output files).
+/// Each has a stable code ([`snapshot::Coded`]); messages name flags, never file contents.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum CommandError {
+    /// `finalize` was given part of one input form and part of the other.
+    #[error("PATCH_CANDIDATE_FINALIZE_FLAGS: {detail}")]
+    FinalizeFlags { detail: &'static str },
+    /// `finalize --staged` without a proposal: an approved editable file is missing from the tree
+    /// (only a granted delete may be missing).
+    #[error(
+        "PATCH_CANDIDATE_STAGED_INCOMPLETE: --staged lacks the approved editable file {}: the staged tree holds every editable file of the approval, changed or not (only --delete grants may be missing)",
+        Untrusted::quoted(.path)
+    )]
+    StagedIncomplete { path: String },
+    /// A digest flag is not `sha256:` followed by 64 lowercase hex digits.
+    #[error(
+        "PATCH_CANDIDATE_DIGEST_FLAG: {flag} must be sha256: followed by 64 lowercase hex digits"
+    )]
+    DigestFlag { flag: &'static str },
+    /// An output file already exists and `--force` was not given.
+    #[error(
+        "PATCH_CANDIDATE_OUTPUT_EXISTS: {flag} names an existing file (pass --force to replace it)"
+    )]
+    OutputExists { flag: &'static str },
+    /// An output file would land inside the source repository.
+    #[error(
+        "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY: {flag} is inside the repository named by --repo; nothing writes into the source repository"
+    )]
+    OutputInRepository { flag: &'static str },
+    /// An output file could not be written (nothing is left half-written).
+    #[error("PATCH_CANDIDATE_OUTPUT_WRITE: cannot write the {flag} file ({kind})")]
+    OutputWrite {
+        flag: &'static str,
+        kind: std::io::ErrorKind,
+    },
+}
+
+impl CommandError {
+    /// The stable wire code (the message prefix before `": "`).
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            Self::FinalizeFlags { .. } => "PATCH_CANDIDATE_FINALIZE_FLAGS",
+            Self::StagedIncomplete { .. } => "PATCH_CANDIDATE_STAGED_INCOMPLETE",
+            Self::DigestFlag { .. } => "PATCH_CANDIDATE_DIGEST_FLAG",
+            Self::OutputExists { .. } => "PATCH_CANDIDATE_OUTPUT_EXISTS",
+            Self::OutputInRepository { .. } => "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY",
+            Self::OutputWrite { .. } => "PATCH_CANDIDATE_OUTPUT_WRITE",
+        }
+    }
+}
+
+impl Coded for CommandError {
+    fn code(&self) -> &'static str {
+        CommandError::code(self)
+    }
+
+    fn class(&self) -> FailureClass {
+        match self {
+            Self::FinalizeFlags { .. }
+            | Self::DigestFlag { .. }
+            | Self::OutputExists { .. }
+            | Self::OutputInRepository { .. } => FailureClass::Usage,
+            Self::OutputWrite { .. } => FailureClass::Environment,
+            Self::StagedIncomplete { .. } => FailureClass::Rejected,
+        }
+    }
+}
 
 /// Whether this process was asked for `--json` (set once, before the command runs): a signal
 /// handler that ends the process early reports its error in the same form as [`emit`].
@@ -195,6 +298,67 @@ mod tests {
             e.message(),
             "PATCH_CANDIDATE_INPUT: proposal exceeds 3 bytes"
         );
+    }
+
+    /// One value of every variant; the match is exhaustive, so a new variant needs a sample.
+    fn command_error_samples() -> Vec<CommandError> {
+        let all = vec![
+            CommandError::FinalizeFlags { detail: "x" },
+            CommandError::StagedIncomplete {
+                path: "a".to_owned(),
+            },
+            CommandError::DigestFlag { flag: "--digest" },
+            CommandError::OutputExists { flag: "--out" },
+            CommandError::OutputInRepository { flag: "--out" },
+            CommandError::OutputWrite {
+                flag: "--out",
+                kind: std::io::ErrorKind::PermissionDenied,
+            },
+        ];
+        for e in &all {
+            match e {
+                CommandError::FinalizeFlags { .. }
+                | CommandError::StagedIncomplete { .. }
+                | CommandError::DigestFlag { .. }
+                | CommandError::OutputExists { .. }
+                | CommandError::OutputInRepository { .. }
+                | CommandError::OutputWrite { .. } => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn command_errors_follow_the_message_convention_and_keep_their_classes() {
+        let all = command_error_samples();
+        assert_eq!(all.len(), 6);
+        for e in &all {
+            if let Err(violation) = snapshot::check_message_convention(e) {
+                panic!("{violation}");
+            }
+            let expected = match e {
+                CommandError::OutputWrite { .. } => FailureClass::Environment,
+                CommandError::StagedIncomplete { .. } => FailureClass::Rejected,
+                _ => FailureClass::Usage,
+            };
+            assert_eq!(e.class(), expected, "{}", e.code());
+        }
+        let e = CliError::from(CommandError::DigestFlag { flag: "--digest" });
+        assert_eq!(e.class.exit_status(), 2);
+        let e = CliError::from(CommandError::OutputWrite {
+            flag: "--out",
+            kind: std::io::ErrorKind::PermissionDenied,
+        });
+        assert_eq!(e.class.exit_status(), 3);
+        assert_eq!(
+            e.message(),
+            "PATCH_CANDIDATE_OUTPUT_WRITE: cannot write the --out file (permission denied)"
+        );
+        let e = CliError::from(CommandError::StagedIncomplete {
+            path: "a\u{1b}".to_owned(),
+        });
+        assert_eq!(e.class.exit_status(), 1);
+        assert!(e.message().contains("'a\\x1b'"), "{}", e.message());
     }
 
     #[test]

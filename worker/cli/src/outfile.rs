@@ -6,9 +6,9 @@
 use std::io::Write as _;
 use std::path::Path;
 
+use super::outcome::CommandError;
 use cap_fs_ext::{FollowSymlinks, MetadataExt as _, OpenOptionsFollowExt as _};
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt as _};
-use turn::TurnError;
 
 /// Most `..` steps taken from an output directory towards `/` (far beyond any real depth).
 const MAX_ANCESTORS: usize = 4096;
@@ -16,8 +16,8 @@ const MAX_ANCESTORS: usize = 4096;
 /// A directory's identity on its file system.
 type DirId = (u64, u64);
 
-fn unwritable(flag: &'static str, e: &std::io::Error) -> TurnError {
-    TurnError::OutputWrite {
+fn unwritable(flag: &'static str, e: &std::io::Error) -> CommandError {
+    CommandError::OutputWrite {
         flag,
         kind: e.kind(),
     }
@@ -71,13 +71,13 @@ pub(crate) fn check_output(
     path: &Path,
     forbidden: &[DirId],
     force: bool,
-) -> Result<(), TurnError> {
+) -> Result<(), CommandError> {
     let parent = parent_of(path);
     if inside_any(parent, forbidden).map_err(|e| unwritable(flag, &e))? {
-        return Err(TurnError::OutputInRepository { flag });
+        return Err(CommandError::OutputInRepository { flag });
     }
     if !force && path.symlink_metadata().is_ok() {
-        return Err(TurnError::OutputExists { flag });
+        return Err(CommandError::OutputExists { flag });
     }
     Ok(())
 }
@@ -95,10 +95,10 @@ pub(crate) fn write_private(
     bytes: &[u8],
     forbidden: &[DirId],
     force: bool,
-) -> Result<(), TurnError> {
+) -> Result<(), CommandError> {
     check_output(flag, path, forbidden, force)?;
     let parent = parent_of(path);
-    let name = path.file_name().ok_or(TurnError::OutputWrite {
+    let name = path.file_name().ok_or(CommandError::OutputWrite {
         flag,
         kind: std::io::ErrorKind::InvalidInput,
     })?;
@@ -108,7 +108,7 @@ pub(crate) fn write_private(
     if forbidden.contains(&(meta.dev(), meta.ino()))
         || inside_any(parent, forbidden).map_err(|e| unwritable(flag, &e))?
     {
-        return Err(TurnError::OutputInRepository { flag });
+        return Err(CommandError::OutputInRepository { flag });
     }
     let temp = format!(
         ".{}.tmp-{}-{}",
@@ -145,7 +145,7 @@ pub(crate) fn write_private(
     match named {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            return Err(TurnError::OutputExists { flag });
+            return Err(CommandError::OutputExists { flag });
         }
         Err(e) => return Err(unwritable(flag, &e)),
     }

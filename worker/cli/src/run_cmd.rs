@@ -6,24 +6,19 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use container::{ImageId, ImageReference, RuntimeName};
 use finalizer::CandidateStore;
-use snapshot::{ApprovedExecutionContext, DefaultPathPolicy, MAX_CONTEXT_JSON_BYTES, RepoPath};
+use snapshot::{ApprovedExecutionContext, MAX_CONTEXT_JSON_BYTES, RepoPath};
 use turn::{
-    DEFAULT_WALL_SECONDS, ImagesState, LIVE_IMAGE, LiveContext, LiveImageState, LiveSettings,
-    MAX_TURN_ARCHIVE_BYTES, PROOF_IMAGE, PipelineOutcome, PipelineRequest, TurnConfig, UsageLedger,
-    run_live_pipeline, run_pipeline,
+    ImageKind, LiveContext, PipelineOutcome, TurnPlan, UsageLedger, run_live_pipeline, run_pipeline,
 };
 
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
 use super::live_args::{LiveArgs, live_setup, print_note};
-use super::outcome::display_path;
-use super::paths::{read_file, read_text, require_dir, require_parent};
+use super::outcome::{OUTPUT_CODE, STATE_CODE, display_path};
+use super::paths::{read_file, require_dir, require_parent};
+use super::plan_args::{ImageArgs, TurnArgs};
 use super::signals::Interruptible;
 use super::{CliError, Outcome, render};
-
-/// Largest host policy document accepted.
-const MAX_POLICY_BYTES: usize = 1_048_576;
 
 /// `run` arguments.
 #[derive(Debug, Clone, Args)]
@@ -42,34 +37,13 @@ pub(crate) struct RunArgs {
     /// `raw_request`.
     #[arg(long)]
     pub task: Option<String>,
-    /// Image reference (default: the one recorded by `image build`).
-    #[arg(long)]
-    pub image: Option<String>,
-    /// Approved immutable image ID (default: the one recorded by `image build`).
-    #[arg(long)]
-    pub image_id: Option<String>,
+    #[command(flatten)]
+    pub image: ImageArgs,
     /// Candidate store directory (default: `<state dir>/candidates`).
     #[arg(long)]
     pub store: Option<PathBuf>,
-    /// Editable file to select (repeatable; default: every file the approval makes editable).
-    #[arg(long = "file", value_name = "PATH")]
-    pub files: Vec<String>,
-    /// Read-only inspection file (repeatable; default: every approved read-only file).
-    #[arg(long = "read-only", value_name = "PATH")]
-    pub read_only: Vec<String>,
-    /// Host path policy (JSON `{"protected": [...]}`) extending the built-in protections.
-    #[arg(long)]
-    pub policy: Option<PathBuf>,
-    /// Wall budget of the turn in seconds (1..=3600). The turn's whole life, container creation
-    /// included, is this plus 10 s: its deadline, recorded on the container for the janitor.
-    #[arg(long, default_value_t = DEFAULT_WALL_SECONDS)]
-    pub max_wall_seconds: u64,
-    /// Largest archive the turn may return, in bytes.
-    #[arg(long, default_value_t = MAX_TURN_ARCHIVE_BYTES)]
-    pub max_archive_bytes: usize,
-    /// OCI runtime to run the turn under (e.g. `runsc`), verified before start.
-    #[arg(long)]
-    pub runtime: Option<String>,
+    #[command(flatten)]
+    pub turn: TurnArgs,
     /// Do not record token usage in the local ledger.
     #[arg(long)]
     pub no_ledger: bool,
@@ -85,66 +59,6 @@ pub(crate) fn load_approval(path: &Path) -> Result<ApprovedExecutionContext, Cli
     Ok(ApprovedExecutionContext::from_slice(&bytes)?)
 }
 
-fn parse_paths(raw: &[String]) -> Result<Option<Vec<RepoPath>>, CliError> {
-    if raw.is_empty() {
-        return Ok(None);
-    }
-    raw.iter()
-        .map(|p| RepoPath::parse(p).map_err(|r| snapshot::SnapshotError::unsafe_path(p, r).into()))
-        .collect::<Result<Vec<_>, CliError>>()
-        .map(Some)
-}
-
-/// The image and approved ID: explicit arguments win, else the `image build` record.
-pub(crate) fn resolve_image(
-    image: Option<&str>,
-    image_id: Option<&str>,
-    state: &Path,
-) -> Result<(ImageReference, ImageId), CliError> {
-    let recorded = ImagesState::load(state)?;
-    let image: ImageReference = match (image, &recorded) {
-        (Some(image), _) => image.parse()?,
-        (None, Some(r)) => r.image.clone(),
-        (None, None) => PROOF_IMAGE.parse()?,
-    };
-    let id = match (image_id, &recorded) {
-        (Some(id), _) => id.parse()?,
-        (None, Some(r)) if r.image == image => r.image_id.clone(),
-        _ => {
-            return Err(CliError::environment(
-                "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
-                "no approved image id: pass --image-id or run `patch-candidate image build`",
-            ));
-        }
-    };
-    Ok((image, id))
-}
-
-/// The live image and approved ID: explicit arguments win, else the `image build --live` record.
-pub(crate) fn resolve_live_image(
-    image: Option<&str>,
-    image_id: Option<&str>,
-    state: &Path,
-) -> Result<(ImageReference, ImageId), CliError> {
-    let recorded = LiveImageState::load(state)?;
-    let image: ImageReference = match (image, &recorded) {
-        (Some(image), _) => image.parse()?,
-        (None, Some(r)) => r.image.clone(),
-        (None, None) => LIVE_IMAGE.parse()?,
-    };
-    let id = match (image_id, &recorded) {
-        (Some(id), _) => id.parse()?,
-        (None, Some(r)) if r.image == image => r.image_id.clone(),
-        _ => {
-            return Err(CliError::environment(
-                "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
-                "no approved live image id: pass --image-id or run `patch-candidate image build --live`",
-            ));
-        }
-    };
-    Ok((image, id))
-}
-
 /// Runs the pipeline with already-resolved inputs (shared with `demo`).
 pub(crate) fn execute(
     args: &RunArgs,
@@ -156,37 +70,26 @@ pub(crate) fn execute(
         require_parent("--store", store)?;
     }
     let context = load_approval(&args.approval)?;
-    let (image, image_id) = if args.live.live {
-        resolve_live_image(args.image.as_deref(), args.image_id.as_deref(), &state)?
-    } else {
-        resolve_image(args.image.as_deref(), args.image_id.as_deref(), &state)?
-    };
+    let image = turn::resolve_image(
+        ImageKind::for_live(args.live.live),
+        args.image.image.as_deref(),
+        args.image.image_id.as_deref(),
+        &state,
+    )?;
     // The gateway (and the credential it holds) exists only for a live turn.
     let live = if args.live.live {
         Some(live_setup(&args.live)?)
     } else {
         None
     };
-    let runtime_name = args
-        .runtime
-        .as_deref()
-        .map(str::parse::<RuntimeName>)
-        .transpose()?;
-    let config = TurnConfig::new(
-        image,
-        image_id,
-        args.max_wall_seconds,
-        args.max_archive_bytes,
-    )?
-    .with_runtime(runtime_name);
-    let policy = match &args.policy {
-        Some(path) => {
-            DefaultPathPolicy::with_config_json(&read_text("--policy", path, MAX_POLICY_BYTES)?)?
-        }
-        None => DefaultPathPolicy::default(),
-    };
-    let selected = parse_paths(&args.files)?;
-    let read_only = parse_paths(&args.read_only)?;
+    let policy = args.turn.policy_text()?;
+    let inputs = args.turn.plan_inputs(
+        args.commit.as_deref(),
+        args.task.as_deref(),
+        policy.as_deref(),
+        live.as_ref().map(|(settings, _)| settings.model.as_str()),
+    );
+    let plan = TurnPlan::lower(context, image, &inputs)?;
     let store_dir = args
         .store
         .clone()
@@ -212,20 +115,20 @@ pub(crate) fn execute(
         // From here on SIGINT / SIGTERM cancel the work below, remove what it created and end
         // the process with 130 / 143.
         let interruptible = Interruptible::install()?;
+        let request = plan.pipeline_request(
+            &args.repo,
+            &staging_parent,
+            Some(&store),
+            ledger.as_ref(),
+            &user,
+        );
         interruptible
             .run(turn_with_sweep(
-                args,
+                &args.docker,
                 progress,
-                &context,
-                &config,
-                &policy,
-                selected,
-                read_only,
-                &store,
-                ledger.as_ref(),
-                &user,
-                &staging_parent,
-                live.as_ref().map(|(s, g)| (s, g)),
+                &plan,
+                request,
+                live.as_ref().map(|(_, gateway)| gateway),
             ))
             .await
     })?;
@@ -241,22 +144,14 @@ pub(crate) fn execute(
 }
 
 /// Connect, sweep abandoned turns (the janitor's rule: never a live turn of anyone), run.
-#[allow(clippy::too_many_arguments)]
 async fn turn_with_sweep(
-    args: &RunArgs,
+    docker_args: &DockerArgs,
     progress: bool,
-    context: &ApprovedExecutionContext,
-    config: &TurnConfig,
-    policy: &DefaultPathPolicy,
-    selected: Option<Vec<RepoPath>>,
-    read_only: Option<Vec<RepoPath>>,
-    store: &CandidateStore,
-    ledger: Option<&UsageLedger>,
-    user: &str,
-    staging_parent: &Path,
-    live: Option<(&LiveSettings, &std::sync::Arc<gateway::Gateway>)>,
+    plan: &TurnPlan,
+    request: turn::PipelineRequest<'_>,
+    gateway: Option<&std::sync::Arc<gateway::Gateway>>,
 ) -> Result<PipelineOutcome, CliError> {
-    let docker = args.docker.connect().await?;
+    let docker = docker_args.connect().await?;
     if progress {
         tracing::info!(
             "docker: API {} on {}",
@@ -277,36 +172,14 @@ async fn turn_with_sweep(
         Err(e) => tracing::warn!("janitor: {}", e.code()),
     }
     if progress {
+        let config = plan.config();
         tracing::info!(
             "turn: image {} ({})",
             render::name(&config.image().to_string()),
             render::name(&config.expected_image_id().to_string())
         );
     }
-    // Omitted, the commit and the task are the approval's own; given, they must equal them (the
-    // snapshot identity and the turn request checks refuse a mismatch with their own codes).
-    let commit = args
-        .commit
-        .as_deref()
-        .unwrap_or_else(|| context.baseline_commit_sha());
-    let task = args
-        .task
-        .as_deref()
-        .unwrap_or_else(|| context.raw_request());
-    let request = PipelineRequest {
-        repo: &args.repo,
-        commit,
-        context,
-        task,
-        selected,
-        read_only,
-        policy,
-        config,
-        staging_parent,
-        store: Some(store),
-        ledger,
-        user_id: user,
-    };
+    let live = plan.live().zip(gateway);
     match live {
         None => run_pipeline(&docker, request).await.map_err(CliError::from),
         Some((settings, gateway)) => {
@@ -349,9 +222,7 @@ fn create_private_dir(dir: &Path) -> Result<(), CliError> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|_| {
-            CliError::environment("PATCH_CANDIDATE_STATE", "cannot create the state directory")
-        })
+        .map_err(|_| CliError::environment(STATE_CODE, "cannot create the state directory"))
 }
 
 /// The human text of a pipeline outcome (shared with `demo`): the one candidate summary, where it
@@ -367,9 +238,8 @@ pub(crate) fn outcome_json(
     outcome: &PipelineOutcome,
     store: &Path,
 ) -> Result<serde_json::Value, CliError> {
-    let candidate = serde_json::to_value(&outcome.candidate).map_err(|_| {
-        CliError::environment("PATCH_CANDIDATE_OUTPUT", "candidate serialisation failed")
-    })?;
+    let candidate = serde_json::to_value(&outcome.candidate)
+        .map_err(|_| CliError::environment(OUTPUT_CODE, "candidate serialisation failed"))?;
     let mut doc = serde_json::json!({
         "digest": outcome.digest.to_string(),
         "store": store.display().to_string(),
@@ -385,10 +255,7 @@ pub(crate) fn outcome_json(
     // was.
     if let (Some(live), Some(map)) = (&outcome.live, doc.as_object_mut()) {
         let gateway = serde_json::to_value(live).map_err(|_| {
-            CliError::environment(
-                "PATCH_CANDIDATE_OUTPUT",
-                "gateway usage serialisation failed",
-            )
+            CliError::environment(OUTPUT_CODE, "gateway usage serialisation failed")
         })?;
         map.insert("gateway".to_owned(), gateway);
     }

@@ -8,6 +8,7 @@ use service::ServeOptions;
 
 use super::docker_args::{DockerArgs, state_dir};
 use super::live_args::{ServeLiveArgs, live_host};
+use super::outcome::{FAULT_CODE, RUNTIME_CODE};
 use super::{CliError, Outcome};
 
 /// Parses `500ms`, `15s`, `2m` (a plain number is seconds).
@@ -83,8 +84,8 @@ pub(crate) fn run(args: &ServeArgs) -> Result<Outcome, CliError> {
     let state = state_dir()?;
     if turn::fault::arm_from_env().is_err() {
         return Err(CliError::usage(
-            "PATCH_CANDIDATE_FAULT",
-            "PATCH_CANDIDATE_FAULT must be <point>:<abort|pause>",
+            FAULT_CODE,
+            format!("{FAULT_CODE} must be <point>:<abort|pause>"),
         ));
     }
     let live = live_host(&args.live)?;
@@ -109,9 +110,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<Outcome, CliError> {
         .worker_threads(4)
         .enable_all()
         .build()
-        .map_err(|_| {
-            CliError::environment("PATCH_CANDIDATE_RUNTIME", "cannot start the async runtime")
-        })?;
+        .map_err(|_| CliError::environment(RUNTIME_CODE, "cannot start the async runtime"))?;
     let exit = rt.block_on(service::serve(opts))?;
     Ok(Outcome {
         json: serde_json::json!({"stopped": format!("{exit:?}").to_lowercase()}),

@@ -4,6 +4,7 @@
 
 use clap::{Args, CommandFactory as _, ValueEnum};
 
+use super::outcome::OUTPUT_CODE;
 use super::{Cli, CliError, Outcome};
 
 /// Shells `completions` writes a script for.
@@ -43,20 +44,16 @@ const NAME: &str = "patch-candidate";
 fn completion_script(shell: Shell) -> Result<String, CliError> {
     let mut out = Vec::new();
     clap_complete::generate(shell.generator(), &mut Cli::command(), NAME, &mut out);
-    String::from_utf8(out).map_err(|_| {
-        CliError::environment("PATCH_CANDIDATE_OUTPUT", "completion script is not UTF-8")
-    })
+    String::from_utf8(out)
+        .map_err(|_| CliError::environment(OUTPUT_CODE, "completion script is not UTF-8"))
 }
 
 fn man_page() -> Result<String, CliError> {
     let mut out = Vec::new();
     clap_mangen::Man::new(Cli::command())
         .render(&mut out)
-        .map_err(|_| {
-            CliError::environment("PATCH_CANDIDATE_OUTPUT", "man page rendering failed")
-        })?;
-    String::from_utf8(out)
-        .map_err(|_| CliError::environment("PATCH_CANDIDATE_OUTPUT", "man page is not UTF-8"))
+        .map_err(|_| CliError::environment(OUTPUT_CODE, "man page rendering failed"))?;
+    String::from_utf8(out).map_err(|_| CliError::environment(OUTPUT_CODE, "man page is not UTF-8"))
 }
 
 /// `completions`.

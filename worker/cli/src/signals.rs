@@ -15,8 +15,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use super::CliError;
 
-/// The stable code of an interrupted command.
-pub(crate) const INTERRUPTED_CODE: &str = "PATCH_CANDIDATE_INTERRUPTED";
+use super::outcome::{INTERRUPTED_CODE, RUNTIME_CODE};
 
 /// Which signal arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,8 +55,7 @@ fn say(line: &str) {
 impl Interruptible {
     /// Installs the handlers (from now on the signals no longer end the process by default).
     pub(crate) fn install() -> Result<Self, CliError> {
-        let failed =
-            |_| CliError::environment("PATCH_CANDIDATE_RUNTIME", "cannot install signal handlers");
+        let failed = |_| CliError::environment(RUNTIME_CODE, "cannot install signal handlers");
         Ok(Self {
             interrupt: signal(SignalKind::interrupt()).map_err(failed)?,
             terminate: signal(SignalKind::terminate()).map_err(failed)?,

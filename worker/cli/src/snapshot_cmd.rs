@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 use snapshot::GitSnapshot;
 
+use super::outcome::OUTPUT_CODE;
 use super::paths::require_dir;
 use super::{CliError, Outcome, render};
 
@@ -43,15 +44,14 @@ pub(crate) fn run(args: &SnapshotArgs) -> Result<Outcome, CliError> {
         &args.app_id,
         &args.repository_full_name,
     )?;
-    let serialise = |_: serde_json::Error| {
-        CliError::environment("PATCH_CANDIDATE_OUTPUT", "evidence serialisation failed")
-    };
+    let serialise =
+        |_: serde_json::Error| CliError::environment(OUTPUT_CODE, "evidence serialisation failed");
     let excluded: Vec<&snapshot::TreeEntry> = snap.excluded().collect();
     let mut json = serde_json::to_value(&evidence).map_err(serialise)?;
     let excluded_json = serde_json::to_value(&excluded).map_err(serialise)?;
     let Some(object) = json.as_object_mut() else {
         return Err(CliError::environment(
-            "PATCH_CANDIDATE_OUTPUT",
+            OUTPUT_CODE,
             "evidence did not serialise to an object",
         ));
     };

@@ -35,8 +35,7 @@ pub use metrics::Metrics;
 pub use mirror::{Locator, MirrorCache};
 pub use serve::{ServeExit, serve};
 pub use submission::{
-    DEFAULT_MAX_ATTEMPTS, JobInputs, MAX_ATTEMPTS, MAX_POLICY_BYTES, Selections, Submission,
-    prepare, reverify,
+    DEFAULT_MAX_ATTEMPTS, JobInputs, MAX_ATTEMPTS, Selections, Submission, prepare, reverify,
 };
 
 use container::BollardRuntime;

@@ -224,14 +224,17 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
             return;
         }
     };
-    inputs.config = inputs.config.clone().with_job(Some(binding));
+    inputs.plan = inputs.plan.with_job(Some(binding));
 
     // The turn starts here: from now on the attempt ends with one usage row, unless its lease is
     // lost or it is snoozed (both give nothing to record).
     let turn_started = Instant::now();
     let live_turn = live.as_ref();
     let work = async {
-        let repo = sh.mirrors.ensure(&inputs.locator, &inputs.commit).await?;
+        let repo = sh
+            .mirrors
+            .ensure(&inputs.locator, inputs.plan.commit())
+            .await?;
         let request = inputs.pipeline_request(&repo, &sh.staging, Some(&sh.candidates), "service");
         let outcome = match live_turn {
             None => run_pipeline(&sh.docker, request).await?,

@@ -5,18 +5,15 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use snapshot::{ApprovedExecutionContext, DefaultPathPolicy, MAX_CONTEXT_JSON_BYTES, RepoPath};
+use snapshot::{ApprovedExecutionContext, MAX_CONTEXT_JSON_BYTES};
 
 use super::ServiceError;
 use super::mirror::{Locator, MirrorCache};
-use container::{IdError, ImageId, ImageReference, RuntimeName};
 use turn::{
-    DEFAULT_WALL_SECONDS, ImagesState, LIVE_IMAGE, LiveImageState, MAX_TURN_ARCHIVE_BYTES,
-    PROOF_IMAGE, PipelineRequest, TurnConfig,
+    DEFAULT_WALL_SECONDS, ImageKind, MAX_POLICY_BYTES, MAX_TURN_ARCHIVE_BYTES, PipelineRequest,
+    PlanInputs, TurnPlan,
 };
 
-/// Largest host policy document accepted.
-pub const MAX_POLICY_BYTES: usize = 1_048_576;
 /// Attempts a job gets unless the submission says otherwise.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// Most attempts a submission may ask for.
@@ -72,37 +69,89 @@ pub struct Selections {
     pub max_archive_bytes: usize,
 }
 
-fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", snapshot::sha256_bare_hex(bytes))
+impl Selections {
+    /// The stored document (`JobSpec::selections`), encoded once.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_SERVICE_SPEC` if it cannot be encoded.
+    pub fn to_stored(&self) -> Result<serde_json::Value, ServiceError> {
+        serde_json::to_value(self).map_err(|_| ServiceError::Spec {
+            detail: "selections cannot be encoded",
+        })
+    }
+
+    /// The typed selections of a stored document, parsed once (strictly: unknown keys refused).
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_SERVICE_SPEC` for a malformed document or too many entries.
+    pub fn from_stored(stored: &serde_json::Value) -> Result<Self, ServiceError> {
+        let selections = Self::deserialize(stored).map_err(|_| ServiceError::Spec {
+            detail: "stored selections are malformed",
+        })?;
+        selections.check()?;
+        Ok(selections)
+    }
+
+    /// The digest of the policy text (of the empty text without a policy) the job binds.
+    fn policy_digest(&self) -> String {
+        sha256(self.policy.as_deref().unwrap_or_default().as_bytes())
+    }
+
+    /// The caps a submission's and a stored job's selections are held to before lowering.
+    fn check(&self) -> Result<(), ServiceError> {
+        let entries = |v: &Option<Vec<String>>| v.as_ref().map_or(0, Vec::len);
+        if entries(&self.files) > MAX_SELECTION_ENTRIES
+            || entries(&self.read_only) > MAX_SELECTION_ENTRIES
+        {
+            return Err(ServiceError::Spec {
+                detail: "too many selection entries",
+            });
+        }
+        if self
+            .policy
+            .as_ref()
+            .is_some_and(|p| p.len() > MAX_POLICY_BYTES)
+        {
+            return Err(ServiceError::Spec {
+                detail: "policy document too large",
+            });
+        }
+        Ok(())
+    }
+
+    /// The plan inputs these selections give, with the job's commit, task, runtime and model.
+    fn plan_inputs<'a>(
+        &'a self,
+        commit: Option<&'a str>,
+        task: Option<&'a str>,
+        runtime: Option<&'a str>,
+        live_model: Option<&'a str>,
+    ) -> PlanInputs<'a> {
+        PlanInputs {
+            commit,
+            task,
+            runtime,
+            max_wall_seconds: self.max_wall_seconds,
+            max_archive_bytes: self.max_archive_bytes,
+            policy: self.policy.as_deref(),
+            files: self.files.as_deref(),
+            read_only: self.read_only.as_deref(),
+            live_model,
+        }
+    }
 }
 
-fn parse_paths(raw: Option<&Vec<String>>) -> Result<Option<Vec<RepoPath>>, ServiceError> {
-    let Some(raw) = raw else { return Ok(None) };
-    if raw.len() > MAX_SELECTION_ENTRIES {
-        return Err(ServiceError::Spec {
-            detail: "too many selection entries",
-        });
-    }
-    raw.iter()
-        .map(|p| RepoPath::parse(p).map_err(|r| snapshot::SnapshotError::unsafe_path(p, r).into()))
-        .collect::<Result<Vec<_>, ServiceError>>()
-        .map(Some)
+fn sha256(bytes: &[u8]) -> String {
+    format!("sha256:{}", snapshot::sha256_bare_hex(bytes))
 }
 
 /// Everything a host needs to run a stored job, re-derived from its bytes and checked against
 /// its recorded digests.
 #[derive(Debug)]
 pub struct JobInputs {
-    pub context: ApprovedExecutionContext,
+    /// The job's turn plan, lowered as `run` lowers its flags.
+    pub plan: TurnPlan,
     pub locator: Locator,
-    pub commit: String,
-    pub task: String,
-    pub selected: Option<Vec<RepoPath>>,
-    pub read_only: Option<Vec<RepoPath>>,
-    pub policy: DefaultPathPolicy,
-    pub config: TurnConfig,
-    /// The model of a live job; `None` offline.
-    pub live_model: Option<String>,
 }
 
 impl JobInputs {
@@ -115,34 +164,8 @@ impl JobInputs {
         store: Option<&'a finalizer::CandidateStore>,
         user_id: &'a str,
     ) -> PipelineRequest<'a> {
-        PipelineRequest {
-            repo,
-            commit: &self.commit,
-            context: &self.context,
-            task: &self.task,
-            selected: self.selected.clone(),
-            read_only: self.read_only.clone(),
-            policy: &self.policy,
-            config: &self.config,
-            staging_parent,
-            store,
-            ledger: None,
-            user_id,
-        }
-    }
-}
-
-fn policy_of(text: Option<&str>) -> Result<DefaultPathPolicy, ServiceError> {
-    match text {
-        Some(text) => {
-            if text.len() > MAX_POLICY_BYTES {
-                return Err(ServiceError::Spec {
-                    detail: "policy document too large",
-                });
-            }
-            Ok(DefaultPathPolicy::with_config_json(text)?)
-        }
-        None => Ok(DefaultPathPolicy::default()),
+        self.plan
+            .pipeline_request(repo, staging_parent, store, None, user_id)
     }
 }
 
@@ -168,89 +191,24 @@ pub fn reverify(spec: &jobs::JobSpec) -> Result<JobInputs, ServiceError> {
     if context.baseline_commit_sha() != spec.commit {
         return Err(ServiceError::Binding { field: "commit" });
     }
-    let task = context.raw_request().to_owned();
-    if sha256(task.as_bytes()) != spec.task_sha256 {
+    if sha256(context.raw_request().as_bytes()) != spec.task_sha256 {
         return Err(ServiceError::Binding { field: "task" });
     }
-    let selections: Selections =
-        serde_json::from_value(spec.selections.clone()).map_err(|_| ServiceError::Spec {
-            detail: "stored selections are malformed",
-        })?;
-    if sha256(selections.policy.as_deref().unwrap_or_default().as_bytes()) != spec.policy_digest {
+    let selections = Selections::from_stored(&spec.selections)?;
+    if selections.policy_digest() != spec.policy_digest {
         return Err(ServiceError::Binding { field: "policy" });
     }
-    let policy = policy_of(selections.policy.as_deref())?;
-    let image: ImageReference = selections.image.parse()?;
-    let image_id: ImageId = spec.image_id.parse()?;
-    let runtime = spec
-        .runtime
-        .as_deref()
-        .map(str::parse::<RuntimeName>)
-        .transpose()?;
-    let config = TurnConfig::new(
-        image,
-        image_id,
-        selections.max_wall_seconds,
-        selections.max_archive_bytes,
-    )?
-    .with_runtime(runtime);
-    Ok(JobInputs {
-        context,
-        locator: Locator::parse(&spec.repository)?,
-        commit: spec.commit.clone(),
-        task,
-        selected: parse_paths(selections.files.as_ref())?,
-        read_only: parse_paths(selections.read_only.as_ref())?,
-        policy,
-        config,
-        live_model: spec.live.as_ref().map(|l| l.model.clone()),
-    })
-}
-
-/// The image and approved ID: explicit values win, else the `image build` record (as `run`).
-///
-/// # Errors
-/// `REPOSITORY_DOCKER_IMAGE`, `REPOSITORY_DOCKER_EXPECTED_IMAGE_ID`.
-pub fn resolve_image(
-    image: Option<&str>,
-    image_id: Option<&str>,
-    state: &Path,
-) -> Result<(ImageReference, ImageId), ServiceError> {
-    let recorded = ImagesState::load(state)?.map(|r| (r.image, r.image_id));
-    pick_image(image, image_id, recorded, PROOF_IMAGE)
-}
-
-/// The live image and approved ID: explicit values win, else the `image build --live` record
-/// (as `run --live`).
-///
-/// # Errors
-/// `REPOSITORY_DOCKER_IMAGE`, `REPOSITORY_DOCKER_EXPECTED_IMAGE_ID`.
-pub fn resolve_live_image(
-    image: Option<&str>,
-    image_id: Option<&str>,
-    state: &Path,
-) -> Result<(ImageReference, ImageId), ServiceError> {
-    let recorded = LiveImageState::load(state)?.map(|r| (r.image, r.image_id));
-    pick_image(image, image_id, recorded, LIVE_IMAGE)
-}
-
-fn pick_image(
-    image: Option<&str>,
-    image_id: Option<&str>,
-    recorded: Option<(ImageReference, ImageId)>,
-    default: &str,
-) -> Result<(ImageReference, ImageId), ServiceError> {
-    let image: ImageReference = match (image, &recorded) {
-        (Some(image), _) => image.parse()?,
-        (None, Some((r, _))) => r.clone(),
-        (None, None) => default.parse()?,
-    };
-    let id = match (image_id, recorded) {
-        (Some(id), _) => id.parse()?,
-        (None, Some((r, id))) if r == image => id,
-        _ => return Err(container::ContainerError::from(IdError::ExpectedImageId).into()),
-    };
-    Ok((image, id))
+    // A stored job names its image and approved ID explicitly: no record is consulted.
+    let image = (selections.image.parse()?, spec.image_id.parse()?);
+    let inputs = selections.plan_inputs(
+        Some(&spec.commit),
+        None,
+        spec.runtime.as_deref(),
+        spec.live.as_ref().map(|l| l.model.as_str()),
+    );
+    let locator = Locator::parse(&spec.repository)?;
+    let plan = TurnPlan::lower(context, image, &inputs)?;
+    Ok(JobInputs { plan, locator })
 }
 
 /// Checks a submission fully — the approval parsed by the one parser, the task and commit equal
@@ -273,85 +231,54 @@ pub async fn prepare(
     let approval_json = sub.approval.into_bytes();
     let context = ApprovedExecutionContext::from_slice(&approval_json)?;
     let locator = Locator::parse(&sub.repository)?;
-    let commit = sub
-        .commit
-        .unwrap_or_else(|| context.baseline_commit_sha().to_owned());
-    let task = sub.task.unwrap_or_else(|| context.raw_request().to_owned());
     // A live job runs in the live image, as `run --live` does; its model is checked here (the
     // store checks it again) so a malformed one never reaches a host.
     if let Some(live) = &sub.live {
         live.validate()?;
     }
-    let (image, image_id) = if sub.live.is_some() {
-        resolve_live_image(sub.image.as_deref(), sub.image_id.as_deref(), state)?
-    } else {
-        resolve_image(sub.image.as_deref(), sub.image_id.as_deref(), state)?
-    };
-    let runtime = sub
-        .runtime
-        .as_deref()
-        .map(str::parse::<RuntimeName>)
-        .transpose()?;
-    let selections = Selections {
-        image: image.to_string(),
-        files: (!sub.files.is_empty()).then_some(sub.files),
-        read_only: (!sub.read_only.is_empty()).then_some(sub.read_only),
-        policy: sub.policy,
-        max_wall_seconds: sub.max_wall_seconds.unwrap_or(DEFAULT_WALL_SECONDS),
-        max_archive_bytes: sub.max_archive_bytes.unwrap_or(MAX_TURN_ARCHIVE_BYTES),
-    };
+    let image = turn::resolve_image(
+        ImageKind::for_live(sub.live.is_some()),
+        sub.image.as_deref(),
+        sub.image_id.as_deref(),
+        state,
+    )?;
     let max_attempts = sub.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
     if !(1..=MAX_ATTEMPTS).contains(&max_attempts) {
         return Err(ServiceError::Spec {
             detail: "max_attempts must be 1..=20",
         });
     }
-    let config = TurnConfig::new(
-        image,
-        image_id.clone(),
-        selections.max_wall_seconds,
-        selections.max_archive_bytes,
-    )?
-    .with_runtime(runtime.clone());
-    let policy = policy_of(selections.policy.as_deref())?;
-    let selected = parse_paths(selections.files.as_ref())?;
-    let read_only = parse_paths(selections.read_only.as_ref())?;
-    let repo = mirrors.ensure(&locator, &commit).await?;
-    let request = PipelineRequest {
-        repo: &repo,
-        commit: &commit,
-        context: &context,
-        task: &task,
-        selected,
-        read_only,
-        policy: &policy,
-        config: &config,
-        staging_parent: state,
-        store: None,
-        ledger: None,
-        user_id: "service",
+    let selections = Selections {
+        image: image.0.to_string(),
+        files: (!sub.files.is_empty()).then_some(sub.files),
+        read_only: (!sub.read_only.is_empty()).then_some(sub.read_only),
+        policy: sub.policy,
+        max_wall_seconds: sub.max_wall_seconds.unwrap_or(DEFAULT_WALL_SECONDS),
+        max_archive_bytes: sub.max_archive_bytes.unwrap_or(MAX_TURN_ARCHIVE_BYTES),
     };
+    selections.check()?;
+    let image_id = image.1.to_string();
+    let inputs = selections.plan_inputs(
+        sub.commit.as_deref(),
+        sub.task.as_deref(),
+        sub.runtime.as_deref(),
+        sub.live.as_ref().map(|l| l.model.as_str()),
+    );
+    let plan = TurnPlan::lower(context, image, &inputs)?;
+    let repo = mirrors.ensure(&locator, plan.commit()).await?;
+    let request = plan.pipeline_request(&repo, state, None, None, "service");
     turn::verify_pipeline_request(&request)?;
-    let selections = serde_json::to_value(&selections).map_err(|_| ServiceError::Spec {
-        detail: "selections cannot be encoded",
-    })?;
     Ok(jobs::JobSpec {
         kind: jobs::JobKind::Turn,
         approval_digest: sha256(&approval_json),
-        snapshot_digest: context.snapshot_digest().to_owned(),
+        snapshot_digest: plan.context().snapshot_digest().to_owned(),
         repository: locator.as_str().to_owned(),
-        commit,
-        task_sha256: sha256(task.as_bytes()),
-        image_id: image_id.to_string(),
-        policy_digest: sha256(
-            selections
-                .get("policy")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default()
-                .as_bytes(),
-        ),
-        selections,
-        runtime: runtime.map(|r| r.as_str().to_owned()),
+        commit: plan.commit().to_owned(),
+        task_sha256: sha256(plan.task().as_bytes()),
+        image_id,
+        policy_digest: selections.policy_digest(),
+        selections: selections.to_stored()?,
+        runtime: plan.config().runtime().map(|r| r.as_str().to_owned()),
         max_attempts,
         live: sub.live,
         approval_json,

@@ -55,6 +55,14 @@ pub enum TurnError {
     /// No editable file could be selected from the approval's scopes.
     #[error("REPOSITORY_PATCH_SELECTION: {detail}")]
     Selection { detail: &'static str },
+    /// No approved image ID was given and `image build` recorded none for the image: an
+    /// environment failure of this host (the recorded build is missing), not of the input.
+    #[error(
+        "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID: no approved{} image id: pass --image-id or run `patch-candidate image build{}`",
+        if *.live { " live" } else { "" },
+        if *.live { " --live" } else { "" }
+    )]
+    ImageNotRecorded { live: bool },
     /// A path an `approve` flag names cannot be granted as given (not in the tree at the commit,
     /// not a portable path, outside the scopes it needs).
     #[error("PATCH_CANDIDATE_APPROVE_PATH: {flag} {}: {reason}", Untrusted::quoted(.path))]
@@ -84,37 +92,6 @@ pub enum TurnError {
     ApproveValue {
         flag: &'static str,
         reason: &'static str,
-    },
-    /// `finalize` was given part of one input form and part of the other.
-    #[error("PATCH_CANDIDATE_FINALIZE_FLAGS: {detail}")]
-    FinalizeFlags { detail: &'static str },
-    /// `finalize --staged` without a proposal: an approved editable file is missing from the tree
-    /// (only a granted delete may be missing).
-    #[error(
-        "PATCH_CANDIDATE_STAGED_INCOMPLETE: --staged lacks the approved editable file {}: the staged tree holds every editable file of the approval, changed or not (only --delete grants may be missing)",
-        Untrusted::quoted(.path)
-    )]
-    StagedIncomplete { path: String },
-    /// A digest flag is not `sha256:` followed by 64 lowercase hex digits.
-    #[error(
-        "PATCH_CANDIDATE_DIGEST_FLAG: {flag} must be sha256: followed by 64 lowercase hex digits"
-    )]
-    DigestFlag { flag: &'static str },
-    /// An output file already exists and `--force` was not given.
-    #[error(
-        "PATCH_CANDIDATE_OUTPUT_EXISTS: {flag} names an existing file (pass --force to replace it)"
-    )]
-    OutputExists { flag: &'static str },
-    /// An output file would land inside the source repository.
-    #[error(
-        "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY: {flag} is inside the repository named by --repo; nothing writes into the source repository"
-    )]
-    OutputInRepository { flag: &'static str },
-    /// An output file could not be written (nothing is left half-written).
-    #[error("PATCH_CANDIDATE_OUTPUT_WRITE: cannot write the {flag} file ({kind})")]
-    OutputWrite {
-        flag: &'static str,
-        kind: std::io::ErrorKind,
     },
     /// An approval / selection check failed before any Docker call.
     #[error(transparent)]
@@ -150,16 +127,11 @@ impl TurnError {
             Self::UsageIdentity { .. } => "REPOSITORY_USAGE_IDENTITY",
             Self::TurnNotCompleted { .. } => "REPOSITORY_PATCH_PROPOSAL_STATUS",
             Self::Selection { .. } => "REPOSITORY_PATCH_SELECTION",
+            Self::ImageNotRecorded { .. } => "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
             Self::ApprovePath { .. } => "PATCH_CANDIDATE_APPROVE_PATH",
             Self::ApproveGrants { .. } => "PATCH_CANDIDATE_APPROVE_GRANTS",
             Self::ApproveCommit { .. } => "PATCH_CANDIDATE_APPROVE_COMMIT",
             Self::ApproveValue { .. } => "PATCH_CANDIDATE_APPROVE_VALUE",
-            Self::FinalizeFlags { .. } => "PATCH_CANDIDATE_FINALIZE_FLAGS",
-            Self::StagedIncomplete { .. } => "PATCH_CANDIDATE_STAGED_INCOMPLETE",
-            Self::DigestFlag { .. } => "PATCH_CANDIDATE_DIGEST_FLAG",
-            Self::OutputExists { .. } => "PATCH_CANDIDATE_OUTPUT_EXISTS",
-            Self::OutputInRepository { .. } => "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY",
-            Self::OutputWrite { .. } => "PATCH_CANDIDATE_OUTPUT_WRITE",
             Self::Snapshot(e) => e.code(),
             Self::Archive(e) => e.code(),
             Self::Finalize(e) => e.code(),
@@ -175,7 +147,7 @@ impl TurnError {
 
     fn environment(&self) -> bool {
         match self {
-            Self::Ledger { .. } | Self::OutputWrite { .. } => true,
+            Self::Ledger { .. } | Self::ImageNotRecorded { .. } => true,
             Self::Container(e) => e.is_environment(),
             Self::Snapshot(e) => e.is_environment(),
             Self::Archive(e) => e.is_environment(),
@@ -202,11 +174,7 @@ impl Coded for TurnError {
             Self::ApprovePath { .. }
             | Self::ApproveGrants { .. }
             | Self::ApproveCommit { .. }
-            | Self::ApproveValue { .. }
-            | Self::FinalizeFlags { .. }
-            | Self::DigestFlag { .. }
-            | Self::OutputExists { .. }
-            | Self::OutputInRepository { .. } => FailureClass::Usage,
+            | Self::ApproveValue { .. } => FailureClass::Usage,
             _ if self.environment() => FailureClass::Environment,
             _ => FailureClass::Rejected,
         }
@@ -257,6 +225,8 @@ mod tests {
             TurnError::UsageIdentity { field: "app_id" },
             TurnError::TurnNotCompleted { status: "failed" },
             TurnError::Selection { detail: "x" },
+            TurnError::ImageNotRecorded { live: false },
+            TurnError::ImageNotRecorded { live: true },
             TurnError::Container(ContainerError::State { detail: "x" }),
             TurnError::ApprovePath {
                 flag: "--allow",
@@ -277,17 +247,6 @@ mod tests {
             TurnError::ApproveValue {
                 flag: "--task",
                 reason: "must not be empty",
-            },
-            TurnError::FinalizeFlags { detail: "x" },
-            TurnError::StagedIncomplete {
-                path: "a".to_owned(),
-            },
-            TurnError::DigestFlag { flag: "--digest" },
-            TurnError::OutputExists { flag: "--out" },
-            TurnError::OutputInRepository { flag: "--out" },
-            TurnError::OutputWrite {
-                flag: "--out",
-                kind: std::io::ErrorKind::PermissionDenied,
             },
             TurnError::Snapshot(SnapshotError::ContextInvalid {
                 detail: "x".to_owned(),
@@ -314,16 +273,11 @@ mod tests {
                 | TurnError::UsageIdentity { .. }
                 | TurnError::TurnNotCompleted { .. }
                 | TurnError::Selection { .. }
+                | TurnError::ImageNotRecorded { .. }
                 | TurnError::ApprovePath { .. }
                 | TurnError::ApproveGrants { .. }
                 | TurnError::ApproveCommit { .. }
                 | TurnError::ApproveValue { .. }
-                | TurnError::FinalizeFlags { .. }
-                | TurnError::StagedIncomplete { .. }
-                | TurnError::DigestFlag { .. }
-                | TurnError::OutputExists { .. }
-                | TurnError::OutputInRepository { .. }
-                | TurnError::OutputWrite { .. }
                 | TurnError::Tunnel(_)
                 | TurnError::Container(_)
                 | TurnError::Snapshot(_)
@@ -337,7 +291,7 @@ mod tests {
     #[test]
     fn every_variant_follows_the_message_convention() {
         let all = samples();
-        assert_eq!(all.len(), 43);
+        assert_eq!(all.len(), 39);
         for e in &all {
             if let Err(violation) = snapshot::check_message_convention(e) {
                 panic!("{violation}");
@@ -370,15 +324,11 @@ mod tests {
                     | ContainerError::State { .. },
                 )
                 | TurnError::Ledger { .. }
-                | TurnError::OutputWrite { .. } => FailureClass::Environment,
+                | TurnError::ImageNotRecorded { .. } => FailureClass::Environment,
                 TurnError::ApprovePath { .. }
                 | TurnError::ApproveGrants { .. }
                 | TurnError::ApproveCommit { .. }
-                | TurnError::ApproveValue { .. }
-                | TurnError::FinalizeFlags { .. }
-                | TurnError::DigestFlag { .. }
-                | TurnError::OutputExists { .. }
-                | TurnError::OutputInRepository { .. } => FailureClass::Usage,
+                | TurnError::ApproveValue { .. } => FailureClass::Usage,
                 _ => FailureClass::Rejected,
             };
             assert_eq!(Coded::class(&e), expected, "{}", e.code());

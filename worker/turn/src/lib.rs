@@ -1,5 +1,9 @@
 //! One approved coding turn → one verified, digested patch candidate.
 //!
+//! What to run is lowered once into a [`TurnPlan`] (the image resolved against the `image build`
+//! record, the [`TurnConfig`], the host policy, the selections) from the inputs of `run`,
+//! `jobs submit`, the API and the service's re-verification.
+//!
 //! A turn is a chain of owned, validated values: an approved request ([`CodingWorkerRequest`]
 //! checked against a [`TurnApproval`], under a validated [`TurnConfig`]) → a container owned by the
 //! container crate's guard, which removes it on every path → the parsed output (the output
@@ -27,6 +31,7 @@ mod limits;
 mod live_exchange;
 mod output;
 mod pipeline;
+mod plan;
 mod request;
 mod staged;
 #[cfg(test)]
@@ -49,4 +54,5 @@ pub use pipeline::{
     PhaseTimings, PipelineOutcome, PipelineRequest, default_selection, run_live_pipeline,
     run_pipeline, verify_pipeline_request,
 };
+pub use plan::{ImageKind, MAX_POLICY_BYTES, PlanInputs, TurnPlan, host_policy, resolve_image};
 pub use request::{CodingWorkerRequest, TurnApproval, stdin_payload, verify_turn_request};
