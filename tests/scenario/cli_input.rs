@@ -649,3 +649,53 @@ fn r_named_fifo_or_directory_is_refused_without_blocking() {
         assert_eq!(json_error(&out).0, "PATCH_CANDIDATE_PATH_KIND");
     }
 }
+
+/// A state directory without an `image build` record and no `--image-id`: the approved image ID
+/// is missing on this host, an environment failure (exit 3) with one code and message, from
+/// `run` and from `jobs submit` alike (offline and live), before Docker or the job store is
+/// touched.
+#[test]
+fn r_missing_recorded_image_build_is_exit_3_for_run_and_jobs_submit() {
+    let h = hostile();
+    let state = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[&str], &str); 4] = [
+        ("run", &["run"], "run `patch-candidate image build`"),
+        (
+            "run --live",
+            &["run", "--live"],
+            "run `patch-candidate image build --live`",
+        ),
+        (
+            "jobs submit",
+            &["jobs", "submit"],
+            "run `patch-candidate image build`",
+        ),
+        (
+            "jobs submit --live",
+            &["jobs", "submit", "--live", "--model", "gpt-5.3-codex"],
+            "run `patch-candidate image build --live`",
+        ),
+    ];
+    for (name, command, hint) in cases {
+        let mut cmd = bin();
+        cmd.arg("--json")
+            .args(command)
+            .arg("--repo")
+            .arg(&h.repo)
+            .arg("--approval")
+            .arg(&h.approval)
+            .env("PATCH_CANDIDATE_STATE_DIR", state.path());
+        if command[0] == "run" {
+            cmd.args(["--docker-socket", "/nonexistent/docker.sock"]);
+        } else {
+            cmd.arg("--database").arg(state.path().join("jobs.sqlite3"));
+        }
+        let out = run(&mut cmd);
+        assert_eq!(out.status.code(), Some(3), "{name}: {}", stderr(&out));
+        let (code, message) = json_error(&out);
+        assert_eq!(code, "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID", "{name}");
+        assert!(message.ends_with(hint), "{name}: {message}");
+    }
+    // Nothing was created: no job store, no candidate store.
+    assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0);
+}

@@ -290,6 +290,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn selections_are_stored_as_they_always_were_and_parse_back_once() {
+        let selections = Selections {
+            image: "patch-candidate-proof:local".to_owned(),
+            files: Some(vec!["app/a.py".to_owned()]),
+            read_only: None,
+            policy: Some(r#"{"protected": ["docs/"]}"#.to_owned()),
+            max_wall_seconds: 90,
+            max_archive_bytes: 1024,
+        };
+        let stored = selections.to_stored().unwrap();
+        // The stored document's bytes (part of the spec row and of the idempotency key).
+        assert_eq!(
+            serde_json::to_string(&stored).unwrap(),
+            r#"{"files":["app/a.py"],"image":"patch-candidate-proof:local","max_archive_bytes":1024,"max_wall_seconds":90,"policy":"{\"protected\": [\"docs/\"]}","read_only":null}"#
+        );
+        assert_eq!(Selections::from_stored(&stored).unwrap(), selections);
+        assert_eq!(
+            selections.policy_digest(),
+            sha256(br#"{"protected": ["docs/"]}"#)
+        );
+        let mut extra = stored.clone();
+        extra["more"] = serde_json::json!(1);
+        assert_eq!(
+            Selections::from_stored(&extra).unwrap_err().code(),
+            "PATCH_CANDIDATE_SERVICE_SPEC"
+        );
+        let mut many = selections.clone();
+        many.read_only = Some(vec!["a".to_owned(); MAX_SELECTION_ENTRIES + 1]);
+        let stored = many.to_stored().unwrap();
+        assert_eq!(
+            Selections::from_stored(&stored).unwrap_err().code(),
+            "PATCH_CANDIDATE_SERVICE_SPEC"
+        );
+    }
+
+    #[test]
     fn a_submission_body_names_a_live_model_and_nothing_else() {
         let body = r#"{"repository": "/r", "approval": "{}", "live": {"model": "gpt-5.3-codex"}}"#;
         let sub: Submission = serde_json::from_str(body).unwrap();

@@ -155,7 +155,7 @@ impl TurnPlan {
     /// (the snapshot identity and the turn request checks refuse a mismatch with their codes).
     ///
     /// # Errors
-    /// `REPOSITORY_DOCKER_RUNTIME_NAME`, `REPOSITORY_DOCKER_WALL_BUDGET`,
+    /// `REPOSITORY_DOCKER_RUNTIME`, `REPOSITORY_DOCKER_WALL_BUDGET`,
     /// `REPOSITORY_DOCKER_ARCHIVE_BUDGET`, `REPOSITORY_PATCH_POLICY_CONFIG`, and the portable
     /// path codes for a selection entry.
     pub fn lower(
@@ -340,6 +340,77 @@ mod tests {
         let e = resolve_image(ImageKind::Proof, None, Some("latest"), dir.path()).unwrap_err();
         assert_eq!(e.code(), "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID");
         assert_eq!(snapshot::Coded::class(&e), FailureClass::Rejected);
+    }
+
+    #[test]
+    fn lowering_defaults_to_the_approval_and_checks_in_order() {
+        let context = crate::testkit::context(&[], &[]);
+        let image = || (PROOF_IMAGE.parse().unwrap(), id('a').parse().unwrap());
+        let base = PlanInputs {
+            commit: None,
+            task: None,
+            runtime: None,
+            max_wall_seconds: 90,
+            max_archive_bytes: 1024,
+            policy: None,
+            files: None,
+            read_only: None,
+            live_model: None,
+        };
+        let plan = TurnPlan::lower(context.clone(), image(), &base).unwrap();
+        assert_eq!(plan.commit(), context.baseline_commit_sha());
+        assert_eq!(plan.task(), context.raw_request());
+        assert_eq!(
+            (plan.selected(), plan.read_only(), plan.live()),
+            (None, None, None)
+        );
+        assert_eq!(plan.config().max_wall_seconds(), 90);
+        let files = vec!["app/a.py".to_owned()];
+        let live = PlanInputs {
+            commit: Some("c"),
+            task: Some("t"),
+            runtime: Some("runsc"),
+            files: Some(&files),
+            read_only: Some(&[]),
+            live_model: Some("m"),
+            ..base
+        };
+        let plan = TurnPlan::lower(context.clone(), image(), &live).unwrap();
+        assert_eq!((plan.commit(), plan.task()), ("c", "t"));
+        assert_eq!(plan.selected().unwrap()[0].as_str(), "app/a.py");
+        assert_eq!(plan.read_only(), Some(&[][..]));
+        assert_eq!(plan.config().runtime().unwrap().as_str(), "runsc");
+        assert_eq!(plan.live().unwrap(), &LiveSettings::codex("m"));
+        // The runtime first, then the budgets, the policy, the selections.
+        let bad = |inputs: PlanInputs<'_>| {
+            TurnPlan::lower(context.clone(), image(), &inputs)
+                .unwrap_err()
+                .code()
+        };
+        let dotdot = vec!["../x".to_owned()];
+        let all_bad = PlanInputs {
+            runtime: Some("Bad Runtime"),
+            max_wall_seconds: 0,
+            policy: Some("{"),
+            files: Some(&dotdot),
+            ..base
+        };
+        assert_eq!(bad(all_bad), "REPOSITORY_DOCKER_RUNTIME");
+        let all_bad = PlanInputs {
+            runtime: None,
+            ..all_bad
+        };
+        assert_eq!(bad(all_bad), "REPOSITORY_DOCKER_WALL_BUDGET");
+        let all_bad = PlanInputs {
+            max_wall_seconds: 90,
+            ..all_bad
+        };
+        assert_eq!(bad(all_bad), "REPOSITORY_PATCH_POLICY_CONFIG");
+        let all_bad = PlanInputs {
+            policy: None,
+            ..all_bad
+        };
+        assert_ne!(bad(all_bad), "REPOSITORY_PATCH_POLICY_CONFIG");
     }
 
     #[test]
