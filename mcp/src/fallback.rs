@@ -352,11 +352,14 @@ fn python_check(
                 path: path.clone(),
                 reason: why.to_owned(),
             }),
-            Read::Bytes(bytes) => {
-                if let Some(f) = python_problem(path, &bytes) {
-                    failures.push(f);
-                }
-            }
+            Read::Bytes(bytes) => match python_problem(path, &bytes) {
+                Ok(Some(f)) => failures.push(f),
+                Ok(None) => {}
+                Err(why) => not_checked.push(NotChecked {
+                    path: path.clone(),
+                    reason: why.to_owned(),
+                }),
+            },
         }
     }
     artifacts.truncate(ARTIFACTS_SHOWN);
@@ -373,50 +376,67 @@ fn python_check(
 }
 
 /// `compile(text, path, "exec")`: parse, then the compiler's own target and placement rules.
-pub(crate) fn python_problem(path: &str, bytes: &[u8]) -> Option<CheckFailure> {
+///
+/// `Ok(None)` when it compiles, `Ok(Some(failure))` when it does not, `Err(reason)` when it was
+/// not checked (its syntax tree would need more than the whole work budget).
+pub(crate) fn python_problem(
+    path: &str,
+    bytes: &[u8],
+) -> Result<Option<CheckFailure>, &'static str> {
     let Ok(text) = std::str::from_utf8(bytes) else {
-        return Some(failure(path, "File is not UTF-8.", None));
+        return Ok(Some(failure(path, "File is not UTF-8.", None)));
     };
     if text.contains('\0') {
-        return Some(failure(path, "Python source contains a NUL byte.", None));
+        return Ok(Some(failure(
+            path,
+            "Python source contains a NUL byte.",
+            None,
+        )));
     }
     if text.starts_with('\u{feff}') {
         // `read_text("utf-8")` keeps the BOM and `compile()` refuses U+FEFF in a str.
-        return Some(failure(
+        return Ok(Some(failure(
             path,
             "Python source starts with a byte-order mark.",
             Some((1, 1)),
-        ));
+        )));
     }
     if crate::bounded::check_python_nesting(text).is_err() {
         // CPython refuses it too ("too many nested parentheses").
-        return Some(failure(
+        return Ok(Some(failure(
             path,
-            "Python source nests brackets deeper than CPython allows.",
+            crate::pydepth::Deep::Brackets.message(),
             None,
-        ));
+        )));
     }
-    let _work = crate::budget::reserve(
-        crate::budget::Work::Python,
-        u64::try_from(bytes.len()).unwrap_or(u64::MAX),
-    );
-    match rustpython_parser::parse(text, rustpython_parser::Mode::Module, path) {
-        Ok(rustpython_parser::ast::Mod::Module(module)) => {
-            crate::pytargets::first_compile_error(&module.body).map(|(offset, message)| {
-                let offset = usize::try_from(offset).unwrap_or(usize::MAX);
-                failure(path, message, Some(line_col(text, offset)))
-            })
-        }
-        Ok(_) => None,
-        Err(e) => {
-            let offset = usize::try_from(u32::from(e.offset)).unwrap_or(usize::MAX);
-            Some(failure(
-                path,
-                "Python source has a syntax error.",
-                Some(line_col(text, offset)),
-            ))
-        }
-    }
+    // CPython's other nesting limits, on the token stream: no tree is built for a source CPython
+    // refuses, and the scan says what the tree will cost.
+    let scan = match crate::pydepth::scan(text) {
+        Ok(scan) => scan,
+        Err(deep) => return Ok(Some(failure(path, deep.message(), None))),
+    };
+    let Some(_work) = crate::budget::reserve_within(scan.parse_bytes) else {
+        return Err("its syntax tree needs more memory than the whole work budget");
+    };
+    Ok(
+        match rustpython_parser::parse(text, rustpython_parser::Mode::Module, path) {
+            Ok(rustpython_parser::ast::Mod::Module(module)) => {
+                crate::pytargets::first_compile_error(&module.body).map(|(offset, message)| {
+                    let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+                    failure(path, message, Some(line_col(text, offset)))
+                })
+            }
+            Ok(_) => None,
+            Err(e) => {
+                let offset = usize::try_from(u32::from(e.offset)).unwrap_or(usize::MAX);
+                Some(failure(
+                    path,
+                    "Python source has a syntax error.",
+                    Some(line_col(text, offset)),
+                ))
+            }
+        },
+    )
 }
 
 fn yaml_check(
@@ -520,7 +540,11 @@ mod tests {
 
     #[test]
     fn python_compile_rules() {
-        let bad = |src: &str| python_problem("x.py", src.as_bytes()).map(|f| f.line);
+        let bad = |src: &str| {
+            python_problem("x.py", src.as_bytes())
+                .unwrap()
+                .map(|f| f.line)
+        };
         assert_eq!(bad("def f(:\n  pass\n"), Some(Some(1)));
         assert!(bad("return 1\n").is_some());
         assert!(bad("\u{feff}x = 1\n").is_some());

@@ -28,6 +28,7 @@ pub mod layout;
 mod module_manifest;
 mod plan;
 mod provenance;
+mod pydepth;
 mod pytargets;
 mod pyyaml;
 mod revision;
