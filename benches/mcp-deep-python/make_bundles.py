@@ -29,10 +29,12 @@ DEEP = {
 }
 
 # Within CPython's limits but expensive per byte: statements of two bytes (the parser's worst
-# case, over 200 bytes of tree per byte), and 2,900-deep chains repeated.
+# case, over 200 bytes of tree per byte; 2 MiB of them need more than the whole work budget),
+# calls whose estimated tree just fits the work budget, and 2,900-deep chains repeated.
 DENSE = {
     "statements_2m.py": "a;" * (MIB - 1) + "a\n",
     "statements_256k.py": "a\n" * (128 * 1024),
+    "calls_825k.py": "f(a)\n" * 165_000,
     "unary_lines.py": ("x = " + "-" * 2900 + "1\n") * 300,
     "attribute_lines.py": ("a" + ".b" * 2900 + "\n") * 150,
 }

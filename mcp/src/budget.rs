@@ -10,7 +10,7 @@
 use std::sync::{Condvar, Mutex, PoisonError};
 
 /// Bytes of working memory all tool calls together may reserve at once.
-pub const WORK_BUDGET_BYTES: u64 = 64 * 1024 * 1024;
+pub const WORK_BUDGET_BYTES: u64 = 128 * 1024 * 1024;
 
 /// Estimated working memory per input byte, by kind of work (measured upper bounds of the tree
 /// each parser builds, rounded up). A Python parse reserves what the token scan counted instead

@@ -418,25 +418,31 @@ pub(crate) fn python_problem(
     let Some(_work) = crate::budget::reserve_within(scan.parse_bytes) else {
         return Err("its syntax tree needs more memory than the whole work budget");
     };
-    Ok(
-        match rustpython_parser::parse(text, rustpython_parser::Mode::Module, path) {
-            Ok(rustpython_parser::ast::Mod::Module(module)) => {
-                crate::pytargets::first_compile_error(&module.body).map(|(offset, message)| {
-                    let offset = usize::try_from(offset).unwrap_or(usize::MAX);
-                    failure(path, message, Some(line_col(text, offset)))
-                })
-            }
-            Ok(_) => None,
-            Err(e) => {
-                let offset = usize::try_from(u32::from(e.offset)).unwrap_or(usize::MAX);
-                Some(failure(
-                    path,
-                    "Python source has a syntax error.",
-                    Some(line_col(text, offset)),
-                ))
-            }
-        },
-    )
+    let (path, text) = (path.to_owned(), text.to_owned());
+    // Parsed, checked and dropped on the one parser thread (see `parser_thread`).
+    crate::parser_thread::run(move || compile_problem(&path, &text))
+        .ok_or("the parser stopped on this file")
+}
+
+/// Parse and placement checks of a source within CPython's limits.
+fn compile_problem(path: &str, text: &str) -> Option<CheckFailure> {
+    match rustpython_parser::parse(text, rustpython_parser::Mode::Module, path) {
+        Ok(rustpython_parser::ast::Mod::Module(module)) => {
+            crate::pytargets::first_compile_error(&module.body).map(|(offset, message)| {
+                let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+                failure(path, message, Some(line_col(text, offset)))
+            })
+        }
+        Ok(_) => None,
+        Err(e) => {
+            let offset = usize::try_from(u32::from(e.offset)).unwrap_or(usize::MAX);
+            Some(failure(
+                path,
+                "Python source has a syntax error.",
+                Some(line_col(text, offset)),
+            ))
+        }
+    }
 }
 
 fn yaml_check(

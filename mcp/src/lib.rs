@@ -26,6 +26,7 @@ pub mod error;
 mod fallback;
 pub mod layout;
 mod module_manifest;
+mod parser_thread;
 mod plan;
 mod provenance;
 mod pydepth;

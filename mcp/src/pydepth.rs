@@ -58,9 +58,9 @@ const PARSER_LAMBDA_PARAMETERS: u32 = 8;
 /// Bytes the parser allocates, measured as upper bounds (see `benches/mcp-deep-python/`): per
 /// statement, per other token (an f-string's expressions are counted again: they are parsed
 /// again) and per source byte.
-const PARSE_BYTES_PER_STATEMENT: u64 = 384;
-const PARSE_BYTES_PER_TOKEN: u64 = 128;
-const PARSE_BYTES_PER_SOURCE_BYTE: u64 = 16;
+const PARSE_BYTES_PER_STATEMENT: u64 = 320;
+const PARSE_BYTES_PER_TOKEN: u64 = 104;
+const PARSE_BYTES_PER_SOURCE_BYTE: u64 = 12;
 
 /// Which of CPython's limits a source exceeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -410,9 +410,24 @@ impl Scanner {
         self.check_pending()
     }
 
+    /// The operand on top has `height` levels below it and every pending operator above it: a
+    /// lower bound of the depth, checked as soon as it grows (a long chain stops here, not at
+    /// its end).
+    fn check_height(&self, height: u32) -> Result<(), Deep> {
+        let depth = self
+            .offset
+            .saturating_add(self.stmt_depth)
+            .saturating_add(self.pending)
+            .saturating_add(height);
+        if depth > MAX_PYTHON_DEPTH {
+            return Err(Deep::Depth);
+        }
+        Ok(())
+    }
+
     /// An operand; one directly after another (a syntax error) is merged into it, so the
     /// stacks grow only with pending operators.
-    fn push_val(&mut self, height: u32) {
+    fn push_val(&mut self, height: u32) -> Result<(), Deep> {
         let frame = self.top();
         let top_base = frame.ops.last().map_or(0, |op| op.base);
         let merge = !frame.expect_operand && frame.vals.len() > top_base;
@@ -425,6 +440,7 @@ impl Scanner {
         }
         frame.expect_operand = false;
         frame.after_is = false;
+        self.check_height(height)
     }
 
     fn binary(&mut self, kind: OpKind) -> Result<(), Deep> {
@@ -433,28 +449,28 @@ impl Scanner {
             // it builds nothing.
             return Ok(());
         }
-        self.reduce_while(kind.prec(), kind.right_assoc());
+        self.reduce_while(kind.prec(), kind.right_assoc())?;
         self.push_op(kind, 0)
     }
 
     /// Reduces the pending operators that bind at least as tightly as an incoming one.
-    fn reduce_while(&mut self, prec: u8, right_assoc: bool) {
+    fn reduce_while(&mut self, prec: u8, right_assoc: bool) -> Result<(), Deep> {
         loop {
             let Some(op) = self.top().ops.last().copied() else {
-                return;
+                return Ok(());
             };
             let tighter = op.kind.prec() > prec || (op.kind.prec() == prec && !right_assoc);
             if !tighter {
-                return;
+                return Ok(());
             }
-            self.reduce_one();
+            self.reduce_one()?;
         }
     }
 
-    fn reduce_one(&mut self) {
+    fn reduce_one(&mut self) -> Result<(), Deep> {
         let frame = self.top();
         let Some(op) = frame.ops.pop() else {
-            return;
+            return Ok(());
         };
         let operand = if frame.vals.len() > op.base {
             frame.vals.pop().map_or(0, |v| v.height)
@@ -487,11 +503,12 @@ impl Scanner {
         frame.expect_operand = false;
         self.pending = self.pending.saturating_sub(1);
         self.levels = self.levels.saturating_sub(op.kind.parser_levels());
+        self.check_height(val.height)
     }
 
     /// Ends the current item of the top frame (at a comma or a separator).
-    fn end_item(&mut self) {
-        self.reduce_while(0, false);
+    fn end_item(&mut self) -> Result<(), Deep> {
+        self.reduce_while(0, false)?;
         let frame = self.top();
         let height = frame.vals.drain(..).map(|v| v.height).max().unwrap_or(0);
         frame.item_max = frame.item_max.max(height);
@@ -499,12 +516,13 @@ impl Scanner {
         frame.after_string = false;
         frame.after_dot = false;
         frame.after_is = false;
+        Ok(())
     }
 
     /// Ends a segment (between separators such as `=`, `:`, `for`, `in`); at statement level
     /// its height is checked against the limit.
     fn end_segment(&mut self) -> Result<(), Deep> {
-        self.end_item();
+        self.end_item()?;
         let statement = self.frames.is_empty();
         let tuple_ok = self.tuple_ok;
         let frame = self.top();
@@ -594,8 +612,7 @@ impl Scanner {
         if frame.kind == FrameKind::LambdaParams {
             return self.push_op(OpKind::Lambda, height);
         }
-        self.push_val(height);
-        Ok(())
+        self.push_val(height)
     }
 
     fn end_statement(&mut self) -> Result<(), Deep> {
@@ -738,7 +755,7 @@ impl Scanner {
             | Tok::None
             | Tok::True
             | Tok::False
-            | Tok::Ellipsis => self.push_val(1),
+            | Tok::Ellipsis => self.push_val(1)?,
             Tok::String { value, kind, .. } => {
                 let height = if matches!(kind, StringKind::FString | StringKind::RawFString) {
                     self.fstring(&value, counts)?
@@ -750,7 +767,7 @@ impl Scanner {
                         last.height = last.height.max(height);
                     }
                 } else {
-                    self.push_val(height);
+                    self.push_val(height)?;
                 }
                 self.top().after_string = true;
             }
@@ -808,17 +825,20 @@ impl Scanner {
             Tok::If if self.top().comp => self.end_segment()?,
             Tok::If => self.binary(OpKind::IfExp)?,
             Tok::Else if first => {}
-            Tok::Else => self.ternary_else(),
+            Tok::Else => self.ternary_else()?,
             Tok::ColonEqual => self.binary(OpKind::Walrus)?,
             Tok::Dot => {
                 let frame = self.top();
                 if !frame.expect_operand {
+                    let mut height = 0;
                     if let Some(last) = frame.vals.last_mut() {
                         last.height = last.height.saturating_add(1);
                         last.flat = None;
+                        height = last.height;
                     }
                     frame.after_dot = true;
                     frame.after_string = false;
+                    self.check_height(height)?;
                 }
             }
             Tok::Lpar => {
@@ -876,7 +896,7 @@ impl Scanner {
                 }
             }
             Tok::Comma => {
-                self.end_item();
+                self.end_item()?;
                 let frame = self.top();
                 let later_argument =
                     matches!(frame.kind, FrameKind::Call | FrameKind::Subscript) && !frame.commas;
@@ -922,14 +942,14 @@ impl Scanner {
     }
 
     /// `else` of a conditional expression: the pending `if` takes its test's depth.
-    fn ternary_else(&mut self) {
-        self.reduce_while(OpKind::Else.prec(), true);
+    fn ternary_else(&mut self) -> Result<(), Deep> {
+        self.reduce_while(OpKind::Else.prec(), true)?;
         let frame = self.top();
         let Some(op) = frame.ops.last().copied() else {
-            return;
+            return Ok(());
         };
         if op.kind != OpKind::IfExp {
-            return;
+            return Ok(());
         }
         let test = if frame.vals.len() > op.base {
             frame.vals.pop().map_or(0, |v| v.height)
@@ -945,6 +965,7 @@ impl Scanner {
             };
         }
         frame.expect_operand = true;
+        Ok(())
     }
 
     /// The height of an f-string: `JoinedStr`, `FormattedValue`, then its expressions, each
