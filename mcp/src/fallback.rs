@@ -14,31 +14,10 @@ use serde::de::IgnoredAny;
 
 use crate::envelope::{CheckFailure, FallbackCheck, NotChecked, WalkSummary};
 use crate::error::McpError;
+use crate::layout::is_skipped_dir;
 use crate::pyyaml;
 use crate::workspace::{ListedKind, Workspace};
 
-/// Directory (and file) names upstream's fallback checks skip, compared lower-cased.
-pub const SKIPPED_PARTS: &[&str] = &[
-    ".cache",
-    ".git",
-    ".hg",
-    ".mypy_cache",
-    ".next",
-    ".pytest_cache",
-    ".ruff_cache",
-    ".svn",
-    ".tox",
-    ".turbo",
-    ".venv",
-    "__pycache__",
-    "build",
-    "coverage",
-    "dist",
-    "generated",
-    "logs",
-    "node_modules",
-    "venv",
-];
 /// Upstream's per-check file limits.
 pub const JSON_LIMIT: usize = 120;
 /// Upstream's per-check file limits.
@@ -57,13 +36,6 @@ pub const MAX_CHECK_FILE_BYTES: u64 = 2 * 1024 * 1024;
 pub const MAX_CHECK_BYTES: u64 = 64 * 1024 * 1024;
 /// How many skipped directories are listed by name (all are counted).
 const SKIPPED_SHOWN: usize = 50;
-
-/// Whether a directory name is on upstream's skip list.
-#[must_use]
-pub fn is_skipped_dir(name: &str) -> bool {
-    let lower = name.to_lowercase();
-    SKIPPED_PARTS.contains(&lower.as_str())
-}
 
 /// Python's `PurePath.suffix`, lower-cased.
 #[must_use]
