@@ -16,13 +16,14 @@ use crate::selection::{BaselineFiles, verify_selected_baseline};
 /// baseline manifest that check returned.
 #[derive(Debug)]
 pub struct ApprovedTurn<'a> {
+    /// The approved hash of every selected path, as the binding check returned it.
+    expected: BTreeMap<RepoPath, Sha256>,
+    selected: Vec<RepoPath>,
+    baseline: &'a BaselineFiles,
     context: &'a ApprovedExecutionContext,
     snapshot: &'a RepositorySnapshotEvidence,
     policy: &'a dyn PathPolicy,
     create_absence: Option<&'a dyn CreateAbsence>,
-    selected: Vec<RepoPath>,
-    baseline: &'a BaselineFiles,
-    expected: BTreeMap<RepoPath, Sha256>,
 }
 
 impl<'a> ApprovedTurn<'a> {

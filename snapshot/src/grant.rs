@@ -118,36 +118,34 @@ impl Grants {
             g.delete.push(parse_path("--delete", raw, false)?);
         }
         g.check_collisions()?;
-        for path in &g.create {
-            if snap.prove_absent(path).is_err() {
-                return Err(path_error(
-                    "--create",
-                    path.as_str(),
-                    "already exists at the commit (or clashes with an existing path, case-folded)",
-                ));
-            }
-            if !g.editable_scope(path) {
-                return Err(path_error(
-                    "--create",
-                    path.as_str(),
-                    "is not inside an --allow scope (or lies in a --read-only or --prohibit scope)",
-                ));
-            }
-        }
-        for path in &g.delete {
-            if !snap.manifest().contains_key(path) {
-                return Err(path_error(
-                    "--delete",
-                    path.as_str(),
-                    "is not a regular UTF-8 file in the tree at the commit",
-                ));
-            }
-            if !g.editable_scope(path) {
-                return Err(path_error(
-                    "--delete",
-                    path.as_str(),
-                    "is not inside an --allow scope (or lies in a --read-only or --prohibit scope)",
-                ));
+        // Every create, then every delete: it must be absent (a file), and editable.
+        let exact = [
+            ("--create", &g.create, true),
+            ("--delete", &g.delete, false),
+        ];
+        for (flag, paths, create) in exact {
+            for path in paths {
+                let (unfit, reason) = if create {
+                    (
+                        snap.prove_absent(path).is_err(),
+                        "already exists at the commit (or clashes with an existing path, case-folded)",
+                    )
+                } else {
+                    (
+                        !snap.manifest().contains_key(path),
+                        "is not a regular UTF-8 file in the tree at the commit",
+                    )
+                };
+                if unfit {
+                    return Err(path_error(flag, path.as_str(), reason));
+                }
+                if !g.editable_scope(path) {
+                    return Err(path_error(
+                        flag,
+                        path.as_str(),
+                        "is not inside an --allow scope (or lies in a --read-only or --prohibit scope)",
+                    ));
+                }
             }
         }
         Ok(g)

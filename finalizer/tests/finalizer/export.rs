@@ -138,20 +138,9 @@ pub fn finalised() -> (tempfile::TempDir, String, RepositoryPatchCandidate) {
         "changed_files": changed, "owned_paths": CHANGES.iter().map(|c| c.0).collect::<Vec<_>>(),
     }))
     .unwrap();
-    let candidate = finalize_repository_patch(
-        &ApprovedTurn::new(
-            &ctx,
-            &evidence,
-            &DefaultPathPolicy::default(),
-            Some(&snap),
-            selected.clone(),
-            &baseline,
-        )
-        .unwrap(),
-        &ws,
-        &proposal,
-    )
-    .unwrap();
+    let policy = DefaultPathPolicy::default();
+    let approved = ApprovedTurn::new(&ctx, &evidence, &policy, Some(&snap), selected, &baseline);
+    let candidate = finalize_repository_patch(&approved.unwrap(), &ws, &proposal).unwrap();
     ws.cleanup().unwrap();
     (repo, commit, candidate)
 }

@@ -99,20 +99,9 @@ pub fn finalised() -> (tempfile::TempDir, String, RepositoryPatchCandidate) {
     let ws =
         materialize_workspace(&ws_tmp.path().join("ws"), &baseline, &BaselineFiles::new()).unwrap();
     apply_changes(ws.root());
-    let candidate = finalize_repository_patch(
-        &ApprovedTurn::new(
-            &ctx,
-            &evidence,
-            &DefaultPathPolicy::default(),
-            Some(&snap),
-            selected.clone(),
-            &baseline,
-        )
-        .unwrap(),
-        &ws,
-        &proposal(),
-    )
-    .unwrap();
+    let policy = DefaultPathPolicy::default();
+    let approved = ApprovedTurn::new(&ctx, &evidence, &policy, Some(&snap), selected, &baseline);
+    let candidate = finalize_repository_patch(&approved.unwrap(), &ws, &proposal()).unwrap();
     ws.cleanup().unwrap();
     (repo, commit, candidate)
 }
