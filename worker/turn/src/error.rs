@@ -55,36 +55,6 @@ pub enum TurnError {
     /// No editable file could be selected from the approval's scopes.
     #[error("REPOSITORY_PATCH_SELECTION: {detail}")]
     Selection { detail: &'static str },
-    /// A path an `approve` flag names cannot be granted as given (not in the tree at the commit,
-    /// not a portable path, outside the scopes it needs).
-    #[error("PATCH_CANDIDATE_APPROVE_PATH: {flag} {}: {reason}", Untrusted::quoted(.path))]
-    ApprovePath {
-        flag: &'static str,
-        path: String,
-        reason: &'static str,
-    },
-    /// Two `approve` grants collide: the same path (case-folded), or one inside the other.
-    #[error(
-        "PATCH_CANDIDATE_APPROVE_GRANTS: {flag} {} collides with {other_flag} {} ({reason})",
-        Untrusted::quoted(.path),
-        Untrusted::quoted(.other)
-    )]
-    ApproveGrants {
-        flag: &'static str,
-        path: String,
-        other_flag: &'static str,
-        other: String,
-        reason: &'static str,
-    },
-    /// `approve --commit` does not name a commit of the repository.
-    #[error("PATCH_CANDIDATE_APPROVE_COMMIT: --commit {}: {reason}", Untrusted::quoted(.rev))]
-    ApproveCommit { rev: String, reason: String },
-    /// An `approve` text flag (task, ids) is empty or otherwise unusable.
-    #[error("PATCH_CANDIDATE_APPROVE_VALUE: {flag} {reason}")]
-    ApproveValue {
-        flag: &'static str,
-        reason: &'static str,
-    },
     /// `finalize` was given part of one input form and part of the other.
     #[error("PATCH_CANDIDATE_FINALIZE_FLAGS: {detail}")]
     FinalizeFlags { detail: &'static str },
@@ -150,10 +120,6 @@ impl TurnError {
             Self::UsageIdentity { .. } => "REPOSITORY_USAGE_IDENTITY",
             Self::TurnNotCompleted { .. } => "REPOSITORY_PATCH_PROPOSAL_STATUS",
             Self::Selection { .. } => "REPOSITORY_PATCH_SELECTION",
-            Self::ApprovePath { .. } => "PATCH_CANDIDATE_APPROVE_PATH",
-            Self::ApproveGrants { .. } => "PATCH_CANDIDATE_APPROVE_GRANTS",
-            Self::ApproveCommit { .. } => "PATCH_CANDIDATE_APPROVE_COMMIT",
-            Self::ApproveValue { .. } => "PATCH_CANDIDATE_APPROVE_VALUE",
             Self::FinalizeFlags { .. } => "PATCH_CANDIDATE_FINALIZE_FLAGS",
             Self::StagedIncomplete { .. } => "PATCH_CANDIDATE_STAGED_INCOMPLETE",
             Self::DigestFlag { .. } => "PATCH_CANDIDATE_DIGEST_FLAG",
@@ -199,11 +165,7 @@ impl Coded for TurnError {
     fn class(&self) -> FailureClass {
         match self {
             Self::Snapshot(e) => Coded::class(e),
-            Self::ApprovePath { .. }
-            | Self::ApproveGrants { .. }
-            | Self::ApproveCommit { .. }
-            | Self::ApproveValue { .. }
-            | Self::FinalizeFlags { .. }
+            Self::FinalizeFlags { .. }
             | Self::DigestFlag { .. }
             | Self::OutputExists { .. }
             | Self::OutputInRepository { .. } => FailureClass::Usage,
@@ -258,26 +220,6 @@ mod tests {
             TurnError::TurnNotCompleted { status: "failed" },
             TurnError::Selection { detail: "x" },
             TurnError::Container(ContainerError::State { detail: "x" }),
-            TurnError::ApprovePath {
-                flag: "--allow",
-                path: "a\u{1b}".to_owned(),
-                reason: "matches nothing at the commit",
-            },
-            TurnError::ApproveGrants {
-                flag: "--create",
-                path: "a/b".to_owned(),
-                other_flag: "--delete",
-                other: "A".to_owned(),
-                reason: "one is a directory of the other",
-            },
-            TurnError::ApproveCommit {
-                rev: "main".to_owned(),
-                reason: "no commit".to_owned(),
-            },
-            TurnError::ApproveValue {
-                flag: "--task",
-                reason: "must not be empty",
-            },
             TurnError::FinalizeFlags { detail: "x" },
             TurnError::StagedIncomplete {
                 path: "a".to_owned(),
@@ -314,10 +256,6 @@ mod tests {
                 | TurnError::UsageIdentity { .. }
                 | TurnError::TurnNotCompleted { .. }
                 | TurnError::Selection { .. }
-                | TurnError::ApprovePath { .. }
-                | TurnError::ApproveGrants { .. }
-                | TurnError::ApproveCommit { .. }
-                | TurnError::ApproveValue { .. }
                 | TurnError::FinalizeFlags { .. }
                 | TurnError::StagedIncomplete { .. }
                 | TurnError::DigestFlag { .. }
@@ -337,25 +275,12 @@ mod tests {
     #[test]
     fn every_variant_follows_the_message_convention() {
         let all = samples();
-        assert_eq!(all.len(), 43);
+        assert_eq!(all.len(), 39);
         for e in &all {
             if let Err(violation) = snapshot::check_message_convention(e) {
                 panic!("{violation}");
             }
         }
-    }
-
-    #[test]
-    fn approve_messages_name_the_flag_and_escape_names() {
-        let e = TurnError::ApprovePath {
-            flag: "--allow",
-            path: "a\u{1b}[2K\u{202e}".to_owned(),
-            reason: "matches nothing at the commit",
-        };
-        assert_eq!(
-            e.to_string(),
-            "PATCH_CANDIDATE_APPROVE_PATH: --allow 'a\\x1b[2K\\u202e': matches nothing at the commit"
-        );
     }
 
     #[test]
@@ -371,11 +296,7 @@ mod tests {
                 )
                 | TurnError::Ledger { .. }
                 | TurnError::OutputWrite { .. } => FailureClass::Environment,
-                TurnError::ApprovePath { .. }
-                | TurnError::ApproveGrants { .. }
-                | TurnError::ApproveCommit { .. }
-                | TurnError::ApproveValue { .. }
-                | TurnError::FinalizeFlags { .. }
+                TurnError::FinalizeFlags { .. }
                 | TurnError::DigestFlag { .. }
                 | TurnError::OutputExists { .. }
                 | TurnError::OutputInRepository { .. } => FailureClass::Usage,
