@@ -3,6 +3,8 @@
 # evidence in ${PATCH_CANDIDATE_STATE_DIR:-$HOME/.local/state/patch-candidate}/images.json.
 #
 #   images/build.sh                 cargo build --release --workspace --bins, then both images
+#                                   from the binaries where cargo says it put them (so
+#                                   CARGO_TARGET_DIR, relative or absolute, is honoured)
 #   images/build.sh --bin-dir DIR   use already built static binaries from DIR (no cargo)
 #   images/build.sh --no-cache      rebuild without the daemon's build cache (reproducibility check)
 #   images/build.sh --live          build the live image instead (images/live/): the runner, the
@@ -27,7 +29,6 @@ IMAGE="${PROOF_IMAGE_TAG:-patch-candidate-proof:local}"
 HOSTILE_IMAGE="${PROOF_HOSTILE_IMAGE_TAG:-patch-candidate-proof-hostile:local}"
 LIVE_IMAGE="${LIVE_IMAGE_TAG:-patch-candidate-live:local}"
 LIVE=0
-TARGET_DIR=target/x86_64-unknown-linux-gnu/release
 BIN_DIR=""
 CACHE=(--no-cache=false)
 
@@ -40,10 +41,40 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+CTX="$(mktemp -d)"
+CLI_CONFIG="$(mktemp -d)"
+MESSAGES="$(mktemp)"
+trap 'rm -rf "$CTX" "$CLI_CONFIG" "$MESSAGES"' EXIT
+
 if [ -z "$BIN_DIR" ]; then
   echo "build.sh: cargo build --release --workspace --bins" >&2
-  cargo build --release --locked --workspace --bins >&2
-  BIN_DIR="$TARGET_DIR"
+  # Cargo reports where it put every binary (its artifact messages; rendered diagnostics still go
+  # to stderr), so CARGO_TARGET_DIR and build.target-dir are honoured, relative or absolute,
+  # with the target triple of .cargo/config.toml below them. Nothing assumes ./target.
+  cargo build --release --locked --workspace --bins --message-format=json-render-diagnostics \
+    > "$MESSAGES"
+  BIN_DIR="$(python3 - "$MESSAGES" turn-runner fake-agent hostile-entry <<'PY'
+import json, os, sys
+
+messages, wanted = sys.argv[1], set(sys.argv[2:])
+found = {}
+with open(messages, encoding="utf-8") as lines:
+    for line in lines:
+        msg = json.loads(line)
+        target = msg.get("target") or {}
+        if (msg.get("reason") == "compiler-artifact" and msg.get("executable")
+                and "bin" in target.get("kind", []) and target.get("name") in wanted):
+            found[target["name"]] = msg["executable"]
+missing = sorted(wanted - found.keys())
+dirs = {os.path.dirname(path) for path in found.values()}
+if missing or len(dirs) != 1:
+    print("build.sh: cargo reported no single directory for " + ", ".join(sorted(wanted)),
+          file=sys.stderr)
+    sys.exit(3)
+print(dirs.pop())
+PY
+)"
+  echo "build.sh: binaries from $BIN_DIR" >&2
 fi
 
 # Talk to the local daemon only, with no inherited client configuration.
@@ -52,10 +83,6 @@ docker_cli() {
   cfg="$CLI_CONFIG"
   env -i PATH="$PATH" docker --config "$cfg" --host unix:///var/run/docker.sock "$@"
 }
-
-CTX="$(mktemp -d)"
-CLI_CONFIG="$(mktemp -d)"
-trap 'rm -rf "$CTX" "$CLI_CONFIG"' EXIT
 REV="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 STATE_DIR="${PATCH_CANDIDATE_STATE_DIR:-$HOME/.local/state/patch-candidate}"
 

@@ -7,10 +7,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use archive::{ArchiveLimits, StageRequest, read_archive_manifest_from, stage_workspace_archive};
+use archive::{ArchiveLimits, StageLimits, read_archive_manifest_from, stage_workspace_archive};
 use snapshot::{
-    ApprovedExecutionContext, BaselineFiles, CreateAbsence, DefaultPathPolicy, RepoPath,
-    RepositorySnapshotEvidence, SnapshotError,
+    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, CreateAbsence, DefaultPathPolicy,
+    RepoPath, RepositorySnapshotEvidence, SnapshotError,
 };
 
 /// The approved snapshot has no files, so every create path is absent.
@@ -64,19 +64,23 @@ fn run() -> Result<(), String> {
     let snapshot =
         RepositorySnapshotEvidence::from_json(&snapshot.to_string()).map_err(|e| e.to_string())?;
     let root = workdir.join(format!("stage-{}", std::process::id()));
-    let ws = stage_workspace_archive(StageRequest {
-        context: &context,
-        snapshot: &snapshot,
-        selected_paths: &[],
-        baseline_files: &BaselineFiles::new(),
-        archive_bytes: &bytes,
-        workspace_root: &root,
-        policy: &DefaultPathPolicy::default(),
-        create_absence: Some(&EmptyTree),
+    let baseline = BaselineFiles::new();
+    let policy = DefaultPathPolicy::default();
+    let approved = ApprovedTurn::new(
+        &context,
+        &snapshot,
+        &policy,
+        Some(&EmptyTree),
+        Vec::new(),
+        &baseline,
+    )
+    .map_err(|e| e.to_string())?;
+    let limits = StageLimits {
         max_files: archive::MAX_ARCHIVE_FILES,
         max_archive_bytes: archive::MAX_ARCHIVE_BYTES,
-    })
-    .map_err(|e| e.to_string())?;
+    };
+    let ws =
+        stage_workspace_archive(&approved, &bytes, &root, limits).map_err(|e| e.to_string())?;
     ws.cleanup().map_err(|e| e.to_string())
 }
 

@@ -42,9 +42,7 @@ pub use reader::{
     read_archive_manifest_from, validate_archive_budget,
 };
 #[cfg(feature = "effects")]
-pub use stage::{
-    StageRequest, VerifiedStageRequest, stage_verified_archive, stage_workspace_archive,
-};
+pub use stage::{StageLimits, stage_verified_archive, stage_workspace_archive};
 #[cfg(feature = "effects")]
 pub use workspace::{
     HarvestOptions, HarvestedFile, MAX_HARVEST_BYTES, MAX_HARVEST_DEPTH, MAX_HARVEST_ENTRIES,

@@ -7,64 +7,28 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use snapshot::{
-    ApprovedExecutionContext, BaselineFiles, CreateAbsence, PathPolicy, RepoPath,
-    RepositorySnapshotEvidence, validate_output_text, verify_selected_baseline,
-};
+use snapshot::{ApprovedTurn, RepoPath, validate_output_text};
 
 use crate::envelope::EMPTY_ARCHIVE_MARKER;
 use crate::error::{ArchiveError, EntryName};
 use crate::reader::{Digests, VerifiedArchive, parse, validate_archive_budget};
 use crate::workspace::{StagedWorkspace, materialize_workspace, open_root, write_file};
 
-/// Everything staging needs. `archive_bytes` is the container's output, untrusted.
-#[derive(Debug, Clone, Copy)]
-pub struct StageRequest<'a> {
-    pub context: &'a ApprovedExecutionContext,
-    pub snapshot: &'a RepositorySnapshotEvidence,
-    pub selected_paths: &'a [RepoPath],
-    pub baseline_files: &'a BaselineFiles,
-    pub archive_bytes: &'a [u8],
-    pub workspace_root: &'a Path,
-    pub policy: &'a dyn PathPolicy,
-    pub create_absence: Option<&'a dyn CreateAbsence>,
+/// The limits of one staging (not part of the approval).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageLimits {
+    /// Most entries the archive may hold (at most [`crate::MAX_ARCHIVE_FILES`]).
     pub max_files: usize,
+    /// Most bytes the archive may have (at most [`crate::MAX_ARCHIVE_BYTES`]).
     pub max_archive_bytes: usize,
-}
-
-/// [`StageRequest`] for an archive already read once by [`VerifiedArchive::read`]: staging uses
-/// its located entries instead of parsing the bytes again.
-#[derive(Debug, Clone, Copy)]
-pub struct VerifiedStageRequest<'a> {
-    pub context: &'a ApprovedExecutionContext,
-    pub snapshot: &'a RepositorySnapshotEvidence,
-    pub selected_paths: &'a [RepoPath],
-    pub baseline_files: &'a BaselineFiles,
-    pub archive: &'a VerifiedArchive,
-    pub workspace_root: &'a Path,
-    pub policy: &'a dyn PathPolicy,
-    pub create_absence: Option<&'a dyn CreateAbsence>,
-    pub max_files: usize,
-    pub max_archive_bytes: usize,
-}
-
-/// The fields both entry points share.
-struct Common<'a> {
-    context: &'a ApprovedExecutionContext,
-    snapshot: &'a RepositorySnapshotEvidence,
-    selected_paths: &'a [RepoPath],
-    baseline_files: &'a BaselineFiles,
-    workspace_root: &'a Path,
-    policy: &'a dyn PathPolicy,
-    create_absence: Option<&'a dyn CreateAbsence>,
-    max_files: usize,
-    max_archive_bytes: usize,
 }
 
 /// Reference `stage_repository_workspace_archive`.
 ///
-/// Checks, in order: budget limits; the approval and baseline (`verify_selected_baseline`); input
-/// budget; the target does not exist; the empty marker, or the raw preflight and the strict
+/// `archive_bytes` is the container's output, untrusted; `workspace_root` must not exist yet.
+///
+/// Checks, in order (the approval and baseline were checked when `approved` was bound): budget
+/// limits; input budget; the target does not exist; the empty marker, or the raw preflight and the strict
 /// reader; the entry set against the selection and grants; per entry the host policy, size and
 /// hash, strict UTF-8 and the output content gates. Then it creates the root (0700),
 /// materialises the approved baseline, removes the selected files the archive omits (each under a
@@ -79,33 +43,27 @@ struct Common<'a> {
 ///
 /// # Security
 /// No file is created unless every check passed; writes never follow links.
-pub fn stage_workspace_archive(req: StageRequest<'_>) -> Result<StagedWorkspace, ArchiveError> {
-    let common = Common {
-        context: req.context,
-        snapshot: req.snapshot,
-        selected_paths: req.selected_paths,
-        baseline_files: req.baseline_files,
-        workspace_root: req.workspace_root,
-        policy: req.policy,
-        create_absence: req.create_absence,
-        max_files: req.max_files,
-        max_archive_bytes: req.max_archive_bytes,
-    };
-    let (expected, max_entries) = preliminary(&common, req.archive_bytes.len())?;
-    let parsed = if req.archive_bytes == EMPTY_ARCHIVE_MARKER {
+pub fn stage_workspace_archive(
+    approved: &ApprovedTurn<'_>,
+    archive_bytes: &[u8],
+    workspace_root: &Path,
+    limits: StageLimits,
+) -> Result<StagedWorkspace, ArchiveError> {
+    let max_entries = preliminary(approved, workspace_root, limits, archive_bytes.len())?;
+    let parsed = if archive_bytes == EMPTY_ARCHIVE_MARKER {
         Vec::new()
     } else {
         parse(
-            req.archive_bytes,
-            expected_files(&common),
+            archive_bytes,
+            expected_files(approved),
             Some(max_entries),
-            req.max_archive_bytes,
+            limits.max_archive_bytes,
             Digests::CrcOnly,
         )?
         .entries
     };
     let entries: Vec<(&RepoPath, &[u8])> = parsed.iter().map(|e| (&e.path, e.data)).collect();
-    write_entries(&common, &expected, &entries)
+    write_entries(approved, workspace_root, &entries)
 }
 
 /// [`stage_workspace_archive`] for an archive that was already read strictly once: the same
@@ -118,80 +76,67 @@ pub fn stage_workspace_archive(req: StageRequest<'_>) -> Result<StagedWorkspace,
 /// # Security
 /// As [`stage_workspace_archive`]; entry data is written from the verified archive's own bytes.
 pub fn stage_verified_archive(
-    req: VerifiedStageRequest<'_>,
+    approved: &ApprovedTurn<'_>,
+    archive: &VerifiedArchive,
+    workspace_root: &Path,
+    limits: StageLimits,
 ) -> Result<StagedWorkspace, ArchiveError> {
-    let common = Common {
-        context: req.context,
-        snapshot: req.snapshot,
-        selected_paths: req.selected_paths,
-        baseline_files: req.baseline_files,
-        workspace_root: req.workspace_root,
-        policy: req.policy,
-        create_absence: req.create_absence,
-        max_files: req.max_files,
-        max_archive_bytes: req.max_archive_bytes,
-    };
-    let (expected, max_entries) = preliminary(&common, req.archive.bytes().len())?;
-    let count = req.archive.len();
-    if !req.archive.is_empty_marker() {
+    let max_entries = preliminary(approved, workspace_root, limits, archive.bytes().len())?;
+    let count = archive.len();
+    if !archive.is_empty_marker() {
         if count > max_entries {
             return Err(ArchiveError::Budget {
                 detail: "entry count exceeds limit",
             });
         }
-        if expected_files(&common).is_some_and(|n| n != count) {
+        if expected_files(approved).is_some_and(|n| n != count) {
             return Err(ArchiveError::Budget {
                 detail: "entry count differs from the selection",
             });
         }
     }
-    let entries: Vec<(&RepoPath, &[u8])> = req.archive.entries().collect();
-    write_entries(&common, &expected, &entries)
+    let entries: Vec<(&RepoPath, &[u8])> = archive.entries().collect();
+    write_entries(approved, workspace_root, &entries)
 }
 
 /// The exact entry count when the approval has no create or delete grant.
-fn expected_files(req: &Common<'_>) -> Option<usize> {
-    (req.context.create_paths().is_empty() && req.context.delete_paths().is_empty())
-        .then_some(req.selected_paths.len())
+fn expected_files(approved: &ApprovedTurn<'_>) -> Option<usize> {
+    let context = approved.context();
+    (context.create_paths().is_empty() && context.delete_paths().is_empty())
+        .then_some(approved.selected().len())
 }
 
-/// Budget, approval and baseline, input size and target checks; returns the approved baseline
-/// manifest and the entry limit.
+/// Budget, input size and target checks; returns the entry limit.
 fn preliminary(
-    req: &Common<'_>,
+    approved: &ApprovedTurn<'_>,
+    workspace_root: &Path,
+    limits: StageLimits,
     archive_len: usize,
-) -> Result<(BTreeMap<RepoPath, snapshot::Sha256>, usize), ArchiveError> {
-    validate_archive_budget(req.max_files, req.max_archive_bytes)?;
-    let expected = verify_selected_baseline(
-        req.context,
-        req.snapshot,
-        req.selected_paths,
-        req.baseline_files,
-        req.policy,
-        req.create_absence,
-    )?;
-    let max_entries = req.selected_paths.len() + req.context.create_paths().len();
-    if max_entries > req.max_files || archive_len > req.max_archive_bytes {
+) -> Result<usize, ArchiveError> {
+    validate_archive_budget(limits.max_files, limits.max_archive_bytes)?;
+    let max_entries = approved.selected().len() + approved.context().create_paths().len();
+    if max_entries > limits.max_files || archive_len > limits.max_archive_bytes {
         return Err(ArchiveError::Budget {
             detail: "input exceeds limit",
         });
     }
-    if req.workspace_root.symlink_metadata().is_ok() {
+    if workspace_root.symlink_metadata().is_ok() {
         return Err(ArchiveError::Workspace {
             detail: "target must not exist".to_owned(),
         });
     }
-    Ok((expected, max_entries))
+    Ok(max_entries)
 }
 
 fn write_entries(
-    req: &Common<'_>,
-    expected: &BTreeMap<RepoPath, snapshot::Sha256>,
+    approved: &ApprovedTurn<'_>,
+    workspace_root: &Path,
     entries: &[(&RepoPath, &[u8])],
 ) -> Result<StagedWorkspace, ArchiveError> {
-    let creates = req.context.create_paths();
-    let deletes = req.context.delete_paths();
-    let selected: BTreeSet<&RepoPath> = req.selected_paths.iter().collect();
+    let creates = approved.context().create_paths();
+    let deletes = approved.context().delete_paths();
+    let policy = approved.policy();
+    let selected: BTreeSet<&RepoPath> = approved.selected().iter().collect();
     let present: BTreeSet<&RepoPath> = entries.iter().map(|(p, _)| *p).collect();
     let dropped_without_grant = selected
         .iter()
@@ -204,8 +149,8 @@ fn write_entries(
     }
 
     // Map each entry to the approved path object it equals; only that object is used to write.
-    let approved: BTreeMap<&str, (&RepoPath, bool)> = req
-        .selected_paths
+    let approved_paths: BTreeMap<&str, (&RepoPath, bool)> = approved
+        .selected()
         .iter()
         .map(|p| (p.as_str(), (p, false)))
         .chain(creates.iter().map(|p| (p.as_str(), (p, true))))
@@ -213,8 +158,10 @@ fn write_entries(
     let mut writes: Vec<(&RepoPath, bool, &[u8])> = Vec::with_capacity(entries.len());
     for &(entry_path, data) in entries {
         let shown = EntryName::from_str(entry_path.as_str());
-        let &(target, is_create) = approved.get(entry_path.as_str()).ok_or(ArchiveError::Set)?;
-        req.policy.validate_path(target)?;
+        let &(target, is_create) = approved_paths
+            .get(entry_path.as_str())
+            .ok_or(ArchiveError::Set)?;
+        policy.validate_path(target)?;
         // Reference step 7 re-reads each entry by name and compares it with the manifest
         // (`ARCHIVE_HASH`) because its manifest and its bytes come from two parsers. Here the
         // entry, its name and its bytes come from one strict parse of one slice (CRC-32 checked,
@@ -229,15 +176,14 @@ fn write_entries(
         validate_output_text(target.as_str(), text)?;
         writes.push((target, is_create, data));
     }
-    let removals: Vec<&RepoPath> = req
-        .selected_paths
+    let removals: Vec<&RepoPath> = approved
+        .selected()
         .iter()
         .filter(|p| !present.contains(p))
         .collect();
 
-    let baseline_ws =
-        materialize_workspace(req.workspace_root, req.baseline_files, &BTreeMap::new())?;
-    let written = open_root(req.workspace_root).and_then(|dir| {
+    let baseline_ws = materialize_workspace(workspace_root, approved.baseline(), &BTreeMap::new())?;
+    let written = open_root(workspace_root).and_then(|dir| {
         for path in &removals {
             dir.remove_file(path.as_str())
                 .map_err(|e| ArchiveError::workspace_io("cannot remove deleted file", &e))?;
@@ -252,7 +198,7 @@ fn write_entries(
         baseline_ws.cleanup()?;
         return Err(e);
     }
-    debug_assert_eq!(baseline_ws.editable_manifest(), expected);
+    debug_assert_eq!(baseline_ws.editable_manifest(), approved.expected());
     Ok(baseline_ws)
 }
 
@@ -261,8 +207,10 @@ mod tests {
     use super::*;
     use crate::envelope::build_deterministic_archive;
     use crate::workspace::failpoints;
-    use snapshot::DefaultPathPolicy;
     use snapshot::Sha256;
+    use snapshot::{
+        ApprovedExecutionContext, BaselineFiles, DefaultPathPolicy, RepositorySnapshotEvidence,
+    };
 
     struct Fx {
         context: ApprovedExecutionContext,
@@ -304,19 +252,26 @@ mod tests {
         }
     }
 
+    const LIMITS: StageLimits = StageLimits {
+        max_files: 50,
+        max_archive_bytes: crate::envelope::MAX_ARCHIVE_BYTES,
+    };
+
+    fn approved<'a>(f: &'a Fx, policy: &'a DefaultPathPolicy) -> ApprovedTurn<'a> {
+        ApprovedTurn::new(
+            &f.context,
+            &f.snapshot,
+            policy,
+            None,
+            f.selected.clone(),
+            &f.baseline,
+        )
+        .unwrap()
+    }
+
     fn stage(f: &Fx, archive: &[u8], root: &Path) -> Result<StagedWorkspace, ArchiveError> {
-        stage_workspace_archive(StageRequest {
-            context: &f.context,
-            snapshot: &f.snapshot,
-            selected_paths: &f.selected,
-            baseline_files: &f.baseline,
-            archive_bytes: archive,
-            workspace_root: root,
-            policy: &DefaultPathPolicy::default(),
-            create_absence: None,
-            max_files: 50,
-            max_archive_bytes: crate::envelope::MAX_ARCHIVE_BYTES,
-        })
+        let policy = DefaultPathPolicy::default();
+        stage_workspace_archive(&approved(f, &policy), archive, root, LIMITS)
     }
 
     fn archive() -> Vec<u8> {
@@ -332,18 +287,8 @@ mod tests {
         archive: &VerifiedArchive,
         root: &Path,
     ) -> Result<StagedWorkspace, ArchiveError> {
-        stage_verified_archive(VerifiedStageRequest {
-            context: &f.context,
-            snapshot: &f.snapshot,
-            selected_paths: &f.selected,
-            baseline_files: &f.baseline,
-            archive,
-            workspace_root: root,
-            policy: &DefaultPathPolicy::default(),
-            create_absence: None,
-            max_files: 50,
-            max_archive_bytes: crate::envelope::MAX_ARCHIVE_BYTES,
-        })
+        let policy = DefaultPathPolicy::default();
+        stage_verified_archive(&approved(f, &policy), archive, root, LIMITS)
     }
 
     fn tree(root: &Path) -> Vec<(String, Vec<u8>)> {

@@ -13,12 +13,10 @@ use std::error::Error;
 use std::path::Path;
 
 use archive::StagedWorkspace;
-use finalizer::{
-    FinalizeRequest, finalize_repository_patch, repository_patch_digest, unified_diff_with_budget,
-};
+use finalizer::{finalize_repository_patch, repository_patch_digest, unified_diff_with_budget};
 use snapshot::{
-    ApprovedExecutionContext, BaselineFiles, DefaultPathPolicy, FileOp, ProposedFileChange,
-    RepoPath, RepositorySnapshotEvidence, Sha256, StagedPatchProposal,
+    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, DefaultPathPolicy, FileOp,
+    ProposedFileChange, RepoPath, RepositorySnapshotEvidence, Sha256, StagedPatchProposal,
 };
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -93,16 +91,18 @@ fn turn(before: &Path, after: &Path) -> Res<()> {
     }))?;
     proposal.changed_files = changed;
     proposal.owned_paths = selected.iter().map(|p| p.as_str().to_owned()).collect();
-    let candidate = finalize_repository_patch(FinalizeRequest {
-        context: &context,
-        snapshot: &snapshot,
-        selected_paths: &selected,
-        baseline_files: &baseline,
-        workspace: &workspace,
-        proposal: &proposal,
-        policy: &DefaultPathPolicy::default(),
-        create_absence: None,
-    })?;
+    let candidate = finalize_repository_patch(
+        &ApprovedTurn::new(
+            &context,
+            &snapshot,
+            &DefaultPathPolicy::default(),
+            None,
+            selected.clone(),
+            &baseline,
+        )?,
+        &workspace,
+        &proposal,
+    )?;
     let diff_bytes: usize = candidate
         .changed_files()
         .iter()

@@ -6,9 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use archive::{HarvestOptions, StagedWorkspace};
 use snapshot::{
-    ApprovedExecutionContext, BaselineFiles, CreateAbsence, FileOp, PathPolicy, ProposalStatus,
-    RepoPath, RepositorySnapshotEvidence, Sha256, SnapshotError, StagedPatchProposal,
-    validate_output_text, verify_selected_baseline,
+    ApprovedTurn, FileOp, ProposalStatus, RepoPath, Sha256, SnapshotError, StagedPatchProposal,
+    validate_output_text,
 };
 
 use crate::derived::derived_summary;
@@ -18,19 +17,6 @@ use crate::model::{
     CANDIDATE_RATIONALE, CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile,
 };
 use crate::parallel::map_ordered;
-
-/// Everything finalisation reads.
-#[derive(Debug, Clone, Copy)]
-pub struct FinalizeRequest<'a> {
-    pub context: &'a ApprovedExecutionContext,
-    pub snapshot: &'a RepositorySnapshotEvidence,
-    pub selected_paths: &'a [RepoPath],
-    pub baseline_files: &'a BaselineFiles,
-    pub workspace: &'a StagedWorkspace,
-    pub proposal: &'a StagedPatchProposal,
-    pub policy: &'a dyn PathPolicy,
-    pub create_absence: Option<&'a dyn CreateAbsence>,
-}
 
 fn canonical(path: &str) -> Result<RepoPath, FinalizeError> {
     RepoPath::parse(path).map_err(|r| FinalizeError::Snapshot(SnapshotError::unsafe_path(path, r)))
@@ -60,11 +46,12 @@ fn describe_violations(violations: &[archive::Violation]) -> String {
 
 type Observed = (FileOp, Option<(String, Sha256)>);
 
-/// Reference `finalize_repository_patch`.
+/// Reference `finalize_repository_patch`, over the staged `workspace` of the turn `approved`
+/// binds (its step 1, the selection checks, ran when `approved` was bound) and the provider's
+/// `proposal`.
 ///
 /// # Errors
-/// The first failing check's code: selection codes (`REPOSITORY_PATCH_SNAPSHOT_IDENTITY`,
-/// `…_BASELINE_HASH`, `…_CREATE_PROOF`, …), then `REPOSITORY_PATCH_WORKSPACE_BASELINE`, harvest
+/// The first failing check's code: `REPOSITORY_PATCH_WORKSPACE_BASELINE`, harvest
 /// errors (`REPOSITORY_PATCH_ARCHIVE_*`), `REPOSITORY_PATCH_UNSAFE_PATH` / host policy errors,
 /// `…_WORKSPACE_SCOPE`, `…_WORKSPACE_SET`, `…_WORKSPACE_OP`, `…_WORKSPACE_HASH`, content gates
 /// (`…_ENV_TEMPLATE`, `…_SECRET_CONTRACT`), `…_PROPOSAL_STATUS`, `…_PROPOSAL_SCOPE`,
@@ -74,34 +61,22 @@ type Observed = (FileOp, Option<(String, Sha256)>);
 /// Every byte of the candidate comes from the staged tree, checked against the approval; the
 /// proposal only has to agree with it. Messages name paths and kinds, never content.
 pub fn finalize_repository_patch(
-    request: FinalizeRequest<'_>,
+    approved: &ApprovedTurn<'_>,
+    workspace: &StagedWorkspace,
+    proposal: &StagedPatchProposal,
 ) -> Result<RepositoryPatchCandidate, FinalizeError> {
-    let FinalizeRequest {
-        context,
-        snapshot,
-        selected_paths,
-        baseline_files,
-        workspace,
-        proposal,
-        policy,
-        create_absence,
-    } = request;
-    // 1. Approval, snapshot and baseline.
-    let expected = verify_selected_baseline(
-        context,
-        snapshot,
-        selected_paths,
-        baseline_files,
-        policy,
-        create_absence,
-    )?;
+    let context = approved.context();
+    let policy = approved.policy();
+    let baseline_files = approved.baseline();
+    // 1. Approval, snapshot and baseline: checked when `approved` was bound.
+    let expected = approved.expected();
     // 2. The staged tree was materialised from exactly this baseline.
-    if *workspace.editable_manifest() != expected {
+    if workspace.editable_manifest() != expected {
         return Err(FinalizeError::WorkspaceBaseline);
     }
     let creates: BTreeSet<&RepoPath> = context.create_paths().iter().collect();
     let deletes: BTreeSet<&RepoPath> = context.delete_paths().iter().collect();
-    let selected: BTreeSet<&RepoPath> = selected_paths.iter().collect();
+    let selected: BTreeSet<&RepoPath> = approved.selected().iter().collect();
     // 3. Harvest.
     let harvest = workspace.harvest(HarvestOptions {
         allow_new_files: !creates.is_empty(),

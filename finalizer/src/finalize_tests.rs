@@ -5,7 +5,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use archive::{StagedWorkspace, materialize_workspace};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use snapshot::DefaultPathPolicy;
+use snapshot::{
+    ApprovedExecutionContext, BaselineFiles, CreateAbsence, DefaultPathPolicy, PathPolicy,
+    RepositorySnapshotEvidence,
+};
 
 use super::*;
 use crate::digest::repository_patch_digest;
@@ -164,16 +167,7 @@ impl Fixture {
     }
 
     fn run(&self) -> Result<RepositoryPatchCandidate, FinalizeError> {
-        finalize_repository_patch(FinalizeRequest {
-            context: &self.context,
-            snapshot: &self.snapshot,
-            selected_paths: &self.selected,
-            baseline_files: &self.baseline,
-            workspace: &self.workspace,
-            proposal: &self.proposal,
-            policy: &self.policy,
-            create_absence: Some(&self.tree),
-        })
+        finalize(self, Some(&self.tree))
     }
 
     fn code(&self) -> &'static str {
@@ -532,11 +526,7 @@ fn a_granted_create_needs_an_absence_proof_and_finalises() {
     );
     assert_eq!(f.policy.calls.load(Ordering::SeqCst), 1 + 1 + 1 + 2 + 1);
 
-    let err = finalize_repository_patch(FinalizeRequest {
-        create_absence: None,
-        ..request(&f)
-    })
-    .unwrap_err();
+    let err = finalize(&f, None).unwrap_err();
     assert_eq!(err.code(), "REPOSITORY_PATCH_CREATE_PROOF");
     f.tree.0.insert(p(new).collision_key());
     assert_eq!(f.code(), "REPOSITORY_PATCH_CREATE_EXISTS");
@@ -546,17 +536,20 @@ fn a_granted_create_needs_an_absence_proof_and_finalises() {
     assert_eq!(f.code(), "REPOSITORY_PATCH_WORKSPACE_SET");
 }
 
-fn request(f: &Fixture) -> FinalizeRequest<'_> {
-    FinalizeRequest {
-        context: &f.context,
-        snapshot: &f.snapshot,
-        selected_paths: &f.selected,
-        baseline_files: &f.baseline,
-        workspace: &f.workspace,
-        proposal: &f.proposal,
-        policy: &f.policy,
-        create_absence: Some(&f.tree),
-    }
+/// Binds the fixture's approval (with `create_absence` as the proof) and finalises its tree.
+fn finalize(
+    f: &Fixture,
+    create_absence: Option<&dyn CreateAbsence>,
+) -> Result<RepositoryPatchCandidate, FinalizeError> {
+    let approved = ApprovedTurn::new(
+        &f.context,
+        &f.snapshot,
+        &f.policy,
+        create_absence,
+        f.selected.clone(),
+        &f.baseline,
+    )?;
+    finalize_repository_patch(&approved, &f.workspace, &f.proposal)
 }
 
 #[test]

@@ -46,7 +46,7 @@ pub use digest::{DIGEST_SCHEMA, MAX_DIGEST_INPUT_BYTES, repository_patch_digest,
 pub use error::FinalizeError;
 pub use export::{git_patch, git_quote_path};
 #[cfg(feature = "effects")]
-pub use finalize::{FinalizeRequest, finalize_repository_patch};
+pub use finalize::finalize_repository_patch;
 pub use model::{
     CANDIDATE_RATIONALE, CandidateFields, MAX_CANDIDATE_FILES, MAX_CANDIDATE_JSON_BYTES,
     REPOSITORY_PATCH_SCHEMA_VERSION, RepositoryPatchCandidate, RepositoryPatchFile,

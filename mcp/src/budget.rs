@@ -10,14 +10,13 @@
 use std::sync::{Condvar, Mutex, PoisonError};
 
 /// Bytes of working memory all tool calls together may reserve at once.
-pub const WORK_BUDGET_BYTES: u64 = 64 * 1024 * 1024;
+pub const WORK_BUDGET_BYTES: u64 = 128 * 1024 * 1024;
 
 /// Estimated working memory per input byte, by kind of work (measured upper bounds of the tree
-/// each parser builds, rounded up).
+/// each parser builds, rounded up). A Python parse reserves what the token scan counted instead
+/// ([`reserve_within`]): its tree costs from 2 to over 200 bytes per byte of source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Work {
-    /// Python parse: the syntax tree is the largest per input byte.
-    Python,
     /// YAML load (bounded tree).
     Yaml,
     /// JSON parse into a value tree.
@@ -31,7 +30,6 @@ pub(crate) enum Work {
 impl Work {
     fn factor(self) -> u64 {
         match self {
-            Self::Python => 48,
             Self::Yaml => 12,
             Self::Json => 16,
             Self::Candidate => 24,
@@ -59,9 +57,20 @@ pub(crate) struct Reservation {
 /// Reserves the working memory of `work` over `input_bytes` bytes, waiting while the budget is
 /// taken by other calls.
 pub(crate) fn reserve(work: Work, input_bytes: u64) -> Reservation {
-    let bytes = input_bytes
-        .saturating_mul(work.factor())
-        .clamp(1, WORK_BUDGET_BYTES);
+    take(
+        input_bytes
+            .saturating_mul(work.factor())
+            .clamp(1, WORK_BUDGET_BYTES),
+    )
+}
+
+/// Reserves `bytes` of working memory, waiting while the budget is taken by other calls; `None`
+/// when they exceed the whole budget (such work never runs).
+pub(crate) fn reserve_within(bytes: u64) -> Option<Reservation> {
+    (bytes <= WORK_BUDGET_BYTES).then(|| take(bytes.max(1)))
+}
+
+fn take(bytes: u64) -> Reservation {
     let mut used = BUDGET.used.lock().unwrap_or_else(PoisonError::into_inner);
     while used.saturating_add(bytes) > WORK_BUDGET_BYTES {
         used = BUDGET
@@ -88,9 +97,13 @@ mod tests {
 
     #[test]
     fn reservations_are_clamped_and_returned() {
-        let big = reserve(Work::Python, u64::MAX);
+        let big = reserve(Work::Json, u64::MAX);
         assert_eq!(big.bytes, WORK_BUDGET_BYTES);
         drop(big);
+        assert!(reserve_within(WORK_BUDGET_BYTES + 1).is_none());
+        let whole = reserve_within(WORK_BUDGET_BYTES).unwrap();
+        assert_eq!(whole.bytes, WORK_BUDGET_BYTES);
+        drop(whole);
         let a = reserve(Work::Json, 1024);
         let b = reserve(Work::Json, 1024);
         assert_eq!(a.bytes + b.bytes, 32 * 1024);

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::error::McpError;
+use crate::error::{McpError, display_path};
 use crate::layout::ArtifactFamily;
 pub use crate::revision::Revision;
 
@@ -103,19 +103,6 @@ impl Diagnostic {
             path: path.map(display_path),
             message: message.to_owned(),
         }
-    }
-}
-
-/// A workspace path as diagnostics and findings show it: unchanged when every character is
-/// printable, otherwise the escaped, quoted rendering of `snapshot::Untrusted` (control, bidi,
-/// line-separator and other invisible characters made visible, length capped).
-pub(crate) fn display_path(path: &str) -> String {
-    if path.chars().all(snapshot::is_printable)
-        && path.chars().count() <= snapshot::DEFAULT_QUOTED_CHARS
-    {
-        path.to_owned()
-    } else {
-        snapshot::Untrusted::quoted(path).to_string()
     }
 }
 
@@ -533,25 +520,4 @@ pub struct PlanResult {
     pub framework_detection: FrameworkDetection,
     /// Plan items in upstream's order; empty when nothing was detected.
     pub commands: Vec<PlanItem>,
-}
-
-#[cfg(test)]
-mod display_tests {
-    use super::display_path;
-
-    #[test]
-    fn hostile_names_are_escaped_in_diagnostics() {
-        assert_eq!(display_path("app/modules/notes"), "app/modules/notes");
-        for hostile in [
-            "app/a\u{2028}b",
-            "app/a\u{85}b",
-            "app/\u{1b}[31m",
-            "app/\u{202e}txt.py",
-        ] {
-            let shown = display_path(hostile);
-            assert!(shown.starts_with('\''), "{shown}");
-            assert!(shown.chars().all(snapshot::is_printable), "{shown}");
-        }
-        assert!(display_path(&"a".repeat(500)).len() < 300);
-    }
 }

@@ -47,31 +47,25 @@ pub enum McpError {
         reason: String,
     },
     /// Nothing exists at the path.
-    #[error("Nothing exists at {}.", crate::envelope::display_path(path))]
+    #[error("Nothing exists at {}.", display_path(path))]
     NotFound {
         /// Workspace-relative path.
         path: String,
     },
     /// The path names a directory or special file where a regular file is needed.
-    #[error("{} is not a regular file.", crate::envelope::display_path(path))]
+    #[error("{} is not a regular file.", display_path(path))]
     NotAFile {
         /// Workspace-relative path.
         path: String,
     },
     /// The operating system refused access to one file or directory (`EACCES`).
-    #[error(
-        "{} could not be read: permission denied.",
-        crate::envelope::display_path(path)
-    )]
+    #[error("{} could not be read: permission denied.", display_path(path))]
     PermissionDenied {
         /// Workspace-relative path.
         path: String,
     },
     /// A file or the bundle exceeds a bound.
-    #[error(
-        "{} exceeds the limit of {limit}.",
-        crate::envelope::display_path(what)
-    )]
+    #[error("{} exceeds the limit of {limit}.", display_path(what))]
     TooLarge {
         /// What was measured (a path, or `bundle files` / `bundle bytes`).
         what: String,
@@ -79,10 +73,7 @@ pub enum McpError {
         limit: u64,
     },
     /// A manifest the tool needs does not parse or has the wrong shape.
-    #[error(
-        "{} is not a valid manifest: {reason}.",
-        crate::envelope::display_path(path)
-    )]
+    #[error("{} is not a valid manifest: {reason}.", display_path(path))]
     InvalidManifest {
         /// Workspace-relative path.
         path: String,
@@ -91,10 +82,7 @@ pub enum McpError {
     },
     /// A bounded parser refused a workspace file at one of its limits (depth, expanded nodes,
     /// expanded bytes); `code` is the limit's own code.
-    #[error(
-        "{} exceeds a parse limit: {reason}.",
-        crate::envelope::display_path(path)
-    )]
+    #[error("{} exceeds a parse limit: {reason}.", display_path(path))]
     ParseLimit {
         /// Workspace-relative path.
         path: String,
@@ -194,3 +182,37 @@ pub const ERROR_CODES: &[&str] = &[
     "invalid_archive",
     "io_error",
 ];
+
+/// A workspace path as diagnostics and findings show it: unchanged when every character is
+/// printable, otherwise the escaped, quoted rendering of `snapshot::Untrusted` (control, bidi,
+/// line-separator and other invisible characters made visible, length capped).
+pub(crate) fn display_path(path: &str) -> String {
+    if path.chars().all(snapshot::is_printable)
+        && path.chars().count() <= snapshot::DEFAULT_QUOTED_CHARS
+    {
+        path.to_owned()
+    } else {
+        snapshot::Untrusted::quoted(path).to_string()
+    }
+}
+
+#[cfg(test)]
+mod display_tests {
+    use super::display_path;
+
+    #[test]
+    fn hostile_names_are_escaped_in_diagnostics() {
+        assert_eq!(display_path("app/modules/notes"), "app/modules/notes");
+        for hostile in [
+            "app/a\u{2028}b",
+            "app/a\u{85}b",
+            "app/\u{1b}[31m",
+            "app/\u{202e}txt.py",
+        ] {
+            let shown = display_path(hostile);
+            assert!(shown.starts_with('\''), "{shown}");
+            assert!(shown.chars().all(snapshot::is_printable), "{shown}");
+        }
+        assert!(display_path(&"a".repeat(500)).len() < 300);
+    }
+}

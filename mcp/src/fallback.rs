@@ -14,31 +14,10 @@ use serde::de::IgnoredAny;
 
 use crate::envelope::{CheckFailure, FallbackCheck, NotChecked, WalkSummary};
 use crate::error::McpError;
+use crate::layout::is_skipped_dir;
 use crate::pyyaml;
 use crate::workspace::{ListedKind, Workspace};
 
-/// Directory (and file) names upstream's fallback checks skip, compared lower-cased.
-pub const SKIPPED_PARTS: &[&str] = &[
-    ".cache",
-    ".git",
-    ".hg",
-    ".mypy_cache",
-    ".next",
-    ".pytest_cache",
-    ".ruff_cache",
-    ".svn",
-    ".tox",
-    ".turbo",
-    ".venv",
-    "__pycache__",
-    "build",
-    "coverage",
-    "dist",
-    "generated",
-    "logs",
-    "node_modules",
-    "venv",
-];
 /// Upstream's per-check file limits.
 pub const JSON_LIMIT: usize = 120;
 /// Upstream's per-check file limits.
@@ -57,13 +36,6 @@ pub const MAX_CHECK_FILE_BYTES: u64 = 2 * 1024 * 1024;
 pub const MAX_CHECK_BYTES: u64 = 64 * 1024 * 1024;
 /// How many skipped directories are listed by name (all are counted).
 const SKIPPED_SHOWN: usize = 50;
-
-/// Whether a directory name is on upstream's skip list.
-#[must_use]
-pub fn is_skipped_dir(name: &str) -> bool {
-    let lower = name.to_lowercase();
-    SKIPPED_PARTS.contains(&lower.as_str())
-}
 
 /// Python's `PurePath.suffix`, lower-cased.
 #[must_use]
@@ -352,11 +324,14 @@ fn python_check(
                 path: path.clone(),
                 reason: why.to_owned(),
             }),
-            Read::Bytes(bytes) => {
-                if let Some(f) = python_problem(path, &bytes) {
-                    failures.push(f);
-                }
-            }
+            Read::Bytes(bytes) => match python_problem(path, &bytes) {
+                Ok(Some(f)) => failures.push(f),
+                Ok(None) => {}
+                Err(why) => not_checked.push(NotChecked {
+                    path: path.clone(),
+                    reason: why.to_owned(),
+                }),
+            },
         }
     }
     artifacts.truncate(ARTIFACTS_SHOWN);
@@ -373,33 +348,56 @@ fn python_check(
 }
 
 /// `compile(text, path, "exec")`: parse, then the compiler's own target and placement rules.
-pub(crate) fn python_problem(path: &str, bytes: &[u8]) -> Option<CheckFailure> {
+///
+/// `Ok(None)` when it compiles, `Ok(Some(failure))` when it does not, `Err(reason)` when it was
+/// not checked (its syntax tree would need more than the whole work budget).
+pub(crate) fn python_problem(
+    path: &str,
+    bytes: &[u8],
+) -> Result<Option<CheckFailure>, &'static str> {
     let Ok(text) = std::str::from_utf8(bytes) else {
-        return Some(failure(path, "File is not UTF-8.", None));
+        return Ok(Some(failure(path, "File is not UTF-8.", None)));
     };
     if text.contains('\0') {
-        return Some(failure(path, "Python source contains a NUL byte.", None));
+        return Ok(Some(failure(
+            path,
+            "Python source contains a NUL byte.",
+            None,
+        )));
     }
     if text.starts_with('\u{feff}') {
         // `read_text("utf-8")` keeps the BOM and `compile()` refuses U+FEFF in a str.
-        return Some(failure(
+        return Ok(Some(failure(
             path,
             "Python source starts with a byte-order mark.",
             Some((1, 1)),
-        ));
+        )));
     }
     if crate::bounded::check_python_nesting(text).is_err() {
         // CPython refuses it too ("too many nested parentheses").
-        return Some(failure(
+        return Ok(Some(failure(
             path,
-            "Python source nests brackets deeper than CPython allows.",
+            crate::pydepth::Deep::Brackets.message(),
             None,
-        ));
+        )));
     }
-    let _work = crate::budget::reserve(
-        crate::budget::Work::Python,
-        u64::try_from(bytes.len()).unwrap_or(u64::MAX),
-    );
+    // CPython's other nesting limits, on the token stream: no tree is built for a source CPython
+    // refuses, and the scan says what the tree will cost.
+    let scan = match crate::pydepth::scan(text) {
+        Ok(scan) => scan,
+        Err(deep) => return Ok(Some(failure(path, deep.message(), None))),
+    };
+    let Some(_work) = crate::budget::reserve_within(scan.parse_bytes) else {
+        return Err("its syntax tree needs more memory than the whole work budget");
+    };
+    let (path, text) = (path.to_owned(), text.to_owned());
+    // Parsed, checked and dropped on the one parser thread (see `parser_thread`).
+    crate::parser_thread::run(move || compile_problem(&path, &text))
+        .ok_or("the parser stopped on this file")
+}
+
+/// Parse and placement checks of a source within CPython's limits.
+fn compile_problem(path: &str, text: &str) -> Option<CheckFailure> {
     match rustpython_parser::parse(text, rustpython_parser::Mode::Module, path) {
         Ok(rustpython_parser::ast::Mod::Module(module)) => {
             crate::pytargets::first_compile_error(&module.body).map(|(offset, message)| {
@@ -520,7 +518,11 @@ mod tests {
 
     #[test]
     fn python_compile_rules() {
-        let bad = |src: &str| python_problem("x.py", src.as_bytes()).map(|f| f.line);
+        let bad = |src: &str| {
+            python_problem("x.py", src.as_bytes())
+                .unwrap()
+                .map(|f| f.line)
+        };
         assert_eq!(bad("def f(:\n  pass\n"), Some(Some(1)));
         assert!(bad("return 1\n").is_some());
         assert!(bad("\u{feff}x = 1\n").is_some());

@@ -3,7 +3,8 @@
 //! legacy paths, and the one matcher over it (`match_path` semantics: the families of one scope
 //! whose template matches; a prohibited match wins; otherwise the template with the fewest
 //! placeholders; a remaining tie is an ambiguity). Also the canonical root entries and legacy
-//! prefixes of the upstream `paths` module. Data only: no filesystem access here.
+//! prefixes of the upstream `paths` module, and the skip list of upstream's fallback checks (which
+//! directories a workspace walk never enters). Data only: no filesystem access here.
 //!
 //! Placeholders match `[A-Za-z0-9_-]+` (one segment, no dots); `{helper_id}` never matches a
 //! reserved backend helper name.
@@ -27,6 +28,13 @@ pub const SECRETS: &str = "app/security/secrets.yaml";
 pub const LAYOUT_SCHEMA_VERSION: &str = "mozaiks.app_layout.v2";
 
 /// Where a template is anchored.
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "upstream's table; the tests check every family against it"
+    )
+)]
 pub const SCOPES: &[&str] = &[
     "app_bundle_root",
     "deployment_derived",
@@ -1628,10 +1636,46 @@ pub fn is_canonical_config(app_relative: &str) -> bool {
 }
 
 /// Upstream `noncanonical_app_root_paths` for one app-relative path.
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "upstream's rule, kept with its tables and tested; no tool reports it yet"
+    )
+)]
 #[must_use]
 pub fn is_noncanonical_root(app_relative: &str) -> bool {
     let root = app_relative.split('/').next().unwrap_or_default();
     !CANONICAL_APP_ROOT_DIRS.contains(&root) && !CANONICAL_APP_ROOT_FILES.contains(&app_relative)
+}
+
+/// Directory (and file) names upstream's fallback checks skip, compared lower-cased.
+pub(crate) const SKIPPED_PARTS: &[&str] = &[
+    ".cache",
+    ".git",
+    ".hg",
+    ".mypy_cache",
+    ".next",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".svn",
+    ".tox",
+    ".turbo",
+    ".venv",
+    "__pycache__",
+    "build",
+    "coverage",
+    "dist",
+    "generated",
+    "logs",
+    "node_modules",
+    "venv",
+];
+/// Whether a directory name is on upstream's skip list.
+#[must_use]
+pub(crate) fn is_skipped_dir(name: &str) -> bool {
+    let lower = name.to_lowercase();
+    SKIPPED_PARTS.contains(&lower.as_str())
 }
 
 #[cfg(test)]

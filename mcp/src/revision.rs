@@ -11,7 +11,7 @@ use cap_std::fs::Dir;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::fallback::is_skipped_dir;
+use crate::layout::is_skipped_dir;
 
 /// Largest Git metadata file read (`HEAD`, one loose ref).
 const MAX_REF_BYTES: u64 = 4096;

@@ -22,8 +22,7 @@ use rmcp::RoleServer;
 use rmcp::model::{ClientNotification, ErrorData, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
-use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, BufReader};
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Largest JSON-RPC line accepted (tool arguments are a path or a digest; `initialize` is small).
@@ -39,7 +38,7 @@ pub struct BoundedTransport<R: AsyncRead, W: AsyncWrite> {
     read: BufReader<R>,
     line: Vec<u8>,
     discarding: bool,
-    writer: AsyncRwTransport<RoleServer, tokio::io::Empty, W>,
+    writer: LineWriter<W>,
     slots: Arc<Semaphore>,
     reserved: Option<OwnedSemaphorePermit>,
     pending: Pending,
@@ -64,7 +63,9 @@ where
             read: BufReader::new(read),
             line: Vec::new(),
             discarding: false,
-            writer: AsyncRwTransport::new(tokio::io::empty(), write),
+            writer: LineWriter {
+                out: Arc::new(tokio::sync::Mutex::new(write)),
+            },
             slots: Arc::new(Semaphore::new(MAX_IN_FLIGHT_REQUESTS)),
             reserved: None,
             pending: Arc::new(Mutex::new(HashMap::new())),
@@ -153,6 +154,49 @@ impl<R: AsyncRead, W: AsyncWrite> std::fmt::Debug for BoundedTransport<R, W> {
             .field("free_slots", &self.slots.available_permits())
             .finish_non_exhaustive()
     }
+}
+
+/// Writes each message as one JSON line. JSON-RPC 2.0 requires `"id": null` in an error whose
+/// request id could not be read; rmcp's error type omits the member then, so it is added here.
+struct LineWriter<W> {
+    out: Arc<tokio::sync::Mutex<W>>,
+}
+
+impl<W: AsyncWrite + Send + Unpin + 'static> LineWriter<W> {
+    fn send(
+        &self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = std::io::Result<()>> + Send + 'static {
+        let line = encode_line(&item);
+        let out = Arc::clone(&self.out);
+        async move {
+            let line = line?;
+            let mut out = out.lock().await;
+            out.write_all(&line).await?;
+            out.flush().await
+        }
+    }
+
+    async fn close(&self) -> std::io::Result<()> {
+        self.out.lock().await.shutdown().await
+    }
+}
+
+/// One message as a JSON line, with `"id": null` in an error without a readable id.
+fn encode_line(item: &TxJsonRpcMessage<RoleServer>) -> std::io::Result<Vec<u8>> {
+    let mut line = match item {
+        JsonRpcMessage::Error(error) if error.id.is_none() => {
+            let mut value = serde_json::to_value(item).map_err(std::io::Error::other)?;
+            if let Some(object) = value.as_object_mut() {
+                object.insert("id".to_owned(), serde_json::Value::Null);
+            }
+            serde_json::to_vec(&value)
+        }
+        _ => serde_json::to_vec(item),
+    }
+    .map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    Ok(line)
 }
 
 fn release(pending: &Pending, id: &RequestId) {

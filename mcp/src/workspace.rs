@@ -4,7 +4,9 @@
 
 use std::cell::RefCell;
 use std::io::{self, Read as _};
+use std::ops::Deref;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use cap_std::fs::Dir;
 use snapshot::RepoPath;
@@ -13,46 +15,6 @@ use crate::envelope::{CONTENT_NOTICE, WorkspaceState};
 use crate::error::McpError;
 use crate::revision::{self, GitDirs, Revision};
 
-thread_local! {
-    /// The files the current tool call read: (path, content digest). Each tool call runs on its
-    /// own thread, so a thread-local log is exactly one call's reads.
-    static READS: RefCell<Vec<(String, snapshot::Sha256)>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Starts a fresh read log for the calling thread (one tool call).
-pub(crate) fn begin_read_log() {
-    READS.with(|r| r.borrow_mut().clear());
-}
-
-/// The digest and count of what the calling thread read since [`begin_read_log`].
-pub(crate) fn finish_read_log() -> (String, u64) {
-    READS.with(|r| {
-        let mut reads = std::mem::take(&mut *r.borrow_mut());
-        reads.sort();
-        reads.dedup();
-        let mut canonical = String::new();
-        for (path, digest) in &reads {
-            canonical.push_str(path);
-            canonical.push('\0');
-            canonical.push_str(&digest.to_string());
-            canonical.push('\n');
-        }
-        (
-            snapshot::Sha256::of(canonical.as_bytes()).to_string(),
-            u64::try_from(reads.len()).unwrap_or(u64::MAX),
-        )
-    })
-}
-
-fn log_read(path: &str, bytes: &[u8]) {
-    READS.with(|r| {
-        r.borrow_mut()
-            .push((path.to_owned(), snapshot::Sha256::of(bytes)))
-    });
-}
-
-/// Largest single file any tool reads (manifests, page schemas, candidates are smaller).
-pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 /// Most entries of one directory any tool lists; the first ones by name are kept and a
 /// `truncated` diagnostic says how many were left out.
 pub const MAX_DIR_ENTRIES: usize = 2_000;
@@ -137,9 +99,9 @@ pub enum ListedKind {
     Other,
 }
 
-/// The root every tool works in, bound once at startup.
+/// The root every tool works in, bound once at startup and shared by every call.
 #[derive(Debug)]
-pub struct Workspace {
+pub struct BoundWorkspace {
     root: PathBuf,
     root_text: String,
     dir: Dir,
@@ -148,7 +110,24 @@ pub struct Workspace {
     bound_fingerprint: Option<String>,
 }
 
-impl Workspace {
+/// One tool call's view of the bound workspace: every read goes through it and is recorded in
+/// its read log (the `sources_sha256` / `sources_read` of that call's envelope).
+#[derive(Debug)]
+pub struct Workspace {
+    bound: Arc<BoundWorkspace>,
+    /// The files this call read: (path, content digest).
+    reads: RefCell<Vec<(String, snapshot::Sha256)>>,
+}
+
+impl Deref for Workspace {
+    type Target = BoundWorkspace;
+
+    fn deref(&self) -> &BoundWorkspace {
+        &self.bound
+    }
+}
+
+impl BoundWorkspace {
     /// Resolves `root` once (absolute, symbolic links resolved) and opens it as a directory handle.
     ///
     /// # Errors
@@ -156,7 +135,7 @@ impl Workspace {
     ///
     /// # Security
     /// This is the only ambient filesystem access of the server; later reads go through the handle.
-    pub fn bind(root: &Path) -> Result<Self, McpError> {
+    pub(crate) fn bind(root: &Path) -> Result<Self, McpError> {
         let absolute = std::path::absolute(root).map_err(|_| McpError::WorkspaceNotFound)?;
         #[expect(
             clippy::disallowed_methods,
@@ -188,8 +167,37 @@ impl Workspace {
 
     /// The resolved absolute root.
     #[must_use]
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
+    }
+}
+
+impl Workspace {
+    /// A fresh view for one tool call, with an empty read log.
+    pub(crate) fn for_call(bound: &Arc<BoundWorkspace>) -> Self {
+        Self {
+            bound: Arc::clone(bound),
+            reads: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The digest and count of what this call read so far: the sorted, deduplicated
+    /// (path, content digest) pairs.
+    fn sources(&self) -> (String, u64) {
+        let mut reads = self.reads.borrow().clone();
+        reads.sort();
+        reads.dedup();
+        let mut canonical = String::new();
+        for (path, digest) in &reads {
+            canonical.push_str(path);
+            canonical.push('\0');
+            canonical.push_str(&digest.to_string());
+            canonical.push('\n');
+        }
+        (
+            snapshot::Sha256::of(canonical.as_bytes()).to_string(),
+            u64::try_from(reads.len()).unwrap_or(u64::MAX),
+        )
     }
 
     /// The resolved absolute root as text.
@@ -207,11 +215,11 @@ impl Workspace {
             .unwrap_or_default()
     }
 
-    /// Revision now, revision at bind, whether the tree moved, and the digest of what the
-    /// calling thread read (the read log `begin_read_log` started).
+    /// Revision now, revision at bind, whether the tree moved, and the digest of what this call
+    /// read.
     #[must_use]
     pub fn state(&self) -> WorkspaceState {
-        let (sources_sha256, sources_read) = finish_read_log();
+        let (sources_sha256, sources_read) = self.sources();
         let revision = revision::revision_of(self.git.as_ref());
         let changed_since_bind = match (&self.bound_fingerprint, revision::fingerprint(&self.dir)) {
             (Some(before), Some(now)) => Some(*before != now || revision != self.bound_revision),
@@ -301,7 +309,9 @@ impl Workspace {
         self.check_links(path)?;
         let file = open_regular(&self.dir, path, false)?;
         let out = read_bounded(file, path, max)?;
-        log_read(path, &out);
+        self.reads
+            .borrow_mut()
+            .push((path.to_owned(), snapshot::Sha256::of(&out)));
         Ok(out)
     }
 

@@ -77,6 +77,36 @@ pub enum SnapshotError {
     /// A requested path is not a manifest file of the snapshot.
     #[error("REPOSITORY_SNAPSHOT_PATH: {} is not a manifest file at the commit", Untrusted::quoted(.path))]
     SnapshotPath { path: String },
+    /// A path an `approve` flag names cannot be granted as given (not in the tree at the commit,
+    /// not a portable path, outside the scopes it needs).
+    #[error("PATCH_CANDIDATE_APPROVE_PATH: {flag} {}: {reason}", Untrusted::quoted(.path))]
+    ApprovePath {
+        flag: &'static str,
+        path: String,
+        reason: &'static str,
+    },
+    /// Two `approve` grants collide: the same path (case-folded), or one inside the other.
+    #[error(
+        "PATCH_CANDIDATE_APPROVE_GRANTS: {flag} {} collides with {other_flag} {} ({reason})",
+        Untrusted::quoted(.path),
+        Untrusted::quoted(.other)
+    )]
+    ApproveGrants {
+        flag: &'static str,
+        path: String,
+        other_flag: &'static str,
+        other: String,
+        reason: &'static str,
+    },
+    /// `approve --commit` does not name a commit of the repository.
+    #[error("PATCH_CANDIDATE_APPROVE_COMMIT: --commit {}: {reason}", Untrusted::quoted(.rev))]
+    ApproveCommit { rev: String, reason: String },
+    /// An `approve` text flag (task, ids) is empty or otherwise unusable.
+    #[error("PATCH_CANDIDATE_APPROVE_VALUE: {flag} {reason}")]
+    ApproveValue {
+        flag: &'static str,
+        reason: &'static str,
+    },
 }
 
 impl SnapshotError {
@@ -111,6 +141,10 @@ impl SnapshotError {
             Self::Commit { .. } => "REPOSITORY_SNAPSHOT_COMMIT",
             Self::Git { .. } => "REPOSITORY_SNAPSHOT_GIT",
             Self::SnapshotPath { .. } => "REPOSITORY_SNAPSHOT_PATH",
+            Self::ApprovePath { .. } => "PATCH_CANDIDATE_APPROVE_PATH",
+            Self::ApproveGrants { .. } => "PATCH_CANDIDATE_APPROVE_GRANTS",
+            Self::ApproveCommit { .. } => "PATCH_CANDIDATE_APPROVE_COMMIT",
+            Self::ApproveValue { .. } => "PATCH_CANDIDATE_APPROVE_VALUE",
         }
     }
 
@@ -145,6 +179,10 @@ impl crate::Coded for SnapshotError {
     fn class(&self) -> crate::FailureClass {
         match self {
             Self::Git { .. } => crate::FailureClass::Environment,
+            Self::ApprovePath { .. }
+            | Self::ApproveGrants { .. }
+            | Self::ApproveCommit { .. }
+            | Self::ApproveValue { .. } => crate::FailureClass::Usage,
             _ => crate::FailureClass::Rejected,
         }
     }
@@ -204,10 +242,30 @@ mod tests {
                 detail: "git ls-tree exceeded its deadline".to_owned(),
             },
             SnapshotError::SnapshotPath { path: path() },
+            SnapshotError::ApprovePath {
+                flag: "--allow",
+                path: "a\u{1b}".to_owned(),
+                reason: "matches nothing at the commit",
+            },
+            SnapshotError::ApproveGrants {
+                flag: "--create",
+                path: "a/b".to_owned(),
+                other_flag: "--delete",
+                other: "A".to_owned(),
+                reason: "one is a directory of the other",
+            },
+            SnapshotError::ApproveCommit {
+                rev: "main".to_owned(),
+                reason: "no commit".to_owned(),
+            },
+            SnapshotError::ApproveValue {
+                flag: "--task",
+                reason: "must not be empty",
+            },
         ]
     }
 
-    const VARIANTS: usize = 28;
+    const VARIANTS: usize = 32;
 
     fn variant_index(e: &SnapshotError) -> usize {
         match e {
@@ -239,6 +297,10 @@ mod tests {
             SnapshotError::Commit { .. } => 25,
             SnapshotError::Git { .. } => 26,
             SnapshotError::SnapshotPath { .. } => 27,
+            SnapshotError::ApprovePath { .. } => 28,
+            SnapshotError::ApproveGrants { .. } => 29,
+            SnapshotError::ApproveCommit { .. } => 30,
+            SnapshotError::ApproveValue { .. } => 31,
         }
     }
 
@@ -254,17 +316,34 @@ mod tests {
         }
     }
 
-    /// Only git failures are the environment's; the inherent and the trait answers agree.
+    /// Only git failures are the environment's and only `approve`'s flag errors are usage
+    /// errors; the inherent and the trait answers agree.
     #[test]
     fn classes() {
         for e in samples() {
-            let expected = if matches!(e, SnapshotError::Git { .. }) {
-                FailureClass::Environment
-            } else {
-                FailureClass::Rejected
+            let expected = match e {
+                SnapshotError::Git { .. } => FailureClass::Environment,
+                SnapshotError::ApprovePath { .. }
+                | SnapshotError::ApproveGrants { .. }
+                | SnapshotError::ApproveCommit { .. }
+                | SnapshotError::ApproveValue { .. } => FailureClass::Usage,
+                _ => FailureClass::Rejected,
             };
             assert_eq!(e.class(), expected, "{}", e.code());
         }
+    }
+
+    #[test]
+    fn approve_messages_name_the_flag_and_escape_names() {
+        let e = SnapshotError::ApprovePath {
+            flag: "--allow",
+            path: "a\u{1b}[2K\u{202e}".to_owned(),
+            reason: "matches nothing at the commit",
+        };
+        assert_eq!(
+            e.to_string(),
+            "PATCH_CANDIDATE_APPROVE_PATH: --allow 'a\\x1b[2K\\u202e': matches nothing at the commit"
+        );
     }
 
     /// Reference spelling for ordinary names (`{path!r}`), escapes for terminal controls and

@@ -1,6 +1,7 @@
 //! The foundation of the patch-candidate pipeline: portable repository paths, `sha256:` digests,
-//! the approved execution context, snapshot evidence, selection checks, path classifiers, the host
-//! path policy, and Git snapshots at a pinned commit.
+//! the approved execution context, snapshot evidence, the approved turn binding them
+//! ([`ApprovedTurn`]), selection checks, path classifiers, the host path policy, and Git snapshots
+//! at a pinned commit.
 //!
 //! # Security
 //! Every value that comes from outside (approval JSON, snapshot JSON, Git tree entries, archive
@@ -8,11 +9,13 @@
 //! a repository.
 //!
 //! # Features
-//! `effects` (default) adds the Git snapshot loader ([`GitSnapshot`]), which spawns `git`.
+//! `effects` (default) adds the Git snapshot loader ([`GitSnapshot`]), which spawns `git`, and
+//! building an approval's grants against it ([`Grants`]).
 //! Without it the crate spawns no process and writes no file.
 #![forbid(unsafe_code)]
 
 // Modules are private; the items other crates need are re-exported below (the curated surface).
+mod approved;
 mod classify;
 mod coded;
 mod context;
@@ -20,6 +23,8 @@ mod digest;
 mod error;
 #[cfg(feature = "effects")]
 mod git;
+#[cfg(feature = "effects")]
+mod grant;
 mod json;
 mod path;
 mod policy;
@@ -27,6 +32,7 @@ mod proposal;
 mod selection;
 mod text;
 
+pub use approved::ApprovedTurn;
 pub use classify::{
     SECRET_CONTRACT_PATH, is_repository_env_template_path, is_secret_contract_path,
     is_secret_sensitive_path, reject_env_template_path, validate_output_text,
@@ -46,6 +52,8 @@ pub use git::{
     SNAPSHOT_SCHEMA, TreeEntry, WorkTreeState, git_command, resolve_commit, run_git,
     work_tree_state,
 };
+#[cfg(feature = "effects")]
+pub use grant::{GrantInput, Grants};
 pub use json::{MAX_JSON_DEPTH, ShapeKind, StrictJsonError, from_slice_strict};
 pub use path::{
     Collision, MAX_PATH_CHARS, MAX_SEGMENT_CHARS, PORTABLE_PATH_SCHEMA_VERSION, PathRejection,

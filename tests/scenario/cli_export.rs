@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use archive::materialize_workspace;
-use finalizer::{FinalizeRequest, RepositoryPatchCandidate, finalize_repository_patch};
+use finalizer::{RepositoryPatchCandidate, finalize_repository_patch};
 use serde_json::{Value, json};
-use snapshot::{BaselineFiles, DefaultPathPolicy, GitSnapshot, RepoPath};
+use snapshot::{ApprovedTurn, BaselineFiles, DefaultPathPolicy, GitSnapshot, RepoPath};
 
 use crate::support::{approval, git_repo, workspace_bin};
 
@@ -89,17 +89,9 @@ fn finalised() -> (tempfile::TempDir, String, RepositoryPatchCandidate) {
         "changed_files": changed, "owned_paths": CHANGES.iter().map(|c| c.0).collect::<Vec<_>>(),
     }))
     .unwrap();
-    let candidate = finalize_repository_patch(FinalizeRequest {
-        context: &ctx,
-        snapshot: &evidence,
-        selected_paths: &selected,
-        baseline_files: &baseline,
-        workspace: &ws,
-        proposal: &proposal,
-        policy: &DefaultPathPolicy::default(),
-        create_absence: Some(&snap),
-    })
-    .unwrap();
+    let policy = DefaultPathPolicy::default();
+    let approved = ApprovedTurn::new(&ctx, &evidence, &policy, Some(&snap), selected, &baseline);
+    let candidate = finalize_repository_patch(&approved.unwrap(), &ws, &proposal).unwrap();
     ws.cleanup().unwrap();
     (repo, commit, candidate)
 }

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use container::BollardRuntime;
 use gateway::testkit::{Reply, ScriptedUpstream};
 use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses};
-use snapshot::{DefaultPathPolicy, GitSnapshot, RepoPath};
+use snapshot::{ApprovedTurn, DefaultPathPolicy, GitSnapshot, RepoPath};
 use turn::{
     CodingWorkerRequest, LiveContext, LiveLog, LiveNote, LiveSettings, RepositoryDockerTurn,
-    TurnApproval, TurnConfig, TurnError, execute_live_turn,
+    TurnConfig, TurnError, execute_live_turn,
 };
 
 use crate::support::*;
@@ -44,12 +44,15 @@ async fn live_turn(
     let (tag, id) = fixture_mode_image(mode);
     let config = TurnConfig::parse(&tag, &id, wall, 700_000).unwrap();
     let policy = DefaultPathPolicy::default();
-    let approval = TurnApproval {
-        context: &context,
-        snapshot: &evidence,
-        policy: &policy,
-        create_absence: Some(&snap),
-    };
+    let approval = ApprovedTurn::new(
+        &context,
+        &evidence,
+        &policy,
+        Some(&snap),
+        request.files.keys().cloned().collect(),
+        &request.files,
+    )
+    .unwrap();
     let gateway = Arc::new(
         Gateway::new(
             GatewayConfig::for_model(MODEL),

@@ -6,10 +6,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use container::BollardRuntime;
-use snapshot::{DefaultPathPolicy, GitSnapshot, RepoPath};
-use turn::{
-    CodingWorkerRequest, TurnApproval, TurnConfig, execute_repository_docker_turn, stdin_payload,
-};
+use snapshot::{ApprovedTurn, DefaultPathPolicy, GitSnapshot, RepoPath};
+use turn::{CodingWorkerRequest, TurnConfig, execute_repository_docker_turn, stdin_payload};
 use turn::{RepositoryDockerTurn, TurnError};
 
 use crate::support::*;
@@ -64,6 +62,23 @@ fn repo(big: usize) -> Repo {
     }
 }
 
+impl Repo {
+    /// The approval bound to the request's editable files.
+    fn approved<'a>(&'a self, policy: &'a DefaultPathPolicy) -> ApprovedTurn<'a> {
+        let selected = self.request.files.keys().cloned().collect();
+        let files = &self.request.files;
+        ApprovedTurn::new(
+            &self.context,
+            &self.evidence,
+            policy,
+            Some(&self.snap),
+            selected,
+            files,
+        )
+        .unwrap()
+    }
+}
+
 async fn turn(
     docker: &BollardRuntime,
     r: &Repo,
@@ -73,12 +88,7 @@ async fn turn(
 ) -> Result<RepositoryDockerTurn, TurnError> {
     let config = TurnConfig::parse(image, id, wall, 700_000).unwrap();
     let policy = DefaultPathPolicy::default();
-    let approval = TurnApproval {
-        context: &r.context,
-        snapshot: &r.evidence,
-        policy: &policy,
-        create_absence: Some(&r.snap),
-    };
+    let approval = r.approved(&policy);
     execute_repository_docker_turn(docker, &r.request, &approval, &config).await
 }
 
@@ -260,12 +270,7 @@ async fn docker_configured_runtime_is_used_and_verified() {
     let (id, _) = fixture_images();
     let r = repo(16);
     let policy = DefaultPathPolicy::default();
-    let approval = TurnApproval {
-        context: &r.context,
-        snapshot: &r.evidence,
-        policy: &policy,
-        create_absence: Some(&r.snap),
-    };
+    let approval = r.approved(&policy);
     // The daemon's own runc, named explicitly: created, verified and run under it.
     let config = TurnConfig::parse(FIXTURE_IMAGE, id, 60, 700_000)
         .unwrap()

@@ -4,12 +4,9 @@
 
 use crate::error::TunnelError;
 use crate::frame::{
-    ChannelId, Chunk, EventPayload, Frame, FrameType, HELLO, MAX_EVENT_BYTES, MAX_FRAME_PAYLOAD,
-    MAX_RESET_CODE_BYTES, ResetCode,
+    ChannelId, Chunk, EventPayload, Frame, FrameType, HEADER_LEN, HELLO, MAX_EVENT_BYTES,
+    MAX_FRAME_PAYLOAD, MAX_RESET_CODE_BYTES, ResetCode,
 };
-
-/// Bytes of a frame header: type (1), channel (4), length (4).
-pub const HEADER_LEN: usize = 9;
 
 #[derive(Debug, Clone, Copy)]
 struct Header {

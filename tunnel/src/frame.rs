@@ -1,10 +1,13 @@
-//! Frame values. Every payload-carrying variant holds a type whose constructor already checked
-//! the payload, so [`Frame::encode`] cannot produce a frame the decoder would refuse.
+//! Frame values and their layout (the header length, the payload bounds). Every payload-carrying
+//! variant holds a type whose constructor already checked the payload, so [`Frame::encode`]
+//! cannot produce a frame the decoder would refuse.
 
 use std::num::NonZeroU32;
 
 use crate::error::TunnelError;
 
+/// Bytes of a frame header: type (1), channel (4), length (4).
+pub const HEADER_LEN: usize = 9;
 /// The HELLO payload of protocol version 1.
 pub const HELLO: &[u8] = b"patch-candidate.tunnel.v1";
 /// Largest payload of one frame (and of one DATA, REQUEST or RESULT chunk).
@@ -326,7 +329,7 @@ impl Frame {
     /// Appends the wire form of the frame to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let payload = self.payload();
-        out.reserve(crate::codec::HEADER_LEN + payload.len());
+        out.reserve(HEADER_LEN + payload.len());
         out.push(self.frame_type() as u8);
         out.extend_from_slice(&self.channel().to_be_bytes());
         // Every payload type is bounded by MAX_FRAME_PAYLOAD at construction.

@@ -33,11 +33,11 @@ mod frame;
 mod limits;
 mod session;
 
-pub use codec::{Decoder, HEADER_LEN};
+pub use codec::Decoder;
 pub use error::TunnelError;
 pub use frame::{
-    ChannelId, Chunk, EventPayload, Frame, FrameType, HELLO, MAX_EVENT_BYTES, MAX_FRAME_PAYLOAD,
-    MAX_RESET_CODE_BYTES, ResetCode,
+    ChannelId, Chunk, EventPayload, Frame, FrameType, HEADER_LEN, HELLO, MAX_EVENT_BYTES,
+    MAX_FRAME_PAYLOAD, MAX_RESET_CODE_BYTES, ResetCode,
 };
 pub use limits::Limits;
 pub use session::{Disposition, Role, Session};

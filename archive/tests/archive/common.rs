@@ -4,10 +4,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use archive::{ArchiveError, StageRequest, StagedWorkspace, stage_workspace_archive};
+use archive::{ArchiveError, StageLimits, StagedWorkspace, stage_workspace_archive};
 use snapshot::{
-    ApprovedExecutionContext, BaselineFiles, CreateAbsence, DefaultPathPolicy, PathPolicy,
-    RepoPath, RepositorySnapshotEvidence, Sha256, SnapshotError, casefold,
+    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, CreateAbsence, DefaultPathPolicy,
+    PathPolicy, RepoPath, RepositorySnapshotEvidence, Sha256, SnapshotError, casefold,
 };
 
 pub fn p(s: &str) -> RepoPath {
@@ -167,18 +167,19 @@ impl Fixture {
         max_files: usize,
         max_archive_bytes: usize,
     ) -> Result<StagedWorkspace, ArchiveError> {
-        stage_workspace_archive(StageRequest {
-            context: &self.context,
-            snapshot: &self.snapshot,
-            selected_paths: &self.selected,
-            baseline_files: &self.baseline,
-            archive_bytes: archive,
-            workspace_root: root,
+        let approved = ApprovedTurn::new(
+            &self.context,
+            &self.snapshot,
             policy,
-            create_absence: Some(&self.absence),
+            Some(&self.absence),
+            self.selected.clone(),
+            &self.baseline,
+        )?;
+        let limits = StageLimits {
             max_files,
             max_archive_bytes,
-        })
+        };
+        stage_workspace_archive(&approved, archive, root, limits)
     }
 }
 

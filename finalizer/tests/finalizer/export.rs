@@ -10,12 +10,13 @@ use std::path::Path;
 
 use archive::materialize_workspace;
 use finalizer::{
-    FinalizeRequest, RepositoryPatchCandidate, finalize_repository_patch, git_patch,
-    git_quote_path, validate_candidate_json, verify_against_repository,
+    RepositoryPatchCandidate, finalize_repository_patch, git_patch, git_quote_path,
+    validate_candidate_json, verify_against_repository,
 };
 use serde_json::{Value, json};
 use snapshot::{
-    ApprovedExecutionContext, BaselineFiles, DefaultPathPolicy, FileOp, GitSnapshot, RepoPath,
+    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, DefaultPathPolicy, FileOp, GitSnapshot,
+    RepoPath,
 };
 
 use crate::support::{git_ok, git_with_stdin, repo_with};
@@ -137,17 +138,9 @@ pub fn finalised() -> (tempfile::TempDir, String, RepositoryPatchCandidate) {
         "changed_files": changed, "owned_paths": CHANGES.iter().map(|c| c.0).collect::<Vec<_>>(),
     }))
     .unwrap();
-    let candidate = finalize_repository_patch(FinalizeRequest {
-        context: &ctx,
-        snapshot: &evidence,
-        selected_paths: &selected,
-        baseline_files: &baseline,
-        workspace: &ws,
-        proposal: &proposal,
-        policy: &DefaultPathPolicy::default(),
-        create_absence: Some(&snap),
-    })
-    .unwrap();
+    let policy = DefaultPathPolicy::default();
+    let approved = ApprovedTurn::new(&ctx, &evidence, &policy, Some(&snap), selected, &baseline);
+    let candidate = finalize_repository_patch(&approved.unwrap(), &ws, &proposal).unwrap();
     ws.cleanup().unwrap();
     (repo, commit, candidate)
 }

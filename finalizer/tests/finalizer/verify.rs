@@ -5,13 +5,14 @@ use std::path::Path;
 
 use archive::materialize_workspace;
 use finalizer::{
-    CandidateStore, FinalizeRequest, RepositoryPatchCandidate, finalize_repository_patch,
-    repository_patch_digest, validate_candidate_json, verify_against_repository,
+    CandidateStore, RepositoryPatchCandidate, finalize_repository_patch, repository_patch_digest,
+    validate_candidate_json, verify_against_repository,
 };
 use serde_json::{Value, json};
 use snapshot::GitSnapshot;
 use snapshot::{
-    ApprovedExecutionContext, BaselineFiles, DefaultPathPolicy, RepoPath, StagedPatchProposal,
+    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, DefaultPathPolicy, RepoPath,
+    StagedPatchProposal,
 };
 
 use crate::support::{git_ok, repo_with};
@@ -98,17 +99,9 @@ pub fn finalised() -> (tempfile::TempDir, String, RepositoryPatchCandidate) {
     let ws =
         materialize_workspace(&ws_tmp.path().join("ws"), &baseline, &BaselineFiles::new()).unwrap();
     apply_changes(ws.root());
-    let candidate = finalize_repository_patch(FinalizeRequest {
-        context: &ctx,
-        snapshot: &evidence,
-        selected_paths: &selected,
-        baseline_files: &baseline,
-        workspace: &ws,
-        proposal: &proposal(),
-        policy: &DefaultPathPolicy::default(),
-        create_absence: Some(&snap),
-    })
-    .unwrap();
+    let policy = DefaultPathPolicy::default();
+    let approved = ApprovedTurn::new(&ctx, &evidence, &policy, Some(&snap), selected, &baseline);
+    let candidate = finalize_repository_patch(&approved.unwrap(), &ws, &proposal()).unwrap();
     ws.cleanup().unwrap();
     (repo, commit, candidate)
 }

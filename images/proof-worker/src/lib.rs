@@ -10,24 +10,36 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
-pub mod agent;
-pub mod confine;
-pub mod error;
-pub mod hostile;
-pub mod live;
-pub mod markers;
-pub mod probes;
-pub mod prompt;
-pub mod request;
-pub mod runner;
-pub mod transport;
+mod confine;
+mod error;
+mod hostile;
+mod live;
+mod markers;
+mod probes;
+mod prompt;
+mod request;
+mod runner;
+mod synthetic_agent;
+mod transport;
 
+// The surface the binaries and the tests use, and the types their fields name; nothing else.
 pub use error::ProofError;
-pub use live::{LIVE_TURN_TIMEOUT, run_live};
-pub use request::{LiveAgent, LiveSpec, MAX_REQUEST_BYTES, TurnRequest};
-pub use runner::{
-    EventSink, RunnerConfig, TurnHooks, TurnOutput, TurnResult, run_turn, run_turn_with,
-};
+pub use live::{CODEX_AGENT, LIVE_TURN_TIMEOUT, run_live};
+pub use request::MAX_REQUEST_BYTES;
+pub use runner::{RunnerConfig, TurnOutput, TurnResult, run_turn};
+pub use transport::ChannelLimits;
+
+/// The synthetic ACP agent of the `fake-agent` binary: its entry point, its idle flag, and the
+/// report it writes into a turn's summary.
+pub mod agent {
+    pub use crate::probes::ProbeReport;
+    pub use crate::synthetic_agent::{AgentReport, Attempt, IDLE_FLAG, serve_stdio};
+}
+
+/// The test-only modes of the `hostile-entry` binary and what each does.
+pub mod hostile_entry {
+    pub use crate::hostile::{HANG_SLICE, HostileAction, MODES, action};
+}
 
 /// Reads at most `cap` bytes from `reader`; one byte more is an error (the caller's budget).
 ///

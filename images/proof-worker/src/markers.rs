@@ -69,6 +69,7 @@ pub fn mode_arg(modes: &[String], name: &str) -> Option<u64> {
 }
 
 /// True when `name` (with or without `=N`) is among the modes.
+#[cfg(test)]
 #[must_use]
 pub fn has_mode(modes: &[String], name: &str) -> bool {
     modes

@@ -54,8 +54,6 @@ pub enum LiveAgent {
     Codex,
 }
 
-/// The loopback port when the worker names none worth using.
-pub const DEFAULT_LIVE_PORT: u16 = 8417;
 /// Longest model name.
 pub const MAX_MODEL_CHARS: usize = 64;
 
@@ -105,9 +103,25 @@ impl TryFrom<WireLive> for LiveSpec {
 /// A validated turn request.
 #[derive(Debug, Clone)]
 pub struct TurnRequest {
+    #[expect(
+        dead_code,
+        reason = "a checked field of the wire request; the runner never needs it"
+    )]
     pub app_id: String,
+    #[expect(
+        dead_code,
+        reason = "a checked field of the wire request; the runner never needs it"
+    )]
     pub build_family: String,
+    #[expect(
+        dead_code,
+        reason = "a checked field of the wire request; the runner never needs it"
+    )]
     pub build_record_id: String,
+    #[expect(
+        dead_code,
+        reason = "a checked field of the wire request; the runner never needs it"
+    )]
     pub change_class: String,
     pub raw_user_request: String,
     pub files: BaselineFiles,
@@ -251,6 +265,7 @@ impl TurnRequest {
     }
 
     /// Every path the agent may write: editable files and granted creates.
+    #[cfg(test)]
     #[must_use]
     pub fn writable(&self, path: &RepoPath) -> bool {
         self.files.contains_key(path) || self.create_paths.contains(path)

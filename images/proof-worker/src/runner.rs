@@ -26,13 +26,13 @@ use snapshot::{
 };
 use snapshot::{ProviderEventKind, ProviderEventRecord};
 
-use crate::agent::AgentReport;
 use crate::confine::{ConfinedWorkspace, FsRefusal};
 use crate::error::ProofError;
 use crate::markers::{ProbeSelection, probe_selection};
 use crate::probes;
 use crate::prompt::build_prompt;
 use crate::request::TurnRequest;
+use crate::synthetic_agent::AgentReport;
 use crate::transport::{BudgetFlag, ChannelLimits, bounded_lines};
 
 /// The proof image's turn deadline (reference §12.1).

@@ -19,4 +19,6 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get install -y -qq "${missing[@]}" >&2
 fi
 
-bash images/build.sh --live --bin-dir target/x86_64-unknown-linux-gnu/release
+# No --bin-dir: build.sh asks cargo where the binaries are (a no-op build after 10-images.sh), so
+# a CARGO_TARGET_DIR is honoured here too.
+bash images/build.sh --live

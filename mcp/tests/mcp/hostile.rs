@@ -593,6 +593,17 @@ fn file_and_fifo_swapped_during_calls_never_block() {
     server.finish();
 }
 
+/// A JSON-RPC 2.0 error for a request whose id could not be read: `"jsonrpc": "2.0"`, an `error`
+/// object with an integer code and a message, and `"id": null` (present, not omitted).
+fn assert_id_null(refusal: &Value) {
+    let object = refusal.as_object().unwrap();
+    assert_eq!(object.get("jsonrpc"), Some(&json!("2.0")), "{refusal}");
+    assert_eq!(object.get("id"), Some(&Value::Null), "{refusal}");
+    assert!(refusal["error"]["code"].is_i64(), "{refusal}");
+    assert!(refusal["error"]["message"].is_string(), "{refusal}");
+    assert_eq!(object.len(), 3, "{refusal}");
+}
+
 #[test]
 fn oversized_and_deeply_nested_request_lines_are_refused_with_a_code() {
     let copy = fixture_copy();
@@ -605,11 +616,19 @@ fn oversized_and_deeply_nested_request_lines_are_refused_with_a_code() {
     let refusal = server.next_line();
     assert_answer(&refusal);
     assert_eq!(refusal["error"]["code"], json!(-32600), "{refusal}");
+    // Its id was never read: JSON-RPC 2.0 answers with `"id": null`.
+    assert_id_null(&refusal);
     // Just over the cap, no newline for a while: still refused once the line ends.
     let over = "x".repeat(mcp::MAX_REQUEST_BYTES + 1);
     server.write_line(&over);
     let refusal = server.next_line();
-    assert!(refusal["error"]["code"].is_i64(), "{refusal}");
+    assert_eq!(refusal["error"]["code"], json!(-32600), "{refusal}");
+    assert_id_null(&refusal);
+    // Not JSON at all: a parse error, id null.
+    server.write_line("{not json");
+    let refusal = server.next_line();
+    assert_eq!(refusal["error"]["code"], json!(-32700), "{refusal}");
+    assert_id_null(&refusal);
     // Deep nesting inside the cap.
     let deep = format!(
         r#"{{"jsonrpc":"2.0","id":9002,"method":"tools/call","params":{{"name":"list_modules","arguments":{{"x":{}1{}}}}}}}"#,
@@ -620,6 +639,7 @@ fn oversized_and_deeply_nested_request_lines_are_refused_with_a_code() {
     server.write_line(&deep);
     let refusal = server.next_line();
     assert!(refusal["error"]["code"].is_i64(), "{refusal}");
+    assert_id_null(&refusal);
     // Unknown arguments and tools are refused with codes.
     assert_eq!(
         server

@@ -154,3 +154,125 @@ print(json.dumps(out))
         assert_eq!(ours, name.starts_with("ok_"), "{name}: corpus label");
     }
 }
+
+/// CPython's own verdicts on deep chains, each shape at the first depth CPython refuses and the
+/// one before it (found by bisection, each probe in a fresh interpreter: a failed `compile()` can
+/// shift the next one's limit by a frame), and at hostile depths.
+const DEEP_DRIVER: &str = r#"
+import json, pathlib, subprocess, sys
+out_dir = pathlib.Path(sys.argv[1])
+A = lambda n: "a" + ".b" * n
+P = lambda n: "a" + "**a" * n
+def blocks(k, body):
+    return "".join(" " * i + "if a:\n" for i in range(k)) + " " * k + body + "\n"
+shapes = {
+    "unary": lambda n: "-" * n + "1\n",
+    "attribute": lambda n: A(n) + "\n",
+    "call": lambda n: "f" + "()" * n + "\n",
+    "subscript": lambda n: "a" + "[0]" * n + "\n",
+    "binary": lambda n: "1" + "+1" * n + "\n",
+    "power": lambda n: P(n) + "\n",
+    "lambda": lambda n: "f = " + "lambda: " * n + "a\n",
+    "not": lambda n: "x = " + "not " * n + "a\n",
+    "conditional": lambda n: "x = " + "a if b else " * n + "a\n",
+    "postfix_mix": lambda n: "a" + "".join([".b", "(c)", "[d]"][i % 3] for i in range(n)) + "\n",
+    "elif_chain": lambda n: "if a:\n pass\n" + "elif a:\n pass\n" * n,
+    "indentation": lambda n: blocks(n, "pass"),
+    "in_function": lambda n: "def f():\n    return " + A(n) + "\n",
+    "in_blocks": lambda n: blocks(10, "x = " + A(n)),
+    "in_list": lambda n: "x = [" + A(n) + "]\n",
+    "in_fstring": lambda n: "x = f'{" + A(n) + "}'\n",
+    "power_in_groups": lambda n: "(" * 50 + P(n) + ")" * 50 + "\n",
+    "power_in_lists": lambda n: "[" * 50 + P(n) + "]" * 50 + "\n",
+    "power_in_calls": lambda n: "f(" * 50 + P(n) + ")" * 50 + "\n",
+    "unary_in_groups": lambda n: "(" * 199 + "-" * n + "a" + ")" * 199 + "\n",
+}
+probe = "import sys\ntry:\n compile(sys.stdin.read(), 'f.py', 'exec')\nexcept (SyntaxError, RecursionError, MemoryError):\n sys.exit(1)\n"
+def compiles(src):
+    return subprocess.run([sys.executable, "-c", probe], input=src, text=True).returncode == 0
+verdicts = {}
+for name, make in shapes.items():
+    lo, hi = 1, 4000
+    assert not compiles(make(hi)), name
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if compiles(make(mid)):
+            lo = mid + 1
+        else:
+            hi = mid
+    depths = [lo - 1, lo]
+    if name in ("unary", "attribute", "call", "binary"):
+        depths += [3100, 10000, 100000]
+    if name == "unary":
+        depths.append(1000000)
+    for n in depths:
+        src = make(n)
+        stem = f"{name}_{n}"
+        (out_dir / f"{stem}.py").write_text(src, encoding="utf-8")
+        verdicts[stem] = compiles(src)
+    verdicts[f"{name}_boundary"] = lo
+print(json.dumps(verdicts))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_chain_verdicts_match_cpython_compile() {
+    let copy = fixture_copy();
+    let dir = copy.root.join("app/modules/deep");
+    fs::create_dir(&dir).unwrap();
+    let output = Command::new("python3")
+        .arg("-c")
+        .arg(DEEP_DRIVER)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let cpython: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let cpython = cpython.as_object().unwrap();
+
+    let client = connect_root(&copy.root, false).await;
+    let r = client.ok("validate_app_bundle", json!({})).await;
+    client.close().await;
+    let python = r["fallback_checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "python_syntax")
+        .unwrap();
+    assert_eq!(python["not_checked"], json!([]), "{python}");
+    let failures = python["failures"].as_array().unwrap();
+    let mut files = 0;
+    for (stem, compiles) in cpython {
+        if stem.ends_with("_boundary") {
+            continue;
+        }
+        files += 1;
+        let path = format!("app/modules/deep/{stem}.py");
+        let failure = failures.iter().find(|f| f["path"] == json!(path));
+        assert_eq!(
+            failure.is_none(),
+            compiles.as_bool().unwrap(),
+            "{stem}: ours {failure:?}, CPython compiles: {compiles}"
+        );
+        if let Some(failure) = failure {
+            // Refused before parsing, with a reason naming the limit (never the source).
+            let message = failure["message"].as_str().unwrap();
+            assert!(
+                message.contains("deeper than CPython")
+                    || message.contains("indentation than CPython")
+                    || message.contains("brackets deeper"),
+                "{stem}: {message}"
+            );
+        }
+    }
+    // Both sides of every boundary were judged, and the boundaries are where CPython 3.11 has
+    // them (about 3,000 nodes; 100 blocks; half as many `**` or `lambda`).
+    assert!(files > 40, "{files}");
+    let boundary = |name: &str| cpython[&format!("{name}_boundary")].as_u64().unwrap();
+    assert!((2_900..3_000).contains(&boundary("attribute")));
+    assert!((2_900..3_000).contains(&boundary("unary")));
+    assert_eq!(boundary("indentation"), 100);
+}

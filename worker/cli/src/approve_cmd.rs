@@ -6,19 +6,17 @@
 //! stdout, or atomically to `--out` (0600, never inside the repository, never over an existing
 //! file without `--force`); a short summary of what it grants goes to stderr.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use snapshot::{
-    ApprovedExecutionContext, CreateAbsence as _, DefaultPathPolicy,
-    EXECUTION_CONTEXT_SCHEMA_VERSION, GitSnapshot, PathPolicy, RepoPath, Sha256, SnapshotError,
-    WorkTreeState, casefold, in_scope, is_repository_env_template_path, is_secret_contract_path,
-    is_secret_sensitive_path,
+    ApprovedExecutionContext, DefaultPathPolicy, EXECUTION_CONTEXT_SCHEMA_VERSION, GitSnapshot,
+    GrantInput, Grants, RepoPath, Sha256, SnapshotError, WorkTreeState,
 };
-use turn::{CodingWorkerRequest, TurnApproval, TurnError, default_selection};
+use turn::PreparedTurn;
 
 use super::outcome::{OUTPUT_CODE, display_path};
 use super::outfile::{check_output, dir_id, write_private};
@@ -92,204 +90,16 @@ pub(crate) struct ApproveArgs {
     force: bool,
 }
 
-/// The scopes and grants of one approval, checked against the tree.
-#[derive(Debug, Default)]
-struct Grants {
-    allow: Vec<RepoPath>,
-    read_only: Vec<RepoPath>,
-    prohibit: Vec<RepoPath>,
-    create: Vec<RepoPath>,
-    delete: Vec<RepoPath>,
-}
-
-fn path_error(flag: &'static str, path: &str, reason: &'static str) -> TurnError {
-    TurnError::ApprovePath {
-        flag,
-        path: path.to_owned(),
-        reason,
-    }
-}
-
-/// A scope or grant as typed: a portable, canonical repository path (one trailing `/` allowed
-/// on a scope). Nothing is repaired: `./a`, `a//b`, `..` and backslashes are refused.
-fn parse_path(flag: &'static str, raw: &str, scope: bool) -> Result<RepoPath, TurnError> {
-    let text = if scope {
-        raw.strip_suffix('/').unwrap_or(raw)
-    } else {
-        raw
-    };
-    RepoPath::parse(text).map_err(|_| {
-        path_error(
-            flag,
-            raw,
-            "is not a portable repository path (relative, '/'-separated, no '.', '..' or empty segments)",
-        )
-    })
-}
-
-/// The UTF-8 names of every tree entry (files and excluded entries alike).
-fn tree_names(snap: &GitSnapshot) -> Vec<&str> {
-    snap.entries().iter().filter_map(|e| e.path()).collect()
-}
-
-fn collide(
-    (flag, path): (&'static str, &RepoPath),
-    (other_flag, other): (&'static str, &RepoPath),
-    reason: &'static str,
-) -> TurnError {
-    TurnError::ApproveGrants {
-        flag,
-        path: path.as_str().to_owned(),
-        other_flag,
-        other: other.as_str().to_owned(),
-        reason,
-    }
-}
-
-/// `inner` equals `outer` or lies beneath it, compared case-folded.
-fn within(inner: &RepoPath, outer: &RepoPath) -> bool {
-    in_scope(inner.as_str(), &[outer.as_str()], true)
-}
-
-impl Grants {
-    /// Parses every flag and checks it against the tree at the commit: scopes must name something
-    /// there, creates must be absent, deletes must be files; no two grants may collide.
-    fn check(args: &ApproveArgs, snap: &GitSnapshot) -> Result<Self, TurnError> {
-        let names = tree_names(snap);
-        let mut g = Self::default();
-        for (flag, raws, out, fold) in [
-            ("--allow", &args.allow, &mut g.allow, false),
-            ("--read-only", &args.read_only, &mut g.read_only, false),
-            ("--prohibit", &args.prohibit, &mut g.prohibit, true),
-        ] {
-            for raw in raws {
-                let scope = parse_path(flag, raw, true)?;
-                if !names.iter().any(|n| in_scope(n, &[scope.as_str()], fold)) {
-                    return Err(path_error(
-                        flag,
-                        raw,
-                        "matches nothing in the tree at the commit",
-                    ));
-                }
-                out.push(scope);
-            }
+impl ApproveArgs {
+    /// The scope and grant flags as typed.
+    fn grant_input(&self) -> GrantInput<'_> {
+        GrantInput {
+            allow: &self.allow,
+            read_only: &self.read_only,
+            prohibit: &self.prohibit,
+            create: &self.create,
+            delete: &self.delete,
         }
-        for raw in &args.create {
-            g.create.push(parse_path("--create", raw, false)?);
-        }
-        for raw in &args.delete {
-            g.delete.push(parse_path("--delete", raw, false)?);
-        }
-        g.check_collisions()?;
-        for path in &g.create {
-            if snap.prove_absent(path).is_err() {
-                return Err(path_error(
-                    "--create",
-                    path.as_str(),
-                    "already exists at the commit (or clashes with an existing path, case-folded)",
-                ));
-            }
-            if !g.editable_scope(path) {
-                return Err(path_error(
-                    "--create",
-                    path.as_str(),
-                    "is not inside an --allow scope (or lies in a --read-only or --prohibit scope)",
-                ));
-            }
-        }
-        for path in &g.delete {
-            if !snap.manifest().contains_key(path) {
-                return Err(path_error(
-                    "--delete",
-                    path.as_str(),
-                    "is not a regular UTF-8 file in the tree at the commit",
-                ));
-            }
-            if !g.editable_scope(path) {
-                return Err(path_error(
-                    "--delete",
-                    path.as_str(),
-                    "is not inside an --allow scope (or lies in a --read-only or --prohibit scope)",
-                ));
-            }
-        }
-        Ok(g)
-    }
-
-    /// Inside an allowed scope and outside every read-only and prohibited one.
-    fn editable_scope(&self, path: &RepoPath) -> bool {
-        let p = path.as_str();
-        in_scope(p, &self.allow, false)
-            && !in_scope(p, &self.read_only, true)
-            && !in_scope(p, &self.prohibit, true)
-    }
-
-    /// Grants that cannot coexist: the same path twice (case-folded), an `--allow` or
-    /// `--read-only` scope swallowed by a narrower-or-equal carve-out, and exact grants that are
-    /// equal or one inside the other.
-    fn check_collisions(&self) -> Result<(), TurnError> {
-        let scopes: Vec<(&'static str, &RepoPath)> = self
-            .allow
-            .iter()
-            .map(|p| ("--allow", p))
-            .chain(self.read_only.iter().map(|p| ("--read-only", p)))
-            .chain(self.prohibit.iter().map(|p| ("--prohibit", p)))
-            .collect();
-        let mut seen: BTreeMap<String, (&'static str, &RepoPath)> = BTreeMap::new();
-        for &(flag, path) in &scopes {
-            if let Some(&first) = seen.get(&casefold(path.as_str())) {
-                return Err(collide(
-                    (flag, path),
-                    first,
-                    "the same path, case-folded: it cannot be both",
-                ));
-            }
-            seen.insert(casefold(path.as_str()), (flag, path));
-        }
-        for allow in &self.allow {
-            for (flag, carve) in self
-                .read_only
-                .iter()
-                .map(|p| ("--read-only", p))
-                .chain(self.prohibit.iter().map(|p| ("--prohibit", p)))
-            {
-                if within(allow, carve) {
-                    return Err(collide(
-                        ("--allow", allow),
-                        (flag, carve),
-                        "the --allow scope lies inside it and would grant nothing editable",
-                    ));
-                }
-            }
-        }
-        for read_only in &self.read_only {
-            for prohibit in &self.prohibit {
-                if within(read_only, prohibit) {
-                    return Err(collide(
-                        ("--read-only", read_only),
-                        ("--prohibit", prohibit),
-                        "the --read-only scope lies inside it and would show nothing",
-                    ));
-                }
-            }
-        }
-        let exact: Vec<(&'static str, &RepoPath)> = self
-            .create
-            .iter()
-            .map(|p| ("--create", p))
-            .chain(self.delete.iter().map(|p| ("--delete", p)))
-            .collect();
-        for (i, &a) in exact.iter().enumerate() {
-            for &b in exact.iter().skip(i + 1) {
-                if a.1.collision_key() == b.1.collision_key() {
-                    return Err(collide(b, a, "the same path, case-folded"));
-                }
-                if within(a.1, b.1) || within(b.1, a.1) {
-                    return Err(collide(b, a, "one would be a directory of the other"));
-                }
-            }
-        }
-        Ok(())
     }
 }
 
@@ -300,9 +110,9 @@ fn id_or_generated(
     prefix: &str,
     generated: &mut Vec<(&'static str, String)>,
     field: &'static str,
-) -> Result<String, TurnError> {
+) -> Result<String, SnapshotError> {
     match given {
-        Some(id) if id.is_empty() => Err(TurnError::ApproveValue {
+        Some(id) if id.is_empty() => Err(SnapshotError::ApproveValue {
             flag,
             reason: "must not be empty",
         }),
@@ -328,33 +138,6 @@ fn default_full_name(repo: &Path) -> String {
 /// 64 hex: sha256 over the canonical (sorted-key, compact) JSON of what was approved.
 fn plan_digest(plan: &serde_json::Value) -> String {
     Sha256::of(plan.to_string().as_bytes()).bare_hex()
-}
-
-/// Why a tree entry inside the approved scopes is neither editable nor read-only context.
-fn exclusion_reason(
-    entry: &snapshot::TreeEntry,
-    g: &Grants,
-    policy: &DefaultPathPolicy,
-) -> Option<&'static str> {
-    let path = entry.path()?;
-    if !in_scope(path, &g.allow, false) && !in_scope(path, &g.read_only, false) {
-        return None;
-    }
-    if entry.kind().is_excluded() {
-        return Some(entry.kind().as_str());
-    }
-    let repo_path = RepoPath::parse(path).ok()?;
-    Some(if in_scope(path, &g.prohibit, true) {
-        "prohibited (--prohibit)"
-    } else if is_secret_sensitive_path(path) || is_secret_contract_path(path) {
-        "secret-sensitive name (never sent)"
-    } else if is_repository_env_template_path(path) {
-        "environment template (never sent)"
-    } else if policy.validate_path(&repo_path).is_err() {
-        "protected by the host path policy"
-    } else {
-        return None;
-    })
 }
 
 fn list_section(text: &mut String, title: &str, items: &[(String, Option<&str>)]) {
@@ -416,14 +199,14 @@ fn summary(
 pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
     require_dir("--repo", &args.repo)?;
     if args.task.is_empty() {
-        return Err(TurnError::ApproveValue {
+        return Err(SnapshotError::ApproveValue {
             flag: "--task",
             reason: "must not be empty",
         }
         .into());
     }
     if matches!(&args.repository_full_name, Some(n) if n.is_empty()) {
-        return Err(TurnError::ApproveValue {
+        return Err(SnapshotError::ApproveValue {
             flag: "--repository-full-name",
             reason: "must not be empty",
         }
@@ -435,11 +218,11 @@ pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
         check_output("--out", out, &[repo_id], args.force)?;
     }
     let commit = snapshot::resolve_commit(&args.repo, &args.commit).map_err(|e| match e {
-        SnapshotError::Commit { detail } => TurnError::ApproveCommit {
+        SnapshotError::Commit { detail } => SnapshotError::ApproveCommit {
             rev: args.commit.clone(),
             reason: detail,
         },
-        other => TurnError::Snapshot(other),
+        other => other,
     })?;
     let mut stderr_text = String::new();
     match snapshot::work_tree_state(&args.repo) {
@@ -469,7 +252,7 @@ pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
     if let Some(out) = &args.out {
         check_output("--out", out, &forbidden, args.force)?;
     }
-    let grants = Grants::check(args, &snap)?;
+    let grants = Grants::check(&args.grant_input(), &snap)?;
 
     let mut generated = Vec::new();
     let plan_id = id_or_generated(
@@ -520,18 +303,18 @@ pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
     };
     // A read-only scope is also an allowed one: `run` selects read-only context only inside the
     // allowed scopes (and never edits it).
-    let allowed: BTreeSet<String> = strs(&grants.allow)
+    let allowed: BTreeSet<String> = strs(grants.allow())
         .into_iter()
-        .chain(strs(&grants.read_only))
+        .chain(strs(grants.read_only()))
         .collect();
     let plan = serde_json::json!({
         "allowed_paths": allowed,
         "baseline_commit_sha": commit,
-        "create_paths": strs(&grants.create),
-        "delete_paths": strs(&grants.delete),
-        "prohibited_paths": strs(&grants.prohibit),
+        "create_paths": strs(grants.create()),
+        "delete_paths": strs(grants.delete()),
+        "prohibited_paths": strs(grants.prohibit()),
         "raw_request": args.task,
-        "read_only_paths": strs(&grants.read_only),
+        "read_only_paths": strs(grants.read_only()),
         "repository_full_name": full_name,
         "snapshot_digest": snapshot_digest,
     });
@@ -553,10 +336,10 @@ pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
         "execution_strategy_id": STRATEGY,
         "rationale": format!("Approved with patch-candidate approve at commit {commit}."),
         "allowed_paths": allowed,
-        "prohibited_paths": strs(&grants.prohibit),
-        "read_only_paths": strs(&grants.read_only),
-        "create_paths": strs(&grants.create),
-        "delete_paths": strs(&grants.delete),
+        "prohibited_paths": strs(grants.prohibit()),
+        "read_only_paths": strs(grants.read_only()),
+        "create_paths": strs(grants.create()),
+        "delete_paths": strs(grants.delete()),
         "required_validation_gates": [],
         "required_security_gates": [],
         "required_ci_checks": [],
@@ -564,28 +347,9 @@ pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
     // The one approval constructor, then exactly the checks `run` makes before any Docker call.
     let context = snapshot::context_from_value(document)?;
     let policy = DefaultPathPolicy::default();
-    let (editable, read_only) = default_selection(&snap, &context, &policy)?;
-    let evidence = snap.evidence(
-        context.plan_id(),
-        context.request_id(),
-        context.app_id(),
-        context.repository_full_name(),
-    )?;
-    let request = CodingWorkerRequest::for_context(
-        &context,
-        &args.task,
-        snap.read_files(&editable)?,
-        snap.read_files(&read_only)?,
-    );
-    turn::verify_turn_request(
-        &request,
-        &TurnApproval {
-            context: &context,
-            snapshot: &evidence,
-            policy: &policy,
-            create_absence: Some(&snap),
-        },
-    )?;
+    let prepared = PreparedTurn::new(&snap, &context, &policy, &args.task, None, None)?;
+    prepared.approve()?;
+    let (editable, read_only) = (prepared.selected(), prepared.read_only());
     let mut bytes = serde_json::to_vec_pretty(&context)
         .map_err(|_| CliError::environment(OUTPUT_CODE, "approval serialisation failed"))?;
     bytes.push(b'\n');
@@ -601,12 +365,12 @@ pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
         .entries()
         .iter()
         .filter_map(|e| {
-            let why = exclusion_reason(e, &grants, &policy)?;
+            let why = grants.exclusion_reason(e, &policy)?;
             Some((e.path()?.to_owned(), Some(why)))
         })
         .collect();
     stderr_text.push_str(&summary(
-        &context, &editable, &read_only, &excluded, &generated,
+        &context, editable, read_only, &excluded, &generated,
     ));
     let value = serde_json::to_value(&context)
         .map_err(|_| CliError::environment(OUTPUT_CODE, "approval serialisation failed"))?;
@@ -619,8 +383,8 @@ pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
                     "out": out.display().to_string(),
                     "baseline_commit_sha": context.baseline_commit_sha(),
                     "snapshot_digest": context.snapshot_digest(),
-                    "editable_paths": strs(&editable),
-                    "read_only_paths": strs(&read_only),
+                    "editable_paths": strs(editable),
+                    "read_only_paths": strs(read_only),
                     "generated": generated.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
                     "approval": value,
                 }),

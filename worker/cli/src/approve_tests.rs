@@ -122,7 +122,7 @@ fn the_summary_lists_grants_and_why_in_scope_entries_are_excluded() {
     let (dir, head) = repo();
     let snap = GitSnapshot::load(dir.path(), &head).unwrap();
     let a = args(dir.path());
-    let grants = Grants::check(&a, &snap).unwrap();
+    let grants = Grants::check(&a.grant_input(), &snap).unwrap();
     let policy = DefaultPathPolicy::default();
     let excluded: Vec<(String, Option<&str>)> = snap
         .entries()
@@ -130,7 +130,7 @@ fn the_summary_lists_grants_and_why_in_scope_entries_are_excluded() {
         .filter_map(|e| {
             Some((
                 e.path()?.to_owned(),
-                Some(exclusion_reason(e, &grants, &policy)?),
+                Some(grants.exclusion_reason(e, &policy)?),
             ))
         })
         .collect();

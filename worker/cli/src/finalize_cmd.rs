@@ -11,16 +11,16 @@ use archive::StagedWorkspace;
 use cap_std::fs::Dir;
 use clap::Args;
 use finalizer::{
-    CandidateStore, FinalizeError, FinalizeRequest, MAX_CANDIDATE_FILES, RepositoryPatchCandidate,
+    CandidateStore, FinalizeError, MAX_CANDIDATE_FILES, RepositoryPatchCandidate,
     finalize_repository_patch, proposal_from_staged_tree, repository_patch_digest,
     validate_candidate_json, verify_against_repository, verify_digest,
 };
-use snapshot::GitSnapshot;
 use snapshot::{
     ApprovedExecutionContext, BaselineFiles, CreateAbsence, DefaultPathPolicy,
     MAX_CONTEXT_JSON_BYTES, MAX_SNAPSHOT_JSON_BYTES, RepoPath, RepositorySnapshotEvidence, Sha256,
     StagedPatchProposal, Untrusted, from_slice_strict, verify_snapshot_identity,
 };
+use snapshot::{ApprovedTurn, GitSnapshot};
 
 use super::outcome::{CommandError, INPUT_CODE, IO_CODE, display_path};
 use super::paths::{read_file, require_dir, require_parent};
@@ -328,16 +328,16 @@ fn finalize_files(
         .filter_map(|p| snapshot.file_manifest().get(p).map(|h| (p.clone(), *h)))
         .collect();
     let workspace = StagedWorkspace::open_existing(&args.staged, manifest, BTreeMap::new())?;
-    Ok(finalize_repository_patch(FinalizeRequest {
+    let approved = ApprovedTurn::new(
         context,
-        snapshot: &snapshot,
-        selected_paths: &selected,
-        baseline_files: &baseline,
-        workspace: &workspace,
-        proposal: &proposal,
-        policy: &policy,
-        create_absence: tree.as_ref().map(|t| t as &dyn CreateAbsence),
-    })?)
+        &snapshot,
+        &policy,
+        tree.as_ref().map(|t| t as &dyn CreateAbsence),
+        selected,
+        &baseline,
+    )
+    .map_err(FinalizeError::from)?;
+    Ok(finalize_repository_patch(&approved, &workspace, &proposal)?)
 }
 
 /// The staged form: the snapshot, the selection (every file the approval makes editable, as
@@ -379,16 +379,16 @@ fn finalize_staged(
         .collect();
     let workspace = StagedWorkspace::open_existing(&args.staged, manifest, BTreeMap::new())?;
     let proposal = proposal_from_staged_tree(context, &workspace)?;
-    Ok(finalize_repository_patch(FinalizeRequest {
+    let approved = ApprovedTurn::new(
         context,
-        snapshot: &evidence,
-        selected_paths: &selected,
-        baseline_files: &baseline,
-        workspace: &workspace,
-        proposal: &proposal,
-        policy: &policy,
-        create_absence: Some(&snap),
-    })?)
+        &evidence,
+        &policy,
+        Some(&snap),
+        selected,
+        &baseline,
+    )
+    .map_err(FinalizeError::from)?;
+    Ok(finalize_repository_patch(&approved, &workspace, &proposal)?)
 }
 
 /// `digest`.

@@ -27,6 +27,7 @@ mod sqlite;
 mod store;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+mod transition;
 mod wake;
 
 pub use error::{Backend, JobsError, Result};
@@ -35,12 +36,12 @@ pub use model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobFailure, JobKind, JobSpec, JobState,
     LiveJob, MAX_ATTEMPTS_LIMIT, MAX_BATCH, MAX_CANDIDATE_BYTES, MAX_CODE_CHARS,
     MAX_DOCUMENT_BYTES, MAX_MESSAGE_BYTES, MAX_MODEL_CHARS, MAX_REPOSITORY_BYTES,
-    MAX_SELECTIONS_BYTES, Retry, backoff,
+    MAX_SELECTIONS_BYTES, Retry, StoreOptions, backoff,
 };
 pub use rows::{
     EVENT_CANCELLED, EVENT_CLAIMED, EVENT_COMPLETED, EVENT_RELEASED, EVENT_RETRIED, EVENT_SNOOZED,
     EVENT_SUBMITTED, LEASE_EXPIRED,
 };
 pub use schema::SCHEMA_VERSION;
-pub use store::{DEFAULT_SQLITE_FILE, DatabaseLocation, JobStore, StoreOptions};
+pub use store::{DEFAULT_SQLITE_FILE, DatabaseLocation, JobStore};
 pub use wake::WorkSignal;

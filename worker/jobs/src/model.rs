@@ -552,6 +552,29 @@ pub fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(half + jitter)
 }
 
+/// Tuning of [`crate::JobStore::open_with`].
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// SQLite: how long a write waits for another process's lock before
+    /// `PATCH_CANDIDATE_JOBS_UNAVAILABLE`.
+    pub busy_timeout: Duration,
+    /// PostgreSQL: connections in the pool.
+    pub pool_size: usize,
+    /// PostgreSQL: how long connecting, or waiting for a pooled connection, may take before
+    /// `PATCH_CANDIDATE_JOBS_UNAVAILABLE`.
+    pub connect_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            busy_timeout: Duration::from_secs(5),
+            pool_size: 16,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
 /// Milliseconds of a duration, saturated into the database's integer type.
 pub(crate) fn duration_ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)

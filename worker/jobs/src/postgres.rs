@@ -4,6 +4,7 @@
 //! attempt is one statement guarded by `id + attempt_id + state='running'`, with its log line
 //! written by the same statement (data-modifying CTEs). Times come from the database clock.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
@@ -13,17 +14,41 @@ use crate::error::{Backend, JobsError, Result};
 use crate::ids::StoreId;
 use crate::ids::{AttemptId, HostId, JobId};
 use crate::model::{
-    Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, Retry, duration_ms,
+    Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, StoreOptions,
+    duration_ms,
 };
 use crate::rows::{
-    EVENT_CANCELLED, EVENT_CLAIMED, EVENT_COMPLETED, EVENT_RELEASED, EVENT_RETRIED, EVENT_SNOOZED,
-    EVENT_SUBMITTED, LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE, RawJob, SpecRow, job_columns,
+    EVENT_CANCELLED, EVENT_CLAIMED, EVENT_RETRIED, EVENT_SUBMITTED, LEASE_EXPIRED,
+    LEASE_EXPIRED_MESSAGE, RawJob, SpecRow, attempt_pair, host_info, job_columns,
 };
 use crate::schema::{MIGRATIONS, SCHEMA_VERSION, SELECT_STORE_ID, stored_store_id};
-use crate::store::StoreOptions;
+use crate::transition::{FencedWrite, fenced_update};
 
 /// The database clock in milliseconds (the transaction's start, so one statement sees one time).
 const NOW: &str = "(extract(epoch FROM now()) * 1000)::bigint";
+
+/// The fenced write as one statement of data-modifying CTEs: the guarded `UPDATE` (the delay
+/// `$7` added to the database clock), then the candidate (`$12`), the usage row (`$13`) and the
+/// log line (`$14`, `$15`) for the row it changed, if any; it returns how many rows it changed.
+static FENCED_WRITE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH u AS (
+             {update}
+             RETURNING id, attempt_id),
+         c AS (
+             INSERT INTO candidates (job_id, attempt_id, digest, bytes, created_at)
+             SELECT id, attempt_id, $11, $12, {NOW} FROM u WHERE $12::bytea IS NOT NULL),
+         us AS (
+             INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
+             SELECT id, attempt_id, $13::text, {NOW} FROM u WHERE $13::text IS NOT NULL
+             ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json),
+         ev AS (
+             INSERT INTO events (job_id, attempt_id, at, code, message)
+             SELECT id, attempt_id, {NOW}, $14, $15 FROM u)
+         SELECT count(*) FROM u",
+        update = fenced_update('$', NOW, &format!("{NOW} + $7"))
+    )
+});
 
 /// The advisory lock key that serialises migrations across hosts starting at once.
 const MIGRATION_LOCK: i64 = 0x7063_6a6f_6273; // "pcjobs"
@@ -272,27 +297,6 @@ impl PgStore {
             .map_err(pg)
     }
 
-    /// Runs a guarded write whose statement ends in `SELECT count(*) FROM u`.
-    async fn fenced(
-        &self,
-        sql: &str,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-    ) -> Result<Fenced> {
-        let client = self.client().await?;
-        let stmt = client.prepare_cached(sql).await.map_err(pg)?;
-        let n: i64 = client
-            .query_one(&stmt, params)
-            .await
-            .map_err(pg)?
-            .try_get(0)
-            .map_err(pg)?;
-        Ok(if n == 0 {
-            Fenced::Lost
-        } else {
-            Fenced::Applied
-        })
-    }
-
     pub(crate) async fn submit(&self, spec: JobSpec, id: JobId) -> Result<(Job, bool)> {
         let spec_json = SpecRow::text(&spec)?;
         let key = spec.idempotency_key();
@@ -426,170 +430,47 @@ impl PgStore {
         })
     }
 
-    pub(crate) async fn complete(
+    /// The one fenced write (see [`crate::transition`]): one statement, so one transaction —
+    /// the guarded `UPDATE`, the candidate, the usage row and the log line happen together or
+    /// not at all, and only for the current attempt.
+    pub(crate) async fn fenced_write(
         &self,
         id: JobId,
         attempt: AttemptId,
-        candidate: Vec<u8>,
-        digest: String,
-        usage: String,
+        write: FencedWrite,
     ) -> Result<Fenced> {
-        // One statement, so one transaction: the state change, the candidate, the usage row and
-        // the log line happen together or not at all, and only for the current attempt.
-        let sql = format!(
-            "WITH u AS (
-                 UPDATE jobs SET state = 'completed', candidate_digest = $3, lease_until = NULL,
-                     error_code = NULL, error_message = NULL, updated_at = {NOW}
-                 WHERE id = $1 AND attempt_id = $2 AND state = 'running'
-                 RETURNING id, attempt_id),
-             c AS (
-                 INSERT INTO candidates (job_id, attempt_id, digest, bytes, created_at)
-                 SELECT id, attempt_id, $3, $4, {NOW} FROM u),
-             us AS (
-                 INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
-                 SELECT id, attempt_id, $5, {NOW} FROM u
-                 ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json),
-             ev AS (
-                 INSERT INTO events (job_id, attempt_id, at, code, message)
-                 SELECT id, attempt_id, {NOW}, $6, 'candidate ' || $3 FROM u)
-             SELECT count(*) FROM u"
-        );
-        self.fenced(
-            &sql,
-            &[
-                &id.as_str(),
-                &attempt.as_str(),
-                &digest,
-                &candidate,
-                &usage,
-                &EVENT_COMPLETED,
-            ],
-        )
-        .await
-    }
-
-    pub(crate) async fn fail(
-        &self,
-        id: JobId,
-        attempt: AttemptId,
-        code: String,
-        message: String,
-        retry: Retry,
-        usage: Option<String>,
-    ) -> Result<Fenced> {
-        let (may_retry, delay) = match retry {
-            Retry::Never => (false, 0),
-            Retry::After(d) => (true, duration_ms(d)),
-        };
-        let sql = format!(
-            "WITH u AS (
-                 UPDATE jobs SET
-                     state = CASE WHEN cancel_requested THEN 'cancelled'
-                                  WHEN $3 AND attempts < max_attempts THEN 'queued'
-                                  ELSE 'failed' END,
-                     run_at = {NOW} + $4, lease_until = NULL, error_code = $5, error_message = $6,
-                     updated_at = {NOW}
-                 WHERE id = $1 AND attempt_id = $2 AND state = 'running'
-                 RETURNING id, attempt_id),
-             us AS (
-                 INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
-                 SELECT id, attempt_id, $7::text, {NOW} FROM u WHERE $7::text IS NOT NULL
-                 ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json),
-             ev AS (
-                 INSERT INTO events (job_id, attempt_id, at, code, message)
-                 SELECT id, attempt_id, {NOW}, $5, $6 FROM u)
-             SELECT count(*) FROM u"
-        );
-        self.fenced(
-            &sql,
-            &[
-                &id.as_str(),
-                &attempt.as_str(),
-                &may_retry,
-                &delay,
-                &code,
-                &message,
-                &usage,
-            ],
-        )
-        .await
-    }
-
-    pub(crate) async fn requeue(
-        &self,
-        id: JobId,
-        attempt: AttemptId,
-        delay: Option<(Duration, String)>,
-        usage: Option<String>,
-    ) -> Result<Fenced> {
-        let (delay_ms, code, event_code, message) = match &delay {
-            Some((d, code)) => (
-                duration_ms(*d),
-                Some(code.clone()),
-                EVENT_SNOOZED,
-                format!("snoozed for {} ms: {code}", duration_ms(*d)),
-            ),
-            None => (0, None, EVENT_RELEASED, "released on drain".to_owned()),
-        };
-        let sql = format!(
-            "WITH u AS (
-                 UPDATE jobs SET
-                     state = CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END,
-                     attempts = attempts - 1, run_at = {NOW} + $3, lease_until = NULL,
-                     error_code = COALESCE($4, error_code),
-                     error_message = CASE WHEN $4::text IS NULL THEN error_message ELSE 'snoozed' END,
-                     updated_at = {NOW}
-                 WHERE id = $1 AND attempt_id = $2 AND state = 'running'
-                 RETURNING id, attempt_id),
-             us AS (
-                 INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
-                 SELECT id, attempt_id, $7::text, {NOW} FROM u WHERE $7::text IS NOT NULL
-                 ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json),
-             ev AS (
-                 INSERT INTO events (job_id, attempt_id, at, code, message)
-                 SELECT id, attempt_id, {NOW}, $5, $6 FROM u)
-             SELECT count(*) FROM u"
-        );
-        self.fenced(
-            &sql,
-            &[
-                &id.as_str(),
-                &attempt.as_str(),
-                &delay_ms,
-                &code,
-                &event_code,
-                &message,
-                &usage,
-            ],
-        )
-        .await
-    }
-
-    pub(crate) async fn finish_cancelled(
-        &self,
-        id: JobId,
-        attempt: AttemptId,
-        usage: Option<String>,
-    ) -> Result<Fenced> {
-        let sql = format!(
-            "WITH u AS (
-                 UPDATE jobs SET state = 'cancelled', lease_until = NULL, updated_at = {NOW}
-                 WHERE id = $1 AND attempt_id = $2 AND state = 'running'
-                 RETURNING id, attempt_id),
-             us AS (
-                 INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
-                 SELECT id, attempt_id, $4::text, {NOW} FROM u WHERE $4::text IS NOT NULL
-                 ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json),
-             ev AS (
-                 INSERT INTO events (job_id, attempt_id, at, code, message)
-                 SELECT id, attempt_id, {NOW}, $3, 'running attempt stopped' FROM u)
-             SELECT count(*) FROM u"
-        );
-        self.fenced(
-            &sql,
-            &[&id.as_str(), &attempt.as_str(), &EVENT_CANCELLED, &usage],
-        )
-        .await
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(&FENCED_WRITE).await.map_err(pg)?;
+        let n: i64 = client
+            .query_one(
+                &stmt,
+                &[
+                    &id.as_str(),
+                    &attempt.as_str(),
+                    &write.target.state().as_str(),
+                    &write.target.honours_cancel(),
+                    &write.target.retries(),
+                    &write.attempts_back(),
+                    &write.delay_ms,
+                    &write.writes_error(),
+                    &write.error_code(),
+                    &write.error_message(),
+                    &write.candidate_digest(),
+                    &write.candidate.as_ref().map(|c| c.bytes.as_slice()),
+                    &write.usage,
+                    &write.event_code,
+                    &write.event_message,
+                ],
+            )
+            .await
+            .map_err(pg)?
+            .try_get(0)
+            .map_err(pg)?;
+        Ok(if n == 0 {
+            Fenced::Lost
+        } else {
+            Fenced::Applied
+        })
     }
 
     pub(crate) async fn record_usage(
@@ -732,13 +613,6 @@ impl PgStore {
             .await?
             .ok_or_else(|| JobsError::NotFound { id: id.to_string() })?;
         tx.commit().await.map_err(pg)?;
-        if job.state == JobState::Completed {
-            return Err(JobsError::State {
-                id: id.to_string(),
-                state: job.state.as_str(),
-                detail: "a completed job keeps its result; submit a new job instead",
-            });
-        }
         Ok(job)
     }
 
@@ -879,7 +753,7 @@ impl PgStore {
         rows.iter()
             .map(|r| {
                 let meta: String = r.try_get(2).map_err(pg)?;
-                crate::store::host_info(
+                host_info(
                     r.try_get(0).map_err(pg)?,
                     r.try_get(1).map_err(pg)?,
                     &meta,
@@ -903,7 +777,7 @@ impl PgStore {
             .map(|r| {
                 let id: String = r.try_get(0).map_err(pg)?;
                 let attempt: String = r.try_get(1).map_err(pg)?;
-                crate::store::attempt_pair(&id, &attempt)
+                attempt_pair(&id, &attempt)
             })
             .collect()
     }

@@ -1,11 +1,12 @@
 //! What both backends share about rows: the stored spec document, the raw job row and its
-//! checked conversion into a [`Job`], the event codes the store writes itself.
+//! checked conversion into a [`Job`], the checked host and attempt rows, the event codes the
+//! store writes itself.
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{JobsError, Result};
 use crate::ids::{AttemptId, HostId, JobId};
-use crate::model::{Job, JobFailure, JobKind, JobSpec, JobState, LiveJob};
+use crate::model::{HostInfo, Job, JobFailure, JobKind, JobSpec, JobState, LiveJob};
 
 /// Event code of a submission.
 pub const EVENT_SUBMITTED: &str = "PATCH_CANDIDATE_JOB_SUBMITTED";
@@ -189,4 +190,32 @@ pub(crate) fn check_batch(field: &'static str, n: usize) -> Result<i64> {
         return Err(JobsError::input(field, "larger than 1000"));
     }
     i64::try_from(n).map_err(|_| JobsError::input(field, "out of range"))
+}
+
+/// A `hosts` row, checked; any failure is `PATCH_CANDIDATE_JOBS_CORRUPT`.
+pub(crate) fn host_info(
+    host: String,
+    max_turns: i64,
+    meta: &str,
+    started: i64,
+    seen: i64,
+) -> Result<HostInfo> {
+    Ok(HostInfo {
+        host: HostId::parse(&host).map_err(|_| JobsError::Corrupt { field: "host_id" })?,
+        max_turns: u32::try_from(max_turns)
+            .map_err(|_| JobsError::Corrupt { field: "max_turns" })?,
+        meta: serde_json::from_str(meta).map_err(|_| JobsError::Corrupt { field: "meta_json" })?,
+        started_at_ms: started,
+        seen_at_ms: seen,
+    })
+}
+
+/// A running job's `(id, attempt_id)`, checked; any failure is `PATCH_CANDIDATE_JOBS_CORRUPT`.
+pub(crate) fn attempt_pair(id: &str, attempt: &str) -> Result<(JobId, AttemptId)> {
+    Ok((
+        JobId::parse(id).map_err(|_| JobsError::Corrupt { field: "id" })?,
+        AttemptId::parse(attempt).map_err(|_| JobsError::Corrupt {
+            field: "attempt_id",
+        })?,
+    ))
 }

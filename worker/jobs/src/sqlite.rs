@@ -4,7 +4,7 @@
 //! interleave a read and its write. Times come from the host clock.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension as _, Row, TransactionBehavior, params};
@@ -13,13 +13,18 @@ use crate::error::{Backend, JobsError, Result};
 use crate::ids::StoreId;
 use crate::ids::{AttemptId, HostId, JobId};
 use crate::model::{
-    Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, Retry, duration_ms,
+    Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, duration_ms,
 };
 use crate::rows::{
-    EVENT_CANCELLED, EVENT_CLAIMED, EVENT_COMPLETED, EVENT_RELEASED, EVENT_RETRIED, EVENT_SNOOZED,
-    EVENT_SUBMITTED, LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE, RawJob, SpecRow, job_columns,
+    EVENT_CANCELLED, EVENT_CLAIMED, EVENT_RETRIED, EVENT_SUBMITTED, LEASE_EXPIRED,
+    LEASE_EXPIRED_MESSAGE, RawJob, SpecRow, attempt_pair, host_info, job_columns,
 };
 use crate::schema::{MIGRATIONS, SCHEMA_VERSION, SELECT_STORE_ID, stored_store_id};
+use crate::transition::{FencedWrite, fenced_update};
+
+/// The fenced `UPDATE`: numbered `?` parameters, the host clock bound as `?12`, the new `run_at`
+/// computed on the host (`now + delay`, saturating) and bound as `?7`.
+static FENCED_UPDATE: LazyLock<String> = LazyLock::new(|| fenced_update('?', "?12", "?7"));
 
 pub(crate) fn map_err(e: rusqlite::Error) -> JobsError {
     let unavailable = matches!(
@@ -333,93 +338,57 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn complete(
+    /// The one fenced write (see [`crate::transition`]): the guarded `UPDATE`, then the candidate,
+    /// the usage row and the log line, in one `BEGIN IMMEDIATE` transaction; nothing when the
+    /// attempt is no longer current.
+    pub(crate) async fn fenced_write(
         &self,
         id: JobId,
         attempt: AttemptId,
-        candidate: Vec<u8>,
-        digest: String,
-        usage: String,
+        write: FencedWrite,
     ) -> Result<Fenced> {
         self.run(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(map_err)?;
             let now = now_ms();
+            let due = write.delay_ms.map(|d| now.saturating_add(d));
             let n = tx
-                .execute(
-                    "UPDATE jobs SET state = 'completed', candidate_digest = ?1, lease_until = NULL,
-                         error_code = NULL, error_message = NULL, updated_at = ?2
-                     WHERE id = ?3 AND attempt_id = ?4 AND state = 'running'",
-                    params![digest, now, id.as_str(), attempt.as_str()],
-                )
+                .prepare_cached(&FENCED_UPDATE)
+                .map_err(map_err)?
+                .execute(params![
+                    id.as_str(),
+                    attempt.as_str(),
+                    write.target.state().as_str(),
+                    write.target.honours_cancel(),
+                    write.target.retries(),
+                    write.attempts_back(),
+                    due,
+                    write.writes_error(),
+                    write.error_code(),
+                    write.error_message(),
+                    write.candidate_digest(),
+                    now
+                ])
                 .map_err(map_err)?;
             if n == 0 {
                 return Ok(Fenced::Lost);
             }
-            tx.execute(
-                "INSERT INTO candidates (job_id, attempt_id, digest, bytes, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![id.as_str(), attempt.as_str(), digest, candidate, now],
-            )
-            .map_err(map_err)?;
-            upsert_usage(&tx, &id, &attempt, &usage, now)?;
-            event(
-                &tx,
-                id.as_str(),
-                Some(attempt.as_str()),
-                now,
-                EVENT_COMPLETED,
-                &format!("candidate {digest}"),
-            )?;
-            tx.commit().map_err(map_err)?;
-            Ok(Fenced::Applied)
-        })
-        .await
-    }
-
-    pub(crate) async fn fail(
-        &self,
-        id: JobId,
-        attempt: AttemptId,
-        code: String,
-        message: String,
-        retry: Retry,
-        usage: Option<String>,
-    ) -> Result<Fenced> {
-        self.run(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_err)?;
-            let now = now_ms();
-            let (may_retry, run_at) = match retry {
-                Retry::Never => (0_i64, now),
-                Retry::After(d) => (1, now.saturating_add(duration_ms(d))),
-            };
-            let n = tx
-                .execute(
-                    "UPDATE jobs SET
-                         state = CASE WHEN cancel_requested = 1 THEN 'cancelled'
-                                      WHEN ?1 = 1 AND attempts < max_attempts THEN 'queued'
-                                      ELSE 'failed' END,
-                         run_at = ?2, lease_until = NULL, error_code = ?3, error_message = ?4,
-                         updated_at = ?5
-                     WHERE id = ?6 AND attempt_id = ?7 AND state = 'running'",
+            if let Some(candidate) = &write.candidate {
+                tx.execute(
+                    "INSERT INTO candidates (job_id, attempt_id, digest, bytes, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
                     params![
-                        may_retry,
-                        run_at,
-                        code,
-                        message,
-                        now,
                         id.as_str(),
-                        attempt.as_str()
+                        attempt.as_str(),
+                        candidate.digest,
+                        candidate.bytes,
+                        now
                     ],
                 )
                 .map_err(map_err)?;
-            if n == 0 {
-                return Ok(Fenced::Lost);
             }
-            if let Some(usage) = &usage {
+            if let Some(usage) = &write.usage {
                 upsert_usage(&tx, &id, &attempt, usage, now)?;
             }
             event(
@@ -427,62 +396,8 @@ impl SqliteStore {
                 id.as_str(),
                 Some(attempt.as_str()),
                 now,
-                &code,
-                &message,
-            )?;
-            tx.commit().map_err(map_err)?;
-            Ok(Fenced::Applied)
-        })
-        .await
-    }
-
-    /// Snooze (`delay` = Some) or release (None): queued again, the attempt given back.
-    pub(crate) async fn requeue(
-        &self,
-        id: JobId,
-        attempt: AttemptId,
-        delay: Option<(Duration, String)>,
-        usage: Option<String>,
-    ) -> Result<Fenced> {
-        self.run(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_err)?;
-            let now = now_ms();
-            let (run_at, code, event_code, message) = match &delay {
-                Some((d, code)) => (
-                    now.saturating_add(duration_ms(*d)),
-                    Some(code.as_str()),
-                    EVENT_SNOOZED,
-                    format!("snoozed for {} ms: {code}", duration_ms(*d)),
-                ),
-                None => (now, None, EVENT_RELEASED, "released on drain".to_owned()),
-            };
-            let n = tx
-                .execute(
-                    "UPDATE jobs SET
-                         state = CASE WHEN cancel_requested = 1 THEN 'cancelled' ELSE 'queued' END,
-                         attempts = attempts - 1, run_at = ?1, lease_until = NULL,
-                         error_code = COALESCE(?2, error_code),
-                         error_message = CASE WHEN ?2 IS NULL THEN error_message ELSE 'snoozed' END,
-                         updated_at = ?3
-                     WHERE id = ?4 AND attempt_id = ?5 AND state = 'running'",
-                    params![run_at, code, now, id.as_str(), attempt.as_str()],
-                )
-                .map_err(map_err)?;
-            if n == 0 {
-                return Ok(Fenced::Lost);
-            }
-            if let Some(usage) = &usage {
-                upsert_usage(&tx, &id, &attempt, usage, now)?;
-            }
-            event(
-                &tx,
-                id.as_str(),
-                Some(attempt.as_str()),
-                now,
-                event_code,
-                &message,
+                &write.event_code,
+                &write.event_message,
             )?;
             tx.commit().map_err(map_err)?;
             Ok(Fenced::Applied)
@@ -611,44 +526,6 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn finish_cancelled(
-        &self,
-        id: JobId,
-        attempt: AttemptId,
-        usage: Option<String>,
-    ) -> Result<Fenced> {
-        self.run(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_err)?;
-            let now = now_ms();
-            let n = tx
-                .execute(
-                    "UPDATE jobs SET state = 'cancelled', lease_until = NULL, updated_at = ?1
-                     WHERE id = ?2 AND attempt_id = ?3 AND state = 'running'",
-                    params![now, id.as_str(), attempt.as_str()],
-                )
-                .map_err(map_err)?;
-            if n == 0 {
-                return Ok(Fenced::Lost);
-            }
-            if let Some(usage) = &usage {
-                upsert_usage(&tx, &id, &attempt, usage, now)?;
-            }
-            event(
-                &tx,
-                id.as_str(),
-                Some(attempt.as_str()),
-                now,
-                EVENT_CANCELLED,
-                "running attempt stopped",
-            )?;
-            tx.commit().map_err(map_err)?;
-            Ok(Fenced::Applied)
-        })
-        .await
-    }
-
     pub(crate) async fn retry(&self, id: JobId) -> Result<Job> {
         self.run(move |conn| {
             let tx = conn
@@ -677,13 +554,6 @@ impl SqliteStore {
             let job = get_job(&tx, id.as_str())?
                 .ok_or_else(|| JobsError::NotFound { id: id.to_string() })?;
             tx.commit().map_err(map_err)?;
-            if job.state == JobState::Completed {
-                return Err(JobsError::State {
-                    id: id.to_string(),
-                    state: job.state.as_str(),
-                    detail: "a completed job keeps its result; submit a new job instead",
-                });
-            }
             Ok(job)
         })
         .await
@@ -850,7 +720,7 @@ impl SqliteStore {
             let mut out = Vec::new();
             for row in rows {
                 let (host, max_turns, meta, started, seen) = row.map_err(map_err)?;
-                out.push(crate::store::host_info(host, max_turns, &meta, started, seen)?);
+                out.push(host_info(host, max_turns, &meta, started, seen)?);
             }
             Ok(out)
         })
@@ -870,7 +740,7 @@ impl SqliteStore {
             let mut out = Vec::new();
             for row in rows {
                 let (id, attempt) = row.map_err(map_err)?;
-                out.push(crate::store::attempt_pair(&id, &attempt)?);
+                out.push(attempt_pair(&id, &attempt)?);
             }
             Ok(out)
         })

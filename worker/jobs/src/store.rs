@@ -9,37 +9,16 @@ use crate::error::{JobsError, Result};
 use crate::ids::{AttemptId, HostId, JobId, StoreId};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, MAX_CANDIDATE_BYTES,
-    Retry, check_code, check_message, document_text,
+    Retry, StoreOptions, check_code, check_message, document_text,
 };
+use crate::postgres::PgStore;
 use crate::rows::check_batch;
 use crate::sqlite::SqliteStore;
+use crate::transition::{FencedWrite, Transition};
 use crate::wake::{Wake, WorkSignal};
 
 /// The SQLite file's name inside the state directory when no `--database` is given.
 pub const DEFAULT_SQLITE_FILE: &str = "jobs.sqlite3";
-
-/// Tuning of [`JobStore::open_with`].
-#[derive(Clone, Debug)]
-pub struct StoreOptions {
-    /// SQLite: how long a write waits for another process's lock before
-    /// `PATCH_CANDIDATE_JOBS_UNAVAILABLE`.
-    pub busy_timeout: Duration,
-    /// PostgreSQL: connections in the pool.
-    pub pool_size: usize,
-    /// PostgreSQL: how long connecting, or waiting for a pooled connection, may take before
-    /// `PATCH_CANDIDATE_JOBS_UNAVAILABLE`.
-    pub connect_timeout: Duration,
-}
-
-impl Default for StoreOptions {
-    fn default() -> Self {
-        Self {
-            busy_timeout: Duration::from_secs(5),
-            pool_size: 16,
-            connect_timeout: Duration::from_secs(5),
-        }
-    }
-}
 
 /// Where the jobs live, as parsed from `--database`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,7 +76,7 @@ pub struct JobStore {
 #[derive(Clone, Debug)]
 enum Inner {
     Sqlite(SqliteStore),
-    Postgres(crate::postgres::PgStore),
+    Postgres(PgStore),
 }
 
 macro_rules! dispatch {
@@ -149,9 +128,7 @@ impl JobStore {
                     })??;
                 Inner::Sqlite(store)
             }
-            DatabaseLocation::Postgres(url) => {
-                Inner::Postgres(crate::postgres::PgStore::open(&url, options).await?)
-            }
+            DatabaseLocation::Postgres(url) => Inner::Postgres(PgStore::open(&url, options).await?),
         };
         Ok(Self {
             inner,
@@ -284,13 +261,16 @@ impl JobStore {
             return Err(JobsError::input("candidate", "larger than 64 MiB"));
         }
         let usage = document_text("usage", usage)?;
-        dispatch!(self.complete(
-            id.clone(),
-            attempt.clone(),
-            candidate,
-            candidate_digest.to_owned(),
-            usage
-        ))
+        self.transition(
+            id,
+            attempt,
+            Transition::Complete {
+                candidate,
+                digest: candidate_digest.to_owned(),
+                usage,
+            },
+        )
+        .await
     }
 
     /// Records a failure: `Retry::Never` dead-letters the job (`failed`); `Retry::After` queues
@@ -313,18 +293,17 @@ impl JobStore {
         check_code(code)?;
         check_message(message)?;
         let usage = usage.map(|u| document_text("usage", u)).transpose()?;
-        let fenced = dispatch!(self.fail(
-            id.clone(),
-            attempt.clone(),
-            code.to_owned(),
-            message.to_owned(),
-            retry,
-            usage
-        ))?;
-        if fenced == Fenced::Applied && matches!(retry, Retry::After(_)) {
-            self.announce().await;
-        }
-        Ok(fenced)
+        self.transition(
+            id,
+            attempt,
+            Transition::Fail {
+                code: code.to_owned(),
+                message: message.to_owned(),
+                retry,
+                usage,
+            },
+        )
+        .await
     }
 
     /// Queues the job again after `delay` without spending the attempt (this host lacks the
@@ -340,16 +319,15 @@ impl JobStore {
         code: &str,
     ) -> Result<Fenced> {
         check_code(code)?;
-        let fenced = dispatch!(self.requeue(
-            id.clone(),
-            attempt.clone(),
-            Some((delay, code.to_owned())),
-            None
-        ))?;
-        if fenced == Fenced::Applied {
-            self.announce().await;
-        }
-        Ok(fenced)
+        self.transition(
+            id,
+            attempt,
+            Transition::Snooze {
+                delay,
+                code: code.to_owned(),
+            },
+        )
+        .await
     }
 
     /// Drain: queues the job again now without spending the attempt. `usage`, when given, is the
@@ -364,11 +342,8 @@ impl JobStore {
         usage: Option<&serde_json::Value>,
     ) -> Result<Fenced> {
         let usage = usage.map(|u| document_text("usage", u)).transpose()?;
-        let fenced = dispatch!(self.requeue(id.clone(), attempt.clone(), None, usage))?;
-        if fenced == Fenced::Applied {
-            self.announce().await;
-        }
-        Ok(fenced)
+        self.transition(id, attempt, Transition::Release { usage })
+            .await
     }
 
     /// Stops a running attempt whose cancellation was requested: `cancelled`, guarded like every
@@ -384,7 +359,25 @@ impl JobStore {
         usage: Option<&serde_json::Value>,
     ) -> Result<Fenced> {
         let usage = usage.map(|u| document_text("usage", u)).transpose()?;
-        dispatch!(self.finish_cancelled(id.clone(), attempt.clone(), usage))
+        self.transition(id, attempt, Transition::Cancelled { usage })
+            .await
+    }
+
+    /// Performs a transition of a running attempt: the backend's one fenced write, then a
+    /// wake-up when the job may be claimable again.
+    async fn transition(
+        &self,
+        id: &JobId,
+        attempt: &AttemptId,
+        transition: Transition,
+    ) -> Result<Fenced> {
+        let write = FencedWrite::from(transition);
+        let may_queue = write.target.may_queue();
+        let fenced = dispatch!(self.fenced_write(id.clone(), attempt.clone(), write))?;
+        if fenced == Fenced::Applied && may_queue {
+            self.announce().await;
+        }
+        Ok(fenced)
     }
 
     /// Records the usage of an attempt out of band (not fenced: prefer the `usage` argument of
@@ -442,6 +435,13 @@ impl JobStore {
     /// database errors.
     pub async fn retry(&self, id: &JobId) -> Result<Job> {
         let job = dispatch!(self.retry(id.clone()))?;
+        if job.state == JobState::Completed {
+            return Err(JobsError::State {
+                id: id.to_string(),
+                state: job.state.as_str(),
+                detail: "a completed job keeps its result; submit a new job instead",
+            });
+        }
         if job.state == JobState::Queued {
             self.announce().await;
         }
@@ -540,30 +540,4 @@ impl JobStore {
     pub async fn current_attempts(&self) -> Result<Vec<(JobId, AttemptId)>> {
         dispatch!(self.current_attempts())
     }
-}
-
-pub(crate) fn host_info(
-    host: String,
-    max_turns: i64,
-    meta: &str,
-    started: i64,
-    seen: i64,
-) -> Result<HostInfo> {
-    Ok(HostInfo {
-        host: HostId::parse(&host).map_err(|_| JobsError::Corrupt { field: "host_id" })?,
-        max_turns: u32::try_from(max_turns)
-            .map_err(|_| JobsError::Corrupt { field: "max_turns" })?,
-        meta: serde_json::from_str(meta).map_err(|_| JobsError::Corrupt { field: "meta_json" })?,
-        started_at_ms: started,
-        seen_at_ms: seen,
-    })
-}
-
-pub(crate) fn attempt_pair(id: &str, attempt: &str) -> Result<(JobId, AttemptId)> {
-    Ok((
-        JobId::parse(id).map_err(|_| JobsError::Corrupt { field: "id" })?,
-        AttemptId::parse(attempt).map_err(|_| JobsError::Corrupt {
-            field: "attempt_id",
-        })?,
-    ))
 }

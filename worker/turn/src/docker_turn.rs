@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use snapshot::StagedPatchProposal;
+use snapshot::{ApprovedTurn, StagedPatchProposal};
 
 use crate::acp_usage::IsolatedAcpUsage;
 use crate::config::TurnConfig;
@@ -18,7 +18,7 @@ use crate::error::TurnError;
 use crate::limits::DRAIN_GRACE;
 use crate::live_exchange::{LiveContext, LiveLog, live_exchange, live_payload};
 use crate::output::{OutputLimits, parse_turn_output};
-use crate::request::{CodingWorkerRequest, TurnApproval, stdin_payload, verify_turn_request};
+use crate::request::{CodingWorkerRequest, stdin_payload, verify_turn_request};
 use container::CALL_TIMEOUT;
 use container::ContainerError;
 use container::ContainerGuard;
@@ -56,10 +56,10 @@ pub struct RepositoryDockerTurn {
 pub async fn execute_repository_docker_turn<R: ContainerRuntime + Clone + 'static>(
     runtime: &R,
     request: &CodingWorkerRequest,
-    approval: &TurnApproval<'_>,
+    approved: &ApprovedTurn<'_>,
     config: &TurnConfig,
 ) -> Result<RepositoryDockerTurn, TurnError> {
-    execute_turn(runtime, request, approval, config, None)
+    execute_turn(runtime, request, approved, config, None)
         .await
         .map(|(turn, _)| turn)
 }
@@ -78,28 +78,28 @@ pub async fn execute_repository_docker_turn<R: ContainerRuntime + Clone + 'stati
 pub async fn execute_live_turn<R: ContainerRuntime + Clone + 'static>(
     runtime: &R,
     request: &CodingWorkerRequest,
-    approval: &TurnApproval<'_>,
+    approved: &ApprovedTurn<'_>,
     config: &TurnConfig,
     live: &LiveContext<'_>,
 ) -> Result<(RepositoryDockerTurn, LiveLog), TurnError> {
-    let (turn, log) = execute_turn(runtime, request, approval, config, Some(live)).await?;
+    let (turn, log) = execute_turn(runtime, request, approved, config, Some(live)).await?;
     Ok((turn, log.unwrap_or_default()))
 }
 
 async fn execute_turn<R: ContainerRuntime + Clone + 'static>(
     runtime: &R,
     request: &CodingWorkerRequest,
-    approval: &TurnApproval<'_>,
+    approved: &ApprovedTurn<'_>,
     config: &TurnConfig,
     live: Option<&LiveContext<'_>>,
 ) -> Result<(RepositoryDockerTurn, Option<LiveLog>), TurnError> {
-    verify_turn_request(request, approval)?;
-    let payload = stdin_payload(request, approval.context)?;
+    verify_turn_request(request, approved)?;
+    let payload = stdin_payload(request, approved.context())?;
     let payload = match live {
         Some(live) => live_payload(&payload, live.settings)?,
         None => payload,
     };
-    let limits = OutputLimits::for_turn(request, approval.context, config.max_archive_bytes());
+    let limits = OutputLimits::for_turn(request, approved.context(), config.max_archive_bytes());
 
     let inspected = tokio::time::timeout(CALL_TIMEOUT, runtime.inspect_image(config.image())).await;
     let image = match inspected {

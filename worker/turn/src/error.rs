@@ -1,7 +1,7 @@
 //! The crate's error type. Every variant has a stable wire code ([`TurnError::code`]); messages
 //! never quote container output, Docker's own error text, or file contents.
 
-use snapshot::{Coded, FailureClass, SnapshotError, Untrusted};
+use snapshot::{Coded, FailureClass, SnapshotError};
 
 use container::{ContainerError, IdError, MAX_WALL_SECONDS};
 
@@ -63,36 +63,6 @@ pub enum TurnError {
         if *.live { " --live" } else { "" }
     )]
     ImageNotRecorded { live: bool },
-    /// A path an `approve` flag names cannot be granted as given (not in the tree at the commit,
-    /// not a portable path, outside the scopes it needs).
-    #[error("PATCH_CANDIDATE_APPROVE_PATH: {flag} {}: {reason}", Untrusted::quoted(.path))]
-    ApprovePath {
-        flag: &'static str,
-        path: String,
-        reason: &'static str,
-    },
-    /// Two `approve` grants collide: the same path (case-folded), or one inside the other.
-    #[error(
-        "PATCH_CANDIDATE_APPROVE_GRANTS: {flag} {} collides with {other_flag} {} ({reason})",
-        Untrusted::quoted(.path),
-        Untrusted::quoted(.other)
-    )]
-    ApproveGrants {
-        flag: &'static str,
-        path: String,
-        other_flag: &'static str,
-        other: String,
-        reason: &'static str,
-    },
-    /// `approve --commit` does not name a commit of the repository.
-    #[error("PATCH_CANDIDATE_APPROVE_COMMIT: --commit {}: {reason}", Untrusted::quoted(.rev))]
-    ApproveCommit { rev: String, reason: String },
-    /// An `approve` text flag (task, ids) is empty or otherwise unusable.
-    #[error("PATCH_CANDIDATE_APPROVE_VALUE: {flag} {reason}")]
-    ApproveValue {
-        flag: &'static str,
-        reason: &'static str,
-    },
     /// An approval / selection check failed before any Docker call.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
@@ -128,10 +98,6 @@ impl TurnError {
             Self::TurnNotCompleted { .. } => "REPOSITORY_PATCH_PROPOSAL_STATUS",
             Self::Selection { .. } => "REPOSITORY_PATCH_SELECTION",
             Self::ImageNotRecorded { .. } => "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
-            Self::ApprovePath { .. } => "PATCH_CANDIDATE_APPROVE_PATH",
-            Self::ApproveGrants { .. } => "PATCH_CANDIDATE_APPROVE_GRANTS",
-            Self::ApproveCommit { .. } => "PATCH_CANDIDATE_APPROVE_COMMIT",
-            Self::ApproveValue { .. } => "PATCH_CANDIDATE_APPROVE_VALUE",
             Self::Snapshot(e) => e.code(),
             Self::Archive(e) => e.code(),
             Self::Finalize(e) => e.code(),
@@ -171,10 +137,6 @@ impl Coded for TurnError {
     fn class(&self) -> FailureClass {
         match self {
             Self::Snapshot(e) => Coded::class(e),
-            Self::ApprovePath { .. }
-            | Self::ApproveGrants { .. }
-            | Self::ApproveCommit { .. }
-            | Self::ApproveValue { .. } => FailureClass::Usage,
             _ if self.environment() => FailureClass::Environment,
             _ => FailureClass::Rejected,
         }
@@ -228,26 +190,6 @@ mod tests {
             TurnError::ImageNotRecorded { live: false },
             TurnError::ImageNotRecorded { live: true },
             TurnError::Container(ContainerError::State { detail: "x" }),
-            TurnError::ApprovePath {
-                flag: "--allow",
-                path: "a\u{1b}".to_owned(),
-                reason: "matches nothing at the commit",
-            },
-            TurnError::ApproveGrants {
-                flag: "--create",
-                path: "a/b".to_owned(),
-                other_flag: "--delete",
-                other: "A".to_owned(),
-                reason: "one is a directory of the other",
-            },
-            TurnError::ApproveCommit {
-                rev: "main".to_owned(),
-                reason: "no commit".to_owned(),
-            },
-            TurnError::ApproveValue {
-                flag: "--task",
-                reason: "must not be empty",
-            },
             TurnError::Snapshot(SnapshotError::ContextInvalid {
                 detail: "x".to_owned(),
             }),
@@ -274,10 +216,6 @@ mod tests {
                 | TurnError::TurnNotCompleted { .. }
                 | TurnError::Selection { .. }
                 | TurnError::ImageNotRecorded { .. }
-                | TurnError::ApprovePath { .. }
-                | TurnError::ApproveGrants { .. }
-                | TurnError::ApproveCommit { .. }
-                | TurnError::ApproveValue { .. }
                 | TurnError::Tunnel(_)
                 | TurnError::Container(_)
                 | TurnError::Snapshot(_)
@@ -291,25 +229,12 @@ mod tests {
     #[test]
     fn every_variant_follows_the_message_convention() {
         let all = samples();
-        assert_eq!(all.len(), 39);
+        assert_eq!(all.len(), 35);
         for e in &all {
             if let Err(violation) = snapshot::check_message_convention(e) {
                 panic!("{violation}");
             }
         }
-    }
-
-    #[test]
-    fn approve_messages_name_the_flag_and_escape_names() {
-        let e = TurnError::ApprovePath {
-            flag: "--allow",
-            path: "a\u{1b}[2K\u{202e}".to_owned(),
-            reason: "matches nothing at the commit",
-        };
-        assert_eq!(
-            e.to_string(),
-            "PATCH_CANDIDATE_APPROVE_PATH: --allow 'a\\x1b[2K\\u202e': matches nothing at the commit"
-        );
     }
 
     #[test]
@@ -325,10 +250,6 @@ mod tests {
                 )
                 | TurnError::Ledger { .. }
                 | TurnError::ImageNotRecorded { .. } => FailureClass::Environment,
-                TurnError::ApprovePath { .. }
-                | TurnError::ApproveGrants { .. }
-                | TurnError::ApproveCommit { .. }
-                | TurnError::ApproveValue { .. } => FailureClass::Usage,
                 _ => FailureClass::Rejected,
             };
             assert_eq!(Coded::class(&e), expected, "{}", e.code());

@@ -5,7 +5,7 @@
 //! `jobs submit`, the API and the service's re-verification.
 //!
 //! A turn is a chain of owned, validated values: an approved request ([`CodingWorkerRequest`]
-//! checked against a [`TurnApproval`], under a validated [`TurnConfig`]) → a container owned by the
+//! bound with its approval as a [`snapshot::ApprovedTurn`], under a validated [`TurnConfig`]) → a container owned by the
 //! container crate's guard, which removes it on every path → the parsed output (the output
 //! contract, [`parse_turn_output`]) → a staged tree removed when dropped → a candidate
 //! ([`run_pipeline`], or [`run_live_pipeline`] with the model gateway tunnelled over stdio). The
@@ -51,8 +51,8 @@ pub use live_exchange::{
 pub use output::parse_turn_output;
 pub use output::{OutputLimits, VerifiedOutput};
 pub use pipeline::{
-    PhaseTimings, PipelineOutcome, PipelineRequest, default_selection, run_live_pipeline,
-    run_pipeline, verify_pipeline_request,
+    PhaseTimings, PipelineOutcome, PipelineRequest, PreparedTurn, default_selection,
+    run_live_pipeline, run_pipeline, verify_pipeline_request,
 };
 pub use plan::{ImageKind, MAX_POLICY_BYTES, PlanInputs, TurnPlan, host_policy, resolve_image};
-pub use request::{CodingWorkerRequest, TurnApproval, stdin_payload, verify_turn_request};
+pub use request::{CodingWorkerRequest, stdin_payload, verify_turn_request};

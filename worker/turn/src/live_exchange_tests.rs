@@ -19,7 +19,7 @@ use tunnel::{ChannelId, Chunk, Decoder, EventPayload, Frame};
 
 use super::*;
 use crate::docker_turn::execute_live_turn;
-use crate::request::{CodingWorkerRequest, TurnApproval};
+use crate::request::CodingWorkerRequest;
 use crate::testkit::*;
 use container::{OutputChunk, RuntimeError};
 
@@ -72,13 +72,15 @@ impl Fixture {
             absence: ManifestAbsence::default(),
         }
     }
-    fn approval(&self) -> TurnApproval<'_> {
-        TurnApproval {
-            context: &self.context,
-            snapshot: &self.snapshot,
-            policy: &self.policy,
-            create_absence: Some(&self.absence),
-        }
+    fn approved<'a>(&'a self, request: &'a CodingWorkerRequest) -> snapshot::ApprovedTurn<'a> {
+        approve(
+            request,
+            &self.context,
+            &self.snapshot,
+            &self.policy,
+            Some(&self.absence),
+        )
+        .unwrap()
     }
     fn request(&self) -> CodingWorkerRequest {
         CodingWorkerRequest::for_context(
@@ -219,7 +221,8 @@ async fn run_live(fake: &FakeRuntime, gateway: &TurnGateway, wall: u64, grace: D
         gateway,
         progress: &progress,
     };
-    let result = execute_live_turn(fake, &fx.request(), &fx.approval(), &config, &live).await;
+    let request = fx.request();
+    let result = execute_live_turn(fake, &request, &fx.approved(&request), &config, &live).await;
     let notes = notes.lock().unwrap().clone();
     Run { result, notes }
 }

@@ -6,12 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use archive::VerifiedStageRequest;
-use finalizer::{CandidateStore, FinalizeRequest, RepositoryPatchCandidate};
+use archive::StageLimits;
+use finalizer::{CandidateStore, RepositoryPatchCandidate};
 use snapshot::{
-    ApprovedExecutionContext, GitSnapshot, MAX_READ_ONLY_INSPECTION_FILES, MAX_REPOSITORY_FILES,
-    PathPolicy, ProposalStatus, RepoPath, Sha256, is_repository_env_template_path,
-    is_secret_contract_path, is_secret_sensitive_path, verify_snapshot_identity,
+    ApprovedExecutionContext, ApprovedTurn, GitSnapshot, MAX_READ_ONLY_INSPECTION_FILES,
+    MAX_REPOSITORY_FILES, PathPolicy, ProposalStatus, RepoPath, Sha256,
+    is_repository_env_template_path, is_secret_contract_path, is_secret_sensitive_path,
+    verify_snapshot_identity,
 };
 
 use crate::acp_usage::IsolatedAcpUsage;
@@ -20,7 +21,7 @@ use crate::docker_turn::{execute_live_turn, execute_repository_docker_turn};
 use crate::error::TurnError;
 use crate::ledger::{UsageIdentity, UsageLedger, record_isolated_acp_usage};
 use crate::live_exchange::{LiveContext, LiveLog};
-use crate::request::{CodingWorkerRequest, TurnApproval};
+use crate::request::{CodingWorkerRequest, check_request_fields, verify_turn_request};
 use crate::staged::StagedTree;
 use container::ContainerName;
 use container::ContainerRuntime;
@@ -141,42 +142,113 @@ pub fn staging_root(parent: &Path) -> PathBuf {
     ))
 }
 
-/// The snapshot and selection of one turn, checked against the approval.
-struct Prepared {
-    snap: GitSnapshot,
+/// The snapshot evidence, selection and request of one turn at a loaded snapshot, checked
+/// against the approval's snapshot identity; [`Self::approve`] binds it.
+#[derive(Debug)]
+pub struct PreparedTurn<'a> {
+    snap: &'a GitSnapshot,
+    context: &'a ApprovedExecutionContext,
+    policy: &'a dyn PathPolicy,
     evidence: snapshot::RepositorySnapshotEvidence,
     selected: Vec<RepoPath>,
     read_only: Vec<RepoPath>,
-    baseline: snapshot::BaselineFiles,
-    read_only_files: snapshot::BaselineFiles,
+    request: CodingWorkerRequest,
 }
 
-fn prepare(req: &PipelineRequest<'_>) -> Result<Prepared, TurnError> {
-    let snap = GitSnapshot::load(req.repo, req.commit)?;
-    let context = req.context;
-    let evidence = snap.evidence(
-        context.plan_id(),
-        context.request_id(),
-        context.app_id(),
-        context.repository_full_name(),
-    )?;
-    verify_snapshot_identity(context, &evidence)?;
-    let (default_editable, default_read_only) = match (&req.selected, &req.read_only) {
-        (Some(_), Some(_)) => (Vec::new(), Vec::new()),
-        _ => default_selection(&snap, context, req.policy)?,
-    };
-    let selected = req.selected.clone().unwrap_or(default_editable);
-    let read_only = req.read_only.clone().unwrap_or(default_read_only);
-    let baseline = snap.read_files(&selected)?;
-    let read_only_files = snap.read_files(&read_only)?;
-    Ok(Prepared {
+impl<'a> PreparedTurn<'a> {
+    /// The snapshot evidence of `snap` for `context` (its identity checked), the selection
+    /// (`None`: the approval's default, see [`default_selection`]) and the turn request for
+    /// `task` with the selected files' baseline text.
+    ///
+    /// # Errors
+    /// `REPOSITORY_SNAPSHOT_*`, `REPOSITORY_PATCH_SNAPSHOT_IDENTITY`, `REPOSITORY_PATCH_SELECTION`.
+    pub fn new(
+        snap: &'a GitSnapshot,
+        context: &'a ApprovedExecutionContext,
+        policy: &'a dyn PathPolicy,
+        task: &str,
+        selected: Option<Vec<RepoPath>>,
+        read_only: Option<Vec<RepoPath>>,
+    ) -> Result<Self, TurnError> {
+        let evidence = snap.evidence(
+            context.plan_id(),
+            context.request_id(),
+            context.app_id(),
+            context.repository_full_name(),
+        )?;
+        verify_snapshot_identity(context, &evidence)?;
+        let (default_editable, default_read_only) = match (&selected, &read_only) {
+            (Some(_), Some(_)) => (Vec::new(), Vec::new()),
+            _ => default_selection(snap, context, policy)?,
+        };
+        let selected = selected.unwrap_or(default_editable);
+        let read_only = read_only.unwrap_or(default_read_only);
+        let baseline = snap.read_files(&selected)?;
+        let read_only_files = snap.read_files(&read_only)?;
+        let request = CodingWorkerRequest::for_context(context, task, baseline, read_only_files);
+        Ok(Self {
+            snap,
+            context,
+            policy,
+            evidence,
+            selected,
+            read_only,
+            request,
+        })
+    }
+
+    /// Every check [`run_pipeline`] makes about the approval before its first Docker call: the
+    /// request's budget and fields, the approval bound to the selection and its baseline (the
+    /// snapshot as the create-absence proof), and the read-only selection.
+    ///
+    /// # Errors
+    /// The first failing check's code (`REPOSITORY_DOCKER_FILE_BUDGET`, `…_CONTEXT_MISMATCH`,
+    /// `REPOSITORY_PATCH_*`).
+    pub fn approve(&self) -> Result<ApprovedTurn<'_>, TurnError> {
+        check_request_fields(&self.request, self.context)?;
+        let approved = ApprovedTurn::new(
+            self.context,
+            &self.evidence,
+            self.policy,
+            Some(self.snap),
+            self.selected.clone(),
+            &self.request.files,
+        )?;
+        verify_turn_request(&self.request, &approved)?;
+        Ok(approved)
+    }
+
+    /// The selected editable paths.
+    #[must_use]
+    pub fn selected(&self) -> &[RepoPath] {
+        &self.selected
+    }
+
+    /// The selected read-only paths.
+    #[must_use]
+    pub fn read_only(&self) -> &[RepoPath] {
+        &self.read_only
+    }
+
+    /// The turn request.
+    #[must_use]
+    pub fn request(&self) -> &CodingWorkerRequest {
+        &self.request
+    }
+}
+
+fn prepare<'a>(
+    req: &PipelineRequest<'a>,
+    snap: &'a GitSnapshot,
+) -> Result<PreparedTurn<'a>, TurnError> {
+    PreparedTurn::new(
         snap,
-        evidence,
-        selected,
-        read_only,
-        baseline,
-        read_only_files,
-    })
+        req.context,
+        req.policy,
+        req.task,
+        req.selected.clone(),
+        req.read_only.clone(),
+    )
 }
 
 /// Every check [`run_pipeline`] makes before its first Docker call — snapshot at the pinned
@@ -186,21 +258,10 @@ fn prepare(req: &PipelineRequest<'_>) -> Result<Prepared, TurnError> {
 /// # Errors
 /// The first failing check's code, as [`run_pipeline`] would report it.
 pub fn verify_pipeline_request(req: &PipelineRequest<'_>) -> Result<(), TurnError> {
-    let prepared = prepare(req)?;
-    let request = CodingWorkerRequest::for_context(
-        req.context,
-        req.task,
-        prepared.baseline,
-        prepared.read_only_files,
-    );
-    let approval = TurnApproval {
-        context: req.context,
-        snapshot: &prepared.evidence,
-        policy: req.policy,
-        create_absence: Some(&prepared.snap),
-    };
-    crate::request::verify_turn_request(&request, &approval)?;
-    crate::request::stdin_payload(&request, req.context).map(|_| ())
+    let snap = GitSnapshot::load(req.repo, req.commit)?;
+    let prepared = prepare(req, &snap)?;
+    prepared.approve()?;
+    crate::request::stdin_payload(&prepared.request, req.context).map(|_| ())
 }
 
 /// Runs the whole pipeline for one turn.
@@ -243,34 +304,22 @@ async fn run<R: ContainerRuntime + Clone + 'static>(
     live: Option<&LiveContext<'_>>,
 ) -> Result<PipelineOutcome, TurnError> {
     let started = Instant::now();
-    let Prepared {
-        snap,
-        evidence,
-        selected,
-        read_only,
-        baseline,
-        read_only_files,
-    } = prepare(&req)?;
+    let snap = GitSnapshot::load(req.repo, req.commit)?;
+    let prepared = prepare(&req, &snap)?;
     let context = req.context;
     let snapshot_ms = started.elapsed().as_millis();
 
     let turn_started = Instant::now();
-    let request =
-        CodingWorkerRequest::for_context(context, req.task, baseline.clone(), read_only_files);
-    let approval = TurnApproval {
-        context,
-        snapshot: &evidence,
-        policy: req.policy,
-        create_absence: Some(&snap),
-    };
+    let request = &prepared.request;
+    let approved = prepared.approve()?;
     let (mut turn, live_log) = match live {
         None => (
-            execute_repository_docker_turn(runtime, &request, &approval, req.config).await?,
+            execute_repository_docker_turn(runtime, request, &approved, req.config).await?,
             None,
         ),
         Some(live) => {
             let (turn, log) =
-                execute_live_turn(runtime, &request, &approval, req.config, live).await?;
+                execute_live_turn(runtime, request, &approved, req.config, live).await?;
             (turn, Some(log))
         }
     };
@@ -315,29 +364,19 @@ async fn run<R: ContainerRuntime + Clone + 'static>(
 
     let stage_started = Instant::now();
     let root = staging_root(req.staging_parent);
-    let staged = StagedTree::new(archive::stage_verified_archive(VerifiedStageRequest {
-        context,
-        snapshot: &evidence,
-        selected_paths: &selected,
-        baseline_files: &baseline,
-        archive: verified_archive,
-        workspace_root: &root,
-        policy: req.policy,
-        create_absence: Some(&snap),
-        max_files: selected.len() + context.create_paths().len(),
+    let limits = StageLimits {
+        max_files: approved.selected().len() + context.create_paths().len(),
         max_archive_bytes: req.config.max_archive_bytes(),
-    })?);
+    };
+    let staged = StagedTree::new(archive::stage_verified_archive(
+        &approved,
+        verified_archive,
+        &root,
+        limits,
+    )?);
     crate::fault::point(crate::fault::AFTER_STAGING).await;
-    let finalized = finalizer::finalize_repository_patch(FinalizeRequest {
-        context,
-        snapshot: &evidence,
-        selected_paths: &selected,
-        baseline_files: &baseline,
-        workspace: staged.workspace(),
-        proposal: &turn.proposal,
-        policy: req.policy,
-        create_absence: Some(&snap),
-    });
+    let finalized =
+        finalizer::finalize_repository_patch(&approved, staged.workspace(), &turn.proposal);
     let cleaned = staged.remove();
     let candidate = finalized?;
     cleaned?;
@@ -352,8 +391,8 @@ async fn run<R: ContainerRuntime + Clone + 'static>(
         usage: turn.usage,
         usage_recorded,
         container_name: turn.container_name,
-        selected,
-        read_only,
+        selected: prepared.selected,
+        read_only: prepared.read_only,
         timings: PhaseTimings {
             snapshot_ms,
             turn_ms,

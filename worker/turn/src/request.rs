@@ -5,10 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use snapshot::{
-    ApprovedExecutionContext, BaselineFiles, CreateAbsence, EXECUTION_CONTEXT_SCHEMA_VERSION,
-    MAX_READ_ONLY_INSPECTION_BYTES, MAX_READ_ONLY_INSPECTION_FILES, MAX_REPOSITORY_FILES,
-    PathPolicy, RepoPath, RepositorySnapshotEvidence, select_read_only_files,
-    verify_selected_baseline,
+    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, EXECUTION_CONTEXT_SCHEMA_VERSION,
+    MAX_READ_ONLY_INSPECTION_BYTES, MAX_READ_ONLY_INSPECTION_FILES, MAX_REPOSITORY_FILES, RepoPath,
+    SnapshotError, select_read_only_files,
 };
 
 use crate::error::TurnError;
@@ -55,15 +54,6 @@ impl CodingWorkerRequest {
             read_only_files,
         }
     }
-}
-
-/// The approval a turn runs under.
-#[derive(Debug, Clone, Copy)]
-pub struct TurnApproval<'a> {
-    pub context: &'a ApprovedExecutionContext,
-    pub snapshot: &'a RepositorySnapshotEvidence,
-    pub policy: &'a dyn PathPolicy,
-    pub create_absence: Option<&'a dyn CreateAbsence>,
 }
 
 /// The container's stdin document (reference §10.3), keys in this order.
@@ -127,17 +117,17 @@ pub fn stdin_payload(
     Ok(bytes)
 }
 
-/// Reference §10.2 steps 6–8: budget, context match, baseline and read-only selection.
+/// Reference §10.2 steps 6 and 7: the file budget and the request's fields against the
+/// approval. They come before the approval is bound to the request's files
+/// ([`ApprovedTurn::new`]), and [`verify_turn_request`] repeats them.
 ///
 /// # Errors
-/// `REPOSITORY_DOCKER_FILE_BUDGET`, `…_CONTEXT_MISMATCH`, or the selection's `REPOSITORY_PATCH_*`.
-pub fn verify_turn_request(
+/// `REPOSITORY_DOCKER_FILE_BUDGET`, `…_CONTEXT_MISMATCH`.
+pub(crate) fn check_request_fields(
     request: &CodingWorkerRequest,
-    approval: &TurnApproval<'_>,
+    context: &ApprovedExecutionContext,
 ) -> Result<(), TurnError> {
-    let context = approval.context;
-    let selected: Vec<RepoPath> = request.files.keys().cloned().collect();
-    let total = selected.len() + context.create_paths().len();
+    let total = request.files.len() + context.create_paths().len();
     if !(1..=MAX_REPOSITORY_FILES).contains(&total)
         || !context
             .delete_paths()
@@ -173,22 +163,34 @@ pub fn verify_turn_request(
     if let Some((_, field)) = checks.iter().find(|(ok, _)| !ok) {
         return Err(TurnError::from(ContainerError::ContextMismatch { field }));
     }
-    verify_selected_baseline(
-        context,
-        approval.snapshot,
-        &selected,
-        &request.files,
-        approval.policy,
-        approval.create_absence,
-    )?;
+    Ok(())
+}
+
+/// Reference §10.2 steps 6–8 for a request under the approved turn `approved`: budget, context
+/// match, the request's editable files being the approved baseline (checked when `approved` was
+/// bound), and the read-only selection.
+///
+/// # Errors
+/// `REPOSITORY_DOCKER_FILE_BUDGET`, `…_CONTEXT_MISMATCH`, `REPOSITORY_PATCH_BASELINE_SET` when
+/// the request carries other editable files than `approved` binds, or the read-only selection's
+/// `REPOSITORY_PATCH_*`.
+pub fn verify_turn_request(
+    request: &CodingWorkerRequest,
+    approved: &ApprovedTurn<'_>,
+) -> Result<(), TurnError> {
+    let context = approved.context();
+    check_request_fields(request, context)?;
+    if !std::ptr::eq(&request.files, approved.baseline()) && request.files != *approved.baseline() {
+        return Err(TurnError::from(SnapshotError::BaselineSet));
+    }
     if !request.read_only_files.is_empty() {
         let read_only: Vec<RepoPath> = request.read_only_files.keys().cloned().collect();
         select_read_only_files(
             context,
-            approval.snapshot,
+            approved.snapshot(),
             &read_only,
             &request.read_only_files,
-            approval.policy,
+            approved.policy(),
             MAX_READ_ONLY_INSPECTION_FILES,
             MAX_READ_ONLY_INSPECTION_BYTES,
         )?;

@@ -11,9 +11,12 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use snapshot::{
-    ApprovedExecutionContext, BaselineFiles, CreateAbsence, RepoPath, RepositorySnapshotEvidence,
-    Sha256, SnapshotError,
+    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, CreateAbsence, PathPolicy, RepoPath,
+    RepositorySnapshotEvidence, Sha256, SnapshotError,
 };
+
+use crate::error::TurnError;
+use crate::request::{CodingWorkerRequest, check_request_fields};
 
 pub use container::testkit::*;
 
@@ -22,6 +25,27 @@ pub const SCHEMAS: &str = "app/modules/support/backend/schemas.py";
 pub const READ_ONLY_TEST: &str = "tests/test_dashboard.py";
 pub const NEW_PAGE: &str = "app/modules/support/ui/New.jsx";
 pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// Binds `request`'s editable files as the approved turn, after the request's own checks (the
+/// order the pipeline checks in).
+pub fn approve<'a>(
+    request: &'a CodingWorkerRequest,
+    context: &'a ApprovedExecutionContext,
+    snapshot: &'a RepositorySnapshotEvidence,
+    policy: &'a dyn PathPolicy,
+    create_absence: Option<&'a dyn CreateAbsence>,
+) -> Result<ApprovedTurn<'a>, TurnError> {
+    check_request_fields(request, context)?;
+    let selected = request.files.keys().cloned().collect();
+    Ok(ApprovedTurn::new(
+        context,
+        snapshot,
+        policy,
+        create_absence,
+        selected,
+        &request.files,
+    )?)
+}
 
 pub fn p(s: &str) -> RepoPath {
     RepoPath::parse(s).unwrap()

@@ -14,7 +14,9 @@ use container::ImageFacts;
 use container::WALL_SLACK;
 use pretty_assertions::assert_eq;
 use snapshot::DefaultPathPolicy;
-use snapshot::{ApprovedExecutionContext, RepoPath, RepositorySnapshotEvidence};
+use snapshot::{
+    ApprovedExecutionContext, ApprovedTurn, CreateAbsence, RepoPath, RepositorySnapshotEvidence,
+};
 use std::time::Duration;
 
 fn config() -> TurnConfig {
@@ -80,13 +82,21 @@ impl Fixture {
             absence: crate::testkit::ManifestAbsence::default(),
         }
     }
-    fn approval(&self) -> TurnApproval<'_> {
-        TurnApproval {
-            context: &self.context,
-            snapshot: &self.snapshot,
-            policy: &self.policy,
-            create_absence: Some(&self.absence),
-        }
+    fn approve<'a>(
+        &'a self,
+        request: &'a CodingWorkerRequest,
+        create_absence: Option<&'a dyn CreateAbsence>,
+    ) -> Result<ApprovedTurn<'a>, TurnError> {
+        approve(
+            request,
+            &self.context,
+            &self.snapshot,
+            &self.policy,
+            create_absence,
+        )
+    }
+    fn approved<'a>(&'a self, request: &'a CodingWorkerRequest) -> ApprovedTurn<'a> {
+        self.approve(request, Some(&self.absence)).unwrap()
     }
     fn request(&self, editable: &[&str], read_only: &[&str]) -> CodingWorkerRequest {
         CodingWorkerRequest::for_context(
@@ -103,7 +113,18 @@ async fn run(
     fx: &Fixture,
     request: &CodingWorkerRequest,
 ) -> Result<RepositoryDockerTurn, TurnError> {
-    execute_repository_docker_turn(fake, request, &fx.approval(), &config()).await
+    run_with(fake, fx, request, Some(&fx.absence)).await
+}
+
+/// Binds the approval (with `create_absence` as the proof) and runs the turn.
+async fn run_with(
+    fake: &FakeRuntime,
+    fx: &Fixture,
+    request: &CodingWorkerRequest,
+    create_absence: Option<&dyn CreateAbsence>,
+) -> Result<RepositoryDockerTurn, TurnError> {
+    let approved = fx.approve(request, create_absence)?;
+    execute_repository_docker_turn(fake, request, &approved, &config()).await
 }
 
 fn removal(fake: &FakeRuntime) -> String {
@@ -552,11 +573,7 @@ async fn approval_failures_never_reach_docker() {
     // A create without a proof of absence.
     let fx = Fixture::new(&[NEW_PAGE], &[]);
     let fake = FakeRuntime::new(b"");
-    let approval = TurnApproval {
-        create_absence: None,
-        ..fx.approval()
-    };
-    let err = execute_repository_docker_turn(&fake, &fx.request(&[], &[]), &approval, &config())
+    let err = run_with(&fake, &fx, &fx.request(&[], &[]), None)
         .await
         .unwrap_err();
     assert_eq!(err.code(), "REPOSITORY_PATCH_CREATE_PROOF");
@@ -780,10 +797,10 @@ async fn output_cap_applies_while_streaming() {
         OutputChunk::Stdout(b"678901".to_vec()),
     ];
     let cfg = config().with_stdout_cap(10);
-    let err =
-        execute_repository_docker_turn(&fake, &fx.request(&[SERVICE], &[]), &fx.approval(), &cfg)
-            .await
-            .unwrap_err();
+    let request = fx.request(&[SERVICE], &[]);
+    let err = execute_repository_docker_turn(&fake, &request, &fx.approved(&request), &cfg)
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "REPOSITORY_DOCKER_OUTPUT_LIMIT");
     assert_eq!(fake.calls().last().unwrap(), &removal(&fake));
 
@@ -876,9 +893,9 @@ fn base64_text_is_bounded_before_decoding() {
 /// removals the dropped guard handed off.
 async fn cancel_at(fake: &FakeRuntime, fx: &Fixture, call: &str) {
     let request = fx.request(&[SERVICE], &[]);
-    let approval = fx.approval();
+    let approved = fx.approved(&request);
     let cfg = config();
-    let turn = execute_repository_docker_turn(fake, &request, &approval, &cfg);
+    let turn = execute_repository_docker_turn(fake, &request, &approved, &cfg);
     tokio::select! {
         result = turn => panic!("the turn finished before {call}: {:?}", result.map(|_| ())),
         () = fake.reached(call) => {}
@@ -1046,7 +1063,7 @@ async fn run_under(
 ) -> Result<RepositoryDockerTurn, TurnError> {
     let config = config().with_runtime(Some(runtime.parse().unwrap()));
     let request = fx.request(&[SERVICE], &[READ_ONLY_TEST]);
-    execute_repository_docker_turn(fake, &request, &fx.approval(), &config).await
+    execute_repository_docker_turn(fake, &request, &fx.approved(&request), &config).await
 }
 
 /// Under runsc the daemon's registration is read before create, and the container gets the runsc

@@ -1,11 +1,11 @@
 //! `hostile-entry MODE`: the test-only entrypoint of the hostile image. Reads the payload, then
-//! breaks the output contract as MODE says (see `proof_worker::hostile::MODES`).
+//! breaks the output contract as MODE says (see `proof_worker::hostile_entry::MODES`).
 #![forbid(unsafe_code)]
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use proof_worker::hostile::{HANG_SLICE, MODES, action};
+use proof_worker::hostile_entry::{HANG_SLICE, MODES, action};
 use proof_worker::{MAX_REQUEST_BYTES, read_capped};
 
 fn main() -> ExitCode {

@@ -18,7 +18,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use proof_worker::{
-    LIVE_TURN_TIMEOUT, MAX_REQUEST_BYTES, ProofError, RunnerConfig, read_capped, run_live, run_turn,
+    CODEX_AGENT, LIVE_TURN_TIMEOUT, MAX_REQUEST_BYTES, ProofError, RunnerConfig, read_capped,
+    run_live, run_turn,
 };
 
 fn parse_flags(args: impl Iterator<Item = String>) -> Result<(RunnerConfig, bool), String> {
@@ -27,7 +28,7 @@ fn parse_flags(args: impl Iterator<Item = String>) -> Result<(RunnerConfig, bool
     let live = args.first().is_some_and(|a| a == "--live");
     if live {
         args.remove(0);
-        cfg.agent = PathBuf::from(proof_worker::live::CODEX_AGENT);
+        cfg.agent = PathBuf::from(CODEX_AGENT);
         cfg.turn_timeout = LIVE_TURN_TIMEOUT;
     }
     let mut args = args.into_iter();
