@@ -9,6 +9,10 @@
 
 use std::sync::{Condvar, Mutex, PoisonError};
 
+/// Stack for tool bodies and the parser thread: parsers build deep trees from bounded but hostile
+/// files, and dropping them recurses; a dedicated large stack keeps that from aborting the process.
+pub(crate) const TOOL_STACK_BYTES: usize = 256 * 1024 * 1024;
+
 /// Bytes of working memory all tool calls together may reserve at once.
 pub const WORK_BUDGET_BYTES: u64 = 128 * 1024 * 1024;
 

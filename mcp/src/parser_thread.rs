@@ -20,7 +20,7 @@ fn start() -> Option<Mutex<mpsc::Sender<Job>>> {
     let (tx, rx) = mpsc::channel::<Job>();
     std::thread::Builder::new()
         .name("mcp-python-parser".into())
-        .stack_size(crate::server::TOOL_STACK_BYTES)
+        .stack_size(crate::budget::TOOL_STACK_BYTES)
         .spawn(move || {
             for job in rx {
                 // A panicking job drops its answer channel (the caller sees no result); the
