@@ -114,6 +114,18 @@ pub enum TunnelError {
         /// The cap.
         limit: u64,
     },
+    /// The consumer of a channel fell behind: the bytes the container sent on it and the
+    /// worker's side has not yet taken exceed the channel's backlog cap. The worker resets the
+    /// channel with this code (the turn goes on); it is not a framing violation.
+    #[error(
+        "PATCH_CANDIDATE_TUNNEL_CHANNEL_BACKLOG: channel {channel} has more than {limit} bytes waiting for its consumer"
+    )]
+    ChannelBacklog {
+        /// The channel.
+        channel: u32,
+        /// The cap.
+        limit: usize,
+    },
     /// All channels together carried more bytes in one direction than allowed.
     #[error("PATCH_CANDIDATE_TUNNEL_TOTAL_BYTES: tunnelled bytes exceed {limit} in one direction")]
     TotalBytes {
@@ -185,6 +197,7 @@ impl TunnelError {
             Self::OpenChannels { .. } => "PATCH_CANDIDATE_TUNNEL_OPEN_CHANNELS",
             Self::Channels { .. } => "PATCH_CANDIDATE_TUNNEL_CHANNELS",
             Self::ChannelBytes { .. } => "PATCH_CANDIDATE_TUNNEL_CHANNEL_BYTES",
+            Self::ChannelBacklog { .. } => "PATCH_CANDIDATE_TUNNEL_CHANNEL_BACKLOG",
             Self::TotalBytes { .. } => "PATCH_CANDIDATE_TUNNEL_TOTAL_BYTES",
             Self::Event { .. } => "PATCH_CANDIDATE_TUNNEL_EVENT",
             Self::Events { .. } => "PATCH_CANDIDATE_TUNNEL_EVENTS",

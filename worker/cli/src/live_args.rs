@@ -192,6 +192,9 @@ pub(crate) fn print_note(note: &LiveNote) {
             }
         }
         LiveNote::AgentEvent(object) => tracing::info!("agent: {}", agent_event_line(object)),
+        LiveNote::AgentEventsSuppressed { events, bytes } => tracing::info!(
+            "agent: {events} more events ({bytes} bytes) not shown (byte cap or rate limit)"
+        ),
         LiveNote::Stopped => tracing::info!("turn: wall budget spent, STOP sent to the agent"),
     }
 }

@@ -127,7 +127,7 @@ pub(crate) fn log_note(note: &LiveNote) {
             total_tokens = usage.total_tokens,
             "model request ended"
         ),
-        LiveNote::AgentEvent(_) => {}
+        LiveNote::AgentEvent(_) | LiveNote::AgentEventsSuppressed { .. } => {}
         LiveNote::Stopped => tracing::info!(
             code = "PATCH_CANDIDATE_LIVE_STOPPED",
             "wall budget spent: STOP sent to the agent"

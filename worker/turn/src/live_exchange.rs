@@ -6,6 +6,15 @@
 //! the container). Every channel task lives in a `JoinSet` owned by the loop, so every channel is
 //! torn down on every path, cancellation included.
 //!
+//! Host memory follows what the host holds, never the container's frame count: each channel's
+//! inbound bytes are coalesced into one bounded backlog (`live_inbox`; a channel whose consumer
+//! falls behind is reset with `PATCH_CANDIDATE_TUNNEL_CHANNEL_BACKLOG`), the outbound data queue is
+//! bounded in frames of at most 64 KiB each. The loop itself never waits on the container's stdin:
+//! STOP and RESET travel on a priority queue the writer drains before any data, FIN follows its
+//! channel's data from the channel's own task, and the grace after STOP runs from the moment STOP
+//! is due. Advisory EVENTs reach the progress sink under a per-turn byte cap and a rate limit
+//! (`live_event_gate`); the rest is counted and reported once.
+//!
 //! Offline turns never come here: their stdio stays the unframed reference contract.
 
 use std::collections::HashMap;
@@ -22,6 +31,8 @@ use tunnel::{ChannelId, Decoder, Disposition, Frame, ResetCode, Role, Session};
 
 use crate::config::TurnConfig;
 use crate::error::TurnError;
+use crate::live_event_gate::EventGate;
+use crate::live_inbox::{BacklogMeter, ChannelInbox, MAX_CHANNEL_BACKLOG};
 use container::ContainerError;
 use container::docker_call;
 use container::{ContainerRuntime, OutputChunk, RuntimeError, StdinWriter};
@@ -30,8 +41,11 @@ use container::{ContainerRuntime, OutputChunk, RuntimeError, StdinWriter};
 pub const DEFAULT_LIVE_PORT: u16 = 8417;
 /// How long the container has, after STOP, to harvest and send RESULT_END.
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
-/// Frames queued for the container's stdin before senders wait (backpressure).
-const OUTBOUND_QUEUE: usize = 256;
+/// Data frames (each at most 64 KiB of payload) queued for the container's stdin before senders
+/// wait (backpressure): at most 4 MiB.
+const OUTBOUND_QUEUE: usize = 64;
+/// Bytes the writer batches into one write to the container's stdin.
+const WRITE_BATCH: usize = 256 * 1024;
 /// Buffer of each channel's in-process pipe between the tunnel and the gateway.
 const CHANNEL_PIPE: usize = 64 * 1024;
 
@@ -76,8 +90,17 @@ pub enum LiveNote {
         /// The turn's trusted usage so far.
         usage: GatewayUsage,
     },
-    /// An EVENT frame from the container (advisory, untrusted).
+    /// An EVENT frame from the container (advisory, untrusted), within the per-turn byte cap and
+    /// the rate limit.
     AgentEvent(serde_json::Map<String, serde_json::Value>),
+    /// EVENT frames held back by the byte cap or the rate limit, reported once at the end of the
+    /// turn.
+    AgentEventsSuppressed {
+        /// EVENT frames not shown.
+        events: u32,
+        /// Their payload bytes.
+        bytes: u64,
+    },
     /// STOP was sent (the wall budget is spent).
     Stopped,
 }
@@ -108,7 +131,8 @@ impl std::fmt::Debug for LiveContext<'_> {
 pub struct LiveEvent {
     /// The channel.
     pub channel: u32,
-    /// The stable code (`PATCH_CANDIDATE_GATEWAY_*`).
+    /// The stable code (`PATCH_CANDIDATE_GATEWAY_*`, or `PATCH_CANDIDATE_TUNNEL_CHANNEL_BACKLOG`
+    /// when the worker reset a channel whose consumer fell behind).
     pub code: &'static str,
 }
 
@@ -119,6 +143,10 @@ pub struct LiveLog {
     pub channels: u32,
     /// Advisory EVENT frames received.
     pub agent_events: u32,
+    /// Of those, held back from the progress sink by the byte cap or the rate limit.
+    pub agent_events_suppressed: u32,
+    /// The most bytes the host held at once for channel consumers (allocated backlog blocks).
+    pub backlog_peak_bytes: u64,
     /// Gateway refusals and cuts, in order.
     pub events: Vec<LiveEvent>,
     /// STOP was sent at the wall budget.
@@ -160,11 +188,46 @@ pub fn live_payload(offline: &[u8], settings: &LiveSettings) -> Result<Vec<u8>, 
 type ChannelEnd = (ChannelId, ChannelReport);
 
 struct Channels {
-    /// Inbound DATA of each live channel, to its task (dropped on FIN: the task sees EOF).
-    inbound: HashMap<ChannelId, mpsc::UnboundedSender<Vec<u8>>>,
+    /// Inbound DATA of each live channel, for its task (FIN: the task sees EOF once drained).
+    inbound: HashMap<ChannelId, Arc<ChannelInbox>>,
     /// Abort handles by channel, for RESET and RESULT_END.
     aborts: HashMap<ChannelId, tokio::task::AbortHandle>,
-    tasks: JoinSet<ChannelEnd>,
+    tasks: JoinSet<()>,
+    /// Each task's end, sent before its FIN (so the loop has the report before the container
+    /// can have answered the FIN, even on a path where the task is then aborted unjoined).
+    ends: mpsc::UnboundedSender<ChannelEnd>,
+    /// Every backlog's bytes, for the bound and the log.
+    meter: Arc<BacklogMeter>,
+}
+
+impl Channels {
+    /// Drops the channel's backlog (its memory is released now) and aborts its task.
+    fn tear_down(&mut self, n: ChannelId) {
+        if let Some(inbox) = self.inbound.remove(&n) {
+            inbox.close();
+        }
+        if let Some(abort) = self.aborts.remove(&n) {
+            abort.abort();
+        }
+    }
+}
+
+/// The two ways to the container's stdin: the bounded data queue (DATA, FIN; senders wait) and the
+/// priority queue (STOP, RESET) that no sender ever waits on and the writer drains first. The
+/// priority queue holds at most one STOP and one RESET per channel opened (the protocol's channel
+/// cap bounds it).
+#[derive(Clone)]
+struct Outbound {
+    data: mpsc::Sender<Frame>,
+    priority: mpsc::UnboundedSender<Frame>,
+}
+
+impl Outbound {
+    /// Queues a control frame; never waits.
+    fn urgent(&self, frame: Frame) {
+        // A closed queue means the writer is gone (stdin broke): the output decides the turn.
+        let _ = self.priority.send(frame);
+    }
 }
 
 /// Runs the framed exchange on an attached, started container. Returns the RESULT bytes and the
@@ -187,30 +250,35 @@ pub(crate) async fn live_exchange<R: ContainerRuntime>(
     docker_call("start", runtime.start(id)).await?;
 
     let session = Arc::new(Mutex::new(Session::new(Role::Worker, settings.limits)));
-    let (out_tx, out_rx) = mpsc::channel::<Frame>(OUTBOUND_QUEUE);
-    // The writer runs on its own task (so a full queue never stalls the demultiplexer) and is
+    let (data_tx, data_rx) = mpsc::channel::<Frame>(OUTBOUND_QUEUE);
+    let (priority_tx, priority_rx) = mpsc::unbounded_channel::<Frame>();
+    let out = Outbound {
+        data: data_tx,
+        priority: priority_tx,
+    };
+    // The writer runs on its own task and sends HELLO, the request and REQUEST_END first (so a
+    // container that never reads its stdin stalls only the writer, never this loop); it is
     // aborted when this future ends, on every path.
     let _writer = AbortOnDrop(tokio::spawn(write_frames(
         stdin,
-        out_rx,
+        payload.to_vec(),
+        Queues {
+            data: data_rx,
+            priority: priority_rx,
+        },
         Arc::clone(&session),
     )));
-    // HELLO, the request, REQUEST_END; a closed queue means stdin broke: the output decides.
-    let mut opening = vec![Frame::Hello];
-    opening.extend(Frame::request_frames(payload));
-    opening.push(Frame::RequestEnd);
-    for frame in opening {
-        if out_tx.send(frame).await.is_err() {
-            break;
-        }
-    }
 
     let mut decoder = Decoder::new();
+    let (ends_tx, mut ends) = mpsc::unbounded_channel::<ChannelEnd>();
     let mut channels = Channels {
         inbound: HashMap::new(),
         aborts: HashMap::new(),
         tasks: JoinSet::new(),
+        ends: ends_tx,
+        meter: Arc::new(BacklogMeter::default()),
     };
+    let mut events = EventGate::new(tokio::time::Instant::now());
     let mut log = LiveLog::default();
     let mut result = Vec::new();
     let mut stderr_len = 0usize;
@@ -234,7 +302,7 @@ pub(crate) async fn live_exchange<R: ContainerRuntime>(
                         };
                         let mut failed = None;
                         for frame in frames {
-                            if let Err(e) = dispatch(frame, &session, &mut channels, &mut result, &mut log, live, &out_tx) {
+                            if let Err(e) = dispatch(frame, &session, &mut channels, &mut result, &mut log, &mut events, live, &out) {
                                 failed = Some(e);
                                 break;
                             }
@@ -247,17 +315,19 @@ pub(crate) async fn live_exchange<R: ContainerRuntime>(
                     Some(Err(_)) => break Err(TurnError::from(ContainerError::CommandFailed { operation: "attach stream" })),
                 }
             }
-            Some(ended) = channels.tasks.join_next(), if !channels.tasks.is_empty() => {
-                if let Ok((n, report)) = ended {
-                    channel_ended(n, report, &mut channels, &mut log, live, &out_tx).await;
-                }
+            Some((n, report)) = ends.recv() => {
+                channel_ended(n, report, &mut channels, &mut log, live, &out);
             }
+            // Reaps finished tasks (their ends came through `ends`).
+            Some(_) = channels.tasks.join_next(), if !channels.tasks.is_empty() => {}
             () = tokio::time::sleep_until(stop_at), if give_up_at.is_none() => {
-                // The wall budget is spent: ask the runner to stop the agent and harvest.
-                let _ = out_tx.send(Frame::Stop).await;
+                // The wall budget is spent: ask the runner to stop the agent and harvest. STOP
+                // goes ahead of any queued data and this loop never waits for it to be written:
+                // the grace runs from the moment STOP is due.
+                out.urgent(Frame::Stop);
                 log.stopped = true;
                 (live.progress)(&LiveNote::Stopped);
-                give_up_at = Some(tokio::time::Instant::now() + settings.stop_grace);
+                give_up_at = Some(stop_at + settings.stop_grace);
             }
             () = sleep_until_opt(give_up_at) => {
                 break Err(TurnError::from(ContainerError::Timeout { seconds: config.max_wall_seconds() }));
@@ -267,8 +337,24 @@ pub(crate) async fn live_exchange<R: ContainerRuntime>(
     // Every channel task is aborted here (also when this future is dropped: the JoinSet aborts
     // its tasks on drop).
     channels.tasks.abort_all();
-    drop(out_tx);
+    // Channels that ended just before the turn did still get their note and event.
+    while let Ok((n, report)) = ends.try_recv() {
+        channel_ended(n, report, &mut channels, &mut log, live, &out);
+    }
+    for inbox in channels.inbound.values() {
+        inbox.close();
+    }
+    drop(out);
     log.gateway = live.gateway.usage();
+    log.backlog_peak_bytes = u64::try_from(channels.meter.peak()).unwrap_or(u64::MAX);
+    let suppressed = events.suppressed();
+    log.agent_events_suppressed = suppressed.events;
+    if suppressed.events > 0 {
+        (live.progress)(&LiveNote::AgentEventsSuppressed {
+            events: suppressed.events,
+            bytes: suppressed.bytes,
+        });
+    }
     outcome?;
     decoder.finish().map_err(TurnError::Tunnel)?;
     let ended = session.lock().map(|s| s.finish());
@@ -296,31 +382,69 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// Writes queued frames to the container's stdin, checking each against the session first (a
-/// frame the peer would refuse, e.g. DATA on a channel it reset, is dropped). Ends when the queue
-/// closes or stdin breaks; stdin is closed when this returns.
+/// The writer's ends of the two outbound queues.
+struct Queues {
+    data: mpsc::Receiver<Frame>,
+    priority: mpsc::UnboundedReceiver<Frame>,
+}
+
+/// Writes HELLO, the request and REQUEST_END, then the queued frames to the container's stdin,
+/// priority frames (STOP, RESET) ahead of data, checking each against the session first (a frame
+/// the peer would refuse, e.g. DATA on a channel reset since, is dropped). Ends when the data
+/// queue closes or stdin breaks; stdin is closed when this returns.
 async fn write_frames(
     mut stdin: StdinWriter,
-    mut queue: mpsc::Receiver<Frame>,
+    request: Vec<u8>,
+    mut queues: Queues,
     session: Arc<Mutex<Session>>,
 ) {
-    let mut buf = Vec::with_capacity(tunnel::MAX_FRAME_PAYLOAD + tunnel::HEADER_LEN);
-    while let Some(frame) = queue.recv().await {
-        if !may_send(&session, &frame) {
-            continue;
-        }
+    let mut buf = Vec::with_capacity(WRITE_BATCH + tunnel::MAX_FRAME_PAYLOAD + tunnel::HEADER_LEN);
+    let mut opening = std::iter::once(Frame::Hello)
+        .chain(Frame::request_frames(&request))
+        .chain(std::iter::once(Frame::RequestEnd))
+        .peekable();
+    while opening.peek().is_some() {
         buf.clear();
-        frame.encode(&mut buf);
-        // Batch what is already queued into one write.
-        while buf.len() < 256 * 1024 {
-            match queue.try_recv() {
-                Ok(next) => {
-                    if may_send(&session, &next) {
-                        next.encode(&mut buf);
-                    }
-                }
-                Err(_) => break,
+        for frame in opening.by_ref() {
+            encode_checked(&session, &frame, &mut buf);
+            if buf.len() >= WRITE_BATCH {
+                break;
             }
+        }
+        if stdin.write_all(&buf).await.is_err() || stdin.flush().await.is_err() {
+            return;
+        }
+    }
+    drop(opening);
+    drop(request);
+    loop {
+        buf.clear();
+        while let Ok(frame) = queues.priority.try_recv() {
+            encode_checked(&session, &frame, &mut buf);
+        }
+        if buf.is_empty() {
+            tokio::select! {
+                biased;
+                Some(frame) = queues.priority.recv() => encode_checked(&session, &frame, &mut buf),
+                frame = queues.data.recv() => match frame {
+                    Some(frame) => encode_checked(&session, &frame, &mut buf),
+                    None => break,
+                },
+            }
+        }
+        // Batch what is already queued into one write, priority frames first.
+        while buf.len() < WRITE_BATCH {
+            let next = match queues.priority.try_recv() {
+                Ok(frame) => frame,
+                Err(_) => match queues.data.try_recv() {
+                    Ok(frame) => frame,
+                    Err(_) => break,
+                },
+            };
+            encode_checked(&session, &next, &mut buf);
+        }
+        if buf.is_empty() {
+            continue;
         }
         if stdin.write_all(&buf).await.is_err() || stdin.flush().await.is_err() {
             return;
@@ -329,20 +453,32 @@ async fn write_frames(
     let _ = stdin.shutdown().await;
 }
 
+/// Appends `frame` to `buf` if the session lets this side send it.
+fn encode_checked(session: &Mutex<Session>, frame: &Frame, buf: &mut Vec<u8>) {
+    if may_send(session, frame) {
+        frame.encode(buf);
+    }
+}
+
 /// Checks and records a frame about to be sent (false: drop it).
 fn may_send(session: &Mutex<Session>, frame: &Frame) -> bool {
     session.lock().is_ok_and(|mut s| s.send(frame).is_ok())
 }
 
 /// Acts on one received frame.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the loop's state, borrowed apart"
+)]
 fn dispatch(
     frame: Frame,
     session: &Mutex<Session>,
     channels: &mut Channels,
     result: &mut Vec<u8>,
     log: &mut LiveLog,
+    events: &mut EventGate,
     live: &LiveContext<'_>,
-    out: &mpsc::Sender<Frame>,
+    out: &Outbound,
 ) -> Result<(), TurnError> {
     let disposition = session
         .lock()
@@ -355,31 +491,47 @@ fn dispatch(
     match frame {
         Frame::Open(n) => {
             log.channels += 1;
-            open_channel(n, channels, live.gateway.clone(), out.clone());
+            open_channel(n, channels, live.gateway.clone(), out.data.clone());
         }
         Frame::Data(n, chunk) => {
-            if let Some(tx) = channels.inbound.get(&n) {
-                // A task that already answered has dropped its receiver: the bytes are moot.
-                let _ = tx.send(chunk.into_vec());
+            // A channel already answered, reset or torn down has no backlog: the bytes are moot.
+            let overflow = channels
+                .inbound
+                .get(&n)
+                .is_some_and(|inbox| inbox.push(chunk.as_bytes()).is_err());
+            if overflow {
+                // The consumer fell behind: reset this channel only; the others go on.
+                channels.tear_down(n);
+                let error = tunnel::TunnelError::ChannelBacklog {
+                    channel: n.get(),
+                    limit: MAX_CHANNEL_BACKLOG,
+                };
+                let code = error.code().parse::<ResetCode>().unwrap_or_default();
+                out.urgent(Frame::Reset(n, code));
+                log.events.push(LiveEvent {
+                    channel: n.get(),
+                    code: error.code(),
+                });
             }
         }
         Frame::Fin(n) => {
-            channels.inbound.remove(&n);
-        }
-        Frame::Reset(n, _) => {
-            channels.inbound.remove(&n);
-            if let Some(abort) = channels.aborts.remove(&n) {
-                abort.abort();
+            if let Some(inbox) = channels.inbound.remove(&n) {
+                inbox.fin();
             }
         }
+        Frame::Reset(n, _) => channels.tear_down(n),
         Frame::Event(payload) => {
             log.agent_events += 1;
-            (live.progress)(&LiveNote::AgentEvent(payload.object()));
+            if events.admit(payload.as_bytes().len(), tokio::time::Instant::now()) {
+                (live.progress)(&LiveNote::AgentEvent(payload.object()));
+            }
         }
         Frame::Result(chunk) => result.extend_from_slice(chunk.as_bytes()),
         Frame::ResultEnd => {
             // The runner is done: every channel still open is torn down here.
-            channels.inbound.clear();
+            for (_, inbox) in channels.inbound.drain() {
+                inbox.close();
+            }
             for (_, abort) in channels.aborts.drain() {
                 abort.abort();
             }
@@ -397,15 +549,19 @@ fn open_channel(
     gateway: TurnGateway,
     out: mpsc::Sender<Frame>,
 ) {
-    let (in_tx, mut in_rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    channels.inbound.insert(n, in_tx);
+    let inbox = Arc::new(ChannelInbox::new(
+        Arc::clone(&channels.meter),
+        MAX_CHANNEL_BACKLOG,
+    ));
+    channels.inbound.insert(n, Arc::clone(&inbox));
+    let ends = channels.ends.clone();
     let abort = channels.tasks.spawn(async move {
         let (gateway_end, tunnel_end) = tokio::io::duplex(CHANNEL_PIPE);
         let (mut from_gateway, mut to_gateway) = tokio::io::split(tunnel_end);
         let serve = gateway.serve(gateway_end);
         let inbound = async {
-            while let Some(bytes) = in_rx.recv().await {
-                if to_gateway.write_all(&bytes).await.is_err() {
+            while let Some(block) = inbox.take().await {
+                if to_gateway.write_all(block.bytes()).await.is_err() {
                     return;
                 }
             }
@@ -439,32 +595,37 @@ fn open_channel(
                 () = &mut inbound, if !inbound_done => inbound_done = true,
             }
         };
-        (n, report)
+        // FIN follows the answer's data on the same queue (only this task waits for room); a
+        // RESET goes on the priority queue from the loop.
+        let reset = report.reset;
+        let _ = ends.send((n, report));
+        if !reset {
+            let _ = out.send(Frame::Fin(n)).await;
+        }
     });
     channels.aborts.insert(n, abort);
 }
 
-async fn channel_ended(
+fn channel_ended(
     n: ChannelId,
     report: ChannelReport,
     channels: &mut Channels,
     log: &mut LiveLog,
     live: &LiveContext<'_>,
-    out: &mpsc::Sender<Frame>,
+    out: &Outbound,
 ) {
     channels.aborts.remove(&n);
-    channels.inbound.remove(&n);
-    let closing = if report.reset {
+    if let Some(inbox) = channels.inbound.remove(&n) {
+        inbox.close();
+    }
+    if report.reset {
         let code = report
             .error
             .as_ref()
             .and_then(|e| e.code().parse::<ResetCode>().ok())
             .unwrap_or_default();
-        Frame::Reset(n, code)
-    } else {
-        Frame::Fin(n)
-    };
-    let _ = out.send(closing).await;
+        out.urgent(Frame::Reset(n, code));
+    }
     if let Some(e) = &report.error {
         log.events.push(LiveEvent {
             channel: n.get(),

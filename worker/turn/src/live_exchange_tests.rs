@@ -617,3 +617,418 @@ async fn a_result_while_a_channel_is_open_ends_the_turn_and_tears_the_channel_do
     assert_eq!(log.gateway.forwarded, 1);
     assert!(removed(&fake));
 }
+
+// ---- Host memory, STOP priority and EVENT output (issue 22) ----
+
+use crate::live_event_gate::{EVENT_BURST, EVENT_INTERVAL, EventGate, MAX_SHOWN_EVENT_BYTES};
+use crate::live_inbox::{BLOCK, BacklogMeter, ChannelInbox, MAX_CHANNEL_BACKLOG};
+
+const BACKLOG: &str = "PATCH_CANDIDATE_TUNNEL_CHANNEL_BACKLOG";
+
+impl Sim {
+    /// Opens channel `n`, sends a model request the (stalled) upstream will hold, and waits for
+    /// the start of its answer: the gateway is now serving it and reads nothing more.
+    async fn open_stalled(&mut self, n: u32) {
+        let id = ChannelId::try_from(n).unwrap();
+        self.send(&Frame::Open(id));
+        for f in Frame::data_frames(id, &http_request(MODEL)) {
+            self.send(&f);
+        }
+        loop {
+            match self.recv().await.unwrap() {
+                Frame::Data(m, _) if m == id => return,
+                Frame::Data(..) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+
+    /// `frames` one-byte DATA frames on each of `ids`, round robin, in 64 KiB output chunks.
+    async fn flood(&self, ids: &[u32], frames: usize) {
+        let ids: Vec<ChannelId> = ids
+            .iter()
+            .map(|n| ChannelId::try_from(*n).unwrap())
+            .collect();
+        let one = Chunk::try_from(b"x".to_vec()).unwrap();
+        let mut chunk = Vec::with_capacity(1 << 16);
+        for _ in 0..frames {
+            for id in &ids {
+                Frame::Data(*id, one.clone()).encode(&mut chunk);
+            }
+            if chunk.len() >= 1 << 16 {
+                self.raw(&chunk);
+                chunk.clear();
+                tokio::task::yield_now().await;
+            }
+        }
+        self.raw(&chunk);
+    }
+
+    /// Reads the worker's frames until every channel of `ids` was reset; returns their codes.
+    async fn resets(&mut self, ids: &[u32]) -> Vec<(u32, String)> {
+        let mut codes = Vec::new();
+        while codes.len() < ids.len() {
+            match self.recv().await.unwrap() {
+                Frame::Reset(m, code) if ids.contains(&m.get()) => {
+                    codes.push((m.get(), code.as_str().to_owned()));
+                }
+                Frame::Data(..) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        codes.sort();
+        codes
+    }
+}
+
+/// Bytes a channel may send in one flood: the per-channel cap to the worker, less the request.
+fn flood_frames() -> usize {
+    usize::try_from(tunnel::Limits::default().max_channel_bytes_to_worker).unwrap()
+        - http_request(MODEL).len()
+}
+
+/// The most allocated backlog `channels` channels may hold at once.
+fn backlog_bound(channels: usize) -> u64 {
+    u64::try_from(channels * (MAX_CHANNEL_BACKLOG + 2 * BLOCK)).unwrap()
+}
+
+#[tokio::test]
+async fn r_one_byte_frames_to_stalled_channels_are_bounded_by_bytes_and_reset_only_those_channels()
+{
+    // Two channels whose requests the upstream holds, each flooded with ~8 M one-byte DATA
+    // frames (under the per-channel cap, so no tunnel cap fires), interleaved; then a third
+    // channel must still be served.
+    let stall = || Reply::Stall(vec![gateway::testkit::events::created("r")]);
+    let upstream = ScriptedUpstream::start([stall(), stall(), Reply::message("ok")])
+        .await
+        .unwrap();
+    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
+    let fake = fake(|mut sim| {
+        Box::pin(async move {
+            sim.handshake().await;
+            sim.open_stalled(1).await;
+            sim.open_stalled(2).await;
+            sim.flood(&[1, 2], flood_frames()).await;
+            assert_eq!(
+                sim.resets(&[1, 2]).await,
+                vec![(1, BACKLOG.to_owned()), (2, BACKLOG.to_owned())]
+            );
+            let (answer, reset) = sim.tunnel(3, &http_request(MODEL)).await;
+            assert!(!reset);
+            assert!(
+                String::from_utf8(answer)
+                    .unwrap()
+                    .starts_with("HTTP/1.1 200 OK\r\n")
+            );
+            sim.result(&update_output());
+        })
+    });
+    let run = run_live(&fake, &gateway, 120, Duration::from_secs(1)).await;
+    let (turn, log) = run.result.unwrap();
+    assert_eq!(turn.proposal.status, snapshot::ProposalStatus::Completed);
+    assert_eq!(
+        log.events,
+        vec![
+            LiveEvent {
+                channel: 1,
+                code: BACKLOG
+            },
+            LiveEvent {
+                channel: 2,
+                code: BACKLOG
+            },
+        ]
+    );
+    // What the host held for the consumers: two channels' backlogs at most, whatever the number
+    // of frames (16 M here).
+    assert!(log.backlog_peak_bytes > 0);
+    assert!(
+        log.backlog_peak_bytes <= backlog_bound(2),
+        "peak {} above {}",
+        log.backlog_peak_bytes,
+        backlog_bound(2)
+    );
+    assert_eq!(log.channels, 3);
+    assert_eq!(upstream.requests().len(), 3);
+    assert!(removed(&fake));
+}
+
+#[tokio::test]
+async fn r_many_flooded_channels_hold_at_most_one_backlog_each() {
+    // Sixteen channels open at once (the open cap), all stalled, flooded round robin with 1.5 MiB
+    // of one-byte frames each (24 M frames in all).
+    let upstream = ScriptedUpstream::start([]).await.unwrap();
+    upstream.set_fallback(Reply::Stall(vec![gateway::testkit::events::created("r")]));
+    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
+    let fake = fake(|mut sim| {
+        Box::pin(async move {
+            sim.handshake().await;
+            let ids: Vec<u32> = (1..=16).collect();
+            for n in &ids {
+                sim.open_stalled(*n).await;
+            }
+            sim.flood(&ids, MAX_CHANNEL_BACKLOG + MAX_CHANNEL_BACKLOG / 2)
+                .await;
+            let codes = sim.resets(&ids).await;
+            assert!(codes.iter().all(|(_, c)| c == BACKLOG), "{codes:?}");
+            sim.result(&update_output());
+        })
+    });
+    let run = run_live(&fake, &gateway, 120, Duration::from_secs(1)).await;
+    let (_, log) = run.result.unwrap();
+    assert_eq!(log.events.len(), 16);
+    assert!(log.events.iter().all(|e| e.code == BACKLOG));
+    assert!(
+        log.backlog_peak_bytes <= backlog_bound(16),
+        "peak {}",
+        log.backlog_peak_bytes
+    );
+}
+
+#[test]
+fn a_channel_backlog_counts_blocks_not_frames_and_refuses_past_its_cap() {
+    let meter = Arc::new(BacklogMeter::default());
+    let inbox = ChannelInbox::new(Arc::clone(&meter), 4 * BLOCK);
+    // One-byte pushes coalesce: 4 blocks of bytes, 4 allocations.
+    for _ in 0..4 * BLOCK {
+        inbox.push(b"x").unwrap();
+    }
+    assert_eq!(inbox.pending(), 4 * BLOCK);
+    assert_eq!(meter.held(), 4 * BLOCK);
+    assert!(inbox.push(b"x").is_err());
+    assert_eq!(meter.held(), 4 * BLOCK);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let taken = inbox.take().await.unwrap();
+        assert_eq!(taken.bytes().len(), BLOCK);
+        // In flight: still counted against the cap and in the meter.
+        assert!(inbox.push(b"x").is_err());
+        drop(taken);
+        assert_eq!(inbox.pending(), 3 * BLOCK);
+        assert_eq!(meter.held(), 3 * BLOCK);
+        inbox.push(b"y").unwrap();
+        assert_eq!(meter.held(), 4 * BLOCK);
+        inbox.fin();
+        let mut total = 0;
+        while let Some(block) = inbox.take().await {
+            total += block.bytes().len();
+        }
+        assert_eq!(total, 3 * BLOCK + 1);
+    });
+    assert_eq!((inbox.pending(), meter.held()), (0, 0));
+    assert_eq!(meter.peak(), 4 * BLOCK);
+    // Closing releases what is queued and drops later pushes.
+    inbox.push(b"z").ok();
+    let closing = ChannelInbox::new(Arc::clone(&meter), 4 * BLOCK);
+    closing.push(&[0u8; 3 * BLOCK]).unwrap();
+    closing.close();
+    assert_eq!(closing.push(b"late"), Ok(()));
+    assert_eq!(closing.pending(), 3 * BLOCK);
+    drop(closing);
+    drop(inbox);
+    assert_eq!(meter.held(), 0);
+}
+
+#[tokio::test]
+async fn r_stop_is_not_stuck_behind_a_container_that_stopped_reading_its_stdin() {
+    // The container reads the request, opens a channel whose answer is far larger than every
+    // buffer on the way (pipe, queue, stdin), then never reads its stdin again.
+    let upstream = ScriptedUpstream::start([Reply::Huge {
+        bytes: 16 * 1_048_576,
+    }])
+    .await
+    .unwrap();
+    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
+    let fake = fake(|mut sim| {
+        Box::pin(async move {
+            sim.handshake().await;
+            let id = ChannelId::try_from(1).unwrap();
+            sim.send(&Frame::Open(id));
+            for f in Frame::data_frames(id, &http_request(MODEL)) {
+                sim.send(&f);
+            }
+            std::future::pending::<()>().await;
+        })
+    });
+    let grace = Duration::from_millis(300);
+    let started = std::time::Instant::now();
+    let run = run_live(&fake, &gateway, 1, grace).await;
+    let elapsed = started.elapsed();
+    assert_eq!(run.result.unwrap_err().code(), "REPOSITORY_DOCKER_TIMEOUT");
+    assert!(run.notes.contains(&LiveNote::Stopped));
+    // Budget + grace (1.3 s) and scheduling slack; the outer deadline is budget + 10 s + grace.
+    assert!(
+        elapsed < Duration::from_secs(4),
+        "the turn ended after {elapsed:?}"
+    );
+    assert!(upstream.requests().len() == 1);
+    assert!(removed(&fake));
+}
+
+#[tokio::test]
+async fn stop_goes_ahead_of_queued_data() {
+    // The container stops reading while a large answer is queued, then starts again after STOP
+    // was due: STOP must come before the rest of the queued data.
+    let upstream = ScriptedUpstream::start([Reply::Huge {
+        bytes: 16 * 1_048_576,
+    }])
+    .await
+    .unwrap();
+    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
+    let fake = fake(|mut sim| {
+        Box::pin(async move {
+            sim.handshake().await;
+            let id = ChannelId::try_from(1).unwrap();
+            sim.send(&Frame::Open(id));
+            for f in Frame::data_frames(id, &http_request(MODEL)) {
+                sim.send(&f);
+            }
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            let mut data_before_stop = 0usize;
+            loop {
+                match sim.recv().await.unwrap() {
+                    Frame::Data(_, c) => data_before_stop += c.len(),
+                    Frame::Stop => break,
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            // Only what was already in flight (stdin pipe, one write batch) precedes STOP.
+            assert!(
+                data_before_stop < 2 * 1_048_576,
+                "{data_before_stop} bytes before STOP"
+            );
+            sim.send(&Frame::Reset(id, ResetCode::default()));
+            sim.result(&update_output());
+        })
+    });
+    let run = run_live(&fake, &gateway, 1, Duration::from_secs(5)).await;
+    let (_, log) = run.result.unwrap();
+    assert!(log.stopped);
+}
+
+/// An EVENT payload of exactly `len` bytes.
+fn event_of(len: usize) -> EventPayload {
+    let head = br#"{"kind":"file","path":""#;
+    let tail = br#""}"#;
+    let mut bytes = head.to_vec();
+    bytes.resize(len - tail.len(), b'a');
+    bytes.extend_from_slice(tail);
+    EventPayload::try_from(bytes).unwrap()
+}
+
+fn shown_events(notes: &[LiveNote]) -> usize {
+    notes
+        .iter()
+        .filter(|n| matches!(n, LiveNote::AgentEvent(_)))
+        .count()
+}
+
+fn suppressed_notes(notes: &[LiveNote]) -> Vec<(u32, u64)> {
+    notes
+        .iter()
+        .filter_map(|n| match n {
+            LiveNote::AgentEventsSuppressed { events, bytes } => Some((*events, *bytes)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn r_an_event_flood_reaches_the_progress_sink_within_the_byte_cap_then_one_summary() {
+    // 10,000 EVENTs of 4,000 bytes (40 MB): the operator sees at most the per-turn byte cap,
+    // then one summary with the count and bytes of the rest.
+    const EVENTS: usize = 10_000;
+    const LEN: usize = 4_000;
+    let upstream = ScriptedUpstream::start([]).await.unwrap();
+    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
+    let fake = fake(|mut sim| {
+        Box::pin(async move {
+            sim.handshake().await;
+            let event = event_of(LEN);
+            let mut chunk = Vec::new();
+            for _ in 0..EVENTS {
+                Frame::Event(event.clone()).encode(&mut chunk);
+                if chunk.len() >= 1 << 16 {
+                    sim.raw(&chunk);
+                    chunk.clear();
+                }
+            }
+            sim.raw(&chunk);
+            sim.result(&update_output());
+        })
+    });
+    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let (_, log) = run.result.unwrap();
+    let shown = shown_events(&run.notes);
+    assert!(shown >= 1);
+    assert!(shown * LEN <= MAX_SHOWN_EVENT_BYTES, "{shown} events shown");
+    let rest = EVENTS - shown;
+    assert_eq!(
+        suppressed_notes(&run.notes),
+        vec![(
+            u32::try_from(rest).unwrap(),
+            u64::try_from(rest * LEN).unwrap()
+        )]
+    );
+    assert!(matches!(
+        run.notes.last(),
+        Some(LiveNote::AgentEventsSuppressed { .. })
+    ));
+    assert_eq!(log.agent_events, 10_000);
+    assert_eq!(log.agent_events_suppressed, u32::try_from(rest).unwrap());
+}
+
+#[tokio::test]
+async fn small_events_are_rate_limited() {
+    const EVENTS: usize = 2_000;
+    let upstream = ScriptedUpstream::start([]).await.unwrap();
+    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
+    let fake = fake(|mut sim| {
+        Box::pin(async move {
+            sim.handshake().await;
+            for _ in 0..EVENTS {
+                sim.send(&Frame::Event(event_of(40)));
+            }
+            sim.result(&update_output());
+        })
+    });
+    let started = std::time::Instant::now();
+    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let elapsed = started.elapsed();
+    run.result.unwrap();
+    let shown = shown_events(&run.notes);
+    // Far under the byte cap (80 KB in all): only the rate limit holds them back.
+    let earned = usize::try_from(elapsed.as_millis() / EVENT_INTERVAL.as_millis()).unwrap();
+    let burst = usize::try_from(EVENT_BURST).unwrap();
+    assert!(shown >= burst && shown <= burst + earned, "{shown} shown");
+    assert_eq!(
+        suppressed_notes(&run.notes),
+        vec![(
+            u32::try_from(EVENTS - shown).unwrap(),
+            u64::try_from((EVENTS - shown) * 40).unwrap()
+        )]
+    );
+}
+
+#[test]
+fn the_event_gate_refills_at_its_rate_and_never_past_its_burst() {
+    let t0 = tokio::time::Instant::now();
+    let mut gate = EventGate::new(t0);
+    let burst = usize::try_from(EVENT_BURST).unwrap();
+    let shown = (0..burst + 5).filter(|_| gate.admit(10, t0)).count();
+    assert_eq!(shown, burst);
+    assert!(gate.admit(10, t0 + EVENT_INTERVAL));
+    assert!(!gate.admit(10, t0 + EVENT_INTERVAL));
+    // A long quiet spell refills the bucket to the burst, not beyond.
+    let later = t0 + EVENT_INTERVAL * 10_000;
+    let shown = (0..burst + 5).filter(|_| gate.admit(10, later)).count();
+    assert_eq!(shown, burst);
+    // The byte cap binds whatever the rate.
+    let mut gate = EventGate::new(t0);
+    assert!(gate.admit(MAX_SHOWN_EVENT_BYTES, t0));
+    assert!(!gate.admit(1, t0 + EVENT_INTERVAL * 100));
+    let s = gate.suppressed();
+    assert_eq!((s.events, s.bytes), (1, 1));
+}
