@@ -132,3 +132,32 @@ async fn docker_live_protocol_violation_fails_the_turn_and_removes_the_container
     assert_no_turn_containers(&docker).await;
     tally("docker_live_protocol_violation_fails_the_turn_and_removes_the_container");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_turn_ends_at_budget_plus_grace_when_the_container_stops_reading_stdin() {
+    // The container sends one model request whose answer (16 MiB) overfills every buffer on the
+    // way back, and never reads its stdin again: STOP cannot be written, yet the turn must end at
+    // the wall budget plus the grace (2 s + 5 s), not at the outer deadline (2 s + 10 s + 5 s).
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream = ScriptedUpstream::start([Reply::Huge {
+        bytes: 16 * 1_048_576,
+    }])
+    .await
+    .unwrap();
+    // Build the throwaway tag before the clock starts.
+    let _ = fixture_mode_image("live-deaf");
+    let started = std::time::Instant::now();
+    let err = live_turn(&docker, "live-deaf", 2, &upstream)
+        .await
+        .unwrap_err();
+    let elapsed = started.elapsed();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_TIMEOUT");
+    assert_eq!(upstream.requests().len(), 1);
+    assert!(
+        elapsed < std::time::Duration::from_secs(12),
+        "the turn ended after {elapsed:?}"
+    );
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_turn_ends_at_budget_plus_grace_when_the_container_stops_reading_stdin");
+}

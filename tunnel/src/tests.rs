@@ -711,3 +711,21 @@ fn every_error_follows_the_message_convention() {
         assert!(codes.insert(e.code()), "duplicate code {}", e.code());
     }
 }
+
+#[test]
+fn the_backlog_code_travels_as_a_reset_code() {
+    let e = TunnelError::ChannelBacklog {
+        channel: 3,
+        limit: 1_048_576,
+    };
+    assert_eq!(e.code(), "PATCH_CANDIDATE_TUNNEL_CHANNEL_BACKLOG");
+    let code: ResetCode = e.code().parse().unwrap();
+    let frame = Frame::Reset(ch(3), code);
+    let mut d = Decoder::new();
+    assert_eq!(d.push(&frame.to_bytes()).unwrap(), vec![frame]);
+    // The message names the channel and the cap, nothing else.
+    assert_eq!(
+        e.to_string(),
+        "PATCH_CANDIDATE_TUNNEL_CHANNEL_BACKLOG: channel 3 has more than 1048576 bytes waiting for its consumer"
+    );
+}

@@ -136,7 +136,7 @@ fn main() {
         "sleep" => loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         },
-        "live" | "live-stop" | "live-hostile" => live(mode.as_str()),
+        "live" | "live-stop" | "live-deaf" | "live-hostile" => live(mode.as_str()),
         _ => {
             eprintln!("unknown mode");
             std::process::exit(2);
@@ -146,8 +146,9 @@ fn main() {
 
 /// SHA-256 via the snapshot crate's digest (the same one the host uses).
 /// The framed stdio of a live turn, spoken minimally: HELLO, the request, then per mode one
-/// tunnelled model request (`live`), waiting for STOP (`live-stop`), or DATA on a channel never
-/// opened (`live-hostile`); facts reported through a RESULT like `report`.
+/// tunnelled model request (`live`), waiting for STOP (`live-stop`), one model request and then
+/// never reading stdin again (`live-deaf`), or DATA on a channel never opened (`live-hostile`);
+/// facts reported through a RESULT like `report`.
 fn live(mode: &str) -> ! {
     use tunnel::{ChannelId, Decoder, Frame};
     let mut stdin = std::io::stdin().lock();
@@ -195,16 +196,16 @@ fn live(mode: &str) -> ! {
     let mut facts = vec![format!("model-{model}")];
     facts.extend(frames);
     let one = ChannelId::try_from(1).unwrap_or_else(|_| std::process::exit(2));
+    let body = serde_json::json!({"model": model, "stream": true, "input": []}).to_string();
+    let http = format!(
+        "POST /v1/responses HTTP/1.1\r\nhost: 127.0.0.1:8417\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut model_request = vec![Frame::Open(one)];
+    model_request.extend(Frame::data_frames(one, http.as_bytes()));
     match mode {
         "live" => {
-            let body = serde_json::json!({"model": model, "stream": true, "input": []}).to_string();
-            let http = format!(
-                "POST /v1/responses HTTP/1.1\r\nhost: 127.0.0.1:8417\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-                body.len()
-            );
-            let mut out = vec![Frame::Open(one)];
-            out.extend(Frame::data_frames(one, http.as_bytes()));
-            send(&out);
+            send(&model_request);
             let mut answer = Vec::new();
             let mut closing = "none";
             while let Some(f) = next() {
@@ -236,6 +237,13 @@ fn live(mode: &str) -> ! {
                 "credential-seen-{}",
                 text.contains("docker-live-credential")
             ));
+        }
+        "live-deaf" => {
+            // The answer fills every buffer on the way back; nothing here reads it, nor STOP.
+            send(&model_request);
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
         }
         "live-stop" => {
             while let Some(f) = next() {
