@@ -11,12 +11,18 @@
     clippy::print_stdout
 )]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use container::OutputChunk;
+use bollard::models::{ContainerCreateBody, ContainerInspectResponse};
 use container::testkit::{FakeRuntime, IMAGE, image_id};
+use container::{
+    ContainerName, ContainerRuntime, ExitStatus, ImageFacts, ImageReference, OutputChunk,
+    OutputStream, RegisteredRuntime, RuntimeError, StdinWriter, TurnContainer,
+};
+use futures::StreamExt as _;
 use gateway::testkit::{Reply, ScriptedUpstream, events};
 use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses};
 use snapshot::{
@@ -66,6 +72,64 @@ fn vm_hwm_kib() -> u64 {
 
 // One thread: the simulated container then writes only when the loop has taken its last chunk,
 // as a real container blocks on its stdout pipe (the fake's output channel has no backpressure).
+/// The fake runtime, with its output stream counting the chunks the loop has taken: the
+/// simulated container writes a chunk only when at most two are waiting, as a real container
+/// blocks on its stdout pipe (the fake's own output channel has no backpressure).
+#[derive(Clone)]
+struct Paced {
+    inner: FakeRuntime,
+    taken: Arc<AtomicUsize>,
+}
+
+impl ContainerRuntime for Paced {
+    async fn inspect_image(&self, r: &ImageReference) -> Result<ImageFacts, RuntimeError> {
+        self.inner.inspect_image(r).await
+    }
+    async fn create(
+        &self,
+        name: &ContainerName,
+        body: &ContainerCreateBody,
+    ) -> Result<String, RuntimeError> {
+        self.inner.create(name, body).await
+    }
+    async fn inspect(&self, id: &str) -> Result<ContainerInspectResponse, RuntimeError> {
+        self.inner.inspect(id).await
+    }
+    async fn attach_output(&self, id: &str) -> Result<OutputStream, RuntimeError> {
+        let taken = Arc::clone(&self.taken);
+        let inner = self.inner.attach_output(id).await?;
+        Ok(Box::pin(inner.inspect(move |_| {
+            taken.fetch_add(1, Ordering::SeqCst);
+        })))
+    }
+    async fn start(&self, id: &str) -> Result<(), RuntimeError> {
+        self.inner.start(id).await
+    }
+    async fn write_stdin(&self, id: &str, payload: &[u8]) -> Result<(), RuntimeError> {
+        self.inner.write_stdin(id, payload).await
+    }
+    async fn attach_stdin(&self, id: &str) -> Result<StdinWriter, RuntimeError> {
+        self.inner.attach_stdin(id).await
+    }
+    async fn wait(&self, id: &str) -> Result<ExitStatus, RuntimeError> {
+        self.inner.wait(id).await
+    }
+    async fn kill(&self, id: &str) -> Result<(), RuntimeError> {
+        self.inner.kill(id).await
+    }
+    async fn remove(&self, name: &str) -> Result<(), RuntimeError> {
+        self.inner.remove(name).await
+    }
+    async fn list_turns(&self) -> Result<Vec<TurnContainer>, RuntimeError> {
+        self.inner.list_turns().await
+    }
+    async fn registered_runtimes(
+        &self,
+    ) -> Result<HashMap<String, RegisteredRuntime>, RuntimeError> {
+        self.inner.registered_runtimes().await
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let name = std::env::args().nth(1).unwrap_or_else(|| "one".to_owned());
@@ -84,13 +148,21 @@ async fn main() {
     .start_turn();
 
     let peer_upstream = Arc::clone(&upstream);
+    let taken = Arc::new(AtomicUsize::new(0));
+    let peer_taken = Arc::clone(&taken);
     let fake = FakeRuntime::live(Arc::new(move |mut stdin, out| {
         let upstream = Arc::clone(&peer_upstream);
+        let taken = Arc::clone(&peer_taken);
         Box::pin(async move {
-            let send = |bytes: Vec<u8>| {
+            let mut sent = 0usize;
+            let mut send = async |bytes: Vec<u8>| {
+                while sent > taken.load(Ordering::SeqCst) + 2 {
+                    tokio::time::sleep(Duration::from_micros(200)).await;
+                }
+                sent += 1;
                 let _ = out.send(Ok(OutputChunk::Stdout(bytes)));
             };
-            send(Frame::Hello.to_bytes());
+            send(Frame::Hello.to_bytes()).await;
             // Drain (and drop) everything the worker sends.
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 1 << 16];
@@ -101,12 +173,12 @@ async fn main() {
                 .map(|n| ChannelId::try_from(n).unwrap())
                 .collect();
             for id in &ids {
-                send(Frame::Open(*id).to_bytes());
+                send(Frame::Open(*id).to_bytes()).await;
                 let mut bytes = Vec::new();
                 for f in Frame::data_frames(*id, &request) {
                     f.encode(&mut bytes);
                 }
-                send(bytes);
+                send(bytes).await;
             }
             // Every request has reached the (stalled) upstream: the gateway is serving them all.
             while upstream.requests().len() < ids.len() {
@@ -126,11 +198,10 @@ async fn main() {
                 };
                 Frame::Data(id, payload.clone()).encode(&mut chunk);
                 if chunk.len() >= 1 << 16 {
-                    send(std::mem::replace(&mut chunk, Vec::with_capacity(1 << 16)));
-                    tokio::task::yield_now().await;
+                    send(std::mem::replace(&mut chunk, Vec::with_capacity(1 << 16))).await;
                 }
             }
-            send(chunk);
+            send(chunk).await;
             // Let the worker take in the last chunk, then end without a result.
             tokio::time::sleep(Duration::from_millis(200)).await;
         })
@@ -184,6 +255,7 @@ async fn main() {
         progress: &progress,
     };
     let started = std::time::Instant::now();
+    let fake = Paced { inner: fake, taken };
     let outcome = turn::execute_live_turn(&fake, &request, &approved, &config, &live).await;
     let code = match &outcome {
         Ok(_) => "ok",

@@ -7,8 +7,9 @@
 //! torn down on every path, cancellation included.
 //!
 //! Host memory follows what the host holds, never the container's frame count: each channel's
-//! inbound bytes are coalesced into one bounded backlog (`live_inbox`; a channel whose consumer
-//! falls behind is reset with `PATCH_CANDIDATE_TUNNEL_CHANNEL_BACKLOG`), the outbound data queue is
+//! inbound bytes are coalesced into one bounded backlog (`live_inbox`; when it is full the loop
+//! waits up to 250 ms for the consumer to take a block, then resets the channel with
+//! `PATCH_CANDIDATE_TUNNEL_CHANNEL_BACKLOG`), the outbound data queue is
 //! bounded in frames of at most 64 KiB each. The loop itself never waits on the container's stdin:
 //! STOP and RESET travel on a priority queue the writer drains before any data, FIN follows its
 //! channel's data from the channel's own task, and the grace after STOP runs from the moment STOP
@@ -32,7 +33,7 @@ use tunnel::{ChannelId, Decoder, Disposition, Frame, ResetCode, Role, Session};
 use crate::config::TurnConfig;
 use crate::error::TurnError;
 use crate::live_event_gate::EventGate;
-use crate::live_inbox::{BacklogMeter, ChannelInbox, MAX_CHANNEL_BACKLOG};
+use crate::live_inbox::{BacklogMeter, ChannelInbox, MAX_CHANNEL_BACKLOG, PATIENCE};
 use container::ContainerError;
 use container::docker_call;
 use container::{ContainerRuntime, OutputChunk, RuntimeError, StdinWriter};
@@ -302,7 +303,7 @@ pub(crate) async fn live_exchange<R: ContainerRuntime>(
                         };
                         let mut failed = None;
                         for frame in frames {
-                            if let Err(e) = dispatch(frame, &session, &mut channels, &mut result, &mut log, &mut events, live, &out) {
+                            if let Err(e) = dispatch(frame, &session, &mut channels, &mut result, &mut log, &mut events, live, &out).await {
                                 failed = Some(e);
                                 break;
                             }
@@ -470,7 +471,7 @@ fn may_send(session: &Mutex<Session>, frame: &Frame) -> bool {
     clippy::too_many_arguments,
     reason = "the loop's state, borrowed apart"
 )]
-fn dispatch(
+async fn dispatch(
     frame: Frame,
     session: &Mutex<Session>,
     channels: &mut Channels,
@@ -495,12 +496,16 @@ fn dispatch(
         }
         Frame::Data(n, chunk) => {
             // A channel already answered, reset or torn down has no backlog: the bytes are moot.
-            let overflow = channels
-                .inbound
-                .get(&n)
-                .is_some_and(|inbox| inbox.push(chunk.as_bytes()).is_err());
+            // A full backlog waits (briefly) for a consumer that is reading.
+            let overflow = match channels.inbound.get(&n) {
+                Some(inbox) => inbox
+                    .push_patiently(chunk.as_bytes(), PATIENCE)
+                    .await
+                    .is_err(),
+                None => false,
+            };
             if overflow {
-                // The consumer fell behind: reset this channel only; the others go on.
+                // The consumer stopped taking: reset this channel only; the others go on.
                 channels.tear_down(n);
                 let error = tunnel::TunnelError::ChannelBacklog {
                     channel: n.get(),
@@ -595,6 +600,8 @@ fn open_channel(
                 () = &mut inbound, if !inbound_done => inbound_done = true,
             }
         };
+        // Nothing reads the backlog any more: release it (and a push waiting on it).
+        inbox.close();
         // FIN follows the answer's data on the same queue (only this task waits for room); a
         // RESET goes on the priority queue from the loop.
         let reset = report.reset;

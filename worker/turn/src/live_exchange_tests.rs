@@ -1032,3 +1032,67 @@ fn the_event_gate_refills_at_its_rate_and_never_past_its_burst() {
     let s = gate.suppressed();
     assert_eq!((s.events, s.bytes), (1, 1));
 }
+
+#[tokio::test]
+async fn a_large_request_sent_at_once_is_forwarded_not_reset() {
+    // A legitimate request near the gateway's 8 MiB body cap, every byte queued at once: the
+    // gateway reads it as it arrives, so the backlog cap must not cut it.
+    let upstream = ScriptedUpstream::start([Reply::message("ok")])
+        .await
+        .unwrap();
+    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
+    let fake = fake(|mut sim| {
+        Box::pin(async move {
+            sim.handshake().await;
+            let text = "x".repeat(7 * 1_048_576);
+            let body = serde_json::json!({
+                "model": MODEL,
+                "stream": true,
+                "input": [{"role": "user", "content": [{"type": "input_text", "text": text}]}],
+            })
+            .to_string();
+            let request = format!(
+                "POST /v1/responses HTTP/1.1\r\nhost: 127.0.0.1:8417\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let (answer, reset) = sim.tunnel(1, request.as_bytes()).await;
+            assert!(!reset);
+            assert!(
+                String::from_utf8(answer)
+                    .unwrap()
+                    .starts_with("HTTP/1.1 200 OK\r\n")
+            );
+            sim.result(&update_output());
+        })
+    });
+    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let (_, log) = run.result.unwrap();
+    assert_eq!(log.events, Vec::<LiveEvent>::new());
+    assert_eq!(upstream.requests().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_backlog_waits_for_a_reading_consumer_and_gives_up_on_a_stalled_one() {
+    use crate::live_inbox::PATIENCE;
+    let meter = Arc::new(BacklogMeter::default());
+    let inbox = Arc::new(ChannelInbox::new(Arc::clone(&meter), BLOCK));
+    inbox.push(&[0u8; BLOCK]).unwrap();
+    // Nobody takes: refused after the patience, nothing appended.
+    let started = tokio::time::Instant::now();
+    assert!(inbox.push_patiently(b"x", PATIENCE).await.is_err());
+    assert_eq!(started.elapsed(), PATIENCE);
+    assert_eq!(inbox.pending(), BLOCK);
+    // A consumer that takes a block in time lets the push through.
+    let consumer = Arc::clone(&inbox);
+    let taker = tokio::spawn(async move {
+        tokio::time::sleep(PATIENCE / 2).await;
+        drop(consumer.take().await);
+    });
+    inbox.push_patiently(b"x", PATIENCE).await.unwrap();
+    taker.await.unwrap();
+    assert_eq!(inbox.pending(), 1);
+    // A closed backlog (its task ended) drops the bytes at once.
+    inbox.push(&[0u8; BLOCK - 1]).unwrap();
+    inbox.close();
+    assert_eq!(inbox.push_patiently(b"late", PATIENCE).await, Ok(()));
+}

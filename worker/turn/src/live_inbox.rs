@@ -2,8 +2,10 @@
 //! demultiplexer appends each DATA frame's payload here (never one allocation per frame: payloads
 //! are coalesced into fixed-size blocks, so a one-byte frame costs one byte); the channel's task
 //! takes whole blocks and writes them to the gateway. A push that would take the channel past its
-//! backlog cap is refused, and the caller resets the channel: a stalled consumer never grows host
-//! memory and never stalls the demultiplexer (so never the other channels).
+//! backlog cap waits for the consumer to take a block, at most [`PATIENCE`] (a consumer that is
+//! reading keeps up: backpressure); past that the push is refused and the caller resets the
+//! channel. A stalled consumer never grows host memory and holds up the demultiplexer (so the
+//! other channels) at most once, for [`PATIENCE`].
 //!
 //! Every byte held, queued or in flight, is counted in one [`BacklogMeter`] per turn: allocated
 //! block bytes (what the host really holds, not what the container sent) with their peak.
@@ -12,12 +14,16 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use std::time::Duration;
+
 use tokio::sync::Notify;
 
 /// Bytes of one block of a channel's backlog.
 pub(crate) const BLOCK: usize = 16 * 1024;
 /// Bytes one channel may hold for its consumer (queued and in flight) before it is reset.
 pub(crate) const MAX_CHANNEL_BACKLOG: usize = 1_048_576;
+/// How long a push into a full backlog waits for the consumer to take a block.
+pub(crate) const PATIENCE: Duration = Duration::from_millis(250);
 
 /// The host memory held by every channel backlog of one turn, in allocated bytes.
 #[derive(Debug, Default)]
@@ -76,7 +82,10 @@ struct State {
 #[derive(Debug)]
 pub(crate) struct ChannelInbox {
     state: Mutex<State>,
+    /// Signalled on push and FIN (the consumer waits on it).
     ready: Notify,
+    /// Signalled when a block is released or the channel closes (a full push waits on it).
+    room: Notify,
     meter: Arc<BacklogMeter>,
     cap: usize,
 }
@@ -106,6 +115,7 @@ impl ChannelInbox {
         Self {
             state: Mutex::new(State::default()),
             ready: Notify::new(),
+            room: Notify::new(),
             meter,
             cap,
         }
@@ -151,6 +161,32 @@ impl ChannelInbox {
         Ok(())
     }
 
+    /// Appends `bytes`, waiting while the backlog is full for the consumer to take a block, until
+    /// `patience` has passed since the first refusal.
+    ///
+    /// # Errors
+    /// [`Overflow`] when the consumer took nothing in time; nothing is appended.
+    pub(crate) async fn push_patiently(
+        &self,
+        bytes: &[u8],
+        patience: Duration,
+    ) -> Result<(), Overflow> {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            if self.push(bytes).is_ok() {
+                return Ok(());
+            }
+            // `notify_one` keeps a permit when nobody waits: a block released between the push
+            // above and this wait still wakes it.
+            if tokio::time::timeout_at(deadline, self.room.notified())
+                .await
+                .is_err()
+            {
+                return Err(Overflow);
+            }
+        }
+    }
+
     /// The container half-closed the channel.
     pub(crate) fn fin(&self) {
         if let Ok(mut state) = self.state.lock() {
@@ -168,6 +204,7 @@ impl ChannelInbox {
             self.meter.sub(queued);
         }
         self.ready.notify_one();
+        self.room.notify_one();
     }
 
     /// The oldest block, waiting for one; `None` at FIN (or close) once every block is taken.
@@ -193,6 +230,7 @@ impl ChannelInbox {
             state.pending = state.pending.saturating_sub(len);
         }
         self.meter.sub(BLOCK);
+        self.room.notify_one();
     }
 
     /// Payload bytes queued or in flight (tests).
