@@ -302,8 +302,9 @@ pub(crate) async fn live_exchange<R: ContainerRuntime>(
                             Err(e) => break Err(TurnError::Tunnel(e)),
                         };
                         let mut failed = None;
+                        let next_deadline = give_up_at.unwrap_or(stop_at);
                         for frame in frames {
-                            if let Err(e) = dispatch(frame, &session, &mut channels, &mut result, &mut log, &mut events, live, &out).await {
+                            if let Err(e) = dispatch(frame, &session, &mut channels, &mut result, &mut log, &mut events, live, &out, next_deadline).await {
                                 failed = Some(e);
                                 break;
                             }
@@ -480,6 +481,7 @@ async fn dispatch(
     events: &mut EventGate,
     live: &LiveContext<'_>,
     out: &Outbound,
+    next_deadline: tokio::time::Instant,
 ) -> Result<(), TurnError> {
     let disposition = session
         .lock()
@@ -497,11 +499,11 @@ async fn dispatch(
         Frame::Data(n, chunk) => {
             // A channel already answered, reset or torn down has no backlog: the bytes are moot.
             // A full backlog waits (briefly) for a consumer that is reading.
+            // The wait never runs past the loop's next deadline (STOP due, or the end of the
+            // grace), so a stalled consumer cannot delay STOP or the end of the turn.
+            let patience = (tokio::time::Instant::now() + PATIENCE).min(next_deadline);
             let overflow = match channels.inbound.get(&n) {
-                Some(inbox) => inbox
-                    .push_patiently(chunk.as_bytes(), PATIENCE)
-                    .await
-                    .is_err(),
+                Some(inbox) => inbox.push_until(chunk.as_bytes(), patience).await.is_err(),
                 None => false,
             };
             if overflow {

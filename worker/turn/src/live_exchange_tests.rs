@@ -1079,7 +1079,7 @@ async fn a_full_backlog_waits_for_a_reading_consumer_and_gives_up_on_a_stalled_o
     inbox.push(&[0u8; BLOCK]).unwrap();
     // Nobody takes: refused after the patience, nothing appended.
     let started = tokio::time::Instant::now();
-    assert!(inbox.push_patiently(b"x", PATIENCE).await.is_err());
+    assert!(inbox.push_until(b"x", started + PATIENCE).await.is_err());
     assert_eq!(started.elapsed(), PATIENCE);
     assert_eq!(inbox.pending(), BLOCK);
     // A consumer that takes a block in time lets the push through.
@@ -1088,11 +1088,19 @@ async fn a_full_backlog_waits_for_a_reading_consumer_and_gives_up_on_a_stalled_o
         tokio::time::sleep(PATIENCE / 2).await;
         drop(consumer.take().await);
     });
-    inbox.push_patiently(b"x", PATIENCE).await.unwrap();
+    inbox
+        .push_until(b"x", tokio::time::Instant::now() + PATIENCE)
+        .await
+        .unwrap();
     taker.await.unwrap();
     assert_eq!(inbox.pending(), 1);
     // A closed backlog (its task ended) drops the bytes at once.
     inbox.push(&[0u8; BLOCK - 1]).unwrap();
     inbox.close();
-    assert_eq!(inbox.push_patiently(b"late", PATIENCE).await, Ok(()));
+    assert_eq!(
+        inbox
+            .push_until(b"late", tokio::time::Instant::now() + PATIENCE)
+            .await,
+        Ok(())
+    );
 }

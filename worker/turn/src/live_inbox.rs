@@ -162,16 +162,15 @@ impl ChannelInbox {
     }
 
     /// Appends `bytes`, waiting while the backlog is full for the consumer to take a block, until
-    /// `patience` has passed since the first refusal.
+    /// `deadline`.
     ///
     /// # Errors
     /// [`Overflow`] when the consumer took nothing in time; nothing is appended.
-    pub(crate) async fn push_patiently(
+    pub(crate) async fn push_until(
         &self,
         bytes: &[u8],
-        patience: Duration,
+        deadline: tokio::time::Instant,
     ) -> Result<(), Overflow> {
-        let deadline = tokio::time::Instant::now() + patience;
         loop {
             if self.push(bytes).is_ok() {
                 return Ok(());
