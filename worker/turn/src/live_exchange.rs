@@ -268,7 +268,8 @@ pub(crate) async fn live_exchange<R: ContainerRuntime>(
     // its tasks on drop).
     channels.tasks.abort_all();
     drop(out_tx);
-    log.gateway = live.gateway.usage();
+    // Answers of channels reset or torn down are drained to their usage first (bounded).
+    log.gateway = live.gateway.settle().await;
     outcome?;
     decoder.finish().map_err(TurnError::Tunnel)?;
     let ended = session.lock().map(|s| s.finish());
@@ -469,6 +470,12 @@ async fn channel_ended(
         log.events.push(LiveEvent {
             channel: n.get(),
             code: e.code(),
+        });
+    }
+    if report.scrubbed > 0 {
+        log.events.push(LiveEvent {
+            channel: n.get(),
+            code: gateway::CREDENTIAL_SCRUBBED,
         });
     }
     (live.progress)(&LiveNote::ModelRequest {
