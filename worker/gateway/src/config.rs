@@ -74,9 +74,13 @@ pub struct GatewayConfig {
     #[serde(default = "default_upstream_timeout")]
     pub upstream_idle_timeout_ms: u64,
     /// An answer whose channel went away is read on (never sent) for at most this many
-    /// milliseconds to reach its usage event; the turn's final usage waits as long for them.
+    /// milliseconds to reach its usage event.
     #[serde(default = "default_drain_timeout")]
     pub upstream_drain_timeout_ms: u64,
+    /// At the end of a turn, the final usage waits at most this many milliseconds for answers
+    /// still being drained; one still unread then counts as an answer without usage.
+    #[serde(default = "default_settle_timeout")]
+    pub upstream_settle_timeout_ms: u64,
 }
 
 fn default_refused_tools() -> Vec<String> {
@@ -115,6 +119,9 @@ fn default_upstream_timeout() -> u64 {
 fn default_drain_timeout() -> u64 {
     30_000
 }
+fn default_settle_timeout() -> u64 {
+    5_000
+}
 
 impl GatewayConfig {
     /// The defaults for one allowed model.
@@ -134,6 +141,7 @@ impl GatewayConfig {
             upstream_first_byte_timeout_ms: default_upstream_timeout(),
             upstream_idle_timeout_ms: default_upstream_timeout(),
             upstream_drain_timeout_ms: default_drain_timeout(),
+            upstream_settle_timeout_ms: default_settle_timeout(),
         }
     }
 
@@ -187,6 +195,7 @@ impl GatewayConfig {
             || self.upstream_first_byte_timeout_ms == 0
             || self.upstream_idle_timeout_ms == 0
             || self.upstream_drain_timeout_ms == 0
+            || self.upstream_settle_timeout_ms == 0
         {
             return Err(bad("*_timeout_ms", "deadlines must be above zero"));
         }

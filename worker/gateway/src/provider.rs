@@ -86,7 +86,7 @@ impl Provider for OpenAiResponses {
         if !fields.stream {
             return Err(GatewayError::Stream);
         }
-        if !config.models.iter().any(|m| *m == model) {
+        if !config.models.contains(&model) {
             return Err(GatewayError::Model);
         }
         for tool in &fields.tools {

@@ -235,10 +235,12 @@ impl TurnGateway {
     }
 
     /// The usage once every answer the upstream was still sending has been read to its end (a
-    /// reset channel's answer is drained, never sent on), waiting at most the config's drain
-    /// deadline. An answer still unread then counts as usage missing.
+    /// reset channel's answer is drained, never sent on), waiting at most the config's settle
+    /// deadline (`upstream_settle_timeout_ms`). An answer still unread then counts as
+    /// usage missing (its tokens, should they arrive later, are still added).
     pub async fn settle(&self) -> GatewayUsage {
-        let deadline = tokio::time::Instant::now() + self.gateway.config.drain_timeout();
+        let settle = Duration::from_millis(self.gateway.config.upstream_settle_timeout_ms);
+        let deadline = tokio::time::Instant::now() + settle;
         loop {
             let notified = self.changed.notified();
             if lock(&self.state).pumps.is_empty() {

@@ -166,7 +166,7 @@ pub enum Reply {
     /// 2xx `status` an SSE answer whose text delta lists every header (`authorization`
     /// included), the base64 of each header value and the provider's masked key form, then
     /// `response.completed` with [`DEFAULT_USAGE`]; with another status a JSON error body
-    /// holding the same. The body is written in two writes split at byte `split` (20 ms apart).
+    /// holding the same. The body is written in two writes split at byte `split` (2 ms apart).
     Reflect {
         /// HTTP status.
         status: u16,
@@ -515,7 +515,7 @@ async fn serve_connection(mut stream: TcpStream, state: &State) -> std::io::Resu
             let (first, second) = body.split_at(split.min(body.len()));
             stream.write_all(first).await?;
             stream.flush().await?;
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
             stream.write_all(second).await?;
         }
         Reply::Status { status, body } => {
