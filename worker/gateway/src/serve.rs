@@ -530,7 +530,16 @@ impl TurnGateway {
                 }
                 None => idle,
             };
-            match tokio::time::timeout(wait, body.frame()).await {
+            let frame = tokio::select! {
+                frame = tokio::time::timeout(wait, body.frame()) => frame,
+                // The channel went away while the upstream is silent: the drain deadline starts.
+                () = tx.closed(), if attached => {
+                    attached = false;
+                    drain_until = Some(tokio::time::Instant::now() + config.drain_timeout());
+                    continue;
+                }
+            };
+            match frame {
                 Err(_) => {
                     break Some(GatewayError::UpstreamTimeout {
                         millis: config.upstream_idle_timeout_ms,

@@ -924,9 +924,10 @@ async fn an_answer_still_unread_at_the_drain_deadline_counts_as_usage_missing() 
             .await
             .is_none()
     );
+    // The drain ends at its own deadline (200 ms), well before the settle deadline (5 s).
     let started = std::time::Instant::now();
     let usage = turn.settle().await;
-    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
     assert_eq!((usage.usage_missing, usage.total_tokens), (1, 0));
 }
 
