@@ -8,7 +8,7 @@ parallel="${1:-4}"
 cargo build --release --locked -p gateway --example body_shapes >&2
 target="${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/examples/body_shapes"
 printf '%-16s %-10s %s\n' shape peak_rss result
-for shape in tiny-array deep huge-string many-keys duplicate-model; do
+for shape in tiny-array deep huge-string many-keys duplicate-model tiny-array-max many-keys-max deep-max; do
     out=$(/usr/bin/time -v "$target" "$shape" "$parallel" 2>"/tmp/body_shapes.$$.time")
     rss=$(awk -F: '/Maximum resident set size/ {gsub(/ /, "", $2); print $2}' "/tmp/body_shapes.$$.time")
     printf '%-16s %-10s %s\n' "$shape" "$((rss / 1024)) MiB" "$out"

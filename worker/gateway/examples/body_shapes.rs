@@ -53,6 +53,30 @@ fn body(shape: &str) -> Option<Vec<u8>> {
             }
             out.extend_from_slice(br#""stream":true,"input":[]"#);
         }
+        // The largest shapes within the default pre-scan caps (262,144 values, depth 64,
+        // 4 MiB strings), padded to the body cap with one string: these reach the typed
+        // extraction and are refused for their model.
+        "tiny-array-max" | "many-keys-max" | "deep-max" => {
+            if shape == "deep-max" {
+                out.extend(std::iter::repeat_n(b'[', 60));
+                out.extend(std::iter::repeat_n(b']', 60));
+            } else {
+                out.push(if shape == "tiny-array-max" { b'[' } else { b'{' });
+                let per = if shape == "tiny-array-max" { 1 } else { 2 };
+                for i in 0..(262_000 / per) {
+                    if shape == "tiny-array-max" {
+                        out.extend_from_slice(b"0,");
+                    } else {
+                        out.extend_from_slice(format!("\"k{i}\":0,").as_bytes());
+                    }
+                }
+                out.extend_from_slice(if shape == "tiny-array-max" { b"0]" } else { b"\"e\":0}" });
+            }
+            out.extend_from_slice(b",\"pad\":\"");
+            let fill = CAP.saturating_sub(out.len() + 3).min(4 * 1_048_576);
+            out.extend(std::iter::repeat_n(b'a', fill));
+            out.push(b'"');
+        }
         _ => return None,
     }
     out.push(b'}');
