@@ -17,7 +17,8 @@ pub struct Budgets {
     pub requests: u64,
     /// Request bytes per turn (heads and bodies as received from the agent).
     pub request_bytes: u64,
-    /// Response bytes per turn (as streamed back to the agent).
+    /// Response bytes per turn (as read from the upstream: streamed back to the agent, or
+    /// drained after the agent's channel went away).
     pub response_bytes: u64,
     /// Tokens per turn, as counted from the upstream's usage events.
     pub tokens: u64,

@@ -93,7 +93,7 @@ pub struct GatewayUsage {
     pub refused: u64,
     /// Request bytes received from the agent.
     pub request_bytes: u64,
-    /// Response bytes streamed back to the agent.
+    /// Response bytes read from the upstream (streamed back to the agent, or drained).
     pub response_bytes: u64,
     /// Prompt tokens, from the upstream's usage events.
     pub input_tokens: u64,
