@@ -61,7 +61,11 @@ fn body(shape: &str) -> Option<Vec<u8>> {
                 out.extend(std::iter::repeat_n(b'[', 60));
                 out.extend(std::iter::repeat_n(b']', 60));
             } else {
-                out.push(if shape == "tiny-array-max" { b'[' } else { b'{' });
+                out.push(if shape == "tiny-array-max" {
+                    b'['
+                } else {
+                    b'{'
+                });
                 let per = if shape == "tiny-array-max" { 1 } else { 2 };
                 for i in 0..(262_000 / per) {
                     if shape == "tiny-array-max" {
@@ -70,7 +74,11 @@ fn body(shape: &str) -> Option<Vec<u8>> {
                         out.extend_from_slice(format!("\"k{i}\":0,").as_bytes());
                     }
                 }
-                out.extend_from_slice(if shape == "tiny-array-max" { b"0]" } else { b"\"e\":0}" });
+                out.extend_from_slice(if shape == "tiny-array-max" {
+                    b"0]"
+                } else {
+                    b"\"e\":0}"
+                });
             }
             out.extend_from_slice(b",\"pad\":\"");
             let fill = CAP.saturating_sub(out.len() + 3).min(4 * 1_048_576);

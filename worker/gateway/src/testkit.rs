@@ -32,6 +32,7 @@
 //! - [`Reply::Paced`]: SSE events with a pause between two of them.
 //! - [`Reply::Reflect`]: echoes the request's headers (credential included, raw, base64 and
 //!   masked) in an SSE answer or an error body, written in two pieces.
+//! - [`Reply::ReflectPatch`]: an `apply_patch` call adding a file that holds the echoed headers.
 //! - [`Reply::Status`]: a non-SSE answer with the given status and JSON body.
 //!
 //! Every SSE reply is sent `event: <type>\ndata: <json>\n\n` per event, one write per event,
@@ -172,6 +173,13 @@ pub enum Reply {
         status: u16,
         /// Where the body is split between the two writes.
         split: usize,
+    },
+    /// Reflects the request's headers (as [`Reply::Reflect`] lists them) into an `apply_patch`
+    /// call that adds the file `path` holding them: what a reflecting upstream would make the
+    /// agent write into the workspace.
+    ReflectPatch {
+        /// The file the patch adds.
+        path: String,
     },
     /// A plain answer with this status and JSON body.
     Status {
@@ -517,6 +525,21 @@ async fn serve_connection(mut stream: TcpStream, state: &State) -> std::io::Resu
             stream.flush().await?;
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
             stream.write_all(second).await?;
+        }
+        Reply::ReflectPatch { path } => {
+            let mut patch = format!("*** Begin Patch\n*** Add File: {path}\n");
+            for line in reflected.lines() {
+                patch.push('+');
+                patch.push_str(line);
+                patch.push('\n');
+            }
+            patch.push_str("*** End Patch\n");
+            stream.write_all(sse_head).await?;
+            if let Reply::Events(events) = Reply::apply_patch(&patch) {
+                for e in &events {
+                    stream.write_all(&sse_event(e)).await?;
+                }
+            }
         }
         Reply::Status { status, body } => {
             let head = format!(

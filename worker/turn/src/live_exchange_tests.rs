@@ -617,3 +617,73 @@ async fn a_result_while_a_channel_is_open_ends_the_turn_and_tears_the_channel_do
     assert_eq!(log.gateway.forwarded, 1);
     assert!(removed(&fake));
 }
+
+/// The red team's case: a container that resets each channel as soon as the answer's text
+/// starts. Each forwarded answer is still drained to its usage and charged, so the token budget
+/// binds across the resets (before: five answers of 1.5 M tokens forwarded under a 2 M budget,
+/// 0 tokens recorded).
+#[tokio::test]
+async fn r_resetting_each_channel_as_text_starts_does_not_dodge_the_token_budget() {
+    let upstream = ScriptedUpstream::start([]).await.unwrap();
+    upstream.set_fallback(Reply::Paced {
+        events: vec![
+            gateway::testkit::events::created("r"),
+            gateway::testkit::events::text_delta("partial answer"),
+            gateway::testkit::events::completed(
+                "r",
+                gateway::testkit::Usage {
+                    input: 1_499_990,
+                    output: 10,
+                    total: 1_500_000,
+                },
+            ),
+        ],
+        pause_ms: 300,
+    });
+    let mut config = GatewayConfig::for_model(MODEL);
+    config.budgets.tokens = 2_000_000;
+    let gateway = gateway_for(&upstream, config).await;
+    let fake = fake(|mut sim| {
+        Box::pin(async move {
+            sim.handshake().await;
+            for n in 1..=5u32 {
+                let id = ChannelId::try_from(n).unwrap();
+                sim.send(&Frame::Open(id));
+                for f in Frame::data_frames(id, &http_request(MODEL)) {
+                    sim.send(&f);
+                }
+                let mut answer = Vec::new();
+                loop {
+                    match sim.recv().await.unwrap() {
+                        Frame::Data(m, c) if m == id => {
+                            answer.extend_from_slice(c.as_bytes());
+                            if String::from_utf8_lossy(&answer).contains("partial answer") {
+                                sim.send(&Frame::Reset(id, ResetCode::default()));
+                                break;
+                            }
+                        }
+                        Frame::Fin(m) if m == id => {
+                            sim.send(&Frame::Fin(id));
+                            break;
+                        }
+                        other => panic!("unexpected {other:?}"),
+                    }
+                }
+            }
+            sim.result(&update_output());
+        })
+    });
+    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let (_, log) = run.result.unwrap();
+    assert_eq!(upstream.requests().len(), 2);
+    assert_eq!(
+        (
+            log.gateway.forwarded,
+            log.gateway.total_tokens,
+            log.gateway.drained
+        ),
+        (2, 3_000_000, 2)
+    );
+    let codes: Vec<&str> = log.events.iter().map(|e| e.code).collect();
+    assert_eq!(codes, vec!["PATCH_CANDIDATE_GATEWAY_BUDGET_TOKENS"; 3]);
+}
