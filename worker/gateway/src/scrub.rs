@@ -2,8 +2,8 @@
 //! passes it. It replaces the credential and its common encodings by [`SCRUB_MARKER`], across
 //! chunk and frame boundaries, holding back at most the longest pattern's length minus one byte.
 //!
-//! The patterns, for a credential `K` (only encodings of at least [`MIN_PATTERN`] bytes are
-//! used, so a very short credential has fewer):
+//! The patterns, for a credential `K` (`K` itself always; of its encodings only those of at
+//! least [`MIN_PATTERN`] bytes, so a very short credential has fewer):
 //! - `K` itself;
 //! - `K` percent-encoded (every byte outside RFC 3986's unreserved set as `%XX`, upper- and
 //!   lower-case hex), when that differs from `K`;
@@ -164,8 +164,8 @@ fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"-._~".contains(&b)
 }
 
-/// Every pattern of `key`, deduplicated: the encodings at least [`MIN_PATTERN`] bytes long, and
-/// the masked forms.
+/// Every pattern of `key`, deduplicated: the key itself, its encodings at least [`MIN_PATTERN`]
+/// bytes long, and the masked forms.
 fn patterns(key: &[u8]) -> Vec<Vec<u8>> {
     let mut out: Vec<Vec<u8>> = vec![key.to_vec()];
     for upper in [true, false] {
@@ -221,6 +221,8 @@ fn patterns(key: &[u8]) -> Vec<Vec<u8>> {
     out.push(STANDARD.encode(key).into_bytes());
     out.push(URL_SAFE.encode(key).into_bytes());
     out.retain(|p| p.len() >= MIN_PATTERN);
+    // The key itself, however short.
+    out.push(key.to_vec());
     if key.len() >= 16
         && let Some(last4) = key.get(key.len() - 4..)
     {
@@ -345,6 +347,14 @@ mod tests {
             (out.as_slice(), s.held.as_slice()),
             (&b"data: "[..], &b"sk-pr"[..])
         );
+    }
+
+    #[test]
+    fn a_short_key_is_still_scrubbed_itself() {
+        let p = CredentialPatterns::new(&Credential::from_value("k3y").unwrap()).unwrap();
+        let (out, found) = scrub_in_pieces(&p, b"a k3y b", &[3]);
+        assert_eq!(found, 1);
+        assert_eq!(out, format!("a {SCRUB_MARKER} b").into_bytes());
     }
 
     proptest! {
