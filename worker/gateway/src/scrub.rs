@@ -16,7 +16,8 @@
 //!   `…` followed by its last four characters (`sk-proj-****…abcd`).
 //!
 //! Only the bytes that begin a pattern are held back, so an answer without the credential flows
-//! through unchanged and undelayed. Mixed forms (some characters escaped, others not) and other encodings are not matched.
+//! through unchanged and undelayed. Mixed forms (some characters escaped, others not) and other
+//! encodings are not matched.
 //!
 //! Matching runs the `aho-corasick` crate over the held-back tail plus each chunk (its stream
 //! API wraps a `Read`, not a push-fed async stream; the hold-back here is what makes it
