@@ -279,6 +279,15 @@ async fn docker_live_e2e_gateway_refusals() {
     assert_eq!(codes(&outcome), "err: REPOSITORY_PATCH_PROPOSAL_STATUS");
     assert!(upstream.requests().is_empty());
 
+    // A body deeper than the pre-scan allows (Codex's bodies nest a few levels): refused from
+    // its bytes before any parse, nothing forwarded.
+    let mut shallow = GatewayConfig::for_model(MODEL);
+    shallow.max_request_body_depth = 2;
+    let (outcome, upstream) =
+        refused_case("depth", shallow, vec![Reply::message("never")], 120).await;
+    assert_eq!(codes(&outcome), "err: REPOSITORY_PATCH_PROPOSAL_STATUS");
+    assert!(upstream.requests().is_empty());
+
     // Too many requests: the budget allows one, the script needs two.
     let mut one = GatewayConfig::for_model(MODEL);
     one.budgets.requests = 1;
@@ -295,4 +304,50 @@ async fn docker_live_e2e_gateway_refusals() {
     assert_eq!(codes(&outcome), "err: REPOSITORY_PATCH_PROPOSAL_STATUS");
     assert_eq!(upstream.requests().len(), 1);
     tally("docker_live_e2e_gateway_refusals");
+}
+
+/// An upstream that reflects the request's headers (a debug proxy, a careless error page) into
+/// its answer — here into an `apply_patch` that Codex applies — cannot get the key into the
+/// container: the gateway scrubs the raw key, its base64 and the masked form from the answer in
+/// transit, so the file the agent writes (and the candidate) holds the marker instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_e2e_a_reflecting_upstream_is_scrubbed_before_the_container() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream = ScriptedUpstream::start([
+        Reply::ReflectPatch {
+            path: "app/new.txt".to_owned(),
+        },
+        Reply::message("Created app/new.txt."),
+    ])
+    .await
+    .unwrap();
+    let run = live_pipeline(&docker, &upstream, GatewayConfig::for_model(MODEL), 120).await;
+    let log = log_of(&run).expect("live log");
+    let outcome = run.outcome.unwrap();
+    let files = outcome.candidate.changed_files();
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].path().as_str(), "app/new.txt");
+    let content = files[0].content().expect("the created file").to_owned();
+    let masked = format!("****{}", &KEY[KEY.len() - 4..]);
+    assert!(!content.contains(KEY), "the key reached the workspace");
+    assert!(!content.contains(&masked));
+    assert!(content.contains(gateway::SCRUB_MARKER), "{content}");
+    // The reflection itself went through (the other headers are there).
+    assert!(
+        content.contains("content-type: application/json"),
+        "{content}"
+    );
+    // Raw key, its base64 and the masked form.
+    assert!(log.gateway.scrubbed >= 3, "{:?}", log.gateway);
+    assert!(
+        log.events
+            .iter()
+            .any(|e| e.code == gateway::CREDENTIAL_SCRUBBED),
+        "{:?}",
+        log.events
+    );
+    assert_key_only_upstream(&upstream);
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_e2e_a_reflecting_upstream_is_scrubbed_before_the_container");
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::body::BodyLimits;
 use crate::error::GatewaySetupError;
 
 /// Per-turn budgets.
@@ -16,7 +17,8 @@ pub struct Budgets {
     pub requests: u64,
     /// Request bytes per turn (heads and bodies as received from the agent).
     pub request_bytes: u64,
-    /// Response bytes per turn (as streamed back to the agent).
+    /// Response bytes per turn (as read from the upstream: streamed back to the agent, or
+    /// drained after the agent's channel went away).
     pub response_bytes: u64,
     /// Tokens per turn, as counted from the upstream's usage events.
     pub tokens: u64,
@@ -48,6 +50,15 @@ pub struct GatewayConfig {
     /// Largest body of one request.
     #[serde(default = "default_max_body")]
     pub max_request_body_bytes: u64,
+    /// Most JSON values (object keys included) in one request body, checked before parsing.
+    #[serde(default = "default_max_body_values")]
+    pub max_request_body_values: u64,
+    /// Deepest nesting of arrays and objects in one request body, checked before parsing.
+    #[serde(default = "default_max_body_depth")]
+    pub max_request_body_depth: u32,
+    /// Longest string (in bytes as written) in one request body, checked before parsing.
+    #[serde(default = "default_max_body_string")]
+    pub max_request_body_string_bytes: u64,
     /// Largest head (request line and headers) of one request.
     #[serde(default = "default_max_head")]
     pub max_request_head_bytes: usize,
@@ -63,6 +74,14 @@ pub struct GatewayConfig {
     /// The upstream may stay silent between two chunks for at most this many milliseconds.
     #[serde(default = "default_upstream_timeout")]
     pub upstream_idle_timeout_ms: u64,
+    /// An answer whose channel went away is read on (never sent) for at most this many
+    /// milliseconds to reach its usage event.
+    #[serde(default = "default_drain_timeout")]
+    pub upstream_drain_timeout_ms: u64,
+    /// At the end of a turn, the final usage waits at most this many milliseconds for answers
+    /// still being drained; one still unread then counts as an answer without usage.
+    #[serde(default = "default_settle_timeout")]
+    pub upstream_settle_timeout_ms: u64,
 }
 
 fn default_refused_tools() -> Vec<String> {
@@ -77,6 +96,15 @@ fn default_refused_tools() -> Vec<String> {
 fn default_max_body() -> u64 {
     8 * 1_048_576
 }
+fn default_max_body_values() -> u64 {
+    262_144
+}
+fn default_max_body_depth() -> u32 {
+    64
+}
+fn default_max_body_string() -> u64 {
+    4 * 1_048_576
+}
 fn default_max_head() -> usize {
     32 * 1024
 }
@@ -89,6 +117,12 @@ fn default_read_timeout() -> u64 {
 fn default_upstream_timeout() -> u64 {
     120_000
 }
+fn default_drain_timeout() -> u64 {
+    30_000
+}
+fn default_settle_timeout() -> u64 {
+    5_000
+}
 
 impl GatewayConfig {
     /// The defaults for one allowed model.
@@ -99,11 +133,16 @@ impl GatewayConfig {
             refused_tools: default_refused_tools(),
             budgets: Budgets::default(),
             max_request_body_bytes: default_max_body(),
+            max_request_body_values: default_max_body_values(),
+            max_request_body_depth: default_max_body_depth(),
+            max_request_body_string_bytes: default_max_body_string(),
             max_request_head_bytes: default_max_head(),
             max_request_headers: default_max_headers(),
             read_timeout_ms: default_read_timeout(),
             upstream_first_byte_timeout_ms: default_upstream_timeout(),
             upstream_idle_timeout_ms: default_upstream_timeout(),
+            upstream_drain_timeout_ms: default_drain_timeout(),
+            upstream_settle_timeout_ms: default_settle_timeout(),
         }
     }
 
@@ -145,6 +184,9 @@ impl GatewayConfig {
             }
         }
         if self.max_request_body_bytes == 0
+            || self.max_request_body_values == 0
+            || self.max_request_body_depth == 0
+            || self.max_request_body_string_bytes == 0
             || self.max_request_head_bytes == 0
             || self.max_request_headers == 0
         {
@@ -153,10 +195,28 @@ impl GatewayConfig {
         if self.read_timeout_ms == 0
             || self.upstream_first_byte_timeout_ms == 0
             || self.upstream_idle_timeout_ms == 0
+            || self.upstream_drain_timeout_ms == 0
+            || self.upstream_settle_timeout_ms == 0
         {
             return Err(bad("*_timeout_ms", "deadlines must be above zero"));
         }
         Ok(())
+    }
+
+    /// The pre-scan caps of a request body.
+    #[must_use]
+    pub fn body_limits(&self) -> BodyLimits {
+        BodyLimits {
+            max_values: self.max_request_body_values,
+            max_depth: self.max_request_body_depth,
+            max_string_bytes: self.max_request_body_string_bytes,
+        }
+    }
+
+    /// How long an answer whose channel went away is read on.
+    #[must_use]
+    pub fn drain_timeout(&self) -> Duration {
+        Duration::from_millis(self.upstream_drain_timeout_ms)
     }
 
     /// The request read deadline.

@@ -66,6 +66,24 @@ pub enum GatewayError {
     /// The body is not one JSON object of the provider's shape.
     #[error("PATCH_CANDIDATE_GATEWAY_BODY: the body is not a JSON request of the provider's shape")]
     Body,
+    /// The body holds more JSON values (object keys included) than the cap (pre-scan).
+    #[error("PATCH_CANDIDATE_GATEWAY_BODY_VALUES: the body holds more than {limit} JSON values")]
+    BodyValues {
+        /// The cap.
+        limit: u64,
+    },
+    /// The body nests arrays and objects deeper than the cap (pre-scan).
+    #[error("PATCH_CANDIDATE_GATEWAY_BODY_DEPTH: the body nests deeper than {limit}")]
+    BodyDepth {
+        /// The cap.
+        limit: u32,
+    },
+    /// A string of the body is longer than the cap (pre-scan).
+    #[error("PATCH_CANDIDATE_GATEWAY_BODY_STRING: a string of the body exceeds {limit} bytes")]
+    BodyString {
+        /// The cap.
+        limit: u64,
+    },
     /// `stream` is not `true`.
     #[error("PATCH_CANDIDATE_GATEWAY_STREAM: only streamed requests are served")]
     Stream,
@@ -150,6 +168,9 @@ impl GatewayError {
             Self::ReadTimeout { .. } => "PATCH_CANDIDATE_GATEWAY_READ_TIMEOUT",
             Self::Incomplete => "PATCH_CANDIDATE_GATEWAY_INCOMPLETE",
             Self::Body => "PATCH_CANDIDATE_GATEWAY_BODY",
+            Self::BodyValues { .. } => "PATCH_CANDIDATE_GATEWAY_BODY_VALUES",
+            Self::BodyDepth { .. } => "PATCH_CANDIDATE_GATEWAY_BODY_DEPTH",
+            Self::BodyString { .. } => "PATCH_CANDIDATE_GATEWAY_BODY_STRING",
             Self::Stream => "PATCH_CANDIDATE_GATEWAY_STREAM",
             Self::Model => "PATCH_CANDIDATE_GATEWAY_MODEL",
             Self::Tool => "PATCH_CANDIDATE_GATEWAY_TOOL",
@@ -175,6 +196,7 @@ impl GatewayError {
             | Self::HeaderDuplicate
             | Self::Incomplete
             | Self::Body
+            | Self::BodyDepth { .. }
             | Self::Stream => 400,
             Self::Method => 405,
             Self::Path => 404,
@@ -183,7 +205,7 @@ impl GatewayError {
             Self::TransferEncoding => 501,
             Self::ContentLength => 411,
             Self::HeaderRefused => 417,
-            Self::BodySize { .. } => 413,
+            Self::BodySize { .. } | Self::BodyValues { .. } | Self::BodyString { .. } => 413,
             Self::ReadTimeout { .. } => 408,
             Self::Model | Self::Tool => 403,
             Self::BudgetRequests { .. }

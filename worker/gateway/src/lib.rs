@@ -13,22 +13,26 @@
 //! credential's `Debug` is redacted and no error or report carries it.
 #![forbid(unsafe_code)]
 
+mod body;
 mod config;
 mod credential;
 mod error;
 mod http1;
 mod provider;
+mod scrub;
 mod serve;
 mod sse;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 mod upstream;
 
+pub use body::BodyLimits;
 pub use config::{Budgets, GatewayConfig};
 pub use credential::Credential;
 pub use error::{GatewayError, GatewaySetupError};
 pub use http1::{HeadLimits, RequestHead, parse_head};
 pub use provider::{CheckedBody, OpenAiResponses, Provider, TokenUsage};
+pub use scrub::{CREDENTIAL_SCRUBBED, CredentialPatterns, MIN_PATTERN, SCRUB_MARKER, Scrubber};
 pub use serve::{ChannelReport, Gateway, GatewayUsage, TurnGateway, micros_since};
 pub use sse::{MAX_EVENT_LINE, UsageScanner};
 pub use upstream::UpstreamUrl;

@@ -6,6 +6,7 @@
 use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
+use crate::body::{extract, prescan};
 use crate::config::GatewayConfig;
 use crate::credential::Credential;
 use crate::error::GatewayError;
@@ -21,14 +22,13 @@ pub struct TokenUsage {
     pub total_tokens: u64,
 }
 
-/// What the gateway learned from a checked request body.
+/// What the gateway learned from a checked request body. The body itself is forwarded as the
+/// agent sent it: the check refuses duplicates of every field policy reads, so the upstream
+/// reads the same `model`, `stream` and tools the gateway checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckedBody {
     /// The model named (in the allowlist).
     pub model: String,
-    /// The body forwarded upstream: the parsed value, serialized again, so that the upstream
-    /// reads exactly what the gateway checked (no duplicate-key or number differential).
-    pub forward: Vec<u8>,
 }
 
 /// One model API.
@@ -39,10 +39,12 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     fn path(&self) -> &'static str;
     /// The path appended to the upstream base URL, e.g. `responses`.
     fn upstream_path(&self) -> &'static str;
-    /// Checks the body against the provider's shape and the operator's policy.
+    /// Checks the body against the provider's shape and the operator's policy, without building
+    /// a value tree of it (pre-scan, then typed extraction of the fields policy reads).
     ///
     /// # Errors
-    /// `PATCH_CANDIDATE_GATEWAY_BODY`, `_STREAM`, `_MODEL` or `_TOOL`.
+    /// `PATCH_CANDIDATE_GATEWAY_BODY_VALUES`, `_BODY_DEPTH`, `_BODY_STRING` (pre-scan), `_BODY`,
+    /// `_STREAM`, `_MODEL` or `_TOOL`.
     fn check_body(&self, body: &[u8], config: &GatewayConfig) -> Result<CheckedBody, GatewayError>;
     /// The upstream auth header carrying the credential.
     ///
@@ -77,38 +79,24 @@ impl Provider for OpenAiResponses {
     }
 
     fn check_body(&self, body: &[u8], config: &GatewayConfig) -> Result<CheckedBody, GatewayError> {
-        let value: Value = serde_json::from_slice(body).map_err(|_| GatewayError::Body)?;
-        let object = value.as_object().ok_or(GatewayError::Body)?;
-        let model = object
-            .get("model")
-            .and_then(Value::as_str)
-            .ok_or(GatewayError::Body)?;
-        if object.get("stream") != Some(&Value::Bool(true)) {
+        // Policy before allocation: bounded byte scan, then only the fields policy reads.
+        prescan(body, &config.body_limits())?;
+        let fields = extract(body)?;
+        let model = fields.model.ok_or(GatewayError::Body)?;
+        if !fields.stream {
             return Err(GatewayError::Stream);
         }
-        if !config.models.iter().any(|m| m == model) {
+        if !config.models.contains(&model) {
             return Err(GatewayError::Model);
         }
-        if let Some(tools) = object.get("tools") {
-            let tools = tools.as_array().ok_or(GatewayError::Body)?;
-            for tool in tools {
-                let tool = tool.as_object().ok_or(GatewayError::Body)?;
-                let kind = tool.get("type").and_then(Value::as_str);
-                let name = tool.get("name").and_then(Value::as_str);
-                if config
-                    .refused_tools
-                    .iter()
-                    .any(|r| Some(r.as_str()) == kind || Some(r.as_str()) == name)
-                {
-                    return Err(GatewayError::Tool);
-                }
+        for tool in &fields.tools {
+            if config.refused_tools.iter().any(|r| {
+                Some(r.as_str()) == tool.kind.as_deref() || Some(r.as_str()) == tool.name.as_deref()
+            }) {
+                return Err(GatewayError::Tool);
             }
         }
-        let forward = serde_json::to_vec(&value).map_err(|_| GatewayError::Body)?;
-        Ok(CheckedBody {
-            model: model.to_owned(),
-            forward,
-        })
+        Ok(CheckedBody { model })
     }
 
     fn auth_header(

@@ -2,6 +2,7 @@
 //! the turn's budgets, forward it with the credential, stream the answer back chunk by chunk, and
 //! count the tokens the upstream reports.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -9,12 +10,14 @@ use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::sync::{Notify, mpsc};
 
 use crate::config::GatewayConfig;
 use crate::credential::Credential;
 use crate::error::{GatewayError, GatewaySetupError};
 use crate::http1::{HeadLimits, RequestHead, parse_head};
 use crate::provider::{Provider, TokenUsage};
+use crate::scrub::{CredentialPatterns, Scrubber};
 use crate::sse::UsageScanner;
 use crate::upstream::{HttpClient, UpstreamUrl, client};
 
@@ -25,6 +28,7 @@ pub struct Gateway {
     credential: Credential,
     upstream: UpstreamUrl,
     client: HttpClient,
+    patterns: CredentialPatterns,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -49,9 +53,11 @@ impl Gateway {
         upstream: UpstreamUrl,
     ) -> Result<Self, GatewaySetupError> {
         config.validate()?;
+        let patterns = CredentialPatterns::new(&credential)?;
         Ok(Self {
             config,
             provider,
+            patterns,
             credential,
             upstream,
             client: client()?,
@@ -69,7 +75,8 @@ impl Gateway {
     pub fn start_turn(self: &Arc<Self>) -> TurnGateway {
         TurnGateway {
             gateway: Arc::clone(self),
-            usage: Arc::new(Mutex::new(GatewayUsage::default())),
+            state: Arc::new(Mutex::new(TurnState::default())),
+            changed: Arc::new(Notify::new()),
         }
     }
 }
@@ -86,7 +93,7 @@ pub struct GatewayUsage {
     pub refused: u64,
     /// Request bytes received from the agent.
     pub request_bytes: u64,
-    /// Response bytes streamed back to the agent.
+    /// Response bytes read from the upstream (streamed back to the agent, or drained).
     pub response_bytes: u64,
     /// Prompt tokens, from the upstream's usage events.
     pub input_tokens: u64,
@@ -94,8 +101,14 @@ pub struct GatewayUsage {
     pub output_tokens: u64,
     /// Total tokens, from the upstream's usage events.
     pub total_tokens: u64,
-    /// Successful answers that carried no usage event.
+    /// Successful answers that carried no usage event (cut, drained or unread ones included).
     pub usage_missing: u64,
+    /// Answers whose channel went away (reset by the container, or the turn ended) before they
+    /// ended: read on to their usage event and charged, never sent on.
+    pub drained: u64,
+    /// Occurrences of the credential (or an encoding of it) removed from answers before they
+    /// reached the container.
+    pub scrubbed: u64,
 }
 
 /// What happened on one channel.
@@ -115,13 +128,44 @@ pub struct ChannelReport {
     pub usage: Option<TokenUsage>,
     /// The answer was cut mid-stream: the channel must be reset, not closed.
     pub reset: bool,
+    /// Occurrences of the credential removed from this answer.
+    pub scrubbed: u64,
 }
 
 /// The gateway state of one turn; clone it into each channel's task.
 #[derive(Clone, Debug)]
 pub struct TurnGateway {
     gateway: Arc<Gateway>,
-    usage: Arc<Mutex<GatewayUsage>>,
+    state: Arc<Mutex<TurnState>>,
+    changed: Arc<Notify>,
+}
+
+/// The turn's counters and the answers still being read from the upstream.
+#[derive(Debug, Default)]
+struct TurnState {
+    usage: GatewayUsage,
+    next_pump: u64,
+    /// Every answer the upstream is still sending, by pump id.
+    pumps: HashMap<u64, PumpState>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PumpState {
+    /// Its channel is still served.
+    Attached,
+    /// Its channel is gone (reset, aborted): the pump drains the answer to its usage event.
+    Orphaned,
+    /// The turn's usage was reported without it (counted as usage missing already).
+    Abandoned,
+}
+
+impl TurnState {
+    fn orphans(&self) -> usize {
+        self.pumps
+            .values()
+            .filter(|p| **p == PumpState::Orphaned)
+            .count()
+    }
 }
 
 enum Failure {
@@ -131,17 +175,106 @@ enum Failure {
     Cut(GatewayError),
 }
 
+/// What a pump sends to its channel.
+enum PumpMsg {
+    Data(Bytes),
+    /// The answer ended; the usage it carried.
+    End(Option<TokenUsage>),
+    /// The answer was cut (budget, idle upstream, upstream broken).
+    Cut(GatewayError),
+}
+
+/// The answer's head (status, and whether it is an event stream), or why there is none.
+type PumpHead = Result<(http::StatusCode, bool), GatewayError>;
+
+/// How a pump ended.
+struct PumpEnd {
+    usage: Option<TokenUsage>,
+    /// The upstream answered with a success status (so a usage event was due).
+    success: bool,
+    /// The last message for a channel still served.
+    last: Option<PumpMsg>,
+}
+
+/// Chunks queued between a pump and its channel (backpressure beyond that).
+const PUMP_QUEUE: usize = 4;
+
+/// Marks the pump orphaned when the channel's future goes away before the answer ended (the
+/// container reset the channel, or the turn ended).
+struct PumpLink {
+    id: u64,
+    state: Arc<Mutex<TurnState>>,
+    changed: Arc<Notify>,
+}
+
+impl Drop for PumpLink {
+    fn drop(&mut self) {
+        let mut state = lock(&self.state);
+        if let Some(p) = state.pumps.get_mut(&self.id)
+            && *p == PumpState::Attached
+        {
+            *p = PumpState::Orphaned;
+        }
+        drop(state);
+        self.changed.notify_waiters();
+    }
+}
+
+fn lock(state: &Mutex<TurnState>) -> std::sync::MutexGuard<'_, TurnState> {
+    match state.lock() {
+        Ok(s) => s,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
 impl TurnGateway {
     /// The usage so far.
     #[must_use]
     pub fn usage(&self) -> GatewayUsage {
-        self.usage.lock().map(|u| u.clone()).unwrap_or_default()
+        lock(&self.state).usage.clone()
+    }
+
+    /// The usage once every answer the upstream was still sending has been read to its end (a
+    /// reset channel's answer is drained, never sent on), waiting at most the config's settle
+    /// deadline (`upstream_settle_timeout_ms`). An answer still unread then counts as
+    /// usage missing (its tokens, should they arrive later, are still added).
+    pub async fn settle(&self) -> GatewayUsage {
+        let settle = Duration::from_millis(self.gateway.config.upstream_settle_timeout_ms);
+        let deadline = tokio::time::Instant::now() + settle;
+        loop {
+            let notified = self.changed.notified();
+            if lock(&self.state).pumps.is_empty() {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                break;
+            }
+        }
+        let mut state = lock(&self.state);
+        let mut abandoned = 0u64;
+        for p in state.pumps.values_mut() {
+            if *p != PumpState::Abandoned {
+                *p = PumpState::Abandoned;
+                abandoned += 1;
+            }
+        }
+        state.usage.usage_missing = state.usage.usage_missing.saturating_add(abandoned);
+        state.usage.clone()
     }
 
     fn with_usage<T>(&self, f: impl FnOnce(&mut GatewayUsage) -> T) -> T {
-        match self.usage.lock() {
-            Ok(mut u) => f(&mut u),
-            Err(poisoned) => f(&mut poisoned.into_inner()),
+        f(&mut lock(&self.state).usage)
+    }
+
+    /// Waits until no answer of a reset channel is still being drained, so that the budget
+    /// check sees its tokens (bounded: each drain has its own deadline).
+    async fn orphans_settled(&self) {
+        loop {
+            let notified = self.changed.notified();
+            if lock(&self.state).orphans() == 0 {
+                return;
+            }
+            notified.await;
         }
     }
 
@@ -150,8 +283,10 @@ impl TurnGateway {
     ///
     /// # Security
     /// Nothing read from `io` reaches the upstream unchecked: the head is parsed strictly, the
-    /// body re-serialized from its checked value, and only the provider's allowlisted agent
-    /// headers are forwarded. The credential is added here and never written to `io`.
+    /// body checked before it is forwarded, and only the provider's allowlisted agent headers
+    /// are forwarded. The credential is added here; every answer byte written to `io` passes the
+    /// credential scrubber. Once forwarded, a request is charged even if this future is dropped:
+    /// its answer is drained to the usage event in a task of its own.
     pub async fn serve<IO>(&self, io: IO) -> ChannelReport
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send,
@@ -211,6 +346,8 @@ impl TurnGateway {
         })?;
         let (head, body, total) = read.map_err(Failure::Refuse)?;
         report.request_bytes = total;
+        // An answer of a reset channel still draining: its tokens count before this check.
+        self.orphans_settled().await;
         self.charge_request(total, config)?;
         let checked = gw
             .provider
@@ -218,25 +355,20 @@ impl TurnGateway {
             .map_err(Failure::Refuse)?;
         report.model = Some(checked.model.clone());
 
-        let request = self.upstream_request(&head, checked.forward)?;
-        let first_byte = Duration::from_millis(config.upstream_first_byte_timeout_ms);
-        let response = tokio::time::timeout(first_byte, gw.client.request(request))
-            .await
-            .map_err(|_| {
-                Failure::Refuse(GatewayError::UpstreamTimeout {
-                    millis: config.upstream_first_byte_timeout_ms,
-                })
-            })?
-            .map_err(|_| Failure::Refuse(GatewayError::Upstream))?;
-        self.with_usage(|u| u.forwarded += 1);
-
-        let status = response.status();
-        let content_type = response
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| v.starts_with("text/event-stream"))
-            .map_or("application/json", |_| "text/event-stream");
+        // Bytes after the body, however they are split across reads: the one request of this
+        // channel is followed by another (pipelining), which is refused.
+        let mut extra = std::pin::pin!(extra_bytes(reader));
+        let request = self.upstream_request(&head, body)?;
+        let (_link, head_rx, mut rx) = self.start_pump(request);
+        let (status, sse) = tokio::select! {
+            head = head_rx => head.unwrap_or(Err(GatewayError::Upstream)).map_err(Failure::Refuse)?,
+            () = &mut extra => return Err(Failure::Refuse(GatewayError::Incomplete)),
+        };
+        let content_type = if sse {
+            "text/event-stream"
+        } else {
+            "application/json"
+        };
         let head_out = format!(
             "HTTP/1.1 {} {}\r\ncontent-type: {content_type}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n",
             status.as_u16(),
@@ -257,48 +389,211 @@ impl TurnGateway {
             .await
             .map_err(|_| Failure::Cut(GatewayError::Cancelled))?;
 
+        let mut scrubber = Scrubber::new(&gw.patterns);
+        let mut out = Vec::new();
+        let usage = loop {
+            let msg = tokio::select! {
+                msg = rx.recv() => msg,
+                () = &mut extra => return Err(Failure::Cut(GatewayError::Incomplete)),
+            };
+            let done = match msg {
+                Some(PumpMsg::Data(data)) => {
+                    report.response_bytes += data.len() as u64;
+                    out.clear();
+                    scrubber.push(&data, &mut out);
+                    None
+                }
+                Some(PumpMsg::End(usage)) => {
+                    out.clear();
+                    scrubber.finish(&mut out);
+                    Some(usage)
+                }
+                Some(PumpMsg::Cut(e)) => return Err(Failure::Cut(e)),
+                None => return Err(Failure::Cut(GatewayError::Upstream)),
+            };
+            self.count_scrubbed(report, scrubber.found());
+            if !out.is_empty() {
+                writer
+                    .write_all(&out)
+                    .await
+                    .map_err(|_| Failure::Cut(GatewayError::Cancelled))?;
+                writer
+                    .flush()
+                    .await
+                    .map_err(|_| Failure::Cut(GatewayError::Cancelled))?;
+            }
+            if let Some(usage) = done {
+                break usage;
+            }
+        };
+        report.usage = usage;
+        if status.is_success() && usage.is_none() {
+            report.error = Some(GatewayError::UsageMissing);
+        }
+        Ok(())
+    }
+
+    /// Counts occurrences as they are removed (so a channel reset later still counts them).
+    fn count_scrubbed(&self, report: &mut ChannelReport, found: u64) {
+        let new = found.saturating_sub(report.scrubbed);
+        if new > 0 {
+            report.scrubbed = found;
+            self.with_usage(|u| u.scrubbed = u.scrubbed.saturating_add(new));
+        }
+    }
+
+    /// Sends the request upstream in a task of its own that reads the whole answer: the head
+    /// and the chunks go to the channel while it is served; once it is gone the rest is read
+    /// (bounded by the response-bytes budget and the drain deadline), never sent, to charge the
+    /// tokens the upstream reports.
+    fn start_pump(
+        &self,
+        request: http::Request<Full<Bytes>>,
+    ) -> (
+        PumpLink,
+        tokio::sync::oneshot::Receiver<PumpHead>,
+        mpsc::Receiver<PumpMsg>,
+    ) {
+        let id = {
+            let mut state = lock(&self.state);
+            let id = state.next_pump;
+            state.next_pump += 1;
+            state.pumps.insert(id, PumpState::Attached);
+            id
+        };
+        let link = PumpLink {
+            id,
+            state: Arc::clone(&self.state),
+            changed: Arc::clone(&self.changed),
+        };
+        let (head_tx, head_rx) = tokio::sync::oneshot::channel();
+        let (tx, rx) = mpsc::channel(PUMP_QUEUE);
+        let turn = self.clone();
+        tokio::spawn(async move {
+            let end = turn.pump(request, head_tx, &tx).await;
+            // Charged before the channel hears of the end, so the next request sees the tokens.
+            turn.pump_done(id, end.usage, end.success);
+            if let Some(last) = end.last {
+                let _ = tx.send(last).await;
+            }
+        });
+        (link, head_rx, rx)
+    }
+
+    async fn pump(
+        &self,
+        request: http::Request<Full<Bytes>>,
+        head_tx: tokio::sync::oneshot::Sender<PumpHead>,
+        tx: &mpsc::Sender<PumpMsg>,
+    ) -> PumpEnd {
+        let gw = &*self.gateway;
+        let config = &gw.config;
+        let first_byte = Duration::from_millis(config.upstream_first_byte_timeout_ms);
+        // No head: the channel hears of it through `head_tx`; nothing to charge.
+        let failed = PumpEnd {
+            usage: None,
+            success: false,
+            last: None,
+        };
+        let response = match tokio::time::timeout(first_byte, gw.client.request(request)).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(_)) => {
+                let _ = head_tx.send(Err(GatewayError::Upstream));
+                return failed;
+            }
+            Err(_) => {
+                let e = GatewayError::UpstreamTimeout {
+                    millis: config.upstream_first_byte_timeout_ms,
+                };
+                let _ = head_tx.send(Err(e));
+                return failed;
+            }
+        };
+        self.with_usage(|u| u.forwarded += 1);
+        let status = response.status();
+        let sse = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let mut attached = head_tx.send(Ok((status, sse))).is_ok();
+        let success = status.is_success();
         let idle = Duration::from_millis(config.upstream_idle_timeout_ms);
+        let mut drain_until =
+            (!attached).then(|| tokio::time::Instant::now() + config.drain_timeout());
         let mut body = response.into_body();
         let mut scanner = UsageScanner::default();
-        loop {
-            let frame = tokio::time::timeout(idle, body.frame())
-                .await
-                .map_err(|_| {
-                    Failure::Cut(GatewayError::UpstreamTimeout {
-                        millis: config.upstream_idle_timeout_ms,
-                    })
-                })?;
-            let Some(frame) = frame else { break };
-            let frame = frame.map_err(|_| Failure::Cut(GatewayError::Upstream))?;
-            let Ok(data) = frame.into_data() else {
-                continue;
+        let cut = loop {
+            let wait = match drain_until {
+                Some(until) => {
+                    idle.min(until.saturating_duration_since(tokio::time::Instant::now()))
+                }
+                None => idle,
             };
-            self.charge_response(data.len() as u64, config)?;
-            report.response_bytes += data.len() as u64;
-            scanner.feed(gw.provider.as_ref(), &data);
-            writer
-                .write_all(&data)
-                .await
-                .map_err(|_| Failure::Cut(GatewayError::Cancelled))?;
-            writer
-                .flush()
-                .await
-                .map_err(|_| Failure::Cut(GatewayError::Cancelled))?;
+            let frame = tokio::select! {
+                frame = tokio::time::timeout(wait, body.frame()) => frame,
+                // The channel went away while the upstream is silent: the drain deadline starts.
+                () = tx.closed(), if attached => {
+                    attached = false;
+                    drain_until = Some(tokio::time::Instant::now() + config.drain_timeout());
+                    continue;
+                }
+            };
+            match frame {
+                Err(_) => {
+                    break Some(GatewayError::UpstreamTimeout {
+                        millis: config.upstream_idle_timeout_ms,
+                    });
+                }
+                Ok(None) => break None,
+                Ok(Some(Err(_))) => break Some(GatewayError::Upstream),
+                Ok(Some(Ok(frame))) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    scanner.feed(gw.provider.as_ref(), &data);
+                    if let Err(e) = self.charge_response(data.len() as u64, config) {
+                        break Some(e);
+                    }
+                    if attached && tx.send(PumpMsg::Data(data)).await.is_err() {
+                        attached = false;
+                        drain_until = Some(tokio::time::Instant::now() + config.drain_timeout());
+                    }
+                }
+            }
+        };
+        let last = attached.then(|| match cut {
+            Some(e) => PumpMsg::Cut(e),
+            None => PumpMsg::End(scanner.usage()),
+        });
+        PumpEnd {
+            usage: scanner.usage(),
+            success,
+            last,
         }
-        report.usage = scanner.usage();
-        self.with_usage(|u| match scanner.usage() {
+    }
+
+    /// Charges what one answer reported: its tokens, or (a successful answer without a usage
+    /// event, cut or drained ones included) one answer without usage, which fails the next
+    /// request closed.
+    fn pump_done(&self, id: u64, usage: Option<TokenUsage>, success: bool) {
+        let mut state = lock(&self.state);
+        let was = state.pumps.remove(&id);
+        let u = &mut state.usage;
+        match usage {
             Some(t) => {
                 u.input_tokens = u.input_tokens.saturating_add(t.input_tokens);
                 u.output_tokens = u.output_tokens.saturating_add(t.output_tokens);
                 u.total_tokens = u.total_tokens.saturating_add(t.total_tokens);
             }
-            None if status.is_success() => u.usage_missing += 1,
+            None if success && was != Some(PumpState::Abandoned) => u.usage_missing += 1,
             None => {}
-        });
-        if status.is_success() && scanner.usage().is_none() {
-            report.error = Some(GatewayError::UsageMissing);
         }
-        Ok(())
+        if was == Some(PumpState::Orphaned) {
+            u.drained = u.drained.saturating_add(1);
+        }
+        drop(state);
+        self.changed.notify_waiters();
     }
 
     /// Counts the request against the turn's budgets (the count includes refused requests).
@@ -329,7 +624,8 @@ impl TurnGateway {
         .map_err(Failure::Refuse)
     }
 
-    fn charge_response(&self, bytes: u64, config: &GatewayConfig) -> Result<(), Failure> {
+    /// Charges answer bytes read from the upstream (sent on or drained).
+    fn charge_response(&self, bytes: u64, config: &GatewayConfig) -> Result<(), GatewayError> {
         let limit = config.budgets.response_bytes;
         self.with_usage(|u| {
             let next = u.response_bytes.saturating_add(bytes);
@@ -339,7 +635,6 @@ impl TurnGateway {
             u.response_bytes = next;
             Ok(())
         })
-        .map_err(Failure::Cut)
     }
 
     fn upstream_request(
@@ -363,6 +658,16 @@ impl TurnGateway {
             .map_err(Failure::Refuse)?;
         builder = builder.header(name, value);
         builder.body(Full::new(Bytes::from(body))).map_err(refuse)
+    }
+}
+
+/// Resolves when a byte arrives after the request's body; never when the channel ends (a FIN
+/// after the request is a half close, not an error).
+async fn extra_bytes<R: AsyncRead + Unpin>(reader: &mut R) {
+    let mut probe = [0u8; 1];
+    match reader.read(&mut probe).await {
+        Ok(n) if n > 0 => {}
+        _ => std::future::pending().await,
     }
 }
 

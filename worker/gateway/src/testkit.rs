@@ -29,6 +29,10 @@
 //! - [`Reply::Stall`]: sends the given events, then keeps the connection open and silent.
 //! - [`Reply::Huge`]: `response.created`, then `response.output_text.delta` events of padding
 //!   totalling about `bytes`, then `response.completed`.
+//! - [`Reply::Paced`]: SSE events with a pause between two of them.
+//! - [`Reply::Reflect`]: echoes the request's headers (credential included, raw, base64 and
+//!   masked) in an SSE answer or an error body, written in two pieces.
+//! - [`Reply::ReflectPatch`]: an `apply_patch` call adding a file that holds the echoed headers.
 //! - [`Reply::Status`]: a non-SSE answer with the given status and JSON body.
 //!
 //! Every SSE reply is sent `event: <type>\ndata: <json>\n\n` per event, one write per event,
@@ -150,6 +154,32 @@ pub enum Reply {
     Huge {
         /// Approximate body size.
         bytes: usize,
+    },
+    /// 200 with these SSE events, one write each, pausing `pause_ms` between two events (an
+    /// answer still streaming when the agent resets its channel).
+    Paced {
+        /// The events.
+        events: Vec<Value>,
+        /// Pause between two events.
+        pause_ms: u64,
+    },
+    /// Reflects the request's headers back (a debug proxy or a careless error page): with a
+    /// 2xx `status` an SSE answer whose text delta lists every header (`authorization`
+    /// included), the base64 of each header value and the provider's masked key form, then
+    /// `response.completed` with [`DEFAULT_USAGE`]; with another status a JSON error body
+    /// holding the same. The body is written in two writes split at byte `split` (2 ms apart).
+    Reflect {
+        /// HTTP status.
+        status: u16,
+        /// Where the body is split between the two writes.
+        split: usize,
+    },
+    /// Reflects the request's headers (as [`Reply::Reflect`] lists them) into an `apply_patch`
+    /// call that adds the file `path` holding them: what a reflecting upstream would make the
+    /// agent write into the workspace.
+    ReflectPatch {
+        /// The file the patch adds.
+        path: String,
     },
     /// A plain answer with this status and JSON body.
     Status {
@@ -408,6 +438,7 @@ async fn serve_connection(mut stream: TcpStream, state: &State) -> std::io::Resu
         buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
     }
     let body = buf.get(head_end..).unwrap_or_default().to_vec();
+    let reflected = reflection(&headers);
     if let Ok(mut r) = state.requests.lock() {
         r.push(RecordedRequest {
             method,
@@ -458,6 +489,58 @@ async fn serve_connection(mut stream: TcpStream, state: &State) -> std::io::Resu
                 .write_all(&sse_event(&events::completed(&id, DEFAULT_USAGE)))
                 .await?;
         }
+        Reply::Paced { events, pause_ms } => {
+            stream.write_all(sse_head).await?;
+            for (i, e) in events.iter().enumerate() {
+                if i > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(pause_ms)).await;
+                }
+                stream.write_all(&sse_event(e)).await?;
+                stream.flush().await?;
+            }
+        }
+        Reply::Reflect { status, split } => {
+            let body = if (200..300).contains(&status) {
+                let id = next_id("resp");
+                let mut body = sse_event(&events::created(&id));
+                body.extend_from_slice(&sse_event(&events::text_delta(&reflected)));
+                body.extend_from_slice(&sse_event(&events::completed(&id, DEFAULT_USAGE)));
+                body
+            } else {
+                json!({"error": {"message": reflected, "type": "invalid_request_error"}})
+                    .to_string()
+                    .into_bytes()
+            };
+            let kind = if (200..300).contains(&status) {
+                "text/event-stream"
+            } else {
+                "application/json"
+            };
+            let head = format!(
+                "HTTP/1.1 {status} Reflected\r\ncontent-type: {kind}\r\nconnection: close\r\n\r\n"
+            );
+            stream.write_all(head.as_bytes()).await?;
+            let (first, second) = body.split_at(split.min(body.len()));
+            stream.write_all(first).await?;
+            stream.flush().await?;
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            stream.write_all(second).await?;
+        }
+        Reply::ReflectPatch { path } => {
+            let mut patch = format!("*** Begin Patch\n*** Add File: {path}\n");
+            for line in reflected.lines() {
+                patch.push('+');
+                patch.push_str(line);
+                patch.push('\n');
+            }
+            patch.push_str("*** End Patch\n");
+            stream.write_all(sse_head).await?;
+            if let Reply::Events(events) = Reply::apply_patch(&patch) {
+                for e in &events {
+                    stream.write_all(&sse_event(e)).await?;
+                }
+            }
+        }
         Reply::Status { status, body } => {
             let head = format!(
                 "HTTP/1.1 {status} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
@@ -469,6 +552,29 @@ async fn serve_connection(mut stream: TcpStream, state: &State) -> std::io::Resu
     }
     stream.flush().await?;
     stream.shutdown().await
+}
+
+/// What [`Reply::Reflect`] echoes: every header line, then for each value its base64, then the
+/// masked form of a bearer token (`Incorrect API key provided: <first 8>****<last 4>`).
+fn reflection(headers: &[(String, String)]) -> String {
+    use base64::Engine as _;
+    let mut text = String::new();
+    for (name, value) in headers {
+        text.push_str(&format!("{name}: {value}\n"));
+    }
+    for (name, value) in headers {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(value);
+        text.push_str(&format!("{name} (base64): {encoded}\n"));
+    }
+    if let Some((_, value)) = headers.iter().find(|(n, _)| n == "authorization")
+        && let Some(key) = value.strip_prefix("Bearer ")
+        && key.len() >= 16
+    {
+        let first = key.get(..8).unwrap_or_default();
+        let last = key.get(key.len() - 4..).unwrap_or_default();
+        text.push_str(&format!("Incorrect API key provided: {first}****{last}\n"));
+    }
+    text
 }
 
 /// One SSE event: `event: <type>\ndata: <json>\n\n`.

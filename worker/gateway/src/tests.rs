@@ -397,16 +397,101 @@ async fn body_policy_is_enforced() {
 }
 
 #[tokio::test]
-async fn a_duplicate_model_key_is_forwarded_as_the_value_that_was_checked() {
+async fn a_duplicate_policy_key_is_refused_and_the_body_is_forwarded_as_sent() {
+    for b in [
+        r#"{"model":"o3-pro","model":"gpt-5.3-codex","stream":true}"#,
+        r#"{"model":"gpt-5.3-codex","stream":true,"mod\u0065l":"o3-pro"}"#,
+        r#"{"model":"gpt-5.3-codex","stream":true,"tools":[{"type":"function","type":"web_search"}]}"#,
+    ] {
+        let (e, status, forwarded) = refused(&request_with(b, ""), config()).await;
+        assert_eq!((e, status, forwarded), (GatewayError::Body, 400, 0), "{b}");
+    }
+    // The forwarded body is the agent's bytes, whitespace, key order and escapes included.
     let (upstream, turn) = setup(vec![Reply::message("ok")], config()).await;
-    let b = r#"{"model":"o3-pro","model":"gpt-5.3-codex","stream":true}"#;
+    let b = "{ \"stream\" : true,\n \"input\":[1.50, \"\\u00e9\"], \"model\":\"gpt-5.3-codex\" }";
     let (report, _) = exchange(&turn, &request_with(b, ""), false).await;
     assert_eq!(report.error, None);
-    let forwarded = upstream.requests()[0].body.clone();
-    assert_eq!(
-        forwarded,
-        br#"{"model":"gpt-5.3-codex","stream":true}"#.to_vec()
-    );
+    assert_eq!(upstream.requests()[0].body, b.as_bytes().to_vec());
+}
+
+/// Hostile shapes of about `bytes` that an 8 MiB body cap lets through.
+fn hostile_bodies(model: &str) -> Vec<(&'static str, String, GatewayError)> {
+    let head = format!(r#"{{"model":"{model}","stream":true,"input":"#);
+    let n = 300_000;
+    vec![
+        (
+            "tiny array",
+            format!("{head}[{}0]}}", "0,".repeat(n)),
+            GatewayError::BodyValues { limit: 262_144 },
+        ),
+        (
+            "many keys",
+            format!(
+                "{head}{{{}\"end\":0}}}}",
+                (0..n).map(|i| format!("\"k{i}\":0,")).collect::<String>()
+            ),
+            GatewayError::BodyValues { limit: 262_144 },
+        ),
+        (
+            "deep nesting",
+            format!("{head}{}{}}}", "[".repeat(65), "]".repeat(65)),
+            GatewayError::BodyDepth { limit: 64 },
+        ),
+        (
+            "huge string",
+            format!("{head}\"{}\"}}", "a".repeat(4 * 1_048_576 + 1)),
+            GatewayError::BodyString {
+                limit: 4 * 1_048_576,
+            },
+        ),
+        (
+            "huge key",
+            format!("{head}{{\"{}\":1}}}}", "k".repeat(4 * 1_048_576 + 1)),
+            GatewayError::BodyString {
+                limit: 4 * 1_048_576,
+            },
+        ),
+        (
+            "duplicate model keys",
+            format!(
+                "{{{}\"stream\":true}}",
+                format!(r#""model":"{model}","#).repeat(1000)
+            ),
+            GatewayError::Body,
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn r_hostile_body_shapes_are_refused_by_the_pre_scan_before_policy() {
+    // An allowed model and a refused one: the shape is refused either way, before the model is
+    // looked at, and nothing is forwarded.
+    for model in ["gpt-5.3-codex", "o3-pro"] {
+        for (name, body, expected) in hostile_bodies(model) {
+            assert!(
+                body.len() as u64 <= config().max_request_body_bytes,
+                "{name}"
+            );
+            let (e, status, forwarded) = refused(&request_with(&body, ""), config()).await;
+            assert_eq!(e, expected, "{name} ({model})");
+            assert_eq!((status, forwarded), (expected.status(), 0), "{name}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn bodies_within_the_pre_scan_caps_are_checked_and_forwarded() {
+    let (upstream, turn) = setup(vec![], config()).await;
+    let head = r#"{"model":"gpt-5.3-codex","stream":true,"input":"#;
+    for body in [
+        format!("{head}[{}0]}}", "0,".repeat(200_000)),
+        format!("{head}{}{}}}", "[".repeat(63), "]".repeat(63)),
+        format!("{head}\"{}\"}}", "a".repeat(4 * 1_048_576)),
+    ] {
+        let (report, _) = exchange(&turn, &request_with(&body, ""), false).await;
+        assert_eq!(report.error, None);
+        assert_eq!(upstream.requests().last().unwrap().body, body.into_bytes());
+    }
 }
 
 #[tokio::test]
@@ -723,4 +808,221 @@ fn every_error_follows_the_message_convention() {
     for e in &setup {
         snapshot::check_message_convention(e).unwrap();
     }
+}
+
+/// Opens a channel, sends `bytes`, reads until `until` appears in the answer, then drops the
+/// channel's future as the live loop does on a container RESET. Returns the report and what the
+/// agent received when the answer ended (or was refused) before `until` appeared.
+async fn reset_once_seen(
+    turn: &TurnGateway,
+    bytes: &[u8],
+    until: &str,
+) -> Option<(ChannelReport, Vec<u8>)> {
+    let (gateway_end, mut agent) = tokio::io::duplex(1 << 16);
+    let serving = turn.clone();
+    let task = tokio::spawn(async move { serving.serve(gateway_end).await });
+    agent.write_all(bytes).await.unwrap();
+    let mut received = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = agent.read(&mut buf).await.unwrap();
+        if n == 0 {
+            return Some((task.await.unwrap(), received));
+        }
+        received.extend_from_slice(&buf[..n]);
+        if contains(&received, until.as_bytes()) {
+            task.abort();
+            let _ = task.await;
+            return None;
+        }
+    }
+}
+
+fn paced(total: u64, with_usage: bool) -> Reply {
+    let mut events = vec![
+        crate::testkit::events::created("r"),
+        crate::testkit::events::text_delta("partial answer"),
+    ];
+    if with_usage {
+        events.push(crate::testkit::events::completed(
+            "r",
+            Usage {
+                input: total - 10,
+                output: 10,
+                total,
+            },
+        ));
+    } else {
+        events.push(crate::testkit::events::text_delta("more"));
+    }
+    Reply::Paced {
+        events,
+        pause_ms: 300,
+    }
+}
+
+#[tokio::test]
+async fn r_a_reset_as_soon_as_text_starts_does_not_dodge_the_token_budget() {
+    let mut config = config();
+    config.budgets.tokens = 2_000_000;
+    let (upstream, turn) = setup(vec![], config).await;
+    upstream.set_fallback(paced(1_500_000, true));
+    let mut refusals = Vec::new();
+    for _ in 0..5 {
+        if let Some((report, _)) =
+            reset_once_seen(&turn, &request("gpt-5.3-codex"), "partial answer").await
+        {
+            refusals.push(report.error);
+        }
+    }
+    // The first answer is drained to its usage before the second request is checked
+    // (1.5 M < 2 M: allowed); after the second the budget is spent.
+    assert_eq!(
+        refusals,
+        vec![Some(GatewayError::BudgetTokens { limit: 2_000_000 }); 3]
+    );
+    assert_eq!(upstream.requests().len(), 2);
+    let usage = turn.settle().await;
+    assert_eq!(
+        (usage.total_tokens, usage.drained, usage.usage_missing),
+        (3_000_000, 2, 0)
+    );
+    assert_eq!((usage.forwarded, usage.refused), (2, 3));
+}
+
+#[tokio::test]
+async fn r_a_reset_answer_that_never_reports_usage_is_recorded_and_fails_closed() {
+    let (upstream, turn) = setup(vec![paced(0, false)], config()).await;
+    assert!(
+        reset_once_seen(&turn, &request("gpt-5.3-codex"), "partial answer")
+            .await
+            .is_none()
+    );
+    let (report, received) = reset_once_seen(&turn, &request("gpt-5.3-codex"), "never")
+        .await
+        .unwrap();
+    assert_eq!(report.error, Some(GatewayError::UsageMissing));
+    assert_eq!(status_of(&received), 429);
+    assert_eq!(upstream.requests().len(), 1);
+    let usage = turn.settle().await;
+    assert_eq!((usage.usage_missing, usage.drained), (1, 1));
+}
+
+#[tokio::test]
+async fn an_answer_still_unread_at_the_drain_deadline_counts_as_usage_missing() {
+    let config = GatewayConfig {
+        upstream_drain_timeout_ms: 200,
+        ..config()
+    };
+    let stall = Reply::Stall(vec![
+        crate::testkit::events::created("r"),
+        crate::testkit::events::text_delta("partial answer"),
+    ]);
+    let (_upstream, turn) = setup(vec![stall], config).await;
+    assert!(
+        reset_once_seen(&turn, &request("gpt-5.3-codex"), "partial answer")
+            .await
+            .is_none()
+    );
+    // The drain ends at its own deadline (200 ms), well before the settle deadline (5 s).
+    let started = std::time::Instant::now();
+    let usage = turn.settle().await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert_eq!((usage.usage_missing, usage.total_tokens), (1, 0));
+}
+
+#[tokio::test]
+async fn r_a_request_pipelined_in_a_later_read_is_refused_like_one_in_the_same_read() {
+    // In the same read as the first request (refused before anything is forwarded).
+    let mut two = request("gpt-5.3-codex");
+    two.extend_from_slice(&request("gpt-5.3-codex"));
+    let (e, status, forwarded) = refused(&two, config()).await;
+    assert_eq!((e, status, forwarded), (GatewayError::Incomplete, 400, 0));
+
+    // In a later read, while the answer streams: the answer is cut with the same code.
+    let (upstream, turn) = setup(vec![], config()).await;
+    upstream.set_fallback(paced(120, true));
+    let (gateway_end, mut agent) = tokio::io::duplex(1 << 16);
+    let serving = turn.clone();
+    let task = tokio::spawn(async move { serving.serve(gateway_end).await });
+    agent.write_all(&request("gpt-5.3-codex")).await.unwrap();
+    let mut received = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !contains(&received, b"partial answer") {
+        let n = agent.read(&mut buf).await.unwrap();
+        assert!(n > 0);
+        received.extend_from_slice(&buf[..n]);
+    }
+    let second = request("gpt-5.3-codex");
+    let (first, rest) = second.split_at(10);
+    agent.write_all(first).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let _ = agent.write_all(rest).await;
+    let report = task.await.unwrap();
+    assert_eq!(report.error, Some(GatewayError::Incomplete));
+    assert!(report.reset);
+    assert_eq!(upstream.requests().len(), 1);
+    // The forwarded request is still charged: its answer is drained to its usage.
+    assert_eq!(turn.settle().await.total_tokens, 120);
+
+    // A FIN after the request is a half close, not a second request.
+    let (_upstream, turn) = setup(vec![], config()).await;
+    let (report, _) = exchange(&turn, &request("gpt-5.3-codex"), true).await;
+    assert_eq!(report.error, None);
+}
+
+fn masked(key: &str) -> String {
+    format!("****{}", &key[key.len() - 4..])
+}
+
+#[tokio::test]
+async fn r_a_reflecting_upstream_never_gets_the_credential_into_the_channel() {
+    use base64::Engine as _;
+    let bearer = base64::engine::general_purpose::STANDARD.encode(format!("Bearer {KEY}"));
+    let upstream = ScriptedUpstream::start(vec![]).await.unwrap();
+    let gateway = Arc::new(
+        Gateway::new(
+            config(),
+            Arc::new(OpenAiResponses),
+            Credential::from_value(KEY).unwrap(),
+            upstream.base_url().parse().unwrap(),
+        )
+        .unwrap(),
+    );
+    for status in [200u16, 401] {
+        let mut turn = gateway.start_turn();
+        let mut in_turn = 0;
+        // The reflected body is about 1.1 KB: every split point puts the boundary inside each
+        // reflected form once.
+        for split in 0..1400 {
+            if in_turn == 60 {
+                turn = gateway.start_turn();
+                in_turn = 0;
+            }
+            in_turn += 1;
+            upstream.push(Reply::Reflect { status, split });
+            let (report, received) = exchange(&turn, &request("gpt-5.3-codex"), false).await;
+            let text = String::from_utf8_lossy(&received);
+            assert!(!text.contains(&bearer), "base64 form at split {split}");
+            assert!(!text.contains(&masked(KEY)), "masked form at split {split}");
+            // The raw key in `authorization`, its base64 and the masked form.
+            assert!(report.scrubbed >= 3, "split {split}: {}", report.scrubbed);
+            assert!(text.contains(crate::SCRUB_MARKER));
+            if status == 200 {
+                assert_eq!(report.error, None);
+                assert_eq!(report.usage.map(|u| u.total_tokens), Some(120));
+            } else {
+                assert_eq!(report.error, Some(GatewayError::UpstreamStatus { status }));
+                assert!(text.contains("application/json"));
+            }
+        }
+        assert!(turn.usage().scrubbed >= 3 * in_turn);
+    }
+    // The upstream did receive the credential every time.
+    assert!(
+        upstream
+            .requests()
+            .iter()
+            .all(|r| r.header("authorization") == Some(&format!("Bearer {KEY}")))
+    );
 }

@@ -347,7 +347,8 @@ pub(crate) async fn live_exchange<R: ContainerRuntime>(
         inbox.close();
     }
     drop(out);
-    log.gateway = live.gateway.usage();
+    // Answers of channels reset or torn down are drained to their usage first (bounded).
+    log.gateway = live.gateway.settle().await;
     log.backlog_peak_bytes = u64::try_from(channels.meter.peak()).unwrap_or(u64::MAX);
     let suppressed = events.suppressed();
     log.agent_events_suppressed = suppressed.events;
@@ -639,6 +640,12 @@ fn channel_ended(
         log.events.push(LiveEvent {
             channel: n.get(),
             code: e.code(),
+        });
+    }
+    if report.scrubbed > 0 {
+        log.events.push(LiveEvent {
+            channel: n.get(),
+            code: gateway::CREDENTIAL_SCRUBBED,
         });
     }
     (live.progress)(&LiveNote::ModelRequest {

@@ -681,6 +681,13 @@ impl Sim {
     }
 }
 
+/// How a flooded channel may end: the gateway reads a channel's bytes while it serves and cuts it
+/// for bytes past its request (`_INCOMPLETE`); a consumer that still falls behind gets the backlog
+/// reset. Either way the host holds at most the bounded backlog.
+fn flood_cut(code: &str) -> bool {
+    code == BACKLOG || code == "PATCH_CANDIDATE_GATEWAY_INCOMPLETE"
+}
+
 /// Bytes a channel may send in one flood: the per-channel cap to the worker, less the request.
 fn flood_frames() -> usize {
     usize::try_from(tunnel::Limits::default().max_channel_bytes_to_worker).unwrap()
@@ -697,7 +704,7 @@ async fn r_one_byte_frames_to_stalled_channels_are_bounded_by_bytes_and_reset_on
 {
     // Two channels whose requests the upstream holds, each flooded with ~8 M one-byte DATA
     // frames (under the per-channel cap, so no tunnel cap fires), interleaved; then a third
-    // channel must still be served.
+    // channel must still be answered at once.
     let stall = || Reply::Stall(vec![gateway::testkit::events::created("r")]);
     let upstream = ScriptedUpstream::start([stall(), stall(), Reply::message("ok")])
         .await
@@ -709,17 +716,20 @@ async fn r_one_byte_frames_to_stalled_channels_are_bounded_by_bytes_and_reset_on
             sim.open_stalled(1).await;
             sim.open_stalled(2).await;
             sim.flood(&[1, 2], flood_frames()).await;
+            let codes = sim.resets(&[1, 2]).await;
             assert_eq!(
-                sim.resets(&[1, 2]).await,
-                vec![(1, BACKLOG.to_owned()), (2, BACKLOG.to_owned())]
+                codes.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+                vec![1, 2]
             );
+            assert!(codes.iter().all(|(_, c)| flood_cut(c)), "{codes:?}");
+            // The third channel is answered at once, not stalled behind the other two; the
+            // answer is the gateway's refusal, because the two cut answers never reported their
+            // usage and the token budget binds across cuts and resets.
             let (answer, reset) = sim.tunnel(3, &http_request(MODEL)).await;
             assert!(!reset);
-            assert!(
-                String::from_utf8(answer)
-                    .unwrap()
-                    .starts_with("HTTP/1.1 200 OK\r\n")
-            );
+            let answer = String::from_utf8(answer).unwrap();
+            assert!(answer.starts_with("HTTP/1.1 "), "{answer}");
+            assert!(!answer.starts_with("HTTP/1.1 200"), "{answer}");
             sim.result(&update_output());
         })
     });
@@ -727,18 +737,15 @@ async fn r_one_byte_frames_to_stalled_channels_are_bounded_by_bytes_and_reset_on
     let (turn, log) = run.result.unwrap();
     assert_eq!(turn.proposal.status, snapshot::ProposalStatus::Completed);
     assert_eq!(
-        log.events,
-        vec![
-            LiveEvent {
-                channel: 1,
-                code: BACKLOG
-            },
-            LiveEvent {
-                channel: 2,
-                code: BACKLOG
-            },
-        ]
+        log.events.iter().map(|e| e.channel).collect::<Vec<_>>(),
+        vec![1, 2, 3]
     );
+    assert!(
+        log.events[..2].iter().all(|e| flood_cut(e.code)),
+        "{:?}",
+        log.events
+    );
+    assert_eq!(log.events[2].code, "PATCH_CANDIDATE_GATEWAY_USAGE_MISSING");
     // What the host held for the consumers: two channels' backlogs at most, whatever the number
     // of frames (16 M here).
     assert!(log.backlog_peak_bytes > 0);
@@ -749,7 +756,7 @@ async fn r_one_byte_frames_to_stalled_channels_are_bounded_by_bytes_and_reset_on
         backlog_bound(2)
     );
     assert_eq!(log.channels, 3);
-    assert_eq!(upstream.requests().len(), 3);
+    assert_eq!(upstream.requests().len(), 2);
     assert!(removed(&fake));
 }
 
@@ -770,14 +777,18 @@ async fn r_many_flooded_channels_hold_at_most_one_backlog_each() {
             sim.flood(&ids, MAX_CHANNEL_BACKLOG + MAX_CHANNEL_BACKLOG / 2)
                 .await;
             let codes = sim.resets(&ids).await;
-            assert!(codes.iter().all(|(_, c)| c == BACKLOG), "{codes:?}");
+            assert!(codes.iter().all(|(_, c)| flood_cut(c)), "{codes:?}");
             sim.result(&update_output());
         })
     });
     let run = run_live(&fake, &gateway, 120, Duration::from_secs(1)).await;
     let (_, log) = run.result.unwrap();
     assert_eq!(log.events.len(), 16);
-    assert!(log.events.iter().all(|e| e.code == BACKLOG));
+    assert!(
+        log.events.iter().all(|e| flood_cut(e.code)),
+        "{:?}",
+        log.events
+    );
     assert!(
         log.backlog_peak_bytes <= backlog_bound(16),
         "peak {}",
@@ -1044,11 +1055,15 @@ async fn a_large_request_sent_at_once_is_forwarded_not_reset() {
     let fake = fake(|mut sim| {
         Box::pin(async move {
             sim.handshake().await;
-            let text = "x".repeat(7 * 1_048_576);
+            // Seven 1 MiB strings (one string is capped at 4 MiB by the gateway's pre-scan).
+            let text = "x".repeat(1_048_576);
+            let content: Vec<_> = (0..7)
+                .map(|_| serde_json::json!({"type": "input_text", "text": text}))
+                .collect();
             let body = serde_json::json!({
                 "model": MODEL,
                 "stream": true,
-                "input": [{"role": "user", "content": [{"type": "input_text", "text": text}]}],
+                "input": [{"role": "user", "content": content}],
             })
             .to_string();
             let request = format!(
@@ -1103,4 +1118,74 @@ async fn a_full_backlog_waits_for_a_reading_consumer_and_gives_up_on_a_stalled_o
             .await,
         Ok(())
     );
+}
+
+/// The red team's case: a container that resets each channel as soon as the answer's text
+/// starts. Each forwarded answer is still drained to its usage and charged, so the token budget
+/// binds across the resets (before: five answers of 1.5 M tokens forwarded under a 2 M budget,
+/// 0 tokens recorded).
+#[tokio::test]
+async fn r_resetting_each_channel_as_text_starts_does_not_dodge_the_token_budget() {
+    let upstream = ScriptedUpstream::start([]).await.unwrap();
+    upstream.set_fallback(Reply::Paced {
+        events: vec![
+            gateway::testkit::events::created("r"),
+            gateway::testkit::events::text_delta("partial answer"),
+            gateway::testkit::events::completed(
+                "r",
+                gateway::testkit::Usage {
+                    input: 1_499_990,
+                    output: 10,
+                    total: 1_500_000,
+                },
+            ),
+        ],
+        pause_ms: 300,
+    });
+    let mut config = GatewayConfig::for_model(MODEL);
+    config.budgets.tokens = 2_000_000;
+    let gateway = gateway_for(&upstream, config).await;
+    let fake = fake(|mut sim| {
+        Box::pin(async move {
+            sim.handshake().await;
+            for n in 1..=5u32 {
+                let id = ChannelId::try_from(n).unwrap();
+                sim.send(&Frame::Open(id));
+                for f in Frame::data_frames(id, &http_request(MODEL)) {
+                    sim.send(&f);
+                }
+                let mut answer = Vec::new();
+                loop {
+                    match sim.recv().await.unwrap() {
+                        Frame::Data(m, c) if m == id => {
+                            answer.extend_from_slice(c.as_bytes());
+                            if String::from_utf8_lossy(&answer).contains("partial answer") {
+                                sim.send(&Frame::Reset(id, ResetCode::default()));
+                                break;
+                            }
+                        }
+                        Frame::Fin(m) if m == id => {
+                            sim.send(&Frame::Fin(id));
+                            break;
+                        }
+                        other => panic!("unexpected {other:?}"),
+                    }
+                }
+            }
+            sim.result(&update_output());
+        })
+    });
+    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let (_, log) = run.result.unwrap();
+    assert_eq!(upstream.requests().len(), 2);
+    assert_eq!(
+        (
+            log.gateway.forwarded,
+            log.gateway.total_tokens,
+            log.gateway.drained
+        ),
+        (2, 3_000_000, 2)
+    );
+    let codes: Vec<&str> = log.events.iter().map(|e| e.code).collect();
+    assert_eq!(codes, vec!["PATCH_CANDIDATE_GATEWAY_BUDGET_TOKENS"; 3]);
 }
