@@ -3,11 +3,12 @@
 
 use std::collections::BTreeSet;
 
-use base64::Engine as _;
-
 use crate::evidence::{Comparison, ComparisonBasis, GateOutcome, IdList, LogTail, TestCounts};
 use crate::run::RunFacts;
-use crate::wire::{ChildExit, GateReport, ReportJunit, ReportStatus};
+use gate_runner::{
+    CaseOutcome, ExitStatus as ChildExit, GateReport, JunitReport as ReportJunit,
+    RunStatus as ReportStatus,
+};
 
 /// Code of a run the host's deadline ended.
 pub const HOST_DEADLINE_CODE: &str = "PATCH_CANDIDATE_GATE_HOST_DEADLINE";
@@ -32,7 +33,7 @@ pub struct Classified {
 }
 
 fn counts(report: &GateReport) -> Option<(TestCounts, BTreeSet<String>, BTreeSet<String>)> {
-    let Some(ReportJunit::Ok { cases, truncated }) = &report.junit else {
+    let Some(ReportJunit::Ok { cases, truncated }) = report.junit() else {
         return None;
     };
     let mut c = TestCounts {
@@ -43,18 +44,18 @@ fn counts(report: &GateReport) -> Option<(TestCounts, BTreeSet<String>, BTreeSet
     let mut passing = BTreeSet::new();
     for case in cases {
         c.total = c.total.saturating_add(1);
-        use crate::wire::CaseOutcome as O;
+        use CaseOutcome as O;
         match case.outcome {
             O::Passed => {
                 c.passed = c.passed.saturating_add(1);
-                passing.insert(case.id.clone());
+                passing.insert(case.id.as_str().to_owned());
             }
             O::Failed => c.failed = c.failed.saturating_add(1),
             O::Error => c.error = c.error.saturating_add(1),
             O::Skipped => c.skipped = c.skipped.saturating_add(1),
         }
-        if case.outcome.is_failure() {
-            failing.insert(case.id.clone());
+        if matches!(case.outcome, O::Failed | O::Error) {
+            failing.insert(case.id.as_str().to_owned());
         }
     }
     // A test id both passing and failing (duplicated ids) counts as failing.
@@ -93,34 +94,33 @@ pub fn classify(facts: &RunFacts, junit_configured: bool) -> Classified {
             return error(code, None, LogTail::empty());
         }
     };
-    let raw_tail = base64::engine::general_purpose::STANDARD
-        .decode(&report.log.tail_b64)
-        .unwrap_or_default();
-    let log = LogTail::new(report.log.total_bytes, &raw_tail);
+    let log = LogTail::new(report.log().total_bytes(), report.log().tail());
     if facts.container_exit != Some(0) {
         let code = if facts.oom_killed {
             crate::error::GateError::OutOfMemory.code()
         } else {
             "PATCH_CANDIDATE_GATE_CONTAINER_EXIT"
         };
-        return error(code, report.exit, log);
+        return error(code, report.exit(), log);
     }
-    match report.status {
+    match report.status() {
         ReportStatus::RunnerError => {
-            let code = report.runner_error.clone().unwrap_or_default();
-            return error(&code, report.exit, log);
+            let code = report
+                .runner_error()
+                .map_or("PATCH_CANDIDATE_GATE_RUNNER", |c| c.as_str());
+            return error(code, report.exit(), log);
         }
         ReportStatus::TimedOut => {
             return Classified {
                 outcome: GateOutcome::TimedOut,
                 code: Some(TIMED_OUT_CODE.to_owned()),
-                wall_ms: report.wall_ms,
-                ..error("", report.exit, log)
+                wall_ms: report.wall_ms(),
+                ..error("", report.exit(), log)
             };
         }
         ReportStatus::Completed => {}
     }
-    let Some(exit) = report.exit else {
+    let Some(exit) = report.exit() else {
         return error("PATCH_CANDIDATE_GATE_REPORT", None, log);
     };
     let ok_exit = exit == ChildExit::Code(0);
@@ -136,7 +136,7 @@ pub fn classify(facts: &RunFacts, junit_configured: bool) -> Classified {
             outcome,
             code: None,
             exit: Some(exit),
-            wall_ms: report.wall_ms,
+            wall_ms: report.wall_ms(),
             tests,
             failing,
             passing,
@@ -151,8 +151,8 @@ pub fn classify(facts: &RunFacts, junit_configured: bool) -> Classified {
         };
         return done(outcome, None, log);
     }
-    match (&report.junit, junit) {
-        (Some(ReportJunit::Invalid { code }), _) => error(code, Some(exit), log),
+    match (report.junit(), junit) {
+        (Some(ReportJunit::Invalid { code }), _) => error(code.as_str(), Some(exit), log),
         (Some(ReportJunit::Ok { .. }), Some(j)) => {
             let any_failure = !j.1.is_empty();
             match (ok_exit, any_failure) {

@@ -26,6 +26,7 @@ pub const DEFINITION_DIGEST_SCHEMA: &str = "patch_candidate.gate_definition_dige
 const MAX_ARGV: usize = 256;
 const MAX_ARG_BYTES: usize = 4096;
 const MAX_ENV: usize = 64;
+// The wire contract's caps bound the rest (argv, env, report size): `gate_runner`'s constructors.
 const MAX_ENV_VALUE_BYTES: usize = 4096;
 const MAX_PINNED: usize = 256;
 const MAX_WALL_SECONDS: u64 = 3600;
@@ -35,7 +36,7 @@ const MAX_PIDS: i64 = 32_768;
 const MAX_CPU_MILLIS: u64 = 64_000;
 const MAX_LOG_TAIL_BYTES: u64 = 256 * 1024;
 const MAX_JUNIT_BYTES: u64 = 64 * 1024 * 1024;
-const MAX_JUNIT_CASES: u32 = 100_000;
+const MAX_JUNIT_CASES: u32 = 1500;
 const MAX_JUNIT_DEPTH: u32 = 64;
 
 fn invalid(gate: &str, detail: &str) -> GateError {
@@ -543,7 +544,7 @@ PYTHONHASHSEED = "0"
 [gates.pytest.junit]
 path = ".gate-junit.xml"
 max_bytes = 16777216
-max_cases = 50000
+max_cases = 1500
 max_depth = 16
 "#
         ),

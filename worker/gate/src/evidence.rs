@@ -14,7 +14,7 @@ use finalizer::RepositoryPatchCandidate;
 
 use crate::canonical::{canonical_bytes, domain_digest};
 use crate::error::GateError;
-use crate::wire::ChildExit;
+use gate_runner::ExitStatus as ChildExit;
 
 /// The evidence schema id.
 pub const EVIDENCE_SCHEMA: &str = "patch_candidate.gate_evidence.v1";

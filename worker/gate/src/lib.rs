@@ -45,8 +45,4 @@ pub use gate::{BaselineUse, GateResult, evaluate_gate, evidence_file_name, verdi
 pub use pinned::PinnedPattern;
 pub use run::{GATE_SLACK, MAX_RUNNER_STDERR_BYTES, RunContext, RunFacts, run_gate};
 pub use tree::{BaselineTree, GateTree, MAX_TREE_ENTRIES};
-pub use wire::{
-    CaseOutcome, ChildExit, GateReport, GateRequest, JunitRequest, MAX_REPORT_BYTES,
-    MAX_REQUEST_BYTES, ReportCase, ReportJunit, ReportLog, ReportStatus, TreeTotals, WIRE_VERSION,
-    parse_report,
-};
+pub use wire::parse_report;

@@ -21,9 +21,9 @@ use container::{
 use crate::definition::GateDefinition;
 use crate::error::GateError;
 use crate::tree::GateTree;
-use crate::wire::{
-    GateReport, GateRequest, JunitRequest, MAX_REPORT_BYTES, WIRE_VERSION, parse_report,
-};
+use gate_runner::{GateReport, MAX_REPORT_BYTES, Nonce};
+
+use crate::wire::{parse_report, request_frame};
 
 /// Time allowed beyond the gate's wall budget and kill grace (tree transfer, report, exit).
 pub const GATE_SLACK: Duration = Duration::from_secs(60);
@@ -60,37 +60,12 @@ pub struct RunContext<'a> {
     pub job: Option<&'a JobBinding>,
 }
 
-fn nonce() -> Result<String, GateError> {
+fn nonce() -> Result<Nonce, GateError> {
     let mut bytes = [0_u8; 32];
     getrandom::fill(&mut bytes).map_err(|_| GateError::State {
         detail: "the OS random generator failed",
     })?;
-    Ok(hex::encode(bytes))
-}
-
-/// The request for `def` over `tree`.
-fn request(def: &GateDefinition, tree: &GateTree, nonce: &str) -> GateRequest {
-    GateRequest {
-        version: WIRE_VERSION,
-        nonce: nonce.to_owned(),
-        argv: def.argv().to_vec(),
-        cwd: def.cwd().to_owned(),
-        env: def
-            .env()
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        wall_ms: def.wall_ms(),
-        kill_grace_ms: def.kill_grace_ms(),
-        log_tail_bytes: def.log_tail_bytes(),
-        junit: def.junit().map(|j| JunitRequest {
-            path: j.path.clone(),
-            max_bytes: j.max_bytes,
-            max_cases: j.max_cases,
-            max_depth: j.max_depth,
-        }),
-        tree: tree.totals(),
-    }
+    Ok(Nonce::from_bytes(bytes))
 }
 
 fn map_runtime(e: RuntimeError, operation: &'static str) -> GateError {
@@ -139,7 +114,7 @@ pub async fn run_gate<R: ContainerRuntime + Clone + 'static>(
     }
 
     let nonce = nonce()?;
-    let frame = request(def, tree, &nonce).frame()?;
+    let frame = request_frame(def, tree.totals(), &nonce)?;
     let lifetime = Duration::from_millis(def.wall_ms().saturating_add(def.kill_grace_ms()))
         .saturating_add(GATE_SLACK);
     let attempt = AttemptId::generate();

@@ -17,7 +17,7 @@ use snapshot::{EntryKind, FileOp, GitSnapshot, Sha256, Untrusted, git_command};
 
 use crate::definition::relative_path_ok;
 use crate::error::GateError;
-use crate::wire::TreeTotals;
+use crate::evidence::TreeFacts as TreeTotals;
 
 /// Most entries (directories and files) one tree may have.
 pub const MAX_TREE_ENTRIES: u64 = 500_000;
