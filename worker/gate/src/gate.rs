@@ -242,3 +242,7 @@ pub fn verdict_line(evidence: &GateEvidence, digest: &Sha256) -> String {
 pub fn evidence_file_name(candidate_digest: &Sha256, gate: &str) -> String {
     format!("{}.gate.{gate}.json", candidate_digest.bare_hex())
 }
+
+#[cfg(test)]
+#[path = "gate_tests.rs"]
+mod tests;

@@ -23,6 +23,8 @@ mod evidence;
 mod gate;
 mod pinned;
 mod run;
+#[cfg(test)]
+mod testkit;
 mod tree;
 mod wire;
 
