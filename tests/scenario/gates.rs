@@ -15,7 +15,7 @@ use gate::{
 };
 use snapshot::{FileOp, RepoPath, Sha256};
 
-use crate::support::{docker, docker_cli, docker_lock, git_repo, tally};
+use crate::support::{docker, docker_lock, git_repo, tally};
 
 pub const PYTHON_GATE_IMAGE: &str = "patch-candidate-gate-python:local";
 
@@ -201,4 +201,213 @@ async fn docker_gate_small_repository_verdicts_and_cache() {
     assert_eq!(r3.containers_run, 0);
     assert_eq!(own_containers(&env.docker).await, 0);
     tally("docker_gate_small_repository_verdicts_and_cache");
+}
+
+/// The fetched real projects (`fixtures/gates/fetch.sh`, run here when the cache lacks them).
+fn fixtures() -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/gates/fetch.sh");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "fetch.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+fn rev(repo: &Path, name: &str) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["rev-parse", &format!("{name}^{{commit}}")])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn show(repo: &Path, commit: &str, path: &str) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["show", &format!("{commit}:{path}")])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+const UNIQUE_OK: &str = "counts[element] == 1}";
+const UNIQUE_BROKEN: &str = "counts[element] >= 1}";
+const UNIQUE_CLASS: &str = "tests.test_more.UniqueToEachTests::";
+
+#[tokio::test]
+async fn docker_gate_real_python_project_new_fixed_and_still_failing() {
+    let _lock = docker_lock().lock().await;
+    let Some(env) = env().await else { return };
+    let repo = fixtures().join("more-itertools");
+    let pristine = rev(&repo, "pristine");
+    let broken_commit = rev(&repo, "broken");
+    let defs = definitions(&env.image, 600, "");
+    let more = show(&repo, &pristine, "more_itertools/more.py");
+    assert!(more.contains(UNIQUE_OK));
+
+    // The published source passes its own suite; a candidate that breaks one function fails
+    // with exactly that function's tests as new failures.
+    let breaks = candidate(
+        &pristine,
+        &[(
+            "more_itertools/more.py",
+            Some(&more),
+            &more.replace(UNIQUE_OK, UNIQUE_BROKEN),
+        )],
+    );
+    let r = run(&env, &defs, &repo, &breaks).await;
+    let baseline = gate::parse_evidence(r.baseline_file.as_ref().unwrap())
+        .unwrap()
+        .evidence;
+    assert_eq!(baseline.outcome, GateOutcome::Passed, "{:?}", baseline.code);
+    let tests = baseline.tests.unwrap();
+    assert!(tests.passed > 500 && !tests.truncated, "{tests:?}");
+    assert_eq!(
+        r.evidence.outcome,
+        GateOutcome::Failed,
+        "{:?}",
+        r.evidence.code
+    );
+    let c = r.evidence.comparison.clone().unwrap();
+    assert!(c.regression && c.new_failures.count > 0);
+    assert!(
+        c.new_failures
+            .ids
+            .iter()
+            .all(|id| id.starts_with(UNIQUE_CLASS)),
+        "{:?}",
+        c.new_failures.ids
+    );
+    assert_eq!(c.still_failing.count, 0);
+    verify_evidence(&r.file, &breaks, Some(&r.digest)).unwrap();
+    let broken_ids = c.new_failures.ids.clone();
+
+    // At the commit with the deliberately broken function: restoring it reports exactly those
+    // tests as fixed; an unrelated change leaves them still failing, never blamed on it.
+    let broken_more = show(&repo, &broken_commit, "more_itertools/more.py");
+    let fix = candidate(
+        &broken_commit,
+        &[("more_itertools/more.py", Some(&broken_more), &more)],
+    );
+    let r = run(&env, &defs, &repo, &fix).await;
+    assert_eq!(
+        r.evidence.outcome,
+        GateOutcome::Passed,
+        "{:?}",
+        r.evidence.code
+    );
+    let c = r.evidence.comparison.clone().unwrap();
+    assert_eq!(c.fixed.ids, broken_ids);
+    assert!(!c.regression);
+    let readme = show(&repo, &broken_commit, "README.rst");
+    let unrelated = candidate(
+        &broken_commit,
+        &[("README.rst", Some(&readme), &format!("{readme}\nA note.\n"))],
+    );
+    let r = run(&env, &defs, &repo, &unrelated).await;
+    assert_eq!((r.baseline, r.containers_run), (BaselineUse::Cached, 1));
+    assert_eq!(r.evidence.outcome, GateOutcome::Failed);
+    let c = r.evidence.comparison.clone().unwrap();
+    assert_eq!(c.still_failing.ids, broken_ids);
+    assert_eq!(c.new_failures.count, 0);
+    assert!(!c.regression);
+    assert_eq!(own_containers(&env.docker).await, 0);
+    tally("docker_gate_real_python_project_new_fixed_and_still_failing");
+}
+
+/// Hostile candidate code in `calc.py` (imported by the tests).
+async fn hostile(env: &Env, code: &str, wall_seconds: u64) -> gate::GateResult {
+    let (dir, commit) = small_repo();
+    let defs = definitions(&env.image, wall_seconds, "");
+    let cand = candidate(
+        &commit,
+        &[("calc.py", Some(CALC), &format!("{code}\n{CALC}"))],
+    );
+    let r = run(env, &defs, dir.path(), &cand).await;
+    verify_evidence(&r.file, &cand, Some(&r.digest)).unwrap();
+    assert_eq!(
+        own_containers(&env.docker).await,
+        0,
+        "a gate container was left behind"
+    );
+    r
+}
+
+#[tokio::test]
+async fn docker_gate_hostile_candidates_end_honestly() {
+    let _lock = docker_lock().lock().await;
+    let Some(env) = env().await else { return };
+
+    // Sleeping past the deadline: timed out, never a pass.
+    let r = hostile(&env, "import time\ntime.sleep(120)", 5).await;
+    assert_eq!(
+        r.evidence.outcome,
+        GateOutcome::TimedOut,
+        "{:?}",
+        r.evidence.code
+    );
+
+    // A fork bomb runs into the pids limit and the deadline; nothing survives the run.
+    let bomb = "import os\nfor _ in range(100000):\n    try:\n        os.fork()\n    except OSError:\n        pass";
+    let r = hostile(&env, bomb, 8).await;
+    assert_ne!(r.evidence.outcome, GateOutcome::Passed);
+
+    // A log flood (pytest spools captured output through its /tmp, so what reaches the runner's
+    // pipe is bounded by that tmpfs): counted in full, only the bounded tail kept.
+    let flood = "import os\nfor _ in range(4096):\n    os.write(1, b'x' * 65536)";
+    let r = hostile(&env, flood, 60).await;
+    assert!(
+        r.evidence.log.total_bytes >= 32 * 1024 * 1024,
+        "{}",
+        r.evidence.log.total_bytes
+    );
+    assert!(r.evidence.log.tail_bytes <= 4096);
+    assert_ne!(
+        r.evidence.outcome,
+        GateOutcome::Error,
+        "{:?}",
+        r.evidence.code
+    );
+
+    // Fake PASSED lines and a fake report frame written where the runner's stdout might be:
+    // the verdict is the runner's wait and the JUnit file, so the broken test still fails.
+    let fake = r#"import os, sys, struct
+line = b"test_calc.py::test_mul PASSED\n" * 100
+os.write(1, line)
+frame = b'{"version":1,"nonce":"' + b"0" * 64 + b'","status":"completed","runner_error":null,"exit":{"code":0},"wall_ms":1,"log":{"total_bytes":0,"tail_b64":""},"junit":null}'
+for pid in os.listdir("/proc"):
+    for fd in ("0", "1", "2"):
+        try:
+            with open(f"/proc/{pid}/fd/{fd}", "wb") as f:
+                f.write(struct.pack(">I", len(frame)) + frame)
+        except OSError:
+            pass
+def mul(a, b):
+    return a + b
+"#;
+    let (dir, commit) = small_repo();
+    let defs = definitions(&env.image, 60, "");
+    let forged = format!("{CALC}\n{fake}");
+    let cand = candidate(&commit, &[("calc.py", Some(CALC), &forged)]);
+    let r = run(&env, &defs, dir.path(), &cand).await;
+    assert_eq!(
+        r.evidence.outcome,
+        GateOutcome::Failed,
+        "{:?}",
+        r.evidence.code
+    );
+    let c = r.evidence.comparison.clone().unwrap();
+    assert_eq!(c.new_failures.ids, vec!["test_calc::test_mul".to_owned()]);
+    assert_eq!(own_containers(&env.docker).await, 0);
+    tally("docker_gate_hostile_candidates_end_honestly");
 }
