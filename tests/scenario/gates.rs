@@ -411,3 +411,91 @@ def mul(a, b):
     assert_eq!(own_containers(&env.docker).await, 0);
     tally("docker_gate_hostile_candidates_end_honestly");
 }
+
+pub const RUST_GATE_IMAGE: &str = "patch-candidate-gate-rust:local";
+
+#[tokio::test]
+async fn docker_gate_real_rust_crate_with_the_init_definition() {
+    let _lock = docker_lock().lock().await;
+    let Some(docker) = docker().await else { return };
+    let out = std::process::Command::new("docker")
+        .args(["image", "inspect", "--format", "{{.Id}}", RUST_GATE_IMAGE])
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        assert!(
+            std::env::var("PATCH_CANDIDATE_REQUIRE_DOCKER").as_deref() != Ok("1"),
+            "{RUST_GATE_IMAGE} missing: run images/build.sh --gate rust"
+        );
+        return;
+    }
+    let image: container::ImageId = String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Exactly what `gate init rust` prints.
+    let defs =
+        GateDefinitions::parse(gate::init_definitions(gate::GateKind::Rust, &image).as_bytes())
+            .unwrap();
+    let env = Env {
+        docker,
+        image: image.to_string(),
+        state: tempfile::tempdir().unwrap(),
+    };
+    let repo = fixtures().join("strsim");
+    let pristine = rev(&repo, "pristine");
+    let broken = rev(&repo, "broken");
+    let lib = show(&repo, &pristine, "src/lib.rs");
+    let broken_lib = show(&repo, &broken, "src/lib.rs");
+    let cand = candidate(&pristine, &[("src/lib.rs", Some(&lib), &broken_lib)]);
+    let cand_defs = RepositoryPatchCandidate::new(
+        CandidateFields {
+            baseline_commit_sha: pristine.clone(),
+            summary: "gate scenario".to_owned(),
+            required_validation_gates: vec!["cargo-test".to_owned()],
+            ..CandidateFields::default()
+        },
+        cand.changed_files().to_vec(),
+    )
+    .unwrap();
+    let base = BaselineTree::load(&repo, &pristine).unwrap();
+    let cache = BaselineCache::open(env.state.path()).unwrap();
+    let def = defs.get("cargo-test").unwrap();
+    let r = evaluate_gate(
+        &env.docker,
+        def,
+        &base,
+        &cand_defs,
+        &cache,
+        RunContext::default(),
+    )
+    .await
+    .unwrap();
+    let baseline = gate::parse_evidence(r.baseline_file.as_ref().unwrap())
+        .unwrap()
+        .evidence;
+    assert_eq!(
+        baseline.outcome,
+        GateOutcome::Passed,
+        "{:?} {}",
+        baseline.code,
+        baseline.log.tail
+    );
+    assert_eq!(
+        r.evidence.outcome,
+        GateOutcome::Failed,
+        "{:?}",
+        r.evidence.code
+    );
+    let c = r.evidence.comparison.clone().unwrap();
+    assert_eq!(c.by, gate::ComparisonBasis::ExitStatus);
+    assert!(c.regression);
+    assert!(
+        r.evidence.log.tail.contains("hamming"),
+        "the failing tests are named in the log"
+    );
+    verify_evidence(&r.file, &cand_defs, Some(&r.digest)).unwrap();
+    assert_eq!(own_containers(&env.docker).await, 0);
+    tally("docker_gate_real_rust_crate_with_the_init_definition");
+}

@@ -211,6 +211,25 @@ fn empty_or_none<T>(v: Option<&Vec<T>>) -> bool {
     v.is_none_or(Vec::is_empty)
 }
 
+/// Names a gate image may bake in beyond [`ALLOWED_IMAGE_ENV_NAMES`] (toolchain homes; the gate
+/// runner gives its child only the operator's environment, never the image's).
+pub const ALLOWED_GATE_IMAGE_ENV_NAMES: [&str; 2] = ["CARGO_HOME", "RUSTUP_HOME"];
+
+/// [`verify_env`] for a gate image: also [`ALLOWED_GATE_IMAGE_ENV_NAMES`].
+///
+/// # Errors
+/// `REPOSITORY_DOCKER_ISOLATION_MISMATCH` naming `Config.Env`.
+pub fn verify_gate_env(env: &[String]) -> Result<(), ContainerError> {
+    for entry in env {
+        let (name, _) = entry.split_once('=').ok_or(mismatch("Config.Env"))?;
+        require(
+            ALLOWED_IMAGE_ENV_NAMES.contains(&name) || ALLOWED_GATE_IMAGE_ENV_NAMES.contains(&name),
+            "Config.Env",
+        )?;
+    }
+    Ok(())
+}
+
 /// Checks an image `Env` list against `ALLOWED_IMAGE_ENV_NAMES`.
 ///
 /// # Errors
@@ -402,7 +421,12 @@ pub fn verify_container(
                 .all(|(k, v)| labels.get(k).map(String::as_str) == Some(v)),
         "Config.Labels",
     )?;
-    verify_env(config.env.as_deref().unwrap_or_default())?;
+    let env = config.env.as_deref().unwrap_or_default();
+    if input.gate.is_some() {
+        verify_gate_env(env)?;
+    } else {
+        verify_env(env)?;
+    }
     Ok(())
 }
 

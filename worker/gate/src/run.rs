@@ -15,7 +15,7 @@ use container::{
     AttemptId, CALL_TIMEOUT, ContainerError, ContainerGuard, ContainerId, ContainerName,
     ContainerRuntime, GateLimits, ImageId, ImageReference, JobBinding, OutputChunk, RuntimeError,
     RuntimeName, RuntimeProfile, SpecInput, container_spec, docker_call, local_owner, now_unix,
-    verify_container, verify_env,
+    verify_container, verify_gate_env,
 };
 
 use crate::definition::GateDefinition;
@@ -106,7 +106,7 @@ pub async fn run_gate<R: ContainerRuntime + Clone + 'static>(
     if &image_id != def.image() {
         return Err(ContainerError::ImageIdMismatch.into());
     }
-    verify_env(&image.env)?;
+    verify_gate_env(&image.env)?;
     let profile = RuntimeProfile::for_runtime(ctx.runtime);
     if profile.verifies_registration() {
         let registered = docker_call("info", runtime.registered_runtimes()).await?;
