@@ -45,7 +45,7 @@ if [ "$GATE" = rust ]; then
     exit 3
   fi
   toolchain_files() {
-    (cd "$SYSROOT" && { echo bin/rustc; echo bin/cargo; find lib -maxdepth 1 -type f -name '*.so*';
+    (cd "$SYSROOT" && { echo bin/rustc; echo bin/rustdoc; echo bin/cargo; find lib -maxdepth 1 -type f -name '*.so*';
       find lib/rustlib/x86_64-unknown-linux-gnu -type f; } | LC_ALL=C sort)
   }
   actual="$(cd "$SYSROOT" && toolchain_files | xargs sha256sum | sha256sum | cut -d' ' -f1)"
@@ -105,6 +105,7 @@ if [ ! -f "$ROOTFS_TAR" ]; then
     (cd "$SYSROOT" && toolchain_files | tar -c --no-recursion -T - -f -) | tar -x -C "$ROOT/opt/rust"
     ln -s /opt/rust/bin/rustc "$ROOT/usr/local/bin/rustc"
     ln -s /opt/rust/bin/cargo "$ROOT/usr/local/bin/cargo"
+    ln -s /opt/rust/bin/rustdoc "$ROOT/usr/local/bin/rustdoc"
   fi
   # The gate runner's mount points (Docker gives a tmpfs over an image directory that directory's
   # mode) and a passwd for tools that look the user up.
