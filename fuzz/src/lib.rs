@@ -179,7 +179,10 @@ pub fn gate_wire(data: &[u8]) {
     }
     if let Ok(request) = GateRequest::from_json(data) {
         let again = request.to_json().expect("accepted request re-encodes");
-        assert_eq!(GateRequest::from_json(&again).expect("re-encoded request parses"), request);
+        assert_eq!(
+            GateRequest::from_json(&again).expect("re-encoded request parses"),
+            request
+        );
     }
     if let Ok(report) = GateReport::read_stream(data) {
         let payload = data.get(4..).expect("a frame has a length prefix");
