@@ -45,7 +45,7 @@ if [ "$GATE" = rust ]; then
     exit 3
   fi
   toolchain_files() {
-    (cd "$SYSROOT" && { echo bin/rustc; echo bin/cargo; find lib -maxdepth 1 -type f -name '*.so*';
+    (cd "$SYSROOT" && { echo bin/rustc; echo bin/rustdoc; echo bin/cargo; find lib -maxdepth 1 -type f -name '*.so*';
       find lib/rustlib/x86_64-unknown-linux-gnu -type f; } | LC_ALL=C sort)
   }
   actual="$(cd "$SYSROOT" && toolchain_files | xargs sha256sum | sha256sum | cut -d' ' -f1)"
@@ -55,23 +55,35 @@ if [ "$GATE" = rust ]; then
   fi
 fi
 
-# 1. Every .deb, downloaded once with apt (which checks it against the signed index) and checked
-#    against its pin on every use.
+# 1. Every .deb, downloaded once with apt (which checks it against the signed index): the missing
+#    ones in one `apt-get download`, each file then named by its own SHA-256, so a pin without a
+#    matching file is an error; every file is checked against its pin on every use.
+missing=()
+for line in "${PINS[@]}"; do
+  read -r name version sha <<<"$line"
+  [ -f "$DEB_CACHE/$sha.deb" ] || missing+=("$name=$version")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  dl="$(mktemp -d "$DEB_CACHE/.dl.XXXXXX")"
+  echo "build.sh: apt-get download of ${#missing[@]} pinned packages" >&2
+  if ! (cd "$dl" && apt-get download -qq "${missing[@]}" >&2); then
+    rm -rf "$dl"
+    echo "build.sh: a pinned package is not in this host's apt lists (apt-get update, or regenerate the pins with images/gate/pin.sh $GATE)" >&2
+    exit 3
+  fi
+  for f in "$dl"/*.deb; do
+    [ -f "$f" ] || continue
+    sum="$(sha256sum "$f" | cut -d' ' -f1)"
+    mv -f "$f" "$DEB_CACHE/$sum.deb"
+  done
+  rm -rf "$dl"
+fi
 for line in "${PINS[@]}"; do
   read -r name version sha <<<"$line"
   deb="$DEB_CACHE/$sha.deb"
   if [ ! -f "$deb" ]; then
-    dl="$(mktemp -d "$DEB_CACHE/.dl.XXXXXX")"
-    echo "build.sh: apt-get download $name=$version" >&2
-    if ! (cd "$dl" && apt-get download -qq "$name=$version" >&2); then
-      rm -rf "$dl"
-      echo "build.sh: $name=$version is not in this host's apt lists (apt-get update, or regenerate the pins with images/gate/pin.sh $GATE)" >&2
-      exit 3
-    fi
-    got=("$dl"/*.deb)
-    mv -f "${got[0]}" "$deb.partial"
-    rm -rf "$dl"
-    mv -f "$deb.partial" "$deb"
+    echo "build.sh: apt gave no file with the pinned SHA-256 for $name=$version" >&2
+    exit 3
   fi
   actual="$(sha256sum "$deb" | cut -d' ' -f1)"
   if [ "$actual" != "$sha" ]; then
@@ -105,6 +117,7 @@ if [ ! -f "$ROOTFS_TAR" ]; then
     (cd "$SYSROOT" && toolchain_files | tar -c --no-recursion -T - -f -) | tar -x -C "$ROOT/opt/rust"
     ln -s /opt/rust/bin/rustc "$ROOT/usr/local/bin/rustc"
     ln -s /opt/rust/bin/cargo "$ROOT/usr/local/bin/cargo"
+    ln -s /opt/rust/bin/rustdoc "$ROOT/usr/local/bin/rustdoc"
   fi
   # The gate runner's mount points (Docker gives a tmpfs over an image directory that directory's
   # mode) and a passwd for tools that look the user up.

@@ -122,7 +122,8 @@ impl Ring {
 /// the child and every descendant are gone; the nonce is only in the runner's memory.
 pub fn run_gate(mut input: impl Read, root: &Path) -> Result<GateReport, GateRunnerError> {
     let request = GateRequest::read_frame(&mut input)?;
-    let outcome = execute(&request, input, root);
+    let in_image = root == Path::new(DEFAULT_ROOT);
+    let outcome = execute(&request, input, root, in_image);
     Ok(report(&request, outcome))
 }
 
@@ -194,7 +195,7 @@ fn minimal(request: &GateRequest, code: &'static str) -> GateReport {
     .expect("a runner_error report with a code is valid")
 }
 
-fn execute(request: &GateRequest, tree: impl Read, root: &Path) -> Outcome {
+fn execute(request: &GateRequest, tree: impl Read, root: &Path, in_image: bool) -> Outcome {
     let dir = match cap_std::fs::Dir::open_ambient_dir(root, cap_std::ambient_authority()) {
         Ok(d) => d,
         Err(e) => return Outcome::runner_error(&GateRunnerError::Root { kind: e.kind() }),
@@ -209,7 +210,7 @@ fn execute(request: &GateRequest, tree: impl Read, root: &Path) -> Outcome {
         }
     }
     let cwd = child_cwd(root, request.cwd());
-    let mut outcome = match supervise(request, &cwd) {
+    let mut outcome = match supervise(request, &cwd, in_image) {
         Ok(o) => o,
         Err(e) => return Outcome::runner_error(&e),
     };
@@ -226,7 +227,11 @@ fn child_cwd(root: &Path, cwd: &RelPath) -> PathBuf {
 }
 
 /// Spawns the child, drains its log, enforces the deadline, and sweeps every descendant.
-fn supervise(request: &GateRequest, cwd: &Path) -> Result<Outcome, GateRunnerError> {
+fn supervise(
+    request: &GateRequest,
+    cwd: &Path,
+    in_image: bool,
+) -> Result<Outcome, GateRunnerError> {
     let (reader, writer) =
         rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| {
             GateRunnerError::Io {
@@ -294,7 +299,7 @@ fn supervise(request: &GateRequest, cwd: &Path) -> Result<Outcome, GateRunnerErr
         }
     }
     let wall = started.elapsed();
-    sweep(pid);
+    sweep(pid, in_image);
     let _ = done_rx.recv_timeout(DRAIN_DEADLINE);
     let log = match ring.lock() {
         Ok(r) => (r.total, r.bytes.iter().copied().collect()),
@@ -351,22 +356,32 @@ fn exit_of(st: rustix::process::WaitStatus) -> ExitStatus {
     }
 }
 
-/// Kills every process the child left behind and reaps it: as PID 1 of the gate container,
-/// `kill(-1, SIGKILL)` (every other process of the namespace); otherwise (a test run on a host,
-/// where `kill(-1)` would reach the user's own processes) the child's group and every process
-/// reparented to this subreaper, found through `/proc/self/task/*/children`.
-fn sweep(pid: Pid) {
+/// Whether `kill(-1)` is confined to the gate container: the runner is PID 1 of its namespace,
+/// or PID 2 under the container's init (`--init`, whose parent is PID 1) extracting into the
+/// image's `/workspace`. A runner started with `--root` (tests on a host) never uses it, since
+/// there `kill(-1)` would reach every process of the user.
+fn sweeps_namespace(in_image: bool) -> bool {
+    let pid = rustix::process::getpid();
+    let parent_is_init = rustix::process::getppid() == Some(Pid::INIT);
+    in_image && (pid == Pid::INIT || parent_is_init)
+}
+
+/// Kills every process the child left behind and reaps it: in the gate container (see
+/// [`sweeps_namespace`]) `kill(-1, SIGKILL)`, every other process of the namespace but init;
+/// always the child's group and every process reparented to this subreaper, found through
+/// `/proc/self/task/*/children`, until none is left.
+fn sweep(pid: Pid, in_image: bool) {
     let until = Instant::now() + SWEEP_DEADLINE;
-    let init = rustix::process::getpid() == Pid::INIT;
+    let init = sweeps_namespace(in_image);
     loop {
         if init {
+            // kill(-1, SIGKILL): rustix spells it as the process group of PID 1.
             let _ = rustix::process::kill_process_group(Pid::INIT, Signal::KILL);
-        } else {
-            let _ = rustix::process::kill_process_group(pid, Signal::KILL);
-            for child in children() {
-                if let Some(p) = Pid::from_raw(child) {
-                    let _ = rustix::process::kill_process(p, Signal::KILL);
-                }
+        }
+        let _ = rustix::process::kill_process_group(pid, Signal::KILL);
+        for child in children() {
+            if let Some(p) = Pid::from_raw(child) {
+                let _ = rustix::process::kill_process(p, Signal::KILL);
             }
         }
         // Reap whatever died; ECHILD means no descendant is left.
