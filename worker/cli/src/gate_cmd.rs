@@ -87,23 +87,15 @@ struct InitArgs {
     image: Option<String>,
 }
 
-/// The image ID `image build --gate` recorded for `kind`, read leniently from
-/// `<state>/gate-images.json` (`{"python": {"image_id": …}}` or `{"python": "sha256:…"}`).
-fn recorded_gate_image(state: &Path, kind: &str) -> Option<ImageId> {
-    let bytes = super::paths::read_file(
-        "gate-images.json",
-        &state.join("gate-images.json"),
-        64 * 1024,
-    )
-    .ok()?;
-    let doc: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    let entry = doc
-        .get(kind)
-        .or_else(|| doc.get("images").and_then(|i| i.get(kind)))?;
-    let text = entry
-        .as_str()
-        .or_else(|| entry.get("image_id").and_then(|v| v.as_str()))?;
-    text.parse().ok()
+/// The image ID `image build --gate` recorded for `kind` (`turn::GateImagesState`).
+fn recorded_gate_image(state: &Path, kind: &str) -> Result<Option<ImageId>, CliError> {
+    let Some(records) = turn::GateImagesState::load(state)? else {
+        return Ok(None);
+    };
+    let Some(name) = turn::GateImageName::parse(kind) else {
+        return Ok(None);
+    };
+    Ok(records.get(&name).map(|r| r.image_id().clone()))
 }
 
 fn init(args: &InitArgs) -> Result<Outcome, CliError> {
@@ -113,7 +105,7 @@ fn init(args: &InitArgs) -> Result<Outcome, CliError> {
     };
     let image: ImageId = match &args.image {
         Some(id) => id.parse().map_err(container::ContainerError::from)?,
-        None => recorded_gate_image(&state_dir()?, name).ok_or_else(|| {
+        None => recorded_gate_image(&state_dir()?, name)?.ok_or_else(|| {
             CliError::environment(
                 GATE_IMAGE_CODE,
                 "no gate image recorded for this kind: run `patch-candidate image build --gate KIND` or pass --image",
