@@ -130,7 +130,9 @@ impl SpecInput<'_> {
             Some(g) => vec![
                 (
                     "/tmp".to_owned(),
-                    format!("rw,nosuid,nodev,size={}m,mode=1777", g.tmp_mib),
+                    // `exec`: compiled tests (`cargo test` with `CARGO_TARGET_DIR` in /tmp) run
+                    // from here; the gate runs candidate code anyway.
+                    format!("rw,exec,nosuid,nodev,size={}m,mode=1777", g.tmp_mib),
                 ),
                 (
                     "/workspace".to_owned(),
