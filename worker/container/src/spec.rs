@@ -213,7 +213,7 @@ fn empty_or_none<T>(v: Option<&Vec<T>>) -> bool {
     v.is_none_or(Vec::is_empty)
 }
 
-/// Names a gate image may bake in beyond [`ALLOWED_IMAGE_ENV_NAMES`] (toolchain homes; the gate
+/// Names a gate image may bake in beyond the turn allowlist (toolchain homes; the gate
 /// runner gives its child only the operator's environment, never the image's).
 pub const ALLOWED_GATE_IMAGE_ENV_NAMES: [&str; 2] = ["CARGO_HOME", "RUSTUP_HOME"];
 
