@@ -499,3 +499,146 @@ async fn docker_gate_real_rust_crate_with_the_init_definition() {
     assert_eq!(own_containers(&env.docker).await, 0);
     tally("docker_gate_real_rust_crate_with_the_init_definition");
 }
+
+/// `approve --gate --gates`, `run --gates`, `verify --evidence`, `show` through the binary: the
+/// proof agent's turn, then the pytest gate on the real daemon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_gate_cli_run_gates_prints_verdicts_that_verify_accepts() {
+    let _lock = docker_lock().lock().await;
+    let Some(env) = env().await else { return };
+    let bin = || {
+        let mut c = std::process::Command::new(crate::support::workspace_bin("patch-candidate"));
+        c.env_remove("DOCKER_HOST")
+            .env("PATCH_CANDIDATE_STATE_DIR", env.state.path());
+        c
+    };
+    std::fs::write(
+        env.state.path().join("images.json"),
+        serde_json::to_vec(&crate::support::proof_images()).unwrap(),
+    )
+    .unwrap();
+    let (dir, _) = git_repo(&BTreeMap::from([
+        ("calc.py", CALC.to_owned()),
+        ("test_calc.py", TESTS.to_owned()),
+        ("NOTES.md", "notes\n".to_owned()),
+    ]));
+    let work = tempfile::tempdir().unwrap();
+    let gates = work.path().join("gates.toml");
+    let init = bin()
+        .args(["gate", "init", "python", "--image", &env.image])
+        .output()
+        .unwrap();
+    assert!(init.status.success());
+    std::fs::write(&gates, &init.stdout).unwrap();
+    let approval = work.path().join("approval.json");
+    let unknown = bin()
+        .args(["--json", "approve", "--repo"])
+        .arg(dir.path())
+        .args([
+            "--allow",
+            "NOTES.md",
+            "--task",
+            "Tidy the notes",
+            "--gate",
+            "lint",
+            "--gates",
+        ])
+        .arg(&gates)
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&unknown.stdout).contains("PATCH_CANDIDATE_GATE_UNKNOWN"));
+    let ok = bin()
+        .args(["approve", "--repo"])
+        .arg(dir.path())
+        .args([
+            "--allow",
+            "NOTES.md",
+            "--task",
+            "Tidy the notes",
+            "--gate",
+            "pytest",
+            "--gates",
+        ])
+        .arg(&gates)
+        .arg("--out")
+        .arg(&approval)
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let store = work.path().join("store");
+    let out = bin()
+        .args(["run", "--repo"])
+        .arg(dir.path())
+        .arg("--approval")
+        .arg(&approval)
+        .arg("--store")
+        .arg(&store)
+        .arg("--gates")
+        .arg(&gates)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("gate pytest: "))
+        .unwrap();
+    assert!(
+        line.starts_with("gate pytest: passed; tests 2 passed"),
+        "{line}"
+    );
+    let digest = line.rsplit("evidence ").next().unwrap();
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    let evidence = names
+        .iter()
+        .find(|p| p.to_string_lossy().ends_with(".gate.pytest.json"))
+        .unwrap();
+    let candidate = names
+        .iter()
+        .find(|p| !p.to_string_lossy().contains(".gate."))
+        .unwrap();
+    let verify = bin()
+        .arg("verify")
+        .arg(candidate)
+        .arg("--evidence")
+        .arg(evidence)
+        .args(["--evidence-digest", digest])
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    let show = bin().arg("show").arg(candidate).output().unwrap();
+    assert!(String::from_utf8_lossy(&show.stdout).contains(line));
+    // A tampered verdict is refused.
+    let tampered = work.path().join("tampered.json");
+    let bytes = std::fs::read_to_string(evidence)
+        .unwrap()
+        .replace("\"passed\"", "\"failed\"");
+    std::fs::write(&tampered, bytes).unwrap();
+    let refused = bin()
+        .arg("verify")
+        .arg(candidate)
+        .arg("--evidence")
+        .arg(&tampered)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert_eq!(own_containers(&env.docker).await, 0);
+    tally("docker_gate_cli_run_gates_prints_verdicts_that_verify_accepts");
+}
