@@ -163,3 +163,32 @@ pub fn archive_paths_bytes(data: &[u8]) {
         archive_paths(&input);
     }
 }
+
+/// The gate wire contract and the runner's JUnit reader over raw bytes (seeds: the documents
+/// infra/ci/post.d/20-fuzz-archive.sh writes, and any `fuzz/corpus/gate_wire/`).
+///
+/// Invariants, beyond "no panic":
+/// * an accepted report is canonical: `to_json(from_json(x)) == x`;
+/// * an accepted request re-encodes to a request that parses back equal;
+/// * a report stream is accepted only when its one frame is an accepted report;
+/// * the JUnit reader never lists more cases than its cap.
+pub fn gate_wire(data: &[u8]) {
+    use gate_runner::{GateReport, GateRequest, JunitReport, parse_junit};
+    if let Ok(report) = GateReport::from_json(data) {
+        assert_eq!(report.to_json().expect("accepted report re-encodes"), data);
+    }
+    if let Ok(request) = GateRequest::from_json(data) {
+        let again = request.to_json().expect("accepted request re-encodes");
+        assert_eq!(
+            GateRequest::from_json(&again).expect("re-encoded request parses"),
+            request
+        );
+    }
+    if let Ok(report) = GateReport::read_stream(data) {
+        let payload = data.get(4..).expect("a frame has a length prefix");
+        assert_eq!(report.to_json().expect("re-encodes"), payload);
+    }
+    if let Ok(JunitReport::Ok { cases, .. }) = parse_junit(data, 8, 16) {
+        assert!(cases.len() <= 8);
+    }
+}

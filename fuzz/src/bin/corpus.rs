@@ -4,7 +4,7 @@
 //! offending input is written to `--artifacts DIR` for `cargo fuzz run <target> <file>`.
 //!
 //! ```text
-//! corpus <archive_reader|archive_paths> [--mutations N] [--random N] [--artifacts DIR] PATH...
+//! corpus <archive_reader|archive_paths|gate_wire> [--mutations N] [--random N] [--artifacts DIR] PATH...
 //! ```
 //! Each PATH is a file or a directory (its files, sorted by name; not recursive).
 
@@ -72,6 +72,7 @@ fn parse_args() -> Result<Args, String> {
     let target: fn(&[u8]) = match name.as_str() {
         "archive_reader" => patch_candidate_fuzz::archive_reader,
         "archive_paths" => patch_candidate_fuzz::archive_paths_bytes,
+        "gate_wire" => patch_candidate_fuzz::gate_wire,
         other => return Err(format!("unknown target {other}")),
     };
     let mut args = Args {

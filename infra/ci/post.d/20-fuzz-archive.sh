@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../../.."
 manifest=fuzz/Cargo.toml
 target_dir=target/fuzz
 cargo build --release --locked --manifest-path "$manifest" --target-dir "$target_dir" --bins
-echo "fuzz: archive_reader and archive_paths compile with $(rustc --version)" >&2
+echo "fuzz: archive_reader, archive_paths and gate_wire compile with $(rustc --version)" >&2
 
 corpora() {
   local target=$1
@@ -33,6 +33,43 @@ mapfile -t reader_seeds < <(corpora archive_reader fixtures/hostile-zips)
 mapfile -t paths_seeds < <(corpora archive_paths fixtures/hostile-zips)
 runner archive_reader --mutations 64 "${reader_seeds[@]}"
 runner archive_paths --mutations 16 --random 4000 "${paths_seeds[@]}"
+
+# The gate wire target: seeds written here (a canonical report, its frame, a request, JUnit
+# documents benign and hostile), then their mutations and random inputs.
+gate_seeds="$(mktemp -d)"
+python3 - "$gate_seeds" <<'PY'
+import json, struct, sys
+out = sys.argv[1]
+def canon(v):
+    return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+nonce = "ab" * 32
+report = {"version": 1, "nonce": nonce, "status": "completed", "runner_error": None,
+          "exit": {"code": 1}, "wall_ms": 12,
+          "log": {"total_bytes": 5, "tail_b64": "dGFpbAo="},
+          "junit": {"state": "ok", "truncated": False,
+                    "cases": [{"id": "t::a", "outcome": "failed"}, {"id": "t::b", "outcome": "passed"}]}}
+request = {"version": 1, "nonce": nonce, "argv": ["python3", "-m", "pytest"], "cwd": ".",
+           "env": [["HOME", "/tmp"], ["PATH", "/usr/bin:/bin"]], "wall_ms": 60000,
+           "kill_grace_ms": 2000, "log_tail_bytes": 65536,
+           "junit": {"path": "out/j.xml", "max_bytes": 1048576, "max_cases": 100, "max_depth": 16},
+           "tree": {"entries": 3, "bytes": 100}}
+seeds = {
+    "report.json": canon(report),
+    "report.frame": struct.pack(">I", len(canon(report))) + canon(report),
+    "timed-out.json": canon(dict(report, status="timed_out", exit={"signal": 9}, junit=None)),
+    "runner-error.json": canon(dict(report, status="runner_error", runner_error="GATE_RUNNER_TREE", exit=None, junit=None)),
+    "request.json": canon(request),
+    "junit.xml": b'<testsuites><testsuite><testcase classname="t" name="a"><failure/></testcase><testcase name="b"/></testsuite></testsuites>',
+    "junit-doctype.xml": b'<!DOCTYPE x [<!ENTITY a "b">]><testsuites><testcase name="&a;"/></testsuites>',
+    "junit-deep.xml": b"<testsuites>" + b"<a>" * 40 + b"</a>" * 40 + b"</testsuites>",
+}
+for name, data in seeds.items():
+    with open(f"{out}/{name}", "wb") as f:
+        f.write(data)
+PY
+mapfile -t wire_seeds < <(corpora gate_wire "$gate_seeds")
+runner gate_wire --mutations 64 --random 2000 "${wire_seeds[@]}"
+rm -rf "$gate_seeds"
 
 if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
   echo "fuzz: no nightly toolchain; coverage-guided fuzzing skipped (the stable runs above passed)" >&2
@@ -65,4 +102,6 @@ run() {
 }
 run archive_reader 45 "corpus/archive_reader"
 run archive_paths 15 "corpus/archive_paths"
-echo "fuzz: both targets ran without a crash or invariant failure" >&2
+mkdir -p corpus/gate_wire
+run gate_wire 15 "corpus/gate_wire"
+echo "fuzz: every target ran without a crash or invariant failure" >&2

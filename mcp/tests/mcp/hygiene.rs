@@ -57,6 +57,7 @@ const BANNED_CRATES: &[&str] = &[
     "service",
     "patch-candidate",
     "proof-worker",
+    "gate-runner",
     "scenario-tests",
     "bollard",
     "hyper",

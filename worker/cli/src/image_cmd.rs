@@ -1,16 +1,24 @@
 //! `patch-candidate image build`: builds the proof images with `images/build.sh` (which records
 //! their immutable IDs in `<state dir>/images.json`) and prints the approved image ID;
 //! `image build --live` builds the live image (`images/build.sh --live`, recorded in
-//! `<state dir>/live-image.json`).
+//! `<state dir>/live-image.json`); `image build --gate python|rust` a gate image
+//! (`images/build.sh --gate`, recorded in `<state dir>/gate-images.json`); `image approve --gate
+//! NAME --id sha256:…` records an operator's own prebuilt gate image after checking that the
+//! daemon has an image with exactly that ID.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use clap::{Args, Subcommand};
-use turn::{ImagesState, LiveImageState};
+use clap::{Args, Subcommand, ValueEnum};
+use container::{ContainerRuntime as _, ImageId, ImageReference};
+use turn::{
+    GATE_IMAGES_FILE, GateImageName, GateImageRecord, GateImagesState, ImagesState, LiveImageState,
+};
 
-use super::docker_args::state_dir;
-use super::outcome::{IMAGE_BUILD_CODE, IMAGE_SOURCE_CODE, display_path};
+use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
+use super::outcome::{
+    IMAGE_APPROVE_CODE, IMAGE_BUILD_CODE, IMAGE_SOURCE_CODE, STATE_CODE, display_path,
+};
 use super::paths::require_dir;
 use super::render::name;
 use super::{CliError, Outcome};
@@ -20,6 +28,39 @@ use super::{CliError, Outcome};
 pub(crate) enum ImageCommand {
     /// Build the proof (and test-only hostile) images and record their IDs.
     Build(BuildArgs),
+    /// Approve an operator's own prebuilt gate image by its immutable ID.
+    Approve(ApproveArgs),
+}
+
+/// The gate images this checkout builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum GateStack {
+    /// python3 and pytest from Debian's packages.
+    Python,
+    /// rustc and cargo (the pinned host toolchain) with Debian's gcc as the linker.
+    Rust,
+}
+
+impl GateStack {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Python => "python",
+            Self::Rust => "rust",
+        }
+    }
+}
+
+/// `image approve` arguments.
+#[derive(Debug, Args)]
+pub(crate) struct ApproveArgs {
+    /// The gate image name gate definitions refer to (`[a-z][a-z0-9_-]{0,63}`).
+    #[arg(long, value_name = "NAME")]
+    gate: String,
+    /// The image's immutable ID (`sha256:` + 64 lowercase hex), present on the daemon.
+    #[arg(long, value_name = "ID")]
+    id: String,
+    #[command(flatten)]
+    docker: DockerArgs,
 }
 
 /// `image build` arguments.
@@ -31,8 +72,12 @@ pub(crate) struct BuildArgs {
     source: Option<PathBuf>,
     /// Build the live image instead: the runner, codex-acp from the pinned npm tarball (SHA-256
     /// checked), the shared libraries it links and a static busybox.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "gate")]
     live: bool,
+    /// Build a gate image instead: the static gate runner on a root file system made of pinned
+    /// Debian packages (SHA-256 checked), imported locally; nothing is pulled.
+    #[arg(long, value_enum, value_name = "STACK")]
+    gate: Option<GateStack>,
 }
 
 /// The build script, relative to a source checkout.
@@ -93,6 +138,127 @@ pub(crate) fn build_live_image(source: &Path, state: &Path) -> Result<LiveImageS
     })
 }
 
+/// Runs `images/build.sh --gate STACK`; the gate image's record is read back strictly.
+pub(crate) fn build_gate_image(
+    source: &Path,
+    state: &Path,
+    stack: GateStack,
+) -> Result<(GateImageName, GateImageRecord), CliError> {
+    run_build_script(source, state, &["--gate", stack.as_str()])?;
+    let missing = || {
+        CliError::environment(
+            IMAGE_BUILD_CODE,
+            "images/build.sh --gate recorded no gate image",
+        )
+    };
+    let name = GateImageName::parse(stack.as_str()).ok_or_else(missing)?;
+    let record = GateImagesState::load(state)?
+        .and_then(|s| s.get(&name).cloned())
+        .ok_or_else(missing)?;
+    Ok((name, record))
+}
+
+/// Checks that the daemon holds an image with exactly `id`, then records it as gate image `name`
+/// (replacing an earlier record of that name, keeping the others).
+fn approve_gate_image(
+    args: &ApproveArgs,
+    state: &Path,
+) -> Result<(GateImageName, GateImageRecord), CliError> {
+    let name = GateImageName::parse(&args.gate).ok_or_else(|| {
+        CliError::usage(IMAGE_APPROVE_CODE, "--gate must be [a-z][a-z0-9_-]{0,63}")
+    })?;
+    let id: ImageId = args.id.parse().map_err(|_| {
+        CliError::usage(
+            IMAGE_APPROVE_CODE,
+            "--id must be sha256: and 64 lowercase hex",
+        )
+    })?;
+    let reference: ImageReference = id.as_str().parse().map_err(|_| {
+        CliError::usage(
+            IMAGE_APPROVE_CODE,
+            "--id must be sha256: and 64 lowercase hex",
+        )
+    })?;
+    let rt = tokio_runtime()?;
+    let present = rt.block_on(async {
+        let docker = args.docker.connect().await?;
+        Ok::<_, CliError>(
+            docker
+                .inspect_image(&reference)
+                .await
+                .is_ok_and(|facts| facts.id == id.as_str()),
+        )
+    })?;
+    if !present {
+        return Err(CliError::rejected(
+            IMAGE_APPROVE_CODE,
+            "the daemon has no image with this ID",
+        ));
+    }
+    let mut gates = GateImagesState::load(state)?.unwrap_or_default();
+    let record = GateImageRecord::approved(id);
+    gates.insert(name.clone(), record.clone());
+    write_state_file(state, GATE_IMAGES_FILE, &gates.to_json())?;
+    Ok((name, record))
+}
+
+/// Writes `bytes` to `<state>/<file>` atomically (a 0600 temporary in the same directory,
+/// renamed over the old file), as images/build.sh's record_state does.
+fn write_state_file(state: &Path, file: &str, bytes: &[u8]) -> Result<(), CliError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    let err = || CliError::environment(STATE_CODE, format!("cannot write {file}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(state) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(_) => return Err(err()),
+    }
+    let tmp = state.join(format!(".{file}.{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|_| err())?;
+    let written = f.write_all(bytes).and_then(|()| f.sync_all());
+    drop(f);
+    if written.is_err() || std::fs::rename(&tmp, state.join(file)).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(err());
+    }
+    Ok(())
+}
+
+fn gate_text(gate: &GateImageName, record: &GateImageRecord, state: &Path) -> String {
+    let mut text = format!(
+        "gate image:   {}\nimage id:     {}\norigin:       {}\n",
+        name(gate.as_str()),
+        name(record.image_id().as_str()),
+        match record.origin() {
+            turn::GateImageOrigin::Built => "built",
+            turn::GateImageOrigin::Approved => "approved",
+        }
+    );
+    if let Some(tag) = record.image() {
+        text.push_str(&format!("tag:          {}\n", name(tag.as_str())));
+    }
+    if let (Some(pins), Some(count)) = (record.pins_sha256(), record.packages()) {
+        text.push_str(&format!("pins:         {count} packages ({pins})\n"));
+    }
+    if let Some(t) = record.toolchain() {
+        text.push_str(&format!(
+            "toolchain:    {} ({})\n",
+            name(&t.rustc),
+            t.manifest_sha256
+        ));
+    }
+    text.push_str(&format!(
+        "recorded in:  {}\n",
+        display_path(&state.join(GATE_IMAGES_FILE))
+    ));
+    text
+}
+
 fn run_build_script(source: &Path, state: &Path, args: &[&str]) -> Result<(), CliError> {
     let script = source.join(BUILD_SCRIPT);
     tracing::info!("image: building with {}", display_path(&script));
@@ -115,6 +281,25 @@ fn run_build_script(source: &Path, state: &Path, args: &[&str]) -> Result<(), Cl
 
 pub(crate) fn run(command: &ImageCommand) -> Result<Outcome, CliError> {
     match command {
+        ImageCommand::Approve(args) => {
+            let state = state_dir()?;
+            let (gate, record) = approve_gate_image(args, &state)?;
+            let text = gate_text(&gate, &record, &state);
+            let json = serde_json::json!({ "gate": gate, "record": record });
+            Ok(Outcome { json, text })
+        }
+        ImageCommand::Build(BuildArgs {
+            gate: Some(stack),
+            source,
+            ..
+        }) => {
+            let state = state_dir()?;
+            let source = source_dir(source.as_deref())?;
+            let (gate, record) = build_gate_image(&source, &state, *stack)?;
+            let text = gate_text(&gate, &record, &state);
+            let json = serde_json::json!({ "gate": gate, "record": record });
+            Ok(Outcome { json, text })
+        }
         ImageCommand::Build(args) if args.live => {
             let state = state_dir()?;
             let source = source_dir(args.source.as_deref())?;
@@ -152,6 +337,46 @@ pub(crate) fn run(command: &ImageCommand) -> Result<Outcome, CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn approve_refuses_malformed_names_and_ids_before_any_docker_call() {
+        let state = tempfile::tempdir().unwrap();
+        let id = format!("sha256:{}", "a".repeat(64));
+        for (gate, id) in [
+            ("Bad", id.as_str()),
+            ("", id.as_str()),
+            ("ok", "sha256:12"),
+            ("ok", "a".repeat(64).as_str()),
+        ] {
+            let args = ApproveArgs {
+                gate: gate.to_owned(),
+                id: id.to_owned(),
+                // No daemon behind it: a Docker call would fail with another code.
+                docker: DockerArgs {
+                    docker_socket: state.path().join("no.sock"),
+                },
+            };
+            let e = approve_gate_image(&args, state.path()).unwrap_err();
+            assert_eq!(e.code, IMAGE_APPROVE_CODE);
+        }
+        assert!(!state.path().join(GATE_IMAGES_FILE).exists());
+    }
+
+    #[test]
+    fn state_files_are_written_atomically_and_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        write_state_file(&state, GATE_IMAGES_FILE, b"one").unwrap();
+        write_state_file(&state, GATE_IMAGES_FILE, b"two").unwrap();
+        let path = state.join(GATE_IMAGES_FILE);
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(std::fs::read_dir(&state).unwrap().count(), 1);
+    }
 
     #[test]
     fn the_source_checkout_is_found_at_run_time() {

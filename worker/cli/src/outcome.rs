@@ -59,6 +59,9 @@ pub(crate) const ARCHIVE_IO_CODE: &str = "REPOSITORY_PATCH_ARCHIVE_IO";
 pub(crate) const DOCTOR_RUNSC_CODE: &str = "PATCH_CANDIDATE_DOCTOR_RUNSC";
 /// `image build` cannot find its source checkout.
 pub(crate) const IMAGE_SOURCE_CODE: &str = "PATCH_CANDIDATE_IMAGE_SOURCE";
+/// `image approve --gate`: a malformed name or ID (exit status 2), or no such image on the
+/// daemon (exit status 1).
+pub(crate) const IMAGE_APPROVE_CODE: &str = "PATCH_CANDIDATE_IMAGE_APPROVE";
 /// `janitor` could not remove every container it should have (the Docker seam's own code).
 pub(crate) const CLEANUP_FAILED_CODE: &str = "REPOSITORY_DOCKER_CLEANUP_FAILED";
 

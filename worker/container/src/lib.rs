@@ -50,5 +50,8 @@ pub use seam::{
     ContainerRuntime, ExitStatus, ImageFacts, OutputChunk, OutputStream, RuntimeError, StdinWriter,
     TurnContainer,
 };
-pub use spec::{SpecInput, container_spec, verify_container, verify_env};
+pub use spec::{
+    ALLOWED_GATE_IMAGE_ENV_NAMES, GateLimits, SpecInput, container_spec, verify_container,
+    verify_env, verify_gate_env,
+};
 pub use state::state_dir;

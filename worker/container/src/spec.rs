@@ -70,6 +70,22 @@ pub const ALLOWED_IMAGE_ENV_NAMES: [&str; 16] = [
     "LOGS_BASE_DIR",
 ];
 
+/// The limits of a gate container (`worker/gate`), from the operator's gate definition: they
+/// replace the turn's memory, pids, CPU and tmpfs values, and a gate runs without Docker's init
+/// (the gate runner is PID 1: non-dumpable, the subreaper, so no same-uid process in the
+/// container can open PID 1's stdout and write into the report stream); every other field of the
+/// spec is the turn's. A turn has none, and its spec is unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GateLimits {
+    pub memory_bytes: i64,
+    pub pids_limit: i64,
+    pub nano_cpus: i64,
+    /// Size of the `/workspace` tmpfs in MiB.
+    pub workspace_mib: u64,
+    /// Size of the `/tmp` tmpfs in MiB.
+    pub tmp_mib: u64,
+}
+
 /// Everything the spec depends on.
 #[derive(Debug, Clone)]
 pub struct SpecInput<'a> {
@@ -80,6 +96,8 @@ pub struct SpecInput<'a> {
     pub labels: &'a TurnLabels,
     /// An operator-configured OCI runtime (e.g. `runsc`); `None` uses the daemon default.
     pub runtime: Option<&'a RuntimeName>,
+    /// A gate container's limits; `None` for a turn.
+    pub gate: Option<GateLimits>,
 }
 
 impl SpecInput<'_> {
@@ -87,6 +105,41 @@ impl SpecInput<'_> {
     #[must_use]
     pub fn profile(&self) -> RuntimeProfile {
         RuntimeProfile::for_runtime(self.runtime)
+    }
+
+    fn memory(&self) -> i64 {
+        self.gate.map_or(MEMORY_BYTES, |g| g.memory_bytes)
+    }
+
+    fn pids_limit(&self) -> i64 {
+        self.gate
+            .map_or_else(|| self.profile().pids_limit(), |g| g.pids_limit)
+    }
+
+    fn nano_cpus(&self) -> i64 {
+        self.gate.map_or(NANO_CPUS, |g| g.nano_cpus)
+    }
+
+    /// The tmpfs mounts: the turn's [`TMPFS`], or a gate's `/tmp` and `/workspace`.
+    fn tmpfs(&self) -> Vec<(String, String)> {
+        match self.gate {
+            None => TMPFS
+                .iter()
+                .map(|(p, o)| ((*p).to_owned(), (*o).to_owned()))
+                .collect(),
+            Some(g) => vec![
+                (
+                    "/tmp".to_owned(),
+                    // `exec`: compiled tests (`cargo test` with `CARGO_TARGET_DIR` in /tmp) run
+                    // from here; the gate runs candidate code anyway.
+                    format!("rw,exec,nosuid,nodev,size={}m,mode=1777", g.tmp_mib),
+                ),
+                (
+                    "/workspace".to_owned(),
+                    format!("rw,nosuid,nodev,size={}m,mode=1777", g.workspace_mib),
+                ),
+            ],
+        }
     }
 }
 
@@ -106,12 +159,7 @@ pub fn container_spec(input: &SpecInput<'_>) -> ContainerCreateBody {
     let host_config = HostConfig {
         network_mode: Some("none".to_owned()),
         readonly_rootfs: Some(true),
-        tmpfs: Some(
-            TMPFS
-                .iter()
-                .map(|(p, o)| ((*p).to_owned(), (*o).to_owned()))
-                .collect(),
-        ),
+        tmpfs: Some(input.tmpfs().into_iter().collect()),
         log_config: Some(HostConfigLogConfig {
             typ: Some("none".to_owned()),
             config: None,
@@ -119,11 +167,11 @@ pub fn container_spec(input: &SpecInput<'_>) -> ContainerCreateBody {
         cap_drop: Some(vec!["ALL".to_owned()]),
         security_opt: Some(security_opts()),
         shm_size: Some(SHM_SIZE_BYTES),
-        pids_limit: Some(input.profile().pids_limit()),
-        memory: Some(MEMORY_BYTES),
-        memory_swap: Some(MEMORY_BYTES),
-        nano_cpus: Some(NANO_CPUS),
-        init: Some(true),
+        pids_limit: Some(input.pids_limit()),
+        memory: Some(input.memory()),
+        memory_swap: Some(input.memory()),
+        nano_cpus: Some(input.nano_cpus()),
+        init: Some(input.gate.is_none()),
         ipc_mode: Some("private".to_owned()),
         privileged: Some(false),
         publish_all_ports: Some(false),
@@ -163,6 +211,25 @@ fn require(ok: bool, field: &'static str) -> Result<(), ContainerError> {
 
 fn empty_or_none<T>(v: Option<&Vec<T>>) -> bool {
     v.is_none_or(Vec::is_empty)
+}
+
+/// Names a gate image may bake in beyond the turn allowlist (toolchain homes; the gate
+/// runner gives its child only the operator's environment, never the image's).
+pub const ALLOWED_GATE_IMAGE_ENV_NAMES: [&str; 2] = ["CARGO_HOME", "RUSTUP_HOME"];
+
+/// [`verify_env`] for a gate image: also [`ALLOWED_GATE_IMAGE_ENV_NAMES`].
+///
+/// # Errors
+/// `REPOSITORY_DOCKER_ISOLATION_MISMATCH` naming `Config.Env`.
+pub fn verify_gate_env(env: &[String]) -> Result<(), ContainerError> {
+    for entry in env {
+        let (name, _) = entry.split_once('=').ok_or(mismatch("Config.Env"))?;
+        require(
+            ALLOWED_IMAGE_ENV_NAMES.contains(&name) || ALLOWED_GATE_IMAGE_ENV_NAMES.contains(&name),
+            "Config.Env",
+        )?;
+    }
+    Ok(())
 }
 
 /// Checks an image `Env` list against `ALLOWED_IMAGE_ENV_NAMES`.
@@ -243,20 +310,23 @@ pub fn verify_container(
     )?;
     require(host.shm_size == Some(SHM_SIZE_BYTES), "HostConfig.ShmSize")?;
     require(
-        host.pids_limit == Some(input.profile().pids_limit()),
+        host.pids_limit == Some(input.pids_limit()),
         "HostConfig.PidsLimit",
     )?;
-    require(host.memory == Some(MEMORY_BYTES), "HostConfig.Memory")?;
+    require(host.memory == Some(input.memory()), "HostConfig.Memory")?;
     require(
-        host.memory_swap == Some(MEMORY_BYTES),
+        host.memory_swap == Some(input.memory()),
         "HostConfig.MemorySwap",
     )?;
-    require(host.nano_cpus == Some(NANO_CPUS), "HostConfig.NanoCpus")?;
+    require(
+        host.nano_cpus == Some(input.nano_cpus()),
+        "HostConfig.NanoCpus",
+    )?;
     require(
         host.log_config.as_ref().and_then(|l| l.typ.as_deref()) == Some("none"),
         "HostConfig.LogConfig",
     )?;
-    require(host.init == Some(true), "HostConfig.Init")?;
+    require(host.init == Some(input.gate.is_none()), "HostConfig.Init")?;
     require(
         host.ipc_mode.as_deref() == Some("private"),
         "HostConfig.IpcMode",
@@ -324,7 +394,11 @@ pub fn verify_container(
         )?;
     }
     let tmpfs = host.tmpfs.as_ref().ok_or(mismatch("HostConfig.Tmpfs"))?;
-    let expected: BTreeSet<(&str, &str)> = TMPFS.iter().copied().collect();
+    let wanted = input.tmpfs();
+    let expected: BTreeSet<(&str, &str)> = wanted
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     let actual: BTreeSet<(&str, &str)> = tmpfs
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -349,7 +423,12 @@ pub fn verify_container(
                 .all(|(k, v)| labels.get(k).map(String::as_str) == Some(v)),
         "Config.Labels",
     )?;
-    verify_env(config.env.as_deref().unwrap_or_default())?;
+    let env = config.env.as_deref().unwrap_or_default();
+    if input.gate.is_some() {
+        verify_gate_env(env)?;
+    } else {
+        verify_env(env)?;
+    }
     Ok(())
 }
 
