@@ -41,5 +41,6 @@ mod service_api;
 mod service_database;
 mod service_janitor;
 mod service_live;
+mod service_deaths;
 mod service_recovery;
 mod support;
