@@ -66,10 +66,15 @@ async fn docker_service_retries_a_turn_killed_from_outside_and_fails_an_oom() {
         Duration::from_secs(120),
     );
     assert_eq!(done["state"], "completed", "{done}");
-    assert_eq!(done["attempts"], 2, "one retry after the outside kill: {done}");
+    assert_eq!(
+        done["attempts"], 2,
+        "one retry after the outside kill: {done}"
+    );
     let codes = event_codes(state.path(), None, &id);
     assert!(
-        codes.iter().any(|c| c == "REPOSITORY_DOCKER_KILLED_EXTERNALLY"),
+        codes
+            .iter()
+            .any(|c| c == "REPOSITORY_DOCKER_KILLED_EXTERNALLY"),
         "{codes:?}"
     );
     assert!(
@@ -104,7 +109,10 @@ async fn docker_service_retries_a_turn_killed_from_outside_and_fails_an_oom() {
     );
     assert_eq!(failed["state"], "failed", "{failed}");
     assert_eq!(failed["attempts"], 1, "no retry of an OOM: {failed}");
-    assert_eq!(failed["last_error"]["code"], "REPOSITORY_DOCKER_OOM", "{failed}");
+    assert_eq!(
+        failed["last_error"]["code"], "REPOSITORY_DOCKER_OOM",
+        "{failed}"
+    );
     let oom_job = jobs::JobId::parse(&oom_id).unwrap();
     assert!(store.candidate(&oom_job).await.unwrap().is_none());
 

@@ -101,7 +101,10 @@ mod tests {
         oom.oom = true;
         oom.kill_events = vec!["9".to_owned()];
         assert_eq!(classify(&oom).await.unwrap(), Death::OutOfMemory);
-        assert_eq!(Death::OutOfMemory.environment_error().map(|e| e.code()), None);
+        assert_eq!(
+            Death::OutOfMemory.environment_error().map(|e| e.code()),
+            None
+        );
 
         // `exit 137` from inside leaves no kill event: the container's own status.
         let mut own = FakeRuntime::new(b"");

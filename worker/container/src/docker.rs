@@ -11,8 +11,8 @@ use bollard::errors::Error as BollardError;
 use bollard::models::{ContainerCreateBody, ContainerInspectResponse, SystemInfo};
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, EventsOptionsBuilder,
-    KillContainerOptionsBuilder,
-    ListContainersOptionsBuilder, RemoveContainerOptionsBuilder, WaitContainerOptionsBuilder,
+    KillContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
+    WaitContainerOptionsBuilder,
 };
 use futures::StreamExt as _;
 use tokio::io::AsyncWriteExt as _;

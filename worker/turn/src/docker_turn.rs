@@ -22,12 +22,12 @@ use crate::request::{CodingWorkerRequest, stdin_payload, verify_turn_request};
 use container::CALL_TIMEOUT;
 use container::ContainerError;
 use container::ContainerGuard;
-use container::{Death, classify_exit};
 use container::RuntimeProfile;
 use container::docker_call;
 use container::{AttemptId, local_owner, now_unix};
 use container::{ContainerId, ContainerName, ImageId};
 use container::{ContainerRuntime, OutputChunk, OutputStream, RuntimeError};
+use container::{Death, classify_exit};
 use container::{SpecInput, container_spec, verify_container, verify_env};
 
 /// The result of one turn: a sanitised proposal, the verified-shape archive (or the empty
