@@ -12,6 +12,7 @@ mod docker_args;
 mod doctor_cmd;
 mod export_cmd;
 mod finalize_cmd;
+mod gate_cmd;
 mod image_cmd;
 mod janitor_cmd;
 mod jobs_cmd;
@@ -93,6 +94,11 @@ enum Command {
     Usage(usage_cmd::UsageArgs),
     /// Finalise a staged workspace into a digested patch candidate (optionally stored).
     Finalize(Box<finalize_cmd::FinalizeArgs>),
+    /// Run a candidate's validation gates (operator definitions, `--gates`) in sealed containers
+    /// against a cached baseline run; write one evidence file per gate, print one verdict line
+    /// per gate. `gate init python|rust` prints a definition file to start from. See
+    /// docs/GATES.md.
+    Gate(Box<gate_cmd::GateArgs>),
     /// Print the digest of a candidate JSON file.
     Digest(finalize_cmd::DigestArgs),
     /// Re-validate a candidate's structure and digest; --digest binds it to the digest you expect;
@@ -127,6 +133,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Janitor(args) => janitor_cmd::run(&args),
         Command::Usage(args) => usage_cmd::run(&args),
         Command::Finalize(args) => finalize_cmd::finalize(&args),
+        Command::Gate(args) => gate_cmd::run(&args),
         Command::Digest(args) => finalize_cmd::digest(&args),
         Command::Verify(args) => finalize_cmd::verify(&args),
         Command::Show(args) => finalize_cmd::show(&args),

@@ -52,5 +52,5 @@ pub use seam::{
     ContainerRuntime, ExitStatus, ImageFacts, OutputChunk, OutputStream, RuntimeError, StdinWriter,
     TurnContainer,
 };
-pub use spec::{SpecInput, container_spec, verify_container, verify_env};
+pub use spec::{GateLimits, SpecInput, container_spec, verify_container, verify_env};
 pub use state::state_dir;

@@ -70,6 +70,20 @@ pub const ALLOWED_IMAGE_ENV_NAMES: [&str; 16] = [
     "LOGS_BASE_DIR",
 ];
 
+/// The limits of a gate container (`worker/gate`), from the operator's gate definition: they
+/// replace the turn's memory, pids, CPU and tmpfs values; every other field of the spec is the
+/// turn's. A turn has none, and its spec is unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GateLimits {
+    pub memory_bytes: i64,
+    pub pids_limit: i64,
+    pub nano_cpus: i64,
+    /// Size of the `/workspace` tmpfs in MiB.
+    pub workspace_mib: u64,
+    /// Size of the `/tmp` tmpfs in MiB.
+    pub tmp_mib: u64,
+}
+
 /// Everything the spec depends on.
 #[derive(Debug, Clone)]
 pub struct SpecInput<'a> {
@@ -80,6 +94,8 @@ pub struct SpecInput<'a> {
     pub labels: &'a TurnLabels,
     /// An operator-configured OCI runtime (e.g. `runsc`); `None` uses the daemon default.
     pub runtime: Option<&'a RuntimeName>,
+    /// A gate container's limits; `None` for a turn.
+    pub gate: Option<GateLimits>,
 }
 
 impl SpecInput<'_> {
@@ -87,6 +103,39 @@ impl SpecInput<'_> {
     #[must_use]
     pub fn profile(&self) -> RuntimeProfile {
         RuntimeProfile::for_runtime(self.runtime)
+    }
+
+    fn memory(&self) -> i64 {
+        self.gate.map_or(MEMORY_BYTES, |g| g.memory_bytes)
+    }
+
+    fn pids_limit(&self) -> i64 {
+        self.gate
+            .map_or_else(|| self.profile().pids_limit(), |g| g.pids_limit)
+    }
+
+    fn nano_cpus(&self) -> i64 {
+        self.gate.map_or(NANO_CPUS, |g| g.nano_cpus)
+    }
+
+    /// The tmpfs mounts: the turn's [`TMPFS`], or a gate's `/tmp` and `/workspace`.
+    fn tmpfs(&self) -> Vec<(String, String)> {
+        match self.gate {
+            None => TMPFS
+                .iter()
+                .map(|(p, o)| ((*p).to_owned(), (*o).to_owned()))
+                .collect(),
+            Some(g) => vec![
+                (
+                    "/tmp".to_owned(),
+                    format!("rw,nosuid,nodev,size={}m,mode=1777", g.tmp_mib),
+                ),
+                (
+                    "/workspace".to_owned(),
+                    format!("rw,nosuid,nodev,size={}m,mode=1777", g.workspace_mib),
+                ),
+            ],
+        }
     }
 }
 
@@ -106,12 +155,7 @@ pub fn container_spec(input: &SpecInput<'_>) -> ContainerCreateBody {
     let host_config = HostConfig {
         network_mode: Some("none".to_owned()),
         readonly_rootfs: Some(true),
-        tmpfs: Some(
-            TMPFS
-                .iter()
-                .map(|(p, o)| ((*p).to_owned(), (*o).to_owned()))
-                .collect(),
-        ),
+        tmpfs: Some(input.tmpfs().into_iter().collect()),
         log_config: Some(HostConfigLogConfig {
             typ: Some("none".to_owned()),
             config: None,
@@ -119,10 +163,10 @@ pub fn container_spec(input: &SpecInput<'_>) -> ContainerCreateBody {
         cap_drop: Some(vec!["ALL".to_owned()]),
         security_opt: Some(security_opts()),
         shm_size: Some(SHM_SIZE_BYTES),
-        pids_limit: Some(input.profile().pids_limit()),
-        memory: Some(MEMORY_BYTES),
-        memory_swap: Some(MEMORY_BYTES),
-        nano_cpus: Some(NANO_CPUS),
+        pids_limit: Some(input.pids_limit()),
+        memory: Some(input.memory()),
+        memory_swap: Some(input.memory()),
+        nano_cpus: Some(input.nano_cpus()),
         init: Some(true),
         ipc_mode: Some("private".to_owned()),
         privileged: Some(false),
@@ -243,15 +287,18 @@ pub fn verify_container(
     )?;
     require(host.shm_size == Some(SHM_SIZE_BYTES), "HostConfig.ShmSize")?;
     require(
-        host.pids_limit == Some(input.profile().pids_limit()),
+        host.pids_limit == Some(input.pids_limit()),
         "HostConfig.PidsLimit",
     )?;
-    require(host.memory == Some(MEMORY_BYTES), "HostConfig.Memory")?;
+    require(host.memory == Some(input.memory()), "HostConfig.Memory")?;
     require(
-        host.memory_swap == Some(MEMORY_BYTES),
+        host.memory_swap == Some(input.memory()),
         "HostConfig.MemorySwap",
     )?;
-    require(host.nano_cpus == Some(NANO_CPUS), "HostConfig.NanoCpus")?;
+    require(
+        host.nano_cpus == Some(input.nano_cpus()),
+        "HostConfig.NanoCpus",
+    )?;
     require(
         host.log_config.as_ref().and_then(|l| l.typ.as_deref()) == Some("none"),
         "HostConfig.LogConfig",
@@ -324,7 +371,11 @@ pub fn verify_container(
         )?;
     }
     let tmpfs = host.tmpfs.as_ref().ok_or(mismatch("HostConfig.Tmpfs"))?;
-    let expected: BTreeSet<(&str, &str)> = TMPFS.iter().copied().collect();
+    let wanted = input.tmpfs();
+    let expected: BTreeSet<(&str, &str)> = wanted
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     let actual: BTreeSet<(&str, &str)> = tmpfs
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))

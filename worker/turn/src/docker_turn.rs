@@ -153,6 +153,7 @@ async fn execute_turn<R: ContainerRuntime + Clone + 'static>(
         image_id: config.expected_image_id(),
         labels: &labels,
         runtime: config.runtime(),
+        gate: None,
     };
     let run = run_container(runtime, &mut guard, &spec_input, &payload, config, live);
     let outcome = match tokio::time::timeout(lifetime, run).await {

@@ -1,0 +1,181 @@
+//! The crate's one error type. Messages never quote request values, file contents or the child's
+//! output: they name the field or rule and the limit.
+
+use snapshot::{Coded, FailureClass, StrictJsonError};
+
+/// Why a wire document was refused, or why the runner could not run the gate. Every message
+/// starts with its code.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GateRunnerError {
+    /// A frame's length prefix is 0 or above the cap.
+    #[error("GATE_WIRE_FRAME_LENGTH: frame length {length} outside 1..={limit}")]
+    FrameLength { length: u64, limit: usize },
+    /// The stream ended inside a frame.
+    #[error("GATE_WIRE_FRAME_TRUNCATED: stream ended inside a frame")]
+    FrameTruncated,
+    /// Bytes follow the one frame a report stream may hold.
+    #[error("GATE_WIRE_TRAILING_DATA: data after the frame")]
+    TrailingData,
+    /// The frame is not strict JSON of the expected shape (the parser's message, which never
+    /// quotes the document).
+    #[error("GATE_WIRE_JSON: {0}")]
+    Json(StrictJsonError),
+    /// The document parsed but is not in its canonical encoding.
+    #[error("GATE_WIRE_NOT_CANONICAL: document is not canonical JSON")]
+    NotCanonical,
+    /// A field's value breaks its rule.
+    #[error("GATE_WIRE_FIELD: field {field}: {rule}")]
+    Field {
+        field: &'static str,
+        rule: &'static str,
+    },
+    /// The version is not the one this crate speaks.
+    #[error("GATE_WIRE_VERSION: version {found} is not {expected}")]
+    Version { found: u64, expected: u32 },
+    /// The report's fields contradict each other (e.g. `completed` without an exit status).
+    #[error("GATE_WIRE_REPORT_SHAPE: report fields disagree: {rule}")]
+    ReportShape { rule: &'static str },
+
+    /// The tree stream broke a rule (see [`TreeRule`](crate::TreeRule)).
+    #[error("GATE_RUNNER_TREE: tree stream refused at entry {entry}: {rule}")]
+    Tree { entry: u64, rule: crate::TreeRule },
+    /// The working directory is missing or not a directory in the extracted tree.
+    #[error("GATE_RUNNER_CWD: working directory is not a directory of the tree")]
+    Cwd,
+    /// The child could not be started.
+    #[error("GATE_RUNNER_SPAWN: gate command could not be started: {kind}")]
+    Spawn { kind: std::io::ErrorKind },
+    /// Process hardening (`prctl`, signals) failed.
+    #[error("GATE_RUNNER_HARDEN: process hardening failed: {step}")]
+    Harden { step: &'static str },
+    /// The extraction root could not be opened.
+    #[error("GATE_RUNNER_ROOT: extraction root cannot be opened: {kind}")]
+    Root { kind: std::io::ErrorKind },
+    /// The command line of the runner itself is wrong.
+    #[error("GATE_RUNNER_USAGE: {reason}")]
+    Usage { reason: &'static str },
+    /// Any other I/O failure.
+    #[error("GATE_RUNNER_IO: i/o failure: {kind}")]
+    Io { kind: std::io::ErrorKind },
+}
+
+impl From<std::io::Error> for GateRunnerError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io { kind: e.kind() }
+    }
+}
+
+impl GateRunnerError {
+    /// The stable code.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::FrameLength { .. } => "GATE_WIRE_FRAME_LENGTH",
+            Self::FrameTruncated => "GATE_WIRE_FRAME_TRUNCATED",
+            Self::TrailingData => "GATE_WIRE_TRAILING_DATA",
+            Self::Json(_) => "GATE_WIRE_JSON",
+            Self::NotCanonical => "GATE_WIRE_NOT_CANONICAL",
+            Self::Field { .. } => "GATE_WIRE_FIELD",
+            Self::Version { .. } => "GATE_WIRE_VERSION",
+            Self::ReportShape { .. } => "GATE_WIRE_REPORT_SHAPE",
+            Self::Tree { .. } => "GATE_RUNNER_TREE",
+            Self::Cwd => "GATE_RUNNER_CWD",
+            Self::Spawn { .. } => "GATE_RUNNER_SPAWN",
+            Self::Harden { .. } => "GATE_RUNNER_HARDEN",
+            Self::Root { .. } => "GATE_RUNNER_ROOT",
+            Self::Usage { .. } => "GATE_RUNNER_USAGE",
+            Self::Io { .. } => "GATE_RUNNER_IO",
+        }
+    }
+
+    pub(crate) fn field(field: &'static str, rule: &'static str) -> Self {
+        Self::Field { field, rule }
+    }
+}
+
+impl Coded for GateRunnerError {
+    fn code(&self) -> &'static str {
+        GateRunnerError::code(self)
+    }
+
+    fn class(&self) -> FailureClass {
+        match self {
+            Self::Spawn { .. } | Self::Harden { .. } | Self::Root { .. } | Self::Io { .. } => {
+                FailureClass::Environment
+            }
+            Self::Usage { .. } => FailureClass::Usage,
+            _ => FailureClass::Rejected,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TreeRule;
+
+    fn variant_index(e: &GateRunnerError) -> usize {
+        match e {
+            GateRunnerError::FrameLength { .. } => 0,
+            GateRunnerError::FrameTruncated => 1,
+            GateRunnerError::TrailingData => 2,
+            GateRunnerError::Json(_) => 3,
+            GateRunnerError::NotCanonical => 4,
+            GateRunnerError::Field { .. } => 5,
+            GateRunnerError::Version { .. } => 6,
+            GateRunnerError::ReportShape { .. } => 7,
+            GateRunnerError::Tree { .. } => 8,
+            GateRunnerError::Cwd => 9,
+            GateRunnerError::Spawn { .. } => 10,
+            GateRunnerError::Harden { .. } => 11,
+            GateRunnerError::Root { .. } => 12,
+            GateRunnerError::Usage { .. } => 13,
+            GateRunnerError::Io { .. } => 14,
+        }
+    }
+
+    #[test]
+    fn every_variant_follows_the_message_convention_with_a_unique_code() {
+        let samples = vec![
+            GateRunnerError::FrameLength {
+                length: 0,
+                limit: 10,
+            },
+            GateRunnerError::FrameTruncated,
+            GateRunnerError::TrailingData,
+            GateRunnerError::Json(StrictJsonError::DuplicateKey),
+            GateRunnerError::NotCanonical,
+            GateRunnerError::field("argv", "empty"),
+            GateRunnerError::Version {
+                found: 2,
+                expected: 1,
+            },
+            GateRunnerError::ReportShape { rule: "x" },
+            GateRunnerError::Tree {
+                entry: 3,
+                rule: TreeRule::Symlink,
+            },
+            GateRunnerError::Cwd,
+            GateRunnerError::Spawn {
+                kind: std::io::ErrorKind::NotFound,
+            },
+            GateRunnerError::Harden { step: "dumpable" },
+            GateRunnerError::Root {
+                kind: std::io::ErrorKind::NotFound,
+            },
+            GateRunnerError::Usage { reason: "x" },
+            GateRunnerError::Io {
+                kind: std::io::ErrorKind::BrokenPipe,
+            },
+        ];
+        let mut seen = vec![false; samples.len()];
+        let mut codes = std::collections::BTreeSet::new();
+        for e in &samples {
+            seen[variant_index(e)] = true;
+            snapshot::check_message_convention(e).unwrap();
+            assert!(codes.insert(e.code()), "{} twice", e.code());
+        }
+        assert!(seen.iter().all(|s| *s));
+    }
+}

@@ -1,0 +1,133 @@
+//! The baseline cache: one baseline evidence file per (commit, gate definition digest, image ID)
+//! in `<state dir>/gate-baselines/`, so a second candidate at one commit pays one run. Entries are
+//! full evidence files, parsed strictly on read and checked against their key; anything else is a
+//! miss. Only verdicts (`passed`, `failed`) are cached, never an environment failure.
+//! Files are reached through a cap-std directory handle.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cap_std::fs::{Dir, OpenOptions};
+use sha2::{Digest as _, Sha256 as Hasher};
+
+use crate::definition::GateDefinition;
+use crate::error::GateError;
+use crate::evidence::{EvidenceFile, GateOutcome, parse_evidence};
+
+/// The cache's folder under the state directory.
+pub const BASELINE_CACHE_DIR: &str = "gate-baselines";
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// An opened baseline cache.
+#[derive(Debug)]
+pub struct BaselineCache {
+    dir: Dir,
+}
+
+fn state(detail: &'static str) -> GateError {
+    GateError::State { detail }
+}
+
+/// Opens `dir` (created 0700 when missing; its parent must exist) as a handle.
+pub(crate) fn open_or_create(dir: &Path) -> Result<Dir, GateError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(_) => return Err(state("a state folder cannot be created")),
+    }
+    Dir::open_ambient_dir(dir, cap_std::ambient_authority())
+        .map_err(|_| state("a state folder cannot be opened"))
+}
+
+/// Writes `bytes` to `name` in `dir` atomically (temp file, fsync, rename).
+pub(crate) fn write_atomic(dir: &Dir, name: &str, bytes: &[u8]) -> Result<(), GateError> {
+    use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt as _};
+    let temp = format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    let mut options = OpenOptions::new();
+    options
+        .write(true)
+        .create_new(true)
+        .follow(FollowSymlinks::No);
+    let written = (|| {
+        let mut file = dir
+            .open_with(&temp, &options)
+            .map_err(|_| state("a state file cannot be created"))?;
+        file.write_all(bytes)
+            .map_err(|_| state("a state file cannot be written"))?;
+        file.sync_all()
+            .map_err(|_| state("a state file cannot be written"))
+    })();
+    let renamed = written.and_then(|()| {
+        dir.rename(&temp, dir, name)
+            .map_err(|_| state("a state file cannot be renamed"))
+    });
+    if renamed.is_err() {
+        let _ = dir.remove_file(&temp);
+    }
+    renamed
+}
+
+impl BaselineCache {
+    /// Opens (creating) `<state_dir>/gate-baselines`.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_GATE_STATE`.
+    pub fn open(state_dir: &Path) -> Result<Self, GateError> {
+        let _ = open_or_create(state_dir)?;
+        Ok(Self {
+            dir: open_or_create(&state_dir.join(BASELINE_CACHE_DIR))?,
+        })
+    }
+
+    fn key(commit: &str, def: &GateDefinition) -> String {
+        let mut h = Hasher::new();
+        for part in [commit, &def.digest().to_string(), def.image().as_str()] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+        format!("{}.json", hex::encode(h.finalize()))
+    }
+
+    /// The cached baseline evidence for `commit` and `def`, if any valid entry exists.
+    #[must_use]
+    pub fn get(&self, commit: &str, def: &GateDefinition) -> Option<EvidenceFile> {
+        use std::io::Read as _;
+        let file = self.dir.open(Self::key(commit, def)).ok()?;
+        let mut bytes = Vec::new();
+        file.take(crate::evidence::MAX_EVIDENCE_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .ok()?;
+        let parsed = parse_evidence(&bytes).ok()?;
+        let e = &parsed.evidence;
+        (e.subject == crate::evidence::EvidenceSubject::Baseline
+            && e.baseline_commit_sha == commit
+            && e.definition_digest == *def.digest()
+            && e.image_id == def.image().as_str()
+            && e.gate == def.name().as_str())
+        .then_some(parsed)
+    }
+
+    /// Records a baseline run (verdicts only).
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_GATE_STATE`.
+    pub fn put(
+        &self,
+        commit: &str,
+        def: &GateDefinition,
+        file_bytes: &[u8],
+        outcome: GateOutcome,
+    ) -> Result<bool, GateError> {
+        if !matches!(outcome, GateOutcome::Passed | GateOutcome::Failed) {
+            return Ok(false);
+        }
+        write_atomic(&self.dir, &Self::key(commit, def), file_bytes)?;
+        Ok(true)
+    }
+}

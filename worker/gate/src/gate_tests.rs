@@ -1,0 +1,372 @@
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+use std::sync::{Arc, Mutex};
+
+use gate_runner::{CaseOutcome as O, ExitStatus, GateRequest, RunStatus};
+use pretty_assertions::assert_eq;
+
+use super::*;
+use crate::evidence::{ComparisonBasis, parse_evidence, verify_evidence};
+use crate::testkit::{
+    Behaviour, Change, Received, candidate, definitions, honest, repo, report, simulated,
+};
+
+const CALC: &str = "def add(a, b):\n    return a + b\n";
+const BROKEN: &str = "def add(a, b):\n    return a - b\n";
+
+/// The simulated test suite: `t::add` fails when calc.py is broken, `t::old` fails while
+/// `old.py` says so.
+fn suite() -> Behaviour {
+    Arc::new(|req: &GateRequest, got: &Received| {
+        let calc = got
+            .files
+            .get("src/calc.py")
+            .map(|f| f.1.clone())
+            .unwrap_or_default();
+        let old = got
+            .files
+            .get("old.py")
+            .map(|f| f.1.clone())
+            .unwrap_or_default();
+        let add = if calc == CALC.as_bytes() {
+            O::Passed
+        } else {
+            O::Failed
+        };
+        let old = if old == b"broken\n" {
+            O::Failed
+        } else {
+            O::Passed
+        };
+        honest(
+            req,
+            &[("t::add", add), ("t::old", old), ("t::skip", O::Skipped)],
+        )
+    })
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    state: tempfile::TempDir,
+    base: BaselineTree,
+    commit: String,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let commit = repo(
+        dir.path(),
+        &[
+            ("src/calc.py", CALC, false),
+            ("old.py", "broken\n", false),
+            ("bin/run", "#!/bin/sh\n", true),
+            ("tests/conftest.py", "# fixtures\n", false),
+        ],
+    );
+    let base = BaselineTree::load(dir.path(), &commit).unwrap();
+    Fixture {
+        _dir: dir,
+        state: tempfile::tempdir().unwrap(),
+        base,
+        commit,
+    }
+}
+
+async fn evaluate(
+    f: &Fixture,
+    behaviour: Behaviour,
+    cand: &finalizer::RepositoryPatchCandidate,
+) -> (GateResult, Vec<Received>, Vec<String>) {
+    let defs = definitions("");
+    let def = defs.get("unit").unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let rt = simulated(behaviour, Arc::clone(&seen));
+    let cache = BaselineCache::open(f.state.path()).unwrap();
+    let result = evaluate_gate(&rt, def, &f.base, cand, &cache, RunContext::default())
+        .await
+        .unwrap();
+    let seen = seen.lock().unwrap().clone();
+    (result, seen, rt.calls())
+}
+
+#[tokio::test]
+async fn breaking_a_function_is_a_new_failure_and_old_failures_stay_old() {
+    let f = fixture();
+    let cand = candidate(&f.commit, &[Change::Update("src/calc.py", CALC, BROKEN)]);
+    let (r, seen, calls) = evaluate(&f, suite(), &cand).await;
+    let e = &r.evidence;
+    assert_eq!(e.outcome, GateOutcome::Failed);
+    assert_eq!(r.baseline, BaselineUse::Ran);
+    assert_eq!(r.containers_run, 2);
+    let c = e.comparison.as_ref().unwrap();
+    assert_eq!(c.by, ComparisonBasis::TestId);
+    assert_eq!(c.new_failures.ids, vec!["t::add".to_owned()]);
+    assert_eq!(c.still_failing.ids, vec!["t::old".to_owned()]);
+    assert_eq!(c.fixed.count, 0);
+    assert!(c.regression);
+    // The tree was the baseline with the post-image applied; modes kept; dirs before files.
+    let (base_run, cand_run) = (&seen[0], &seen[1]);
+    assert_eq!(base_run.files["src/calc.py"].1, CALC.as_bytes());
+    assert_eq!(cand_run.files["src/calc.py"].1, BROKEN.as_bytes());
+    assert_eq!(cand_run.files["bin/run"].0, 0o755);
+    assert_eq!(cand_run.files["old.py"].0, 0o644);
+    assert_eq!(cand_run.dirs, vec!["bin", "src", "tests"]);
+    let req = cand_run.request.as_ref().unwrap();
+    assert_eq!(req.tree().entries(), 7);
+    assert_ne!(
+        base_run.request.as_ref().unwrap().nonce(),
+        req.nonce(),
+        "a nonce per run"
+    );
+    // Every container removed; the spec carries the gate's limits.
+    assert_eq!(calls.iter().filter(|c| c.starts_with("remove:")).count(), 2);
+    // The evidence file parses, is bound to the candidate, and the log tail is escaped.
+    let parsed = verify_evidence(&r.file, &cand, Some(&r.digest)).unwrap();
+    assert_eq!(parsed.evidence, *e);
+    assert_eq!(e.log.tail, "log \\x1b[31mred");
+    assert_eq!(
+        e.baseline_evidence_digest,
+        Some(
+            parse_evidence(r.baseline_file.as_ref().unwrap())
+                .unwrap()
+                .digest
+        )
+    );
+}
+
+#[tokio::test]
+async fn fixing_a_failing_test_is_fixed_and_the_second_candidate_hits_the_cache() {
+    let f = fixture();
+    let fix = candidate(&f.commit, &[Change::Update("old.py", "broken\n", "ok\n")]);
+    let (r, _, _) = evaluate(&f, suite(), &fix).await;
+    let c = r.evidence.comparison.as_ref().unwrap();
+    assert_eq!(r.evidence.outcome, GateOutcome::Passed);
+    assert_eq!(c.fixed.ids, vec!["t::old".to_owned()]);
+    assert!(!c.regression);
+    assert_eq!(r.containers_run, 2);
+    // A second candidate at the same commit: one run, the cached baseline.
+    let other = candidate(&f.commit, &[Change::Create("src/new.py", "x = 1\n")]);
+    let (r2, seen, _) = evaluate(&f, suite(), &other).await;
+    assert_eq!(r2.baseline, BaselineUse::Cached);
+    assert_eq!(r2.containers_run, 1);
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        r2.evidence.baseline_evidence_digest,
+        r.evidence.baseline_evidence_digest
+    );
+    let c2 = r2.evidence.comparison.as_ref().unwrap();
+    assert_eq!(c2.still_failing.ids, vec!["t::old".to_owned()]);
+    assert!(!c2.regression);
+}
+
+#[tokio::test]
+async fn a_pinned_path_change_is_policy_refused_before_any_container() {
+    let f = fixture();
+    let cand = candidate(
+        &f.commit,
+        &[Change::Update(
+            "tests/conftest.py",
+            "# fixtures\n",
+            "import os\n",
+        )],
+    );
+    let (r, seen, calls) = evaluate(&f, suite(), &cand).await;
+    assert_eq!(r.evidence.outcome, GateOutcome::PolicyRefused);
+    assert_eq!(
+        r.evidence.pinned_changed,
+        vec!["tests/conftest.py".to_owned()]
+    );
+    assert!(seen.is_empty() && calls.is_empty(), "{calls:?}");
+    // Creating the JUnit path is refused the same way.
+    let forged = candidate(
+        &f.commit,
+        &[Change::Create(".gate-junit.xml", "<testsuite/>")],
+    );
+    let (r, _, calls) = evaluate(&f, suite(), &forged).await;
+    assert_eq!(r.evidence.outcome, GateOutcome::PolicyRefused);
+    assert!(calls.is_empty());
+    verify_evidence(&r.file, &forged, None).unwrap();
+}
+
+#[tokio::test]
+async fn forged_and_contradictory_reports_are_errors_never_passes() {
+    let forged_nonce: Behaviour = Arc::new(|req: &GateRequest, _: &Received| {
+        let mut r = honest(req, &[("t::add", O::Passed)]);
+        // Another run's nonce (the child never sees the real one).
+        let json = String::from_utf8(r[4..].to_vec()).unwrap();
+        let fake = json.replace(req.nonce().as_str(), &"0".repeat(64));
+        r.truncate(4);
+        r.extend_from_slice(fake.as_bytes());
+        r
+    });
+    let two_frames: Behaviour = Arc::new(|req: &GateRequest, _: &Received| {
+        [
+            honest(req, &[("t::add", O::Failed)]),
+            honest(req, &[("t::add", O::Passed)]),
+        ]
+        .concat()
+    });
+    let exit0_with_failure: Behaviour = Arc::new(|req: &GateRequest, _: &Received| {
+        report(
+            req,
+            RunStatus::Completed,
+            None,
+            Some(ExitStatus::Code(0)),
+            &[("t::add", O::Failed)],
+        )
+    });
+    let exit1_clean: Behaviour = Arc::new(|req: &GateRequest, _: &Received| {
+        report(
+            req,
+            RunStatus::Completed,
+            None,
+            Some(ExitStatus::Code(1)),
+            &[("t::add", O::Passed)],
+        )
+    });
+    let garbage: Behaviour = Arc::new(|_: &GateRequest, _: &Received| b"PASSED t::add\n".to_vec());
+    let runner_error: Behaviour = Arc::new(|req: &GateRequest, _: &Received| {
+        report(
+            req,
+            RunStatus::RunnerError,
+            Some("GATE_RUNNER_TREE_TOTALS"),
+            None,
+            &[],
+        )
+    });
+    let timed_out: Behaviour = Arc::new(|req: &GateRequest, _: &Received| {
+        report(
+            req,
+            RunStatus::TimedOut,
+            None,
+            Some(ExitStatus::Signal(9)),
+            &[],
+        )
+    });
+    for (behaviour, outcome, code) in [
+        (
+            forged_nonce,
+            GateOutcome::Error,
+            "PATCH_CANDIDATE_GATE_REPORT",
+        ),
+        (
+            two_frames,
+            GateOutcome::Error,
+            "PATCH_CANDIDATE_GATE_REPORT",
+        ),
+        (
+            exit0_with_failure,
+            GateOutcome::Error,
+            "PATCH_CANDIDATE_GATE_CONTRADICTION",
+        ),
+        (
+            exit1_clean,
+            GateOutcome::Error,
+            "PATCH_CANDIDATE_GATE_CONTRADICTION",
+        ),
+        (garbage, GateOutcome::Error, "PATCH_CANDIDATE_GATE_REPORT"),
+        (runner_error, GateOutcome::Error, "GATE_RUNNER_TREE_TOTALS"),
+        (
+            timed_out,
+            GateOutcome::TimedOut,
+            "PATCH_CANDIDATE_GATE_TIMED_OUT",
+        ),
+    ] {
+        let g = fixture();
+        let cand = candidate(&g.commit, &[Change::Create("src/new.py", "x = 1\n")]);
+        let (r, _, calls) = evaluate(&g, behaviour, &cand).await;
+        assert_eq!(r.evidence.outcome, outcome, "{code}");
+        assert_eq!(r.evidence.code.as_deref(), Some(code));
+        assert_eq!(calls.iter().filter(|c| c.starts_with("remove:")).count(), 2);
+        // Environment errors at the baseline are never cached.
+        let cache = BaselineCache::open(g.state.path()).unwrap();
+        let defs = definitions("");
+        assert!(cache.get(&g.commit, defs.get("unit").unwrap()).is_none());
+        verify_evidence(&r.file, &cand, Some(&r.digest)).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn the_container_spec_is_the_turns_with_the_gates_limits() {
+    let f = fixture();
+    let cand = candidate(&f.commit, &[Change::Create("src/new.py", "x = 1\n")]);
+    let defs = definitions("");
+    let def = defs.get("unit").unwrap();
+    let rt = simulated(suite(), Arc::default());
+    let cache = BaselineCache::open(f.state.path()).unwrap();
+    evaluate_gate(&rt, def, &f.base, &cand, &cache, RunContext::default())
+        .await
+        .unwrap();
+    let body = rt.created_body();
+    let host = body.host_config.unwrap();
+    assert_eq!(host.network_mode.as_deref(), Some("none"));
+    assert_eq!(host.readonly_rootfs, Some(true));
+    assert_eq!(host.cap_drop, Some(vec!["ALL".to_owned()]));
+    assert_eq!(host.memory, Some(256 * 1024 * 1024));
+    assert_eq!(host.pids_limit, Some(64));
+    assert_eq!(host.nano_cpus, Some(1_000_000_000));
+    let tmpfs = host.tmpfs.unwrap();
+    assert_eq!(tmpfs.len(), 2);
+    assert_eq!(tmpfs["/workspace"], "rw,nosuid,nodev,size=16m,mode=1777");
+    assert_eq!(body.env, Some(Vec::new()), "the container env stays empty");
+}
+
+#[tokio::test]
+async fn a_missing_or_other_image_fails_before_create() {
+    let f = fixture();
+    let cand = candidate(&f.commit, &[Change::Create("src/new.py", "x = 1\n")]);
+    let defs = definitions("");
+    let def = defs.get("unit").unwrap();
+    let cache = BaselineCache::open(f.state.path()).unwrap();
+    let mut rt = simulated(suite(), Arc::default());
+    rt.image = Err(container::RuntimeError::NotFound);
+    let e = evaluate_gate(&rt, def, &f.base, &cand, &cache, RunContext::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "REPOSITORY_DOCKER_IMAGE_MISSING");
+    assert!(e.is_environment());
+    let mut rt = simulated(suite(), Arc::default());
+    rt.image = Ok(container::ImageFacts {
+        id: format!("sha256:{}", "cd".repeat(32)),
+        env: Vec::new(),
+    });
+    let e = evaluate_gate(&rt, def, &f.base, &cand, &cache, RunContext::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH");
+    assert!(!rt.calls().iter().any(|c| c == "create"));
+}
+
+#[tokio::test]
+async fn a_candidate_for_another_tree_is_refused() {
+    let f = fixture();
+    let stale = candidate(
+        &f.commit,
+        &[Change::Update("src/calc.py", "other\n", BROKEN)],
+    );
+    let cache = BaselineCache::open(f.state.path()).unwrap();
+    let defs = definitions("");
+    let rt = simulated(suite(), Arc::default());
+    let e = evaluate_gate(
+        &rt,
+        defs.get("unit").unwrap(),
+        &f.base,
+        &stale,
+        &cache,
+        RunContext::default(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_GATE_CANDIDATE_MISMATCH");
+    assert!(rt.calls().is_empty());
+}
+
+#[test]
+fn verdict_lines_name_the_outcome_and_the_comparison() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let f = fixture();
+    let cand = candidate(&f.commit, &[Change::Update("src/calc.py", CALC, BROKEN)]);
+    let (r, _, _) = rt.block_on(evaluate(&f, suite(), &cand));
+    let line = verdict_line(&r.evidence, &r.digest);
+    assert!(line.starts_with("gate unit: failed; tests 0 passed, 2 failed, 0 error, 1 skipped; new failures 1, fixed 0, still failing 1; regression; evidence sha256:"), "{line}");
+}
