@@ -26,7 +26,10 @@ impl GateImage {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_nanos();
-        let tag = format!("patch-candidate-gate-svc-{name}:t{}-{nanos}", std::process::id());
+        let tag = format!(
+            "patch-candidate-gate-svc-{name}:t{}-{nanos}",
+            std::process::id()
+        );
         let ctx = tempfile::tempdir().unwrap();
         std::fs::write(
             ctx.path().join("Dockerfile"),
@@ -91,10 +94,20 @@ fn gated_approval(f: &Fixture, task: &str, gates: &[&str]) -> PathBuf {
 }
 
 fn submit_gated(state: &Path, f: &Fixture, task: &str, gates_file: &Path) -> String {
+    submit_gated_to(state, None, f, task, gates_file)
+}
+
+fn submit_gated_to(
+    state: &Path,
+    database: Option<&str>,
+    f: &Fixture,
+    task: &str,
+    gates_file: &Path,
+) -> String {
     let approval = gated_approval(f, task, &["check"]);
     let out = submit_raw(
         state,
-        None,
+        database,
         f.repo.path().to_str().unwrap(),
         &approval,
         &["--gates", gates_file.to_str().unwrap()],
@@ -122,7 +135,14 @@ fn running_gate_of(id: &str, image: &str, limit: Duration) -> String {
     loop {
         let found = docker_cli(
             &[
-                "ps", "-q", "--no-trunc", "--filter", &label, "--filter", &ancestor, "--filter",
+                "ps",
+                "-q",
+                "--no-trunc",
+                "--filter",
+                &label,
+                "--filter",
+                &ancestor,
+                "--filter",
                 "status=running",
             ],
             None,
@@ -139,23 +159,65 @@ fn running_gate_of(id: &str, image: &str, limit: Duration) -> String {
 }
 
 async fn stored_evidence(state: &Path, id: &str) -> Vec<jobs::EvidenceDocument> {
-    let store = open_store(state, None).await;
-    store.evidence(&jobs::JobId::parse(id).unwrap()).await.unwrap()
+    stored_evidence_in(state, None, id).await
+}
+
+async fn stored_evidence_in(
+    state: &Path,
+    database: Option<&str>,
+    id: &str,
+) -> Vec<jobs::EvidenceDocument> {
+    let store = open_store(state, database).await;
+    store
+        .evidence(&jobs::JobId::parse(id).unwrap())
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_gate_fails_and_unknown_gates_are_refused() {
     let Some(docker) = docker().await else { return };
     let _guard = docker_lock().lock().await;
+    gate_fails(&docker, None).await;
+    tally("docker_service_gate_fails_and_unknown_gates_are_refused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_gate_fails_on_postgres() {
+    let Some(docker) = docker().await else { return };
+    let url = match jobs::testkit::fresh_postgres_url().await {
+        Ok(url) => url,
+        Err(e) if jobs::testkit::postgres_required() => panic!("PostgreSQL required: {e:?}"),
+        Err(e) => {
+            eprintln!("SKIPPED (PostgreSQL unavailable): {e:?}");
+            return;
+        }
+    };
+    let _guard = docker_lock().lock().await;
+    gate_fails(&docker, Some(&url)).await;
+    tally("docker_service_gate_fails_on_postgres");
+}
+
+async fn gate_fails(docker: &container::BollardRuntime, database: Option<&str>) {
     let image = GateImage::build("fail");
     let state = state_with_images();
     let f = Fixture::new();
-    let defs = definitions(state.path(), &image.id, &["python3", "-c", "raise SystemExit(3)"]);
+    let defs = definitions(
+        state.path(),
+        &image.id,
+        &["python3", "-c", "raise SystemExit(3)"],
+    );
 
     // `jobs submit` refuses a gate the definitions do not know, and a gated job without them.
     let unknown = gated_approval(&f, "Update the dashboard (unknown gate).", &["nope"]);
     let repo = f.repo.path().to_str().unwrap();
-    let out = submit_raw(state.path(), None, repo, &unknown, &["--gates", defs.to_str().unwrap()]);
+    let out = submit_raw(
+        state.path(),
+        database,
+        repo,
+        &unknown,
+        &["--gates", defs.to_str().unwrap()],
+    );
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("PATCH_CANDIDATE_GATE_UNKNOWN")
@@ -164,14 +226,26 @@ async fn docker_service_gate_fails_and_unknown_gates_are_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
     let gated = gated_approval(&f, "Update the dashboard (no definitions).", &["check"]);
-    let out = submit_raw(state.path(), None, repo, &gated, &[]);
+    let out = submit_raw(state.path(), database, repo, &gated, &[]);
     assert!(!out.status.success());
 
-    let service = Service::start(state.path(), &serve_with(&defs));
-    let id = submit_gated(state.path(), &f, "Update the dashboard.\nmode: edit\n", &defs);
+    let service = Service::start(
+        state.path(),
+        &ServeOpts {
+            database,
+            ..serve_with(&defs)
+        },
+    );
+    let id = submit_gated_to(
+        state.path(),
+        database,
+        &f,
+        "Update the dashboard.\nmode: edit\n",
+        &defs,
+    );
     let done = wait_state(
         state.path(),
-        None,
+        database,
         &id,
         &["completed", "failed"],
         Duration::from_secs(180),
@@ -179,7 +253,7 @@ async fn docker_service_gate_fails_and_unknown_gates_are_refused() {
     // The gate's verdict is evidence, not a failure of the job: the candidate and its evidence.
     assert_eq!(done["state"], "completed", "{done}");
     assert_eq!(done["attempts"], 1, "{done}");
-    let evidence = stored_evidence(state.path(), &id).await;
+    let evidence = stored_evidence_in(state.path(), database, &id).await;
     assert_eq!(evidence.len(), 1, "{evidence:?}");
     assert_eq!(evidence[0].gate(), "check");
     assert_eq!(evidence[0].outcome(), jobs::GateVerdict::Failed);
@@ -187,7 +261,7 @@ async fn docker_service_gate_fails_and_unknown_gates_are_refused() {
     assert_eq!(doc["candidate_digest"], done["candidate_digest"], "{doc}");
     assert_eq!(doc["outcome"], "failed", "{doc}");
     // `jobs show` and the API's job view list it; /metrics counts it by outcome.
-    let shown = show(state.path(), None, &id);
+    let shown = show(state.path(), database, &id);
     assert_eq!(shown["gates"][0]["gate"], "check", "{shown}");
     assert_eq!(shown["gates"][0]["outcome"], "failed", "{shown}");
     assert_eq!(shown["gates"][0]["evidence_digest"], evidence[0].digest());
@@ -210,9 +284,8 @@ async fn docker_service_gate_fails_and_unknown_gates_are_refused() {
         "{metrics}"
     );
     assert_eq!(service.stop().code(), Some(0));
-    assert_no_turn_containers(&docker).await;
+    assert_no_turn_containers(docker).await;
     assert!(staging_left(state.path()).is_empty());
-    tally("docker_service_gate_fails_and_unknown_gates_are_refused");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,7 +297,12 @@ async fn docker_service_snoozes_a_job_whose_gate_image_is_missing() {
     let absent = format!("sha256:{}", "0".repeat(64));
     let defs = definitions(state.path(), &absent, &["python3", "-c", "pass"]);
     let service = Service::start(state.path(), &serve_with(&defs));
-    let id = submit_gated(state.path(), &f, "Update the dashboard.\nmode: edit\n", &defs);
+    let id = submit_gated(
+        state.path(),
+        &f,
+        "Update the dashboard.\nmode: edit\n",
+        &defs,
+    );
     let started = Instant::now();
     loop {
         let codes = event_codes(state.path(), None, &id);
@@ -244,7 +322,10 @@ async fn docker_service_snoozes_a_job_whose_gate_image_is_missing() {
     let waiting = show(state.path(), None, &id);
     assert_ne!(waiting["state"], "failed", "{waiting}");
     assert_ne!(waiting["state"], "completed", "{waiting}");
-    assert_eq!(waiting["attempts"], 0, "a snooze spends no attempt: {waiting}");
+    assert_eq!(
+        waiting["attempts"], 0,
+        "a snooze spends no attempt: {waiting}"
+    );
     // Snoozed before the turn: no turn ran, no usage row.
     let store = open_store(state.path(), None).await;
     let job_id = jobs::JobId::parse(&id).unwrap();
@@ -267,7 +348,12 @@ async fn docker_service_cancel_reaches_a_running_gate() {
         &["python3", "-c", "import time; time.sleep(100)"],
     );
     let service = Service::start(state.path(), &serve_with(&defs));
-    let id = submit_gated(state.path(), &f, "Update the dashboard.\nmode: edit\n", &defs);
+    let id = submit_gated(
+        state.path(),
+        &f,
+        "Update the dashboard.\nmode: edit\n",
+        &defs,
+    );
     let gate = running_gate_of(&id, &image.id, Duration::from_secs(120));
     let out = jobs(state.path(), None, &["cancel", &id]);
     assert!(out.status.success());
@@ -282,7 +368,10 @@ async fn docker_service_cancel_reaches_a_running_gate() {
     // The gate container is gone within a heartbeat or two, not after its 100 s.
     let started = Instant::now();
     loop {
-        let left = docker_cli(&["ps", "-aq", "--no-trunc", "--filter", &format!("id={gate}")], None);
+        let left = docker_cli(
+            &["ps", "-aq", "--no-trunc", "--filter", &format!("id={gate}")],
+            None,
+        );
         if left.is_empty() {
             break;
         }
@@ -318,7 +407,12 @@ async fn docker_service_sigkill_during_the_gate_records_one_result_with_evidence
         ..serve_with(&defs)
     };
     let crashing = Service::start(state.path(), &opts);
-    let id = submit_gated(state.path(), &f, "Update the dashboard.\nmode: edit\n", &defs);
+    let id = submit_gated(
+        state.path(),
+        &f,
+        "Update the dashboard.\nmode: edit\n",
+        &defs,
+    );
     let _gate = running_gate_of(&id, &image.id, Duration::from_secs(120));
     crashing.kill();
     assert_eq!(show(state.path(), None, &id)["state"], "running");

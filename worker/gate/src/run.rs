@@ -14,9 +14,8 @@ use tokio::io::AsyncWriteExt as _;
 use container::{
     AttemptId, CALL_TIMEOUT, ContainerError, ContainerGuard, ContainerId, ContainerName,
     ContainerRuntime, GateLimits, ImageId, ImageReference, JobBinding, OutputChunk, RuntimeError,
-    RuntimeName, RuntimeProfile, SpecInput, classify_exit, container_spec, docker_call, local_owner,
-    now_unix,
-    verify_container, verify_env,
+    RuntimeName, RuntimeProfile, SpecInput, classify_exit, container_spec, docker_call,
+    local_owner, now_unix, verify_container, verify_env,
 };
 
 use crate::definition::GateDefinition;

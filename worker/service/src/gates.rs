@@ -53,11 +53,8 @@ pub(crate) async fn precheck<R: ContainerRuntime>(
         .require(required)
         .map_err(|_| ServiceError::GatesUnavailable)?;
     for def in chosen {
-        let reference: ImageReference = def
-            .image()
-            .as_str()
-            .parse()
-            .map_err(ContainerError::from)?;
+        let reference: ImageReference =
+            def.image().as_str().parse().map_err(ContainerError::from)?;
         let facts = container::docker_call("image inspect", runtime.inspect_image(&reference))
             .await
             .map_err(|e| match e {

@@ -307,7 +307,10 @@ mod tests {
         assert!(text.contains("patch_candidate_gate_seconds_sum{outcome=\"failed\"} 1.750"));
         assert!(text.contains("patch_candidate_gate_seconds_count{outcome=\"passed\"} 1"));
         assert!(text.contains("patch_candidate_gate_seconds_count{outcome=\"policy_refused\"} 0"));
-        assert_eq!(text.matches("patch_candidate_gate_seconds_count").count(), 5);
+        assert_eq!(
+            text.matches("patch_candidate_gate_seconds_count").count(),
+            5
+        );
     }
 
     #[test]
