@@ -13,6 +13,13 @@
 #                                   ${PATCH_CANDIDATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/patch-candidate}),
 #                                   the shared libraries it links, copied from this host, and a static
 #                                   busybox (Debian's busybox-static); recorded in live-image.json
+#   images/build.sh --gate python|rust
+#                                   build a gate image instead (images/gate/): the static
+#                                   gate-runner on a root file system made of pinned Debian packages
+#                                   (images/gate/<name>.pin, SHA-256 checked; rust adds the pinned
+#                                   host toolchain, images/gate/rust.toolchain), imported with
+#                                   `docker import`; cached outside the repository like the live
+#                                   image's download; recorded in gate-images.json
 #
 # Prints the image IDs on stdout (`<tag> <id>` per line); progress goes to stderr.
 #
@@ -29,6 +36,7 @@ IMAGE="${PROOF_IMAGE_TAG:-patch-candidate-proof:local}"
 HOSTILE_IMAGE="${PROOF_HOSTILE_IMAGE_TAG:-patch-candidate-proof-hostile:local}"
 LIVE_IMAGE="${LIVE_IMAGE_TAG:-patch-candidate-live:local}"
 LIVE=0
+GATE=""
 BIN_DIR=""
 CACHE=(--no-cache=false)
 
@@ -37,6 +45,12 @@ while [ $# -gt 0 ]; do
     --bin-dir) BIN_DIR="$2"; shift 2 ;;
     --no-cache) CACHE=(--no-cache); shift ;;
     --live) LIVE=1; shift ;;
+    --gate)
+      case "${2:-}" in
+        python|rust) GATE="$2" ;;
+        *) echo "build.sh: --gate takes python or rust" >&2; exit 2 ;;
+      esac
+      shift 2 ;;
     *) echo "build.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -46,14 +60,22 @@ CLI_CONFIG="$(mktemp -d)"
 MESSAGES="$(mktemp)"
 trap 'rm -rf "$CTX" "$CLI_CONFIG" "$MESSAGES"' EXIT
 
+if [ -n "$GATE" ]; then
+  CARGO_SCOPE=(-p gate-runner)
+  WANTED=(gate-runner)
+else
+  CARGO_SCOPE=(--workspace)
+  WANTED=(turn-runner fake-agent hostile-entry)
+fi
+
 if [ -z "$BIN_DIR" ]; then
-  echo "build.sh: cargo build --release --workspace --bins" >&2
+  echo "build.sh: cargo build --release ${CARGO_SCOPE[*]} --bins" >&2
   # Cargo reports where it put every binary (its artifact messages; rendered diagnostics still go
   # to stderr), so CARGO_TARGET_DIR and build.target-dir are honoured, relative or absolute,
   # with the target triple of .cargo/config.toml below them. Nothing assumes ./target.
-  cargo build --release --locked --workspace --bins --message-format=json-render-diagnostics \
+  cargo build --release --locked "${CARGO_SCOPE[@]}" --bins --message-format=json-render-diagnostics \
     > "$MESSAGES"
-  BIN_DIR="$(python3 - "$MESSAGES" turn-runner fake-agent hostile-entry <<'PY'
+  BIN_DIR="$(python3 - "$MESSAGES" "${WANTED[@]}" <<'PY'
 import json, os, sys
 
 messages, wanted = sys.argv[1], set(sys.argv[2:])
@@ -99,6 +121,11 @@ record_state() {
 
 if [ "$LIVE" = 1 ]; then
   source images/live/build-live.sh
+  exit 0
+fi
+
+if [ -n "$GATE" ]; then
+  source images/gate/build-gate.sh
   exit 0
 fi
 

@@ -26,6 +26,7 @@ mod cli;
 mod cli_export;
 mod cli_input;
 mod cli_live;
+mod gates;
 mod hostile;
 mod lifecycle;
 mod live_container;

@@ -9,11 +9,15 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod junit;
+mod run;
 mod tree;
 mod wire;
 
 pub use error::GateRunnerError;
-pub use tree::TreeRule;
+pub use junit::{JunitRefusal, parse as parse_junit, read_junit};
+pub use run::{DEFAULT_ROOT, harden, run_gate};
+pub use tree::{Extracted, TreeRule, extract};
 pub use wire::{
     Argv, CaseId, CaseOutcome, Env, ExitStatus, GateReport, GateRequest, JunitCase, JunitReport,
     JunitSpec, LogTail, MAX_ARG_BYTES, MAX_ARGV_ITEMS, MAX_CASE_ID_BYTES, MAX_CODE_BYTES,

@@ -88,6 +88,14 @@ pub(crate) struct ApproveArgs {
     /// Replace an existing `--out` file (still atomically).
     #[arg(long, requires = "out")]
     force: bool,
+    /// A validation gate the candidate must pass (repeatable): recorded as
+    /// `required_validation_gates`, run by `gate` and `run --gates`.
+    #[arg(long = "gate", value_name = "NAME")]
+    gate: Vec<String>,
+    /// The operator's gate definitions: every `--gate` must be defined there (checked before
+    /// anything else).
+    #[arg(long = "gates", value_name = "FILE")]
+    gates: Option<PathBuf>,
 }
 
 impl ApproveArgs {
@@ -198,6 +206,15 @@ fn summary(
 /// `approve`.
 pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
     require_dir("--repo", &args.repo)?;
+    // Gate names first: a gate the operator's definitions do not know fails before anything
+    // else (stable code), and every name is a gate name.
+    for name in &args.gate {
+        name.parse::<gate::GateName>()?;
+    }
+    if let Some(path) = &args.gates {
+        let defs = gate::GateDefinitions::load(path)?;
+        gate::check_required_gates(&args.gate, &defs)?;
+    }
     if args.task.is_empty() {
         return Err(SnapshotError::ApproveValue {
             flag: "--task",
@@ -340,7 +357,7 @@ pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
         "read_only_paths": strs(grants.read_only()),
         "create_paths": strs(grants.create()),
         "delete_paths": strs(grants.delete()),
-        "required_validation_gates": [],
+        "required_validation_gates": args.gate,
         "required_security_gates": [],
         "required_ci_checks": [],
     });

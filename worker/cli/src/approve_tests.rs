@@ -44,6 +44,8 @@ fn args(repo: &Path) -> ApproveArgs {
         repository_full_name: None,
         out: None,
         force: false,
+        gate: Vec::new(),
+        gates: None,
     }
 }
 
@@ -399,5 +401,38 @@ fn a_dirty_work_tree_is_fine_the_commit_is_what_counts() {
         context.snapshot_digest(),
         snap.snapshot_digest(context.repository_full_name())
             .to_string()
+    );
+}
+
+#[test]
+fn gates_are_recorded_and_an_unknown_gate_is_refused_first() {
+    let (dir, _) = repo();
+    let gates = dir.path().join("gates.toml");
+    let image = format!("sha256:{}", "ab".repeat(32));
+    std::fs::write(
+        &gates,
+        gate::init_definitions(gate::GateKind::Python, &image.parse().unwrap()),
+    )
+    .unwrap();
+    let mut a = args(dir.path());
+    a.gate = vec!["pytest".to_owned()];
+    a.gates = Some(gates.clone());
+    let out = run(&a).unwrap();
+    assert_eq!(
+        out.json["required_validation_gates"],
+        serde_json::json!(["pytest"])
+    );
+    // Unknown to the definitions: refused with the gate code, before the repository is read.
+    let mut bad = args(&dir.path().join("missing-repo-is-never-reached"));
+    bad.repo = dir.path().to_owned();
+    bad.gate = vec!["pytest".to_owned(), "lint".to_owned()];
+    bad.gates = Some(gates);
+    bad.allow = vec!["no/such/scope".to_owned()];
+    assert_eq!(run(&bad).unwrap_err().code, "PATCH_CANDIDATE_GATE_UNKNOWN");
+    let mut badname = args(dir.path());
+    badname.gate = vec!["Bad Name".to_owned()];
+    assert_eq!(
+        run(&badname).unwrap_err().code,
+        "PATCH_CANDIDATE_GATE_DEFINITION"
     );
 }

@@ -192,6 +192,7 @@ pub(crate) fn demo_in(
         no_ledger: false,
         docker: docker.clone(),
         live: super::live_args::LiveArgs::default(),
+        gates: None,
     };
     let (outcome, store) = execute(&run_args, true)?;
     let patch_path = dir.join("candidate.patch");

@@ -91,12 +91,22 @@ pub(crate) struct VerifyArgs {
     /// derived field (summary, rationale, file order, commit) is checked.
     #[arg(long)]
     repo: Option<PathBuf>,
+    /// Also verify a gate evidence file against this candidate (repeatable): strict schema,
+    /// canonical form, its recorded `evidence_digest`, the outcome consistent with its exit
+    /// status, and bound to this candidate's digest and baseline commit.
+    #[arg(long, value_name = "FILE")]
+    evidence: Vec<PathBuf>,
+    /// The evidence digest the (single) `--evidence` file must have, as `gate` printed it: a
+    /// re-digested, edited file is then refused too.
+    #[arg(long, value_name = "sha256:…", requires = "evidence")]
+    evidence_digest: Option<String>,
 }
 
 /// `show` arguments.
 #[derive(Debug, Args)]
 pub(crate) struct ShowArgs {
-    /// A candidate JSON file.
+    /// A candidate JSON file; gate evidence files next to it (`<digest>.gate.<name>.json`) are
+    /// shown as verdict lines.
     file: PathBuf,
 }
 
@@ -434,9 +444,33 @@ pub(crate) fn verify(args: &VerifyArgs) -> Result<Outcome, CliError> {
         Some(repo) => Some(verify_against_repository(&candidate, repo)?),
         None => None,
     };
+    let evidence_expected = args
+        .evidence_digest
+        .as_deref()
+        .map(|d| parse_digest_flag("--evidence-digest", d))
+        .transpose()?;
+    if evidence_expected.is_some() && args.evidence.len() != 1 {
+        return Err(CommandError::DigestFlag {
+            flag: "--evidence-digest (with exactly one --evidence)",
+        }
+        .into());
+    }
+    let mut verdicts = Vec::new();
+    for path in &args.evidence {
+        let bytes = read_file("--evidence", path, gate::MAX_EVIDENCE_BYTES)?;
+        let file = gate::verify_evidence(&bytes, &candidate, evidence_expected.as_ref())?;
+        verdicts.push(file);
+    }
     let mut text = format!("structure: valid\ndigest:    {digest}\n");
     if expected.is_some() {
         text.push_str("digest matches --digest\n");
+    }
+    for file in &verdicts {
+        let _ = writeln!(
+            text,
+            "evidence:  {} (bound to this candidate)",
+            gate::verdict_line(&file.evidence, &file.digest)
+        );
     }
     if let Some(r) = &report {
         let _ = writeln!(
@@ -452,6 +486,11 @@ pub(crate) fn verify(args: &VerifyArgs) -> Result<Outcome, CliError> {
             "digest_bound": expected.is_some(),
             "structure": "valid",
             "repository": report,
+            "evidence": verdicts.iter().map(|f| serde_json::json!({
+                "gate": f.evidence.gate,
+                "outcome": f.evidence.outcome.as_str(),
+                "evidence_digest": f.digest.to_string(),
+            })).collect::<Vec<_>>(),
         }),
         text,
     })
@@ -462,9 +501,42 @@ pub(crate) fn show(args: &ShowArgs) -> Result<Outcome, CliError> {
     let candidate = read_candidate(&args.file)?;
     let digest = repository_patch_digest(&candidate)?;
     let mut text = render::summary(&candidate, &digest.to_string());
+    let dir = args
+        .file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| Path::new("."));
+    let mut gates = Vec::new();
+    for (gate, parsed) in gate::find_evidence(dir, &digest)? {
+        match parsed {
+            Ok(file) if file.evidence.candidate_digest == Some(digest) => {
+                let _ = writeln!(text, "{}", gate::verdict_line(&file.evidence, &file.digest));
+                gates.push(serde_json::json!({
+                    "gate": file.evidence.gate,
+                    "outcome": file.evidence.outcome.as_str(),
+                    "evidence_digest": file.digest.to_string(),
+                }));
+            }
+            Ok(_) => {
+                let _ = writeln!(
+                    text,
+                    "gate {}: evidence is for another candidate",
+                    render::name(&gate)
+                );
+            }
+            Err(e) => {
+                let _ = writeln!(
+                    text,
+                    "gate {}: evidence refused ({})",
+                    render::name(&gate),
+                    e.code()
+                );
+            }
+        }
+    }
     text.push_str(&render::diffs(&candidate, render::colour_wanted()));
     Ok(Outcome {
-        json: serde_json::json!({"digest": digest.to_string(), "candidate": candidate_json(&candidate)?}),
+        json: serde_json::json!({"digest": digest.to_string(), "candidate": candidate_json(&candidate)?, "gates": gates}),
         text,
     })
 }

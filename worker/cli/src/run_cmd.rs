@@ -51,6 +51,11 @@ pub(crate) struct RunArgs {
     pub docker: DockerArgs,
     #[command(flatten)]
     pub live: LiveArgs,
+    /// Run the approval's required validation gates after the turn, with these operator gate
+    /// definitions (docs/GATES.md): one verdict line per gate, evidence next to the candidate in
+    /// the store. A required gate they do not define is refused before anything runs.
+    #[arg(long = "gates", value_name = "FILE")]
+    pub gates: Option<PathBuf>,
 }
 
 /// Parses an approval with the one approval parser (strict JSON, every validator).
@@ -70,6 +75,10 @@ pub(crate) fn execute(
         require_parent("--store", store)?;
     }
     let context = load_approval(&args.approval)?;
+    if let Some(gates) = &args.gates {
+        let defs = super::gate_cmd::load_definitions(gates)?;
+        gate::check_required_gates(context.required_validation_gates(), &defs)?;
+    }
     let image = turn::resolve_image(
         ImageKind::for_live(args.live.live),
         args.image.image.as_deref(),
@@ -264,9 +273,25 @@ pub(crate) fn outcome_json(
 
 pub(crate) fn run(args: &RunArgs) -> Result<Outcome, CliError> {
     let (outcome, store) = execute(args, true)?;
-    let text = outcome_text(&outcome, &store);
-    Ok(Outcome {
-        json: outcome_json(&outcome, &store)?,
-        text,
-    })
+    let mut text = outcome_text(&outcome, &store);
+    let mut json = outcome_json(&outcome, &store)?;
+    if let Some(gates) = &args.gates {
+        let gate_args = super::gate_cmd::GateRunArgs {
+            repo: Some(args.repo.clone()),
+            gates: Some(gates.clone()),
+            gate: Vec::new(),
+            runtime: args.turn.runtime.clone(),
+            docker: args.docker.clone(),
+        };
+        if outcome.candidate.required_validation_gates().is_empty() {
+            text.push_str("gates: the approval requires none\n");
+        } else {
+            let run = super::gate_cmd::execute(&gate_args, &outcome.candidate, &store)?;
+            text.push_str(&super::gate_cmd::verdict_text(&run));
+            if let Some(map) = json.as_object_mut() {
+                map.insert("gates".to_owned(), super::gate_cmd::verdict_json(&run));
+            }
+        }
+    }
+    Ok(Outcome { json, text })
 }

@@ -71,8 +71,10 @@ pub const ALLOWED_IMAGE_ENV_NAMES: [&str; 16] = [
 ];
 
 /// The limits of a gate container (`worker/gate`), from the operator's gate definition: they
-/// replace the turn's memory, pids, CPU and tmpfs values; every other field of the spec is the
-/// turn's. A turn has none, and its spec is unchanged.
+/// replace the turn's memory, pids, CPU and tmpfs values, and a gate runs without Docker's init
+/// (the gate runner is PID 1: non-dumpable, the subreaper, so no same-uid process in the
+/// container can open PID 1's stdout and write into the report stream); every other field of the
+/// spec is the turn's. A turn has none, and its spec is unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GateLimits {
     pub memory_bytes: i64,
@@ -167,7 +169,7 @@ pub fn container_spec(input: &SpecInput<'_>) -> ContainerCreateBody {
         memory: Some(input.memory()),
         memory_swap: Some(input.memory()),
         nano_cpus: Some(input.nano_cpus()),
-        init: Some(true),
+        init: Some(input.gate.is_none()),
         ipc_mode: Some("private".to_owned()),
         privileged: Some(false),
         publish_all_ports: Some(false),
@@ -303,7 +305,7 @@ pub fn verify_container(
         host.log_config.as_ref().and_then(|l| l.typ.as_deref()) == Some("none"),
         "HostConfig.LogConfig",
     )?;
-    require(host.init == Some(true), "HostConfig.Init")?;
+    require(host.init == Some(input.gate.is_none()), "HostConfig.Init")?;
     require(
         host.ipc_mode.as_deref() == Some("private"),
         "HostConfig.IpcMode",

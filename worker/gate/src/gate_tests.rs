@@ -309,6 +309,11 @@ async fn the_container_spec_is_the_turns_with_the_gates_limits() {
     assert_eq!(tmpfs.len(), 2);
     assert_eq!(tmpfs["/workspace"], "rw,nosuid,nodev,size=16m,mode=1777");
     assert_eq!(body.env, Some(Vec::new()), "the container env stays empty");
+    assert_eq!(
+        host.init,
+        Some(false),
+        "the runner is PID 1, not docker-init"
+    );
 }
 
 #[tokio::test]

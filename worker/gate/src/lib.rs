@@ -47,6 +47,6 @@ pub use evidence::{
 pub use gate::{BaselineUse, GateResult, evaluate_gate, evidence_file_name, verdict_line};
 pub use pinned::PinnedPattern;
 pub use run::{GATE_SLACK, MAX_RUNNER_STDERR_BYTES, RunContext, RunFacts, run_gate};
-pub use store::{find_evidence, store_evidence};
+pub use store::{FoundEvidence, find_evidence, store_evidence};
 pub use tree::{BaselineTree, GateTree, MAX_TREE_ENTRIES};
 pub use wire::parse_report;

@@ -26,15 +26,16 @@ pub fn store_evidence(
     Ok(dir.join(name))
 }
 
+/// One evidence file found for a candidate: its gate name (from the file name) and the strict
+/// parse of its bytes.
+pub type FoundEvidence = (String, Result<EvidenceFile, GateError>);
+
 /// Every evidence file for `candidate` in `dir`, parsed strictly, by gate name. A file that does
 /// not parse is returned as its error (never skipped silently).
 ///
 /// # Errors
 /// `PATCH_CANDIDATE_GATE_STATE` when `dir` cannot be listed.
-pub fn find_evidence(
-    dir: &Path,
-    candidate: &Sha256,
-) -> Result<Vec<(String, Result<EvidenceFile, GateError>)>, GateError> {
+pub fn find_evidence(dir: &Path, candidate: &Sha256) -> Result<Vec<FoundEvidence>, GateError> {
     use std::io::Read as _;
     let handle = match cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority()) {
         Ok(h) => h,

@@ -41,7 +41,10 @@ pub use acp_usage::IsolatedAcpUsage;
 pub use config::TurnConfig;
 pub use docker_turn::{RepositoryDockerTurn, execute_live_turn, execute_repository_docker_turn};
 pub use error::TurnError;
-pub use images::{ImagesState, LIVE_IMAGE, LiveImageState, PROOF_IMAGE};
+pub use images::{
+    GATE_IMAGES_FILE, GateImageName, GateImageOrigin, GateImageRecord, GateImagesState,
+    GateToolchain, ImagesState, LIVE_IMAGE, LiveImageState, PROOF_IMAGE,
+};
 pub use input::{BoundedReadError, open_regular_file, read_bounded_file};
 pub use ledger::{UsageIdentity, UsageLedger, UsageRecord};
 pub use limits::{DEFAULT_WALL_SECONDS, MAX_TURN_ARCHIVE_BYTES};

@@ -1,0 +1,1 @@
+//! Container-level tests of the runner (filled below).

@@ -1,0 +1,16 @@
+# The rust gate image: Debian's gcc, binutils and libc6-dev as the linker (images/gate/rust.pin)
+# in a root file system built from the pinned .debs and imported with `docker import` (BASE, a
+# local tag), rustc and cargo copied from the build host's pinned rustup toolchain
+# (images/gate/rust.toolchain) under /opt/rust, and the static gate runner. Nothing is pulled.
+# Built by images/build.sh --gate rust. Gates run cargo offline: `--offline --frozen` with the
+# repository's vendored dependencies.
+ARG BASE
+FROM ${BASE}
+RUN ["/usr/local/bin/rustc", "-V"]
+RUN ["/usr/local/bin/cargo", "-V"]
+COPY gate-runner /gate-runner
+COPY layout/ /
+ENV PATH=/usr/local/bin:/usr/bin:/bin HOME=/tmp CARGO_HOME=/tmp/cargo
+USER 10001:10001
+WORKDIR /workspace
+ENTRYPOINT ["/gate-runner"]
