@@ -1486,7 +1486,7 @@ pub async fn gate_evidence_is_written_once_with_the_candidate(
     // A completion without gates stores no evidence.
     let plain = submit(store, "plain", 1).await;
     let a = store.claim(&host("h1"), 1, LONG).await.unwrap().remove(0);
-    store
+    let plain_done = store
         .complete(
             &plain,
             &a.attempt_id,
@@ -1496,5 +1496,6 @@ pub async fn gate_evidence_is_written_once_with_the_candidate(
         )
         .await
         .unwrap();
+    assert_eq!(plain_done, Fenced::Applied);
     assert!(store.evidence(&plain).await.unwrap().is_empty());
 }
