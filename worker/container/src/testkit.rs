@@ -219,6 +219,8 @@ impl ContainerRuntime for FakeRuntime {
         body: &ContainerCreateBody,
     ) -> Result<String, RuntimeError> {
         self.record("create");
+        self.live_exited_flag
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         *self.created.lock().unwrap() = Some((name.as_str().to_owned(), body.clone()));
         if self.create_hangs {
             std::future::pending::<()>().await;
@@ -239,7 +241,12 @@ impl ContainerRuntime for FakeRuntime {
             .map(|i| i.env.clone())
             .unwrap_or_default();
         let mut inspect = inspect_from_body(&name, &body, &image_env);
-        let exited = self.calls().iter().any(|c| c == "wait")
+        // Exited once waited for (or, live, once its script ended) since the latest create: a
+        // fake reused for several containers starts each one fresh.
+        let calls = self.calls();
+        let last_create = calls.iter().rposition(|c| c == "create");
+        let last_wait = calls.iter().rposition(|c| c == "wait");
+        let exited = last_wait > last_create
             || self
                 .live_exited_flag
                 .load(std::sync::atomic::Ordering::SeqCst);
