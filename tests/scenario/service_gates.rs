@@ -22,6 +22,15 @@ struct GateImage {
 
 impl GateImage {
     fn build(name: &str) -> Self {
+        // Never pulled: the base image is built here (`images/build.sh --gate python`).
+        let present = std::process::Command::new("docker")
+            .args(["image", "inspect", GATE_BASE_IMAGE])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            present,
+            "{GATE_BASE_IMAGE} missing: run images/build.sh --gate python"
+        );
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
