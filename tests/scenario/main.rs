@@ -40,6 +40,8 @@ mod runtimes;
 mod service;
 mod service_api;
 mod service_database;
+mod service_deaths;
+mod service_gates;
 mod service_janitor;
 mod service_live;
 mod service_recovery;

@@ -81,6 +81,10 @@ pub(crate) struct SubmitArgs {
     /// The model of a live job (1-64 of `A-Z a-z 0-9 . _ : -`); part of the job's identity.
     #[arg(long, value_name = "NAME", requires = "live")]
     pub model: Option<String>,
+    /// The operator's gate definitions: every gate the approval requires must be defined there
+    /// (checked before the job is queued; a job that requires a gate needs it).
+    #[arg(long, value_name = "FILE")]
+    pub gates: Option<PathBuf>,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -192,9 +196,21 @@ pub(crate) fn run(command: &JobsCommand) -> Result<Outcome, CliError> {
             let id = parse_id(&args.id)?;
             let (rt, store) = open(&args.store)?;
             let job = rt.block_on(store.get(&id))?.ok_or_else(not_found)?;
+            let evidence = rt.block_on(store.evidence(&id))?;
+            let mut text = job_text(&job);
+            for d in &evidence {
+                let _ = writeln!(
+                    text,
+                    "gate {}: {} in {} ms; evidence {}",
+                    d.gate(),
+                    d.outcome().as_str(),
+                    d.wall_ms(),
+                    d.digest()
+                );
+            }
             Ok(Outcome {
-                json: serde_json::json!({"job": job_view(&job)}),
-                text: job_text(&job),
+                json: serde_json::json!({"job": service::job_view_with_gates(&job, &evidence)}),
+                text,
             })
         }
         JobsCommand::Cancel(args) => {
@@ -299,11 +315,16 @@ fn submit(args: &SubmitArgs) -> Result<Outcome, CliError> {
         max_attempts: Some(args.max_attempts),
         live,
     };
+    let gates = args
+        .gates
+        .as_deref()
+        .map(super::gate_cmd::load_definitions)
+        .transpose()?;
     let rt = tokio_runtime()?;
     let mirrors = MirrorCache::new(state.join("mirrors"));
     let (job, created) = rt.block_on(async {
         // Verified completely before the store is even opened.
-        let spec = service::prepare(sub, &state, &mirrors).await?;
+        let spec = service::prepare(sub, &state, &mirrors, gates.as_ref()).await?;
         let store = JobStore::open(args.store.database.as_deref(), &state).await?;
         Ok::<_, CliError>(store.submit(spec).await?)
     })?;

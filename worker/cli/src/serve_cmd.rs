@@ -74,6 +74,10 @@ pub(crate) struct ServeArgs {
     /// with jitter); a smaller base for tests.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, hide = true)]
     pub retry_base: Option<Duration>,
+    /// The operator's gate definitions (docs/GATES.md): the required gates of each job run after
+    /// its turn. Without it, a job that requires a gate is snoozed on this host.
+    #[arg(long, value_name = "FILE")]
+    pub gates: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub live: ServeLiveArgs,
     #[command(flatten)]
@@ -89,6 +93,12 @@ pub(crate) fn run(args: &ServeArgs) -> Result<Outcome, CliError> {
         ));
     }
     let live = live_host(&args.live)?;
+    let gates = args
+        .gates
+        .as_deref()
+        .map(super::gate_cmd::load_definitions)
+        .transpose()?
+        .map(std::sync::Arc::new);
     let host_id = service::host_id(args.host_id.as_deref(), &state)?;
     let opts = ServeOptions {
         database: args.database.clone(),
@@ -105,6 +115,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<Outcome, CliError> {
         listen_public: args.listen_public,
         docker_socket: args.docker.docker_socket.clone(),
         live,
+        gates,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)

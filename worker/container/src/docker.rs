@@ -10,8 +10,9 @@ use bollard::container::LogOutput;
 use bollard::errors::Error as BollardError;
 use bollard::models::{ContainerCreateBody, ContainerInspectResponse, SystemInfo};
 use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, KillContainerOptionsBuilder,
-    ListContainersOptionsBuilder, RemoveContainerOptionsBuilder, WaitContainerOptionsBuilder,
+    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, EventsOptionsBuilder,
+    KillContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
+    WaitContainerOptionsBuilder,
 };
 use futures::StreamExt as _;
 use tokio::io::AsyncWriteExt as _;
@@ -29,6 +30,8 @@ pub const DEFAULT_DOCKER_SOCKET: &str = "/var/run/docker.sock";
 /// Per-request deadline for response headers (bollard's own timeout). Long streams (attach,
 /// wait) are bounded separately by the turn's wall deadline.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most `kill` events read back for one container (one is enough to decide).
+const MAX_KILL_EVENTS: usize = 16;
 
 /// A Docker client bound to one local Unix socket.
 #[derive(Debug, Clone)]
@@ -234,6 +237,43 @@ impl ContainerRuntime for BollardRuntime {
             .kill_container(id, Some(options))
             .await
             .map_err(|e| map_err(&e))
+    }
+
+    async fn kill_events(&self, id: &str, since_unix: i64) -> Result<Vec<String>, RuntimeError> {
+        // `until` makes the daemon replay its recorded events and end the stream (no live tail);
+        // one second past now, as the daemon's bound is exclusive at second granularity.
+        let since = since_unix.to_string();
+        let until = crate::owner::now_unix().saturating_add(1).to_string();
+        let filters = HashMap::from([
+            ("type", vec!["container"]),
+            ("container", vec![id]),
+            ("event", vec!["kill"]),
+        ]);
+        let options = EventsOptionsBuilder::default()
+            .since(&since)
+            .until(&until)
+            .filters(&filters)
+            .build();
+        let mut stream = self.docker.events(Some(options));
+        let mut signals = Vec::new();
+        while let Some(item) = stream.next().await {
+            let event = item.map_err(|e| map_err(&e))?;
+            // The filter is the daemon's; the ID and action are checked again here.
+            let actor = event.actor.unwrap_or_default();
+            if event.action.as_deref() != Some("kill") || actor.id.as_deref() != Some(id) {
+                continue;
+            }
+            // Bounded: one entry per recorded kill event; the daemon keeps a small ring of them.
+            if signals.len() >= MAX_KILL_EVENTS {
+                break;
+            }
+            let signal = actor
+                .attributes
+                .and_then(|mut a| a.remove("signal"))
+                .unwrap_or_default();
+            signals.push(signal);
+        }
+        Ok(signals)
     }
 
     async fn remove(&self, name: &str) -> Result<(), RuntimeError> {

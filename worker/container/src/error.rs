@@ -43,6 +43,13 @@ pub enum ContainerError {
     /// The wall deadline passed; the container was killed.
     #[error("REPOSITORY_DOCKER_TIMEOUT: turn exceeded {seconds} seconds")]
     Timeout { seconds: u64 },
+    /// The container was signalled through the daemon by someone other than this host (an
+    /// operator's `docker kill`, another tool) and its own limits do not explain its end: the
+    /// environment's failure, not the container's.
+    #[error(
+        "REPOSITORY_DOCKER_KILLED_EXTERNALLY: container was killed from outside (status {status})"
+    )]
+    KilledExternally { status: i64 },
     /// A container could not be removed (or its absence proven).
     #[error("REPOSITORY_DOCKER_CLEANUP_FAILED: container {name} could not be removed")]
     CleanupFailed { name: ContainerName },
@@ -66,6 +73,7 @@ impl ContainerError {
             Self::InspectFormat => "REPOSITORY_DOCKER_INSPECT_FORMAT",
             Self::IsolationMismatch { .. } => "REPOSITORY_DOCKER_ISOLATION_MISMATCH",
             Self::Timeout { .. } => "REPOSITORY_DOCKER_TIMEOUT",
+            Self::KilledExternally { .. } => "REPOSITORY_DOCKER_KILLED_EXTERNALLY",
             Self::CleanupFailed { .. } => "REPOSITORY_DOCKER_CLEANUP_FAILED",
             Self::State { .. } => "PATCH_CANDIDATE_STATE",
         }
@@ -80,6 +88,7 @@ impl ContainerError {
             Self::Unavailable { .. }
                 | Self::CommandFailed { .. }
                 | Self::ImageMissing
+                | Self::KilledExternally { .. }
                 | Self::CleanupFailed { .. }
                 | Self::State { .. }
         )
@@ -123,6 +132,7 @@ mod tests {
             ContainerError::InspectFormat,
             ContainerError::IsolationMismatch { field: "Image" },
             ContainerError::Timeout { seconds: 1 },
+            ContainerError::KilledExternally { status: 137 },
             ContainerError::CleanupFailed { name },
             ContainerError::State { detail: "x" },
         ];
@@ -144,6 +154,7 @@ mod tests {
                 | ContainerError::InspectFormat
                 | ContainerError::IsolationMismatch { .. }
                 | ContainerError::Timeout { .. }
+                | ContainerError::KilledExternally { .. }
                 | ContainerError::CleanupFailed { .. }
                 | ContainerError::State { .. } => {}
             }
@@ -154,7 +165,7 @@ mod tests {
     #[test]
     fn every_variant_follows_the_message_convention() {
         let all = samples();
-        assert_eq!(all.len(), 16);
+        assert_eq!(all.len(), 17);
         for e in &all {
             if let Err(violation) = snapshot::check_message_convention(e) {
                 panic!("{violation}");
@@ -169,6 +180,7 @@ mod tests {
             "REPOSITORY_DOCKER_UNAVAILABLE",
             "REPOSITORY_DOCKER_COMMAND_FAILED",
             "REPOSITORY_DOCKER_IMAGE_MISSING",
+            "REPOSITORY_DOCKER_KILLED_EXTERNALLY",
             "REPOSITORY_DOCKER_CLEANUP_FAILED",
             "PATCH_CANDIDATE_STATE",
         ];

@@ -14,6 +14,7 @@
 
 mod call;
 mod cleanup;
+mod death;
 mod docker;
 mod error;
 mod ids;
@@ -29,6 +30,7 @@ pub mod testkit;
 
 pub use call::docker_call;
 pub use cleanup::{ContainerGuard, settle_pending_removals};
+pub use death::{Death, classify_exit};
 pub use docker::{BollardRuntime, DEFAULT_DOCKER_SOCKET, DaemonFacts};
 pub use error::ContainerError;
 pub use ids::{ContainerId, ContainerName, IdError, ImageId, ImageReference, RuntimeName};

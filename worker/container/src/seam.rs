@@ -114,6 +114,13 @@ pub trait ContainerRuntime: Send + Sync {
     fn wait(&self, id: &str) -> impl Future<Output = Result<ExitStatus, RuntimeError>> + Send;
     /// `SIGKILL` the container.
     fn kill(&self, id: &str) -> impl Future<Output = Result<(), RuntimeError>> + Send;
+    /// The signals (as the daemon spells them, e.g. `9`) of every `kill` event the daemon
+    /// recorded for container `id` from `since_unix` until now: who else signalled it.
+    fn kill_events(
+        &self,
+        id: &str,
+        since_unix: i64,
+    ) -> impl Future<Output = Result<Vec<String>, RuntimeError>> + Send;
     /// Force-remove by name or ID (`NotFound` when it does not exist).
     fn remove(&self, name: &str) -> impl Future<Output = Result<(), RuntimeError>> + Send;
     /// Every container (any state) carrying the offline turn label.
@@ -172,6 +179,13 @@ impl<T: ContainerRuntime + ?Sized> ContainerRuntime for std::sync::Arc<T> {
     }
     fn kill(&self, id: &str) -> impl Future<Output = Result<(), RuntimeError>> + Send {
         (**self).kill(id)
+    }
+    fn kill_events(
+        &self,
+        id: &str,
+        since_unix: i64,
+    ) -> impl Future<Output = Result<Vec<String>, RuntimeError>> + Send {
+        (**self).kill_events(id, since_unix)
     }
     fn remove(&self, name: &str) -> impl Future<Output = Result<(), RuntimeError>> + Send {
         (**self).remove(name)

@@ -65,6 +65,10 @@ pub struct FakeRuntime {
     pub output: Vec<OutputChunk>,
     pub exit_code: i64,
     pub oom: bool,
+    /// The signals of the daemon's recorded `kill` events (someone else signalled it).
+    pub kill_events: Vec<String>,
+    /// What the events query answers with (`Ok` means: `kill_events`).
+    pub events_result: Result<(), RuntimeError>,
     pub stdin: Arc<Mutex<Option<Vec<u8>>>>,
     pub remove_result: Result<(), RuntimeError>,
     pub turns: Vec<TurnContainer>,
@@ -104,6 +108,8 @@ impl FakeRuntime {
             output: vec![OutputChunk::Stdout(stdout.to_vec())],
             exit_code: 0,
             oom: false,
+            kill_events: Vec::new(),
+            events_result: Ok(()),
             stdin: Arc::default(),
             remove_result: Ok(()),
             turns: Vec::new(),
@@ -213,6 +219,8 @@ impl ContainerRuntime for FakeRuntime {
         body: &ContainerCreateBody,
     ) -> Result<String, RuntimeError> {
         self.record("create");
+        self.live_exited_flag
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         *self.created.lock().unwrap() = Some((name.as_str().to_owned(), body.clone()));
         if self.create_hangs {
             std::future::pending::<()>().await;
@@ -233,9 +241,21 @@ impl ContainerRuntime for FakeRuntime {
             .map(|i| i.env.clone())
             .unwrap_or_default();
         let mut inspect = inspect_from_body(&name, &body, &image_env);
-        if self.oom && self.calls().iter().any(|c| c == "wait") {
+        // Exited once waited for (or, live, once its script ended) since the latest create: a
+        // fake reused for several containers starts each one fresh.
+        let calls = self.calls();
+        let last_create = calls.iter().rposition(|c| c == "create");
+        let last_wait = calls.iter().rposition(|c| c == "wait");
+        let exited = last_wait > last_create
+            || self
+                .live_exited_flag
+                .load(std::sync::atomic::Ordering::SeqCst);
+        if exited {
             inspect.state = Some(ContainerState {
-                oom_killed: Some(true),
+                status: Some(ContainerStateStatusEnum::EXITED),
+                running: Some(false),
+                exit_code: Some(self.exit_code),
+                oom_killed: Some(self.oom),
                 ..ContainerState::default()
             });
         }
@@ -316,6 +336,12 @@ impl ContainerRuntime for FakeRuntime {
     async fn kill(&self, _id: &str) -> Result<(), RuntimeError> {
         self.record("kill");
         Ok(())
+    }
+
+    async fn kill_events(&self, _id: &str, _since_unix: i64) -> Result<Vec<String>, RuntimeError> {
+        self.record("events");
+        self.events_result?;
+        Ok(self.kill_events.clone())
     }
 
     async fn remove(&self, name: &str) -> Result<(), RuntimeError> {

@@ -375,3 +375,37 @@ fn verdict_lines_name_the_outcome_and_the_comparison() {
     let line = verdict_line(&r.evidence, &r.digest);
     assert!(line.starts_with("gate unit: failed; tests 0 passed, 2 failed, 0 error, 1 skipped; new failures 1, fixed 0, still failing 1; regression; evidence sha256:"), "{line}");
 }
+
+/// A gate container someone else killed (a `docker kill`: exit 137, a recorded `kill` event, no
+/// OOM) is an environment failure, never evidence against the candidate; the same death with no
+/// kill event (the container's own doing) is a run without a report: `error` evidence.
+#[tokio::test]
+async fn r_gate_container_killed_from_outside_is_an_environment_failure() {
+    let f = fixture();
+    let defs = definitions("");
+    let def = defs.get("unit").unwrap();
+    let cand = candidate(&f.commit, &[Change::Update("src/calc.py", CALC, BROKEN)]);
+    let killed_run: Behaviour = Arc::new(|_: &GateRequest, _: &Received| Vec::new());
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut rt = simulated(Arc::clone(&killed_run), Arc::clone(&seen));
+    rt.exit_code = 137;
+    rt.kill_events = vec!["9".to_owned()];
+    let cache = BaselineCache::open(f.state.path()).unwrap();
+    let e = evaluate_gate(&rt, def, &f.base, &cand, &cache, RunContext::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "REPOSITORY_DOCKER_KILLED_EXTERNALLY");
+    assert!(e.is_environment());
+    assert!(rt.calls().iter().any(|c| c == "events"));
+    assert!(rt.calls().last().unwrap().starts_with("remove:"));
+
+    let mut own = simulated(killed_run, seen);
+    own.exit_code = 137;
+    let state = tempfile::tempdir().unwrap();
+    let cache = BaselineCache::open(state.path()).unwrap();
+    let result = evaluate_gate(&own, def, &f.base, &cand, &cache, RunContext::default())
+        .await
+        .unwrap();
+    assert_eq!(result.evidence.outcome, GateOutcome::Error);
+}

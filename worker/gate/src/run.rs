@@ -14,8 +14,8 @@ use tokio::io::AsyncWriteExt as _;
 use container::{
     AttemptId, CALL_TIMEOUT, ContainerError, ContainerGuard, ContainerId, ContainerName,
     ContainerRuntime, GateLimits, ImageId, ImageReference, JobBinding, OutputChunk, RuntimeError,
-    RuntimeName, RuntimeProfile, SpecInput, container_spec, docker_call, local_owner, now_unix,
-    verify_container, verify_gate_env,
+    RuntimeName, RuntimeProfile, SpecInput, classify_exit, container_spec, docker_call,
+    local_owner, now_unix, verify_container, verify_gate_env,
 };
 
 use crate::definition::GateDefinition;
@@ -181,6 +181,8 @@ async fn run_container<R: ContainerRuntime + Clone + 'static>(
     frame: Vec<u8>,
     tree: &GateTree,
 ) -> Result<Seen, GateError> {
+    // The daemon's events are recorded by the second: one second early never misses a kill.
+    let since = now_unix().saturating_sub(1);
     let body = container_spec(spec);
     let created = docker_call("create", runtime.create(spec.name, &body)).await;
     guard.confirm_created();
@@ -242,6 +244,16 @@ async fn run_container<R: ContainerRuntime + Clone + 'static>(
     let status = docker_call("wait", runtime.wait(id.as_str())).await?;
     let after = docker_call("inspect", runtime.inspect(id.as_str())).await?;
     let oom = after.state.as_ref().and_then(|s| s.oom_killed) == Some(true);
+    // A container someone else killed (a `docker kill`) is the environment's failure, retried
+    // by the service, never a verdict on the candidate (the daemon's kill events decide).
+    if status.code != 0
+        && !oom
+        && let Some(e) = classify_exit(runtime, id.as_str(), status.code, since)
+            .await?
+            .environment_error()
+    {
+        return Err(e.into());
+    }
     // A git failure while streaming is the host's, not the candidate's; a container that stopped
     // reading is judged by its report.
     if let Err(e) = produced

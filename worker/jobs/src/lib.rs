@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod evidence;
 mod ids;
 mod model;
 mod postgres;
@@ -31,6 +32,10 @@ mod transition;
 mod wake;
 
 pub use error::{Backend, JobsError, Result};
+pub use evidence::{
+    EvidenceDocument, GateVerdict, MAX_EVIDENCE_DOCUMENT_BYTES, MAX_EVIDENCE_DOCUMENTS,
+    MAX_GATE_NAME_CHARS,
+};
 pub use ids::{AttemptId, HostId, JobId, MAX_HOST_ID_CHARS, StoreId};
 pub use model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobFailure, JobKind, JobSpec, JobState,

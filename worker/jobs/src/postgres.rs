@@ -11,6 +11,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod
 use tokio_postgres::{NoTls, Row};
 
 use crate::error::{Backend, JobsError, Result};
+use crate::evidence::EvidenceDocument;
 use crate::ids::StoreId;
 use crate::ids::{AttemptId, HostId, JobId};
 use crate::model::{
@@ -29,7 +30,8 @@ const NOW: &str = "(extract(epoch FROM now()) * 1000)::bigint";
 
 /// The fenced write as one statement of data-modifying CTEs: the guarded `UPDATE` (the delay
 /// `$7` added to the database clock), then the candidate (`$12`), the usage row (`$13`) and the
-/// log line (`$14`, `$15`) for the row it changed, if any; it returns how many rows it changed.
+/// log line (`$14`, `$15`) and the gate evidence rows (`$16`..`$20`, parallel arrays) for the row
+/// it changed, if any; it returns how many rows it changed.
 static FENCED_WRITE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH u AS (
@@ -44,7 +46,13 @@ static FENCED_WRITE: LazyLock<String> = LazyLock::new(|| {
              ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json),
          ev AS (
              INSERT INTO events (job_id, attempt_id, at, code, message)
-             SELECT id, attempt_id, {NOW}, $14, $15 FROM u)
+             SELECT id, attempt_id, {NOW}, $14, $15 FROM u),
+         ge AS (
+             INSERT INTO gate_evidence
+                 (job_id, attempt_id, gate, outcome, digest, wall_ms, bytes, created_at)
+             SELECT u.id, u.attempt_id, e.gate, e.outcome, e.digest, e.wall_ms, e.bytes, {NOW}
+             FROM u, unnest($16::text[], $17::text[], $18::text[], $19::bigint[], $20::bytea[])
+                  AS e (gate, outcome, digest, wall_ms, bytes))
          SELECT count(*) FROM u",
         update = fenced_update('$', NOW, &format!("{NOW} + $7"))
     )
@@ -439,6 +447,23 @@ impl PgStore {
         attempt: AttemptId,
         write: FencedWrite,
     ) -> Result<Fenced> {
+        let gates: Vec<&str> = write.evidence.iter().map(EvidenceDocument::gate).collect();
+        let outcomes: Vec<&str> = write
+            .evidence
+            .iter()
+            .map(|d| d.outcome().as_str())
+            .collect();
+        let digests: Vec<&str> = write
+            .evidence
+            .iter()
+            .map(EvidenceDocument::digest)
+            .collect();
+        let walls: Vec<i64> = write
+            .evidence
+            .iter()
+            .map(EvidenceDocument::wall_ms_i64)
+            .collect();
+        let bytes: Vec<&[u8]> = write.evidence.iter().map(EvidenceDocument::bytes).collect();
         let client = self.client().await?;
         let stmt = client.prepare_cached(&FENCED_WRITE).await.map_err(pg)?;
         let n: i64 = client
@@ -460,6 +485,11 @@ impl PgStore {
                     &write.usage,
                     &write.event_code,
                     &write.event_message,
+                    &gates,
+                    &outcomes,
+                    &digests,
+                    &walls,
+                    &bytes,
                 ],
             )
             .await
@@ -646,6 +676,28 @@ impl PgStore {
             .map_err(pg)?
             .map(|r| r.try_get(0).map_err(pg))
             .transpose()
+    }
+
+    pub(crate) async fn evidence(&self, id: JobId) -> Result<Vec<EvidenceDocument>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT gate, outcome, digest, wall_ms, bytes FROM gate_evidence
+                 WHERE job_id = $1 ORDER BY gate",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(pg)?;
+        rows.iter()
+            .map(|r| {
+                let gate: String = r.try_get(0).map_err(pg)?;
+                let outcome: String = r.try_get(1).map_err(pg)?;
+                let digest: String = r.try_get(2).map_err(pg)?;
+                let wall_ms: i64 = r.try_get(3).map_err(pg)?;
+                let bytes: Vec<u8> = r.try_get(4).map_err(pg)?;
+                EvidenceDocument::from_row(&gate, &outcome, &digest, wall_ms, bytes)
+            })
+            .collect()
     }
 
     pub(crate) async fn events(&self, id: JobId) -> Result<Vec<JobEvent>> {

@@ -9,7 +9,7 @@
 //! host, sees the one id that the first open wrote.
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Reads the store id.
 pub(crate) const SELECT_STORE_ID: &str = "SELECT store_id FROM store_identity WHERE singleton = 1";
@@ -161,6 +161,38 @@ CREATE TABLE store_identity (
 CREATE TABLE store_identity (
     singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
     store_id  TEXT NOT NULL
+);
+",
+    },
+    Migration {
+        version: 3,
+        name: "gate evidence",
+        sqlite: r"
+CREATE TABLE gate_evidence (
+    job_id     TEXT NOT NULL REFERENCES jobs (id),
+    attempt_id TEXT NOT NULL,
+    gate       TEXT NOT NULL,
+    outcome    TEXT NOT NULL
+               CHECK (outcome IN ('passed', 'failed', 'timed_out', 'policy_refused', 'error')),
+    digest     TEXT NOT NULL,
+    wall_ms    INTEGER NOT NULL CHECK (wall_ms >= 0),
+    bytes      BLOB NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (job_id, gate)
+);
+",
+        postgres: r"
+CREATE TABLE gate_evidence (
+    job_id     TEXT NOT NULL REFERENCES jobs (id),
+    attempt_id TEXT NOT NULL,
+    gate       TEXT NOT NULL,
+    outcome    TEXT NOT NULL
+               CHECK (outcome IN ('passed', 'failed', 'timed_out', 'policy_refused', 'error')),
+    digest     TEXT NOT NULL,
+    wall_ms    BIGINT NOT NULL CHECK (wall_ms >= 0),
+    bytes      BYTEA NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (job_id, gate)
 );
 ",
     },

@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, ErrorCode, OptionalExtension as _, Row, TransactionBehavior, params};
 
 use crate::error::{Backend, JobsError, Result};
+use crate::evidence::EvidenceDocument;
 use crate::ids::StoreId;
 use crate::ids::{AttemptId, HostId, JobId};
 use crate::model::{
@@ -388,6 +389,24 @@ impl SqliteStore {
                 )
                 .map_err(map_err)?;
             }
+            for doc in &write.evidence {
+                tx.execute(
+                    "INSERT INTO gate_evidence
+                         (job_id, attempt_id, gate, outcome, digest, wall_ms, bytes, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    params![
+                        id.as_str(),
+                        attempt.as_str(),
+                        doc.gate(),
+                        doc.outcome().as_str(),
+                        doc.digest(),
+                        doc.wall_ms_i64(),
+                        doc.bytes(),
+                        now
+                    ],
+                )
+                .map_err(map_err)?;
+            }
             if let Some(usage) = &write.usage {
                 upsert_usage(&tx, &id, &attempt, usage, now)?;
             }
@@ -592,6 +611,37 @@ impl SqliteStore {
             )
             .optional()
             .map_err(map_err)
+        })
+        .await
+    }
+
+    pub(crate) async fn evidence(&self, id: JobId) -> Result<Vec<EvidenceDocument>> {
+        self.run(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT gate, outcome, digest, wall_ms, bytes FROM gate_evidence
+                     WHERE job_id = ?1 ORDER BY gate",
+                )
+                .map_err(map_err)?;
+            let rows = stmt
+                .query_map(params![id.as_str()], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, i64>(3)?,
+                        r.get::<_, Vec<u8>>(4)?,
+                    ))
+                })
+                .map_err(map_err)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (gate, outcome, digest, wall_ms, bytes) = row.map_err(map_err)?;
+                out.push(EvidenceDocument::from_row(
+                    &gate, &outcome, &digest, wall_ms, bytes,
+                )?);
+            }
+            Ok(out)
         })
         .await
     }

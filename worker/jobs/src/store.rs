@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{JobsError, Result};
+use crate::evidence::{EvidenceDocument, check_set as check_evidence_set};
 use crate::ids::{AttemptId, HostId, JobId, StoreId};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, MAX_CANDIDATE_BYTES,
@@ -251,6 +252,27 @@ impl JobStore {
         candidate_digest: &str,
         usage: &serde_json::Value,
     ) -> Result<Fenced> {
+        self.complete_with_evidence(id, attempt, candidate, candidate_digest, usage, Vec::new())
+            .await
+    }
+
+    /// [`JobStore::complete`] with the candidate's gate evidence: the candidate, one document
+    /// per gate, the usage row and the `completed` state in one transaction, so a result is
+    /// never stored without its evidence, nor twice.
+    ///
+    /// # Errors
+    /// As [`JobStore::complete`], and `PATCH_CANDIDATE_JOBS_INPUT` for more than 64 documents
+    /// or two for one gate.
+    pub async fn complete_with_evidence(
+        &self,
+        id: &JobId,
+        attempt: &AttemptId,
+        candidate: Vec<u8>,
+        candidate_digest: &str,
+        usage: &serde_json::Value,
+        evidence: Vec<EvidenceDocument>,
+    ) -> Result<Fenced> {
+        check_evidence_set(&evidence)?;
         if !snapshot::is_typed_sha256(candidate_digest) {
             return Err(JobsError::input(
                 "candidate_digest",
@@ -268,6 +290,7 @@ impl JobStore {
                 candidate,
                 digest: candidate_digest.to_owned(),
                 usage,
+                evidence,
             },
         )
         .await
@@ -471,6 +494,14 @@ impl JobStore {
     /// Database errors.
     pub async fn candidate(&self, id: &JobId) -> Result<Option<Vec<u8>>> {
         dispatch!(self.candidate(id.clone()))
+    }
+
+    /// The gate evidence stored with a completed job's candidate, by gate name.
+    ///
+    /// # Errors
+    /// Database errors; `PATCH_CANDIDATE_JOBS_CORRUPT` for a row that fails its checks.
+    pub async fn evidence(&self, id: &JobId) -> Result<Vec<EvidenceDocument>> {
+        dispatch!(self.evidence(id.clone()))
     }
 
     /// The job's log, oldest first.

@@ -10,17 +10,19 @@
 
 use std::time::Duration;
 
+use crate::evidence::EvidenceDocument;
 use crate::model::{JobState, Retry, duration_ms};
 use crate::rows::{EVENT_CANCELLED, EVENT_COMPLETED, EVENT_RELEASED, EVENT_SNOOZED};
 
 /// An outcome of a running attempt, as the facade received it (arguments already checked).
 #[derive(Debug)]
 pub(crate) enum Transition {
-    /// The result: the candidate and the attempt's usage row; `completed`.
+    /// The result: the candidate, its gate evidence and the attempt's usage row; `completed`.
     Complete {
         candidate: Vec<u8>,
         digest: String,
         usage: String,
+        evidence: Vec<EvidenceDocument>,
     },
     /// A failure: dead letter, or queued again after a delay with the attempt spent.
     Fail {
@@ -111,6 +113,8 @@ pub(crate) struct FencedWrite {
     pub(crate) error: ErrorColumns,
     /// Sets `candidate_digest` and adds the `candidates` row.
     pub(crate) candidate: Option<CandidateRow>,
+    /// The candidate's gate evidence rows (only with a candidate).
+    pub(crate) evidence: Vec<EvidenceDocument>,
     /// The attempt's usage row (inserted, or replacing the attempt's earlier one).
     pub(crate) usage: Option<String>,
     /// The log line's code.
@@ -126,7 +130,9 @@ impl From<Transition> for FencedWrite {
                 candidate,
                 digest,
                 usage,
+                evidence,
             } => Self {
+                evidence,
                 target: Target::Completed,
                 give_back_attempt: false,
                 delay_ms: None,
@@ -157,6 +163,7 @@ impl From<Transition> for FencedWrite {
                     event_message: message.clone(),
                     error: ErrorColumns::Set { code, message },
                     candidate: None,
+                    evidence: Vec::new(),
                     usage,
                 }
             }
@@ -173,6 +180,7 @@ impl From<Transition> for FencedWrite {
                         message: "snoozed".to_owned(),
                     },
                     candidate: None,
+                    evidence: Vec::new(),
                     usage: None,
                 }
             }
@@ -182,6 +190,7 @@ impl From<Transition> for FencedWrite {
                 delay_ms: Some(0),
                 error: ErrorColumns::Keep,
                 candidate: None,
+                evidence: Vec::new(),
                 usage,
                 event_code: EVENT_RELEASED.to_owned(),
                 event_message: "released on drain".to_owned(),
@@ -192,6 +201,7 @@ impl From<Transition> for FencedWrite {
                 delay_ms: None,
                 error: ErrorColumns::Keep,
                 candidate: None,
+                evidence: Vec::new(),
                 usage,
                 event_code: EVENT_CANCELLED.to_owned(),
                 event_message: "running attempt stopped".to_owned(),
@@ -285,6 +295,7 @@ mod tests {
             candidate: vec![1],
             digest: "sha256:ab".to_owned(),
             usage: "{}".to_owned(),
+            evidence: Vec::new(),
         };
         assert_eq!(
             summary(complete),

@@ -46,6 +46,15 @@ pub enum ServiceError {
         "PATCH_CANDIDATE_SERVICE_LIVE_MODEL: the job's model is not in this host's gateway config"
     )]
     LiveModel,
+    /// A job requires a gate this host does not define (`serve --gates FILE`), or the host has no
+    /// gate definitions: another host, or this one after its operator adds it, may run it.
+    #[error(
+        "PATCH_CANDIDATE_SERVICE_GATES_UNAVAILABLE: this host does not define a gate the job requires (serve --gates)"
+    )]
+    GatesUnavailable,
+    /// A gate's host-side failure (tree, cache, Docker around the run), unchanged.
+    #[error(transparent)]
+    Gate(#[from] gate::GateError),
     /// This host's gateway cannot be set up for a live attempt (e.g. the credential is unreadable).
     #[error(transparent)]
     Gateway(#[from] gateway::GatewaySetupError),
@@ -77,6 +86,8 @@ impl ServiceError {
             Self::Cancelled => "PATCH_CANDIDATE_SERVICE_CANCELLED",
             Self::LiveUnavailable => "PATCH_CANDIDATE_SERVICE_LIVE_UNAVAILABLE",
             Self::LiveModel => "PATCH_CANDIDATE_SERVICE_LIVE_MODEL",
+            Self::GatesUnavailable => "PATCH_CANDIDATE_SERVICE_GATES_UNAVAILABLE",
+            Self::Gate(e) => e.code(),
             Self::Gateway(e) => e.code(),
             Self::Snapshot(e) => e.code(),
             Self::Turn(e) => e.code(),
@@ -106,7 +117,9 @@ impl Coded for ServiceError {
             | Self::State { .. }
             | Self::Locked
             | Self::LiveUnavailable
-            | Self::LiveModel => FailureClass::Environment,
+            | Self::LiveModel
+            | Self::GatesUnavailable => FailureClass::Environment,
+            Self::Gate(e) => Coded::class(e),
             Self::Gateway(e) => Coded::class(e),
             Self::Binding { .. } | Self::Spec { .. } | Self::Cancelled => FailureClass::Rejected,
             Self::Snapshot(e) => Coded::class(e),
@@ -136,6 +149,7 @@ mod tests {
             ServiceError::Cancelled,
             ServiceError::LiveUnavailable,
             ServiceError::LiveModel,
+            ServiceError::GatesUnavailable,
         ] {
             snapshot::check_message_convention(&e).unwrap();
             assert!(e.code().starts_with("PATCH_CANDIDATE_SERVICE_"));

@@ -160,6 +160,27 @@ pub fn job_view(job: &Job) -> serde_json::Value {
     })
 }
 
+/// [`job_view`] with the job's gate results (`gates`: name, outcome, evidence digest, wall time;
+/// the evidence documents themselves stay in the store).
+pub fn job_view_with_gates(job: &Job, evidence: &[jobs::EvidenceDocument]) -> serde_json::Value {
+    let mut view = job_view(job);
+    if let Some(map) = view.as_object_mut() {
+        let gates: Vec<serde_json::Value> = evidence
+            .iter()
+            .map(|d| {
+                serde_json::json!({
+                    "gate": d.gate(),
+                    "outcome": d.outcome().as_str(),
+                    "evidence_digest": d.digest(),
+                    "wall_ms": d.wall_ms(),
+                })
+            })
+            .collect();
+        map.insert("gates".to_owned(), serde_json::Value::Array(gates));
+    }
+    view
+}
+
 /// The job id of a path: a segment axum cannot decode (invalid UTF-8 after percent-decoding) is
 /// refused like any other malformed id, with the API's JSON error rather than axum's text.
 fn parse_id(raw: Result<UrlPath<String>, PathRejection>) -> Result<JobId, ApiError> {
@@ -272,7 +293,13 @@ async fn submit(State(sh): State<Arc<Shared>>, headers: HeaderMap, body: Body) -
             "PATCH_CANDIDATE_SERVICE_BODY: trailing bytes after the JSON document",
         )
     })?;
-    let spec = prepare(sub, &sh.opts.state_dir, &sh.mirrors).await?;
+    let spec = prepare(
+        sub,
+        &sh.opts.state_dir,
+        &sh.mirrors,
+        sh.opts.gates.as_deref(),
+    )
+    .await?;
     let (job, created) = sh.store.submit(spec).await?;
     sh.wake.notify_one();
     tracing::info!(code = "PATCH_CANDIDATE_JOB_SUBMITTED", job = %job.id, created, "submitted");
@@ -330,7 +357,13 @@ async fn show(
 ) -> ApiResult {
     let id = parse_id(id)?;
     match sh.store.get(&id).await? {
-        Some(job) => Ok(axum::Json(serde_json::json!({"job": job_view(&job)})).into_response()),
+        Some(job) => {
+            let evidence = sh.store.evidence(&id).await?;
+            Ok(
+                axum::Json(serde_json::json!({"job": job_view_with_gates(&job, &evidence)}))
+                    .into_response(),
+            )
+        }
         None => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "PATCH_CANDIDATE_JOBS_NOT_FOUND",

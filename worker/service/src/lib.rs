@@ -10,6 +10,7 @@
 //! at once. The HTTP API (`http`) serves beside them.
 
 mod error;
+mod gates;
 mod http;
 mod live_host;
 mod metrics;
@@ -29,7 +30,7 @@ use jobs::{HostId, JobStore};
 use tokio::sync::Notify;
 
 pub use error::ServiceError;
-pub use http::{TOKEN_FILE, job_view, load_or_create_token};
+pub use http::{TOKEN_FILE, job_view, job_view_with_gates, load_or_create_token};
 pub use live_host::{CredentialSource, LiveHost};
 pub use metrics::Metrics;
 pub use mirror::{Locator, MirrorCache};
@@ -83,6 +84,9 @@ pub struct ServeOptions {
     pub docker_socket: PathBuf,
     /// Gateway settings for live jobs; `None`: this host snoozes the live jobs it claims.
     pub live: Option<LiveHost>,
+    /// The operator's gate definitions (`--gates FILE`); `None`: this host snoozes the jobs that
+    /// require a gate.
+    pub gates: Option<std::sync::Arc<gate::GateDefinitions>>,
 }
 
 /// The claim loop's phase.

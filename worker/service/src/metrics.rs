@@ -5,6 +5,8 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use jobs::GateVerdict;
+
 /// How a job attempt on this host ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttemptOutcome {
@@ -63,6 +65,9 @@ pub struct Metrics {
     turn_seconds_sum_ms: AtomicU64,
     turn_count: AtomicU64,
     http: [[AtomicU64; 4]; 9],
+    /// Gate runs by verdict ([`GateVerdict::ALL`] order): count and summed wall milliseconds.
+    gates: [AtomicU64; 5],
+    gate_ms: [AtomicU64; 5],
 }
 
 impl Metrics {
@@ -125,6 +130,20 @@ impl Metrics {
             Ordering::Relaxed,
         );
         self.turn_count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One required gate ran for a job (labels: its verdict only, a fixed set).
+    pub fn gate_finished(&self, verdict: GateVerdict, elapsed: std::time::Duration) {
+        let Some(i) = GateVerdict::ALL.iter().position(|v| *v == verdict) else {
+            return;
+        };
+        if let (Some(c), Some(ms)) = (self.gates.get(i), self.gate_ms.get(i)) {
+            c.fetch_add(1, Ordering::Relaxed);
+            ms.fetch_add(
+                u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+                Ordering::Relaxed,
+            );
+        }
     }
 
     pub fn http(&self, route: &str, status: u16) {
@@ -221,6 +240,21 @@ impl Metrics {
             sum_ms % 1000,
             load(&self.turn_count)
         );
+        let _ = writeln!(
+            out,
+            "# HELP patch_candidate_gate_seconds Wall time of the required gates this host ran, by outcome.\n# TYPE patch_candidate_gate_seconds summary"
+        );
+        for ((verdict, count), ms) in GateVerdict::ALL.iter().zip(&self.gates).zip(&self.gate_ms) {
+            let ms = load(ms);
+            let outcome = verdict.as_str();
+            let _ = writeln!(
+                out,
+                "patch_candidate_gate_seconds_sum{{outcome=\"{outcome}\"}} {}.{:03}\npatch_candidate_gate_seconds_count{{outcome=\"{outcome}\"}} {}",
+                ms / 1000,
+                ms % 1000,
+                load(count)
+            );
+        }
         let mut lines = Vec::new();
         for (route, row) in ROUTES.iter().zip(&self.http) {
             for (class, c) in STATUS_CLASSES.iter().zip(row) {
@@ -260,6 +294,23 @@ mod tests {
             text.contains("patch_candidate_http_requests_total{route=\"other\",status=\"2xx\"} 1")
         );
         assert!(!text.contains("job_0123"));
+    }
+
+    #[test]
+    fn gate_outcomes_and_durations_by_verdict() {
+        let m = Metrics::default();
+        m.gate_finished(GateVerdict::Failed, std::time::Duration::from_millis(1500));
+        m.gate_finished(GateVerdict::Failed, std::time::Duration::from_millis(250));
+        m.gate_finished(GateVerdict::Passed, std::time::Duration::from_millis(10));
+        let text = m.render();
+        assert!(text.contains("patch_candidate_gate_seconds_count{outcome=\"failed\"} 2"));
+        assert!(text.contains("patch_candidate_gate_seconds_sum{outcome=\"failed\"} 1.750"));
+        assert!(text.contains("patch_candidate_gate_seconds_count{outcome=\"passed\"} 1"));
+        assert!(text.contains("patch_candidate_gate_seconds_count{outcome=\"policy_refused\"} 0"));
+        assert_eq!(
+            text.matches("patch_candidate_gate_seconds_count").count(),
+            5
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use snapshot::{Coded, FailureClass};
 use tokio::sync::watch;
 use tracing::Instrument as _;
 
+use super::gates::{GateRan, precheck, run_required};
 use super::live_host::{LiveTurn, log_note};
 use super::metrics::AttemptOutcome;
 use super::submission::reverify;
@@ -32,10 +33,16 @@ const MAX_EVENT_MESSAGE_CHARS: usize = 200;
 
 /// How an attempt's turn ended, before anything is written.
 enum Ended {
-    Done(Box<Result<turn::PipelineOutcome, ServiceError>>),
+    Done(Box<Result<Finished, ServiceError>>),
     Cancelled,
     Lost,
     Drained,
+}
+
+/// A turn that ended with a candidate, and the evidence of the gates it requires.
+struct Finished {
+    outcome: turn::PipelineOutcome,
+    gates: Vec<GateRan>,
 }
 
 /// What an attempt that started its turn leaves in its one usage row: the turn's wall time and,
@@ -224,7 +231,14 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
             return;
         }
     };
-    inputs.plan = inputs.plan.with_job(Some(binding));
+    // A job whose gates this host cannot run (no definition, no approved gate image) is snoozed
+    // before its turn starts.
+    let required = inputs.plan.context().required_validation_gates().to_vec();
+    if let Err(e) = precheck(&sh.docker, sh.opts.gates.as_deref(), &required).await {
+        finish(sh, claimed, Ended::Done(Box::new(Err(e))), None).await;
+        return;
+    }
+    inputs.plan = inputs.plan.with_job(Some(binding.clone()));
 
     // The turn starts here: from now on the attempt ends with one usage row, unless its lease is
     // lost or it is snoozed (both give nothing to record).
@@ -249,7 +263,20 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
             }
         };
         fault::point(fault::AFTER_CANDIDATE_STORED).await;
-        Ok::<_, ServiceError>(outcome)
+        // The gates run here, inside the attempt's work: a cancel, a lost lease or a drain drops
+        // them with the turn's future, and their containers are removed the same way.
+        fault::point(fault::BEFORE_GATES).await;
+        let gates = run_required(
+            &sh.docker,
+            sh.opts.gates.as_deref(),
+            &sh.opts.state_dir,
+            &repo,
+            &outcome.candidate,
+            &binding,
+            inputs.plan.config().runtime(),
+        )
+        .await?;
+        Ok::<_, ServiceError>(Finished { outcome, gates })
     };
     // Boxed, so that dropping it below really drops the turn (and its container guard).
     let mut work = Box::pin(work);
@@ -400,11 +427,16 @@ type Written = (AttemptOutcome, Result<Fenced, JobsError>);
 async fn completed(
     sh: &Shared,
     claimed: &Claimed,
-    outcome: turn::PipelineOutcome,
+    finished: Finished,
     ran: Option<&Ran>,
 ) -> Written {
     let id = &claimed.job.id;
     let attempt_id = &claimed.attempt_id;
+    let Finished { outcome, gates } = finished;
+    for g in &gates {
+        sh.metrics.gate_finished(g.document.outcome(), g.elapsed);
+    }
+    let evidence: Vec<jobs::EvidenceDocument> = gates.into_iter().map(|g| g.document).collect();
 
     let bytes = match outcome.candidate.to_json_pretty() {
         Ok(b) => b,
@@ -421,8 +453,14 @@ async fn completed(
     let digest = outcome.digest.to_string();
     fault::point(fault::BEFORE_COMPLETE).await;
     let w = retrying(sh, "complete", || {
-        sh.store
-            .complete(id, attempt_id, bytes.clone(), &digest, &usage)
+        sh.store.complete_with_evidence(
+            id,
+            attempt_id,
+            bytes.clone(),
+            &digest,
+            &usage,
+            evidence.clone(),
+        )
     })
     .await;
     if matches!(w, Ok(Fenced::Applied)) {
@@ -453,6 +491,10 @@ async fn failed(sh: &Shared, claimed: &Claimed, e: ServiceError, ran: Option<&Ra
             | ServiceError::LiveUnavailable
             | ServiceError::LiveModel
             | ServiceError::Gateway(_)
+            | ServiceError::GatesUnavailable
+            | ServiceError::Gate(gate::GateError::Container(
+                ContainerError::ImageMissing | ContainerError::ImageIdMismatch
+            ))
     );
     event(sh, claimed, code, &message).await;
     if snooze {

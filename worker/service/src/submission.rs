@@ -216,12 +216,17 @@ pub fn reverify(spec: &jobs::JobSpec) -> Result<JobInputs, ServiceError> {
 /// commit, the approval's snapshot identity, the selection and every turn-request check `run`
 /// makes before Docker — and returns the job spec to enqueue.
 ///
+/// `gates` are the operator's gate definitions: a required gate they do not define (or any
+/// required gate without them) is refused before the repository is read.
+///
 /// # Errors
-/// The first failing check's code (the codes `run` reports for the same input).
+/// The first failing check's code (the codes `run` reports for the same input);
+/// `PATCH_CANDIDATE_GATE_UNKNOWN` / `PATCH_CANDIDATE_SERVICE_GATES_UNAVAILABLE` for gates.
 pub async fn prepare(
     sub: Submission,
     state: &Path,
     mirrors: &MirrorCache,
+    gates: Option<&gate::GateDefinitions>,
 ) -> Result<jobs::JobSpec, ServiceError> {
     if sub.approval.len() > MAX_CONTEXT_JSON_BYTES {
         return Err(ServiceError::Spec {
@@ -230,6 +235,12 @@ pub async fn prepare(
     }
     let approval_json = sub.approval.into_bytes();
     let context = ApprovedExecutionContext::from_slice(&approval_json)?;
+    // Every required gate must be one the operator's definitions know, before anything else.
+    let required = context.required_validation_gates();
+    if !required.is_empty() {
+        let defs = gates.ok_or(ServiceError::GatesUnavailable)?;
+        gate::check_required_gates(required, defs)?;
+    }
     let locator = Locator::parse(&sub.repository)?;
     // A live job runs in the live image, as `run --live` does; its model is checked here (the
     // store checks it again) so a malformed one never reaches a host.

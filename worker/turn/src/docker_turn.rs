@@ -27,6 +27,7 @@ use container::docker_call;
 use container::{AttemptId, local_owner, now_unix};
 use container::{ContainerId, ContainerName, ImageId};
 use container::{ContainerRuntime, OutputChunk, OutputStream, RuntimeError};
+use container::{Death, classify_exit};
 use container::{SpecInput, container_spec, verify_container, verify_env};
 
 /// The result of one turn: a sanitised proposal, the verified-shape archive (or the empty
@@ -193,6 +194,8 @@ async fn run_container<R: ContainerRuntime + Clone + 'static>(
     config: &TurnConfig,
     live: Option<&LiveContext<'_>>,
 ) -> Result<(Vec<u8>, Option<LiveLog>), TurnError> {
+    // The daemon's events are recorded by the second: one second early never misses a kill.
+    let since = now_unix().saturating_sub(1);
     let body = container_spec(spec_input);
     let created = docker_call("create", runtime.create(spec_input.name, &body)).await;
     guard.confirm_created();
@@ -218,20 +221,20 @@ async fn run_container<R: ContainerRuntime + Clone + 'static>(
     verify_container(&inspect, spec_input)?;
 
     let (stdout, log) = match live {
-        None => (exchange(runtime, id.as_str(), payload, config).await?, None),
+        None => (
+            exchange(runtime, id.as_str(), payload, config, since).await?,
+            None,
+        ),
         Some(live) => {
-            let (result, log) = live_exchange(runtime, id.as_str(), payload, config, live).await?;
+            let exchanged = live_exchange(runtime, id.as_str(), payload, config, live).await;
+            let (result, log) = match exchanged {
+                Ok(v) => v,
+                // A container that died under the protocol broke it: its death is the cause.
+                Err(e) => return Err(died_first(runtime, id.as_str(), since).await.unwrap_or(e)),
+            };
             let status = docker_call("wait", runtime.wait(id.as_str())).await?;
             if status.code != 0 {
-                if let Ok(Ok(after)) =
-                    tokio::time::timeout(CALL_TIMEOUT, runtime.inspect(id.as_str())).await
-                    && after.state.and_then(|s| s.oom_killed) == Some(true)
-                {
-                    return Err(TurnError::OutOfMemory);
-                }
-                return Err(TurnError::WorkerFailed {
-                    status: status.code,
-                });
+                return Err(nonzero_exit(runtime, id.as_str(), status.code, since).await);
             }
             (result, Some(log))
         }
@@ -250,6 +253,7 @@ async fn exchange<R: ContainerRuntime>(
     id: &str,
     payload: &[u8],
     config: &TurnConfig,
+    since: i64,
 ) -> Result<Vec<u8>, TurnError> {
     let output = docker_call("attach", runtime.attach_output(id)).await?;
     docker_call("start", runtime.start(id)).await?;
@@ -295,16 +299,45 @@ async fn exchange<R: ContainerRuntime>(
         },
     };
     if status.code != 0 {
-        if let Ok(Ok(after)) = tokio::time::timeout(CALL_TIMEOUT, runtime.inspect(id)).await
-            && after.state.and_then(|s| s.oom_killed) == Some(true)
-        {
-            return Err(TurnError::OutOfMemory);
-        }
-        return Err(TurnError::WorkerFailed {
-            status: status.code,
-        });
+        return Err(nonzero_exit(runtime, id, status.code, since).await);
     }
     Ok(stdout)
+}
+
+/// The error of a non-zero exit, by its cause (see [`container::classify_exit`]): an OOM kill and
+/// the container's own status are the turn's failure; a kill from outside is the environment's.
+async fn nonzero_exit<R: ContainerRuntime>(
+    runtime: &R,
+    id: &str,
+    status: i64,
+    since: i64,
+) -> TurnError {
+    match classify_exit(runtime, id, status, since).await {
+        Ok(Death::OutOfMemory) => TurnError::OutOfMemory,
+        Ok(Death::Exited { status }) => TurnError::WorkerFailed { status },
+        Ok(death @ Death::KilledFromOutside { .. }) => death
+            .environment_error()
+            .map_or(TurnError::WorkerFailed { status }, TurnError::from),
+        Err(e) => TurnError::from(e),
+    }
+}
+
+/// After a live exchange failed: the container's death when it already ended by an OOM kill or a
+/// kill from outside (`None` while it runs, or when its own exit status ended it).
+async fn died_first<R: ContainerRuntime>(runtime: &R, id: &str, since: i64) -> Option<TurnError> {
+    let after = tokio::time::timeout(CALL_TIMEOUT, runtime.inspect(id))
+        .await
+        .ok()?
+        .ok()?;
+    let state = after.state?;
+    if state.running != Some(false) {
+        return None;
+    }
+    let status = state.exit_code.filter(|code| *code != 0)?;
+    match nonzero_exit(runtime, id, status, since).await {
+        TurnError::WorkerFailed { .. } => None,
+        e => Some(e),
+    }
 }
 
 /// Reads the output stream to its end, keeping stdout up to `max_stdout` bytes and counting

@@ -181,6 +181,7 @@ mod tests {
             TurnError::WorkerFailed { status: 1 },
             TurnError::InvalidOutput { reason: "x" },
             TurnError::Container(ContainerError::CleanupFailed { name }),
+            TurnError::Container(ContainerError::KilledExternally { status: 137 }),
             TurnError::Ledger {
                 detail: "x".to_owned(),
             },
@@ -229,7 +230,7 @@ mod tests {
     #[test]
     fn every_variant_follows_the_message_convention() {
         let all = samples();
-        assert_eq!(all.len(), 35);
+        assert_eq!(all.len(), 36);
         for e in &all {
             if let Err(violation) = snapshot::check_message_convention(e) {
                 panic!("{violation}");
@@ -246,6 +247,7 @@ mod tests {
                     | ContainerError::CommandFailed { .. }
                     | ContainerError::ImageMissing
                     | ContainerError::CleanupFailed { .. }
+                    | ContainerError::KilledExternally { .. }
                     | ContainerError::State { .. },
                 )
                 | TurnError::Ledger { .. }

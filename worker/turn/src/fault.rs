@@ -18,16 +18,19 @@ pub const MID_TURN: &str = "mid_turn";
 pub const AFTER_STAGING: &str = "after_staging";
 /// Right after the candidate was written to the host's local candidate store.
 pub const AFTER_CANDIDATE_STORED: &str = "after_candidate_stored";
+/// Right before the service runs a job's first required gate (the turn's candidate is stored).
+pub const BEFORE_GATES: &str = "before_gates";
 /// Right before the fenced completion write.
 pub const BEFORE_COMPLETE: &str = "before_complete";
 
 /// Every point, for validation of the variable.
-pub const POINTS: [&str; 6] = [
+pub const POINTS: [&str; 7] = [
     AFTER_CLAIM,
     AFTER_CONTAINER_CREATE,
     MID_TURN,
     AFTER_STAGING,
     AFTER_CANDIDATE_STORED,
+    BEFORE_GATES,
     BEFORE_COMPLETE,
 ];
 

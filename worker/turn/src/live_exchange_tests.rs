@@ -461,6 +461,42 @@ async fn hostile_frames_fail_the_turn_with_their_code_and_remove_the_container()
     }
 }
 
+/// A live container killed from outside mid-turn breaks the protocol; the daemon's kill event
+/// names the cause (the environment), where its own early exit stays a protocol failure.
+#[tokio::test]
+async fn r_live_container_killed_from_outside_is_an_environment_failure() {
+    let upstream = ScriptedUpstream::start([]).await.unwrap();
+    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
+    let cut_short: Script = |mut sim| {
+        Box::pin(async move {
+            sim.handshake().await;
+            for f in Frame::result_frames(&update_output()) {
+                sim.send(&f);
+            }
+        })
+    };
+    let mut killed = fake(cut_short);
+    killed.exit_code = 137;
+    killed.kill_events = vec!["9".to_owned()];
+    let e = run_live(&killed, &gateway, 60, Duration::from_secs(1))
+        .await
+        .result
+        .unwrap_err();
+    assert_eq!(e.code(), "REPOSITORY_DOCKER_KILLED_EXTERNALLY");
+    assert!(e.is_environment());
+    assert!(removed(&killed));
+
+    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
+    let mut own = fake(cut_short);
+    own.exit_code = 137;
+    let e = run_live(&own, &gateway, 60, Duration::from_secs(1))
+        .await
+        .result
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_TUNNEL_NO_RESULT_END");
+    assert!(removed(&own));
+}
+
 #[tokio::test]
 async fn the_wall_budget_sends_stop_and_a_harvest_within_the_grace_completes_the_turn() {
     let upstream = ScriptedUpstream::start([]).await.unwrap();

@@ -837,6 +837,58 @@ async fn nonzero_exit_and_oom_have_distinct_codes() {
     assert_eq!(err.code(), "REPOSITORY_DOCKER_OOM");
 }
 
+/// A container the daemon says someone else killed (a `docker kill`: exit 137, a recorded `kill`
+/// event, no OOM) failed through the environment, not the agent; the same status with no kill
+/// event (an `exit 137` from inside) and an OOM kill stay the turn's own failures.
+#[tokio::test]
+async fn r_outside_kill_is_an_environment_failure_not_the_agents() {
+    let fx = Fixture::new(&[], &[]);
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.exit_code = 137;
+    fake.kill_events = vec!["9".to_owned()];
+    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_KILLED_EXTERNALLY");
+    assert!(err.is_environment());
+    let calls = fake.calls();
+    let wait = calls.iter().position(|c| c == "wait").unwrap();
+    assert_eq!(
+        calls[wait + 1..],
+        ["inspect".to_owned(), "events".to_owned(), removal(&fake)],
+        "OOM fact, then the daemon's kill events, then removal"
+    );
+
+    let mut own = FakeRuntime::new(&update_output());
+    own.exit_code = 137;
+    let err = run(&own, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_WORKER_FAILED");
+    assert!(!err.is_environment());
+
+    let mut oom = FakeRuntime::new(&update_output());
+    oom.exit_code = 137;
+    oom.oom = true;
+    oom.kill_events = vec!["9".to_owned()];
+    let err = run(&oom, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_OOM");
+    assert!(!err.is_environment());
+
+    // The daemon cannot say why: never blamed on the agent.
+    let mut unknown = FakeRuntime::new(&update_output());
+    unknown.exit_code = 137;
+    unknown.events_result = Err(RuntimeError::Unavailable);
+    let err = run(&unknown, &fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_DOCKER_UNAVAILABLE");
+    assert!(err.is_environment());
+    assert_eq!(unknown.calls().last().unwrap(), &removal(&unknown));
+}
+
 #[tokio::test(start_paused = true)]
 async fn wall_deadline_kills_then_removes() {
     let fx = Fixture::new(&[], &[]);

@@ -1382,3 +1382,120 @@ pub async fn outcome_writes_carry_one_usage_row_per_attempt(store: &JobStore, _:
     .collect();
     assert_eq!(rows, expected);
 }
+
+fn evidence_doc(
+    gate: &str,
+    outcome: jobs::GateVerdict,
+    n: u8,
+    wall_ms: u64,
+) -> jobs::EvidenceDocument {
+    let bytes = serde_json::to_vec(&serde_json::json!({"gate": gate, "n": n})).unwrap();
+    jobs::EvidenceDocument::new(gate, outcome, &digest(n), wall_ms, bytes).unwrap()
+}
+
+/// The candidate and its gate evidence are one write: stored together by the current attempt
+/// (readable from another handle), never by a stale one, never twice, and a bad set writes
+/// nothing at all.
+pub async fn gate_evidence_is_written_once_with_the_candidate(
+    store: &JobStore,
+    location: &Location,
+) {
+    use jobs::GateVerdict;
+    let id = submit(store, "gates", 3).await;
+    let a1 = store
+        .claim(&host("h1"), 1, Duration::ZERO)
+        .await
+        .unwrap()
+        .remove(0);
+    // A refused set (two documents for one gate) writes nothing: the job is still running.
+    let twice = vec![
+        evidence_doc("pytest", GateVerdict::Passed, 1, 10),
+        evidence_doc("pytest", GateVerdict::Failed, 2, 10),
+    ];
+    let e = store
+        .complete_with_evidence(
+            &id,
+            &a1.attempt_id,
+            vec![1],
+            &digest(7),
+            &serde_json::json!({}),
+            twice,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_INPUT");
+    assert_eq!(state(store, &id).await, JobState::Running);
+    assert!(store.evidence(&id).await.unwrap().is_empty());
+    // The attempt is lost (rescued); its late completion writes neither candidate nor evidence.
+    expire().await;
+    let _ = store.rescue_expired().await.unwrap();
+    let a2 = store.claim(&host("h2"), 1, LONG).await.unwrap().remove(0);
+    let docs = vec![
+        evidence_doc("pytest", GateVerdict::Failed, 3, 1234),
+        evidence_doc("cargo-test", GateVerdict::Passed, 4, 99),
+    ];
+    let late = store
+        .complete_with_evidence(
+            &id,
+            &a1.attempt_id,
+            vec![1],
+            &digest(7),
+            &serde_json::json!({}),
+            docs.clone(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(late, Fenced::Lost);
+    assert!(store.evidence(&id).await.unwrap().is_empty());
+    assert_eq!(store.candidate(&id).await.unwrap(), None);
+    // The current attempt's completion stores both.
+    let applied = store
+        .complete_with_evidence(
+            &id,
+            &a2.attempt_id,
+            vec![2],
+            &digest(8),
+            &serde_json::json!({"total_tokens": 1}),
+            docs.clone(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied, Fenced::Applied);
+    // A repeated write (a retried request after a lost response) changes nothing.
+    let again = store
+        .complete_with_evidence(
+            &id,
+            &a2.attempt_id,
+            vec![3],
+            &digest(9),
+            &serde_json::json!({}),
+            vec![evidence_doc("pytest", GateVerdict::Passed, 5, 1)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, Fenced::Lost);
+    let other = location.open().await;
+    let stored = other.evidence(&id).await.unwrap();
+    let mut expected = docs;
+    expected.sort_by(|a, b| a.gate().cmp(b.gate()));
+    assert_eq!(stored, expected, "by gate name, byte for byte");
+    assert_eq!(stored[1].outcome(), GateVerdict::Failed);
+    assert_eq!(stored[1].wall_ms(), 1234);
+    assert_eq!(other.candidate(&id).await.unwrap(), Some(vec![2]));
+    assert_eq!(state(&other, &id).await, JobState::Completed);
+    // A completion without gates stores no evidence.
+    let plain = submit(store, "plain", 1).await;
+    let a = store.claim(&host("h1"), 1, LONG).await.unwrap().remove(0);
+    let plain_done = store
+        .complete(
+            &plain,
+            &a.attempt_id,
+            vec![1],
+            &digest(1),
+            &serde_json::json!({}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(plain_done, Fenced::Applied);
+    assert!(store.evidence(&plain).await.unwrap().is_empty());
+}

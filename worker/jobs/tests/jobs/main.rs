@@ -81,6 +81,7 @@ conformance!(
     a_dead_hosts_jobs_are_finished_by_the_others,
     live_jobs_bind_their_model,
     outcome_writes_carry_one_usage_row_per_attempt,
+    gate_evidence_is_written_once_with_the_candidate,
 );
 
 /// Fresh databases opened by several handles at once.

@@ -1,0 +1,470 @@
+//! `patch-candidate serve --gates FILE`: a job's required gates run after its turn in the same
+//! attempt, and the result is the candidate plus its evidence, written once. A failing gate is
+//! recorded (the job completes with `failed` evidence); a gate whose image this host lacks
+//! snoozes the job before its turn; a cancel reaches a running gate; a SIGKILL during the gate
+//! leaves exactly one result with its evidence after the restart. `jobs submit` refuses a
+//! required gate the definitions do not know.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::service::*;
+use crate::support::*;
+
+/// The locally built Python gate image (`image build --gate python`).
+const GATE_BASE_IMAGE: &str = "patch-candidate-gate-python:local";
+
+/// A private copy of the gate image (its own label, so its own ID and tag); removed on drop.
+struct GateImage {
+    tag: String,
+    id: String,
+}
+
+impl GateImage {
+    fn build(name: &str) -> Self {
+        // Never pulled: the base image is built here (`images/build.sh --gate python`).
+        let present = std::process::Command::new("docker")
+            .args(["image", "inspect", GATE_BASE_IMAGE])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            present,
+            "{GATE_BASE_IMAGE} missing: run images/build.sh --gate python"
+        );
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let tag = format!(
+            "patch-candidate-gate-svc-{name}:t{}-{nanos}",
+            std::process::id()
+        );
+        let ctx = tempfile::tempdir().unwrap();
+        std::fs::write(
+            ctx.path().join("Dockerfile"),
+            format!("FROM {GATE_BASE_IMAGE}\nLABEL patch-candidate.test.variant=\"{tag}\"\n"),
+        )
+        .unwrap();
+        docker_cli(
+            &["build", "-q", "-t", &tag, ctx.path().to_str().unwrap()],
+            None,
+        );
+        let id = docker_cli(&["image", "inspect", "--format", "{{.Id}}", &tag], None);
+        Self { tag, id }
+    }
+}
+
+impl Drop for GateImage {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("docker")
+            .args(["rmi", "-f", &self.tag])
+            .output();
+    }
+}
+
+/// A definitions file with one gate `check` running `argv` in `image`.
+fn definitions(dir: &Path, image: &str, argv: &[&str]) -> PathBuf {
+    let argv = serde_json::to_string(argv).unwrap();
+    let text = format!(
+        r#"version = 1
+
+[gates.check]
+image = "{image}"
+argv = {argv}
+cwd = "."
+wall_seconds = 120
+kill_grace_ms = 1000
+memory_mib = 256
+pids = 64
+cpu_millis = 1000
+workspace_mib = 64
+tmp_mib = 64
+log_tail_bytes = 4096
+pinned = []
+
+[gates.check.env]
+HOME = "/tmp/home"
+PATH = "/usr/local/bin:/usr/bin:/bin"
+"#
+    );
+    let path = dir.join("gates.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The fixture's approval of `task`, requiring `gates`.
+fn gated_approval(f: &Fixture, task: &str, gates: &[&str]) -> PathBuf {
+    let path = f.approval(task);
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    doc["required_validation_gates"] = serde_json::json!(gates);
+    std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    path
+}
+
+fn submit_gated(state: &Path, f: &Fixture, task: &str, gates_file: &Path) -> String {
+    submit_gated_to(state, None, f, task, gates_file)
+}
+
+fn submit_gated_to(
+    state: &Path,
+    database: Option<&str>,
+    f: &Fixture,
+    task: &str,
+    gates_file: &Path,
+) -> String {
+    let approval = gated_approval(f, task, &["check"]);
+    let out = submit_raw(
+        state,
+        database,
+        f.repo.path().to_str().unwrap(),
+        &approval,
+        &["--gates", gates_file.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_of(&out)["job"]["id"].as_str().unwrap().to_owned()
+}
+
+fn serve_with(gates_file: &Path) -> ServeOpts<'_> {
+    ServeOpts {
+        extra: vec!["--gates", gates_file.to_str().unwrap()],
+        ..ServeOpts::default()
+    }
+}
+
+/// Waits until job `id` has a running container of image `image` (found by the job's label).
+fn running_gate_of(id: &str, image: &str, limit: Duration) -> String {
+    let started = Instant::now();
+    let label = format!("label={}={id}", container::JOB_LABEL_KEY);
+    let ancestor = format!("ancestor={image}");
+    loop {
+        let found = docker_cli(
+            &[
+                "ps",
+                "-q",
+                "--no-trunc",
+                "--filter",
+                &label,
+                "--filter",
+                &ancestor,
+                "--filter",
+                "status=running",
+            ],
+            None,
+        );
+        if let Some(first) = found.lines().next() {
+            return first.to_owned();
+        }
+        assert!(
+            started.elapsed() < limit,
+            "job {id} has no running gate container after {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+async fn stored_evidence(state: &Path, id: &str) -> Vec<jobs::EvidenceDocument> {
+    stored_evidence_in(state, None, id).await
+}
+
+async fn stored_evidence_in(
+    state: &Path,
+    database: Option<&str>,
+    id: &str,
+) -> Vec<jobs::EvidenceDocument> {
+    let store = open_store(state, database).await;
+    store
+        .evidence(&jobs::JobId::parse(id).unwrap())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_gate_fails_and_unknown_gates_are_refused() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    gate_fails(&docker, None).await;
+    tally("docker_service_gate_fails_and_unknown_gates_are_refused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_gate_fails_on_postgres() {
+    let Some(docker) = docker().await else { return };
+    let url = match jobs::testkit::fresh_postgres_url().await {
+        Ok(url) => url,
+        Err(e) if jobs::testkit::postgres_required() => panic!("PostgreSQL required: {e:?}"),
+        Err(e) => {
+            eprintln!("SKIPPED (PostgreSQL unavailable): {e:?}");
+            return;
+        }
+    };
+    let _guard = docker_lock().lock().await;
+    gate_fails(&docker, Some(&url)).await;
+    tally("docker_service_gate_fails_on_postgres");
+}
+
+async fn gate_fails(docker: &container::BollardRuntime, database: Option<&str>) {
+    let image = GateImage::build("fail");
+    let state = state_with_images();
+    let f = Fixture::new();
+    let defs = definitions(
+        state.path(),
+        &image.id,
+        &["python3", "-c", "raise SystemExit(3)"],
+    );
+
+    // `jobs submit` refuses a gate the definitions do not know, and a gated job without them.
+    let unknown = gated_approval(&f, "Update the dashboard (unknown gate).", &["nope"]);
+    let repo = f.repo.path().to_str().unwrap();
+    let out = submit_raw(
+        state.path(),
+        database,
+        repo,
+        &unknown,
+        &["--gates", defs.to_str().unwrap()],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("PATCH_CANDIDATE_GATE_UNKNOWN")
+            || String::from_utf8_lossy(&out.stdout).contains("PATCH_CANDIDATE_GATE_UNKNOWN"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let gated = gated_approval(&f, "Update the dashboard (no definitions).", &["check"]);
+    let out = submit_raw(state.path(), database, repo, &gated, &[]);
+    assert!(!out.status.success());
+
+    let service = Service::start(
+        state.path(),
+        &ServeOpts {
+            database,
+            ..serve_with(&defs)
+        },
+    );
+    let id = submit_gated_to(
+        state.path(),
+        database,
+        &f,
+        "Update the dashboard.\nmode: edit\n",
+        &defs,
+    );
+    let done = wait_state(
+        state.path(),
+        database,
+        &id,
+        &["completed", "failed"],
+        Duration::from_secs(180),
+    );
+    // The gate's verdict is evidence, not a failure of the job: the candidate and its evidence.
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(done["attempts"], 1, "{done}");
+    let evidence = stored_evidence_in(state.path(), database, &id).await;
+    assert_eq!(evidence.len(), 1, "{evidence:?}");
+    assert_eq!(evidence[0].gate(), "check");
+    assert_eq!(evidence[0].outcome(), jobs::GateVerdict::Failed);
+    let doc: serde_json::Value = serde_json::from_slice(evidence[0].bytes()).unwrap();
+    assert_eq!(doc["candidate_digest"], done["candidate_digest"], "{doc}");
+    assert_eq!(doc["outcome"], "failed", "{doc}");
+    // `jobs show` and the API's job view list it; /metrics counts it by outcome.
+    let shown = show(state.path(), database, &id);
+    assert_eq!(shown["gates"][0]["gate"], "check", "{shown}");
+    assert_eq!(shown["gates"][0]["outcome"], "failed", "{shown}");
+    assert_eq!(shown["gates"][0]["evidence_digest"], evidence[0].digest());
+    let token = service.token();
+    let (status, body) = http(
+        service.addr,
+        "GET",
+        &format!("/v1/jobs/{id}"),
+        Some(&token),
+        None,
+    );
+    assert_eq!(status, 200);
+    let view: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(view["job"]["gates"][0]["outcome"], "failed", "{view}");
+    let (status, body) = http(service.addr, "GET", "/metrics", Some(&token), None);
+    assert_eq!(status, 200);
+    let metrics = String::from_utf8_lossy(&body);
+    assert!(
+        metrics.contains("patch_candidate_gate_seconds_count{outcome=\"failed\"} 1"),
+        "{metrics}"
+    );
+    assert_eq!(service.stop().code(), Some(0));
+    assert_no_turn_containers(docker).await;
+    assert!(staging_left(state.path()).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_snoozes_a_job_whose_gate_image_is_missing() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let state = state_with_images();
+    let f = Fixture::new();
+    let absent = format!("sha256:{}", "0".repeat(64));
+    let defs = definitions(state.path(), &absent, &["python3", "-c", "pass"]);
+    let service = Service::start(state.path(), &serve_with(&defs));
+    let id = submit_gated(
+        state.path(),
+        &f,
+        "Update the dashboard.\nmode: edit\n",
+        &defs,
+    );
+    let started = Instant::now();
+    loop {
+        let codes = event_codes(state.path(), None, &id);
+        let snoozes = codes
+            .iter()
+            .filter(|c| *c == "REPOSITORY_DOCKER_IMAGE_MISSING")
+            .count();
+        if snoozes >= 2 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no snooze: {codes:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let waiting = show(state.path(), None, &id);
+    assert_ne!(waiting["state"], "failed", "{waiting}");
+    assert_ne!(waiting["state"], "completed", "{waiting}");
+    assert_eq!(
+        waiting["attempts"], 0,
+        "a snooze spends no attempt: {waiting}"
+    );
+    // Snoozed before the turn: no turn ran, no usage row.
+    let store = open_store(state.path(), None).await;
+    let job_id = jobs::JobId::parse(&id).unwrap();
+    assert!(store.usage(&job_id).await.unwrap().is_empty());
+    assert_eq!(service.stop().code(), Some(0));
+    assert_no_turn_containers(&docker).await;
+    tally("docker_service_snoozes_a_job_whose_gate_image_is_missing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_cancel_reaches_a_running_gate() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let image = GateImage::build("cancel");
+    let state = state_with_images();
+    let f = Fixture::new();
+    let defs = definitions(
+        state.path(),
+        &image.id,
+        &["python3", "-c", "import time; time.sleep(100)"],
+    );
+    let service = Service::start(state.path(), &serve_with(&defs));
+    let id = submit_gated(
+        state.path(),
+        &f,
+        "Update the dashboard.\nmode: edit\n",
+        &defs,
+    );
+    let gate = running_gate_of(&id, &image.id, Duration::from_secs(120));
+    let out = jobs(state.path(), None, &["cancel", &id]);
+    assert!(out.status.success());
+    let job = wait_state(
+        state.path(),
+        None,
+        &id,
+        &["cancelled", "completed", "failed"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(job["state"], "cancelled", "{job}");
+    // The gate container is gone within a heartbeat or two, not after its 100 s.
+    let started = Instant::now();
+    loop {
+        let left = docker_cli(
+            &["ps", "-aq", "--no-trunc", "--filter", &format!("id={gate}")],
+            None,
+        );
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the cancelled gate's container remains"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(stored_evidence(state.path(), &id).await.is_empty());
+    assert_eq!(service.stop().code(), Some(0));
+    assert_no_turn_containers(&docker).await;
+    assert!(staging_left(state.path()).is_empty());
+    tally("docker_service_cancel_reaches_a_running_gate");
+}
+
+/// SIGKILL the service while the gate runs, restart it: exactly one result, with its evidence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_sigkill_during_the_gate_records_one_result_with_evidence() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let image = GateImage::build("crash");
+    let state = state_with_images();
+    let f = Fixture::new();
+    let defs = definitions(
+        state.path(),
+        &image.id,
+        &["python3", "-c", "import time; time.sleep(3)"],
+    );
+    let opts = ServeOpts {
+        lease: "2s",
+        heartbeat: "300ms",
+        ..serve_with(&defs)
+    };
+    let crashing = Service::start(state.path(), &opts);
+    let id = submit_gated(
+        state.path(),
+        &f,
+        "Update the dashboard.\nmode: edit\n",
+        &defs,
+    );
+    let _gate = running_gate_of(&id, &image.id, Duration::from_secs(120));
+    crashing.kill();
+    assert_eq!(show(state.path(), None, &id)["state"], "running");
+
+    let restarted = Service::start(state.path(), &opts);
+    let job = wait_state(
+        state.path(),
+        None,
+        &id,
+        &["completed", "failed"],
+        Duration::from_secs(180),
+    );
+    assert_eq!(job["state"], "completed", "{job}");
+    assert_eq!(job["attempts"], 2, "the killed attempt is spent: {job}");
+    let evidence = stored_evidence(state.path(), &id).await;
+    assert_eq!(evidence.len(), 1, "{evidence:?}");
+    assert_eq!(evidence[0].outcome(), jobs::GateVerdict::Passed);
+    let doc: serde_json::Value = serde_json::from_slice(evidence[0].bytes()).unwrap();
+    assert_eq!(doc["candidate_digest"], job["candidate_digest"], "{doc}");
+    let codes = event_codes(state.path(), None, &id);
+    let completed = codes
+        .iter()
+        .filter(|c| *c == "PATCH_CANDIDATE_JOB_COMPLETED")
+        .count();
+    assert_eq!(completed, 1, "{codes:?}");
+    // The janitor removes the killed attempt's gate container.
+    let started = Instant::now();
+    loop {
+        let left = container::ContainerRuntime::list_turns(&docker)
+            .await
+            .unwrap();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "containers left: {:?}",
+            left.iter().map(|c| &c.names).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(restarted.stop().code(), Some(0));
+    assert!(staging_left(state.path()).is_empty());
+    assert_no_turn_containers(&docker).await;
+    tally("docker_service_sigkill_during_the_gate_records_one_result_with_evidence");
+}
