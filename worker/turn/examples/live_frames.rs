@@ -117,6 +117,9 @@ impl ContainerRuntime for Paced {
     async fn kill(&self, id: &str) -> Result<(), RuntimeError> {
         self.inner.kill(id).await
     }
+    async fn kill_events(&self, id: &str, since_unix: i64) -> Result<Vec<String>, RuntimeError> {
+        self.inner.kill_events(id, since_unix).await
+    }
     async fn remove(&self, name: &str) -> Result<(), RuntimeError> {
         self.inner.remove(name).await
     }
