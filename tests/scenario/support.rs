@@ -126,21 +126,30 @@ pub fn fixture_images() -> &'static (String, String) {
     })
 }
 
-/// Tags a variant of the fixture image whose default command is `mode`; returns its ID.
+/// Builds a variant of the fixture image whose default command is `mode`, tagged for this test
+/// process only; returns (tag, ID). It is built from this crate's binary, not `FROM` the shared
+/// [`FIXTURE_IMAGE`] tag, and its ID is the build's own output: another run on the same daemon
+/// that retags either meanwhile (with its own binary) cannot change what this process runs.
 pub fn fixture_mode_image(mode: &str) -> (String, String) {
-    let _ = fixture_images();
-    let tag = format!("patch-candidate-turn-fixture-{mode}:test");
+    let bin = Path::new(env!("CARGO_BIN_EXE_turn-fixture"));
     let ctx = tempfile::tempdir().unwrap();
+    std::fs::copy(bin, ctx.path().join("turn_fixture")).unwrap();
     std::fs::write(
         ctx.path().join("Dockerfile"),
-        format!("FROM {FIXTURE_IMAGE}\nCMD [\"{mode}\"]\n"),
+        format!(
+            "FROM scratch\nCOPY turn_fixture /turn_fixture\nENV PATH=/\nUSER 10001:10001\nENTRYPOINT [\"/turn_fixture\"]\nCMD [\"{mode}\"]\n"
+        ),
     )
     .unwrap();
-    docker_cli(
+    let tag = format!(
+        "patch-candidate-turn-fixture-{mode}:test-{}",
+        std::process::id()
+    );
+    let id = docker_cli(
         &["build", "-q", "-t", &tag, ctx.path().to_str().unwrap()],
         None,
     );
-    let id = docker_cli(&["image", "inspect", "--format", "{{.Id}}", &tag], None);
+    assert!(id.starts_with("sha256:"), "unexpected build output {id:?}");
     (tag, id)
 }
 
