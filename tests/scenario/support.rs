@@ -48,9 +48,29 @@ pub fn tally(name: &str) {
     }
 }
 
-/// Asserts that no labelled turn container exists.
+/// The owner label of a turn container (`<pid>:<process start ticks>`, see the container crate's
+/// label table).
+const TURN_OWNER_LABEL: &str = "mozaiks.refinement.repository_turn.owner";
+
+/// Whether a turn container belongs to another process that is still running (another test run
+/// on the shared daemon): its owner label names a live PID other than this process. (A plain
+/// `/proc/<pid>` check: the container crate keeps its procfs liveness private.)
+fn owned_by_another_live_process(labels: &std::collections::HashMap<String, String>) -> bool {
+    labels
+        .get(TURN_OWNER_LABEL)
+        .map(String::as_str)
+        .and_then(container::ProcessIdentity::parse)
+        .is_some_and(|owner| {
+            owner.pid() != std::process::id()
+                && Path::new(&format!("/proc/{}", owner.pid())).exists()
+        })
+}
+
+/// Asserts that no labelled turn container of this process (or of a process it ran that has
+/// exited, such as the CLI) exists; turns of other live processes on the daemon are not counted.
 pub async fn assert_no_turn_containers(docker: &BollardRuntime) {
-    let left = docker.list_turns().await.unwrap();
+    let mut left = docker.list_turns().await.unwrap();
+    left.retain(|c| !owned_by_another_live_process(&c.labels));
     assert!(
         left.is_empty(),
         "labelled turn containers left behind: {:?}",
