@@ -258,7 +258,8 @@ async fn docker_live_resetting_each_channel_as_text_starts_does_not_dodge_the_to
                 },
             ),
         ],
-        pause_ms: 300,
+        // Room for the container's RESET to land before the usage event, however slow it is.
+        pause_ms: 1_000,
     });
     let mut config = GatewayConfig::for_model(MODEL);
     config.budgets.tokens = 2_000_000;
