@@ -11,8 +11,8 @@ use gateway::testkit::{Reply, ScriptedUpstream};
 use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses};
 use snapshot::{ApprovedTurn, DefaultPathPolicy, GitSnapshot, RepoPath};
 use turn::{
-    CodingWorkerRequest, LiveContext, LiveLog, LiveNote, LiveSettings, RepositoryDockerTurn,
-    TurnConfig, TurnError, execute_live_turn,
+    CodingWorkerRequest, LiveContext, LiveLog, LiveNote, LiveProgress, LiveSettings,
+    RepositoryDockerTurn, TurnConfig, TurnError, execute_live_turn,
 };
 
 use crate::support::*;
@@ -26,6 +26,26 @@ async fn live_turn(
     mode: &str,
     wall: u64,
     upstream: &ScriptedUpstream,
+) -> Result<(RepositoryDockerTurn, LiveLog), TurnError> {
+    live_turn_with(
+        docker,
+        mode,
+        wall,
+        upstream,
+        GatewayConfig::for_model(MODEL),
+        &|_| {},
+    )
+    .await
+}
+
+/// [`live_turn`] under a gateway `config`, with every progress note passed to `progress`.
+async fn live_turn_with(
+    docker: &BollardRuntime,
+    mode: &str,
+    wall: u64,
+    upstream: &ScriptedUpstream,
+    gateway_config: GatewayConfig,
+    progress: &LiveProgress,
 ) -> Result<(RepositoryDockerTurn, LiveLog), TurnError> {
     let files = BTreeMap::from([("app/a.txt", "one\n".to_owned())]);
     let (dir, commit) = git_repo(&files);
@@ -55,7 +75,7 @@ async fn live_turn(
     .unwrap();
     let gateway = Arc::new(
         Gateway::new(
-            GatewayConfig::for_model(MODEL),
+            gateway_config,
             Arc::new(OpenAiResponses),
             Credential::from_value(KEY).unwrap(),
             upstream.base_url().parse().unwrap(),
@@ -64,11 +84,10 @@ async fn live_turn(
     );
     let turn_gateway = gateway.start_turn();
     let settings = LiveSettings::codex(MODEL);
-    let progress = |_: &LiveNote| {};
     let live = LiveContext {
         settings: &settings,
         gateway: &turn_gateway,
-        progress: &progress,
+        progress,
     };
     execute_live_turn(docker, &request, &approval, &config, &live).await
 }
@@ -160,4 +179,226 @@ async fn docker_live_turn_ends_at_budget_plus_grace_when_the_container_stops_rea
     );
     assert_no_turn_containers(&docker).await;
     tally("docker_live_turn_ends_at_budget_plus_grace_when_the_container_stops_reading_stdin");
+}
+
+// ---- Issue 22's findings through a real container ----
+
+/// How a flooded channel may end: the gateway's cut for bytes past its request, or the worker's
+/// reset of a backlog whose consumer fell behind.
+fn flood_cut(code: &str) -> bool {
+    code == "PATCH_CANDIDATE_GATEWAY_INCOMPLETE" || code == "PATCH_CANDIDATE_TUNNEL_CHANNEL_BACKLOG"
+}
+
+/// The most allocated backlog one channel may hold (docs/LIVE.md): its 1 MiB of 16 KiB blocks,
+/// plus the block being filled and the one in flight.
+const ONE_CHANNEL_BACKLOG_BOUND: u64 = 1_048_576 + 2 * 16 * 1024;
+
+/// The fact of `turn` after `prefix`, if the container reported one.
+fn fact<'a>(turn: &'a RepositoryDockerTurn, prefix: &str) -> Option<&'a str> {
+    turn.proposal
+        .owned_paths
+        .iter()
+        .find_map(|f| f.strip_prefix(prefix))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_one_byte_frames_on_a_held_channel_are_cut_within_the_backlog_bound() {
+    // Finding 1: the upstream holds the request; the container then sends about 8 M one-byte
+    // DATA frames on that channel (the per-channel byte cap less the request, so no tunnel cap
+    // fires). The channel is cut, the host holds at most one channel's backlog, the turn ends.
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream =
+        ScriptedUpstream::start([Reply::Stall(vec![gateway::testkit::events::created("r")])])
+            .await
+            .unwrap();
+    let (turn, log) = live_turn(&docker, "live-flood", 300, &upstream)
+        .await
+        .unwrap();
+    let sent: u64 = fact(&turn, "flood-frames-").unwrap().parse().unwrap();
+    assert!(sent > 8_000_000, "{sent} frames sent");
+    let reset = fact(&turn, "reset-").unwrap();
+    assert!(flood_cut(reset), "{:?}", turn.proposal.owned_paths);
+    assert_eq!(log.channels, 1);
+    assert_eq!(log.events.len(), 1, "{:?}", log.events);
+    assert_eq!(log.events[0].channel, 1);
+    assert!(flood_cut(log.events[0].code), "{:?}", log.events);
+    assert!(log.backlog_peak_bytes > 0);
+    assert!(
+        log.backlog_peak_bytes <= ONE_CHANNEL_BACKLOG_BOUND,
+        "peak {} above {ONE_CHANNEL_BACKLOG_BOUND}",
+        log.backlog_peak_bytes
+    );
+    assert_eq!(upstream.requests().len(), 1);
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_one_byte_frames_on_a_held_channel_are_cut_within_the_backlog_bound");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_resetting_each_channel_as_text_starts_does_not_dodge_the_token_budget() {
+    // Finding 4: five requests, each answered with 1.5 M tokens under a 2 M budget; the container
+    // resets every channel as soon as the answer's text starts. Every forwarded answer is still
+    // drained to its usage and charged before the next request's budget check (the gateway
+    // waits for the drains), so the first two are forwarded (1.5 M, then 3 M charged) and the
+    // budget refuses the other three.
+    const TOKENS: u64 = 1_500_000;
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream = ScriptedUpstream::start([]).await.unwrap();
+    upstream.set_fallback(Reply::Paced {
+        events: vec![
+            gateway::testkit::events::created("r"),
+            gateway::testkit::events::text_delta("partial answer"),
+            gateway::testkit::events::completed(
+                "r",
+                gateway::testkit::Usage {
+                    input: TOKENS - 10,
+                    output: 10,
+                    total: TOKENS,
+                },
+            ),
+        ],
+        // Room for the container's RESET to land before the usage event, however slow it is.
+        pause_ms: 1_000,
+    });
+    let mut config = GatewayConfig::for_model(MODEL);
+    config.budgets.tokens = 2_000_000;
+    let (turn, log) = live_turn_with(
+        &docker,
+        "live-reset-on-text",
+        120,
+        &upstream,
+        config,
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    let forwarded = log.gateway.forwarded;
+    assert_eq!(forwarded, 2);
+    assert_eq!(u64::try_from(upstream.requests().len()).unwrap(), forwarded);
+    assert_eq!(log.gateway.requests, 5);
+    assert_eq!(
+        (
+            log.gateway.total_tokens,
+            log.gateway.drained,
+            log.gateway.usage_missing
+        ),
+        (forwarded * TOKENS, forwarded, 0)
+    );
+    let refused = usize::try_from(5 - forwarded).unwrap();
+    let codes: Vec<&str> = log.events.iter().map(|e| e.code).collect();
+    assert_eq!(
+        codes,
+        vec!["PATCH_CANDIDATE_GATEWAY_BUDGET_TOKENS"; refused]
+    );
+    // What the container saw: its own resets on the forwarded answers, 429 on the others.
+    let forwarded = usize::try_from(forwarded).unwrap();
+    let expected: Vec<String> = (1..=5)
+        .map(|n| {
+            if n <= forwarded {
+                format!("channel-{n}-reset-sent")
+            } else {
+                format!("channel-{n}-status-429")
+            }
+        })
+        .collect();
+    assert_eq!(turn.proposal.owned_paths[1..], expected[..]);
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_resetting_each_channel_as_text_starts_does_not_dodge_the_token_budget");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_event_flood_reaches_the_progress_sink_within_the_cap_then_one_summary() {
+    // Finding 6: the tunnel's whole EVENT allowance (10,000 of 4,000 bytes, 40 MB): the operator's
+    // progress sink sees at most the per-turn byte cap (256 KiB), then one summary of the rest.
+    const EVENTS: u32 = 10_000;
+    const LEN: u64 = 4_000;
+    const SHOWN_CAP: u64 = 256 * 1024;
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream = ScriptedUpstream::start([]).await.unwrap();
+    let notes = Arc::new(std::sync::Mutex::new(Vec::<LiveNote>::new()));
+    let sink = Arc::clone(&notes);
+    let progress = move |n: &LiveNote| sink.lock().unwrap().push(n.clone());
+    let (turn, log) = live_turn_with(
+        &docker,
+        "live-event-flood",
+        120,
+        &upstream,
+        GatewayConfig::for_model(MODEL),
+        &progress,
+    )
+    .await
+    .unwrap();
+    assert_eq!(fact(&turn, "events-sent-"), Some("10000"));
+    let notes = notes.lock().unwrap().clone();
+    let shown: Vec<u64> = notes
+        .iter()
+        .filter_map(|n| match n {
+            LiveNote::AgentEvent(map) => Some(serde_json::to_vec(map).unwrap().len() as u64),
+            _ => None,
+        })
+        .collect();
+    assert!(!shown.is_empty());
+    assert!(shown.iter().all(|len| *len == LEN), "{shown:?}");
+    let shown = u32::try_from(shown.len()).unwrap();
+    assert!(u64::from(shown) * LEN <= SHOWN_CAP, "{shown} events shown");
+    let rest = EVENTS - shown;
+    let summaries: Vec<(u32, u64)> = notes
+        .iter()
+        .filter_map(|n| match n {
+            LiveNote::AgentEventsSuppressed { events, bytes } => Some((*events, *bytes)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(summaries, vec![(rest, u64::from(rest) * LEN)]);
+    assert_eq!(
+        (log.agent_events, log.agent_events_suppressed),
+        (EVENTS, rest)
+    );
+    assert!(upstream.requests().is_empty());
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_event_flood_reaches_the_progress_sink_within_the_cap_then_one_summary");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_request_pipelined_across_frames_is_refused_and_never_forwarded() {
+    // Finding 7: once the first request's answer streams, a second request on the same channel,
+    // split across two DATA frames sent apart: the channel is cut with `_INCOMPLETE`, only the
+    // first request reached the upstream, and its answer is still drained and charged.
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream = ScriptedUpstream::start([Reply::Paced {
+        events: vec![
+            gateway::testkit::events::created("r"),
+            gateway::testkit::events::text_delta("partial answer"),
+            gateway::testkit::events::completed("r", gateway::testkit::DEFAULT_USAGE),
+        ],
+        pause_ms: 1_000,
+    }])
+    .await
+    .unwrap();
+    let (turn, log) = live_turn(&docker, "live-pipeline", 60, &upstream)
+        .await
+        .unwrap();
+    assert_eq!(
+        fact(&turn, "closing-"),
+        Some("reset-PATCH_CANDIDATE_GATEWAY_INCOMPLETE"),
+        "{:?}",
+        turn.proposal.owned_paths
+    );
+    assert_eq!(log.channels, 1);
+    let codes: Vec<(u32, &str)> = log.events.iter().map(|e| (e.channel, e.code)).collect();
+    assert_eq!(codes, vec![(1, "PATCH_CANDIDATE_GATEWAY_INCOMPLETE")]);
+    assert_eq!(upstream.requests().len(), 1);
+    assert_eq!(
+        (
+            log.gateway.requests,
+            log.gateway.forwarded,
+            log.gateway.total_tokens
+        ),
+        (1, 1, 120)
+    );
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_request_pipelined_across_frames_is_refused_and_never_forwarded");
 }

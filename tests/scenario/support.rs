@@ -48,9 +48,29 @@ pub fn tally(name: &str) {
     }
 }
 
-/// Asserts that no labelled turn container exists.
+/// The owner label of a turn container (`<pid>:<process start ticks>`, see the container crate's
+/// label table).
+const TURN_OWNER_LABEL: &str = "mozaiks.refinement.repository_turn.owner";
+
+/// Whether a turn container belongs to another process that is still running (another test run
+/// on the shared daemon): its owner label names a live PID other than this process. (A plain
+/// `/proc/<pid>` check: the container crate keeps its procfs liveness private.)
+fn owned_by_another_live_process(labels: &std::collections::HashMap<String, String>) -> bool {
+    labels
+        .get(TURN_OWNER_LABEL)
+        .map(String::as_str)
+        .and_then(container::ProcessIdentity::parse)
+        .is_some_and(|owner| {
+            owner.pid() != std::process::id()
+                && Path::new(&format!("/proc/{}", owner.pid())).exists()
+        })
+}
+
+/// Asserts that no labelled turn container of this process (or of a process it ran that has
+/// exited, such as the CLI) exists; turns of other live processes on the daemon are not counted.
 pub async fn assert_no_turn_containers(docker: &BollardRuntime) {
-    let left = docker.list_turns().await.unwrap();
+    let mut left = docker.list_turns().await.unwrap();
+    left.retain(|c| !owned_by_another_live_process(&c.labels));
     assert!(
         left.is_empty(),
         "labelled turn containers left behind: {:?}",
@@ -126,21 +146,30 @@ pub fn fixture_images() -> &'static (String, String) {
     })
 }
 
-/// Tags a variant of the fixture image whose default command is `mode`; returns its ID.
+/// Builds a variant of the fixture image whose default command is `mode`, tagged for this test
+/// process only; returns (tag, ID). It is built from this crate's binary, not `FROM` the shared
+/// [`FIXTURE_IMAGE`] tag, and its ID is the build's own output: another run on the same daemon
+/// that retags either meanwhile (with its own binary) cannot change what this process runs.
 pub fn fixture_mode_image(mode: &str) -> (String, String) {
-    let _ = fixture_images();
-    let tag = format!("patch-candidate-turn-fixture-{mode}:test");
+    let bin = Path::new(env!("CARGO_BIN_EXE_turn-fixture"));
     let ctx = tempfile::tempdir().unwrap();
+    std::fs::copy(bin, ctx.path().join("turn_fixture")).unwrap();
     std::fs::write(
         ctx.path().join("Dockerfile"),
-        format!("FROM {FIXTURE_IMAGE}\nCMD [\"{mode}\"]\n"),
+        format!(
+            "FROM scratch\nCOPY turn_fixture /turn_fixture\nENV PATH=/\nUSER 10001:10001\nENTRYPOINT [\"/turn_fixture\"]\nCMD [\"{mode}\"]\n"
+        ),
     )
     .unwrap();
-    docker_cli(
+    let tag = format!(
+        "patch-candidate-turn-fixture-{mode}:test-{}",
+        std::process::id()
+    );
+    let id = docker_cli(
         &["build", "-q", "-t", &tag, ctx.path().to_str().unwrap()],
         None,
     );
-    let id = docker_cli(&["image", "inspect", "--format", "{{.Id}}", &tag], None);
+    assert!(id.starts_with("sha256:"), "unexpected build output {id:?}");
     (tag, id)
 }
 

@@ -136,7 +136,8 @@ fn main() {
         "sleep" => loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         },
-        "live" | "live-stop" | "live-deaf" | "live-hostile" => live(mode.as_str()),
+        "live" | "live-stop" | "live-deaf" | "live-hostile" | "live-flood"
+        | "live-reset-on-text" | "live-event-flood" | "live-pipeline" => live(mode.as_str()),
         _ => {
             eprintln!("unknown mode");
             std::process::exit(2);
@@ -147,11 +148,12 @@ fn main() {
 /// SHA-256 via the snapshot crate's digest (the same one the host uses).
 /// The framed stdio of a live turn, spoken minimally: HELLO, the request, then per mode one
 /// tunnelled model request (`live`), waiting for STOP (`live-stop`), one model request and then
-/// never reading stdin again (`live-deaf`), or DATA on a channel never opened (`live-hostile`);
-/// facts reported through a RESULT like `report`.
+/// never reading stdin again (`live-deaf`), DATA on a channel never opened (`live-hostile`), or
+/// one of the hostile patterns of `hostile` (`live-flood`, `live-reset-on-text`,
+/// `live-event-flood`, `live-pipeline`); facts reported through a RESULT like `report`.
 fn live(mode: &str) -> ! {
     use tunnel::{ChannelId, Decoder, Frame};
-    let mut stdin = std::io::stdin().lock();
+    let mut stdin = std::io::stdin();
     let mut decoder = Decoder::new();
     let mut pending = std::collections::VecDeque::new();
     let mut next = move || -> Option<Frame> {
@@ -196,11 +198,7 @@ fn live(mode: &str) -> ! {
     let mut facts = vec![format!("model-{model}")];
     facts.extend(frames);
     let one = ChannelId::try_from(1).unwrap_or_else(|_| std::process::exit(2));
-    let body = serde_json::json!({"model": model, "stream": true, "input": []}).to_string();
-    let http = format!(
-        "POST /v1/responses HTTP/1.1\r\nhost: 127.0.0.1:8417\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let http = model_http(&model);
     let mut model_request = vec![Frame::Open(one)];
     model_request.extend(Frame::data_frames(one, http.as_bytes()));
     match mode {
@@ -253,7 +251,7 @@ fn live(mode: &str) -> ! {
                 }
             }
         }
-        _ => {
+        "live-hostile" => {
             let chunk =
                 tunnel::Chunk::try_from(b"x".to_vec()).unwrap_or_else(|_| std::process::exit(2));
             let nine = ChannelId::try_from(9).unwrap_or_else(|_| std::process::exit(2));
@@ -262,6 +260,7 @@ fn live(mode: &str) -> ! {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
             }
         }
+        _ => facts.extend(hostile(mode, &model, next, &send)),
     }
     let result = serde_json::json!({
         "proposal": {
@@ -277,6 +276,174 @@ fn live(mode: &str) -> ! {
     out.push(Frame::ResultEnd);
     send(&out);
     std::process::exit(0)
+}
+
+/// One streamed Responses-API request for `model`, as the agent would send it to the gateway.
+fn model_http(model: &str) -> String {
+    let body = serde_json::json!({"model": model, "stream": true, "input": []}).to_string();
+    format!(
+        "POST /v1/responses HTTP/1.1\r\nhost: 127.0.0.1:8417\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// The hostile live modes (issue 22's findings through a real container); returns their facts.
+/// - `live-flood`: one model request (the upstream holds it), then one-byte DATA frames on its
+///   channel up to the per-channel byte cap, while another thread reads stdin for the RESET.
+/// - `live-reset-on-text`: five model requests one after another, each channel reset as soon as
+///   the answer's text starts; refused ones read to their FIN.
+/// - `live-event-flood`: the tunnel's whole EVENT allowance (10,000) of 4,000 bytes each.
+/// - `live-pipeline`: one model request, then, once its answer starts, a second request on the
+///   same channel split across two DATA frames sent apart.
+fn hostile(
+    mode: &str,
+    model: &str,
+    next: impl FnMut() -> Option<tunnel::Frame> + Send + 'static,
+    send: &dyn Fn(&[tunnel::Frame]),
+) -> Vec<String> {
+    use tunnel::{ChannelId, Frame};
+    let id = |n: u32| ChannelId::try_from(n).unwrap_or_else(|_| std::process::exit(2));
+    let request = |n: u32| {
+        let mut frames = vec![Frame::Open(id(n))];
+        frames.extend(Frame::data_frames(id(n), model_http(model).as_bytes()));
+        frames
+    };
+    let mut next = next;
+    let mut facts = Vec::new();
+    match mode {
+        "live-flood" => {
+            send(&request(1));
+            // The answer's start: the gateway is now serving the request.
+            while let Some(f) = next() {
+                if matches!(f, Frame::Data(..)) {
+                    break;
+                }
+            }
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                while let Some(f) = next() {
+                    if tx.send(f).is_err() {
+                        break;
+                    }
+                }
+            });
+            let cap = usize::try_from(tunnel::Limits::default().max_channel_bytes_to_worker)
+                .unwrap_or(usize::MAX);
+            let frames = cap.saturating_sub(model_http(model).len());
+            let one =
+                tunnel::Chunk::try_from(b"x".to_vec()).unwrap_or_else(|_| std::process::exit(2));
+            // Every frame is sent, whenever the RESET comes: data after it must be dropped too.
+            let mut chunk = Vec::with_capacity(1 << 17);
+            let mut sent = 0usize;
+            let mut out = std::io::stdout();
+            while sent < frames {
+                Frame::Data(id(1), one.clone()).encode(&mut chunk);
+                sent += 1;
+                if chunk.len() >= 1 << 16 || sent == frames {
+                    if out.write_all(&chunk).and_then(|()| out.flush()).is_err() {
+                        break;
+                    }
+                    chunk.clear();
+                }
+            }
+            let mut code = None;
+            while code.is_none() {
+                match rx.recv() {
+                    Ok(Frame::Reset(_, c)) => code = Some(c.as_str().to_owned()),
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+            facts.push(format!("flood-frames-{sent}"));
+            facts.push(format!(
+                "reset-{}",
+                code.unwrap_or_else(|| "none".to_owned())
+            ));
+        }
+        "live-reset-on-text" => {
+            for n in 1..=5u32 {
+                send(&request(n));
+                let mut answer = Vec::new();
+                let mut closing = "none".to_owned();
+                while let Some(f) = next() {
+                    match f {
+                        Frame::Data(m, c) if m == id(n) => {
+                            answer.extend_from_slice(c.as_bytes());
+                            if String::from_utf8_lossy(&answer).contains("partial answer") {
+                                send(&[Frame::Reset(id(n), tunnel::ResetCode::default())]);
+                                closing = "reset-sent".to_owned();
+                                break;
+                            }
+                        }
+                        Frame::Fin(m) if m == id(n) => {
+                            send(&[Frame::Fin(id(n))]);
+                            let text = String::from_utf8_lossy(&answer);
+                            closing =
+                                format!("status-{}", text.split(' ').nth(1).unwrap_or("none"));
+                            break;
+                        }
+                        Frame::Reset(m, c) if m == id(n) => {
+                            closing = format!("reset-{}", c.as_str());
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                facts.push(format!("channel-{n}-{closing}"));
+            }
+        }
+        "live-event-flood" => {
+            let mut payload = br#"{"kind":"file","path":""#.to_vec();
+            payload.resize(4_000 - 2, b'a');
+            payload.extend_from_slice(br#""}"#);
+            let event =
+                tunnel::EventPayload::try_from(payload).unwrap_or_else(|_| std::process::exit(2));
+            let events = tunnel::Limits::default().max_events;
+            let mut chunk = Vec::new();
+            let mut out = std::io::stdout();
+            for _ in 0..events {
+                Frame::Event(event.clone()).encode(&mut chunk);
+                if chunk.len() >= 1 << 16 {
+                    let _ = out.write_all(&chunk);
+                    chunk.clear();
+                }
+            }
+            let _ = out.write_all(&chunk);
+            let _ = out.flush();
+            facts.push(format!("events-sent-{events}"));
+        }
+        _ => {
+            // live-pipeline
+            send(&request(1));
+            while let Some(f) = next() {
+                if matches!(f, Frame::Data(..)) {
+                    break;
+                }
+            }
+            let second = model_http(model);
+            let (head, rest) = second.as_bytes().split_at(10);
+            let data = |bytes: &[u8]| Frame::data_frames(id(1), bytes).collect::<Vec<_>>();
+            send(&data(head));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            send(&data(rest));
+            let mut closing = "none".to_owned();
+            while let Some(f) = next() {
+                match f {
+                    Frame::Reset(_, c) => {
+                        closing = format!("reset-{}", c.as_str());
+                        break;
+                    }
+                    Frame::Fin(_) => {
+                        closing = "fin".to_owned();
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            facts.push(format!("closing-{closing}"));
+        }
+    }
+    facts
 }
 
 fn sha2_hex(bytes: &[u8]) -> String {
