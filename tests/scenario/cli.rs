@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use container::ContainerRuntime as _;
 
 use crate::proof::{DASHBOARD, demo_files};
 use crate::support::*;
@@ -256,7 +255,7 @@ async fn docker_killed_run_leaves_a_container_the_janitor_removes() {
         .unwrap();
     let started = Instant::now();
     loop {
-        if !docker.list_turns().await.unwrap().is_empty() {
+        if !own_turns(&docker).await.unwrap().is_empty() {
             break;
         }
         assert!(
@@ -269,7 +268,7 @@ async fn docker_killed_run_leaves_a_container_the_janitor_removes() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     child.kill().unwrap();
     child.wait().unwrap();
-    let left = docker.list_turns().await.unwrap();
+    let left = own_turns(&docker).await.unwrap();
     assert_eq!(
         left.len(),
         1,

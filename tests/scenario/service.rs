@@ -583,9 +583,7 @@ async fn docker_service_crash_matrix_records_exactly_one_result() {
         // The janitor removes the killed attempt's container once that attempt is over.
         let started = Instant::now();
         loop {
-            let left = container::ContainerRuntime::list_turns(&docker)
-                .await
-                .unwrap();
+            let left = own_turns(&docker).await.unwrap();
             if left.is_empty() {
                 break;
             }
@@ -832,11 +830,7 @@ async fn docker_service_cancel_retry_and_drain() {
     );
     // Let the container start.
     let started = Instant::now();
-    while container::ContainerRuntime::list_turns(&docker)
-        .await
-        .unwrap()
-        .is_empty()
-    {
+    while own_turns(&docker).await.unwrap().is_empty() {
         assert!(started.elapsed() < Duration::from_secs(30));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -852,11 +846,7 @@ async fn docker_service_cancel_retry_and_drain() {
     );
     assert_eq!(job["state"], "cancelled");
     let started = Instant::now();
-    while !container::ContainerRuntime::list_turns(&docker)
-        .await
-        .unwrap()
-        .is_empty()
-    {
+    while !own_turns(&docker).await.unwrap().is_empty() {
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "cancelled turn's container remains"
@@ -1012,11 +1002,7 @@ async fn docker_service_three_hosts_on_postgres() {
         }
     }
     let started = Instant::now();
-    while !container::ContainerRuntime::list_turns(&docker)
-        .await
-        .unwrap()
-        .is_empty()
-    {
+    while !own_turns(&docker).await.unwrap().is_empty() {
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "containers left"

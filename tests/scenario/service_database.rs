@@ -188,9 +188,7 @@ async fn survives_an_outage_mid_run(
     // Two turns run: the database goes away.
     let started = Instant::now();
     let running = loop {
-        let turns = container::ContainerRuntime::list_turns(docker)
-            .await
-            .unwrap();
+        let turns = own_turns(docker).await.unwrap();
         if turns.len() >= 2 {
             break turns.len();
         }
@@ -217,9 +215,7 @@ async fn survives_an_outage_mid_run(
     }
     let started = Instant::now();
     loop {
-        let left = container::ContainerRuntime::list_turns(docker)
-            .await
-            .unwrap();
+        let left = own_turns(docker).await.unwrap();
         if left.is_empty() {
             break;
         }

@@ -450,9 +450,7 @@ async fn docker_service_sigkill_during_the_gate_records_one_result_with_evidence
     // The janitor removes the killed attempt's gate container.
     let started = Instant::now();
     loop {
-        let left = container::ContainerRuntime::list_turns(&docker)
-            .await
-            .unwrap();
+        let left = own_turns(&docker).await.unwrap();
         if left.is_empty() {
             break;
         }

@@ -270,11 +270,7 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
 /// Waits until a turn container exists.
 async fn wait_for_container(docker: &container::BollardRuntime) {
     let started = Instant::now();
-    while container::ContainerRuntime::list_turns(docker)
-        .await
-        .unwrap()
-        .is_empty()
-    {
+    while own_turns(docker).await.unwrap().is_empty() {
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "no turn container"
@@ -451,10 +447,7 @@ async fn docker_service_cancels_a_live_turn_mid_stream_and_keeps_its_spent_token
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(
-        container::ContainerRuntime::list_turns(&docker)
-            .await
-            .unwrap()
-            .len(),
+        own_turns(&docker).await.unwrap().len(),
         1,
         "the live turn is running"
     );
@@ -484,11 +477,7 @@ async fn docker_service_cancels_a_live_turn_mid_stream_and_keeps_its_spent_token
     // The container (and with it the tunnel and every gateway channel) goes: its guard's forced
     // removal runs as the turn is dropped, next to the cancelled write. No third request is made.
     let dropped = Instant::now();
-    while !container::ContainerRuntime::list_turns(&docker)
-        .await
-        .unwrap()
-        .is_empty()
-    {
+    while !own_turns(&docker).await.unwrap().is_empty() {
         assert!(
             dropped.elapsed() < Duration::from_secs(10),
             "the cancelled live turn's container is still there"

@@ -52,25 +52,63 @@ pub fn tally(name: &str) {
 /// label table).
 const TURN_OWNER_LABEL: &str = "mozaiks.refinement.repository_turn.owner";
 
+/// Whether `pid` is this process or one of its descendants (its parent chain reaches us), read
+/// from `/proc/<pid>/stat`.
+fn is_self_or_descendant(pid: u32) -> bool {
+    let me = std::process::id();
+    let mut p = pid;
+    for _ in 0..64 {
+        if p == me {
+            return true;
+        }
+        if p <= 1 {
+            return false;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            return false;
+        };
+        // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so split at the last `)`.
+        let Some(ppid) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|s| s.parse().ok())
+        else {
+            return false;
+        };
+        p = ppid;
+    }
+    false
+}
+
 /// Whether a turn container belongs to another process that is still running (another test run
-/// on the shared daemon): its owner label names a live PID other than this process. (A plain
-/// `/proc/<pid>` check: the container crate keeps its procfs liveness private.)
+/// on the shared daemon): its owner label names a live PID that is neither this process nor one
+/// of its descendants (a `serve` or CLI child this test started). (A plain `/proc/<pid>` check:
+/// the container crate keeps its procfs liveness private.)
 fn owned_by_another_live_process(labels: &std::collections::HashMap<String, String>) -> bool {
     labels
         .get(TURN_OWNER_LABEL)
         .map(String::as_str)
         .and_then(container::ProcessIdentity::parse)
         .is_some_and(|owner| {
-            owner.pid() != std::process::id()
-                && Path::new(&format!("/proc/{}", owner.pid())).exists()
+            Path::new(&format!("/proc/{}", owner.pid())).exists()
+                && !is_self_or_descendant(owner.pid())
         })
 }
 
-/// Asserts that no labelled turn container of this process (or of a process it ran that has
-/// exited, such as the CLI) exists; turns of other live processes on the daemon are not counted.
+/// The labelled turn containers of this test process: its own, its children's (running or
+/// exited), never those of another live process on the shared daemon.
+pub async fn own_turns(
+    docker: &BollardRuntime,
+) -> Result<Vec<container::TurnContainer>, container::RuntimeError> {
+    let mut turns = docker.list_turns().await?;
+    turns.retain(|c| !owned_by_another_live_process(&c.labels));
+    Ok(turns)
+}
+
+/// Asserts that no labelled turn container of this process or its children exists; turns of
+/// other live processes on the daemon are not counted.
 pub async fn assert_no_turn_containers(docker: &BollardRuntime) {
-    let mut left = docker.list_turns().await.unwrap();
-    left.retain(|c| !owned_by_another_live_process(&c.labels));
+    let left = own_turns(docker).await.unwrap();
     assert!(
         left.is_empty(),
         "labelled turn containers left behind: {:?}",
