@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-
 use crate::proof::{DASHBOARD, demo_files};
 use crate::support::*;
 
