@@ -202,31 +202,11 @@ fn approve_gate_image(
     Ok((name, record))
 }
 
-/// Writes `bytes` to `<state>/<file>` atomically (a 0600 temporary in the same directory,
-/// renamed over the old file), as images/build.sh's record_state does.
+/// Writes `bytes` to `<state>/<file>` atomically (0600, the state folder 0700), as
+/// images/build.sh's record_state does.
 fn write_state_file(state: &Path, file: &str, bytes: &[u8]) -> Result<(), CliError> {
-    use std::io::Write as _;
-    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
-    let err = || CliError::environment(STATE_CODE, format!("cannot write {file}"));
-    match std::fs::DirBuilder::new().mode(0o700).create(state) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(_) => return Err(err()),
-    }
-    let tmp = state.join(format!(".{file}.{}", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|_| err())?;
-    let written = f.write_all(bytes).and_then(|()| f.sync_all());
-    drop(f);
-    if written.is_err() || std::fs::rename(&tmp, state.join(file)).is_err() {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(err());
-    }
-    Ok(())
+    gate::write_private_state_file(state, file, bytes)
+        .map_err(|_| CliError::environment(STATE_CODE, format!("cannot write {file}")))
 }
 
 fn gate_text(gate: &GateImageName, record: &GateImageRecord, state: &Path) -> String {

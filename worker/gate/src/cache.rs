@@ -41,9 +41,30 @@ pub(crate) fn open_or_create(dir: &Path) -> Result<Dir, GateError> {
         .map_err(|_| state("a state folder cannot be opened"))
 }
 
+/// Writes `bytes` to `<dir>/<name>` atomically as a 0600 file, `dir` created 0700 when missing:
+/// for the state directory's records that are written outside the gate crate (the gate image
+/// records of `image approve --gate`).
+///
+/// # Errors
+/// `PATCH_CANDIDATE_GATE_STATE`.
+pub fn write_private_state_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), GateError> {
+    let handle = open_or_create(dir)?;
+    write_atomic_with_mode(&handle, name, bytes, Some(0o600))
+}
+
 /// Writes `bytes` to `name` in `dir` atomically (temp file, fsync, rename).
 pub(crate) fn write_atomic(dir: &Dir, name: &str, bytes: &[u8]) -> Result<(), GateError> {
+    write_atomic_with_mode(dir, name, bytes, None)
+}
+
+fn write_atomic_with_mode(
+    dir: &Dir,
+    name: &str,
+    bytes: &[u8],
+    mode: Option<u32>,
+) -> Result<(), GateError> {
     use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt as _};
+    use cap_std::fs::OpenOptionsExt as _;
     let temp = format!(
         ".tmp-{}-{}",
         std::process::id(),
@@ -54,6 +75,9 @@ pub(crate) fn write_atomic(dir: &Dir, name: &str, bytes: &[u8]) -> Result<(), Ga
         .write(true)
         .create_new(true)
         .follow(FollowSymlinks::No);
+    if let Some(mode) = mode {
+        options.mode(mode);
+    }
     let written = (|| {
         let mut file = dir
             .open_with(&temp, &options)

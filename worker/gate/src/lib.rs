@@ -29,7 +29,7 @@ mod testkit;
 mod tree;
 mod wire;
 
-pub use cache::{BASELINE_CACHE_DIR, BaselineCache};
+pub use cache::{BASELINE_CACHE_DIR, BaselineCache, write_private_state_file};
 pub use classify::{
     Classified, HOST_DEADLINE_CODE, JUNIT_MISSING_CODE, POLICY_CODE, TIMED_OUT_CODE, classify,
     compare,
