@@ -36,9 +36,11 @@ use crate::policy::CreateAbsence;
 use crate::selection::BaselineFiles;
 use crate::text::Untrusted;
 
+mod listing;
 mod process;
 mod revision;
 
+pub use listing::{ListedEntry, ListedKind, TreeListing};
 use process::{Deadline, capture, git_error};
 pub use process::{GIT_DEADLINE, run_git};
 pub use revision::{MAX_REVISION_CHARS, WorkTreeState, resolve_commit, work_tree_state};

@@ -48,9 +48,9 @@ pub use digest::{SHA256_PREFIX, Sha256, is_lower_hex, is_typed_sha256, sha256_ba
 pub use error::SnapshotError;
 #[cfg(feature = "effects")]
 pub use git::{
-    EntryKind, GIT_DEADLINE, GitSnapshot, MAX_READ_FILES_BYTES, MAX_REVISION_CHARS,
-    SNAPSHOT_SCHEMA, TreeEntry, WorkTreeState, git_command, resolve_commit, run_git,
-    work_tree_state,
+    EntryKind, GIT_DEADLINE, GitSnapshot, ListedEntry, ListedKind, MAX_READ_FILES_BYTES,
+    MAX_REVISION_CHARS, SNAPSHOT_SCHEMA, TreeEntry, TreeListing, WorkTreeState, git_command,
+    resolve_commit, run_git, work_tree_state,
 };
 #[cfg(feature = "effects")]
 pub use grant::{GrantInput, Grants};

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use finalizer::RepositoryPatchCandidate;
-use snapshot::{EntryKind, FileOp, GitSnapshot, Sha256, Untrusted, git_command};
+use sha2::Digest as _;
+use snapshot::{FileOp, ListedKind, Sha256, TreeListing, Untrusted, git_command};
 
 use crate::definition::relative_path_ok;
 use crate::error::GateError;
@@ -36,7 +37,6 @@ enum Source {
 struct FileItem {
     executable: bool,
     size: u64,
-    sha256: Option<Sha256>,
     source: Source,
 }
 
@@ -73,33 +73,32 @@ impl BaselineTree {
     /// # Security
     /// Git runs with a cleared environment and reads only the object database.
     pub fn load(repo: &Path, commit: &str) -> Result<Self, GateError> {
-        let snapshot = GitSnapshot::load(repo, commit)?;
+        let listing = TreeListing::load(repo, commit)?;
+        // Content hashes are computed only for the files a candidate compares
+        // (`with_candidate`): the stream reads every blob once, nothing reads them twice.
         let mut files = BTreeMap::new();
-        for entry in snapshot.entries() {
+        for entry in listing.entries() {
             let Some(path) = entry.path() else {
                 return Err(tree_error(format!(
                     "a tree entry name is not UTF-8 (hex {})",
-                    Untrusted::quoted(&entry.path_hex())
+                    Untrusted::quoted(&hex::encode(entry.raw_path()))
                 )));
             };
-            match entry.kind() {
-                EntryKind::Symlink => {
+            let executable = match (entry.kind(), entry.mode()) {
+                (ListedKind::Blob, "100644") => false,
+                (ListedKind::Blob, "100755") => true,
+                (ListedKind::Blob, "120000") => {
                     return Err(tree_error(format!(
                         "{} is a symbolic link (not supported by gates v1)",
                         Untrusted::quoted(path)
                     )));
                 }
-                EntryKind::Submodule => {
+                (ListedKind::Commit, _) => {
                     return Err(tree_error(format!(
                         "{} is a submodule (not supported by gates v1)",
                         Untrusted::quoted(path)
                     )));
                 }
-                _ => {}
-            }
-            let executable = match entry.mode() {
-                "100644" => false,
-                "100755" => true,
                 _ => {
                     return Err(tree_error(format!(
                         "{} has an unsupported mode",
@@ -118,16 +117,46 @@ impl BaselineTree {
                 FileItem {
                     executable,
                     size: entry.size().unwrap_or(0),
-                    sha256: entry.content_sha256(),
                     source: Source::Blob(entry.object_id().to_owned()),
                 },
             );
         }
         Ok(Self {
-            git_dir: snapshot.git_dir().to_owned(),
+            git_dir: listing.git_dir().to_owned(),
             commit: commit.to_owned(),
             files,
         })
+    }
+
+    /// SHA-256 of the baseline blobs at `paths` (each a baseline file), streamed through one
+    /// `cat-file --batch` and checked against their listed sizes.
+    fn hash_baseline(&self, paths: &[&str]) -> Result<BTreeMap<String, Sha256>, GateError> {
+        let mut wanted = Vec::with_capacity(paths.len());
+        for path in paths {
+            if let Some(FileItem {
+                size,
+                source: Source::Blob(oid),
+                ..
+            }) = self.files.get(*path)
+            {
+                wanted.push((*path, oid.as_str(), *size));
+            }
+        }
+        let mut out = BTreeMap::new();
+        if wanted.is_empty() {
+            return Ok(out);
+        }
+        let mut reader = BlobReader::start(&self.git_dir, wanted.iter().map(|w| w.1).collect())?;
+        for (path, oid, size) in wanted {
+            let mut hasher = HashWriter(sha2::Sha256::new());
+            reader.copy_next(oid, size, &mut hasher)?;
+            out.insert(
+                path.to_owned(),
+                Sha256::from_raw(hasher.0.finalize().into()),
+            );
+        }
+        reader.finish()?;
+        Ok(out)
     }
 
     /// The commit.
@@ -161,6 +190,13 @@ impl BaselineTree {
                 detail: "the candidate's baseline commit is not the loaded commit".to_owned(),
             });
         }
+        let compared: Vec<&str> = candidate
+            .changed_files()
+            .iter()
+            .filter(|c| matches!(c.op(), FileOp::Update | FileOp::Delete))
+            .map(|c| c.path().as_str())
+            .collect();
+        let baseline_hashes = self.hash_baseline(&compared)?;
         let mut files = self.files.clone();
         for change in candidate.changed_files() {
             let path = change.path().as_str();
@@ -174,10 +210,10 @@ impl BaselineTree {
                     }
                 }
                 FileOp::Update | FileOp::Delete => {
-                    let base = files
-                        .get(path)
-                        .ok_or_else(|| mismatch("file is absent at the baseline"))?;
-                    if base.sha256.as_ref() != change.previous_sha256() {
+                    if !files.contains_key(path) {
+                        return Err(mismatch("file is absent at the baseline"));
+                    }
+                    if baseline_hashes.get(path) != change.previous_sha256() {
                         return Err(mismatch("previous hash differs from the baseline"));
                     }
                 }
@@ -194,7 +230,6 @@ impl BaselineTree {
                         FileItem {
                             executable,
                             size: content.len() as u64,
-                            sha256: change.new_sha256().copied(),
                             source: Source::Inline(content.as_bytes().to_vec()),
                         },
                     );
@@ -480,6 +515,20 @@ impl Drop for BlobReader {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+/// Feeds written bytes to a hasher (blobs are hashed as they stream, never buffered whole).
+struct HashWriter(sha2::Sha256);
+
+impl Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
