@@ -61,9 +61,10 @@ impl Mirror {
     /// sample hooks).
     pub(crate) fn create() -> Result<Self, PublishError> {
         let mirror_error = |detail| PublishError::Mirror { detail };
-        // tempfile creates the directory 0700 on Unix.
+        use std::os::unix::fs::PermissionsExt as _;
         let root = tempfile::Builder::new()
             .prefix("patch-candidate-publish-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .map_err(|_| mirror_error("cannot create the private mirror directory"))?;
         if !plain_path(root.path()) {
@@ -358,10 +359,9 @@ impl Mirror {
             "-c",
             "commit.gpgSign=false",
             "commit-tree",
-            "--end-of-options",
-            tree,
             "-p",
             parent,
+            tree,
         ]);
         object_id_line(&run_ok(
             &mut cmd,

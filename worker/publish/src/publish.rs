@@ -188,6 +188,8 @@ impl PreparedPublication {
         let outcome = porcelain_outcome(&out.stdout, &target);
         let created = match (out.status.success(), outcome) {
             (true, Some(PushFlag::Created)) => true,
+            // The branch already holds exactly this commit: the same publication.
+            (true, Some(PushFlag::UpToDate)) => false,
             (true, _) => return Err(git_error("git push printed an unexpected result")),
             (false, Some(PushFlag::Rejected)) => {
                 match ls_remote(&self.mirror, &self.remote, &self.transport, &target)? {
@@ -221,6 +223,7 @@ impl PreparedPublication {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PushFlag {
     Created,
+    UpToDate,
     Rejected,
     Other,
 }
@@ -235,6 +238,7 @@ fn porcelain_outcome(stdout: &[u8], target: &str) -> Option<PushFlag> {
         let (_, to) = refs.split_once(':')?;
         (to == target).then_some(match flag {
             "*" => PushFlag::Created,
+            "=" => PushFlag::UpToDate,
             "!" => PushFlag::Rejected,
             _ => PushFlag::Other,
         })
