@@ -151,6 +151,8 @@ pub(crate) fn classify_network_failure(stderr: &[u8]) -> PublishError {
         "authentication failed",
         "could not read username",
         "could not read password",
+        "unable to get password",
+        "unable to get username",
         "terminal prompts disabled",
         "401",
         "403",
