@@ -5,7 +5,8 @@
 //! base and gated again), and a create-only atomic push.
 //!
 //! ```text
-//! prepare(request)  ─► mirror (0700 temp dir, bare) ◄─ fetch baseline (source repo or remote)
+//! prepare(request)  ─► mirror (0700 temp dir, bare) ◄─ source repo's objects read in place
+//!                      (alternates), or the baseline fetched from the remote
 //!                      fast-import blobs ─► read-tree + update-index --index-info ─► write-tree
 //!                      commit-tree (fixed identity/date, host-owned message) ─► commit id
 //!                      ls-remote base: tip == baseline?  else BASE_MOVED, or with rebase:

@@ -1,7 +1,10 @@
 //! The private bare mirror and the deterministic commit built in it.
 //!
 //! The mirror is a fresh bare repository in a 0700 temporary directory (removed when dropped);
-//! there is never a work tree, and the user's repository is only read (fetched from).
+//! there is never a work tree, and the user's repository is only read. A local source
+//! repository lends its object database through `objects/info/alternates` (read in place: a
+//! fetch would copy its whole history into the mirror, which costs more than everything else
+//! together on a large repository); without one, the baseline is fetched from the remote.
 //!
 //! * **Blobs** go in through one `git fast-import` (a stream of `blob` commands on stdin, ids
 //!   read back from its exported marks): one process and one pack for up to 50 files, where
@@ -133,6 +136,37 @@ impl Mirror {
         } else {
             Err(classify_network_failure(&out.stderr))
         }
+    }
+
+    /// Lets the mirror read the objects of the repository at `source` (an absolute path) in
+    /// place, through `objects/info/alternates`, instead of copying its history with a fetch:
+    /// the source's object database is only read, and every object this crate writes goes into
+    /// the mirror's own. The git directory is found without walking above `source`.
+    pub(crate) fn borrow_objects(&self, source: &Path) -> Result<(), PublishError> {
+        let missing = || PublishError::BaselineMissing;
+        let mut cmd = git(None, "");
+        cmd.arg("-C")
+            .arg(source)
+            .args(["rev-parse", "--path-format=absolute", "--git-common-dir"]);
+        if let Some(parent) = source.parent() {
+            cmd.env("GIT_CEILING_DIRECTORIES", parent);
+        }
+        let out = run(&mut cmd, None, ID_CAP, LOCAL_DEADLINE)?;
+        if !out.status.success() {
+            return Err(missing());
+        }
+        let text = std::str::from_utf8(&out.stdout).map_err(|_| missing())?;
+        let common = text.strip_suffix('\n').ok_or_else(missing)?;
+        let objects = Path::new(common).join("objects");
+        if !common.starts_with('/') || common.contains('\n') || !objects.is_dir() {
+            return Err(missing());
+        }
+        let objects = objects.to_str().ok_or_else(missing)?;
+        let dir = self.dir()?;
+        dir.write("mirror.git/objects/info/alternates", format!("{objects}\n"))
+            .map_err(|_| PublishError::Mirror {
+                detail: "cannot write the mirror's alternates file",
+            })
     }
 
     /// True when `id` names a commit in the mirror.

@@ -340,9 +340,7 @@ pub fn prepare(request: &PublishRequest<'_>) -> Result<PreparedPublication, Publ
             let absolute = std::path::absolute(source)
                 .map_err(|_| input("the source repository path cannot be made absolute"))?;
             // A missing commit and a missing repository are both "cannot be fetched".
-            mirror
-                .fetch(absolute.as_os_str(), "file", &[], baseline)
-                .map_err(|_| PublishError::BaselineMissing)?;
+            mirror.borrow_objects(&absolute)?;
         }
         None => match mirror.fetch(
             OsStr::new(remote.as_str()),

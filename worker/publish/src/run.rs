@@ -30,7 +30,14 @@ pub(crate) fn git(git_dir: Option<&Path>, protocols: &str) -> Command {
     let mut cmd = snapshot::git_command(None);
     cmd.env("GIT_ALLOW_PROTOCOL", protocols)
         .env("GIT_LITERAL_PATHSPECS", "1")
-        .args(["-c", "core.hooksPath=/dev/null"]);
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "gc.auto=0",
+            "-c",
+            "maintenance.auto=false",
+        ]);
     if let Some(dir) = git_dir {
         cmd.arg("--git-dir").arg(dir);
     }
