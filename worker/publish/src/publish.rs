@@ -134,6 +134,7 @@ pub struct PreparedPublication {
     transport: Vec<OsString>,
     remote: Remote,
     branch: BranchName,
+    base: BranchName,
     commit_id: String,
     base_tip_seen: String,
     rebased: bool,
@@ -177,14 +178,35 @@ impl PreparedPublication {
     /// output is bounded and classified, never echoed.
     pub fn push(self) -> Result<PublicationRecord, PublishError> {
         let target = self.branch.full_ref();
+        let base = self.base.full_ref();
         let mut cmd = self.mirror.git(self.remote.protocol());
+        // The base branch rides along at the tip seen, under a lease on that tip: an up-to-date
+        // ref sends no update, so the base is never written, but if it moved since the recheck
+        // the lease fails and `--atomic` refuses the whole push, new branch included.
         cmd.args(&self.transport)
             .args(["push", "--atomic", "--porcelain", "--no-verify"])
             .arg(format!("--force-with-lease={target}:"))
+            .arg(format!("--force-with-lease={base}:{}", self.base_tip_seen))
             .arg("--end-of-options")
             .arg(self.remote.as_str())
-            .arg(format!("{}:{target}", self.commit_id));
+            .arg(format!("{}:{target}", self.commit_id))
+            .arg(format!("{}:{base}", self.base_tip_seen));
         let out = run(&mut cmd, None, PUSH_CAP, NETWORK_DEADLINE)?;
+        if !out.status.success()
+            && porcelain_outcome(&out.stdout, &base) == Some(PushFlag::Rejected)
+        {
+            let seen = ls_remote(&self.mirror, &self.remote, &self.transport, &base)?;
+            return Err(match seen {
+                Some(seen) if seen != self.base_tip_seen => PublishError::BaseMoved {
+                    expected: self.base_tip_seen,
+                    seen,
+                },
+                Some(_) => PublishError::PushRejected {
+                    detail: "the remote refused the push",
+                },
+                None => PublishError::BaseMissing,
+            });
+        }
         let outcome = porcelain_outcome(&out.stdout, &target);
         let created = match (out.status.success(), outcome) {
             (true, Some(PushFlag::Created)) => true,
@@ -353,22 +375,40 @@ pub fn prepare(request: &PublishRequest<'_>) -> Result<PreparedPublication, Publ
             Err(e) => return Err(e),
         },
     }
-    if !mirror.has_commit(baseline)? {
-        return Err(PublishError::BaselineMissing);
-    }
-    let tree = mirror.candidate_tree(candidate, baseline)?;
-    let message = commit_message(&digest, handoff_id, baseline, None);
-    let commit = mirror.commit(&tree, baseline, request.identity, &message)?;
-
     let base_ref = request.base.full_ref();
-    let tip =
-        ls_remote(&mirror, remote, &transport, &base_ref)?.ok_or(PublishError::BaseMissing)?;
+    // The destination is read while the commit is built (the push checks it again, atomically).
+    let (built, tip) = std::thread::scope(|scope| {
+        let tip = scope.spawn(|| ls_remote(&mirror, remote, &transport, &base_ref));
+        let built = (|| {
+            let tree = match mirror.candidate_tree(candidate, baseline) {
+                Ok(tree) => tree,
+                // Told apart only on failure (one process fewer on the common path).
+                Err(_) if !mirror.has_commit(baseline)? => {
+                    return Err(PublishError::BaselineMissing);
+                }
+                Err(e) => return Err(e),
+            };
+            let message = commit_message(&digest, handoff_id, baseline, None);
+            mirror.commit(&tree, baseline, request.identity, &message)
+        })();
+        let tip = tip
+            .join()
+            .unwrap_or_else(|_| Err(git_error("the destination recheck panicked")));
+        (built, tip)
+    });
+    let commit = built?;
+    let tip = tip?.ok_or(PublishError::BaseMissing)?;
+    if request.branch == request.base {
+        // The base branch exists (it was just read): it is never the branch created.
+        return Err(PublishError::BranchExists);
+    }
     let prepared = |mirror, transport, commit_id: String, base_tip_seen: String, rebased| {
         PreparedPublication {
             mirror,
             transport,
             remote: remote.clone(),
             branch: request.branch.clone(),
+            base: request.base.clone(),
             commit_id,
             base_tip_seen,
             rebased,

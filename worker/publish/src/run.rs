@@ -4,8 +4,9 @@
 //!
 //! The snapshot crate's deadline runner is private to it and returns only an exit status; this
 //! crate needs stdin, bounded stdout and a classifiable stderr, so it has its own small runner:
-//! the child leads its own process group, is polled with `try_wait` (never reaped before the
-//! check, so a kill can reach only our child) and is killed with its group at the deadline.
+//! the child leads its own process group; its output pipes are read to their end, then it is
+//! polled with `try_wait` (never reaped before the check, so a kill can reach only our child)
+//! and killed with its group at the deadline.
 
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt as _;
@@ -98,10 +99,36 @@ pub(crate) fn run(
                 let _ = pipe.write_all(bytes);
             });
         }
-        let out = scope.spawn(move || out.map(|o| read_capped(o, stdout_cap)));
-        let err = scope.spawn(move || err.map(|e| read_capped(e, STDERR_CAP)));
-        let mut pause = Duration::from_micros(100);
+        // The readers report when their pipe reaches end of file (normally: the child exited),
+        // so the wait below rarely sleeps at all.
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let out_tx = done_tx.clone();
+        let out = scope.spawn(move || {
+            let r = out.map(|o| read_capped(o, stdout_cap));
+            let _ = out_tx.send(());
+            r
+        });
+        let err = scope.spawn(move || {
+            let r = err.map(|e| read_capped(e, STDERR_CAP));
+            let _ = done_tx.send(());
+            r
+        });
+        let mut timed_out = false;
+        for _ in 0..2 {
+            let left = limit.saturating_sub(started.elapsed());
+            if done_rx.recv_timeout(left).is_err() && started.elapsed() >= limit {
+                timed_out = true;
+                break;
+            }
+        }
+        let mut pause = Duration::from_micros(50);
         let status = loop {
+            if timed_out || started.elapsed() >= limit {
+                // Not reaped yet: the group id is still our child's.
+                kill_group(&child);
+                let _ = child.wait();
+                break Err(git_error("git exceeded its deadline"));
+            }
             match child.try_wait() {
                 Ok(Some(status)) => break Ok(status),
                 Ok(None) => {}
@@ -110,12 +137,6 @@ pub(crate) fn run(
                     let _ = child.wait();
                     break Err(git_error("waiting for git failed"));
                 }
-            }
-            if started.elapsed() >= limit {
-                // Not reaped yet: the group id is still our child's.
-                kill_group(&child);
-                let _ = child.wait();
-                break Err(git_error("git exceeded its deadline"));
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(5));

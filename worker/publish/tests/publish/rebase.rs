@@ -40,6 +40,21 @@ fn a_moved_base_is_refused_by_default() {
 }
 
 #[test]
+fn a_base_that_moves_after_the_recheck_fails_the_atomic_push() {
+    let fx = Fixture::new();
+    let request = Request::new(fx.remote(), "candidate/late");
+    let prepared = prepare(&request.build(&fx, None)).unwrap();
+    assert_eq!(prepared.base_tip_seen(), fx.baseline);
+    let tip = fx.move_base(&[("CHANGELOG.md", "moved late\n", false)]);
+    let err = prepared.push().unwrap_err();
+    assert_eq!(err.code(), "PATCH_CANDIDATE_PUBLISH_BASE_MOVED");
+    assert!(err.to_string().contains(&tip), "{err}");
+    let refs = fx.remote_refs();
+    assert!(!refs.contains_key("refs/heads/candidate/late"));
+    assert_eq!(refs["refs/heads/main"], tip, "the base is never written");
+}
+
+#[test]
 fn with_rebase_the_merged_tree_is_gated_and_published_on_pass() {
     let fx = Fixture::new();
     let tip = fx.move_base(&[("CHANGELOG.md", "moved\n", false)]);
