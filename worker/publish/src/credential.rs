@@ -65,8 +65,32 @@ pub(crate) fn transport_options(
     Ok(options)
 }
 
+/// Reads and checks a forge token file: the credential file's rules, one token, no `:`.
+pub(crate) fn read_token_file(path: &std::path::Path) -> Result<String, PublishError> {
+    let line = read_secret_line(path)?;
+    if line.contains(':') {
+        return Err(credential_error("the token file must hold the token alone"));
+    }
+    Ok(line)
+}
+
 /// Reads and checks the operator's credential file: `user:password` or a token.
 fn read_credential_file(path: &std::path::Path) -> Result<(String, String), PublishError> {
+    let line = read_secret_line(path)?;
+    match line.split_once(':') {
+        Some((user, secret)) if !user.is_empty() && !secret.is_empty() => {
+            Ok((user.to_owned(), secret.to_owned()))
+        }
+        Some(_) => Err(credential_error(
+            "the credential file's user and password must both be non-empty",
+        )),
+        None => Ok((TOKEN_USER.to_owned(), line)),
+    }
+}
+
+/// The one line of a secret file: a regular file (no link followed), 0600 or stricter, at most
+/// 4 KiB, UTF-8 without control characters.
+fn read_secret_line(path: &std::path::Path) -> Result<String, PublishError> {
     use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
     // The operator names this file: ambient access by design; no link is followed.
     let file = std::fs::OpenOptions::new()
@@ -106,15 +130,7 @@ fn read_credential_file(path: &std::path::Path) -> Result<(String, String), Publ
             "the credential file must hold one non-empty line without control characters",
         ));
     }
-    match line.split_once(':') {
-        Some((user, secret)) if !user.is_empty() && !secret.is_empty() => {
-            Ok((user.to_owned(), secret.to_owned()))
-        }
-        Some(_) => Err(credential_error(
-            "the credential file's user and password must both be non-empty",
-        )),
-        None => Ok((TOKEN_USER.to_owned(), line.to_owned())),
-    }
+    Ok(line.to_owned())
 }
 
 /// Writes the credential (0600) and the helper (0700) into the private directory.

@@ -18,18 +18,23 @@
 //! Every git process runs from [`snapshot::git_command`] (cleared environment, no system or
 //! global config, no replace refs, no prompts) with exactly one transport allowed, hooks off, a
 //! deadline and bounded output; git's stderr is classified into stable codes and never echoed.
+//! The optional pull request ([`open_pull_request`]) speaks GitHub's or Gitea/Forgejo's REST
+//! API with a token from a file and a host-owned title and body.
+//!
 //! Credentials come from a 0600 file through a private credential helper (never in an argv or an
 //! environment) or from a helper the operator names. Remote URLs cannot carry credentials.
 #![forbid(unsafe_code)]
 
 mod credential;
 mod error;
+mod forge;
 mod mirror;
 mod publish;
 mod run;
 mod types;
 
 pub use error::PublishError;
+pub use forge::{ForgeEndpoint, ForgeKind, PullRequest, open_pull_request};
 pub use publish::{
     GateVerdict, MIN_REBASE_GIT, MergedCommit, MergedTreeGate, PreparedPublication, PublishRequest,
     prepare, publish,
