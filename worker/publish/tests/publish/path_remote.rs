@@ -317,3 +317,63 @@ fn a_credential_file_readable_by_others_is_refused() {
         "PATCH_CANDIDATE_PUBLISH_CREDENTIAL"
     );
 }
+
+#[test]
+fn a_source_that_is_not_a_repository_is_never_walked_above() {
+    let fx = Fixture::new();
+    let request = Request::new(fx.remote(), "candidate/src");
+    // A folder inside the user's work tree: discovery must not find the repository above it.
+    let inner = fx.user.join("docs");
+    let mut req = request.build(&fx, None);
+    req.source = Some(&inner);
+    assert_eq!(
+        publish(&req).unwrap_err().code(),
+        "PATCH_CANDIDATE_PUBLISH_BASELINE_MISSING"
+    );
+    let nowhere = fx.tmp.path().join("nowhere");
+    req.source = Some(&nowhere);
+    assert_eq!(
+        publish(&req).unwrap_err().code(),
+        "PATCH_CANDIDATE_PUBLISH_BASELINE_MISSING"
+    );
+    assert!(!fx.remote_refs().contains_key("refs/heads/candidate/src"));
+}
+
+#[test]
+fn the_private_credential_copy_is_private_and_goes_away_with_the_mirror() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let fx = Fixture::new();
+    let file = fx.tmp.path().join("cred");
+    let password = crate::support::secret("copy");
+    std::fs::write(&file, format!("user:{password}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut request = Request::new(fx.remote(), "candidate/copy");
+    request.credential = CredentialSource::file(&file);
+    let prepared = prepare(&request.build(&fx, None)).unwrap();
+    let dir = prepared.git_dir().parent().unwrap().to_owned();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&dir.join("credential")), 0o600);
+    assert_eq!(mode(&dir.join("credential-helper")), 0o700);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("credential")).unwrap(),
+        format!("username=user\npassword={password}\n")
+    );
+    // The helper answers `get` from the copy, and nothing else.
+    let helper = dir.join("credential-helper");
+    let run = |op: &str| {
+        let mut child = std::process::Command::new(&helper)
+            .arg(op)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"protocol=http\nhost=h\n\n").unwrap();
+        String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+    };
+    assert_eq!(run("get"), format!("username=user\npassword={password}\n"));
+    assert_eq!(run("store"), "");
+    assert_eq!(run("erase"), "");
+    prepared.push().unwrap();
+    assert!(!dir.exists(), "the private directory outlived the publication");
+}
