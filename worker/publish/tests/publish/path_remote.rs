@@ -368,12 +368,16 @@ fn the_private_credential_copy_is_private_and_goes_away_with_the_mirror() {
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"protocol=http\nhost=h\n\n").unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"protocol=http\nhost=h\n\n")
+            .unwrap();
         String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
     };
     assert_eq!(run("get"), format!("username=user\npassword={password}\n"));
     assert_eq!(run("store"), "");
     assert_eq!(run("erase"), "");
     prepared.push().unwrap();
-    assert!(!dir.exists(), "the private directory outlived the publication");
+    assert!(
+        !dir.exists(),
+        "the private directory outlived the publication"
+    );
 }
