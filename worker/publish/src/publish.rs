@@ -500,8 +500,15 @@ fn check_git_version(mirror: &Mirror) -> Result<(), PublishError> {
     let mut cmd = mirror.git("");
     cmd.arg("version");
     let out = crate::run::run_ok(&mut cmd, None, 4096, "git version failed")?;
-    let text = String::from_utf8_lossy(&out);
-    let version = text.trim().strip_prefix("git version ").unwrap_or_default();
+    match parse_git_version(&String::from_utf8_lossy(&out)) {
+        Some(version) if version >= MIN_REBASE_GIT => Ok(()),
+        _ => Err(PublishError::GitVersion { need: "2.38" }),
+    }
+}
+
+/// `(major, minor)` of `git version` output (`git version 2.47.3`, `git version 2.39.2.windows.1`).
+fn parse_git_version(text: &str) -> Option<(u32, u32)> {
+    let version = text.trim().strip_prefix("git version ")?;
     let mut parts = version.split('.').map(|p| {
         p.chars()
             .take_while(char::is_ascii_digit)
@@ -509,15 +516,26 @@ fn check_git_version(mirror: &Mirror) -> Result<(), PublishError> {
             .parse::<u32>()
             .ok()
     });
-    match (parts.next().flatten(), parts.next().flatten()) {
-        (Some(major), Some(minor)) if (major, minor) >= MIN_REBASE_GIT => Ok(()),
-        _ => Err(PublishError::GitVersion { need: "2.38" }),
-    }
+    Some((parts.next()??, parts.next()??))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn git_versions_are_parsed_and_compared() {
+        assert_eq!(parse_git_version("git version 2.47.3\n"), Some((2, 47)));
+        assert_eq!(
+            parse_git_version("git version 2.39.2.windows.1"),
+            Some((2, 39))
+        );
+        assert!(parse_git_version("git version 2.37.1").unwrap() < MIN_REBASE_GIT);
+        assert!(parse_git_version("git version 2.38.0").unwrap() >= MIN_REBASE_GIT);
+        assert!(parse_git_version("git version 3.0").unwrap() >= MIN_REBASE_GIT);
+        assert_eq!(parse_git_version("hub version 2.40"), None);
+        assert_eq!(parse_git_version("git version x.y"), None);
+    }
 
     #[test]
     fn porcelain_lines_are_matched_by_target_ref() {

@@ -222,3 +222,59 @@ pub(crate) fn object_id_line(stdout: &[u8]) -> Result<String, PublishError> {
 pub(crate) fn is_object_id(text: &str) -> bool {
     text.len() == 40 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_past_its_deadline_is_killed_with_its_group() {
+        let started = Instant::now();
+        // A child that spawns a grandchild holding the pipes open.
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 30 & sleep 30"]);
+        let err = run(&mut cmd, None, 1024, Duration::from_millis(300)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "PATCH_CANDIDATE_PUBLISH_GIT: git exceeded its deadline"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn output_beyond_its_cap_is_refused_and_stdin_is_fed() {
+        let mut cmd = Command::new("cat");
+        let out = run(&mut cmd, Some(b"hello"), 5, LOCAL_DEADLINE).unwrap();
+        assert_eq!(out.stdout, b"hello");
+        let mut cmd = Command::new("cat");
+        let err = run(&mut cmd, Some(b"hello!"), 5, LOCAL_DEADLINE).unwrap_err();
+        assert_eq!(err.code(), "PATCH_CANDIDATE_PUBLISH_GIT");
+    }
+
+    #[test]
+    fn network_failures_are_classified_not_echoed() {
+        let auth = classify_network_failure(b"fatal: Authentication failed for 'http://h/r'\n");
+        assert_eq!(auth.code(), "PATCH_CANDIDATE_PUBLISH_AUTH");
+        let gone =
+            classify_network_failure(b"fatal: '/x' does not appear to be a git repository\n");
+        assert_eq!(gone.code(), "PATCH_CANDIDATE_PUBLISH_REMOTE_UNREACHABLE");
+        let hostile = classify_network_failure(b"remote: \x1b[2J secret-value\n");
+        assert!(!hostile.to_string().contains("secret-value"));
+    }
+
+    #[test]
+    fn object_ids_are_exactly_forty_lower_hex_digits() {
+        assert_eq!(
+            object_id_line(format!("{}\n", "a".repeat(40)).as_bytes()).unwrap(),
+            "a".repeat(40)
+        );
+        for bad in [
+            "A".repeat(40) + "\n",
+            "a".repeat(40),
+            "a".repeat(39) + "\n",
+            "a".repeat(64) + "\n",
+        ] {
+            assert!(object_id_line(bad.as_bytes()).is_err(), "{bad:?}");
+        }
+    }
+}
