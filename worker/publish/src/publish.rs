@@ -192,9 +192,14 @@ impl PreparedPublication {
             .arg(format!("{}:{target}", self.commit_id))
             .arg(format!("{}:{base}", self.base_tip_seen));
         let out = run(&mut cmd, None, PUSH_CAP, NETWORK_DEADLINE)?;
-        if !out.status.success()
-            && porcelain_outcome(&out.stdout, &base) == Some(PushFlag::Rejected)
-        {
+        let base_refused = !out.status.success()
+            && porcelain_outcome(&out.stdout, &base) == Some(PushFlag::Rejected);
+        // A base that moved after this very commit was published (a retry): the same
+        // publication, not a refusal.
+        let already = base_refused
+            && ls_remote(&self.mirror, &self.remote, &self.transport, &target)?.as_deref()
+                == Some(self.commit_id.as_str());
+        if base_refused && !already {
             let seen = ls_remote(&self.mirror, &self.remote, &self.transport, &base)?;
             return Err(match seen {
                 Some(seen) if seen != self.base_tip_seen => PublishError::BaseMoved {
@@ -209,6 +214,7 @@ impl PreparedPublication {
         }
         let outcome = porcelain_outcome(&out.stdout, &target);
         let created = match (out.status.success(), outcome) {
+            _ if already => false,
             (true, Some(PushFlag::Created)) => true,
             // The branch already holds exactly this commit: the same publication.
             (true, Some(PushFlag::UpToDate)) => false,

@@ -55,6 +55,19 @@ fn a_base_that_moves_after_the_recheck_fails_the_atomic_push() {
 }
 
 #[test]
+fn a_retry_after_the_base_moved_is_still_the_same_publication() {
+    let fx = Fixture::new();
+    let request = Request::new(fx.remote(), "candidate/retry");
+    let first = publish(&request.build(&fx, None)).unwrap();
+    // The answer was lost; meanwhile the base moved. A retry prepared before the move...
+    let retry = prepare(&request.build(&fx, None)).unwrap();
+    fx.move_base(&[("CHANGELOG.md", "moved\n", false)]);
+    let again = retry.push().unwrap();
+    assert!(!again.created);
+    assert_eq!(again.commit_id, first.commit_id);
+}
+
+#[test]
 fn with_rebase_the_merged_tree_is_gated_and_published_on_pass() {
     let fx = Fixture::new();
     let tip = fx.move_base(&[("CHANGELOG.md", "moved\n", false)]);
