@@ -1,0 +1,42 @@
+//! Publication of a reviewed repository patch candidate: the commit built with Git plumbing in a
+//! private bare mirror from the candidate's post-images (deterministic id, recorded before the
+//! push; no work tree; the user's repository only read), the destination rechecked (the base
+//! branch must still point at the approved baseline, or the candidate is merged onto the moved
+//! base and gated again), and a create-only atomic push.
+//!
+//! ```text
+//! prepare(request)  ─► mirror (0700 temp dir, bare) ◄─ source repo's objects read in place
+//!                      (alternates), or the baseline fetched from the remote
+//!                      fast-import blobs ─► read-tree + update-index --index-info ─► write-tree
+//!                      commit-tree (fixed identity/date, host-owned message) ─► commit id
+//!                      ls-remote base: tip == baseline?  else BASE_MOVED, or with rebase:
+//!                        fetch tip ─► merge-tree --write-tree ─► commit ─► gate.rerun(merged)
+//! prepared.push()   ─► push --atomic --porcelain --force-with-lease=refs/heads/B:  (create-only)
+//! ```
+//!
+//! # Security
+//! Every git process runs from [`snapshot::git_command`] (cleared environment, no system or
+//! global config, no replace refs, no prompts) with exactly one transport allowed, hooks off, a
+//! deadline and bounded output; git's stderr is classified into stable codes and never echoed.
+//! The optional pull request ([`open_pull_request`]) speaks GitHub's or Gitea/Forgejo's REST
+//! API with a token from a file and a host-owned title and body.
+//!
+//! Credentials come from a 0600 file through a private credential helper (never in an argv or an
+//! environment) or from a helper the operator names. Remote URLs cannot carry credentials.
+#![forbid(unsafe_code)]
+
+mod credential;
+mod error;
+mod forge;
+mod mirror;
+mod publish;
+mod run;
+mod types;
+
+pub use error::PublishError;
+pub use forge::{ForgeEndpoint, ForgeKind, PullRequest, open_pull_request};
+pub use publish::{
+    GateVerdict, MIN_REBASE_GIT, MergedCommit, MergedTreeGate, PreparedPublication, PublishRequest,
+    prepare, publish,
+};
+pub use types::{BranchName, CommitIdentity, CredentialSource, PublicationRecord, Remote};
