@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-use regex::{Regex, RegexBuilder};
+use regex::bytes::{Regex, RegexBuilder};
 use serde::Deserialize;
 use snapshot::Sha256;
 
@@ -134,8 +134,11 @@ fn rules_error(detail: &'static str) -> PolicyError {
     PolicyError::Rules { detail }
 }
 
+/// Compiles with RE2's (gitleaks') semantics: `\w`, `\d`, `\s` and `(?i)` are ASCII-only, and
+/// the regex runs over bytes.
 fn build_regex(text: &str) -> Result<Regex, PolicyError> {
     RegexBuilder::new(text)
+        .unicode(false)
         .size_limit(REGEX_SIZE_LIMIT)
         .dfa_size_limit(REGEX_DFA_LIMIT)
         .build()

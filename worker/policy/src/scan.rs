@@ -132,13 +132,13 @@ fn scan_name(rules: &RuleSet, path: &str, out: &mut FileFindings) {
         }
     }
     for (index, rule) in rules.secrets.iter().enumerate() {
-        if rule.names && hits.has_rule(index) && secret_matches(rule, path) {
+        if rule.names && hits.has_rule(index) && secret_matches(rule, path.as_bytes()) {
             out.push(FindingKind::Secret, &rule.id, None);
             out.withhold_path = true;
         }
     }
     for rule in &rules.secret_paths {
-        if rule.regex.is_match(path) {
+        if rule.regex.is_match(path.as_bytes()) {
             out.push(FindingKind::Secret, &rule.id, None);
         }
     }
@@ -157,22 +157,22 @@ fn scan_name(rules: &RuleSet, path: &str, out: &mut FileFindings) {
 }
 
 /// True when `rule` matches `text` with a secret that passes its entropy threshold.
-fn secret_matches(rule: &crate::rules::SecretRule, text: &str) -> bool {
+fn secret_matches(rule: &crate::rules::SecretRule, text: &[u8]) -> bool {
     match rule.entropy {
         None => rule.regex.is_match(text),
         Some(threshold) if rule.group == 0 => rule
             .regex
             .find_iter(text)
-            .any(|m| shannon_entropy(m.as_str().as_bytes()) >= threshold),
+            .any(|m| shannon_entropy(m.as_bytes()) >= threshold),
         Some(threshold) => rule.regex.captures_iter(text).any(|c| {
             c.get(rule.group)
-                .is_some_and(|g| shannon_entropy(g.as_str().as_bytes()) >= threshold)
+                .is_some_and(|g| shannon_entropy(g.as_bytes()) >= threshold)
         }),
     }
 }
 
 /// The checks of one added line that holds at least one keyword or special character.
-fn check_line(rules: &RuleSet, text: &str, number: u64, hits: &LineHits, out: &mut FileFindings) {
+fn check_line(rules: &RuleSet, text: &[u8], number: u64, hits: &LineHits, out: &mut FileFindings) {
     for (index, rule) in rules.secrets.iter().enumerate() {
         if hits.has_rule(index) && secret_matches(rule, text) {
             out.push(FindingKind::Secret, &rule.id, Some(number));
@@ -210,7 +210,7 @@ fn scan_content(rules: &RuleSet, content: &str, added: &Added, out: &mut FileFin
     let mut hits = LineHits::default();
     let flush = |line: usize, start: usize, end: usize, hits: &LineHits, out: &mut FileFindings| {
         if hits.any()
-            && let Some(text) = content.get(start..end)
+            && let Some(text) = bytes.get(start..end)
         {
             check_line(rules, text, line as u64 + 1, hits, out);
         }
