@@ -125,14 +125,20 @@ fn has_any(text: &str, chars: &[char]) -> bool {
 
 /// The name rules of a created file.
 fn scan_name(rules: &RuleSet, path: &str, out: &mut FileFindings) {
+    // A token followed by an extension or a directory separator still ends: the secret rules
+    // read a name with its `/` and `.` as spaces (no name-matched token contains either).
+    let spaced: Vec<u8> = path
+        .bytes()
+        .map(|b| if b == b'/' || b == b'.' { b' ' } else { b })
+        .collect();
     let mut hits = LineHits::default();
-    for m in rules.automaton.find_overlapping_iter(path) {
+    for m in rules.automaton.find_overlapping_iter(&spaced) {
         if let Some(Pattern::Keyword(index)) = rules.patterns.get(m.pattern().as_usize()) {
             hits.set_rule(*index);
         }
     }
     for (index, rule) in rules.secrets.iter().enumerate() {
-        if rule.names && hits.has_rule(index) && secret_matches(rule, path.as_bytes()) {
+        if rule.names && hits.has_rule(index) && secret_matches(rule, &spaced) {
             out.push(FindingKind::Secret, &rule.id, None);
             out.withhold_path = true;
         }
