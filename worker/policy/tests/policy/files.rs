@@ -4,6 +4,8 @@ use policy::{FindingKind, PolicyReport, Severity, scan};
 
 use crate::support::{candidate, create, delete, update};
 
+type Expected = &'static [(&'static str, FindingKind, Option<u64>)];
+
 fn found(report: &PolicyReport) -> Vec<(&str, FindingKind, Option<&str>, Option<u64>)> {
     report
         .findings
@@ -122,7 +124,7 @@ fn hidden_text_in_unchanged_lines_of_an_update_is_not_this_candidates() {
 
 #[test]
 fn new_executables_and_binaries() {
-    let cases: [(&str, &str, &[(&str, FindingKind, Option<u64>)]); 7] = [
+    let cases: [(&str, &str, Expected); 7] = [
         (
             "tools/run.sh",
             "#!/bin/sh\necho hi\n",
