@@ -2,7 +2,12 @@
 //! candidate digest alone (which `scan` includes) and a newline count (the floor of any pass
 //! over the bytes). Prints p50 / p90 / min over the runs.
 //! Usage: `policy_bench [RUNS]` (default 31).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, reason = "bench")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "bench"
+)]
 #![allow(clippy::print_stdout, reason = "bench output")]
 
 use std::time::{Duration, Instant};
@@ -81,7 +86,13 @@ fn candidate(files: Vec<RepositoryPatchFile>) -> RepositoryPatchCandidate {
 fn creates() -> RepositoryPatchCandidate {
     candidate(
         (0..20)
-            .map(|i| file(&format!("app/mod{i:02}.py"), None, &code(TARGET / 20, i * 7919)))
+            .map(|i| {
+                file(
+                    &format!("app/mod{i:02}.py"),
+                    None,
+                    &code(TARGET / 20, i * 7919),
+                )
+            })
             .collect(),
     )
 }
@@ -113,7 +124,13 @@ fn updates() -> RepositoryPatchCandidate {
 fn short_lines() -> RepositoryPatchCandidate {
     candidate(
         (0..10)
-            .map(|i| file(&format!("data/f{i}.txt"), None, &"x = 1\n".repeat(TARGET / 60)))
+            .map(|i| {
+                file(
+                    &format!("data/f{i}.txt"),
+                    None,
+                    &"x = 1\n".repeat(TARGET / 60),
+                )
+            })
             .collect(),
     )
 }

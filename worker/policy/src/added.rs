@@ -63,6 +63,7 @@ impl Added {
         }
     }
 
+    /// Added lines among `lines`.
     pub(crate) fn count(&self, lines: &Lines) -> usize {
         match self {
             Self::All => lines.count(),

@@ -250,6 +250,12 @@ fn scan_content(rules: &RuleSet, content: &str, added: &Added, out: &mut FileFin
     flush(line, start, end, &hits, out);
 }
 
+/// Lines of `text` in Git's model (a final fragment without `\n` is a line).
+fn line_count(text: &str) -> usize {
+    let newlines = memchr::memchr_iter(b'\n', text.as_bytes()).count();
+    newlines + usize::from(!text.is_empty() && !text.ends_with('\n'))
+}
+
 /// One changed file: returns its findings and the number of added lines scanned.
 fn scan_file(rules: &RuleSet, index: u32, file: &RepositoryPatchFile) -> (FileFindings, u64) {
     let mut out = FileFindings::new(index);
@@ -262,12 +268,18 @@ fn scan_file(rules: &RuleSet, index: u32, file: &RepositoryPatchFile) -> (FileFi
     }
     let mut scanned = 0;
     if let Some(content) = file.content() {
-        let lines = Lines::of(content);
         let added = match file.op() {
-            FileOp::Update => added_by_diff(file.diff(), content, &lines),
-            FileOp::Create | FileOp::Delete => Added::All,
+            FileOp::Update => {
+                let lines = Lines::of(content);
+                let added = added_by_diff(file.diff(), content, &lines);
+                scanned = added.count(&lines) as u64;
+                added
+            }
+            FileOp::Create | FileOp::Delete => {
+                scanned = line_count(content) as u64;
+                Added::All
+            }
         };
-        scanned = added.count(&lines) as u64;
         scan_content(rules, content, &added, &mut out);
     }
     (out, scanned)
