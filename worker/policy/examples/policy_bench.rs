@@ -183,6 +183,11 @@ fn main() {
             "  policy::scan (digest included)       {}",
             stats(time(runs, || policy::scan(&c).unwrap()))
         );
+        let digest = finalizer::repository_patch_digest(&c).unwrap();
+        println!(
+            "  policy::scan_with_digest (policy)    {}",
+            stats(time(runs, || policy::scan_with_digest(&c, digest).unwrap()))
+        );
         println!(
             "  baseline: repository_patch_digest    {}",
             stats(time(runs, || finalizer::repository_patch_digest(&c).unwrap()))

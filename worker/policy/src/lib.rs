@@ -30,4 +30,4 @@ pub use report::{
     parse_report,
 };
 pub use rules::{RuleSetInfo, rule_set_info};
-pub use scan::{scan, verify};
+pub use scan::{scan, scan_with_digest, verify};

@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use regex::bytes::{Regex, RegexBuilder};
 use serde::Deserialize;
@@ -221,6 +221,9 @@ pub(crate) fn compile(text: &str) -> Result<RuleSet, PolicyError> {
     let automaton = AhoCorasickBuilder::new()
         .ascii_case_insensitive(true)
         .match_kind(MatchKind::Standard)
+        // A full DFA: about a hundred short patterns make a small table, and the overlapping
+        // search (every keyword, even inside another) cannot use the prefilters.
+        .kind(Some(AhoCorasickKind::DFA))
         .build(&keywords)
         .map_err(|_| rules_error("the keyword automaton does not build"))?;
     let secret_paths = raw

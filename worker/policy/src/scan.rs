@@ -299,8 +299,25 @@ fn scan_file(rules: &RuleSet, index: u32, file: &RepositoryPatchFile) -> (FileFi
 /// allow-list of the repository (`.gitleaksignore`, `.gitleaks.toml`, `.secretsignore`) and no
 /// inline allow comment (`gitleaks:allow`, `nosec`, `pragma: allowlist secret`) is honoured.
 pub fn scan(candidate: &RepositoryPatchCandidate) -> Result<PolicyReport, PolicyError> {
-    let rules = crate::rules::shipped()?;
     let candidate_digest = repository_patch_digest(candidate)?;
+    scan_with_digest(candidate, candidate_digest)
+}
+
+/// [`scan`] for a caller that already holds the candidate's digest (a digest-verifying read
+/// such as `CandidateStore::get` returned both), so the candidate is not hashed twice.
+///
+/// # Errors
+/// `PATCH_CANDIDATE_POLICY_RULES` if the shipped rule file does not compile (a build defect).
+///
+/// # Security
+/// `candidate_digest` must be `repository_patch_digest(candidate)`: the report is bound to
+/// whatever is passed. [`verify`] always recomputes it, so a report bound to a wrong digest never
+/// verifies. Everything else is as for [`scan`].
+pub fn scan_with_digest(
+    candidate: &RepositoryPatchCandidate,
+    candidate_digest: snapshot::Sha256,
+) -> Result<PolicyReport, PolicyError> {
+    let rules = crate::rules::shipped()?;
     let mut collector = Collector::default();
     let mut added_lines_scanned = 0_u64;
     let files = candidate.changed_files();

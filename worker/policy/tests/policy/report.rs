@@ -130,3 +130,16 @@ fn a_clean_candidate_has_a_clean_report() {
     assert_eq!(report.added_lines_scanned, 2);
     verify(&report, &c).unwrap();
 }
+
+#[test]
+fn a_report_bound_to_a_wrong_digest_never_verifies() {
+    let (c, report) = sample();
+    let digest = finalizer::repository_patch_digest(&c).unwrap();
+    assert_eq!(policy::scan_with_digest(&c, digest).unwrap(), report);
+    let wrong = snapshot::Sha256::of(b"another candidate");
+    let misbound = policy::scan_with_digest(&c, wrong).unwrap();
+    assert_eq!(
+        verify(&misbound, &c).unwrap_err().code(),
+        "PATCH_CANDIDATE_POLICY_BINDING"
+    );
+}
