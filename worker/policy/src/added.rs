@@ -46,6 +46,43 @@ impl Lines {
     }
 }
 
+/// A run of consecutive added lines: the first one's 0-based index, the run's byte range
+/// (whole lines, `\n` included) and its line count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Run {
+    pub(crate) first: usize,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) lines: usize,
+}
+
+impl Lines {
+    /// The runs of consecutive lines marked in `set`.
+    pub(crate) fn runs<'a>(&'a self, set: &'a [bool]) -> impl Iterator<Item = Run> + 'a {
+        let mut index = 0;
+        std::iter::from_fn(move || {
+            while set.get(index).is_some_and(|a| !*a) {
+                index += 1;
+            }
+            let first = index;
+            while set.get(index).copied().unwrap_or(false) {
+                index += 1;
+            }
+            if index == first {
+                return None;
+            }
+            let (start, _) = self.range(first)?;
+            let (_, end) = self.range(index - 1)?;
+            Some(Run {
+                first,
+                start,
+                end,
+                lines: index - first,
+            })
+        })
+    }
+}
+
 /// The added lines of one file.
 #[derive(Debug)]
 pub(crate) enum Added {
@@ -53,23 +90,6 @@ pub(crate) enum Added {
     All,
     /// Indexed by 0-based line: added or not.
     Some(Vec<bool>),
-}
-
-impl Added {
-    pub(crate) fn contains(&self, index: usize) -> bool {
-        match self {
-            Self::All => true,
-            Self::Some(set) => set.get(index).copied().unwrap_or(false),
-        }
-    }
-
-    /// Added lines among `lines`.
-    pub(crate) fn count(&self, lines: &Lines) -> usize {
-        match self {
-            Self::All => lines.count(),
-            Self::Some(set) => set.iter().filter(|a| **a).count(),
-        }
-    }
 }
 
 /// `@@ -A[,B] +C[,D] @@…` → (B, C, D).
@@ -196,5 +216,31 @@ mod tests {
         assert!(
             matches!(added_by_diff(honest, after, &lines), Added::Some(s) if s == [false, true, false])
         );
+    }
+
+    #[test]
+    fn runs_cover_consecutive_added_lines_with_their_bytes() {
+        let text = "a\nbb\nccc\ndddd\ne";
+        let lines = Lines::of(text);
+        let set = [true, true, false, true, true];
+        let runs: Vec<Run> = lines.runs(&set).collect();
+        assert_eq!(
+            runs,
+            vec![
+                Run {
+                    first: 0,
+                    start: 0,
+                    end: 5,
+                    lines: 2
+                },
+                Run {
+                    first: 3,
+                    start: 9,
+                    end: 16,
+                    lines: 2
+                },
+            ]
+        );
+        assert_eq!(lines.runs(&[false; 5]).count(), 0);
     }
 }

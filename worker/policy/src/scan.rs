@@ -198,21 +198,37 @@ fn check_line(rules: &RuleSet, text: &[u8], number: u64, hits: &LineHits, out: &
     }
 }
 
-/// Walks the automaton's hits over `content` line by line and checks every added line hit.
-fn scan_content(rules: &RuleSet, content: &str, added: &Added, out: &mut FileFindings) {
-    let bytes = content.as_bytes();
-    if added.contains(0) {
-        if content.starts_with("#!") {
-            out.push(FindingKind::Executable, SHEBANG_RULE, Some(1));
-        }
-        if content.starts_with("\u{7f}ELF") {
-            out.push(FindingKind::Executable, ELF_RULE, Some(1));
-        }
+/// The first-line checks of an added line 1 (a new script, an ELF image).
+fn check_first_line(content: &str, out: &mut FileFindings) {
+    if content.starts_with("#!") {
+        out.push(FindingKind::Executable, SHEBANG_RULE, Some(1));
     }
+    if content.starts_with("\u{7f}ELF") {
+        out.push(FindingKind::Executable, ELF_RULE, Some(1));
+    }
+}
+
+/// Walks the automaton's hits over `bytes[seg_start..seg_end]`, a run of whole added lines
+/// whose first line has the 0-based index `first_line`, and checks every line with a hit.
+fn scan_segment(
+    rules: &RuleSet,
+    bytes: &[u8],
+    (first_line, seg_start, seg_end): (usize, usize, usize),
+    out: &mut FileFindings,
+) {
+    let Some(segment) = bytes.get(seg_start..seg_end) else {
+        return;
+    };
+    let line_end = |pos: usize| {
+        bytes
+            .get(pos..seg_end)
+            .and_then(|rest| memchr(b'\n', rest))
+            .map_or(seg_end, |p| pos + p)
+    };
     // The current line: 0-based index and byte range (its `\n` excluded).
-    let mut line = 0_usize;
-    let mut start = 0_usize;
-    let mut end = memchr(b'\n', bytes).unwrap_or(bytes.len());
+    let mut line = first_line;
+    let mut start = seg_start;
+    let mut end = line_end(seg_start);
     let mut hits = LineHits::default();
     let flush = |line: usize, start: usize, end: usize, hits: &LineHits, out: &mut FileFindings| {
         if hits.any()
@@ -221,21 +237,16 @@ fn scan_content(rules: &RuleSet, content: &str, added: &Added, out: &mut FileFin
             check_line(rules, text, line as u64 + 1, hits, out);
         }
     };
-    for m in rules.automaton.find_overlapping_iter(content) {
-        let pos = m.start();
+    for m in rules.automaton.find_overlapping_iter(segment) {
+        let pos = seg_start + m.start();
         if pos > end {
             flush(line, start, end, &hits, out);
             hits = LineHits::default();
             let skipped = bytes.get(end..pos).unwrap_or_default();
             line += memchr::memchr_iter(b'\n', skipped).count();
-            start = memrchr(b'\n', bytes.get(..pos).unwrap_or_default()).map_or(0, |p| p + 1);
-            end = bytes
-                .get(pos..)
-                .and_then(|rest| memchr(b'\n', rest))
-                .map_or(bytes.len(), |p| pos + p);
-        }
-        if !added.contains(line) {
-            continue;
+            start = memrchr(b'\n', bytes.get(seg_start..pos).unwrap_or_default())
+                .map_or(seg_start, |p| seg_start + p + 1);
+            end = line_end(pos);
         }
         match rules.patterns.get(m.pattern().as_usize()) {
             Some(Pattern::Keyword(index)) => hits.set_rule(*index),
@@ -268,19 +279,33 @@ fn scan_file(rules: &RuleSet, index: u32, file: &RepositoryPatchFile) -> (FileFi
     }
     let mut scanned = 0;
     if let Some(content) = file.content() {
-        let added = match file.op() {
+        let bytes = content.as_bytes();
+        match file.op() {
             FileOp::Update => {
                 let lines = Lines::of(content);
-                let added = added_by_diff(file.diff(), content, &lines);
-                scanned = added.count(&lines) as u64;
-                added
+                match added_by_diff(file.diff(), content, &lines) {
+                    Added::All => {
+                        scanned = lines.count() as u64;
+                        check_first_line(content, &mut out);
+                        scan_segment(rules, bytes, (0, 0, bytes.len()), &mut out);
+                    }
+                    Added::Some(set) => {
+                        if set.first() == Some(&true) {
+                            check_first_line(content, &mut out);
+                        }
+                        for run in lines.runs(&set) {
+                            scanned += run.lines as u64;
+                            scan_segment(rules, bytes, (run.first, run.start, run.end), &mut out);
+                        }
+                    }
+                }
             }
             FileOp::Create | FileOp::Delete => {
                 scanned = line_count(content) as u64;
-                Added::All
+                check_first_line(content, &mut out);
+                scan_segment(rules, bytes, (0, 0, bytes.len()), &mut out);
             }
-        };
-        scan_content(rules, content, &added, &mut out);
+        }
     }
     (out, scanned)
 }
