@@ -236,7 +236,7 @@ mod tests {
                 Run {
                     first: 3,
                     start: 9,
-                    end: 16,
+                    end: 15,
                     lines: 2
                 },
             ]
