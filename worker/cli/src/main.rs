@@ -21,6 +21,7 @@ mod outcome;
 mod outfile;
 mod paths;
 mod plan_args;
+mod policy_cmd;
 mod render;
 mod run_cmd;
 mod serve_cmd;
@@ -106,6 +107,10 @@ enum Command {
     Verify(finalize_cmd::VerifyArgs),
     /// Show a candidate: summary and diffs (coloured on a terminal).
     Show(finalize_cmd::ShowArgs),
+    /// Run the content policy over a candidate: secrets, hidden text, executables and binaries,
+    /// CI and build configuration changes; one line per finding (rule, path, line; never the
+    /// matched value), the digested report with --json. See docs/REVIEW.md.
+    Policy(policy_cmd::PolicyArgs),
     /// Report what the local Docker daemon offers (API, cgroups, seccomp, AppArmor, runtimes)
     /// and whether gVisor (`runsc`) passes a smoke turn.
     Doctor(doctor_cmd::DoctorArgs),
@@ -137,6 +142,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Digest(args) => finalize_cmd::digest(&args),
         Command::Verify(args) => finalize_cmd::verify(&args),
         Command::Show(args) => finalize_cmd::show(&args),
+        Command::Policy(args) => policy_cmd::run(&args),
         Command::Doctor(args) => doctor_cmd::run(&args),
         Command::Export(args) => export_cmd::run(&args),
         Command::Completions(args) => shell_cmd::completions(&args),

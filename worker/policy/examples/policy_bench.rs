@@ -1,0 +1,206 @@
+//! Policy scan benchmark: `scan` over generated 10 MiB candidates, side by side with the
+//! candidate digest alone (which `scan` includes) and a newline count (the floor of any pass
+//! over the bytes). Prints p50 / p90 / min over the runs.
+//! Usage: `policy_bench [RUNS]` (default 31).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "bench"
+)]
+#![allow(clippy::print_stdout, reason = "bench output")]
+
+use std::time::{Duration, Instant};
+
+use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile, unified_diff};
+use snapshot::{FileOp, RepoPath, Sha256};
+
+const TARGET: usize = 10 * 1024 * 1024;
+
+fn fields(n: usize) -> CandidateFields {
+    CandidateFields {
+        handoff_id: "h".into(),
+        request_id: "r".into(),
+        plan_id: "p".into(),
+        app_id: "a".into(),
+        build_registry_id: "b".into(),
+        repository_full_name: "acme/widgets".into(),
+        baseline_commit_sha: "a".repeat(40),
+        approved_plan_digest: "b".repeat(64),
+        snapshot_digest: format!("sha256:{}", "c".repeat(64)),
+        proposal_id: "p".into(),
+        provider_id: "synthetic".into(),
+        summary: format!("Approved repository file operations: {n}."),
+        rationale: finalizer::CANDIDATE_RATIONALE.into(),
+        required_validation_gates: vec![],
+        required_security_gates: vec![],
+        required_ci_checks: vec![],
+    }
+}
+
+fn file(path: &str, before: Option<&str>, after: &str) -> RepositoryPatchFile {
+    RepositoryPatchFile::new(
+        RepoPath::parse(path).unwrap(),
+        if before.is_some() {
+            FileOp::Update
+        } else {
+            FileOp::Create
+        },
+        before.map(|b| Sha256::of(b.as_bytes())),
+        Some(Sha256::of(after.as_bytes())),
+        Some(after.to_owned()),
+        unified_diff(path, before, Some(after)),
+    )
+    .unwrap()
+}
+
+/// Source-like lines; about one in eight names a credential-ish word (a prefilter hit).
+fn code(bytes: usize, seed: usize) -> String {
+    let templates = [
+        "def handler_{i}(request, context):\n",
+        "    value_{i} = compute(request.args[{i}], limit=4096)\n",
+        "    if value_{i} is None:\n",
+        "        raise ValueError(\"missing argument {i}\")\n",
+        "    token_{i} = session.get_token(user_id)  # refresh later\n",
+        "    result.append(format_row(value_{i}, width=80))\n",
+        "    return render(template, rows=result, page={i})\n",
+        "\n",
+    ];
+    let mut out = String::with_capacity(bytes + 128);
+    let mut i = seed;
+    while out.len() < bytes {
+        out.push_str(&templates[i % templates.len()].replace("{i}", &i.to_string()));
+        i += 1;
+    }
+    out
+}
+
+fn candidate(files: Vec<RepositoryPatchFile>) -> RepositoryPatchCandidate {
+    let mut files = files;
+    files.sort_by(|a, b| a.path().cmp(b.path()));
+    let n = files.len();
+    RepositoryPatchCandidate::new(fields(n), files).unwrap()
+}
+
+/// 20 created source files of 512 KiB.
+fn creates() -> RepositoryPatchCandidate {
+    candidate(
+        (0..20)
+            .map(|i| {
+                file(
+                    &format!("app/mod{i:02}.py"),
+                    None,
+                    &code(TARGET / 20, i * 7919),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// 20 updates of 512 KiB post-images with an edit every 50 lines (the diff is walked).
+fn updates() -> RepositoryPatchCandidate {
+    candidate(
+        (0..20)
+            .map(|i| {
+                let before = code(TARGET / 20, i * 104_729);
+                let after: String = before
+                    .split_inclusive('\n')
+                    .enumerate()
+                    .map(|(n, l)| {
+                        if n % 50 == 0 {
+                            format!("    log.debug(\"edited {n}\")\n{l}")
+                        } else {
+                            l.to_owned()
+                        }
+                    })
+                    .collect();
+                file(&format!("app/old{i:02}.py"), Some(&before), &after)
+            })
+            .collect(),
+    )
+}
+
+/// Ten files of 1 MiB of `x = 1` lines: about 1.7 million lines.
+fn short_lines() -> RepositoryPatchCandidate {
+    candidate(
+        (0..10)
+            .map(|i| {
+                file(
+                    &format!("data/f{i}.txt"),
+                    None,
+                    &"x = 1\n".repeat(TARGET / 60),
+                )
+            })
+            .collect(),
+    )
+}
+
+fn stats(mut d: Vec<Duration>) -> String {
+    d.sort();
+    let ms = |x: Duration| x.as_secs_f64() * 1000.0;
+    format!(
+        "p50 {:7.2} ms  p90 {:7.2} ms  min {:7.2} ms",
+        ms(d[d.len() / 2]),
+        ms(d[d.len() * 9 / 10]),
+        ms(d[0])
+    )
+}
+
+fn time<T>(runs: usize, mut f: impl FnMut() -> T) -> Vec<Duration> {
+    std::hint::black_box(f());
+    (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            std::hint::black_box(f());
+            t.elapsed()
+        })
+        .collect()
+}
+
+fn main() {
+    let runs: usize = std::env::args()
+        .nth(1)
+        .map_or(31, |a| a.parse().expect("RUNS is a number"));
+    for (name, c) in [
+        ("creates, 20 x 512 KiB source", creates()),
+        ("updates, 20 x 512 KiB, an edit every 50 lines", updates()),
+        ("creates, 10 x 1 MiB of 6-byte lines", short_lines()),
+    ] {
+        let bytes: usize = c
+            .changed_files()
+            .iter()
+            .filter_map(|f| f.content())
+            .map(str::len)
+            .sum();
+        let report = policy::scan(&c).unwrap();
+        println!(
+            "{name}: {:.1} MiB post-images, {} added lines, {} findings",
+            bytes as f64 / 1_048_576.0,
+            report.added_lines_scanned,
+            report.findings_total
+        );
+        println!(
+            "  policy::scan (digest included)       {}",
+            stats(time(runs, || policy::scan(&c).unwrap()))
+        );
+        let digest = finalizer::repository_patch_digest(&c).unwrap();
+        println!(
+            "  policy::scan_with_digest (policy)    {}",
+            stats(time(runs, || policy::scan_with_digest(&c, digest).unwrap()))
+        );
+        println!(
+            "  baseline: repository_patch_digest    {}",
+            stats(time(runs, || finalizer::repository_patch_digest(&c).unwrap()))
+        );
+        println!(
+            "  floor: newline count (memchr)        {}",
+            stats(time(runs, || {
+                c.changed_files()
+                    .iter()
+                    .filter_map(|f| f.content())
+                    .map(|t| memchr::memchr_iter(b'\n', t.as_bytes()).count())
+                    .sum::<usize>()
+            }))
+        );
+    }
+}

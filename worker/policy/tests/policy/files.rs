@@ -1,0 +1,244 @@
+//! Hidden text in lines and names, executables and binaries, CI and build configuration paths.
+
+use policy::{FindingKind, PolicyReport, Severity, scan};
+
+use crate::support::{candidate, create, delete, update};
+
+type Expected = &'static [(&'static str, FindingKind, Option<u64>)];
+
+fn found(report: &PolicyReport) -> Vec<(&str, FindingKind, Option<&str>, Option<u64>)> {
+    report
+        .findings
+        .iter()
+        .map(|f| (f.rule_id.as_str(), f.kind, f.path.as_deref(), f.line))
+        .collect()
+}
+
+#[test]
+fn bidi_controls_in_added_lines_and_names() {
+    for c in [
+        '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}', '\u{2066}', '\u{2067}',
+        '\u{2068}', '\u{2069}', '\u{200E}', '\u{200F}', '\u{061C}',
+    ] {
+        let text = format!("ok = 1\nif access_level != \"user{c} \": # admin\n");
+        let report = scan(&candidate(vec![create("app/auth.py", &text)])).unwrap();
+        assert_eq!(
+            found(&report),
+            vec![(
+                "bidi-control",
+                FindingKind::HiddenText,
+                Some("app/auth.py"),
+                Some(2)
+            )],
+            "U+{:04X}",
+            c as u32
+        );
+        assert_eq!(report.findings[0].severity, Severity::High);
+        let name = format!("app/evil{c}txt.py");
+        let report = scan(&candidate(vec![create(&name, "x = 1\n")])).unwrap();
+        assert_eq!(
+            found(&report),
+            vec![(
+                "bidi-control",
+                FindingKind::HiddenText,
+                Some(name.as_str()),
+                None
+            )]
+        );
+    }
+}
+
+#[test]
+fn zero_width_characters_in_lines_and_names_and_the_bom_rule() {
+    for c in ['\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{FEFF}'] {
+        let text = format!("a = 1\nb = 2\nad{c}min = True\n");
+        let report = scan(&candidate(vec![create("app/z.py", &text)])).unwrap();
+        assert_eq!(
+            found(&report),
+            vec![(
+                "zero-width-character",
+                FindingKind::HiddenText,
+                Some("app/z.py"),
+                Some(3)
+            )]
+        );
+        let name = format!("app/a{c}b.py");
+        let report = scan(&candidate(vec![create(&name, "x = 1\n")])).unwrap();
+        assert_eq!(
+            found(&report),
+            vec![(
+                "zero-width-character",
+                FindingKind::HiddenText,
+                Some(name.as_str()),
+                None
+            )]
+        );
+    }
+    // A byte order mark at offset 0 is not hidden text; on a later line it is.
+    let report = scan(&candidate(vec![create("app/bom.py", "\u{FEFF}x = 1\n")])).unwrap();
+    assert!(report.clean, "{:?}", report.findings);
+    let report = scan(&candidate(vec![create(
+        "app/bom.py",
+        "x = 1\n\u{FEFF}y = 2\n",
+    )]))
+    .unwrap();
+    assert_eq!(found(&report)[0].3, Some(2));
+}
+
+#[test]
+fn terminal_escapes_and_nul_bytes_in_added_lines() {
+    let report = scan(&candidate(vec![create(
+        "app/t.py",
+        "print('\u{1b}[2J\u{1b}]0;title\u{7}')\nz = '\u{0}'\n",
+    )]))
+    .unwrap();
+    assert_eq!(
+        found(&report),
+        vec![
+            (
+                "terminal-escape",
+                FindingKind::HiddenText,
+                Some("app/t.py"),
+                Some(1)
+            ),
+            ("nul-byte", FindingKind::Binary, Some("app/t.py"), Some(2)),
+        ]
+    );
+}
+
+#[test]
+fn hidden_text_in_unchanged_lines_of_an_update_is_not_this_candidates() {
+    let before = "a\u{202E}b\nline2\nline3\nline4\nline5\n";
+    let after = "a\u{202E}b\nline2\nline3\nline4\nline5 changed\u{200B}\n";
+    let report = scan(&candidate(vec![update("app/u.txt", before, after)])).unwrap();
+    assert_eq!(
+        found(&report),
+        vec![(
+            "zero-width-character",
+            FindingKind::HiddenText,
+            Some("app/u.txt"),
+            Some(5)
+        )]
+    );
+}
+
+#[test]
+fn new_executables_and_binaries() {
+    let cases: [(&str, &str, Expected); 7] = [
+        (
+            "tools/run.sh",
+            "#!/bin/sh\necho hi\n",
+            &[("script-shebang", FindingKind::Executable, Some(1))],
+        ),
+        (
+            "tools/run",
+            "#!/usr/bin/env python3\n",
+            &[("script-shebang", FindingKind::Executable, Some(1))],
+        ),
+        (
+            "bin/tool.exe",
+            "MZ\n",
+            &[("executable-name", FindingKind::Executable, None)],
+        ),
+        (
+            "lib/libx.so.1",
+            "x\n",
+            &[("executable-name", FindingKind::Executable, None)],
+        ),
+        (
+            "vendor/a.jar",
+            "PK\n",
+            &[("binary-name", FindingKind::Binary, None)],
+        ),
+        (
+            "bin/elf",
+            "\u{7f}ELF\u{2}\u{1}\u{1}\n",
+            &[("elf-binary", FindingKind::Executable, Some(1))],
+        ),
+        (
+            "data/blob.dat",
+            "ab\u{0}\u{0}cd\n",
+            &[("nul-byte", FindingKind::Binary, Some(1))],
+        ),
+    ];
+    for (path, content, expected) in cases {
+        let report = scan(&candidate(vec![create(path, content)])).unwrap();
+        let got: Vec<_> = report
+            .findings
+            .iter()
+            .map(|f| (f.rule_id.as_str(), f.kind, f.line))
+            .collect();
+        assert_eq!(got, expected.to_vec(), "{path}");
+        assert!(
+            report
+                .findings
+                .iter()
+                .all(|f| f.severity == Severity::Medium)
+        );
+    }
+    // A shebang already in the baseline is not a new script.
+    let report = scan(&candidate(vec![update(
+        "tools/run.sh",
+        "#!/bin/sh\necho a\n",
+        "#!/bin/sh\necho b\n",
+    )]))
+    .unwrap();
+    assert!(report.clean, "{:?}", report.findings);
+}
+
+#[test]
+fn ci_and_build_configuration_changes_on_every_operation() {
+    let flagged = [
+        ".github/workflows/ci.yml",
+        ".github/workflows/nested/release.yaml",
+        ".github/actions/setup/action.yml",
+        ".gitlab-ci.yml",
+        ".circleci/config.yml",
+        "Jenkinsfile",
+        "ci/Jenkinsfile",
+        ".travis.yml",
+        "azure-pipelines.yml",
+        ".buildkite/pipeline.yml",
+        "Makefile",
+        "src/native/Makefile",
+        "build.rs",
+        "crates/sys/build.rs",
+        ".cargo/config.toml",
+        ".cargo/config",
+        "package.json",
+        "web/package.json",
+        "setup.py",
+        "pyproject.toml",
+        "Dockerfile",
+        "images/Dockerfile.dev",
+        ".pre-commit-config.yaml",
+        ".gitattributes",
+        ".gitmodules",
+    ];
+    for path in flagged {
+        for file in [
+            create(path, "x\n"),
+            update(path, "x\n", "y\n"),
+            delete(path, "x\n"),
+        ] {
+            let op = file.op();
+            let report = scan(&candidate(vec![file])).unwrap();
+            assert!(
+                found(&report).contains(&("ci-config", FindingKind::CiConfig, Some(path), None)),
+                "{path} {op:?}: {:?}",
+                report.findings
+            );
+        }
+    }
+    for path in [
+        "docs/github/workflows/ci.yml",
+        "src/Makefile.rs",
+        "src/build.rs.txt",
+        "app/dockerfile_notes.md",
+        "package.json.md",
+        "app/.github/notes.md",
+    ] {
+        let report = scan(&candidate(vec![create(path, "x\n")])).unwrap();
+        assert!(report.clean, "{path}: {:?}", report.findings);
+    }
+}
