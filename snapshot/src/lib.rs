@@ -16,6 +16,7 @@
 
 // Modules are private; the items other crates need are re-exported below (the curated surface).
 mod approved;
+mod canonical;
 mod classify;
 mod coded;
 mod context;
@@ -33,6 +34,7 @@ mod selection;
 mod text;
 
 pub use approved::ApprovedTurn;
+pub use canonical::{canonical_bytes, domain_digest, write_canonical};
 pub use classify::{
     SECRET_CONTRACT_PATH, is_repository_env_template_path, is_secret_contract_path,
     is_secret_sensitive_path, reject_env_template_path, validate_output_text,

@@ -12,9 +12,9 @@ use snapshot::Sha256;
 
 use container::ImageId;
 
-use crate::canonical::domain_digest;
 use crate::error::GateError;
 use crate::pinned::PinnedPattern;
+use snapshot::domain_digest;
 
 /// Largest definition file read.
 pub const MAX_GATES_FILE_BYTES: u64 = 256 * 1024;

@@ -12,9 +12,9 @@ use snapshot::Sha256;
 
 use finalizer::RepositoryPatchCandidate;
 
-use crate::canonical::{canonical_bytes, domain_digest};
 use crate::error::GateError;
 use gate_runner::ExitStatus as ChildExit;
+use snapshot::{canonical_bytes, domain_digest};
 
 /// The evidence schema id.
 pub const EVIDENCE_SCHEMA: &str = "patch_candidate.gate_evidence.v1";

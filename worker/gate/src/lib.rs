@@ -15,7 +15,6 @@
 #![forbid(unsafe_code)]
 
 mod cache;
-mod canonical;
 mod classify;
 mod definition;
 mod error;

@@ -1,14 +1,14 @@
 //! Canonical JSON as the candidate digest writes it (sorted keys by code point, compact
-//! separators, serde_json's escaping, non-ASCII raw), for values this crate builds. Keys are
-//! sorted here rather than trusting `serde_json::Map`'s order, which a `preserve_order` feature
-//! elsewhere in the build would change.
+//! separators, serde_json's escaping, non-ASCII raw), for the host documents bound to a candidate
+//! (gate evidence, gate definitions, policy reports). Keys are sorted here rather than trusting
+//! `serde_json::Map`'s order, which a `preserve_order` feature elsewhere in the build would change.
 
+use crate::digest::Sha256;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256 as Hasher};
-use snapshot::Sha256;
 
 /// Writes `value` canonically.
-pub(crate) fn write_canonical(out: &mut Vec<u8>, value: &Value) {
+pub fn write_canonical(out: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
@@ -46,7 +46,8 @@ fn write_scalar(out: &mut Vec<u8>, value: &Value) {
 }
 
 /// The canonical bytes of `value`.
-pub(crate) fn canonical_bytes(value: &Value) -> Vec<u8> {
+#[must_use]
+pub fn canonical_bytes(value: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     write_canonical(&mut out, value);
     out
@@ -54,7 +55,8 @@ pub(crate) fn canonical_bytes(value: &Value) -> Vec<u8> {
 
 /// `sha256` over `{"<domain key>":<value>,"digest_schema":"<schema>"}` in canonical form, the way
 /// the candidate digest wraps its document.
-pub(crate) fn domain_digest(schema: &str, key: &str, value: &Value) -> Sha256 {
+#[must_use]
+pub fn domain_digest(schema: &str, key: &str, value: &Value) -> Sha256 {
     let mut wrapper = serde_json::Map::new();
     wrapper.insert(key.to_owned(), value.clone());
     wrapper.insert("digest_schema".to_owned(), Value::String(schema.to_owned()));
