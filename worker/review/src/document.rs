@@ -75,7 +75,8 @@ pub struct GateView {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PolicyFinding {
     pub rule: String,
-    pub path: String,
+    /// `None` when the policy withheld it (a created file whose name matched a secret rule).
+    pub path: Option<String>,
     pub line: Option<u64>,
 }
 
@@ -94,7 +95,7 @@ pub struct PolicyView {
 pub enum RiskNote {
     PolicyFinding {
         rule: String,
-        path: String,
+        path: Option<String>,
         line: Option<u64>,
     },
     GateNotPassed {
@@ -412,7 +413,7 @@ mod tests {
         });
         let findings = vec![PolicyFinding {
             rule: "aws-access-key".into(),
-            path: "src/b.py".into(),
+            path: Some("src/b.py".into()),
             line: Some(1),
         }];
         let req = DecisionRequest {
@@ -437,7 +438,7 @@ mod tests {
         assert!(p.risk_notes.contains(&RiskNote::ForcedAccept { seq: 1 }));
         assert!(p.risk_notes.contains(&RiskNote::PolicyFinding {
             rule: "aws-access-key".into(),
-            path: "src/b.py".into(),
+            path: Some("src/b.py".into()),
             line: Some(1)
         }));
         let json = serde_json::to_value(&p).unwrap();
