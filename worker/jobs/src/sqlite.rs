@@ -1171,12 +1171,18 @@ mod tests {
                 params!["0123456789abcdef0123456789abcdef"],
             )
             .unwrap();
+            let spec = JobSpec::noop("v3", 1);
             conn.execute(
                 "INSERT INTO jobs (id, seq, kind, state, idempotency_key, spec_json, approval_json,
                      attempts, max_attempts, run_at, created_at, updated_at, candidate_digest)
-                 VALUES ('job_0123456789abcdef0123456789abcdef', 1, 'noop', 'completed', 'k',
-                     '{}', x'7b7d', 1, 1, 0, 0, 0, ?1)",
-                params![digest],
+                 VALUES ('job_0123456789abcdef0123456789abcdef', 1, 'noop', 'completed', ?1,
+                     ?2, ?3, 1, 1, 0, 0, 0, ?4)",
+                params![
+                    spec.idempotency_key(),
+                    SpecRow::text(&spec).unwrap(),
+                    spec.approval_json,
+                    digest
+                ],
             )
             .unwrap();
             conn.execute(

@@ -1535,7 +1535,10 @@ async fn raw_sql(location: &Location, sql: &str) -> Result<(), String> {
                 .await
                 .unwrap();
             tokio::spawn(connection);
-            client.batch_execute(sql).await.map_err(|e| e.to_string())
+            client.batch_execute(sql).await.map_err(|e| {
+                e.as_db_error()
+                    .map_or_else(|| e.to_string(), |d| d.message().to_owned())
+            })
         }
     }
 }
