@@ -214,9 +214,12 @@ pub(crate) fn run(command: &JobsCommand) -> Result<Outcome, CliError> {
             let _ = writeln!(
                 text,
                 "review: {} ({} decision(s){})",
-                review["state"].as_str().unwrap_or("pending"),
+                review
+                    .get("state")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("pending"),
                 decisions.len(),
-                if review["forced"] == true {
+                if decisions.iter().any(|d| d.row.forced()) {
                     ", forced"
                 } else {
                     ""
