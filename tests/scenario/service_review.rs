@@ -56,7 +56,7 @@ fn plant(state: &Path, nonce: &str, candidate: (Vec<u8>, String)) -> String {
                 .unwrap()
                 .remove(0);
             assert_eq!(claimed.job.id, job.id);
-            store
+            let applied = store
                 .complete(
                     &job.id,
                     &claimed.attempt_id,
@@ -66,6 +66,7 @@ fn plant(state: &Path, nonce: &str, candidate: (Vec<u8>, String)) -> String {
                 )
                 .await
                 .unwrap();
+            assert_eq!(applied, jobs::Fenced::Applied);
             job.id.as_str().to_owned()
         })
     })
