@@ -118,7 +118,7 @@ pub(crate) struct WorkersArgs {
     pub store: StoreArgs,
 }
 
-fn open(store: &StoreArgs) -> Result<(tokio::runtime::Runtime, JobStore), CliError> {
+pub(crate) fn open(store: &StoreArgs) -> Result<(tokio::runtime::Runtime, JobStore), CliError> {
     let state = state_dir()?;
     let rt = tokio_runtime()?;
     let opened = rt.block_on(JobStore::open(store.database.as_deref(), &state))?;
@@ -208,8 +208,37 @@ pub(crate) fn run(command: &JobsCommand) -> Result<Outcome, CliError> {
                     d.digest()
                 );
             }
+            let decisions = rt.block_on(store.decisions(&id))?;
+            let publication = rt.block_on(store.publication(&id))?;
+            let review = service::review_summary(&decisions, publication.as_deref());
+            let _ = writeln!(
+                text,
+                "review: {} ({} decision(s){})",
+                review
+                    .get("state")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("pending"),
+                decisions.len(),
+                if decisions.iter().any(|d| d.row.forced()) {
+                    ", forced"
+                } else {
+                    ""
+                }
+            );
+            for d in &decisions {
+                if let Some(follow) = &d.follow_up_job_id {
+                    let _ = writeln!(text, "superseded by job {follow} (retry {})", d.seq);
+                }
+            }
+            if publication.is_some() {
+                let _ = writeln!(text, "published");
+            }
+            let mut view = service::job_view_with_gates(&job, &evidence);
+            if let Some(map) = view.as_object_mut() {
+                map.insert("review".to_owned(), review);
+            }
             Ok(Outcome {
-                json: serde_json::json!({"job": service::job_view_with_gates(&job, &evidence)}),
+                json: serde_json::json!({"job": view}),
                 text,
             })
         }

@@ -23,6 +23,7 @@ mod paths;
 mod plan_args;
 mod policy_cmd;
 mod render;
+mod review_cmd;
 mod run_cmd;
 mod serve_cmd;
 mod shell_cmd;
@@ -30,6 +31,7 @@ mod signals;
 mod snapshot_cmd;
 #[cfg(test)]
 mod test_git;
+mod tokens_cmd;
 mod usage_cmd;
 
 use std::io::IsTerminal as _;
@@ -82,6 +84,10 @@ enum Command {
     /// job store: --database, default the state directory's SQLite file).
     #[command(subcommand)]
     Jobs(jobs_cmd::JobsCommand),
+    /// Named API tokens of the service: create (printed once), list, revoke. Each is a
+    /// principal; review decisions made through the API record it.
+    #[command(subcommand)]
+    Tokens(tokens_cmd::TokensCommand),
     /// List the service hosts registered in the job store.
     Workers(jobs_cmd::WorkersArgs),
     /// Build the proof image if needed, run a turn on a fixture repository, show the candidate.
@@ -100,6 +106,10 @@ enum Command {
     /// per gate. `gate init python|rust` prints a definition file to start from. See
     /// docs/GATES.md.
     Gate(Box<gate_cmd::GateArgs>),
+    /// Review decisions bound to the candidate's digest: show the review document, accept,
+    /// reject, or ask for a retry (local candidate store; docs/REVIEW.md).
+    #[command(subcommand)]
+    Review(review_cmd::ReviewCommand),
     /// Print the digest of a candidate JSON file.
     Digest(finalize_cmd::DigestArgs),
     /// Re-validate a candidate's structure and digest; --digest binds it to the digest you expect;
@@ -133,12 +143,14 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Serve(args) => serve_cmd::run(&args),
         Command::Jobs(command) => jobs_cmd::run(&command),
         Command::Workers(args) => jobs_cmd::workers(&args),
+        Command::Tokens(command) => tokens_cmd::run(&command),
         Command::Demo(args) => demo_cmd::run(&args),
         Command::Image(command) => image_cmd::run(&command),
         Command::Janitor(args) => janitor_cmd::run(&args),
         Command::Usage(args) => usage_cmd::run(&args),
         Command::Finalize(args) => finalize_cmd::finalize(&args),
         Command::Gate(args) => gate_cmd::run(&args),
+        Command::Review(command) => review_cmd::run(&command),
         Command::Digest(args) => finalize_cmd::digest(&args),
         Command::Verify(args) => finalize_cmd::verify(&args),
         Command::Show(args) => finalize_cmd::show(&args),

@@ -37,6 +37,8 @@ pub(crate) const STATE_CODE: &str = "PATCH_CANDIDATE_STATE";
 pub(crate) const RUNTIME_CODE: &str = "PATCH_CANDIDATE_RUNTIME";
 /// `jobs show|logs` for a job the store does not hold (exit status 1).
 pub(crate) const JOBS_NOT_FOUND_CODE: &str = "PATCH_CANDIDATE_JOBS_NOT_FOUND";
+/// `tokens revoke` for a name with no live token (exit status 1).
+pub(crate) const TOKEN_NOT_FOUND_CODE: &str = "PATCH_CANDIDATE_TOKEN_NOT_FOUND";
 /// `--live` without `--model` (exit status 2).
 pub(crate) const LIVE_MODEL_CODE: &str = "PATCH_CANDIDATE_LIVE_MODEL";
 /// `--live` without exactly one credential option (exit status 2).

@@ -68,6 +68,10 @@ pub enum JobsError {
     /// A stored row failed its check when read back.
     #[error("PATCH_CANDIDATE_JOBS_CORRUPT: stored {field} is invalid")]
     Corrupt { field: &'static str },
+    /// The write would replace what is written once: a token name already taken (revoked
+    /// names included), a second publication of one job's candidate.
+    #[error("PATCH_CANDIDATE_JOBS_CONFLICT: {what}")]
+    Conflict { what: &'static str },
     /// Creating or opening the SQLite file failed.
     #[error("PATCH_CANDIDATE_JOBS_IO: {what}: {}", Untrusted::quoted(.detail))]
     Io { what: &'static str, detail: String },
@@ -89,6 +93,7 @@ impl JobsError {
             Self::Schema { .. } => "PATCH_CANDIDATE_JOBS_SCHEMA",
             Self::Corrupt { .. } => "PATCH_CANDIDATE_JOBS_CORRUPT",
             Self::Io { .. } => "PATCH_CANDIDATE_JOBS_IO",
+            Self::Conflict { .. } => "PATCH_CANDIDATE_JOBS_CONFLICT",
         }
     }
 
@@ -132,7 +137,8 @@ impl Coded for JobsError {
             | Self::Spec { .. }
             | Self::Input { .. }
             | Self::NotFound { .. }
-            | Self::State { .. } => FailureClass::Rejected,
+            | Self::State { .. }
+            | Self::Conflict { .. } => FailureClass::Rejected,
             Self::DatabaseUrl { .. } => FailureClass::Usage,
             Self::Unavailable { .. }
             | Self::Database { .. }
@@ -186,10 +192,13 @@ mod tests {
                 what: "create database file",
                 detail: "permission denied".to_owned(),
             },
+            JobsError::Conflict {
+                what: "the token name is taken",
+            },
         ]
     }
 
-    const VARIANTS: usize = 11;
+    const VARIANTS: usize = 12;
 
     fn variant_index(e: &JobsError) -> usize {
         match e {
@@ -204,6 +213,7 @@ mod tests {
             JobsError::Schema { .. } => 8,
             JobsError::Corrupt { .. } => 9,
             JobsError::Io { .. } => 10,
+            JobsError::Conflict { .. } => 11,
         }
     }
 

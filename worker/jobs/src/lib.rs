@@ -22,6 +22,7 @@ mod evidence;
 mod ids;
 mod model;
 mod postgres;
+mod review;
 mod rows;
 mod schema;
 mod sqlite;
@@ -42,6 +43,10 @@ pub use model::{
     LiveJob, MAX_ATTEMPTS_LIMIT, MAX_BATCH, MAX_CANDIDATE_BYTES, MAX_CODE_CHARS,
     MAX_DOCUMENT_BYTES, MAX_MESSAGE_BYTES, MAX_MODEL_CHARS, MAX_REPOSITORY_BYTES,
     MAX_SELECTIONS_BYTES, Retry, StoreOptions, backoff,
+};
+pub use review::{
+    DecisionRow, MAX_DECISION_RECORD_BYTES, MAX_PUBLICATION_RECORD_BYTES, MAX_TOKEN_NAME_CHARS,
+    OPERATOR_PRINCIPAL, StoredDecisionRow, TokenHash, TokenInfo, TokenName,
 };
 pub use rows::{
     EVENT_CANCELLED, EVENT_CLAIMED, EVENT_COMPLETED, EVENT_RELEASED, EVENT_RETRIED, EVENT_SNOOZED,

@@ -18,6 +18,7 @@ use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, StoreOptions,
     duration_ms,
 };
+use crate::review::{DecisionRow, StoredDecisionRow, TokenHash, TokenInfo, TokenName};
 use crate::rows::{
     EVENT_CANCELLED, EVENT_CLAIMED, EVENT_RETRIED, EVENT_SUBMITTED, LEASE_EXPIRED,
     LEASE_EXPIRED_MESSAGE, RawJob, SpecRow, attempt_pair, host_info, job_columns,
@@ -832,5 +833,214 @@ impl PgStore {
                 attempt_pair(&id, &attempt)
             })
             .collect()
+    }
+}
+
+/// Review decisions, publications and named tokens (schema version 4).
+impl PgStore {
+    pub(crate) async fn record_decision(
+        &self,
+        id: JobId,
+        row: DecisionRow,
+        follow_up: Option<JobId>,
+    ) -> Result<i64> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        // The job's row lock orders the decisions of one job (their sequence numbers).
+        let found = tx
+            .query_opt(
+                "SELECT state, candidate_digest FROM jobs WHERE id = $1 FOR UPDATE",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(pg)?;
+        let Some(found) = found else {
+            return Err(JobsError::NotFound { id: id.to_string() });
+        };
+        let state: String = found.try_get(0).map_err(pg)?;
+        let digest: Option<String> = found.try_get(1).map_err(pg)?;
+        crate::review::check_target(&id, &state, digest.as_deref(), &row)?;
+        let seq: i64 = tx
+            .query_one(
+                "INSERT INTO review_decisions (job_id, seq, candidate_digest, decision, actor,
+                     forced, at_ms, record, follow_up_job_id)
+                 SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5, $6, $7, $8
+                 FROM review_decisions WHERE job_id = $1
+                 RETURNING seq",
+                &[
+                    &id.as_str(),
+                    &row.candidate_digest(),
+                    &row.decision(),
+                    &row.actor(),
+                    &row.forced(),
+                    &row.at_ms(),
+                    &row.record(),
+                    &follow_up.as_ref().map(JobId::as_str),
+                ],
+            )
+            .await
+            .map_err(pg)?
+            .try_get(0)
+            .map_err(pg)?;
+        tx.commit().await.map_err(pg)?;
+        Ok(seq)
+    }
+
+    pub(crate) async fn decisions(&self, id: JobId) -> Result<Vec<StoredDecisionRow>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT job_id, seq, candidate_digest, decision, actor, forced, at_ms, record,
+                     follow_up_job_id
+                 FROM review_decisions WHERE job_id = $1 ORDER BY seq",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(pg)?;
+        rows.iter()
+            .map(|r| {
+                let job: String = r.try_get(0).map_err(pg)?;
+                let digest: String = r.try_get(2).map_err(pg)?;
+                let decision: String = r.try_get(3).map_err(pg)?;
+                let actor: String = r.try_get(4).map_err(pg)?;
+                let follow: Option<String> = r.try_get(8).map_err(pg)?;
+                StoredDecisionRow::from_row(
+                    &job,
+                    r.try_get(1).map_err(pg)?,
+                    &digest,
+                    &decision,
+                    &actor,
+                    r.try_get(5).map_err(pg)?,
+                    r.try_get(6).map_err(pg)?,
+                    r.try_get(7).map_err(pg)?,
+                    follow.as_deref(),
+                )
+            })
+            .collect()
+    }
+
+    pub(crate) async fn record_publication(
+        &self,
+        id: JobId,
+        digest: String,
+        record: Vec<u8>,
+    ) -> Result<()> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                &format!(
+                    "INSERT INTO publications (job_id, candidate_digest, record, created_at)
+                     SELECT $1, $2, $3, {NOW} WHERE EXISTS
+                         (SELECT 1 FROM jobs WHERE id = $1 AND candidate_digest = $2)
+                     ON CONFLICT (job_id) DO NOTHING"
+                ),
+                &[&id.as_str(), &digest, &record],
+            )
+            .await
+            .map_err(pg)?;
+        if n == 1 {
+            return Ok(());
+        }
+        let exists: bool = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM publications WHERE job_id = $1)",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(pg)?
+            .try_get(0)
+            .map_err(pg)?;
+        if exists {
+            Err(JobsError::Conflict {
+                what: "the job's candidate is already published",
+            })
+        } else {
+            Err(JobsError::State {
+                id: id.to_string(),
+                state: "other",
+                detail: "no such job with this candidate digest",
+            })
+        }
+    }
+
+    pub(crate) async fn publication(&self, id: JobId) -> Result<Option<Vec<u8>>> {
+        let client = self.client().await?;
+        client
+            .query_opt(
+                "SELECT record FROM publications WHERE job_id = $1",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(pg)?
+            .map(|r| r.try_get(0).map_err(pg))
+            .transpose()
+    }
+
+    pub(crate) async fn create_token(&self, name: TokenName, hash: TokenHash) -> Result<()> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                &format!(
+                    "INSERT INTO api_tokens (name, token_sha256, created_at) VALUES ($1, $2, {NOW})
+                     ON CONFLICT DO NOTHING"
+                ),
+                &[&name.as_str(), &hash.as_str()],
+            )
+            .await
+            .map_err(pg)?;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(JobsError::Conflict {
+                what: "the token name is taken (names are never reused)",
+            })
+        }
+    }
+
+    pub(crate) async fn tokens(&self) -> Result<Vec<TokenInfo>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT name, created_at, revoked_at FROM api_tokens ORDER BY name",
+                &[],
+            )
+            .await
+            .map_err(pg)?;
+        rows.iter()
+            .map(|r| {
+                Ok(TokenInfo {
+                    name: r.try_get(0).map_err(pg)?,
+                    created_at_ms: r.try_get(1).map_err(pg)?,
+                    revoked_at_ms: r.try_get(2).map_err(pg)?,
+                })
+            })
+            .collect()
+    }
+
+    pub(crate) async fn revoke_token(&self, name: TokenName) -> Result<bool> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                &format!(
+                    "UPDATE api_tokens SET revoked_at = {NOW} WHERE name = $1 AND revoked_at IS NULL"
+                ),
+                &[&name.as_str()],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(n == 1)
+    }
+
+    pub(crate) async fn token_principal(&self, hash: TokenHash) -> Result<Option<String>> {
+        let client = self.client().await?;
+        client
+            .query_opt(
+                "SELECT name FROM api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL",
+                &[&hash.as_str()],
+            )
+            .await
+            .map_err(pg)?
+            .map(|r| r.try_get(0).map_err(pg))
+            .transpose()
     }
 }

@@ -9,7 +9,7 @@
 //! host, sees the one id that the first open wrote.
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Reads the store id.
 pub(crate) const SELECT_STORE_ID: &str = "SELECT store_id FROM store_identity WHERE singleton = 1";
@@ -193,6 +193,72 @@ CREATE TABLE gate_evidence (
     bytes      BYTEA NOT NULL,
     created_at BIGINT NOT NULL,
     PRIMARY KEY (job_id, gate)
+);
+",
+    },
+    Migration {
+        version: 4,
+        name: "review decisions, publications, api tokens",
+        sqlite: r"
+CREATE TABLE review_decisions (
+    job_id           TEXT NOT NULL REFERENCES jobs (id),
+    seq              INTEGER NOT NULL CHECK (seq >= 1),
+    candidate_digest TEXT NOT NULL,
+    decision         TEXT NOT NULL CHECK (decision IN ('accept', 'reject', 'retry')),
+    actor            TEXT NOT NULL,
+    forced           INTEGER NOT NULL CHECK (forced IN (0, 1)),
+    at_ms            INTEGER NOT NULL,
+    record           BLOB NOT NULL,
+    follow_up_job_id TEXT REFERENCES jobs (id),
+    PRIMARY KEY (job_id, seq)
+);
+CREATE INDEX review_decisions_by_candidate ON review_decisions (candidate_digest, seq);
+CREATE TRIGGER review_decisions_no_update BEFORE UPDATE ON review_decisions
+BEGIN SELECT RAISE(ABORT, 'review decisions are append-only'); END;
+CREATE TRIGGER review_decisions_no_delete BEFORE DELETE ON review_decisions
+BEGIN SELECT RAISE(ABORT, 'review decisions are append-only'); END;
+CREATE TABLE publications (
+    job_id           TEXT PRIMARY KEY REFERENCES jobs (id),
+    candidate_digest TEXT NOT NULL,
+    record           BLOB NOT NULL,
+    created_at       INTEGER NOT NULL
+);
+CREATE TABLE api_tokens (
+    name         TEXT PRIMARY KEY,
+    token_sha256 TEXT NOT NULL UNIQUE,
+    created_at   INTEGER NOT NULL,
+    revoked_at   INTEGER
+);
+",
+        postgres: r"
+CREATE TABLE review_decisions (
+    job_id           TEXT NOT NULL REFERENCES jobs (id),
+    seq              BIGINT NOT NULL CHECK (seq >= 1),
+    candidate_digest TEXT NOT NULL,
+    decision         TEXT NOT NULL CHECK (decision IN ('accept', 'reject', 'retry')),
+    actor            TEXT NOT NULL,
+    forced           BOOLEAN NOT NULL,
+    at_ms            BIGINT NOT NULL,
+    record           BYTEA NOT NULL,
+    follow_up_job_id TEXT REFERENCES jobs (id),
+    PRIMARY KEY (job_id, seq)
+);
+CREATE INDEX review_decisions_by_candidate ON review_decisions (candidate_digest, seq);
+CREATE FUNCTION review_decisions_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'review decisions are append-only'; END $$;
+CREATE TRIGGER review_decisions_append_only BEFORE UPDATE OR DELETE ON review_decisions
+FOR EACH ROW EXECUTE FUNCTION review_decisions_append_only();
+CREATE TABLE publications (
+    job_id           TEXT PRIMARY KEY REFERENCES jobs (id),
+    candidate_digest TEXT NOT NULL,
+    record           BYTEA NOT NULL,
+    created_at       BIGINT NOT NULL
+);
+CREATE TABLE api_tokens (
+    name         TEXT PRIMARY KEY,
+    token_sha256 TEXT NOT NULL UNIQUE,
+    created_at   BIGINT NOT NULL,
+    revoked_at   BIGINT
 );
 ",
     },

@@ -16,6 +16,7 @@ use crate::ids::{AttemptId, HostId, JobId};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, duration_ms,
 };
+use crate::review::{DecisionRow, StoredDecisionRow, TokenHash, TokenInfo, TokenName};
 use crate::rows::{
     EVENT_CANCELLED, EVENT_CLAIMED, EVENT_RETRIED, EVENT_SUBMITTED, LEASE_EXPIRED,
     LEASE_EXPIRED_MESSAGE, RawJob, SpecRow, attempt_pair, host_info, job_columns,
@@ -886,6 +887,226 @@ fn migrate(conn: &mut Connection) -> Result<StoreId> {
     Ok(store_id)
 }
 
+/// Review decisions, publications and named tokens (schema version 4).
+impl SqliteStore {
+    pub(crate) async fn record_decision(
+        &self,
+        id: JobId,
+        row: DecisionRow,
+        follow_up: Option<JobId>,
+    ) -> Result<i64> {
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
+            check_decision_target(&tx, &id, &row)?;
+            let seq: i64 = tx
+                .query_row(
+                    "INSERT INTO review_decisions (job_id, seq, candidate_digest, decision, actor,
+                         forced, at_ms, record, follow_up_job_id)
+                     SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8
+                     FROM review_decisions WHERE job_id = ?1
+                     RETURNING seq",
+                    params![
+                        id.as_str(),
+                        row.candidate_digest(),
+                        row.decision(),
+                        row.actor(),
+                        i64::from(row.forced()),
+                        row.at_ms(),
+                        row.record(),
+                        follow_up.as_ref().map(JobId::as_str),
+                    ],
+                    |r| r.get(0),
+                )
+                .map_err(map_err)?;
+            tx.commit().map_err(map_err)?;
+            Ok(seq)
+        })
+        .await
+    }
+
+    pub(crate) async fn decisions(&self, id: JobId) -> Result<Vec<StoredDecisionRow>> {
+        self.run(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT job_id, seq, candidate_digest, decision, actor, forced, at_ms, record,
+                         follow_up_job_id
+                     FROM review_decisions WHERE job_id = ?1 ORDER BY seq",
+                )
+                .map_err(map_err)?;
+            let rows = stmt
+                .query_map(params![id.as_str()], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, i64>(5)?,
+                        r.get::<_, i64>(6)?,
+                        r.get::<_, Vec<u8>>(7)?,
+                        r.get::<_, Option<String>>(8)?,
+                    ))
+                })
+                .map_err(map_err)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (job, seq, digest, decision, actor, forced, at, record, follow) =
+                    row.map_err(map_err)?;
+                out.push(StoredDecisionRow::from_row(
+                    &job,
+                    seq,
+                    &digest,
+                    &decision,
+                    &actor,
+                    forced != 0,
+                    at,
+                    record,
+                    follow.as_deref(),
+                )?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    pub(crate) async fn record_publication(
+        &self,
+        id: JobId,
+        digest: String,
+        record: Vec<u8>,
+    ) -> Result<()> {
+        self.run(move |conn| {
+            let n = conn
+                .execute(
+                    "INSERT INTO publications (job_id, candidate_digest, record, created_at)
+                     SELECT ?1, ?2, ?3, ?4 WHERE EXISTS
+                         (SELECT 1 FROM jobs WHERE id = ?1 AND candidate_digest = ?2)
+                     ON CONFLICT (job_id) DO NOTHING",
+                    params![id.as_str(), digest, record, now_ms()],
+                )
+                .map_err(map_err)?;
+            if n == 1 {
+                return Ok(());
+            }
+            let exists: bool = conn
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM publications WHERE job_id = ?1)",
+                    params![id.as_str()],
+                    |r| r.get(0),
+                )
+                .map_err(map_err)?;
+            if exists {
+                Err(JobsError::Conflict {
+                    what: "the job's candidate is already published",
+                })
+            } else {
+                Err(JobsError::State {
+                    id: id.to_string(),
+                    state: "other",
+                    detail: "no such job with this candidate digest",
+                })
+            }
+        })
+        .await
+    }
+
+    pub(crate) async fn publication(&self, id: JobId) -> Result<Option<Vec<u8>>> {
+        self.run(move |conn| {
+            conn.query_row(
+                "SELECT record FROM publications WHERE job_id = ?1",
+                params![id.as_str()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(map_err)
+        })
+        .await
+    }
+
+    pub(crate) async fn create_token(&self, name: TokenName, hash: TokenHash) -> Result<()> {
+        self.run(move |conn| {
+            let n = conn
+                .execute(
+                    "INSERT INTO api_tokens (name, token_sha256, created_at) VALUES (?1, ?2, ?3)
+                     ON CONFLICT DO NOTHING",
+                    params![name.as_str(), hash.as_str(), now_ms()],
+                )
+                .map_err(map_err)?;
+            if n == 1 {
+                Ok(())
+            } else {
+                Err(JobsError::Conflict {
+                    what: "the token name is taken (names are never reused)",
+                })
+            }
+        })
+        .await
+    }
+
+    pub(crate) async fn tokens(&self) -> Result<Vec<TokenInfo>> {
+        self.run(move |conn| {
+            let mut stmt = conn
+                .prepare_cached("SELECT name, created_at, revoked_at FROM api_tokens ORDER BY name")
+                .map_err(map_err)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok(TokenInfo {
+                        name: r.get(0)?,
+                        created_at_ms: r.get(1)?,
+                        revoked_at_ms: r.get(2)?,
+                    })
+                })
+                .map_err(map_err)?;
+            rows.map(|r| r.map_err(map_err)).collect()
+        })
+        .await
+    }
+
+    pub(crate) async fn revoke_token(&self, name: TokenName) -> Result<bool> {
+        self.run(move |conn| {
+            let n = conn
+                .execute(
+                    "UPDATE api_tokens SET revoked_at = ?1 WHERE name = ?2 AND revoked_at IS NULL",
+                    params![now_ms(), name.as_str()],
+                )
+                .map_err(map_err)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    pub(crate) async fn token_principal(&self, hash: TokenHash) -> Result<Option<String>> {
+        self.run(move |conn| {
+            conn.query_row(
+                "SELECT name FROM api_tokens WHERE token_sha256 = ?1 AND revoked_at IS NULL",
+                params![hash.as_str()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(map_err)
+        })
+        .await
+    }
+}
+
+/// A decision belongs to a completed job and names that job's candidate digest.
+fn check_decision_target(conn: &Connection, id: &JobId, row: &DecisionRow) -> Result<()> {
+    let found: Option<(String, Option<String>)> = conn
+        .query_row(
+            "SELECT state, candidate_digest FROM jobs WHERE id = ?1",
+            params![id.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(map_err)?;
+    let Some((state, digest)) = found else {
+        return Err(JobsError::NotFound { id: id.to_string() });
+    };
+    crate::review::check_target(id, &state, digest.as_deref(), row)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -920,5 +1141,82 @@ mod tests {
         assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_CORRUPT");
         let kept: String = conn.query_row(SELECT_STORE_ID, [], |r| r.get(0)).unwrap();
         assert_eq!(kept, "../x");
+    }
+
+    /// A version-3 database file (jobs with a candidate and gate evidence) upgrades to version
+    /// 4 keeping every row, its identity and its data, and takes review decisions after.
+    #[test]
+    fn a_version_3_database_file_upgrades_to_4_keeping_its_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.sqlite3");
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE schema_migrations (
+                     version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL
+                 )",
+            )
+            .unwrap();
+            for m in MIGRATIONS.iter().filter(|m| m.version <= 3) {
+                conn.execute_batch(m.sqlite).unwrap();
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, 0)",
+                    params![m.version, m.name],
+                )
+                .unwrap();
+            }
+            conn.execute(
+                "INSERT INTO store_identity (singleton, store_id) VALUES (1, ?1)",
+                params!["0123456789abcdef0123456789abcdef"],
+            )
+            .unwrap();
+            let spec = JobSpec::noop("v3", 1);
+            conn.execute(
+                "INSERT INTO jobs (id, seq, kind, state, idempotency_key, spec_json, approval_json,
+                     attempts, max_attempts, run_at, created_at, updated_at, candidate_digest)
+                 VALUES ('job_0123456789abcdef0123456789abcdef', 1, 'noop', 'completed', ?1,
+                     ?2, ?3, 1, 1, 0, 0, 0, ?4)",
+                params![
+                    spec.idempotency_key(),
+                    SpecRow::text(&spec).unwrap(),
+                    spec.approval_json,
+                    digest
+                ],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO gate_evidence (job_id, attempt_id, gate, outcome, digest, wall_ms,
+                     bytes, created_at)
+                 VALUES ('job_0123456789abcdef0123456789abcdef', 'att', 'pytest', 'passed', ?1, 5,
+                     x'7b7d', 0)",
+                params![digest],
+            )
+            .unwrap();
+            assert_eq!(current_version(&conn).unwrap(), 3);
+        }
+        let store = SqliteStore::open(&path, Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            store.store_id().as_str(),
+            "0123456789abcdef0123456789abcdef"
+        );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            assert_eq!(store.schema_version().await.unwrap(), 4);
+            let id = JobId::parse("job_0123456789abcdef0123456789abcdef").unwrap();
+            let job = store.get(id.clone()).await.unwrap().unwrap();
+            assert_eq!(job.candidate_digest.as_deref(), Some(digest.as_str()));
+            assert_eq!(store.evidence(id.clone()).await.unwrap().len(), 1);
+            let row =
+                DecisionRow::new(&digest, "reject", "alice", false, 1, b"{}".to_vec()).unwrap();
+            assert_eq!(
+                store.record_decision(id.clone(), row, None).await.unwrap(),
+                1
+            );
+            assert_eq!(store.decisions(id).await.unwrap().len(), 1);
+        });
     }
 }

@@ -13,6 +13,9 @@ use crate::model::{
     Retry, StoreOptions, check_code, check_message, document_text,
 };
 use crate::postgres::PgStore;
+use crate::review::{
+    DecisionRow, StoredDecisionRow, TokenHash, TokenInfo, TokenName, check_publication,
+};
 use crate::rows::check_batch;
 use crate::sqlite::SqliteStore;
 use crate::transition::{FencedWrite, Transition};
@@ -570,5 +573,92 @@ impl JobStore {
     /// Database errors.
     pub async fn current_attempts(&self) -> Result<Vec<(JobId, AttemptId)>> {
         dispatch!(self.current_attempts())
+    }
+
+    /// Appends a review decision to a completed job's history, in one transaction that checks
+    /// the job is completed and its candidate is the one the decision names; returns the
+    /// decision's sequence number (1, 2, …). `follow_up` is the job a retry queued.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_NOT_FOUND`; `PATCH_CANDIDATE_JOBS_STATE` for a job that is not
+    /// completed or holds another candidate; database errors.
+    pub async fn record_decision(
+        &self,
+        id: &JobId,
+        row: DecisionRow,
+        follow_up: Option<&JobId>,
+    ) -> Result<i64> {
+        dispatch!(self.record_decision(id.clone(), row, follow_up.cloned()))
+    }
+
+    /// A job's review decisions, oldest first.
+    ///
+    /// # Errors
+    /// Database errors; `PATCH_CANDIDATE_JOBS_CORRUPT` for a row that fails its checks.
+    pub async fn decisions(&self, id: &JobId) -> Result<Vec<StoredDecisionRow>> {
+        dispatch!(self.decisions(id.clone()))
+    }
+
+    /// Records the publication of a job's candidate (the publisher's record, a JSON object),
+    /// once.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_CONFLICT` for a second publication; `PATCH_CANDIDATE_JOBS_STATE`
+    /// when the job does not hold `candidate_digest`; `PATCH_CANDIDATE_JOBS_INPUT`; database
+    /// errors.
+    pub async fn record_publication(
+        &self,
+        id: &JobId,
+        candidate_digest: &str,
+        record: Vec<u8>,
+    ) -> Result<()> {
+        if !snapshot::is_typed_sha256(candidate_digest) {
+            return Err(JobsError::input(
+                "candidate_digest",
+                "must be sha256: and 64 lowercase hex digits",
+            ));
+        }
+        check_publication(&record)?;
+        dispatch!(self.record_publication(id.clone(), candidate_digest.to_owned(), record))
+    }
+
+    /// The publication record of a job's candidate.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn publication(&self, id: &JobId) -> Result<Option<Vec<u8>>> {
+        dispatch!(self.publication(id.clone()))
+    }
+
+    /// Stores a named API token by its hash (the token itself is never given to the store).
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_CONFLICT` when the name was ever used; database errors.
+    pub async fn create_token(&self, name: &TokenName, hash: &TokenHash) -> Result<()> {
+        dispatch!(self.create_token(name.clone(), hash.clone()))
+    }
+
+    /// Every named token, by name (names and times only).
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn tokens(&self) -> Result<Vec<TokenInfo>> {
+        dispatch!(self.tokens())
+    }
+
+    /// Revokes a named token; false when no live token has the name.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn revoke_token(&self, name: &TokenName) -> Result<bool> {
+        dispatch!(self.revoke_token(name.clone()))
+    }
+
+    /// The principal (name) of the live token with this hash.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn token_principal(&self, hash: &TokenHash) -> Result<Option<String>> {
+        dispatch!(self.token_principal(hash.clone()))
     }
 }

@@ -121,7 +121,16 @@ impl IntoResponse for ApiError {
 fn status_of(code: &str, class: FailureClass) -> StatusCode {
     match code {
         "PATCH_CANDIDATE_JOBS_NOT_FOUND" => StatusCode::NOT_FOUND,
-        "PATCH_CANDIDATE_JOBS_STATE" => StatusCode::CONFLICT,
+        "PATCH_CANDIDATE_JOBS_STATE"
+        | "PATCH_CANDIDATE_JOBS_CONFLICT"
+        | "PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH"
+        | "PATCH_CANDIDATE_REVIEW_GATES_UNMET"
+        | "PATCH_CANDIDATE_REVIEW_POLICY_UNCLEAN"
+        | "PATCH_CANDIDATE_REVIEW_PUBLISHED"
+        | "PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED" => StatusCode::CONFLICT,
+        "PATCH_CANDIDATE_REVIEW_REASON_REQUIRED"
+        | "PATCH_CANDIDATE_REVIEW_REASON"
+        | "PATCH_CANDIDATE_REVIEW_INPUT" => StatusCode::BAD_REQUEST,
         "PATCH_CANDIDATE_JOBS_ID" | "PATCH_CANDIDATE_JOBS_INPUT" => StatusCode::BAD_REQUEST,
         _ => match class {
             FailureClass::Usage => StatusCode::BAD_REQUEST,
@@ -252,8 +261,13 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
 }
 
-async fn submit(State(sh): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> ApiResult {
-    if !is_json(&headers) {
+/// A strict JSON body: `application/json`, at most [`MAX_BODY_BYTES`], unknown fields and
+/// trailing bytes refused; errors name the JSON path, never the value.
+async fn json_body<T: serde::de::DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<T, ApiError> {
+    if !is_json(headers) {
         return Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "PATCH_CANDIDATE_SERVICE_CONTENT_TYPE",
@@ -268,7 +282,7 @@ async fn submit(State(sh): State<Arc<Shared>>, headers: HeaderMap, body: Body) -
         )
     })?;
     let mut de = serde_json::Deserializer::from_slice(&bytes);
-    let sub: Submission = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let kind = match e.inner().classify() {
             serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
@@ -293,6 +307,11 @@ async fn submit(State(sh): State<Arc<Shared>>, headers: HeaderMap, body: Body) -
             "PATCH_CANDIDATE_SERVICE_BODY: trailing bytes after the JSON document",
         )
     })?;
+    Ok(value)
+}
+
+async fn submit(State(sh): State<Arc<Shared>>, headers: HeaderMap, body: Body) -> ApiResult {
+    let sub: Submission = json_body(&headers, body).await?;
     let spec = prepare(
         sub,
         &sh.opts.state_dir,
@@ -359,10 +378,16 @@ async fn show(
     match sh.store.get(&id).await? {
         Some(job) => {
             let evidence = sh.store.evidence(&id).await?;
-            Ok(
-                axum::Json(serde_json::json!({"job": job_view_with_gates(&job, &evidence)}))
-                    .into_response(),
-            )
+            let decisions = sh.store.decisions(&id).await?;
+            let publication = sh.store.publication(&id).await?;
+            let mut view = job_view_with_gates(&job, &evidence);
+            if let Some(map) = view.as_object_mut() {
+                map.insert(
+                    "review".to_owned(),
+                    review_summary(&decisions, publication.as_deref()),
+                );
+            }
+            Ok(axum::Json(serde_json::json!({"job": view})).into_response())
         }
         None => Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -415,6 +440,220 @@ async fn candidate(
     }
 }
 
+/// The review part of a job view: the state (the last decision wins), the number of
+/// decisions, whether one was forced, and the publication record.
+pub fn review_summary(
+    decisions: &[jobs::StoredDecisionRow],
+    publication: Option<&[u8]>,
+) -> serde_json::Value {
+    let state = match decisions.last().map(|d| d.row.decision()) {
+        None => "pending",
+        Some("accept") => "accepted",
+        Some("reject") => "rejected",
+        Some(_) => "retry_requested",
+    };
+    serde_json::json!({
+        "state": state,
+        "decisions": decisions.len(),
+        "forced": decisions.iter().any(|d| d.row.forced()),
+        "follow_up_jobs": decisions
+            .iter()
+            .filter_map(|d| d.follow_up_job_id.as_ref().map(JobId::as_str))
+            .collect::<Vec<_>>(),
+        "publication": publication.and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok()),
+    })
+}
+
+/// Everything a review view or decision of one job's candidate is built from, established
+/// from the store's bytes on each request: the candidate re-validated and digested, its gate
+/// evidence parsed strictly, the content policy scanned, the history parsed strictly.
+struct ReviewContext {
+    candidate: finalizer::RepositoryPatchCandidate,
+    facts: review::ReviewFacts,
+    findings: Vec<review::PolicyFinding>,
+    history: Vec<review::StoredDecision>,
+    publication: Option<serde_json::Value>,
+}
+
+impl ReviewContext {
+    fn package(&self) -> Result<review::ReviewPackage, ApiError> {
+        Ok(review::build_package(
+            &self.candidate,
+            &self.facts,
+            &self.findings,
+            self.history.clone(),
+            self.publication.clone(),
+        )?)
+    }
+}
+
+async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewContext, ApiError> {
+    let no_candidate = || {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "PATCH_CANDIDATE_JOBS_NOT_FOUND",
+            "PATCH_CANDIDATE_JOBS_NOT_FOUND: no candidate for this job (not completed, or no such job)",
+        )
+    };
+    let job = sh.store.get(id).await?.ok_or_else(no_candidate)?;
+    let bytes = sh.store.candidate(id).await?.ok_or_else(no_candidate)?;
+    let candidate = finalizer::validate_candidate_json(&bytes)?;
+    let digest = finalizer::repository_patch_digest(&candidate)?;
+    if job.candidate_digest.as_deref() != Some(digest.to_string().as_str()) {
+        return Err(jobs::JobsError::Corrupt {
+            field: "candidate_digest",
+        }
+        .into());
+    }
+    let mut gates = Vec::new();
+    for doc in sh.store.evidence(id).await? {
+        let file = gate::parse_evidence(doc.bytes())?;
+        if let Some(bound) = file.evidence.candidate_digest {
+            gates.push(review::GateFact {
+                gate: file.evidence.gate.clone(),
+                outcome: review::GateFactOutcome::parse(file.evidence.outcome.as_str())?,
+                evidence_digest: file.digest,
+                candidate_digest: bound,
+            });
+        }
+    }
+    let report = policy::scan(&candidate)?;
+    let (_, report_digest) = report.to_file_bytes()?;
+    let findings = report
+        .findings
+        .iter()
+        .map(|f| review::PolicyFinding {
+            rule: f.rule_id.clone(),
+            path: f.path.clone(),
+            line: f.line,
+        })
+        .collect();
+    let mut history = Vec::new();
+    for row in sh.store.decisions(id).await? {
+        history.push(review::StoredDecision {
+            seq: u64::try_from(row.seq).map_err(|_| jobs::JobsError::Corrupt {
+                field: "review_decisions.seq",
+            })?,
+            record: review::parse_record(row.row.record(), &digest)?,
+        });
+    }
+    let publication = sh
+        .store
+        .publication(id)
+        .await?
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+    let facts = review::ReviewFacts {
+        candidate_digest: digest,
+        approval_digest: candidate.approved_plan_digest().to_owned(),
+        required_gates: candidate.required_validation_gates().to_vec(),
+        gates,
+        policy: Some(review::PolicyFact {
+            report_digest,
+            candidate_digest: report.candidate_digest,
+            clean: report.clean,
+        }),
+        published: publication.is_some(),
+    };
+    Ok(ReviewContext {
+        candidate,
+        facts,
+        findings,
+        history,
+        publication,
+    })
+}
+
+async fn review_show(
+    State(sh): State<Arc<Shared>>,
+    id: Result<UrlPath<String>, PathRejection>,
+) -> ApiResult {
+    let id = parse_id(id)?;
+    let context = review_context(&sh, &id).await?;
+    Ok(axum::Json(serde_json::json!({"review": context.package()?})).into_response())
+}
+
+/// A decision as a client sends it: the decision, the candidate digest it was made against
+/// (required), a reason, and `force` for an override.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecisionBody {
+    decision: String,
+    candidate_digest: String,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    force: bool,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+async fn review_decide(
+    State(sh): State<Arc<Shared>>,
+    axum::Extension(Caller(principal)): axum::Extension<Caller>,
+    id: Result<UrlPath<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let id = parse_id(id)?;
+    let body: DecisionBody = json_body(&headers, body).await?;
+    let named: snapshot::Sha256 = body.candidate_digest.parse().map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "PATCH_CANDIDATE_REVIEW_INPUT",
+            "PATCH_CANDIDATE_REVIEW_INPUT: candidate_digest must be sha256: and 64 lowercase hex digits",
+        )
+    })?;
+    let request = review::DecisionRequest {
+        candidate_digest: named,
+        decision: review::Decision::parse(&body.decision)?,
+        reason: body
+            .reason
+            .as_deref()
+            .map(review::Reason::parse)
+            .transpose()?,
+        force: body.force,
+    };
+    let context = review_context(&sh, &id).await?;
+    let actor = review::Actor {
+        kind: review::ActorKind::ApiToken,
+        principal,
+    };
+    let record = review::decide(&context.facts, &request, actor, now_ms())?;
+    let row = jobs::DecisionRow::new(
+        &record.candidate_digest.to_string(),
+        record.decision.as_str(),
+        record.actor.principal.as_str(),
+        record.forced,
+        record.at_ms,
+        record.to_bytes()?,
+    )?;
+    let seq = sh.store.record_decision(&id, row, None).await?;
+    sh.metrics.decision(record.decision.as_str(), record.forced);
+    tracing::info!(
+        code = "PATCH_CANDIDATE_REVIEW_DECISION",
+        job = %id,
+        decision = record.decision.as_str(),
+        forced = record.forced,
+        principal = record.actor.principal.as_str(),
+        seq,
+        "review decision recorded"
+    );
+    let context = review_context(&sh, &id).await?;
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(serde_json::json!({
+            "seq": seq,
+            "decision": record,
+            "review": context.package()?,
+        })),
+    )
+        .into_response())
+}
+
 async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
@@ -431,13 +670,71 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
-/// Requires `Authorization: Bearer <token>`, compared in constant time.
-async fn require_token(State(sh): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    if authorized(request.headers(), &sh.token) {
-        next.run(request).await
-    } else {
-        unauthorized().into_response()
+/// Requires `Authorization: Bearer <token>`: the first-start token (compared in constant time)
+/// is the principal `operator`; any other token is looked up by its SHA-256 among the live
+/// named tokens of the job store. The principal rides in the request's extensions.
+async fn require_token(
+    State(sh): State<Arc<Shared>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    match authenticate(&sh, request.headers()).await {
+        Ok(Some(principal)) => {
+            request.extensions_mut().insert(Caller(principal));
+            next.run(request).await
+        }
+        Ok(None) => unauthorized().into_response(),
+        Err(e) => ApiError::from(e).into_response(),
     }
+}
+
+/// The authenticated principal of a request.
+#[derive(Clone, Debug)]
+struct Caller(review::Principal);
+
+/// The principal of the request's bearer token, `None` when it has none or an unknown or
+/// revoked one.
+async fn authenticate(
+    sh: &Shared,
+    headers: &HeaderMap,
+) -> Result<Option<review::Principal>, jobs::JobsError> {
+    if authorized(headers, &sh.token) {
+        return Ok(review::Principal::parse(jobs::OPERATOR_PRINCIPAL).ok());
+    }
+    let Some(given) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+    else {
+        return Ok(None);
+    };
+    if !(32..=256).contains(&given.len()) || !given.iter().all(u8::is_ascii_alphanumeric) {
+        return Ok(None);
+    }
+    // The lookup is by hash: equality of SHA-256 digests reveals nothing usable about a token.
+    let hash = jobs::TokenHash::parse(&snapshot::sha256_bare_hex(given))?;
+    let name = sh.store.token_principal(&hash).await?;
+    Ok(name.and_then(|n| review::Principal::parse(&n).ok()))
+}
+
+/// A new named token: 256 random bits as 64 hex digits (shown once), and the hash the store
+/// keeps. SHA-256 rather than a password hash (argon2): the token is high-entropy random, so a
+/// slow hash adds nothing against guessing while costing every request.
+///
+/// # Errors
+/// `PATCH_CANDIDATE_SERVICE_STATE` when no randomness is available.
+pub fn mint_token() -> Result<(String, jobs::TokenHash), ServiceError> {
+    let mut raw = [0_u8; 32];
+    getrandom::fill(&mut raw).map_err(|_| ServiceError::State {
+        detail: "no randomness for a token",
+    })?;
+    let token = hex::encode(raw);
+    let hash =
+        jobs::TokenHash::parse(&snapshot::sha256_bare_hex(token.as_bytes())).map_err(|_| {
+            ServiceError::State {
+                detail: "a token hash failed its check",
+            }
+        })?;
+    Ok((token, hash))
 }
 
 fn authorized(headers: &HeaderMap, token: &[u8]) -> bool {
@@ -462,6 +759,7 @@ fn route_name(path: &str) -> &'static str {
         ["", "v1", "jobs", _, "cancel"] => "job_cancel",
         ["", "v1", "jobs", _, "retry"] => "job_retry",
         ["", "v1", "jobs", _, "candidate"] => "job_candidate",
+        ["", "v1", "jobs", _, "review"] => "job_review",
         _ => "other",
     }
 }
@@ -496,6 +794,7 @@ pub(crate) fn router(sh: Arc<Shared>) -> Router {
         .route("/v1/jobs/{id}/cancel", post(cancel))
         .route("/v1/jobs/{id}/retry", post(retry))
         .route("/v1/jobs/{id}/candidate", get(candidate))
+        .route("/v1/jobs/{id}/review", get(review_show).post(review_decide))
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&sh),
             require_token,

@@ -30,7 +30,9 @@ use jobs::{HostId, JobStore};
 use tokio::sync::Notify;
 
 pub use error::ServiceError;
-pub use http::{TOKEN_FILE, job_view, job_view_with_gates, load_or_create_token};
+pub use http::{
+    TOKEN_FILE, job_view, job_view_with_gates, load_or_create_token, mint_token, review_summary,
+};
 pub use live_host::{CredentialSource, LiveHost};
 pub use metrics::Metrics;
 pub use mirror::{Locator, MirrorCache};

@@ -30,7 +30,7 @@ const OUTCOMES: [(AttemptOutcome, &str); 7] = [
 ];
 
 /// The API's route templates (what a request is counted under).
-pub const ROUTES: [&str; 9] = [
+pub const ROUTES: [&str; 10] = [
     "healthz",
     "readyz",
     "metrics",
@@ -39,8 +39,11 @@ pub const ROUTES: [&str; 9] = [
     "job_cancel",
     "job_retry",
     "job_candidate",
+    "job_review",
     "other",
 ];
+/// Review decisions, by kind (the counter's `decision` label).
+const DECISIONS: [&str; 3] = ["accept", "reject", "retry"];
 const STATUS_CLASSES: [&str; 4] = ["2xx", "4xx", "5xx", "other"];
 
 /// Consecutive failed store calls after which the store counts as unreachable. One failure may be
@@ -64,7 +67,13 @@ pub struct Metrics {
     draining: AtomicU64,
     turn_seconds_sum_ms: AtomicU64,
     turn_count: AtomicU64,
-    http: [[AtomicU64; 4]; 9],
+    http: [[AtomicU64; 4]; 10],
+    /// Review decisions recorded through this host's API, by [`DECISIONS`] kind.
+    decisions: [AtomicU64; 3],
+    /// Forced accepts (overrides of unmet gates or an unclean policy).
+    forced: AtomicU64,
+    /// Publications recorded through this host's API.
+    publications: AtomicU64,
     /// Gate runs by verdict ([`GateVerdict::ALL`] order): count and summed wall milliseconds.
     gates: [AtomicU64; 5],
     gate_ms: [AtomicU64; 5],
@@ -144,6 +153,26 @@ impl Metrics {
                 Ordering::Relaxed,
             );
         }
+    }
+
+    /// A review decision was recorded (`decision`: accept, reject or retry; anything else is
+    /// not counted).
+    pub fn decision(&self, decision: &str, forced: bool) {
+        if let Some(c) = DECISIONS
+            .iter()
+            .position(|d| *d == decision)
+            .and_then(|i| self.decisions.get(i))
+        {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        if forced {
+            self.forced.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A publication was recorded.
+    pub fn published(&self) {
+        self.publications.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn http(&self, route: &str, status: u16) {
@@ -232,6 +261,28 @@ impl Metrics {
             "gauge",
             vec![(String::new(), load(&self.draining))],
         );
+        counter(
+            "patch_candidate_review_decisions_total",
+            "Review decisions recorded through this host's API, by decision.",
+            "counter",
+            DECISIONS
+                .iter()
+                .zip(&self.decisions)
+                .map(|(name, c)| (format!("{{decision=\"{name}\"}}"), load(c)))
+                .collect(),
+        );
+        counter(
+            "patch_candidate_review_forced_total",
+            "Forced accepts (unmet gates or an unclean policy overridden with a reason).",
+            "counter",
+            vec![(String::new(), load(&self.forced))],
+        );
+        counter(
+            "patch_candidate_publications_total",
+            "Publications recorded through this host's API.",
+            "counter",
+            vec![(String::new(), load(&self.publications))],
+        );
         let sum_ms = load(&self.turn_seconds_sum_ms);
         let _ = writeln!(
             out,
@@ -294,6 +345,23 @@ mod tests {
             text.contains("patch_candidate_http_requests_total{route=\"other\",status=\"2xx\"} 1")
         );
         assert!(!text.contains("job_0123"));
+    }
+
+    #[test]
+    fn decisions_forced_overrides_and_publications_are_counted() {
+        let m = Metrics::default();
+        m.decision("accept", true);
+        m.decision("accept", false);
+        m.decision("reject", false);
+        m.decision("sha256:abc", false);
+        m.published();
+        let text = m.render();
+        assert!(text.contains("patch_candidate_review_decisions_total{decision=\"accept\"} 2"));
+        assert!(text.contains("patch_candidate_review_decisions_total{decision=\"reject\"} 1"));
+        assert!(text.contains("patch_candidate_review_decisions_total{decision=\"retry\"} 0"));
+        assert!(text.contains("patch_candidate_review_forced_total 1"));
+        assert!(text.contains("patch_candidate_publications_total 1"));
+        assert!(!text.contains("sha256"));
     }
 
     #[test]

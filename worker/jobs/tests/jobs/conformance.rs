@@ -1499,3 +1499,183 @@ pub async fn gate_evidence_is_written_once_with_the_candidate(
     assert_eq!(plain_done, Fenced::Applied);
     assert!(store.evidence(&plain).await.unwrap().is_empty());
 }
+
+/// A completed job holding the candidate `digest(n)`.
+async fn completed_with(store: &JobStore, nonce: &str, n: u8) -> JobId {
+    let id = submit(store, nonce, 1).await;
+    let claimed = store.claim(&host("h1"), 1, LONG).await.unwrap().remove(0);
+    let applied = store
+        .complete(
+            &id,
+            &claimed.attempt_id,
+            vec![n],
+            &digest(n),
+            &serde_json::json!({}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied, Fenced::Applied);
+    id
+}
+
+fn decision_row(n: u8, decision: &str, actor: &str, forced: bool) -> jobs::DecisionRow {
+    let record = serde_json::to_vec(&serde_json::json!({"decision": decision, "n": n})).unwrap();
+    jobs::DecisionRow::new(&digest(n), decision, actor, forced, 42, record).unwrap()
+}
+
+/// Raw SQL on the store's database, as a second client would send it.
+async fn raw_sql(location: &Location, sql: &str) -> Result<(), String> {
+    match location {
+        Location::Sqlite(dir) => {
+            let conn = rusqlite::Connection::open(dir.join(jobs::DEFAULT_SQLITE_FILE)).unwrap();
+            conn.execute_batch(sql).map_err(|e| e.to_string())
+        }
+        Location::Postgres(url) => {
+            let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(connection);
+            client.batch_execute(sql).await.map_err(|e| {
+                e.as_db_error()
+                    .map_or_else(|| e.to_string(), |d| d.message().to_owned())
+            })
+        }
+    }
+}
+
+/// Decisions append to a completed job's history in order, only for the job's own candidate
+/// digest, are read back byte for byte from another handle, and can be neither changed nor
+/// removed (the database refuses `UPDATE` and `DELETE`).
+pub async fn review_decisions_are_append_only_and_bound_to_the_candidate(
+    store: &JobStore,
+    location: &Location,
+) {
+    let id = completed_with(store, "review", 5).await;
+    let other = completed_with(store, "review-other", 6).await;
+    // A decision naming another candidate (digest 6 sent for the job holding 5): refused.
+    let e = store
+        .record_decision(&id, decision_row(6, "accept", "alice", false), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_STATE");
+    // A job that is not completed takes no decision.
+    let queued = submit(store, "review-queued", 1).await;
+    let e = store
+        .record_decision(&queued, decision_row(5, "reject", "alice", false), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_STATE");
+    let missing = JobId::new_random().unwrap();
+    let e = store
+        .record_decision(&missing, decision_row(5, "reject", "alice", false), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_NOT_FOUND");
+
+    let rows = [
+        decision_row(5, "accept", "alice", true),
+        decision_row(5, "reject", "bob", false),
+        decision_row(5, "retry", "operator", false),
+    ];
+    for (i, row) in rows.iter().enumerate() {
+        let follow = (row.decision() == "retry").then_some(&other);
+        let seq = store
+            .record_decision(&id, row.clone(), follow)
+            .await
+            .unwrap();
+        assert_eq!(seq, i64::try_from(i).unwrap() + 1);
+    }
+    let again = location.open().await;
+    let history = again.decisions(&id).await.unwrap();
+    assert_eq!(
+        history.iter().map(|d| d.row.clone()).collect::<Vec<_>>(),
+        rows.to_vec()
+    );
+    assert_eq!(
+        history.last().unwrap().follow_up_job_id.as_ref(),
+        Some(&other)
+    );
+    assert!(history.first().unwrap().row.forced());
+    assert!(store.decisions(&other).await.unwrap().is_empty());
+
+    // Concurrent decisions on one job get distinct, dense sequence numbers.
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let store = location.open().await;
+        let id = id.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .record_decision(&id, decision_row(5, "retry", "carol", false), None)
+                .await
+                .unwrap()
+        }));
+    }
+    let mut seqs = BTreeSet::new();
+    for t in tasks {
+        seqs.insert(t.await.unwrap());
+    }
+    assert_eq!(seqs, (4..=11).collect());
+
+    for sql in [
+        "UPDATE review_decisions SET decision = 'accept'",
+        "DELETE FROM review_decisions",
+    ] {
+        let refused = raw_sql(location, sql).await.unwrap_err();
+        assert!(refused.contains("append-only"), "{sql}: {refused}");
+    }
+    assert_eq!(store.decisions(&id).await.unwrap().len(), 11);
+}
+
+/// A publication is recorded once per job, only with the job's candidate digest.
+pub async fn a_publication_is_recorded_once(store: &JobStore, _: &Location) {
+    let id = completed_with(store, "publish", 9).await;
+    assert_eq!(store.publication(&id).await.unwrap(), None);
+    let e = store
+        .record_publication(&id, &digest(8), br#"{"branch":"b"}"#.to_vec())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_STATE");
+    store
+        .record_publication(&id, &digest(9), br#"{"branch":"b"}"#.to_vec())
+        .await
+        .unwrap();
+    let e = store
+        .record_publication(&id, &digest(9), br#"{"branch":"c"}"#.to_vec())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_CONFLICT");
+    assert_eq!(
+        store.publication(&id).await.unwrap().unwrap(),
+        br#"{"branch":"b"}"#.to_vec()
+    );
+}
+
+/// Named tokens: stored by hash, one live principal per hash, revocable, names never reused.
+pub async fn named_tokens_are_hashed_and_revocable(store: &JobStore, location: &Location) {
+    let name = jobs::TokenName::parse("ci-bot").unwrap();
+    let hash = jobs::TokenHash::parse(&"ab".repeat(32)).unwrap();
+    store.create_token(&name, &hash).await.unwrap();
+    let e = store
+        .create_token(&name, &jobs::TokenHash::parse(&"cd".repeat(32)).unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_CONFLICT");
+    let again = location.open().await;
+    assert_eq!(
+        again.token_principal(&hash).await.unwrap().as_deref(),
+        Some("ci-bot")
+    );
+    let unknown = jobs::TokenHash::parse(&"ef".repeat(32)).unwrap();
+    assert_eq!(again.token_principal(&unknown).await.unwrap(), None);
+    let listed = store.tokens().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].name, "ci-bot");
+    assert_eq!(listed[0].revoked_at_ms, None);
+    assert!(store.revoke_token(&name).await.unwrap());
+    assert!(!store.revoke_token(&name).await.unwrap());
+    assert_eq!(again.token_principal(&hash).await.unwrap(), None);
+    assert!(store.tokens().await.unwrap()[0].revoked_at_ms.is_some());
+    // A revoked name is not reused.
+    let e = store.create_token(&name, &unknown).await.unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_CONFLICT");
+}

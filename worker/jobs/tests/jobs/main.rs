@@ -82,6 +82,9 @@ conformance!(
     live_jobs_bind_their_model,
     outcome_writes_carry_one_usage_row_per_attempt,
     gate_evidence_is_written_once_with_the_candidate,
+    review_decisions_are_append_only_and_bound_to_the_candidate,
+    a_publication_is_recorded_once,
+    named_tokens_are_hashed_and_revocable,
 );
 
 /// Fresh databases opened by several handles at once.

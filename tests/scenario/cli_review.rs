@@ -1,0 +1,172 @@
+//! `patch-candidate review show|accept|reject|retry` of one-shot use, through the built binary,
+//! against a real candidate store and the local review store of a fresh state directory.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::process::Output;
+
+use finalizer::{CandidateFields, CandidateStore, RepositoryPatchCandidate, RepositoryPatchFile};
+use snapshot::{FileOp, RepoPath, Sha256};
+
+use crate::service::bin;
+
+/// A candidate creating `src/new.py` with `body`, requiring `gates`, stored in `store`.
+fn stored(store: &Path, gates: &[&str], body: &str) -> String {
+    let file = RepositoryPatchFile::new(
+        RepoPath::parse("src/new.py").unwrap(),
+        FileOp::Create,
+        None,
+        Some(Sha256::of(body.as_bytes())),
+        Some(body.to_owned()),
+        format!("--- /dev/null\n+++ b/src/new.py\n@@ -0,0 +1 @@\n+{body}"),
+    )
+    .unwrap();
+    let fields = CandidateFields {
+        repository_full_name: "o/n".into(),
+        baseline_commit_sha: "c".repeat(40),
+        approved_plan_digest: "0".repeat(64),
+        required_validation_gates: gates.iter().map(|g| (*g).to_owned()).collect(),
+        ..CandidateFields::default()
+    };
+    let c = RepositoryPatchCandidate::new(fields, vec![file]).unwrap();
+    CandidateStore::open(store)
+        .unwrap()
+        .put(&c)
+        .unwrap()
+        .to_string()
+}
+
+fn review(state: &Path, store: &Path, args: &[&str]) -> Output {
+    bin()
+        .env("PATCH_CANDIDATE_STATE_DIR", state)
+        .env("USER", "alice")
+        .arg("--json")
+        .arg("review")
+        .args(args)
+        .arg("--store")
+        .arg(store)
+        .output()
+        .unwrap()
+}
+
+fn code(out: &Output) -> String {
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    v["error"]["code"].as_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn cli_review_accept_needs_gates_and_a_clean_policy_or_a_recorded_override() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let store = tmp.path().join("candidates");
+    let gated = stored(&store, &["pytest"], "print('a')\n");
+
+    let show = review(&state, &store, &["show", &gated]);
+    assert!(
+        show.status.success(),
+        "{}",
+        String::from_utf8_lossy(&show.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(doc["schema"], "patch_candidate.review_package.v1");
+    assert_eq!(doc["validation_state"], "pending");
+    assert_eq!(doc["gates"][0]["outcome"], "missing");
+
+    let out = review(&state, &store, &["accept", &gated]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(code(&out), "PATCH_CANDIDATE_REVIEW_GATES_UNMET");
+    let out = review(&state, &store, &["accept", &gated, "--force"]);
+    assert_eq!(code(&out), "PATCH_CANDIDATE_REVIEW_REASON_REQUIRED");
+    let out = review(&state, &store, &["reject", &gated]);
+    assert_eq!(code(&out), "PATCH_CANDIDATE_REVIEW_REASON_REQUIRED");
+    let out = review(
+        &state,
+        &store,
+        &["accept", &gated, "--force", "--reason", "reviewed by hand"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["seq"], 1);
+    assert_eq!(v["decision"]["forced"], true);
+    assert_eq!(
+        v["decision"]["actor"],
+        serde_json::json!({"kind": "local_user", "principal": "alice"})
+    );
+    assert_eq!(v["review"]["review_state"], "accepted");
+
+    // A decision made against another digest is refused.
+    let other = stored(&store, &[], "print('b')\n");
+    let out = review(&state, &store, &["retry", &gated, "--digest", &other]);
+    assert_eq!(code(&out), "PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH");
+    // The plain candidate (no gate, clean policy) is accepted without an override, and a
+    // retry then wins; its history is its own.
+    let out = review(&state, &store, &["accept", &other]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = review(
+        &state,
+        &store,
+        &["retry", &other, "--reason", "keep the API"],
+    );
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["review"]["review_state"], "retry_requested");
+    assert_eq!(v["review"]["decisions"].as_array().unwrap().len(), 2);
+
+    let dir = state
+        .join("reviews")
+        .join(gated.trim_start_matches("sha256:"));
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&dir.join("00000001.json")), 0o600);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+}
+
+#[test]
+fn cli_review_accept_refuses_an_unclean_policy_and_never_prints_the_secret() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let store = tmp.path().join("candidates");
+    let secret = "AKIAZ7QW3RT5YU6IOPLK";
+    let body = format!("aws_access_key_id = \"{secret}\"\n");
+    let digest = stored(&store, &[], &body);
+    let out = review(&state, &store, &["accept", &digest]);
+    assert_eq!(code(&out), "PATCH_CANDIDATE_REVIEW_POLICY_UNCLEAN");
+    let show = review(&state, &store, &["show", &digest]);
+    let doc: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(doc["policy"]["clean"], false);
+    assert_eq!(doc["risk_notes"][0]["kind"], "policy_finding");
+    assert_eq!(doc["risk_notes"][0]["path"], "src/new.py");
+    let text = bin()
+        .env("PATCH_CANDIDATE_STATE_DIR", &state)
+        .args(["review", "show", &digest, "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    for out in [&out, &show, &text] {
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(secret));
+        assert!(!String::from_utf8_lossy(&out.stderr).contains(secret));
+    }
+    let forced = review(
+        &state,
+        &store,
+        &[
+            "accept",
+            &digest,
+            "--force",
+            "--reason",
+            "a documented test key",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&forced.stdout).unwrap();
+    assert_eq!(v["decision"]["overridden"][0]["kind"], "policy");
+    assert!(!String::from_utf8_lossy(&forced.stdout).contains(secret));
+}

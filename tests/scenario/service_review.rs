@@ -1,0 +1,305 @@
+//! Review decisions through the real HTTP API of `patch-candidate serve`, with named tokens: a
+//! completed job is planted in the store (a real candidate, no turn run), then reviewed over raw
+//! HTTP. What it proves: an accept without passing gates is refused; a forced accept with a
+//! reason is recorded as forced and counted in `/metrics`; a decision made against digest A is
+//! refused for the job holding digest B; a named token's principal is what the decision records;
+//! a revoked token gets 401; the token is stored nowhere in clear.
+
+use std::path::Path;
+use std::time::Duration;
+
+use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
+use snapshot::{FileOp, RepoPath, Sha256};
+
+use crate::service::{ServeOpts, Service, bin, http, open_store};
+use crate::support::*;
+
+/// A candidate creating `src/new.py`, requiring `gates`.
+fn candidate(gates: &[&str], body: &str) -> (Vec<u8>, String) {
+    let file = RepositoryPatchFile::new(
+        RepoPath::parse("src/new.py").unwrap(),
+        FileOp::Create,
+        None,
+        Some(Sha256::of(body.as_bytes())),
+        Some(body.to_owned()),
+        format!("--- /dev/null\n+++ b/src/new.py\n@@ -0,0 +1 @@\n+{}", body),
+    )
+    .unwrap();
+    let fields = CandidateFields {
+        repository_full_name: "o/n".into(),
+        baseline_commit_sha: "c".repeat(40),
+        approved_plan_digest: "0".repeat(64),
+        required_validation_gates: gates.iter().map(|g| (*g).to_owned()).collect(),
+        ..CandidateFields::default()
+    };
+    let c = RepositoryPatchCandidate::new(fields, vec![file]).unwrap();
+    let digest = finalizer::repository_patch_digest(&c).unwrap().to_string();
+    (c.to_json_pretty().unwrap(), digest)
+}
+
+/// Plants a completed job holding `candidate` in the state directory's store; returns its id.
+fn plant(state: &Path, nonce: &str, candidate: (Vec<u8>, String)) -> String {
+    let state = state.to_path_buf();
+    let nonce = nonce.to_owned();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let store = open_store(&state, None).await;
+            let (job, _) = store.submit(jobs::JobSpec::noop(&nonce, 1)).await.unwrap();
+            let host = jobs::HostId::parse("planter").unwrap();
+            let claimed = store
+                .claim(&host, 1, Duration::from_secs(600))
+                .await
+                .unwrap()
+                .remove(0);
+            assert_eq!(claimed.job.id, job.id);
+            let applied = store
+                .complete(
+                    &job.id,
+                    &claimed.attempt_id,
+                    candidate.0,
+                    &candidate.1,
+                    &serde_json::json!({}),
+                )
+                .await
+                .unwrap();
+            assert_eq!(applied, jobs::Fenced::Applied);
+            job.id.as_str().to_owned()
+        })
+    })
+    .join()
+    .unwrap()
+}
+
+fn decide(
+    service: &Service,
+    token: &str,
+    job: &str,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let bytes = serde_json::to_vec(&body).unwrap();
+    let (status, body) = http(
+        service.addr,
+        "POST",
+        &format!("/v1/jobs/{job}/review"),
+        Some(token),
+        Some(&bytes),
+    );
+    (status, serde_json::from_slice(&body).unwrap())
+}
+
+fn tokens(state: &Path, args: &[&str]) -> std::process::Output {
+    bin()
+        .env("PATCH_CANDIDATE_STATE_DIR", state)
+        .arg("tokens")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Every file under `dir` (recursively), as bytes.
+fn every_file(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(bytes) = std::fs::read(&p) {
+                out.push((p.display().to_string(), bytes));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_review_decisions_are_bound_to_the_digest_and_the_principal() {
+    let Some(_docker) = docker().await else {
+        return;
+    };
+    let _guard = docker_lock().lock().await;
+    let state = tempfile::tempdir().unwrap();
+    let gated = candidate(&["pytest"], "print('a')\n");
+    let plain = candidate(&[], "print('b')\n");
+    let gated_digest = gated.1.clone();
+    let plain_digest = plain.1.clone();
+    let gated_job = plant(state.path(), "gated", gated);
+    let plain_job = plant(state.path(), "plain", plain);
+
+    // A named token, printed once; stored nowhere in clear.
+    let out = tokens(state.path(), &["create", "alice"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let alice = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert_eq!(alice.len(), 64);
+    let again = tokens(state.path(), &["create", "alice"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("PATCH_CANDIDATE_JOBS_CONFLICT"));
+    let operator_name = tokens(state.path(), &["create", "operator"]);
+    assert_eq!(operator_name.status.code(), Some(1));
+
+    let service = Service::start(state.path(), &ServeOpts::default());
+    let operator = service.token();
+
+    // The review document of the gated job: validation pending, accept needs an override.
+    let (status, body) = http(
+        service.addr,
+        "GET",
+        &format!("/v1/jobs/{gated_job}/review"),
+        Some(&alice),
+        None,
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let review = &doc["review"];
+    assert_eq!(review["schema"], "patch_candidate.review_package.v1");
+    assert_eq!(review["candidate_digest"], gated_digest.as_str());
+    assert_eq!(review["validation_state"], "pending");
+    assert_eq!(review["route_decision"], "awaiting_validation");
+    assert_eq!(review["write_back_mode"], "external_patch");
+    assert_eq!(review["policy"]["clean"], true);
+    assert_eq!(review["available_actions"][0], "accept_forced");
+
+    // Accept without passing gates: refused.
+    let (status, body) = decide(
+        &service,
+        &alice,
+        &gated_job,
+        serde_json::json!({"decision": "accept", "candidate_digest": gated_digest}),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("PATCH_CANDIDATE_REVIEW_GATES_UNMET"))
+    );
+    // A decision made against digest A (the plain candidate) sent for the job holding B.
+    let (status, body) = decide(
+        &service,
+        &alice,
+        &gated_job,
+        serde_json::json!({"decision": "reject", "candidate_digest": plain_digest, "reason": "x"}),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH"))
+    );
+    // The digest is required; unknown fields are refused.
+    let (status, body) = decide(
+        &service,
+        &alice,
+        &gated_job,
+        serde_json::json!({"decision": "retry"}),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("PATCH_CANDIDATE_SERVICE_BODY"))
+    );
+    let (status, _) = decide(
+        &service,
+        &alice,
+        &gated_job,
+        serde_json::json!({"decision": "retry", "candidate_digest": gated_digest, "forced": true}),
+    );
+    assert_eq!(status, 400);
+    // Force without a reason: refused; with one: recorded as forced, by alice.
+    let (status, body) = decide(
+        &service,
+        &alice,
+        &gated_job,
+        serde_json::json!({"decision": "accept", "candidate_digest": gated_digest, "force": true}),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("PATCH_CANDIDATE_REVIEW_REASON_REQUIRED"))
+    );
+    let (status, body) = decide(
+        &service,
+        &alice,
+        &gated_job,
+        serde_json::json!({"decision": "accept", "candidate_digest": gated_digest, "force": true,
+                           "reason": "pytest is down; reviewed by hand"}),
+    );
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["seq"], 1);
+    assert_eq!(body["decision"]["forced"], true);
+    assert_eq!(body["decision"]["actor"]["principal"], "alice");
+    assert_eq!(body["decision"]["actor"]["kind"], "api_token");
+    assert_eq!(body["decision"]["overridden"][0]["gate"], "pytest");
+    assert_eq!(body["review"]["review_state"], "accepted");
+    assert_eq!(body["review"]["route_decision"], "publish");
+
+    // The plain job (no required gate, clean policy) is accepted by the operator, unforced.
+    let (status, body) = decide(
+        &service,
+        &operator,
+        &plain_job,
+        serde_json::json!({"decision": "accept", "candidate_digest": plain_digest}),
+    );
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["decision"]["forced"], false);
+    assert_eq!(body["decision"]["actor"]["principal"], "operator");
+    // Reject: last decision wins, history kept.
+    let (status, body) = decide(
+        &service,
+        &operator,
+        &plain_job,
+        serde_json::json!({"decision": "reject", "candidate_digest": plain_digest, "reason": "on second thought"}),
+    );
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["review"]["review_state"], "rejected");
+    assert_eq!(body["review"]["decisions"].as_array().unwrap().len(), 2);
+
+    // The job view carries the review summary.
+    let (status, body) = http(
+        service.addr,
+        "GET",
+        &format!("/v1/jobs/{gated_job}"),
+        Some(&operator),
+        None,
+    );
+    assert_eq!(status, 200);
+    let job: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(job["job"]["review"]["state"], "accepted");
+    assert_eq!(job["job"]["review"]["forced"], true);
+
+    // Metrics count decisions and the forced override.
+    let (_, metrics) = http(service.addr, "GET", "/metrics", Some(&operator), None);
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert!(
+        metrics.contains("patch_candidate_review_decisions_total{decision=\"accept\"} 2"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("patch_candidate_review_decisions_total{decision=\"reject\"} 1"));
+    assert!(metrics.contains("patch_candidate_review_forced_total 1"));
+
+    // Revoked: 401 on the next request.
+    let out = tokens(state.path(), &["revoke", "alice"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (status, _) = http(service.addr, "GET", "/v1/jobs", Some(&alice), None);
+    assert_eq!(status, 401);
+    let listed = tokens(state.path(), &["--json", "list"]);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed["tokens"][0]["name"], "alice");
+    assert!(listed["tokens"][0]["revoked_at_ms"].is_i64());
+    assert!(!listed.to_string().contains(&alice));
+
+    // The token is stored nowhere in clear (database, WAL, any state file) nor logged.
+    drop(service);
+    for (path, bytes) in every_file(state.path()) {
+        assert!(
+            !bytes.windows(alice.len()).any(|w| w == alice.as_bytes()),
+            "the token is in {path}"
+        );
+    }
+}
