@@ -123,3 +123,50 @@ async fn docker_cli_run_live_produces_a_verified_candidate_through_the_gateway()
     assert_no_turn_containers(&docker).await;
     tally("docker_cli_run_live_produces_a_verified_candidate_through_the_gateway");
 }
+
+/// A live turn whose agent names a model the gateway does not allow ends with the gateway's own
+/// code in the CLI's `--json` error and exit status, not the generic proposal-status code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_cli_run_live_refused_model_ends_with_the_gateway_code() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let (tag, image_id) = fixture_mode_image("live-other-model");
+    let (repo, _approval_dir, approval_path) = live_fixture();
+    let state = tempfile::tempdir().unwrap();
+    let upstream = ScriptedUpstream::start([]).await.unwrap();
+    let url = upstream.base_url();
+    let repo_path = repo.path().to_path_buf();
+    let state_path = state.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(workspace_bin("patch-candidate"))
+            .env_remove("DOCKER_HOST")
+            .env("PATCH_CANDIDATE_STATE_DIR", &state_path)
+            .env("PC_SCENARIO_MODEL_KEY", KEY)
+            .args(["--json", "run", "--live", "--model", "gpt-5.3-codex"])
+            .arg("--upstream")
+            .arg(&url)
+            .args(["--credential-env", "PC_SCENARIO_MODEL_KEY", "--image", &tag])
+            .args(["--image-id", &image_id, "--no-ledger", "--repo"])
+            .arg(&repo_path)
+            .arg("--approval")
+            .arg(&approval_path)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["error"]["code"], "PATCH_CANDIDATE_GATEWAY_MODEL",
+        "{doc}"
+    );
+    assert!(stderr.contains("PATCH_CANDIDATE_GATEWAY_MODEL: "));
+    assert!(
+        upstream.requests().is_empty(),
+        "the refused request was forwarded"
+    );
+    assert_no_turn_containers(&docker).await;
+    tally("docker_cli_run_live_refused_model_ends_with_the_gateway_code");
+}

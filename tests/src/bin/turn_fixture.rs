@@ -136,7 +136,7 @@ fn main() {
         "sleep" => loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         },
-        "live" | "live-stop" | "live-deaf" | "live-hostile" | "live-flood"
+        "live" | "live-other-model" | "live-stop" | "live-deaf" | "live-hostile" | "live-flood"
         | "live-reset-on-text" | "live-event-flood" | "live-pipeline" => live(mode.as_str()),
         _ => {
             eprintln!("unknown mode");
@@ -147,7 +147,8 @@ fn main() {
 
 /// SHA-256 via the snapshot crate's digest (the same one the host uses).
 /// The framed stdio of a live turn, spoken minimally: HELLO, the request, then per mode one
-/// tunnelled model request (`live`), waiting for STOP (`live-stop`), one model request and then
+/// tunnelled model request (`live`; `live-other-model` names a model the turn was not given),
+/// waiting for STOP (`live-stop`), one model request and then
 /// never reading stdin again (`live-deaf`), DATA on a channel never opened (`live-hostile`), or
 /// one of the hostile patterns of `hostile` (`live-flood`, `live-reset-on-text`,
 /// `live-event-flood`, `live-pipeline`); facts reported through a RESULT like `report`.
@@ -198,11 +199,16 @@ fn live(mode: &str) -> ! {
     let mut facts = vec![format!("model-{model}")];
     facts.extend(frames);
     let one = ChannelId::try_from(1).unwrap_or_else(|_| std::process::exit(2));
-    let http = model_http(&model);
+    // `live-other-model`: the one request names a model the turn was not given.
+    let http = if mode == "live-other-model" {
+        model_http("o3-pro-not-allowed")
+    } else {
+        model_http(&model)
+    };
     let mut model_request = vec![Frame::Open(one)];
     model_request.extend(Frame::data_frames(one, http.as_bytes()));
     match mode {
-        "live" => {
+        "live" | "live-other-model" => {
             send(&model_request);
             let mut answer = Vec::new();
             let mut closing = "none";

@@ -305,6 +305,26 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_live_turn_refused_by_the_gateway_exits_with_the_gateway_code() {
+        let e = CliError::from(turn::TurnError::GatewayRefused {
+            code: "PATCH_CANDIDATE_GATEWAY_MODEL",
+            status: "failed",
+        });
+        assert_eq!(e.code, "PATCH_CANDIDATE_GATEWAY_MODEL");
+        assert_eq!(e.class, FailureClass::Rejected);
+        let mut out = Vec::new();
+        write_json_error(&mut out, e.code, &e.message());
+        let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(doc["error"]["code"], "PATCH_CANDIDATE_GATEWAY_MODEL");
+        assert!(
+            doc["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("PATCH_CANDIDATE_GATEWAY_MODEL: the model gateway refused")
+        );
+    }
+
     /// One value of every variant; the match is exhaustive, so a new variant needs a sample.
     fn command_error_samples() -> Vec<CommandError> {
         let all = vec![

@@ -103,6 +103,12 @@ fn main() {
         std::process::exit(2);
     };
     drop(probe);
+    let route = OpenAiResponses
+        .route(b"POST", b"/v1/responses")
+        .unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(2);
+        });
     let results: Vec<String> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..parallel)
             .map(|_| {
@@ -110,7 +116,7 @@ fn main() {
                     let Some(bytes) = body(&shape) else {
                         return "no body".to_owned();
                     };
-                    match OpenAiResponses.check_body(&bytes, &config) {
+                    match OpenAiResponses.check_body(&route, &bytes, &config) {
                         Ok(_) => "accepted".to_owned(),
                         Err(e) => e.code().to_owned(),
                     }

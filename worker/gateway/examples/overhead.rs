@@ -7,6 +7,10 @@
 //! (strict decoder + session, as in a live turn) → the gateway (strict parse, checks, credential,
 //! hyper client) → the scripted upstream, and the answer back the same way, chunk by chunk.
 //! The Docker attach hop itself is not in this measurement.
+//!
+//! `overhead RUNS [PROVIDER]`: PROVIDER is `openai-responses` (default), `anthropic-messages` or
+//! `gemini`; each sends its own main streamed call (same body size) and gets a tool-call answer
+//! in its own SSE shape.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -17,27 +21,77 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gateway::testkit::{Reply, ScriptedUpstream};
-use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses, TurnGateway};
+use gateway::testkit::{DEFAULT_USAGE, Reply, ScriptedUpstream, anthropic, gemini};
+use gateway::{Credential, Gateway, GatewayConfig, ProviderKind, TurnGateway};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tunnel::{ChannelId, Decoder, Frame, Limits, Role, Session};
 
-const MODEL: &str = "gpt-5.3-codex";
-
-fn request() -> Vec<u8> {
-    // A body of the size Codex sends (tens of KB).
+/// The model, request target, body and upstream base path of `kind`'s main call, and the
+/// upstream header that carries the credential.
+fn shape(
+    kind: ProviderKind,
+) -> (
+    &'static str,
+    String,
+    serde_json::Value,
+    &'static str,
+    &'static str,
+) {
+    // A body of the size the agents send (tens of KB).
     let filler = "x".repeat(30_000);
-    let body = serde_json::json!({
-        "model": MODEL, "stream": true,
-        "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": filler}]}]
-    })
-    .to_string();
+    match kind {
+        ProviderKind::OpenAiResponses => (
+            "gpt-5.3-codex",
+            "/v1/responses".to_owned(),
+            serde_json::json!({
+                "model": "gpt-5.3-codex", "stream": true,
+                "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": filler}]}]
+            }),
+            "/v1",
+            "authorization",
+        ),
+        ProviderKind::AnthropicMessages => (
+            "claude-sonnet-4-5",
+            "/v1/messages?beta=true".to_owned(),
+            serde_json::json!({
+                "model": "claude-sonnet-4-5", "stream": true, "max_tokens": 32000,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": filler}]}],
+                "tools": [{"name": "Edit", "input_schema": {"type": "object"}}]
+            }),
+            "/v1",
+            "x-api-key",
+        ),
+        ProviderKind::Gemini => (
+            "gemini-2.5-flash",
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse".to_owned(),
+            serde_json::json!({
+                "contents": [{"role": "user", "parts": [{"text": filler}]}],
+                "tools": [{"functionDeclarations": [{"name": "replace", "parameters": {"type": "object"}}]}]
+            }),
+            "/v1beta",
+            "x-goog-api-key",
+        ),
+    }
+}
+
+fn request(target: &str, body: &serde_json::Value) -> Vec<u8> {
+    let body = body.to_string();
     format!(
-        "POST /v1/responses HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+        "POST {target} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     )
     .into_bytes()
+}
+
+/// A tool-call answer in `kind`'s SSE shape.
+fn reply(kind: ProviderKind, model: &str) -> Reply {
+    let edit = serde_json::json!({"file_path": "src/lib.rs", "old_string": "a", "new_string": "b"});
+    match kind {
+        ProviderKind::OpenAiResponses => Reply::edit_file("src/lib.rs", "a", "b"),
+        ProviderKind::AnthropicMessages => anthropic::tool_use(model, "Edit", &edit, DEFAULT_USAGE),
+        ProviderKind::Gemini => gemini::function_call("replace", &edit, DEFAULT_USAGE),
+    }
 }
 
 /// Sends one request, reads to EOF; returns (first body byte, last byte) latencies.
@@ -182,9 +236,14 @@ async fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(300);
+    let kind: ProviderKind = std::env::args()
+        .nth(2)
+        .map_or(Ok(ProviderKind::OpenAiResponses), |p| p.parse())
+        .unwrap();
+    let (model, target, body, base, key_header) = shape(kind);
     let upstream = ScriptedUpstream::start([]).await.unwrap();
-    upstream.set_fallback(Reply::edit_file("src/lib.rs", "a", "b"));
-    let mut config = GatewayConfig::for_model(MODEL);
+    upstream.set_fallback(reply(kind, model));
+    let mut config = GatewayConfig::for_model(model);
     config.budgets.requests = u64::MAX;
     config.budgets.request_bytes = u64::MAX;
     config.budgets.response_bytes = u64::MAX;
@@ -192,9 +251,9 @@ async fn main() {
     let gateway = Arc::new(
         Gateway::new(
             config,
-            Arc::new(OpenAiResponses),
+            kind.provider(),
             Credential::from_value("sk-bench").unwrap(),
-            upstream.base_url().parse().unwrap(),
+            format!("http://{}{base}", upstream.addr()).parse().unwrap(),
         )
         .unwrap(),
     );
@@ -209,7 +268,7 @@ async fn main() {
             tokio::spawn(tunnelled_connection(tcp, n, turn.clone()));
         }
     });
-    let req = request();
+    let req = request(&target, &body);
     // Warm up both paths (connection pool, page cache).
     for _ in 0..20 {
         one(upstream.addr(), &req).await;
@@ -234,7 +293,10 @@ async fn main() {
     ] {
         v.sort();
     }
-    println!("runs per path: {runs}; request {} bytes", req.len());
+    println!(
+        "provider {kind}; runs per path: {runs}; request {} bytes",
+        req.len()
+    );
     println!("| metric | direct p50 | via gateway+tunnel p50 | added p50 | direct p90 | via p90 |");
     println!("|---|---|---|---|---|---|");
     for (name, d, t) in [
@@ -255,7 +317,14 @@ async fn main() {
     let with_key = upstream
         .requests()
         .iter()
-        .filter(|r| r.header("authorization") == Some("Bearer sk-bench"))
+        .filter(|r| {
+            let want = if key_header == "authorization" {
+                "Bearer sk-bench"
+            } else {
+                "sk-bench"
+            };
+            r.header(key_header) == Some(want)
+        })
         .count();
     assert_eq!(with_key, runs + 20);
 }

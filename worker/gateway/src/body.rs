@@ -104,6 +104,9 @@ pub struct PolicyFields {
     pub stream: bool,
     /// Each tool's `type` and `name`, when they are strings.
     pub tools: Vec<ToolFields>,
+    /// A top-level `mcp_servers` or `container` key (Anthropic: remote MCP servers and
+    /// server-side containers), whatever its value.
+    pub server_side: bool,
 }
 
 /// The fields of one offered tool that policy reads.
@@ -113,6 +116,8 @@ pub struct ToolFields {
     pub kind: Option<String>,
     /// `name`, when it is a string.
     pub name: Option<String>,
+    /// Every key of the tool object, in order (Gemini names a tool by its key).
+    pub keys: Vec<String>,
 }
 
 /// Extracts [`PolicyFields`] from a body that passed [`prescan`]: one JSON object, nothing
@@ -122,12 +127,22 @@ pub struct ToolFields {
 /// `PATCH_CANDIDATE_GATEWAY_BODY`: not one JSON object, `model` not a string, `tools` not an
 /// array of objects, or a duplicate of a field policy reads.
 pub fn extract(body: &[u8]) -> Result<PolicyFields, GatewayError> {
+    let fields = extract_fields(body)?;
+    fields.model.as_ref().ok_or(GatewayError::Body)?;
+    Ok(fields)
+}
+
+/// As [`extract`], for bodies that need not name a model (Gemini names it in the path).
+///
+/// # Errors
+/// `PATCH_CANDIDATE_GATEWAY_BODY`: not one JSON object, `model` present but not a string,
+/// `tools` not an array of objects, or a duplicate of a field policy reads.
+pub fn extract_fields(body: &[u8]) -> Result<PolicyFields, GatewayError> {
     let mut de = serde_json::Deserializer::from_slice(body);
     let fields = de
         .deserialize_map(TopVisitor)
         .map_err(|_| GatewayError::Body)?;
     de.end().map_err(|_| GatewayError::Body)?;
-    fields.model.as_ref().ok_or(GatewayError::Body)?;
     Ok(fields)
 }
 
@@ -138,6 +153,7 @@ enum Key {
     Tools,
     Type,
     Name,
+    ServerSide,
     Other,
 }
 
@@ -155,6 +171,7 @@ impl Visitor<'_> for KeyVisitor {
             "tools" => Key::Tools,
             "type" => Key::Type,
             "name" => Key::Name,
+            "mcp_servers" | "container" => Key::ServerSide,
             _ => Key::Other,
         })
     }
@@ -200,6 +217,10 @@ impl<'de> Visitor<'de> for TopVisitor {
                         return Err(duplicate());
                     }
                     fields.tools = map.next_value_seed(ToolsSeed)?;
+                }
+                Key::ServerSide => {
+                    fields.server_side = true;
+                    map.next_value::<IgnoredAny>()?;
                 }
                 Key::Type | Key::Name | Key::Other => {
                     map.next_value::<IgnoredAny>()?;
@@ -250,24 +271,25 @@ impl<'de> Visitor<'de> for ToolSeed {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ToolFields, A::Error> {
         let mut tool = ToolFields::default();
         let (mut kind, mut name) = (false, false);
-        while let Some(key) = map.next_key::<Key>()? {
-            match key {
-                Key::Type => {
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "type" => {
                     if std::mem::replace(&mut kind, true) {
                         return Err(duplicate());
                     }
                     tool.kind = map.next_value_seed(MaybeSeed::<String>::default())?;
                 }
-                Key::Name => {
+                "name" => {
                     if std::mem::replace(&mut name, true) {
                         return Err(duplicate());
                     }
                     tool.name = map.next_value_seed(MaybeSeed::<String>::default())?;
                 }
-                Key::Model | Key::Stream | Key::Tools | Key::Other => {
+                _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
+            tool.keys.push(key);
         }
         Ok(tool)
     }
@@ -399,10 +421,19 @@ mod tests {
                 tools: vec![
                     ToolFields {
                         kind: Some("function".to_owned()),
-                        name: Some("shell".to_owned())
+                        name: Some("shell".to_owned()),
+                        keys: vec![
+                            "type".to_owned(),
+                            "name".to_owned(),
+                            "parameters".to_owned()
+                        ],
                     },
-                    ToolFields::default(),
+                    ToolFields {
+                        keys: vec!["type".to_owned()],
+                        ..ToolFields::default()
+                    },
                 ],
+                server_side: false,
             }
         );
         assert!(!extract(br#"{"model":"m","stream":[true]}"#).unwrap().stream);

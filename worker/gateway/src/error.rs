@@ -9,18 +9,30 @@ pub enum GatewayError {
     /// The request line is not `METHOD SP TARGET SP HTTP/x.y CRLF`.
     #[error("PATCH_CANDIDATE_GATEWAY_REQUEST_LINE: malformed request line")]
     RequestLine,
-    /// A method other than the provider's.
-    #[error("PATCH_CANDIDATE_GATEWAY_METHOD: only POST is served")]
+    /// A method other than the route's.
+    #[error("PATCH_CANDIDATE_GATEWAY_METHOD: the method is not the route's")]
     Method,
     /// Absolute-form, authority-form (CONNECT), asterisk-form or an unusual origin-form target.
     #[error("PATCH_CANDIDATE_GATEWAY_TARGET: only an origin-form path is served")]
     Target,
-    /// An origin-form path other than the provider's one path.
-    #[error("PATCH_CANDIDATE_GATEWAY_PATH: the path is not the provider's endpoint")]
+    /// An origin-form path that is none of the provider's routes (a model in the path that is not
+    /// a plain model name included).
+    #[error("PATCH_CANDIDATE_GATEWAY_PATH: the path is not one of the provider's routes")]
     Path,
     /// A protocol version other than HTTP/1.1.
     #[error("PATCH_CANDIDATE_GATEWAY_VERSION: only HTTP/1.1 is served")]
     Version,
+    /// The path is one of the provider's, the query string is not the route's exact one.
+    #[error("PATCH_CANDIDATE_GATEWAY_QUERY: the query string is not the route's")]
+    Query,
+    /// A side call of the provider the gateway answers itself, never forwarded.
+    #[error(
+        "PATCH_CANDIDATE_GATEWAY_SIDE_CALL: this side call is answered by the gateway, not forwarded"
+    )]
+    SideCall,
+    /// A protocol upgrade (`upgrade:` or `connection: upgrade`, e.g. a WebSocket handshake).
+    #[error("PATCH_CANDIDATE_GATEWAY_UPGRADE: protocol upgrades (WebSocket) are refused")]
+    Upgrade,
     /// A header line that is not `name: value CRLF` (bare CR or LF, obs-fold, bad characters).
     #[error("PATCH_CANDIDATE_GATEWAY_HEADER: malformed header line")]
     Header,
@@ -157,6 +169,9 @@ impl GatewayError {
             Self::Method => "PATCH_CANDIDATE_GATEWAY_METHOD",
             Self::Target => "PATCH_CANDIDATE_GATEWAY_TARGET",
             Self::Path => "PATCH_CANDIDATE_GATEWAY_PATH",
+            Self::Query => "PATCH_CANDIDATE_GATEWAY_QUERY",
+            Self::SideCall => "PATCH_CANDIDATE_GATEWAY_SIDE_CALL",
+            Self::Upgrade => "PATCH_CANDIDATE_GATEWAY_UPGRADE",
             Self::Version => "PATCH_CANDIDATE_GATEWAY_VERSION",
             Self::Header => "PATCH_CANDIDATE_GATEWAY_HEADER",
             Self::HeadersSize { .. } => "PATCH_CANDIDATE_GATEWAY_HEADERS_SIZE",
@@ -199,7 +214,8 @@ impl GatewayError {
             | Self::BodyDepth { .. }
             | Self::Stream => 400,
             Self::Method => 405,
-            Self::Path => 404,
+            Self::Path | Self::Query | Self::SideCall => 404,
+            Self::Upgrade => 426,
             Self::Version => 505,
             Self::HeadersSize { .. } => 431,
             Self::TransferEncoding => 501,

@@ -5,6 +5,7 @@
 //! absolute-form, authority-form (CONNECT) and asterisk-form targets, other versions.
 
 use crate::error::GatewayError;
+use crate::provider::{Provider, Route, RouteKind, RouteMethod};
 
 /// Caps of one request head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,11 +28,14 @@ impl Default for HeadLimits {
     }
 }
 
-/// A parsed request head: the path, the headers (lower-case names) and the body length.
+/// A parsed request head: the path, the route it matched, the headers (lower-case names) and the
+/// body length.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestHead {
-    /// The origin-form path.
+    /// The origin-form target (path and query) as sent.
     pub path: String,
+    /// The provider's route the method and target matched.
+    pub route: Route,
     /// Header lines in order, names lower-cased, values without surrounding whitespace.
     pub headers: Vec<(String, String)>,
     /// The declared body length.
@@ -59,10 +63,10 @@ const SINGLE: &[&str] = &[
     "user-agent",
 ];
 
-/// Headers that would change the exchange (continue, upgrade, trailers, proxies).
+/// Headers that would change the exchange (continue, trailers, proxies; an upgrade has its own
+/// code, see [`is_upgrade`]).
 const REFUSED: &[&str] = &[
     "expect",
-    "upgrade",
     "te",
     "trailer",
     "proxy-authorization",
@@ -70,10 +74,15 @@ const REFUSED: &[&str] = &[
     "http2-settings",
 ];
 
-/// Parses the head at the start of `buf`.
+/// Parses the head at the start of `buf` and matches it to one of `provider`'s routes.
 ///
 /// Returns `Ok(None)` while the head is incomplete (and still within the caps), and
 /// `Ok(Some((head, n)))` once it is complete, `n` being its length in bytes.
+///
+/// Order of the checks: the request line's grammar, each header line's grammar, an upgrade
+/// (refused whatever the method and path, `PATCH_CANDIDATE_GATEWAY_UPGRADE`), the route (method,
+/// exact path, exact query; a refused side call is `PATCH_CANDIDATE_GATEWAY_SIDE_CALL`), then
+/// the framing headers.
 ///
 /// # Errors
 /// The first rule the bytes break (see [`GatewayError`]); bytes seen so far are enough to refuse
@@ -81,7 +90,7 @@ const REFUSED: &[&str] = &[
 pub fn parse_head(
     buf: &[u8],
     limits: &HeadLimits,
-    path: &str,
+    provider: &dyn Provider,
 ) -> Result<Option<(RequestHead, usize)>, GatewayError> {
     let Some(end) = head_end(buf, limits)? else {
         return Ok(None);
@@ -93,7 +102,7 @@ pub fn parse_head(
         .split(|&b| b == b'\n')
         .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
     let request_line = lines.next().ok_or(GatewayError::RequestLine)?;
-    parse_request_line(request_line, path)?;
+    let (method, target) = parse_request_line(request_line)?;
     let mut headers: Vec<(String, String)> = Vec::new();
     for line in lines {
         if headers.len() >= limits.max_headers {
@@ -103,7 +112,21 @@ pub fn parse_head(
         }
         headers.push(parse_header_line(line)?);
     }
-    let content_length = check_headers(&headers)?;
+    if is_upgrade(&headers) {
+        return Err(GatewayError::Upgrade);
+    }
+    let route = provider.route(method, target)?;
+    if route.kind == RouteKind::Refused {
+        return Err(GatewayError::SideCall);
+    }
+    let content_length = match (check_headers(&headers)?, route.method) {
+        (Some(n), RouteMethod::Post) => n,
+        // A GET carries no body: no content-length, or zero.
+        (None | Some(0), RouteMethod::Get) => 0,
+        (None, RouteMethod::Post) | (Some(_), RouteMethod::Get) => {
+            return Err(GatewayError::ContentLength);
+        }
+    };
     if content_length > limits.max_body_bytes {
         return Err(GatewayError::BodySize {
             limit: limits.max_body_bytes,
@@ -111,7 +134,8 @@ pub fn parse_head(
     }
     Ok(Some((
         RequestHead {
-            path: path.to_owned(),
+            path: String::from_utf8_lossy(target).into_owned(),
+            route,
             headers,
             content_length,
         },
@@ -154,7 +178,8 @@ fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-fn parse_request_line(line: &[u8], path: &str) -> Result<(), GatewayError> {
+/// Checks the request line's grammar; returns the method and the origin-form target.
+fn parse_request_line(line: &[u8]) -> Result<(&[u8], &[u8]), GatewayError> {
     let mut parts = line.split(|&b| b == b' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -182,13 +207,17 @@ fn parse_request_line(line: &[u8], path: &str) -> Result<(), GatewayError> {
             GatewayError::RequestLine
         });
     }
-    if method != b"POST" {
-        return Err(GatewayError::Method);
-    }
-    if target != path.as_bytes() {
-        return Err(GatewayError::Path);
-    }
-    Ok(())
+    Ok((method, target))
+}
+
+/// An `upgrade` header, or `upgrade` among the tokens of a `connection` header (any case).
+fn is_upgrade(headers: &[(String, String)]) -> bool {
+    headers.iter().any(|(n, v)| {
+        n == "upgrade"
+            || (n == "connection"
+                && v.split(',')
+                    .any(|t| t.trim().eq_ignore_ascii_case("upgrade")))
+    })
 }
 
 fn parse_header_line(line: &[u8]) -> Result<(String, String), GatewayError> {
@@ -217,7 +246,8 @@ fn parse_header_line(line: &[u8]) -> Result<(String, String), GatewayError> {
     Ok((name, value))
 }
 
-fn check_headers(headers: &[(String, String)]) -> Result<u64, GatewayError> {
+/// Checks the framing headers; returns the content-length, if one was sent.
+fn check_headers(headers: &[(String, String)]) -> Result<Option<u64>, GatewayError> {
     if headers.iter().any(|(n, _)| n == "transfer-encoding") {
         return Err(GatewayError::TransferEncoding);
     }
@@ -229,13 +259,21 @@ fn check_headers(headers: &[(String, String)]) -> Result<u64, GatewayError> {
         .filter(|(n, _)| n == "content-length")
         .map(|(_, v)| v.as_str())
         .collect();
-    let [length] = lengths.as_slice() else {
-        return Err(GatewayError::ContentLength);
+    let length = match lengths.as_slice() {
+        [] => None,
+        [length] => {
+            if length.is_empty() || length.len() > 19 || !length.bytes().all(|b| b.is_ascii_digit())
+            {
+                return Err(GatewayError::ContentLength);
+            }
+            Some(
+                length
+                    .parse::<u64>()
+                    .map_err(|_| GatewayError::ContentLength)?,
+            )
+        }
+        _ => return Err(GatewayError::ContentLength),
     };
-    if length.is_empty() || length.len() > 19 || !length.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(GatewayError::ContentLength);
-    }
-    let length: u64 = length.parse().map_err(|_| GatewayError::ContentLength)?;
     for single in SINGLE {
         if headers.iter().filter(|(n, _)| n == single).count() > 1 {
             return Err(GatewayError::HeaderDuplicate);

@@ -31,7 +31,11 @@ pub use config::{Budgets, GatewayConfig};
 pub use credential::Credential;
 pub use error::{GatewayError, GatewaySetupError};
 pub use http1::{HeadLimits, RequestHead, parse_head};
-pub use provider::{CheckedBody, OpenAiResponses, Provider, TokenUsage};
+pub use provider::{
+    ANTHROPIC_VERSION, AnthropicMessages, CheckedBody, GeminiGenerateContent, MAX_PATH_MODEL,
+    OpenAiResponses, Provider, ProviderKind, Route, RouteKind, RouteMethod, TokenUsage,
+    UnknownProvider, UsageTally,
+};
 pub use scrub::{CREDENTIAL_SCRUBBED, CredentialPatterns, MIN_PATTERN, SCRUB_MARKER, Scrubber};
 pub use serve::{ChannelReport, Gateway, GatewayUsage, TurnGateway, micros_since};
 pub use sse::{MAX_EVENT_LINE, UsageScanner};
@@ -40,3 +44,6 @@ pub use upstream::UpstreamUrl;
 #[cfg(test)]
 #[path = "tests.rs"]
 mod tests;
+#[cfg(test)]
+#[path = "tests_providers.rs"]
+mod tests_providers;

@@ -16,7 +16,7 @@ use crate::config::GatewayConfig;
 use crate::credential::Credential;
 use crate::error::{GatewayError, GatewaySetupError};
 use crate::http1::{HeadLimits, RequestHead, parse_head};
-use crate::provider::{Provider, TokenUsage};
+use crate::provider::{Provider, RouteKind, RouteMethod, TokenUsage};
 use crate::scrub::{CredentialPatterns, Scrubber};
 use crate::sse::UsageScanner;
 use crate::upstream::{HttpClient, UpstreamUrl, client};
@@ -299,7 +299,8 @@ impl TurnGateway {
                 let _ = writer.shutdown().await;
             }
             Err(Failure::Refuse(e)) => {
-                let _ = write_refusal(&mut writer, &e).await;
+                let body = self.gateway.provider.refusal_body(&e);
+                let _ = write_refusal(&mut writer, &e, &body).await;
                 report.status = Some(e.status());
                 report.response_bytes = 0;
                 report.error = Some(e);
@@ -336,7 +337,7 @@ impl TurnGateway {
         };
         let read = tokio::time::timeout(
             config.read_timeout(),
-            read_request(reader, &limits, gw.provider.path()),
+            read_request(reader, &limits, gw.provider.as_ref()),
         )
         .await
         .map_err(|_| {
@@ -351,7 +352,7 @@ impl TurnGateway {
         self.charge_request(total, config)?;
         let checked = gw
             .provider
-            .check_body(&body, config)
+            .check_body(&head.route, &body, config)
             .map_err(Failure::Refuse)?;
         report.model = Some(checked.model.clone());
 
@@ -359,7 +360,8 @@ impl TurnGateway {
         // channel is followed by another (pipelining), which is refused.
         let mut extra = std::pin::pin!(extra_bytes(reader));
         let request = self.upstream_request(&head, body)?;
-        let (_link, head_rx, mut rx) = self.start_pump(request);
+        let kind = head.route.kind;
+        let (_link, head_rx, mut rx) = self.start_pump(request, kind);
         let (status, sse) = tokio::select! {
             head = head_rx => head.unwrap_or(Err(GatewayError::Upstream)).map_err(Failure::Refuse)?,
             () = &mut extra => return Err(Failure::Refuse(GatewayError::Incomplete)),
@@ -427,7 +429,7 @@ impl TurnGateway {
             }
         };
         report.usage = usage;
-        if status.is_success() && usage.is_none() {
+        if status.is_success() && expects_usage(kind) && usage.is_none() {
             report.error = Some(GatewayError::UsageMissing);
         }
         Ok(())
@@ -449,6 +451,7 @@ impl TurnGateway {
     fn start_pump(
         &self,
         request: http::Request<Full<Bytes>>,
+        kind: RouteKind,
     ) -> (
         PumpLink,
         tokio::sync::oneshot::Receiver<PumpHead>,
@@ -470,7 +473,7 @@ impl TurnGateway {
         let (tx, rx) = mpsc::channel(PUMP_QUEUE);
         let turn = self.clone();
         tokio::spawn(async move {
-            let end = turn.pump(request, head_tx, &tx).await;
+            let end = turn.pump(request, kind, head_tx, &tx).await;
             // Charged before the channel hears of the end, so the next request sees the tokens.
             turn.pump_done(id, end.usage, end.success);
             if let Some(last) = end.last {
@@ -483,6 +486,7 @@ impl TurnGateway {
     async fn pump(
         &self,
         request: http::Request<Full<Bytes>>,
+        kind: RouteKind,
         head_tx: tokio::sync::oneshot::Sender<PumpHead>,
         tx: &mpsc::Sender<PumpMsg>,
     ) -> PumpEnd {
@@ -517,12 +521,17 @@ impl TurnGateway {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let mut attached = head_tx.send(Ok((status, sse))).is_ok();
-        let success = status.is_success();
+        // A usage count is due from a successful answer of a route that spends tokens.
+        let success = status.is_success() && expects_usage(kind);
         let idle = Duration::from_millis(config.upstream_idle_timeout_ms);
         let mut drain_until =
             (!attached).then(|| tokio::time::Instant::now() + config.drain_timeout());
         let mut body = response.into_body();
-        let mut scanner = UsageScanner::default();
+        let mut scanner = if kind == RouteKind::Stream {
+            UsageScanner::default()
+        } else {
+            UsageScanner::json()
+        };
         let cut = loop {
             let wait = match drain_until {
                 Some(until) => {
@@ -545,7 +554,10 @@ impl TurnGateway {
                         millis: config.upstream_idle_timeout_ms,
                     });
                 }
-                Ok(None) => break None,
+                Ok(None) => {
+                    scanner.finish(gw.provider.as_ref());
+                    break None;
+                }
                 Ok(Some(Err(_))) => break Some(GatewayError::Upstream),
                 Ok(Some(Ok(frame))) => {
                     let Ok(data) = frame.into_data() else {
@@ -644,13 +656,30 @@ impl TurnGateway {
     ) -> Result<http::Request<Full<Bytes>>, Failure> {
         let gw = &*self.gateway;
         let refuse = |_| Failure::Refuse(GatewayError::Upstream);
-        let mut builder = http::Request::post(gw.upstream.join(gw.provider.upstream_path()))
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::ACCEPT, "text/event-stream");
+        let url = gw.upstream.join(&head.route.upstream_path);
+        let mut builder = match head.route.method {
+            RouteMethod::Post => {
+                http::Request::post(url).header(http::header::CONTENT_TYPE, "application/json")
+            }
+            RouteMethod::Get => http::Request::get(url),
+        };
+        builder = builder.header(
+            http::header::ACCEPT,
+            if head.route.kind == RouteKind::Stream {
+                "text/event-stream"
+            } else {
+                "application/json"
+            },
+        );
         for name in gw.provider.forwarded_headers() {
             if let Some(value) = head.header(name) {
                 builder = builder.header(*name, value);
             }
+        }
+        for (name, value) in gw.provider.derived_headers(head).map_err(Failure::Refuse)? {
+            let value = http::HeaderValue::from_str(&value)
+                .map_err(|_| Failure::Refuse(GatewayError::Header))?;
+            builder = builder.header(name, value);
         }
         let (name, value) = gw
             .provider
@@ -659,6 +688,11 @@ impl TurnGateway {
         builder = builder.header(name, value);
         builder.body(Full::new(Bytes::from(body))).map_err(refuse)
     }
+}
+
+/// Routes whose successful answers must report the tokens they spent.
+fn expects_usage(kind: RouteKind) -> bool {
+    matches!(kind, RouteKind::Stream | RouteKind::SideCounted)
 }
 
 /// Resolves when a byte arrives after the request's body; never when the channel ends (a FIN
@@ -676,7 +710,7 @@ async fn extra_bytes<R: AsyncRead + Unpin>(reader: &mut R) {
 async fn read_request<R>(
     reader: &mut R,
     limits: &HeadLimits,
-    path: &str,
+    provider: &dyn Provider,
 ) -> Result<(RequestHead, Vec<u8>, u64), GatewayError>
 where
     R: AsyncRead + Unpin + Send,
@@ -693,12 +727,12 @@ where
                 GatewayError::Incomplete
             } else {
                 // A head that never completes: judge what arrived, else incomplete.
-                parse_head(&buf, limits, path)?;
+                parse_head(&buf, limits, provider)?;
                 GatewayError::Incomplete
             });
         }
         buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
-        if let Some(done) = parse_head(&buf, limits, path)? {
+        if let Some(done) = parse_head(&buf, limits, provider)? {
             break done;
         }
     };
@@ -725,12 +759,9 @@ where
 async fn write_refusal<W: AsyncWrite + Unpin>(
     writer: &mut W,
     e: &GatewayError,
+    body: &str,
 ) -> std::io::Result<()> {
     let status = http::StatusCode::from_u16(e.status()).unwrap_or(http::StatusCode::BAD_REQUEST);
-    let body = serde_json::json!({
-        "error": {"code": e.code(), "message": e.to_string(), "type": "gateway_refusal"}
-    })
-    .to_string();
     let out = format!(
         "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         status.as_u16(),

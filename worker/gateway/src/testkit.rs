@@ -1,5 +1,6 @@
-//! A scripted model upstream for tests and benchmarks: a small OpenAI Responses-API server on
-//! loopback speaking SSE, answering each `POST …/responses` with the next scripted [`Reply`] and
+//! A scripted model upstream for tests and benchmarks: a small model server on loopback speaking
+//! SSE (OpenAI Responses shapes by default; Anthropic and Gemini ones from [`anthropic`] and
+//! [`gemini`]), answering each request, whatever its path, with the next scripted [`Reply`] and
 //! recording every request (method, target, headers — `authorization` included — and body).
 //!
 //! ```no_run
@@ -34,6 +35,10 @@
 //!   masked) in an SSE answer or an error body, written in two pieces.
 //! - [`Reply::ReflectPatch`]: an `apply_patch` call adding a file that holds the echoed headers.
 //! - [`Reply::Status`]: a non-SSE answer with the given status and JSON body.
+//! - [`Reply::Data`]: SSE chunks framed as Gemini frames them (`data:` lines only).
+//! - [`anthropic`] and [`gemini`]: answers of those providers (`anthropic::text`,
+//!   `anthropic::tool_use`, `gemini::text`, `gemini::function_call`,
+//!   `gemini::generate_content`), reporting the given [`Usage`] in their own usage events.
 //!
 //! Every SSE reply is sent `event: <type>\ndata: <json>\n\n` per event, one write per event,
 //! with `content-type: text/event-stream` and `connection: close` (the body ends when the
@@ -143,9 +148,165 @@ pub mod events {
     }
 }
 
+/// Anthropic Messages SSE events, as the API streams them (and Claude Code reads them).
+pub mod anthropic {
+    use super::{Reply, Usage, Value, json, next_id};
+
+    /// `message_start`: `input` prompt tokens (`cache_read` more read from the cache), one
+    /// first output token.
+    #[must_use]
+    pub fn message_start(model: &str, input: u64, cache_read: u64) -> Value {
+        json!({
+            "type": "message_start",
+            "message": {
+                "id": next_id("msg"), "type": "message", "role": "assistant", "model": model,
+                "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": {
+                    "input_tokens": input, "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": cache_read, "output_tokens": 1
+                }
+            }
+        })
+    }
+
+    /// A text block at `index`: start, one delta, stop.
+    #[must_use]
+    pub fn text_block(index: u64, text: &str) -> Vec<Value> {
+        vec![
+            json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}}),
+            json!({"type": "content_block_stop", "index": index}),
+        ]
+    }
+
+    /// A `tool_use` block at `index` calling `name` with `input` (streamed as one JSON delta).
+    #[must_use]
+    pub fn tool_use_block(index: u64, name: &str, input: &Value) -> Vec<Value> {
+        vec![
+            json!({"type": "content_block_start", "index": index, "content_block": {
+                "type": "tool_use", "id": next_id("toolu"), "name": name, "input": {}}}),
+            json!({"type": "content_block_delta", "index": index, "delta": {
+                "type": "input_json_delta", "partial_json": input.to_string()}}),
+            json!({"type": "content_block_stop", "index": index}),
+        ]
+    }
+
+    /// `message_delta` with the cumulative `output_tokens`.
+    #[must_use]
+    pub fn message_delta(stop_reason: &str, output_tokens: u64) -> Value {
+        json!({
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+            "usage": {"output_tokens": output_tokens}
+        })
+    }
+
+    /// `message_stop`.
+    #[must_use]
+    pub fn message_stop() -> Value {
+        json!({"type": "message_stop"})
+    }
+
+    /// A whole answer: `message_start` (`usage.input` in), `blocks`, a first cumulative
+    /// `message_delta` of half the output, then the last one with `usage.output`, then
+    /// `message_stop`. The gateway must count `usage.input + usage.output`.
+    #[must_use]
+    pub fn answer(model: &str, blocks: Vec<Value>, stop_reason: &str, usage: Usage) -> Reply {
+        let mut events = vec![message_start(model, usage.input, 0)];
+        events.extend(blocks);
+        events.push(message_delta(stop_reason, usage.output / 2));
+        events.push(message_delta(stop_reason, usage.output));
+        events.push(message_stop());
+        Reply::Events(events)
+    }
+
+    /// A text answer ending the turn.
+    #[must_use]
+    pub fn text(model: &str, text: &str, usage: Usage) -> Reply {
+        answer(model, text_block(0, text), "end_turn", usage)
+    }
+
+    /// An answer calling tool `name` with `input`.
+    #[must_use]
+    pub fn tool_use(model: &str, name: &str, input: &Value, usage: Usage) -> Reply {
+        answer(model, tool_use_block(0, name, input), "tool_use", usage)
+    }
+}
+
+/// Gemini `streamGenerateContent?alt=sse` chunks and `generateContent` answers, as the API
+/// sends them (and Gemini CLI reads them): `data: <json>` lines, no `event:` lines.
+pub mod gemini {
+    use super::{Reply, Usage, Value, json};
+
+    /// `usageMetadata` of `usage` (prompt, candidates, total).
+    #[must_use]
+    pub fn usage_metadata(usage: Usage) -> Value {
+        json!({
+            "promptTokenCount": usage.input,
+            "candidatesTokenCount": usage.output,
+            "totalTokenCount": usage.total
+        })
+    }
+
+    /// One chunk with `parts`; `finish` adds `finishReason: STOP`; `usage` its `usageMetadata`.
+    #[must_use]
+    pub fn chunk(parts: Value, finish: bool, usage: Option<Usage>) -> Value {
+        let mut candidate = json!({"content": {"role": "model", "parts": parts}, "index": 0});
+        if finish && let Some(c) = candidate.as_object_mut() {
+            c.insert("finishReason".to_owned(), json!("STOP"));
+        }
+        let mut chunk = json!({"candidates": [candidate], "modelVersion": "scripted"});
+        if let (Some(u), Some(c)) = (usage, chunk.as_object_mut()) {
+            c.insert("usageMetadata".to_owned(), usage_metadata(u));
+        }
+        chunk
+    }
+
+    /// A streamed answer of `parts`: a first chunk reporting only the prompt's tokens, then the
+    /// finishing chunk with the cumulative `usage` (the gateway must count the last one).
+    #[must_use]
+    pub fn answer(parts: Value, usage: Usage) -> Reply {
+        let first = Usage {
+            input: usage.input,
+            output: 0,
+            total: usage.input,
+        };
+        Reply::Data(vec![
+            chunk(json!([]), false, Some(first)),
+            chunk(parts, true, Some(usage)),
+        ])
+    }
+
+    /// A streamed text answer.
+    #[must_use]
+    pub fn text(text: &str, usage: Usage) -> Reply {
+        answer(json!([{"text": text}]), usage)
+    }
+
+    /// A streamed answer calling function `name` with `args`.
+    #[must_use]
+    pub fn function_call(name: &str, args: &Value, usage: Usage) -> Reply {
+        answer(
+            json!([{"functionCall": {"name": name, "args": args}}]),
+            usage,
+        )
+    }
+
+    /// A non-streamed `generateContent` answer (JSON) of `text` with `usage`.
+    #[must_use]
+    pub fn generate_content(text: &str, usage: Usage) -> Reply {
+        Reply::Status {
+            status: 200,
+            body: chunk(json!([{"text": text}]), true, Some(usage)).to_string(),
+        }
+    }
+}
+
 /// One scripted answer.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Reply {
+    /// 200 with these SSE events written as `data: <json>\r\n\r\n` only (Gemini's framing).
+    Data(Vec<Value>),
     /// 200 with these SSE events.
     Events(Vec<Value>),
     /// 200 with these SSE events, then silence with the connection held open.
@@ -459,6 +620,14 @@ async fn serve_connection(mut stream: TcpStream, state: &State) -> std::io::Resu
         });
     let sse_head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
     match reply {
+        Reply::Data(chunks) => {
+            stream.write_all(sse_head).await?;
+            for c in &chunks {
+                stream
+                    .write_all(format!("data: {c}\r\n\r\n").as_bytes())
+                    .await?;
+            }
+        }
         Reply::Events(events) => {
             stream.write_all(sse_head).await?;
             for e in &events {

@@ -243,7 +243,7 @@ async fn smuggling_shapes_are_refused_before_anything_is_forwarded() {
             format!(
                 "POST /v1/responses HTTP/1.1\r\nhost: x\r\nupgrade: h2c\r\ncontent-length: {n}\r\n\r\n{b}"
             ),
-            "PATCH_CANDIDATE_GATEWAY_HEADER_REFUSED",
+            "PATCH_CANDIDATE_GATEWAY_UPGRADE",
         ),
         (
             format!(
@@ -277,7 +277,7 @@ async fn smuggling_shapes_are_refused_before_anything_is_forwarded() {
         ),
         (
             format!("POST /v1/responses?x=1 HTTP/1.1\r\nhost: x\r\ncontent-length: {n}\r\n\r\n{b}"),
-            "PATCH_CANDIDATE_GATEWAY_PATH",
+            "PATCH_CANDIDATE_GATEWAY_QUERY",
         ),
         (
             format!("POST /v1/responses HTTP/1.0\r\nhost: x\r\ncontent-length: {n}\r\n\r\n{b}"),
@@ -764,6 +764,9 @@ fn every_error_follows_the_message_convention() {
         GatewayError::Method,
         GatewayError::Target,
         GatewayError::Path,
+        GatewayError::Query,
+        GatewayError::SideCall,
+        GatewayError::Upgrade,
         GatewayError::Version,
         GatewayError::Header,
         GatewayError::HeadersSize { limit: 1 },

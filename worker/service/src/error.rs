@@ -155,4 +155,16 @@ mod tests {
             assert!(e.code().starts_with("PATCH_CANDIDATE_SERVICE_"));
         }
     }
+
+    #[test]
+    fn a_live_turn_refused_by_the_gateway_fails_the_job_with_the_gateway_code() {
+        let e = ServiceError::Turn(turn::TurnError::GatewayRefused {
+            code: "PATCH_CANDIDATE_GATEWAY_TOOL",
+            status: "failed",
+        });
+        // The job event's code, and a rejection: the attempt fails, it is not retried.
+        assert_eq!(e.code(), "PATCH_CANDIDATE_GATEWAY_TOOL");
+        assert_eq!(Coded::class(&e), snapshot::FailureClass::Rejected);
+        snapshot::check_message_convention(&e).unwrap();
+    }
 }

@@ -52,6 +52,14 @@ pub enum TurnError {
     /// The turn ended without a completed proposal (nothing to stage).
     #[error("REPOSITORY_PATCH_PROPOSAL_STATUS: isolated coding turn reported {status}")]
     TurnNotCompleted { status: &'static str },
+    /// A live turn ended without a completed proposal after the model gateway refused or cut one
+    /// of its model requests: the gateway's own code (`PATCH_CANDIDATE_GATEWAY_*`, or the
+    /// tunnel's backlog reset), the first such refusal of the turn.
+    #[error("{code}: the model gateway refused or cut a model request; the turn reported {status}")]
+    GatewayRefused {
+        code: &'static str,
+        status: &'static str,
+    },
     /// No editable file could be selected from the approval's scopes.
     #[error("REPOSITORY_PATCH_SELECTION: {detail}")]
     Selection { detail: &'static str },
@@ -96,6 +104,7 @@ impl TurnError {
             Self::Ledger { .. } => "REPOSITORY_USAGE_LEDGER",
             Self::UsageIdentity { .. } => "REPOSITORY_USAGE_IDENTITY",
             Self::TurnNotCompleted { .. } => "REPOSITORY_PATCH_PROPOSAL_STATUS",
+            Self::GatewayRefused { code, .. } => code,
             Self::Selection { .. } => "REPOSITORY_PATCH_SELECTION",
             Self::ImageNotRecorded { .. } => "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
             Self::Snapshot(e) => e.code(),
@@ -187,6 +196,10 @@ mod tests {
             },
             TurnError::UsageIdentity { field: "app_id" },
             TurnError::TurnNotCompleted { status: "failed" },
+            TurnError::GatewayRefused {
+                code: "PATCH_CANDIDATE_GATEWAY_MODEL",
+                status: "failed",
+            },
             TurnError::Selection { detail: "x" },
             TurnError::ImageNotRecorded { live: false },
             TurnError::ImageNotRecorded { live: true },
@@ -215,6 +228,7 @@ mod tests {
                 | TurnError::Ledger { .. }
                 | TurnError::UsageIdentity { .. }
                 | TurnError::TurnNotCompleted { .. }
+                | TurnError::GatewayRefused { .. }
                 | TurnError::Selection { .. }
                 | TurnError::ImageNotRecorded { .. }
                 | TurnError::Tunnel(_)
@@ -230,7 +244,7 @@ mod tests {
     #[test]
     fn every_variant_follows_the_message_convention() {
         let all = samples();
-        assert_eq!(all.len(), 36);
+        assert_eq!(all.len(), 37);
         for e in &all {
             if let Err(violation) = snapshot::check_message_convention(e) {
                 panic!("{violation}");

@@ -156,6 +156,25 @@ pub struct LiveLog {
     pub gateway: GatewayUsage,
 }
 
+impl LiveLog {
+    /// The gateway refusal or cut that explains a failed turn: the first one recorded, leaving
+    /// out the events an agent survives by design (a scrubbed answer, a side call the gateway
+    /// answered itself).
+    #[must_use]
+    pub fn refusal_code(&self) -> Option<&'static str> {
+        self.events
+            .iter()
+            .map(|e| e.code)
+            .find(|code| !SURVIVABLE.contains(code))
+    }
+}
+
+/// Gateway event codes that do not fail a turn.
+const SURVIVABLE: &[&str] = &[
+    gateway::CREDENTIAL_SCRUBBED,
+    "PATCH_CANDIDATE_GATEWAY_SIDE_CALL",
+];
+
 /// The live request: the offline stdin document plus a `live` object.
 ///
 /// # Errors

@@ -322,6 +322,8 @@ async fn gateway_refusals_reach_the_agent_and_the_events_but_do_not_fail_the_tur
             "PATCH_CANDIDATE_GATEWAY_TARGET"
         ]
     );
+    // Should the turn fail, the first refusal explains it.
+    assert_eq!(log.refusal_code(), Some("PATCH_CANDIDATE_GATEWAY_MODEL"));
     assert_eq!(
         (
             log.gateway.requests,
@@ -1226,4 +1228,19 @@ async fn r_resetting_each_channel_as_text_starts_does_not_dodge_the_token_budget
     );
     let codes: Vec<&str> = log.events.iter().map(|e| e.code).collect();
     assert_eq!(codes, vec!["PATCH_CANDIDATE_GATEWAY_BUDGET_TOKENS"; 3]);
+}
+
+#[test]
+fn the_refusal_code_skips_the_events_an_agent_survives() {
+    let event = |channel, code| LiveEvent { channel, code };
+    let mut log = LiveLog::default();
+    assert_eq!(log.refusal_code(), None);
+    log.events.push(event(1, gateway::CREDENTIAL_SCRUBBED));
+    log.events
+        .push(event(2, "PATCH_CANDIDATE_GATEWAY_SIDE_CALL"));
+    assert_eq!(log.refusal_code(), None);
+    log.events.push(event(3, "PATCH_CANDIDATE_GATEWAY_TOOL"));
+    log.events
+        .push(event(4, "PATCH_CANDIDATE_GATEWAY_USAGE_MISSING"));
+    assert_eq!(log.refusal_code(), Some("PATCH_CANDIDATE_GATEWAY_TOOL"));
 }

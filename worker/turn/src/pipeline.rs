@@ -298,6 +298,15 @@ pub async fn run_live_pipeline<R: ContainerRuntime + Clone + 'static>(
     run(runtime, req, Some(live)).await
 }
 
+/// The error of a turn without a completed proposal: a live turn whose model requests the
+/// gateway refused or cut carries the gateway's code.
+fn not_completed(status: &'static str, live: Option<&LiveLog>) -> TurnError {
+    match live.and_then(LiveLog::refusal_code) {
+        Some(code) => TurnError::GatewayRefused { code, status },
+        None => TurnError::TurnNotCompleted { status },
+    }
+}
+
 async fn run<R: ContainerRuntime + Clone + 'static>(
     runtime: &R,
     req: PipelineRequest<'_>,
@@ -351,9 +360,10 @@ async fn run<R: ContainerRuntime + Clone + 'static>(
     .unwrap_or(false);
 
     if turn.proposal.status != ProposalStatus::Completed {
-        return Err(TurnError::TurnNotCompleted {
-            status: turn.proposal.status.as_str(),
-        });
+        return Err(not_completed(
+            turn.proposal.status.as_str(),
+            live_log.as_ref(),
+        ));
     }
     let verified_archive = turn
         .workspace_archive
@@ -405,7 +415,38 @@ async fn run<R: ContainerRuntime + Clone + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live_exchange::LiveEvent;
     use snapshot::DefaultPathPolicy;
+
+    #[test]
+    fn a_live_turn_that_failed_after_a_gateway_refusal_carries_its_code() {
+        let offline = not_completed("failed", None);
+        assert_eq!(offline.code(), "REPOSITORY_PATCH_PROPOSAL_STATUS");
+        let mut log = LiveLog::default();
+        assert_eq!(
+            not_completed("failed", Some(&log)).code(),
+            "REPOSITORY_PATCH_PROPOSAL_STATUS"
+        );
+        log.events.push(LiveEvent {
+            channel: 1,
+            code: "PATCH_CANDIDATE_GATEWAY_SIDE_CALL",
+        });
+        assert_eq!(
+            not_completed("failed", Some(&log)).code(),
+            "REPOSITORY_PATCH_PROPOSAL_STATUS"
+        );
+        log.events.push(LiveEvent {
+            channel: 3,
+            code: "PATCH_CANDIDATE_GATEWAY_MODEL",
+        });
+        let e = not_completed("failed", Some(&log));
+        assert_eq!(e.code(), "PATCH_CANDIDATE_GATEWAY_MODEL");
+        assert_eq!(
+            e.to_string(),
+            "PATCH_CANDIDATE_GATEWAY_MODEL: the model gateway refused or cut a model request; the turn reported failed"
+        );
+        assert_eq!(snapshot::Coded::class(&e), snapshot::FailureClass::Rejected);
+    }
 
     fn git(dir: &Path, args: &[&str]) -> String {
         let out = std::process::Command::new("git")
