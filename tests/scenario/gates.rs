@@ -147,6 +147,16 @@ async fn run(
     repo: &Path,
     cand: &RepositoryPatchCandidate,
 ) -> gate::GateResult {
+    run_under(env, defs, repo, cand, RunContext::default()).await
+}
+
+async fn run_under(
+    env: &Env,
+    defs: &GateDefinitions,
+    repo: &Path,
+    cand: &RepositoryPatchCandidate,
+    ctx: RunContext<'_>,
+) -> gate::GateResult {
     let base = BaselineTree::load(repo, cand.baseline_commit_sha()).unwrap();
     let cache = BaselineCache::open(env.state.path()).unwrap();
     evaluate_gate(
@@ -155,7 +165,7 @@ async fn run(
         &base,
         cand,
         &cache,
-        RunContext::default(),
+        ctx,
     )
     .await
     .unwrap()
@@ -410,6 +420,234 @@ def mul(a, b):
     assert_eq!(c.new_failures.ids, vec!["test_calc::test_mul".to_owned()]);
     assert_eq!(own_containers(&env.docker).await, 0);
     tally("docker_gate_hostile_candidates_end_honestly");
+}
+
+/// `code` appended to a broken `calc.py` (so `test_mul` must fail): the gate must still report
+/// exactly that failure, whatever the code tried.
+async fn hostile_broken(env: &Env, code: &str, wall_seconds: u64) -> gate::GateResult {
+    let broken = CALC.replace("a * b", "a + b");
+    hostile_with(env, &format!("{broken}\n{code}\n"), wall_seconds).await
+}
+
+async fn hostile_with(env: &Env, calc: &str, wall_seconds: u64) -> gate::GateResult {
+    let (dir, commit) = small_repo();
+    let defs = definitions(&env.image, wall_seconds, "");
+    let cand = candidate(&commit, &[("calc.py", Some(CALC), calc)]);
+    let r = run(env, &defs, dir.path(), &cand).await;
+    verify_evidence(&r.file, &cand, Some(&r.digest)).unwrap();
+    assert_eq!(
+        own_containers(&env.docker).await,
+        0,
+        "a gate container was left behind"
+    );
+    r
+}
+
+fn assert_only_mul_fails(r: &gate::GateResult, case: &str) {
+    assert_eq!(
+        r.evidence.outcome,
+        GateOutcome::Failed,
+        "{case}: {:?} {}",
+        r.evidence.code,
+        r.evidence.log.tail
+    );
+    let c = r.evidence.comparison.clone().unwrap();
+    assert_eq!(
+        c.new_failures.ids,
+        vec!["test_calc::test_mul".to_owned()],
+        "{case}"
+    );
+}
+
+/// Resource attacks, JUnit bombs written after pytest's own report (an `atexit` hook), and
+/// attacks on the runner itself, each through the host's gate path (real container, real
+/// runner, evidence verified, no container left).
+#[tokio::test]
+async fn docker_gate_hostile_resources_junit_bombs_and_runner_attacks() {
+    let _lock = docker_lock().lock().await;
+    let Some(env) = env().await else { return };
+
+    // A thread bomb runs into the pids limit: never a pass.
+    let threads = "import threading, time\nts = []\ntry:\n    while True:\n        t = threading.Thread(target=time.sleep, args=(60,), daemon=True)\n        t.start()\n        ts.append(t)\nexcept Exception:\n    pass";
+    let r = hostile_with(&env, &format!("{threads}\n{CALC}"), 20).await;
+    assert_ne!(r.evidence.outcome, GateOutcome::Passed, "thread bomb");
+
+    // A memory balloon past the 512 MiB limit: killed, never a pass.
+    let balloon = "chunks = []\nwhile True:\n    chunks.append(bytearray(64 << 20))";
+    let r = hostile_with(&env, &format!("{balloon}\n{CALC}"), 60).await;
+    assert_ne!(r.evidence.outcome, GateOutcome::Passed, "memory balloon");
+
+    // A 1 GiB (sparse) JUnit file replaces pytest's report: refused by its size before it is
+    // read, so the run is not a pass.
+    let huge = "import atexit\ndef _junit():\n    with open('/workspace/.gate-junit.xml', 'wb') as f:\n        f.truncate(1 << 30)\natexit.register(_junit)";
+    let r = hostile_with(&env, &format!("{CALC}\n{huge}"), 60).await;
+    assert_ne!(r.evidence.outcome, GateOutcome::Passed, "1 GiB JUnit");
+
+    // An entity bomb and a 100k-deep document in place of the report: refused, not a pass.
+    let lol = "<?xml version=\"1.0\"?>\\n<!DOCTYPE lolz [<!ENTITY lol \"lol\"><!ENTITY lol2 \"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\">]>\\n<testsuites><testsuite name=\"&lol2;\" tests=\"1\"><testcase classname=\"test_calc\" name=\"test_mul\"/></testsuite></testsuites>";
+    let entity = format!(
+        "import atexit\ndef _junit():\n    open('/workspace/.gate-junit.xml', 'w').write(\"{lol}\")\natexit.register(_junit)"
+    );
+    let r = hostile_with(&env, &format!("{CALC}\n{entity}"), 60).await;
+    assert_ne!(r.evidence.outcome, GateOutcome::Passed, "entity bomb");
+    let deep = "import atexit\ndef _junit():\n    open('/workspace/.gate-junit.xml', 'w').write('<testsuites>' + '<a>' * 100000 + '</a>' * 100000 + '</testsuites>')\natexit.register(_junit)";
+    let r = hostile_with(&env, &format!("{CALC}\n{deep}"), 60).await;
+    assert_ne!(r.evidence.outcome, GateOutcome::Passed, "deep JUnit");
+
+    // A forged all-passing report over a broken `mul`: the runner's own wait saw pytest exit
+    // non-zero, so a report that disagrees with the exit status is an error, never a pass.
+    let forged = "import atexit, os\ndef _junit():\n    open('/workspace/.gate-junit.xml', 'w').write('<testsuites><testsuite name=\"s\" tests=\"2\" failures=\"0\" errors=\"0\"><testcase classname=\"test_calc\" name=\"test_add\"/><testcase classname=\"test_calc\" name=\"test_mul\"/></testsuite></testsuites>')\natexit.register(_junit)";
+    let broken = CALC.replace("a * b", "a + b");
+    let r = hostile_with(&env, &format!("{broken}\n{forged}"), 60).await;
+    assert_ne!(r.evidence.outcome, GateOutcome::Passed, "forged report");
+
+    // Attacks on the runner and the sandbox: ptrace the runner (PID 1), read its memory,
+    // environment and descriptors, signal it and every process, open sockets. Each attempt's
+    // result is printed; none may succeed, and the broken `mul` still fails exactly.
+    let probes = r#"
+import ctypes, os, signal, socket
+def _probe(name, f):
+    try:
+        f()
+        print(f"PROBE {name}=OK", flush=True)
+    except Exception as e:
+        print(f"PROBE {name}=DENIED {type(e).__name__}", flush=True)
+def _ptrace():
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.ptrace(16, 1, None, None) != 0:
+        raise OSError(ctypes.get_errno(), "ptrace")
+def _read(path):
+    def f():
+        with open(path, "rb") as fh:
+            if not fh.read(64):
+                raise OSError("empty")
+    return f
+def _mem():
+    with open("/proc/1/mem", "rb") as fh:
+        fh.seek(0x400000)
+        fh.read(16)
+def _fd():
+    os.readlink("/proc/1/fd/1")
+def _inet():
+    socket.create_connection(("1.1.1.1", 53), timeout=2)
+def _udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(b"x", ("8.8.8.8", 53))
+    s.recvfrom(1)
+_probe("ptrace", _ptrace)
+_probe("environ", _read("/proc/1/environ"))
+_probe("cmdline", _read("/proc/1/cmdline"))
+_probe("mem", _mem)
+_probe("fd", _fd)
+_probe("inet", _inet)
+_probe("udp", _udp)
+for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSTOP):
+    try:
+        os.kill(1, sig)
+    except OSError:
+        pass
+try:
+    os.kill(-1, signal.SIGKILL)
+except OSError:
+    pass
+"#;
+    let r = hostile_broken(&env, probes, 60).await;
+    // `kill(-1)` may end pytest itself (it cannot reach the runner): then there is no report,
+    // which is an honest failure or error; otherwise exactly the broken test fails.
+    assert_ne!(r.evidence.outcome, GateOutcome::Passed, "runner attacks");
+    if r.evidence.outcome == GateOutcome::Failed && r.evidence.comparison.is_some() {
+        assert_only_mul_fails(&r, "runner attacks");
+    }
+    assert!(
+        !r.evidence.log.tail.contains("=OK"),
+        "a probe succeeded: {}",
+        r.evidence.log.tail
+    );
+
+    // The same probes without the process-wide kill: the report must arrive and be exact.
+    let probes_only = probes
+        .split("for sig in")
+        .next()
+        .unwrap_or(probes)
+        .to_owned();
+    let r = hostile_broken(&env, &probes_only, 60).await;
+    assert_only_mul_fails(&r, "probes");
+    assert!(
+        r.evidence.log.tail.contains("PROBE ptrace=DENIED")
+            || !r.evidence.log.tail.contains("PROBE "),
+        "{}",
+        r.evidence.log.tail
+    );
+    assert!(
+        !r.evidence.log.tail.contains("=OK"),
+        "a probe succeeded: {}",
+        r.evidence.log.tail
+    );
+    tally("docker_gate_hostile_resources_junit_bombs_and_runner_attacks");
+}
+
+/// The gate under gVisor: the same verdicts (a broken function fails exactly its test, a
+/// harmless candidate passes with the baseline cached), the evidence naming the runtime.
+#[tokio::test]
+async fn docker_gate_runsc_verdicts() {
+    let _lock = docker_lock().lock().await;
+    let Some(env) = env().await else { return };
+    let facts = env.docker.daemon_facts().await.unwrap();
+    if let Err(e) = container::RuntimeProfile::Runsc.verify_registration(&facts.runtimes) {
+        assert!(
+            std::env::var("PATCH_CANDIDATE_REQUIRE_DOCKER").as_deref() != Ok("1"),
+            "runsc is required (PATCH_CANDIDATE_REQUIRE_DOCKER=1) but unusable: {e}"
+        );
+        eprintln!("SKIPPED (runsc unusable, PATCH_CANDIDATE_REQUIRE_DOCKER unset): {e}");
+        return;
+    }
+    let runsc: container::RuntimeName = "runsc".parse().unwrap();
+    let ctx = || RunContext {
+        runtime: Some(&runsc),
+        job: None,
+    };
+    let (dir, commit) = small_repo();
+    let defs = definitions(&env.image, 120, "");
+    let broken = candidate(
+        &commit,
+        &[("calc.py", Some(CALC), &CALC.replace("a * b", "a + b"))],
+    );
+    let r = run_under(&env, &defs, dir.path(), &broken, ctx()).await;
+    assert_eq!(r.evidence.outcome, GateOutcome::Failed, "{:?}", r.evidence);
+    assert_eq!(r.evidence.runtime, "runsc");
+    let c = r.evidence.comparison.clone().unwrap();
+    assert_eq!(c.new_failures.ids, vec!["test_calc::test_mul".to_owned()]);
+    verify_evidence(&r.file, &broken, Some(&r.digest)).unwrap();
+
+    let fine = candidate(&commit, &[("extra.py", None, "X = 1\n")]);
+    let r2 = run_under(&env, &defs, dir.path(), &fine, ctx()).await;
+    assert_eq!(
+        r2.evidence.outcome,
+        GateOutcome::Passed,
+        "{:?}",
+        r2.evidence
+    );
+    assert_eq!((r2.baseline, r2.containers_run), (BaselineUse::Cached, 1));
+
+    // Sleeping past the deadline under runsc: timed out, nothing left.
+    let sleepy = candidate(
+        &commit,
+        &[(
+            "calc.py",
+            Some(CALC),
+            &format!("import time\ntime.sleep(120)\n{CALC}"),
+        )],
+    );
+    let defs5 = definitions(&env.image, 5, "");
+    let r3 = run_under(&env, &defs5, dir.path(), &sleepy, ctx()).await;
+    assert_eq!(
+        r3.evidence.outcome,
+        GateOutcome::TimedOut,
+        "{:?}",
+        r3.evidence.code
+    );
+    assert_eq!(own_containers(&env.docker).await, 0);
+    tally("docker_gate_runsc_verdicts");
 }
 
 pub const RUST_GATE_IMAGE: &str = "patch-candidate-gate-rust:local";
