@@ -66,7 +66,8 @@ TOML
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 timeit() { # label command...
-  if command -v hyperfine >/dev/null; then
+  # hyperfine runs commands in its own shell, which cannot see this script's functions.
+  if command -v hyperfine >/dev/null && [ "$(type -t "$1")" != function ]; then
     hyperfine --warmup 1 --runs "$RUNS" --export-json "$WORK/h.json" "$*" >&2
     python3 -c "import json;print(json.load(open('$WORK/h.json'))['results'][0]['median'])"
   else
