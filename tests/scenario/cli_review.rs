@@ -12,6 +12,11 @@ use crate::service::bin;
 
 /// A candidate creating `src/new.py` with `body`, requiring `gates`, stored in `store`.
 fn stored(store: &Path, gates: &[&str], body: &str) -> String {
+    stored_at(store, gates, body, &"c".repeat(40))
+}
+
+/// [`stored`] at the baseline commit `commit`.
+fn stored_at(store: &Path, gates: &[&str], body: &str, commit: &str) -> String {
     let file = RepositoryPatchFile::new(
         RepoPath::parse("src/new.py").unwrap(),
         FileOp::Create,
@@ -23,7 +28,8 @@ fn stored(store: &Path, gates: &[&str], body: &str) -> String {
     .unwrap();
     let fields = CandidateFields {
         repository_full_name: "o/n".into(),
-        baseline_commit_sha: "c".repeat(40),
+        handoff_id: "handoff-1".into(),
+        baseline_commit_sha: commit.to_owned(),
         approved_plan_digest: "0".repeat(64),
         required_validation_gates: gates.iter().map(|g| (*g).to_owned()).collect(),
         ..CandidateFields::default()
@@ -169,4 +175,155 @@ fn cli_review_accept_refuses_an_unclean_policy_and_never_prints_the_secret() {
     let v: serde_json::Value = serde_json::from_slice(&forced.stdout).unwrap();
     assert_eq!(v["decision"]["overridden"][0]["kind"], "policy");
     assert!(!String::from_utf8_lossy(&forced.stdout).contains(secret));
+}
+
+fn git_out(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn publish(
+    state: &Path,
+    store: &Path,
+    repo: &Path,
+    remote: &Path,
+    digest: &str,
+    branch: &str,
+) -> Output {
+    bin()
+        .env("PATCH_CANDIDATE_STATE_DIR", state)
+        .arg("--json")
+        .args(["publish", digest, "--store"])
+        .arg(store)
+        .arg("--repo")
+        .arg(repo)
+        .arg("--remote")
+        .arg(remote)
+        .args(["--branch", branch, "--base", "main"])
+        .output()
+        .unwrap()
+}
+
+/// review accept → publish: only an accepted candidate is published, as one commit on a new
+/// branch of a real bare remote whose tree is the baseline plus the candidate, with the
+/// recorded id; a second publish and a taken branch name are refused; the user's repository
+/// is untouched.
+#[test]
+fn cli_publish_lands_an_accepted_candidate_once_on_a_new_branch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let store = tmp.path().join("candidates");
+    let (repo, commit) = crate::support::git_repo(&std::collections::BTreeMap::from([
+        ("README.md", "hello\n".to_owned()),
+        ("src/app.py", "print('app')\n".to_owned()),
+    ]));
+    git_out(repo.path(), &["branch", "-M", "main"]);
+    let remote = tmp.path().join("remote.git");
+    let cloned = std::process::Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(repo.path())
+        .arg(&remote)
+        .status()
+        .unwrap();
+    assert!(cloned.success());
+    let before = (
+        git_out(repo.path(), &["rev-parse", "HEAD"]),
+        git_out(repo.path(), &["status", "--porcelain", "--ignored"]),
+        git_out(repo.path(), &["for-each-ref"]),
+    );
+
+    let digest = stored_at(&store, &[], "print('new')\n", &commit);
+    let out = publish(
+        &state,
+        &store,
+        repo.path(),
+        &remote,
+        &digest,
+        "candidate/one",
+    );
+    assert_eq!(code(&out), "PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED");
+
+    let out = review(&state, &store, &["accept", &digest]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = publish(
+        &state,
+        &store,
+        repo.path(),
+        &remote,
+        &digest,
+        "candidate/one",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = record["commit_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        git_out(&remote, &["rev-parse", "refs/heads/candidate/one"]),
+        id
+    );
+    assert_eq!(git_out(&remote, &["rev-parse", &format!("{id}^")]), commit);
+    assert_eq!(
+        git_out(&remote, &["show", &format!("{id}:src/new.py")]),
+        "print('new')"
+    );
+    assert_eq!(
+        git_out(&remote, &["ls-tree", "-r", "--name-only", &id]),
+        "README.md\nsrc/app.py\nsrc/new.py"
+    );
+    assert_eq!(git_out(&remote, &["rev-parse", "refs/heads/main"]), commit);
+
+    // The publication joined the review history; a second publish is refused.
+    let out = review(&state, &store, &["show", &digest]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["publication"]["commit_id"], id.as_str());
+    let out = publish(
+        &state,
+        &store,
+        repo.path(),
+        &remote,
+        &digest,
+        "candidate/two",
+    );
+    assert_eq!(code(&out), "PATCH_CANDIDATE_REVIEW_PUBLISHED");
+
+    // Another accepted candidate cannot take the branch.
+    let other = stored_at(&store, &[], "print('other')\n", &commit);
+    assert!(review(&state, &store, &["accept", &other]).status.success());
+    let out = publish(
+        &state,
+        &store,
+        repo.path(),
+        &remote,
+        &other,
+        "candidate/one",
+    );
+    assert_eq!(code(&out), "PATCH_CANDIDATE_PUBLISH_BRANCH_EXISTS");
+    assert_eq!(
+        git_out(&remote, &["rev-parse", "refs/heads/candidate/one"]),
+        id
+    );
+
+    let after = (
+        git_out(repo.path(), &["rev-parse", "HEAD"]),
+        git_out(repo.path(), &["status", "--porcelain", "--ignored"]),
+        git_out(repo.path(), &["for-each-ref"]),
+    );
+    assert_eq!(before, after, "the user's repository changed");
 }

@@ -22,6 +22,7 @@ mod outfile;
 mod paths;
 mod plan_args;
 mod policy_cmd;
+mod publish_cmd;
 mod render;
 mod review_cmd;
 mod run_cmd;
@@ -110,6 +111,10 @@ enum Command {
     /// reject, or ask for a retry (local candidate store; docs/REVIEW.md).
     #[command(subcommand)]
     Review(review_cmd::ReviewCommand),
+    /// Publish an accepted candidate: one deterministic commit (its id printed before the
+    /// push) on a new branch of the remote, created only if absent, after the base branch's tip
+    /// is rechecked against the candidate's baseline (docs/REVIEW.md).
+    Publish(Box<publish_cmd::PublishArgs>),
     /// Print the digest of a candidate JSON file.
     Digest(finalize_cmd::DigestArgs),
     /// Re-validate a candidate's structure and digest; --digest binds it to the digest you expect;
@@ -151,6 +156,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Finalize(args) => finalize_cmd::finalize(&args),
         Command::Gate(args) => gate_cmd::run(&args),
         Command::Review(command) => review_cmd::run(&command),
+        Command::Publish(args) => publish_cmd::run(&args),
         Command::Digest(args) => finalize_cmd::digest(&args),
         Command::Verify(args) => finalize_cmd::verify(&args),
         Command::Show(args) => finalize_cmd::show(&args),

@@ -69,13 +69,13 @@ pub(crate) struct DecideArgs {
 }
 
 /// A candidate as found: the value, its digest, and the folder its evidence lives in.
-struct Found {
-    candidate: RepositoryPatchCandidate,
-    digest: Sha256,
+pub(crate) struct Found {
+    pub(crate) candidate: RepositoryPatchCandidate,
+    pub(crate) digest: Sha256,
     evidence_dir: PathBuf,
 }
 
-fn find(args: &CandidateArgs, state: &Path) -> Result<Found, CliError> {
+pub(crate) fn find(args: &CandidateArgs, state: &Path) -> Result<Found, CliError> {
     if args.candidate.starts_with("sha256:") {
         let digest = parse_digest_flag("CANDIDATE", &args.candidate)?;
         let dir = args
