@@ -217,9 +217,9 @@ async fn docker_live_e2e_codex_edits_and_creates_through_the_gateway() {
     tally("docker_live_e2e_codex_edits_and_creates_through_the_gateway");
 }
 
-/// A refusal by the gateway ends the turn without a candidate (the agent's turn fails on the
-/// HTTP error, so the proposal is not `completed`: `REPOSITORY_PATCH_PROPOSAL_STATUS`), the
-/// container is gone, and the key reached only the upstream.
+/// A refusal by the gateway ends the turn without a candidate, with the gateway's own refusal
+/// code as the turn's error (not the generic proposal status), the container gone, and the key
+/// reached only the upstream.
 async fn refused_case(
     name: &str,
     config: GatewayConfig,
@@ -269,14 +269,14 @@ async fn docker_live_e2e_gateway_refusals() {
         120,
     )
     .await;
-    assert_eq!(codes(&outcome), "err: REPOSITORY_PATCH_PROPOSAL_STATUS");
+    assert_eq!(codes(&outcome), "err: PATCH_CANDIDATE_GATEWAY_MODEL");
     assert!(upstream.requests().is_empty());
 
     // An oversized body.
     let mut small = GatewayConfig::for_model(MODEL);
     small.max_request_body_bytes = 1024;
     let (outcome, upstream) = refused_case("body", small, vec![Reply::message("never")], 120).await;
-    assert_eq!(codes(&outcome), "err: REPOSITORY_PATCH_PROPOSAL_STATUS");
+    assert_eq!(codes(&outcome), "err: PATCH_CANDIDATE_GATEWAY_BODY_SIZE");
     assert!(upstream.requests().is_empty());
 
     // A body deeper than the pre-scan allows (Codex's bodies nest a few levels): refused from
@@ -285,7 +285,7 @@ async fn docker_live_e2e_gateway_refusals() {
     shallow.max_request_body_depth = 2;
     let (outcome, upstream) =
         refused_case("depth", shallow, vec![Reply::message("never")], 120).await;
-    assert_eq!(codes(&outcome), "err: REPOSITORY_PATCH_PROPOSAL_STATUS");
+    assert_eq!(codes(&outcome), "err: PATCH_CANDIDATE_GATEWAY_BODY_DEPTH");
     assert!(upstream.requests().is_empty());
 
     // Too many requests: the budget allows one, the script needs two.
@@ -301,7 +301,7 @@ async fn docker_live_e2e_gateway_refusals() {
         120,
     )
     .await;
-    assert_eq!(codes(&outcome), "err: REPOSITORY_PATCH_PROPOSAL_STATUS");
+    assert_eq!(codes(&outcome), "err: PATCH_CANDIDATE_GATEWAY_BUDGET_REQUESTS");
     assert_eq!(upstream.requests().len(), 1);
     tally("docker_live_e2e_gateway_refusals");
 }
