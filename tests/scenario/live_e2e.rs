@@ -301,7 +301,10 @@ async fn docker_live_e2e_gateway_refusals() {
         120,
     )
     .await;
-    assert_eq!(codes(&outcome), "err: PATCH_CANDIDATE_GATEWAY_BUDGET_REQUESTS");
+    assert_eq!(
+        codes(&outcome),
+        "err: PATCH_CANDIDATE_GATEWAY_BUDGET_REQUESTS"
+    );
     assert_eq!(upstream.requests().len(), 1);
     tally("docker_live_e2e_gateway_refusals");
 }
