@@ -302,4 +302,5 @@ async fn docker_service_review_decisions_are_bound_to_the_digest_and_the_princip
             "the token is in {path}"
         );
     }
+    tally("docker_service_review_decisions_are_bound_to_the_digest_and_the_principal");
 }
