@@ -289,8 +289,7 @@ impl GitSnapshot {
         validate_commit_text(commit)?;
         let deadline = Deadline::start(limit)?;
         let loaded = (|| {
-            let git_dir = discover_git_dir(&deadline, repo, path_var)?;
-            verify_commit_object(&deadline, &git_dir, commit, path_var)?;
+            let git_dir = commit_git_dir(&deadline, repo, commit, path_var)?;
             let (raw_entries, blobs) = read_tree(&deadline, &git_dir, commit, path_var)?;
             Ok((git_dir, raw_entries, blobs))
         })();
@@ -763,6 +762,18 @@ fn discover_git_dir(
         return Err(git_error("rev-parse printed an unexpected git directory"));
     }
     Ok(PathBuf::from(OsString::from_vec(path)))
+}
+
+/// The repository's git directory, once `commit` is known to name a commit object in it.
+fn commit_git_dir(
+    deadline: &Deadline,
+    repo: &Path,
+    commit: &str,
+    path_var: Option<&OsStr>,
+) -> Result<PathBuf, SnapshotError> {
+    let git_dir = discover_git_dir(deadline, repo, path_var)?;
+    verify_commit_object(deadline, &git_dir, commit, path_var)?;
+    Ok(git_dir)
 }
 
 /// Checks that `commit` names an object of type commit (a tag or tree is refused, not peeled).

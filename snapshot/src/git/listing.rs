@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use super::process::{Deadline, git_error};
 use super::{
-    GIT_DEADLINE, MAX_LS_TREE_RECORD_BYTES, ObjectType, READ_BUFFER_BYTES, discover_git_dir,
-    git_command_with_path, is_object_id, validate_commit_text, verify_commit_object,
+    GIT_DEADLINE, MAX_LS_TREE_RECORD_BYTES, READ_BUFFER_BYTES, commit_git_dir,
+    git_command_with_path, is_object_id, validate_commit_text,
 };
 use crate::error::SnapshotError;
 
@@ -110,8 +110,7 @@ impl TreeListing {
         validate_commit_text(commit)?;
         let deadline = Deadline::start(limit)?;
         let loaded = (|| {
-            let git_dir = discover_git_dir(&deadline, repo, path_var)?;
-            verify_commit_object(&deadline, &git_dir, commit, path_var)?;
+            let git_dir = commit_git_dir(&deadline, repo, commit, path_var)?;
             let mut ls = deadline.spawn(
                 git_command_with_path(path_var, Some(&git_dir))
                     .args(["ls-tree", "-r", "-l", "-z", "--full-tree", commit])
@@ -216,21 +215,18 @@ fn parse_long_record(record: &[u8]) -> Result<ListedEntry, SnapshotError> {
                 return Err(malformed());
             }
             (
-                ObjectType::Blob,
+                ListedKind::Blob,
                 Some(size.parse::<u64>().map_err(|_| malformed())?),
             )
         }
-        ("commit", "-") => (ObjectType::Commit, None),
+        ("commit", "-") => (ListedKind::Commit, None),
         _ => return Err(malformed()),
     };
     Ok(ListedEntry {
         raw_path: path.to_vec(),
         mode: mode.to_owned(),
         object_id: oid.to_owned(),
-        kind: match kind {
-            ObjectType::Blob => ListedKind::Blob,
-            ObjectType::Commit | ObjectType::Tree => ListedKind::Commit,
-        },
+        kind,
         size,
     })
 }

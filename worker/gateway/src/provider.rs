@@ -13,7 +13,6 @@ use crate::body::{PolicyFields, extract, extract_fields, prescan};
 use crate::config::GatewayConfig;
 use crate::credential::Credential;
 use crate::error::GatewayError;
-use crate::http1::RequestHead;
 
 /// Token counts of one answer, as the upstream reported them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -195,7 +194,7 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// on a server-side feature.
     fn derived_headers(
         &self,
-        _head: &RequestHead,
+        _headers: &[(String, String)],
     ) -> Result<Vec<(&'static str, String)>, GatewayError> {
         Ok(Vec::new())
     }
@@ -555,16 +554,20 @@ impl Provider for AnthropicMessages {
 
     fn derived_headers(
         &self,
-        head: &RequestHead,
+        headers: &[(String, String)],
     ) -> Result<Vec<(&'static str, String)>, GatewayError> {
-        let version = match head.header("anthropic-version") {
+        let version = headers
+            .iter()
+            .find(|(n, _)| n == "anthropic-version")
+            .map(|(_, v)| v.as_str());
+        let version = match version {
             None => ANTHROPIC_VERSION,
             Some(v) if is_date(v) => v,
             Some(_) => return Err(GatewayError::Header),
         };
         let mut out = vec![("anthropic-version", version.to_owned())];
         let mut betas: Vec<&str> = Vec::new();
-        for (_, value) in head.headers.iter().filter(|(n, _)| n == "anthropic-beta") {
+        for (_, value) in headers.iter().filter(|(n, _)| n == "anthropic-beta") {
             for flag in value.split(',').map(str::trim) {
                 if flag.is_empty()
                     || flag.len() > 64

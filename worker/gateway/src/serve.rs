@@ -676,7 +676,11 @@ impl TurnGateway {
                 builder = builder.header(*name, value);
             }
         }
-        for (name, value) in gw.provider.derived_headers(head).map_err(Failure::Refuse)? {
+        for (name, value) in gw
+            .provider
+            .derived_headers(&head.headers)
+            .map_err(Failure::Refuse)?
+        {
             let value = http::HeaderValue::from_str(&value)
                 .map_err(|_| Failure::Refuse(GatewayError::Header))?;
             builder = builder.header(name, value);
