@@ -455,7 +455,8 @@ fn assert_only_mul_fails(r: &gate::GateResult, case: &str) {
     assert_eq!(
         c.new_failures.ids,
         vec!["test_calc::test_mul".to_owned()],
-        "{case}"
+        "{case}: {}",
+        r.evidence.log.tail
     );
 }
 
@@ -515,9 +516,11 @@ async fn docker_gate_hostile_resources_junit_bombs_and_runner_attacks() {
     // result is printed; none may succeed, and the broken `mul` still fails exactly.
     let probes = r#"
 import ctypes, os, signal, socket
+_ESCAPED = []
 def _probe(name, f):
     try:
         f()
+        _ESCAPED.append(name)
         print(f"PROBE {name}=OK", flush=True)
     except Exception as e:
         print(f"PROBE {name}=DENIED {type(e).__name__}", flush=True)
@@ -545,11 +548,16 @@ def _udp():
     s.recvfrom(1)
 _probe("ptrace", _ptrace)
 _probe("environ", _read("/proc/1/environ"))
-_probe("cmdline", _read("/proc/1/cmdline"))
 _probe("mem", _mem)
 _probe("fd", _fd)
 _probe("inet", _inet)
 _probe("udp", _udp)
+# pytest captures what collection prints, so the log tail need not show the probes: a probe
+# that succeeds also breaks `add` (returning the names), which the exact-failure assertion
+# reports. (`/proc/1/cmdline` is world-readable by design and holds no secret: not probed.)
+if _ESCAPED:
+    def add(a, b):
+        return list(_ESCAPED)
 for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSTOP):
     try:
         os.kill(1, sig)
