@@ -45,7 +45,8 @@ pub const NODE: &str = "/bin/node";
 /// Gemini CLI's bundle in its live image.
 pub const GEMINI_ENTRY: &str = "/opt/gemini/bundle/gemini.js";
 /// `claude-agent-acp` in the Claude live image.
-pub const CLAUDE_ENTRY: &str = "/opt/claude/node_modules/@agentclientprotocol/claude-agent-acp/dist/index.js";
+pub const CLAUDE_ENTRY: &str =
+    "/opt/claude/node_modules/@agentclientprotocol/claude-agent-acp/dist/index.js";
 /// The native `claude` binary in the Claude live image.
 pub const CLAUDE_EXECUTABLE: &str = "/opt/claude/claude";
 
@@ -126,7 +127,10 @@ pub fn adapter(agent: LiveAgent, model: &str, port: u16) -> Adapter {
             program: PathBuf::from(NODE),
             args: vec![CLAUDE_ENTRY.to_owned()],
             env: vec![
-                ("CLAUDE_CODE_EXECUTABLE".to_owned(), CLAUDE_EXECUTABLE.to_owned()),
+                (
+                    "CLAUDE_CODE_EXECUTABLE".to_owned(),
+                    CLAUDE_EXECUTABLE.to_owned(),
+                ),
                 // No telemetry, error reports or auto-update (none could leave anyway).
                 (
                     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".to_owned(),
@@ -194,7 +198,13 @@ mod tests {
         assert_eq!(a.acp, AcpSetup::offline());
         let flags: Vec<&str> = a.args.iter().step_by(2).map(String::as_str).collect();
         assert!(flags.iter().all(|f| *f == "-c"));
-        let values: Vec<&str> = a.args.iter().skip(1).step_by(2).map(String::as_str).collect();
+        let values: Vec<&str> = a
+            .args
+            .iter()
+            .skip(1)
+            .step_by(2)
+            .map(String::as_str)
+            .collect();
         assert_eq!(
             values,
             vec![
@@ -212,7 +222,10 @@ mod tests {
     fn gemini_and_claude_get_the_gateway_through_acp_and_no_client_fs() {
         let g = adapter(LiveAgent::Gemini, "gemini-2.5-flash", 9000);
         assert_eq!(g.program, PathBuf::from(NODE));
-        assert_eq!(g.args, [GEMINI_ENTRY, "--acp", "--model", "gemini-2.5-flash"]);
+        assert_eq!(
+            g.args,
+            [GEMINI_ENTRY, "--acp", "--model", "gemini-2.5-flash"]
+        );
         let c = adapter(LiveAgent::Claude, "claude-sonnet-4-5", 9000);
         assert_eq!(c.args, [CLAUDE_ENTRY]);
         assert!(c.env.contains(&(

@@ -586,7 +586,10 @@ mod tests {
         image.agent_from_request = true;
         let cfg = live_config(&image, &spec);
         assert_eq!(cfg.agent, std::path::PathBuf::from(NODE));
-        assert_eq!(cfg.agent_args.first().map(String::as_str), Some(GEMINI_ENTRY));
+        assert_eq!(
+            cfg.agent_args.first().map(String::as_str),
+            Some(GEMINI_ENTRY)
+        );
         assert!(!cfg.acp.client_fs);
         assert!(cfg.acp.gateway.is_some());
         // PATH and HOME stay first; the adapter's settings follow.
@@ -602,7 +605,10 @@ mod tests {
             },
         );
         assert_eq!(cfg.agent, std::path::PathBuf::from("python3"));
-        assert_eq!(cfg.agent_args.first().map(String::as_str), Some("script.py"));
+        assert_eq!(
+            cfg.agent_args.first().map(String::as_str),
+            Some("script.py")
+        );
         assert_eq!(cfg.agent_args.get(1).map(String::as_str), Some("-c"));
         assert!(cfg.acp.client_fs);
         assert_ne!(cfg.agent, std::path::PathBuf::from(CODEX_AGENT));

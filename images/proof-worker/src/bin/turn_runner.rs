@@ -18,8 +18,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use proof_worker::{
-    LIVE_TURN_TIMEOUT, MAX_REQUEST_BYTES, ProofError, RunnerConfig, read_capped,
-    run_live, run_turn,
+    LIVE_TURN_TIMEOUT, MAX_REQUEST_BYTES, ProofError, RunnerConfig, read_capped, run_live, run_turn,
 };
 
 fn parse_flags(args: impl Iterator<Item = String>) -> Result<(RunnerConfig, bool), String> {
