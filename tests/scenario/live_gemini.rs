@@ -147,16 +147,18 @@ async fn gemini_pipeline(
     }
 }
 
-/// Every forwarded request went to the model's path with the SSE query and carried the key in
+/// Every forwarded request went to the model's path (Gemini CLI sent
+/// `/v1beta/models/{model}:streamGenerateContent?alt=sse`) with the SSE query and carried the key in
 /// Gemini's own header (and no other credential header); no tunnelled byte contains the key.
 fn assert_key_only_upstream(upstream: &ScriptedUpstream) {
     let requests = upstream.requests();
     assert!(!requests.is_empty());
     for r in &requests {
         assert_eq!(r.method, "POST");
+        // The scripted upstream's base URL ends in /v1; the gateway joins the route to it.
         assert_eq!(
             r.target,
-            format!("/v1beta/models/{MODEL}:streamGenerateContent?alt=sse")
+            format!("/v1/models/{MODEL}:streamGenerateContent?alt=sse")
         );
         assert_eq!(r.header("x-goog-api-key"), Some(KEY));
         assert_eq!(r.header("authorization"), None);
