@@ -298,3 +298,53 @@ async fn docker_live_gemini_a_disallowed_path_model_is_refused_with_the_gateway_
     assert_no_turn_containers(&docker).await;
     tally("docker_live_gemini_a_disallowed_path_model_is_refused_with_the_gateway_code");
 }
+
+/// An ungranted create and an edit of a read-only file: the runner refuses both permission
+/// requests, Gemini goes on after each refusal, nothing outside the grants reaches a candidate,
+/// and the turn ends with the proposal-status code (an empty proposal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream = ScriptedUpstream::start([
+        gemini::function_call(
+            "write_file",
+            &json!({"file_path": "app/other.py", "content": "Y = 1\n"}),
+            DEFAULT_USAGE,
+        ),
+        gemini::function_call(
+            "replace",
+            &json!({"file_path": "docs/readme.md", "old_string": "read me",
+                    "new_string": "changed", "instruction": "x"}),
+            DEFAULT_USAGE,
+        ),
+        gemini::text("Done.", DEFAULT_USAGE),
+    ])
+    .await
+    .unwrap();
+    upstream.set_fallback(gemini::text("Done.", DEFAULT_USAGE));
+    let run = gemini_pipeline(&docker, &upstream, GatewayConfig::for_model(MODEL), 180).await;
+    match &run.outcome {
+        Ok(o) => panic!(
+            "a turn with only refused writes produced a candidate: {:?}",
+            o.candidate
+                .changed_files()
+                .iter()
+                .map(|f| f.path().as_str().to_owned())
+                .collect::<Vec<_>>()
+        ),
+        // Unlike Codex, Gemini survives a refused permission: the refusal goes back to the model
+        // and the turn goes on; with both writes refused the workspace is unchanged, so the
+        // proposal is empty and there is nothing to stage.
+        Err(TurnError::TurnNotCompleted { status }) => assert_eq!(*status, "empty"),
+        Err(e) => panic!("unexpected turn error {}", e.code()),
+    }
+    let requests = upstream.requests().len();
+    assert!(
+        requests >= 2,
+        "the turn ended at the first refusal ({requests} requests)"
+    );
+    assert_key_only_upstream(&upstream);
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused");
+}
