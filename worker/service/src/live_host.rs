@@ -148,3 +148,53 @@ pub(crate) fn log_note(note: &LiveNote) {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(agent: Agent, dir: &std::path::Path) -> LiveHost {
+        let key = dir.join("key");
+        std::fs::write(&key, "sk-host-test\n").unwrap();
+        LiveHost {
+            upstream: "http://127.0.0.1:9/v1".parse().unwrap(),
+            credential: CredentialSource::File(key),
+            config: None,
+            agent,
+        }
+    }
+
+    fn job(agent: Option<&str>) -> jobs::LiveJob {
+        jobs::LiveJob {
+            model: "m".to_owned(),
+            agent: agent.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_host_runs_only_its_agent_with_that_agent_s_provider() {
+        let dir = tempfile::tempdir().unwrap();
+        let codex = host(Agent::Codex, dir.path());
+        codex.check().unwrap();
+        let turn = codex.turn(&job(None)).unwrap();
+        assert_eq!(turn.settings, LiveSettings::new(Agent::Codex, "m"));
+        let gemini = host(Agent::Gemini, dir.path());
+        let turn = gemini.turn(&job(Some("gemini"))).unwrap();
+        assert_eq!(turn.settings.agent, Agent::Gemini);
+        // Another agent's job is snoozed on this host; an unknown stored agent is refused.
+        for (host, other) in [
+            (&codex, Some("gemini")),
+            (&gemini, None),
+            (&gemini, Some("claude")),
+        ] {
+            assert_eq!(
+                host.turn(&job(other)).unwrap_err().code(),
+                "PATCH_CANDIDATE_SERVICE_LIVE_AGENT"
+            );
+        }
+        assert_eq!(
+            codex.turn(&job(Some("gpt"))).unwrap_err().code(),
+            "PATCH_CANDIDATE_LIVE_AGENT"
+        );
+    }
+}
