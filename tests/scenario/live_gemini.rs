@@ -348,3 +348,49 @@ async fn docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused
     assert_no_turn_containers(&docker).await;
     tally("docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused");
 }
+
+/// A stream that opens and goes silent, end to end: the wall budget sends STOP, the runner halts
+/// Gemini mid-request and harvests the edit made before the stall, and the worker's candidate
+/// holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream = ScriptedUpstream::start([
+        gemini::function_call(
+            "replace",
+            &json!({"file_path": "app/service.py", "old_string": "return 1",
+                    "new_string": "return 2", "instruction": "return 2"}),
+            DEFAULT_USAGE,
+        ),
+        gateway::testkit::Reply::Stall(Vec::new()),
+    ])
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let run = gemini_pipeline(&docker, &upstream, GatewayConfig::for_model(MODEL), 30).await;
+    let elapsed = started.elapsed();
+    let log = log_of(&run).expect("a stopped turn still has its live log");
+    assert!(log.stopped, "STOP was not sent");
+    assert!(
+        run.notes.iter().any(|n| matches!(n, LiveNote::Stopped)),
+        "no STOP note"
+    );
+    assert!(
+        elapsed < std::time::Duration::from_secs(90),
+        "the turn outlived its wall budget by far: {elapsed:?}"
+    );
+    let outcome = run.outcome.expect("the edit before the stall is harvested");
+    let ops: Vec<(String, FileOp)> = outcome
+        .candidate
+        .changed_files()
+        .iter()
+        .map(|f| (f.path().as_str().to_owned(), f.op()))
+        .collect();
+    assert_eq!(ops, vec![("app/service.py".to_owned(), FileOp::Update)]);
+    finalizer::verify_against_repository(&outcome.candidate, run.repo.path()).unwrap();
+    assert_eq!(upstream.requests().len(), 2);
+    assert_key_only_upstream(&upstream);
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget");
+}
