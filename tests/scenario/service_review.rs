@@ -474,7 +474,10 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
     );
     assert_eq!(status, 200);
     let view: serde_json::Value = serde_json::from_slice(&view).unwrap();
-    assert_eq!(view["job"]["review"]["publication"]["commit_id"], id.as_str());
+    assert_eq!(
+        view["job"]["review"]["publication"]["commit_id"],
+        id.as_str()
+    );
     assert_eq!(view["job"]["review"]["state"], "accepted");
     let (status, body) = publish_one("c/two", &first_digest);
     assert_eq!(
