@@ -9,6 +9,7 @@ use finalizer::{CandidateFields, CandidateStore, RepositoryPatchCandidate, Repos
 use snapshot::{FileOp, RepoPath, Sha256};
 
 use crate::service::bin;
+use crate::support::git_out;
 
 /// A candidate creating `src/new.py` with `body`, requiring `gates`, stored in `store`.
 fn stored(store: &Path, gates: &[&str], body: &str) -> String {
@@ -175,21 +176,6 @@ fn cli_review_accept_refuses_an_unclean_policy_and_never_prints_the_secret() {
     let v: serde_json::Value = serde_json::from_slice(&forced.stdout).unwrap();
     assert_eq!(v["decision"]["overridden"][0]["kind"], "policy");
     assert!(!String::from_utf8_lossy(&forced.stdout).contains(secret));
-}
-
-fn git_out(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 fn publish(

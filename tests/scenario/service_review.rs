@@ -315,21 +315,6 @@ async fn docker_service_review_decisions_are_bound_to_the_digest_and_the_princip
     tally("docker_service_review_decisions_are_bound_to_the_digest_and_the_principal");
 }
 
-fn git_in(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
 fn publish_call(
     service: &Service,
     token: &str,
@@ -365,7 +350,7 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
         ("README.md", "hello\n".to_owned()),
         ("src/app.py", "print('app')\n".to_owned()),
     ]));
-    git_in(repo.path(), &["branch", "-M", "main"]);
+    git_out(repo.path(), &["branch", "-M", "main"]);
     let remote = tmp.path().join("remote.git");
     let cloned = std::process::Command::new("git")
         .args(["clone", "-q", "--bare"])
@@ -375,8 +360,8 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
         .unwrap();
     assert!(cloned.success());
     let before = (
-        git_in(repo.path(), &["status", "--porcelain", "--ignored"]),
-        git_in(repo.path(), &["for-each-ref"]),
+        git_out(repo.path(), &["status", "--porcelain", "--ignored"]),
+        git_out(repo.path(), &["for-each-ref"]),
     );
     let spec_for = |nonce: &str| {
         let mut spec = jobs::JobSpec::noop(nonce, 1);
@@ -453,17 +438,17 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
     assert_eq!(body["publication"]["created"], true);
     assert_eq!(body["publication"]["rebased"], false);
     assert_eq!(body["review"]["publication"]["commit_id"], id.as_str());
-    assert_eq!(git_in(&remote, &["rev-parse", "refs/heads/c/one"]), id);
-    assert_eq!(git_in(&remote, &["rev-parse", &format!("{id}^")]), commit);
+    assert_eq!(git_out(&remote, &["rev-parse", "refs/heads/c/one"]), id);
+    assert_eq!(git_out(&remote, &["rev-parse", &format!("{id}^")]), commit);
     assert_eq!(
-        git_in(&remote, &["show", &format!("{id}:src/new.py")]),
+        git_out(&remote, &["show", &format!("{id}:src/new.py")]),
         "print('new')"
     );
     assert_eq!(
-        git_in(&remote, &["ls-tree", "-r", "--name-only", &id]),
+        git_out(&remote, &["ls-tree", "-r", "--name-only", &id]),
         "README.md\nsrc/app.py\nsrc/new.py"
     );
-    assert_eq!(git_in(&remote, &["rev-parse", "refs/heads/main"]), commit);
+    assert_eq!(git_out(&remote, &["rev-parse", "refs/heads/main"]), commit);
     // The job view carries the publication; a second publish is refused.
     let (status, view) = http(
         service.addr,
@@ -484,10 +469,10 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
         (status, body["error"]["code"].as_str()),
         (409, Some("PATCH_CANDIDATE_REVIEW_PUBLISHED"))
     );
-    assert!(git_in(&remote, &["for-each-ref", "refs/heads/c/two"]).is_empty());
+    assert!(git_out(&remote, &["for-each-ref", "refs/heads/c/two"]).is_empty());
 
     // The base moved: the second job's accepted candidate is refused without --rebase.
-    let moved = git_in(
+    let moved = git_out(
         &remote,
         &[
             "commit-tree",
@@ -498,7 +483,7 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
             &format!("{commit}^{{tree}}"),
         ],
     );
-    git_in(&remote, &["update-ref", "refs/heads/main", &moved, &commit]);
+    git_out(&remote, &["update-ref", "refs/heads/main", &moved, &commit]);
     let (status, body) = decide(
         &service,
         &token,
@@ -530,7 +515,7 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
         .unwrap()
         .to_owned();
     assert_eq!(
-        git_in(&remote, &["rev-parse", &format!("{rebased}^")]),
+        git_out(&remote, &["rev-parse", &format!("{rebased}^")]),
         moved
     );
 
@@ -545,8 +530,8 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
     assert_eq!(
         before,
         (
-            git_in(repo.path(), &["status", "--porcelain", "--ignored"]),
-            git_in(repo.path(), &["for-each-ref"]),
+            git_out(repo.path(), &["status", "--porcelain", "--ignored"]),
+            git_out(repo.path(), &["for-each-ref"]),
         )
     );
     tally("docker_service_publish_lands_an_accepted_candidate_on_the_operators_remote");

@@ -219,6 +219,22 @@ pub fn proof_images() -> turn::ImagesState {
         .unwrap_or_else(|| panic!("{} lacks images.json: run images/build.sh", state.display()))
 }
 
+/// `git -C dir ARGS…`, which must succeed; its stdout, trimmed.
+pub fn git_out(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
 /// A real Git repository with `files`, committed; returns (dir, commit).
 pub fn git_repo(files: &BTreeMap<&str, String>) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();

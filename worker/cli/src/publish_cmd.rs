@@ -94,26 +94,28 @@ fn regate(
             return GateVerdict::Unavailable;
         };
         let ctx = gate::RunContext { runtime, job: None };
-        for def in chosen {
-            match gate::evaluate_commit(&docker, def, merged.git_dir(), merged.commit_id(), ctx)
-                .await
-            {
-                Ok((evidence, digest)) => {
-                    eprintln!(
-                        "publish: merged tree {}",
-                        gate::verdict_line(&evidence, &digest)
-                    );
-                    if evidence.outcome != gate::GateOutcome::Passed {
-                        return GateVerdict::Failed;
-                    }
-                }
-                Err(e) => {
-                    eprintln!("publish: gate re-run failed: {e}");
-                    return GateVerdict::Unavailable;
-                }
+        let run = gate::evaluate_commit_all(
+            &docker,
+            &chosen,
+            merged.git_dir(),
+            merged.commit_id(),
+            ctx,
+            |evidence, digest| {
+                eprintln!(
+                    "publish: merged tree {}",
+                    gate::verdict_line(evidence, digest)
+                );
+            },
+        )
+        .await;
+        match run {
+            Ok(true) => GateVerdict::Passed,
+            Ok(false) => GateVerdict::Failed,
+            Err(e) => {
+                eprintln!("publish: gate re-run failed: {e}");
+                GateVerdict::Unavailable
             }
         }
-        GateVerdict::Passed
     })
 }
 

@@ -242,6 +242,29 @@ pub async fn evaluate_commit<R: ContainerRuntime + Clone + 'static>(
     Ok((evidence, digest))
 }
 
+/// [`evaluate_commit`] for each of `defs` in order, stopping at the first that does not pass;
+/// `report` sees each run's evidence. `Ok(true)` when every run passed outright.
+///
+/// # Errors
+/// As [`evaluate_commit`].
+pub async fn evaluate_commit_all<R: ContainerRuntime + Clone + 'static>(
+    runtime: &R,
+    defs: &[&GateDefinition],
+    repo: &std::path::Path,
+    commit: &str,
+    ctx: RunContext<'_>,
+    mut report: impl FnMut(&GateEvidence, &Sha256),
+) -> Result<bool, GateError> {
+    for def in defs {
+        let (evidence, digest) = evaluate_commit(runtime, def, repo, commit, ctx).await?;
+        report(&evidence, &digest);
+        if evidence.outcome != GateOutcome::Passed {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// The one verdict line of a gate (`gate NAME: OUTCOME ...`), every value from the evidence.
 #[must_use]
 pub fn verdict_line(evidence: &GateEvidence, digest: &Sha256) -> String {

@@ -44,7 +44,8 @@ pub use evidence::{
     MAX_LISTED_IDS, TestCounts, TreeFacts, escape_log, parse_evidence, verify_evidence,
 };
 pub use gate::{
-    BaselineUse, GateResult, evaluate_commit, evaluate_gate, evidence_file_name, verdict_line,
+    BaselineUse, GateResult, evaluate_commit, evaluate_commit_all, evaluate_gate,
+    evidence_file_name, verdict_line,
 };
 pub use pinned::PinnedPattern;
 pub use run::{GATE_SLACK, MAX_RUNNER_STDERR_BYTES, RunContext, RunFacts, run_gate};

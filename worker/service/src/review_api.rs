@@ -327,29 +327,31 @@ fn regate(
             runtime: runtime.as_ref(),
             job: None,
         };
-        for def in chosen {
-            match gate::evaluate_commit(&sh.docker, def, merged.git_dir(), merged.commit_id(), ctx)
-                .await
-            {
-                Ok((evidence, digest)) => {
-                    tracing::info!(
-                        code = "PATCH_CANDIDATE_PUBLISH_REGATE",
-                        gate = def.name().as_str(),
-                        outcome = evidence.outcome.as_str(),
-                        evidence = %digest,
-                        "gate re-run on the merged tree"
-                    );
-                    if evidence.outcome != gate::GateOutcome::Passed {
-                        return publish::GateVerdict::Failed;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(code = snapshot::Coded::code(&e), "gate re-run failed");
-                    return publish::GateVerdict::Unavailable;
-                }
+        let run = gate::evaluate_commit_all(
+            &sh.docker,
+            &chosen,
+            merged.git_dir(),
+            merged.commit_id(),
+            ctx,
+            |evidence, digest| {
+                tracing::info!(
+                    code = "PATCH_CANDIDATE_PUBLISH_REGATE",
+                    gate = evidence.gate.as_str(),
+                    outcome = evidence.outcome.as_str(),
+                    evidence = %digest,
+                    "gate re-run on the merged tree"
+                );
+            },
+        )
+        .await;
+        match run {
+            Ok(true) => publish::GateVerdict::Passed,
+            Ok(false) => publish::GateVerdict::Failed,
+            Err(e) => {
+                tracing::warn!(code = snapshot::Coded::code(&e), "gate re-run failed");
+                publish::GateVerdict::Unavailable
             }
         }
-        publish::GateVerdict::Passed
     })
 }
 
