@@ -208,8 +208,8 @@ fn fold_whitespace(raw: Vec<Raw<'_>>) -> Vec<Raw<'_>> {
             kept_dels.extend(dels.iter());
             kept_adds.extend(adds.iter());
         }
-        out.extend(kept_dels.into_iter().map(|d| Raw::Removed(d)));
-        out.extend(kept_adds.into_iter().map(|a| Raw::Added(a)));
+        out.extend(kept_dels.into_iter().map(Raw::Removed));
+        out.extend(kept_adds.into_iter().map(Raw::Added));
         i = j + adds.len();
     }
     out
@@ -254,7 +254,7 @@ pub fn render(diff: &str, opts: DiffOptions) -> Rendered {
     }
     let mut rows = Vec::with_capacity(raw.len());
     let (mut old, mut new) = (0_u64, 0_u64);
-    let mut shown = |t: &str, r: &mut Rendered| {
+    let shown = |t: &str, r: &mut Rendered| {
         let s = Shown::new(t, MAX_LINE_CHARS);
         r.hidden += s.hidden;
         if s.cut_bytes > 0 {

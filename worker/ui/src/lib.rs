@@ -25,5 +25,6 @@ pub use session::{
 pub use text::{Segment, Shown};
 pub use views::{
     CandidatePage, DecisionItem, EventItem, FileItem, FindingItem, GateItem, JobItem, JobPage,
-    JobsPage, MAX_PAGE_DIFF_BYTES, MessagePage, PAGE_SIZE, SignInPage, StateCount,
+    JobsPage, LONG_CHARS, MAX_PAGE_DIFF_BYTES, MessagePage, PAGE_SIZE, SignInPage, StateCount,
+    lines, short, utc,
 };

@@ -15,8 +15,8 @@ pub const MAX_PAGE_DIFF_BYTES: usize = 8 * 1024 * 1024;
 
 /// Characters of a summary, a reason or a name shown before the cut marker.
 const SHORT_CHARS: usize = 400;
-/// Characters of a rationale shown.
-const LONG_CHARS: usize = 8_000;
+/// Characters of a rationale or a log tail shown.
+pub const LONG_CHARS: usize = 8_000;
 
 /// Untrusted single-line text for a template.
 #[must_use]

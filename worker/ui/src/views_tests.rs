@@ -98,7 +98,14 @@ fn agent_text_never_reaches_the_page_as_markup() {
         // No inline script or style anywhere in the document.
         assert!(!html.contains("style="));
         assert!(!html.contains("<style"));
-        assert!(!html.contains(" on"), "an event handler attribute");
+        // No tag carries an event handler attribute (the payload's `onerror=` is text).
+        for tag in html.split('<').skip(1) {
+            let tag = tag.split('>').next().unwrap();
+            assert!(
+                !tag.contains(" on"),
+                "an event handler attribute in <{tag}>"
+            );
+        }
     }
 }
 
