@@ -89,14 +89,14 @@ pub fn load_or_create_token(state: &Path) -> Result<Vec<u8>, ServiceError> {
 
 /// An API error: its status, code and message.
 #[derive(Debug)]
-struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
+pub(crate) struct ApiError {
+    pub(crate) status: StatusCode,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
 }
 
 impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         Self {
             status,
             code,
@@ -467,16 +467,16 @@ pub fn review_summary(
 /// Everything a review view or decision of one job's candidate is built from, established
 /// from the store's bytes on each request: the candidate re-validated and digested, its gate
 /// evidence parsed strictly, the content policy scanned, the history parsed strictly.
-struct ReviewContext {
-    candidate: finalizer::RepositoryPatchCandidate,
-    facts: review::ReviewFacts,
-    findings: Vec<review::PolicyFinding>,
-    history: Vec<review::StoredDecision>,
-    publication: Option<serde_json::Value>,
+pub(crate) struct ReviewContext {
+    pub(crate) candidate: finalizer::RepositoryPatchCandidate,
+    pub(crate) facts: review::ReviewFacts,
+    pub(crate) findings: Vec<review::PolicyFinding>,
+    pub(crate) history: Vec<review::StoredDecision>,
+    pub(crate) publication: Option<serde_json::Value>,
 }
 
 impl ReviewContext {
-    fn package(&self) -> Result<review::ReviewPackage, ApiError> {
+    pub(crate) fn package(&self) -> Result<review::ReviewPackage, ApiError> {
         Ok(review::build_package(
             &self.candidate,
             &self.facts,
@@ -487,7 +487,7 @@ impl ReviewContext {
     }
 }
 
-async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewContext, ApiError> {
+pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewContext, ApiError> {
     let no_candidate = || {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -585,7 +585,7 @@ struct DecisionBody {
     force: bool,
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -707,6 +707,26 @@ async fn authenticate(
     else {
         return Ok(None);
     };
+    named_token_principal(sh, given).await
+}
+
+/// The principal of a token given in a request (the bearer token, or the UI's sign-in form):
+/// the first-start token is `operator`, any other is looked up by its SHA-256 among the live
+/// named tokens.
+pub(crate) async fn token_principal(
+    sh: &Shared,
+    given: &[u8],
+) -> Result<Option<review::Principal>, jobs::JobsError> {
+    if given.len() == sh.token.len() && bool::from(given.ct_eq(&sh.token)) {
+        return Ok(review::Principal::parse(jobs::OPERATOR_PRINCIPAL).ok());
+    }
+    named_token_principal(sh, given).await
+}
+
+async fn named_token_principal(
+    sh: &Shared,
+    given: &[u8],
+) -> Result<Option<review::Principal>, jobs::JobsError> {
     if !(32..=256).contains(&given.len()) || !given.iter().all(u8::is_ascii_alphanumeric) {
         return Ok(None);
     }
@@ -760,6 +780,7 @@ fn route_name(path: &str) -> &'static str {
         ["", "v1", "jobs", _, "retry"] => "job_retry",
         ["", "v1", "jobs", _, "candidate"] => "job_candidate",
         ["", "v1", "jobs", _, "review"] => "job_review",
+        ["", "ui", ..] => "ui",
         _ => "other",
     }
 }
@@ -803,6 +824,7 @@ pub(crate) fn router(sh: Arc<Shared>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(protected)
+        .merge(super::ui_routes::router(Arc::clone(&sh)))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(

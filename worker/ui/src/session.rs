@@ -35,11 +35,15 @@ pub struct Session {
     pub id: String,
     /// Who signed in (the principal decisions record).
     pub principal: String,
+    /// The SHA-256 (bare hex) of the token signed in with, so a revoked token ends its
+    /// sessions.
+    pub credential: String,
 }
 
 #[derive(Debug)]
 struct Entry {
     principal: String,
+    credential: String,
     created: Instant,
     expires: Instant,
 }
@@ -153,11 +157,11 @@ impl Sessions {
         }
     }
 
-    /// A new session for `principal`.
+    /// A new session for `principal`, signed in with the token whose hash is `credential`.
     ///
     /// # Errors
     /// `PATCH_CANDIDATE_UI_RANDOM` when no randomness is available.
-    pub fn create(&self, principal: &str) -> Result<Session, UiError> {
+    pub fn create(&self, principal: &str, credential: &str) -> Result<Session, UiError> {
         let mut raw = [0_u8; 32];
         getrandom::fill(&mut raw).map_err(|_| UiError::Random)?;
         let id = hex::encode(raw);
@@ -179,6 +183,7 @@ impl Sessions {
             key(&id),
             Entry {
                 principal: principal.to_owned(),
+                credential: credential.to_owned(),
                 created: now,
                 expires: now + self.lifetime,
             },
@@ -186,6 +191,7 @@ impl Sessions {
         Ok(Session {
             id,
             principal: principal.to_owned(),
+            credential: credential.to_owned(),
         })
     }
 
@@ -202,6 +208,7 @@ impl Sessions {
             Some(e) if e.expires > now => Some(Session {
                 id: id.to_owned(),
                 principal: e.principal.clone(),
+                credential: e.credential.clone(),
             }),
             Some(_) => {
                 inner.sessions.remove(&k);
@@ -261,8 +268,8 @@ mod tests {
     #[test]
     fn csrf_tokens_bind_session_and_digest() {
         let s = Sessions::new().unwrap();
-        let a = s.create("alice").unwrap();
-        let b = s.create("bob").unwrap();
+        let a = s.create("alice", "h").unwrap();
+        let b = s.create("bob", "h").unwrap();
         let t = s.csrf_token(&a, "sha256:aa");
         assert!(s.check_csrf(&a, "sha256:aa", &t).is_ok());
         assert!(s.check_csrf(&b, "sha256:aa", &t).is_err());
@@ -277,13 +284,13 @@ mod tests {
     #[test]
     fn sessions_are_bounded_in_number_and_time() {
         let s = Sessions::with_limits(Duration::from_secs(3600), 2).unwrap();
-        let first = s.create("a").unwrap();
-        let _ = s.create("b").unwrap();
-        let third = s.create("c").unwrap();
+        let first = s.create("a", "h").unwrap();
+        let _ = s.create("b", "h").unwrap();
+        let third = s.create("c", "h").unwrap();
         assert_eq!(s.get(&first.id), None);
         assert!(s.get(&third.id).is_some());
         let short = Sessions::with_limits(Duration::ZERO, 2).unwrap();
-        let gone = short.create("a").unwrap();
+        let gone = short.create("a", "h").unwrap();
         assert_eq!(short.get(&gone.id), None);
     }
 

@@ -21,9 +21,9 @@ fn page(split: bool) -> CandidatePage {
         baseline: short("c"),
         summary: short(HOSTILE),
         rationale: lines(HOSTILE, 100),
-        validation_state: "pending",
-        review_state: "pending",
-        route: "review",
+        validation_state: "pending".into(),
+        review_state: "pending".into(),
+        route: "review".into(),
         policy_clean: false,
         policy_digest: None,
         findings: vec![FindingItem {
