@@ -442,6 +442,32 @@ async fn assert_inert(c: &Client, addr: SocketAddr, cookie: &str, page: &str) {
     );
 }
 
+/// Clicks what navigates, and waits until the next document has loaded.
+async fn click(c: &Client, what: Locator<'_>) {
+    c.execute("document.documentElement.dataset.stale = '1';", vec![])
+        .await
+        .unwrap();
+    c.find(what).await.unwrap().click().await.unwrap();
+    let started = Instant::now();
+    loop {
+        let fresh = c
+            .execute(
+                "return document.readyState === 'complete' && !document.documentElement.dataset.stale;",
+                vec![],
+            )
+            .await
+            .unwrap_or(serde_json::Value::Bool(false));
+        if fresh == serde_json::Value::Bool(true) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no navigation after a click"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn big_candidate() -> (Vec<u8>, String, RepositoryPatchCandidate) {
     let mut files = Vec::new();
     for f in 0..50 {
@@ -604,12 +630,7 @@ async fn docker_ui_review_in_a_real_browser() {
         .send_keys(&"0".repeat(64))
         .await
         .unwrap();
-    c.find(Locator::Css("form.sign-in button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::Css("form.sign-in button")).await;
     let alert = c
         .find(Locator::Css("[role=alert]"))
         .await
@@ -626,12 +647,7 @@ async fn docker_ui_review_in_a_real_browser() {
         .send_keys(&token)
         .await
         .unwrap();
-    c.find(Locator::Css("form.sign-in button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::Css("form.sign-in button")).await;
     let url = c.current_url().await.unwrap();
     assert_eq!(url.path(), "/ui/jobs");
     assert!(!url.as_str().contains(&token));
@@ -651,23 +667,19 @@ async fn docker_ui_review_in_a_real_browser() {
     shot(&c, "02-jobs").await;
 
     // Filter by state.
-    c.find(Locator::Css("a[href='/ui/jobs?state=queued']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::Css("a[href='/ui/jobs?state=queued']")).await;
     let page = c.source().await.unwrap();
     assert!(!page.contains(clean_job.as_str()));
-    assert!(page.contains("state-queued"));
-    c.find(Locator::Css("a[href='/ui/jobs?state=completed']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    assert!(page.contains("aria-current=\"page\">queued"));
+    click(&c, Locator::Css("a[href='/ui/jobs?state=completed']")).await;
     let page = c.source().await.unwrap();
-    assert!(page.contains(clean_job.as_str()) && !page.contains("state-queued"));
+    assert!(page.contains(clean_job.as_str()));
+    for other in ["queued", "running", "failed", "cancelled"] {
+        assert!(
+            !page.contains(&format!("<tr class=\"state-{other}")),
+            "{other} under completed"
+        );
+    }
     shot(&c, "03-jobs-completed").await;
 
     // The hostile candidate: nothing runs, hidden characters are shown, policy banner present.
@@ -751,12 +763,7 @@ async fn docker_ui_review_in_a_real_browser() {
         .send_keys("hostile markup everywhere")
         .await
         .unwrap();
-    c.find(Locator::Id("reject"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::Id("reject")).await;
     let notice = c
         .find(Locator::Id("notice"))
         .await
@@ -789,12 +796,7 @@ async fn docker_ui_review_in_a_real_browser() {
         .unwrap();
     assert!(gates.contains("passed"), "{gates}");
     shot(&c, "06-candidate-clean").await;
-    c.find(Locator::Id("view-split"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::Id("view-split")).await;
     assert!(
         c.current_url()
             .await
@@ -804,12 +806,7 @@ async fn docker_ui_review_in_a_real_browser() {
     );
     assert!(c.find(Locator::Css("table.diff.split")).await.is_ok());
     shot(&c, "07-candidate-clean-split").await;
-    c.find(Locator::Id("ws-toggle"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::Id("ws-toggle")).await;
     assert!(
         c.current_url()
             .await
@@ -817,12 +814,7 @@ async fn docker_ui_review_in_a_real_browser() {
             .as_str()
             .contains("ws=ignore")
     );
-    c.find(Locator::Id("accept"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::Id("accept")).await;
     assert_eq!(
         c.find(Locator::Id("notice"))
             .await
@@ -853,12 +845,7 @@ async fn docker_ui_review_in_a_real_browser() {
         .send_keys("try a smaller change")
         .await
         .unwrap();
-    c.find(Locator::Id("retry"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::Id("retry")).await;
     assert_eq!(
         c.find(Locator::Id("notice"))
             .await
@@ -982,12 +969,7 @@ async fn docker_ui_review_in_a_real_browser() {
 
     // Sign out ends the session.
     c.goto(&format!("{base}/ui/jobs")).await.unwrap();
-    c.find(Locator::Css("form.inline button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&c, Locator::Css("form.inline button")).await;
     assert!(
         c.current_url()
             .await

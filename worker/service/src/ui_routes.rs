@@ -864,6 +864,8 @@ async fn raw_diff(
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DecisionForm {
+    /// Missing is refused like a wrong one (403), never as a malformed form.
+    #[serde(default)]
     csrf: String,
     candidate_digest: String,
     decision: String,
@@ -1007,6 +1009,7 @@ async fn decide(
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PublishForm {
+    #[serde(default)]
     pub(crate) csrf: String,
     pub(crate) candidate_digest: String,
     pub(crate) branch: String,
