@@ -75,6 +75,7 @@ pub(crate) fn router<S: Clone + Send + Sync + 'static>(sh: Arc<Shared>) -> Route
         .route("/ui/csp-report", post(csp_report))
         .route("/ui/csp-reports", get(csp_report_count))
         .layer(middleware::from_fn(security_headers))
+        .layer(tower_http::compression::CompressionLayer::new().gzip(true))
         .with_state(state)
 }
 
