@@ -18,8 +18,15 @@ pub(crate) async fn publish(
     sh: &Shared,
     _id: &JobId,
     _principal: &str,
-    _form: &PublishForm,
+    form: &PublishForm,
 ) -> Result<(), ApiError> {
+    if form.branch.trim().is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "PATCH_CANDIDATE_UI_FORM",
+            "PATCH_CANDIDATE_UI_FORM: name the branch to create",
+        ));
+    }
     if !configured(sh) {
         return Err(ApiError::new(
             StatusCode::CONFLICT,

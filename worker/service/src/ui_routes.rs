@@ -412,7 +412,7 @@ async fn jobs_page(State(ui): St, headers: HeaderMap, request: Request) -> Respo
         .filter(|j| filter.is_none_or(|f| j.state == f))
         .collect();
     // Newest first.
-    selected.sort_by(|a, b| b.seq.cmp(&a.seq));
+    selected.sort_by_key(|j| std::cmp::Reverse(j.seq));
     let pages = selected.len().div_ceil(ui::PAGE_SIZE).max(1);
     let page = q.page.unwrap_or(1).clamp(1, pages);
     let href = |p: usize| match filter {
