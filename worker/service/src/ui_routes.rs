@@ -584,8 +584,13 @@ async fn job_page(
         Ok(None) => return not_found(&s),
         Err(e) => return api_error(&s, &ApiError::from(e), None),
     };
-    // Every gate with evidence (the candidate page lists the required ones, missing included).
-    let required: Vec<String> = Vec::new();
+    // The candidate's required gates (missing ones listed too); none without a candidate.
+    let required: Vec<String> = match sh.store.candidate(&id).await {
+        Ok(Some(bytes)) => finalizer::validate_candidate_json(&bytes)
+            .map(|c| c.required_validation_gates().to_vec())
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
     let history: Vec<review::StoredDecision> = job
         .candidate_digest
         .as_deref()
