@@ -13,6 +13,12 @@
 #                                   ${PATCH_CANDIDATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/patch-candidate}),
 #                                   the shared libraries it links, copied from this host, and a static
 #                                   busybox (Debian's busybox-static); recorded in live-image.json
+#   images/build.sh --live --agent gemini
+#                                   the Gemini live image: the runner, Gemini CLI's bundle from the
+#                                   pinned npm tarball (images/live/gemini-cli.pin, SHA-512
+#                                   integrity checked, cached like codex-acp's), this host's Node
+#                                   (>= 20) with its libraries, read-only system settings, a static
+#                                   busybox; recorded in live-image-gemini.json
 #   images/build.sh --gate python|rust
 #                                   build a gate image instead (images/gate/): the static
 #                                   gate-runner on a root file system made of pinned Debian packages
@@ -34,8 +40,8 @@ cd "$(dirname "$0")/.."
 # from the binaries under test.
 IMAGE="${PROOF_IMAGE_TAG:-patch-candidate-proof:local}"
 HOSTILE_IMAGE="${PROOF_HOSTILE_IMAGE_TAG:-patch-candidate-proof-hostile:local}"
-LIVE_IMAGE="${LIVE_IMAGE_TAG:-patch-candidate-live:local}"
 LIVE=0
+AGENT=codex
 GATE=""
 BIN_DIR=""
 CACHE=(--no-cache=false)
@@ -45,6 +51,12 @@ while [ $# -gt 0 ]; do
     --bin-dir) BIN_DIR="$2"; shift 2 ;;
     --no-cache) CACHE=(--no-cache); shift ;;
     --live) LIVE=1; shift ;;
+    --agent)
+      case "${2:-}" in
+        codex|claude|gemini) AGENT="$2" ;;
+        *) echo "build.sh: --agent takes codex, claude or gemini" >&2; exit 2 ;;
+      esac
+      shift 2 ;;
     --gate)
       case "${2:-}" in
         python|rust) GATE="$2" ;;
@@ -54,6 +66,20 @@ while [ $# -gt 0 ]; do
     *) echo "build.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+
+if [ "$AGENT" != codex ] && [ "$LIVE" != 1 ]; then
+  echo "build.sh: --agent needs --live" >&2
+  exit 2
+fi
+if [ "$AGENT" = claude ]; then
+  echo "build.sh: the Claude live image is not built by this script yet (docs/LIVE.md)" >&2
+  exit 2
+fi
+# Each agent's live image has its own default tag (LIVE_IMAGE_TAG overrides, for tests).
+case "$AGENT" in
+  codex) LIVE_IMAGE="${LIVE_IMAGE_TAG:-patch-candidate-live:local}" ;;
+  *) LIVE_IMAGE="${LIVE_IMAGE_TAG:-patch-candidate-live-$AGENT:local}" ;;
+esac
 
 CTX="$(mktemp -d)"
 CLI_CONFIG="$(mktemp -d)"
@@ -120,7 +146,10 @@ record_state() {
 }
 
 if [ "$LIVE" = 1 ]; then
-  source images/live/build-live.sh
+  case "$AGENT" in
+    codex) source images/live/build-live.sh ;;
+    gemini) source images/live/build-gemini.sh ;;
+  esac
   exit 0
 fi
 

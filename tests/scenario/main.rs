@@ -32,6 +32,7 @@ mod hostile;
 mod lifecycle;
 mod live_container;
 mod live_e2e;
+mod live_gemini;
 mod live_worker;
 mod proof;
 mod proof_image;

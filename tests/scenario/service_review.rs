@@ -16,6 +16,11 @@ use crate::support::*;
 
 /// A candidate creating `src/new.py`, requiring `gates`.
 fn candidate(gates: &[&str], body: &str) -> (Vec<u8>, String) {
+    candidate_at(gates, body, &"c".repeat(40))
+}
+
+/// [`candidate`] at the baseline `commit`.
+fn candidate_at(gates: &[&str], body: &str, commit: &str) -> (Vec<u8>, String) {
     let file = RepositoryPatchFile::new(
         RepoPath::parse("src/new.py").unwrap(),
         FileOp::Create,
@@ -27,7 +32,8 @@ fn candidate(gates: &[&str], body: &str) -> (Vec<u8>, String) {
     .unwrap();
     let fields = CandidateFields {
         repository_full_name: "o/n".into(),
-        baseline_commit_sha: "c".repeat(40),
+        handoff_id: "handoff-1".into(),
+        baseline_commit_sha: commit.to_owned(),
         approved_plan_digest: "0".repeat(64),
         required_validation_gates: gates.iter().map(|g| (*g).to_owned()).collect(),
         ..CandidateFields::default()
@@ -39,8 +45,12 @@ fn candidate(gates: &[&str], body: &str) -> (Vec<u8>, String) {
 
 /// Plants a completed job holding `candidate` in the state directory's store; returns its id.
 fn plant(state: &Path, nonce: &str, candidate: (Vec<u8>, String)) -> String {
+    plant_spec(state, jobs::JobSpec::noop(nonce, 1), candidate)
+}
+
+/// [`plant`] with the job spec given.
+fn plant_spec(state: &Path, spec: jobs::JobSpec, candidate: (Vec<u8>, String)) -> String {
     let state = state.to_path_buf();
-    let nonce = nonce.to_owned();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -48,7 +58,7 @@ fn plant(state: &Path, nonce: &str, candidate: (Vec<u8>, String)) -> String {
             .unwrap();
         rt.block_on(async {
             let store = open_store(&state, None).await;
-            let (job, _) = store.submit(jobs::JobSpec::noop(&nonce, 1)).await.unwrap();
+            let (job, _) = store.submit(spec).await.unwrap();
             let host = jobs::HostId::parse("planter").unwrap();
             let claimed = store
                 .claim(&host, 1, Duration::from_secs(600))
@@ -303,4 +313,241 @@ async fn docker_service_review_decisions_are_bound_to_the_digest_and_the_princip
         );
     }
     tally("docker_service_review_decisions_are_bound_to_the_digest_and_the_principal");
+}
+
+fn git_in(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn publish_call(
+    service: &Service,
+    token: &str,
+    job: &str,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let bytes = serde_json::to_vec(&body).unwrap();
+    let (status, body) = http(
+        service.addr,
+        "POST",
+        &format!("/v1/jobs/{job}/publish"),
+        Some(token),
+        Some(&bytes),
+    );
+    (status, serde_json::from_slice(&body).unwrap())
+}
+
+/// The API's publish action: refused before an accept and for another digest; after the accept,
+/// one deterministic commit on a new branch of the operator's remote (the baseline tree plus the
+/// candidate, the baseline as parent), recorded in the review document, counted in `/metrics`;
+/// a second publish is refused, the source repository is untouched. A host without
+/// `--publish-remote` refuses with its own code; a moved base is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_remote() {
+    let Some(_docker) = docker().await else {
+        return;
+    };
+    let _guard = docker_lock().lock().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let (repo, commit) = git_repo(&std::collections::BTreeMap::from([
+        ("README.md", "hello\n".to_owned()),
+        ("src/app.py", "print('app')\n".to_owned()),
+    ]));
+    git_in(repo.path(), &["branch", "-M", "main"]);
+    let remote = tmp.path().join("remote.git");
+    let cloned = std::process::Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(repo.path())
+        .arg(&remote)
+        .status()
+        .unwrap();
+    assert!(cloned.success());
+    let before = (
+        git_in(repo.path(), &["status", "--porcelain", "--ignored"]),
+        git_in(repo.path(), &["for-each-ref"]),
+    );
+    let spec_for = |nonce: &str| {
+        let mut spec = jobs::JobSpec::noop(nonce, 1);
+        spec.repository = repo.path().display().to_string();
+        spec.commit = commit.clone();
+        spec
+    };
+    let first = candidate_at(&[], "print('new')\n", &commit);
+    let first_digest = first.1.clone();
+    let job = plant_spec(&state, spec_for("publish-one"), first);
+    let second = candidate_at(&[], "print('other')\n", &commit);
+    let second_digest = second.1.clone();
+    let moved_job = plant_spec(&state, spec_for("publish-two"), second);
+
+    // Without --publish-remote the action is refused with its own code.
+    {
+        let service = Service::start(&state, &ServeOpts::default());
+        let (status, body) = publish_call(
+            &service,
+            &service.token(),
+            &job,
+            serde_json::json!({"candidate_digest": first_digest, "branch": "c/one"}),
+        );
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (409, Some("PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED"))
+        );
+    }
+
+    let remote_arg = remote.display().to_string();
+    let opts = ServeOpts {
+        extra: vec!["--publish-remote", &remote_arg],
+        ..ServeOpts::default()
+    };
+    let service = Service::start(&state, &opts);
+    let token = service.token();
+    let publish_one = |branch: &str, digest: &str| {
+        publish_call(
+            &service,
+            &token,
+            &job,
+            serde_json::json!({"candidate_digest": digest, "branch": branch}),
+        )
+    };
+    let (status, body) = publish_one("c/one", &first_digest);
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED"))
+    );
+    let (status, body) = decide(
+        &service,
+        &token,
+        &job,
+        serde_json::json!({"decision": "accept", "candidate_digest": first_digest}),
+    );
+    assert_eq!(status, 201, "{body}");
+    // A publish naming another digest than the job's candidate.
+    let (status, body) = publish_one("c/one", &second_digest);
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH"))
+    );
+    // A branch name git refuses is refused before anything runs.
+    let (status, body) = publish_one("c/../x", &first_digest);
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "PATCH_CANDIDATE_PUBLISH_INPUT");
+
+    let (status, body) = publish_one("c/one", &first_digest);
+    assert_eq!(status, 201, "{body}");
+    let id = body["publication"]["commit_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(body["publication"]["created"], true);
+    assert_eq!(body["publication"]["rebased"], false);
+    assert_eq!(body["review"]["publication"]["commit_id"], id.as_str());
+    assert_eq!(git_in(&remote, &["rev-parse", "refs/heads/c/one"]), id);
+    assert_eq!(git_in(&remote, &["rev-parse", &format!("{id}^")]), commit);
+    assert_eq!(
+        git_in(&remote, &["show", &format!("{id}:src/new.py")]),
+        "print('new')"
+    );
+    assert_eq!(
+        git_in(&remote, &["ls-tree", "-r", "--name-only", &id]),
+        "README.md\nsrc/app.py\nsrc/new.py"
+    );
+    assert_eq!(git_in(&remote, &["rev-parse", "refs/heads/main"]), commit);
+    // The job view carries the publication; a second publish is refused.
+    let (status, view) = http(
+        service.addr,
+        "GET",
+        &format!("/v1/jobs/{job}"),
+        Some(&token),
+        None,
+    );
+    assert_eq!(status, 200);
+    let view: serde_json::Value = serde_json::from_slice(&view).unwrap();
+    assert_eq!(
+        view["job"]["review"]["publication"]["commit_id"],
+        id.as_str()
+    );
+    assert_eq!(view["job"]["review"]["state"], "accepted");
+    let (status, body) = publish_one("c/two", &first_digest);
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("PATCH_CANDIDATE_REVIEW_PUBLISHED"))
+    );
+    assert!(git_in(&remote, &["for-each-ref", "refs/heads/c/two"]).is_empty());
+
+    // The base moved: the second job's accepted candidate is refused without --rebase.
+    let moved = git_in(
+        &remote,
+        &[
+            "commit-tree",
+            "-p",
+            &commit,
+            "-m",
+            "moved",
+            &format!("{commit}^{{tree}}"),
+        ],
+    );
+    git_in(&remote, &["update-ref", "refs/heads/main", &moved, &commit]);
+    let (status, body) = decide(
+        &service,
+        &token,
+        &moved_job,
+        serde_json::json!({"decision": "accept", "candidate_digest": second_digest}),
+    );
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = publish_call(
+        &service,
+        &token,
+        &moved_job,
+        serde_json::json!({"candidate_digest": second_digest, "branch": "c/three"}),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("PATCH_CANDIDATE_PUBLISH_BASE_MOVED"))
+    );
+    // With rebase (the candidate requires no gate): merged onto the moved base and published.
+    let (status, body) = publish_call(
+        &service,
+        &token,
+        &moved_job,
+        serde_json::json!({"candidate_digest": second_digest, "branch": "c/three", "rebase": true}),
+    );
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["publication"]["rebased"], true);
+    let rebased = body["publication"]["commit_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        git_in(&remote, &["rev-parse", &format!("{rebased}^")]),
+        moved
+    );
+
+    let (_, metrics) = http(service.addr, "GET", "/metrics", Some(&token), None);
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert!(
+        metrics.contains("patch_candidate_publications_total 2"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("route=\"job_publish\""), "{metrics}");
+    // The user's repository is untouched.
+    assert_eq!(
+        before,
+        (
+            git_in(repo.path(), &["status", "--porcelain", "--ignored"]),
+            git_in(repo.path(), &["for-each-ref"]),
+        )
+    );
+    tally("docker_service_publish_lands_an_accepted_candidate_on_the_operators_remote");
 }

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod agents;
 mod confine;
 mod error;
 mod hostile;
@@ -23,8 +24,9 @@ mod synthetic_agent;
 mod transport;
 
 // The surface the binaries and the tests use, and the types their fields name; nothing else.
+pub use agents::{AcpSetup, Adapter, GatewayAuth, LiveAgent, adapter};
 pub use error::ProofError;
-pub use live::{CODEX_AGENT, LIVE_TURN_TIMEOUT, run_live};
+pub use live::{LIVE_TURN_TIMEOUT, live_config, run_live};
 pub use request::MAX_REQUEST_BYTES;
 pub use runner::{RunnerConfig, TurnOutput, TurnResult, run_turn};
 pub use transport::ChannelLimits;

@@ -31,12 +31,11 @@ use tunnel::{
     TunnelError,
 };
 
+use crate::agents::adapter;
 use crate::error::ProofError;
-use crate::request::{LiveAgent, LiveSpec, TurnRequest};
+use crate::request::{LiveSpec, TurnRequest};
 use crate::runner::{EventSink, RunnerConfig, TurnHooks, run_turn_with};
 
-/// The live image's agent.
-pub const CODEX_AGENT: &str = "/codex-acp";
 /// The in-container deadline of a live turn (the worker's own deadline, with STOP, is shorter).
 pub const LIVE_TURN_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// Frames queued towards stdout at most (producers wait: backpressure from the pipe).
@@ -51,32 +50,21 @@ const RESET_BUDGET: &str = "PROOF_WORKER_CHANNEL_BUDGET";
 const RESET_BACKLOG: &str = "PROOF_WORKER_CHANNEL_BACKLOG";
 const RESET_IO: &str = "PROOF_WORKER_CHANNEL_IO";
 
-/// The agent's arguments for a live turn: a model provider `gw` at the loopback listener (no
-/// `env_key`, so no Authorization header), no retries (the gateway budgets every request), no
-/// web search tool, Codex's own sandbox off (the container is the sandbox) and approval asked for
-/// everything not known to be safe (answered by the runner's policy).
+/// The runner configuration of the live turn `spec` asks for: its agent's adapter (program
+/// unless the runner was given one, arguments after the runner's own, settings environment, ACP
+/// setup).
 #[must_use]
-pub fn agent_args(spec: &LiveSpec) -> Vec<String> {
-    match spec.agent {
-        LiveAgent::Codex => {
-            let provider = format!(
-                "model_providers.gw={{name=\"gw\",base_url=\"http://127.0.0.1:{}/v1\",\
-                 wire_api=\"responses\",request_max_retries=0,stream_max_retries=0}}",
-                spec.port
-            );
-            [
-                "model_provider=\"gw\"".to_owned(),
-                provider,
-                format!("model=\"{}\"", spec.model),
-                "sandbox_mode=\"danger-full-access\"".to_owned(),
-                "approval_policy=\"untrusted\"".to_owned(),
-                "web_search=\"disabled\"".to_owned(),
-            ]
-            .into_iter()
-            .flat_map(|kv| ["-c".to_owned(), kv])
-            .collect()
-        }
+pub fn live_config(cfg: &RunnerConfig, spec: &LiveSpec) -> RunnerConfig {
+    let adapter = adapter(spec.agent, &spec.model, spec.port);
+    let mut turn_cfg = cfg.clone();
+    if cfg.agent_from_request {
+        turn_cfg.agent = adapter.program;
     }
+    // Test-only arguments (an interpreter's script) come first, the agent's settings after.
+    turn_cfg.agent_args.extend(adapter.args);
+    turn_cfg.agent_env.extend(adapter.env);
+    turn_cfg.acp = adapter.acp;
+    turn_cfg
 }
 
 /// Frames towards stdout, each checked by the session before it is queued (so the queue order is
@@ -259,9 +247,7 @@ async fn live_turn(
     let listener = TcpListener::bind(("127.0.0.1", spec.port))
         .await
         .map_err(|_| ProofError::LiveListen { port: spec.port })?;
-    let mut turn_cfg = cfg.clone();
-    // Test-only arguments (an interpreter's script) come first, the agent's settings after.
-    turn_cfg.agent_args.extend(agent_args(&spec));
+    let turn_cfg = live_config(cfg, &spec);
 
     let events_out = outbox.clone();
     let sink: EventSink = Arc::new(move |object| {
@@ -587,28 +573,44 @@ async fn downstream(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agents::{CODEX_AGENT, GEMINI_ENTRY, LiveAgent, NODE};
 
     #[test]
-    fn codex_is_configured_for_the_loopback_gateway() {
+    fn the_request_picks_the_adapter_unless_the_runner_was_given_an_agent() {
         let spec = LiveSpec {
-            agent: LiveAgent::Codex,
-            model: "gpt-5.3-codex".to_owned(),
+            agent: LiveAgent::Gemini,
+            model: "gemini-2.5-flash".to_owned(),
             port: 8417,
         };
-        let args = agent_args(&spec);
-        let flags: Vec<&str> = args.iter().step_by(2).map(String::as_str).collect();
-        assert!(flags.iter().all(|f| *f == "-c"));
-        let values: Vec<&str> = args.iter().skip(1).step_by(2).map(String::as_str).collect();
+        let mut image = RunnerConfig::image_defaults();
+        image.agent_from_request = true;
+        let cfg = live_config(&image, &spec);
+        assert_eq!(cfg.agent, std::path::PathBuf::from(NODE));
         assert_eq!(
-            values,
-            vec![
-                "model_provider=\"gw\"",
-                "model_providers.gw={name=\"gw\",base_url=\"http://127.0.0.1:8417/v1\",wire_api=\"responses\",request_max_retries=0,stream_max_retries=0}",
-                "model=\"gpt-5.3-codex\"",
-                "sandbox_mode=\"danger-full-access\"",
-                "approval_policy=\"untrusted\"",
-                "web_search=\"disabled\"",
-            ]
+            cfg.agent_args.first().map(String::as_str),
+            Some(GEMINI_ENTRY)
         );
+        assert!(!cfg.acp.client_fs);
+        assert!(cfg.acp.gateway.is_some());
+        // PATH and HOME stay first; the adapter's settings follow.
+        assert_eq!(cfg.agent_env.first().map(|(k, _)| k.as_str()), Some("PATH"));
+        let mut test = RunnerConfig::image_defaults();
+        test.agent = "python3".into();
+        test.agent_args = vec!["script.py".to_owned()];
+        let cfg = live_config(
+            &test,
+            &LiveSpec {
+                agent: LiveAgent::Codex,
+                ..spec
+            },
+        );
+        assert_eq!(cfg.agent, std::path::PathBuf::from("python3"));
+        assert_eq!(
+            cfg.agent_args.first().map(String::as_str),
+            Some("script.py")
+        );
+        assert_eq!(cfg.agent_args.get(1).map(String::as_str), Some("-c"));
+        assert!(cfg.acp.client_fs);
+        assert_ne!(cfg.agent, std::path::PathBuf::from(CODEX_AGENT));
     }
 }

@@ -47,12 +47,7 @@ struct WireLive {
     port: u16,
 }
 
-/// The agents a live turn can run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LiveAgent {
-    /// `codex-acp` (Responses API through the worker's gateway).
-    Codex,
-}
+pub use crate::agents::LiveAgent;
 
 /// Longest model name.
 pub const MAX_MODEL_CHARS: usize = 64;
@@ -69,14 +64,9 @@ pub struct LiveSpec {
 impl TryFrom<WireLive> for LiveSpec {
     type Error = ProofError;
     fn try_from(w: WireLive) -> Result<Self, ProofError> {
-        let agent = match w.agent.as_str() {
-            "codex" => LiveAgent::Codex,
-            _ => {
-                return Err(ProofError::LiveRequest {
-                    reason: "unknown agent",
-                });
-            }
-        };
+        let agent = LiveAgent::parse(&w.agent).ok_or(ProofError::LiveRequest {
+            reason: "unknown agent",
+        })?;
         let model_ok = !w.model.is_empty()
             && w.model.len() <= MAX_MODEL_CHARS
             && w.model

@@ -10,12 +10,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ClientCapabilities, ContentBlock, CreateTerminalRequest, FileSystemCapabilities,
-    InitializeRequest, NewSessionRequest, PermissionOptionKind, PromptRequest, ReadTextFileRequest,
-    ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
-    StopReason, TextContent, ToolCallContent, ToolKind, WriteTextFileRequest,
-    WriteTextFileResponse,
+    AuthCapabilities, AuthenticateRequest, ClientCapabilities, ContentBlock, CreateTerminalRequest,
+    FileSystemCapabilities, InitializeRequest, NewSessionRequest, PermissionOptionKind,
+    PromptRequest, ReadTextFileRequest, ReadTextFileResponse, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    SessionNotification, SessionUpdate, StopReason, TextContent, ToolCallContent, ToolKind,
+    WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::{Agent, Client, ErrorCode};
 use archive::{HarvestOptions, StagedWorkspace, WorkspaceHarvest};
@@ -26,6 +26,7 @@ use snapshot::{
 };
 use snapshot::{ProviderEventKind, ProviderEventRecord};
 
+use crate::agents::AcpSetup;
 use crate::confine::{ConfinedWorkspace, FsRefusal};
 use crate::error::ProofError;
 use crate::markers::{ProbeSelection, probe_selection};
@@ -150,6 +151,11 @@ pub struct RunnerConfig {
     pub max_archive_bytes: usize,
     /// ACP channel caps.
     pub limits: ChannelLimits,
+    /// A live turn takes the program from the request's agent adapter (`turn-runner --live`
+    /// without `--agent`).
+    pub agent_from_request: bool,
+    /// What the ACP client announces and sends before `session/new`.
+    pub acp: AcpSetup,
 }
 
 impl RunnerConfig {
@@ -164,6 +170,8 @@ impl RunnerConfig {
             turn_timeout: DEFAULT_TURN_TIMEOUT,
             max_archive_bytes: archive::MAX_ARCHIVE_BYTES,
             limits: ChannelLimits::RUNNER,
+            agent_from_request: false,
+            acp: AcpSetup::offline(),
         }
     }
 }
@@ -637,6 +645,7 @@ async fn drive_agent(
     let write_ws = confined;
     let cwd = ws_root.to_path_buf();
     let prompt_text = prompt.to_owned();
+    let acp = cfg.acp.clone();
 
     let exchange = Client
         .v1()
@@ -750,14 +759,25 @@ async fn drive_agent(
             agent_client_protocol::on_receive_request!(),
         )
         .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
-            let caps = ClientCapabilities::new()
+            let mut caps = ClientCapabilities::new()
                 .fs(FileSystemCapabilities::new()
-                    .read_text_file(true)
-                    .write_text_file(true))
+                    .read_text_file(acp.client_fs)
+                    .write_text_file(acp.client_fs))
                 .terminal(false);
+            if acp.gateway.is_some() {
+                caps = caps.auth(AuthCapabilities::new().meta(meta("gateway", true.into())));
+            }
             cx.send_request(InitializeRequest::new(ProtocolVersion::V1).client_capabilities(caps))
                 .block_task()
                 .await?;
+            if let Some(gateway) = &acp.gateway {
+                let target = serde_json::json!({"baseUrl": gateway.base_url, "headers": {}});
+                cx.send_request(
+                    AuthenticateRequest::new(gateway.method).meta(meta("gateway", target)),
+                )
+                .block_task()
+                .await?;
+            }
             let session = cx
                 .send_request(NewSessionRequest::new(cwd))
                 .block_task()
@@ -800,6 +820,13 @@ async fn drive_agent(
             Ended::Failed
         }
     })
+}
+
+/// A `_meta` object with one key.
+fn meta(key: &str, value: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    m.insert(key.to_owned(), value);
+    m
 }
 
 /// Sends one progress object unless the turn's event cap is reached.

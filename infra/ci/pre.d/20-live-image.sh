@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the live image (runner + codex-acp from the pinned npm tarball + its shared libraries +
-# a static busybox) after 10-images.sh built the binaries, and records its ID in live-image.json.
+# Builds the live images (Codex: runner + codex-acp from the pinned npm tarball + its shared
+# libraries + a static busybox; Gemini: runner + Gemini CLI's bundle + Node) after 10-images.sh
+# built the binaries, and records their IDs in live-image.json and live-image-gemini.json.
 # The tarball is fetched from the npm registry once per cache directory and checked against
 # images/live/codex-acp.pin on every build.
 set -euo pipefail
@@ -12,6 +13,7 @@ for lib in libssl.so.3:libssl3 libz.so.1:zlib1g; do
   ldconfig -p | grep -q "${lib%%:*}" || missing+=("${lib#*:}")
 done
 command -v npm >/dev/null || missing+=(npm)
+command -v openssl >/dev/null || missing+=(openssl)
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "20-live-image: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -22,3 +24,7 @@ fi
 # No --bin-dir: build.sh asks cargo where the binaries are (a no-op build after 10-images.sh), so
 # a CARGO_TARGET_DIR is honoured here too.
 bash images/build.sh --live
+# The Gemini live image: Gemini CLI's pinned npm tarball (SHA-512 integrity checked) on this
+# host's Node when it is at least 20, else on the pinned PyPI Node wheel; both downloads are
+# cached outside the repository by their checksums.
+bash images/build.sh --live --agent gemini

@@ -74,6 +74,11 @@ pub(crate) struct BuildArgs {
     /// checked), the shared libraries it links and a static busybox.
     #[arg(long, conflicts_with = "gate")]
     live: bool,
+    /// The agent of the live image: codex (default), claude or gemini (Gemini CLI from its
+    /// pinned npm tarball, SHA-512 integrity checked, on this host's Node); each is recorded
+    /// in its own file (live-image.json, live-image-claude.json, live-image-gemini.json).
+    #[arg(long, value_name = "NAME", requires = "live")]
+    agent: Option<String>,
     /// Build a gate image instead: the static gate runner on a root file system made of pinned
     /// Debian packages (SHA-256 checked), imported locally; nothing is pulled.
     #[arg(long, value_enum, value_name = "STACK")]
@@ -127,13 +132,18 @@ pub(crate) fn build_images(source: &Path, state: &Path) -> Result<ImagesState, C
     })
 }
 
-/// Runs `images/build.sh --live`; the live image's record is read back strictly.
-pub(crate) fn build_live_image(source: &Path, state: &Path) -> Result<LiveImageState, CliError> {
-    run_build_script(source, state, &["--live"])?;
-    LiveImageState::load(state)?.ok_or_else(|| {
+/// Runs `images/build.sh --live --agent A`; that agent's live image record is read back
+/// strictly.
+pub(crate) fn build_live_image(
+    source: &Path,
+    state: &Path,
+    agent: turn::Agent,
+) -> Result<LiveImageState, CliError> {
+    run_build_script(source, state, &["--live", "--agent", agent.name()])?;
+    LiveImageState::load_for(state, agent)?.ok_or_else(|| {
         CliError::environment(
             IMAGE_BUILD_CODE,
-            "images/build.sh --live recorded no live-image.json",
+            "images/build.sh --live recorded no live image record",
         )
     })
 }
@@ -282,8 +292,9 @@ pub(crate) fn run(command: &ImageCommand) -> Result<Outcome, CliError> {
         }
         ImageCommand::Build(args) if args.live => {
             let state = state_dir()?;
+            let agent = super::live_args::parse_agent(args.agent.as_deref())?;
             let source = source_dir(args.source.as_deref())?;
-            let live = build_live_image(&source, &state)?;
+            let live = build_live_image(&source, &state, agent)?;
             let text = format!(
                 "live image:   {}\nimage id:     {}\nagent:        {} {} (tarball {})\nrecorded in:  {}\n",
                 name(live.image.as_str()),
@@ -291,7 +302,7 @@ pub(crate) fn run(command: &ImageCommand) -> Result<Outcome, CliError> {
                 name(&live.agent),
                 name(&live.agent_version),
                 live.agent_tarball_sha256,
-                display_path(&state.join("live-image.json"))
+                display_path(&state.join(agent.image_record()))
             );
             let json = serde_json::to_value(&live).unwrap_or_default();
             Ok(Outcome { json, text })

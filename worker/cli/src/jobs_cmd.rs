@@ -12,7 +12,7 @@ use service::{MirrorCache, Submission, job_view};
 use snapshot::{MAX_CONTEXT_JSON_BYTES, Untrusted};
 
 use super::docker_args::{state_dir, tokio_runtime};
-use super::live_args::require_model;
+use super::live_args::{parse_agent, require_model};
 use super::outcome::{INPUT_CODE, IO_CODE, JOBS_NOT_FOUND_CODE};
 use super::paths::{read_text, require_dir};
 use super::plan_args::{ImageArgs, TurnArgs, submit_help};
@@ -73,14 +73,19 @@ pub(crate) struct SubmitArgs {
     /// rejections never do).
     #[arg(long, default_value_t = service::DEFAULT_MAX_ATTEMPTS)]
     pub max_attempts: u32,
-    /// Queue a live turn: a real ACP agent (Codex) in the live image (default: the one recorded
-    /// by `image build --live`), its model requests served by the gateway of the host that runs
-    /// it (`serve --live-upstream`). The job binds the model name, never a credential.
+    /// Queue a live turn: a real ACP agent (Codex unless --agent) in its live image (default: the
+    /// one recorded by `image build --live [--agent A]`), its model requests served by the
+    /// gateway of a host that runs that agent (`serve --live-upstream … --live-agent A`). The job
+    /// binds the agent and the model name, never a credential.
     #[arg(long)]
     pub live: bool,
     /// The model of a live job (1-64 of `A-Z a-z 0-9 . _ : -`); part of the job's identity.
     #[arg(long, value_name = "NAME", requires = "live")]
     pub model: Option<String>,
+    /// The agent of a live job: codex, claude or gemini (default codex); part of the job's
+    /// identity (a Codex job's identity is what it was before agents were a choice).
+    #[arg(long, value_name = "NAME", requires = "live")]
+    pub agent: Option<String>,
     /// The operator's gate definitions: every gate the approval requires must be defined there
     /// (checked before the job is queued; a job that requires a gate needs it).
     #[arg(long, value_name = "FILE")]
@@ -149,6 +154,9 @@ fn job_text(job: &Job) -> String {
     if let Some(live) = &job.spec.live {
         // A checked plain token (the store refuses anything else), still shown as stored text.
         let _ = writeln!(t, "live: model {}", Untrusted::quoted(&live.model));
+        if let Some(agent) = &live.agent {
+            let _ = writeln!(t, "agent: {}", Untrusted::quoted(agent));
+        }
     }
     if let Some(host) = &job.host {
         let _ = writeln!(t, "host: {host}");
@@ -320,8 +328,10 @@ fn submit(args: &SubmitArgs) -> Result<Outcome, CliError> {
             .to_owned()
     };
     let live = if args.live {
+        let agent = parse_agent(args.agent.as_deref())?;
         Some(jobs::LiveJob {
             model: require_model(args.model.as_deref())?.to_owned(),
+            agent: agent.stored().map(str::to_owned),
         })
     } else {
         None

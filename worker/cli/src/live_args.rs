@@ -5,33 +5,61 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
-use gateway::{Gateway, GatewayConfig, OpenAiResponses, UpstreamUrl};
+use gateway::{Gateway, GatewayConfig, UpstreamUrl};
 use service::{CredentialSource, LiveHost};
-use turn::{LiveNote, LiveSettings};
+use turn::{Agent, LiveNote, LiveSettings};
 
 use super::CliError;
-use super::outcome::{GATEWAY_CONFIG_CODE, LIVE_CREDENTIAL_CODE, LIVE_MODEL_CODE};
+use super::outcome::{GATEWAY_CONFIG_CODE, LIVE_AGENT_CODE, LIVE_CREDENTIAL_CODE, LIVE_MODEL_CODE};
 use super::paths::read_file;
 use super::render;
 
-/// The default model upstream (the OpenAI Responses API).
-pub(crate) const DEFAULT_UPSTREAM: &str = "https://api.openai.com/v1";
+/// The default model upstream of each agent's provider (the base URL its paths are joined to).
+pub(crate) fn default_upstream(agent: Agent) -> &'static str {
+    match agent {
+        Agent::Codex => "https://api.openai.com/v1",
+        Agent::Claude => "https://api.anthropic.com/v1",
+        Agent::Gemini => "https://generativelanguage.googleapis.com/v1beta",
+    }
+}
+
+/// The agent named by `--agent` (Codex when omitted).
+///
+/// # Errors
+/// `PATCH_CANDIDATE_LIVE_AGENT` (usage) for a name that is no agent.
+pub(crate) fn parse_agent(name: Option<&str>) -> Result<Agent, CliError> {
+    name.map_or(Ok(Agent::Codex), |n| {
+        n.parse().map_err(|_| {
+            CliError::usage(
+                LIVE_AGENT_CODE,
+                "--agent must be one of codex, claude, gemini",
+            )
+        })
+    })
+}
 /// Largest gateway config accepted.
 const MAX_GATEWAY_CONFIG_BYTES: usize = 256 * 1024;
 
 /// Live turn options.
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct LiveArgs {
-    /// Run a live turn: a real ACP agent (Codex) in the live image, with no network; its model
-    /// requests reach the upstream only through the model gateway in this process, which holds
-    /// the credential.
+    /// Run a live turn: a real ACP agent (Codex unless --agent) in its live image, with no
+    /// network; its model requests reach the upstream only through the model gateway in this
+    /// process, which holds the credential.
     #[arg(long)]
     pub live: bool,
+    /// The agent of the live turn: codex (OpenAI Responses), claude (Anthropic Messages) or
+    /// gemini (Gemini streamGenerateContent); each runs in its own live image
+    /// (`image build --live --agent NAME`) behind its own gateway provider. Default: codex.
+    #[arg(long, value_name = "NAME", requires = "live")]
+    pub agent: Option<String>,
     /// The model the agent uses; it must be in the gateway's allowlist (by default the allowlist
     /// is exactly this model).
     #[arg(long, value_name = "NAME", requires = "live")]
     pub model: Option<String>,
-    /// Model upstream base URL (https; plain http only for a loopback address).
+    /// Model upstream base URL (https; plain http only for a loopback address). Default: the
+    /// agent's vendor API (api.openai.com/v1, api.anthropic.com/v1,
+    /// generativelanguage.googleapis.com/v1beta).
     #[arg(long, value_name = "URL", requires = "live")]
     pub upstream: Option<String>,
     /// Read the model credential from this environment variable.
@@ -62,6 +90,10 @@ pub(crate) struct ServeLiveArgs {
     /// queue.
     #[arg(long, value_name = "URL")]
     pub live_upstream: Option<String>,
+    /// The agent whose live jobs this host runs (the upstream speaks its provider): codex,
+    /// claude or gemini. Live jobs of another agent are snoozed here. Default: codex.
+    #[arg(long, value_name = "NAME", requires = "live_upstream")]
+    pub live_agent: Option<String>,
     /// Read the model credential from this environment variable (at start-up and for every live
     /// attempt).
     #[arg(
@@ -105,8 +137,8 @@ fn credential_source(
     }
 }
 
-fn upstream(url: Option<&str>) -> Result<UpstreamUrl, CliError> {
-    Ok(url.unwrap_or(DEFAULT_UPSTREAM).parse()?)
+fn upstream(url: Option<&str>, agent: Agent) -> Result<UpstreamUrl, CliError> {
+    Ok(url.unwrap_or(default_upstream(agent)).parse()?)
 }
 
 /// The live turn's settings and its gateway, from the options.
@@ -114,6 +146,7 @@ fn upstream(url: Option<&str>) -> Result<UpstreamUrl, CliError> {
 /// # Errors
 /// A usage error for a missing `--model` or credential option; the gateway's setup codes.
 pub(crate) fn live_setup(args: &LiveArgs) -> Result<(LiveSettings, Arc<Gateway>), CliError> {
+    let agent = parse_agent(args.agent.as_deref())?;
     let model = require_model(args.model.as_deref())?;
     let credential =
         credential_source(args.credential_env.as_ref(), args.credential_file.as_ref())?.read()?;
@@ -128,9 +161,9 @@ pub(crate) fn live_setup(args: &LiveArgs) -> Result<(LiveSettings, Arc<Gateway>)
             "the --model is not in the gateway config's models",
         ));
     }
-    let upstream = upstream(args.upstream.as_deref())?;
-    let settings = LiveSettings::codex(model);
-    let gateway = Gateway::new(config, Arc::new(OpenAiResponses), credential, upstream)?;
+    let upstream = upstream(args.upstream.as_deref(), agent)?;
+    let settings = LiveSettings::new(agent, model);
+    let gateway = Gateway::new(config, agent.provider().provider(), credential, upstream)?;
     Ok((settings, Arc::new(gateway)))
 }
 
@@ -144,8 +177,10 @@ pub(crate) fn live_host(args: &ServeLiveArgs) -> Result<Option<LiveHost>, CliErr
     let Some(url) = args.live_upstream.as_deref() else {
         return Ok(None);
     };
+    let agent = parse_agent(args.live_agent.as_deref())?;
     let host = LiveHost {
-        upstream: upstream(Some(url))?,
+        agent,
+        upstream: upstream(Some(url), agent)?,
         credential: credential_source(args.credential_env.as_ref(), args.credential_file.as_ref())?,
         config: args
             .gateway_config
@@ -331,6 +366,29 @@ mod tests {
         a.credential_file = Some(key_file(dir.path(), "sk-cli-secret-77\n"));
         let (settings, gateway) = live_setup(&a).unwrap();
         assert_eq!(settings.model, "gpt-5.3-codex");
+        assert_eq!(settings.agent, Agent::Codex);
+        assert_eq!(gateway.provider_name(), "openai-responses");
+        for (name, agent, provider) in [
+            ("codex", Agent::Codex, "openai-responses"),
+            ("claude", Agent::Claude, "anthropic-messages"),
+            ("gemini", Agent::Gemini, "gemini"),
+        ] {
+            let named = LiveArgs {
+                agent: Some(name.to_owned()),
+                ..a.clone()
+            };
+            let (settings, gateway) = live_setup(&named).unwrap();
+            assert_eq!(settings.agent, agent);
+            assert_eq!(gateway.provider_name(), provider);
+        }
+        let bad_agent = LiveArgs {
+            agent: Some("claude-code".to_owned()),
+            ..a.clone()
+        };
+        assert_eq!(
+            live_setup(&bad_agent).unwrap_err().code,
+            "PATCH_CANDIDATE_LIVE_AGENT"
+        );
         assert_eq!(settings.port, turn::DEFAULT_LIVE_PORT);
         assert!(!format!("{gateway:?}").contains("sk-cli-secret-77"));
 

@@ -41,6 +41,8 @@ pub(crate) const JOBS_NOT_FOUND_CODE: &str = "PATCH_CANDIDATE_JOBS_NOT_FOUND";
 pub(crate) const TOKEN_NOT_FOUND_CODE: &str = "PATCH_CANDIDATE_TOKEN_NOT_FOUND";
 /// `--live` without `--model` (exit status 2).
 pub(crate) const LIVE_MODEL_CODE: &str = "PATCH_CANDIDATE_LIVE_MODEL";
+/// `--agent` names no agent.
+pub(crate) const LIVE_AGENT_CODE: &str = "PATCH_CANDIDATE_LIVE_AGENT";
 /// `--live` without exactly one credential option (exit status 2).
 pub(crate) const LIVE_CREDENTIAL_CODE: &str = "PATCH_CANDIDATE_LIVE_CREDENTIAL";
 /// The gateway config and the `--model` disagree (exit status 2).

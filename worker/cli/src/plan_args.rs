@@ -112,7 +112,7 @@ impl TurnArgs {
         commit: Option<&'a str>,
         task: Option<&'a str>,
         policy: Option<&'a str>,
-        live_model: Option<&'a str>,
+        live: Option<(&'a str, turn::Agent)>,
     ) -> PlanInputs<'a> {
         let given = |v: &'a Vec<String>| (!v.is_empty()).then_some(v.as_slice());
         PlanInputs {
@@ -124,7 +124,8 @@ impl TurnArgs {
             policy,
             files: given(&self.files),
             read_only: given(&self.read_only),
-            live_model,
+            live_model: live.map(|(model, _)| model),
+            live_agent: live.map_or(turn::Agent::Codex, |(_, agent)| agent),
         }
     }
 }

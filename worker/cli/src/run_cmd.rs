@@ -13,7 +13,7 @@ use turn::{
 };
 
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
-use super::live_args::{LiveArgs, live_setup, print_note};
+use super::live_args::{LiveArgs, live_setup, parse_agent, print_note};
 use super::outcome::{OUTPUT_CODE, STATE_CODE, display_path};
 use super::paths::{read_file, require_dir, require_parent};
 use super::plan_args::{ImageArgs, TurnArgs};
@@ -79,8 +79,13 @@ pub(crate) fn execute(
         let defs = super::gate_cmd::load_definitions(gates)?;
         gate::check_required_gates(context.required_validation_gates(), &defs)?;
     }
+    let agent = args
+        .live
+        .live
+        .then(|| parse_agent(args.live.agent.as_deref()))
+        .transpose()?;
     let image = turn::resolve_image(
-        ImageKind::for_live(args.live.live),
+        ImageKind::for_live(agent),
         args.image.image.as_deref(),
         args.image.image_id.as_deref(),
         &state,
@@ -96,7 +101,8 @@ pub(crate) fn execute(
         args.commit.as_deref(),
         args.task.as_deref(),
         policy.as_deref(),
-        live.as_ref().map(|(settings, _)| settings.model.as_str()),
+        live.as_ref()
+            .map(|(settings, _)| (settings.model.as_str(), settings.agent)),
     );
     let plan = TurnPlan::lower(context, image, &inputs)?;
     let store_dir = args
@@ -195,7 +201,7 @@ async fn turn_with_sweep(
             if progress {
                 tracing::info!(
                     "live: agent {} with model {}",
-                    render::name(&settings.agent),
+                    settings.agent,
                     render::name(&settings.model)
                 );
             }

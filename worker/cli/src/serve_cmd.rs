@@ -79,9 +79,71 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub gates: Option<std::path::PathBuf>,
     #[command(flatten)]
+    pub publish: ServePublishArgs,
+    #[command(flatten)]
     pub live: ServeLiveArgs,
     #[command(flatten)]
     pub docker: DockerArgs,
+}
+
+/// Where the publish action (`POST /v1/jobs/{id}/publish`) pushes: the operator's choice; a
+/// client names only the new branch and the base branch.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ServePublishArgs {
+    /// The destination of publications: an absolute path to a repository, or an `https://` (or
+    /// loopback `http://`) URL without credentials in it. Without it, publish is refused with
+    /// PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED.
+    #[arg(long, value_name = "URL|PATH")]
+    pub publish_remote: Option<String>,
+    /// A file (mode 0600) holding `user:password` or a token for an HTTP remote; it reaches git
+    /// only through a private credential helper, never in any argv or environment.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "publish_remote",
+        conflicts_with = "publish_credential_helper"
+    )]
+    pub publish_credential_file: Option<std::path::PathBuf>,
+    /// A git credential helper to use instead (as `credential.helper` takes it).
+    #[arg(long, value_name = "HELPER", requires = "publish_remote")]
+    pub publish_credential_helper: Option<String>,
+    /// Author and committer name of published commits.
+    #[arg(long, value_name = "NAME", default_value = "patch-candidate")]
+    pub publish_identity_name: String,
+    /// Author and committer e-mail of published commits.
+    #[arg(
+        long,
+        value_name = "EMAIL",
+        default_value = "patch-candidate@localhost"
+    )]
+    pub publish_identity_email: String,
+}
+
+fn publish_target(args: &ServePublishArgs) -> Result<Option<service::PublishTarget>, CliError> {
+    let Some(remote) = &args.publish_remote else {
+        return Ok(None);
+    };
+    let credential = match (
+        &args.publish_credential_file,
+        &args.publish_credential_helper,
+    ) {
+        (Some(file), _) => publish::CredentialSource::file(file),
+        (None, Some(helper)) => publish::CredentialSource::helper(helper)?,
+        (None, None) => publish::CredentialSource::None,
+    };
+    // The identity is checked now, so a bad one fails at start, not at the first publish.
+    publish::CommitIdentity::new(
+        &args.publish_identity_name,
+        &args.publish_identity_email,
+        0,
+        0,
+    )?;
+    Ok(Some(service::PublishTarget {
+        remote: publish::Remote::parse(remote)?,
+        credential,
+        identity_name: args.publish_identity_name.clone(),
+        identity_email: args.publish_identity_email.clone(),
+    }))
 }
 
 pub(crate) fn run(args: &ServeArgs) -> Result<Outcome, CliError> {
@@ -93,6 +155,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<Outcome, CliError> {
         ));
     }
     let live = live_host(&args.live)?;
+    let publish = publish_target(&args.publish)?;
     let gates = args
         .gates
         .as_deref()
@@ -116,6 +179,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<Outcome, CliError> {
         docker_socket: args.docker.docker_socket.clone(),
         live,
         gates,
+        publish,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)

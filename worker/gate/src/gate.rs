@@ -205,6 +205,43 @@ pub async fn evaluate_gate<R: ContainerRuntime + Clone + 'static>(
     })
 }
 
+/// Runs `def` once over exactly the tree of `commit` in the repository (or bare git directory)
+/// at `repo`, with nothing applied: the re-gate of a merged commit before it is published. The
+/// evidence's subject is the commit (`baseline`, no candidate digest); there is no baseline
+/// comparison, so only an outright `passed` run passes.
+///
+/// # Errors
+/// As [`BaselineTree::load`] and [`run_gate`] (environment failures); a run that happened always
+/// ends in evidence.
+pub async fn evaluate_commit<R: ContainerRuntime + Clone + 'static>(
+    runtime: &R,
+    def: &GateDefinition,
+    repo: &std::path::Path,
+    commit: &str,
+    ctx: RunContext<'_>,
+) -> Result<(GateEvidence, Sha256), GateError> {
+    let owned_repo = repo.to_owned();
+    let owned_commit = commit.to_owned();
+    let base = tokio::task::spawn_blocking(move || BaselineTree::load(&owned_repo, &owned_commit))
+        .await
+        .map_err(|_| GateError::State {
+            detail: "the tree reader failed",
+        })??;
+    let tree = base.baseline(def.workspace_bytes())?;
+    if let Some(junit) = def.junit()
+        && tree.contains_file(&junit.path)
+    {
+        return Err(GateError::Tree {
+            detail: "the tree holds the gate's JUnit path".to_owned(),
+        });
+    }
+    let facts = run_gate(runtime, def, &tree, ctx).await?;
+    let classified = classify(&facts, def.junit().is_some());
+    let evidence = evidence_from(def, &ctx, commit, None, &classified, Some(&tree));
+    let (_, digest) = evidence.to_file_bytes()?;
+    Ok((evidence, digest))
+}
+
 /// The one verdict line of a gate (`gate NAME: OUTCOME ...`), every value from the evidence.
 #[must_use]
 pub fn verdict_line(evidence: &GateEvidence, digest: &Sha256) -> String {

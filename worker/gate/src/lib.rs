@@ -43,7 +43,9 @@ pub use evidence::{
     EvidenceSubject, GateEvidence, GateOutcome, IdList, LogTail, MAX_EVIDENCE_BYTES,
     MAX_LISTED_IDS, TestCounts, TreeFacts, escape_log, parse_evidence, verify_evidence,
 };
-pub use gate::{BaselineUse, GateResult, evaluate_gate, evidence_file_name, verdict_line};
+pub use gate::{
+    BaselineUse, GateResult, evaluate_commit, evaluate_gate, evidence_file_name, verdict_line,
+};
 pub use pinned::PinnedPattern;
 pub use run::{GATE_SLACK, MAX_RUNNER_STDERR_BYTES, RunContext, RunFacts, run_gate};
 pub use store::{FoundEvidence, find_evidence, store_evidence};

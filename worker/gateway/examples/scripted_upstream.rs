@@ -1,18 +1,34 @@
 //! The scripted upstream as a process, for trying `run --live` by hand:
-//! `scripted_upstream [edit PATH OLD NEW | create PATH TEXT]...` serves those replies in order,
-//! then "Done." messages; it prints its base URL, then each request's target and whether it
-//! carried an `authorization` header (never the value).
+//! `scripted_upstream [--gemini] [edit PATH OLD NEW | create PATH TEXT]...` serves those replies
+//! in order (Responses-API shapes, or with `--gemini` Gemini `streamGenerateContent` chunks
+//! calling `replace` / `write_file`), then "Done." messages; it prints its base URL, then each
+//! request's target and whether it carried an `authorization` header (never the value).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-use gateway::testkit::{Reply, ScriptedUpstream};
+use gateway::testkit::{DEFAULT_USAGE, Reply, ScriptedUpstream, gemini};
+use serde_json::json;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut replies = Vec::new();
-    let mut rest = args.as_slice();
+    let (is_gemini, mut rest) = match args.split_first() {
+        Some((flag, more)) if flag == "--gemini" => (true, more),
+        _ => (false, args.as_slice()),
+    };
     while let Some((verb, tail)) = rest.split_first() {
         match (verb.as_str(), tail) {
+            ("edit", [path, old, new, more @ ..]) if is_gemini => {
+                let args = json!({"file_path": path, "old_string": old, "new_string": new,
+                                  "instruction": "edit"});
+                replies.push(gemini::function_call("replace", &args, DEFAULT_USAGE));
+                rest = more;
+            }
+            ("create", [path, text, more @ ..]) if is_gemini => {
+                let args = json!({"file_path": path, "content": text});
+                replies.push(gemini::function_call("write_file", &args, DEFAULT_USAGE));
+                rest = more;
+            }
             ("edit", [path, old, new, more @ ..]) => {
                 replies.push(Reply::edit_file(path, old, new));
                 rest = more;
@@ -28,6 +44,9 @@ async fn main() {
         }
     }
     let upstream = ScriptedUpstream::start(replies).await.unwrap();
+    if is_gemini {
+        upstream.set_fallback(gemini::text("Done.", DEFAULT_USAGE));
+    }
     println!("{}", upstream.base_url());
     let mut seen = 0;
     loop {

@@ -64,6 +64,12 @@ impl Gateway {
         })
     }
 
+    /// The name of the provider this gateway speaks (`openai-responses`, …).
+    #[must_use]
+    pub fn provider_name(&self) -> &'static str {
+        self.provider.name()
+    }
+
     /// The settings.
     #[must_use]
     pub fn config(&self) -> &GatewayConfig {

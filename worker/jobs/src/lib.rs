@@ -40,7 +40,7 @@ pub use evidence::{
 pub use ids::{AttemptId, HostId, JobId, MAX_HOST_ID_CHARS, StoreId};
 pub use model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobFailure, JobKind, JobSpec, JobState,
-    LiveJob, MAX_ATTEMPTS_LIMIT, MAX_BATCH, MAX_CANDIDATE_BYTES, MAX_CODE_CHARS,
+    LiveJob, MAX_AGENT_CHARS, MAX_ATTEMPTS_LIMIT, MAX_BATCH, MAX_CANDIDATE_BYTES, MAX_CODE_CHARS,
     MAX_DOCUMENT_BYTES, MAX_MESSAGE_BYTES, MAX_MODEL_CHARS, MAX_REPOSITORY_BYTES,
     MAX_SELECTIONS_BYTES, Retry, StoreOptions, backoff,
 };

@@ -169,14 +169,34 @@ pub struct LiveJob {
     /// The model name: 1 to [`MAX_MODEL_CHARS`] of `A-Z a-z 0-9 . _ : -` (what the in-container
     /// runner accepts, inside what the gateway's allowlist accepts).
     pub model: String,
+    /// The agent, when it is not Codex: 1 to [`MAX_AGENT_CHARS`] of `a-z`, never `codex` (a
+    /// Codex job stores no agent, so its binding and key are what they were before agents were
+    /// a choice). The service maps the name to an agent; this crate checks only its shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
+/// Longest agent name of a live job.
+pub const MAX_AGENT_CHARS: usize = 32;
+
 impl LiveJob {
-    /// Checks the model name's shape.
+    /// Checks the model name's and the agent name's shape.
     ///
     /// # Errors
-    /// `PATCH_CANDIDATE_JOBS_SPEC` naming `live.model`.
+    /// `PATCH_CANDIDATE_JOBS_SPEC` naming `live.model` or `live.agent`.
     pub fn validate(&self) -> Result<()> {
+        if let Some(agent) = &self.agent {
+            let ok = !agent.is_empty()
+                && agent.len() <= MAX_AGENT_CHARS
+                && agent.bytes().all(|b| b.is_ascii_lowercase())
+                && agent != "codex";
+            if !ok {
+                return Err(JobsError::spec(
+                    "live.agent",
+                    "must be 1 to 32 of a-z, and absent for codex",
+                ));
+            }
+        }
         let ok = !self.model.is_empty()
             && self.model.len() <= MAX_MODEL_CHARS
             && self
@@ -392,6 +412,12 @@ impl JobSpec {
             hasher.update(b"live\0");
             hasher.update((live.model.len() as u64).to_be_bytes());
             hasher.update(live.model.as_bytes());
+            // Only a non-Codex job has an agent: Codex keys are unchanged.
+            if let Some(agent) = &live.agent {
+                hasher.update(b"agent\0");
+                hasher.update((agent.len() as u64).to_be_bytes());
+                hasher.update(agent.as_bytes());
+            }
         }
         format!(
             "{}{}",
@@ -600,14 +626,59 @@ mod tests {
         turn.kind = JobKind::Turn;
         live.live = Some(LiveJob {
             model: "m".to_owned(),
+            agent: None,
         });
         assert_ne!(live.idempotency_key(), turn.idempotency_key());
         let mut other = live.clone();
         other.live = Some(LiveJob {
             model: "n".to_owned(),
+            agent: None,
         });
         assert_ne!(live.idempotency_key(), other.idempotency_key());
     }
+
+    #[test]
+    fn a_codex_live_key_is_unchanged_by_agents_and_another_agent_differs() {
+        // The key of a live (Codex) turn spec as stored before agents were a choice (a golden
+        // value: stored keys must keep matching resubmissions).
+        let mut codex = JobSpec::noop("golden", 1);
+        codex.kind = JobKind::Turn;
+        codex.live = Some(LiveJob {
+            model: "gpt-5.3-codex".to_owned(),
+            agent: None,
+        });
+        codex.validate().unwrap();
+        assert_eq!(codex.idempotency_key(), GOLDEN_CODEX_LIVE_KEY);
+        let mut gemini = codex.clone();
+        gemini.live = Some(LiveJob {
+            model: "gpt-5.3-codex".to_owned(),
+            agent: Some("gemini".to_owned()),
+        });
+        gemini.validate().unwrap();
+        assert_ne!(gemini.idempotency_key(), codex.idempotency_key());
+        let mut claude = gemini.clone();
+        claude.live.as_mut().unwrap().agent = Some("claude".to_owned());
+        assert_ne!(claude.idempotency_key(), gemini.idempotency_key());
+        // One spelling per job: Codex is absent, never named; names are plain lowercase words.
+        for bad in ["codex", "", "Gemini", "gemini-cli", &"a".repeat(33)] {
+            let mut spec = codex.clone();
+            spec.live.as_mut().unwrap().agent = Some(bad.to_owned());
+            assert_eq!(
+                spec.validate().unwrap_err().code(),
+                "PATCH_CANDIDATE_JOBS_SPEC",
+                "{bad:?}"
+            );
+        }
+        // The stored form of a Codex job has no agent key at all.
+        let json = serde_json::to_value(codex.live.as_ref().unwrap()).unwrap();
+        assert_eq!(json, serde_json::json!({"model": "gpt-5.3-codex"}));
+    }
+
+    /// What the key encoding before agents existed gives for that spec (computed by an
+    /// independent implementation of that encoding, which also reproduces the offline golden
+    /// value above).
+    const GOLDEN_CODEX_LIVE_KEY: &str =
+        "sha256:6462bee2aae9c7193ddabacbb9d591208279d80e811c83b4d7ab6d04513db045";
 
     #[test]
     fn noop_specs_validate_and_differ_by_nonce() {

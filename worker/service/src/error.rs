@@ -46,6 +46,11 @@ pub enum ServiceError {
         "PATCH_CANDIDATE_SERVICE_LIVE_MODEL: the job's model is not in this host's gateway config"
     )]
     LiveModel,
+    /// A live job's agent is not the one this host's gateway serves (`serve --live-agent`).
+    #[error(
+        "PATCH_CANDIDATE_SERVICE_LIVE_AGENT: the job's agent is not the one this host's gateway serves"
+    )]
+    LiveAgent,
     /// A job requires a gate this host does not define (`serve --gates FILE`), or the host has no
     /// gate definitions: another host, or this one after its operator adds it, may run it.
     #[error(
@@ -86,6 +91,7 @@ impl ServiceError {
             Self::Cancelled => "PATCH_CANDIDATE_SERVICE_CANCELLED",
             Self::LiveUnavailable => "PATCH_CANDIDATE_SERVICE_LIVE_UNAVAILABLE",
             Self::LiveModel => "PATCH_CANDIDATE_SERVICE_LIVE_MODEL",
+            Self::LiveAgent => "PATCH_CANDIDATE_SERVICE_LIVE_AGENT",
             Self::GatesUnavailable => "PATCH_CANDIDATE_SERVICE_GATES_UNAVAILABLE",
             Self::Gate(e) => e.code(),
             Self::Gateway(e) => e.code(),
@@ -118,6 +124,7 @@ impl Coded for ServiceError {
             | Self::Locked
             | Self::LiveUnavailable
             | Self::LiveModel
+            | Self::LiveAgent
             | Self::GatesUnavailable => FailureClass::Environment,
             Self::Gate(e) => Coded::class(e),
             Self::Gateway(e) => Coded::class(e),
@@ -149,6 +156,7 @@ mod tests {
             ServiceError::Cancelled,
             ServiceError::LiveUnavailable,
             ServiceError::LiveModel,
+            ServiceError::LiveAgent,
             ServiceError::GatesUnavailable,
         ] {
             snapshot::check_message_convention(&e).unwrap();

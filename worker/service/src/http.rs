@@ -25,7 +25,11 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use super::submission::{Submission, prepare};
+
+#[path = "review_api.rs"]
+pub(crate) mod review_api;
 use super::{ServiceError, Shared};
+pub use review_api::PublishTarget;
 
 /// The token file in the state directory.
 pub const TOKEN_FILE: &str = "api-token";
@@ -127,11 +131,17 @@ fn status_of(code: &str, class: FailureClass) -> StatusCode {
         | "PATCH_CANDIDATE_REVIEW_GATES_UNMET"
         | "PATCH_CANDIDATE_REVIEW_POLICY_UNCLEAN"
         | "PATCH_CANDIDATE_REVIEW_PUBLISHED"
-        | "PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED" => StatusCode::CONFLICT,
+        | "PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED"
+        | "PATCH_CANDIDATE_PUBLISH_BASE_MOVED"
+        | "PATCH_CANDIDATE_PUBLISH_BRANCH_EXISTS"
+        | "PATCH_CANDIDATE_PUBLISH_REBASE_CONFLICT"
+        | "PATCH_CANDIDATE_PUBLISH_REGATE_FAILED" => StatusCode::CONFLICT,
         "PATCH_CANDIDATE_REVIEW_REASON_REQUIRED"
         | "PATCH_CANDIDATE_REVIEW_REASON"
         | "PATCH_CANDIDATE_REVIEW_INPUT" => StatusCode::BAD_REQUEST,
-        "PATCH_CANDIDATE_JOBS_ID" | "PATCH_CANDIDATE_JOBS_INPUT" => StatusCode::BAD_REQUEST,
+        "PATCH_CANDIDATE_JOBS_ID"
+        | "PATCH_CANDIDATE_JOBS_INPUT"
+        | "PATCH_CANDIDATE_PUBLISH_INPUT" => StatusCode::BAD_REQUEST,
         _ => match class {
             FailureClass::Usage => StatusCode::BAD_REQUEST,
             FailureClass::Rejected => StatusCode::UNPROCESSABLE_ENTITY,
@@ -147,7 +157,7 @@ impl<E: Coded> From<E> for ApiError {
     }
 }
 
-type ApiResult = Result<Response, ApiError>;
+pub(crate) type ApiResult = Result<Response, ApiError>;
 
 /// The public view of a job (no approval bytes; `spec` is the store's serialised spec).
 pub fn job_view(job: &Job) -> serde_json::Value {
@@ -464,196 +474,6 @@ pub fn review_summary(
     })
 }
 
-/// Everything a review view or decision of one job's candidate is built from, established
-/// from the store's bytes on each request: the candidate re-validated and digested, its gate
-/// evidence parsed strictly, the content policy scanned, the history parsed strictly.
-pub(crate) struct ReviewContext {
-    pub(crate) candidate: finalizer::RepositoryPatchCandidate,
-    pub(crate) facts: review::ReviewFacts,
-    pub(crate) findings: Vec<review::PolicyFinding>,
-    pub(crate) history: Vec<review::StoredDecision>,
-    pub(crate) publication: Option<serde_json::Value>,
-}
-
-impl ReviewContext {
-    pub(crate) fn package(&self) -> Result<review::ReviewPackage, ApiError> {
-        Ok(review::build_package(
-            &self.candidate,
-            &self.facts,
-            &self.findings,
-            self.history.clone(),
-            self.publication.clone(),
-        )?)
-    }
-}
-
-pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewContext, ApiError> {
-    let no_candidate = || {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "PATCH_CANDIDATE_JOBS_NOT_FOUND",
-            "PATCH_CANDIDATE_JOBS_NOT_FOUND: no candidate for this job (not completed, or no such job)",
-        )
-    };
-    let job = sh.store.get(id).await?.ok_or_else(no_candidate)?;
-    let bytes = sh.store.candidate(id).await?.ok_or_else(no_candidate)?;
-    let candidate = finalizer::validate_candidate_json(&bytes)?;
-    let digest = finalizer::repository_patch_digest(&candidate)?;
-    if job.candidate_digest.as_deref() != Some(digest.to_string().as_str()) {
-        return Err(jobs::JobsError::Corrupt {
-            field: "candidate_digest",
-        }
-        .into());
-    }
-    let mut gates = Vec::new();
-    for doc in sh.store.evidence(id).await? {
-        let file = gate::parse_evidence(doc.bytes())?;
-        if let Some(bound) = file.evidence.candidate_digest {
-            gates.push(review::GateFact {
-                gate: file.evidence.gate.clone(),
-                outcome: review::GateFactOutcome::parse(file.evidence.outcome.as_str())?,
-                evidence_digest: file.digest,
-                candidate_digest: bound,
-            });
-        }
-    }
-    let report = policy::scan(&candidate)?;
-    let (_, report_digest) = report.to_file_bytes()?;
-    let findings = report
-        .findings
-        .iter()
-        .map(|f| review::PolicyFinding {
-            rule: f.rule_id.clone(),
-            path: f.path.clone(),
-            line: f.line,
-        })
-        .collect();
-    let mut history = Vec::new();
-    for row in sh.store.decisions(id).await? {
-        history.push(review::StoredDecision {
-            seq: u64::try_from(row.seq).map_err(|_| jobs::JobsError::Corrupt {
-                field: "review_decisions.seq",
-            })?,
-            record: review::parse_record(row.row.record(), &digest)?,
-        });
-    }
-    let publication = sh
-        .store
-        .publication(id)
-        .await?
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
-    let facts = review::ReviewFacts {
-        candidate_digest: digest,
-        approval_digest: candidate.approved_plan_digest().to_owned(),
-        required_gates: candidate.required_validation_gates().to_vec(),
-        gates,
-        policy: Some(review::PolicyFact {
-            report_digest,
-            candidate_digest: report.candidate_digest,
-            clean: report.clean,
-        }),
-        published: publication.is_some(),
-    };
-    Ok(ReviewContext {
-        candidate,
-        facts,
-        findings,
-        history,
-        publication,
-    })
-}
-
-async fn review_show(
-    State(sh): State<Arc<Shared>>,
-    id: Result<UrlPath<String>, PathRejection>,
-) -> ApiResult {
-    let id = parse_id(id)?;
-    let context = review_context(&sh, &id).await?;
-    Ok(axum::Json(serde_json::json!({"review": context.package()?})).into_response())
-}
-
-/// A decision as a client sends it: the decision, the candidate digest it was made against
-/// (required), a reason, and `force` for an override.
-#[derive(Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DecisionBody {
-    decision: String,
-    candidate_digest: String,
-    #[serde(default)]
-    reason: Option<String>,
-    #[serde(default)]
-    force: bool,
-}
-
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-async fn review_decide(
-    State(sh): State<Arc<Shared>>,
-    axum::Extension(Caller(principal)): axum::Extension<Caller>,
-    id: Result<UrlPath<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult {
-    let id = parse_id(id)?;
-    let body: DecisionBody = json_body(&headers, body).await?;
-    let named: snapshot::Sha256 = body.candidate_digest.parse().map_err(|_| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "PATCH_CANDIDATE_REVIEW_INPUT",
-            "PATCH_CANDIDATE_REVIEW_INPUT: candidate_digest must be sha256: and 64 lowercase hex digits",
-        )
-    })?;
-    let request = review::DecisionRequest {
-        candidate_digest: named,
-        decision: review::Decision::parse(&body.decision)?,
-        reason: body
-            .reason
-            .as_deref()
-            .map(review::Reason::parse)
-            .transpose()?,
-        force: body.force,
-    };
-    let context = review_context(&sh, &id).await?;
-    let actor = review::Actor {
-        kind: review::ActorKind::ApiToken,
-        principal,
-    };
-    let record = review::decide(&context.facts, &request, actor, now_ms())?;
-    let row = jobs::DecisionRow::new(
-        &record.candidate_digest.to_string(),
-        record.decision.as_str(),
-        record.actor.principal.as_str(),
-        record.forced,
-        record.at_ms,
-        record.to_bytes()?,
-    )?;
-    let seq = sh.store.record_decision(&id, row, None).await?;
-    sh.metrics.decision(record.decision.as_str(), record.forced);
-    tracing::info!(
-        code = "PATCH_CANDIDATE_REVIEW_DECISION",
-        job = %id,
-        decision = record.decision.as_str(),
-        forced = record.forced,
-        principal = record.actor.principal.as_str(),
-        seq,
-        "review decision recorded"
-    );
-    let context = review_context(&sh, &id).await?;
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(serde_json::json!({
-            "seq": seq,
-            "decision": record,
-            "review": context.package()?,
-        })),
-    )
-        .into_response())
-}
-
 async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
@@ -690,7 +510,7 @@ async fn require_token(
 
 /// The authenticated principal of a request.
 #[derive(Clone, Debug)]
-struct Caller(review::Principal);
+pub(crate) struct Caller(pub(crate) review::Principal);
 
 /// The principal of the request's bearer token, `None` when it has none or an unknown or
 /// revoked one.
@@ -780,6 +600,7 @@ fn route_name(path: &str) -> &'static str {
         ["", "v1", "jobs", _, "retry"] => "job_retry",
         ["", "v1", "jobs", _, "candidate"] => "job_candidate",
         ["", "v1", "jobs", _, "review"] => "job_review",
+        ["", "v1", "jobs", _, "publish"] => "job_publish",
         ["", "ui", ..] => "ui",
         _ => "other",
     }
@@ -815,7 +636,7 @@ pub(crate) fn router(sh: Arc<Shared>) -> Router {
         .route("/v1/jobs/{id}/cancel", post(cancel))
         .route("/v1/jobs/{id}/retry", post(retry))
         .route("/v1/jobs/{id}/candidate", get(candidate))
-        .route("/v1/jobs/{id}/review", get(review_show).post(review_decide))
+        .merge(review_api::routes())
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&sh),
             require_token,

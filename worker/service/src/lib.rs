@@ -33,7 +33,8 @@ use tokio::sync::Notify;
 
 pub use error::ServiceError;
 pub use http::{
-    TOKEN_FILE, job_view, job_view_with_gates, load_or_create_token, mint_token, review_summary,
+    PublishTarget, TOKEN_FILE, job_view, job_view_with_gates, load_or_create_token, mint_token,
+    review_summary,
 };
 pub use live_host::{CredentialSource, LiveHost};
 pub use metrics::Metrics;
@@ -91,6 +92,9 @@ pub struct ServeOptions {
     /// The operator's gate definitions (`--gates FILE`); `None`: this host snoozes the jobs that
     /// require a gate.
     pub gates: Option<std::sync::Arc<gate::GateDefinitions>>,
+    /// Where the publish action pushes (`--publish-remote`); `None`: publication is refused
+    /// with `PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED`.
+    pub publish: Option<PublishTarget>,
 }
 
 /// The claim loop's phase.
@@ -113,6 +117,8 @@ pub(crate) struct Shared {
     pub ready: AtomicBool,
     pub wake: Notify,
     pub token: Vec<u8>,
+    /// Publications of this host, one at a time.
+    pub publishing: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Shared {

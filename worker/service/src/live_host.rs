@@ -10,7 +10,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses, TurnGateway, UpstreamUrl};
+use gateway::{Credential, Gateway, GatewayConfig, TurnGateway, UpstreamUrl};
+use turn::Agent;
 
 use super::ServiceError;
 use turn::{LiveNote, LiveSettings};
@@ -47,6 +48,10 @@ pub struct LiveHost {
     /// The operator's gateway config; `None`: the defaults, with the job's model as the one
     /// allowed model (as `run --live` without `--gateway-config`).
     pub config: Option<GatewayConfig>,
+    /// The agent whose live jobs this host runs: the upstream speaks that agent's provider
+    /// (Codex: Responses, Claude: Messages, Gemini: `streamGenerateContent`). Jobs of another
+    /// agent are snoozed here, for a host serving that agent.
+    pub agent: Agent,
 }
 
 /// One live attempt's agent settings and its fresh gateway state (budgets and the trusted usage
@@ -74,20 +79,29 @@ impl LiveHost {
             .unwrap_or_else(|| GatewayConfig::for_model("check"));
         Gateway::new(
             config,
-            Arc::new(OpenAiResponses),
+            self.agent.provider().provider(),
             credential,
             self.upstream.clone(),
         )
         .map(|_| ())
     }
 
-    /// The gateway of one live attempt of a job bound to `model`.
+    /// The gateway of one live attempt of a job bound to `job`'s agent and model: the agent's
+    /// own provider (Codex: Responses, Claude: Messages, Gemini: `streamGenerateContent`) in
+    /// front of this host's upstream.
     ///
     /// # Errors
+    /// `PATCH_CANDIDATE_LIVE_AGENT` for a stored agent this host does not know;
+    /// `PATCH_CANDIDATE_SERVICE_LIVE_AGENT` for another agent than this host's;
     /// `PATCH_CANDIDATE_SERVICE_LIVE_MODEL` when this host's gateway config does not allow the
     /// model; the gateway's setup codes (the credential cannot be read now, …). Both mean this
     /// host cannot run the job now: the caller snoozes it.
-    pub(crate) fn turn(&self, model: &str) -> Result<LiveTurn, ServiceError> {
+    pub(crate) fn turn(&self, job: &jobs::LiveJob) -> Result<LiveTurn, ServiceError> {
+        let agent = Agent::from_stored(job.agent.as_deref())?;
+        if agent != self.agent {
+            return Err(ServiceError::LiveAgent);
+        }
+        let model = job.model.as_str();
         let config = match &self.config {
             Some(config) => config.clone(),
             None => GatewayConfig::for_model(model),
@@ -98,12 +112,12 @@ impl LiveHost {
         let credential = self.credential.read()?;
         let gateway = Arc::new(Gateway::new(
             config,
-            Arc::new(OpenAiResponses),
+            agent.provider().provider(),
             credential,
             self.upstream.clone(),
         )?);
         Ok(LiveTurn {
-            settings: LiveSettings::codex(model),
+            settings: LiveSettings::new(agent, model),
             gateway: gateway.start_turn(),
         })
     }
@@ -132,5 +146,55 @@ pub(crate) fn log_note(note: &LiveNote) {
             code = "PATCH_CANDIDATE_LIVE_STOPPED",
             "wall budget spent: STOP sent to the agent"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(agent: Agent, dir: &std::path::Path) -> LiveHost {
+        let key = dir.join("key");
+        std::fs::write(&key, "sk-host-test\n").unwrap();
+        LiveHost {
+            upstream: "http://127.0.0.1:9/v1".parse().unwrap(),
+            credential: CredentialSource::File(key),
+            config: None,
+            agent,
+        }
+    }
+
+    fn job(agent: Option<&str>) -> jobs::LiveJob {
+        jobs::LiveJob {
+            model: "m".to_owned(),
+            agent: agent.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_host_runs_only_its_agent_with_that_agent_s_provider() {
+        let dir = tempfile::tempdir().unwrap();
+        let codex = host(Agent::Codex, dir.path());
+        codex.check().unwrap();
+        let turn = codex.turn(&job(None)).unwrap();
+        assert_eq!(turn.settings, LiveSettings::new(Agent::Codex, "m"));
+        let gemini = host(Agent::Gemini, dir.path());
+        let turn = gemini.turn(&job(Some("gemini"))).unwrap();
+        assert_eq!(turn.settings.agent, Agent::Gemini);
+        // Another agent's job is snoozed on this host; an unknown stored agent is refused.
+        for (host, other) in [
+            (&codex, Some("gemini")),
+            (&gemini, None),
+            (&gemini, Some("claude")),
+        ] {
+            assert_eq!(
+                host.turn(&job(other)).unwrap_err().code(),
+                "PATCH_CANDIDATE_SERVICE_LIVE_AGENT"
+            );
+        }
+        assert_eq!(
+            codex.turn(&job(Some("gpt"))).unwrap_err().code(),
+            "PATCH_CANDIDATE_LIVE_AGENT"
+        );
     }
 }

@@ -30,7 +30,7 @@ const OUTCOMES: [(AttemptOutcome, &str); 7] = [
 ];
 
 /// The API's route templates (what a request is counted under).
-pub const ROUTES: [&str; 10] = [
+pub const ROUTES: [&str; 11] = [
     "healthz",
     "readyz",
     "metrics",
@@ -40,6 +40,7 @@ pub const ROUTES: [&str; 10] = [
     "job_retry",
     "job_candidate",
     "job_review",
+    "job_publish",
     "other",
 ];
 /// Review decisions, by kind (the counter's `decision` label).
@@ -67,7 +68,7 @@ pub struct Metrics {
     draining: AtomicU64,
     turn_seconds_sum_ms: AtomicU64,
     turn_count: AtomicU64,
-    http: [[AtomicU64; 4]; 10],
+    http: [[AtomicU64; 4]; ROUTES.len()],
     /// Review decisions recorded through this host's API, by [`DECISIONS`] kind.
     decisions: [AtomicU64; 3],
     /// Forced accepts (overrides of unmet gates or an unclean policy).

@@ -195,7 +195,7 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
             finish(sh, claimed, Ended::Done(Box::new(Err(e))), None).await;
             return;
         }
-        (Some(job), Some(host)) => match host.turn(&job.model) {
+        (Some(job), Some(host)) => match host.turn(job) {
             Ok(turn) => Some(turn),
             Err(e) => {
                 finish(sh, claimed, Ended::Done(Box::new(Err(e))), None).await;
@@ -490,6 +490,7 @@ async fn failed(sh: &Shared, claimed: &Claimed, e: ServiceError, ran: Option<&Ra
             )
             | ServiceError::LiveUnavailable
             | ServiceError::LiveModel
+            | ServiceError::LiveAgent
             | ServiceError::Gateway(_)
             | ServiceError::GatesUnavailable
             | ServiceError::Gate(gate::GateError::Container(

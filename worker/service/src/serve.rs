@@ -189,6 +189,7 @@ async fn start_up(
         ready: AtomicBool::new(true),
         wake: Notify::new(),
         token,
+        publishing: tokio::sync::Mutex::new(()),
     });
     sh.metrics.set_max_turns(max_turns);
     let registered = runner::retrying(&sh, "register_host", || {

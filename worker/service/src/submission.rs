@@ -10,8 +10,8 @@ use snapshot::{ApprovedExecutionContext, MAX_CONTEXT_JSON_BYTES};
 use super::ServiceError;
 use super::mirror::{Locator, MirrorCache};
 use turn::{
-    DEFAULT_WALL_SECONDS, ImageKind, MAX_POLICY_BYTES, MAX_TURN_ARCHIVE_BYTES, PipelineRequest,
-    PlanInputs, TurnPlan,
+    Agent, DEFAULT_WALL_SECONDS, ImageKind, MAX_POLICY_BYTES, MAX_TURN_ARCHIVE_BYTES,
+    PipelineRequest, PlanInputs, TurnPlan,
 };
 
 /// Attempts a job gets unless the submission says otherwise.
@@ -50,9 +50,10 @@ pub struct Submission {
     pub max_archive_bytes: Option<usize>,
     #[serde(default)]
     pub max_attempts: Option<u32>,
-    /// A live turn: `{"model": NAME}`. The image is then the live image (by default the one
-    /// `image build --live` recorded). No credential is part of a submission: the serving
-    /// host's gateway holds it.
+    /// A live turn: `{"model": NAME}`, with `"agent": "claude"|"gemini"` for an agent other
+    /// than Codex (`"codex"` is accepted and stored as absent). The image is then that agent's
+    /// live image (by default the one `image build --live [--agent A]` recorded). No credential
+    /// is part of a submission: the serving host's gateway holds it.
     #[serde(default)]
     pub live: Option<jobs::LiveJob>,
 }
@@ -119,13 +120,14 @@ impl Selections {
         Ok(())
     }
 
-    /// The plan inputs these selections give, with the job's commit, task, runtime and model.
+    /// The plan inputs these selections give, with the job's commit, task, runtime, model and
+    /// agent.
     fn plan_inputs<'a>(
         &'a self,
         commit: Option<&'a str>,
         task: Option<&'a str>,
         runtime: Option<&'a str>,
-        live_model: Option<&'a str>,
+        live: Option<(&'a str, Agent)>,
     ) -> PlanInputs<'a> {
         PlanInputs {
             commit,
@@ -136,7 +138,8 @@ impl Selections {
             policy: self.policy.as_deref(),
             files: self.files.as_deref(),
             read_only: self.read_only.as_deref(),
-            live_model,
+            live_model: live.map(|(model, _)| model),
+            live_agent: live.map_or(Agent::Codex, |(_, agent)| agent),
         }
     }
 }
@@ -200,12 +203,12 @@ pub fn reverify(spec: &jobs::JobSpec) -> Result<JobInputs, ServiceError> {
     }
     // A stored job names its image and approved ID explicitly: no record is consulted.
     let image = (selections.image.parse()?, spec.image_id.parse()?);
-    let inputs = selections.plan_inputs(
-        Some(&spec.commit),
-        None,
-        spec.runtime.as_deref(),
-        spec.live.as_ref().map(|l| l.model.as_str()),
-    );
+    let live = spec
+        .live
+        .as_ref()
+        .map(|l| Ok::<_, ServiceError>((l.model.as_str(), Agent::from_stored(l.agent.as_deref())?)))
+        .transpose()?;
+    let inputs = selections.plan_inputs(Some(&spec.commit), None, spec.runtime.as_deref(), live);
     let locator = Locator::parse(&spec.repository)?;
     let plan = TurnPlan::lower(context, image, &inputs)?;
     Ok(JobInputs { plan, locator })
@@ -223,7 +226,7 @@ pub fn reverify(spec: &jobs::JobSpec) -> Result<JobInputs, ServiceError> {
 /// The first failing check's code (the codes `run` reports for the same input);
 /// `PATCH_CANDIDATE_GATE_UNKNOWN` / `PATCH_CANDIDATE_SERVICE_GATES_UNAVAILABLE` for gates.
 pub async fn prepare(
-    sub: Submission,
+    mut sub: Submission,
     state: &Path,
     mirrors: &MirrorCache,
     gates: Option<&gate::GateDefinitions>,
@@ -242,13 +245,20 @@ pub async fn prepare(
         gate::check_required_gates(required, defs)?;
     }
     let locator = Locator::parse(&sub.repository)?;
-    // A live job runs in the live image, as `run --live` does; its model is checked here (the
-    // store checks it again) so a malformed one never reaches a host.
-    if let Some(live) = &sub.live {
-        live.validate()?;
-    }
+    // A live job runs in its agent's live image, as `run --live` does; its agent and model are
+    // checked here (the store checks their shape again) so a malformed one never reaches a host.
+    // Codex is stored as no agent at all, so a Codex job's binding and key are unchanged.
+    let agent = match sub.live.as_mut() {
+        Some(live) => {
+            let agent = Agent::from_stored(live.agent.as_deref())?;
+            live.agent = agent.stored().map(str::to_owned);
+            live.validate()?;
+            Some(agent)
+        }
+        None => None,
+    };
     let image = turn::resolve_image(
-        ImageKind::for_live(sub.live.is_some()),
+        ImageKind::for_live(agent),
         sub.image.as_deref(),
         sub.image_id.as_deref(),
         state,
@@ -273,7 +283,10 @@ pub async fn prepare(
         sub.commit.as_deref(),
         sub.task.as_deref(),
         sub.runtime.as_deref(),
-        sub.live.as_ref().map(|l| l.model.as_str()),
+        sub.live
+            .as_ref()
+            .zip(agent)
+            .map(|(l, agent)| (l.model.as_str(), agent)),
     );
     let plan = TurnPlan::lower(context, image, &inputs)?;
     let repo = mirrors.ensure(&locator, plan.commit()).await?;
@@ -353,9 +366,14 @@ mod tests {
         assert_eq!(
             sub.live,
             Some(jobs::LiveJob {
-                model: "gpt-5.3-codex".to_owned()
+                model: "gpt-5.3-codex".to_owned(),
+                agent: None,
             })
         );
+        let body =
+            r#"{"repository": "/r", "approval": "{}", "live": {"model": "m", "agent": "gemini"}}"#;
+        let sub: Submission = serde_json::from_str(body).unwrap();
+        assert_eq!(sub.live.unwrap().agent.as_deref(), Some("gemini"));
         let offline: Submission =
             serde_json::from_str(r#"{"repository": "/r", "approval": "{}"}"#).unwrap();
         assert_eq!(offline.live, None);

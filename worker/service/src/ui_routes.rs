@@ -24,7 +24,8 @@ use jobs::{Job, JobId, JobState};
 use ui::{Sessions, Shown};
 
 use super::Shared;
-use super::http::{ApiError, ReviewContext, now_ms, review_context, token_principal};
+use super::http::review_api::{self, ReviewContext, review_context};
+use super::http::{ApiError, token_principal};
 
 /// The session cookie.
 const COOKIE: &str = "pc_session";
@@ -881,21 +882,15 @@ struct DecisionForm {
     force: Option<String>,
 }
 
-/// Records a decision the way the API's review endpoint does: re-validated context, digest
-/// bound, principal from the session (`api_token`: the session stands for the token).
+/// Records a decision through the service's one decision action ([`review_api::decide`]), with
+/// the session's principal (`api_token`: the session stands for the token).
 async fn record_decision(
     sh: &Shared,
     id: &JobId,
     principal: &str,
     f: &DecisionForm,
 ) -> Result<(), ApiError> {
-    let named: snapshot::Sha256 = f.candidate_digest.parse().map_err(|_| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "PATCH_CANDIDATE_REVIEW_INPUT",
-            "PATCH_CANDIDATE_REVIEW_INPUT: candidate_digest must be sha256: and 64 lowercase hex digits",
-        )
-    })?;
+    let named = review_api::named_digest(&f.candidate_digest)?;
     let reason = f.reason.trim();
     let request = review::DecisionRequest {
         candidate_digest: named,
@@ -905,31 +900,13 @@ async fn record_decision(
             .transpose()?,
         force: f.force.as_deref() == Some("true"),
     };
-    let context = review_context(sh, id).await?;
-    let actor = review::Actor {
-        kind: review::ActorKind::ApiToken,
-        principal: review::Principal::parse(principal)?,
-    };
-    let record = review::decide(&context.facts, &request, actor, now_ms())?;
-    let row = jobs::DecisionRow::new(
-        &record.candidate_digest.to_string(),
-        record.decision.as_str(),
-        record.actor.principal.as_str(),
-        record.forced,
-        record.at_ms,
-        record.to_bytes()?,
-    )?;
-    let seq = sh.store.record_decision(id, row, None).await?;
-    sh.metrics.decision(record.decision.as_str(), record.forced);
+    let decided =
+        review_api::decide(sh, id, review::Principal::parse(principal)?, &request).await?;
     tracing::info!(
-        code = "PATCH_CANDIDATE_REVIEW_DECISION",
+        code = "PATCH_CANDIDATE_UI_DECISION",
         job = %id,
-        decision = record.decision.as_str(),
-        forced = record.forced,
-        principal = record.actor.principal.as_str(),
-        seq,
-        via = "ui",
-        "review decision recorded"
+        seq = decided.seq,
+        "decision made in the review UI"
     );
     Ok(())
 }

@@ -5,7 +5,18 @@ use snapshot::{Coded, FailureClass, SnapshotError};
 
 use container::{ContainerError, IdError, MAX_WALL_SECONDS};
 
+use crate::agent::Agent;
 use crate::limits::MAX_TURN_ARCHIVE_BYTES;
+
+/// The `image build` flags that record the image a turn needs.
+fn image_build_flags(live: Option<Agent>) -> &'static str {
+    match live {
+        None => "",
+        Some(Agent::Codex) => " --live",
+        Some(Agent::Claude) => " --live --agent claude",
+        Some(Agent::Gemini) => " --live --agent gemini",
+    }
+}
 
 /// Errors of the turn: its configuration and request, the container's output, staging,
 /// finalising and the usage ledger; the Docker seam's own errors are wrapped unchanged.
@@ -67,10 +78,13 @@ pub enum TurnError {
     /// environment failure of this host (the recorded build is missing), not of the input.
     #[error(
         "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID: no approved{} image id: pass --image-id or run `patch-candidate image build{}`",
-        if *.live { " live" } else { "" },
-        if *.live { " --live" } else { "" }
+        if .live.is_some() { " live" } else { "" },
+        image_build_flags(*.live)
     )]
-    ImageNotRecorded { live: bool },
+    ImageNotRecorded { live: Option<Agent> },
+    /// A live turn named an agent that is none of the built-in ones.
+    #[error("PATCH_CANDIDATE_LIVE_AGENT: unknown agent (codex, claude, gemini)")]
+    UnknownAgent,
     /// An approval / selection check failed before any Docker call.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
@@ -107,6 +121,7 @@ impl TurnError {
             Self::GatewayRefused { code, .. } => code,
             Self::Selection { .. } => "REPOSITORY_PATCH_SELECTION",
             Self::ImageNotRecorded { .. } => "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
+            Self::UnknownAgent => "PATCH_CANDIDATE_LIVE_AGENT",
             Self::Snapshot(e) => e.code(),
             Self::Archive(e) => e.code(),
             Self::Finalize(e) => e.code(),
@@ -201,8 +216,14 @@ mod tests {
                 status: "failed",
             },
             TurnError::Selection { detail: "x" },
-            TurnError::ImageNotRecorded { live: false },
-            TurnError::ImageNotRecorded { live: true },
+            TurnError::ImageNotRecorded { live: None },
+            TurnError::ImageNotRecorded {
+                live: Some(Agent::Codex),
+            },
+            TurnError::ImageNotRecorded {
+                live: Some(Agent::Gemini),
+            },
+            TurnError::UnknownAgent,
             TurnError::Container(ContainerError::State { detail: "x" }),
             TurnError::Snapshot(SnapshotError::ContextInvalid {
                 detail: "x".to_owned(),
@@ -231,6 +252,7 @@ mod tests {
                 | TurnError::GatewayRefused { .. }
                 | TurnError::Selection { .. }
                 | TurnError::ImageNotRecorded { .. }
+                | TurnError::UnknownAgent
                 | TurnError::Tunnel(_)
                 | TurnError::Container(_)
                 | TurnError::Snapshot(_)
@@ -244,7 +266,7 @@ mod tests {
     #[test]
     fn every_variant_follows_the_message_convention() {
         let all = samples();
-        assert_eq!(all.len(), 37);
+        assert_eq!(all.len(), 39);
         for e in &all {
             if let Err(violation) = snapshot::check_message_convention(e) {
                 panic!("{violation}");

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::agent::Agent;
 use crate::error::TurnError;
 use container::ContainerError;
 use container::{ImageId, ImageReference};
@@ -55,12 +56,21 @@ pub struct LiveImageState {
 }
 
 impl LiveImageState {
-    /// Reads `<state_dir>/live-image.json`; `Ok(None)` when it does not exist.
+    /// Reads Codex's record, `<state_dir>/live-image.json`; `Ok(None)` when it does not exist.
     ///
     /// # Errors
     /// `PATCH_CANDIDATE_STATE` when it exists but cannot be read or parsed.
     pub fn load(state_dir: &Path) -> Result<Option<Self>, TurnError> {
-        load_state(state_dir, StateFile::Live)
+        Self::load_for(state_dir, Agent::Codex)
+    }
+
+    /// Reads the record of `agent`'s live image ([`Agent::image_record`]); `Ok(None)` when it
+    /// does not exist.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_STATE` when it exists but cannot be read or parsed.
+    pub fn load_for(state_dir: &Path, agent: Agent) -> Result<Option<Self>, TurnError> {
+        load_state(state_dir, StateFile::Live(agent))
     }
 }
 
@@ -312,7 +322,7 @@ pub const GATE_IMAGES_FILE: &str = "gate-images.json";
 #[derive(Clone, Copy)]
 enum StateFile {
     Images,
-    Live,
+    Live(Agent),
     Gates,
 }
 
@@ -320,7 +330,7 @@ impl StateFile {
     fn name(self) -> &'static str {
         match self {
             Self::Images => "images.json",
-            Self::Live => "live-image.json",
+            Self::Live(agent) => agent.image_record(),
             Self::Gates => GATE_IMAGES_FILE,
         }
     }
@@ -329,9 +339,9 @@ impl StateFile {
             (Self::Images, 0) => "images.json exceeds its size cap",
             (Self::Images, 1) => "images.json is unreadable",
             (Self::Images, _) => "images.json is malformed",
-            (Self::Live, 0) => "live-image.json exceeds its size cap",
-            (Self::Live, 1) => "live-image.json is unreadable",
-            (Self::Live, _) => "live-image.json is malformed",
+            (Self::Live(_), 0) => "a live image record exceeds its size cap",
+            (Self::Live(_), 1) => "a live image record is unreadable",
+            (Self::Live(_), _) => "a live image record is malformed",
             (Self::Gates, 0) => "gate-images.json exceeds its size cap",
             (Self::Gates, 1) => "gate-images.json is unreadable",
             (Self::Gates, _) => "gate-images.json is malformed",

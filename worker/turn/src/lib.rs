@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 mod acp_usage;
+mod agent;
 mod config;
 mod docker_turn;
 mod error;
@@ -40,6 +41,7 @@ mod staged;
 mod testkit;
 
 pub use acp_usage::IsolatedAcpUsage;
+pub use agent::Agent;
 pub use config::TurnConfig;
 pub use docker_turn::{RepositoryDockerTurn, execute_live_turn, execute_repository_docker_turn};
 pub use error::TurnError;

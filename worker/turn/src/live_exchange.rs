@@ -30,6 +30,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tunnel::{ChannelId, Decoder, Disposition, Frame, ResetCode, Role, Session};
 
+use crate::agent::Agent;
 use crate::config::TurnConfig;
 use crate::error::TurnError;
 use crate::live_event_gate::EventGate;
@@ -53,8 +54,8 @@ const CHANNEL_PIPE: usize = 64 * 1024;
 /// The operator's choices for a live turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveSettings {
-    /// The agent adapter inside the image (`codex`).
-    pub agent: String,
+    /// The agent inside the image (its adapter in the runner, its gateway provider).
+    pub agent: Agent,
     /// The model the agent is configured with (also in the gateway's allowlist).
     pub model: String,
     /// The loopback port `turn-runner` listens on inside the container.
@@ -69,8 +70,14 @@ impl LiveSettings {
     /// Codex with `model`, the default port, caps and grace.
     #[must_use]
     pub fn codex(model: &str) -> Self {
+        Self::new(Agent::Codex, model)
+    }
+
+    /// `agent` with `model`, the default port, caps and grace.
+    #[must_use]
+    pub fn new(agent: Agent, model: &str) -> Self {
         Self {
-            agent: "codex".to_owned(),
+            agent,
             model: model.to_owned(),
             port: DEFAULT_LIVE_PORT,
             limits: tunnel::Limits::default(),
@@ -190,7 +197,7 @@ pub fn live_payload(offline: &[u8], settings: &LiveSettings) -> Result<Vec<u8>, 
     doc.insert(
         "live".to_owned(),
         serde_json::json!({
-            "agent": settings.agent,
+            "agent": settings.agent.name(),
             "model": settings.model,
             "port": settings.port,
         }),

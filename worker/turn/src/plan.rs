@@ -18,9 +18,10 @@ use container::{ImageId, ImageReference, JobBinding, RuntimeName};
 use finalizer::CandidateStore;
 use snapshot::{ApprovedExecutionContext, DefaultPathPolicy, RepoPath, SnapshotError};
 
+use crate::agent::Agent;
 use crate::config::TurnConfig;
 use crate::error::TurnError;
-use crate::images::{ImagesState, LIVE_IMAGE, LiveImageState, PROOF_IMAGE};
+use crate::images::{ImagesState, LiveImageState, PROOF_IMAGE};
 use crate::ledger::UsageLedger;
 use crate::live_exchange::LiveSettings;
 use crate::pipeline::PipelineRequest;
@@ -34,15 +35,15 @@ pub const MAX_POLICY_BYTES: usize = 1_048_576;
 pub enum ImageKind {
     /// The proof image (`images.json`, default [`PROOF_IMAGE`]).
     Proof,
-    /// The live image (`live-image.json`, default [`LIVE_IMAGE`]).
-    Live,
+    /// The agent's live image ([`Agent::image_record`], default [`Agent::default_image`]).
+    Live(Agent),
 }
 
 impl ImageKind {
-    /// The live image for a live turn, else the proof image.
+    /// The agent's live image for a live turn, else the proof image.
     #[must_use]
-    pub fn for_live(live: bool) -> Self {
-        if live { Self::Live } else { Self::Proof }
+    pub fn for_live(live: Option<Agent>) -> Self {
+        live.map_or(Self::Proof, Self::Live)
     }
 }
 
@@ -68,9 +69,9 @@ pub fn resolve_image(
             ImagesState::load(state)?.map(|r| (r.image, r.image_id)),
             PROOF_IMAGE,
         ),
-        ImageKind::Live => (
-            LiveImageState::load(state)?.map(|r| (r.image, r.image_id)),
-            LIVE_IMAGE,
+        ImageKind::Live(agent) => (
+            LiveImageState::load_for(state, agent)?.map(|r| (r.image, r.image_id)),
+            agent.default_image(),
         ),
     };
     let image: ImageReference = match (image, &recorded) {
@@ -83,7 +84,10 @@ pub fn resolve_image(
         (None, Some((r, id))) if r == image => id,
         _ => {
             return Err(TurnError::ImageNotRecorded {
-                live: kind == ImageKind::Live,
+                live: match kind {
+                    ImageKind::Proof => None,
+                    ImageKind::Live(agent) => Some(agent),
+                },
             });
         }
     };
@@ -112,6 +116,8 @@ pub struct PlanInputs<'a> {
     pub read_only: Option<&'a [String]>,
     /// The model of a live turn; `None` offline.
     pub live_model: Option<&'a str>,
+    /// The agent of a live turn (unused offline).
+    pub live_agent: Agent,
 }
 
 /// One typed turn plan: the approval, the commit and task, the turn configuration (image
@@ -191,7 +197,9 @@ impl TurnPlan {
             policy,
             selected,
             read_only,
-            live: inputs.live_model.map(LiveSettings::codex),
+            live: inputs
+                .live_model
+                .map(|model| LiveSettings::new(inputs.live_agent, model)),
         })
     }
 
@@ -325,18 +333,40 @@ mod tests {
     #[test]
     fn a_missing_record_is_an_environment_failure_and_a_malformed_id_a_rejection() {
         let dir = tempfile::tempdir().unwrap();
-        for kind in [ImageKind::Proof, ImageKind::Live] {
+        for kind in [
+            ImageKind::Proof,
+            ImageKind::Live(Agent::Codex),
+            ImageKind::Live(Agent::Gemini),
+        ] {
             let e = resolve_image(kind, None, None, dir.path()).unwrap_err();
             assert_eq!(e.code(), "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID");
             assert_eq!(snapshot::Coded::class(&e), FailureClass::Environment);
         }
         // A live turn never falls back to the proof image's record.
         record(dir.path(), PROOF_IMAGE, &id('a'));
-        let e = resolve_image(ImageKind::Live, None, None, dir.path()).unwrap_err();
+        let e = resolve_image(ImageKind::Live(Agent::Codex), None, None, dir.path()).unwrap_err();
         assert_eq!(
             e.to_string(),
-            TurnError::ImageNotRecorded { live: true }.to_string()
+            TurnError::ImageNotRecorded {
+                live: Some(Agent::Codex)
+            }
+            .to_string()
         );
+        // Nor does one agent's live image stand in for another's.
+        std::fs::write(
+            dir.path().join("live-image.json"),
+            serde_json::json!({
+                "image": crate::images::LIVE_IMAGE, "image_id": id('b'), "agent": "codex-acp",
+                "agent_version": "1", "agent_tarball_sha256": id('c'), "source_revision": "x",
+            })
+            .to_string(),
+        )
+        .unwrap();
+        let (_, live_id) =
+            resolve_image(ImageKind::Live(Agent::Codex), None, None, dir.path()).unwrap();
+        assert_eq!(live_id.as_str(), id('b'));
+        let e = resolve_image(ImageKind::Live(Agent::Gemini), None, None, dir.path()).unwrap_err();
+        assert!(e.to_string().contains("image build --live --agent gemini"));
         let e = resolve_image(ImageKind::Proof, None, Some("latest"), dir.path()).unwrap_err();
         assert_eq!(e.code(), "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID");
         assert_eq!(snapshot::Coded::class(&e), FailureClass::Rejected);
@@ -356,6 +386,7 @@ mod tests {
             files: None,
             read_only: None,
             live_model: None,
+            live_agent: Agent::Codex,
         };
         let plan = TurnPlan::lower(context.clone(), image(), &base).unwrap();
         assert_eq!(plan.commit(), context.baseline_commit_sha());
@@ -381,6 +412,12 @@ mod tests {
         assert_eq!(plan.read_only(), Some(&[][..]));
         assert_eq!(plan.config().runtime().unwrap().as_str(), "runsc");
         assert_eq!(plan.live().unwrap(), &LiveSettings::codex("m"));
+        let gemini = PlanInputs {
+            live_agent: Agent::Gemini,
+            ..live
+        };
+        let plan = TurnPlan::lower(context.clone(), image(), &gemini).unwrap();
+        assert_eq!(plan.live().unwrap(), &LiveSettings::new(Agent::Gemini, "m"));
         // The runtime first, then the budgets, the policy, the selections.
         let bad = |inputs: PlanInputs<'_>| {
             TurnPlan::lower(context.clone(), image(), &inputs)

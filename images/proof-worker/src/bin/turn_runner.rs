@@ -4,7 +4,7 @@
 //! 4 when an isolation probe found an exposure (nothing is printed then).
 //!
 //! `--live` (the live image's entrypoint): the framed protocol on stdin/stdout instead (see
-//! `proof_worker::live`); the agent defaults to `/codex-acp` and the deadline to 15 minutes.
+//! `proof_worker::live`); the agent is the request's adapter and the deadline 15 minutes.
 //!
 //! Test-only flags (host-process tests): `--workspace-root DIR`, `--agent PATH`,
 //! `--agent-arg ARG` (repeatable), `--turn-timeout-ms N`, `--max-archive-bytes N`,
@@ -18,8 +18,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use proof_worker::{
-    CODEX_AGENT, LIVE_TURN_TIMEOUT, MAX_REQUEST_BYTES, ProofError, RunnerConfig, read_capped,
-    run_live, run_turn,
+    LIVE_TURN_TIMEOUT, MAX_REQUEST_BYTES, ProofError, RunnerConfig, read_capped, run_live, run_turn,
 };
 
 fn parse_flags(args: impl Iterator<Item = String>) -> Result<(RunnerConfig, bool), String> {
@@ -28,7 +27,8 @@ fn parse_flags(args: impl Iterator<Item = String>) -> Result<(RunnerConfig, bool
     let live = args.first().is_some_and(|a| a == "--live");
     if live {
         args.remove(0);
-        cfg.agent = PathBuf::from(CODEX_AGENT);
+        // The agent is the request's (`live.agent`), unless `--agent` names one.
+        cfg.agent_from_request = true;
         cfg.turn_timeout = LIVE_TURN_TIMEOUT;
     }
     let mut args = args.into_iter();
@@ -36,7 +36,10 @@ fn parse_flags(args: impl Iterator<Item = String>) -> Result<(RunnerConfig, bool
         let mut value = || args.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--workspace-root" => cfg.workspace_root = PathBuf::from(value()?),
-            "--agent" => cfg.agent = PathBuf::from(value()?),
+            "--agent" => {
+                cfg.agent = PathBuf::from(value()?);
+                cfg.agent_from_request = false;
+            }
             "--agent-arg" => cfg.agent_args.push(value()?),
             "--turn-timeout-ms" => {
                 let ms: u64 = value()?

@@ -1200,6 +1200,7 @@ fn live_spec(nonce: &str, model: &str) -> JobSpec {
     spec.kind = jobs::JobKind::Turn;
     spec.live = Some(jobs::LiveJob {
         model: model.to_owned(),
+        agent: None,
     });
     spec
 }
@@ -1228,6 +1229,23 @@ pub async fn live_jobs_bind_their_model(store: &JobStore, location: &Location) {
         .unwrap();
     assert!(created);
     assert_ne!(other_model.id, job.id);
+    // The agent (absent for Codex) is part of the identity, stored and read back as given.
+    let mut gemini = live.clone();
+    if let Some(l) = gemini.live.as_mut() {
+        l.agent = Some("gemini".to_owned());
+    }
+    let (gemini_job, created) = store.submit(gemini.clone()).await.unwrap();
+    assert!(created);
+    assert_ne!(gemini_job.id, job.id);
+    assert_eq!(
+        other.get(&gemini_job.id).await.unwrap().unwrap().spec,
+        gemini
+    );
+    let gemini_view = serde_json::to_value(&gemini_job.spec).unwrap();
+    assert_eq!(
+        gemini_view["live"],
+        serde_json::json!({"model": "gpt-5.3-codex", "agent": "gemini"})
+    );
     let mut offline = live.clone();
     offline.live = None;
     let (offline_job, created) = store.submit(offline.clone()).await.unwrap();

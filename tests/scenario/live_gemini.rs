@@ -1,0 +1,396 @@
+//! Live turns with Gemini CLI end to end: the real `gemini --acp` (the pinned npm bundle on the
+//! build host's Node) in its real live image (built from the runner under test, `images/build.sh
+//! --live --agent gemini`), the worker's pipeline with the real tunnel and the model gateway's
+//! Gemini provider, and a scripted `streamGenerateContent` upstream on the host's loopback
+//! (`data:` SSE chunks with cumulative `usageMetadata`). The runner hands Gemini the gateway
+//! through ACP `authenticate` (method `gateway`) and advertises no `fs`/`terminal` capability, so
+//! Gemini writes with its own tools inside the container; the candidate is finalized, stored and
+//! verified against the repository.
+//!
+//! With `PATCH_CANDIDATE_REQUIRE_DOCKER=1` a missing daemon or a failed image build fails these
+//! tests.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+
+use finalizer::CandidateStore;
+use gateway::testkit::{DEFAULT_USAGE, ScriptedUpstream, Usage, gemini};
+use gateway::{Credential, Gateway, GatewayConfig, ProviderKind};
+use serde_json::json;
+use snapshot::{DefaultPathPolicy, FileOp};
+use turn::{
+    Agent, LiveContext, LiveLog, LiveNote, LiveSettings, PipelineOutcome, PipelineRequest,
+    TurnConfig, TurnError, UsageLedger, run_live_pipeline,
+};
+
+use crate::support::*;
+
+const MODEL: &str = "gemini-2.5-flash";
+const KEY: &str = "AIzaSy-live-gemini-credential-4b7e10d9";
+const TASK: &str = "Make answer return 2 and add app/new.py.";
+const TEST_GEMINI_IMAGE: &str = "patch-candidate-live-gemini:selftest";
+
+static IMAGE: OnceLock<Result<String, String>> = OnceLock::new();
+
+/// Builds the Gemini live image with a throwaway tag from the runner under test.
+fn gemini_image() -> String {
+    IMAGE
+        .get_or_init(|| {
+            workspace_bin("turn-runner");
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/build.sh");
+            let state = tempfile::tempdir().unwrap();
+            let out = Command::new("bash")
+                .arg(&script)
+                .args(["--live", "--agent", "gemini", "--bin-dir"])
+                .arg(target_dir())
+                .env("PATCH_CANDIDATE_STATE_DIR", state.path())
+                .env("LIVE_IMAGE_TAG", TEST_GEMINI_IMAGE)
+                .output()
+                .map_err(|e| e.to_string())?;
+            if !out.status.success() {
+                return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+            }
+            let live = turn::LiveImageState::load_for(state.path(), Agent::Gemini)
+                .unwrap()
+                .expect("live-image-gemini.json");
+            assert_eq!(live.image.as_str(), TEST_GEMINI_IMAGE);
+            assert_eq!(live.agent, "gemini-cli");
+            assert_eq!(live.agent_version, "0.61.0");
+            // Codex's record is untouched by another agent's build.
+            assert!(turn::LiveImageState::load(state.path()).unwrap().is_none());
+            Ok(live.image_id.as_str().to_owned())
+        })
+        .clone()
+        .expect("Gemini live image build failed")
+}
+
+struct Run {
+    outcome: Result<PipelineOutcome, TurnError>,
+    repo: tempfile::TempDir,
+    notes: Vec<LiveNote>,
+}
+
+async fn gemini_pipeline(
+    docker: &container::BollardRuntime,
+    upstream: &ScriptedUpstream,
+    gateway_config: GatewayConfig,
+    wall: u64,
+) -> Run {
+    let image_id = gemini_image();
+    let files = BTreeMap::from([
+        ("app/service.py", "def answer():\n    return 1\n".to_owned()),
+        ("docs/readme.md", "read me\n".to_owned()),
+    ]);
+    let (repo, commit) = git_repo(&files);
+    let context = approval(
+        repo.path(),
+        &commit,
+        TASK,
+        &["app/", "docs/"],
+        &["docs/"],
+        &["app/new.py"],
+        &[],
+    );
+    let config = TurnConfig::parse(TEST_GEMINI_IMAGE, &image_id, wall, 700_000).unwrap();
+    let policy = DefaultPathPolicy::default();
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = CandidateStore::open(store_dir.path()).unwrap();
+    let ledger = UsageLedger::in_memory().unwrap();
+    let staging = tempfile::tempdir().unwrap();
+    let gateway = Arc::new(
+        Gateway::new(
+            gateway_config,
+            Agent::Gemini.provider().provider(),
+            Credential::from_value(KEY).unwrap(),
+            upstream.base_url().parse().unwrap(),
+        )
+        .unwrap(),
+    );
+    assert_eq!(gateway.provider_name(), ProviderKind::Gemini.name());
+    let turn_gateway = gateway.start_turn();
+    let settings = LiveSettings::new(Agent::Gemini, MODEL);
+    let notes = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = notes.clone();
+    let progress = move |n: &LiveNote| sink.lock().unwrap().push(n.clone());
+    let live = LiveContext {
+        settings: &settings,
+        gateway: &turn_gateway,
+        progress: &progress,
+    };
+    let outcome = run_live_pipeline(
+        docker,
+        PipelineRequest {
+            repo: repo.path(),
+            commit: &commit,
+            context: &context,
+            task: TASK,
+            selected: None,
+            read_only: None,
+            policy: &policy,
+            config: &config,
+            staging_parent: staging.path(),
+            store: Some(&store),
+            ledger: Some(&ledger),
+            user_id: "tester",
+        },
+        &live,
+    )
+    .await;
+    assert_eq!(std::fs::read_dir(staging.path()).unwrap().count(), 0);
+    let notes = notes.lock().unwrap().clone();
+    Run {
+        outcome,
+        repo,
+        notes,
+    }
+}
+
+/// Every forwarded request went to the model's path (Gemini CLI sent
+/// `/v1beta/models/{model}:streamGenerateContent?alt=sse`) with the SSE query and carried the key in
+/// Gemini's own header (and no other credential header); no tunnelled byte contains the key.
+fn assert_key_only_upstream(upstream: &ScriptedUpstream) {
+    let requests = upstream.requests();
+    assert!(!requests.is_empty());
+    for r in &requests {
+        assert_eq!(r.method, "POST");
+        // The scripted upstream's base URL ends in /v1; the gateway joins the route to it.
+        assert_eq!(
+            r.target,
+            format!("/v1/models/{MODEL}:streamGenerateContent?alt=sse")
+        );
+        assert_eq!(r.header("x-goog-api-key"), Some(KEY));
+        assert_eq!(r.header("authorization"), None);
+        let body = String::from_utf8_lossy(&r.body);
+        assert!(
+            !body.contains(KEY),
+            "the credential came back from the container"
+        );
+    }
+}
+
+fn log_of(run: &Run) -> Option<LiveLog> {
+    run.outcome.as_ref().ok().and_then(|o| o.live.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_gemini_edits_and_creates_through_the_gateway() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let usages = [
+        Usage {
+            input: 900,
+            output: 40,
+            total: 940,
+        },
+        Usage {
+            input: 1000,
+            output: 30,
+            total: 1030,
+        },
+        DEFAULT_USAGE,
+    ];
+    let upstream = ScriptedUpstream::start([
+        gemini::function_call(
+            "replace",
+            &json!({"file_path": "app/service.py", "old_string": "return 1",
+                    "new_string": "return 2", "instruction": "return 2"}),
+            usages[0],
+        ),
+        gemini::function_call(
+            "write_file",
+            &json!({"file_path": "app/new.py", "content": "X = 1\n"}),
+            usages[1],
+        ),
+        gemini::text("Changed answer and added app/new.py.", usages[2]),
+    ])
+    .await
+    .unwrap();
+    let run = gemini_pipeline(&docker, &upstream, GatewayConfig::for_model(MODEL), 180).await;
+    let log = log_of(&run);
+    let outcome = match run.outcome {
+        Ok(o) => o,
+        Err(e) => panic!(
+            "turn failed: {} ({} model requests)",
+            e.code(),
+            upstream.requests().len()
+        ),
+    };
+    let ops: Vec<(String, FileOp)> = outcome
+        .candidate
+        .changed_files()
+        .iter()
+        .map(|f| (f.path().as_str().to_owned(), f.op()))
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            ("app/new.py".to_owned(), FileOp::Create),
+            ("app/service.py".to_owned(), FileOp::Update),
+        ]
+    );
+    let service = outcome
+        .candidate
+        .changed_files()
+        .iter()
+        .find(|f| f.path().as_str() == "app/service.py")
+        .and_then(|f| f.content())
+        .expect("the edited file")
+        .to_owned();
+    assert_eq!(service, "def answer():\n    return 2\n");
+    assert_eq!(
+        finalizer::repository_patch_digest(&outcome.candidate).unwrap(),
+        outcome.digest
+    );
+    finalizer::verify_against_repository(&outcome.candidate, run.repo.path()).unwrap();
+    // Three model requests, each forwarded with the key in x-goog-api-key only.
+    let requests = upstream.requests();
+    assert_eq!(requests.len(), 3);
+    assert_key_only_upstream(&upstream);
+    // The second request carries the first edit's result back to the model.
+    let second = String::from_utf8_lossy(&requests[1].body).into_owned();
+    assert!(second.contains("functionResponse"), "no tool result sent");
+    let log = log.expect("live log");
+    assert_eq!(log.gateway.requests, 3);
+    assert_eq!(log.gateway.forwarded, 3);
+    assert!(log.events.is_empty(), "{:?}", log.events);
+    // The gateway's count is what the upstream reported: the last (cumulative) usageMetadata of
+    // each answer, summed over the answers.
+    let sum = |f: fn(&Usage) -> u64| usages.iter().map(f).sum::<u64>();
+    assert_eq!(log.gateway.input_tokens, sum(|u| u.input));
+    assert_eq!(log.gateway.output_tokens, sum(|u| u.output));
+    assert_eq!(log.gateway.total_tokens, sum(|u| u.total));
+    assert_eq!(log.gateway.usage_missing, 0);
+    assert!(
+        run.notes
+            .iter()
+            .any(|n| matches!(n, LiveNote::ModelRequest { .. }))
+    );
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_gemini_edits_and_creates_through_the_gateway");
+}
+
+/// The model Gemini names in its request path is not in the allowlist: the gateway refuses it
+/// (nothing reaches the upstream) and the turn fails with the gateway's own code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_gemini_a_disallowed_path_model_is_refused_with_the_gateway_code() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream = ScriptedUpstream::start([gemini::text("never", DEFAULT_USAGE)])
+        .await
+        .unwrap();
+    let run = gemini_pipeline(
+        &docker,
+        &upstream,
+        GatewayConfig::for_model("gemini-2.5-pro"),
+        180,
+    )
+    .await;
+    match &run.outcome {
+        Err(e) => assert_eq!(e.code(), "PATCH_CANDIDATE_GATEWAY_MODEL"),
+        Ok(o) => panic!(
+            "a turn with a refused model produced a candidate: {:?}",
+            o.live
+        ),
+    }
+    assert!(upstream.requests().is_empty());
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_gemini_a_disallowed_path_model_is_refused_with_the_gateway_code");
+}
+
+/// An ungranted create and an edit of a read-only file: the runner refuses both permission
+/// requests, Gemini goes on after each refusal, nothing outside the grants reaches a candidate,
+/// and the turn ends with the proposal-status code (an empty proposal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream = ScriptedUpstream::start([
+        gemini::function_call(
+            "write_file",
+            &json!({"file_path": "app/other.py", "content": "Y = 1\n"}),
+            DEFAULT_USAGE,
+        ),
+        gemini::function_call(
+            "replace",
+            &json!({"file_path": "docs/readme.md", "old_string": "read me",
+                    "new_string": "changed", "instruction": "x"}),
+            DEFAULT_USAGE,
+        ),
+        gemini::text("Done.", DEFAULT_USAGE),
+    ])
+    .await
+    .unwrap();
+    upstream.set_fallback(gemini::text("Done.", DEFAULT_USAGE));
+    let run = gemini_pipeline(&docker, &upstream, GatewayConfig::for_model(MODEL), 180).await;
+    match &run.outcome {
+        Ok(o) => panic!(
+            "a turn with only refused writes produced a candidate: {:?}",
+            o.candidate
+                .changed_files()
+                .iter()
+                .map(|f| f.path().as_str().to_owned())
+                .collect::<Vec<_>>()
+        ),
+        // Unlike Codex, Gemini survives a refused permission: the refusal goes back to the model
+        // and the turn goes on; with both writes refused the workspace is unchanged, so the
+        // proposal is empty and there is nothing to stage.
+        Err(TurnError::TurnNotCompleted { status }) => assert_eq!(*status, "empty"),
+        Err(e) => panic!("unexpected turn error {}", e.code()),
+    }
+    let requests = upstream.requests().len();
+    assert!(
+        requests >= 2,
+        "the turn ended at the first refusal ({requests} requests)"
+    );
+    assert_key_only_upstream(&upstream);
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused");
+}
+
+/// A stream that opens and goes silent, end to end: the wall budget sends STOP, the runner halts
+/// Gemini mid-request and harvests the edit made before the stall, and the worker's candidate
+/// holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream = ScriptedUpstream::start([
+        gemini::function_call(
+            "replace",
+            &json!({"file_path": "app/service.py", "old_string": "return 1",
+                    "new_string": "return 2", "instruction": "return 2"}),
+            DEFAULT_USAGE,
+        ),
+        gateway::testkit::Reply::Stall(Vec::new()),
+    ])
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let run = gemini_pipeline(&docker, &upstream, GatewayConfig::for_model(MODEL), 30).await;
+    let elapsed = started.elapsed();
+    let log = log_of(&run).expect("a stopped turn still has its live log");
+    assert!(log.stopped, "STOP was not sent");
+    assert!(
+        run.notes.iter().any(|n| matches!(n, LiveNote::Stopped)),
+        "no STOP note"
+    );
+    assert!(
+        elapsed < std::time::Duration::from_secs(90),
+        "the turn outlived its wall budget by far: {elapsed:?}"
+    );
+    let outcome = run.outcome.expect("the edit before the stall is harvested");
+    let ops: Vec<(String, FileOp)> = outcome
+        .candidate
+        .changed_files()
+        .iter()
+        .map(|f| (f.path().as_str().to_owned(), f.op()))
+        .collect();
+    assert_eq!(ops, vec![("app/service.py".to_owned(), FileOp::Update)]);
+    finalizer::verify_against_repository(&outcome.candidate, run.repo.path()).unwrap();
+    assert_eq!(upstream.requests().len(), 2);
+    assert_key_only_upstream(&upstream);
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget");
+}

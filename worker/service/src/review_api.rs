@@ -1,0 +1,489 @@
+//! The review and publication part of the API: the review document of a job's candidate
+//! (`GET /v1/jobs/{id}/review`), decisions (`POST /v1/jobs/{id}/review`) and publication
+//! (`POST /v1/jobs/{id}/publish`). [`decide`] and [`publish`] are the actions themselves, for
+//! every front end of this service (the JSON API here, the review page).
+//!
+//! Everything is re-established from the store's bytes on each request: the candidate is
+//! re-validated and digested, its evidence parsed strictly, the content policy run, the history
+//! parsed strictly. A decision or publication names the candidate digest it was made against
+//! and is refused for any other.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use jobs::JobId;
+
+use super::{ApiError, ApiResult, Caller, json_body, parse_id};
+use crate::Shared;
+use crate::mirror::Locator;
+
+/// Everything a review view or decision of one job's candidate is built from, established
+/// from the store's bytes on each request: the candidate re-validated and digested, its gate
+/// evidence parsed strictly, the content policy scanned, the history parsed strictly.
+pub(crate) struct ReviewContext {
+    pub candidate: finalizer::RepositoryPatchCandidate,
+    pub facts: review::ReviewFacts,
+    pub findings: Vec<review::PolicyFinding>,
+    pub history: Vec<review::StoredDecision>,
+    pub publication: Option<serde_json::Value>,
+    /// The job the candidate belongs to.
+    pub job: jobs::Job,
+}
+
+impl ReviewContext {
+    /// The review document of this context.
+    pub(crate) fn package(&self) -> Result<review::ReviewPackage, ApiError> {
+        Ok(review::build_package(
+            &self.candidate,
+            &self.facts,
+            &self.findings,
+            self.history.clone(),
+            self.publication.clone(),
+        )?)
+    }
+}
+
+/// Builds the review context of job `id`'s candidate from the store.
+pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewContext, ApiError> {
+    let no_candidate = || {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "PATCH_CANDIDATE_JOBS_NOT_FOUND",
+            "PATCH_CANDIDATE_JOBS_NOT_FOUND: no candidate for this job (not completed, or no such job)",
+        )
+    };
+    let job = sh.store.get(id).await?.ok_or_else(no_candidate)?;
+    let bytes = sh.store.candidate(id).await?.ok_or_else(no_candidate)?;
+    let candidate = finalizer::validate_candidate_json(&bytes)?;
+    let digest = finalizer::repository_patch_digest(&candidate)?;
+    if job.candidate_digest.as_deref() != Some(digest.to_string().as_str()) {
+        return Err(jobs::JobsError::Corrupt {
+            field: "candidate_digest",
+        }
+        .into());
+    }
+    let mut gates = Vec::new();
+    for doc in sh.store.evidence(id).await? {
+        let file = gate::parse_evidence(doc.bytes())?;
+        if let Some(bound) = file.evidence.candidate_digest {
+            gates.push(review::GateFact {
+                gate: file.evidence.gate.clone(),
+                outcome: review::GateFactOutcome::parse(file.evidence.outcome.as_str())?,
+                evidence_digest: file.digest,
+                candidate_digest: bound,
+            });
+        }
+    }
+    let report = policy::scan(&candidate)?;
+    let (_, report_digest) = report.to_file_bytes()?;
+    let findings = report
+        .findings
+        .iter()
+        .map(|f| review::PolicyFinding {
+            rule: f.rule_id.clone(),
+            path: f.path.clone(),
+            line: f.line,
+        })
+        .collect();
+    let mut history = Vec::new();
+    for row in sh.store.decisions(id).await? {
+        history.push(review::StoredDecision {
+            seq: u64::try_from(row.seq).map_err(|_| jobs::JobsError::Corrupt {
+                field: "review_decisions.seq",
+            })?,
+            record: review::parse_record(row.row.record(), &digest)?,
+        });
+    }
+    let publication = sh
+        .store
+        .publication(id)
+        .await?
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+    let facts = review::ReviewFacts {
+        candidate_digest: digest,
+        approval_digest: candidate.approved_plan_digest().to_owned(),
+        required_gates: candidate.required_validation_gates().to_vec(),
+        gates,
+        policy: Some(review::PolicyFact {
+            report_digest,
+            candidate_digest: report.candidate_digest,
+            clean: report.clean,
+        }),
+        published: publication.is_some(),
+    };
+    Ok(ReviewContext {
+        candidate,
+        facts,
+        findings,
+        history,
+        publication,
+        job,
+    })
+}
+
+async fn review_show(
+    State(sh): State<Arc<Shared>>,
+    id: Result<UrlPath<String>, PathRejection>,
+) -> ApiResult {
+    let id = parse_id(id)?;
+    let context = review_context(&sh, &id).await?;
+    Ok(axum::Json(serde_json::json!({"review": context.package()?})).into_response())
+}
+
+/// A decision as a client sends it: the decision, the candidate digest it was made against
+/// (required), a reason, and `force` for an override.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecisionBody {
+    decision: String,
+    candidate_digest: String,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    force: bool,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A `sha256:` digest a client named.
+pub(crate) fn named_digest(text: &str) -> Result<snapshot::Sha256, ApiError> {
+    text.parse().map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "PATCH_CANDIDATE_REVIEW_INPUT",
+            "PATCH_CANDIDATE_REVIEW_INPUT: candidate_digest must be sha256: and 64 lowercase hex digits",
+        )
+    })
+}
+
+/// A recorded decision.
+#[derive(Debug)]
+pub(crate) struct Decided {
+    /// Its sequence number in the candidate's history (1, 2, …).
+    pub seq: i64,
+    pub record: review::DecisionRecord,
+    /// The follow-up job a `retry` queued.
+    pub follow_up: Option<JobId>,
+}
+
+/// Records `request` for job `id`'s candidate on behalf of `principal`, under the review rules
+/// ([`review::decide`]): refused for another digest, an `accept` refused without passing gates
+/// and a clean policy unless forced with a reason.
+///
+/// # Errors
+/// The review crate's refusals; `PATCH_CANDIDATE_JOBS_NOT_FOUND` without a candidate; store
+/// errors.
+pub(crate) async fn decide(
+    sh: &Shared,
+    id: &JobId,
+    principal: review::Principal,
+    request: &review::DecisionRequest,
+) -> Result<Decided, ApiError> {
+    let context = review_context(sh, id).await?;
+    let actor = review::Actor {
+        kind: review::ActorKind::ApiToken,
+        principal,
+    };
+    let record = review::decide(&context.facts, request, actor, now_ms())?;
+    let row = jobs::DecisionRow::new(
+        &record.candidate_digest.to_string(),
+        record.decision.as_str(),
+        record.actor.principal.as_str(),
+        record.forced,
+        record.at_ms,
+        record.to_bytes()?,
+    )?;
+    let follow_up: Option<JobId> = None;
+    let seq = sh
+        .store
+        .record_decision(id, row, follow_up.as_ref())
+        .await?;
+    sh.metrics.decision(record.decision.as_str(), record.forced);
+    tracing::info!(
+        code = "PATCH_CANDIDATE_REVIEW_DECISION",
+        job = %id,
+        decision = record.decision.as_str(),
+        forced = record.forced,
+        principal = record.actor.principal.as_str(),
+        seq,
+        "review decision recorded"
+    );
+    Ok(Decided {
+        seq,
+        record,
+        follow_up,
+    })
+}
+
+async fn review_decide(
+    State(sh): State<Arc<Shared>>,
+    axum::Extension(Caller(principal)): axum::Extension<Caller>,
+    id: Result<UrlPath<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let id = parse_id(id)?;
+    let body: DecisionBody = json_body(&headers, body).await?;
+    let request = review::DecisionRequest {
+        candidate_digest: named_digest(&body.candidate_digest)?,
+        decision: review::Decision::parse(&body.decision)?,
+        reason: body
+            .reason
+            .as_deref()
+            .map(review::Reason::parse)
+            .transpose()?,
+        force: body.force,
+    };
+    let decided = decide(&sh, &id, principal, &request).await?;
+    let context = review_context(&sh, &id).await?;
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(serde_json::json!({
+            "seq": decided.seq,
+            "decision": decided.record,
+            "follow_up_job": decided.follow_up.as_ref().map(JobId::as_str),
+            "review": context.package()?,
+        })),
+    )
+        .into_response())
+}
+
+/// Where and how this host publishes (`serve --publish-remote …`): the operator's choice, never
+/// a client's. A client names only the branch to create and the base branch.
+#[derive(Debug, Clone)]
+pub struct PublishTarget {
+    /// The destination repository.
+    pub remote: publish::Remote,
+    /// Where git gets the remote's credential.
+    pub credential: publish::CredentialSource,
+    /// Author and committer name of published commits.
+    pub identity_name: String,
+    /// Author and committer e-mail of published commits.
+    pub identity_email: String,
+}
+
+/// A publish request as a client sends it.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PublishBody {
+    /// The digest of the candidate the client reviewed (required).
+    pub candidate_digest: String,
+    /// The new branch.
+    pub branch: String,
+    /// The base branch whose tip must still be the baseline commit (default `main`).
+    #[serde(default)]
+    pub base: Option<String>,
+    /// Merge onto a moved base and re-run the required gates on the merged tree.
+    #[serde(default)]
+    pub rebase: bool,
+}
+
+/// Publication is not configured on this host (no `serve --publish-remote`).
+const PUBLISH_DISABLED_CODE: &str = "PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED";
+
+fn blocking_failed() -> ApiError {
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "PATCH_CANDIDATE_SERVICE_STATE",
+        "PATCH_CANDIDATE_SERVICE_STATE: the publication task failed",
+    )
+}
+
+/// The required gates re-run on exactly a merged commit's tree (the rebase of a publication):
+/// `passed` only when every gate's run passed outright; an environment failure, or a gate this
+/// host does not define, is `unavailable` (nothing is published).
+fn regate(
+    sh: &Arc<Shared>,
+    handle: &tokio::runtime::Handle,
+    required: &[String],
+    runtime: Option<&str>,
+    merged: &publish::MergedCommit<'_>,
+) -> publish::GateVerdict {
+    if required.is_empty() {
+        return publish::GateVerdict::Passed;
+    }
+    let Some(defs) = sh.opts.gates.as_ref() else {
+        return publish::GateVerdict::Unavailable;
+    };
+    let Ok(chosen) = defs.require(required) else {
+        return publish::GateVerdict::Unavailable;
+    };
+    let Ok(runtime) = runtime
+        .map(str::parse::<container::RuntimeName>)
+        .transpose()
+    else {
+        return publish::GateVerdict::Unavailable;
+    };
+    handle.block_on(async {
+        let ctx = gate::RunContext {
+            runtime: runtime.as_ref(),
+            job: None,
+        };
+        for def in chosen {
+            match gate::evaluate_commit(&sh.docker, def, merged.git_dir(), merged.commit_id(), ctx)
+                .await
+            {
+                Ok((evidence, digest)) => {
+                    tracing::info!(
+                        code = "PATCH_CANDIDATE_PUBLISH_REGATE",
+                        gate = def.name().as_str(),
+                        outcome = evidence.outcome.as_str(),
+                        evidence = %digest,
+                        "gate re-run on the merged tree"
+                    );
+                    if evidence.outcome != gate::GateOutcome::Passed {
+                        return publish::GateVerdict::Failed;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(code = snapshot::Coded::code(&e), "gate re-run failed");
+                    return publish::GateVerdict::Unavailable;
+                }
+            }
+        }
+        publish::GateVerdict::Passed
+    })
+}
+
+/// Publishes job `id`'s accepted candidate to this host's [`PublishTarget`] as one
+/// deterministic commit on the new branch `body.branch`, after the base branch is rechecked
+/// (`publish::prepare`), and records the publication once. Serialised per host; across hosts
+/// the create-only push and the once-only record keep it single.
+///
+/// # Errors
+/// `PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED`; `PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH`,
+/// `…_NOT_ACCEPTED`, `…_PUBLISHED`; the publish crate's codes (`…_BASE_MOVED`,
+/// `…_BRANCH_EXISTS`, `…_REGATE_FAILED`, …); store errors.
+pub(crate) async fn publish(
+    sh: &Arc<Shared>,
+    id: &JobId,
+    principal: &review::Principal,
+    body: &PublishBody,
+) -> Result<publish::PublicationRecord, ApiError> {
+    let Some(target) = sh.opts.publish.clone() else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            PUBLISH_DISABLED_CODE,
+            format!(
+                "{PUBLISH_DISABLED_CODE}: this host publishes nothing (start serve with --publish-remote)"
+            ),
+        ));
+    };
+    let named = named_digest(&body.candidate_digest)?;
+    let branch = publish::BranchName::parse(&body.branch)?;
+    let base = publish::BranchName::parse(body.base.as_deref().unwrap_or("main"))?;
+    let _one_at_a_time = sh.publishing.lock().await;
+    let context = review_context(sh, id).await?;
+    if named != context.facts.candidate_digest {
+        return Err(review::ReviewError::DigestMismatch {
+            named,
+            actual: context.facts.candidate_digest,
+        }
+        .into());
+    }
+    if context.publication.is_some() {
+        return Err(review::ReviewError::Published.into());
+    }
+    review::require_accepted(&context.history)?;
+    let accepted_ms = context
+        .history
+        .iter()
+        .rev()
+        .find(|d| d.record.decision == review::Decision::Accept)
+        .map_or(0, |d| d.record.at_ms);
+    let identity = publish::CommitIdentity::new(
+        &target.identity_name,
+        &target.identity_email,
+        accepted_ms.div_euclid(1000),
+        0,
+    )?;
+    let locator = Locator::parse(&context.job.spec.repository)?;
+    let source = sh
+        .mirrors
+        .ensure(&locator, context.candidate.baseline_commit_sha())
+        .await?;
+    let required = context.candidate.required_validation_gates().to_vec();
+    let runtime = context.job.spec.runtime.clone();
+    let candidate = context.candidate;
+    let rebase = body.rebase;
+    let handle = tokio::runtime::Handle::current();
+    let shared = Arc::clone(sh);
+    let record = tokio::task::spawn_blocking(move || {
+        let gate = |merged: &publish::MergedCommit<'_>| {
+            regate(&shared, &handle, &required, runtime.as_deref(), merged)
+        };
+        let request = publish::PublishRequest {
+            candidate: &candidate,
+            source: Some(&source),
+            remote: &target.remote,
+            branch: &branch,
+            base: &base,
+            identity: &identity,
+            credential: &target.credential,
+            rebase: if rebase { Some(&gate) } else { None },
+        };
+        let prepared = publish::prepare(&request)?;
+        tracing::info!(
+            code = "PATCH_CANDIDATE_PUBLISH_PREPARED",
+            commit = prepared.commit_id(),
+            base_tip = prepared.base_tip_seen(),
+            "publication commit built; pushing"
+        );
+        prepared.push()
+    })
+    .await
+    .map_err(|_| blocking_failed())??;
+    let bytes = serde_json::to_vec(&record).map_err(|_| blocking_failed())?;
+    sh.store
+        .record_publication(id, &named.to_string(), bytes)
+        .await?;
+    sh.metrics.published();
+    tracing::info!(
+        code = "PATCH_CANDIDATE_PUBLISHED",
+        job = %id,
+        commit = record.commit_id.as_str(),
+        branch = record.branch.as_str(),
+        created = record.created,
+        rebased = record.rebased,
+        principal = principal.as_str(),
+        "candidate published"
+    );
+    Ok(record)
+}
+
+async fn publish_candidate(
+    State(sh): State<Arc<Shared>>,
+    axum::Extension(Caller(principal)): axum::Extension<Caller>,
+    id: Result<UrlPath<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let id = parse_id(id)?;
+    let body: PublishBody = json_body(&headers, body).await?;
+    let record = publish(&sh, &id, &principal, &body).await?;
+    let context = review_context(&sh, &id).await?;
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(serde_json::json!({
+            "publication": record,
+            "review": context.package()?,
+        })),
+    )
+        .into_response())
+}
+
+/// The review routes (behind the bearer token).
+pub(crate) fn routes() -> axum::Router<Arc<Shared>> {
+    use axum::routing::{get, post};
+    axum::Router::new()
+        .route("/v1/jobs/{id}/review", get(review_show).post(review_decide))
+        .route("/v1/jobs/{id}/publish", post(publish_candidate))
+}
