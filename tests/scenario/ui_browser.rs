@@ -53,6 +53,21 @@ const HOSTILE_NAMES: &[&str] = &[
     "src/);window.__pwned=(10.py",
 ];
 
+fn git_at(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
 fn required() -> bool {
     [
         "PATCH_CANDIDATE_REQUIRE_BROWSER",
@@ -85,9 +100,19 @@ fn candidate(
     gates: &[&str],
     summary: &str,
 ) -> (Vec<u8>, String, RepositoryPatchCandidate) {
+    candidate_at(files, gates, summary, &"c".repeat(40))
+}
+
+fn candidate_at(
+    files: Vec<RepositoryPatchFile>,
+    gates: &[&str],
+    summary: &str,
+    baseline: &str,
+) -> (Vec<u8>, String, RepositoryPatchCandidate) {
     let fields = CandidateFields {
         repository_full_name: "o/n".into(),
-        baseline_commit_sha: "c".repeat(40),
+        baseline_commit_sha: baseline.to_owned(),
+        handoff_id: "handoff-ui".into(),
         approved_plan_digest: "0".repeat(64),
         required_validation_gates: gates.iter().map(|g| (*g).to_owned()).collect(),
         summary: summary.to_owned(),
@@ -101,6 +126,7 @@ fn candidate(
 /// A gate evidence document for `digest`: passed, or failed with `new_failures` and `log`.
 fn evidence(
     digest: &str,
+    baseline: &str,
     passed: bool,
     new_failures: &[&str],
     log: &str,
@@ -113,7 +139,7 @@ fn evidence(
         schema: gate::EVIDENCE_SCHEMA.to_owned(),
         subject: gate::EvidenceSubject::Candidate,
         candidate_digest: Some(digest.parse().unwrap()),
-        baseline_commit_sha: "c".repeat(40),
+        baseline_commit_sha: baseline.to_owned(),
         gate: "pytest".to_owned(),
         definition_digest: sha("definition"),
         image_id: format!("sha256:{}", "a".repeat(64)),
@@ -168,10 +194,15 @@ fn evidence(
 }
 
 /// Plants completed jobs (candidate bytes, digest, evidence) in the store; returns their ids.
-fn plant(
-    state: &Path,
-    jobs_in: Vec<(String, Vec<u8>, String, Vec<jobs::EvidenceDocument>)>,
-) -> Vec<String> {
+type Planted = (
+    String,
+    Vec<u8>,
+    String,
+    Vec<jobs::EvidenceDocument>,
+    Option<(String, String)>,
+);
+
+fn plant(state: &Path, jobs_in: Vec<Planted>) -> Vec<String> {
     let state = state.to_path_buf();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -182,8 +213,13 @@ fn plant(
             let store = open_store(&state, None).await;
             let host = jobs::HostId::parse("planter").unwrap();
             let mut ids = Vec::new();
-            for (nonce, bytes, digest, ev) in jobs_in {
-                let (job, _) = store.submit(jobs::JobSpec::noop(&nonce, 1)).await.unwrap();
+            for (nonce, bytes, digest, ev, source) in jobs_in {
+                let mut spec = jobs::JobSpec::noop(&nonce, 1);
+                if let Some((repository, commit)) = source {
+                    spec.repository = repository;
+                    spec.commit = commit;
+                }
+                let (job, _) = store.submit(spec).await.unwrap();
                 let claimed = store
                     .claim(&host, 1, Duration::from_secs(600))
                     .await
@@ -517,10 +553,29 @@ async fn docker_ui_review_in_a_real_browser() {
     // The candidates: a clean one with passing gates, a hostile one, one to retry, a big one.
     let before = "def add(a, b):\n    return a+b\n\nprint(add(1, 2))\n";
     let after = "def add(a, b):\n    \"\"\"Adds.\"\"\"\n    return a + b\n\nprint(add(1, 2))\n";
-    let clean = candidate(
+    // The clean candidate's baseline is a real repository, and the operator's remote a bare
+    // clone of it: publishing from the page lands a branch there.
+    let (repo, commit) = git_repo(&std::collections::BTreeMap::from([(
+        "src/app.py",
+        before.to_owned(),
+    )]));
+    git_at(repo.path(), &["branch", "-M", "main"]);
+    let remote_dir = tempfile::tempdir().unwrap();
+    let remote = remote_dir.path().join("remote.git");
+    assert!(
+        Command::new("git")
+            .args(["clone", "-q", "--bare"])
+            .arg(repo.path())
+            .arg(&remote)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let clean = candidate_at(
         vec![update("src/app.py", before, after).unwrap()],
         &["pytest"],
         "Document add() and format its body",
+        &commit,
     );
     let hostile_text: String = PAYLOADS.iter().map(|p| format!("{p}\n")).collect();
     let mut hostile_files = vec![
@@ -566,8 +621,14 @@ async fn docker_ui_review_in_a_real_browser() {
         "A change to send back",
     );
     let big = big_candidate();
-    let hostile_evidence = evidence(&hostile.1, false, &PAYLOADS[..4], &hostile_text);
-    let clean_evidence = evidence(&clean.1, true, &[], "12 passed in 0.1s\n");
+    let hostile_evidence = evidence(
+        &hostile.1,
+        &"c".repeat(40),
+        false,
+        &PAYLOADS[..4],
+        &hostile_text,
+    );
+    let clean_evidence = evidence(&clean.1, &commit, true, &[], "12 passed in 0.1s\n");
     let state = tempfile::tempdir().unwrap();
     let ids = plant(
         state.path(),
@@ -577,21 +638,30 @@ async fn docker_ui_review_in_a_real_browser() {
                 clean.0,
                 clean.1.clone(),
                 vec![clean_evidence],
+                Some((repo.path().display().to_string(), commit.clone())),
             ),
             (
                 "hostile".into(),
                 hostile.0,
                 hostile.1.clone(),
                 vec![hostile_evidence],
+                None,
             ),
-            ("retry".into(), retry.0, retry.1.clone(), vec![]),
-            ("big".into(), big.0, big.1.clone(), vec![]),
+            ("retry".into(), retry.0, retry.1.clone(), vec![], None),
+            ("big".into(), big.0, big.1.clone(), vec![], None),
         ],
     );
     let [clean_job, hostile_job, retry_job, big_job] = ids.as_slice() else {
         panic!("four jobs")
     };
-    let service = Service::start(state.path(), &ServeOpts::default());
+    let remote_arg = remote.display().to_string();
+    let service = Service::start(
+        state.path(),
+        &ServeOpts {
+            extra: vec!["--publish-remote", &remote_arg],
+            ..ServeOpts::default()
+        },
+    );
     let addr = service.addr;
     let base = format!("http://{addr}");
     let token = service.token();
@@ -848,6 +918,35 @@ async fn docker_ui_review_in_a_real_browser() {
         "accepted"
     );
     shot(&c, "08-candidate-accepted").await;
+    // Publish to the operator's remote, from the page.
+    c.find(Locator::Id("branch"))
+        .await
+        .unwrap()
+        .send_keys("review/add-docstring")
+        .await
+        .unwrap();
+    click(&c, Locator::Id("publish")).await;
+    assert_eq!(
+        c.find(Locator::Id("notice"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        "Published."
+    );
+    let published = git_at(&remote, &["rev-parse", "refs/heads/review/add-docstring^"]);
+    assert_eq!(
+        published, commit,
+        "the published commit's parent is the baseline"
+    );
+    let shown = git_at(
+        &remote,
+        &["show", "refs/heads/review/add-docstring:src/app.py"],
+    );
+    assert_eq!(format!("{shown}\n"), after);
+    assert!(c.find(Locator::Id("publication")).await.is_ok());
+    shot(&c, "08b-candidate-published").await;
 
     // Retry with a reason.
     c.goto(&format!("{base}/ui/jobs/{retry_job}/candidate"))
