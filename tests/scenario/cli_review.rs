@@ -327,3 +327,138 @@ fn cli_publish_lands_an_accepted_candidate_once_on_a_new_branch() {
     );
     assert_eq!(before, after, "the user's repository changed");
 }
+
+/// Commits `files` onto `parent` in the bare `remote` through a scratch clone and moves `main`.
+fn push_main(tmp: &Path, remote: &Path, name: &str, files: &[(&str, &str)]) -> String {
+    let work = tmp.join(name);
+    let cloned = std::process::Command::new("git")
+        .args(["clone", "-q"])
+        .arg(remote)
+        .arg(&work)
+        .status()
+        .unwrap();
+    assert!(cloned.success());
+    for (path, text) in files {
+        std::fs::write(work.join(path), text).unwrap();
+    }
+    git_out(&work, &["add", "-A"]);
+    git_out(
+        &work,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "-m",
+            name,
+        ],
+    );
+    git_out(&work, &["push", "-q", "origin", "HEAD:main"]);
+    git_out(&work, &["rev-parse", "HEAD"])
+}
+
+/// `publish --rebase` onto a moved base re-runs the required gate in its sealed container on
+/// exactly the merged tree: a base that broke the tests is refused with
+/// `PATCH_CANDIDATE_PUBLISH_REGATE_FAILED` and no branch; without `--rebase` the moved base is
+/// refused; once the base is fixed the merge is published, its parent the moved tip and its
+/// tree the tip plus the candidate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_cli_publish_rebase_regates_the_merged_tree() {
+    let Some(_docker) = crate::support::docker().await else {
+        return;
+    };
+    let Some(image) = crate::gates::python_image() else {
+        return;
+    };
+    let _guard = crate::support::docker_lock().lock().await;
+    use crate::gates::{CALC, TESTS};
+    // `mul` adds: test_mul fails.
+    const BROKEN: &str = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a + b\n";
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let store = tmp.path().join("candidates");
+    let (repo, commit) = crate::support::git_repo(&std::collections::BTreeMap::from([
+        ("calc.py", CALC.to_owned()),
+        ("test_calc.py", TESTS.to_owned()),
+        ("pytest.ini", "[pytest]\n".to_owned()),
+    ]));
+    git_out(repo.path(), &["branch", "-M", "main"]);
+    let remote = tmp.path().join("remote.git");
+    let cloned = std::process::Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(repo.path())
+        .arg(&remote)
+        .status()
+        .unwrap();
+    assert!(cloned.success());
+    let gates = tmp.path().join("gates.toml");
+    std::fs::write(&gates, crate::gates::definitions_text(&image, 60, "")).unwrap();
+
+    let digest = stored_at(&store, &["pytest"], "print('new')\n", &commit);
+    let out = review(
+        &state,
+        &store,
+        &["accept", &digest, "--force", "--reason", "gated on publish"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let broken = push_main(tmp.path(), &remote, "broken", &[("calc.py", BROKEN)]);
+
+    let publish_rebase = |branch: &str, rebase: bool| {
+        let mut cmd = bin();
+        cmd.env("PATCH_CANDIDATE_STATE_DIR", &state)
+            .arg("--json")
+            .args(["publish", &digest, "--store"])
+            .arg(&store)
+            .arg("--repo")
+            .arg(repo.path())
+            .arg("--remote")
+            .arg(&remote)
+            .args(["--branch", branch, "--base", "main"]);
+        if rebase {
+            cmd.arg("--rebase").arg("--gates").arg(&gates);
+        }
+        cmd.output().unwrap()
+    };
+    let out = publish_rebase("c/rebased", false);
+    assert_eq!(code(&out), "PATCH_CANDIDATE_PUBLISH_BASE_MOVED");
+    let out = publish_rebase("c/rebased", true);
+    assert_eq!(
+        code(&out),
+        "PATCH_CANDIDATE_PUBLISH_REGATE_FAILED",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("gate pytest: failed"));
+    assert!(git_out(&remote, &["for-each-ref", "refs/heads/c/rebased"]).is_empty());
+
+    let fixed = push_main(
+        tmp.path(),
+        &remote,
+        "fixed",
+        &[("calc.py", CALC), ("README", "x\n")],
+    );
+    assert_ne!(fixed, broken);
+    let out = publish_rebase("c/rebased", true);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("gate pytest: passed"));
+    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(record["rebased"], true);
+    let id = record["commit_id"].as_str().unwrap().to_owned();
+    assert_eq!(git_out(&remote, &["rev-parse", "refs/heads/c/rebased"]), id);
+    assert_eq!(git_out(&remote, &["rev-parse", &format!("{id}^")]), fixed);
+    assert_eq!(
+        git_out(&remote, &["ls-tree", "-r", "--name-only", &id]),
+        "README\ncalc.py\npytest.ini\nsrc/new.py\ntest_calc.py"
+    );
+    crate::support::tally("docker_cli_publish_rebase_regates_the_merged_tree");
+}

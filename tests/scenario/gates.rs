@@ -20,7 +20,7 @@ use crate::support::{docker, docker_lock, git_repo, tally};
 pub const PYTHON_GATE_IMAGE: &str = "patch-candidate-gate-python:local";
 
 /// The python gate image's ID, or `None` (a failure when Docker is required).
-fn python_image() -> Option<String> {
+pub(crate) fn python_image() -> Option<String> {
     let out = std::process::Command::new("docker")
         .args(["image", "inspect", "--format", "{{.Id}}", PYTHON_GATE_IMAGE])
         .output()
@@ -37,7 +37,12 @@ fn python_image() -> Option<String> {
 }
 
 fn definitions(image: &str, wall_seconds: u64, extra_pinned: &str) -> GateDefinitions {
-    let text = format!(
+    GateDefinitions::parse(definitions_text(image, wall_seconds, extra_pinned).as_bytes()).unwrap()
+}
+
+/// The `pytest` gate definition file's text.
+pub(crate) fn definitions_text(image: &str, wall_seconds: u64, extra_pinned: &str) -> String {
+    format!(
         r#"version = 1
 [gates.pytest]
 image = "{image}"
@@ -62,8 +67,7 @@ max_bytes = 4194304
 max_cases = 1500
 max_depth = 16
 "#
-    );
-    GateDefinitions::parse(text.as_bytes()).unwrap()
+    )
 }
 
 /// A candidate at `commit` changing `path` from `old` (None: create) to `new`.
@@ -114,8 +118,9 @@ async fn own_containers(docker: &container::BollardRuntime) -> usize {
         .count()
 }
 
-const CALC: &str = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n";
-const TESTS: &str = "from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n";
+pub(crate) const CALC: &str =
+    "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n";
+pub(crate) const TESTS: &str = "from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n";
 
 fn small_repo() -> (tempfile::TempDir, String) {
     git_repo(&BTreeMap::from([

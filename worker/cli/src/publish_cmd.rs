@@ -10,10 +10,10 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use publish::{BranchName, CommitIdentity, CredentialSource, PublishRequest, Remote};
+use publish::{BranchName, CommitIdentity, CredentialSource, GateVerdict, PublishRequest, Remote};
 use review::{Decision, LocalReviews};
 
-use super::docker_args::state_dir;
+use super::docker_args::{DockerArgs, state_dir};
 use super::outcome::OUTPUT_CODE;
 use super::review_cmd::{CandidateArgs, find};
 use super::{CliError, Outcome, render};
@@ -56,6 +56,65 @@ pub(crate) struct PublishArgs {
         default_value = "patch-candidate@localhost"
     )]
     pub identity_email: String,
+    /// When the base branch moved: merge the candidate onto its tip (`git merge-tree
+    /// --write-tree`) and publish the merge only if every required gate passes on exactly the
+    /// merged tree (needs `--gates` when the candidate requires a gate). Without it a moved base
+    /// is refused.
+    #[arg(long)]
+    pub rebase: bool,
+    /// The operator's gate definitions for the re-run of `--rebase` (docs/GATES.md).
+    #[arg(long = "gates", value_name = "FILE", requires = "rebase")]
+    pub gates: Option<PathBuf>,
+    /// OCI runtime for the re-run's gate containers (e.g. `runsc`).
+    #[arg(long = "gate-runtime", value_name = "NAME", requires = "rebase")]
+    pub gate_runtime: Option<String>,
+    #[command(flatten)]
+    pub docker: DockerArgs,
+}
+
+/// The required gates re-run on exactly the merged commit's tree: `passed` only when every
+/// gate's run passed outright; an environment failure is `unavailable` (nothing is published).
+/// Each verdict line goes to stderr.
+fn regate(
+    rt: &tokio::runtime::Runtime,
+    docker: &DockerArgs,
+    defs: Option<&gate::GateDefinitions>,
+    required: &[String],
+    runtime: Option<&container::RuntimeName>,
+    merged: &publish::MergedCommit<'_>,
+) -> GateVerdict {
+    if required.is_empty() {
+        return GateVerdict::Passed;
+    }
+    let Some(chosen) = defs.and_then(|d| d.require(required).ok()) else {
+        return GateVerdict::Unavailable;
+    };
+    rt.block_on(async {
+        let Ok(docker) = docker.connect().await else {
+            return GateVerdict::Unavailable;
+        };
+        let ctx = gate::RunContext { runtime, job: None };
+        for def in chosen {
+            match gate::evaluate_commit(&docker, def, merged.git_dir(), merged.commit_id(), ctx)
+                .await
+            {
+                Ok((evidence, digest)) => {
+                    eprintln!(
+                        "publish: merged tree {}",
+                        gate::verdict_line(&evidence, &digest)
+                    );
+                    if evidence.outcome != gate::GateOutcome::Passed {
+                        return GateVerdict::Failed;
+                    }
+                }
+                Err(e) => {
+                    eprintln!("publish: gate re-run failed: {e}");
+                    return GateVerdict::Unavailable;
+                }
+            }
+        }
+        GateVerdict::Passed
+    })
 }
 
 /// Runs `publish`.
@@ -88,6 +147,39 @@ pub(crate) fn run(args: &PublishArgs) -> Result<Outcome, CliError> {
         (None, Some(helper)) => CredentialSource::helper(helper)?,
         (None, None) => CredentialSource::None,
     };
+    let required = found.candidate.required_validation_gates().to_vec();
+    let defs = args
+        .gates
+        .as_deref()
+        .map(super::gate_cmd::load_definitions)
+        .transpose()?;
+    if args.rebase && !required.is_empty() {
+        // Unknown or undefined gates fail here, before anything is built.
+        let Some(defs) = &defs else {
+            return Err(CliError::usage(
+                super::outcome::INPUT_CODE,
+                "--rebase of a candidate that requires gates needs --gates FILE",
+            ));
+        };
+        defs.require(&required)?;
+    }
+    let runtime = args
+        .gate_runtime
+        .as_deref()
+        .map(str::parse::<container::RuntimeName>)
+        .transpose()
+        .map_err(container::ContainerError::from)?;
+    let rt = super::docker_args::tokio_runtime()?;
+    let gate = |merged: &publish::MergedCommit<'_>| {
+        regate(
+            &rt,
+            &args.docker,
+            defs.as_ref(),
+            &required,
+            runtime.as_ref(),
+            merged,
+        )
+    };
     let request = PublishRequest {
         candidate: &found.candidate,
         source: args.repo.as_deref(),
@@ -96,7 +188,7 @@ pub(crate) fn run(args: &PublishArgs) -> Result<Outcome, CliError> {
         base: &base,
         identity: &identity,
         credential: &credential,
-        rebase: None,
+        rebase: if args.rebase { Some(&gate) } else { None },
     };
     let prepared = publish::prepare(&request)?;
     eprintln!(
