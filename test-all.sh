@@ -10,6 +10,8 @@ cd "$(dirname "$0")"
 
 bash infra/ci/ensure-docker.sh
 export PATCH_CANDIDATE_REQUIRE_DOCKER=1
+# The review UI's browser tests fail, never skip, without Chromium and chromedriver.
+export PATCH_CANDIDATE_REQUIRE_BROWSER=1
 
 # PostgreSQL 15 (installed when missing) on a unix socket in a fresh temp dir, as the postgres
 # user: exports PATCH_CANDIDATE_TEST_POSTGRES. The trap stops it on success, failure or signal.

@@ -49,3 +49,4 @@ mod service_live;
 mod service_recovery;
 mod service_review;
 mod support;
+mod ui_browser;

@@ -94,9 +94,9 @@ pub fn load_or_create_token(state: &Path) -> Result<Vec<u8>, ServiceError> {
 /// An API error: its status, code and message.
 #[derive(Debug)]
 pub(crate) struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
+    pub(crate) status: StatusCode,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
 }
 
 impl ApiError {
@@ -527,6 +527,26 @@ async fn authenticate(
     else {
         return Ok(None);
     };
+    named_token_principal(sh, given).await
+}
+
+/// The principal of a token given in a request (the bearer token, or the UI's sign-in form):
+/// the first-start token is `operator`, any other is looked up by its SHA-256 among the live
+/// named tokens.
+pub(crate) async fn token_principal(
+    sh: &Shared,
+    given: &[u8],
+) -> Result<Option<review::Principal>, jobs::JobsError> {
+    if given.len() == sh.token.len() && bool::from(given.ct_eq(&sh.token)) {
+        return Ok(review::Principal::parse(jobs::OPERATOR_PRINCIPAL).ok());
+    }
+    named_token_principal(sh, given).await
+}
+
+async fn named_token_principal(
+    sh: &Shared,
+    given: &[u8],
+) -> Result<Option<review::Principal>, jobs::JobsError> {
     if !(32..=256).contains(&given.len()) || !given.iter().all(u8::is_ascii_alphanumeric) {
         return Ok(None);
     }
@@ -581,6 +601,7 @@ fn route_name(path: &str) -> &'static str {
         ["", "v1", "jobs", _, "candidate"] => "job_candidate",
         ["", "v1", "jobs", _, "review"] => "job_review",
         ["", "v1", "jobs", _, "publish"] => "job_publish",
+        ["", "ui", ..] => "ui",
         _ => "other",
     }
 }
@@ -624,6 +645,7 @@ pub(crate) fn router(sh: Arc<Shared>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(protected)
+        .merge(super::ui_routes::router(Arc::clone(&sh)))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(

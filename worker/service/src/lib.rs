@@ -15,9 +15,11 @@ mod http;
 mod live_host;
 mod metrics;
 mod mirror;
+mod publish_ui;
 mod runner;
 mod serve;
 mod submission;
+mod ui_routes;
 
 use std::io::Read as _;
 use std::net::SocketAddr;

@@ -1,0 +1,1138 @@
+//! The review web UI of `patch-candidate serve` in a real headless Chromium driven through
+//! chromedriver (WebDriver, fantoccini): sign in, filter jobs, open a candidate, switch unified
+//! and split, accept one with its gates passed, reject one with a reason, retry one; an XSS
+//! corpus planted by a hostile agent in file names, diff lines, the summary, test names and the
+//! log tail runs nothing (a marker global stays unset, the CSP report endpoint counts none) and
+//! stays inside its container; CSRF and sign-in refusals over plain HTTP; the 50-file,
+//! 10,000-changed-line candidate page is measured (server time, bytes, first contentful paint).
+//! Screenshots of each page go to `$CARGO_TARGET_DIR/ui-screenshots/`.
+//!
+//! Completed jobs are planted in the store (real candidates and gate evidence, no turn run), as
+//! in `service_review`. Without Chromium/chromedriver the test fails under
+//! `PATCH_CANDIDATE_REQUIRE_BROWSER=1` (or `…_DOCKER=1`), else says SKIPPED.
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
+use snapshot::{FileOp, RepoPath, Sha256};
+
+use crate::service::{ServeOpts, Service, open_store};
+use crate::support::*;
+
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const CHROMIUM: &str = "/usr/lib/chromium/chromium";
+
+/// The XSS corpus: each payload would set `window.__pwned` (or load something CSP reports).
+const PAYLOADS: &[&str] = &[
+    "<script>window.__pwned=1</script>",
+    "</textarea><script>window.__pwned=2</script>",
+    "\"><img src=x onerror=\"window.__pwned=3\">",
+    "'><svg onload=window.__pwned=4>",
+    "<a href=\"javascript:window.__pwned=5\">click</a>",
+    "<svg><script>window.__pwned=6</script></svg>",
+    "<style>body{display:none}</style><div style=\"position:fixed;inset:0;background:red\">",
+    "&lt;script&gt;window.__pwned=7&lt;/script&gt; &amp; &#x3C;b&#x3E;",
+    "<iframe src=\"data:text/html,<script>parent.__pwned=8</script>\"></iframe>",
+    "<img src=\"http://127.0.0.1:1/beacon.png\">",
+    "bidi \u{202E}gnp.exe\u{202C} and \u{2066}isolate\u{2069} and zero\u{200B}width\u{200D}joiner\u{FEFF}",
+    "<base href=\"http://127.0.0.1:1/\"><link rel=stylesheet href=\"http://127.0.0.1:1/x.css\">",
+];
+
+/// File names a hostile agent could pick (the portable-path rules refuse `<>:"|?*`, so these
+/// lean on quotes, entities and parentheses).
+const HOSTILE_NAMES: &[&str] = &[
+    "src/'onmouseover='window.__pwned=9'.py",
+    "src/&lt;img src=x onerror=alert(1)&gt;.py",
+    "src/a\u{202E}txt.exe.py",
+    "src/zero\u{200B}width.py",
+    "src/);window.__pwned=(10.py",
+];
+
+fn git_at(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn required() -> bool {
+    [
+        "PATCH_CANDIDATE_REQUIRE_BROWSER",
+        "PATCH_CANDIDATE_REQUIRE_DOCKER",
+    ]
+    .iter()
+    .any(|v| std::env::var(v).is_ok_and(|x| x == "1"))
+}
+
+fn sha(text: &str) -> Sha256 {
+    Sha256::of(text.as_bytes())
+}
+
+fn update(path: &str, before: &str, after: &str) -> Option<RepositoryPatchFile> {
+    let p = RepoPath::parse(path).ok()?;
+    let diff = finalizer::unified_diff(p.as_str(), Some(before), Some(after));
+    RepositoryPatchFile::new(
+        p,
+        FileOp::Update,
+        Some(sha(before)),
+        Some(sha(after)),
+        Some(after.to_owned()),
+        diff,
+    )
+    .ok()
+}
+
+fn candidate(
+    files: Vec<RepositoryPatchFile>,
+    gates: &[&str],
+    summary: &str,
+) -> (Vec<u8>, String, RepositoryPatchCandidate) {
+    candidate_at(files, gates, summary, &"c".repeat(40))
+}
+
+fn candidate_at(
+    files: Vec<RepositoryPatchFile>,
+    gates: &[&str],
+    summary: &str,
+    baseline: &str,
+) -> (Vec<u8>, String, RepositoryPatchCandidate) {
+    let fields = CandidateFields {
+        repository_full_name: "o/n".into(),
+        baseline_commit_sha: baseline.to_owned(),
+        handoff_id: "handoff-ui".into(),
+        approved_plan_digest: "0".repeat(64),
+        required_validation_gates: gates.iter().map(|g| (*g).to_owned()).collect(),
+        summary: summary.to_owned(),
+        ..CandidateFields::default()
+    };
+    let c = RepositoryPatchCandidate::new(fields, files).unwrap();
+    let digest = finalizer::repository_patch_digest(&c).unwrap().to_string();
+    (c.to_json_pretty().unwrap(), digest, c)
+}
+
+/// A gate evidence document for `digest`: passed, or failed with `new_failures` and `log`.
+fn evidence(
+    digest: &str,
+    baseline: &str,
+    passed: bool,
+    new_failures: &[&str],
+    log: &str,
+) -> jobs::EvidenceDocument {
+    let ids = |v: &[&str]| {
+        let set: std::collections::BTreeSet<String> = v.iter().map(|s| (*s).to_owned()).collect();
+        gate::IdList::from_set(&set)
+    };
+    let ev = gate::GateEvidence {
+        schema: gate::EVIDENCE_SCHEMA.to_owned(),
+        subject: gate::EvidenceSubject::Candidate,
+        candidate_digest: Some(digest.parse().unwrap()),
+        baseline_commit_sha: baseline.to_owned(),
+        gate: "pytest".to_owned(),
+        definition_digest: sha("definition"),
+        image_id: format!("sha256:{}", "a".repeat(64)),
+        runtime: "default".to_owned(),
+        outcome: if passed {
+            gate::GateOutcome::Passed
+        } else {
+            gate::GateOutcome::Failed
+        },
+        code: None,
+        exit: Some(gate_runner::ExitStatus::Code(if passed { 0 } else { 1 })),
+        wall_ms: 1234,
+        tree: None,
+        tests: Some(gate::TestCounts {
+            total: 12,
+            passed: if passed {
+                12
+            } else {
+                12 - new_failures.len() as u64
+            },
+            failed: if passed { 0 } else { new_failures.len() as u64 },
+            error: 0,
+            skipped: 0,
+            truncated: false,
+        }),
+        failing: ids(new_failures),
+        comparison: Some(gate::Comparison {
+            by: gate::ComparisonBasis::TestId,
+            new_failures: ids(new_failures),
+            fixed: ids(&[]),
+            still_failing: ids(&[]),
+            regression: !passed,
+        }),
+        pinned_changed: Vec::new(),
+        log: gate::LogTail::new(log.len() as u64, log.as_bytes()),
+        baseline_evidence_digest: Some(sha("baseline")),
+    };
+    let (bytes, _) = ev.to_file_bytes().unwrap();
+    let verdict = if passed {
+        jobs::GateVerdict::Passed
+    } else {
+        jobs::GateVerdict::Failed
+    };
+    jobs::EvidenceDocument::new(
+        "pytest",
+        verdict,
+        &ev.digest().unwrap().to_string(),
+        1234,
+        bytes,
+    )
+    .unwrap()
+}
+
+/// Plants completed jobs (candidate bytes, digest, evidence) in the store; returns their ids.
+type Planted = (
+    String,
+    Vec<u8>,
+    String,
+    Vec<jobs::EvidenceDocument>,
+    Option<(String, String)>,
+);
+
+fn plant(state: &Path, jobs_in: Vec<Planted>) -> Vec<String> {
+    let state = state.to_path_buf();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let store = open_store(&state, None).await;
+            let host = jobs::HostId::parse("planter").unwrap();
+            let mut ids = Vec::new();
+            for (nonce, bytes, digest, ev, source) in jobs_in {
+                let mut spec = jobs::JobSpec::noop(&nonce, 1);
+                if let Some((repository, commit)) = source {
+                    spec.repository = repository;
+                    spec.commit = commit;
+                }
+                let (job, _) = store.submit(spec).await.unwrap();
+                let claimed = store
+                    .claim(&host, 1, Duration::from_secs(600))
+                    .await
+                    .unwrap()
+                    .remove(0);
+                assert_eq!(claimed.job.id, job.id);
+                let applied = store
+                    .complete_with_evidence(
+                        &job.id,
+                        &claimed.attempt_id,
+                        bytes,
+                        &digest,
+                        &serde_json::json!({}),
+                        ev,
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(applied, jobs::Fenced::Applied);
+                ids.push(job.id.as_str().to_owned());
+            }
+            // One queued job, for the state filter.
+            store
+                .submit(jobs::JobSpec::noop("still-queued", 1))
+                .await
+                .unwrap();
+            ids
+        })
+    })
+    .join()
+    .unwrap()
+}
+
+/// A raw HTTP/1.1 exchange with an optional cookie and form body: status, head, body.
+fn ui_http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    cookie: Option<&str>,
+    form: Option<&str>,
+) -> (u16, String, Vec<u8>) {
+    ui_http_with(addr, method, path, cookie, form, "")
+}
+
+/// [`ui_http`] with extra header lines (each ending in CRLF); the body as sent (not decoded).
+fn ui_http_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    cookie: Option<&str>,
+    form: Option<&str>,
+    extra: &str,
+) -> (u16, String, Vec<u8>) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    head.push_str(extra);
+    if let Some(c) = cookie {
+        head.push_str(&format!("Cookie: pc_session={c}\r\n"));
+    }
+    if let Some(b) = form {
+        head.push_str(&format!(
+            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
+            b.len()
+        ));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    if let Some(b) = form {
+        stream.write_all(b.as_bytes()).unwrap();
+    }
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..end]).to_string();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let mut body = raw[end + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    (status, head, body)
+}
+
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&raw[..eol]).unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            break;
+        }
+        out.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
+        raw = &raw[eol + 2 + size + 2..];
+    }
+    out
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// Signs in over plain HTTP; the session cookie's value.
+fn http_sign_in(addr: SocketAddr, token: &str) -> String {
+    let (status, head, _) = ui_http(
+        addr,
+        "POST",
+        "/ui/sign-in",
+        None,
+        Some(&format!("token={token}")),
+    );
+    assert_eq!(status, 303, "{head}");
+    let cookie = header(&head, "set-cookie").unwrap();
+    for part in ["HttpOnly", "SameSite=Strict", "Path=/ui", "Max-Age="] {
+        assert!(cookie.contains(part), "{cookie}");
+    }
+    assert!(
+        !cookie.contains("Secure"),
+        "loopback: no Secure flag: {cookie}"
+    );
+    cookie
+        .split(';')
+        .next()
+        .unwrap()
+        .strip_prefix("pc_session=")
+        .unwrap()
+        .to_owned()
+}
+
+/// The `csrf` hidden field of a page.
+fn csrf_of(html: &str) -> String {
+    let at = html.find("name=\"csrf\" value=\"").unwrap() + "name=\"csrf\" value=\"".len();
+    html[at..].split('"').next().unwrap().to_owned()
+}
+
+struct Driver {
+    child: Child,
+    port: u16,
+    _profile: tempfile::TempDir,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts chromedriver on loopback; `None` (or a panic when required) without the browser.
+fn start_driver() -> Option<Driver> {
+    if !Path::new(CHROMEDRIVER).exists() || !Path::new(CHROMIUM).exists() {
+        assert!(
+            !required(),
+            "Chromium and chromedriver are required (infra/ci/pre.d/05-browser.sh installs them)"
+        );
+        eprintln!("SKIPPED (no Chromium/chromedriver; PATCH_CANDIDATE_REQUIRE_BROWSER unset)");
+        return None;
+    }
+    let port = free_port();
+    let child = Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .arg("--allowed-ips=127.0.0.1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "chromedriver did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(Driver {
+        child,
+        port,
+        _profile: tempfile::tempdir().unwrap(),
+    })
+}
+
+async fn browser(driver: &Driver) -> Client {
+    let profile = driver._profile.path().display().to_string();
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".to_owned(),
+        serde_json::json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1280,900",
+                format!("--user-data-dir={profile}"),
+            ],
+        }),
+    );
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    ClientBuilder::new(connector)
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .unwrap()
+}
+
+fn screenshot_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let dir = target.join("ui-screenshots");
+    // The build's own target directory: ambient by design (a CI artifact).
+    let _ = std::fs::DirBuilder::new().recursive(true).create(&dir);
+    dir
+}
+
+async fn shot(c: &Client, name: &str) {
+    let png = c.screenshot().await.unwrap();
+    std::fs::write(screenshot_dir().join(format!("{name}.png")), png).unwrap();
+}
+
+/// Nothing of the corpus ran, and the page is not wider than the window.
+async fn assert_inert(c: &Client, addr: SocketAddr, cookie: &str, page: &str) {
+    let pwned = c
+        .execute(
+            "return typeof window.__pwned === 'undefined' ? null : window.__pwned;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(pwned, serde_json::Value::Null, "{page}: a payload ran");
+    let scripts = c
+        .execute("return document.scripts.length + document.querySelectorAll('img,svg,iframe,base,link[href^=\"http\"],[onerror],[onload],[onmouseover]').length;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(
+        scripts,
+        serde_json::json!(0),
+        "{page}: injected elements exist"
+    );
+    let overflow = c
+        .execute(
+            "return document.documentElement.scrollWidth <= window.innerWidth + 1;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        overflow,
+        serde_json::json!(true),
+        "{page}: the layout overflows the window"
+    );
+    let (_, _, body) = ui_http(addr, "GET", "/ui/csp-reports", Some(cookie), None);
+    assert_eq!(
+        String::from_utf8_lossy(&body),
+        "0",
+        "{page}: CSP violations were reported"
+    );
+}
+
+/// Clicks what navigates, and waits until the next document has loaded.
+async fn click(c: &Client, what: Locator<'_>) {
+    c.execute("document.documentElement.dataset.stale = '1';", vec![])
+        .await
+        .unwrap();
+    c.find(what).await.unwrap().click().await.unwrap();
+    let started = Instant::now();
+    loop {
+        let fresh = c
+            .execute(
+                "return document.readyState === 'complete' && !document.documentElement.dataset.stale;",
+                vec![],
+            )
+            .await
+            .unwrap_or(serde_json::Value::Bool(false));
+        if fresh == serde_json::Value::Bool(true) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no navigation after a click"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn big_candidate() -> (Vec<u8>, String, RepositoryPatchCandidate) {
+    let mut files = Vec::new();
+    for f in 0..50 {
+        let before: String = (0..100)
+            .map(|i| format!("value_{f}_{i} = compute({i})\n"))
+            .collect();
+        let after: String = (0..100)
+            .map(|i| format!("value_{f}_{i} = compute_faster({i}, cache=True)\n"))
+            .collect();
+        files.push(update(&format!("pkg/module_{f:02}.py"), &before, &after).unwrap());
+    }
+    candidate(
+        files,
+        &[],
+        "Speed up every module (50 files, 10,000 changed lines)",
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one end-to-end browser session, step by step"
+)]
+async fn docker_ui_review_in_a_real_browser() {
+    let Some(_docker) = docker().await else {
+        return;
+    };
+    let _guard = docker_lock().lock().await;
+    let Some(driver) = start_driver() else {
+        return;
+    };
+
+    // The candidates: a clean one with passing gates, a hostile one, one to retry, a big one.
+    let before = "def add(a, b):\n    return a+b\n\nprint(add(1, 2))\n";
+    let after = "def add(a, b):\n    \"\"\"Adds.\"\"\"\n    return a + b\n\nprint(add(1, 2))\n";
+    // The clean candidate's baseline is a real repository, and the operator's remote a bare
+    // clone of it: publishing from the page lands a branch there.
+    let (repo, commit) = git_repo(&std::collections::BTreeMap::from([(
+        "src/app.py",
+        before.to_owned(),
+    )]));
+    git_at(repo.path(), &["branch", "-M", "main"]);
+    let remote_dir = tempfile::tempdir().unwrap();
+    let remote = remote_dir.path().join("remote.git");
+    assert!(
+        Command::new("git")
+            .args(["clone", "-q", "--bare"])
+            .arg(repo.path())
+            .arg(&remote)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let clean = candidate_at(
+        vec![update("src/app.py", before, after).unwrap()],
+        &["pytest"],
+        "Document add() and format its body",
+        &commit,
+    );
+    let hostile_text: String = PAYLOADS.iter().map(|p| format!("{p}\n")).collect();
+    let mut hostile_files = vec![
+        update(
+            "src/payloads.py",
+            "x = 1\n",
+            &format!("x = 1\n{hostile_text}"),
+        )
+        .unwrap(),
+        // A 100 kB line (cut with a marker) and a 1 MB line (its file too big to show).
+        update(
+            "src/long.py",
+            "a\n",
+            &format!(
+                "a\n{}\n",
+                "<script>window.__pwned=11</script>".repeat(3_000)
+            ),
+        )
+        .unwrap(),
+        update(
+            "src/huge.py",
+            "a\n",
+            &format!(
+                "a\n{}\n",
+                "<script>window.__pwned=12</script>".repeat(30_000)
+            ),
+        )
+        .unwrap(),
+    ];
+    let named: Vec<RepositoryPatchFile> = HOSTILE_NAMES
+        .iter()
+        .filter_map(|n| update(n, "y = 0\n", "y = 1 # \u{202E}evil\n"))
+        .collect();
+    assert!(
+        named.len() >= 3,
+        "the hostile names should mostly be valid paths"
+    );
+    hostile_files.extend(named);
+    let hostile = candidate(hostile_files, &["pytest"], &PAYLOADS.join(" "));
+    let retry = candidate(
+        vec![update("src/retry.py", "r = 0\n", "r = 1\n").unwrap()],
+        &[],
+        "A change to send back",
+    );
+    let big = big_candidate();
+    let hostile_evidence = evidence(
+        &hostile.1,
+        &"c".repeat(40),
+        false,
+        &PAYLOADS[..4],
+        &hostile_text,
+    );
+    let clean_evidence = evidence(&clean.1, &commit, true, &[], "12 passed in 0.1s\n");
+    let state = tempfile::tempdir().unwrap();
+    let ids = plant(
+        state.path(),
+        vec![
+            (
+                "clean".into(),
+                clean.0,
+                clean.1.clone(),
+                vec![clean_evidence],
+                Some((repo.path().display().to_string(), commit.clone())),
+            ),
+            (
+                "hostile".into(),
+                hostile.0,
+                hostile.1.clone(),
+                vec![hostile_evidence],
+                None,
+            ),
+            ("retry".into(), retry.0, retry.1.clone(), vec![], None),
+            ("big".into(), big.0, big.1.clone(), vec![], None),
+        ],
+    );
+    let [clean_job, hostile_job, retry_job, big_job] = ids.as_slice() else {
+        panic!("four jobs")
+    };
+    let remote_arg = remote.display().to_string();
+    let service = Service::start(
+        state.path(),
+        &ServeOpts {
+            extra: vec!["--publish-remote", &remote_arg],
+            ..ServeOpts::default()
+        },
+    );
+    let addr = service.addr;
+    let base = format!("http://{addr}");
+    let token = service.token();
+    tally("docker_ui_review_in_a_real_browser");
+
+    // Signed out: pages redirect to the sign-in page, POSTs are refused.
+    let (status, head, _) = ui_http(addr, "GET", "/ui/jobs", None, None);
+    assert_eq!(
+        (status, header(&head, "location")),
+        (303, Some("/ui/sign-in"))
+    );
+    let (status, _, _) = ui_http(
+        addr,
+        "POST",
+        &format!("/ui/jobs/{clean_job}/decide"),
+        None,
+        Some("decision=accept"),
+    );
+    assert_eq!(status, 401);
+    // Every UI response carries the security headers.
+    let (_, head, _) = ui_http(addr, "GET", "/ui/sign-in", None, None);
+    for (name, want) in [
+        (
+            "content-security-policy",
+            "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+        ("x-content-type-options", "nosniff"),
+        ("referrer-policy", "no-referrer"),
+        ("cache-control", "no-store"),
+    ] {
+        assert!(
+            header(&head, name).unwrap_or_default().starts_with(want),
+            "{name}: {head}"
+        );
+    }
+
+    let c = browser(&driver).await;
+    // A wrong token does not sign in.
+    c.goto(&format!("{base}/ui/")).await.unwrap();
+    assert!(
+        c.current_url()
+            .await
+            .unwrap()
+            .path()
+            .ends_with("/ui/sign-in")
+    );
+    c.find(Locator::Id("token"))
+        .await
+        .unwrap()
+        .send_keys(&"0".repeat(64))
+        .await
+        .unwrap();
+    click(&c, Locator::Css("form.sign-in button")).await;
+    let alert = c
+        .find(Locator::Css("[role=alert]"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(alert.contains("does not sign in"), "{alert}");
+    shot(&c, "01-sign-in-refused").await;
+    // The operator token signs in; the token is in no URL.
+    c.find(Locator::Id("token"))
+        .await
+        .unwrap()
+        .send_keys(&token)
+        .await
+        .unwrap();
+    click(&c, Locator::Css("form.sign-in button")).await;
+    let url = c.current_url().await.unwrap();
+    assert_eq!(url.path(), "/ui/jobs");
+    assert!(!url.as_str().contains(&token));
+    let cookie = c
+        .get_all_cookies()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|k| k.name() == "pc_session")
+        .unwrap();
+    assert_eq!(cookie.http_only(), Some(true));
+    let session = cookie.value().to_owned();
+    let page = c.source().await.unwrap();
+    for id in &ids {
+        assert!(page.contains(id.as_str()), "jobs list lacks {id}");
+    }
+    shot(&c, "02-jobs").await;
+
+    // Filter by state.
+    click(&c, Locator::Css("a[href='/ui/jobs?state=queued']")).await;
+    let page = c.source().await.unwrap();
+    assert!(!page.contains(clean_job.as_str()));
+    assert!(page.contains("aria-current=\"page\">queued"));
+    click(&c, Locator::Css("a[href='/ui/jobs?state=completed']")).await;
+    let page = c.source().await.unwrap();
+    assert!(page.contains(clean_job.as_str()));
+    for other in ["queued", "running", "failed", "cancelled"] {
+        assert!(
+            !page.contains(&format!("<tr class=\"state-{other}")),
+            "{other} under completed"
+        );
+    }
+    shot(&c, "03-jobs-completed").await;
+
+    // The hostile candidate: nothing runs, hidden characters are shown, policy banner present.
+    c.goto(&format!("{base}/ui/jobs/{hostile_job}"))
+        .await
+        .unwrap();
+    assert_inert(&c, addr, &session, "hostile job").await;
+    shot(&c, "04-job-hostile").await;
+    for view in ["unified", "split"] {
+        c.goto(&format!(
+            "{base}/ui/jobs/{hostile_job}/candidate?view={view}"
+        ))
+        .await
+        .unwrap();
+        assert_inert(&c, addr, &session, view).await;
+        let hidden = c
+            .find(Locator::Id("hidden"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(hidden.contains("hidden character"), "{hidden}");
+        let esc = c
+            .find(Locator::Css("span.esc"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(esc.starts_with("<U+"), "{esc}");
+        let text = c
+            .find(Locator::Css("main"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            text.contains("<script>window.__pwned=1</script>"),
+            "payload shown as text"
+        );
+        assert!(
+            text.contains("more bytes not shown"),
+            "the long line is cut with a marker"
+        );
+        assert!(
+            text.contains("Too big to show"),
+            "the 1 MB line's file is not rendered"
+        );
+        shot(&c, &format!("05-candidate-hostile-{view}")).await;
+    }
+    // The raw view is sandboxed text.
+    let (status, head, body) = ui_http(
+        addr,
+        "GET",
+        &format!("/ui/jobs/{hostile_job}/raw/0"),
+        Some(&session),
+        None,
+    );
+    assert_eq!(status, 200);
+    assert!(
+        header(&head, "content-type")
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    assert!(
+        header(&head, "content-security-policy")
+            .unwrap()
+            .contains("sandbox")
+    );
+    assert!(String::from_utf8_lossy(&body).contains("<script>window.__pwned=1</script>"));
+
+    // Reject the hostile candidate with a reason, in the browser.
+    c.goto(&format!("{base}/ui/jobs/{hostile_job}/candidate"))
+        .await
+        .unwrap();
+    c.find(Locator::Id("reason"))
+        .await
+        .unwrap()
+        .send_keys("hostile markup everywhere")
+        .await
+        .unwrap();
+    click(&c, Locator::Id("reject")).await;
+    let notice = c
+        .find(Locator::Id("notice"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(notice, "Recorded: reject.");
+    assert_eq!(
+        c.find(Locator::Id("review-state"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        "rejected"
+    );
+    assert_inert(&c, addr, &session, "after reject").await;
+
+    // The clean candidate: gates passed, accept.
+    c.goto(&format!("{base}/ui/jobs/{clean_job}/candidate"))
+        .await
+        .unwrap();
+    let gates = c
+        .find(Locator::Css("table.gates"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(gates.contains("passed"), "{gates}");
+    shot(&c, "06-candidate-clean").await;
+    click(&c, Locator::Id("view-split")).await;
+    assert!(
+        c.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains("view=split")
+    );
+    assert!(c.find(Locator::Css("table.diff.split")).await.is_ok());
+    shot(&c, "07-candidate-clean-split").await;
+    click(&c, Locator::Id("ws-toggle")).await;
+    assert!(
+        c.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains("ws=ignore")
+    );
+    click(&c, Locator::Id("accept")).await;
+    assert_eq!(
+        c.find(Locator::Id("notice"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        "Recorded: accept."
+    );
+    assert_eq!(
+        c.find(Locator::Id("review-state"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        "accepted"
+    );
+    shot(&c, "08-candidate-accepted").await;
+    // Publish to the operator's remote, from the page.
+    c.find(Locator::Id("branch"))
+        .await
+        .unwrap()
+        .send_keys("review/add-docstring")
+        .await
+        .unwrap();
+    click(&c, Locator::Id("publish")).await;
+    assert_eq!(
+        c.find(Locator::Id("notice"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        "Published."
+    );
+    let published = git_at(&remote, &["rev-parse", "refs/heads/review/add-docstring^"]);
+    assert_eq!(
+        published, commit,
+        "the published commit's parent is the baseline"
+    );
+    let shown = git_at(
+        &remote,
+        &["show", "refs/heads/review/add-docstring:src/app.py"],
+    );
+    assert_eq!(format!("{shown}\n"), after);
+    assert!(c.find(Locator::Id("publication")).await.is_ok());
+    shot(&c, "08b-candidate-published").await;
+
+    // Retry with a reason.
+    c.goto(&format!("{base}/ui/jobs/{retry_job}/candidate"))
+        .await
+        .unwrap();
+    c.find(Locator::Id("reason"))
+        .await
+        .unwrap()
+        .send_keys("try a smaller change")
+        .await
+        .unwrap();
+    click(&c, Locator::Id("retry")).await;
+    assert_eq!(
+        c.find(Locator::Id("notice"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        "Recorded: retry."
+    );
+
+    // CSRF: without a token, with another session's token, and a stale digest.
+    let (_, _, page) = ui_http(
+        addr,
+        "GET",
+        &format!("/ui/jobs/{big_job}/candidate"),
+        Some(&session),
+        None,
+    );
+    let mine = csrf_of(&String::from_utf8_lossy(&page));
+    let other = http_sign_in(addr, &token);
+    let (_, _, page) = ui_http(
+        addr,
+        "GET",
+        &format!("/ui/jobs/{big_job}/candidate"),
+        Some(&other),
+        None,
+    );
+    let theirs = csrf_of(&String::from_utf8_lossy(&page));
+    assert_ne!(mine, theirs);
+    let decide = |cookie: &str, form: String| {
+        ui_http(
+            addr,
+            "POST",
+            &format!("/ui/jobs/{big_job}/decide"),
+            Some(cookie),
+            Some(&form),
+        )
+    };
+    let digest = big.1.replace(':', "%3A");
+    let (status, _, body) = decide(
+        &session,
+        format!("candidate_digest={digest}&decision=reject&reason=x"),
+    );
+    assert_eq!(status, 403, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&body).contains("PATCH_CANDIDATE_UI_CSRF"));
+    let (status, _, _) = decide(
+        &session,
+        format!("csrf={theirs}&candidate_digest={digest}&decision=reject&reason=x"),
+    );
+    assert_eq!(status, 403);
+    // A page of another candidate (a stale digest for this job) carries a valid token for
+    // that digest: the decision itself refuses it.
+    let (_, _, page) = ui_http(
+        addr,
+        "GET",
+        &format!("/ui/jobs/{retry_job}/candidate"),
+        Some(&session),
+        None,
+    );
+    let stale = csrf_of(&String::from_utf8_lossy(&page));
+    let stale_digest = retry.1.replace(':', "%3A");
+    let (status, _, body) = decide(
+        &session,
+        format!("csrf={stale}&candidate_digest={stale_digest}&decision=reject&reason=x"),
+    );
+    assert_eq!(status, 409);
+    assert!(String::from_utf8_lossy(&body).contains("PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH"));
+    // The right token works over plain HTTP too (the session is the only credential).
+    let (status, head, _) = decide(
+        &other,
+        format!("csrf={theirs}&candidate_digest={digest}&decision=reject&reason=too+big"),
+    );
+    assert_eq!(
+        (
+            status,
+            header(&head, "location").map(|l| l.contains("done=reject"))
+        ),
+        (303, Some(true))
+    );
+
+    // The big candidate page: server time, bytes, first contentful paint.
+    let mut server_ms = Vec::new();
+    let mut bytes = 0;
+    let mut gzipped = 0;
+    for _ in 0..9 {
+        let t = Instant::now();
+        let (status, _, body) = ui_http(
+            addr,
+            "GET",
+            &format!("/ui/jobs/{big_job}/candidate"),
+            Some(&session),
+            None,
+        );
+        server_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(status, 200);
+        bytes = body.len();
+    }
+    let (status, head, body) = ui_http_with(
+        addr,
+        "GET",
+        &format!("/ui/jobs/{big_job}/candidate"),
+        Some(&session),
+        None,
+        "Accept-Encoding: gzip\r\n",
+    );
+    assert_eq!(
+        (status, header(&head, "content-encoding")),
+        (200, Some("gzip"))
+    );
+    gzipped += body.len();
+    assert!(
+        gzipped <= 1024 * 1024,
+        "the big page is {gzipped} bytes gzipped"
+    );
+    server_ms.sort_by(f64::total_cmp);
+    c.goto(&format!("{base}/ui/jobs/{big_job}/candidate"))
+        .await
+        .unwrap();
+    let fcp = c
+        .execute(
+            "const e = performance.getEntriesByName('first-contentful-paint')[0]; return e ? e.startTime : null;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let rows = c
+        .execute(
+            "return document.querySelectorAll('table.diff tr').length;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(rows.as_u64().unwrap() >= 10_000, "{rows}");
+    shot(&c, "09-candidate-big").await;
+    eprintln!(
+        "UI_BENCH big candidate page (50 files, 10,000 changed lines): {bytes} bytes, {gzipped} gzipped; fetch p50 {:.1} ms (9 runs, min {:.1}, max {:.1}); first contentful paint {fcp} ms",
+        server_ms[4], server_ms[0], server_ms[8]
+    );
+
+    // Sign out ends the session.
+    c.goto(&format!("{base}/ui/jobs")).await.unwrap();
+    click(&c, Locator::Css("form.inline button")).await;
+    assert!(
+        c.current_url()
+            .await
+            .unwrap()
+            .path()
+            .ends_with("/ui/sign-in")
+    );
+    let (status, _, _) = ui_http(addr, "GET", "/ui/jobs", Some(&session), None);
+    assert_eq!(status, 303);
+    c.close().await.unwrap();
+
+    // Failed sign-ins are bounded: past the limit even the right token is refused for a while.
+    let mut last = 0;
+    for _ in 0..12 {
+        last = ui_http(
+            addr,
+            "POST",
+            "/ui/sign-in",
+            None,
+            Some(&format!("token={}", "1".repeat(64))),
+        )
+        .0;
+    }
+    assert_eq!(last, 429);
+    let (status, _, _) = ui_http(
+        addr,
+        "POST",
+        "/ui/sign-in",
+        None,
+        Some(&format!("token={token}")),
+    );
+    assert_eq!(status, 429);
+    assert!(service.logged("PATCH_CANDIDATE_UI_SIGN_IN"));
+    assert!(!service.logged("PATCH_CANDIDATE_UI_CSP_REPORT"));
+}

@@ -1,0 +1,271 @@
+//! The pages' view models and their templates (`templates/`). Every field a template prints is
+//! escaped by askama; agent-controlled text arrives as [`Shown`] (hidden characters already
+//! split out as marked escapes). Nothing here is marked safe.
+
+use askama::Template;
+
+use crate::diff::{Body, Row, SplitRow};
+use crate::text::Shown;
+
+/// Jobs per list page.
+pub const PAGE_SIZE: usize = 50;
+/// Diff bytes one candidate page renders at most; files past it are "too big to show" with
+/// their size and a raw link.
+pub const MAX_PAGE_DIFF_BYTES: usize = 8 * 1024 * 1024;
+
+/// Characters of a summary, a reason or a name shown before the cut marker.
+const SHORT_CHARS: usize = 400;
+/// Characters of a rationale or a log tail shown.
+pub const LONG_CHARS: usize = 8_000;
+
+/// Untrusted single-line text for a template.
+#[must_use]
+pub fn short(text: &str) -> Shown {
+    Shown::new(text, SHORT_CHARS)
+}
+
+/// Untrusted multi-line text: one [`Shown`] per line.
+#[must_use]
+pub fn lines(text: &str, max_chars: usize) -> Vec<Shown> {
+    let mut left = max_chars;
+    let mut out = Vec::new();
+    for line in text.split('\n') {
+        if left == 0 {
+            break;
+        }
+        let s = Shown::new(line, left);
+        left = left.saturating_sub(line.chars().count());
+        out.push(s);
+    }
+    out
+}
+
+/// A UTC timestamp (`YYYY-MM-DD HH:MM:SSZ`) of milliseconds since the epoch.
+#[must_use]
+pub fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil from days (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The sign-in page.
+#[derive(Debug, Template)]
+#[template(path = "sign_in.html")]
+pub struct SignInPage {
+    /// A fixed message (never the input).
+    pub error: Option<&'static str>,
+}
+
+/// An error or notice page.
+#[derive(Debug, Template)]
+#[template(path = "message.html")]
+pub struct MessagePage {
+    pub principal: Option<Shown>,
+    pub title: &'static str,
+    pub code: Option<&'static str>,
+    /// The error's own message (errors never quote agent text; shown escaped all the same).
+    pub message: Shown,
+    pub back: Option<String>,
+}
+
+/// One state filter with its count.
+#[derive(Debug)]
+pub struct StateCount {
+    pub state: &'static str,
+    pub count: usize,
+    pub current: bool,
+}
+
+/// One row of the jobs list.
+#[derive(Debug)]
+pub struct JobItem {
+    pub id: String,
+    pub state: &'static str,
+    pub kind: &'static str,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub created: String,
+    pub updated: String,
+    pub digest: Option<String>,
+    pub error_code: Option<Shown>,
+    pub review: &'static str,
+}
+
+/// The jobs list.
+#[derive(Debug, Template)]
+#[template(path = "jobs.html")]
+pub struct JobsPage {
+    pub principal: Option<Shown>,
+    pub counts: Vec<StateCount>,
+    /// Jobs looked at for the counts (the newest, bounded).
+    pub total: usize,
+    pub bounded: bool,
+    pub filter: Option<&'static str>,
+    pub jobs: Vec<JobItem>,
+    pub page: usize,
+    pub pages: usize,
+    pub prev: Option<String>,
+    pub next: Option<String>,
+}
+
+/// One job event.
+#[derive(Debug)]
+pub struct EventItem {
+    pub at: String,
+    pub code: Shown,
+    pub message: Shown,
+}
+
+/// One gate's evidence.
+#[derive(Debug)]
+pub struct GateItem {
+    pub gate: Shown,
+    pub required: bool,
+    pub outcome: String,
+    pub code: Option<Shown>,
+    pub tests: Option<String>,
+    pub new_failures: Vec<Shown>,
+    pub new_failures_count: u64,
+    pub fixed: Vec<Shown>,
+    pub fixed_count: u64,
+    pub log_tail: Vec<Shown>,
+    pub log_total_bytes: u64,
+    pub wall_ms: u64,
+    pub evidence_digest: Option<String>,
+}
+
+/// One recorded decision.
+#[derive(Debug)]
+pub struct DecisionItem {
+    pub seq: u64,
+    pub decision: &'static str,
+    pub principal: Shown,
+    pub at: String,
+    pub reason: Option<Shown>,
+    pub forced: bool,
+}
+
+/// The job page.
+#[derive(Debug, Template)]
+#[template(path = "job.html")]
+pub struct JobPage {
+    pub principal: Option<Shown>,
+    pub id: String,
+    pub state: &'static str,
+    pub kind: &'static str,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub created: String,
+    pub updated: String,
+    pub host: Option<String>,
+    pub attempt: Option<String>,
+    pub error_code: Option<Shown>,
+    pub error_message: Option<Shown>,
+    pub digest: Option<String>,
+    pub running: bool,
+    pub events: Vec<EventItem>,
+    pub gates: Vec<GateItem>,
+    pub review: &'static str,
+    pub decisions: Vec<DecisionItem>,
+    pub publication: Vec<Shown>,
+}
+
+/// One redacted policy finding.
+#[derive(Debug)]
+pub struct FindingItem {
+    pub rule: Shown,
+    pub path: Option<Shown>,
+    pub line: Option<u64>,
+}
+
+/// One changed file of the candidate page.
+#[derive(Debug)]
+pub struct FileItem {
+    pub index: usize,
+    pub path: Shown,
+    pub operation: &'static str,
+    pub new_bytes: Option<u64>,
+    pub diff_bytes: u64,
+    pub added: u64,
+    pub removed: u64,
+    pub hidden: usize,
+    pub cut_lines: usize,
+    pub body: Body,
+}
+
+impl FileItem {
+    /// The unified rows, if that is the body.
+    #[must_use]
+    pub fn unified(&self) -> &[Row] {
+        match &self.body {
+            Body::Unified(rows) => rows,
+            _ => &[],
+        }
+    }
+
+    /// The split rows, if that is the body.
+    #[must_use]
+    pub fn split(&self) -> &[SplitRow] {
+        match &self.body {
+            Body::Split(rows) => rows,
+            _ => &[],
+        }
+    }
+}
+
+/// The candidate page.
+#[derive(Debug, Template)]
+#[template(path = "candidate.html")]
+pub struct CandidatePage {
+    pub principal: Option<Shown>,
+    pub job_id: String,
+    pub digest: String,
+    pub repository: Shown,
+    pub baseline: Shown,
+    pub summary: Shown,
+    pub rationale: Vec<Shown>,
+    pub validation_state: String,
+    pub review_state: String,
+    pub route: String,
+    pub policy_clean: bool,
+    pub policy_digest: Option<String>,
+    pub findings: Vec<FindingItem>,
+    pub hidden_total: usize,
+    pub hidden_files: usize,
+    pub gates: Vec<GateItem>,
+    pub files: Vec<FileItem>,
+    pub split: bool,
+    pub ignore_ws: bool,
+    pub unified_href: String,
+    pub split_href: String,
+    pub ws_href: String,
+    pub csrf: String,
+    pub actions: Vec<&'static str>,
+    pub can_decide: bool,
+    pub can_publish: bool,
+    pub published: Vec<Shown>,
+    pub decisions: Vec<DecisionItem>,
+    /// The outcome of the last form (a fixed sentence or an error code).
+    pub notice: Option<Shown>,
+    pub notice_error: bool,
+}
+
+#[cfg(test)]
+#[path = "views_tests.rs"]
+mod tests;

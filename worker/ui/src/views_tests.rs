@@ -1,0 +1,116 @@
+use super::*;
+use crate::diff::{DiffOptions, render};
+
+const HOSTILE: &str =
+    "<script>window.__xss=1</script>\"><img src=x onerror=alert(1)></textarea>&amp;\u{202E}";
+
+fn page(split: bool) -> CandidatePage {
+    let diff = format!("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-{HOSTILE}\n+{HOSTILE}x\n");
+    let r = render(
+        &diff,
+        DiffOptions {
+            split,
+            ignore_whitespace: false,
+        },
+    );
+    CandidatePage {
+        principal: Some(short(HOSTILE)),
+        job_id: "job_0".into(),
+        digest: "sha256:00".into(),
+        repository: short(HOSTILE),
+        baseline: short("c"),
+        summary: short(HOSTILE),
+        rationale: lines(HOSTILE, 100),
+        validation_state: "pending".into(),
+        review_state: "pending".into(),
+        route: "review".into(),
+        policy_clean: false,
+        policy_digest: None,
+        findings: vec![FindingItem {
+            rule: short(HOSTILE),
+            path: Some(short(HOSTILE)),
+            line: Some(1),
+        }],
+        hidden_total: r.hidden,
+        hidden_files: 1,
+        gates: vec![GateItem {
+            gate: short(HOSTILE),
+            required: true,
+            outcome: "failed".into(),
+            code: None,
+            tests: Some("1 passed".into()),
+            new_failures: vec![short(HOSTILE)],
+            new_failures_count: 1,
+            fixed: vec![],
+            fixed_count: 0,
+            log_tail: lines(HOSTILE, 100),
+            log_total_bytes: 3,
+            wall_ms: 1,
+            evidence_digest: None,
+        }],
+        files: vec![FileItem {
+            index: 0,
+            path: short(HOSTILE),
+            operation: "update",
+            new_bytes: Some(1),
+            diff_bytes: diff.len() as u64,
+            added: r.added,
+            removed: r.removed,
+            hidden: r.hidden,
+            cut_lines: r.cut_lines,
+            body: r.body,
+        }],
+        split,
+        ignore_ws: false,
+        unified_href: "?view=unified".into(),
+        split_href: "?view=split".into(),
+        ws_href: "?ws=ignore".into(),
+        csrf: "t".into(),
+        actions: vec!["accept_forced"],
+        can_decide: true,
+        can_publish: true,
+        published: vec![],
+        decisions: vec![DecisionItem {
+            seq: 1,
+            decision: "reject",
+            principal: short(HOSTILE),
+            at: utc(0),
+            reason: Some(short(HOSTILE)),
+            forced: false,
+        }],
+        notice: Some(short(HOSTILE)),
+        notice_error: true,
+    }
+}
+
+#[test]
+fn agent_text_never_reaches_the_page_as_markup() {
+    for split in [false, true] {
+        let html = page(split).render().unwrap();
+        assert!(!html.contains("<script"), "split={split}");
+        assert!(!html.contains("<img"), "split={split}");
+        assert!(!html.contains("</textarea>&"), "split={split}");
+        assert!(!html.contains('\u{202E}'), "split={split}");
+        assert!(html.contains("&#60;script&#62;"), "split={split}");
+        assert!(
+            html.contains("<span class=\"esc\" title=\"hidden character\">&#60;U+202E&#62;</span>")
+        );
+        // No inline script or style anywhere in the document.
+        assert!(!html.contains("style="));
+        assert!(!html.contains("<style"));
+        // No tag carries an event handler attribute (the payload's `onerror=` is text).
+        for tag in html.split('<').skip(1) {
+            let tag = tag.split('>').next().unwrap();
+            assert!(
+                !tag.contains(" on"),
+                "an event handler attribute in <{tag}>"
+            );
+        }
+    }
+}
+
+#[test]
+fn timestamps_are_utc() {
+    assert_eq!(utc(0), "1970-01-01 00:00:00Z");
+    assert_eq!(utc(1_796_083_200_000), "2026-12-01 00:00:00Z");
+}
