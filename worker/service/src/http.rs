@@ -28,6 +28,8 @@ use super::submission::{Submission, prepare};
 
 #[path = "review_api.rs"]
 pub(crate) mod review_api;
+#[path = "ui_routes.rs"]
+mod ui_routes;
 use super::{ServiceError, Shared};
 pub use review_api::PublishTarget;
 
@@ -645,7 +647,7 @@ pub(crate) fn router(sh: Arc<Shared>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(protected)
-        .merge(super::ui_routes::router(Arc::clone(&sh)))
+        .merge(ui_routes::router(Arc::clone(&sh)))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(

@@ -15,11 +15,9 @@ mod http;
 mod live_host;
 mod metrics;
 mod mirror;
-mod publish_ui;
 mod runner;
 mod serve;
 mod submission;
-mod ui_routes;
 
 use std::io::Read as _;
 use std::net::SocketAddr;

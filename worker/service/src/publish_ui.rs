@@ -1,5 +1,5 @@
 //! Publication from the review UI: the service's one publish action
-//! ([`review_api::publish`](super::http::review_api::publish)) to the operator's
+//! ([`review_api::publish`](super::super::review_api::publish)) to the operator's
 //! `serve --publish-remote`; without one the UI offers no publish form and the POST is refused
 //! with the action's own code.
 
@@ -8,10 +8,10 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use jobs::JobId;
 
-use super::Shared;
-use super::http::ApiError;
-use super::http::review_api::{self, PublishBody};
-use super::ui_routes::PublishForm;
+use super::super::ApiError;
+use super::super::review_api::{self, PublishBody};
+use super::PublishForm;
+use crate::Shared;
 
 /// Whether this service can publish (an operator-configured remote).
 pub(crate) fn configured(sh: &Shared) -> bool {

@@ -23,9 +23,12 @@ use axum::routing::{get, post};
 use jobs::{Job, JobId, JobState};
 use ui::{Sessions, Shown};
 
-use super::Shared;
-use super::http::review_api::{self, ReviewContext, review_context};
-use super::http::{ApiError, token_principal};
+use super::review_api::{self, ReviewContext, review_context};
+use super::{ApiError, token_principal};
+use crate::Shared;
+
+#[path = "publish_ui.rs"]
+mod publish_ui;
 
 /// The session cookie.
 const COOKIE: &str = "pc_session";
@@ -774,9 +777,7 @@ async fn render_candidate(
         csrf: ui.sessions.csrf_token(s, &digest),
         actions,
         can_decide,
-        can_publish: accepted
-            && context.publication.is_none()
-            && super::publish_ui::configured(&ui.sh),
+        can_publish: accepted && context.publication.is_none() && publish_ui::configured(&ui.sh),
         published: publication_lines(context.publication.as_ref()),
         decisions: decision_items(&context.history),
         notice_error: notice.as_ref().is_some_and(|n| n.1),
@@ -1030,7 +1031,7 @@ async fn publish(
     {
         return csrf_refused(&s, &id);
     }
-    match super::publish_ui::publish(&ui.sh, &id, &s.principal, &f).await {
+    match publish_ui::publish(&ui.sh, &id, &s.principal, &f).await {
         Ok(()) => see_other(&format!(
             "/ui/jobs/{}/candidate?done=publish#notice",
             id.as_str()

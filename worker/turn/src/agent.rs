@@ -6,6 +6,9 @@ use gateway::ProviderKind;
 
 use crate::error::TurnError;
 
+/// Default live image tag of Codex (`images/build.sh --live`).
+pub const LIVE_IMAGE: &str = "patch-candidate-live:local";
+
 /// A live turn's agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Agent {
@@ -46,7 +49,7 @@ impl Agent {
     #[must_use]
     pub fn default_image(self) -> &'static str {
         match self {
-            Self::Codex => crate::images::LIVE_IMAGE,
+            Self::Codex => LIVE_IMAGE,
             Self::Claude => "patch-candidate-live-claude:local",
             Self::Gemini => "patch-candidate-live-gemini:local",
         }
@@ -60,6 +63,16 @@ impl Agent {
             Self::Codex => "live-image.json",
             Self::Claude => "live-image-claude.json",
             Self::Gemini => "live-image-gemini.json",
+        }
+    }
+
+    /// The `image build` flags that record this agent's live image.
+    #[must_use]
+    pub fn image_build_flags(self) -> &'static str {
+        match self {
+            Self::Codex => " --live",
+            Self::Claude => " --live --agent claude",
+            Self::Gemini => " --live --agent gemini",
         }
     }
 
@@ -116,7 +129,7 @@ mod tests {
         assert_eq!(Agent::Codex.provider(), ProviderKind::OpenAiResponses);
         assert_eq!(Agent::Claude.provider(), ProviderKind::AnthropicMessages);
         assert_eq!(Agent::Gemini.provider(), ProviderKind::Gemini);
-        assert_eq!(Agent::Codex.default_image(), crate::images::LIVE_IMAGE);
+        assert_eq!(Agent::Codex.default_image(), LIVE_IMAGE);
         assert_eq!(Agent::Codex.image_record(), "live-image.json");
         let images: std::collections::BTreeSet<_> =
             Agent::ALL.iter().map(|a| a.default_image()).collect();

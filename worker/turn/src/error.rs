@@ -5,18 +5,7 @@ use snapshot::{Coded, FailureClass, SnapshotError};
 
 use container::{ContainerError, IdError, MAX_WALL_SECONDS};
 
-use crate::agent::Agent;
 use crate::limits::MAX_TURN_ARCHIVE_BYTES;
-
-/// The `image build` flags that record the image a turn needs.
-fn image_build_flags(live: Option<Agent>) -> &'static str {
-    match live {
-        None => "",
-        Some(Agent::Codex) => " --live",
-        Some(Agent::Claude) => " --live --agent claude",
-        Some(Agent::Gemini) => " --live --agent gemini",
-    }
-}
 
 /// Errors of the turn: its configuration and request, the container's output, staging,
 /// finalising and the usage ledger; the Docker seam's own errors are wrapped unchanged.
@@ -78,10 +67,14 @@ pub enum TurnError {
     /// environment failure of this host (the recorded build is missing), not of the input.
     #[error(
         "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID: no approved{} image id: pass --image-id or run `patch-candidate image build{}`",
-        if .live.is_some() { " live" } else { "" },
-        image_build_flags(*.live)
+        if .live_flags.is_some() { " live" } else { "" },
+        .live_flags.unwrap_or("")
     )]
-    ImageNotRecorded { live: Option<Agent> },
+    ImageNotRecorded {
+        /// `None` for the proof image; a live image's `image build` flags
+        /// ([`crate::Agent::image_build_flags`]).
+        live_flags: Option<&'static str>,
+    },
     /// A live turn named an agent that is none of the built-in ones.
     #[error("PATCH_CANDIDATE_LIVE_AGENT: unknown agent (codex, claude, gemini)")]
     UnknownAgent,
@@ -216,12 +209,12 @@ mod tests {
                 status: "failed",
             },
             TurnError::Selection { detail: "x" },
-            TurnError::ImageNotRecorded { live: None },
+            TurnError::ImageNotRecorded { live_flags: None },
             TurnError::ImageNotRecorded {
-                live: Some(Agent::Codex),
+                live_flags: Some(" --live"),
             },
             TurnError::ImageNotRecorded {
-                live: Some(Agent::Gemini),
+                live_flags: Some(" --live --agent gemini"),
             },
             TurnError::UnknownAgent,
             TurnError::Container(ContainerError::State { detail: "x" }),

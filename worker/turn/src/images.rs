@@ -14,8 +14,7 @@ use container::{ImageId, ImageReference};
 
 /// Default proof image tag.
 pub const PROOF_IMAGE: &str = "patch-candidate-proof:local";
-/// Default live image tag (`images/build.sh --live`).
-pub const LIVE_IMAGE: &str = "patch-candidate-live:local";
+pub use crate::agent::LIVE_IMAGE;
 /// Largest accepted state file.
 const MAX_STATE_BYTES: usize = 64 * 1024;
 

@@ -84,9 +84,9 @@ pub fn resolve_image(
         (None, Some((r, id))) if r == image => id,
         _ => {
             return Err(TurnError::ImageNotRecorded {
-                live: match kind {
+                live_flags: match kind {
                     ImageKind::Proof => None,
-                    ImageKind::Live(agent) => Some(agent),
+                    ImageKind::Live(agent) => Some(agent.image_build_flags()),
                 },
             });
         }
@@ -348,7 +348,7 @@ mod tests {
         assert_eq!(
             e.to_string(),
             TurnError::ImageNotRecorded {
-                live: Some(Agent::Codex)
+                live_flags: Some(Agent::Codex.image_build_flags())
             }
             .to_string()
         );
