@@ -925,40 +925,101 @@ fn csrf_refused(s: &ui::Session, id: &JobId) -> Response {
     )
 }
 
-async fn decide(
-    State(ui): St,
-    headers: HeaderMap,
+/// The form of a POST that acts on a candidate: the CSRF token and the digest the page showed.
+trait CandidateForm: serde::de::DeserializeOwned {
+    fn csrf(&self) -> &str;
+    fn candidate_digest(&self) -> &str;
+}
+
+impl CandidateForm for DecisionForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+    fn candidate_digest(&self) -> &str {
+        &self.candidate_digest
+    }
+}
+
+impl CandidateForm for PublishForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+    fn candidate_digest(&self) -> &str {
+        &self.candidate_digest
+    }
+}
+
+/// What every candidate action checks first: a session, a job id, a well-formed form, and a
+/// CSRF token bound to the session and the digest the page showed (a stale page's digest is
+/// then refused by the action itself: the job holds another digest). `Err` is the response.
+async fn checked_post<F: CandidateForm>(
+    ui: &UiState,
+    headers: &HeaderMap,
     id: Result<UrlPath<String>, PathRejection>,
     body: Body,
-) -> Response {
-    let Some(s) = session(&ui, &headers).await else {
-        return signed_out_post();
+) -> Result<(ui::Session, JobId, F), Response> {
+    let Some(s) = session(ui, headers).await else {
+        return Err(signed_out_post());
     };
     let Some(id) = parse_id(id) else {
-        return not_found(&s);
+        return Err(not_found(&s));
     };
-    let f: DecisionForm = match form(&headers, body).await {
+    let f: F = match form(headers, body).await {
         Ok(f) => f,
         Err(e) => {
-            return message(
+            return Err(message(
                 Some(&s),
                 StatusCode::BAD_REQUEST,
                 "Refused",
                 Some(e.code()),
                 &e.to_string(),
                 None,
-            );
+            ));
         }
     };
-    // The token binds the session and the digest the page showed; a stale page's digest is
-    // then refused by the decision itself (the job holds another digest).
     if ui
         .sessions
-        .check_csrf(&s, &f.candidate_digest, &f.csrf)
+        .check_csrf(&s, f.candidate_digest(), f.csrf())
         .is_err()
     {
-        return csrf_refused(&s, &id);
+        return Err(csrf_refused(&s, &id));
     }
+    Ok((s, id, f))
+}
+
+/// A refused action: the candidate page again with the refusal on it (or the error page when
+/// the candidate cannot be shown).
+async fn refused_action(ui: &UiState, s: &ui::Session, id: &JobId, e: &ApiError) -> Response {
+    match review_context(&ui.sh, id).await {
+        Ok(context) => {
+            render_candidate(
+                ui,
+                s,
+                id,
+                &context,
+                ui::DiffOptions {
+                    split: false,
+                    ignore_whitespace: false,
+                },
+                Some((e.message.clone(), true)),
+                e.status,
+            )
+            .await
+        }
+        Err(_) => api_error(s, e, None),
+    }
+}
+
+async fn decide(
+    State(ui): St,
+    headers: HeaderMap,
+    id: Result<UrlPath<String>, PathRejection>,
+    body: Body,
+) -> Response {
+    let (s, id, f) = match checked_post::<DecisionForm>(&ui, &headers, id, body).await {
+        Ok(checked) => checked,
+        Err(refused) => return refused,
+    };
     match record_decision(&ui.sh, &id, &s.principal, &f).await {
         Ok(()) => see_other(&format!(
             "/ui/jobs/{}/candidate?done={}#notice",
@@ -969,24 +1030,7 @@ async fn decide(
                 _ => "retry",
             }
         )),
-        Err(e) => match review_context(&ui.sh, &id).await {
-            Ok(context) => {
-                render_candidate(
-                    &ui,
-                    &s,
-                    &id,
-                    &context,
-                    ui::DiffOptions {
-                        split: false,
-                        ignore_whitespace: false,
-                    },
-                    Some((e.message.clone(), true)),
-                    e.status,
-                )
-                .await
-            }
-            Err(_) => api_error(&s, &e, None),
-        },
+        Err(e) => refused_action(&ui, &s, &id, &e).await,
     }
 }
 
@@ -1005,55 +1049,16 @@ async fn publish(
     id: Result<UrlPath<String>, PathRejection>,
     body: Body,
 ) -> Response {
-    let Some(s) = session(&ui, &headers).await else {
-        return signed_out_post();
+    let (s, id, f) = match checked_post::<PublishForm>(&ui, &headers, id, body).await {
+        Ok(checked) => checked,
+        Err(refused) => return refused,
     };
-    let Some(id) = parse_id(id) else {
-        return not_found(&s);
-    };
-    let f: PublishForm = match form(&headers, body).await {
-        Ok(f) => f,
-        Err(e) => {
-            return message(
-                Some(&s),
-                StatusCode::BAD_REQUEST,
-                "Refused",
-                Some(e.code()),
-                &e.to_string(),
-                None,
-            );
-        }
-    };
-    if ui
-        .sessions
-        .check_csrf(&s, &f.candidate_digest, &f.csrf)
-        .is_err()
-    {
-        return csrf_refused(&s, &id);
-    }
     match publish_ui::publish(&ui.sh, &id, &s.principal, &f).await {
         Ok(()) => see_other(&format!(
             "/ui/jobs/{}/candidate?done=publish#notice",
             id.as_str()
         )),
-        Err(e) => match review_context(&ui.sh, &id).await {
-            Ok(context) => {
-                render_candidate(
-                    &ui,
-                    &s,
-                    &id,
-                    &context,
-                    ui::DiffOptions {
-                        split: false,
-                        ignore_whitespace: false,
-                    },
-                    Some((e.message.clone(), true)),
-                    e.status,
-                )
-                .await
-            }
-            Err(_) => api_error(&s, &e, None),
-        },
+        Err(e) => refused_action(&ui, &s, &id, &e).await,
     }
 }
 
