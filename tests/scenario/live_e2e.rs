@@ -92,6 +92,7 @@ async fn live_pipeline(
             store: Some(&store),
             ledger: Some(&ledger),
             user_id: "tester",
+            review_feedback: None,
         },
         &live,
     )

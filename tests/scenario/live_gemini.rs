@@ -134,6 +134,7 @@ async fn gemini_pipeline(
             store: Some(&store),
             ledger: Some(&ledger),
             user_id: "tester",
+            review_feedback: None,
         },
         &live,
     )

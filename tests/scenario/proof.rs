@@ -109,6 +109,7 @@ pub async fn pipeline_under(
             store: Some(&store),
             ledger: Some(&ledger),
             user_id: "tester",
+            review_feedback: None,
         },
     )
     .await;

@@ -194,13 +194,36 @@ fn evidence(
 }
 
 /// Plants completed jobs (candidate bytes, digest, evidence) in the store; returns their ids.
+/// A job to plant: nonce, candidate bytes and digest, gate evidence, and the job's spec (`None`:
+/// a no-op job of the nonce).
 type Planted = (
     String,
     Vec<u8>,
     String,
     Vec<jobs::EvidenceDocument>,
-    Option<(String, String)>,
+    Option<jobs::JobSpec>,
 );
+
+/// The spec of a real turn job over `f` (approval, proof image and selections as `jobs submit`
+/// stores them, submitted into a scratch state): a retry of it queues a follow-up that runs.
+fn turn_spec(f: &crate::service::Fixture, task: &str) -> jobs::JobSpec {
+    let scratch = crate::service::state_with_images();
+    let answer = crate::service::submit(scratch.path(), None, f, task);
+    let id = jobs::JobId::parse(answer["job"]["id"].as_str().unwrap()).unwrap();
+    let path = scratch.path().to_path_buf();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let store = open_store(&path, None).await;
+            store.get(&id).await.unwrap().unwrap().spec
+        })
+    })
+    .join()
+    .unwrap()
+}
 
 fn plant(state: &Path, jobs_in: Vec<Planted>) -> Vec<String> {
     let state = state.to_path_buf();
@@ -213,12 +236,8 @@ fn plant(state: &Path, jobs_in: Vec<Planted>) -> Vec<String> {
             let store = open_store(&state, None).await;
             let host = jobs::HostId::parse("planter").unwrap();
             let mut ids = Vec::new();
-            for (nonce, bytes, digest, ev, source) in jobs_in {
-                let mut spec = jobs::JobSpec::noop(&nonce, 1);
-                if let Some((repository, commit)) = source {
-                    spec.repository = repository;
-                    spec.commit = commit;
-                }
+            for (nonce, bytes, digest, ev, spec) in jobs_in {
+                let spec = spec.unwrap_or_else(|| jobs::JobSpec::noop(&nonce, 1));
                 let (job, _) = store.submit(spec).await.unwrap();
                 let claimed = store
                     .claim(&host, 1, Duration::from_secs(600))
@@ -630,6 +649,11 @@ async fn docker_ui_review_in_a_real_browser() {
     );
     let clean_evidence = evidence(&clean.1, &commit, true, &[], "12 passed in 0.1s\n");
     let state = tempfile::tempdir().unwrap();
+    let mut clean_spec = jobs::JobSpec::noop("clean", 1);
+    clean_spec.repository = repo.path().display().to_string();
+    clean_spec.commit = commit.clone();
+    let retry_fixture = crate::service::Fixture::new();
+    let retry_spec = turn_spec(&retry_fixture, "Update the dashboard.");
     let ids = plant(
         state.path(),
         vec![
@@ -638,7 +662,7 @@ async fn docker_ui_review_in_a_real_browser() {
                 clean.0,
                 clean.1.clone(),
                 vec![clean_evidence],
-                Some((repo.path().display().to_string(), commit.clone())),
+                Some(clean_spec),
             ),
             (
                 "hostile".into(),
@@ -647,7 +671,13 @@ async fn docker_ui_review_in_a_real_browser() {
                 vec![hostile_evidence],
                 None,
             ),
-            ("retry".into(), retry.0, retry.1.clone(), vec![], None),
+            (
+                "retry".into(),
+                retry.0,
+                retry.1.clone(),
+                vec![],
+                Some(retry_spec),
+            ),
             ("big".into(), big.0, big.1.clone(), vec![], None),
         ],
     );
@@ -966,8 +996,58 @@ async fn docker_ui_review_in_a_real_browser() {
             .text()
             .await
             .unwrap(),
-        "Recorded: retry."
+        "Recorded: retry. A follow-up job is queued under the same approval."
     );
+    // The follow-up is linked from the candidate, runs in the sandbox, and its agent saw the
+    // reviewer's note; its own page links back.
+    let follow_up = c
+        .find(Locator::Css("#follow-ups a"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let follow_job = crate::service::wait_state(
+        state.path(),
+        None,
+        &follow_up,
+        &["completed", "failed"],
+        Duration::from_secs(180),
+    );
+    assert_eq!(follow_job["state"], "completed", "{follow_job}");
+    assert_eq!(follow_job["spec"]["follow_up"]["supersedes_job"], retry_job.as_str());
+    assert_eq!(follow_job["spec"]["follow_up"]["note"], "try a smaller change");
+    let follow_bytes = {
+        let path = state.path().to_path_buf();
+        let id = jobs::JobId::parse(&follow_up).unwrap();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async { open_store(&path, None).await.candidate(&id).await.unwrap() })
+        })
+        .join()
+        .unwrap()
+        .unwrap()
+    };
+    assert!(
+        String::from_utf8_lossy(&follow_bytes).contains("after review (gates: ; note: try a smaller change)"),
+        "the follow-up's agent did not see the note"
+    );
+    c.goto(&format!("{base}/ui/jobs/{follow_up}/candidate"))
+        .await
+        .unwrap();
+    assert_eq!(
+        c.find(Locator::Css("#supersedes code"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        retry_job.as_str()
+    );
+    shot(&c, "09b-follow-up").await;
 
     // CSRF: without a token, with another session's token, and a stale digest.
     let (_, _, page) = ui_http(

@@ -37,6 +37,76 @@ struct WireRequest {
     /// Live turns only (`turn-runner --live`): which agent, model and loopback port.
     #[serde(default)]
     live: Option<WireLive>,
+    /// Follow-up turns only: the review of the candidate a reviewer asked to retry.
+    #[serde(default)]
+    review_feedback: Option<WireFeedback>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireFeedback {
+    supersedes_candidate: String,
+    #[serde(default)]
+    note: Option<String>,
+    gates: Vec<WireGate>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireGate {
+    gate: String,
+    verdict: String,
+}
+
+/// The longest reviewer note (the host's cap).
+pub const MAX_FEEDBACK_NOTE_BYTES: usize = 8192;
+/// The most gate verdicts (the host's cap).
+pub const MAX_FEEDBACK_GATES: usize = 64;
+
+/// A follow-up turn's review feedback, validated: untrusted context the prompt quotes, never
+/// scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReviewFeedback {
+    /// The superseded candidate's `sha256:` digest.
+    pub supersedes_candidate: String,
+    pub note: Option<String>,
+    /// `(gate, verdict)` pairs, both plain tokens.
+    pub gates: Vec<(String, String)>,
+}
+
+fn is_token(text: &str) -> bool {
+    (1..=64).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+impl TryFrom<WireFeedback> for ReviewFeedback {
+    type Error = ProofError;
+    fn try_from(w: WireFeedback) -> Result<Self, ProofError> {
+        let bad = |reason: &str| ProofError::RequestFormat {
+            reason: format!("review_feedback: {reason}"),
+        };
+        if !snapshot::is_typed_sha256(&w.supersedes_candidate) {
+            return Err(bad("supersedes_candidate is not a sha256: digest"));
+        }
+        if let Some(note) = &w.note {
+            let controls = note.chars().any(|c| c.is_control() && c != '\n' && c != '\t');
+            if note.is_empty() || note.len() > MAX_FEEDBACK_NOTE_BYTES || controls {
+                return Err(bad("the note is empty, too long or has control characters"));
+            }
+        }
+        if w.gates.len() > MAX_FEEDBACK_GATES
+            || !w.gates.iter().all(|g| is_token(&g.gate) && is_token(&g.verdict))
+        {
+            return Err(bad("the gate verdicts are malformed"));
+        }
+        Ok(Self {
+            supersedes_candidate: w.supersedes_candidate,
+            note: w.note,
+            gates: w.gates.into_iter().map(|g| (g.gate, g.verdict)).collect(),
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -120,6 +190,8 @@ pub struct TurnRequest {
     pub delete_paths: Vec<RepoPath>,
     /// Present exactly in live turns.
     pub live: Option<LiveSpec>,
+    /// Present exactly in follow-up turns.
+    pub review_feedback: Option<ReviewFeedback>,
 }
 
 fn repo_path(raw: &str) -> Result<RepoPath, ProofError> {
@@ -192,6 +264,10 @@ impl TurnRequest {
             create_paths,
             delete_paths,
             live: wire.live.map(LiveSpec::try_from).transpose()?,
+            review_feedback: wire
+                .review_feedback
+                .map(ReviewFeedback::try_from)
+                .transpose()?,
         };
         request.check_scope()?;
         Ok(request)

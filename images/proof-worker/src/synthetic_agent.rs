@@ -54,6 +54,30 @@ pub struct PromptScope {
     pub deletes: Vec<String>,
     /// `escape-target: /path` markers: absolute paths the `escape-fs` mode tries to write.
     pub escape_targets: Vec<String>,
+    /// The prompt carries a review of an earlier attempt: its gate verdict lines and the first
+    /// line of the reviewer's note.
+    pub review: Option<ReviewSeen>,
+}
+
+/// What the agent read of a follow-up turn's review section.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReviewSeen {
+    pub gates: Vec<String>,
+    pub first_note_line: Option<String>,
+}
+
+fn review_seen(prompt: &str) -> Option<ReviewSeen> {
+    let mut lines = prompt.lines();
+    lines.find(|l| l.starts_with(crate::prompt::REVIEW_HEADING))?;
+    let mut seen = ReviewSeen::default();
+    for line in lines.take_while(|l| !l.is_empty()) {
+        if let Some(gate) = line.strip_prefix("* ") {
+            seen.gates.push(gate.to_owned());
+        } else if let Some(note) = line.strip_prefix("> ") {
+            seen.first_note_line.get_or_insert_with(|| note.to_owned());
+        }
+    }
+    Some(seen)
 }
 
 /// Reads the `- path` lists under the prompt's headings (reference §12.3).
@@ -64,6 +88,7 @@ pub fn parse_scope(prompt: &str) -> PromptScope {
             .filter(|(k, _)| *k == "escape-target")
             .map(|(_, v)| v.to_owned())
             .collect(),
+        review: review_seen(prompt),
         ..PromptScope::default()
     };
     let mut current: Option<&mut Vec<String>> = None;
@@ -304,14 +329,21 @@ async fn run_prompt(
     }
 }
 
-fn edited(original: &str, path: &str) -> String {
-    format!("{original}// fake-agent: edited {path}\n")
+/// The default edit: one marker line appended. After a review it says what reached the agent
+/// (the gate verdicts and the note's first line, capped), so a follow-up's tests can check it.
+fn edited(original: &str, path: &str, review: Option<&ReviewSeen>) -> String {
+    let after = review.map_or_else(String::new, |r| {
+        let note = r.first_note_line.as_deref().unwrap_or("(none)");
+        let said = format!(" after review (gates: {}; note: {note})", r.gates.join(", "));
+        said.chars().take(512).collect()
+    });
+    format!("{original}// fake-agent: edited {path}{after}\n")
 }
 
 async fn default_edits(turn: &mut Turn<'_>, scope: &PromptScope) {
     if scope.creates.is_empty() && scope.deletes.is_empty() {
         if let Some(first) = scope.editable.first() {
-            update_via_acp(turn, first).await;
+            update_via_acp(turn, first, scope.review.as_ref()).await;
         }
         return;
     }
@@ -324,10 +356,10 @@ async fn default_edits(turn: &mut Turn<'_>, scope: &PromptScope) {
     }
 }
 
-async fn update_via_acp(turn: &mut Turn<'_>, rel: &str) {
+async fn update_via_acp(turn: &mut Turn<'_>, rel: &str, review: Option<&ReviewSeen>) {
     let path = turn.abs(rel);
     if let Some(original) = turn.acp_read(path.clone()).await {
-        turn.acp_write(path, edited(&original, rel)).await;
+        turn.acp_write(path, edited(&original, rel, review)).await;
     }
 }
 
@@ -337,10 +369,10 @@ async fn run_mode(turn: &mut Turn<'_>, scope: &PromptScope, modes: &[String], mo
     let name = mode.split_once('=').map_or(mode, |(n, _)| n);
     match name {
         "noop" => turn.note("noop", "ok"),
-        "edit" => update_via_acp(turn, &first_editable).await,
+        "edit" => update_via_acp(turn, &first_editable, None).await,
         "edit-all" => {
             for rel in &scope.editable {
-                update_via_acp(turn, rel).await;
+                update_via_acp(turn, rel, None).await;
             }
         }
         "grants" => default_edits(turn, scope).await,
@@ -348,7 +380,7 @@ async fn run_mode(turn: &mut Turn<'_>, scope: &PromptScope, modes: &[String], mo
             let original = std::fs::read_to_string(&first_editable).unwrap_or_default();
             turn.fs_write(
                 &first_editable,
-                edited(&original, &first_editable).as_bytes(),
+                edited(&original, &first_editable, None).as_bytes(),
             );
         }
         "edit-read-only" => {

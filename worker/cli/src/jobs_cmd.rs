@@ -233,6 +233,15 @@ pub(crate) fn run(command: &JobsCommand) -> Result<Outcome, CliError> {
                     ""
                 }
             );
+            if let Some(f) = &job.spec.follow_up {
+                let _ = writeln!(
+                    text,
+                    "follow-up of job {} (its candidate {}; the reviewer's note and {} gate verdict(s) given to the agent)",
+                    f.supersedes_job,
+                    f.supersedes_candidate,
+                    f.gates.len()
+                );
+            }
             for d in &decisions {
                 if let Some(follow) = &d.follow_up_job_id {
                     let _ = writeln!(text, "superseded by job {follow} (retry {})", d.seq);

@@ -18,7 +18,7 @@ pub const MAX_EVIDENCE_DOCUMENT_BYTES: usize = 4 * 1_048_576;
 pub const MAX_GATE_NAME_CHARS: usize = 64;
 
 /// The verdict of one gate run, as stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GateVerdict {
     Passed,
@@ -73,7 +73,7 @@ pub struct EvidenceDocument {
     bytes: Vec<u8>,
 }
 
-fn is_gate_name(name: &str) -> bool {
+pub(crate) fn is_gate_name(name: &str) -> bool {
     let mut chars = name.chars();
     name.len() <= MAX_GATE_NAME_CHARS
         && chars

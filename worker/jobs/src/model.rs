@@ -7,6 +7,7 @@ use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
 use crate::error::{JobsError, Result};
+use crate::evidence::GateVerdict;
 use crate::ids::{AttemptId, HostId, JobId};
 
 /// The most attempts a job may be given.
@@ -157,6 +158,99 @@ pub struct JobSpec {
     /// `None` for an offline turn. Never holds a credential: the serving host's gateway does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveJob>,
+    /// A job a `retry` review decision queued: the job and candidate it supersedes and the
+    /// reviewer's context for the agent. `None` for every other job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follow_up: Option<FollowUp>,
+}
+
+/// The longest reviewer note a follow-up job carries, in bytes.
+pub const MAX_FOLLOW_UP_NOTE_BYTES: usize = 8192;
+/// The most gate verdicts a follow-up job carries.
+pub const MAX_FOLLOW_UP_GATES: usize = 64;
+
+/// What a follow-up job (queued by a `retry` decision) carries beyond the job it supersedes:
+/// that job and its candidate digest, the reviewer's note and the gate verdicts of the superseded
+/// candidate. The note and verdicts reach the agent as untrusted context, never as scope: the
+/// follow-up runs under the same approval, so its scope and grants are the superseded job's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FollowUp {
+    /// The job whose candidate the retry decision was made on.
+    pub supersedes_job: JobId,
+    /// That candidate's digest (`sha256:` + 64 lowercase hex).
+    pub supersedes_candidate: String,
+    /// The reviewer's note: at most [`MAX_FOLLOW_UP_NOTE_BYTES`], no control characters but
+    /// newline and tab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The superseded candidate's gate verdicts (at most [`MAX_FOLLOW_UP_GATES`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<FollowUpGate>,
+}
+
+/// One gate verdict of a superseded candidate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FollowUpGate {
+    /// The gate's name (`[a-z0-9][a-z0-9_-]*`, at most 64).
+    pub gate: String,
+    pub verdict: GateVerdict,
+}
+
+impl FollowUp {
+    /// Checks every field's shape.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_SPEC` naming `follow_up.*`.
+    pub fn validate(&self) -> Result<()> {
+        check_typed_digest("follow_up.supersedes_candidate", &self.supersedes_candidate)?;
+        if let Some(note) = &self.note {
+            if note.is_empty() || note.len() > MAX_FOLLOW_UP_NOTE_BYTES {
+                return Err(JobsError::spec(
+                    "follow_up.note",
+                    "must be 1 to 8192 bytes",
+                ));
+            }
+            if has_forbidden_controls(note) {
+                return Err(JobsError::spec(
+                    "follow_up.note",
+                    "contains control characters",
+                ));
+            }
+        }
+        if self.gates.len() > MAX_FOLLOW_UP_GATES {
+            return Err(JobsError::spec("follow_up.gates", "more than 64 verdicts"));
+        }
+        if !self
+            .gates
+            .iter()
+            .all(|g| crate::evidence::is_gate_name(&g.gate))
+        {
+            return Err(JobsError::spec(
+                "follow_up.gates",
+                "a gate name must be 1 to 64 of a-z 0-9 _ - starting with a letter or digit",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Feeds the follow-up's identity into an idempotency key.
+    fn hash_into(&self, hasher: &mut Sha256) {
+        let mut field = |bytes: &[u8]| {
+            hasher.update((bytes.len() as u64).to_be_bytes());
+            hasher.update(bytes);
+        };
+        field(self.supersedes_job.as_str().as_bytes());
+        field(self.supersedes_candidate.as_bytes());
+        field(self.note.as_deref().unwrap_or("").as_bytes());
+        field(&[u8::from(self.note.is_some())]);
+        field(&(self.gates.len() as u64).to_be_bytes());
+        for g in &self.gates {
+            field(g.gate.as_bytes());
+            field(g.verdict.as_str().as_bytes());
+        }
+    }
 }
 
 /// The longest model name a live job may bind.
@@ -376,13 +470,20 @@ impl JobSpec {
             }
             live.validate()?;
         }
+        if let Some(follow_up) = &self.follow_up {
+            if self.kind != JobKind::Turn {
+                return Err(JobsError::spec("follow_up", "only a turn can follow up"));
+            }
+            follow_up.validate()?;
+        }
         Ok(())
     }
 
     /// The idempotency key: `sha256:` + hex of SHA-256 over a length-prefixed encoding of every
     /// field that says what runs (kind, approval bytes and digest, snapshot digest, repository,
     /// commit, task hash, image, policy digest, canonical selections, runtime, and — for a live
-    /// job only — a tagged model name, so an offline job's key is what it always was).
+    /// job only — a tagged model name, so an offline job's key is what it always was; for a
+    /// follow-up job only, its tagged follow-up fields).
     /// `max_attempts` is a scheduling choice, not part of the job's identity.
     #[must_use]
     pub fn idempotency_key(&self) -> String {
@@ -419,6 +520,11 @@ impl JobSpec {
                 hasher.update(agent.as_bytes());
             }
         }
+        // Only a follow-up job has one: every other key is unchanged.
+        if let Some(follow_up) = &self.follow_up {
+            hasher.update(b"follow_up\0");
+            follow_up.hash_into(&mut hasher);
+        }
         format!(
             "{}{}",
             snapshot::SHA256_PREFIX,
@@ -452,6 +558,7 @@ impl JobSpec {
             runtime: None,
             max_attempts,
             live: None,
+            follow_up: None,
         }
     }
 }

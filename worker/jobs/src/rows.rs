@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{JobsError, Result};
 use crate::ids::{AttemptId, HostId, JobId};
-use crate::model::{HostInfo, Job, JobFailure, JobKind, JobSpec, JobState, LiveJob};
+use crate::model::{FollowUp, HostInfo, Job, JobFailure, JobKind, JobSpec, JobState, LiveJob};
 
 /// Event code of a submission.
 pub const EVENT_SUBMITTED: &str = "PATCH_CANDIDATE_JOB_SUBMITTED";
@@ -43,6 +43,9 @@ pub(crate) struct SpecRow {
     /// Absent for an offline job (rows written before live jobs existed read as offline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     live: Option<LiveJob>,
+    /// Absent for every job but a follow-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    follow_up: Option<FollowUp>,
 }
 
 impl SpecRow {
@@ -58,6 +61,7 @@ impl SpecRow {
             selections: spec.selections.clone(),
             runtime: spec.runtime.clone(),
             live: spec.live.clone(),
+            follow_up: spec.follow_up.clone(),
         };
         serde_json::to_string(&row).map_err(|_| JobsError::spec("selections", "not encodable"))
     }
@@ -108,6 +112,7 @@ impl RawJob {
             selections: row.selections,
             runtime: row.runtime,
             live: row.live,
+            follow_up: row.follow_up,
             max_attempts: u32::try_from(self.max_attempts).map_err(corrupt("max_attempts"))?,
         };
         let last_error = match (self.error_code, self.error_message) {

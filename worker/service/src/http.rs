@@ -453,7 +453,8 @@ async fn candidate(
 }
 
 /// The review part of a job view: the state (the last decision wins), the number of
-/// decisions, whether one was forced, and the publication record.
+/// decisions, whether one was forced, the follow-up jobs retries queued (each once, oldest first)
+/// and the publication record.
 pub fn review_summary(
     decisions: &[jobs::StoredDecisionRow],
     publication: Option<&[u8]>,
@@ -471,7 +472,12 @@ pub fn review_summary(
         "follow_up_jobs": decisions
             .iter()
             .filter_map(|d| d.follow_up_job_id.as_ref().map(JobId::as_str))
-            .collect::<Vec<_>>(),
+            .fold(Vec::new(), |mut seen, id| {
+                if !seen.contains(&id) {
+                    seen.push(id);
+                }
+                seen
+            }),
         "publication": publication.and_then(|b| serde_json::from_slice::<serde_json::Value>(b).ok()),
     })
 }

@@ -32,6 +32,8 @@ pub(crate) struct ReviewContext {
     pub publication: Option<serde_json::Value>,
     /// The job the candidate belongs to.
     pub job: jobs::Job,
+    /// The follow-up jobs its `retry` decisions queued, oldest first, each once.
+    pub follow_ups: Vec<JobId>,
 }
 
 impl ReviewContext {
@@ -90,7 +92,13 @@ pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewCont
         })
         .collect();
     let mut history = Vec::new();
+    let mut follow_ups: Vec<JobId> = Vec::new();
     for row in sh.store.decisions(id).await? {
+        if let Some(f) = &row.follow_up_job_id {
+            if !follow_ups.contains(f) {
+                follow_ups.push(f.clone());
+            }
+        }
         history.push(review::StoredDecision {
             seq: u64::try_from(row.seq).map_err(|_| jobs::JobsError::Corrupt {
                 field: "review_decisions.seq",
@@ -122,6 +130,7 @@ pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewCont
         history,
         publication,
         job,
+        follow_ups,
     })
 }
 
@@ -201,7 +210,41 @@ pub(crate) async fn decide(
         record.at_ms,
         record.to_bytes()?,
     )?;
-    let follow_up: Option<JobId> = None;
+    // A retry queues its follow-up first (idempotently: the same retry again is the same job),
+    // so the decision row can name it; a store failure in between leaves a queued job that the
+    // repeated request finds again, never a decision without its job.
+    let follow_up = if record.decision == review::Decision::Retry {
+        let gates = context
+            .facts
+            .gates
+            .iter()
+            .filter(|g| g.candidate_digest == context.facts.candidate_digest)
+            .map(|g| {
+                Ok(jobs::FollowUpGate {
+                    gate: g.gate.clone(),
+                    verdict: jobs::GateVerdict::parse(g.outcome.as_str())?,
+                })
+            })
+            .collect::<Result<Vec<_>, jobs::JobsError>>()?;
+        let spec = crate::submission::follow_up_spec(
+            &context.job,
+            &context.facts.candidate_digest,
+            record.reason.as_ref().map(review::Reason::as_str),
+            gates,
+        )?;
+        let (job, created) = sh.store.submit(spec).await?;
+        sh.wake.notify_one();
+        tracing::info!(
+            code = "PATCH_CANDIDATE_REVIEW_FOLLOW_UP",
+            job = %id,
+            follow_up = %job.id,
+            created,
+            "follow-up job queued"
+        );
+        Some(job.id)
+    } else {
+        None
+    };
     let seq = sh
         .store
         .record_decision(id, row, follow_up.as_ref())

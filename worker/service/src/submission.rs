@@ -210,8 +210,53 @@ pub fn reverify(spec: &jobs::JobSpec) -> Result<JobInputs, ServiceError> {
         .transpose()?;
     let inputs = selections.plan_inputs(Some(&spec.commit), None, spec.runtime.as_deref(), live);
     let locator = Locator::parse(&spec.repository)?;
-    let plan = TurnPlan::lower(context, image, &inputs)?;
+    let feedback = spec.follow_up.as_ref().map(review_feedback).transpose()?;
+    let plan = TurnPlan::lower(context, image, &inputs)?.with_review_feedback(feedback);
     Ok(JobInputs { plan, locator })
+}
+
+/// The review feedback a follow-up job gives its agent (untrusted context; the scope is the
+/// approval's).
+fn review_feedback(follow_up: &jobs::FollowUp) -> Result<turn::ReviewFeedback, ServiceError> {
+    let supersedes: snapshot::Sha256 = follow_up
+        .supersedes_candidate
+        .parse()
+        .map_err(|_| ServiceError::Binding { field: "follow_up" })?;
+    Ok(turn::ReviewFeedback::new(
+        &supersedes,
+        follow_up.note.as_deref(),
+        follow_up
+            .gates
+            .iter()
+            .map(|g| (g.gate.as_str(), g.verdict.as_str())),
+    )?)
+}
+
+/// The follow-up job a `retry` decision on `parent`'s candidate `candidate` queues: the parent's
+/// spec unchanged (same approval bytes, snapshot, commit, task, image, policy, selections,
+/// runtime, live settings and attempts, so the same scope and grants), plus what it supersedes,
+/// the reviewer's note and the candidate's gate verdicts. Checked as [`reverify`] will check it
+/// on the host that runs it.
+///
+/// # Errors
+/// `PATCH_CANDIDATE_JOBS_SPEC` / `PATCH_CANDIDATE_REVIEW_FEEDBACK` for a malformed note or
+/// verdict; [`reverify`]'s codes when the parent no longer re-derives.
+pub fn follow_up_spec(
+    parent: &jobs::Job,
+    candidate: &snapshot::Sha256,
+    note: Option<&str>,
+    gates: Vec<jobs::FollowUpGate>,
+) -> Result<jobs::JobSpec, ServiceError> {
+    let mut spec = parent.spec.clone();
+    spec.follow_up = Some(jobs::FollowUp {
+        supersedes_job: parent.id.clone(),
+        supersedes_candidate: candidate.to_string(),
+        note: note.map(str::to_owned),
+        gates,
+    });
+    spec.validate()?;
+    reverify(&spec)?;
+    Ok(spec)
 }
 
 /// Checks a submission fully — the approval parsed by the one parser, the task and commit equal
@@ -305,6 +350,7 @@ pub async fn prepare(
         runtime: plan.config().runtime().map(|r| r.as_str().to_owned()),
         max_attempts,
         live: sub.live,
+        follow_up: None,
         approval_json,
     })
 }

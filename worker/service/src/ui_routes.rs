@@ -780,6 +780,17 @@ async fn render_candidate(
         can_publish: accepted && context.publication.is_none() && publish_ui::configured(&ui.sh),
         published: publication_lines(context.publication.as_ref()),
         decisions: decision_items(&context.history),
+        supersedes: context
+            .job
+            .spec
+            .follow_up
+            .as_ref()
+            .map(|f| f.supersedes_job.as_str().to_owned()),
+        follow_ups: context
+            .follow_ups
+            .iter()
+            .map(|j| j.as_str().to_owned())
+            .collect(),
         notice_error: notice.as_ref().is_some_and(|n| n.1),
         notice: notice.map(|n| ui::short(&n.0)),
     };
@@ -815,7 +826,9 @@ async fn candidate_page(
     let notice = match q.done.as_deref() {
         Some("accept") => Some("Recorded: accept.".to_owned()),
         Some("reject") => Some("Recorded: reject.".to_owned()),
-        Some("retry") => Some("Recorded: retry.".to_owned()),
+        Some("retry") => Some(
+            "Recorded: retry. A follow-up job is queued under the same approval.".to_owned(),
+        ),
         Some("publish") => Some("Published.".to_owned()),
         _ => None,
     };

@@ -55,6 +55,7 @@ async fn one(
             store: None,
             ledger: None,
             user_id: "bench",
+            review_feedback: None,
         },
     )
     .await;

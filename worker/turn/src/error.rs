@@ -60,6 +60,9 @@ pub enum TurnError {
         code: &'static str,
         status: &'static str,
     },
+    /// Review feedback for a follow-up turn is malformed.
+    #[error("PATCH_CANDIDATE_REVIEW_FEEDBACK: {detail}")]
+    Feedback { detail: &'static str },
     /// No editable file could be selected from the approval's scopes.
     #[error("REPOSITORY_PATCH_SELECTION: {detail}")]
     Selection { detail: &'static str },
@@ -113,6 +116,7 @@ impl TurnError {
             Self::TurnNotCompleted { .. } => "REPOSITORY_PATCH_PROPOSAL_STATUS",
             Self::GatewayRefused { code, .. } => code,
             Self::Selection { .. } => "REPOSITORY_PATCH_SELECTION",
+            Self::Feedback { .. } => "PATCH_CANDIDATE_REVIEW_FEEDBACK",
             Self::ImageNotRecorded { .. } => "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
             Self::UnknownAgent => "PATCH_CANDIDATE_LIVE_AGENT",
             Self::Snapshot(e) => e.code(),
@@ -209,6 +213,7 @@ mod tests {
                 status: "failed",
             },
             TurnError::Selection { detail: "x" },
+            TurnError::Feedback { detail: "x" },
             TurnError::ImageNotRecorded { live_flags: None },
             TurnError::ImageNotRecorded {
                 live_flags: Some(" --live"),
@@ -244,6 +249,7 @@ mod tests {
                 | TurnError::TurnNotCompleted { .. }
                 | TurnError::GatewayRefused { .. }
                 | TurnError::Selection { .. }
+                | TurnError::Feedback { .. }
                 | TurnError::ImageNotRecorded { .. }
                 | TurnError::UnknownAgent
                 | TurnError::Tunnel(_)
@@ -259,7 +265,7 @@ mod tests {
     #[test]
     fn every_variant_follows_the_message_convention() {
         let all = samples();
-        assert_eq!(all.len(), 39);
+        assert_eq!(all.len(), 40);
         for e in &all {
             if let Err(violation) = snapshot::check_message_convention(e) {
                 panic!("{violation}");

@@ -24,6 +24,7 @@ mod agent;
 mod config;
 mod docker_turn;
 mod error;
+mod feedback;
 pub mod fault;
 mod images;
 mod input;
@@ -45,6 +46,7 @@ pub use agent::Agent;
 pub use config::TurnConfig;
 pub use docker_turn::{RepositoryDockerTurn, execute_live_turn, execute_repository_docker_turn};
 pub use error::TurnError;
+pub use feedback::{MAX_FEEDBACK_GATES, MAX_FEEDBACK_NOTE_BYTES, ReviewFeedback};
 pub use images::{
     GATE_IMAGES_FILE, GateImageName, GateImageOrigin, GateImageRecord, GateImagesState,
     GateToolchain, ImagesState, LIVE_IMAGE, LiveImageState, PROOF_IMAGE,

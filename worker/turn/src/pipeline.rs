@@ -19,6 +19,7 @@ use crate::acp_usage::IsolatedAcpUsage;
 use crate::config::TurnConfig;
 use crate::docker_turn::{execute_live_turn, execute_repository_docker_turn};
 use crate::error::TurnError;
+use crate::feedback::ReviewFeedback;
 use crate::ledger::{UsageIdentity, UsageLedger, record_isolated_acp_usage};
 use crate::live_exchange::{LiveContext, LiveLog};
 use crate::request::{CodingWorkerRequest, check_request_fields, verify_turn_request};
@@ -44,6 +45,8 @@ pub struct PipelineRequest<'a> {
     pub store: Option<&'a CandidateStore>,
     pub ledger: Option<&'a UsageLedger>,
     pub user_id: &'a str,
+    /// A follow-up turn's review feedback, given to the agent as untrusted context.
+    pub review_feedback: Option<&'a ReviewFeedback>,
 }
 
 /// Wall time of each phase.
@@ -241,14 +244,16 @@ fn prepare<'a>(
     req: &PipelineRequest<'a>,
     snap: &'a GitSnapshot,
 ) -> Result<PreparedTurn<'a>, TurnError> {
-    PreparedTurn::new(
+    let mut prepared = PreparedTurn::new(
         snap,
         req.context,
         req.policy,
         req.task,
         req.selected.clone(),
         req.read_only.clone(),
-    )
+    )?;
+    prepared.request.review_feedback = req.review_feedback.cloned();
+    Ok(prepared)
 }
 
 /// Every check [`run_pipeline`] makes before its first Docker call — snapshot at the pinned

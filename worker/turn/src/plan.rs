@@ -21,6 +21,7 @@ use snapshot::{ApprovedExecutionContext, DefaultPathPolicy, RepoPath, SnapshotEr
 use crate::agent::Agent;
 use crate::config::TurnConfig;
 use crate::error::TurnError;
+use crate::feedback::ReviewFeedback;
 use crate::images::{ImagesState, LiveImageState, PROOF_IMAGE};
 use crate::ledger::UsageLedger;
 use crate::live_exchange::LiveSettings;
@@ -133,6 +134,7 @@ pub struct TurnPlan {
     selected: Option<Vec<RepoPath>>,
     read_only: Option<Vec<RepoPath>>,
     live: Option<LiveSettings>,
+    review_feedback: Option<ReviewFeedback>,
 }
 
 fn repo_paths(raw: Option<&[String]>) -> Result<Option<Vec<RepoPath>>, TurnError> {
@@ -200,7 +202,22 @@ impl TurnPlan {
             live: inputs
                 .live_model
                 .map(|model| LiveSettings::new(inputs.live_agent, model)),
+            review_feedback: None,
         })
+    }
+
+    /// Makes the turn a follow-up carrying `feedback` to the agent as untrusted context (the
+    /// approval, scope and grants are unchanged).
+    #[must_use]
+    pub fn with_review_feedback(mut self, feedback: Option<ReviewFeedback>) -> Self {
+        self.review_feedback = feedback;
+        self
+    }
+
+    /// The review feedback of a follow-up turn.
+    #[must_use]
+    pub fn review_feedback(&self) -> Option<&ReviewFeedback> {
+        self.review_feedback.as_ref()
     }
 
     /// Binds the turn to a service job (its container carries the job labels).
@@ -281,6 +298,7 @@ impl TurnPlan {
             store,
             ledger,
             user_id,
+            review_feedback: self.review_feedback.as_ref(),
         }
     }
 }

@@ -11,6 +11,7 @@ use snapshot::{
 };
 
 use crate::error::TurnError;
+use crate::feedback::ReviewFeedback;
 use crate::limits::MAX_REQUEST_BYTES;
 use container::ContainerError;
 
@@ -32,6 +33,9 @@ pub struct CodingWorkerRequest {
     pub files: BaselineFiles,
     /// Approved read-only inspection files.
     pub read_only_files: BaselineFiles,
+    /// A follow-up turn's review feedback (untrusted context for the agent); `None` otherwise,
+    /// and then the stdin payload is exactly the reference's.
+    pub review_feedback: Option<ReviewFeedback>,
 }
 
 impl CodingWorkerRequest {
@@ -52,6 +56,7 @@ impl CodingWorkerRequest {
             raw_user_request: task.to_owned(),
             files,
             read_only_files,
+            review_feedback: None,
         }
     }
 }
@@ -70,6 +75,8 @@ struct StdinPayload<'a> {
     create_paths: Option<Vec<&'a str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     delete_paths: Option<Vec<&'a str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    review_feedback: Option<&'a ReviewFeedback>,
 }
 
 fn sorted_paths(paths: &[RepoPath]) -> Vec<&str> {
@@ -105,6 +112,7 @@ pub fn stdin_payload(
             .collect(),
         create_paths: grants.then(|| sorted_paths(context.create_paths())),
         delete_paths: grants.then(|| sorted_paths(context.delete_paths())),
+        review_feedback: request.review_feedback.as_ref(),
     };
     let bytes = serde_json::to_vec(&doc).map_err(|_| TurnError::RequestBudget {
         limit: MAX_REQUEST_BYTES,

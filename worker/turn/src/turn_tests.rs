@@ -616,6 +616,36 @@ async fn approval_failures_never_reach_docker() {
     assert!(fake.calls().is_empty());
 }
 
+#[test]
+fn review_feedback_is_an_extra_key_only_when_present() {
+    let fx = Fixture::new(&[], &[]);
+    let plain = fx.request(&[SERVICE], &[]);
+    let bytes = stdin_payload(&plain, &fx.context).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert!(doc.get("review_feedback").is_none(), "the reference payload is unchanged");
+    let mut follow_up = plain.clone();
+    let digest: snapshot::Sha256 = format!("sha256:{}", "b".repeat(64)).parse().unwrap();
+    follow_up.review_feedback = Some(
+        crate::ReviewFeedback::new(&digest, Some("keep the API"), [("unit", "failed")]).unwrap(),
+    );
+    let bytes = stdin_payload(&follow_up, &fx.context).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        doc["review_feedback"],
+        serde_json::json!({
+            "supersedes_candidate": digest.to_string(),
+            "note": "keep the API",
+            "gates": [{"gate": "unit", "verdict": "failed"}],
+        })
+    );
+    // Every other key is the plain request's.
+    let mut rest = doc.as_object().unwrap().clone();
+    rest.remove("review_feedback");
+    let plain_doc: serde_json::Value =
+        serde_json::from_slice(&stdin_payload(&plain, &fx.context).unwrap()).unwrap();
+    assert_eq!(serde_json::Value::Object(rest), plain_doc);
+}
+
 #[tokio::test]
 async fn ungranted_and_invalid_outputs_fail_closed_after_removal() {
     let fx = Fixture::new(&[], &[]);

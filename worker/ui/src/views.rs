@@ -261,6 +261,10 @@ pub struct CandidatePage {
     pub can_publish: bool,
     pub published: Vec<Shown>,
     pub decisions: Vec<DecisionItem>,
+    /// The job this one is a follow-up of (its id: `job_` and 32 hex digits).
+    pub supersedes: Option<String>,
+    /// The follow-up jobs `retry` decisions on this candidate queued (their ids).
+    pub follow_ups: Vec<String>,
     /// The outcome of the last form (a fixed sentence or an error code).
     pub notice: Option<Shown>,
     pub notice_error: bool,

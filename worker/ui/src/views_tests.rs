@@ -78,6 +78,8 @@ fn page(split: bool) -> CandidatePage {
             reason: Some(short(HOSTILE)),
             forced: false,
         }],
+        supersedes: Some(format!("job_{}", "a".repeat(32))),
+        follow_ups: vec![format!("job_{}", "b".repeat(32))],
         notice: Some(short(HOSTILE)),
         notice_error: true,
     }
@@ -95,6 +97,10 @@ fn agent_text_never_reaches_the_page_as_markup() {
         assert!(
             html.contains("<span class=\"esc\" title=\"hidden character\">&#60;U+202E&#62;</span>")
         );
+        // The lineage links both ways.
+        let parent = format!("job_{}", "a".repeat(32));
+        assert!(html.contains(&format!("href=\"/ui/jobs/{parent}/candidate\" id=\"supersedes\"")));
+        assert!(html.contains(&format!("<a href=\"/ui/jobs/job_{}\">", "b".repeat(32))));
         // No inline script or style anywhere in the document.
         assert!(!html.contains("style="));
         assert!(!html.contains("<style"));

@@ -1284,6 +1284,89 @@ pub async fn live_jobs_bind_their_model(store: &JobStore, location: &Location) {
     assert_eq!(store.list(None, 100).await.unwrap().len(), before);
 }
 
+pub async fn follow_up_jobs_bind_what_they_supersede(store: &JobStore, location: &Location) {
+    let mut parent = JobSpec::noop("follow-up-parent", 2);
+    parent.kind = jobs::JobKind::Turn;
+    let (parent_job, _) = store.submit(parent.clone()).await.unwrap();
+    let follow_up = jobs::FollowUp {
+        supersedes_job: parent_job.id.clone(),
+        supersedes_candidate: format!("sha256:{}", "c".repeat(64)),
+        note: Some("keep the public API\n\tand the tests".to_owned()),
+        gates: vec![jobs::FollowUpGate {
+            gate: "unit".to_owned(),
+            verdict: jobs::GateVerdict::Failed,
+        }],
+    };
+    let mut child = parent.clone();
+    child.follow_up = Some(follow_up.clone());
+    let (child_job, created) = store.submit(child.clone()).await.unwrap();
+    assert!(created);
+    assert_ne!(child_job.id, parent_job.id, "a follow-up is its own job");
+    assert_eq!(child_job.idempotency_key, child.idempotency_key());
+    assert_ne!(child.idempotency_key(), parent.idempotency_key());
+    // Read back in full by another handle and in a list view; the view shows the lineage.
+    let other = location.open().await;
+    assert_eq!(other.get(&child_job.id).await.unwrap().unwrap().spec, child);
+    let listed = other.list(None, 100).await.unwrap();
+    let view = listed.iter().find(|j| j.id == child_job.id).unwrap();
+    let json = serde_json::to_value(&view.spec).unwrap();
+    assert_eq!(
+        json["follow_up"]["supersedes_job"],
+        serde_json::json!(parent_job.id.as_str())
+    );
+    assert_eq!(json["follow_up"]["gates"][0]["verdict"], "failed");
+    let parent_view = listed.iter().find(|j| j.id == parent_job.id).unwrap();
+    assert!(serde_json::to_value(&parent_view.spec).unwrap().get("follow_up").is_none());
+    // The same follow-up again is the same job; another note is another job.
+    let (again, created) = store.submit(child.clone()).await.unwrap();
+    assert!(!created);
+    assert_eq!(again.id, child_job.id);
+    let mut other_note = child.clone();
+    if let Some(f) = other_note.follow_up.as_mut() {
+        f.note = Some("another note".to_owned());
+    }
+    let (other_job, created) = store.submit(other_note).await.unwrap();
+    assert!(created);
+    assert_ne!(other_job.id, child_job.id);
+    let mut no_note = child.clone();
+    if let Some(f) = no_note.follow_up.as_mut() {
+        f.note = None;
+    }
+    assert_ne!(no_note.idempotency_key(), child.idempotency_key());
+
+    // Malformed follow-ups never enter the queue.
+    let before = store.list(None, 100).await.unwrap().len();
+    let bad: [fn(&mut jobs::FollowUp); 6] = [
+        |f| f.supersedes_candidate = "sha256:XYZ".to_owned(),
+        |f| f.note = Some(String::new()),
+        |f| f.note = Some("x".repeat(jobs::MAX_FOLLOW_UP_NOTE_BYTES + 1)),
+        |f| f.note = Some("erase\u{1b}[2J".to_owned()),
+        |f| f.gates[0].gate = "Unit Tests".to_owned(),
+        |f| {
+            let g = f.gates[0].clone();
+            f.gates = vec![g; jobs::MAX_FOLLOW_UP_GATES + 1];
+        },
+    ];
+    for (i, mutate) in bad.iter().enumerate() {
+        let mut spec = child.clone();
+        if let Some(f) = spec.follow_up.as_mut() {
+            mutate(f);
+        }
+        assert_eq!(
+            store.submit(spec).await.unwrap_err().code(),
+            "PATCH_CANDIDATE_JOBS_SPEC",
+            "case {i}"
+        );
+    }
+    let mut noop_follow = JobSpec::noop("follow-up-noop", 1);
+    noop_follow.follow_up = Some(follow_up);
+    assert_eq!(
+        store.submit(noop_follow).await.unwrap_err().code(),
+        "PATCH_CANDIDATE_JOBS_SPEC"
+    );
+    assert_eq!(store.list(None, 100).await.unwrap().len(), before);
+}
+
 pub async fn outcome_writes_carry_one_usage_row_per_attempt(store: &JobStore, _: &Location) {
     let row = |n: u64| serde_json::json!({"outcome": "x", "wall_ms": n});
     let id = submit(store, "usage-rows", 5).await;

@@ -80,6 +80,7 @@ conformance!(
     work_signal_wakes_idle_runners,
     a_dead_hosts_jobs_are_finished_by_the_others,
     live_jobs_bind_their_model,
+    follow_up_jobs_bind_what_they_supersede,
     outcome_writes_carry_one_usage_row_per_attempt,
     gate_evidence_is_written_once_with_the_candidate,
     review_decisions_are_append_only_and_bound_to_the_candidate,
