@@ -610,7 +610,10 @@ async fn docker_service_retry_queues_a_follow_up_under_the_same_approval() {
     assert_eq!(spec["follow_up"]["note"], note);
     assert!(done["spec"].get("follow_up").is_none());
     let child_digest = child_done["candidate_digest"].as_str().unwrap();
-    assert_ne!(child_digest, digest, "the agent saw the review: another change");
+    assert_ne!(
+        child_digest, digest,
+        "the agent saw the review: another change"
+    );
 
     // The agent received the note and the (empty) gate verdicts as quoted context, and ran no
     // hostile mode: its one edit says what reached it.

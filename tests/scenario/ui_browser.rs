@@ -1015,8 +1015,14 @@ async fn docker_ui_review_in_a_real_browser() {
         Duration::from_secs(180),
     );
     assert_eq!(follow_job["state"], "completed", "{follow_job}");
-    assert_eq!(follow_job["spec"]["follow_up"]["supersedes_job"], retry_job.as_str());
-    assert_eq!(follow_job["spec"]["follow_up"]["note"], "try a smaller change");
+    assert_eq!(
+        follow_job["spec"]["follow_up"]["supersedes_job"],
+        retry_job.as_str()
+    );
+    assert_eq!(
+        follow_job["spec"]["follow_up"]["note"],
+        "try a smaller change"
+    );
     let follow_bytes = {
         let path = state.path().to_path_buf();
         let id = jobs::JobId::parse(&follow_up).unwrap();
@@ -1032,7 +1038,8 @@ async fn docker_ui_review_in_a_real_browser() {
         .unwrap()
     };
     assert!(
-        String::from_utf8_lossy(&follow_bytes).contains("after review (gates: ; note: try a smaller change)"),
+        String::from_utf8_lossy(&follow_bytes)
+            .contains("after review (gates: ; note: try a smaller change)"),
         "the follow-up's agent did not see the note"
     );
     c.goto(&format!("{base}/ui/jobs/{follow_up}/candidate"))

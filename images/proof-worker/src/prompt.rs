@@ -125,7 +125,9 @@ mod tests {
             r#"{"supersedes_candidate":"sha256:x","gates":[]}"#.to_owned(),
             format!(r#"{{"supersedes_candidate":"{digest}","note":"","gates":[]}}"#),
             format!(r#"{{"supersedes_candidate":"{digest}","note":"a\u001b[2J","gates":[]}}"#),
-            format!(r#"{{"supersedes_candidate":"{digest}","gates":[{{"gate":"Unit Tests","verdict":"failed"}}]}}"#),
+            format!(
+                r#"{{"supersedes_candidate":"{digest}","gates":[{{"gate":"Unit Tests","verdict":"failed"}}]}}"#
+            ),
             format!(r#"{{"supersedes_candidate":"{digest}","gates":[],"extra":1}}"#),
         ] {
             let e = TurnRequest::parse(base(&feedback).as_bytes()).unwrap_err();

@@ -91,13 +91,18 @@ impl TryFrom<WireFeedback> for ReviewFeedback {
             return Err(bad("supersedes_candidate is not a sha256: digest"));
         }
         if let Some(note) = &w.note {
-            let controls = note.chars().any(|c| c.is_control() && c != '\n' && c != '\t');
+            let controls = note
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t');
             if note.is_empty() || note.len() > MAX_FEEDBACK_NOTE_BYTES || controls {
                 return Err(bad("the note is empty, too long or has control characters"));
             }
         }
         if w.gates.len() > MAX_FEEDBACK_GATES
-            || !w.gates.iter().all(|g| is_token(&g.gate) && is_token(&g.verdict))
+            || !w
+                .gates
+                .iter()
+                .all(|g| is_token(&g.gate) && is_token(&g.verdict))
         {
             return Err(bad("the gate verdicts are malformed"));
         }

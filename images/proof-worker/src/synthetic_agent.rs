@@ -334,7 +334,10 @@ async fn run_prompt(
 fn edited(original: &str, path: &str, review: Option<&ReviewSeen>) -> String {
     let after = review.map_or_else(String::new, |r| {
         let note = r.first_note_line.as_deref().unwrap_or("(none)");
-        let said = format!(" after review (gates: {}; note: {note})", r.gates.join(", "));
+        let said = format!(
+            " after review (gates: {}; note: {note})",
+            r.gates.join(", ")
+        );
         said.chars().take(512).collect()
     });
     format!("{original}// fake-agent: edited {path}{after}\n")

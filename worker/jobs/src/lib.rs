@@ -39,9 +39,10 @@ pub use evidence::{
 };
 pub use ids::{AttemptId, HostId, JobId, MAX_HOST_ID_CHARS, StoreId};
 pub use model::{
-    Claimed, Fenced, FollowUp, FollowUpGate, Heartbeat, HostInfo, Job, JobEvent, JobFailure, JobKind, JobSpec, JobState,
-    LiveJob, MAX_AGENT_CHARS, MAX_ATTEMPTS_LIMIT, MAX_BATCH, MAX_CANDIDATE_BYTES, MAX_CODE_CHARS,
-    MAX_DOCUMENT_BYTES, MAX_FOLLOW_UP_GATES, MAX_FOLLOW_UP_NOTE_BYTES, MAX_MESSAGE_BYTES, MAX_MODEL_CHARS, MAX_REPOSITORY_BYTES,
+    Claimed, Fenced, FollowUp, FollowUpGate, Heartbeat, HostInfo, Job, JobEvent, JobFailure,
+    JobKind, JobSpec, JobState, LiveJob, MAX_AGENT_CHARS, MAX_ATTEMPTS_LIMIT, MAX_BATCH,
+    MAX_CANDIDATE_BYTES, MAX_CODE_CHARS, MAX_DOCUMENT_BYTES, MAX_FOLLOW_UP_GATES,
+    MAX_FOLLOW_UP_NOTE_BYTES, MAX_MESSAGE_BYTES, MAX_MODEL_CHARS, MAX_REPOSITORY_BYTES,
     MAX_SELECTIONS_BYTES, Retry, StoreOptions, backoff,
 };
 pub use review::{

@@ -207,10 +207,7 @@ impl FollowUp {
         check_typed_digest("follow_up.supersedes_candidate", &self.supersedes_candidate)?;
         if let Some(note) = &self.note {
             if note.is_empty() || note.len() > MAX_FOLLOW_UP_NOTE_BYTES {
-                return Err(JobsError::spec(
-                    "follow_up.note",
-                    "must be 1 to 8192 bytes",
-                ));
+                return Err(JobsError::spec("follow_up.note", "must be 1 to 8192 bytes"));
             }
             if has_forbidden_controls(note) {
                 return Err(JobsError::spec(

@@ -94,10 +94,10 @@ pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewCont
     let mut history = Vec::new();
     let mut follow_ups: Vec<JobId> = Vec::new();
     for row in sh.store.decisions(id).await? {
-        if let Some(f) = &row.follow_up_job_id {
-            if !follow_ups.contains(f) {
-                follow_ups.push(f.clone());
-            }
+        if let Some(f) = &row.follow_up_job_id
+            && !follow_ups.contains(f)
+        {
+            follow_ups.push(f.clone());
         }
         history.push(review::StoredDecision {
             seq: u64::try_from(row.seq).map_err(|_| jobs::JobsError::Corrupt {

@@ -826,9 +826,9 @@ async fn candidate_page(
     let notice = match q.done.as_deref() {
         Some("accept") => Some("Recorded: accept.".to_owned()),
         Some("reject") => Some("Recorded: reject.".to_owned()),
-        Some("retry") => Some(
-            "Recorded: retry. A follow-up job is queued under the same approval.".to_owned(),
-        ),
+        Some("retry") => {
+            Some("Recorded: retry. A follow-up job is queued under the same approval.".to_owned())
+        }
         Some("publish") => Some("Published.".to_owned()),
         _ => None,
     };

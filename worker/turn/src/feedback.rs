@@ -60,7 +60,10 @@ impl ReviewFeedback {
             if note.is_empty() || note.len() > MAX_FEEDBACK_NOTE_BYTES {
                 return Err(invalid("the note must be 1 to 8192 bytes"));
             }
-            if note.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+            if note
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+            {
                 return Err(invalid("the note contains control characters"));
             }
         }

@@ -622,7 +622,10 @@ fn review_feedback_is_an_extra_key_only_when_present() {
     let plain = fx.request(&[SERVICE], &[]);
     let bytes = stdin_payload(&plain, &fx.context).unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    assert!(doc.get("review_feedback").is_none(), "the reference payload is unchanged");
+    assert!(
+        doc.get("review_feedback").is_none(),
+        "the reference payload is unchanged"
+    );
     let mut follow_up = plain.clone();
     let digest: snapshot::Sha256 = format!("sha256:{}", "b".repeat(64)).parse().unwrap();
     follow_up.review_feedback = Some(

@@ -99,7 +99,9 @@ fn agent_text_never_reaches_the_page_as_markup() {
         );
         // The lineage links both ways.
         let parent = format!("job_{}", "a".repeat(32));
-        assert!(html.contains(&format!("href=\"/ui/jobs/{parent}/candidate\" id=\"supersedes\"")));
+        assert!(html.contains(&format!(
+            "href=\"/ui/jobs/{parent}/candidate\" id=\"supersedes\""
+        )));
         assert!(html.contains(&format!("<a href=\"/ui/jobs/job_{}\">", "b".repeat(32))));
         // No inline script or style anywhere in the document.
         assert!(!html.contains("style="));

@@ -1316,7 +1316,12 @@ pub async fn follow_up_jobs_bind_what_they_supersede(store: &JobStore, location:
     );
     assert_eq!(json["follow_up"]["gates"][0]["verdict"], "failed");
     let parent_view = listed.iter().find(|j| j.id == parent_job.id).unwrap();
-    assert!(serde_json::to_value(&parent_view.spec).unwrap().get("follow_up").is_none());
+    assert!(
+        serde_json::to_value(&parent_view.spec)
+            .unwrap()
+            .get("follow_up")
+            .is_none()
+    );
     // The same follow-up again is the same job; another note is another job.
     let (again, created) = store.submit(child.clone()).await.unwrap();
     assert!(!created);
