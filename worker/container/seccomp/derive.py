@@ -3,7 +3,8 @@
 
 Input: docker-default-v20.10.24.json, byte for byte moby/moby's profiles/seccomp/default.json at
 tag v20.10.24 (commit 5d6db842238e3c4f5f9fb9ad70ea46b35227d084), the profile of the Docker 20.10
-daemons the worker supports. Output: turn.json, the profile every turn runs under.
+daemons the worker supports. Output: turn.json, the profile every turn and gate runs under with
+runc, and turn-runsc.json, the same profile for gVisor's runsc (see below).
 
 The turn profile is the default minus what a coding turn never needs (and what widened the
 sandbox: finding 13 of the hardening review):
@@ -17,8 +18,17 @@ sandbox: finding 13 of the hardening review):
   the kernel module, mount/umount/pivot_root, namespace, accounting, clock, reboot, quota and
   process_vm_* calls even if a capability were ever added by mistake.
 
-Run `python3 worker/container/seccomp/derive.py` after changing this script (with a path argument it
-writes there instead); a unit test checks that turn.json is exactly what this script writes.
+The runsc profile differs in one rule only: `clone3` is allowed instead of failing with ENOSYS.
+gVisor's seccomp (runsc --oci-seccomp, checked with Debian's 20221219 and 20240729 releases)
+ignores `errnoRet` and fails a denied call with EPERM, so glibc does not fall back to `clone` and
+every thread creation fails (Node aborts at start). Under gVisor `clone3` reaches the sandbox's
+own kernel, never the host's: the 20221219 sentry answers ENOSYS itself (glibc then uses
+`clone`, which the filter still checks for namespace flags), and a sentry that implements it
+keeps any namespace it creates inside the sandbox.
+
+Run `python3 worker/container/seccomp/derive.py` after changing this script (with a directory
+argument it writes both files there instead); a unit test checks that both files are exactly what
+this script writes.
 """
 import json
 import pathlib
@@ -26,7 +36,6 @@ import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCE = HERE / "docker-default-v20.10.24.json"
-TARGET = HERE / "turn.json"
 
 DENIED = {
     "io_uring_setup", "io_uring_enter", "io_uring_register",
@@ -82,10 +91,24 @@ def derive(default):
     }
 
 
+def derive_runsc(turn):
+    syscalls = []
+    for group in turn["syscalls"]:
+        if group["names"] == ["clone3"]:
+            group = {k: v for k, v in group.items() if k != "errnoRet"}
+            group["action"] = "SCMP_ACT_ALLOW"
+            group["comment"] = ("runsc: gVisor fails errno rules with EPERM (no fallback to "
+                                "clone); its own kernel serves clone3")
+        syscalls.append(group)
+    return dict(turn, syscalls=syscalls)
+
+
 def render(profile):
     return json.dumps(profile, indent=1, sort_keys=False) + "\n"
 
 
 if __name__ == "__main__":
-    out = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else TARGET
-    out.write_text(render(derive(json.loads(SOURCE.read_text()))))
+    out = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else HERE
+    turn = derive(json.loads(SOURCE.read_text()))
+    (out / "turn.json").write_text(render(turn))
+    (out / "turn-runsc.json").write_text(render(derive_runsc(turn)))

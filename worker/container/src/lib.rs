@@ -53,7 +53,7 @@ pub use seam::{
     TurnContainer,
 };
 pub use spec::{
-    ALLOWED_GATE_IMAGE_ENV_NAMES, GateLimits, SpecInput, container_spec, verify_container,
-    verify_env, verify_gate_env,
+    ALLOWED_GATE_IMAGE_ENV_NAMES, GateLimits, SpecInput, container_spec, security_opts,
+    verify_container, verify_env, verify_gate_env,
 };
 pub use state::state_dir;

@@ -1225,3 +1225,42 @@ async fn runsc_inspection_refuses_the_runc_pids_limit() {
     );
     assert!(!fake.calls().contains(&"start".to_owned()));
 }
+
+/// Each runtime gets its own turn seccomp profile (runsc: `clone3` allowed, because gVisor fails
+/// errno rules with EPERM), and the inspection refuses the other runtime's profile.
+#[tokio::test]
+async fn each_runtime_gets_and_verifies_its_own_seccomp_profile() {
+    use container::{RuntimeProfile, security_opts};
+    let fx = Fixture::new(&[], &[]);
+    for (runtime, profile) in [
+        ("runc", RuntimeProfile::Runc),
+        ("runsc", RuntimeProfile::Runsc),
+    ] {
+        let fake = FakeRuntime::new(&update_output());
+        run_under(&fake, &fx, runtime).await.unwrap();
+        let host = fake.created_body().host_config.unwrap();
+        assert_eq!(host.security_opt, Some(security_opts(profile)), "{runtime}");
+    }
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.tamper = Some(|inspect| {
+        inspect.host_config.as_mut().unwrap().security_opt =
+            Some(container::security_opts(container::RuntimeProfile::Runc));
+    });
+    let err = run_under(&fake, &fx, "runsc").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "REPOSITORY_DOCKER_ISOLATION_MISMATCH: HostConfig.SecurityOpt"
+    );
+    assert!(!fake.calls().contains(&"start".to_owned()));
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.tamper = Some(|inspect| {
+        inspect.host_config.as_mut().unwrap().security_opt =
+            Some(container::security_opts(container::RuntimeProfile::Runsc));
+    });
+    let err = run_under(&fake, &fx, "runc").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "REPOSITORY_DOCKER_ISOLATION_MISMATCH: HostConfig.SecurityOpt"
+    );
+    assert!(!fake.calls().contains(&"start".to_owned()));
+}
