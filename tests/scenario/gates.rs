@@ -218,6 +218,52 @@ async fn docker_gate_small_repository_verdicts_and_cache() {
     tally("docker_gate_small_repository_verdicts_and_cache");
 }
 
+/// The same verdicts under gVisor's runsc: the gate container carries the runsc turn profile,
+/// the runner starts its child there, and a broken candidate fails exactly the broken test.
+#[tokio::test]
+async fn docker_gate_runsc_verdicts_match_runc() {
+    let _lock = docker_lock().lock().await;
+    let Some(docker) = crate::runtimes::docker_for("runsc").await else {
+        return;
+    };
+    let Some(image) = python_image() else { return };
+    let env = Env {
+        docker,
+        image,
+        state: tempfile::tempdir().unwrap(),
+    };
+    let (dir, commit) = small_repo();
+    let defs = definitions(&env.image, 180, "");
+    let runsc: container::RuntimeName = "runsc".parse().unwrap();
+    let ctx = || RunContext {
+        runtime: Some(&runsc),
+        job: None,
+    };
+    let broken = candidate(
+        &commit,
+        &[("calc.py", Some(CALC), &CALC.replace("a * b", "a + b"))],
+    );
+    let r = run_under(&env, &defs, dir.path(), &broken, ctx()).await;
+    assert_eq!(r.evidence.outcome, GateOutcome::Failed, "{:?}", r.evidence);
+    assert_eq!(r.evidence.runtime, "runsc");
+    assert_eq!((r.baseline, r.containers_run), (BaselineUse::Ran, 2));
+    let c = r.evidence.comparison.clone().unwrap();
+    assert_eq!(c.new_failures.ids, vec!["test_calc::test_mul".to_owned()]);
+    verify_evidence(&r.file, &broken, Some(&r.digest)).unwrap();
+
+    let fine = candidate(&commit, &[("extra.py", None, "X = 1\n")]);
+    let r2 = run_under(&env, &defs, dir.path(), &fine, ctx()).await;
+    assert_eq!(
+        r2.evidence.outcome,
+        GateOutcome::Passed,
+        "{:?}",
+        r2.evidence
+    );
+    assert_eq!(r2.baseline, BaselineUse::Cached);
+    assert_eq!(own_containers(&env.docker).await, 0);
+    tally("docker_gate_runsc_verdicts_match_runc");
+}
+
 /// The fetched real projects (`fixtures/gates/fetch.sh`, run here when the cache lacks them).
 fn fixtures() -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/gates/fetch.sh");

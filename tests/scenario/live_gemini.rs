@@ -77,6 +77,7 @@ async fn gemini_pipeline(
     upstream: &ScriptedUpstream,
     gateway_config: GatewayConfig,
     wall: u64,
+    runtime: Option<&str>,
 ) -> Run {
     let image_id = gemini_image();
     let files = BTreeMap::from([
@@ -93,7 +94,9 @@ async fn gemini_pipeline(
         &["app/new.py"],
         &[],
     );
-    let config = TurnConfig::parse(TEST_GEMINI_IMAGE, &image_id, wall, 700_000).unwrap();
+    let config = TurnConfig::parse(TEST_GEMINI_IMAGE, &image_id, wall, 700_000)
+        .unwrap()
+        .with_runtime(runtime.map(|r| r.parse().unwrap()));
     let policy = DefaultPathPolicy::default();
     let store_dir = tempfile::tempdir().unwrap();
     let store = CandidateStore::open(store_dir.path()).unwrap();
@@ -178,6 +181,22 @@ fn log_of(run: &Run) -> Option<LiveLog> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_gemini_edits_and_creates_through_the_gateway() {
     let Some(docker) = docker().await else { return };
+    edits_and_creates(&docker, None).await;
+    tally("docker_live_gemini_edits_and_creates_through_the_gateway");
+}
+
+/// The same turn under gVisor's runsc (its own turn seccomp profile): Node starts its threads,
+/// Gemini edits and creates through the tunnelled gateway, and the candidate verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_gemini_runsc_edits_and_creates_through_the_gateway() {
+    let Some(docker) = crate::runtimes::docker_for("runsc").await else {
+        return;
+    };
+    edits_and_creates(&docker, Some("runsc")).await;
+    tally("docker_live_gemini_runsc_edits_and_creates_through_the_gateway");
+}
+
+async fn edits_and_creates(docker: &container::BollardRuntime, runtime: Option<&str>) {
     let _guard = docker_lock().lock().await;
     let usages = [
         Usage {
@@ -208,7 +227,14 @@ async fn docker_live_gemini_edits_and_creates_through_the_gateway() {
     ])
     .await
     .unwrap();
-    let run = gemini_pipeline(&docker, &upstream, GatewayConfig::for_model(MODEL), 180).await;
+    let run = gemini_pipeline(
+        docker,
+        &upstream,
+        GatewayConfig::for_model(MODEL),
+        180,
+        runtime,
+    )
+    .await;
     let log = log_of(&run);
     let outcome = match run.outcome {
         Ok(o) => o,
@@ -268,8 +294,7 @@ async fn docker_live_gemini_edits_and_creates_through_the_gateway() {
             .iter()
             .any(|n| matches!(n, LiveNote::ModelRequest { .. }))
     );
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_gemini_edits_and_creates_through_the_gateway");
+    assert_no_turn_containers(docker).await;
 }
 
 /// The model Gemini names in its request path is not in the allowlist: the gateway refuses it
@@ -286,6 +311,7 @@ async fn docker_live_gemini_a_disallowed_path_model_is_refused_with_the_gateway_
         &upstream,
         GatewayConfig::for_model("gemini-2.5-pro"),
         180,
+        None,
     )
     .await;
     match &run.outcome {
@@ -324,7 +350,14 @@ async fn docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused
     .await
     .unwrap();
     upstream.set_fallback(gemini::text("Done.", DEFAULT_USAGE));
-    let run = gemini_pipeline(&docker, &upstream, GatewayConfig::for_model(MODEL), 180).await;
+    let run = gemini_pipeline(
+        &docker,
+        &upstream,
+        GatewayConfig::for_model(MODEL),
+        180,
+        None,
+    )
+    .await;
     match &run.outcome {
         Ok(o) => panic!(
             "a turn with only refused writes produced a candidate: {:?}",
@@ -369,7 +402,14 @@ async fn docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget() {
     .await
     .unwrap();
     let started = std::time::Instant::now();
-    let run = gemini_pipeline(&docker, &upstream, GatewayConfig::for_model(MODEL), 30).await;
+    let run = gemini_pipeline(
+        &docker,
+        &upstream,
+        GatewayConfig::for_model(MODEL),
+        30,
+        None,
+    )
+    .await;
     let elapsed = started.elapsed();
     let log = log_of(&run).expect("a stopped turn still has its live log");
     assert!(log.stopped, "STOP was not sent");

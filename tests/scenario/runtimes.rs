@@ -17,7 +17,7 @@ use crate::support::*;
 
 /// The daemon, when `runtime` is usable on it. A daemon without the expected `runsc`
 /// registration fails the test when Docker is required, else the test says it skipped.
-async fn docker_for(runtime: &str) -> Option<BollardRuntime> {
+pub(crate) async fn docker_for(runtime: &str) -> Option<BollardRuntime> {
     let docker = docker().await?;
     if runtime == "runsc" {
         let facts = docker.daemon_facts().await.unwrap();
