@@ -14,6 +14,21 @@ const KEY: &str = "sk-cli-live-9b2f4e";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_cli_run_live_produces_a_verified_candidate_through_the_gateway() {
     let Some(docker) = docker().await else { return };
+    live_round_trip(&docker, None).await;
+    tally("docker_cli_run_live_produces_a_verified_candidate_through_the_gateway");
+}
+
+/// The same Codex turn with `--runtime runsc`: under gVisor, with the runsc turn profile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_cli_run_live_runsc_produces_a_verified_candidate_through_the_gateway() {
+    let Some(docker) = crate::runtimes::docker_for("runsc").await else {
+        return;
+    };
+    live_round_trip(&docker, Some("runsc")).await;
+    tally("docker_cli_run_live_runsc_produces_a_verified_candidate_through_the_gateway");
+}
+
+async fn live_round_trip(docker: &container::BollardRuntime, runtime: Option<&'static str>) {
     let _guard = docker_lock().lock().await;
     let image_id = live_image();
     let (repo, approval_dir, approval_path) = live_fixture();
@@ -52,6 +67,7 @@ async fn docker_cli_run_live_produces_a_verified_candidate_through_the_gateway()
             .arg(&repo_path)
             .arg("--approval")
             .arg(&approval_file)
+            .args(runtime.into_iter().flat_map(|r| ["--runtime", r]))
             .output()
             .unwrap()
     })
@@ -120,8 +136,7 @@ async fn docker_cli_run_live_produces_a_verified_candidate_through_the_gateway()
         "{}",
         String::from_utf8_lossy(&verify.stderr)
     );
-    assert_no_turn_containers(&docker).await;
-    tally("docker_cli_run_live_produces_a_verified_candidate_through_the_gateway");
+    assert_no_turn_containers(docker).await;
 }
 
 /// A live turn whose agent names a model the gateway does not allow ends with the gateway's own
