@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 
 use finalizer::CandidateStore;
 use gateway::testkit::{DEFAULT_USAGE, ScriptedUpstream, Usage, gemini};
-use gateway::{Credential, Gateway, GatewayConfig, ProviderKind};
+use gateway::{Credential, Gateway, GatewayConfig};
 use serde_json::json;
 use snapshot::{DefaultPathPolicy, FileOp};
 use turn::{
@@ -66,10 +66,10 @@ fn gemini_image() -> String {
         .expect("Gemini live image build failed")
 }
 
-struct Run {
-    outcome: Result<PipelineOutcome, TurnError>,
-    repo: tempfile::TempDir,
-    notes: Vec<LiveNote>,
+pub(crate) struct Run {
+    pub outcome: Result<PipelineOutcome, TurnError>,
+    pub repo: tempfile::TempDir,
+    pub notes: Vec<LiveNote>,
 }
 
 async fn gemini_pipeline(
@@ -79,7 +79,35 @@ async fn gemini_pipeline(
     wall: u64,
     runtime: Option<&str>,
 ) -> Run {
-    let image_id = gemini_image();
+    let agent = LiveAgentUnderTest {
+        agent: Agent::Gemini,
+        image: TEST_GEMINI_IMAGE,
+        image_id: gemini_image(),
+        model: MODEL,
+        key: KEY,
+    };
+    agent_pipeline(docker, &agent, upstream, gateway_config, wall, runtime).await
+}
+
+/// One agent's live image under test, and the model and key its turns use.
+pub(crate) struct LiveAgentUnderTest {
+    pub agent: Agent,
+    pub image: &'static str,
+    pub image_id: String,
+    pub model: &'static str,
+    pub key: &'static str,
+}
+
+/// A live turn of `agent` on a two-file repository (`app/service.py` to edit, `docs/readme.md`
+/// read-only, `app/new.py` granted) through a real gateway to `upstream`, stored and ledgered.
+pub(crate) async fn agent_pipeline(
+    docker: &container::BollardRuntime,
+    agent: &LiveAgentUnderTest,
+    upstream: &ScriptedUpstream,
+    gateway_config: GatewayConfig,
+    wall: u64,
+    runtime: Option<&str>,
+) -> Run {
     let files = BTreeMap::from([
         ("app/service.py", "def answer():\n    return 1\n".to_owned()),
         ("docs/readme.md", "read me\n".to_owned()),
@@ -94,7 +122,7 @@ async fn gemini_pipeline(
         &["app/new.py"],
         &[],
     );
-    let config = TurnConfig::parse(TEST_GEMINI_IMAGE, &image_id, wall, 700_000)
+    let config = TurnConfig::parse(agent.image, &agent.image_id, wall, 700_000)
         .unwrap()
         .with_runtime(runtime.map(|r| r.parse().unwrap()));
     let policy = DefaultPathPolicy::default();
@@ -105,15 +133,15 @@ async fn gemini_pipeline(
     let gateway = Arc::new(
         Gateway::new(
             gateway_config,
-            Agent::Gemini.provider().provider(),
-            Credential::from_value(KEY).unwrap(),
+            agent.agent.provider().provider(),
+            Credential::from_value(agent.key).unwrap(),
             upstream.base_url().parse().unwrap(),
         )
         .unwrap(),
     );
-    assert_eq!(gateway.provider_name(), ProviderKind::Gemini.name());
+    assert_eq!(gateway.provider_name(), agent.agent.provider().name());
     let turn_gateway = gateway.start_turn();
-    let settings = LiveSettings::new(Agent::Gemini, MODEL);
+    let settings = LiveSettings::new(agent.agent, agent.model);
     let notes = Arc::new(std::sync::Mutex::new(Vec::new()));
     let sink = notes.clone();
     let progress = move |n: &LiveNote| sink.lock().unwrap().push(n.clone());
@@ -174,7 +202,7 @@ fn assert_key_only_upstream(upstream: &ScriptedUpstream) {
     }
 }
 
-fn log_of(run: &Run) -> Option<LiveLog> {
+pub(crate) fn log_of(run: &Run) -> Option<LiveLog> {
     run.outcome.as_ref().ok().and_then(|o| o.live.clone())
 }
 

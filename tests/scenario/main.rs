@@ -30,6 +30,7 @@ mod cli_review;
 mod gates;
 mod hostile;
 mod lifecycle;
+mod live_claude;
 mod live_container;
 mod live_e2e;
 mod live_gemini;

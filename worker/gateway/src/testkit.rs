@@ -477,11 +477,26 @@ impl RecordedRequest {
     }
 }
 
-#[derive(Debug)]
+/// Decides a reply from the request itself, before the script is consulted (a model that reads
+/// its prompt: the working directory it names, a side call's shape); `None` leaves it to the
+/// script.
+pub type Responder = Box<dyn Fn(&RecordedRequest) -> Option<Reply> + Send + Sync>;
+
 struct State {
     script: Mutex<VecDeque<Reply>>,
     fallback: Mutex<Reply>,
+    responder: Mutex<Option<Responder>>,
     requests: Mutex<Vec<RecordedRequest>>,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("script", &self.script)
+            .field("fallback", &self.fallback)
+            .field("requests", &self.requests)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The scripted upstream; stops when dropped.
@@ -509,6 +524,7 @@ impl ScriptedUpstream {
         let state = Arc::new(State {
             script: Mutex::new(script.into_iter().collect()),
             fallback: Mutex::new(Reply::message("Done.")),
+            responder: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
         });
         let serving = Arc::clone(&state);
@@ -549,6 +565,16 @@ impl ScriptedUpstream {
     pub fn push(&self, reply: Reply) {
         if let Ok(mut s) = self.state.script.lock() {
             s.push_back(reply);
+        }
+    }
+
+    /// Sets the [`Responder`] asked first for every request.
+    pub fn set_responder(
+        &self,
+        responder: impl Fn(&RecordedRequest) -> Option<Reply> + Send + Sync + 'static,
+    ) {
+        if let Ok(mut r) = self.state.responder.lock() {
+            *r = Some(Box::new(responder));
         }
     }
 
@@ -600,19 +626,22 @@ async fn serve_connection(mut stream: TcpStream, state: &State) -> std::io::Resu
     }
     let body = buf.get(head_end..).unwrap_or_default().to_vec();
     let reflected = reflection(&headers);
-    if let Ok(mut r) = state.requests.lock() {
-        r.push(RecordedRequest {
-            method,
-            target,
-            headers,
-            body,
-        });
-    }
-    let reply = state
-        .script
+    let request = RecordedRequest {
+        method,
+        target,
+        headers,
+        body,
+    };
+    let decided = state
+        .responder
         .lock()
         .ok()
-        .and_then(|mut s| s.pop_front())
+        .and_then(|r| r.as_ref().and_then(|f| f(&request)));
+    if let Ok(mut r) = state.requests.lock() {
+        r.push(request);
+    }
+    let reply = decided
+        .or_else(|| state.script.lock().ok().and_then(|mut s| s.pop_front()))
         .or_else(|| state.fallback.lock().ok().map(|f| f.clone()))
         .unwrap_or(Reply::Status {
             status: 500,

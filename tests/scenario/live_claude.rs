@@ -1,0 +1,410 @@
+//! Live turns with Claude Code end to end: the real native `claude` driven by
+//! `claude-agent-acp` (the locked npm tree on the build host's Node) in its real live image
+//! (built from the runner under test, `images/build.sh --live --agent claude`), the worker's
+//! pipeline with the real tunnel and the gateway's Anthropic Messages provider, and a scripted
+//! `POST /v1/messages?beta=true` upstream on the host's loopback (`event:`/`data:` SSE with
+//! `message_start` and cumulative `message_delta` usage). The runner hands Claude Code the
+//! gateway through ACP `authenticate` (method `gateway`) and advertises no `fs`/`terminal`
+//! capability, so Claude Code writes with its own tools inside the container.
+//!
+//! The image holds Anthropic's proprietary `claude`: it is built here, from the registry, and
+//! never published. With `PATCH_CANDIDATE_REQUIRE_DOCKER=1` a missing daemon or a failed image
+//! build fails these tests.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+use gateway::GatewayConfig;
+use gateway::testkit::{RecordedRequest, Reply, ScriptedUpstream, Usage, anthropic};
+use serde_json::json;
+use snapshot::FileOp;
+use turn::Agent;
+
+use crate::live_gemini::{LiveAgentUnderTest, Run, agent_pipeline, log_of};
+use crate::support::*;
+
+const MODEL: &str = "claude-sonnet-4-5";
+const KEY: &str = "sk-ant-live-claude-credential-51c0e2a7";
+const TEST_CLAUDE_IMAGE: &str = "patch-candidate-live-claude:selftest";
+
+static IMAGE: OnceLock<Result<String, String>> = OnceLock::new();
+
+/// Builds the Claude live image with a throwaway tag from the runner under test.
+fn claude_image() -> String {
+    IMAGE
+        .get_or_init(|| {
+            workspace_bin("turn-runner");
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/build.sh");
+            let state = tempfile::tempdir().unwrap();
+            let out = Command::new("bash")
+                .arg(&script)
+                .args(["--live", "--agent", "claude", "--bin-dir"])
+                .arg(target_dir())
+                .env("PATCH_CANDIDATE_STATE_DIR", state.path())
+                .env("LIVE_IMAGE_TAG", TEST_CLAUDE_IMAGE)
+                .output()
+                .map_err(|e| e.to_string())?;
+            if !out.status.success() {
+                return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+            }
+            let live = turn::LiveImageState::load_for(state.path(), Agent::Claude)
+                .unwrap()
+                .expect("live-image-claude.json");
+            assert_eq!(live.image.as_str(), TEST_CLAUDE_IMAGE);
+            assert_eq!(live.agent, "claude-agent-acp");
+            assert_eq!(live.agent_version, "0.101.0");
+            // Other agents' records are untouched.
+            assert!(turn::LiveImageState::load(state.path()).unwrap().is_none());
+            Ok(live.image_id.as_str().to_owned())
+        })
+        .clone()
+        .expect("Claude live image build failed")
+}
+
+async fn claude_pipeline(
+    docker: &container::BollardRuntime,
+    upstream: &ScriptedUpstream,
+    gateway_config: GatewayConfig,
+    wall: u64,
+    runtime: Option<&str>,
+) -> Run {
+    let agent = LiveAgentUnderTest {
+        agent: Agent::Claude,
+        image: TEST_CLAUDE_IMAGE,
+        image_id: claude_image(),
+        model: MODEL,
+        key: KEY,
+    };
+    agent_pipeline(docker, &agent, upstream, gateway_config, wall, runtime).await
+}
+
+/// Every forwarded request went to a Messages route with Anthropic's fixed query and carried the
+/// key in `x-api-key` only (the adapter's `Bearer acp-proxy` never reaches the upstream); no
+/// tunnelled byte contains the key.
+fn assert_key_only_upstream(upstream: &ScriptedUpstream) {
+    let requests = upstream.requests();
+    assert!(!requests.is_empty());
+    for r in &requests {
+        assert_eq!(r.method, "POST");
+        assert!(
+            r.target == "/v1/messages?beta=true"
+                || r.target == "/v1/messages/count_tokens?beta=true",
+            "{}",
+            r.target
+        );
+        assert_eq!(r.header("x-api-key"), Some(KEY));
+        assert_eq!(r.header("authorization"), None);
+        let body = String::from_utf8_lossy(&r.body);
+        assert!(
+            !body.contains(KEY),
+            "the credential came back from the container"
+        );
+    }
+}
+
+/// Whether `r` is Claude Code's session-title request (a JSON-schema answer with a `title`).
+fn is_title_request(r: &RecordedRequest) -> bool {
+    r.json().is_some_and(|b| {
+        b.pointer("/output_config/format/schema/properties/title")
+            .is_some()
+    })
+}
+
+/// The upstream's agent-loop Messages requests (title requests and count_tokens left out).
+fn messages(upstream: &ScriptedUpstream) -> Vec<RecordedRequest> {
+    upstream
+        .requests()
+        .into_iter()
+        .filter(|r| r.target == "/v1/messages?beta=true" && !is_title_request(r))
+        .collect()
+}
+
+const TITLE_USAGE: Usage = Usage {
+    input: 500,
+    output: 9,
+    total: 509,
+};
+
+const USAGES: [Usage; 4] = [
+    Usage {
+        input: 3000,
+        output: 40,
+        total: 3040,
+    },
+    Usage {
+        input: 3100,
+        output: 50,
+        total: 3150,
+    },
+    Usage {
+        input: 3200,
+        output: 30,
+        total: 3230,
+    },
+    Usage {
+        input: 3300,
+        output: 20,
+        total: 3320,
+    },
+];
+
+/// The working directory Claude Code's prompt names (`Primary working directory: …`, in the
+/// environment block of the first user message).
+fn workdir(r: &RecordedRequest) -> Option<String> {
+    let body = String::from_utf8_lossy(&r.body);
+    let rest = body.split("Primary working directory: ").nth(1)?;
+    let dir: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.'))
+        .collect();
+    dir.starts_with('/').then_some(dir)
+}
+
+/// A scripted Claude model: the title request answered with a title, `count_tokens` with a
+/// count, and each agent-loop request with the next of `steps`, its `{workdir}` replaced by the
+/// working directory the request's prompt names (Claude Code's file tools take absolute
+/// paths, and the runner's turn directory is fresh each turn).
+async fn claude_upstream(steps: Vec<Reply>) -> ScriptedUpstream {
+    let upstream = ScriptedUpstream::start([]).await.unwrap();
+    let steps = Mutex::new(VecDeque::from(steps));
+    upstream.set_responder(move |r| {
+        if r.target.starts_with("/v1/messages/count_tokens") {
+            return Some(Reply::Status {
+                status: 200,
+                body: r#"{"input_tokens": 120}"#.to_owned(),
+            });
+        }
+        if is_title_request(r) {
+            return Some(anthropic::text(
+                MODEL,
+                r#"{"title": "Answer and new module"}"#,
+                TITLE_USAGE,
+            ));
+        }
+        let dir = workdir(r).unwrap_or_default();
+        let step = steps
+            .lock()
+            .ok()?
+            .pop_front()
+            .unwrap_or_else(|| anthropic::text(MODEL, "Done.", USAGES[3]));
+        Some(match step {
+            Reply::Events(events) => Reply::Events(
+                events
+                    .iter()
+                    .map(|e| {
+                        serde_json::from_str(&e.to_string().replace("{workdir}", &dir))
+                            .unwrap_or_else(|_| e.clone())
+                    })
+                    .collect(),
+            ),
+            other => other,
+        })
+    });
+    upstream
+}
+
+/// Read, edit, create, done: Claude Code's own tools (it must read a file before it edits it).
+async fn edit_and_create_upstream() -> ScriptedUpstream {
+    claude_upstream(vec![
+        anthropic::tool_use(
+            MODEL,
+            "Read",
+            &json!({"file_path": "{workdir}/app/service.py"}),
+            USAGES[0],
+        ),
+        anthropic::tool_use(
+            MODEL,
+            "Edit",
+            &json!({"file_path": "{workdir}/app/service.py", "old_string": "return 1",
+                    "new_string": "return 2"}),
+            USAGES[1],
+        ),
+        anthropic::tool_use(
+            MODEL,
+            "Write",
+            &json!({"file_path": "{workdir}/app/new.py", "content": "X = 1\n"}),
+            USAGES[2],
+        ),
+        anthropic::text(MODEL, "Changed answer and added app/new.py.", USAGES[3]),
+    ])
+    .await
+}
+
+async fn edits_and_creates(docker: &container::BollardRuntime, runtime: Option<&str>) {
+    let _guard = docker_lock().lock().await;
+    let upstream = edit_and_create_upstream().await;
+    let run = claude_pipeline(
+        docker,
+        &upstream,
+        GatewayConfig::for_model(MODEL),
+        240,
+        runtime,
+    )
+    .await;
+    let log = log_of(&run);
+    let outcome = match run.outcome {
+        Ok(o) => o,
+        Err(e) => panic!(
+            "turn failed: {e} ({} model requests; notes {:?})",
+            upstream.requests().len(),
+            run.notes
+        ),
+    };
+    let ops: Vec<(String, FileOp)> = outcome
+        .candidate
+        .changed_files()
+        .iter()
+        .map(|f| (f.path().as_str().to_owned(), f.op()))
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            ("app/new.py".to_owned(), FileOp::Create),
+            ("app/service.py".to_owned(), FileOp::Update),
+        ]
+    );
+    let service = outcome
+        .candidate
+        .changed_files()
+        .iter()
+        .find(|f| f.path().as_str() == "app/service.py")
+        .and_then(|f| f.content())
+        .expect("the edited file")
+        .to_owned();
+    assert_eq!(service, "def answer():\n    return 2\n");
+    assert_eq!(
+        finalizer::repository_patch_digest(&outcome.candidate).unwrap(),
+        outcome.digest
+    );
+    finalizer::verify_against_repository(&outcome.candidate, run.repo.path()).unwrap();
+    assert_key_only_upstream(&upstream);
+    let sent = messages(&upstream);
+    assert_eq!(sent.len(), 4, "one Messages request per scripted answer");
+    for r in &sent {
+        assert_eq!(r.json().unwrap()["model"], MODEL);
+    }
+    // The second request carries the read's result back to the model.
+    let second = String::from_utf8_lossy(&sent[1].body).into_owned();
+    assert!(second.contains("tool_result"), "no tool result sent");
+    let log = log.expect("live log");
+    assert_eq!(log.gateway.requests as usize, upstream.requests().len());
+    assert!(log.events.is_empty(), "{:?}", log.events);
+    // The gateway's count is what the upstream reported: message_start's input plus the last,
+    // cumulative message_delta output, summed over the answers (count_tokens spends none).
+    let titles = upstream
+        .requests()
+        .iter()
+        .filter(|r| is_title_request(r))
+        .count();
+    let answered = || {
+        USAGES
+            .iter()
+            .chain(std::iter::repeat_n(&TITLE_USAGE, titles))
+    };
+    let input: u64 = answered().map(|u| u.input).sum();
+    let output: u64 = answered().map(|u| u.output).sum();
+    assert_eq!(log.gateway.input_tokens, input);
+    assert_eq!(log.gateway.output_tokens, output);
+    assert_eq!(log.gateway.total_tokens, input + output);
+    assert_eq!(log.gateway.usage_missing, 0);
+    assert_no_turn_containers(docker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_claude_edits_and_creates_through_the_gateway() {
+    let Some(docker) = docker().await else { return };
+    edits_and_creates(&docker, None).await;
+    tally("docker_live_claude_edits_and_creates_through_the_gateway");
+}
+
+/// The same turn under gVisor's runsc, with the runsc turn seccomp profile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_claude_runsc_edits_and_creates_through_the_gateway() {
+    let Some(docker) = crate::runtimes::docker_for("runsc").await else {
+        return;
+    };
+    edits_and_creates(&docker, Some("runsc")).await;
+    tally("docker_live_claude_runsc_edits_and_creates_through_the_gateway");
+}
+
+/// A model outside the allowlist: the gateway refuses the first request with its own code, and
+/// the turn ends with that code, not a generic one; nothing reaches the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_claude_a_disallowed_model_is_refused_with_the_gateway_code() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream = edit_and_create_upstream().await;
+    let run = claude_pipeline(
+        &docker,
+        &upstream,
+        GatewayConfig::for_model("claude-opus-4-1"),
+        240,
+        None,
+    )
+    .await;
+    match &run.outcome {
+        Err(e) => assert_eq!(e.code(), "PATCH_CANDIDATE_GATEWAY_MODEL"),
+        Ok(o) => panic!(
+            "a disallowed model produced a candidate ({} files)",
+            o.candidate.changed_files().len()
+        ),
+    }
+    assert!(upstream.requests().is_empty(), "a refused request went out");
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_claude_a_disallowed_model_is_refused_with_the_gateway_code");
+}
+
+/// Writing outside the approval (`docs/` is read-only, `app/other.py` is not granted): the
+/// runner's policy refuses Claude Code's permission request and the turn produces no candidate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_claude_an_ungranted_create_is_refused() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream = claude_upstream(vec![
+        anthropic::tool_use(
+            MODEL,
+            "Write",
+            &json!({"file_path": "{workdir}/app/other.py", "content": "Y = 2\n"}),
+            USAGES[0],
+        ),
+        anthropic::tool_use(
+            MODEL,
+            "Write",
+            &json!({"file_path": "{workdir}/docs/readme.md", "content": "changed\n"}),
+            USAGES[1],
+        ),
+        anthropic::text(MODEL, "Done.", USAGES[2]),
+    ])
+    .await;
+    let run = claude_pipeline(
+        &docker,
+        &upstream,
+        GatewayConfig::for_model(MODEL),
+        240,
+        None,
+    )
+    .await;
+    match &run.outcome {
+        Err(e) => assert!(
+            matches!(
+                e.code(),
+                "REPOSITORY_PATCH_PROPOSAL_STATUS" | "REPOSITORY_PATCH_SCOPE_VIOLATION"
+            ),
+            "{}",
+            e.code()
+        ),
+        Ok(o) => {
+            let paths: Vec<&str> = o
+                .candidate
+                .changed_files()
+                .iter()
+                .map(|f| f.path().as_str())
+                .collect();
+            assert!(!paths.contains(&"app/other.py"), "{paths:?}");
+        }
+    }
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_claude_an_ungranted_create_is_refused");
+}
