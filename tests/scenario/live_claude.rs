@@ -20,7 +20,7 @@ use gateway::GatewayConfig;
 use gateway::testkit::{RecordedRequest, Reply, ScriptedUpstream, Usage, anthropic};
 use serde_json::json;
 use snapshot::FileOp;
-use turn::Agent;
+use turn::{Agent, LiveNote, TurnError};
 
 use crate::live_gemini::{LiveAgentUnderTest, Run, agent_pipeline, log_of};
 use crate::support::*;
@@ -356,10 +356,10 @@ async fn docker_live_claude_a_disallowed_model_is_refused_with_the_gateway_code(
     tally("docker_live_claude_a_disallowed_model_is_refused_with_the_gateway_code");
 }
 
-/// Writing outside the approval (`docs/` is read-only, `app/other.py` is not granted): the
-/// runner's policy refuses Claude Code's permission request and the turn produces no candidate.
+/// Writing outside the approval (`app/other.py` is not granted, `docs/` is read-only): the
+/// runner's policy refuses both of Claude Code's permission requests and nothing is proposed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_live_claude_an_ungranted_create_is_refused() {
+async fn docker_live_claude_an_ungranted_create_and_a_read_only_edit_are_refused() {
     let Some(docker) = docker().await else { return };
     let _guard = docker_lock().lock().await;
     let upstream = claude_upstream(vec![
@@ -371,11 +371,18 @@ async fn docker_live_claude_an_ungranted_create_is_refused() {
         ),
         anthropic::tool_use(
             MODEL,
-            "Write",
-            &json!({"file_path": "{workdir}/docs/readme.md", "content": "changed\n"}),
+            "Read",
+            &json!({"file_path": "{workdir}/docs/readme.md"}),
             USAGES[1],
         ),
-        anthropic::text(MODEL, "Done.", USAGES[2]),
+        anthropic::tool_use(
+            MODEL,
+            "Edit",
+            &json!({"file_path": "{workdir}/docs/readme.md", "old_string": "read me",
+                    "new_string": "changed"}),
+            USAGES[2],
+        ),
+        anthropic::text(MODEL, "Done.", USAGES[3]),
     ])
     .await;
     let run = claude_pipeline(
@@ -387,24 +394,35 @@ async fn docker_live_claude_an_ungranted_create_is_refused() {
     )
     .await;
     match &run.outcome {
-        Err(e) => assert!(
-            matches!(
-                e.code(),
-                "REPOSITORY_PATCH_PROPOSAL_STATUS" | "REPOSITORY_PATCH_SCOPE_VIOLATION"
-            ),
-            "{}",
-            e.code()
-        ),
-        Ok(o) => {
-            let paths: Vec<&str> = o
-                .candidate
+        Ok(o) => panic!(
+            "a turn with only refused writes produced a candidate: {:?}",
+            o.candidate
                 .changed_files()
                 .iter()
-                .map(|f| f.path().as_str())
-                .collect();
-            assert!(!paths.contains(&"app/other.py"), "{paths:?}");
-        }
+                .map(|f| f.path().as_str().to_owned())
+                .collect::<Vec<_>>()
+        ),
+        // Claude Code survives a refused permission (the refusal goes back to the model as a
+        // failed tool call and the turn goes on); with both writes refused the workspace is
+        // unchanged, so the proposal is empty.
+        Err(TurnError::TurnNotCompleted { status }) => assert_eq!(*status, "empty"),
+        Err(e) => panic!("unexpected turn error {}", e.code()),
     }
+    let refusals = run
+        .notes
+        .iter()
+        .filter(|n| {
+            matches!(n, LiveNote::AgentEvent(e)
+                if e["event"] == "permission" && e["decision"] == "refused")
+        })
+        .count();
+    assert_eq!(refusals, 2, "{:?}", run.notes);
+    assert_eq!(
+        messages(&upstream).len(),
+        4,
+        "the turn went on after each refusal"
+    );
+    assert_key_only_upstream(&upstream);
     assert_no_turn_containers(&docker).await;
-    tally("docker_live_claude_an_ungranted_create_is_refused");
+    tally("docker_live_claude_an_ungranted_create_and_a_read_only_edit_are_refused");
 }
