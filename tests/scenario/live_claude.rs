@@ -426,3 +426,65 @@ async fn docker_live_claude_an_ungranted_create_and_a_read_only_edit_are_refused
     assert_no_turn_containers(&docker).await;
     tally("docker_live_claude_an_ungranted_create_and_a_read_only_edit_are_refused");
 }
+
+/// A stream that goes silent after its first events: the worker's wall budget sends STOP, the
+/// runner harvests what Claude Code wrote before the stall (the read and the edit), and the
+/// candidate verifies; the turn ends within its budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream = claude_upstream(vec![
+        anthropic::tool_use(
+            MODEL,
+            "Read",
+            &json!({"file_path": "{workdir}/app/service.py"}),
+            USAGES[0],
+        ),
+        anthropic::tool_use(
+            MODEL,
+            "Edit",
+            &json!({"file_path": "{workdir}/app/service.py", "old_string": "return 1",
+                    "new_string": "return 2"}),
+            USAGES[1],
+        ),
+        Reply::Stall(vec![anthropic::message_start(MODEL, 3200, 0)]),
+    ])
+    .await;
+    let started = std::time::Instant::now();
+    let run = claude_pipeline(
+        &docker,
+        &upstream,
+        GatewayConfig::for_model(MODEL),
+        45,
+        None,
+    )
+    .await;
+    let elapsed = started.elapsed();
+    let log = log_of(&run).expect("a stopped turn still has its live log");
+    assert!(log.stopped, "STOP was not sent");
+    assert!(
+        run.notes.iter().any(|n| matches!(n, LiveNote::Stopped)),
+        "no STOP note"
+    );
+    assert!(
+        elapsed < std::time::Duration::from_secs(120),
+        "the turn outlived its wall budget by far: {elapsed:?}"
+    );
+    let outcome = match run.outcome {
+        Ok(o) => o,
+        Err(e) => panic!("the edit before the stall was not harvested: {e}"),
+    };
+    let ops: Vec<(String, FileOp)> = outcome
+        .candidate
+        .changed_files()
+        .iter()
+        .map(|f| (f.path().as_str().to_owned(), f.op()))
+        .collect();
+    assert_eq!(ops, vec![("app/service.py".to_owned(), FileOp::Update)]);
+    finalizer::verify_against_repository(&outcome.candidate, run.repo.path()).unwrap();
+    assert_eq!(messages(&upstream).len(), 3);
+    assert_key_only_upstream(&upstream);
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget");
+}
