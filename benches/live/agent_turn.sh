@@ -4,7 +4,7 @@
 # the turn's full container spec, two model requests through the tunnel and the gateway: an edit,
 # then "Done."), each with its wall time and the host peak RSS of `patch-candidate`
 # (`/usr/bin/time -v`).
-# Usage: bash benches/live/agent_turn.sh AGENT IMAGE IMAGE_ID [RUNS]   (AGENT: codex | gemini)
+# Usage: bash benches/live/agent_turn.sh AGENT IMAGE IMAGE_ID [RUNS]   (AGENT: codex | gemini | claude)
 # Needs the agent's live image (`patch-candidate image build --live --agent AGENT`) and the
 # release binaries (`cargo build --release --locked --workspace --bins`; the gateway's
 # scripted_upstream example is built here).
@@ -14,7 +14,8 @@ agent="$1"; image="$2"; image_id="$3"; runs="${4:-3}"
 case "$agent" in
   codex) model=gpt-5.3-codex; flag=(); suffix=/v1 ;;
   gemini) model=gemini-2.5-flash; flag=(--gemini); suffix=/v1 ;;
-  *) echo "agent_turn.sh: AGENT is codex or gemini" >&2; exit 2 ;;
+  claude) model=claude-sonnet-4-5; flag=(--claude); suffix=/v1 ;;
+  *) echo "agent_turn.sh: AGENT is codex, gemini or claude" >&2; exit 2 ;;
 esac
 cargo build --release --locked -p gateway --features testkit --example scripted_upstream >&2
 bin="${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release"

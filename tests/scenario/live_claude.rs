@@ -11,10 +11,9 @@
 //! never published. With `PATCH_CANDIDATE_REQUIRE_DOCKER=1` a missing daemon or a failed image
 //! build fails these tests.
 
-use std::collections::VecDeque;
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use gateway::GatewayConfig;
 use gateway::testkit::{RecordedRequest, Reply, ScriptedUpstream, Usage, anthropic};
@@ -104,20 +103,12 @@ fn assert_key_only_upstream(upstream: &ScriptedUpstream) {
     }
 }
 
-/// Whether `r` is Claude Code's session-title request (a JSON-schema answer with a `title`).
-fn is_title_request(r: &RecordedRequest) -> bool {
-    r.json().is_some_and(|b| {
-        b.pointer("/output_config/format/schema/properties/title")
-            .is_some()
-    })
-}
-
 /// The upstream's agent-loop Messages requests (title requests and count_tokens left out).
 fn messages(upstream: &ScriptedUpstream) -> Vec<RecordedRequest> {
     upstream
         .requests()
         .into_iter()
-        .filter(|r| r.target == "/v1/messages?beta=true" && !is_title_request(r))
+        .filter(|r| r.target == "/v1/messages?beta=true" && !anthropic::is_title_request(r))
         .collect()
 }
 
@@ -150,58 +141,16 @@ const USAGES: [Usage; 4] = [
     },
 ];
 
-/// The working directory Claude Code's prompt names (`Primary working directory: …`, in the
-/// environment block of the first user message).
-fn workdir(r: &RecordedRequest) -> Option<String> {
-    let body = String::from_utf8_lossy(&r.body);
-    let rest = body.split("Primary working directory: ").nth(1)?;
-    let dir: String = rest
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.'))
-        .collect();
-    dir.starts_with('/').then_some(dir)
-}
-
-/// A scripted Claude model: the title request answered with a title, `count_tokens` with a
-/// count, and each agent-loop request with the next of `steps`, its `{workdir}` replaced by the
-/// working directory the request's prompt names (Claude Code's file tools take absolute
-/// paths, and the runner's turn directory is fresh each turn).
+/// A scripted Claude model ([`anthropic::claude_code`]) answering the agent loop with `steps`.
 async fn claude_upstream(steps: Vec<Reply>) -> ScriptedUpstream {
     let upstream = ScriptedUpstream::start([]).await.unwrap();
-    let steps = Mutex::new(VecDeque::from(steps));
-    upstream.set_responder(move |r| {
-        if r.target.starts_with("/v1/messages/count_tokens") {
-            return Some(Reply::Status {
-                status: 200,
-                body: r#"{"input_tokens": 120}"#.to_owned(),
-            });
-        }
-        if is_title_request(r) {
-            return Some(anthropic::text(
-                MODEL,
-                r#"{"title": "Answer and new module"}"#,
-                TITLE_USAGE,
-            ));
-        }
-        let dir = workdir(r).unwrap_or_default();
-        let step = steps
-            .lock()
-            .ok()?
-            .pop_front()
-            .unwrap_or_else(|| anthropic::text(MODEL, "Done.", USAGES[3]));
-        Some(match step {
-            Reply::Events(events) => Reply::Events(
-                events
-                    .iter()
-                    .map(|e| {
-                        serde_json::from_str(&e.to_string().replace("{workdir}", &dir))
-                            .unwrap_or_else(|_| e.clone())
-                    })
-                    .collect(),
-            ),
-            other => other,
-        })
-    });
+    anthropic::claude_code(
+        &upstream,
+        MODEL,
+        steps,
+        TITLE_USAGE,
+        anthropic::text(MODEL, "Done.", USAGES[3]),
+    );
     upstream
 }
 
@@ -296,7 +245,7 @@ async fn edits_and_creates(docker: &container::BollardRuntime, runtime: Option<&
     let titles = upstream
         .requests()
         .iter()
-        .filter(|r| is_title_request(r))
+        .filter(|r| anthropic::is_title_request(r))
         .count();
     let answered = || {
         USAGES

@@ -36,6 +36,9 @@
 //! - [`Reply::ReflectPatch`]: an `apply_patch` call adding a file that holds the echoed headers.
 //! - [`Reply::Status`]: a non-SSE answer with the given status and JSON body.
 //! - [`Reply::Data`]: SSE chunks framed as Gemini frames them (`data:` lines only).
+//! - [`ScriptedUpstream::set_responder`]: a function asked first for every request, deciding
+//!   the reply from the request itself ([`anthropic::claude_code`] answers Claude Code's title
+//!   and `count_tokens` side calls and fills in the turn's working directory).
 //! - [`anthropic`] and [`gemini`]: answers of those providers (`anthropic::text`,
 //!   `anthropic::tool_use`, `gemini::text`, `gemini::function_call`,
 //!   `gemini::generate_content`), reporting the given [`Usage`] in their own usage events.
@@ -150,7 +153,7 @@ pub mod events {
 
 /// Anthropic Messages SSE events, as the API streams them (and Claude Code reads them).
 pub mod anthropic {
-    use super::{Reply, Usage, Value, json, next_id};
+    use super::{RecordedRequest, Reply, ScriptedUpstream, Usage, Value, json, next_id};
 
     /// `message_start`: `input` prompt tokens (`cache_read` more read from the cache), one
     /// first output token.
@@ -230,6 +233,73 @@ pub mod anthropic {
     #[must_use]
     pub fn tool_use(model: &str, name: &str, input: &Value, usage: Usage) -> Reply {
         answer(model, tool_use_block(0, name, input), "tool_use", usage)
+    }
+
+    /// Whether `r` is Claude Code's session-title request (a JSON-schema answer with a `title`).
+    #[must_use]
+    pub fn is_title_request(r: &RecordedRequest) -> bool {
+        r.json().is_some_and(|b| {
+            b.pointer("/output_config/format/schema/properties/title")
+                .is_some()
+        })
+    }
+
+    /// The working directory Claude Code's prompt names (`Primary working directory: …`, in the
+    /// environment block of the first user message).
+    #[must_use]
+    pub fn workdir(r: &RecordedRequest) -> Option<String> {
+        let body = String::from_utf8_lossy(&r.body);
+        let rest = body.split("Primary working directory: ").nth(1)?;
+        let dir: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.'))
+            .collect();
+        dir.starts_with('/').then_some(dir)
+    }
+
+    /// Makes `upstream` a scripted Claude model: the title request is answered with a title
+    /// (`title_usage`), `count_tokens` with a count, and each agent-loop request with the next
+    /// of `steps` (then `done`), every `{workdir}` in it replaced by the working directory the
+    /// request's prompt names: Claude Code's file tools take absolute paths, and the runner's
+    /// turn directory is fresh each turn.
+    pub fn claude_code(
+        upstream: &ScriptedUpstream,
+        model: &str,
+        steps: Vec<Reply>,
+        title_usage: Usage,
+        done: Reply,
+    ) {
+        let steps = std::sync::Mutex::new(std::collections::VecDeque::from(steps));
+        let model = model.to_owned();
+        upstream.set_responder(move |r| {
+            if r.target.starts_with("/v1/messages/count_tokens") {
+                return Some(Reply::Status {
+                    status: 200,
+                    body: r#"{"input_tokens": 120}"#.to_owned(),
+                });
+            }
+            if is_title_request(r) {
+                return Some(text(&model, r#"{"title": "Scripted turn"}"#, title_usage));
+            }
+            let dir = workdir(r).unwrap_or_default();
+            let step = steps
+                .lock()
+                .ok()?
+                .pop_front()
+                .unwrap_or_else(|| done.clone());
+            Some(match step {
+                Reply::Events(events) => Reply::Events(
+                    events
+                        .iter()
+                        .map(|e| {
+                            serde_json::from_str(&e.to_string().replace("{workdir}", &dir))
+                                .unwrap_or_else(|_| e.clone())
+                        })
+                        .collect(),
+                ),
+                other => other,
+            })
+        });
     }
 }
 
