@@ -74,9 +74,11 @@ pub(crate) struct BuildArgs {
     /// checked), the shared libraries it links and a static busybox.
     #[arg(long, conflicts_with = "gate")]
     live: bool,
-    /// The agent of the live image: codex (default), claude or gemini (Gemini CLI from its
-    /// pinned npm tarball, SHA-512 integrity checked, on this host's Node); each is recorded
-    /// in its own file (live-image.json, live-image-claude.json, live-image-gemini.json).
+    /// The agent of the live image: codex (default), claude (claude-agent-acp and the native
+    /// claude from the locked npm tree, every package integrity checked, on this host's Node;
+    /// proprietary, never push the image) or gemini (Gemini CLI from its pinned npm tarball,
+    /// SHA-512 integrity checked, on this host's Node); each is recorded in its own file
+    /// (live-image.json, live-image-claude.json, live-image-gemini.json).
     #[arg(long, value_name = "NAME", requires = "live")]
     agent: Option<String>,
     /// Build a gate image instead: the static gate runner on a root file system made of pinned
