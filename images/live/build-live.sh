@@ -1,7 +1,7 @@
 # Sourced by images/build.sh --live (not run on its own): builds the live image in $CTX from
 # $BIN_DIR/turn-runner, the pinned codex-acp tarball, the shared libraries it links and a static
 # busybox, then records it in $STATE_DIR/live-image.json. Uses build.sh's docker_cli,
-# record_state, CACHE, REV and LIVE_IMAGE.
+# record_state, CACHE, REV and LIVE_IMAGE, and the shared steps of images/live/common.sh.
 
 pin() { sed -n "s/^$1=//p" images/live/codex-acp.pin; }
 AGENT_PACKAGE="$(pin package)"
@@ -56,12 +56,8 @@ rm -rf "$CTX/unpack"
 
 # The runner is static (no program interpreter); the agent needs exactly the loader and these six
 # libraries, resolved by the host's loader and copied to the same paths in the image.
-src="$BIN_DIR/turn-runner"
-if [ ! -x "$src" ] || readelf -l "$src" | grep -q "program interpreter"; then
-  echo "build.sh: $src is missing or not statically linked" >&2
-  exit 3
-fi
-strip --strip-all -o "$ROOT/turn-runner" "$src"
+source images/live/common.sh
+live_runner_into "$ROOT"
 
 EXPECTED_LIBS="libc.so.6 libcrypto.so.3 libgcc_s.so.1 libm.so.6 libssl.so.3 libz.so.1"
 interp="$(readelf -l "$ROOT/codex-acp" | sed -n 's/.*\[Requesting program interpreter: \(.*\)\]/\1/p')"
@@ -89,34 +85,8 @@ mkdir -p "$ROOT/lib64"
 cp -L "$interp" "$ROOT$interp"
 
 # The agent's shell: a static busybox (its sh runs applets without further links).
-BUSYBOX="${PATCH_CANDIDATE_BUSYBOX:-/bin/busybox}"
-if [ ! -x "$BUSYBOX" ] || readelf -l "$BUSYBOX" | grep -q "program interpreter"; then
-  echo "build.sh: $BUSYBOX is missing or not static (Debian: apt-get install busybox-static)" >&2
-  exit 3
-fi
-cp "$BUSYBOX" "$ROOT/bin/busybox"
-ln -s busybox "$ROOT/bin/sh"
-
-find "$ROOT" -type f -exec chmod 0444 {} +
-chmod 0555 "$ROOT/turn-runner" "$ROOT/codex-acp" "$ROOT/bin/busybox" "$ROOT$interp"
-find "$ROOT" -type d -exec chmod 0755 {} +
-find "$ROOT" -exec touch -h -d @0 {} +
-
-mkdir -p "$CTX/layout/workspace" "$CTX/layout/home/sandbox" "$CTX/layout/tmp"
-chmod 0755 "$CTX/layout" "$CTX/layout/home"
-chmod 1777 "$CTX/layout/workspace" "$CTX/layout/home/sandbox" "$CTX/layout/tmp"
-find "$CTX/layout" -exec touch -h -d @0 {} +
-cp images/live/Dockerfile "$CTX/Dockerfile"
-printf 'Dockerfile\n' > "$CTX/.dockerignore"
-
-echo "build.sh: docker build $LIVE_IMAGE" >&2
-DOCKER_BUILDKIT=0 docker_cli build --quiet "${CACHE[@]}" --tag "$LIVE_IMAGE" --file "$CTX/Dockerfile" "$CTX" >&2
-LIVE_ID="$(docker_cli image inspect --format '{{.Id}}' "$LIVE_IMAGE")"
-if ! [[ "$LIVE_ID" =~ ^sha256:[0-9a-f]{64}$ ]]; then
-  echo "build.sh: unexpected image id" >&2
-  exit 3
-fi
-LIVE_SIZE="$(docker_cli image inspect --format '{{.Size}}' "$LIVE_IMAGE")"
+live_busybox_into "$ROOT"
+live_build_image "$ROOT" turn-runner codex-acp bin/busybox "${interp#/}"
 echo "build.sh: $LIVE_IMAGE is $LIVE_SIZE bytes" >&2
 
 printf '{"image": "%s", "image_id": "%s", "agent": "codex-acp", "agent_version": "%s", "agent_tarball_sha256": "sha256:%s", "source_revision": "%s"}\n' \

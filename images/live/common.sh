@@ -1,4 +1,5 @@
-# Sourced by the live image scripts (build-gemini.sh, build-claude.sh; not run on its own): the
+# Sourced by the live image scripts (build-live.sh, build-gemini.sh, build-claude.sh; not run on
+# its own): the
 # steps every Node-based live image shares. Uses build.sh's docker_cli, CACHE, BIN_DIR, CTX and
 # LIVE_IMAGE.
 

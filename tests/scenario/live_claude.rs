@@ -11,8 +11,6 @@
 //! never published. With `PATCH_CANDIDATE_REQUIRE_DOCKER=1` a missing daemon or a failed image
 //! build fails these tests.
 
-use std::path::Path;
-use std::process::Command;
 use std::sync::OnceLock;
 
 use gateway::GatewayConfig;
@@ -21,7 +19,7 @@ use serde_json::json;
 use snapshot::FileOp;
 use turn::{Agent, LiveNote, TurnError};
 
-use crate::live_gemini::{LiveAgentUnderTest, Run, agent_pipeline, log_of};
+use crate::live_gemini::{LiveAgentUnderTest, Run, agent_pipeline, build_live_image, log_of};
 use crate::support::*;
 
 const MODEL: &str = "claude-sonnet-4-5";
@@ -34,29 +32,12 @@ static IMAGE: OnceLock<Result<String, String>> = OnceLock::new();
 fn claude_image() -> String {
     IMAGE
         .get_or_init(|| {
-            workspace_bin("turn-runner");
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/build.sh");
-            let state = tempfile::tempdir().unwrap();
-            let out = Command::new("bash")
-                .arg(&script)
-                .args(["--live", "--agent", "claude", "--bin-dir"])
-                .arg(target_dir())
-                .env("PATCH_CANDIDATE_STATE_DIR", state.path())
-                .env("LIVE_IMAGE_TAG", TEST_CLAUDE_IMAGE)
-                .output()
-                .map_err(|e| e.to_string())?;
-            if !out.status.success() {
-                return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-            }
-            let live = turn::LiveImageState::load_for(state.path(), Agent::Claude)
-                .unwrap()
-                .expect("live-image-claude.json");
-            assert_eq!(live.image.as_str(), TEST_CLAUDE_IMAGE);
-            assert_eq!(live.agent, "claude-agent-acp");
-            assert_eq!(live.agent_version, "0.101.0");
-            // Other agents' records are untouched.
-            assert!(turn::LiveImageState::load(state.path()).unwrap().is_none());
-            Ok(live.image_id.as_str().to_owned())
+            build_live_image(
+                Agent::Claude,
+                TEST_CLAUDE_IMAGE,
+                "claude-agent-acp",
+                "0.101.0",
+            )
         })
         .clone()
         .expect("Claude live image build failed")

@@ -37,33 +37,50 @@ static IMAGE: OnceLock<Result<String, String>> = OnceLock::new();
 /// Builds the Gemini live image with a throwaway tag from the runner under test.
 fn gemini_image() -> String {
     IMAGE
-        .get_or_init(|| {
-            workspace_bin("turn-runner");
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/build.sh");
-            let state = tempfile::tempdir().unwrap();
-            let out = Command::new("bash")
-                .arg(&script)
-                .args(["--live", "--agent", "gemini", "--bin-dir"])
-                .arg(target_dir())
-                .env("PATCH_CANDIDATE_STATE_DIR", state.path())
-                .env("LIVE_IMAGE_TAG", TEST_GEMINI_IMAGE)
-                .output()
-                .map_err(|e| e.to_string())?;
-            if !out.status.success() {
-                return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-            }
-            let live = turn::LiveImageState::load_for(state.path(), Agent::Gemini)
-                .unwrap()
-                .expect("live-image-gemini.json");
-            assert_eq!(live.image.as_str(), TEST_GEMINI_IMAGE);
-            assert_eq!(live.agent, "gemini-cli");
-            assert_eq!(live.agent_version, "0.61.0");
-            // Codex's record is untouched by another agent's build.
-            assert!(turn::LiveImageState::load(state.path()).unwrap().is_none());
-            Ok(live.image_id.as_str().to_owned())
-        })
+        .get_or_init(|| build_live_image(Agent::Gemini, TEST_GEMINI_IMAGE, "gemini-cli", "0.61.0"))
         .clone()
         .expect("Gemini live image build failed")
+}
+
+/// Builds `agent`'s live image tagged `tag` from the runner under test (`images/build.sh --live
+/// --agent A`, into a fresh state directory), checks its record names `adapter` at `version`
+/// and that no other agent's record was written, and returns the image ID (or the build's
+/// stderr).
+pub(crate) fn build_live_image(
+    agent: Agent,
+    tag: &str,
+    adapter: &str,
+    version: &str,
+) -> Result<String, String> {
+    workspace_bin("turn-runner");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/build.sh");
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::new("bash")
+        .arg(&script)
+        .args(["--live", "--agent", agent.name(), "--bin-dir"])
+        .arg(target_dir())
+        .env("PATCH_CANDIDATE_STATE_DIR", state.path())
+        .env("LIVE_IMAGE_TAG", tag)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let live = turn::LiveImageState::load_for(state.path(), agent)
+        .unwrap()
+        .expect("the agent's live image record");
+    assert_eq!(live.image.as_str(), tag);
+    assert_eq!(live.agent, adapter);
+    assert_eq!(live.agent_version, version);
+    for other in Agent::ALL.into_iter().filter(|a| *a != agent) {
+        assert!(
+            turn::LiveImageState::load_for(state.path(), other)
+                .unwrap()
+                .is_none(),
+            "another agent's record was written"
+        );
+    }
+    Ok(live.image_id.as_str().to_owned())
 }
 
 pub(crate) struct Run {
