@@ -1,7 +1,6 @@
 # Sourced by the live image scripts (build-live.sh, build-gemini.sh, build-claude.sh; not run on
-# its own): the
-# steps every Node-based live image shares. Uses build.sh's docker_cli, CACHE, BIN_DIR, CTX and
-# LIVE_IMAGE.
+# its own): the steps the live images share (runner, libraries, Node, busybox, the image build).
+# Uses build.sh's docker_cli, CACHE, BIN_DIR, CTX and LIVE_IMAGE.
 
 # The static runner, stripped, as $1/turn-runner.
 live_runner_into() {
