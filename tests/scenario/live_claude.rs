@@ -418,3 +418,55 @@ async fn docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget() {
     assert_no_turn_containers(&docker).await;
     tally("docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget");
 }
+
+/// A shell command writing outside the workspace: the runner's policy refuses Claude Code's
+/// `Bash` permission request, nothing runs, and with nothing written the proposal is empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_claude_a_shell_write_outside_the_workspace_is_refused() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream = claude_upstream(vec![
+        anthropic::tool_use(
+            MODEL,
+            "Bash",
+            &json!({"command": "echo owned > /tmp/outside && echo owned > {workdir}/app/service.py",
+                    "description": "write outside"}),
+            USAGES[0],
+        ),
+        anthropic::text(MODEL, "Done.", USAGES[1]),
+    ])
+    .await;
+    let run = claude_pipeline(
+        &docker,
+        &upstream,
+        GatewayConfig::for_model(MODEL),
+        240,
+        None,
+    )
+    .await;
+    match &run.outcome {
+        Ok(o) => panic!(
+            "a refused command produced a candidate: {:?}",
+            o.candidate
+                .changed_files()
+                .iter()
+                .map(|f| f.path().as_str().to_owned())
+                .collect::<Vec<_>>()
+        ),
+        Err(TurnError::TurnNotCompleted { status }) => assert_eq!(*status, "empty"),
+        Err(e) => panic!("unexpected turn error {}", e.code()),
+    }
+    let refused = run
+        .notes
+        .iter()
+        .filter(|n| {
+            matches!(n, LiveNote::AgentEvent(e)
+                if e["event"] == "permission" && e["decision"] == "refused")
+        })
+        .count();
+    assert_eq!(refused, 1, "{:?}", run.notes);
+    assert_eq!(messages(&upstream).len(), 2);
+    assert_key_only_upstream(&upstream);
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_claude_a_shell_write_outside_the_workspace_is_refused");
+}
