@@ -40,8 +40,11 @@ sys.stdout.write(json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
 PY
 
 docker_cmd() {
+  # Each runtime's own turn seccomp profile, as the worker sends it.
+  local profile=turn.json
+  [ "$1" = runsc ] && profile=turn-runsc.json
   echo "docker run --rm -i --runtime $1 --init --network none --read-only --log-driver none --cap-drop ALL \
- --security-opt no-new-privileges --security-opt seccomp=$PWD/worker/container/seccomp/turn.json --shm-size 1m --pids-limit $2 --memory 768m --memory-swap 768m --cpus 1 \
+ --security-opt no-new-privileges --security-opt seccomp=$PWD/worker/container/seccomp/$profile --shm-size 1m --pids-limit $2 --memory 768m --memory-swap 768m --cpus 1 \
  --ipc private --ulimit nofile=1024:1024 \
  --tmpfs /tmp:rw,nosuid,nodev,size=64m,mode=1777 --tmpfs /workspace:rw,nosuid,nodev,size=64m,mode=1777 \
  --tmpfs /home/sandbox:rw,nosuid,nodev,size=16m,mode=1777 --user 10001:10001 $image_id < $work/payload.json > /dev/null"
