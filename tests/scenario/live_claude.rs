@@ -19,7 +19,9 @@ use serde_json::json;
 use snapshot::FileOp;
 use turn::{Agent, LiveNote, TurnError};
 
-use crate::live_gemini::{LiveAgentUnderTest, Run, agent_pipeline, build_live_image, log_of};
+use crate::live_gemini::{
+    LiveAgentUnderTest, Run, agent_pipeline, assert_edited_and_created, build_live_image, log_of,
+};
 use crate::support::*;
 
 const MODEL: &str = "claude-sonnet-4-5";
@@ -182,33 +184,7 @@ async fn edits_and_creates(docker: &container::BollardRuntime, runtime: Option<&
             run.notes
         ),
     };
-    let ops: Vec<(String, FileOp)> = outcome
-        .candidate
-        .changed_files()
-        .iter()
-        .map(|f| (f.path().as_str().to_owned(), f.op()))
-        .collect();
-    assert_eq!(
-        ops,
-        vec![
-            ("app/new.py".to_owned(), FileOp::Create),
-            ("app/service.py".to_owned(), FileOp::Update),
-        ]
-    );
-    let service = outcome
-        .candidate
-        .changed_files()
-        .iter()
-        .find(|f| f.path().as_str() == "app/service.py")
-        .and_then(|f| f.content())
-        .expect("the edited file")
-        .to_owned();
-    assert_eq!(service, "def answer():\n    return 2\n");
-    assert_eq!(
-        finalizer::repository_patch_digest(&outcome.candidate).unwrap(),
-        outcome.digest
-    );
-    finalizer::verify_against_repository(&outcome.candidate, run.repo.path()).unwrap();
+    assert_edited_and_created(&outcome, run.repo.path());
     assert_key_only_upstream(&upstream);
     let sent = messages(&upstream);
     assert_eq!(sent.len(), 4, "one Messages request per scripted answer");
@@ -286,6 +262,33 @@ async fn docker_live_claude_a_disallowed_model_is_refused_with_the_gateway_code(
     tally("docker_live_claude_a_disallowed_model_is_refused_with_the_gateway_code");
 }
 
+/// A turn whose only writes were refused: exactly `refusals` permission refusals, and (Claude
+/// Code survives a refused permission: the refusal goes back to the model as a failed tool call
+/// and the turn goes on) an unchanged workspace, so the proposal is empty.
+fn assert_refused_and_empty(run: &Run, refusals: usize) {
+    match &run.outcome {
+        Ok(o) => panic!(
+            "a turn with only refused actions produced a candidate: {:?}",
+            o.candidate
+                .changed_files()
+                .iter()
+                .map(|f| f.path().as_str().to_owned())
+                .collect::<Vec<_>>()
+        ),
+        Err(TurnError::TurnNotCompleted { status }) => assert_eq!(*status, "empty"),
+        Err(e) => panic!("unexpected turn error {}", e.code()),
+    }
+    let refused = run
+        .notes
+        .iter()
+        .filter(|n| {
+            matches!(n, LiveNote::AgentEvent(e)
+                if e["event"] == "permission" && e["decision"] == "refused")
+        })
+        .count();
+    assert_eq!(refused, refusals, "{:?}", run.notes);
+}
+
 /// Writing outside the approval (`app/other.py` is not granted, `docs/` is read-only): the
 /// runner's policy refuses both of Claude Code's permission requests and nothing is proposed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -323,30 +326,7 @@ async fn docker_live_claude_an_ungranted_create_and_a_read_only_edit_are_refused
         None,
     )
     .await;
-    match &run.outcome {
-        Ok(o) => panic!(
-            "a turn with only refused writes produced a candidate: {:?}",
-            o.candidate
-                .changed_files()
-                .iter()
-                .map(|f| f.path().as_str().to_owned())
-                .collect::<Vec<_>>()
-        ),
-        // Claude Code survives a refused permission (the refusal goes back to the model as a
-        // failed tool call and the turn goes on); with both writes refused the workspace is
-        // unchanged, so the proposal is empty.
-        Err(TurnError::TurnNotCompleted { status }) => assert_eq!(*status, "empty"),
-        Err(e) => panic!("unexpected turn error {}", e.code()),
-    }
-    let refusals = run
-        .notes
-        .iter()
-        .filter(|n| {
-            matches!(n, LiveNote::AgentEvent(e)
-                if e["event"] == "permission" && e["decision"] == "refused")
-        })
-        .count();
-    assert_eq!(refusals, 2, "{:?}", run.notes);
+    assert_refused_and_empty(&run, 2);
     assert_eq!(
         messages(&upstream).len(),
         4,
@@ -444,27 +424,7 @@ async fn docker_live_claude_a_shell_write_outside_the_workspace_is_refused() {
         None,
     )
     .await;
-    match &run.outcome {
-        Ok(o) => panic!(
-            "a refused command produced a candidate: {:?}",
-            o.candidate
-                .changed_files()
-                .iter()
-                .map(|f| f.path().as_str().to_owned())
-                .collect::<Vec<_>>()
-        ),
-        Err(TurnError::TurnNotCompleted { status }) => assert_eq!(*status, "empty"),
-        Err(e) => panic!("unexpected turn error {}", e.code()),
-    }
-    let refused = run
-        .notes
-        .iter()
-        .filter(|n| {
-            matches!(n, LiveNote::AgentEvent(e)
-                if e["event"] == "permission" && e["decision"] == "refused")
-        })
-        .count();
-    assert_eq!(refused, 1, "{:?}", run.notes);
+    assert_refused_and_empty(&run, 1);
     assert_eq!(messages(&upstream).len(), 2);
     assert_key_only_upstream(&upstream);
     assert_no_turn_containers(&docker).await;

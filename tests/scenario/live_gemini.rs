@@ -289,33 +289,7 @@ async fn edits_and_creates(docker: &container::BollardRuntime, runtime: Option<&
             upstream.requests().len()
         ),
     };
-    let ops: Vec<(String, FileOp)> = outcome
-        .candidate
-        .changed_files()
-        .iter()
-        .map(|f| (f.path().as_str().to_owned(), f.op()))
-        .collect();
-    assert_eq!(
-        ops,
-        vec![
-            ("app/new.py".to_owned(), FileOp::Create),
-            ("app/service.py".to_owned(), FileOp::Update),
-        ]
-    );
-    let service = outcome
-        .candidate
-        .changed_files()
-        .iter()
-        .find(|f| f.path().as_str() == "app/service.py")
-        .and_then(|f| f.content())
-        .expect("the edited file")
-        .to_owned();
-    assert_eq!(service, "def answer():\n    return 2\n");
-    assert_eq!(
-        finalizer::repository_patch_digest(&outcome.candidate).unwrap(),
-        outcome.digest
-    );
-    finalizer::verify_against_repository(&outcome.candidate, run.repo.path()).unwrap();
+    assert_edited_and_created(&outcome, run.repo.path());
     // Three model requests, each forwarded with the key in x-goog-api-key only.
     let requests = upstream.requests();
     assert_eq!(requests.len(), 3);
@@ -479,4 +453,36 @@ async fn docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget() {
     assert_key_only_upstream(&upstream);
     assert_no_turn_containers(&docker).await;
     tally("docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget");
+}
+
+/// The candidate of the edit-and-create turn: `app/new.py` created, `app/service.py` updated to
+/// return 2, its digest recomputed and verified against the repository.
+pub(crate) fn assert_edited_and_created(outcome: &PipelineOutcome, repo: &Path) {
+    let ops: Vec<(String, FileOp)> = outcome
+        .candidate
+        .changed_files()
+        .iter()
+        .map(|f| (f.path().as_str().to_owned(), f.op()))
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            ("app/new.py".to_owned(), FileOp::Create),
+            ("app/service.py".to_owned(), FileOp::Update),
+        ]
+    );
+    let service = outcome
+        .candidate
+        .changed_files()
+        .iter()
+        .find(|f| f.path().as_str() == "app/service.py")
+        .and_then(|f| f.content())
+        .expect("the edited file")
+        .to_owned();
+    assert_eq!(service, "def answer():\n    return 2\n");
+    assert_eq!(
+        finalizer::repository_patch_digest(&outcome.candidate).unwrap(),
+        outcome.digest
+    );
+    finalizer::verify_against_repository(&outcome.candidate, repo).unwrap();
 }
