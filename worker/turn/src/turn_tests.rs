@@ -1241,26 +1241,26 @@ async fn each_runtime_gets_and_verifies_its_own_seccomp_profile() {
         let host = fake.created_body().host_config.unwrap();
         assert_eq!(host.security_opt, Some(security_opts(profile)), "{runtime}");
     }
-    let mut fake = FakeRuntime::new(&update_output());
-    fake.tamper = Some(|inspect| {
-        inspect.host_config.as_mut().unwrap().security_opt =
-            Some(container::security_opts(container::RuntimeProfile::Runc));
-    });
-    let err = run_under(&fake, &fx, "runsc").await.unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "REPOSITORY_DOCKER_ISOLATION_MISMATCH: HostConfig.SecurityOpt"
-    );
-    assert!(!fake.calls().contains(&"start".to_owned()));
-    let mut fake = FakeRuntime::new(&update_output());
-    fake.tamper = Some(|inspect| {
-        inspect.host_config.as_mut().unwrap().security_opt =
-            Some(container::security_opts(container::RuntimeProfile::Runsc));
-    });
-    let err = run_under(&fake, &fx, "runc").await.unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "REPOSITORY_DOCKER_ISOLATION_MISMATCH: HostConfig.SecurityOpt"
-    );
-    assert!(!fake.calls().contains(&"start".to_owned()));
+    type Tamper = fn(&mut bollard::models::ContainerInspectResponse);
+    let swapped: [(&str, Tamper); 2] = [
+        ("runsc", |i| {
+            i.host_config.as_mut().unwrap().security_opt =
+                Some(container::security_opts(container::RuntimeProfile::Runc));
+        }),
+        ("runc", |i| {
+            i.host_config.as_mut().unwrap().security_opt =
+                Some(container::security_opts(container::RuntimeProfile::Runsc));
+        }),
+    ];
+    for (runtime, tamper) in swapped {
+        let mut fake = FakeRuntime::new(&update_output());
+        fake.tamper = Some(tamper);
+        let err = run_under(&fake, &fx, runtime).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "REPOSITORY_DOCKER_ISOLATION_MISMATCH: HostConfig.SecurityOpt",
+            "{runtime}"
+        );
+        assert!(!fake.calls().contains(&"start".to_owned()), "{runtime}");
+    }
 }
