@@ -1,6 +1,58 @@
 # Sourced by the live image scripts (build-live.sh, build-gemini.sh, build-claude.sh; not run on
-# its own): the steps the live images share (runner, libraries, Node, busybox, the image build).
-# Uses build.sh's docker_cli, CACHE, BIN_DIR, CTX and LIVE_IMAGE.
+# its own): the steps the live images share (runner, npm tree, libraries, Node, busybox, the image
+# build). Uses build.sh's docker_cli, CACHE, BIN_DIR, CTX and LIVE_IMAGE.
+
+# The npm tree of the lockfile in $1 (`npm ci`: every package checked against the lockfile's
+# SHA-512 integrity, no install scripts, only linux-x64 glibc platform packages), installed as
+# $MODULES, with the adapter package $2 in it. Uses npm's own content-addressed cache outside the
+# repository ($NPM_CACHE): a cold build downloads the tree once. Sets MODULES, NPM_CACHE,
+# LOCK_SHA256, AGENT_VERSION and AGENT_SHA256 (of the adapter's registry tarball, checked against
+# its locked integrity).
+live_npm_tree_into() {
+  local lock_dir="$1" adapter="$2" integrity entry pack_dir packed
+  LOCK_SHA256="$(sha256sum "$lock_dir/package-lock.json" | cut -d' ' -f1)"
+  read -r AGENT_VERSION integrity < <(python3 - "$lock_dir/package-lock.json" "$adapter" <<'PY'
+import json, re, sys
+
+packages = json.load(open(sys.argv[1], encoding="utf-8"))["packages"]
+for name, entry in packages.items():
+    if name and not re.fullmatch(r"sha512-[A-Za-z0-9+/]{86}==", entry.get("integrity", "")):
+        sys.exit("a locked package has no SHA-512 integrity")
+adapter = packages["node_modules/" + sys.argv[2]]
+print(adapter["version"], adapter["integrity"])
+PY
+  )
+  if [ -z "${integrity:-}" ]; then
+    echo "build.sh: $lock_dir/package-lock.json is malformed" >&2
+    exit 3
+  fi
+  NPM_CACHE="${PATCH_CANDIDATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/patch-candidate}/npm/cacache"
+  mkdir -p "$NPM_CACHE" "$CTX/install"
+  cp "$lock_dir/package.json" "$lock_dir/package-lock.json" "$CTX/install/"
+  echo "build.sh: npm ci ($adapter $AGENT_VERSION)" >&2
+  (cd "$CTX/install" && npm ci --silent --ignore-scripts --omit=dev --no-audit --no-fund \
+    --cache "$NPM_CACHE" --prefer-offline --os=linux --cpu=x64 --libc=glibc >&2)
+  MODULES="$CTX/install/node_modules"
+  rm -rf "$MODULES/.bin"
+  entry="$MODULES/$adapter/package.json"
+  if [ -n "$(find "$MODULES" ! -type f ! -type d)" ] || [ ! -f "$entry" ]; then
+    echo "build.sh: npm ci left no plain tree with $adapter" >&2
+    exit 3
+  fi
+  # The adapter's own tarball, for the record (its integrity is the lockfile's).
+  pack_dir="$CTX/pack"
+  mkdir -p "$pack_dir"
+  (cd "$pack_dir" && npm pack --silent --cache "$NPM_CACHE" --prefer-offline \
+    "$adapter@$AGENT_VERSION" >/dev/null)
+  packed=("$pack_dir"/*.tgz)
+  if [ "${#packed[@]}" != 1 ] || [ ! -f "${packed[0]}" ] \
+    || [ "sha512-$(openssl dgst -sha512 -binary "${packed[0]}" | base64 -w0)" != "$integrity" ]; then
+    echo "build.sh: the $adapter tarball does not have the locked integrity" >&2
+    exit 3
+  fi
+  AGENT_SHA256="$(sha256sum "${packed[0]}" | cut -d' ' -f1)"
+  rm -rf "$pack_dir"
+}
 
 # The static runner, stripped, as $1/turn-runner.
 live_runner_into() {
