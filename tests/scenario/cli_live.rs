@@ -1,6 +1,7 @@
 //! `patch-candidate run --live` end to end: the real codex-acp in the live image under the turn's
 //! container spec, its model requests through the tunnel and the gateway in the CLI process to a
-//! scripted upstream on the host's loopback, to a verified candidate.
+//! scripted upstream on the host's loopback, to a verified candidate. [`run_live_cli`] is the
+//! same round trip for any agent (Gemini's and Claude's CLI turns live beside their other tests).
 
 use std::process::Command;
 
@@ -30,44 +31,98 @@ async fn docker_cli_run_live_runsc_produces_a_verified_candidate_through_the_gat
 
 async fn live_round_trip(docker: &container::BollardRuntime, runtime: Option<&'static str>) {
     let _guard = docker_lock().lock().await;
-    let image_id = live_image();
-    let (repo, approval_dir, approval_path) = live_fixture();
-    let state = tempfile::tempdir().unwrap();
     let upstream = ScriptedUpstream::start([
         Reply::edit_file("app/service.py", "    return 1", "    return 2"),
         Reply::create_file("app/new.py", "VALUE = 1"),
     ])
     .await
     .unwrap();
+    let turn = CliLiveTurn {
+        agent: "codex",
+        model: "gpt-5.3-codex",
+        image: TEST_LIVE_IMAGE,
+        image_id: live_image(),
+        key: KEY,
+    };
+    let doc = run_live_cli(docker, &turn, &upstream, runtime).await;
+    // The trusted count: three answers of 120 tokens each (two tool calls, then "Done.").
+    assert_eq!(doc["gateway"]["gateway"]["requests"], 3);
+    assert_eq!(doc["gateway"]["gateway"]["total_tokens"], 360);
+    let requests = upstream.requests();
+    assert_eq!(requests.len(), 3);
+    for r in &requests {
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {KEY}").as_str())
+        );
+        assert_eq!(r.json().unwrap()["model"], "gpt-5.3-codex");
+    }
+}
+
+/// One agent's `run --live` under test: the agent's wire name, its model, its live image and
+/// the key the CLI reads from its environment.
+pub(crate) struct CliLiveTurn<'a> {
+    pub agent: &'a str,
+    pub model: &'a str,
+    pub image: &'a str,
+    pub image_id: String,
+    pub key: &'a str,
+}
+
+/// Runs `patch-candidate --json run --live --agent A --model M` against `upstream` on the
+/// one-file fixture (`app/service.py` editable, `app/new.py` granted), and checks what holds for
+/// every agent: the CLI succeeds, the candidate changes exactly `app/service.py` and creates
+/// `app/new.py`, `verify --digest --repo` accepts it, the gateway reports no refusal, the key is
+/// in nothing the CLI printed, and no turn container is left. Returns the `--json` document.
+pub(crate) async fn run_live_cli(
+    docker: &container::BollardRuntime,
+    turn: &CliLiveTurn<'_>,
+    upstream: &ScriptedUpstream,
+    runtime: Option<&'static str>,
+) -> serde_json::Value {
+    let (repo, approval_dir, approval_path) = live_fixture();
+    let state = tempfile::tempdir().unwrap();
     let url = upstream.base_url();
     let repo_path = repo.path().to_path_buf();
     let state_path = state.path().to_path_buf();
     let approval_file = approval_path.clone();
+    let args: Vec<String> = [
+        "--json",
+        "run",
+        "--live",
+        "--agent",
+        turn.agent,
+        "--model",
+        turn.model,
+        "--upstream",
+        &url,
+        "--credential-env",
+        "PC_SCENARIO_MODEL_KEY",
+        "--image",
+        turn.image,
+        "--image-id",
+        &turn.image_id,
+        "--no-ledger",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain(
+        runtime
+            .into_iter()
+            .flat_map(|r| ["--runtime".to_owned(), r.to_owned()]),
+    )
+    .collect();
+    let key = turn.key.to_owned();
     let out = tokio::task::spawn_blocking(move || {
         Command::new(workspace_bin("patch-candidate"))
             .env_remove("DOCKER_HOST")
             .env("PATCH_CANDIDATE_STATE_DIR", &state_path)
-            .env("PC_SCENARIO_MODEL_KEY", KEY)
-            .args([
-                "--json",
-                "run",
-                "--live",
-                "--model",
-                "gpt-5.3-codex",
-                "--upstream",
-            ])
-            .arg(&url)
-            .args([
-                "--credential-env",
-                "PC_SCENARIO_MODEL_KEY",
-                "--image",
-                TEST_LIVE_IMAGE,
-            ])
-            .args(["--image-id", &image_id, "--no-ledger", "--repo"])
+            .env("PC_SCENARIO_MODEL_KEY", key)
+            .args(&args)
+            .arg("--repo")
             .arg(&repo_path)
             .arg("--approval")
             .arg(&approval_file)
-            .args(runtime.into_iter().flat_map(|r| ["--runtime", r]))
             .output()
             .unwrap()
     })
@@ -79,7 +134,7 @@ async fn live_round_trip(docker: &container::BollardRuntime, runtime: Option<&'s
         String::from_utf8_lossy(&out.stderr)
     );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let changed: Vec<(String, String)> = doc["candidate"]["changed_files"]
+    let mut changed: Vec<(String, String)> = doc["candidate"]["changed_files"]
         .as_array()
         .unwrap()
         .iter()
@@ -94,25 +149,13 @@ async fn live_round_trip(docker: &container::BollardRuntime, runtime: Option<&'s
             )
         })
         .collect();
-    assert_eq!(changed.len(), 2, "{changed:?}");
-    assert!(changed.iter().any(|(p, _)| p == "app/service.py"));
-    assert!(changed.iter().any(|(p, _)| p == "app/new.py"));
-    // The trusted count: three answers of 120 tokens each (two tool calls, then "Done.").
-    assert_eq!(doc["gateway"]["gateway"]["requests"], 3);
-    assert_eq!(doc["gateway"]["gateway"]["total_tokens"], 360);
+    changed.sort();
+    let paths: Vec<&str> = changed.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(paths, ["app/new.py", "app/service.py"], "{changed:?}");
     assert_eq!(doc["gateway"]["events"], serde_json::json!([]));
-    let requests = upstream.requests();
-    assert_eq!(requests.len(), 3);
-    for r in &requests {
-        assert_eq!(
-            r.header("authorization"),
-            Some(format!("Bearer {KEY}").as_str())
-        );
-        assert_eq!(r.json().unwrap()["model"], "gpt-5.3-codex");
-    }
     // The key never appears in what the CLI printed.
-    assert!(!String::from_utf8_lossy(&out.stdout).contains(KEY));
-    assert!(!String::from_utf8_lossy(&out.stderr).contains(KEY));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(turn.key));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(turn.key));
     // The candidate verifies against its digest and the repository.
     let candidate_file = approval_dir.path().join("candidate.json");
     std::fs::write(
@@ -137,6 +180,7 @@ async fn live_round_trip(docker: &container::BollardRuntime, runtime: Option<&'s
         String::from_utf8_lossy(&verify.stderr)
     );
     assert_no_turn_containers(docker).await;
+    doc
 }
 
 /// A live turn whose agent names a model the gateway does not allow ends with the gateway's own

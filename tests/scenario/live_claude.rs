@@ -17,10 +17,11 @@ use gateway::GatewayConfig;
 use gateway::testkit::{RecordedRequest, Reply, ScriptedUpstream, Usage, anthropic};
 use serde_json::json;
 use snapshot::FileOp;
-use turn::{Agent, LiveNote, TurnError};
+use turn::{Agent, LiveNote};
 
 use crate::live_gemini::{
-    LiveAgentUnderTest, Run, agent_pipeline, assert_edited_and_created, build_live_image, log_of,
+    LiveAgentUnderTest, Run, agent_pipeline, assert_edited_and_created, assert_refused_and_empty,
+    build_live_image, log_of, search_container_for_key,
 };
 use crate::support::*;
 
@@ -262,33 +263,6 @@ async fn docker_live_claude_a_disallowed_model_is_refused_with_the_gateway_code(
     tally("docker_live_claude_a_disallowed_model_is_refused_with_the_gateway_code");
 }
 
-/// A turn whose only writes were refused: exactly `refusals` permission refusals, and (Claude
-/// Code survives a refused permission: the refusal goes back to the model as a failed tool call
-/// and the turn goes on) an unchanged workspace, so the proposal is empty.
-fn assert_refused_and_empty(run: &Run, refusals: usize) {
-    match &run.outcome {
-        Ok(o) => panic!(
-            "a turn with only refused actions produced a candidate: {:?}",
-            o.candidate
-                .changed_files()
-                .iter()
-                .map(|f| f.path().as_str().to_owned())
-                .collect::<Vec<_>>()
-        ),
-        Err(TurnError::TurnNotCompleted { status }) => assert_eq!(*status, "empty"),
-        Err(e) => panic!("unexpected turn error {}", e.code()),
-    }
-    let refused = run
-        .notes
-        .iter()
-        .filter(|n| {
-            matches!(n, LiveNote::AgentEvent(e)
-                if e["event"] == "permission" && e["decision"] == "refused")
-        })
-        .count();
-    assert_eq!(refused, refusals, "{:?}", run.notes);
-}
-
 /// Writing outside the approval (`app/other.py` is not granted, `docs/` is read-only): the
 /// runner's policy refuses both of Claude Code's permission requests and nothing is proposed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -339,7 +313,8 @@ async fn docker_live_claude_an_ungranted_create_and_a_read_only_edit_are_refused
 
 /// A stream that goes silent after its first events: the worker's wall budget sends STOP, the
 /// runner harvests what Claude Code wrote before the stall (the read and the edit), and the
-/// candidate verifies; the turn ends within its budget.
+/// candidate verifies; the turn ends within its budget. During the stall the running container
+/// (every process's environment and command line, every file) holds no trace of the key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget() {
     let Some(docker) = docker().await else { return };
@@ -362,15 +337,19 @@ async fn docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget() {
     ])
     .await;
     let started = std::time::Instant::now();
-    let run = claude_pipeline(
-        &docker,
-        &upstream,
-        GatewayConfig::for_model(MODEL),
-        45,
-        None,
-    )
-    .await;
+    // While the stream stalls, the running container is searched for the key from outside.
+    let (run, found) = tokio::join!(
+        claude_pipeline(
+            &docker,
+            &upstream,
+            GatewayConfig::for_model(MODEL),
+            45,
+            None,
+        ),
+        search_container_for_key(&docker, || messages(&upstream).len() >= 3, KEY)
+    );
     let elapsed = started.elapsed();
+    assert!(found.is_empty(), "the key was found inside: {found:?}");
     let log = log_of(&run).expect("a stopped turn still has its live log");
     assert!(log.stopped, "STOP was not sent");
     assert!(
@@ -397,6 +376,53 @@ async fn docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget() {
     assert_key_only_upstream(&upstream);
     assert_no_turn_containers(&docker).await;
     tally("docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget");
+}
+
+/// `patch-candidate run --live --agent claude` end to end (runc): a verified candidate from the
+/// real Claude Code, the key only in `x-api-key`, the CLI's gateway count the upstream's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_cli_run_live_claude_produces_a_verified_candidate() {
+    let Some(docker) = docker().await else { return };
+    cli_round_trip(&docker, None).await;
+    tally("docker_cli_run_live_claude_produces_a_verified_candidate");
+}
+
+/// The same `run --live --agent claude` with `--runtime runsc`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_cli_run_live_claude_runsc_produces_a_verified_candidate() {
+    let Some(docker) = crate::runtimes::docker_for("runsc").await else {
+        return;
+    };
+    cli_round_trip(&docker, Some("runsc")).await;
+    tally("docker_cli_run_live_claude_runsc_produces_a_verified_candidate");
+}
+
+async fn cli_round_trip(docker: &container::BollardRuntime, runtime: Option<&'static str>) {
+    let _guard = docker_lock().lock().await;
+    let upstream = edit_and_create_upstream().await;
+    let turn = crate::cli_live::CliLiveTurn {
+        agent: "claude",
+        model: MODEL,
+        image: TEST_CLAUDE_IMAGE,
+        image_id: claude_image(),
+        key: KEY,
+    };
+    let doc = crate::cli_live::run_live_cli(docker, &turn, &upstream, runtime).await;
+    assert_key_only_upstream(&upstream);
+    assert_eq!(messages(&upstream).len(), 4);
+    // message_start's input plus the last message_delta output per answer, title included.
+    let titles = upstream
+        .requests()
+        .iter()
+        .filter(|r| anthropic::is_title_request(r))
+        .count() as u64;
+    let total: u64 = USAGES.iter().map(|u| u.input + u.output).sum::<u64>()
+        + titles * (TITLE_USAGE.input + TITLE_USAGE.output);
+    assert_eq!(
+        doc["gateway"]["gateway"]["requests"],
+        upstream.requests().len()
+    );
+    assert_eq!(doc["gateway"]["gateway"]["total_tokens"], total);
 }
 
 /// A shell command writing outside the workspace: the runner's policy refuses Claude Code's

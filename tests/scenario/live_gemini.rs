@@ -402,9 +402,103 @@ async fn docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused
     tally("docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused");
 }
 
+/// `patch-candidate run --live --agent gemini` end to end (runc): a verified candidate from the
+/// real Gemini CLI, the key only in `x-goog-api-key`, the CLI's gateway count the upstream's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_cli_run_live_gemini_produces_a_verified_candidate() {
+    let Some(docker) = docker().await else { return };
+    cli_round_trip(&docker, None).await;
+    tally("docker_cli_run_live_gemini_produces_a_verified_candidate");
+}
+
+/// The same `run --live --agent gemini` with `--runtime runsc`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_cli_run_live_gemini_runsc_produces_a_verified_candidate() {
+    let Some(docker) = crate::runtimes::docker_for("runsc").await else {
+        return;
+    };
+    cli_round_trip(&docker, Some("runsc")).await;
+    tally("docker_cli_run_live_gemini_runsc_produces_a_verified_candidate");
+}
+
+async fn cli_round_trip(docker: &container::BollardRuntime, runtime: Option<&'static str>) {
+    let _guard = docker_lock().lock().await;
+    let upstream = ScriptedUpstream::start([
+        gemini::function_call(
+            "replace",
+            &json!({"file_path": "app/service.py", "old_string": "return 1",
+                    "new_string": "return 2", "instruction": "return 2"}),
+            DEFAULT_USAGE,
+        ),
+        gemini::function_call(
+            "write_file",
+            &json!({"file_path": "app/new.py", "content": "VALUE = 1\n"}),
+            DEFAULT_USAGE,
+        ),
+        gemini::text("Done.", DEFAULT_USAGE),
+    ])
+    .await
+    .unwrap();
+    let turn = crate::cli_live::CliLiveTurn {
+        agent: "gemini",
+        model: MODEL,
+        image: TEST_GEMINI_IMAGE,
+        image_id: gemini_image(),
+        key: KEY,
+    };
+    let doc = crate::cli_live::run_live_cli(docker, &turn, &upstream, runtime).await;
+    let requests = upstream.requests();
+    assert_eq!(requests.len(), 3);
+    assert_key_only_upstream(&upstream);
+    // Each answer's last usageMetadata, summed: the gateway's own count.
+    assert_eq!(doc["gateway"]["gateway"]["requests"], 3);
+    assert_eq!(
+        doc["gateway"]["gateway"]["total_tokens"],
+        3 * DEFAULT_USAGE.total
+    );
+}
+
+/// A shell command writing outside the workspace (and into a granted file): the runner's policy
+/// refuses Gemini's `run_shell_command` permission request (kind `execute`), nothing runs, and
+/// with nothing written the proposal is empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_gemini_a_shell_write_outside_the_workspace_is_refused() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let upstream = ScriptedUpstream::start([
+        gemini::function_call(
+            "run_shell_command",
+            &json!({"command": "echo owned > /tmp/outside && echo owned > app/service.py",
+                    "description": "write outside"}),
+            DEFAULT_USAGE,
+        ),
+        gemini::text("Done.", DEFAULT_USAGE),
+    ])
+    .await
+    .unwrap();
+    upstream.set_fallback(gemini::text("Done.", DEFAULT_USAGE));
+    let run = gemini_pipeline(
+        &docker,
+        &upstream,
+        GatewayConfig::for_model(MODEL),
+        180,
+        None,
+    )
+    .await;
+    assert_refused_and_empty(&run, 1);
+    assert!(
+        upstream.requests().len() >= 2,
+        "the turn ended at the refusal"
+    );
+    assert_key_only_upstream(&upstream);
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_gemini_a_shell_write_outside_the_workspace_is_refused");
+}
+
 /// A stream that opens and goes silent, end to end: the wall budget sends STOP, the runner halts
 /// Gemini mid-request and harvests the edit made before the stall, and the worker's candidate
-/// holds it.
+/// holds it. During the stall the running container (every process's environment and command
+/// line, every file) holds no trace of the key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget() {
     let Some(docker) = docker().await else { return };
@@ -421,15 +515,19 @@ async fn docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget() {
     .await
     .unwrap();
     let started = std::time::Instant::now();
-    let run = gemini_pipeline(
-        &docker,
-        &upstream,
-        GatewayConfig::for_model(MODEL),
-        30,
-        None,
-    )
-    .await;
+    // While the stream stalls, the running container is searched for the key from outside.
+    let (run, found) = tokio::join!(
+        gemini_pipeline(
+            &docker,
+            &upstream,
+            GatewayConfig::for_model(MODEL),
+            45,
+            None,
+        ),
+        search_container_for_key(&docker, || upstream.requests().len() >= 2, KEY)
+    );
     let elapsed = started.elapsed();
+    assert!(found.is_empty(), "the key was found inside: {found:?}");
     let log = log_of(&run).expect("a stopped turn still has its live log");
     assert!(log.stopped, "STOP was not sent");
     assert!(
@@ -453,6 +551,94 @@ async fn docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget() {
     assert_key_only_upstream(&upstream);
     assert_no_turn_containers(&docker).await;
     tally("docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget");
+}
+
+/// A turn whose only writes were refused: exactly `refusals` permission refusals, and (Claude
+/// Code and Gemini survive a refused permission: the refusal goes back to the model as a failed
+/// tool call and the turn goes on) an unchanged workspace, so the proposal is empty.
+pub(crate) fn assert_refused_and_empty(run: &Run, refusals: usize) {
+    match &run.outcome {
+        Ok(o) => panic!(
+            "a turn with only refused actions produced a candidate: {:?}",
+            o.candidate
+                .changed_files()
+                .iter()
+                .map(|f| f.path().as_str().to_owned())
+                .collect::<Vec<_>>()
+        ),
+        Err(TurnError::TurnNotCompleted { status }) => assert_eq!(*status, "empty"),
+        Err(e) => panic!("unexpected turn error {}", e.code()),
+    }
+    let refused = run
+        .notes
+        .iter()
+        .filter(|n| {
+            matches!(n, LiveNote::AgentEvent(e)
+                if e["event"] == "permission" && e["decision"] == "refused")
+        })
+        .count();
+    assert_eq!(refused, refusals, "{:?}", run.notes);
+}
+
+/// Searches the running live container from outside while its model stream stalls (once
+/// `stalled()` holds): `docker exec` as the container's user runs the image's busybox over the
+/// environment and command line of every process in the container and every file outside
+/// `/proc`, `/sys` and `/dev`. It looks for `key` as a pattern that matches the key without
+/// containing it (so the search's own command line cannot match) and, as a control that the
+/// search sees what it should, for the runner's `HOME` in the processes' environments and for
+/// the repository's `def answer` in the workspace. Returns what the key search found (one path
+/// per line; empty when the key is absent); panics when the control finds nothing.
+pub(crate) async fn search_container_for_key(
+    docker: &container::BollardRuntime,
+    stalled: impl Fn() -> bool,
+    key: &str,
+) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while !stalled() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the model stream never stalled"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let turns = own_turns(docker).await.unwrap();
+    assert_eq!(turns.len(), 1, "one live turn container expected");
+    let id = turns[0].id.clone();
+    let mut chars: Vec<char> = key.chars().collect();
+    let last = chars.pop().unwrap();
+    assert!(last.is_ascii_alphanumeric());
+    let pattern = format!("{}[{last}]", chars.into_iter().collect::<String>());
+    let script = format!(
+        "search() {{ for d in /*; do case \"$d\" in /proc|/sys|/dev) ;; \
+           *) grep -rlE -e \"$1\" \"$d\" 2>/dev/null ;; esac; done; \
+           grep -lE -e \"$1\" /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null; }}; \
+         search '{pattern}'; echo control; search 'HOME=/home/sandbo[x]|def answe[r]'; echo done"
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("docker")
+            .args(["exec", &id, "/bin/busybox", "sh", "-c", &script])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (found, control) = stdout
+        .split_once("control\n")
+        .unwrap_or_else(|| panic!("the search did not run: {stdout:?}"));
+    let control: Vec<&str> = control.lines().collect();
+    assert_eq!(control.last(), Some(&"done"), "{stdout:?}");
+    assert!(
+        control
+            .iter()
+            .any(|l| l.starts_with("/proc/") && l.ends_with("/environ")),
+        "the control found no process environment: {control:?}"
+    );
+    assert!(
+        control.iter().any(|l| l.starts_with("/workspace/")),
+        "the control found no workspace file: {control:?}"
+    );
+    found.lines().map(str::to_owned).collect()
 }
 
 /// The candidate of the edit-and-create turn: `app/new.py` created, `app/service.py` updated to
