@@ -59,10 +59,41 @@ const TURN_SECCOMP_OPT: &str = concat!(
     "/../worker/container/seccomp/turn.json"
 );
 
-/// The turn's create flags as `docker run` arguments (the live turn uses the offline spec).
+/// The runsc turn profile (`turn-runsc.json`: `clone3` allowed, gVisor ignores `errnoRet`).
+const TURN_RUNSC_SECCOMP_OPT: &str = concat!(
+    "seccomp=",
+    env!("CARGO_MANIFEST_DIR"),
+    "/../worker/container/seccomp/turn-runsc.json"
+);
+
+/// The turn's create flags as `docker run` arguments (the live turn uses the offline spec),
+/// under runc: [`TURN_SECCOMP_OPT`] and 64 pids; under runsc the runtime, its own profile and
+/// its pids limit (the Sentry's host threads count: 64 ends the sandbox before the agent runs).
+fn hardened(runtime: Option<&str>) -> Vec<&'static str> {
+    assert_eq!(
+        (container::RUNC_PIDS_LIMIT, container::RUNSC_PIDS_LIMIT),
+        (64, 256),
+        "the harness's pids limits follow the worker's"
+    );
+    let mut args = match runtime {
+        Some("runsc") => vec![
+            "--runtime",
+            "runsc",
+            "--security-opt",
+            TURN_RUNSC_SECCOMP_OPT,
+            "--pids-limit",
+            "256",
+        ],
+        None => vec!["--security-opt", TURN_SECCOMP_OPT, "--pids-limit", "64"],
+        Some(other) => panic!("no test profile for runtime {other}"),
+    };
+    args.extend_from_slice(HARDENED);
+    args
+}
+
+/// The create flags shared by both runtimes (the seccomp profile and pids limit come from
+/// [`hardened`]).
 const HARDENED: &[&str] = &[
-    "--security-opt",
-    TURN_SECCOMP_OPT,
     "--shm-size",
     "1m",
     "--init",
@@ -75,8 +106,6 @@ const HARDENED: &[&str] = &[
     "ALL",
     "--security-opt",
     "no-new-privileges",
-    "--pids-limit",
-    "64",
     "--memory",
     "768m",
     "--memory-swap",
@@ -273,15 +302,23 @@ pub fn live_request(
 #[derive(Clone, Debug)]
 pub struct Harness {
     pub script: Vec<Step>,
+    /// The container runtime (`None`: the daemon's default, runc).
+    pub runtime: Option<&'static str>,
     /// Send STOP this long after a stall began.
     pub stop_after: Duration,
     pub deadline: Duration,
 }
 
 impl Harness {
+    /// The same harness under `runtime`.
+    pub fn under(self, runtime: Option<&'static str>) -> Self {
+        Self { runtime, ..self }
+    }
+
     pub fn new(script: Vec<Step>) -> Self {
         Self {
             script,
+            runtime: None,
             stop_after: Duration::from_secs(3),
             deadline: Duration::from_secs(120),
         }
@@ -320,7 +357,7 @@ pub fn run_live(request: &[u8], harness: &Harness) -> LiveRun {
     let started = Instant::now();
     let mut child: Child = Command::new("docker")
         .args(["run", "-i", "--rm", "--name", &name])
-        .args(HARDENED)
+        .args(hardened(harness.runtime))
         .arg(&image)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -498,12 +535,43 @@ fn docker_live_container_edits_an_approved_file_and_creates_a_granted_one() {
         return;
     }
     let _lock = docker_lock().blocking_lock();
+    assert_edits_and_creates(None);
+    tally("docker_live_container_edits_an_approved_file_and_creates_a_granted_one");
+}
+
+/// The same Codex cases under runsc (gVisor, the runsc turn profile): an edit and a granted
+/// create, an ungranted create, an edit of a read-only file and a shell write outside the
+/// workspace refused, a stalled turn stopped and harvested.
+#[test]
+fn docker_live_container_runsc_codex_cases() {
+    if !docker_ready() {
+        return;
+    }
+    let runsc = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(crate::runtimes::docker_for("runsc"));
+    if runsc.is_none() {
+        return;
+    }
+    let _lock = docker_lock().blocking_lock();
+    let runtime = Some("runsc");
+    assert_edits_and_creates(runtime);
+    for call in refused_calls() {
+        assert_refused_under(call, runtime);
+    }
+    assert_stops_and_harvests(runtime);
+    tally("docker_live_container_runsc_codex_cases");
+}
+
+/// An edit of an approved file and a granted create under `runtime`: a completed proposal with
+/// both, two Responses requests without a credential, one permission allowed.
+fn assert_edits_and_creates(runtime: Option<&'static str>) {
     let request = live_request(
         &files(),
         &[("docs/readme.md", "read me\n")],
         &["src/new.txt"],
     );
-    let run = run_live(&request, &Harness::new(edit_and_create()));
+    let run = run_live(&request, &Harness::new(edit_and_create()).under(runtime));
     assert_eq!(run.exit, Some(0), "stderr: {}", run.stderr);
     assert_eq!(
         run.status(),
@@ -548,14 +616,21 @@ fn docker_live_container_edits_an_approved_file_and_creates_a_granted_one() {
                 .as_array()
                 .is_some_and(|f| f.contains(&json!("src/a.txt")))
     }));
-    tally("docker_live_container_edits_an_approved_file_and_creates_a_granted_one");
 }
 
 /// One refused action: the policy rejects the permission, Codex aborts its turn, the runner
 /// reports `rejected_scope` with `PROOF_WORKER_PERMISSION_REFUSED` and harvests nothing.
 fn assert_refused(call: Value) {
+    assert_refused_under(call, None);
+}
+
+/// [`assert_refused`] under `runtime`.
+fn assert_refused_under(call: Value, runtime: Option<&'static str>) {
     let request = live_request(&files(), &[("docs/readme.md", "read me\n")], &[]);
-    let run = run_live(&request, &Harness::new(vec![Step::Items(vec![call])]));
+    let run = run_live(
+        &request,
+        &Harness::new(vec![Step::Items(vec![call])]).under(runtime),
+    );
     assert_eq!(run.exit, Some(0), "stderr: {}", run.stderr);
     let doc = run.document();
     assert_eq!(run.status(), ProposalStatus::RejectedScope, "{doc}");
@@ -573,16 +648,29 @@ fn assert_refused(call: Value) {
     assert_eq!(run.requests.len(), 1);
 }
 
+/// The actions the runner's policy refuses: an ungranted create, an edit of a read-only file, a
+/// shell command writing outside the workspace.
+fn refused_calls() -> Vec<Value> {
+    vec![
+        apply_patch(
+            "call-1",
+            "*** Begin Patch\n*** Add File: src/other.txt\n+nope\n*** End Patch",
+        ),
+        apply_patch(
+            "call-1",
+            "*** Begin Patch\n*** Update File: docs/readme.md\n@@\n-read me\n+changed\n*** End Patch",
+        ),
+        exec_command("call-1", "echo x > /tmp/outside.txt"),
+    ]
+}
+
 #[test]
 fn docker_live_container_refuses_an_ungranted_create() {
     if !docker_ready() {
         return;
     }
     let _lock = docker_lock().blocking_lock();
-    assert_refused(apply_patch(
-        "call-1",
-        "*** Begin Patch\n*** Add File: src/other.txt\n+nope\n*** End Patch",
-    ));
+    assert_refused(refused_calls().swap_remove(0));
     tally("docker_live_container_refuses_an_ungranted_create");
 }
 
@@ -592,10 +680,7 @@ fn docker_live_container_refuses_an_edit_of_a_read_only_file() {
         return;
     }
     let _lock = docker_lock().blocking_lock();
-    assert_refused(apply_patch(
-        "call-1",
-        "*** Begin Patch\n*** Update File: docs/readme.md\n@@\n-read me\n+changed\n*** End Patch",
-    ));
+    assert_refused(refused_calls().swap_remove(1));
     tally("docker_live_container_refuses_an_edit_of_a_read_only_file");
 }
 
@@ -605,7 +690,7 @@ fn docker_live_container_refuses_a_shell_command_writing_outside_the_workspace()
         return;
     }
     let _lock = docker_lock().blocking_lock();
-    assert_refused(exec_command("call-1", "echo x > /tmp/outside.txt"));
+    assert_refused(refused_calls().swap_remove(2));
     tally("docker_live_container_refuses_a_shell_command_writing_outside_the_workspace");
 }
 
@@ -615,11 +700,17 @@ fn docker_live_container_stops_a_stalled_turn_and_harvests() {
         return;
     }
     let _lock = docker_lock().blocking_lock();
+    assert_stops_and_harvests(None);
+    tally("docker_live_container_stops_a_stalled_turn_and_harvests");
+}
+
+/// A stall after the first edit under `runtime`: STOP halts the agent, the edit is harvested.
+fn assert_stops_and_harvests(runtime: Option<&'static str>) {
     let request = live_request(&files(), &[], &["src/new.txt"]);
     let mut script = edit_and_create();
     script.truncate(1);
     script.push(Step::Stall);
-    let run = run_live(&request, &Harness::new(script));
+    let run = run_live(&request, &Harness::new(script).under(runtime));
     assert_eq!(run.exit, Some(0), "stderr: {}", run.stderr);
     // STOP halts the agent mid-turn; the edit made before the stall is harvested.
     assert_eq!(
@@ -640,7 +731,6 @@ fn docker_live_container_stops_a_stalled_turn_and_harvests() {
         "{summaries:?}"
     );
     assert_eq!(run.archive().len(), 3);
-    tally("docker_live_container_stops_a_stalled_turn_and_harvests");
 }
 
 #[test]
@@ -655,7 +745,7 @@ fn docker_live_container_ends_without_a_result_on_a_protocol_violation() {
     input.extend(Frame::Open(ChannelId::try_from(1).unwrap()).to_bytes());
     let out = Command::new("docker")
         .args(["run", "-i", "--rm"])
-        .args(HARDENED)
+        .args(hardened(None))
         .arg(&image)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
