@@ -6,7 +6,8 @@
 #
 # A Docker case is a test whose name (last path component) starts with `docker_`, in any unit or
 # integration test binary of any workspace crate. Names are unique across the workspace; each case
-# appends its name to $PATCH_CANDIDATE_DOCKER_TALLY once it has run to completion.
+# appends its name to $PATCH_CANDIDATE_DOCKER_TALLY once it has run to completion. Under
+# test-all.sh the cases already ran in its `cargo test`: the job checks that run's tally.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -19,10 +20,20 @@ cargo test --release --locked "${targets[@]}" --no-run
 bash images/build.sh --bin-dir target/x86_64-unknown-linux-gnu/release >/dev/null
 
 export PATCH_CANDIDATE_REQUIRE_DOCKER=1
-tally="$(mktemp)"
 listing="$(mktemp)"
-trap 'rm -f "$tally" "$listing"' EXIT
-export PATCH_CANDIDATE_DOCKER_TALLY="$tally"
+# After test-all.sh's `cargo test` (which ran every case with Docker required and its own tally,
+# PATCH_CANDIDATE_DOCKER_TALLY_DONE=1) the job checks that run's tally instead of running every
+# Docker case a second time; run on its own, it runs them here into a fresh tally.
+if [ "${PATCH_CANDIDATE_DOCKER_TALLY_DONE:-}" = 1 ] && [ -s "${PATCH_CANDIDATE_DOCKER_TALLY:-}" ]; then
+  tally="$PATCH_CANDIDATE_DOCKER_TALLY"
+  rerun=0
+  trap 'rm -f "$listing"' EXIT
+else
+  tally="$(mktemp)"
+  rerun=1
+  trap 'rm -f "$tally" "$listing"' EXIT
+  export PATCH_CANDIDATE_DOCKER_TALLY="$tally"
+fi
 
 # The expected cases: every test named docker_* in every test binary (`--list` runs nothing).
 cargo test --release --locked "${targets[@]}" -- --list >"$listing"
@@ -39,7 +50,9 @@ if [ -n "$duplicates" ]; then
   exit 1
 fi
 
-cargo test --release --locked "${targets[@]}" -- docker_
+if [ "$rerun" = 1 ]; then
+  cargo test --release --locked "${targets[@]}" -- docker_
+fi
 
 ran="$(sort -u "$tally")"
 ran_count="$(printf '%s\n' "$ran" | grep -c . || true)"
