@@ -85,7 +85,6 @@ pub(crate) async fn run_live_cli(
     let url = upstream.base_url();
     let repo_path = repo.path().to_path_buf();
     let state_path = state.path().to_path_buf();
-    let approval_file = approval_path.clone();
     let args: Vec<String> = [
         "--json",
         "run",
@@ -122,7 +121,7 @@ pub(crate) async fn run_live_cli(
             .arg("--repo")
             .arg(&repo_path)
             .arg("--approval")
-            .arg(&approval_file)
+            .arg(&approval_path)
             .output()
             .unwrap()
     })

@@ -257,17 +257,8 @@ async fn edits_and_creates(docker: &container::BollardRuntime, runtime: Option<&
         DEFAULT_USAGE,
     ];
     let upstream = ScriptedUpstream::start([
-        gemini::function_call(
-            "replace",
-            &json!({"file_path": "app/service.py", "old_string": "return 1",
-                    "new_string": "return 2", "instruction": "return 2"}),
-            usages[0],
-        ),
-        gemini::function_call(
-            "write_file",
-            &json!({"file_path": "app/new.py", "content": "X = 1\n"}),
-            usages[1],
-        ),
+        edit_service(usages[0]),
+        create_new_py("X = 1\n", usages[1]),
         gemini::text("Changed answer and added app/new.py.", usages[2]),
     ])
     .await
@@ -424,17 +415,8 @@ async fn docker_cli_run_live_gemini_runsc_produces_a_verified_candidate() {
 async fn cli_round_trip(docker: &container::BollardRuntime, runtime: Option<&'static str>) {
     let _guard = docker_lock().lock().await;
     let upstream = ScriptedUpstream::start([
-        gemini::function_call(
-            "replace",
-            &json!({"file_path": "app/service.py", "old_string": "return 1",
-                    "new_string": "return 2", "instruction": "return 2"}),
-            DEFAULT_USAGE,
-        ),
-        gemini::function_call(
-            "write_file",
-            &json!({"file_path": "app/new.py", "content": "VALUE = 1\n"}),
-            DEFAULT_USAGE,
-        ),
+        edit_service(DEFAULT_USAGE),
+        create_new_py("VALUE = 1\n", DEFAULT_USAGE),
         gemini::text("Done.", DEFAULT_USAGE),
     ])
     .await
@@ -504,12 +486,7 @@ async fn docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget() {
     let Some(docker) = docker().await else { return };
     let _guard = docker_lock().lock().await;
     let upstream = ScriptedUpstream::start([
-        gemini::function_call(
-            "replace",
-            &json!({"file_path": "app/service.py", "old_string": "return 1",
-                    "new_string": "return 2", "instruction": "return 2"}),
-            DEFAULT_USAGE,
-        ),
+        edit_service(DEFAULT_USAGE),
         gateway::testkit::Reply::Stall(Vec::new()),
     ])
     .await
@@ -639,6 +616,25 @@ pub(crate) async fn search_container_for_key(
         "the control found no workspace file: {control:?}"
     );
     found.lines().map(str::to_owned).collect()
+}
+
+/// Gemini's `replace` of `return 1` by `return 2` in `app/service.py`, answered with `usage`.
+fn edit_service(usage: Usage) -> gateway::testkit::Reply {
+    gemini::function_call(
+        "replace",
+        &json!({"file_path": "app/service.py", "old_string": "return 1",
+                "new_string": "return 2", "instruction": "return 2"}),
+        usage,
+    )
+}
+
+/// Gemini's `write_file` creating the granted `app/new.py` with `content`.
+fn create_new_py(content: &str, usage: Usage) -> gateway::testkit::Reply {
+    gemini::function_call(
+        "write_file",
+        &json!({"file_path": "app/new.py", "content": content}),
+        usage,
+    )
 }
 
 /// The candidate of the edit-and-create turn: `app/new.py` created, `app/service.py` updated to
