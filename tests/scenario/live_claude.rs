@@ -20,8 +20,8 @@ use snapshot::FileOp;
 use turn::{Agent, LiveNote};
 
 use crate::live_gemini::{
-    LiveAgentUnderTest, Run, agent_pipeline, assert_edited_and_created, assert_refused_and_empty,
-    build_live_image, log_of, search_container_for_key,
+    LiveAgentUnderTest, Run, agent_pipeline, agent_pipeline_with, assert_edited_and_created,
+    assert_refused_and_empty, build_live_image, log_of, search_container_for_key,
 };
 use crate::support::*;
 
@@ -376,6 +376,110 @@ async fn docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget() {
     assert_key_only_upstream(&upstream);
     assert_no_turn_containers(&docker).await;
     tally("docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget");
+}
+
+/// Claude Code's `count_tokens` side call, end to end. Claude Code's `Read` asks the API for a
+/// file's exact token count when its own estimate is large: here the model reads a 48 KB
+/// `docs/big.md`, Claude Code sends `POST /v1/messages/count_tokens?beta=true` with the file's
+/// text, the gateway forwards it (model checked in the body, key in `x-api-key`, charged to the
+/// request budgets and to no token count), the read's result goes back to the model, and the
+/// turn goes on to an edit that verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_claude_a_count_tokens_side_call_is_forwarded_and_not_counted() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let big: String = (0..1600)
+        .map(|i| format!("line {i:04} of the long read-me\n"))
+        .collect();
+    assert!(big.len() > 45_000);
+    let upstream = claude_upstream(vec![
+        anthropic::tool_use(
+            MODEL,
+            "Read",
+            &json!({"file_path": "{workdir}/docs/big.md"}),
+            USAGES[0],
+        ),
+        anthropic::tool_use(
+            MODEL,
+            "Read",
+            &json!({"file_path": "{workdir}/app/service.py"}),
+            USAGES[1],
+        ),
+        anthropic::tool_use(
+            MODEL,
+            "Edit",
+            &json!({"file_path": "{workdir}/app/service.py", "old_string": "return 1",
+                    "new_string": "return 2"}),
+            USAGES[2],
+        ),
+    ])
+    .await;
+    let agent = LiveAgentUnderTest {
+        agent: Agent::Claude,
+        image: TEST_CLAUDE_IMAGE,
+        image_id: claude_image(),
+        model: MODEL,
+        key: KEY,
+    };
+    let run = agent_pipeline_with(
+        &docker,
+        &agent,
+        &upstream,
+        GatewayConfig::for_model(MODEL),
+        240,
+        None,
+        &[("docs/big.md", &big)],
+    )
+    .await;
+    let log = log_of(&run);
+    let outcome = match run.outcome {
+        Ok(o) => o,
+        Err(e) => panic!("turn failed: {e} (notes {:?})", run.notes),
+    };
+    assert_key_only_upstream(&upstream);
+    let requests = upstream.requests();
+    let counts: Vec<&RecordedRequest> = requests
+        .iter()
+        .filter(|r| r.target == "/v1/messages/count_tokens?beta=true")
+        .collect();
+    assert!(!counts.is_empty(), "no count_tokens side call");
+    assert!(
+        counts.iter().any(|r| {
+            String::from_utf8_lossy(&r.body).contains("line 1599 of the long read-me")
+        }),
+        "no side call carried the file's text"
+    );
+    for r in &counts {
+        assert_eq!(r.json().unwrap()["model"], MODEL);
+    }
+    // The read's result reached the model after the count.
+    let sent = messages(&upstream);
+    assert_eq!(sent.len(), 4, "one Messages request per scripted answer");
+    assert!(String::from_utf8_lossy(&sent[1].body).contains("line 1599 of the long read-me"));
+    let log = log.expect("live log");
+    assert_eq!(log.gateway.requests as usize, requests.len());
+    assert_eq!(log.gateway.forwarded as usize, requests.len());
+    assert_eq!(log.gateway.refused, 0);
+    // Tokens are the Messages answers' only (title requests included): a count spends none.
+    let titles = requests
+        .iter()
+        .filter(|r| anthropic::is_title_request(r))
+        .count() as u64;
+    let input = USAGES.iter().map(|u| u.input).sum::<u64>() + titles * TITLE_USAGE.input;
+    let output = USAGES.iter().map(|u| u.output).sum::<u64>() + titles * TITLE_USAGE.output;
+    assert_eq!(log.gateway.input_tokens, input);
+    assert_eq!(log.gateway.output_tokens, output);
+    assert_eq!(log.gateway.usage_missing, 0);
+    let ops: Vec<(String, FileOp)> = outcome
+        .candidate
+        .changed_files()
+        .iter()
+        .map(|f| (f.path().as_str().to_owned(), f.op()))
+        .collect();
+    assert_eq!(ops, vec![("app/service.py".to_owned(), FileOp::Update)]);
+    finalizer::verify_against_repository(&outcome.candidate, run.repo.path()).unwrap();
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_claude_a_count_tokens_side_call_is_forwarded_and_not_counted");
 }
 
 /// `patch-candidate run --live --agent claude` end to end (runc): a verified candidate from the

@@ -125,10 +125,24 @@ pub(crate) async fn agent_pipeline(
     wall: u64,
     runtime: Option<&str>,
 ) -> Run {
-    let files = BTreeMap::from([
+    agent_pipeline_with(docker, agent, upstream, gateway_config, wall, runtime, &[]).await
+}
+
+/// As [`agent_pipeline`], with `extra` files (path, content) in the repository too.
+pub(crate) async fn agent_pipeline_with(
+    docker: &container::BollardRuntime,
+    agent: &LiveAgentUnderTest,
+    upstream: &ScriptedUpstream,
+    gateway_config: GatewayConfig,
+    wall: u64,
+    runtime: Option<&str>,
+    extra: &[(&'static str, &str)],
+) -> Run {
+    let mut files = BTreeMap::from([
         ("app/service.py", "def answer():\n    return 1\n".to_owned()),
         ("docs/readme.md", "read me\n".to_owned()),
     ]);
+    files.extend(extra.iter().map(|(p, c)| (*p, (*c).to_owned())));
     let (repo, commit) = git_repo(&files);
     let context = approval(
         repo.path(),
@@ -475,6 +489,123 @@ async fn docker_live_gemini_a_shell_write_outside_the_workspace_is_refused() {
     assert_key_only_upstream(&upstream);
     assert_no_turn_containers(&docker).await;
     tally("docker_live_gemini_a_shell_write_outside_the_workspace_is_refused");
+}
+
+/// Gemini's `:countTokens` side call, end to end. Gemini counts a request's tokens upstream only
+/// when it carries media: here the model reads `docs/pixel.png` (a text file, but an image by its
+/// name, so Gemini's `read_file` hands it back as `inlineData`), Gemini asks the gateway's
+/// `countTokens` route before sending the tool result, the gateway forwards it (model checked in
+/// the path, key in Gemini's header, charged to the request budgets and to no token count), and
+/// the turn goes on to an edit that verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_gemini_a_count_tokens_side_call_is_forwarded_and_not_counted() {
+    let Some(docker) = docker().await else { return };
+    let _guard = docker_lock().lock().await;
+    let usages = [
+        Usage {
+            input: 700,
+            output: 20,
+            total: 720,
+        },
+        Usage {
+            input: 900,
+            output: 30,
+            total: 930,
+        },
+        DEFAULT_USAGE,
+    ];
+    let upstream = ScriptedUpstream::start([
+        gemini::function_call(
+            "read_file",
+            &json!({"file_path": "docs/pixel.png"}),
+            usages[0],
+        ),
+        edit_service(usages[1]),
+        gemini::text("Read the image and changed answer.", usages[2]),
+    ])
+    .await
+    .unwrap();
+    upstream.set_responder(|r| {
+        r.target
+            .contains(":countTokens")
+            .then(|| gateway::testkit::Reply::Status {
+                status: 200,
+                body: json!({"totalTokens": 321}).to_string(),
+            })
+    });
+    let agent = LiveAgentUnderTest {
+        agent: Agent::Gemini,
+        image: TEST_GEMINI_IMAGE,
+        image_id: gemini_image(),
+        model: MODEL,
+        key: KEY,
+    };
+    let run = agent_pipeline_with(
+        &docker,
+        &agent,
+        &upstream,
+        GatewayConfig::for_model(MODEL),
+        180,
+        None,
+        &[("docs/pixel.png", "pixels\n")],
+    )
+    .await;
+    let log = log_of(&run);
+    let outcome = match run.outcome {
+        Ok(o) => o,
+        Err(e) => panic!(
+            "turn failed: {} (requests {:?})",
+            e.code(),
+            upstream
+                .requests()
+                .iter()
+                .map(|r| r.target.clone())
+                .collect::<Vec<_>>()
+        ),
+    };
+    let requests = upstream.requests();
+    let targets: Vec<&str> = requests.iter().map(|r| r.target.as_str()).collect();
+    let stream = format!("/v1/models/{MODEL}:streamGenerateContent?alt=sse");
+    let count = format!("/v1/models/{MODEL}:countTokens");
+    assert_eq!(
+        targets,
+        vec![
+            stream.as_str(),
+            count.as_str(),
+            stream.as_str(),
+            stream.as_str()
+        ],
+        "the side call comes between the image read and the tool result"
+    );
+    for r in &requests {
+        assert_eq!(r.method, "POST");
+        assert_eq!(r.header("x-goog-api-key"), Some(KEY));
+        assert_eq!(r.header("authorization"), None);
+        assert!(!String::from_utf8_lossy(&r.body).contains(KEY));
+    }
+    // The side call carried the image Gemini read, as inline data.
+    let counted = String::from_utf8_lossy(&requests[1].body).into_owned();
+    assert!(counted.contains("inlineData"), "no media in the side call");
+    let log = log.expect("live log");
+    assert_eq!(log.gateway.requests, 4);
+    assert_eq!(log.gateway.forwarded, 4);
+    assert_eq!(log.gateway.refused, 0);
+    // Tokens are the three streamed answers' only: a token count spends none.
+    let sum = |f: fn(&Usage) -> u64| usages.iter().map(f).sum::<u64>();
+    assert_eq!(log.gateway.input_tokens, sum(|u| u.input));
+    assert_eq!(log.gateway.output_tokens, sum(|u| u.output));
+    assert_eq!(log.gateway.total_tokens, sum(|u| u.total));
+    assert_eq!(log.gateway.usage_missing, 0);
+    let ops: Vec<(String, FileOp)> = outcome
+        .candidate
+        .changed_files()
+        .iter()
+        .map(|f| (f.path().as_str().to_owned(), f.op()))
+        .collect();
+    assert_eq!(ops, vec![("app/service.py".to_owned(), FileOp::Update)]);
+    finalizer::verify_against_repository(&outcome.candidate, run.repo.path()).unwrap();
+    assert_no_turn_containers(&docker).await;
+    tally("docker_live_gemini_a_count_tokens_side_call_is_forwarded_and_not_counted");
 }
 
 /// A stream that opens and goes silent, end to end: the wall budget sends STOP, the runner halts

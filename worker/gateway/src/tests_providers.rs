@@ -620,6 +620,21 @@ async fn the_gemini_model_in_the_path_is_parsed_strictly_and_allow_listed() {
     .await;
     assert_eq!(e, GatewayError::Model);
     assert_eq!(body["error"]["status"], "PERMISSION_DENIED");
+    // The side calls name their model in the path too, and it is checked the same way.
+    for action in ["generateContent", "countTokens"] {
+        let (e, body) = refused_by(
+            &turn,
+            &upstream,
+            &post(
+                &format!("/v1beta/models/gemini-2.5-pro:{action}"),
+                &gemini_body(&json!([])),
+                "",
+            ),
+        )
+        .await;
+        assert_eq!(e, GatewayError::Model, "{action}");
+        assert_eq!(body["error"]["status"], "PERMISSION_DENIED");
+    }
 }
 
 #[tokio::test]
