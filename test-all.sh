@@ -22,10 +22,18 @@ trap 'exit 130' INT TERM
 postgres_start
 export PATCH_CANDIDATE_REQUIRE_POSTGRES=1
 
+# Runs a step and says how long it took.
+timed() {
+  local t0
+  t0=$(date +%s)
+  "$@"
+  echo "test-all: '$*' took $(( $(date +%s) - t0 )) s" >&2
+}
+
 for step in infra/ci/pre.d/*.sh; do
   [ -e "$step" ] || continue
   echo "== $step" >&2
-  bash "$step"
+  timed bash "$step"
 done
 
 # Every Docker case appends its name to this tally once it has run to completion; the isolation
@@ -35,11 +43,11 @@ PATCH_CANDIDATE_DOCKER_TALLY="$(mktemp)"
 export PATCH_CANDIDATE_DOCKER_TALLY
 trap 'postgres_stop; rm -f "$PATCH_CANDIDATE_DOCKER_TALLY"' EXIT
 
-cargo test --workspace --release --locked
+timed cargo test --workspace --release --locked
 export PATCH_CANDIDATE_DOCKER_TALLY_DONE=1
 
 for step in infra/ci/post.d/*.sh; do
   [ -e "$step" ] || continue
   echo "== $step" >&2
-  bash "$step"
+  timed bash "$step"
 done
