@@ -22,6 +22,11 @@ trap 'exit 130' INT TERM
 postgres_start
 export PATCH_CANDIDATE_REQUIRE_POSTGRES=1
 
+# The image and CLI builds before and after `cargo test` use its unit graph (`--tests`: the
+# dev-dependency features unified), so the workspace and its dependencies compile once, not once
+# for the binaries and again for the tests (images/build.sh, infra/ci/post.d/*.sh).
+export PATCH_CANDIDATE_CARGO_WITH_TESTS=1
+
 # Runs a step and says how long it took.
 timed() {
   local t0

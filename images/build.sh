@@ -7,6 +7,9 @@
 #                                   CARGO_TARGET_DIR, relative or absolute, is honoured)
 #   images/build.sh --bin-dir DIR   use already built static binaries from DIR (no cargo)
 #   images/build.sh --no-cache      rebuild without the daemon's build cache (reproducibility check)
+#   PATCH_CANDIDATE_CARGO_WITH_TESTS=1 images/build.sh ...
+#                                   the cargo build of the test run (test-all.sh): workspace-wide,
+#                                   with --tests, so `cargo test` after it compiles nothing again
 #   images/build.sh --live          build the live image instead (images/live/): the runner, the
 #                                   codex-acp agent from the pinned npm tarball (images/live/
 #                                   codex-acp.pin, SHA-256 checked, cached outside the repository in
@@ -96,14 +99,23 @@ else
   CARGO_SCOPE=(--workspace)
   WANTED=(turn-runner fake-agent hostile-entry)
 fi
+# PATCH_CANDIDATE_CARGO_WITH_TESTS=1 (test-all.sh sets it): build in the test run's unit graph
+# (the whole workspace with `--tests`, so dev-dependency features are unified as `cargo test`
+# unifies them) and the test run compiles nothing a second time. Without it the binaries are
+# what a user's build makes.
+CARGO_EXTRA=()
+if [ "${PATCH_CANDIDATE_CARGO_WITH_TESTS:-}" = 1 ]; then
+  CARGO_SCOPE=(--workspace)
+  CARGO_EXTRA=(--tests)
+fi
 
 if [ -z "$BIN_DIR" ]; then
-  echo "build.sh: cargo build --release ${CARGO_SCOPE[*]} --bins" >&2
+  echo "build.sh: cargo build --release ${CARGO_SCOPE[*]} --bins ${CARGO_EXTRA[*]}" >&2
   # Cargo reports where it put every binary (its artifact messages; rendered diagnostics still go
   # to stderr), so CARGO_TARGET_DIR and build.target-dir are honoured, relative or absolute,
   # with the target triple of .cargo/config.toml below them. Nothing assumes ./target.
-  cargo build --release --locked "${CARGO_SCOPE[@]}" --bins --message-format=json-render-diagnostics \
-    > "$MESSAGES"
+  cargo build --release --locked "${CARGO_SCOPE[@]}" --bins "${CARGO_EXTRA[@]}" \
+    --message-format=json-render-diagnostics > "$MESSAGES"
   BIN_DIR="$(python3 - "$MESSAGES" "${WANTED[@]}" <<'PY'
 import json, os, sys
 
@@ -113,7 +125,9 @@ with open(messages, encoding="utf-8") as lines:
     for line in lines:
         msg = json.loads(line)
         target = msg.get("target") or {}
+        # A bin's unit-test harness (built with --tests) has the bin's name too: not it.
         if (msg.get("reason") == "compiler-artifact" and msg.get("executable")
+                and not (msg.get("profile") or {}).get("test")
                 and "bin" in target.get("kind", []) and target.get("name") in wanted):
             found[target["name"]] = msg["executable"]
 missing = sorted(wanted - found.keys())

@@ -16,12 +16,12 @@ use std::sync::OnceLock;
 use gateway::GatewayConfig;
 use gateway::testkit::{RecordedRequest, Reply, ScriptedUpstream, Usage, anthropic};
 use serde_json::json;
-use snapshot::FileOp;
 use turn::{Agent, LiveNote};
 
 use crate::live_gemini::{
     LiveAgentUnderTest, Run, agent_pipeline, agent_pipeline_with, assert_edited_and_created,
-    assert_refused_and_empty, build_live_image, log_of, search_container_for_key,
+    assert_refused_and_empty, assert_service_updated_only, build_live_image, log_of,
+    search_container_for_key,
 };
 use crate::support::*;
 
@@ -364,14 +364,7 @@ async fn docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget() {
         Ok(o) => o,
         Err(e) => panic!("the edit before the stall was not harvested: {e}"),
     };
-    let ops: Vec<(String, FileOp)> = outcome
-        .candidate
-        .changed_files()
-        .iter()
-        .map(|f| (f.path().as_str().to_owned(), f.op()))
-        .collect();
-    assert_eq!(ops, vec![("app/service.py".to_owned(), FileOp::Update)]);
-    finalizer::verify_against_repository(&outcome.candidate, run.repo.path()).unwrap();
+    assert_service_updated_only(&outcome, run.repo.path());
     assert_eq!(messages(&upstream).len(), 3);
     assert_key_only_upstream(&upstream);
     assert_no_turn_containers(&docker).await;
@@ -470,14 +463,7 @@ async fn docker_live_claude_a_count_tokens_side_call_is_forwarded_and_not_counte
     assert_eq!(log.gateway.input_tokens, input);
     assert_eq!(log.gateway.output_tokens, output);
     assert_eq!(log.gateway.usage_missing, 0);
-    let ops: Vec<(String, FileOp)> = outcome
-        .candidate
-        .changed_files()
-        .iter()
-        .map(|f| (f.path().as_str().to_owned(), f.op()))
-        .collect();
-    assert_eq!(ops, vec![("app/service.py".to_owned(), FileOp::Update)]);
-    finalizer::verify_against_repository(&outcome.candidate, run.repo.path()).unwrap();
+    assert_service_updated_only(&outcome, run.repo.path());
     assert_no_turn_containers(&docker).await;
     tally("docker_live_claude_a_count_tokens_side_call_is_forwarded_and_not_counted");
 }

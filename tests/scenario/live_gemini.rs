@@ -596,14 +596,7 @@ async fn docker_live_gemini_a_count_tokens_side_call_is_forwarded_and_not_counte
     assert_eq!(log.gateway.output_tokens, sum(|u| u.output));
     assert_eq!(log.gateway.total_tokens, sum(|u| u.total));
     assert_eq!(log.gateway.usage_missing, 0);
-    let ops: Vec<(String, FileOp)> = outcome
-        .candidate
-        .changed_files()
-        .iter()
-        .map(|f| (f.path().as_str().to_owned(), f.op()))
-        .collect();
-    assert_eq!(ops, vec![("app/service.py".to_owned(), FileOp::Update)]);
-    finalizer::verify_against_repository(&outcome.candidate, run.repo.path()).unwrap();
+    assert_service_updated_only(&outcome, run.repo.path());
     assert_no_turn_containers(&docker).await;
     tally("docker_live_gemini_a_count_tokens_side_call_is_forwarded_and_not_counted");
 }
@@ -647,14 +640,7 @@ async fn docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget() {
         "the turn outlived its wall budget by far: {elapsed:?}"
     );
     let outcome = run.outcome.expect("the edit before the stall is harvested");
-    let ops: Vec<(String, FileOp)> = outcome
-        .candidate
-        .changed_files()
-        .iter()
-        .map(|f| (f.path().as_str().to_owned(), f.op()))
-        .collect();
-    assert_eq!(ops, vec![("app/service.py".to_owned(), FileOp::Update)]);
-    finalizer::verify_against_repository(&outcome.candidate, run.repo.path()).unwrap();
+    assert_service_updated_only(&outcome, run.repo.path());
     assert_eq!(upstream.requests().len(), 2);
     assert_key_only_upstream(&upstream);
     assert_no_turn_containers(&docker).await;
@@ -766,6 +752,18 @@ fn create_new_py(content: &str, usage: Usage) -> gateway::testkit::Reply {
         &json!({"file_path": "app/new.py", "content": content}),
         usage,
     )
+}
+
+/// The candidate changes `app/service.py` only (an update) and verifies against `repo`.
+pub(crate) fn assert_service_updated_only(outcome: &PipelineOutcome, repo: &Path) {
+    let ops: Vec<(String, FileOp)> = outcome
+        .candidate
+        .changed_files()
+        .iter()
+        .map(|f| (f.path().as_str().to_owned(), f.op()))
+        .collect();
+    assert_eq!(ops, vec![("app/service.py".to_owned(), FileOp::Update)]);
+    finalizer::verify_against_repository(&outcome.candidate, repo).unwrap();
 }
 
 /// The candidate of the edit-and-create turn: `app/new.py` created, `app/service.py` updated to

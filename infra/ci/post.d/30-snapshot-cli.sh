@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
-cargo build --release --locked --quiet --workspace --bins
+cargo build --release --locked --quiet --workspace --bins ${PATCH_CANDIDATE_CARGO_WITH_TESTS:+--tests}
 bin="$PWD/target/x86_64-unknown-linux-gnu/release/patch-candidate"
 recompute="$PWD/snapshot/tests/snapshot/recompute_digest.py"
 

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 ROOT=$(pwd)
-cargo build --release --locked --quiet --workspace --bins
+cargo build --release --locked --quiet --workspace --bins ${PATCH_CANDIDATE_CARGO_WITH_TESTS:+--tests}
 export PATH="$ROOT/target/x86_64-unknown-linux-gnu/release:$PATH"
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
 

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 # A no-op after `cargo test --release` unless the binary is stale.
-cargo build --release --locked --workspace --bins
+cargo build --release --locked --workspace --bins ${PATCH_CANDIDATE_CARGO_WITH_TESTS:+--tests}
 BIN=$(pwd)/target/x86_64-unknown-linux-gnu/release/patch-candidate
 ORACLE=$(pwd)/finalizer/tests/py/digest_oracle.py
 T=$(mktemp -d)
