@@ -15,7 +15,7 @@ bash infra/ci/ensure-docker.sh
 
 # Build everything first and in the open: a build error fails the job here with its message.
 targets=(--workspace --lib --bins --tests)
-cargo build --release --locked --workspace --bins
+cargo build --release --locked --workspace --bins ${PATCH_CANDIDATE_CARGO_WITH_TESTS:+--tests}
 cargo test --release --locked "${targets[@]}" --no-run
 bash images/build.sh --bin-dir target/x86_64-unknown-linux-gnu/release >/dev/null
 
