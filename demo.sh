@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash infra/ci/ensure-docker.sh
-# One build for the whole workspace (the same feature set the tests and images use, so nothing
-# is compiled twice).
+# One build for the whole workspace (the unit graph images/build.sh uses, so the image build
+# that `demo` may start compiles nothing again).
 cargo build --release --locked --workspace --bins
 exec target/x86_64-unknown-linux-gnu/release/patch-candidate demo "$@"
