@@ -53,14 +53,26 @@ async fn claude_pipeline(
     wall: u64,
     runtime: Option<&str>,
 ) -> Run {
-    let agent = LiveAgentUnderTest {
+    agent_pipeline(
+        docker,
+        &claude_agent(),
+        upstream,
+        gateway_config,
+        wall,
+        runtime,
+    )
+    .await
+}
+
+/// Claude Code in its live image, with the model and key of these tests.
+fn claude_agent() -> LiveAgentUnderTest {
+    LiveAgentUnderTest {
         agent: Agent::Claude,
         image: TEST_CLAUDE_IMAGE,
         image_id: claude_image(),
         model: MODEL,
         key: KEY,
-    };
-    agent_pipeline(docker, &agent, upstream, gateway_config, wall, runtime).await
+    }
 }
 
 /// Every forwarded request went to a Messages route with Anthropic's fixed query and carried the
@@ -407,16 +419,9 @@ async fn docker_live_claude_a_count_tokens_side_call_is_forwarded_and_not_counte
         ),
     ])
     .await;
-    let agent = LiveAgentUnderTest {
-        agent: Agent::Claude,
-        image: TEST_CLAUDE_IMAGE,
-        image_id: claude_image(),
-        model: MODEL,
-        key: KEY,
-    };
     let run = agent_pipeline_with(
         &docker,
-        &agent,
+        &claude_agent(),
         &upstream,
         GatewayConfig::for_model(MODEL),
         240,

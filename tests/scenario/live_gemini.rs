@@ -96,14 +96,26 @@ async fn gemini_pipeline(
     wall: u64,
     runtime: Option<&str>,
 ) -> Run {
-    let agent = LiveAgentUnderTest {
+    agent_pipeline(
+        docker,
+        &gemini_agent(),
+        upstream,
+        gateway_config,
+        wall,
+        runtime,
+    )
+    .await
+}
+
+/// Gemini CLI in its live image, with the model and key of these tests.
+fn gemini_agent() -> LiveAgentUnderTest {
+    LiveAgentUnderTest {
         agent: Agent::Gemini,
         image: TEST_GEMINI_IMAGE,
         image_id: gemini_image(),
         model: MODEL,
         key: KEY,
-    };
-    agent_pipeline(docker, &agent, upstream, gateway_config, wall, runtime).await
+    }
 }
 
 /// One agent's live image under test, and the model and key its turns use.
@@ -533,16 +545,9 @@ async fn docker_live_gemini_a_count_tokens_side_call_is_forwarded_and_not_counte
                 body: json!({"totalTokens": 321}).to_string(),
             })
     });
-    let agent = LiveAgentUnderTest {
-        agent: Agent::Gemini,
-        image: TEST_GEMINI_IMAGE,
-        image_id: gemini_image(),
-        model: MODEL,
-        key: KEY,
-    };
     let run = agent_pipeline_with(
         &docker,
-        &agent,
+        &gemini_agent(),
         &upstream,
         GatewayConfig::for_model(MODEL),
         180,
