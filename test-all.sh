@@ -27,13 +27,9 @@ export PATCH_CANDIDATE_REQUIRE_POSTGRES=1
 # for the binaries and again for the tests (images/build.sh, infra/ci/post.d/*.sh).
 export PATCH_CANDIDATE_CARGO_WITH_TESTS=1
 
-# Runs a step and says how long it took.
-timed() {
-  local t0
-  t0=$(date +%s)
-  "$@"
-  echo "test-all: '$*' took $(( $(date +%s) - t0 )) s" >&2
-}
+# shellcheck source=infra/ci/timed.sh
+source infra/ci/timed.sh
+TIMED_LABEL=test-all
 
 for step in infra/ci/pre.d/*.sh; do
   [ -e "$step" ] || continue

@@ -154,12 +154,7 @@ async fn docker_live_e2e_codex_edits_and_creates_through_the_gateway() {
     let run = live_pipeline(&docker, &upstream, GatewayConfig::for_model(MODEL), 120).await;
     let log = log_of(&run);
     let outcome = run.outcome.unwrap();
-    let ops: Vec<(String, FileOp)> = outcome
-        .candidate
-        .changed_files()
-        .iter()
-        .map(|f| (f.path().as_str().to_owned(), f.op()))
-        .collect();
+    let ops = ops(&outcome.candidate);
     assert_eq!(
         ops,
         vec![

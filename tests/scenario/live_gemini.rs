@@ -761,12 +761,7 @@ fn create_new_py(content: &str, usage: Usage) -> gateway::testkit::Reply {
 
 /// The candidate changes `app/service.py` only (an update) and verifies against `repo`.
 pub(crate) fn assert_service_updated_only(outcome: &PipelineOutcome, repo: &Path) {
-    let ops: Vec<(String, FileOp)> = outcome
-        .candidate
-        .changed_files()
-        .iter()
-        .map(|f| (f.path().as_str().to_owned(), f.op()))
-        .collect();
+    let ops = ops(&outcome.candidate);
     assert_eq!(ops, vec![("app/service.py".to_owned(), FileOp::Update)]);
     finalizer::verify_against_repository(&outcome.candidate, repo).unwrap();
 }
@@ -774,12 +769,7 @@ pub(crate) fn assert_service_updated_only(outcome: &PipelineOutcome, repo: &Path
 /// The candidate of the edit-and-create turn: `app/new.py` created, `app/service.py` updated to
 /// return 2, its digest recomputed and verified against the repository.
 pub(crate) fn assert_edited_and_created(outcome: &PipelineOutcome, repo: &Path) {
-    let ops: Vec<(String, FileOp)> = outcome
-        .candidate
-        .changed_files()
-        .iter()
-        .map(|f| (f.path().as_str().to_owned(), f.op()))
-        .collect();
+    let ops = ops(&outcome.candidate);
     assert_eq!(
         ops,
         vec![

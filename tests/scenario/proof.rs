@@ -149,14 +149,6 @@ pub fn assert_applies(repo: &Path, candidate: &RepositoryPatchCandidate) {
     assert!(status.stdout.is_empty(), "the repository was modified");
 }
 
-fn ops(candidate: &RepositoryPatchCandidate) -> Vec<(String, FileOp)> {
-    candidate
-        .changed_files()
-        .iter()
-        .map(|f| (f.path().as_str().to_owned(), f.op()))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_proof_update_round_trip() {
     let Some(docker) = docker().await else { return };

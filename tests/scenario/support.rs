@@ -322,3 +322,12 @@ pub fn write_approval(dir: &Path, context: &ApprovedExecutionContext) -> PathBuf
     std::fs::write(&path, serde_json::to_vec_pretty(context).unwrap()).unwrap();
     path
 }
+
+/// A candidate's changed files as (path, operation), in the candidate's order.
+pub fn ops(candidate: &finalizer::RepositoryPatchCandidate) -> Vec<(String, snapshot::FileOp)> {
+    candidate
+        .changed_files()
+        .iter()
+        .map(|f| (f.path().as_str().to_owned(), f.op()))
+        .collect()
+}
