@@ -6,6 +6,8 @@
 //! * [`validate_candidate_json`]: strict parsing of stored or received candidates;
 //! * [`verify_digest`] / [`check_derived_fields`]: a candidate bound to an expected digest, and
 //!   its host-derived fields checked against its own files;
+//! * [`check_diffs_match_content`]: every diff is the canonical change from the previous bytes
+//!   (by hash) to the post-image, so what a reviewer reads is what publication commits;
 //! * [`git_patch`]: a `git apply`-ready patch reproducing the candidate's exact bytes;
 //! * [`CandidateStore`]: atomic, content-addressed storage with digest verification on read.
 //!
@@ -20,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 // Modules are private; the items other crates need are re-exported below (the curated surface).
+mod consistency;
 mod derived;
 mod diff;
 mod digest;
@@ -38,6 +41,7 @@ mod verify;
 #[cfg(test)]
 mod test_support;
 
+pub use consistency::check_diffs_match_content;
 pub use derived::check_derived_fields;
 pub use diff::{
     DEFAULT_WORK_BUDGET, DiffMode, UnifiedDiff, unified_diff, unified_diff_with_budget,

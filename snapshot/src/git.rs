@@ -688,6 +688,23 @@ pub fn git_command(git_dir: Option<&Path>) -> Command {
     git_command_with_path(std::env::var_os("PATH").as_deref(), git_dir)
 }
 
+/// [`git_command`] for a transfer from a repository a client named (a clone or fetch): exactly
+/// the one transport `protocol` allowed (`GIT_ALLOW_PROTOCOL`, e.g. `https` or `file`), every
+/// credential helper cleared and hooks off. Like [`git_command`] it keeps nothing of the host's
+/// environment but `PATH`: no `HOME` (so no global config, `insteadOf` rewrite or credential
+/// helper of the operator's applies to a client's locator) and no `SSH_AUTH_SOCK`.
+#[must_use]
+pub fn git_transfer_command(git_dir: Option<&Path>, protocol: &str) -> Command {
+    let mut cmd = git_command(git_dir);
+    cmd.env("GIT_ALLOW_PROTOCOL", protocol).args([
+        "-c",
+        "credential.helper=",
+        "-c",
+        "core.hooksPath=/dev/null",
+    ]);
+    cmd
+}
+
 /// [`git_command`] with an explicit `PATH` (the only variable kept from the environment).
 fn git_command_with_path(path_var: Option<&OsStr>, git_dir: Option<&Path>) -> Command {
     let mut cmd = Command::new("git");

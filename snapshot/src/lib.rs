@@ -52,7 +52,7 @@ pub use error::SnapshotError;
 pub use git::{
     EntryKind, GIT_DEADLINE, GitSnapshot, ListedEntry, ListedKind, MAX_READ_FILES_BYTES,
     MAX_REVISION_CHARS, SNAPSHOT_SCHEMA, TreeEntry, TreeListing, WorkTreeState, git_command,
-    resolve_commit, run_git, work_tree_state,
+    git_transfer_command, resolve_commit, run_git, work_tree_state,
 };
 #[cfg(feature = "effects")]
 pub use grant::{GrantInput, Grants};

@@ -5,7 +5,6 @@
 //! quote no agent text. The answer is read up to 1 MiB and only `number` and `html_url` are
 //! taken from it, both checked.
 
-use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,13 +95,7 @@ impl ForgeEndpoint {
         match uri.scheme_str() {
             Some("https") => {}
             Some("http") => {
-                let host = authority
-                    .host()
-                    .trim_start_matches('[')
-                    .trim_end_matches(']');
-                let loopback =
-                    host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
-                if !loopback {
+                if !crate::types::is_loopback_authority(authority.as_str()) {
                     return Err(bad("plain http is accepted for a loopback forge only"));
                 }
             }

@@ -22,7 +22,10 @@
 //! API with a token from a file and a host-owned title and body.
 //!
 //! Credentials come from a 0600 file through a private credential helper (never in an argv or an
-//! environment) or from a helper the operator names. Remote URLs cannot carry credentials.
+//! environment) or from a helper the operator names. Remote URLs cannot carry credentials. The
+//! private copy lives only in the mirror directory, which is removed when the publication ends;
+//! a publication killed outright leaves it behind with its owner lock released, and the next
+//! publication (or `serve` at start-up) removes it ([`sweep_abandoned_mirrors`]).
 #![forbid(unsafe_code)]
 
 mod credential;
@@ -35,6 +38,7 @@ mod types;
 
 pub use error::PublishError;
 pub use forge::{ForgeEndpoint, ForgeKind, PullRequest, open_pull_request};
+pub use mirror::{MirrorSweep, sweep_abandoned_mirrors};
 pub use publish::{
     GateVerdict, MIN_REBASE_GIT, MergedCommit, MergedTreeGate, PreparedPublication, PublishRequest,
     prepare, publish,

@@ -42,12 +42,24 @@ const ID_CAP: usize = 4096;
 
 const ZERO_ID: &str = "0000000000000000000000000000000000000000";
 
+/// The prefix of every private mirror directory in the temporary directory.
+const MIRROR_PREFIX: &str = "patch-candidate-publish-";
+/// The file whose lock says that the mirror's owner is alive.
+const OWNER_LOCK: &str = "owner.lock";
+/// A mirror directory without an owner lock is left alone for this long (its owner may be
+/// between creating it and taking the lock; nothing secret is written before the lock).
+const UNLOCKED_GRACE: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// A fresh private bare repository.
 #[derive(Debug)]
 pub(crate) struct Mirror {
     /// The 0700 directory holding the repository, the temporary index and the credential files.
     root: tempfile::TempDir,
     git_dir: PathBuf,
+    /// `owner.lock`, exclusively locked for the mirror's life: the kernel drops the lock when
+    /// the process dies by any means (SIGKILL included), which is how a later sweep tells an
+    /// abandoned mirror, and its credential copy, from a live one.
+    _owner: std::fs::File,
 }
 
 /// Characters a private path may hold: it is given to git inside `-c` values and a shell line
@@ -66,7 +78,7 @@ impl Mirror {
         let mirror_error = |detail| PublishError::Mirror { detail };
         use std::os::unix::fs::PermissionsExt as _;
         let root = tempfile::Builder::new()
-            .prefix("patch-candidate-publish-")
+            .prefix(MIRROR_PREFIX)
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .map_err(|_| mirror_error("cannot create the private mirror directory"))?;
@@ -99,7 +111,13 @@ impl Mirror {
             )
         })();
         layout.map_err(|_| mirror_error("cannot create the private mirror repository"))?;
-        Ok(Self { root, git_dir })
+        let owner = take_owner_lock(&dir)
+            .map_err(|_| mirror_error("cannot lock the private mirror directory"))?;
+        Ok(Self {
+            root,
+            git_dir,
+            _owner: owner,
+        })
     }
 
     pub(crate) fn git_dir(&self) -> &Path {
@@ -458,6 +476,99 @@ impl Mirror {
 }
 
 /// A scoped step's result (a panic in it becomes a git error).
+/// Creates the owner lock under a temporary name, locks it, then renames it into place, so an
+/// `owner.lock` that exists is always one that was locked (a sweep never sees it unlocked while
+/// its owner lives).
+fn take_owner_lock(dir: &Dir) -> std::io::Result<std::fs::File> {
+    use cap_std::fs::{OpenOptions, OpenOptionsExt as _};
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true).mode(0o600);
+    let file = dir.open_with("owner.lock.new", &options)?.into_std();
+    file.try_lock().map_err(|e| match e {
+        std::fs::TryLockError::Error(e) => e,
+        std::fs::TryLockError::WouldBlock => std::io::Error::from(std::io::ErrorKind::WouldBlock),
+    })?;
+    dir.rename("owner.lock.new", dir, OWNER_LOCK)?;
+    Ok(file)
+}
+
+/// What [`sweep_abandoned_mirrors`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MirrorSweep {
+    /// Abandoned mirror directories removed (their owner died; credential copies included).
+    pub removed: usize,
+    /// Mirror directories of live publications, left alone.
+    pub live: usize,
+}
+
+/// Removes the private mirror directories (and the credential copies in them) that a
+/// publication left behind when it was killed, from the temporary directory
+/// (`std::env::temp_dir()`, i.e. `$TMPDIR` or `/tmp`). A directory is abandoned when its
+/// `owner.lock` can be locked (its owner, which held that lock, is gone), or when it has no
+/// `owner.lock` and was last modified over ten minutes ago. Every publication runs it before it
+/// creates its own mirror, and `serve` at start-up.
+///
+/// # Errors
+/// None: a directory that cannot be read or removed is skipped (it is not counted).
+///
+/// # Security
+/// Only entries named `patch-candidate-publish-*` that are real directories (never a link) are
+/// considered; removal does not follow links.
+#[must_use]
+pub fn sweep_abandoned_mirrors() -> MirrorSweep {
+    sweep_abandoned_mirrors_in(&std::env::temp_dir(), UNLOCKED_GRACE)
+}
+
+/// [`sweep_abandoned_mirrors`] in `root`, with the grace given for unlocked directories.
+pub(crate) fn sweep_abandoned_mirrors_in(
+    root: &Path,
+    unlocked_grace: std::time::Duration,
+) -> MirrorSweep {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut sweep = MirrorSweep::default();
+    // The temporary directory is the host's own: ambient access by design (as tempfile's).
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return sweep;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_str().is_some_and(|n| n.starts_with(MIRROR_PREFIX)) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_dir() {
+            continue;
+        }
+        let lock = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path.join(OWNER_LOCK));
+        let abandoned = match lock {
+            Ok(file) => match file.try_lock() {
+                Ok(()) => true,
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    sweep.live += 1;
+                    false
+                }
+                Err(std::fs::TryLockError::Error(_)) => false,
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => meta
+                .modified()
+                .ok()
+                .and_then(|m| m.elapsed().ok())
+                .is_some_and(|age| age >= unlocked_grace),
+            Err(_) => false,
+        };
+        if abandoned && std::fs::remove_dir_all(&path).is_ok() {
+            sweep.removed += 1;
+        }
+    }
+    sweep
+}
+
 fn joined<T>(r: std::thread::Result<Result<T, PublishError>>) -> Result<T, PublishError> {
     r.unwrap_or_else(|_| Err(git_error("a git step panicked")))
 }
@@ -476,4 +587,89 @@ fn read_private(dir: &Dir, name: &str, cap: u64) -> Result<Vec<u8>, PublishError
         return Err(git_error("git's output file is larger than expected"));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+
+    fn backdate(path: &Path, by: Duration) {
+        let dir = std::fs::File::open(path).unwrap();
+        dir.set_modified(SystemTime::now() - by).unwrap();
+    }
+
+    /// r_credential_copy_survives_sigkill: a mirror whose owner is gone (its lock free) is
+    /// removed with its credential copy; a live mirror, an unlocked one still in its grace, a
+    /// foreign name and a link are left alone.
+    #[test]
+    fn the_sweep_removes_only_mirrors_whose_owner_is_gone() {
+        let root = tempfile::tempdir().unwrap();
+        let dead = root.path().join(format!("{MIRROR_PREFIX}dead"));
+        std::fs::create_dir(&dead).unwrap();
+        std::fs::write(dead.join(OWNER_LOCK), b"").unwrap();
+        std::fs::write(dead.join("credential"), b"password=x\n").unwrap();
+
+        let live_dir = root.path().join(format!("{MIRROR_PREFIX}live"));
+        std::fs::create_dir(&live_dir).unwrap();
+        let live = take_owner_lock(
+            &Dir::open_ambient_dir(&live_dir, cap_std::ambient_authority()).unwrap(),
+        )
+        .unwrap();
+
+        let fresh = root.path().join(format!("{MIRROR_PREFIX}fresh"));
+        std::fs::create_dir(&fresh).unwrap();
+        let old = root.path().join(format!("{MIRROR_PREFIX}old"));
+        std::fs::create_dir(&old).unwrap();
+        std::fs::write(old.join("credential"), b"password=x\n").unwrap();
+        backdate(&old, Duration::from_secs(3600));
+
+        let other = root.path().join("someone-else");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join(OWNER_LOCK), b"").unwrap();
+        let link = root.path().join(format!("{MIRROR_PREFIX}link"));
+        std::os::unix::fs::symlink(&other, &link).unwrap();
+
+        let sweep = sweep_abandoned_mirrors_in(root.path(), Duration::from_secs(600));
+        assert_eq!(
+            sweep,
+            MirrorSweep {
+                removed: 2,
+                live: 1
+            }
+        );
+        assert!(!dead.exists());
+        assert!(!old.exists());
+        assert!(live_dir.join(OWNER_LOCK).exists());
+        assert!(fresh.exists());
+        assert!(other.join(OWNER_LOCK).exists());
+        assert!(std::fs::symlink_metadata(&link).is_ok());
+
+        // Once the owner is gone (its lock file closed), the next sweep takes it.
+        drop(live);
+        let sweep = sweep_abandoned_mirrors_in(root.path(), Duration::from_secs(600));
+        assert_eq!(
+            sweep,
+            MirrorSweep {
+                removed: 1,
+                live: 0
+            }
+        );
+        assert!(!live_dir.exists());
+    }
+
+    #[test]
+    fn a_mirror_holds_its_owner_lock_for_its_whole_life() {
+        let mirror = Mirror::create().unwrap();
+        let lock = std::fs::File::open(mirror.root().join(OWNER_LOCK)).unwrap();
+        assert!(matches!(
+            lock.try_lock(),
+            Err(std::fs::TryLockError::WouldBlock)
+        ));
+        assert!(!mirror.root().join("owner.lock.new").exists());
+        let root = mirror.root().to_path_buf();
+        drop(mirror);
+        assert!(!root.exists());
+    }
 }

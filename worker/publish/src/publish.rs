@@ -360,6 +360,8 @@ pub fn prepare(request: &PublishRequest<'_>) -> Result<PreparedPublication, Publ
         return Err(input("the baseline commit is not a 40-digit object id"));
     }
     let handoff_id = message_handoff_id(candidate)?;
+    // What a killed publication left behind (its credential copy included) goes first.
+    let _ = crate::mirror::sweep_abandoned_mirrors();
     let mirror = Mirror::create()?;
     let transport = transport_options(request.credential, &mirror)?;
     let remote = request.remote;

@@ -14,8 +14,10 @@ const MAX_BRANCH_BYTES: usize = 200;
 /// Longest identity name or e-mail accepted.
 const MAX_IDENTITY_BYTES: usize = 256;
 
-/// Where the branch is published: an absolute path to a repository on this machine, or an
-/// `http://` / `https://` URL. A URL never carries a user or password (credentials come from a
+/// Where the branch is published: an absolute path to a repository on this machine, an
+/// `https://` URL, or a plain `http://` URL whose host is a loopback address (`localhost`,
+/// `127.0.0.0/8`, `[::1]`): plain http elsewhere would carry the credential and the pushed
+/// objects in clear text. A URL never carries a user or password (credentials come from a
 /// [`CredentialSource`]), a query or a fragment, so its text is its credential-free form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Remote {
@@ -34,8 +36,9 @@ impl Remote {
     /// Parses a remote.
     ///
     /// # Errors
-    /// `PATCH_CANDIDATE_PUBLISH_INPUT` for relative paths, other schemes, user info, a query or
-    /// fragment, whitespace or control characters, or over 2048 bytes.
+    /// `PATCH_CANDIDATE_PUBLISH_INPUT` for relative paths, other schemes, plain `http://` to a
+    /// host that is not a loopback address, user info, a query or fragment, whitespace or control
+    /// characters, or over 2048 bytes.
     pub fn parse(text: &str) -> Result<Self, PublishError> {
         if text.is_empty() || text.len() > MAX_REMOTE_BYTES {
             return Err(input("remote must be 1..=2048 bytes"));
@@ -51,7 +54,12 @@ impl Remote {
             check_authority(rest)?;
             RemoteKind::Https
         } else if let Some(rest) = text.strip_prefix("http://") {
-            check_authority(rest)?;
+            let authority = check_authority(rest)?;
+            if !is_loopback_authority(authority) {
+                return Err(input(
+                    "plain http is accepted for a loopback remote only (use https)",
+                ));
+            }
             RemoteKind::Http
         } else {
             return Err(input("remote must be an absolute path or an http(s) URL"));
@@ -84,7 +92,8 @@ impl Remote {
     }
 }
 
-fn check_authority(rest: &str) -> Result<(), PublishError> {
+/// Checks the part of a URL after its scheme and returns its authority (`host[:port]`).
+fn check_authority(rest: &str) -> Result<&str, PublishError> {
     let authority = rest.split('/').next().unwrap_or_default();
     if authority.is_empty() {
         return Err(input("remote URL has no host"));
@@ -97,7 +106,33 @@ fn check_authority(rest: &str) -> Result<(), PublishError> {
     if rest.contains('?') || rest.contains('#') {
         return Err(input("remote URL must not carry a query or fragment"));
     }
-    Ok(())
+    Ok(authority)
+}
+
+/// True when the authority's host (`host`, `host:port`, `[v6]` or `[v6]:port`) is `localhost`
+/// or a loopback IP address. Anything unparsable is not loopback.
+pub(crate) fn is_loopback_authority(authority: &str) -> bool {
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((host, rest)) if rest.is_empty() || port_suffix(rest) => host,
+            _ => return false,
+        },
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) if port_suffix(&format!(":{port}")) => host,
+            Some(_) => return false,
+            None => authority,
+        },
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `:` followed by 1..=5 digits.
+fn port_suffix(text: &str) -> bool {
+    text.strip_prefix(':')
+        .is_some_and(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A branch name: 1..=200 bytes of ASCII letters, digits and `-_./`, slash-separated components
@@ -317,7 +352,11 @@ mod tests {
         for ok in [
             "/srv/r.git",
             "http://127.0.0.1:8080/r.git",
+            "http://127.8.9.10/r.git",
+            "http://localhost:3000/o/r",
+            "http://[::1]:8080/r.git",
             "https://example.invalid/o/r",
+            "https://example.invalid:8443/o/r",
         ] {
             assert_eq!(Remote::parse(ok).unwrap().as_str(), ok);
         }
@@ -334,6 +373,16 @@ mod tests {
             "/srv/r .git",
             "/srv/r\n",
             "-uhttp://x",
+            // Plain http leaves the machine: refused (r_plain_http_remote_off_loopback).
+            "http://example.invalid/r.git",
+            "http://10.0.0.1:8080/r.git",
+            "http://192.168.1.5/r.git",
+            "http://[::2]/r.git",
+            "http://localhost.example.invalid/r.git",
+            "http://127.0.0.1.example.invalid/r.git",
+            "http://0.0.0.0/r.git",
+            "http://127.0.0.1:80x/r.git",
+            "http://[::1]x/r.git",
         ] {
             assert_eq!(
                 Remote::parse(bad).unwrap_err().code(),

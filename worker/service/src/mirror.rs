@@ -19,8 +19,9 @@ const GIT_NETWORK_TIMEOUT: Duration = Duration::from_secs(300);
 /// Longest accepted locator.
 const MAX_LOCATOR_BYTES: usize = 2048;
 
-/// A repository locator: an absolute local path, or a `https://`, `http://`, `ssh://`, `git://`
-/// or `file://` URL. No option-like, relative or control-character text.
+/// A repository locator: an absolute local path, or a `https://`, `http://`, `git://` or
+/// `file://` URL. No option-like, relative or control-character text, and no `ssh://` (it would
+/// authenticate with the host's keys).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Locator(String);
 
@@ -37,7 +38,15 @@ impl Locator {
         if text.chars().any(char::is_control) {
             return Err(bad("control character in locator"));
         }
-        let url = ["https://", "http://", "ssh://", "git://", "file://"]
+        if text.starts_with("ssh://") {
+            // ssh would authenticate with the host's own keys (ssh reads them from the user's
+            // passwd home, whatever the environment says): a client could then read any
+            // repository those keys open. Refused until the operator can name a key of its own.
+            return Err(bad(
+                "ssh locators are refused: a mirror never uses the host's keys",
+            ));
+        }
+        let url = ["https://", "http://", "git://", "file://"]
             .iter()
             .any(|scheme| text.starts_with(scheme) && text.len() > scheme.len());
         if url || text.starts_with('/') {
@@ -53,8 +62,17 @@ impl Locator {
         &self.0
     }
 
-    fn is_local(&self) -> bool {
-        self.0.starts_with('/') || self.0.starts_with("file://")
+    /// The one git transport a clone or fetch of this locator may use.
+    fn protocol(&self) -> &'static str {
+        if self.0.starts_with('/') || self.0.starts_with("file://") {
+            "file"
+        } else if self.0.starts_with("https://") {
+            "https"
+        } else if self.0.starts_with("http://") {
+            "http"
+        } else {
+            "git"
+        }
     }
 }
 
@@ -65,37 +83,13 @@ pub struct MirrorCache {
     locks: Arc<Mutex<HashMap<String, Arc<Mutex<()>>>>>,
 }
 
-fn git(dir: Option<&Path>, local: bool) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new("git");
-    cmd.env_clear();
-    for keep in ["PATH", "HOME", "SSH_AUTH_SOCK"] {
-        if let Some(v) = std::env::var_os(keep) {
-            cmd.env(keep, v);
-        }
-    }
-    cmd.envs([
-        ("GIT_CONFIG_NOSYSTEM", "1"),
-        ("GIT_TERMINAL_PROMPT", "0"),
-        ("GIT_ASKPASS", "/bin/false"),
-        ("GIT_NO_REPLACE_OBJECTS", "1"),
-        ("LC_ALL", "C"),
-    ]);
-    cmd.args([
-        "-c",
-        "core.fsmonitor=false",
-        "-c",
-        "core.hooksPath=/dev/null",
-    ]);
-    if local {
-        cmd.args(["-c", "protocol.file.allow=always"]);
-    }
-    if let Some(dir) = dir {
-        cmd.arg("--git-dir").arg(dir);
-    }
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
+/// The one scrubbed git transfer command of the house ([`snapshot::git_transfer_command`]):
+/// nothing of the host's environment but `PATH` (no `HOME`, so no global config, `insteadOf`
+/// or credential helper; no `SSH_AUTH_SOCK`), only the locator's own transport allowed, hooks
+/// off. A client chooses the locator, so nothing of the operator's may reach it.
+fn git(dir: Option<&Path>, protocol: &str) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::from(snapshot::git_transfer_command(dir, protocol));
+    cmd.kill_on_drop(true);
     cmd
 }
 
@@ -135,13 +129,13 @@ impl MirrorCache {
         };
         let _held = lock.lock().await;
         let dir = self.root.join(format!("{key}.git"));
-        let local = locator.is_local();
+        let protocol = locator.protocol();
         if !dir.is_dir() {
             super::create_private_dir(&self.root)?;
             let tmp = self
                 .root
                 .join(format!("{key}.tmp-{}", uuid::Uuid::new_v4().simple()));
-            let mut clone = git(None, local);
+            let mut clone = git(None, protocol);
             clone
                 .args(["clone", "--mirror", "--quiet", "--no-hardlinks", "--"])
                 .arg(locator.as_str())
@@ -163,7 +157,7 @@ impl MirrorCache {
         if has_commit(&dir, commit).await? {
             return Ok(dir);
         }
-        let mut fetch = git(Some(&dir), local);
+        let mut fetch = git(Some(&dir), protocol);
         fetch.args(["fetch", "--quiet", "--prune", "origin"]);
         if !status(fetch).await? || !has_commit(&dir, commit).await? {
             return Err(ServiceError::Unreachable);
@@ -176,7 +170,7 @@ async fn has_commit(dir: &Path, commit: &str) -> Result<bool, ServiceError> {
     if !snapshot_commit_text(commit) {
         return Ok(false);
     }
-    let mut cmd = git(Some(dir), false);
+    let mut cmd = git(Some(dir), "");
     cmd.args(["cat-file", "-e", &format!("{commit}^{{commit}}")]);
     status(cmd).await
 }
@@ -197,7 +191,7 @@ mod tests {
         for ok in [
             "/srv/repo",
             "https://example.invalid/o/r.git",
-            "ssh://git@example.invalid/o/r.git",
+            "git://example.invalid/o/r.git",
             "file:///srv/repo",
         ] {
             assert!(Locator::parse(ok).is_ok(), "{ok}");
@@ -212,8 +206,82 @@ mod tests {
             "ext::sh -c x",
             "/srv/re\npo",
             "git@example.invalid:o/r.git",
+            "ssh://git@example.invalid/o/r.git",
         ] {
             assert!(Locator::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// r_mirror_keeps_the_hosts_home: the mirror's git gets nothing of the host's environment
+    /// but `PATH` (no `HOME`, so no global config, `insteadOf` or credential helper; no
+    /// `SSH_AUTH_SOCK`), exactly the locator's transport, and no credential helper.
+    #[test]
+    fn the_mirror_git_keeps_nothing_of_the_hosts_environment() {
+        let locator = Locator::parse("https://example.invalid/o/r.git").unwrap();
+        let cmd = git(None, locator.protocol());
+        let std = cmd.as_std();
+        let envs: std::collections::BTreeMap<String, Option<String>> = std
+            .get_envs()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.map(|v| v.to_string_lossy().into_owned()),
+                )
+            })
+            .collect();
+        for absent in [
+            "HOME",
+            "SSH_AUTH_SOCK",
+            "XDG_CONFIG_HOME",
+            "GIT_SSH_COMMAND",
+        ] {
+            assert!(
+                !envs.contains_key(absent),
+                "{absent} reaches the mirror's git"
+            );
+        }
+        assert_eq!(envs["GIT_CONFIG_GLOBAL"].as_deref(), Some("/dev/null"));
+        assert_eq!(envs["GIT_CONFIG_NOSYSTEM"].as_deref(), Some("1"));
+        assert_eq!(envs["GIT_ALLOW_PROTOCOL"].as_deref(), Some("https"));
+        let args: Vec<String> = std
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(args.iter().any(|a| a == "credential.helper="));
+        assert!(!args.iter().any(|a| a.starts_with("protocol.file.allow")));
+        assert_eq!(Locator::parse("/srv/r").unwrap().protocol(), "file");
+        assert_eq!(Locator::parse("file:///srv/r").unwrap().protocol(), "file");
+        assert_eq!(Locator::parse("http://h/r").unwrap().protocol(), "http");
+        assert_eq!(Locator::parse("git://h/r").unwrap().protocol(), "git");
+    }
+
+    /// The global config of whoever runs the host never applies: a `HOME` whose `.gitconfig`
+    /// rewrites the client's URL to a local repository (`insteadOf`) changes nothing.
+    #[tokio::test]
+    async fn a_hosts_insteadof_rewrite_does_not_reach_a_clients_locator() {
+        let tmp = tempfile::tempdir().unwrap();
+        let source = tmp.path().join("source.git");
+        let init = std::process::Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(&source)
+            .status()
+            .unwrap();
+        assert!(init.success());
+        let home = tmp.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        std::fs::write(
+            home.join(".gitconfig"),
+            format!(
+                "[url \"{}\"]\n\tinsteadOf = https://example.invalid/\n",
+                source.display()
+            ),
+        )
+        .unwrap();
+        let mut cmd = git(None, "https");
+        // What a host's HOME would add if the builder kept it: the rewrite must still not apply
+        // (the file transport is not the locator's, and global config is /dev/null).
+        cmd.env("HOME", &home)
+            .args(["ls-remote", "--", "https://example.invalid/o/r.git"]);
+        assert!(!status(cmd).await.unwrap());
     }
 }

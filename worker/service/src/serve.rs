@@ -173,6 +173,14 @@ async fn start_up(
             return Ok(None);
         }
     };
+    // Private mirrors (and credential copies) of publications killed before they could clean up.
+    let swept = publish::sweep_abandoned_mirrors();
+    if swept.removed > 0 {
+        tracing::info!(
+            removed = swept.removed,
+            "removed private publication mirrors left by killed publications"
+        );
+    }
     let max_turns = opts.max_turns.max(1);
     let meta = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
