@@ -123,6 +123,8 @@ fn facts(
             candidate_digest: bound,
         });
     }
+    // What the policy scans and the reviewer reads must be the change publication commits.
+    finalizer::check_diffs_match_content(&found.candidate)?;
     let report = policy::scan(&found.candidate)?;
     let (_, report_digest) = report.to_file_bytes()?;
     let findings = report

@@ -301,6 +301,7 @@ impl Mirror {
             "git ls-tree of the baseline failed",
         )?;
         let mut found: BTreeMap<String, (String, String)> = BTreeMap::new();
+        let mut ids: BTreeMap<String, String> = BTreeMap::new();
         for record in listing.split(|b| *b == 0).filter(|r| !r.is_empty()) {
             let text = std::str::from_utf8(record)
                 .map_err(|_| git_error("git ls-tree printed a non-text entry"))?;
@@ -308,10 +309,12 @@ impl Mirror {
                 .split_once('\t')
                 .ok_or_else(|| git_error("git ls-tree printed an unexpected entry"))?;
             let mut parts = meta.split(' ');
-            let (Some(mode), Some(kind)) = (parts.next(), parts.next()) else {
+            let (Some(mode), Some(kind), Some(id)) = (parts.next(), parts.next(), parts.next())
+            else {
                 return Err(git_error("git ls-tree printed an unexpected entry"));
             };
             found.insert(path.to_owned(), (mode.to_owned(), kind.to_owned()));
+            ids.insert(path.to_owned(), id.to_owned());
         }
         let mismatch = |detail| PublishError::CandidateMismatch { detail };
         let mut modes = BTreeMap::new();
@@ -351,7 +354,73 @@ impl Mirror {
                 },
             }
         }
+        self.check_previous_images(candidate, &ids)?;
         Ok(modes)
+    }
+
+    /// Every updated or deleted file of the baseline is exactly the bytes the candidate's
+    /// `previous_sha256` names (its diffs were checked against those hashes and the post-images,
+    /// [`finalizer::check_diffs_match_content`]): one `cat-file --batch` for all of them.
+    fn check_previous_images(
+        &self,
+        candidate: &RepositoryPatchCandidate,
+        ids: &BTreeMap<String, String>,
+    ) -> Result<(), PublishError> {
+        let mismatch = |detail| PublishError::CandidateMismatch { detail };
+        let mut asked = Vec::new();
+        let mut request = Vec::new();
+        for file in candidate.changed_files() {
+            if file.op() == FileOp::Create {
+                continue;
+            }
+            let (Some(id), Some(previous)) =
+                (ids.get(file.path().as_str()), file.previous_sha256())
+            else {
+                return Err(mismatch(
+                    "an updated or deleted path has no previous image in the baseline tree",
+                ));
+            };
+            if !crate::run::is_object_id(id) {
+                return Err(git_error("git ls-tree printed an unexpected object id"));
+            }
+            request.extend_from_slice(id.as_bytes());
+            request.push(b'\n');
+            asked.push(previous);
+        }
+        if asked.is_empty() {
+            return Ok(());
+        }
+        let mut cmd = self.git("");
+        cmd.args(["cat-file", "--batch"]);
+        let out = run_ok(
+            &mut cmd,
+            Some(&request),
+            finalizer::MAX_CANDIDATE_JSON_BYTES,
+            "git cat-file of the baseline files failed",
+        )?;
+        let mut rest = out.as_slice();
+        for previous in asked {
+            let unexpected = || git_error("git cat-file printed an unexpected answer");
+            let newline = rest
+                .iter()
+                .position(|b| *b == b'\n')
+                .ok_or_else(unexpected)?;
+            let (header, tail) = rest.split_at_checked(newline).ok_or_else(unexpected)?;
+            let header = std::str::from_utf8(header).map_err(|_| unexpected())?;
+            let size: usize = match header.split(' ').collect::<Vec<_>>().as_slice() {
+                [_, "blob", size] => size.parse().map_err(|_| unexpected())?,
+                _ => return Err(unexpected()),
+            };
+            let tail = tail.get(1..).ok_or_else(unexpected)?;
+            let (bytes, tail) = tail.split_at_checked(size).ok_or_else(unexpected)?;
+            rest = tail.strip_prefix(b"\n").ok_or_else(unexpected)?;
+            if snapshot::Sha256::of(bytes) != *previous {
+                return Err(mismatch(
+                    "an updated or deleted file differs from the candidate's previous image",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Writes every post-image as a blob through one `git fast-import`; the blob id of each

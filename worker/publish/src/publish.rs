@@ -355,6 +355,9 @@ pub fn prepare(request: &PublishRequest<'_>) -> Result<PreparedPublication, Publ
     let candidate = request.candidate;
     // The digest also proves every post-image matches its `new_sha256`.
     let digest = finalizer::repository_patch_digest(candidate)?.to_string();
+    // What was reviewed (the diffs) must be the change committed (the post-images), from the
+    // previous images the baseline is checked to hold while the tree is built.
+    finalizer::check_diffs_match_content(candidate)?;
     let baseline = candidate.baseline_commit_sha();
     if !is_object_id(baseline) {
         return Err(input("the baseline commit is not a 40-digit object id"));

@@ -80,6 +80,8 @@ pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewCont
             });
         }
     }
+    // What the policy scans and the reviewer reads must be the change publication commits.
+    finalizer::check_diffs_match_content(&candidate)?;
     let report = policy::scan(&candidate)?;
     let (_, report_digest) = report.to_file_bytes()?;
     let findings = report

@@ -276,6 +276,46 @@ fn refusals_before_the_push_have_stable_codes() {
     );
 }
 
+/// r_publish_commits_what_no_diff_showed: publication commits post-images, review reads diffs;
+/// a candidate whose diff is not the change from the baseline's bytes to its post-image (an
+/// update with an empty diff, or previous bytes the baseline does not hold) is never pushed.
+#[test]
+fn a_candidate_whose_diffs_are_not_its_change_is_never_published() {
+    // The diff and hashes agree with each other, but the baseline holds other previous bytes.
+    let fx = Fixture::with_files(vec![update(
+        "docs/keep.txt",
+        "one\nTWO\nthree\n",
+        "one\n2\nthree\n",
+    )]);
+    let request = Request::new(fx.remote(), "candidate/x");
+    assert_eq!(
+        publish(&request.build(&fx, None)).unwrap_err().code(),
+        "PATCH_CANDIDATE_PUBLISH_CANDIDATE_MISMATCH"
+    );
+    assert!(!fx.remote_refs().contains_key("refs/heads/candidate/x"));
+
+    // The right previous bytes, a new line in the post-image, and an empty diff: nothing of the
+    // change would be shown or scanned.
+    let before = "one\ntwo\nthree\n";
+    let after = "one\ntwo\nthree\ntoken = 'hidden from review'\n";
+    let hidden = finalizer::RepositoryPatchFile::new(
+        snapshot::RepoPath::parse("docs/keep.txt").unwrap(),
+        snapshot::FileOp::Update,
+        Some(snapshot::Sha256::of(before.as_bytes())),
+        Some(snapshot::Sha256::of(after.as_bytes())),
+        Some(after.to_owned()),
+        String::new(),
+    )
+    .unwrap();
+    let fx = Fixture::with_files(vec![hidden]);
+    let request = Request::new(fx.remote(), "candidate/x");
+    assert_eq!(
+        publish(&request.build(&fx, None)).unwrap_err().code(),
+        "REPOSITORY_PATCH_VERIFY_DIFF"
+    );
+    assert!(!fx.remote_refs().contains_key("refs/heads/candidate/x"));
+}
+
 #[test]
 fn the_baseline_can_come_from_the_remote() {
     let fx = Fixture::new();
