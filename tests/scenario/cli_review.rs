@@ -200,6 +200,173 @@ fn publish(
         .unwrap()
 }
 
+/// r_update_with_empty_diff_scans_nothing: an update whose post-image adds a secret but whose
+/// diff is empty would show and scan nothing; review refuses it (show and accept alike) by the
+/// diff check's code, and never prints the value.
+#[test]
+fn cli_review_refuses_a_candidate_whose_diff_is_not_its_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let store = tmp.path().join("candidates");
+    let secret = "AKIAZ7QW3RT5YU6IOPLK";
+    let before = "print('a')\n";
+    let after = format!("print('a')\naws_access_key_id = \"{secret}\"\n");
+    let file = RepositoryPatchFile::new(
+        RepoPath::parse("src/app.py").unwrap(),
+        FileOp::Update,
+        Some(Sha256::of(before.as_bytes())),
+        Some(Sha256::of(after.as_bytes())),
+        Some(after.clone()),
+        String::new(),
+    )
+    .unwrap();
+    let fields = CandidateFields {
+        repository_full_name: "o/n".into(),
+        handoff_id: "handoff-1".into(),
+        baseline_commit_sha: "c".repeat(40),
+        approved_plan_digest: "0".repeat(64),
+        ..CandidateFields::default()
+    };
+    let c = RepositoryPatchCandidate::new(fields, vec![file]).unwrap();
+    let digest = CandidateStore::open(&store)
+        .unwrap()
+        .put(&c)
+        .unwrap()
+        .to_string();
+    for args in [
+        vec!["accept", digest.as_str()],
+        vec!["show", digest.as_str()],
+    ] {
+        let out = review(&state, &store, &args);
+        assert_eq!(code(&out), "REPOSITORY_PATCH_VERIFY_DIFF", "{args:?}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(secret));
+        assert!(!String::from_utf8_lossy(&out.stderr).contains(secret));
+    }
+}
+
+/// r_credential_copy_survives_sigkill: a publication killed outright (SIGKILL, mid-transfer)
+/// leaves its private mirror and the credential copy in it; the next publication removes them
+/// before it does anything else, even one that then fails.
+#[test]
+fn cli_publish_killed_mid_push_leaves_no_credential_copy_behind() {
+    use std::io::Read as _;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let store = tmp.path().join("candidates");
+    let temp = tmp.path().join("tmp");
+    std::fs::create_dir(&temp).unwrap();
+    let (repo, commit) = crate::support::git_repo(&std::collections::BTreeMap::from([(
+        "src/app.py",
+        "print('app')\n".to_owned(),
+    )]));
+    git_out(repo.path(), &["branch", "-M", "main"]);
+    let digest = stored_at(&store, &[], "print('new')\n", &commit);
+    let out = review(&state, &store, &["accept", &digest]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A "remote" that takes the connection and never answers: the publication waits in it.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        for conn in listener.incoming().take(4) {
+            let Ok(mut conn) = conn else { break };
+            let mut buf = [0_u8; 1024];
+            let _ = conn.set_read_timeout(Some(std::time::Duration::from_millis(200)));
+            let _ = conn.read(&mut buf);
+            conns.push(conn);
+        }
+        conns
+    });
+    let secret = "s3cret-token-0f9e8d7c6b5a";
+    let creds = tmp.path().join("creds");
+    std::fs::write(&creds, format!("{secret}\n")).unwrap();
+    std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let publish_to = |port: u16| {
+        let mut cmd = bin();
+        cmd.env("PATCH_CANDIDATE_STATE_DIR", &state)
+            .env("TMPDIR", &temp)
+            .arg("--json")
+            .args(["publish", &digest, "--store"])
+            .arg(&store)
+            .arg("--repo")
+            .arg(repo.path())
+            .arg("--remote")
+            .arg(format!("http://127.0.0.1:{port}/r.git"))
+            .args([
+                "--branch",
+                "c/killed",
+                "--base",
+                "main",
+                "--credential-file",
+            ])
+            .arg(&creds)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        cmd
+    };
+    let holding_the_secret = || -> Vec<std::path::PathBuf> {
+        let mut found = Vec::new();
+        let mut stack = vec![temp.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                let meta = std::fs::symlink_metadata(&path).unwrap();
+                if meta.is_dir() {
+                    stack.push(path);
+                } else if std::fs::read(&path)
+                    .is_ok_and(|b| b.windows(secret.len()).any(|w| w == secret.as_bytes()))
+                {
+                    found.push(path);
+                }
+            }
+        }
+        found
+    };
+    let mut child = publish_to(port).spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while holding_the_secret().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the publication never wrote its credential copy"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the publication ended early"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // What a kill leaves: the private copy, still on disk.
+    assert!(!holding_the_secret().is_empty());
+
+    // The next publication (to a port nobody listens on: it fails) sweeps it first.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let status = publish_to(closed_port).status().unwrap();
+    assert!(!status.success());
+    assert_eq!(holding_the_secret(), Vec::<std::path::PathBuf>::new());
+    let left: Vec<_> = std::fs::read_dir(&temp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // Unblock the listener thread (its accepted connections close with it).
+    let _ = std::net::TcpStream::connect(("127.0.0.1", port));
+    let _ = std::net::TcpStream::connect(("127.0.0.1", port));
+    let _ = std::net::TcpStream::connect(("127.0.0.1", port));
+    let _ = std::net::TcpStream::connect(("127.0.0.1", port));
+    drop(held.join());
+}
+
 /// review accept → publish: only an accepted candidate is published, as one commit on a new
 /// branch of a real bare remote whose tree is the baseline plus the candidate, with the
 /// recorded id; a second publish and a taken branch name are refused; the user's repository
