@@ -593,30 +593,31 @@ pub(crate) fn sweep_abandoned_mirrors_in(
     root: &Path,
     unlocked_grace: std::time::Duration,
 ) -> MirrorSweep {
-    use std::os::unix::fs::OpenOptionsExt as _;
+    use cap_std::fs::{OpenOptions, OpenOptionsExt as _};
     let mut sweep = MirrorSweep::default();
-    // The temporary directory is the host's own: ambient access by design (as tempfile's).
-    let Ok(entries) = std::fs::read_dir(root) else {
+    // The temporary directory is the host's own: the one ambient open, as tempfile's.
+    let Ok(dir) = Dir::open_ambient_dir(root, cap_std::ambient_authority()) else {
+        return sweep;
+    };
+    let Ok(entries) = dir.entries() else {
         return sweep;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        if !name.to_str().is_some_and(|n| n.starts_with(MIRROR_PREFIX)) {
+        let Some(name) = name.to_str().filter(|n| n.starts_with(MIRROR_PREFIX)) else {
             continue;
-        }
-        let path = entry.path();
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        };
+        let Ok(meta) = dir.symlink_metadata(name) else {
             continue;
         };
         if !meta.is_dir() {
             continue;
         }
-        let lock = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path.join(OWNER_LOCK));
+        let mut options = OpenOptions::new();
+        options.read(true).custom_flags(libc::O_NOFOLLOW);
+        let lock = dir.open_with(format!("{name}/{OWNER_LOCK}"), &options);
         let abandoned = match lock {
-            Ok(file) => match file.try_lock() {
+            Ok(file) => match file.into_std().try_lock() {
                 Ok(()) => true,
                 Err(std::fs::TryLockError::WouldBlock) => {
                     sweep.live += 1;
@@ -627,11 +628,11 @@ pub(crate) fn sweep_abandoned_mirrors_in(
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => meta
                 .modified()
                 .ok()
-                .and_then(|m| m.elapsed().ok())
+                .and_then(|m| m.into_std().elapsed().ok())
                 .is_some_and(|age| age >= unlocked_grace),
             Err(_) => false,
         };
-        if abandoned && std::fs::remove_dir_all(&path).is_ok() {
+        if abandoned && dir.remove_dir_all(name).is_ok() {
             sweep.removed += 1;
         }
     }
