@@ -27,6 +27,16 @@ fn stored_at(store: &Path, gates: &[&str], body: &str, commit: &str) -> String {
         format!("--- /dev/null\n+++ b/src/new.py\n@@ -0,0 +1 @@\n+{body}"),
     )
     .unwrap();
+    stored_files(store, gates, commit, vec![file])
+}
+
+/// A candidate of `files` at `commit`, requiring `gates`, stored in `store`.
+fn stored_files(
+    store: &Path,
+    gates: &[&str],
+    commit: &str,
+    files: Vec<RepositoryPatchFile>,
+) -> String {
     let fields = CandidateFields {
         repository_full_name: "o/n".into(),
         handoff_id: "handoff-1".into(),
@@ -35,7 +45,7 @@ fn stored_at(store: &Path, gates: &[&str], body: &str, commit: &str) -> String {
         required_validation_gates: gates.iter().map(|g| (*g).to_owned()).collect(),
         ..CandidateFields::default()
     };
-    let c = RepositoryPatchCandidate::new(fields, vec![file]).unwrap();
+    let c = RepositoryPatchCandidate::new(fields, files).unwrap();
     CandidateStore::open(store)
         .unwrap()
         .put(&c)
@@ -186,8 +196,22 @@ fn publish(
     digest: &str,
     branch: &str,
 ) -> Output {
-    bin()
-        .env("PATCH_CANDIDATE_STATE_DIR", state)
+    publish_cmd(state, store, repo, remote.as_os_str(), digest, branch)
+        .output()
+        .unwrap()
+}
+
+/// `publish DIGEST` from `repo` to `remote` as `branch` off `main`, in the state directory.
+fn publish_cmd(
+    state: &Path,
+    store: &Path,
+    repo: &Path,
+    remote: &std::ffi::OsStr,
+    digest: &str,
+    branch: &str,
+) -> std::process::Command {
+    let mut cmd = bin();
+    cmd.env("PATCH_CANDIDATE_STATE_DIR", state)
         .arg("--json")
         .args(["publish", digest, "--store"])
         .arg(store)
@@ -195,9 +219,8 @@ fn publish(
         .arg(repo)
         .arg("--remote")
         .arg(remote)
-        .args(["--branch", branch, "--base", "main"])
-        .output()
-        .unwrap()
+        .args(["--branch", branch, "--base", "main"]);
+    cmd
 }
 
 /// r_update_with_empty_diff_scans_nothing: an update whose post-image adds a secret but whose
@@ -206,8 +229,7 @@ fn publish(
 #[test]
 fn cli_review_refuses_a_candidate_whose_diff_is_not_its_change() {
     let tmp = tempfile::tempdir().unwrap();
-    let state = tmp.path().join("state");
-    let store = tmp.path().join("candidates");
+    let (state, store) = (tmp.path().join("state"), tmp.path().join("candidates"));
     let secret = "AKIAZ7QW3RT5YU6IOPLK";
     let before = "print('a')\n";
     let after = format!("print('a')\naws_access_key_id = \"{secret}\"\n");
@@ -220,19 +242,7 @@ fn cli_review_refuses_a_candidate_whose_diff_is_not_its_change() {
         String::new(),
     )
     .unwrap();
-    let fields = CandidateFields {
-        repository_full_name: "o/n".into(),
-        handoff_id: "handoff-1".into(),
-        baseline_commit_sha: "c".repeat(40),
-        approved_plan_digest: "0".repeat(64),
-        ..CandidateFields::default()
-    };
-    let c = RepositoryPatchCandidate::new(fields, vec![file]).unwrap();
-    let digest = CandidateStore::open(&store)
-        .unwrap()
-        .put(&c)
-        .unwrap()
-        .to_string();
+    let digest = stored_files(&store, &[], &"c".repeat(40), vec![file]);
     for args in [
         vec!["accept", digest.as_str()],
         vec!["show", digest.as_str()],
@@ -288,23 +298,17 @@ fn cli_publish_killed_mid_push_leaves_no_credential_copy_behind() {
     std::fs::write(&creds, format!("{secret}\n")).unwrap();
     std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o600)).unwrap();
     let publish_to = |port: u16| {
-        let mut cmd = bin();
-        cmd.env("PATCH_CANDIDATE_STATE_DIR", &state)
-            .env("TMPDIR", &temp)
-            .arg("--json")
-            .args(["publish", &digest, "--store"])
-            .arg(&store)
-            .arg("--repo")
-            .arg(repo.path())
-            .arg("--remote")
-            .arg(format!("http://127.0.0.1:{port}/r.git"))
-            .args([
-                "--branch",
-                "c/killed",
-                "--base",
-                "main",
-                "--credential-file",
-            ])
+        let remote = format!("http://127.0.0.1:{port}/r.git");
+        let mut cmd = publish_cmd(
+            &state,
+            &store,
+            repo.path(),
+            remote.as_ref(),
+            &digest,
+            "c/killed",
+        );
+        cmd.env("TMPDIR", &temp)
+            .arg("--credential-file")
             .arg(&creds)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
@@ -563,16 +567,14 @@ async fn docker_cli_publish_rebase_regates_the_merged_tree() {
     let broken = push_main(tmp.path(), &remote, "broken", &[("calc.py", BROKEN)]);
 
     let publish_rebase = |branch: &str, rebase: bool| {
-        let mut cmd = bin();
-        cmd.env("PATCH_CANDIDATE_STATE_DIR", &state)
-            .arg("--json")
-            .args(["publish", &digest, "--store"])
-            .arg(&store)
-            .arg("--repo")
-            .arg(repo.path())
-            .arg("--remote")
-            .arg(&remote)
-            .args(["--branch", branch, "--base", "main"]);
+        let mut cmd = publish_cmd(
+            &state,
+            &store,
+            repo.path(),
+            remote.as_os_str(),
+            &digest,
+            branch,
+        );
         if rebase {
             cmd.arg("--rebase").arg("--gates").arg(&gates);
         }
