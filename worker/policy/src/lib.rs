@@ -19,6 +19,7 @@
 
 mod added;
 mod error;
+mod hidden;
 mod report;
 mod rules;
 mod scan;
