@@ -32,3 +32,35 @@ pub use report::{
 };
 pub use rules::{RuleSetInfo, rule_set_info};
 pub use scan::{scan, scan_with_digest, verify};
+
+/// Measurement only (`examples/policy_bench.rs`): a scan with another rule file, to compare rule
+/// sets side by side in one process. Not part of the crate's surface; reports it makes are bound
+/// to that rule file and never verify.
+#[doc(hidden)]
+pub mod measure {
+    use crate::{PolicyError, PolicyReport};
+
+    /// A compiled rule file.
+    #[derive(Debug)]
+    pub struct Rules(crate::rules::RuleSet);
+
+    impl Rules {
+        /// Compiles `text` as the shipped file is compiled.
+        ///
+        /// # Errors
+        /// `PATCH_CANDIDATE_POLICY_RULES` when it does not compile.
+        pub fn compile(text: &str) -> Result<Self, PolicyError> {
+            crate::rules::compile(text).map(Self)
+        }
+
+        /// [`crate::scan_with_digest`] with these rules.
+        #[must_use]
+        pub fn scan_with_digest(
+            &self,
+            candidate: &finalizer::RepositoryPatchCandidate,
+            candidate_digest: snapshot::Sha256,
+        ) -> PolicyReport {
+            crate::scan::scan_with_rules(&self.0, candidate, candidate_digest)
+        }
+    }
+}

@@ -405,7 +405,19 @@ pub fn scan_with_digest(
     candidate: &RepositoryPatchCandidate,
     candidate_digest: snapshot::Sha256,
 ) -> Result<PolicyReport, PolicyError> {
-    let rules = crate::rules::shipped()?;
+    Ok(scan_with_rules(
+        crate::rules::shipped()?,
+        candidate,
+        candidate_digest,
+    ))
+}
+
+/// The scan itself, with a compiled rule set.
+pub(crate) fn scan_with_rules(
+    rules: &RuleSet,
+    candidate: &RepositoryPatchCandidate,
+    candidate_digest: snapshot::Sha256,
+) -> PolicyReport {
     let mut collector = Collector::default();
     let mut added_lines_scanned = 0_u64;
     let files = candidate.changed_files();
@@ -418,7 +430,7 @@ pub fn scan_with_digest(
     }
     let findings_total = collector.counts.total();
     let truncated = (collector.listed.len() as u64) < findings_total;
-    Ok(PolicyReport {
+    PolicyReport {
         schema: POLICY_REPORT_SCHEMA.to_owned(),
         candidate_digest,
         rules_version: rules.version.clone(),
@@ -430,7 +442,7 @@ pub fn scan_with_digest(
         findings: collector.listed,
         truncated,
         clean: findings_total == 0,
-    })
+    }
 }
 
 /// Checks that `report` is the report this build makes for `candidate`: the same rule file,
