@@ -751,7 +751,7 @@ def main() -> None:
         fail("docs/REVIEW.md has no rule table markers")
     head, rest = review.split(begin, 1)
     _, tail = rest.split(end, 1)
-    rows = ["| rule | what | min. entropy | names | origin |", "|---|---|---|---|---|"]
+    rows = ["| rule | what | entropy above | names | origin |", "|---|---|---|---|---|"]
     for t in table:
         ent = "—" if t["entropy"] is None else f"{float(t['entropy'])}"
         desc = t["description"].replace("|", "\\|")
