@@ -138,6 +138,27 @@ fn short_lines() -> RepositoryPatchCandidate {
     )
 }
 
+/// 20 created files of 512 KiB made of the benign corpus (`tests/corpus/benign.txt`): nearly
+/// every line holds a credential-ish keyword (`key`, `token`, `api`, `auth`, `s.`), the worst
+/// case for the rules' regexes.
+fn keyword_dense() -> RepositoryPatchCandidate {
+    let lines: Vec<&str> = include_str!("../tests/corpus/benign.txt").lines().collect();
+    candidate(
+        (0..20)
+            .map(|i| {
+                let mut text = String::with_capacity(TARGET / 20 + 256);
+                let mut n = i * 31;
+                while text.len() < TARGET / 20 {
+                    text.push_str(lines[n % lines.len()]);
+                    text.push('\n');
+                    n += 1;
+                }
+                file(&format!("app/dense{i:02}.py"), None, &text)
+            })
+            .collect(),
+    )
+}
+
 fn stats(mut d: Vec<Duration>) -> String {
     d.sort();
     let ms = |x: Duration| x.as_secs_f64() * 1000.0;
@@ -228,6 +249,10 @@ fn main() {
         ("creates, 20 x 512 KiB source", creates()),
         ("updates, 20 x 512 KiB, an edit every 50 lines", updates()),
         ("creates, 10 x 1 MiB of 6-byte lines", short_lines()),
+        (
+            "creates, 20 x 512 KiB of keyword-dense lines",
+            keyword_dense(),
+        ),
     ] {
         let bytes: usize = c
             .changed_files()
