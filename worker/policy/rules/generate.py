@@ -27,9 +27,11 @@ stops the generator. The crate's tests compile every regex.
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 import random
 import re
+import string
 import re._parser as sre_parse  # the standard library's regex parser (sample generation)
 import re._constants as sre_c
 import subprocess
@@ -137,10 +139,8 @@ def scan_regex(text: str):
 def to_rust(regex: str) -> str:
     """RE2 → Rust `regex`: escape a `{` RE2 reads as a literal; refuse what differs."""
     out = []
-    tokens = list(scan_regex(regex))
-    rest = regex
     pos = 0
-    for kind, tok in tokens:
+    for kind, tok in scan_regex(regex):
         if kind == "escape":
             if re.fullmatch(r"\\[1-9]", tok) or tok in ("\\C", "\\Q", "\\E"):
                 fail(f"unconvertible escape {tok!r}")
@@ -151,7 +151,6 @@ def to_rust(regex: str) -> str:
         else:
             out.append(tok)
         pos += len(tok)
-    del rest
     return "".join(out)
 
 
@@ -221,7 +220,6 @@ def entropy(data: str) -> float:
     """gitleaks' shannonEntropy: counts per character, frequencies over the length in bytes."""
     if not data:
         return 0.0
-    import math
 
     counts: dict[str, int] = {}
     for ch in data:
@@ -231,14 +229,12 @@ def entropy(data: str) -> float:
 
 
 class Allow:
-    def __init__(self, raw: dict, portable_only: bool):
+    def __init__(self, raw: dict):
         self.target = raw.get("regexTarget", "secret")
         self.regexes = [py_compile(r) for r in raw.get("regexes", [])]
-        self.raw_regexes = raw.get("regexes", [])
         self.stopwords = [s.lower() for s in raw.get("stopwords", [])]
         self.paths = raw.get("paths", [])
         self.condition = raw.get("condition", "OR")
-        del portable_only
 
     def allowed(self, secret: str, match: str, line: str, path: str) -> bool:
         target = {"secret": secret, "match": match, "line": line}[self.target]
@@ -267,7 +263,7 @@ class Rule:
         self.group = int(raw.get("secretGroup", 0))
         self.path = py_compile(raw["path"]) if "path" in raw else None
         kept = ported_allowlists(raw)[0] if ported else raw.get("allowlists", [])
-        self.allow = [Allow(a, False) for a in kept]
+        self.allow = [Allow(a) for a in kept]
 
 
 def gitleaks_finds(rule: Rule, glob: Allow, text: str, path: str) -> list[str]:
@@ -473,7 +469,7 @@ PRINTABLE = [chr(c) for c in range(0x20, 0x7F)]
 AWKWARD = set("\"'`\\ ;\t")
 
 
-def class_chars(items, rng) -> list[str]:
+def class_chars(items) -> list[str]:
     negate = False
     chars: set[str] = set()
     for op, av in items:
@@ -495,8 +491,6 @@ def class_chars(items, rng) -> list[str]:
 
 
 def category_chars(cat) -> set[str]:
-    import string
-
     table = {
         sre_c.CATEGORY_DIGIT: set(string.digits),
         sre_c.CATEGORY_WORD: set(string.ascii_letters + string.digits + "_"),
@@ -525,7 +519,7 @@ def gen(tree, rng, out: list[str]) -> None:
             # Mostly a literal dot: gitleaks' regexes often leave the dots of host names bare.
             out.append("." if rng.random() < 0.7 else pick(PRINTABLE, rng))
         elif op is sre_c.IN:
-            out.append(pick(class_chars(av, rng), rng))
+            out.append(pick(class_chars(av), rng))
         elif op is sre_c.BRANCH:
             gen(rng.choice(av[1]), rng, out)
         elif op is sre_c.SUBPATTERN:
@@ -552,7 +546,9 @@ def sample(rule: Rule, glob: Allow, rng) -> tuple[str, str] | None:
     tree = sre_parse.parse(rule.regex.pattern, re.ASCII)
     path = DEFAULT_PATH
     if rule.path is not None:
-        path = PATH_FOR.get(rule.raw["path"]) or fail(f"{rule.id}: no sample path")
+        if rule.raw["path"] not in PATH_FOR:
+            fail(f"{rule.id}: no sample path for its path regex")
+        path = PATH_FOR[rule.raw["path"]]
     for _ in range(400):
         parts: list[str] = []
         gen(tree, rng, parts)
@@ -719,7 +715,7 @@ def main() -> None:
     rules_text, table = build_rules(up, local)
 
     rng = random.Random(SEED)
-    glob = Allow(up["allowlist"], False)
+    glob = Allow(up["allowlist"])
     overrides = {o["id"] for o in local.get("override", [])}
     corpus = []
     unfired = []
