@@ -430,13 +430,66 @@ mod tests {
     #[test]
     fn the_shipped_file_compiles_with_every_rule() {
         let rules = shipped().unwrap();
-        assert!(rules.secrets.len() >= 30, "{}", rules.secrets.len());
+        // gitleaks' 221 regex rules and 3 local ones; gitleaks' path rule and 2 local ones.
+        assert_eq!(rules.secrets.len(), 224);
+        assert_eq!(rules.secret_paths.len(), 3);
+        assert!(rules.secrets.iter().all(|r| r.regex.captures_len() >= 1));
+        assert!(RULE_FILE.contains("b58d3f102cf3a2c84cb7f923d05c25c9b1aed84b"));
         assert_eq!(rules.sha256, Sha256::of(RULE_FILE.as_bytes()));
         assert_eq!(rule_set_info().unwrap().version, rules.version);
     }
 
+    /// gitleaks' global value allow-list and a rule's own allow-lists, as compiled.
+    #[test]
+    fn allow_lists_decide_on_the_secret_or_the_match() {
+        let rules = shipped().unwrap();
+        for allowed in [
+            &b"${API_TOKEN}"[..],
+            b"$TOKEN",
+            b"{{ token }}",
+            b"xxxxxxxxxxxx",
+            b"true",
+        ] {
+            assert!(rules.allowlist.allows(allowed, allowed), "{allowed:?}");
+        }
+        assert!(!rules.allowlist.allows(b"Zf3D0LXCM3EIMbgJpUNnkRtO", b"x"));
+        let aws = rules
+            .secrets
+            .iter()
+            .find(|r| r.id == "aws-access-token")
+            .unwrap();
+        assert!(
+            aws.allowlists
+                .iter()
+                .any(|a| a.allows(b"AKIAIOSFODNN7EXAMPLE", b""))
+        );
+        let generic = rules
+            .secrets
+            .iter()
+            .find(|r| r.id == "generic-api-key")
+            .unwrap();
+        // A stop-word inside the secret, and a match-target regex (`public_key`).
+        assert!(
+            generic
+                .allowlists
+                .iter()
+                .any(|a| a.allows(b"my-example-value-1", b"k=v"))
+        );
+        assert!(generic.allowlists.iter().any(|a| a.allows(
+            b"Zf3D0LXCM3EIMbgJpUNnkRtO",
+            b"public_key = Zf3D0LXCM3EIMbgJpUNnkRtO"
+        )));
+        assert!(!generic.allowlists.iter().any(|a| a.allows(
+            b"Zf3D0LXCM3EIMbgJpUNnkRtO",
+            b"api_key = Zf3D0LXCM3EIMbgJpUNnkRtO"
+        )));
+    }
+
     #[test]
     fn entropy_matches_known_values() {
+        // gitleaks counts characters but divides by bytes: 2 × (2/6 · log2(6/2)) for "ééaa".
+        let expected = 2.0 * (2.0 / 6.0) * 3.0_f64.log2();
+        assert!((shannon_entropy("ééaa".as_bytes()) - expected).abs() < 1e-9);
         assert!((shannon_entropy(b"aaaa") - 0.0).abs() < 1e-9);
         assert!((shannon_entropy(b"abab") - 1.0).abs() < 1e-9);
         assert!((shannon_entropy(b"abcdefgh") - 3.0).abs() < 1e-9);
