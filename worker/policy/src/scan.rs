@@ -385,7 +385,9 @@ fn scan_file(rules: &RuleSet, index: u32, file: &RepositoryPatchFile) -> (FileFi
 /// The report, its `Debug` form and every error name rules, kinds, files and lines, never a
 /// matched value; a created file whose name matched a secret rule has its path withheld. No
 /// allow-list of the repository (`.gitleaksignore`, `.gitleaks.toml`, `.secretsignore`) and no
-/// inline allow comment (`gitleaks:allow`, `nosec`, `pragma: allowlist secret`) is honoured.
+/// inline allow comment (`gitleaks:allow`, `nosec`, `pragma: allowlist secret`) is honoured; the
+/// only allow-lists are gitleaks' value allow-lists pinned in the rule file (on a match's secret
+/// or the match itself, never on its path or the rest of its line).
 pub fn scan(candidate: &RepositoryPatchCandidate) -> Result<PolicyReport, PolicyError> {
     let candidate_digest = repository_patch_digest(candidate)?;
     scan_with_digest(candidate, candidate_digest)
