@@ -71,4 +71,4 @@ pub use selection::{
     BaselineFiles, MAX_READ_ONLY_INSPECTION_BYTES, MAX_READ_ONLY_INSPECTION_FILES,
     MAX_REPOSITORY_FILES, select_read_only_files, verify_selected_baseline,
 };
-pub use text::{DEFAULT_QUOTED_CHARS, Untrusted, is_printable, quote};
+pub use text::{DEFAULT_QUOTED_CHARS, Untrusted, is_default_ignorable, is_printable, quote};

@@ -8,9 +8,13 @@
 //! Escaped: every character Python's `str.isprintable()` rejects — general categories `Cc`
 //! (C0, DEL, C1), `Cf` (bidi embeddings/overrides/isolates, zero-width space/joiners, BOM, tag
 //! characters, soft hyphen), `Cs`, `Co` (private use), `Cn` (unassigned), `Zl`, `Zp` and every `Zs`
-//! other than the ASCII space — plus the quote and the backslash in [`Untrusted::quoted`] mode. The
-//! escape spelling is Python's `repr` (`\n`, `\t`, `\r`, `\\`, `\xNN`, `\uNNNN`, `\UNNNNNNNN`), so
-//! quoted names match the reference implementation's messages byte for byte.
+//! other than the ASCII space — and, beyond Python, every `Default_Ignorable_Code_Point`
+//! ([`is_default_ignorable`]: the Hangul fillers, variation selectors, the combining grapheme
+//! joiner, … which render as nothing though their category is a letter or a mark) — plus the
+//! quote and the backslash in [`Untrusted::quoted`] mode. The escape spelling is Python's `repr`
+//! (`\n`, `\t`, `\r`, `\\`, `\xNN`, `\uNNNN`, `\UNNNNNNNN`), so quoted names match the reference
+//! implementation's messages byte for byte, except for names holding one of those invisible
+//! letters or marks, which Python would print raw.
 //!
 //! Hand-written rather than `str::escape_debug`: that keeps bidi controls only partly visible and
 //! has no Python-compatible quoting or length cap.
@@ -105,23 +109,54 @@ pub fn quote(text: &str) -> String {
     Untrusted::quoted(text).to_string()
 }
 
-/// True when `c` is shown as itself (Python's `str.isprintable()` for one character).
+/// True when `c` has Unicode's `Default_Ignorable_Code_Point` property (Unicode 15.1
+/// `DerivedCoreProperties.txt`): characters a renderer shows as nothing, whatever their general
+/// category — soft hyphen, combining grapheme joiner, Hangul fillers (U+115F, U+1160, U+3164,
+/// U+FFA0), Khmer inherent vowels, Mongolian variation selectors and vowel separator, zero-width
+/// and bidi controls, invisible operators (U+2061–U+2064), variation selectors, the BOM,
+/// shorthand format and musical beam controls, tag characters and the rest of U+E0000–U+E0FFF.
+#[must_use]
+pub fn is_default_ignorable(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0xAD | 0x34F
+            | 0x61C
+            | 0x115F..=0x1160
+            | 0x17B4..=0x17B5
+            | 0x180B..=0x180F
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x206F
+            | 0x3164
+            | 0xFE00..=0xFE0F
+            | 0xFEFF
+            | 0xFFA0
+            | 0xFFF0..=0xFFF8
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0000..=0xE0FFF
+    )
+}
+
+/// True when `c` is shown as itself: Python's `str.isprintable()` for one character, and not
+/// [`is_default_ignorable`].
 #[must_use]
 pub fn is_printable(c: char) -> bool {
     if c == ' ' {
         return true;
     }
-    !matches!(
-        get_general_category(c),
-        GeneralCategory::Control
-            | GeneralCategory::Format
-            | GeneralCategory::Surrogate
-            | GeneralCategory::PrivateUse
-            | GeneralCategory::Unassigned
-            | GeneralCategory::LineSeparator
-            | GeneralCategory::ParagraphSeparator
-            | GeneralCategory::SpaceSeparator
-    )
+    !is_default_ignorable(c)
+        && !matches!(
+            get_general_category(c),
+            GeneralCategory::Control
+                | GeneralCategory::Format
+                | GeneralCategory::Surrogate
+                | GeneralCategory::PrivateUse
+                | GeneralCategory::Unassigned
+                | GeneralCategory::LineSeparator
+                | GeneralCategory::ParagraphSeparator
+                | GeneralCategory::SpaceSeparator
+        )
 }
 
 fn write_escape(f: &mut fmt::Formatter<'_>, c: char) -> fmt::Result {
@@ -303,6 +338,20 @@ mod tests {
             '\u{e007f}',
             '\u{e000}',
             '\u{3000}',
+            // Default-ignorable letters and marks Python calls printable.
+            '\u{115f}',
+            '\u{1160}',
+            '\u{3164}',
+            '\u{ffa0}',
+            '\u{34f}',
+            '\u{17b4}',
+            '\u{180b}',
+            '\u{fe00}',
+            '\u{fe0f}',
+            '\u{e0100}',
+            '\u{e01ef}',
+            '\u{2061}',
+            '\u{2064}',
         ];
         for c in dangerous {
             assert!(!is_printable(c), "U+{:04X}", u32::from(c));

@@ -1,6 +1,9 @@
 //! Policy scan benchmark: `scan` over generated 10 MiB candidates, side by side with the
-//! candidate digest alone (which `scan` includes) and a newline count (the floor of any pass
-//! over the bytes). Prints p50 / p90 / min over the runs.
+//! candidate digest alone (which `scan` includes), a newline count (the floor of any pass over
+//! the bytes) and the policy pass with the rule file of version 2026.12.1 (the 32 rules before
+//! the whole gitleaks set, `benches/policy/rules-2026.12.1.toml`). Prints p50 / p90 / min over
+//! the runs, then the recall by value of both rule sets over the generated corpus
+//! (`tests/corpus/secrets.jsonl`).
 //! Usage: `policy_bench [RUNS]` (default 31).
 #![allow(
     clippy::unwrap_used,
@@ -135,6 +138,27 @@ fn short_lines() -> RepositoryPatchCandidate {
     )
 }
 
+/// 20 created files of 512 KiB made of the benign corpus (`tests/corpus/benign.txt`): nearly
+/// every line holds a credential-ish keyword (`key`, `token`, `api`, `auth`, `s.`), the worst
+/// case for the rules' regexes.
+fn keyword_dense() -> RepositoryPatchCandidate {
+    let lines: Vec<&str> = include_str!("../tests/corpus/benign.txt").lines().collect();
+    candidate(
+        (0..20)
+            .map(|i| {
+                let mut text = String::with_capacity(TARGET / 20 + 256);
+                let mut n = i * 31;
+                while text.len() < TARGET / 20 {
+                    text.push_str(lines[n % lines.len()]);
+                    text.push('\n');
+                    n += 1;
+                }
+                file(&format!("app/dense{i:02}.py"), None, &text)
+            })
+            .collect(),
+    )
+}
+
 fn stats(mut d: Vec<Duration>) -> String {
     d.sort();
     let ms = |x: Duration| x.as_secs_f64() * 1000.0;
@@ -157,14 +181,78 @@ fn time<T>(runs: usize, mut f: impl FnMut() -> T) -> Vec<Duration> {
         .collect()
 }
 
+/// The 2026.12.1 rule file in today's schema: every rule marked with an origin, an empty global
+/// allow-list (that file had none).
+fn old_rules() -> policy::measure::Rules {
+    let text = include_str!("../../../benches/policy/rules-2026.12.1.toml");
+    let mut out = String::new();
+    for line in text.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if line.starts_with("version = ") {
+            out.push_str("[allowlist]\ndescription = \"none\"\nregexes = []\nstopwords = []\n");
+        }
+        if line.starts_with("id = ") {
+            out.push_str("origin = \"2026.12.1\"\n");
+        }
+    }
+    policy::measure::Rules::compile(&out).unwrap()
+}
+
+/// Recall by value over the generated corpus: rules whose sample fires that rule, and rules
+/// whose sample fires any secret rule.
+fn recall(
+    scan: impl Fn(&RepositoryPatchCandidate) -> policy::PolicyReport,
+) -> (usize, usize, usize) {
+    let (mut exact, mut any, mut total) = (0, 0, 0);
+    for line in include_str!("../tests/corpus/secrets.jsonl").lines() {
+        let case: serde_json::Value = serde_json::from_str(line).unwrap();
+        if case["kind"] != "generated" {
+            continue;
+        }
+        total += 1;
+        let path = case["path"].as_str().unwrap();
+        let text = format!("{}\n", case["line"].as_str().unwrap());
+        let report = scan(&candidate(vec![file(path, None, &text)]));
+        let secrets: Vec<&str> = report
+            .findings
+            .iter()
+            .filter(|f| f.kind == policy::FindingKind::Secret)
+            .map(|f| f.rule_id.as_str())
+            .collect();
+        exact += usize::from(secrets.contains(&case["rule"].as_str().unwrap()));
+        any += usize::from(!secrets.is_empty());
+    }
+    (exact, any, total)
+}
+
+fn p50(mut d: Vec<Duration>) -> f64 {
+    d.sort();
+    d[d.len() / 2].as_secs_f64() * 1000.0
+}
+
 fn main() {
     let runs: usize = std::env::args()
         .nth(1)
         .map_or(31, |a| a.parse().expect("RUNS is a number"));
+    let old = old_rules();
+    let shipped = include_str!("../rules/policy.toml");
+    println!(
+        "rule file compile (once per process): this {}, 2026.12.1 {}",
+        stats(time(runs.min(11), || policy::measure::Rules::compile(
+            shipped
+        )
+        .unwrap())),
+        stats(time(runs.min(11), old_rules))
+    );
     for (name, c) in [
         ("creates, 20 x 512 KiB source", creates()),
         ("updates, 20 x 512 KiB, an edit every 50 lines", updates()),
         ("creates, 10 x 1 MiB of 6-byte lines", short_lines()),
+        (
+            "creates, 20 x 512 KiB of keyword-dense lines",
+            keyword_dense(),
+        ),
     ] {
         let bytes: usize = c
             .changed_files()
@@ -184,9 +272,21 @@ fn main() {
             stats(time(runs, || policy::scan(&c).unwrap()))
         );
         let digest = finalizer::repository_patch_digest(&c).unwrap();
+        let new = time(runs, || policy::scan_with_digest(&c, digest).unwrap());
         println!(
             "  policy::scan_with_digest (policy)    {}",
-            stats(time(runs, || policy::scan_with_digest(&c, digest).unwrap()))
+            stats(new.clone())
+        );
+        let old_report = old.scan_with_digest(&c, digest);
+        let was = time(runs, || old.scan_with_digest(&c, digest));
+        println!(
+            "  same pass, rules 2026.12.1 ({} findings) {}",
+            old_report.findings_total,
+            stats(was.clone())
+        );
+        println!(
+            "  ratio of p50s (this / 2026.12.1)     {:.2}x",
+            p50(new) / p50(was)
         );
         println!(
             "  baseline: repository_patch_digest    {}",
@@ -203,4 +303,13 @@ fn main() {
             }))
         );
     }
+    let digest_of = |c: &RepositoryPatchCandidate| finalizer::repository_patch_digest(c).unwrap();
+    let (exact, any, total) = recall(|c| policy::scan_with_digest(c, digest_of(c)).unwrap());
+    println!(
+        "recall by value, this rule set: {exact} of {total} rules fire their own rule, {any} of {total} fire some secret rule"
+    );
+    let (exact, any, total) = recall(|c| old.scan_with_digest(c, digest_of(c)));
+    println!(
+        "recall by value, rules 2026.12.1: {exact} of {total} rules fire their own rule, {any} of {total} fire some secret rule"
+    );
 }

@@ -31,7 +31,8 @@ pub const MAX_REPORT_BYTES: usize = 1024 * 1024;
 pub enum FindingKind {
     /// A secret rule matched an added line or a created file's name.
     Secret,
-    /// Bidi controls, zero-width characters or a terminal escape in an added line or a name.
+    /// A default-ignorable code point (bidi, zero-width, tag, variation selector, other invisible)
+    /// or a terminal escape in an added line or a name.
     HiddenText,
     /// A created file that is an executable or script (by name or by its first bytes).
     Executable,

@@ -20,37 +20,26 @@ const REGEX_SIZE_LIMIT: usize = 8 * 1024 * 1024;
 /// Lazy-DFA cache cap of one rule regex.
 const REGEX_DFA_LIMIT: usize = 2 * 1024 * 1024;
 /// The rule file's own size cap, checked before parsing.
-const MAX_RULE_FILE_BYTES: usize = 256 * 1024;
+const MAX_RULE_FILE_BYTES: usize = 1024 * 1024;
 /// A rule set larger than this is a build defect (keyword masks are `u64` words per line).
-pub(crate) const MAX_SECRET_RULES: usize = 128;
+pub(crate) const MAX_SECRET_RULES: usize = 320;
 
-/// A hidden-text character class: what the automaton's non-keyword patterns mean.
+/// What the automaton's non-keyword patterns mean.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Special {
-    /// U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C.
-    Bidi,
-    /// U+200B–U+200D, U+2060, and U+FEFF anywhere but offset 0 of the content.
-    ZeroWidth,
-    /// U+FEFF (zero-width no-break space / BOM): zero-width unless at offset 0.
-    Bom,
+    /// A default-ignorable code point (`hidden.rs` classifies the character at the hit).
+    Hidden,
     /// U+001B (ESC): a terminal escape sequence.
     Escape,
     /// U+0000: binary content.
     Nul,
 }
 
-/// Bidi controls (rule `bidi-control`).
-pub(crate) const BIDI: [char; 12] = [
-    '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}', '\u{2066}', '\u{2067}', '\u{2068}',
-    '\u{2069}', '\u{200E}', '\u{200F}', '\u{061C}',
-];
-/// Zero-width characters (rule `zero-width-character`), U+FEFF handled apart.
-pub(crate) const ZERO_WIDTH: [char; 4] = ['\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}'];
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
     version: String,
+    allowlist: RawAllowlist,
     secret: Vec<RawSecret>,
     secret_path: Vec<RawSecretPath>,
     executable: RawGlobs,
@@ -62,21 +51,54 @@ struct RawFile {
 #[serde(deny_unknown_fields)]
 struct RawSecret {
     id: String,
+    #[serde(rename = "origin")]
+    _origin: String,
     #[serde(rename = "description")]
     _description: String,
     regex: String,
     keywords: Vec<String>,
-    #[serde(default)]
-    secret_group: usize,
+    secret_group: Option<usize>,
     entropy: Option<f64>,
+    path: Option<String>,
     #[serde(default)]
     names: bool,
+    #[serde(default)]
+    allowlist: Vec<RawRuleAllowlist>,
+}
+
+/// gitleaks' global allow-list: value regexes and stop-words.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAllowlist {
+    #[serde(rename = "description")]
+    _description: String,
+    regexes: Vec<String>,
+    stopwords: Vec<String>,
+}
+
+/// A rule's own allow-list, over its secret or its whole match.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRuleAllowlist {
+    target: AllowTarget,
+    regexes: Vec<String>,
+    stopwords: Vec<String>,
+}
+
+/// What an allow-list's regexes run over (gitleaks' `regexTarget`; `line` is not ported).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum AllowTarget {
+    Secret,
+    Match,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSecretPath {
     id: String,
+    #[serde(rename = "origin")]
+    _origin: String,
     #[serde(rename = "description")]
     _description: String,
     regex: String,
@@ -90,14 +112,89 @@ struct RawGlobs {
     globs: Vec<String>,
 }
 
+/// One compiled allow-list: a secret (or match) is allowed when one regex matches it or it
+/// contains one stop-word (lowercased), as gitleaks decides with its default `OR` condition.
+#[derive(Debug)]
+pub(crate) struct Allowlist {
+    pub(crate) target: AllowTarget,
+    /// The regexes joined into one alternation (`None` when there are none).
+    pub(crate) regex: Option<Regex>,
+    /// Lowercase stop-words (`None` when there are none).
+    pub(crate) stopwords: Option<AhoCorasick>,
+}
+
+impl Allowlist {
+    fn compile(
+        target: AllowTarget,
+        regexes: &[String],
+        stopwords: &[String],
+    ) -> Result<Self, PolicyError> {
+        let regex = if regexes.is_empty() {
+            None
+        } else {
+            let joined = regexes
+                .iter()
+                .map(|r| format!("(?:{r})"))
+                .collect::<Vec<_>>()
+                .join("|");
+            Some(build_regex(&joined)?)
+        };
+        let stopwords = if stopwords.is_empty() {
+            None
+        } else {
+            if stopwords.iter().any(|s| *s != s.to_lowercase()) {
+                return Err(rules_error("an allow-list stop-word is not lowercase"));
+            }
+            Some(
+                AhoCorasick::new(stopwords)
+                    .map_err(|_| rules_error("an allow-list's stop-words do not build"))?,
+            )
+        };
+        Ok(Self {
+            target,
+            regex,
+            stopwords,
+        })
+    }
+
+    /// gitleaks' `checkFindingAllowed` for one allow-list: the regexes over the target (never
+    /// over an empty one), the stop-words over the lowercased secret.
+    pub(crate) fn allows(&self, secret: &[u8], matched: &[u8]) -> bool {
+        let target = match self.target {
+            AllowTarget::Secret => secret,
+            AllowTarget::Match => matched,
+        };
+        if !target.is_empty() && self.regex.as_ref().is_some_and(|r| r.is_match(target)) {
+            return true;
+        }
+        !secret.is_empty()
+            && self
+                .stopwords
+                .as_ref()
+                .is_some_and(|s| s.is_match(&secret.to_ascii_lowercase()))
+    }
+}
+
+/// Which capture group holds a rule's secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SecretGroup {
+    /// gitleaks' default: the first non-empty capture group, or the whole match without one.
+    FirstNonEmpty,
+    /// This group (gitleaks' `secretGroup`).
+    Index(usize),
+}
+
 /// One compiled secret rule.
 #[derive(Debug)]
 pub(crate) struct SecretRule {
     pub(crate) id: String,
     pub(crate) regex: Regex,
-    pub(crate) group: usize,
+    pub(crate) group: SecretGroup,
     pub(crate) entropy: Option<f64>,
+    /// The rule applies only to files whose path matches (gitleaks' `path` on a regex rule).
+    pub(crate) path: Option<Regex>,
     pub(crate) names: bool,
+    pub(crate) allowlists: Vec<Allowlist>,
 }
 
 /// One compiled path rule.
@@ -120,6 +217,8 @@ pub(crate) enum Pattern {
 pub(crate) struct RuleSet {
     pub(crate) version: String,
     pub(crate) sha256: Sha256,
+    /// gitleaks' global value allow-list.
+    pub(crate) allowlist: Allowlist,
     pub(crate) secrets: Vec<SecretRule>,
     pub(crate) secret_paths: Vec<PathRule>,
     pub(crate) executable_names: GlobSet,
@@ -176,8 +275,13 @@ pub(crate) fn compile(text: &str) -> Result<RuleSet, PolicyError> {
     let mut patterns = Vec::new();
     for (index, rule) in raw.secret.into_iter().enumerate() {
         let regex = build_regex(&rule.regex)?;
-        if rule.secret_group >= regex.captures_len() {
-            return Err(rules_error("a rule's secret group does not exist"));
+        let group = match rule.secret_group {
+            None | Some(0) => SecretGroup::FirstNonEmpty,
+            Some(n) if n < regex.captures_len() => SecretGroup::Index(n),
+            Some(_) => return Err(rules_error("a rule's secret group does not exist")),
+        };
+        if rule.entropy.is_some_and(|e| !e.is_finite() || e < 0.0) {
+            return Err(rules_error("a rule's entropy threshold is not a number"));
         }
         if rule.keywords.is_empty()
             || rule
@@ -196,33 +300,39 @@ pub(crate) fn compile(text: &str) -> Result<RuleSet, PolicyError> {
             keywords.push(keyword.into_bytes());
             patterns.push(Pattern::Keyword(index));
         }
+        let allowlists = rule
+            .allowlist
+            .iter()
+            .map(|a| Allowlist::compile(a.target, &a.regexes, &a.stopwords))
+            .collect::<Result<Vec<_>, _>>()?;
         secrets.push(SecretRule {
             id: rule.id,
             regex,
-            group: rule.secret_group,
+            group,
             entropy: rule.entropy,
+            path: rule.path.as_deref().map(build_regex).transpose()?,
             names: rule.names,
+            allowlists,
         });
     }
-    let specials = BIDI
-        .iter()
-        .map(|c| (*c, Special::Bidi))
-        .chain(ZERO_WIDTH.iter().map(|c| (*c, Special::ZeroWidth)))
-        .chain([
-            ('\u{FEFF}', Special::Bom),
-            ('\u{1B}', Special::Escape),
-            ('\u{0}', Special::Nul),
-        ]);
-    for (c, special) in specials {
-        let mut buf = [0_u8; 4];
-        keywords.push(c.encode_utf8(&mut buf).as_bytes().to_vec());
+    let allowlist = Allowlist::compile(
+        AllowTarget::Secret,
+        &raw.allowlist.regexes,
+        &raw.allowlist.stopwords,
+    )?;
+    for bytes in crate::hidden::patterns() {
+        keywords.push(bytes);
+        patterns.push(Pattern::Special(Special::Hidden));
+    }
+    for (byte, special) in [(0x1B_u8, Special::Escape), (0, Special::Nul)] {
+        keywords.push(vec![byte]);
         patterns.push(Pattern::Special(special));
     }
     let automaton = AhoCorasickBuilder::new()
         .ascii_case_insensitive(true)
         .match_kind(MatchKind::Standard)
-        // A full DFA: about a hundred short patterns make a small table, and the overlapping
-        // search (every keyword, even inside another) cannot use the prefilters.
+        // A full DFA: a few hundred short patterns make a table of a few MiB at most, and the
+        // overlapping search (every keyword, even inside another) cannot use the prefilters.
         .kind(Some(AhoCorasickKind::DFA))
         .build(&keywords)
         .map_err(|_| rules_error("the keyword automaton does not build"))?;
@@ -239,6 +349,7 @@ pub(crate) fn compile(text: &str) -> Result<RuleSet, PolicyError> {
     Ok(RuleSet {
         version: raw.version,
         sha256: Sha256::of(text.as_bytes()),
+        allowlist,
         secrets,
         secret_paths,
         executable_names: build_globs(&raw.executable.globs)?,
@@ -278,27 +389,38 @@ pub fn rule_set_info() -> Result<RuleSetInfo, PolicyError> {
     })
 }
 
-/// Shannon entropy of `bytes` in bits per byte (gitleaks computes it per character; for the
-/// ASCII alphabets every rule's secret group uses, the two agree).
+/// Shannon entropy of `bytes` as gitleaks computes it: symbol counts per character (per byte
+/// where the bytes are not UTF-8), frequencies over the length in bytes.
 pub(crate) fn shannon_entropy(bytes: &[u8]) -> f64 {
     if bytes.is_empty() {
         return 0.0;
     }
-    let mut counts = [0_u32; 256];
-    for &b in bytes {
-        if let Some(c) = counts.get_mut(usize::from(b)) {
-            *c += 1;
+    let len = bytes.len() as f64;
+    let term = |c: u32| {
+        let p = f64::from(c) / len;
+        -p * p.log2()
+    };
+    match std::str::from_utf8(bytes) {
+        Ok(text) if !text.is_ascii() => {
+            let mut counts: Vec<(char, u32)> = Vec::new();
+            for ch in text.chars() {
+                match counts.iter_mut().find(|(c, _)| *c == ch) {
+                    Some((_, n)) => *n += 1,
+                    None => counts.push((ch, 1)),
+                }
+            }
+            counts.iter().map(|(_, n)| term(*n)).sum()
+        }
+        _ => {
+            let mut counts = [0_u32; 256];
+            for &b in bytes {
+                if let Some(c) = counts.get_mut(usize::from(b)) {
+                    *c += 1;
+                }
+            }
+            counts.iter().filter(|&&c| c > 0).map(|&c| term(c)).sum()
         }
     }
-    let len = bytes.len() as f64;
-    counts
-        .iter()
-        .filter(|&&c| c > 0)
-        .map(|&c| {
-            let p = f64::from(c) / len;
-            -p * p.log2()
-        })
-        .sum()
 }
 
 #[cfg(test)]
@@ -308,13 +430,66 @@ mod tests {
     #[test]
     fn the_shipped_file_compiles_with_every_rule() {
         let rules = shipped().unwrap();
-        assert!(rules.secrets.len() >= 30, "{}", rules.secrets.len());
+        // gitleaks' 221 regex rules and 3 local ones; gitleaks' path rule and 2 local ones.
+        assert_eq!(rules.secrets.len(), 224);
+        assert_eq!(rules.secret_paths.len(), 3);
+        assert!(rules.secrets.iter().all(|r| r.regex.captures_len() >= 1));
+        assert!(RULE_FILE.contains("b58d3f102cf3a2c84cb7f923d05c25c9b1aed84b"));
         assert_eq!(rules.sha256, Sha256::of(RULE_FILE.as_bytes()));
         assert_eq!(rule_set_info().unwrap().version, rules.version);
     }
 
+    /// gitleaks' global value allow-list and a rule's own allow-lists, as compiled.
+    #[test]
+    fn allow_lists_decide_on_the_secret_or_the_match() {
+        let rules = shipped().unwrap();
+        for allowed in [
+            &b"${API_TOKEN}"[..],
+            b"$TOKEN",
+            b"{{ token }}",
+            b"xxxxxxxxxxxx",
+            b"true",
+        ] {
+            assert!(rules.allowlist.allows(allowed, allowed), "{allowed:?}");
+        }
+        assert!(!rules.allowlist.allows(b"Zf3D0LXCM3EIMbgJpUNnkRtO", b"x"));
+        let aws = rules
+            .secrets
+            .iter()
+            .find(|r| r.id == "aws-access-token")
+            .unwrap();
+        assert!(
+            aws.allowlists
+                .iter()
+                .any(|a| a.allows(b"AKIAIOSFODNN7EXAMPLE", b""))
+        );
+        let generic = rules
+            .secrets
+            .iter()
+            .find(|r| r.id == "generic-api-key")
+            .unwrap();
+        // A stop-word inside the secret, and a match-target regex (`public_key`).
+        assert!(
+            generic
+                .allowlists
+                .iter()
+                .any(|a| a.allows(b"my-example-value-1", b"k=v"))
+        );
+        assert!(generic.allowlists.iter().any(|a| a.allows(
+            b"Zf3D0LXCM3EIMbgJpUNnkRtO",
+            b"public_key = Zf3D0LXCM3EIMbgJpUNnkRtO"
+        )));
+        assert!(!generic.allowlists.iter().any(|a| a.allows(
+            b"Zf3D0LXCM3EIMbgJpUNnkRtO",
+            b"api_key = Zf3D0LXCM3EIMbgJpUNnkRtO"
+        )));
+    }
+
     #[test]
     fn entropy_matches_known_values() {
+        // gitleaks counts characters but divides by bytes: 2 × (2/6 · log2(6/2)) for "ééaa".
+        let expected = 2.0 * (2.0 / 6.0) * 3.0_f64.log2();
+        assert!((shannon_entropy("ééaa".as_bytes()) - expected).abs() < 1e-9);
         assert!((shannon_entropy(b"aaaa") - 0.0).abs() < 1e-9);
         assert!((shannon_entropy(b"abab") - 1.0).abs() < 1e-9);
         assert!((shannon_entropy(b"abcdefgh") - 3.0).abs() < 1e-9);

@@ -12,17 +12,16 @@ use snapshot::FileOp;
 
 use crate::added::{Added, Lines, added_by_diff};
 use crate::error::PolicyError;
+use crate::hidden::{Hidden, char_at, char_before, class, selector_is_presentation};
 use crate::report::{
     Finding, FindingKind, KindCounts, MAX_FINDINGS, MAX_FINDINGS_PER_FILE, POLICY_REPORT_SCHEMA,
     PolicyReport,
 };
 use crate::rules::{
-    BIDI, MAX_SECRET_RULES, Pattern, RuleSet, Special, ZERO_WIDTH, shannon_entropy,
+    MAX_SECRET_RULES, Pattern, RuleSet, SecretGroup, SecretRule, Special, shannon_entropy,
 };
 
-/// Rule ids of the built-in (code, not rule-file) checks.
-const BIDI_RULE: &str = "bidi-control";
-const ZERO_WIDTH_RULE: &str = "zero-width-character";
+/// Rule ids of the built-in (code, not rule-file) checks (hidden text: `Hidden::rule`).
 const ESCAPE_RULE: &str = "terminal-escape";
 const NUL_RULE: &str = "nul-byte";
 const SHEBANG_RULE: &str = "script-shebang";
@@ -31,23 +30,19 @@ const EXECUTABLE_NAME_RULE: &str = "executable-name";
 const BINARY_NAME_RULE: &str = "binary-name";
 const CI_RULE: &str = "ci-config";
 
-/// Keyword hits of one line: a bit per secret rule, a flag per special.
+/// Keyword hits of one line: a bit per secret rule, a bit per hidden-text class, a flag per
+/// other special.
 #[derive(Debug, Default)]
 struct LineHits {
-    rules: [u64; MAX_SECRET_RULES / 64],
-    bidi: bool,
-    zero_width: bool,
+    rules: [u64; MAX_SECRET_RULES.div_ceil(64)],
+    hidden: u8,
     escape: bool,
     nul: bool,
 }
 
 impl LineHits {
     fn any(&self) -> bool {
-        self.rules.iter().any(|w| *w != 0)
-            || self.bidi
-            || self.zero_width
-            || self.escape
-            || self.nul
+        self.rules.iter().any(|w| *w != 0) || self.hidden != 0 || self.escape || self.nul
     }
 
     fn set_rule(&mut self, index: usize) {
@@ -119,8 +114,28 @@ impl Collector {
     }
 }
 
-fn has_any(text: &str, chars: &[char]) -> bool {
-    text.chars().any(|c| chars.contains(&c))
+/// The hidden-text classes of `text` (a name), as bits of `Hidden::bit`.
+fn hidden_in(text: &str) -> u8 {
+    let mut bits = 0;
+    let mut prev = None;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if let Some(h) = class(c)
+            && !selector_is_presentation(prev, c, chars.peek().copied())
+        {
+            bits |= h.bit();
+        }
+        prev = Some(c);
+    }
+    bits
+}
+
+fn push_hidden(bits: u8, line: Option<u64>, out: &mut FileFindings) {
+    for h in Hidden::ALL {
+        if bits & h.bit() != 0 {
+            out.push(FindingKind::HiddenText, h.rule(), line);
+        }
+    }
 }
 
 /// The name rules of a created file.
@@ -138,7 +153,7 @@ fn scan_name(rules: &RuleSet, path: &str, out: &mut FileFindings) {
         }
     }
     for (index, rule) in rules.secrets.iter().enumerate() {
-        if rule.names && hits.has_rule(index) && secret_matches(rule, &spaced) {
+        if rule.names && hits.has_rule(index) && secret_matches(rules, rule, &spaced) {
             out.push(FindingKind::Secret, &rule.id, None);
             out.withhold_path = true;
         }
@@ -148,12 +163,7 @@ fn scan_name(rules: &RuleSet, path: &str, out: &mut FileFindings) {
             out.push(FindingKind::Secret, &rule.id, None);
         }
     }
-    if has_any(path, &BIDI) {
-        out.push(FindingKind::HiddenText, BIDI_RULE, None);
-    }
-    if has_any(path, &ZERO_WIDTH) || path.contains('\u{FEFF}') {
-        out.push(FindingKind::HiddenText, ZERO_WIDTH_RULE, None);
-    }
+    push_hidden(hidden_in(path), None, out);
     if rules.executable_names.is_match(path) {
         out.push(FindingKind::Executable, EXECUTABLE_NAME_RULE, None);
     }
@@ -162,34 +172,67 @@ fn scan_name(rules: &RuleSet, path: &str, out: &mut FileFindings) {
     }
 }
 
-/// True when `rule` matches `text` with a secret that passes its entropy threshold.
-fn secret_matches(rule: &crate::rules::SecretRule, text: &[u8]) -> bool {
-    match rule.entropy {
-        None => rule.regex.is_match(text),
-        Some(threshold) if rule.group == 0 => rule
-            .regex
-            .find_iter(text)
-            .any(|m| shannon_entropy(m.as_bytes()) >= threshold),
-        Some(threshold) => rule.regex.captures_iter(text).any(|c| {
-            c.get(rule.group)
-                .is_some_and(|g| shannon_entropy(g.as_bytes()) >= threshold)
-        }),
+/// True when `rule` reports a secret in `text` the way gitleaks decides it: some match of the
+/// regex whose secret (its `secret_group`, or the first non-empty capture group, found by
+/// rerunning the regex over the match alone) has an entropy above the rule's threshold and is
+/// allowed neither by gitleaks' global value allow-list nor by one of the rule's own.
+fn secret_matches(rules: &RuleSet, rule: &SecretRule, text: &[u8]) -> bool {
+    rule.regex
+        .find_iter(text)
+        .any(|m| finding_survives(rules, rule, m.as_bytes()))
+}
+
+fn finding_survives(rules: &RuleSet, rule: &SecretRule, matched: &[u8]) -> bool {
+    let secret = secret_of(rule, matched);
+    if let Some(threshold) = rule.entropy
+        && threshold != 0.0
+        && shannon_entropy(secret) <= threshold
+    {
+        return false;
+    }
+    !rules.allowlist.allows(secret, matched)
+        && !rule.allowlists.iter().any(|a| a.allows(secret, matched))
+}
+
+fn secret_of<'a>(rule: &SecretRule, matched: &'a [u8]) -> &'a [u8] {
+    if rule.regex.captures_len() < 2 {
+        return matched;
+    }
+    let Some(caps) = rule.regex.captures(matched) else {
+        return matched;
+    };
+    match rule.group {
+        SecretGroup::Index(n) => caps.get(n).map_or(&[][..], |g| g.as_bytes()),
+        SecretGroup::FirstNonEmpty => caps
+            .iter()
+            .skip(1)
+            .flatten()
+            .map(|g| g.as_bytes())
+            .find(|g| !g.is_empty())
+            .unwrap_or(matched),
     }
 }
 
 /// The checks of one added line that holds at least one keyword or special character.
-fn check_line(rules: &RuleSet, text: &[u8], number: u64, hits: &LineHits, out: &mut FileFindings) {
+fn check_line(
+    rules: &RuleSet,
+    (text, path): (&[u8], &str),
+    number: u64,
+    hits: &LineHits,
+    out: &mut FileFindings,
+) {
     for (index, rule) in rules.secrets.iter().enumerate() {
-        if hits.has_rule(index) && secret_matches(rule, text) {
+        if hits.has_rule(index)
+            && rule
+                .path
+                .as_ref()
+                .is_none_or(|p| p.is_match(path.as_bytes()))
+            && secret_matches(rules, rule, text)
+        {
             out.push(FindingKind::Secret, &rule.id, Some(number));
         }
     }
-    if hits.bidi {
-        out.push(FindingKind::HiddenText, BIDI_RULE, Some(number));
-    }
-    if hits.zero_width {
-        out.push(FindingKind::HiddenText, ZERO_WIDTH_RULE, Some(number));
-    }
+    push_hidden(hits.hidden, Some(number), out);
     if hits.escape {
         out.push(FindingKind::HiddenText, ESCAPE_RULE, Some(number));
     }
@@ -212,7 +255,7 @@ fn check_first_line(content: &str, out: &mut FileFindings) {
 /// whose first line has the 0-based index `first_line`, and checks every line with a hit.
 fn scan_segment(
     rules: &RuleSet,
-    bytes: &[u8],
+    (bytes, path): (&[u8], &str),
     (first_line, seg_start, seg_end): (usize, usize, usize),
     out: &mut FileFindings,
 ) {
@@ -234,7 +277,7 @@ fn scan_segment(
         if hits.any()
             && let Some(text) = bytes.get(start..end)
         {
-            check_line(rules, text, line as u64 + 1, hits, out);
+            check_line(rules, (text, path), line as u64 + 1, hits, out);
         }
     };
     for m in rules.automaton.find_overlapping_iter(segment) {
@@ -250,15 +293,30 @@ fn scan_segment(
         }
         match rules.patterns.get(m.pattern().as_usize()) {
             Some(Pattern::Keyword(index)) => hits.set_rule(*index),
-            Some(Pattern::Special(Special::Bidi)) => hits.bidi = true,
-            Some(Pattern::Special(Special::ZeroWidth)) => hits.zero_width = true,
-            Some(Pattern::Special(Special::Bom)) => hits.zero_width |= pos != 0,
+            Some(Pattern::Special(Special::Hidden)) => hits.hidden |= hidden_at(bytes, pos),
             Some(Pattern::Special(Special::Escape)) => hits.escape = true,
             Some(Pattern::Special(Special::Nul)) => hits.nul = true,
             None => {}
         }
     }
     flush(line, start, end, &hits, out);
+}
+
+/// The hidden-text class bit of the character at `pos` (an automaton hit), 0 when it is a
+/// byte order mark at offset 0 or an emoji's presentation selector.
+fn hidden_at(bytes: &[u8], pos: usize) -> u8 {
+    let Some(c) = char_at(bytes, pos) else {
+        return 0;
+    };
+    if c == '\u{FEFF}' && pos == 0 {
+        return 0;
+    }
+    let next = char_at(bytes, pos + c.len_utf8());
+    match class(c) {
+        Some(_) if selector_is_presentation(char_before(bytes, pos), c, next) => 0,
+        Some(h) => h.bit(),
+        None => 0,
+    }
 }
 
 /// Lines of `text` in Git's model (a final fragment without `\n` is a line).
@@ -287,7 +345,7 @@ fn scan_file(rules: &RuleSet, index: u32, file: &RepositoryPatchFile) -> (FileFi
                     Added::All => {
                         scanned = lines.count() as u64;
                         check_first_line(content, &mut out);
-                        scan_segment(rules, bytes, (0, 0, bytes.len()), &mut out);
+                        scan_segment(rules, (bytes, path), (0, 0, bytes.len()), &mut out);
                     }
                     Added::Some(set) => {
                         if set.first() == Some(&true) {
@@ -295,7 +353,12 @@ fn scan_file(rules: &RuleSet, index: u32, file: &RepositoryPatchFile) -> (FileFi
                         }
                         for run in lines.runs(&set) {
                             scanned += run.lines as u64;
-                            scan_segment(rules, bytes, (run.first, run.start, run.end), &mut out);
+                            scan_segment(
+                                rules,
+                                (bytes, path),
+                                (run.first, run.start, run.end),
+                                &mut out,
+                            );
                         }
                     }
                 }
@@ -303,7 +366,7 @@ fn scan_file(rules: &RuleSet, index: u32, file: &RepositoryPatchFile) -> (FileFi
             FileOp::Create | FileOp::Delete => {
                 scanned = line_count(content) as u64;
                 check_first_line(content, &mut out);
-                scan_segment(rules, bytes, (0, 0, bytes.len()), &mut out);
+                scan_segment(rules, (bytes, path), (0, 0, bytes.len()), &mut out);
             }
         }
     }
@@ -322,7 +385,9 @@ fn scan_file(rules: &RuleSet, index: u32, file: &RepositoryPatchFile) -> (FileFi
 /// The report, its `Debug` form and every error name rules, kinds, files and lines, never a
 /// matched value; a created file whose name matched a secret rule has its path withheld. No
 /// allow-list of the repository (`.gitleaksignore`, `.gitleaks.toml`, `.secretsignore`) and no
-/// inline allow comment (`gitleaks:allow`, `nosec`, `pragma: allowlist secret`) is honoured.
+/// inline allow comment (`gitleaks:allow`, `nosec`, `pragma: allowlist secret`) is honoured; the
+/// only allow-lists are gitleaks' value allow-lists pinned in the rule file (on a match's secret
+/// or the match itself, never on its path or the rest of its line).
 pub fn scan(candidate: &RepositoryPatchCandidate) -> Result<PolicyReport, PolicyError> {
     let candidate_digest = repository_patch_digest(candidate)?;
     scan_with_digest(candidate, candidate_digest)
@@ -342,7 +407,19 @@ pub fn scan_with_digest(
     candidate: &RepositoryPatchCandidate,
     candidate_digest: snapshot::Sha256,
 ) -> Result<PolicyReport, PolicyError> {
-    let rules = crate::rules::shipped()?;
+    Ok(scan_with_rules(
+        crate::rules::shipped()?,
+        candidate,
+        candidate_digest,
+    ))
+}
+
+/// The scan itself, with a compiled rule set.
+pub(crate) fn scan_with_rules(
+    rules: &RuleSet,
+    candidate: &RepositoryPatchCandidate,
+    candidate_digest: snapshot::Sha256,
+) -> PolicyReport {
     let mut collector = Collector::default();
     let mut added_lines_scanned = 0_u64;
     let files = candidate.changed_files();
@@ -355,7 +432,7 @@ pub fn scan_with_digest(
     }
     let findings_total = collector.counts.total();
     let truncated = (collector.listed.len() as u64) < findings_total;
-    Ok(PolicyReport {
+    PolicyReport {
         schema: POLICY_REPORT_SCHEMA.to_owned(),
         candidate_digest,
         rules_version: rules.version.clone(),
@@ -367,7 +444,7 @@ pub fn scan_with_digest(
         findings: collector.listed,
         truncated,
         clean: findings_total == 0,
-    })
+    }
 }
 
 /// Checks that `report` is the report this build makes for `candidate`: the same rule file,

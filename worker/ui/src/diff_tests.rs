@@ -110,3 +110,27 @@ fn long_lines_are_cut_with_a_marker_count() {
     );
     assert_eq!(r.cut_lines, 1);
 }
+
+/// An invisible identifier (a Hangul filler, a variation selector, a tag character) in an added
+/// line is an escape on the page, and counted as hidden.
+#[test]
+fn default_ignorable_characters_in_a_diff_are_escapes() {
+    let diff = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-x = 1\n+x\u{3164} = 1\u{FE0F}\u{E0041}\n";
+    let r = render(
+        diff,
+        DiffOptions {
+            split: false,
+            ignore_whitespace: false,
+        },
+    );
+    let Body::Unified(rows) = r.body else {
+        panic!("not unified")
+    };
+    let added: Vec<String> = rows
+        .iter()
+        .filter(|row| row.kind == RowKind::Added)
+        .map(|row| row.text.segments.iter().map(|s| s.text.as_str()).collect())
+        .collect();
+    assert_eq!(added, vec!["x<U+3164> = 1<U+FE0F><U+E0041>".to_owned()]);
+    assert_eq!(r.hidden, 3);
+}

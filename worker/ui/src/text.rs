@@ -90,6 +90,38 @@ mod tests {
         assert_eq!((s.hidden, s.cut_bytes), (3, 0));
     }
 
+    /// Default-ignorable letters and marks (Hangul fillers, variation selectors, tag characters,
+    /// invisible operators, …) render as nothing; on the review page they are escapes too.
+    #[test]
+    fn every_default_ignorable_character_becomes_an_escape() {
+        for c in [
+            '\u{115F}',
+            '\u{1160}',
+            '\u{3164}',
+            '\u{FFA0}',
+            '\u{34F}',
+            '\u{AD}',
+            '\u{180E}',
+            '\u{FE00}',
+            '\u{FE0F}',
+            '\u{E0041}',
+            '\u{E007F}',
+            '\u{E0100}',
+            '\u{2061}',
+            '\u{2064}',
+        ] {
+            let s = Shown::new(&format!("x{c} = 1"), 100);
+            let escape = format!("<U+{:04X}>", u32::from(c));
+            assert_eq!(s.hidden, 1, "U+{:04X}", u32::from(c));
+            assert!(
+                s.segments.iter().any(|g| g.escaped && g.text == escape),
+                "U+{:04X}",
+                u32::from(c)
+            );
+            assert!(s.segments.iter().all(|g| !g.text.contains(c)));
+        }
+    }
+
     #[test]
     fn long_text_is_cut_with_a_count() {
         let long = "é".repeat(10);

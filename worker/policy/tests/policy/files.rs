@@ -242,3 +242,92 @@ fn ci_and_build_configuration_changes_on_every_operation() {
         assert!(report.clean, "{path}: {:?}", report.findings);
     }
 }
+
+/// The class (rule id) every default-ignorable code point is reported under.
+fn hidden_rule(cp: u32) -> &'static str {
+    match cp {
+        0x202A..=0x202E | 0x2066..=0x2069 | 0x200E | 0x200F | 0x061C => "bidi-control",
+        0x200B..=0x200D | 0x2060 | 0xFEFF => "zero-width-character",
+        0xE0000..=0xE007F => "tag-character",
+        0xFE00..=0xFE0F | 0xE0100..=0xE01EF | 0x180B..=0x180D | 0x180F => "variation-selector",
+        _ => "invisible-character",
+    }
+}
+
+/// Every `Default_Ignorable_Code_Point` (Unicode 15.1), the Hangul fillers among them, in an
+/// added line (an invisible identifier) and in a new name, is a hidden-text finding of its class.
+#[test]
+fn every_default_ignorable_code_point_is_flagged_in_lines_and_names() {
+    let ranges: [(u32, u32); 17] = [
+        (0xAD, 0xAD),
+        (0x34F, 0x34F),
+        (0x61C, 0x61C),
+        (0x115F, 0x1160),
+        (0x17B4, 0x17B5),
+        (0x180B, 0x180F),
+        (0x200B, 0x200F),
+        (0x202A, 0x202E),
+        (0x2060, 0x206F),
+        (0x3164, 0x3164),
+        (0xFE00, 0xFE0F),
+        (0xFEFF, 0xFEFF),
+        (0xFFA0, 0xFFA0),
+        (0xFFF0, 0xFFF8),
+        (0x1BCA0, 0x1BCA3),
+        (0x1D173, 0x1D17A),
+        (0xE0000, 0xE0FFF),
+    ];
+    let mut checked = 0;
+    for (lo, hi) in ranges {
+        for cp in lo..=hi {
+            let c = char::from_u32(cp).unwrap();
+            let rule = hidden_rule(cp);
+            let text = format!("ok = 1\nx{c} = 1\n");
+            let report = scan(&candidate(vec![create("app/h.py", &text)])).unwrap();
+            assert_eq!(
+                found(&report),
+                vec![(rule, FindingKind::HiddenText, Some("app/h.py"), Some(2))],
+                "U+{cp:04X}"
+            );
+            let name = format!("app/x{c}.py");
+            let report = scan(&candidate(vec![create(&name, "x = 1\n")])).unwrap();
+            assert_eq!(
+                found(&report),
+                vec![(rule, FindingKind::HiddenText, Some(name.as_str()), None)],
+                "U+{cp:04X} in a name"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 4174);
+}
+
+/// An emoji's presentation selector is how ordinary text spells `❤️` or `1️⃣`; a selector after
+/// ASCII or in a run is hidden text.
+#[test]
+fn emoji_presentation_selectors_are_not_findings_but_other_selectors_are() {
+    let report = scan(&candidate(vec![create(
+        "docs/notes.md",
+        "Thanks \u{2764}\u{FE0F} and 1\u{FE0F}\u{20E3} and \u{263A}\u{FE0E}\n",
+    )]))
+    .unwrap();
+    assert!(report.clean, "{:?}", report.findings);
+    for text in [
+        "a\u{FE0F}b\n",
+        "\u{2764}\u{FE0F}\u{FE0F}\n",
+        "1\u{FE0F}x\n",
+        "\u{2764}\u{FE01}\n",
+    ] {
+        let report = scan(&candidate(vec![create("docs/n.md", text)])).unwrap();
+        assert_eq!(
+            found(&report),
+            vec![(
+                "variation-selector",
+                FindingKind::HiddenText,
+                Some("docs/n.md"),
+                Some(1)
+            )],
+            "{text:?}"
+        );
+    }
+}

@@ -9,6 +9,7 @@
 )]
 
 mod bounds;
+mod corpus;
 mod files;
 mod report;
 mod secrets;

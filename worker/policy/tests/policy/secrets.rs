@@ -248,3 +248,33 @@ fn low_entropy_placeholders_are_not_findings() {
     let report = scan(&candidate(vec![create("app/plain.py", text)])).unwrap();
     assert!(report.clean, "{:?}", report.findings);
 }
+
+/// gitleaks' allow-lists that look at the whole line (`generic-api-key`'s Docker
+/// `--mount=type=secret,` and `import { … } from '…'`) are not ported: the agent writes the rest
+/// of the line. Its value allow-lists are: a reference, a placeholder or AWS's documented example
+/// key is not a finding.
+#[test]
+fn line_allow_lists_are_not_honoured_but_value_allow_lists_are() {
+    let pw = crate::support::Gen::new(3).of(crate::support::ALNUM, 24);
+    for line in [
+        format!("db_password = \"{pw}\"  # --mount=type=secret,id=x"),
+        format!("db_password = \"{pw}\"; import {{ a, b }} from 'c'"),
+    ] {
+        let report = scan(&candidate(vec![create("app/s.py", &format!("{line}\n"))])).unwrap();
+        assert_eq!(
+            rules_at(&report, Some(1)),
+            vec!["generic-api-key"],
+            "{line}"
+        );
+    }
+    for line in [
+        "db_password = \"${DB_PASSWORD}\"",
+        "api_token = \"{{ .Values.apiToken }}\"",
+        "aws_access_key_id = AKIAIOSFODNN7EXAMPLE",
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "const key = process.env.STRIPE_SECRET_KEY;",
+    ] {
+        let report = scan(&candidate(vec![create("app/s.py", &format!("{line}\n"))])).unwrap();
+        assert!(report.clean, "{line}: {:?}", report.findings);
+    }
+}
