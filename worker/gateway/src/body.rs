@@ -26,63 +26,589 @@ pub struct BodyLimits {
     pub max_string_bytes: u64,
 }
 
-/// Checks the body's bytes against `limits` without allocating: valid UTF-8, and the counts the
-/// JSON grammar would give (the syntax itself is checked by the typed extraction after this).
-///
-/// # Errors
-/// `PATCH_CANDIDATE_GATEWAY_BODY` (not UTF-8), `_BODY_VALUES`, `_BODY_DEPTH`, `_BODY_STRING`.
-pub fn prescan(body: &[u8], limits: &BodyLimits) -> Result<(), GatewayError> {
-    std::str::from_utf8(body).map_err(|_| GatewayError::Body)?;
-    let mut depth = 0u32;
-    let mut values = 0u64;
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut in_scalar = false;
-    let mut string_bytes = 0u64;
-    for &b in body {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-                continue;
+/// Deepest nesting the pre-scan tracks (the config's `max_request_body_depth` is at most this).
+pub const MAX_SCAN_DEPTH: u32 = 256;
+
+/// Which provider's content rules the pre-scan applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// OpenAI Responses.
+    Responses,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Gemini `generateContent`.
+    Gemini,
+}
+
+/// The content rules of one request: the provider's dialect and the stored files the operator
+/// allows a content part to reference (exact ids).
+#[derive(Clone, Copy, Debug)]
+pub struct ContentPolicy<'a> {
+    /// The provider's dialect.
+    pub dialect: Dialect,
+    /// `file_id`s (Responses, Anthropic) or `fileUri`s (Gemini) allowed, matched exactly.
+    pub allowed_file_ids: &'a [String],
+}
+
+/// What the value after a key means to policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pending {
+    /// Nothing.
+    None,
+    /// The top-level `tools`: its subtree is the tool allowlist's (only the tool objects' own
+    /// keys are looked at here).
+    Tools,
+    /// A URL the provider would fetch: a string starting with `data:` (any case), or null;
+    /// Gemini: also a stored file the operator allows.
+    Url,
+    /// A provider-stored file id: one the operator allows, or null.
+    FileId,
+    /// Anthropic `source`: an object value is a source (its `type` is allowlisted).
+    Source,
+    /// The `type` of an Anthropic source: `base64`, `text`, `content` or `file`.
+    SourceType,
+    /// A Responses `type`: `item_reference` names a stored item.
+    Type,
+}
+
+/// What a key means, by provider and place. `fold`: a key that equals `norm` once ASCII case,
+/// `_` and `-` are dropped but is none of `exact` is refused (`_BODY_KEY`).
+struct KeyRule {
+    norm: &'static [u8],
+    exact: &'static [&'static [u8]],
+    place: Place,
+    meaning: Meaning,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Keys of the root object.
+    Top,
+    /// Keys of any object outside the top-level `tools`.
+    Any,
+    /// Keys of an Anthropic source object.
+    InSource,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+enum Meaning {
+    Value(Pending),
+    /// The key itself is refused, whatever its value.
+    Refused(GatewayError),
+}
+
+const fn rule(
+    norm: &'static [u8],
+    exact: &'static [&'static [u8]],
+    place: Place,
+    meaning: Meaning,
+) -> KeyRule {
+    KeyRule {
+        norm,
+        exact,
+        place,
+        meaning,
+    }
+}
+
+use Meaning::{Refused, Value as Val};
+use Place::{Any, InSource, Top};
+
+const RESPONSES_KEYS: &[KeyRule] = &[
+    rule(b"model", &[b"model"], Top, Val(Pending::None)),
+    rule(b"stream", &[b"stream"], Top, Val(Pending::None)),
+    rule(b"tools", &[b"tools"], Top, Val(Pending::Tools)),
+    rule(
+        b"previousresponseid",
+        &[b"previous_response_id"],
+        Top,
+        Refused(GatewayError::StoredState),
+    ),
+    rule(
+        b"conversation",
+        &[b"conversation"],
+        Top,
+        Refused(GatewayError::StoredState),
+    ),
+    rule(
+        b"prompt",
+        &[b"prompt"],
+        Top,
+        Refused(GatewayError::StoredState),
+    ),
+    rule(
+        b"background",
+        &[b"background"],
+        Top,
+        Refused(GatewayError::StoredState),
+    ),
+    rule(b"imageurl", &[b"image_url"], Any, Val(Pending::Url)),
+    rule(b"fileurl", &[b"file_url"], Any, Val(Pending::Url)),
+    rule(b"fileid", &[b"file_id"], Any, Val(Pending::FileId)),
+];
+
+const ANTHROPIC_KEYS: &[KeyRule] = &[
+    rule(b"model", &[b"model"], Top, Val(Pending::None)),
+    rule(b"stream", &[b"stream"], Top, Val(Pending::None)),
+    rule(b"tools", &[b"tools"], Top, Val(Pending::Tools)),
+    rule(
+        b"mcpservers",
+        &[b"mcp_servers"],
+        Top,
+        Refused(GatewayError::Tool),
+    ),
+    rule(
+        b"container",
+        &[b"container"],
+        Top,
+        Refused(GatewayError::Tool),
+    ),
+    rule(b"type", &[b"type"], InSource, Val(Pending::SourceType)),
+    rule(b"source", &[b"source"], Any, Val(Pending::Source)),
+    rule(b"fileid", &[b"file_id"], Any, Val(Pending::FileId)),
+];
+
+const GEMINI_KEYS: &[KeyRule] = &[
+    rule(b"tools", &[b"tools"], Top, Val(Pending::Tools)),
+    rule(
+        b"cachedcontent",
+        &[b"cachedContent", b"cached_content"],
+        Top,
+        Refused(GatewayError::StoredState),
+    ),
+    rule(
+        b"fileuri",
+        &[b"fileUri", b"file_uri"],
+        Any,
+        Val(Pending::Url),
+    ),
+];
+
+/// Keys of one tool object (the tool allowlist reads them by their exact spelling).
+const TOOL_KEYS: &[KeyRule] = &[
+    rule(b"type", &[b"type"], Any, Val(Pending::None)),
+    rule(b"name", &[b"name"], Any, Val(Pending::None)),
+];
+
+/// Source types of Anthropic content that carry their data inline (`file` names a stored file,
+/// whose `file_id` is checked on its own).
+const ANTHROPIC_SOURCE_TYPES: &[&[u8]] = &[b"base64", b"text", b"content", b"file"];
+
+/// Bytes of a decoded string kept for comparisons (longer ones compare as not equal to any
+/// policy word or allowed id).
+const DECODED: usize = 256;
+
+/// A string's decoded bytes (escapes resolved), at most [`DECODED`] of them.
+struct Decoded {
+    buf: [u8; DECODED],
+    len: usize,
+    truncated: bool,
+}
+
+impl Decoded {
+    fn bytes(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
+    }
+    /// The whole string equals `s`.
+    fn is(&self, s: &[u8]) -> bool {
+        !self.truncated && self.bytes() == s
+    }
+    fn starts_with_ci(&self, prefix: &[u8]) -> bool {
+        self.bytes()
+            .get(..prefix.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(prefix))
+    }
+}
+
+fn hex4(raw: &[u8]) -> Option<u32> {
+    let mut v = 0u32;
+    for &b in raw.get(..4)? {
+        v = v * 16 + char::from(b).to_digit(16)?;
+    }
+    Some(v)
+}
+
+/// Decodes a string's raw bytes (between the quotes) as JSON decodes them, keeping the first
+/// [`DECODED`] bytes. An invalid escape decodes to `0xFF` (a byte no policy word holds; such a
+/// body is refused by the typed extraction anyway).
+fn decode(raw: &[u8]) -> Decoded {
+    let mut out = Decoded {
+        buf: [0; DECODED],
+        len: 0,
+        truncated: false,
+    };
+    let push = |out: &mut Decoded, bytes: &[u8]| {
+        for &b in bytes {
+            match out.buf.get_mut(out.len) {
+                Some(slot) => {
+                    *slot = b;
+                    out.len += 1;
+                }
+                None => out.truncated = true,
             }
-            string_bytes += 1;
-            if string_bytes > limits.max_string_bytes {
-                return Err(GatewayError::BodyString {
-                    limit: limits.max_string_bytes,
-                });
-            }
+        }
+    };
+    let mut i = 0usize;
+    while let Some(&b) = raw.get(i) {
+        if out.truncated {
+            break;
+        }
+        if b != b'\\' {
+            push(&mut out, &[b]);
+            i += 1;
             continue;
         }
+        let Some(&e) = raw.get(i + 1) else {
+            push(&mut out, &[0xFF]);
+            break;
+        };
+        i += 2;
+        let simple = match e {
+            b'"' => Some(b'"'),
+            b'\\' => Some(b'\\'),
+            b'/' => Some(b'/'),
+            b'b' => Some(0x08),
+            b'f' => Some(0x0C),
+            b'n' => Some(b'\n'),
+            b'r' => Some(b'\r'),
+            b't' => Some(b'\t'),
+            _ => None,
+        };
+        if let Some(c) = simple {
+            push(&mut out, &[c]);
+            continue;
+        }
+        if e != b'u' {
+            push(&mut out, &[0xFF]);
+            continue;
+        }
+        let Some(hi) = raw.get(i..).and_then(hex4) else {
+            push(&mut out, &[0xFF]);
+            continue;
+        };
+        i += 4;
+        let mut code = hi;
+        if (0xD800..0xDC00).contains(&hi)
+            && raw.get(i) == Some(&b'\\')
+            && raw.get(i + 1) == Some(&b'u')
+            && let Some(lo) = raw.get(i + 2..).and_then(hex4)
+            && (0xDC00..0xE000).contains(&lo)
+        {
+            code = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+            i += 6;
+        }
+        match char::from_u32(code) {
+            Some(c) => {
+                let mut utf8 = [0u8; 4];
+                push(&mut out, c.encode_utf8(&mut utf8).as_bytes());
+            }
+            None => push(&mut out, &[0xFF]),
+        }
+    }
+    out
+}
+
+/// The key folded for comparison: ASCII lower case, `_` and `-` dropped; `None` when longer
+/// than any policy key.
+fn fold(key: &[u8]) -> Option<([u8; 32], usize)> {
+    let mut buf = [0u8; 32];
+    let mut len = 0usize;
+    for &b in key {
+        if b == b'_' || b == b'-' {
+            continue;
+        }
+        *buf.get_mut(len)? = b.to_ascii_lowercase();
+        len += 1;
+    }
+    Some((buf, len))
+}
+
+/// A stack of one bit per nesting level, without allocation.
+#[derive(Default)]
+struct Bits([u64; (MAX_SCAN_DEPTH / 64) as usize]);
+
+impl Bits {
+    fn get(&self, depth: u32) -> bool {
+        if depth == 0 {
+            return false;
+        }
+        let i = depth - 1;
+        self.0
+            .get((i / 64) as usize)
+            .is_some_and(|w| w >> (i % 64) & 1 == 1)
+    }
+    fn set(&mut self, depth: u32, on: bool) {
+        let i = depth.saturating_sub(1);
+        if let Some(w) = self.0.get_mut((i / 64) as usize) {
+            let mask = 1u64 << (i % 64);
+            if on {
+                *w |= mask;
+            } else {
+                *w &= !mask;
+            }
+        }
+    }
+}
+
+/// The walk's state: containers open, what the next value means, where `tools` began.
+struct Walk<'p> {
+    policy: &'p ContentPolicy<'p>,
+    depth: u32,
+    object: Bits,
+    source: Bits,
+    typed: Bits,
+    expect_key: bool,
+    pending: Pending,
+    /// Depth of the top-level `tools` container (0: not inside it).
+    tools_depth: u32,
+}
+
+impl Walk<'_> {
+    fn keys(&self) -> &'static [KeyRule] {
+        match self.policy.dialect {
+            Dialect::Responses => RESPONSES_KEYS,
+            Dialect::Anthropic => ANTHROPIC_KEYS,
+            Dialect::Gemini => GEMINI_KEYS,
+        }
+    }
+
+    fn in_tools(&self) -> bool {
+        self.tools_depth > 0 && self.depth >= self.tools_depth
+    }
+
+    /// A key of the object at the current depth.
+    fn key(&mut self, raw: &[u8]) -> Result<(), GatewayError> {
+        self.pending = Pending::None;
+        let (rules, in_source): (&[KeyRule], bool) = if self.in_tools() {
+            if self.depth != self.tools_depth + 1 {
+                return Ok(());
+            }
+            (TOOL_KEYS, false)
+        } else {
+            (self.keys(), self.source.get(self.depth))
+        };
+        let key = decode(raw);
+        let Some((folded, len)) = fold(key.bytes()) else {
+            return Ok(());
+        };
+        let folded = folded.get(..len).unwrap_or_default();
+        for r in rules {
+            let here = match r.place {
+                Place::Top => self.depth == 1 && !self.in_tools(),
+                Place::Any => true,
+                Place::InSource => in_source,
+            };
+            if !here || r.norm != folded {
+                continue;
+            }
+            if !r.exact.iter().any(|e| key.is(e)) {
+                return Err(GatewayError::BodyKey);
+            }
+            match &r.meaning {
+                Meaning::Refused(e) => return Err(e.clone()),
+                &Meaning::Value(p) => {
+                    if p == Pending::SourceType {
+                        self.typed.set(self.depth, true);
+                    }
+                    self.pending = p;
+                }
+            }
+        }
+        if self.policy.dialect == Dialect::Responses && !self.in_tools() && key.is(b"type") {
+            self.pending = Pending::Type;
+        }
+        Ok(())
+    }
+
+    fn allowed_file(&self, value: &Decoded) -> bool {
+        self.policy
+            .allowed_file_ids
+            .iter()
+            .any(|id| value.is(id.as_bytes()))
+    }
+
+    /// A string value.
+    fn string(&mut self, raw: &[u8]) -> Result<(), GatewayError> {
+        let pending = std::mem::replace(&mut self.pending, Pending::None);
+        match pending {
+            Pending::None | Pending::Tools | Pending::Source => Ok(()),
+            Pending::Url => {
+                let v = decode(raw);
+                if v.starts_with_ci(b"data:") || self.allowed_file(&v) {
+                    Ok(())
+                } else if self.policy.dialect == Dialect::Gemini
+                    && (v.starts_with_ci(b"files/")
+                        || v.starts_with_ci(b"https://generativelanguage.googleapis.com/"))
+                {
+                    Err(GatewayError::ContentFile)
+                } else {
+                    Err(GatewayError::ContentUrl)
+                }
+            }
+            Pending::FileId => {
+                if self.allowed_file(&decode(raw)) {
+                    Ok(())
+                } else {
+                    Err(GatewayError::ContentFile)
+                }
+            }
+            Pending::SourceType => {
+                let v = decode(raw);
+                if ANTHROPIC_SOURCE_TYPES.iter().any(|t| v.is(t)) {
+                    Ok(())
+                } else {
+                    Err(GatewayError::ContentUrl)
+                }
+            }
+            Pending::Type => {
+                if decode(raw).is(b"item_reference") {
+                    Err(GatewayError::StoredState)
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// A value that is not a string: `first` is its first byte (`{`, `[`, or a scalar's).
+    fn other(&mut self, first: u8) -> Result<(), GatewayError> {
+        let pending = std::mem::replace(&mut self.pending, Pending::None);
+        let null = first == b'n';
+        match pending {
+            Pending::None | Pending::Type | Pending::Source | Pending::Tools => Ok(()),
+            Pending::Url if null => Ok(()),
+            Pending::FileId if null => Ok(()),
+            Pending::Url | Pending::SourceType => Err(GatewayError::ContentUrl),
+            Pending::FileId => Err(GatewayError::ContentFile),
+        }
+    }
+
+    fn open(&mut self, b: u8, limits: &BodyLimits) -> Result<(), GatewayError> {
+        let pending = self.pending;
+        self.other(b)?;
+        self.depth += 1;
+        if self.depth > limits.max_depth || self.depth > MAX_SCAN_DEPTH {
+            return Err(GatewayError::BodyDepth {
+                limit: limits.max_depth.min(MAX_SCAN_DEPTH),
+            });
+        }
+        let object = b == b'{';
+        self.object.set(self.depth, object);
+        self.source.set(
+            self.depth,
+            object && pending == Pending::Source && !self.in_tools(),
+        );
+        self.typed.set(self.depth, false);
+        if pending == Pending::Tools && self.tools_depth == 0 {
+            self.tools_depth = self.depth;
+        }
+        self.expect_key = object;
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), GatewayError> {
+        if self.source.get(self.depth) && !self.typed.get(self.depth) {
+            // A source without a type is not inline data.
+            return Err(GatewayError::ContentUrl);
+        }
+        self.source.set(self.depth, false);
+        if self.depth == self.tools_depth {
+            self.tools_depth = 0;
+        }
+        self.depth = self.depth.saturating_sub(1);
+        self.pending = Pending::None;
+        self.expect_key = false;
+        Ok(())
+    }
+}
+
+/// Checks the body's bytes against `limits` and the provider's content rules in one pass,
+/// without allocating: valid UTF-8, the counts the JSON grammar would give (values, depth,
+/// string sizes), and the keys and values that could make the provider reach out (the syntax
+/// itself is checked by the typed extraction after this, and nothing is forwarded unless it
+/// passes, so the walk only has to read valid JSON right).
+///
+/// Every object outside the top-level `tools` is looked at, wherever it sits (a tool result's
+/// parts included): a URL source must be a `data:` URL, a stored file must be one the operator
+/// allows, an Anthropic source must be of an inline type, and keys that name stored state are
+/// refused. Keys are compared as JSON decodes them (escapes resolved), and a key that equals a
+/// policy key once case, `_` and `-` are ignored must be one of its exact spellings.
+///
+/// # Errors
+/// `PATCH_CANDIDATE_GATEWAY_BODY` (not UTF-8), `_BODY_VALUES`, `_BODY_DEPTH`, `_BODY_STRING`,
+/// `_BODY_KEY`, `_CONTENT_URL`, `_CONTENT_FILE`, `_STORED_STATE`, `_TOOL` (Anthropic
+/// `mcp_servers`, `container`).
+pub fn prescan(
+    body: &[u8],
+    limits: &BodyLimits,
+    policy: &ContentPolicy<'_>,
+) -> Result<(), GatewayError> {
+    std::str::from_utf8(body).map_err(|_| GatewayError::Body)?;
+    let mut walk = Walk {
+        policy,
+        depth: 0,
+        object: Bits::default(),
+        source: Bits::default(),
+        typed: Bits::default(),
+        expect_key: false,
+        pending: Pending::None,
+        tools_depth: 0,
+    };
+    let mut values = 0u64;
+    let mut in_scalar = false;
+    let mut i = 0usize;
+    while let Some(&b) = body.get(i) {
+        i += 1;
         match b {
             b'"' => {
-                in_string = true;
-                string_bytes = 0;
                 in_scalar = false;
                 values += 1;
-            }
-            b'{' | b'[' => {
-                depth += 1;
-                if depth > limits.max_depth {
-                    return Err(GatewayError::BodyDepth {
-                        limit: limits.max_depth,
+                let start = i;
+                // The closing quote: the next `"` not escaped by a `\`.
+                let mut end = None;
+                while let Some(at) = body.get(i..).and_then(|r| memchr::memchr2(b'"', b'\\', r)) {
+                    let at = i + at;
+                    if body.get(at) == Some(&b'\\') {
+                        i = at + 2;
+                        continue;
+                    }
+                    end = Some(at);
+                    break;
+                }
+                let end = end.unwrap_or(body.len()).min(body.len());
+                i = end + 1;
+                if (end.saturating_sub(start)) as u64 > limits.max_string_bytes {
+                    return Err(GatewayError::BodyString {
+                        limit: limits.max_string_bytes,
                     });
                 }
+                let raw = body.get(start..end).unwrap_or_default();
+                if walk.expect_key && walk.object.get(walk.depth) {
+                    walk.expect_key = false;
+                    walk.key(raw)?;
+                } else {
+                    walk.string(raw)?;
+                }
+            }
+            b'{' | b'[' => {
                 in_scalar = false;
                 values += 1;
+                walk.open(b, limits)?;
             }
             b'}' | b']' => {
-                depth = depth.saturating_sub(1);
                 in_scalar = false;
+                walk.close()?;
             }
-            b',' | b':' | b' ' | b'\t' | b'\n' | b'\r' => in_scalar = false,
+            b',' => {
+                in_scalar = false;
+                walk.expect_key = walk.object.get(walk.depth);
+            }
+            b':' | b' ' | b'\t' | b'\n' | b'\r' => in_scalar = false,
             _ => {
                 if !in_scalar {
                     in_scalar = true;
                     values += 1;
+                    walk.other(b)?;
                 }
             }
         }
@@ -377,6 +903,17 @@ mod tests {
         max_depth: 3,
         max_string_bytes: 8,
     };
+
+    fn prescan(body: &[u8], limits: &BodyLimits) -> Result<(), GatewayError> {
+        super::prescan(
+            body,
+            limits,
+            &ContentPolicy {
+                dialect: Dialect::Responses,
+                allowed_file_ids: &[],
+            },
+        )
+    }
 
     #[test]
     fn the_prescan_counts_values_depth_and_string_bytes() {
