@@ -915,6 +915,167 @@ mod tests {
         )
     }
 
+    fn scan(dialect: Dialect, body: &str) -> Result<(), GatewayError> {
+        let limits = BodyLimits {
+            max_values: 1 << 20,
+            max_depth: MAX_SCAN_DEPTH,
+            max_string_bytes: 1 << 20,
+        };
+        let allowed = ["file-ok".to_owned()];
+        super::prescan(
+            body.as_bytes(),
+            &limits,
+            &ContentPolicy {
+                dialect,
+                allowed_file_ids: &allowed,
+            },
+        )
+    }
+
+    #[test]
+    fn the_walk_tells_keys_from_values_across_escapes() {
+        use Dialect::Responses as R;
+        let url = Err(GatewayError::ContentUrl);
+        // An escaped quote does not end a string; an escaped backslash before a quote does.
+        assert_eq!(scan(R, r#"{"a\"image_url":"https://x"}"#), Ok(()));
+        assert_eq!(scan(R, r#"{"x":"\"","image_url":"https://x"}"#), url);
+        assert_eq!(scan(R, r#"{"x":"\\","image_url":"https://x"}"#), url);
+        assert_eq!(scan(R, r#"{"x":"\\\"","image_url":"data:x"}"#), Ok(()));
+        // A policy word as a value, or in an array, is not a key.
+        assert_eq!(scan(R, r#"{"a":"image_url","b":"https://x"}"#), Ok(()));
+        assert_eq!(scan(R, r#"["image_url","https://x"]"#), Ok(()));
+        assert_eq!(
+            scan(
+                R,
+                r#"{"a":["image_url",{"k":1},"file_id"],"image_url":"data:x"}"#
+            ),
+            Ok(())
+        );
+        assert_eq!(scan(R, r#"{"a":{"k":[1,{"image_url":"https://x"}]}}"#), url);
+        // Escapes decode as JSON decodes them, surrogate pairs included.
+        assert_eq!(scan(R, r#"{"image\u005Furl":"https://x"}"#), url);
+        assert_eq!(
+            scan(R, r#"{"image_url":"\u0064\u0061\u0074\u0061:x"}"#),
+            Ok(())
+        );
+        assert_eq!(scan(R, r#"{"image_url":"\ud83d\ude00data:x"}"#), url);
+        assert_eq!(scan(R, r#"{"image_url":"\ud83ddata:x"}"#), url);
+        assert_eq!(scan(R, r#"{"image_url":"\/\/x"}"#), url);
+        // Null is absent; every other non-string is refused.
+        assert_eq!(scan(R, r#"{"image_url":null,"file_id":null}"#), Ok(()));
+        assert_eq!(scan(R, r#"{"image_url":false}"#), url);
+        assert_eq!(
+            scan(R, r#"{"file_id":{"id":"file-ok"}}"#),
+            Err(GatewayError::ContentFile)
+        );
+        // Allowed ids match exactly, never by prefix or past the decode buffer.
+        assert_eq!(scan(R, r#"{"file_id":"file-ok"}"#), Ok(()));
+        assert_eq!(scan(R, r#"{"file_id":"file-o\u006b"}"#), Ok(()));
+        for id in ["file-ok2", "file-o", "FILE-OK"] {
+            assert_eq!(
+                scan(R, &format!(r#"{{"file_id":"{id}"}}"#)),
+                Err(GatewayError::ContentFile),
+                "{id}"
+            );
+        }
+        let long = format!(r#"{{"file_id":"file-ok{}"}}"#, " ".repeat(300));
+        assert_eq!(scan(R, &long), Err(GatewayError::ContentFile));
+    }
+
+    #[test]
+    fn the_walk_tracks_every_level_up_to_the_depth_cap() {
+        use Dialect::{Anthropic as A, Responses as R};
+        for depth in [1usize, 63, 64, 65, 130, 250] {
+            let open = "[".repeat(depth);
+            let close = "]".repeat(depth);
+            let body = format!(r#"{{"a":{open}{{"b":1}},{{"image_url":"https://x"}}{close}}}"#);
+            assert_eq!(scan(R, &body), Err(GatewayError::ContentUrl), "{depth}");
+            let body = format!(r#"{{"a":{open}{{"b":1}},{{"image_url":"data:x"}}{close}}}"#);
+            assert_eq!(scan(R, &body), Ok(()), "{depth}");
+            // After a deep array closes, the enclosing object's keys are keys again.
+            let body = format!(r#"{{"a":{open}"x"{close},"image_url":"https://x"}}"#);
+            assert_eq!(scan(R, &body), Err(GatewayError::ContentUrl), "{depth}");
+        }
+        let too_deep = format!("{}{}", "[".repeat(257), "]".repeat(257));
+        assert_eq!(
+            scan(R, &too_deep),
+            Err(GatewayError::BodyDepth {
+                limit: MAX_SCAN_DEPTH
+            })
+        );
+        // A source's own type is checked after a nested source closed inside it.
+        let nested = |outer: &str| {
+            format!(
+                r#"{{"source":{{"content":[{{"type":"image","source":{{"type":"base64","data":"x"}}}}],"type":"{outer}"}}}}"#
+            )
+        };
+        assert_eq!(scan(A, &nested("content")), Ok(()));
+        assert_eq!(scan(A, &nested("url")), Err(GatewayError::ContentUrl));
+        assert_eq!(
+            scan(
+                A,
+                r#"{"source":{"content":[{"source":{"type":"url"}}],"type":"content"}}"#
+            ),
+            Err(GatewayError::ContentUrl)
+        );
+        assert_eq!(
+            scan(A, r#"{"source":{"content":[]}}"#),
+            Err(GatewayError::ContentUrl)
+        );
+    }
+
+    #[test]
+    fn only_the_top_level_tools_are_left_to_the_tool_allowlist() {
+        use Dialect::{Gemini as G, Responses as R};
+        let url = Err(GatewayError::ContentUrl);
+        assert_eq!(
+            scan(
+                R,
+                r#"{"tools":[{"type":"function","parameters":{"image_url":"https://x"}}]}"#
+            ),
+            Ok(())
+        );
+        // The content rules resume once `tools` closes, and a nested `tools` skips nothing.
+        assert_eq!(
+            scan(
+                R,
+                r#"{"tools":[{"type":"function"}],"input":[{"image_url":"https://x"}]}"#
+            ),
+            url
+        );
+        assert_eq!(
+            scan(R, r#"{"input":[{"tools":[{"image_url":"https://x"}]}]}"#),
+            url
+        );
+        assert_eq!(scan(R, r#"{"tools":[],"image_url":"https://x"}"#), url);
+        // Tool objects' own keys are spelled exactly.
+        assert_eq!(
+            scan(R, r#"{"tools":[{"type":"function","NAME":"x"}]}"#),
+            Err(GatewayError::BodyKey)
+        );
+        assert_eq!(
+            scan(
+                R,
+                r#"{"tools":[{"type":"function","parameters":{"Type":"x"}}]}"#
+            ),
+            Ok(())
+        );
+        // Policy keys of the root object only count at the root.
+        assert_eq!(scan(R, r#"{"input":[{"background":true}]}"#), Ok(()));
+        assert_eq!(
+            scan(R, r#"{"background":true}"#),
+            Err(GatewayError::StoredState)
+        );
+        assert_eq!(scan(G, r#"{"contents":[{"cachedContent":"x"}]}"#), Ok(()));
+        assert_eq!(
+            scan(
+                G,
+                r#"{"contents":[{"parts":[{"fileData":{"file_uri":"files/x"}}]}]}"#
+            ),
+            Err(GatewayError::ContentFile)
+        );
+    }
+
     #[test]
     fn the_prescan_counts_values_depth_and_string_bytes() {
         assert_eq!(
