@@ -1022,6 +1022,14 @@ mod tests {
             scan(A, r#"{"source":{"content":[]}}"#),
             Err(GatewayError::ContentUrl)
         );
+        // A type seen in one source says nothing of the next one at the same depth.
+        assert_eq!(
+            scan(
+                A,
+                r#"[{"source":{"type":"text"}},{"source":{"url":"https://x"}}]"#
+            ),
+            Err(GatewayError::ContentUrl)
+        );
     }
 
     #[test]
@@ -1171,5 +1179,361 @@ mod tests {
         }
         // Duplicates policy does not read are the upstream's business.
         assert!(extract(br#"{"model":"m","input":1,"input":2}"#).is_ok());
+    }
+}
+
+/// The byte walk against an independent reading of the same rules over the parsed tree: for any
+/// body (keys and values drawn from the policy words, in every case and spelling, written with
+/// random `\u` escapes), the pre-scan's verdict is the tree's.
+#[cfg(test)]
+mod differential {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{Map, Value};
+
+    const KEYS: &[&str] = &[
+        "type",
+        "Type",
+        "image_url",
+        "Image_URL",
+        "imageUrl",
+        "file_url",
+        "file_id",
+        "FILE_ID",
+        "source",
+        "Source",
+        "tools",
+        "Tools",
+        "model",
+        "stream",
+        "background",
+        "prompt",
+        "previous_response_id",
+        "mcp_servers",
+        "container",
+        "fileUri",
+        "file_uri",
+        "FileUri",
+        "cachedContent",
+        "cached_content",
+        "name",
+        "NAME",
+        "content",
+        "url",
+        "a",
+    ];
+    const STRINGS: &[&str] = &[
+        "data:x",
+        "DATA:y",
+        "https://x",
+        " data:",
+        "url",
+        "base64",
+        "text",
+        "content",
+        "file",
+        "item_reference",
+        "file-ok",
+        "file-ok2",
+        "files/x",
+        "https://generativelanguage.googleapis.com/v1beta/files/x",
+        "function",
+        "a\"b\\c",
+        "é",
+        "\\",
+        "q\"",
+        "\u{1F600}",
+    ];
+
+    /// The keys the rules turn on, drawn more often than the rest.
+    const CORE: &[&str] = &[
+        "type",
+        "source",
+        "image_url",
+        "file_id",
+        "fileUri",
+        "tools",
+        "a",
+    ];
+
+    fn key() -> impl Strategy<Value = &'static str> {
+        prop_oneof![
+            3 => proptest::sample::select(CORE),
+            2 => proptest::sample::select(KEYS),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            1 => Just(Value::Null),
+            1 => any::<bool>().prop_map(Value::Bool),
+            1 => (0u32..100).prop_map(Value::from),
+            4 => proptest::sample::select(STRINGS).prop_map(|s| Value::String(s.to_owned())),
+        ];
+        leaf.prop_recursive(6, 48, 5, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec((key(), inner), 0..5).prop_map(|kv| {
+                    Value::Object(
+                        kv.into_iter()
+                            .map(|(k, v)| (k.to_owned(), v))
+                            .collect::<Map<String, Value>>(),
+                    )
+                }),
+            ]
+        })
+    }
+
+    /// Writes `v` as JSON, escaping the `i`-th character of every string as `\uXXXX` when bit
+    /// `i % 64` of `mask` is set (plus the escapes JSON requires).
+    fn write(v: &Value, mask: u64, out: &mut String) {
+        match v {
+            Value::String(s) => write_str(s, mask, out),
+            Value::Array(a) => {
+                out.push('[');
+                for (i, x) in a.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(x, mask, out);
+                }
+                out.push(']');
+            }
+            Value::Object(o) => {
+                out.push('{');
+                for (i, (k, x)) in o.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    write_str(k, mask.rotate_left(7), out);
+                    out.push(':');
+                    write(x, mask, out);
+                }
+                out.push('}');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+
+    fn write_str(s: &str, mask: u64, out: &mut String) {
+        out.push('"');
+        for (i, c) in s.chars().enumerate() {
+            let escape = mask >> (i % 64) & 1 == 1;
+            // The short escapes JSON has (and a `\/` now and then), then `\u` ones.
+            if c == '"' || c == '\\' || (c == '/' && escape) {
+                out.push('\\');
+                out.push(c);
+            } else if escape {
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{u:04X}"));
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out.push('"');
+    }
+
+    fn folded(k: &str) -> String {
+        k.chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    }
+
+    struct Reference {
+        dialect: Dialect,
+    }
+
+    impl Reference {
+        fn url(&self, v: &Value) -> Result<(), GatewayError> {
+            match v {
+                Value::Null => Ok(()),
+                Value::String(s)
+                    if s.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("data:"))
+                        || s == "file-ok" =>
+                {
+                    Ok(())
+                }
+                Value::String(s)
+                    if self.dialect == Dialect::Gemini
+                        && ["files/", "https://generativelanguage.googleapis.com/"]
+                            .iter()
+                            .any(|pre| {
+                                s.get(..pre.len())
+                                    .is_some_and(|p| p.eq_ignore_ascii_case(pre))
+                            }) =>
+                {
+                    Err(GatewayError::ContentFile)
+                }
+                _ => Err(GatewayError::ContentUrl),
+            }
+        }
+
+        fn file(v: &Value) -> Result<(), GatewayError> {
+            match v {
+                Value::Null => Ok(()),
+                Value::String(s) if s == "file-ok" => Ok(()),
+                _ => Err(GatewayError::ContentFile),
+            }
+        }
+
+        /// `top`: the root object; `source`: an Anthropic source object; `tool`: a tool object.
+        fn object(
+            &self,
+            o: &Map<String, Value>,
+            top: bool,
+            source: bool,
+            tool: bool,
+        ) -> Result<(), GatewayError> {
+            let exact = |k: &str, want: &[&str]| {
+                if want.contains(&k) {
+                    Ok(())
+                } else {
+                    Err(GatewayError::BodyKey)
+                }
+            };
+            let mut typed = false;
+            for (k, v) in o {
+                let f = folded(k);
+                if tool {
+                    if f == "type" || f == "name" {
+                        exact(k, &[f.as_str()])?;
+                    }
+                    self.inside_tools(v)?;
+                    continue;
+                }
+                let mut as_source = false;
+                let mut tools = false;
+                match (self.dialect, f.as_str()) {
+                    (Dialect::Responses | Dialect::Anthropic, "model" | "stream") if top => {
+                        exact(k, &[f.as_str()])?;
+                    }
+                    (_, "tools") if top => {
+                        exact(k, &["tools"])?;
+                        tools = true;
+                    }
+                    (
+                        Dialect::Responses,
+                        "previousresponseid" | "conversation" | "prompt" | "background",
+                    ) if top => {
+                        exact(
+                            k,
+                            &[
+                                "previous_response_id",
+                                "conversation",
+                                "prompt",
+                                "background",
+                            ],
+                        )?;
+                        return Err(GatewayError::StoredState);
+                    }
+                    (Dialect::Anthropic, "mcpservers" | "container") if top => {
+                        exact(k, &["mcp_servers", "container"])?;
+                        return Err(GatewayError::Tool);
+                    }
+                    (Dialect::Gemini, "cachedcontent") if top => {
+                        exact(k, &["cachedContent", "cached_content"])?;
+                        return Err(GatewayError::StoredState);
+                    }
+                    (Dialect::Responses, "imageurl" | "fileurl") => {
+                        exact(k, &["image_url", "file_url"])?;
+                        self.url(v)?;
+                    }
+                    (Dialect::Responses | Dialect::Anthropic, "fileid") => {
+                        exact(k, &["file_id"])?;
+                        Self::file(v)?;
+                    }
+                    (Dialect::Gemini, "fileuri") => {
+                        exact(k, &["fileUri", "file_uri"])?;
+                        self.url(v)?;
+                    }
+                    (Dialect::Anthropic, "type") if source => {
+                        exact(k, &["type"])?;
+                        typed = true;
+                        match v {
+                            Value::String(s)
+                                if ["base64", "text", "content", "file"].contains(&s.as_str()) => {}
+                            _ => return Err(GatewayError::ContentUrl),
+                        }
+                    }
+                    (Dialect::Anthropic, "source") => {
+                        exact(k, &["source"])?;
+                        as_source = true;
+                    }
+                    (Dialect::Responses, "type") if k == "type" && v == "item_reference" => {
+                        return Err(GatewayError::StoredState);
+                    }
+                    _ => {}
+                }
+                if tools {
+                    match v {
+                        Value::Array(a) => a.iter().try_for_each(|t| self.tool_level(t))?,
+                        Value::Object(o) => o.values().try_for_each(|t| self.tool_level(t))?,
+                        _ => {}
+                    }
+                } else {
+                    self.value(v, as_source)?;
+                }
+            }
+            if source && !typed {
+                return Err(GatewayError::ContentUrl);
+            }
+            Ok(())
+        }
+
+        fn tool_level(&self, v: &Value) -> Result<(), GatewayError> {
+            match v {
+                Value::Object(o) => self.object(o, false, false, true),
+                other => self.inside_tools(other),
+            }
+        }
+
+        /// Below a tool object: nothing is looked at.
+        fn inside_tools(&self, _v: &Value) -> Result<(), GatewayError> {
+            Ok(())
+        }
+
+        fn value(&self, v: &Value, source: bool) -> Result<(), GatewayError> {
+            match v {
+                Value::Object(o) => self.object(o, false, source, false),
+                Value::Array(a) => a.iter().try_for_each(|x| self.value(x, false)),
+                _ => Ok(()),
+            }
+        }
+
+        fn check(&self, v: &Value) -> Result<(), GatewayError> {
+            match v {
+                Value::Object(o) => self.object(o, true, false, false),
+                other => self.value(other, false),
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+        #[test]
+        fn the_byte_walk_reads_every_body_as_the_tree_does(
+            root in proptest::collection::vec((key(), value()), 0..6),
+            mask in any::<u64>(),
+            which in 0usize..3,
+        ) {
+            let root = Value::Object(root.into_iter().map(|(k, v)| (k.to_owned(), v)).collect());
+            let mut text = String::new();
+            write(&root, mask, &mut text);
+            prop_assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), root.clone());
+            let dialect = [Dialect::Responses, Dialect::Anthropic, Dialect::Gemini][which];
+            let limits = BodyLimits {
+                max_values: 1 << 20,
+                max_depth: MAX_SCAN_DEPTH,
+                max_string_bytes: 1 << 20,
+            };
+            let allowed = ["file-ok".to_owned()];
+            let policy = ContentPolicy { dialect, allowed_file_ids: &allowed };
+            let walked = prescan(text.as_bytes(), &limits, &policy);
+            let reference = Reference { dialect }.check(&root);
+            prop_assert_eq!(walked, reference, "{:?}: {}", dialect, text);
+        }
     }
 }
