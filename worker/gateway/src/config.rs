@@ -41,7 +41,8 @@ impl Default for Budgets {
 pub struct GatewayConfig {
     /// Models the agent may name (exact strings).
     pub models: Vec<String>,
-    /// Tool types or names a request may not offer (e.g. `web_search`).
+    /// Tool types or names a request may not offer (e.g. `web_search`), refused on top of each
+    /// provider's allowlist of client-executed tool types (this list cannot allow anything).
     #[serde(default = "default_refused_tools")]
     pub refused_tools: Vec<String>,
     /// Provider-stored files a content part may reference, matched exactly: a Responses or
