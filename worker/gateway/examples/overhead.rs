@@ -8,9 +8,13 @@
 //! hyper client) → the scripted upstream, and the answer back the same way, chunk by chunk.
 //! The Docker attach hop itself is not in this measurement.
 //!
-//! `overhead RUNS [PROVIDER]`: PROVIDER is `openai-responses` (default), `anthropic-messages` or
-//! `gemini`; each sends its own main streamed call (same body size) and gets a tool-call answer
-//! in its own SSE shape.
+//! `overhead RUNS [PROVIDER] [parts]`: PROVIDER is `openai-responses` (default),
+//! `anthropic-messages` or `gemini`; each sends its own main streamed call (same body size) and
+//! gets a tool-call answer in its own SSE shape. With `parts`, the body is instead a 1 MiB input
+//! of 500 content parts (text and inline `data:`/base64 images, alternating) in the provider's
+//! shape, and the provider's body check alone is timed too (`benches/gateway/parts.sh` runs this
+//! against the baseline's gateway side by side). The example uses only API the baseline has, so
+//! the same file builds against both.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -73,6 +77,72 @@ fn shape(
             "x-goog-api-key",
         ),
     }
+}
+
+/// Content parts in the provider's shape totalling about 1 MiB: 250 text parts and 250 inline
+/// images, alternating, each about 2 KiB.
+fn parts_body(kind: ProviderKind, model: &str) -> serde_json::Value {
+    use serde_json::json;
+    const PARTS: usize = 500;
+    const PART_BYTES: usize = 1_048_576 / PARTS;
+    let text = "t".repeat(PART_BYTES - 40);
+    // Base64 of a byte pattern, padded to the part size.
+    let data = "iVBORw0KGgo".repeat((PART_BYTES - 80) / 11);
+    let parts: Vec<serde_json::Value> = (0..PARTS)
+        .map(|i| match (kind, i % 2 == 0) {
+            (ProviderKind::OpenAiResponses, true) => json!({"type": "input_text", "text": text}),
+            (ProviderKind::OpenAiResponses, false) => json!({
+                "type": "input_image", "detail": "auto",
+                "image_url": format!("data:image/png;base64,{data}")
+            }),
+            (ProviderKind::AnthropicMessages, true) => json!({"type": "text", "text": text}),
+            (ProviderKind::AnthropicMessages, false) => json!({
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": data}
+            }),
+            (ProviderKind::Gemini, true) => json!({"text": text}),
+            (ProviderKind::Gemini, false) => {
+                json!({"inlineData": {"mimeType": "image/png", "data": data}})
+            }
+        })
+        .collect();
+    match kind {
+        ProviderKind::OpenAiResponses => json!({
+            "model": model, "stream": true,
+            "input": [{"type": "message", "role": "user", "content": parts}],
+            "tools": [{"type": "function", "name": "shell", "parameters": {"type": "object"}}]
+        }),
+        ProviderKind::AnthropicMessages => json!({
+            "model": model, "stream": true, "max_tokens": 32000,
+            "messages": [{"role": "user", "content": parts}],
+            "tools": [{"name": "Edit", "input_schema": {"type": "object"}}]
+        }),
+        ProviderKind::Gemini => json!({
+            "contents": [{"role": "user", "parts": parts}],
+            "tools": [{"functionDeclarations": [{"name": "replace", "parameters": {"type": "object"}}]}]
+        }),
+    }
+}
+
+/// p50 and p90 of the provider's body check alone (pre-scan, extraction, policy) on `body`.
+fn check_only(kind: ProviderKind, target: &str, body: &[u8], config: &GatewayConfig) -> (f64, f64) {
+    let provider = kind.provider();
+    let route = provider.route(b"POST", target.as_bytes()).unwrap();
+    let mut times = Vec::new();
+    for i in 0..220 {
+        let start = Instant::now();
+        let checked = provider.check_body(&route, body, config);
+        let took = start.elapsed();
+        assert!(checked.is_ok(), "the benchmark body must pass the check");
+        if i >= 20 {
+            times.push(took);
+        }
+    }
+    times.sort();
+    (
+        micros(percentile(&times, 0.5)),
+        micros(percentile(&times, 0.9)),
+    )
 }
 
 fn request(target: &str, body: &serde_json::Value) -> Vec<u8> {
@@ -240,7 +310,11 @@ async fn main() {
         .nth(2)
         .map_or(Ok(ProviderKind::OpenAiResponses), |p| p.parse())
         .unwrap();
-    let (model, target, body, base, key_header) = shape(kind);
+    let parts = std::env::args().nth(3).is_some_and(|a| a == "parts");
+    let (model, target, mut body, base, key_header) = shape(kind);
+    if parts {
+        body = parts_body(kind, model);
+    }
     let upstream = ScriptedUpstream::start([]).await.unwrap();
     upstream.set_fallback(reply(kind, model));
     let mut config = GatewayConfig::for_model(model);
@@ -248,6 +322,7 @@ async fn main() {
     config.budgets.request_bytes = u64::MAX;
     config.budgets.response_bytes = u64::MAX;
     config.budgets.tokens = u64::MAX;
+    let checked = parts.then(|| check_only(kind, &target, body.to_string().as_bytes(), &config));
     let gateway = Arc::new(
         Gateway::new(
             config,
@@ -270,7 +345,8 @@ async fn main() {
     });
     let req = request(&target, &body);
     // Warm up both paths (connection pool, page cache).
-    for _ in 0..20 {
+    let warm = if parts { 5 } else { 20 };
+    for _ in 0..warm {
         one(upstream.addr(), &req).await;
         one(relay_addr, &req).await;
     }
@@ -285,6 +361,15 @@ async fn main() {
         tun_first.push(f);
         tun_total.push(t);
     }
+    // Each run's own difference (the two paths of one run are sent back to back), so load that
+    // drifts between runs cancels out.
+    let mut paired: Vec<f64> = tun_total
+        .iter()
+        .zip(&direct_total)
+        .map(|(t, d)| micros(*t) - micros(*d))
+        .collect();
+    paired.sort_by(f64::total_cmp);
+    let paired_p50 = paired[paired.len() / 2];
     for v in [
         &mut direct_first,
         &mut direct_total,
@@ -294,9 +379,13 @@ async fn main() {
         v.sort();
     }
     println!(
-        "provider {kind}; runs per path: {runs}; request {} bytes",
-        req.len()
+        "provider {kind}; runs per path: {runs}; request {} bytes{}",
+        req.len(),
+        if parts { " (500 content parts)" } else { "" }
     );
+    if let Some((p50, p90)) = checked {
+        println!("body check alone (200 runs): p50 {p50:.0} µs, p90 {p90:.0} µs");
+    }
     println!("| metric | direct p50 | via gateway+tunnel p50 | added p50 | direct p90 | via p90 |");
     println!("|---|---|---|---|---|---|");
     for (name, d, t) in [
@@ -313,6 +402,7 @@ async fn main() {
             micros(percentile(t, 0.9)),
         );
     }
+    println!("paired added p50 (median of each run's via − direct): {paired_p50:.0} µs");
     // Every tunnelled request reached the upstream with the credential; no direct one did.
     let with_key = upstream
         .requests()
@@ -326,5 +416,5 @@ async fn main() {
             r.header(key_header) == Some(want)
         })
         .count();
-    assert_eq!(with_key, runs + 20);
+    assert_eq!(with_key, runs + warm);
 }

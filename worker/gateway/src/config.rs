@@ -41,9 +41,15 @@ impl Default for Budgets {
 pub struct GatewayConfig {
     /// Models the agent may name (exact strings).
     pub models: Vec<String>,
-    /// Tool types or names a request may not offer (e.g. `web_search`).
+    /// Tool types or names a request may not offer (e.g. `web_search`), refused on top of each
+    /// provider's allowlist of client-executed tool types (this list cannot allow anything).
     #[serde(default = "default_refused_tools")]
     pub refused_tools: Vec<String>,
+    /// Provider-stored files a content part may reference, matched exactly: a Responses or
+    /// Anthropic `file_id`, or a Gemini `fileUri`. Empty by default: every stored-file
+    /// reference is refused (`PATCH_CANDIDATE_GATEWAY_CONTENT_FILE`).
+    #[serde(default)]
+    pub allowed_file_ids: Vec<String>,
     /// Per-turn budgets.
     #[serde(default)]
     pub budgets: Budgets,
@@ -131,6 +137,7 @@ impl GatewayConfig {
         Self {
             models: vec![model.to_owned()],
             refused_tools: default_refused_tools(),
+            allowed_file_ids: Vec::new(),
             budgets: Budgets::default(),
             max_request_body_bytes: default_max_body(),
             max_request_body_values: default_max_body_values(),
@@ -191,6 +198,22 @@ impl GatewayConfig {
             || self.max_request_headers == 0
         {
             return Err(bad("max_request_*", "caps must be above zero"));
+        }
+        if self.max_request_body_depth > crate::body::MAX_SCAN_DEPTH {
+            return Err(bad(
+                "max_request_body_depth",
+                "the nesting depth is at most 256",
+            ));
+        }
+        if self
+            .allowed_file_ids
+            .iter()
+            .any(|id| id.is_empty() || id.len() > 256 || !id.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            return Err(bad(
+                "allowed_file_ids",
+                "a file id is 1 to 256 visible ASCII bytes",
+            ));
         }
         if self.read_timeout_ms == 0
             || self.upstream_first_byte_timeout_ms == 0

@@ -96,6 +96,30 @@ pub enum GatewayError {
         /// The cap.
         limit: u64,
     },
+    /// A key that differs from a key policy reads only by case or `_` (`"Tools"`, `"MODEL"`,
+    /// `"Image_URL"`, `"fileURI"`), so that a lenient JSON reader upstream could take it for the
+    /// key the gateway checked.
+    #[error(
+        "PATCH_CANDIDATE_GATEWAY_BODY_KEY: a key spelled like a policy key in another case is refused"
+    )]
+    BodyKey,
+    /// A content part names a URL the provider would fetch (any scheme but `data:`), or a source
+    /// that is not inline data.
+    #[error(
+        "PATCH_CANDIDATE_GATEWAY_CONTENT_URL: a content part asks the provider to fetch a URL; send it inline as data"
+    )]
+    ContentUrl,
+    /// A content part names a file stored at the provider that the operator did not allow.
+    #[error(
+        "PATCH_CANDIDATE_GATEWAY_CONTENT_FILE: a content part references a provider-stored file the operator did not allow"
+    )]
+    ContentFile,
+    /// The request refers to state stored at the provider (an earlier response, a conversation,
+    /// a stored prompt, an item reference, cached content) or asks for a background run.
+    #[error(
+        "PATCH_CANDIDATE_GATEWAY_STORED_STATE: the request refers to provider-stored state or asks for a background run"
+    )]
+    StoredState,
     /// `stream` is not `true`.
     #[error("PATCH_CANDIDATE_GATEWAY_STREAM: only streamed requests are served")]
     Stream,
@@ -141,6 +165,12 @@ pub enum GatewayError {
     /// The upstream could not be reached or broke the exchange.
     #[error("PATCH_CANDIDATE_GATEWAY_UPSTREAM: the model upstream failed")]
     Upstream,
+    /// The upstream answered with a content or transfer coding other than identity (and
+    /// chunked): the credential scrubber cannot read a compressed body, so none of it is sent on.
+    #[error(
+        "PATCH_CANDIDATE_GATEWAY_UPSTREAM_ENCODING: the model upstream answered with a content coding other than identity"
+    )]
+    UpstreamEncoding,
     /// The upstream did not answer (or went silent) within the deadline.
     #[error(
         "PATCH_CANDIDATE_GATEWAY_UPSTREAM_TIMEOUT: the model upstream was silent for {millis} ms"
@@ -186,6 +216,10 @@ impl GatewayError {
             Self::BodyValues { .. } => "PATCH_CANDIDATE_GATEWAY_BODY_VALUES",
             Self::BodyDepth { .. } => "PATCH_CANDIDATE_GATEWAY_BODY_DEPTH",
             Self::BodyString { .. } => "PATCH_CANDIDATE_GATEWAY_BODY_STRING",
+            Self::BodyKey => "PATCH_CANDIDATE_GATEWAY_BODY_KEY",
+            Self::ContentUrl => "PATCH_CANDIDATE_GATEWAY_CONTENT_URL",
+            Self::ContentFile => "PATCH_CANDIDATE_GATEWAY_CONTENT_FILE",
+            Self::StoredState => "PATCH_CANDIDATE_GATEWAY_STORED_STATE",
             Self::Stream => "PATCH_CANDIDATE_GATEWAY_STREAM",
             Self::Model => "PATCH_CANDIDATE_GATEWAY_MODEL",
             Self::Tool => "PATCH_CANDIDATE_GATEWAY_TOOL",
@@ -195,6 +229,7 @@ impl GatewayError {
             Self::BudgetTokens { .. } => "PATCH_CANDIDATE_GATEWAY_BUDGET_TOKENS",
             Self::UsageMissing => "PATCH_CANDIDATE_GATEWAY_USAGE_MISSING",
             Self::Upstream => "PATCH_CANDIDATE_GATEWAY_UPSTREAM",
+            Self::UpstreamEncoding => "PATCH_CANDIDATE_GATEWAY_UPSTREAM_ENCODING",
             Self::UpstreamTimeout { .. } => "PATCH_CANDIDATE_GATEWAY_UPSTREAM_TIMEOUT",
             Self::UpstreamStatus { .. } => "PATCH_CANDIDATE_GATEWAY_UPSTREAM_STATUS",
             Self::Cancelled => "PATCH_CANDIDATE_GATEWAY_CANCELLED",
@@ -212,6 +247,7 @@ impl GatewayError {
             | Self::Incomplete
             | Self::Body
             | Self::BodyDepth { .. }
+            | Self::BodyKey
             | Self::Stream => 400,
             Self::Method => 405,
             Self::Path | Self::Query | Self::SideCall => 404,
@@ -223,13 +259,15 @@ impl GatewayError {
             Self::HeaderRefused => 417,
             Self::BodySize { .. } | Self::BodyValues { .. } | Self::BodyString { .. } => 413,
             Self::ReadTimeout { .. } => 408,
-            Self::Model | Self::Tool => 403,
+            Self::Model | Self::Tool | Self::ContentUrl | Self::ContentFile | Self::StoredState => {
+                403
+            }
             Self::BudgetRequests { .. }
             | Self::BudgetRequestBytes { .. }
             | Self::BudgetResponseBytes { .. }
             | Self::BudgetTokens { .. }
             | Self::UsageMissing => 429,
-            Self::Upstream | Self::UpstreamStatus { .. } => 502,
+            Self::Upstream | Self::UpstreamEncoding | Self::UpstreamStatus { .. } => 502,
             Self::UpstreamTimeout { .. } => 504,
             Self::Cancelled => 503,
         }

@@ -47,3 +47,6 @@ mod tests;
 #[cfg(test)]
 #[path = "tests_providers.rs"]
 mod tests_providers;
+#[cfg(test)]
+#[path = "tests_reach_out.rs"]
+mod tests_reach_out;

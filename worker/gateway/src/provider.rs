@@ -9,7 +9,7 @@ use std::sync::Arc;
 use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::body::{PolicyFields, extract, extract_fields, prescan};
+use crate::body::{ContentPolicy, Dialect, PolicyFields, extract, extract_fields, prescan};
 use crate::config::GatewayConfig;
 use crate::credential::Credential;
 use crate::error::GatewayError;
@@ -319,6 +319,14 @@ fn allowed(model: &str, config: &GatewayConfig) -> Result<(), GatewayError> {
     }
 }
 
+/// The pre-scan's content rules for `dialect` under `config`.
+fn content(config: &GatewayConfig, dialect: Dialect) -> ContentPolicy<'_> {
+    ContentPolicy {
+        dialect,
+        allowed_file_ids: &config.allowed_file_ids,
+    }
+}
+
 /// The operator's refused tools, by type or name (exact).
 fn operator_refuses(fields: &PolicyFields, config: &GatewayConfig) -> bool {
     fields.tools.iter().any(|tool| {
@@ -331,6 +339,15 @@ fn operator_refuses(fields: &PolicyFields, config: &GatewayConfig) -> bool {
 fn count(v: &Value, name: &str) -> Option<u64> {
     v.get(name).and_then(Value::as_u64)
 }
+
+/// Responses tool types the client itself executes: `function` and `custom` (freeform). Every
+/// other type (`web_search*`, `file_search`, `code_interpreter`, `mcp`, `image_generation`,
+/// `computer_use_preview`, `local_shell`, `shell`, `apply_patch`, and any type added later) is
+/// refused.
+const RESPONSES_CLIENT_TOOL_TYPES: &[&str] = &["function", "custom"];
+
+/// The one `openai-beta` value forwarded.
+const RESPONSES_BETA: &str = "responses=experimental";
 
 /// The OpenAI Responses API, as Codex speaks it (`wire_api = "responses"`): one route,
 /// `POST /v1/responses`.
@@ -360,15 +377,24 @@ impl Provider for OpenAiResponses {
         body: &[u8],
         config: &GatewayConfig,
     ) -> Result<CheckedBody, GatewayError> {
-        // Policy before allocation: bounded byte scan, then only the fields policy reads.
-        prescan(body, &config.body_limits())?;
+        // Policy before allocation: bounded byte scan (content rules included), then only the
+        // fields policy reads.
+        prescan(
+            body,
+            &config.body_limits(),
+            &content(config, Dialect::Responses),
+        )?;
         let fields = extract(body)?;
         let model = fields.model.clone().ok_or(GatewayError::Body)?;
         if !fields.stream {
             return Err(GatewayError::Stream);
         }
         allowed(&model, config)?;
-        if operator_refuses(&fields, config) {
+        let client_only = fields
+            .tools
+            .iter()
+            .all(|t| RESPONSES_CLIENT_TOOL_TYPES.contains(&t.kind.as_deref().unwrap_or_default()));
+        if !client_only || operator_refuses(&fields, config) {
             return Err(GatewayError::Tool);
         }
         Ok(CheckedBody { model })
@@ -382,13 +408,25 @@ impl Provider for OpenAiResponses {
     }
 
     fn forwarded_headers(&self) -> &'static [&'static str] {
-        &[
-            "openai-beta",
-            "originator",
-            "session_id",
-            "conversation_id",
-            "user-agent",
-        ]
+        &["originator", "session_id", "conversation_id", "user-agent"]
+    }
+
+    /// `openai-beta` is forwarded only as `responses=experimental` (every such header saying
+    /// exactly that); any other value is dropped.
+    fn derived_headers(
+        &self,
+        headers: &[(String, String)],
+    ) -> Result<Vec<(&'static str, String)>, GatewayError> {
+        let mut betas = headers
+            .iter()
+            .filter(|(n, _)| n == "openai-beta")
+            .map(|(_, v)| v.as_str())
+            .peekable();
+        if betas.peek().is_some() && betas.all(|v| v == RESPONSES_BETA) {
+            Ok(vec![("openai-beta", RESPONSES_BETA.to_owned())])
+        } else {
+            Ok(Vec::new())
+        }
     }
 
     fn usage(&self, event: &Value, tally: &mut UsageTally) {
@@ -477,6 +515,27 @@ const ANTHROPIC_REFUSED_BETAS: &[&str] = &[
     "container",
 ];
 
+/// `anthropic-beta` flags forwarded (by prefix; the date after it is the flag's version): client
+/// and model features that make Anthropic fetch, run or store nothing. Flags neither here nor
+/// refused above are dropped (not forwarded), so a flag Anthropic adds later switches nothing on
+/// until it is reviewed and listed here.
+const ANTHROPIC_FORWARDED_BETAS: &[&str] = &[
+    "claude-code-",
+    "interleaved-thinking-",
+    "context-management-",
+    "thinking-token-count-",
+    "advanced-tool-use-",
+    "fine-grained-tool-streaming-",
+    "token-efficient-tools-",
+    "output-128k-",
+    "context-1m-",
+    "prompt-caching-",
+    "token-counting-",
+    "extended-cache-ttl-",
+    "effort-",
+    "structured-outputs-",
+];
+
 fn is_date(v: &str) -> bool {
     let b = v.as_bytes();
     b.len() == 10
@@ -522,7 +581,11 @@ impl Provider for AnthropicMessages {
         body: &[u8],
         config: &GatewayConfig,
     ) -> Result<CheckedBody, GatewayError> {
-        prescan(body, &config.body_limits())?;
+        prescan(
+            body,
+            &config.body_limits(),
+            &content(config, Dialect::Anthropic),
+        )?;
         let fields = extract(body)?;
         let model = fields.model.clone().ok_or(GatewayError::Body)?;
         if route.kind == RouteKind::Stream && !fields.stream {
@@ -581,7 +644,12 @@ impl Provider for AnthropicMessages {
                 if ANTHROPIC_REFUSED_BETAS.iter().any(|r| flag.starts_with(r)) {
                     return Err(GatewayError::Tool);
                 }
-                betas.push(flag);
+                if ANTHROPIC_FORWARDED_BETAS
+                    .iter()
+                    .any(|r| flag.starts_with(r))
+                {
+                    betas.push(flag);
+                }
             }
         }
         if !betas.is_empty() {
@@ -752,7 +820,11 @@ impl Provider for GeminiGenerateContent {
     ) -> Result<CheckedBody, GatewayError> {
         let model = route.path_model.clone().ok_or(GatewayError::Path)?;
         allowed(&model, config)?;
-        prescan(body, &config.body_limits())?;
+        prescan(
+            body,
+            &config.body_limits(),
+            &content(config, Dialect::Gemini),
+        )?;
         let fields = extract_fields(body)?;
         let client_only = fields.tools.iter().all(|t| {
             t.keys

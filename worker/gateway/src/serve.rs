@@ -521,6 +521,16 @@ impl TurnGateway {
         };
         self.with_usage(|u| u.forwarded += 1);
         let status = response.status();
+        if !identity_coded(response.headers()) {
+            // The scrubber cannot read a compressed body: none of it is sent on, and the usage
+            // it may report cannot be read either (a successful answer counts as one without).
+            let _ = head_tx.send(Err(GatewayError::UpstreamEncoding));
+            return PumpEnd {
+                usage: None,
+                success: status.is_success() && expects_usage(kind),
+                last: None,
+            };
+        }
         let sse = response
             .headers()
             .get(http::header::CONTENT_TYPE)
@@ -669,6 +679,9 @@ impl TurnGateway {
             }
             RouteMethod::Get => http::Request::get(url),
         };
+        // The credential scrubber reads the answer as sent: ask for it uncompressed (an answer
+        // compressed anyway is refused, `PATCH_CANDIDATE_GATEWAY_UPSTREAM_ENCODING`).
+        builder = builder.header(http::header::ACCEPT_ENCODING, "identity");
         builder = builder.header(
             http::header::ACCEPT,
             if head.route.kind == RouteKind::Stream {
@@ -698,6 +711,22 @@ impl TurnGateway {
         builder = builder.header(name, value);
         builder.body(Full::new(Bytes::from(body))).map_err(refuse)
     }
+}
+
+/// The answer's body is sent as is: every `content-encoding` token is `identity` and every
+/// `transfer-encoding` token is `chunked` (any case). Anything else (`gzip`, `br`, an empty
+/// or unreadable value) is a body the credential scrubber could not read.
+fn identity_coded(headers: &http::HeaderMap) -> bool {
+    let only = |name: http::header::HeaderName, coding: &str| {
+        headers.get_all(name).iter().all(|v| {
+            v.to_str().is_ok_and(|v| {
+                v.split(',')
+                    .all(|token| token.trim().eq_ignore_ascii_case(coding))
+            })
+        })
+    };
+    only(http::header::CONTENT_ENCODING, "identity")
+        && only(http::header::TRANSFER_ENCODING, "chunked")
 }
 
 /// Routes whose successful answers must report the tokens they spent.

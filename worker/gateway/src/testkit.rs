@@ -34,6 +34,7 @@
 //! - [`Reply::Reflect`]: echoes the request's headers (credential included, raw, base64 and
 //!   masked) in an SSE answer or an error body, written in two pieces.
 //! - [`Reply::ReflectPatch`]: an `apply_patch` call adding a file that holds the echoed headers.
+//! - [`Reply::Encoded`]: SSE events under a `content-encoding` (or `transfer-encoding`) header.
 //! - [`Reply::Status`]: a non-SSE answer with the given status and JSON body.
 //! - [`Reply::Data`]: SSE chunks framed as Gemini frames them (`data:` lines only).
 //! - [`ScriptedUpstream::set_responder`]: a function asked first for every request, deciding
@@ -411,6 +412,17 @@ pub enum Reply {
     ReflectPatch {
         /// The file the patch adds.
         path: String,
+    },
+    /// 200 with these SSE events under a `content-encoding` (or, with `transfer`, a
+    /// `transfer-encoding`) header naming `coding`; the bytes are sent as given, so an answer a
+    /// client would have to decode before reading it.
+    Encoded {
+        /// The coding named (`gzip`, `br`, `identity`, …).
+        coding: String,
+        /// Name it in `transfer-encoding` instead of `content-encoding`.
+        transfer: bool,
+        /// The events.
+        events: Vec<Value>,
     },
     /// A plain answer with this status and JSON body.
     Status {
@@ -807,6 +819,24 @@ async fn serve_connection(mut stream: TcpStream, state: &State) -> std::io::Resu
                 for e in &events {
                     stream.write_all(&sse_event(e)).await?;
                 }
+            }
+        }
+        Reply::Encoded {
+            coding,
+            transfer,
+            events,
+        } => {
+            let header = if transfer {
+                "transfer-encoding"
+            } else {
+                "content-encoding"
+            };
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n{header}: {coding}\r\nconnection: close\r\n\r\n"
+            );
+            stream.write_all(head.as_bytes()).await?;
+            for e in &events {
+                stream.write_all(&sse_event(e)).await?;
             }
         }
         Reply::Status { status, body } => {
