@@ -62,7 +62,7 @@ pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewCont
     let job = sh.store.get(id).await?.ok_or_else(no_candidate)?;
     let checked = checked_candidate(sh, id, &job).await?;
     let candidate = Arc::clone(&checked.candidate);
-    let digest = checked.digest.clone();
+    let digest = checked.digest;
     let mut gates = Vec::new();
     for doc in sh.store.evidence(id).await? {
         let file = gate::parse_evidence(doc.bytes())?;

@@ -45,8 +45,7 @@ pub(crate) fn check(bytes: &[u8], recorded: &str) -> Result<Checked, CheckError>
         return Err(CheckError::DigestMismatch);
     }
     // The digest is the one just computed: the scan need not compute it again.
-    let report =
-        policy::scan_with_digest(&candidate, digest.clone()).map_err(CheckError::Policy)?;
+    let report = policy::scan_with_digest(&candidate, digest).map_err(CheckError::Policy)?;
     let (_, report_digest) = report.to_file_bytes().map_err(CheckError::Policy)?;
     let findings = report
         .findings

@@ -895,7 +895,7 @@ async fn render_candidate(
         .any(|a| matches!(*a, "accept" | "accept_forced" | "reject" | "retry"));
     let accepted = matches!(package.review_state, review::ReviewState::Accepted);
     let view = ui::CandidatePage {
-        principal: Some(signed_in(&s)),
+        principal: Some(signed_in(s)),
         job_id: id.as_str().to_owned(),
         digest: digest.clone(),
         repository: ui::short(&package.repository_full_name),
