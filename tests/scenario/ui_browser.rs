@@ -404,9 +404,10 @@ fn http_sign_in(addr: SocketAddr, token: &str) -> String {
         .to_owned()
 }
 
-/// The `csrf` hidden field of a page.
+/// The `csrf` hidden field of a page's own form (the last one: the sign-out form in the
+/// navigation comes first and carries the session's sign-out token).
 fn csrf_of(html: &str) -> String {
-    let at = html.find("name=\"csrf\" value=\"").unwrap() + "name=\"csrf\" value=\"".len();
+    let at = html.rfind("name=\"csrf\" value=\"").unwrap() + "name=\"csrf\" value=\"".len();
     html[at..].split('"').next().unwrap().to_owned()
 }
 
