@@ -3,7 +3,8 @@
 //! and split, accept one with its gates passed, reject one with a reason, retry one; an XSS
 //! corpus planted by a hostile agent in file names, diff lines, the summary, test names and the
 //! log tail runs nothing (a marker global stays unset, the CSP report endpoint counts none) and
-//! stays inside its container; CSRF and sign-in refusals over plain HTTP; the 50-file,
+//! stays inside its container; CSRF and sign-in refusals over plain HTTP (the `__Host-` cookies
+//! are `Secure`, which Chromium accepts from `http://127.0.0.1`, a potentially trustworthy origin); the 50-file,
 //! 10,000-changed-line candidate page is measured (server time, bytes, first contentful paint).
 //! Screenshots of each page go to `$CARGO_TARGET_DIR/ui-screenshots/`.
 //!
@@ -298,7 +299,7 @@ fn ui_http_with(
     let mut head = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
     head.push_str(extra);
     if let Some(c) = cookie {
-        head.push_str(&format!("Cookie: pc_session={c}\r\n"));
+        head.push_str(&format!("Cookie: __Host-pc_session={c}\r\n"));
     }
     if let Some(b) = form {
         head.push_str(&format!(
@@ -347,36 +348,66 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-/// Signs in over plain HTTP; the session cookie's value.
-fn http_sign_in(addr: SocketAddr, token: &str) -> String {
-    let (status, head, _) = ui_http(
+/// The `Set-Cookie` value of cookie `name`.
+fn set_cookie<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim().eq_ignore_ascii_case("set-cookie") && v.trim().starts_with(&format!("{name}=")))
+            .then(|| v.trim())
+    })
+}
+
+/// Posts the sign-in form as a browser does (the page first, for its pre-session cookie and
+/// CSRF token): status and head.
+fn http_sign_in_answer(addr: SocketAddr, token: &str) -> (u16, String) {
+    let (status, head, page) = ui_http(addr, "GET", "/ui/sign-in", None, None);
+    assert_eq!(status, 200, "{head}");
+    let pre = set_cookie(&head, "__Host-pc_sign_in")
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let csrf = csrf_of(&String::from_utf8_lossy(&page));
+    let (status, head, _) = ui_http_with(
         addr,
         "POST",
         "/ui/sign-in",
         None,
-        Some(&format!("token={token}")),
+        Some(&format!("csrf={csrf}&token={token}")),
+        &format!("Cookie: {pre}\r\n"),
     );
+    (status, head)
+}
+
+/// Signs in over plain HTTP; the session cookie's value.
+fn http_sign_in(addr: SocketAddr, token: &str) -> String {
+    let (status, head) = http_sign_in_answer(addr, token);
     assert_eq!(status, 303, "{head}");
-    let cookie = header(&head, "set-cookie").unwrap();
-    for part in ["HttpOnly", "SameSite=Strict", "Path=/ui", "Max-Age="] {
+    let cookie = set_cookie(&head, "__Host-pc_session").unwrap();
+    for part in [
+        "HttpOnly",
+        "SameSite=Strict",
+        "Path=/",
+        "Max-Age=",
+        "Secure",
+    ] {
         assert!(cookie.contains(part), "{cookie}");
     }
-    assert!(
-        !cookie.contains("Secure"),
-        "loopback: no Secure flag: {cookie}"
-    );
+    assert!(!cookie.contains("Domain"), "host-only: {cookie}");
     cookie
         .split(';')
         .next()
         .unwrap()
-        .strip_prefix("pc_session=")
+        .strip_prefix("__Host-pc_session=")
         .unwrap()
         .to_owned()
 }
 
-/// The `csrf` hidden field of a page.
+/// The `csrf` hidden field of a page's own form (the last one: the sign-out form in the
+/// navigation comes first and carries the session's sign-out token).
 fn csrf_of(html: &str) -> String {
-    let at = html.find("name=\"csrf\" value=\"").unwrap() + "name=\"csrf\" value=\"".len();
+    let at = html.rfind("name=\"csrf\" value=\"").unwrap() + "name=\"csrf\" value=\"".len();
     html[at..].split('"').next().unwrap().to_owned()
 }
 
@@ -770,9 +801,11 @@ async fn docker_ui_review_in_a_real_browser() {
         .await
         .unwrap()
         .into_iter()
-        .find(|k| k.name() == "pc_session")
+        .find(|k| k.name() == "__Host-pc_session")
         .unwrap();
     assert_eq!(cookie.http_only(), Some(true));
+    assert_eq!(cookie.secure(), Some(true));
+    assert_eq!(cookie.path(), Some("/"));
     let session = cookie.value().to_owned();
     let page = c.source().await.unwrap();
     for id in &ids {
@@ -1199,27 +1232,15 @@ async fn docker_ui_review_in_a_real_browser() {
     assert_eq!(status, 303);
     c.close().await.unwrap();
 
-    // Failed sign-ins are bounded: past the limit even the right token is refused for a while.
+    // Failed sign-ins are bounded: past the limit wrong tokens get 429, yet the right token
+    // still signs in.
     let mut last = 0;
     for _ in 0..12 {
-        last = ui_http(
-            addr,
-            "POST",
-            "/ui/sign-in",
-            None,
-            Some(&format!("token={}", "1".repeat(64))),
-        )
-        .0;
+        last = http_sign_in_answer(addr, &"1".repeat(64)).0;
     }
     assert_eq!(last, 429);
-    let (status, _, _) = ui_http(
-        addr,
-        "POST",
-        "/ui/sign-in",
-        None,
-        Some(&format!("token={token}")),
-    );
-    assert_eq!(status, 429);
+    let (status, _) = http_sign_in_answer(addr, &token);
+    assert_eq!(status, 303);
     assert!(service.logged("PATCH_CANDIDATE_UI_SIGN_IN"));
     assert!(!service.logged("PATCH_CANDIDATE_UI_CSP_REPORT"));
 }

@@ -1,14 +1,15 @@
 //! The HTTP API (axum, HTTP/1.1): `/healthz`, `/readyz` for probes; `/metrics` and `/v1/jobs…`
 //! behind a bearer token read from `<state dir>/api-token` (0600, generated on first start) and
 //! compared in constant time. Bodies are bounded and parsed strictly (unknown fields refused);
-//! ids in paths go through the store's fallible id types; at most [`MAX_CONCURRENT`] requests are
-//! served at once (the rest wait). Every error is `{"error": {"code", "message"}}`.
+//! ids in paths go through the store's fallible id types. Every connection has a header-read
+//! timeout, every body a read deadline, and each class of route its own bounded slots (see
+//! `http_limits.rs`), so unauthenticated clients cannot starve the API or the probes. Every error
+//! is `{"error": {"code", "message"}}`.
 
 use std::io::{Read as _, Write as _};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -22,10 +23,11 @@ use jobs::{Job, JobId, JobState};
 use snapshot::{Coded, FailureClass};
 use subtle::ConstantTimeEq as _;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 use super::submission::{Submission, prepare};
 
+#[path = "http_limits.rs"]
+mod limits;
 #[path = "review_api.rs"]
 pub(crate) mod review_api;
 #[path = "ui_routes.rs"]
@@ -37,10 +39,6 @@ pub use review_api::PublishTarget;
 pub const TOKEN_FILE: &str = "api-token";
 /// Largest request body: an approval (1 MiB) and a policy (1 MiB) as JSON strings, escaped.
 const MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
-/// Requests served at once.
-const MAX_CONCURRENT: usize = 64;
-/// How long a request waits for a slot before `503`.
-const QUEUE_WAIT: Duration = Duration::from_secs(30);
 /// Most jobs one list returns.
 const MAX_LIST: usize = 1000;
 
@@ -614,29 +612,9 @@ fn route_name(path: &str) -> &'static str {
     }
 }
 
-/// Bounded concurrency (waiting up to [`QUEUE_WAIT`]) and request counting.
-async fn limit_and_count(
-    State((sh, slots)): State<(Arc<Shared>, Arc<Semaphore>)>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let route = route_name(request.uri().path());
-    let response = match tokio::time::timeout(QUEUE_WAIT, slots.acquire()).await {
-        Ok(Ok(_permit)) => next.run(request).await,
-        _ => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "PATCH_CANDIDATE_SERVICE_BUSY",
-            "PATCH_CANDIDATE_SERVICE_BUSY: too many requests in flight",
-        )
-        .into_response(),
-    };
-    sh.metrics.http(route, response.status().as_u16());
-    response
-}
-
 /// The router of the API.
 pub(crate) fn router(sh: Arc<Shared>) -> Router {
-    let slots = Arc::new(Semaphore::new(MAX_CONCURRENT));
+    let slots = Arc::new(limits::Slots::new());
     let protected = Router::new()
         .route("/metrics", get(metrics))
         .route("/v1/jobs", post(submit).get(list))
@@ -658,16 +636,14 @@ pub(crate) fn router(sh: Arc<Shared>) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
             (Arc::clone(&sh), slots),
-            limit_and_count,
+            limits::limit_and_count,
         ))
         .with_state(sh)
 }
 
 /// Serves the API on `listener` until the process ends.
 pub(crate) async fn serve_api(listener: Arc<TcpListener>, sh: Arc<Shared>) {
-    if let Err(e) = axum::serve(SharedListener(listener), router(sh)).await {
-        tracing::error!(code = "PATCH_CANDIDATE_SERVICE_LISTEN", kind = ?e.kind(), "API server stopped");
-    }
+    limits::serve_on(listener, router(sh), std::future::pending()).await;
 }
 
 /// What the API answers while the service waits for its job store (before it has a store, a
@@ -703,46 +679,7 @@ pub(crate) async fn serve_waiting(
     token: Vec<u8>,
     opened: impl Future<Output = ()> + Send + 'static,
 ) {
-    let served = axum::serve(SharedListener(listener), waiting_router(Arc::new(token)))
-        .with_graceful_shutdown(opened)
-        .await;
-    if let Err(e) = served {
-        tracing::error!(code = "PATCH_CANDIDATE_SERVICE_LISTEN", kind = ?e.kind(), "waiting API stopped");
-    }
-}
-
-/// One bound socket that two servers accept from in turn (the waiting API, then the full API):
-/// the socket, its address and its accept queue stay the same across the switch.
-struct SharedListener(Arc<TcpListener>);
-
-impl axum::serve::Listener for SharedListener {
-    type Io = tokio::net::TcpStream;
-    type Addr = std::net::SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            match self.0.accept().await {
-                Ok(pair) => return pair,
-                // A client gone before its connection was accepted: take the next one.
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::ConnectionRefused
-                            | std::io::ErrorKind::ConnectionAborted
-                            | std::io::ErrorKind::ConnectionReset
-                    ) => {}
-                // Out of file descriptors and the like: wait for some to close (as axum does).
-                Err(e) => {
-                    tracing::error!(code = "PATCH_CANDIDATE_SERVICE_LISTEN", kind = ?e.kind(), "accept failed: retrying in 1 s");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.0.local_addr()
-    }
+    limits::serve_on(listener, waiting_router(Arc::new(token)), opened).await;
 }
 
 #[cfg(test)]
@@ -858,7 +795,7 @@ mod tests {
         let early = tokio::spawn(call(addr, "GET", "/readyz", None));
         tokio::task::yield_now().await;
         let next = Router::new().route("/readyz", get(|| async { "ready" }));
-        tokio::spawn(async move { axum::serve(SharedListener(listener), next).await });
+        tokio::spawn(limits::serve_on(listener, next, std::future::pending()));
         assert_eq!(early.await.unwrap(), (200, "ready".to_owned()));
         assert_eq!(
             call(addr, "GET", "/readyz", None).await,

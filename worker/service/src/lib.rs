@@ -15,6 +15,7 @@ mod http;
 mod live_host;
 mod metrics;
 mod mirror;
+mod review_cache;
 mod runner;
 mod serve;
 mod submission;
@@ -117,6 +118,8 @@ pub(crate) struct Shared {
     pub token: Vec<u8>,
     /// Publications of this host, one at a time.
     pub publishing: tokio::sync::Mutex<()>,
+    /// Candidates checked against their digest, with their policy scan, by digest.
+    pub review_cache: review_cache::ReviewCache,
 }
 
 impl std::fmt::Debug for Shared {

@@ -3,9 +3,10 @@
 //! (`POST /v1/jobs/{id}/publish`). [`decide`] and [`publish`] are the actions themselves, for
 //! every front end of this service (the JSON API here, the review page).
 //!
-//! Everything is re-established from the store's bytes on each request: the candidate is
-//! re-validated and digested, its evidence parsed strictly, the content policy run, the history
-//! parsed strictly. A decision or publication names the candidate digest it was made against
+//! Everything is re-established from the store on each request: the candidate re-validated and
+//! digested (against the digest the job records) with its content-policy scan — kept by digest
+//! in the review cache once done, see `review_cache.rs` — its evidence parsed strictly, the
+//! history parsed strictly. A decision or publication names the candidate digest it was made against
 //! and is refused for any other.
 
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use crate::mirror::Locator;
 /// from the store's bytes on each request: the candidate re-validated and digested, its gate
 /// evidence parsed strictly, the content policy scanned, the history parsed strictly.
 pub(crate) struct ReviewContext {
-    pub candidate: finalizer::RepositoryPatchCandidate,
+    pub candidate: Arc<finalizer::RepositoryPatchCandidate>,
     pub facts: review::ReviewFacts,
     pub findings: Vec<review::PolicyFinding>,
     pub history: Vec<review::StoredDecision>,
@@ -59,15 +60,9 @@ pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewCont
         )
     };
     let job = sh.store.get(id).await?.ok_or_else(no_candidate)?;
-    let bytes = sh.store.candidate(id).await?.ok_or_else(no_candidate)?;
-    let candidate = finalizer::validate_candidate_json(&bytes)?;
-    let digest = finalizer::repository_patch_digest(&candidate)?;
-    if job.candidate_digest.as_deref() != Some(digest.to_string().as_str()) {
-        return Err(jobs::JobsError::Corrupt {
-            field: "candidate_digest",
-        }
-        .into());
-    }
+    let checked = checked_candidate(sh, id, &job).await?;
+    let candidate = Arc::clone(&checked.candidate);
+    let digest = checked.digest;
     let mut gates = Vec::new();
     for doc in sh.store.evidence(id).await? {
         let file = gate::parse_evidence(doc.bytes())?;
@@ -80,19 +75,7 @@ pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewCont
             });
         }
     }
-    // What the policy scans and the reviewer reads must be the change publication commits.
-    finalizer::check_diffs_match_content(&candidate)?;
-    let report = policy::scan(&candidate)?;
-    let (_, report_digest) = report.to_file_bytes()?;
-    let findings = report
-        .findings
-        .iter()
-        .map(|f| review::PolicyFinding {
-            rule: f.rule_id.clone(),
-            path: f.path.clone(),
-            line: f.line,
-        })
-        .collect();
+    let findings = checked.findings.clone();
     let mut history = Vec::new();
     let mut follow_ups: Vec<JobId> = Vec::new();
     for row in sh.store.decisions(id).await? {
@@ -118,11 +101,7 @@ pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewCont
         approval_digest: candidate.approved_plan_digest().to_owned(),
         required_gates: candidate.required_validation_gates().to_vec(),
         gates,
-        policy: Some(review::PolicyFact {
-            report_digest,
-            candidate_digest: report.candidate_digest,
-            clean: report.clean,
-        }),
+        policy: Some(checked.policy.clone()),
         published: publication.is_some(),
     };
     Ok(ReviewContext {
@@ -134,6 +113,55 @@ pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewCont
         job,
         follow_ups,
     })
+}
+
+/// The job's candidate checked against the digest it records, with its policy scan: from the
+/// review cache when that digest was checked before, else from the store's bytes (off the async
+/// runtime) and then kept.
+async fn checked_candidate(
+    sh: &Shared,
+    id: &JobId,
+    job: &jobs::Job,
+) -> Result<Arc<crate::review_cache::Checked>, ApiError> {
+    use crate::review_cache::CheckError;
+    if let Some(recorded) = job.candidate_digest.as_deref()
+        && let Some(hit) = sh.review_cache.get(recorded)
+    {
+        return Ok(hit);
+    }
+    let bytes = sh.store.candidate(id).await?.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "PATCH_CANDIDATE_JOBS_NOT_FOUND",
+            "PATCH_CANDIDATE_JOBS_NOT_FOUND: no candidate for this job (not completed, or no such job)",
+        )
+    })?;
+    let corrupt = || -> ApiError {
+        jobs::JobsError::Corrupt {
+            field: "candidate_digest",
+        }
+        .into()
+    };
+    let recorded = job.candidate_digest.clone().ok_or_else(corrupt)?;
+    let weight = bytes.len();
+    let checked =
+        tokio::task::spawn_blocking(move || crate::review_cache::check(&bytes, &recorded))
+            .await
+            .map_err(|_| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "PATCH_CANDIDATE_SERVICE_STATE",
+                    "PATCH_CANDIDATE_SERVICE_STATE: the candidate check task failed",
+                )
+            })?
+            .map_err(|e| match e {
+                CheckError::Candidate(e) => ApiError::from(e),
+                CheckError::Policy(e) => ApiError::from(e),
+                CheckError::DigestMismatch => corrupt(),
+            })?;
+    let checked = Arc::new(checked);
+    sh.review_cache.insert(Arc::clone(&checked), weight);
+    Ok(checked)
 }
 
 async fn review_show(

@@ -198,6 +198,7 @@ async fn start_up(
         wake: Notify::new(),
         token,
         publishing: tokio::sync::Mutex::new(()),
+        review_cache: crate::review_cache::ReviewCache::default(),
     });
     sh.metrics.set_max_turns(max_turns);
     let registered = runner::retrying(&sh, "register_host", || {

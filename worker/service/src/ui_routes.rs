@@ -2,12 +2,16 @@
 //! token exchanged for a session cookie, the jobs list, a job, its candidate (unified or split
 //! diff, whitespace toggle, policy and hidden-character banners, gate evidence, decisions and
 //! publication), raw diffs as sandboxed `text/plain`, and the decision and publish forms, each a
-//! POST with a CSRF token bound to the session and the candidate digest.
+//! POST with a CSRF token bound to the session and the candidate digest. Sign-in's form is bound
+//! to a pre-session cookie (double submit), sign-out's to the session; both cookies are
+//! `__Host-` (`Secure`, `Path=/`, no `Domain`). Failed sign-ins are throttled per client address
+//! and over all, but the right token always signs in (see `ui::Sessions`).
 //!
 //! Every response carries the security headers of [`ui::COMMON`] and a Content-Security-Policy
 //! ([`ui::PAGE_CSP`], or [`ui::RAW_CSP`] for raw views); the UI ships no JavaScript. A signed-out
 //! request for a page is redirected to the sign-in page; a signed-out POST is refused.
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -15,7 +19,7 @@ use askama::Template as _;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path as UrlPath, Request, State};
+use axum::extract::{ConnectInfo, Path as UrlPath, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -30,8 +34,11 @@ use crate::Shared;
 #[path = "publish_ui.rs"]
 mod publish_ui;
 
-/// The session cookie.
-const COOKIE: &str = "pc_session";
+/// The session cookie: `__Host-` (the browser keeps it only when it is `Secure`, has `Path=/` and
+/// no `Domain`, so no other host or path can set or shadow it).
+const COOKIE: &str = "__Host-pc_session";
+/// The sign-in form's pre-session cookie (the double-submit half of its CSRF token).
+const SIGN_IN_COOKIE: &str = "__Host-pc_sign_in";
 /// Largest form body.
 const MAX_FORM_BYTES: usize = 64 * 1024;
 /// Largest CSP report body read (the rest is not read).
@@ -153,7 +160,7 @@ fn message(
     back: Option<String>,
 ) -> Response {
     let page = ui::MessagePage {
-        principal: session.map(|s| ui::short(&s.principal)),
+        principal: session.map(signed_in),
         title,
         code,
         message: ui::short(text),
@@ -174,7 +181,15 @@ fn api_error(session: &ui::Session, e: &ApiError, back: Option<String>) -> Respo
     )
 }
 
-fn cookie_value(headers: &HeaderMap) -> Option<&str> {
+/// Who is signed in, for a page's navigation (with the sign-out form's token).
+fn signed_in(s: &ui::Session) -> ui::SignedIn {
+    ui::SignedIn {
+        name: ui::short(&s.principal),
+        sign_out_csrf: s.sign_out_csrf.clone(),
+    }
+}
+
+fn cookie_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -182,14 +197,14 @@ fn cookie_value(headers: &HeaderMap) -> Option<&str> {
         .flat_map(|v| v.split(';'))
         .find_map(|kv| {
             let (k, v) = kv.trim().split_once('=')?;
-            (k == COOKIE).then_some(v)
+            (k == name).then_some(v)
         })
 }
 
 /// The signed-in session of a request: its cookie names a live session whose token is still
 /// valid (a revoked named token ends its sessions at their next request).
 async fn session(ui: &UiState, headers: &HeaderMap) -> Option<ui::Session> {
-    let s = ui.sessions.get(cookie_value(headers)?)?;
+    let s = ui.sessions.get(cookie_value(headers, COOKIE)?)?;
     let still = if s.principal == jobs::OPERATOR_PRINCIPAL {
         s.credential == snapshot::sha256_bare_hex(&ui.sh.token)
     } else {
@@ -232,7 +247,55 @@ async fn sign_in_page(State(ui): St, headers: HeaderMap) -> Response {
     if session(&ui, &headers).await.is_some() {
         return see_other("/ui/jobs");
     }
-    html(StatusCode::OK, ui::SignInPage { error: None }.render())
+    sign_in_form_page(&ui, &headers, StatusCode::OK, None, None)
+}
+
+/// The sign-in page with `error`, its form bound to the browser's pre-session cookie (set here
+/// when it has none); `retry_after_s` adds `Retry-After`.
+fn sign_in_form_page(
+    ui: &UiState,
+    headers: &HeaderMap,
+    status: StatusCode,
+    error: Option<&'static str>,
+    retry_after_s: Option<u64>,
+) -> Response {
+    let form = match ui
+        .sessions
+        .sign_in_form(cookie_value(headers, SIGN_IN_COOKIE))
+    {
+        Ok(f) => f,
+        Err(e) => {
+            return message(
+                None,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Unavailable",
+                Some(e.code()),
+                &e.to_string(),
+                None,
+            );
+        }
+    };
+    let mut r = html(
+        status,
+        ui::SignInPage {
+            error,
+            csrf: form.csrf,
+        }
+        .render(),
+    );
+    let cookie = format!(
+        "{SIGN_IN_COOKIE}={}; HttpOnly; Secure; SameSite=Strict; Path=/",
+        form.cookie
+    );
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().append(header::SET_COOKIE, v);
+    }
+    if let Some(s) = retry_after_s
+        && let Ok(v) = HeaderValue::from_str(&s.to_string())
+    {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
 }
 
 /// A form body: `application/x-www-form-urlencoded`, bounded, unknown fields refused.
@@ -266,38 +329,93 @@ async fn form<T: serde::de::DeserializeOwned>(
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SignInForm {
+    /// Missing is refused like a wrong one (403), never as a malformed form.
+    #[serde(default)]
+    csrf: String,
     token: String,
 }
 
-async fn sign_in(State(ui): St, headers: HeaderMap, body: Body) -> Response {
-    if let Err(e) = ui.sessions.sign_in_allowed() {
-        tracing::warn!(code = e.code(), "sign-in refused: too many failures");
-        return html(
-            StatusCode::TOO_MANY_REQUESTS,
-            ui::SignInPage {
-                error: Some("Too many failed sign-ins: wait a minute and try again."),
-            }
-            .render(),
+/// The address a request came from (the listener puts it in every request); a request without
+/// one (none reaches the UI that way) counts under the unspecified address.
+fn client_ip(request: &Request) -> IpAddr {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |ConnectInfo(a)| a.ip())
+}
+
+/// Signs in: the form must carry the token bound to the browser's pre-session cookie (else 403
+/// `PATCH_CANDIDATE_UI_CSRF`, not counted as a failed sign-in); the token is then always
+/// verified, so the right one signs in whatever the failure counters say, and a wrong one is
+/// refused with 401, or 429 `PATCH_CANDIDATE_UI_SIGN_IN_LIMIT` while its address (or every
+/// address together) is past the failure limit.
+async fn sign_in(State(ui): St, request: Request) -> Response {
+    let client = client_ip(&request);
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    let f = match form::<SignInForm>(&headers, body).await {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::warn!(code = e.code(), "sign-in form refused");
+            return sign_in_form_page(
+                &ui,
+                &headers,
+                StatusCode::BAD_REQUEST,
+                Some("The sign-in form was malformed (PATCH_CANDIDATE_UI_FORM): try again."),
+                None,
+            );
+        }
+    };
+    if let Err(e) = ui
+        .sessions
+        .check_sign_in_form(cookie_value(&headers, SIGN_IN_COOKIE), &f.csrf)
+    {
+        tracing::warn!(code = e.code(), "sign-in refused: no valid form token");
+        return sign_in_form_page(
+            &ui,
+            &headers,
+            StatusCode::FORBIDDEN,
+            Some(
+                "The sign-in form expired or came from another page (PATCH_CANDIDATE_UI_CSRF): sign in again.",
+            ),
+            None,
         );
     }
-    let failed = |ui: &UiState| {
-        ui.sessions.sign_in_failed();
-        tracing::warn!(code = "PATCH_CANDIDATE_UI_SIGN_IN", "sign-in failed");
-        html(
-            StatusCode::UNAUTHORIZED,
-            ui::SignInPage {
-                error: Some("That token does not sign in."),
-            }
-            .render(),
-        )
-    };
-    let Ok(f) = form::<SignInForm>(&headers, body).await else {
-        return failed(&ui);
-    };
+    let throttled = ui.sessions.sign_in_throttled(client).err();
     let token = f.token.trim().as_bytes();
     let principal = match token_principal(&ui.sh, token).await {
         Ok(Some(p)) => p,
-        Ok(None) => return failed(&ui),
+        Ok(None) => {
+            ui.sessions.sign_in_failed(client);
+            return match throttled {
+                Some(e) => {
+                    let retry = match e {
+                        ui::UiError::SignInLimit { retry_after_s } => retry_after_s,
+                        _ => ui::FAILURE_WINDOW.as_secs(),
+                    };
+                    tracing::warn!(code = e.code(), client = %client, "sign-in refused: too many failures");
+                    sign_in_form_page(
+                        &ui,
+                        &headers,
+                        StatusCode::TOO_MANY_REQUESTS,
+                        Some(
+                            "That token does not sign in, and too many have failed lately: check it and try again in a minute.",
+                        ),
+                        Some(retry),
+                    )
+                }
+                None => {
+                    tracing::warn!(code = "PATCH_CANDIDATE_UI_SIGN_IN", client = %client, "sign-in failed");
+                    sign_in_form_page(
+                        &ui,
+                        &headers,
+                        StatusCode::UNAUTHORIZED,
+                        Some("That token does not sign in."),
+                        None,
+                    )
+                }
+            };
+        }
         Err(e) => {
             return message(
                 None,
@@ -328,33 +446,70 @@ async fn sign_in(State(ui): St, headers: HeaderMap, body: Body) -> Response {
         principal = principal.as_str(),
         "signed in"
     );
-    let secure = if ui.sh.opts.listen.ip().is_loopback() {
-        ""
-    } else {
-        "; Secure"
-    };
     let cookie = format!(
-        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/ui; Max-Age={}{secure}",
+        "{COOKIE}={}; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age={}",
         s.id,
         ui::SESSION_LIFETIME.as_secs()
     );
     let mut r = see_other("/ui/jobs");
     if let Ok(v) = HeaderValue::from_str(&cookie) {
-        r.headers_mut().insert(header::SET_COOKIE, v);
+        r.headers_mut().append(header::SET_COOKIE, v);
     }
+    r.headers_mut().append(
+        header::SET_COOKIE,
+        HeaderValue::from_static(
+            "__Host-pc_sign_in=; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=0",
+        ),
+    );
     r
 }
 
-async fn sign_out(State(ui): St, headers: HeaderMap) -> Response {
-    if let Some(id) = cookie_value(&headers) {
-        ui.sessions.remove(id);
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignOutForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// Ends the session: the form must carry the session's sign-out token (else 403
+/// `PATCH_CANDIDATE_UI_CSRF` and the session lives on). Without a live session there is nothing
+/// to end: the cookie is cleared.
+async fn sign_out(State(ui): St, headers: HeaderMap, body: Body) -> Response {
+    let signed_out = || {
+        let mut r = see_other("/ui/sign-in");
+        r.headers_mut().insert(
+            header::SET_COOKIE,
+            HeaderValue::from_static(
+                "__Host-pc_session=; HttpOnly; Secure; SameSite=Strict; Path=/; Max-Age=0",
+            ),
+        );
+        r
+    };
+    let Some(s) = session(&ui, &headers).await else {
+        return signed_out();
+    };
+    let checked = match form::<SignOutForm>(&headers, body).await {
+        Ok(f) => ui.sessions.check_sign_out(&s, &f.csrf),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = checked {
+        tracing::warn!(code = e.code(), "sign-out refused");
+        let status = if matches!(e, ui::UiError::Csrf) {
+            StatusCode::FORBIDDEN
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        return message(
+            Some(&s),
+            status,
+            "Refused",
+            Some(e.code()),
+            &e.to_string(),
+            Some("/ui/jobs".to_owned()),
+        );
     }
-    let mut r = see_other("/ui/sign-in");
-    r.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static("pc_session=; HttpOnly; SameSite=Strict; Path=/ui; Max-Age=0"),
-    );
-    r
+    ui.sessions.remove(&s.id);
+    signed_out()
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -424,7 +579,7 @@ async fn jobs_page(State(ui): St, headers: HeaderMap, request: Request) -> Respo
         None => format!("/ui/jobs?page={p}"),
     };
     let view = ui::JobsPage {
-        principal: Some(ui::short(&s.principal)),
+        principal: Some(signed_in(&s)),
         counts,
         total: all.len(),
         bounded: all.len() >= LIST_WINDOW,
@@ -614,7 +769,7 @@ async fn job_page(
     let publication =
         publication.and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
     let view = ui::JobPage {
-        principal: Some(ui::short(&s.principal)),
+        principal: Some(signed_in(&s)),
         id: job.id.as_str().to_owned(),
         state: job.state.as_str(),
         kind: job.kind().as_str(),
@@ -740,7 +895,7 @@ async fn render_candidate(
         .any(|a| matches!(*a, "accept" | "accept_forced" | "reject" | "retry"));
     let accepted = matches!(package.review_state, review::ReviewState::Accepted);
     let view = ui::CandidatePage {
-        principal: Some(ui::short(&s.principal)),
+        principal: Some(signed_in(s)),
         job_id: id.as_str().to_owned(),
         digest: digest.clone(),
         repository: ui::short(&package.repository_full_name),

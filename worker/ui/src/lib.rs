@@ -20,11 +20,12 @@ pub use diff::{
 pub use error::UiError;
 pub use headers::{COMMON, CSP_REPORT_PATH, PAGE_CSP, RAW_CSP, STYLESHEET};
 pub use session::{
-    FAILURE_WINDOW, MAX_FAILED_SIGN_INS, MAX_SESSIONS, SESSION_LIFETIME, Session, Sessions,
+    FAILURE_WINDOW, MAX_FAILED_SIGN_INS, MAX_FAILED_SIGN_INS_GLOBAL, MAX_SESSIONS,
+    MAX_TRACKED_ADDRESSES, SESSION_LIFETIME, Session, Sessions, SignInForm,
 };
 pub use text::{Segment, Shown};
 pub use views::{
     CandidatePage, DecisionItem, EventItem, FileItem, FindingItem, GateItem, JobItem, JobPage,
-    JobsPage, LONG_CHARS, MAX_PAGE_DIFF_BYTES, MessagePage, PAGE_SIZE, SignInPage, StateCount,
-    lines, short, utc,
+    JobsPage, LONG_CHARS, MAX_PAGE_DIFF_BYTES, MessagePage, PAGE_SIZE, SignInPage, SignedIn,
+    StateCount, lines, short, utc,
 };

@@ -5,11 +5,25 @@
 //! of the id (a lookup's timing says nothing about an id). Sessions are bounded in lifetime and
 //! in number (the oldest is evicted). A form's CSRF token is
 //! HMAC-SHA256(process secret, "patch_candidate.ui_csrf.v1" ‖ session id ‖ candidate digest):
-//! bound to the session and to the digest the page showed, compared in constant time. Failed
-//! sign-ins are counted in a sliding window; past the limit every sign-in is refused until the
-//! window moves on.
+//! bound to the session and to the digest the page showed, compared in constant time. Sign-out's
+//! token is the HMAC of the session id under its own domain.
+//!
+//! Sign-in has no session yet, so its form is bound to a pre-session cookie (double submit): the
+//! sign-in page sets a random 256-bit value in a `SameSite=Strict` cookie and puts
+//! HMAC-SHA256(secret, "patch_candidate.ui_sign_in.v1" ‖ value) in the form; a sign-in is
+//! verified only when both arrive and match. Another site's page can neither send the cookie
+//! (`SameSite=Strict`) nor read the token, so it cannot sign anyone in, or fail sign-ins in
+//! their name.
+//!
+//! Failed sign-ins are counted per client address (an IPv6 address by its /64) and over all
+//! addresses, in a sliding window. Past either limit a wrong token is answered
+//! `PATCH_CANDIDATE_UI_SIGN_IN_LIMIT`, but a token is still verified: the right one always signs
+//! in. The limit is not what protects the tokens (they carry at least 128 bits, beyond any
+//! online guessing); it bounds what a flood of failures costs (log lines, store lookups answered
+//! with a plain refusal) and says plainly that one is under way, without ever becoming a lockout.
 
 use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -22,11 +36,18 @@ use crate::UiError;
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(8 * 60 * 60);
 /// Sessions kept at once (the oldest is evicted past it).
 pub const MAX_SESSIONS: usize = 1024;
-/// Failed sign-ins allowed per [`FAILURE_WINDOW`].
+/// Failed sign-ins allowed from one client address per [`FAILURE_WINDOW`].
 pub const MAX_FAILED_SIGN_INS: usize = 10;
+/// Failed sign-ins allowed from all addresses together per [`FAILURE_WINDOW`].
+pub const MAX_FAILED_SIGN_INS_GLOBAL: usize = 100;
+/// Client addresses whose failures are remembered at once (past it, the one whose last failure
+/// is oldest is forgotten; the global count still holds every failure).
+pub const MAX_TRACKED_ADDRESSES: usize = 4096;
 /// The window failed sign-ins are counted in.
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 const CSRF_DOMAIN: &[u8] = b"patch_candidate.ui_csrf.v1\0";
+const SIGN_IN_DOMAIN: &[u8] = b"patch_candidate.ui_sign_in.v1\0";
+const SIGN_OUT_DOMAIN: &[u8] = b"patch_candidate.ui_sign_out.v1\0";
 
 /// A signed-in session.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,6 +59,17 @@ pub struct Session {
     /// The SHA-256 (bare hex) of the token signed in with, so a revoked token ends its
     /// sessions.
     pub credential: String,
+    /// The CSRF token of this session's sign-out form.
+    pub sign_out_csrf: String,
+}
+
+/// The sign-in form's pair: the pre-session cookie's value and the form's token bound to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SignInForm {
+    /// The pre-session cookie's value (64 hex digits).
+    pub cookie: String,
+    /// The form's `csrf` field.
+    pub csrf: String,
 }
 
 #[derive(Debug)]
@@ -51,7 +83,47 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Inner {
     sessions: HashMap<[u8; 32], Entry>,
-    failures: VecDeque<Instant>,
+    /// Failed sign-ins per client (oldest first, at most [`MAX_FAILED_SIGN_INS`] each).
+    failures: HashMap<IpAddr, VecDeque<Instant>>,
+    /// Failed sign-ins of every client (at most [`MAX_FAILED_SIGN_INS_GLOBAL`]).
+    global_failures: VecDeque<Instant>,
+}
+
+/// The address failures are counted under: IPv4 as is (an IPv4-mapped IPv6 address too), IPv6
+/// by its /64 (what one subscriber usually holds).
+fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(
+                u128::from(v6) & !u128::from(u64::MAX),
+            )),
+        },
+    }
+}
+
+/// Drops the failures that left the window.
+fn expire(failures: &mut VecDeque<Instant>, now: Instant) {
+    while failures
+        .front()
+        .is_some_and(|t| now.duration_since(*t) >= FAILURE_WINDOW)
+    {
+        failures.pop_front();
+    }
+}
+
+/// Seconds until the oldest of `failures` leaves the window (at least 1).
+fn retry_after(failures: &VecDeque<Instant>, now: Instant) -> u64 {
+    let oldest = failures.front().copied().unwrap_or(now);
+    FAILURE_WINDOW
+        .saturating_sub(now.duration_since(oldest))
+        .as_secs()
+        .max(1)
+}
+
+fn is_hex_id(value: &str) -> bool {
+    value.len() == 64 && value.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// The session table and the CSRF secret of one process.
@@ -124,37 +196,112 @@ impl Sessions {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Refuses a sign-in attempt while the failure window is full.
+    /// Whether wrong tokens from `client` are throttled now: its own failures or everyone's
+    /// fill their window. A throttled client's token is still verified (see the module
+    /// documentation): this only decides how a wrong one is answered.
     ///
     /// # Errors
-    /// `PATCH_CANDIDATE_UI_SIGN_IN_LIMIT` with the seconds until the oldest failure leaves it.
-    pub fn sign_in_allowed(&self) -> Result<(), UiError> {
+    /// `PATCH_CANDIDATE_UI_SIGN_IN_LIMIT` with the seconds until a failure leaves the full
+    /// window.
+    pub fn sign_in_throttled(&self, client: IpAddr) -> Result<(), UiError> {
         let now = Instant::now();
+        let key = client_key(client);
         let mut inner = self.lock();
-        while inner
-            .failures
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= FAILURE_WINDOW)
-        {
-            inner.failures.pop_front();
+        expire(&mut inner.global_failures, now);
+        let mut wait = None;
+        if let Some(own) = inner.failures.get_mut(&key) {
+            expire(own, now);
+            if own.len() >= MAX_FAILED_SIGN_INS {
+                wait = Some(retry_after(own, now));
+            } else if own.is_empty() {
+                inner.failures.remove(&key);
+            }
         }
-        if inner.failures.len() >= MAX_FAILED_SIGN_INS {
-            let oldest = inner.failures.front().copied().unwrap_or(now);
-            let wait = FAILURE_WINDOW.saturating_sub(now.duration_since(oldest));
-            return Err(UiError::SignInLimit {
-                retry_after_s: wait.as_secs().max(1),
-            });
+        if wait.is_none() && inner.global_failures.len() >= MAX_FAILED_SIGN_INS_GLOBAL {
+            wait = Some(retry_after(&inner.global_failures, now));
         }
-        Ok(())
+        match wait {
+            Some(retry_after_s) => Err(UiError::SignInLimit { retry_after_s }),
+            None => Ok(()),
+        }
     }
 
-    /// Counts one failed sign-in.
-    pub fn sign_in_failed(&self) {
+    /// Counts one failed sign-in from `client`.
+    pub fn sign_in_failed(&self, client: IpAddr) {
+        let now = Instant::now();
+        let key = client_key(client);
         let mut inner = self.lock();
-        inner.failures.push_back(Instant::now());
-        while inner.failures.len() > MAX_FAILED_SIGN_INS {
-            inner.failures.pop_front();
+        inner.global_failures.push_back(now);
+        while inner.global_failures.len() > MAX_FAILED_SIGN_INS_GLOBAL {
+            inner.global_failures.pop_front();
         }
+        if !inner.failures.contains_key(&key) && inner.failures.len() >= MAX_TRACKED_ADDRESSES {
+            inner.failures.retain(|_, f| {
+                expire(f, now);
+                !f.is_empty()
+            });
+            if inner.failures.len() >= MAX_TRACKED_ADDRESSES {
+                let stalest = inner
+                    .failures
+                    .iter()
+                    .min_by_key(|(_, f)| f.back().copied())
+                    .map(|(k, _)| *k);
+                if let Some(k) = stalest {
+                    inner.failures.remove(&k);
+                }
+            }
+        }
+        let own = inner.failures.entry(key).or_default();
+        own.push_back(now);
+        while own.len() > MAX_FAILED_SIGN_INS {
+            own.pop_front();
+        }
+    }
+
+    /// The sign-in form's cookie and token: the pre-session cookie a browser already holds
+    /// (when it is well-formed), else a fresh random one.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_UI_RANDOM` when no randomness is available.
+    pub fn sign_in_form(&self, cookie: Option<&str>) -> Result<SignInForm, UiError> {
+        let cookie = match cookie.filter(|c| is_hex_id(c)) {
+            Some(c) => c.to_ascii_lowercase(),
+            None => {
+                let mut raw = [0_u8; 32];
+                getrandom::fill(&mut raw).map_err(|_| UiError::Random)?;
+                hex::encode(raw)
+            }
+        };
+        let csrf = hex::encode(hmac(&self.secret, &[SIGN_IN_DOMAIN, cookie.as_bytes()]));
+        Ok(SignInForm { cookie, csrf })
+    }
+
+    /// Checks a sign-in form's token against its pre-session cookie, in constant time.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_UI_CSRF` when the cookie is missing or malformed or the token does not
+    /// match it.
+    pub fn check_sign_in_form(&self, cookie: Option<&str>, given: &str) -> Result<(), UiError> {
+        let Some(cookie) = cookie.filter(|c| is_hex_id(c)) else {
+            return Err(UiError::Csrf);
+        };
+        let want = hex::encode(hmac(
+            &self.secret,
+            &[SIGN_IN_DOMAIN, cookie.to_ascii_lowercase().as_bytes()],
+        ));
+        constant_time_match(&want, given)
+    }
+
+    /// Checks a sign-out form's token against `session`, in constant time.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_UI_CSRF` when it does not match.
+    pub fn check_sign_out(&self, session: &Session, given: &str) -> Result<(), UiError> {
+        constant_time_match(&self.sign_out_token(&session.id), given)
+    }
+
+    fn sign_out_token(&self, id: &str) -> String {
+        hex::encode(hmac(&self.secret, &[SIGN_OUT_DOMAIN, id.as_bytes()]))
     }
 
     /// A new session for `principal`, signed in with the token whose hash is `credential`.
@@ -189,6 +336,7 @@ impl Sessions {
             },
         );
         Ok(Session {
+            sign_out_csrf: self.sign_out_token(&id),
             id,
             principal: principal.to_owned(),
             credential: credential.to_owned(),
@@ -206,6 +354,7 @@ impl Sessions {
         let k = key(id);
         match inner.sessions.get(&k) {
             Some(e) if e.expires > now => Some(Session {
+                sign_out_csrf: self.sign_out_token(id),
                 id: id.to_owned(),
                 principal: e.principal.clone(),
                 credential: e.credential.clone(),
@@ -242,12 +391,17 @@ impl Sessions {
     /// # Errors
     /// `PATCH_CANDIDATE_UI_CSRF` when it does not match.
     pub fn check_csrf(&self, session: &Session, digest: &str, given: &str) -> Result<(), UiError> {
-        let want = self.csrf_token(session, digest);
-        if given.len() == want.len() && bool::from(given.as_bytes().ct_eq(want.as_bytes())) {
-            Ok(())
-        } else {
-            Err(UiError::Csrf)
-        }
+        constant_time_match(&self.csrf_token(session, digest), given)
+    }
+}
+
+/// `given == want` in time independent of where they differ (lengths are not secret: every
+/// token is 64 hex digits).
+fn constant_time_match(want: &str, given: &str) -> Result<(), UiError> {
+    if given.len() == want.len() && bool::from(given.as_bytes().ct_eq(want.as_bytes())) {
+        Ok(())
+    } else {
+        Err(UiError::Csrf)
     }
 }
 
@@ -294,16 +448,91 @@ mod tests {
         assert_eq!(short.get(&gone.id), None);
     }
 
+    const A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
+    const B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1));
+
     #[test]
-    fn failed_sign_ins_are_bounded() {
+    fn failed_sign_ins_throttle_their_own_address_only() {
         let s = Sessions::new().unwrap();
         for _ in 0..MAX_FAILED_SIGN_INS {
-            assert!(s.sign_in_allowed().is_ok());
-            s.sign_in_failed();
+            assert!(s.sign_in_throttled(A).is_ok());
+            s.sign_in_failed(A);
         }
-        assert_eq!(
-            s.sign_in_allowed().unwrap_err().code(),
-            "PATCH_CANDIDATE_UI_SIGN_IN_LIMIT"
+        let e = s.sign_in_throttled(A).unwrap_err();
+        assert_eq!(e.code(), "PATCH_CANDIDATE_UI_SIGN_IN_LIMIT");
+        assert!(
+            matches!(e, UiError::SignInLimit { retry_after_s } if (1..=60).contains(&retry_after_s))
         );
+        assert!(
+            s.sign_in_throttled(B).is_ok(),
+            "another address is not throttled"
+        );
+        // An IPv6 client is counted by its /64, and an IPv4-mapped one as IPv4.
+        let v6 =
+            |last: u16| IpAddr::V6(std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 7, 0, 0, 0, last));
+        for i in 0..MAX_FAILED_SIGN_INS {
+            s.sign_in_failed(v6(u16::try_from(i).unwrap()));
+        }
+        assert!(s.sign_in_throttled(v6(999)).is_err());
+        let mapped = IpAddr::V6(std::net::Ipv4Addr::new(127, 0, 0, 2).to_ipv6_mapped());
+        assert!(s.sign_in_throttled(mapped).is_err());
+    }
+
+    #[test]
+    fn the_global_ceiling_holds_across_addresses() {
+        let s = Sessions::new().unwrap();
+        for i in 0..MAX_FAILED_SIGN_INS_GLOBAL {
+            let ip = IpAddr::V4(std::net::Ipv4Addr::from(
+                0x0a00_0000_u32 + u32::try_from(i).unwrap(),
+            ));
+            assert!(s.sign_in_throttled(ip).is_ok(), "{i}");
+            s.sign_in_failed(ip);
+        }
+        assert!(
+            s.sign_in_throttled(B).is_err(),
+            "every address past the ceiling"
+        );
+    }
+
+    #[test]
+    fn tracked_addresses_are_bounded() {
+        let s = Sessions::new().unwrap();
+        for i in 0..(MAX_TRACKED_ADDRESSES + 10) {
+            s.sign_in_failed(IpAddr::V4(std::net::Ipv4Addr::from(
+                0x0b00_0000_u32 + u32::try_from(i).unwrap(),
+            )));
+        }
+        assert!(s.lock().failures.len() <= MAX_TRACKED_ADDRESSES);
+    }
+
+    #[test]
+    fn sign_in_forms_bind_their_cookie() {
+        let s = Sessions::new().unwrap();
+        let a = s.sign_in_form(None).unwrap();
+        let b = s.sign_in_form(None).unwrap();
+        assert_ne!(a.cookie, b.cookie);
+        assert!(s.check_sign_in_form(Some(&a.cookie), &a.csrf).is_ok());
+        assert!(s.check_sign_in_form(Some(&a.cookie), &b.csrf).is_err());
+        assert!(s.check_sign_in_form(None, &a.csrf).is_err());
+        assert!(s.check_sign_in_form(Some(&a.cookie), "").is_err());
+        assert!(s.check_sign_in_form(Some("../x"), &a.csrf).is_err());
+        // A browser that already holds a cookie keeps it (two open sign-in tabs both work).
+        assert_eq!(s.sign_in_form(Some(&a.cookie)).unwrap(), a);
+        // Another process (another secret) does not accept this one's forms.
+        let other = Sessions::new().unwrap();
+        assert!(other.check_sign_in_form(Some(&a.cookie), &a.csrf).is_err());
+    }
+
+    #[test]
+    fn sign_out_tokens_bind_their_session() {
+        let s = Sessions::new().unwrap();
+        let a = s.create("alice", "h").unwrap();
+        let b = s.create("bob", "h").unwrap();
+        assert!(s.check_sign_out(&a, &a.sign_out_csrf).is_ok());
+        assert!(s.check_sign_out(&a, &b.sign_out_csrf).is_err());
+        assert!(s.check_sign_out(&a, "").is_err());
+        assert_eq!(s.get(&a.id).unwrap().sign_out_csrf, a.sign_out_csrf);
+        // Not interchangeable with a candidate form's token.
+        assert!(s.check_sign_out(&a, &s.csrf_token(&a, "")).is_err());
     }
 }

@@ -70,13 +70,22 @@ pub fn utc(ms: i64) -> String {
 pub struct SignInPage {
     /// A fixed message (never the input).
     pub error: Option<&'static str>,
+    /// The form's CSRF token, bound to the pre-session cookie set with the page.
+    pub csrf: String,
+}
+
+/// Who is signed in, as every page's navigation shows it, with the sign-out form's token.
+#[derive(Debug)]
+pub struct SignedIn {
+    pub name: Shown,
+    pub sign_out_csrf: String,
 }
 
 /// An error or notice page.
 #[derive(Debug, Template)]
 #[template(path = "message.html")]
 pub struct MessagePage {
-    pub principal: Option<Shown>,
+    pub principal: Option<SignedIn>,
     pub title: &'static str,
     pub code: Option<&'static str>,
     /// The error's own message (errors never quote agent text; shown escaped all the same).
@@ -111,7 +120,7 @@ pub struct JobItem {
 #[derive(Debug, Template)]
 #[template(path = "jobs.html")]
 pub struct JobsPage {
-    pub principal: Option<Shown>,
+    pub principal: Option<SignedIn>,
     pub counts: Vec<StateCount>,
     /// Jobs looked at for the counts (the newest, bounded).
     pub total: usize,
@@ -165,7 +174,7 @@ pub struct DecisionItem {
 #[derive(Debug, Template)]
 #[template(path = "job.html")]
 pub struct JobPage {
-    pub principal: Option<Shown>,
+    pub principal: Option<SignedIn>,
     pub id: String,
     pub state: &'static str,
     pub kind: &'static str,
@@ -233,7 +242,7 @@ impl FileItem {
 #[derive(Debug, Template)]
 #[template(path = "candidate.html")]
 pub struct CandidatePage {
-    pub principal: Option<Shown>,
+    pub principal: Option<SignedIn>,
     pub job_id: String,
     pub digest: String,
     pub repository: Shown,

@@ -14,7 +14,10 @@ fn page(split: bool) -> CandidatePage {
         },
     );
     CandidatePage {
-        principal: Some(short(HOSTILE)),
+        principal: Some(SignedIn {
+            name: short(HOSTILE),
+            sign_out_csrf: "ab".repeat(32),
+        }),
         job_id: "job_0".into(),
         digest: "sha256:00".into(),
         repository: short(HOSTILE),
