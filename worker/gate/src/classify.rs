@@ -362,16 +362,28 @@ pub(crate) fn pytest_summary(line: &[u8]) -> Option<PytestSummary> {
     Some(s)
 }
 
-/// True when a pytest summary line in the log tail contradicts a clean JUnit report: it counts
-/// failures or errors, or fewer passed tests (`passed` + `xpassed`) than the report lists.
-/// The first line of a tail that does not start at the log's first byte is a fragment, never
-/// read.
-fn log_contradicts(tail: &[u8], total_bytes: u64, junit: &TestCounts) -> bool {
-    let cut = total_bytes > tail.len() as u64;
+/// The pytest summary lines of a kept log tail. The first line of a tail that does not start at
+/// the log's first byte (`cut`) is a fragment, never read.
+fn summaries(tail: &[u8], cut: bool) -> impl Iterator<Item = PytestSummary> + '_ {
     tail.split(|&b| b == b'\n')
         .skip(usize::from(cut))
         .filter(|line| line.len() <= 512)
         .filter_map(pytest_summary)
+}
+
+/// True when an evidence log tail holds a pytest summary line.
+#[must_use]
+pub(crate) fn has_pytest_summary(log: &LogTail) -> bool {
+    // The evidence tail is escaped, but a summary line is printable ASCII either way.
+    summaries(log.tail.as_bytes(), log.total_bytes > log.tail_bytes)
+        .next()
+        .is_some()
+}
+
+/// True when a pytest summary line in the log tail contradicts a clean JUnit report: it counts
+/// failures or errors, or fewer passed tests (`passed` + `xpassed`) than the report lists.
+fn log_contradicts(tail: &[u8], total_bytes: u64, junit: &TestCounts) -> bool {
+    summaries(tail, total_bytes > tail.len() as u64)
         .any(|s| s.failed > 0 || s.errors > 0 || junit.passed > s.passed.saturating_add(s.xpassed))
 }
 

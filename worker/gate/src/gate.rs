@@ -9,7 +9,10 @@ use snapshot::Sha256;
 use container::ContainerRuntime;
 
 use crate::cache::BaselineCache;
-use crate::classify::{BaselineFacts, Classified, POLICY_CODE, classify, compare, deleted_modules};
+use crate::classify::{
+    BaselineFacts, Classified, LOG_CONTRADICTION_CODE, POLICY_CODE, classify, compare,
+    deleted_modules, has_pytest_summary,
+};
 use crate::definition::GateDefinition;
 use crate::error::GateError;
 use crate::evidence::{
@@ -196,6 +199,16 @@ pub async fn evaluate_gate<R: ContainerRuntime + Clone + 'static>(
     // exit status said.
     if classified.outcome == GateOutcome::Passed && comparison.lost_tests() {
         classified.outcome = GateOutcome::Failed;
+    }
+    // pytest always ends its output with its summary line; a baseline log that has one and a
+    // clean candidate log that has none means the candidate's code silenced pytest's output
+    // (and could then have rewritten the report unseen).
+    if classified.outcome == GateOutcome::Passed
+        && has_pytest_summary(&baseline.evidence.log)
+        && !has_pytest_summary(&classified.log)
+    {
+        classified.outcome = GateOutcome::Error;
+        classified.code = Some(LOG_CONTRADICTION_CODE.to_owned());
     }
     let mut evidence = evidence_from(
         def,

@@ -619,3 +619,87 @@ async fn the_baseline_cache_is_keyed_by_the_container_runtime() {
     assert!(cache.get(&f.commit, def, "default").is_none());
     assert!(cache.get(&f.commit, def, "runsc").is_none());
 }
+
+/// pytest's summary line ends every pytest run's output: a clean candidate run without one,
+/// over a baseline that has one, had its output silenced (the report is then unverifiable).
+#[tokio::test]
+async fn a_clean_run_whose_pytest_summary_is_gone_is_a_log_contradiction() {
+    let with_log = |log: &'static [u8]| -> Behaviour {
+        Arc::new(move |req: &GateRequest, got: &Received| {
+            let mut r = lossy()(req, got);
+            let silenced = got
+                .files
+                .get("src/calc.py")
+                .is_some_and(|f| String::from_utf8_lossy(&f.1).contains("SILENCE"));
+            let json = String::from_utf8(r[4..].to_vec()).unwrap();
+            let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+            let log: &[u8] = if silenced { b"collected\n" } else { log };
+            v["log"] = serde_json::json!({
+                "tail_b64": base64_encode(log),
+                "total_bytes": log.len(),
+            });
+            let text = snapshot::canonical_bytes(&v);
+            r.truncate(0);
+            r.extend_from_slice(&u32::try_from(text.len()).unwrap().to_be_bytes());
+            r.extend_from_slice(&text);
+            r
+        })
+    };
+    let f = lossy_fixture();
+    let fine = candidate(&f.commit, &[Change::Update("old.py", "broken\n", "ok\n")]);
+    let behaviour = with_log(b"....\n14 passed in 0.10s\n");
+    // The baseline fails t::old, so its summary says so; the candidate's agrees with its report.
+    let baseline_log: &'static [u8] = b"....F\n1 failed, 13 passed in 0.10s\n";
+    let both: Behaviour = Arc::new(move |req: &GateRequest, got: &Received| {
+        let old_broken = got.files.get("old.py").is_some_and(|f| f.1 == b"broken\n");
+        if old_broken {
+            with_log(baseline_log)(req, got)
+        } else {
+            behaviour(req, got)
+        }
+    });
+    let (r, _, _) = evaluate(&f, Arc::clone(&both), &fine).await;
+    assert_eq!(
+        (r.evidence.outcome, r.evidence.code.as_deref()),
+        (GateOutcome::Passed, None),
+        "{}",
+        r.evidence.log.tail
+    );
+    let silenced = candidate(
+        &f.commit,
+        &[
+            Change::Update("old.py", "broken\n", "ok\n"),
+            Change::Update("src/calc.py", CALC, &format!("{CALC}# SILENCE\n")),
+        ],
+    );
+    let (r, _, _) = evaluate(&f, both, &silenced).await;
+    assert_eq!(
+        (r.evidence.outcome, r.evidence.code.as_deref()),
+        (
+            GateOutcome::Error,
+            Some(crate::classify::LOG_CONTRADICTION_CODE)
+        )
+    );
+    verify_evidence(&r.file, &silenced, Some(&r.digest)).unwrap();
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(A[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
