@@ -383,8 +383,37 @@ pub(crate) fn has_pytest_summary(log: &LogTail) -> bool {
 /// True when a pytest summary line in the log tail contradicts a clean JUnit report: it counts
 /// failures or errors, or fewer passed tests (`passed` + `xpassed`) than the report lists.
 fn log_contradicts(tail: &[u8], total_bytes: u64, junit: &TestCounts) -> bool {
-    summaries(tail, total_bytes > tail.len() as u64)
-        .any(|s| s.failed > 0 || s.errors > 0 || junit.passed > s.passed.saturating_add(s.xpassed))
+    let cut = total_bytes > tail.len() as u64;
+    let summary = summaries(tail, cut)
+        .any(|s| s.failed > 0 || s.errors > 0 || junit.passed > s.passed.saturating_add(s.xpassed));
+    summary
+        || tail
+            .split(|&b| b == b'\n')
+            .skip(usize::from(cut))
+            .any(progress_has_failure)
+}
+
+/// True when `line` is a pytest progress line (`..F.sE   [ 42%]`, the `-q` and default
+/// styles) with an `F` or `E` in it.
+pub(crate) fn progress_has_failure(line: &[u8]) -> bool {
+    let Ok(line) = std::str::from_utf8(line) else {
+        return false;
+    };
+    let line = line.trim_end();
+    let Some((letters, percent)) = line.rsplit_once('[') else {
+        return false;
+    };
+    let percent_ok = percent
+        .strip_suffix("%]")
+        .map(str::trim_start)
+        .is_some_and(|n| !n.is_empty() && n.len() <= 3 && n.bytes().all(|b| b.is_ascii_digit()));
+    // The default style starts with the test file's path and a space.
+    let letters = letters.trim_end();
+    let letters = letters.rsplit_once(' ').map_or(letters, |(_, l)| l);
+    percent_ok
+        && !letters.is_empty()
+        && letters.bytes().all(|b| b".FEsxX".contains(&b))
+        && letters.bytes().any(|b| b == b'F' || b == b'E')
 }
 
 #[cfg(test)]

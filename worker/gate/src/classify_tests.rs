@@ -96,6 +96,26 @@ fn junit_report(exit: i32, log: &[u8], total: u64, cases: &[(&str, CaseOutcome)]
 }
 
 #[test]
+fn pytest_progress_lines_with_failures() {
+    for yes in [
+        "..F.                                  [ 42%]",
+        "tests/test_more.py ....E..            [100%]",
+        "F [  1%]",
+    ] {
+        assert!(progress_has_failure(yes.as_bytes()), "{yes}");
+    }
+    for no in [
+        "....s.x                               [ 42%]",
+        "FAILED tests/test_a.py::t - x [100%]",
+        "..F..",
+        "..F [abc%]",
+        "",
+    ] {
+        assert!(!progress_has_failure(no.as_bytes()), "{no}");
+    }
+}
+
+#[test]
 fn pytest_summary_lines_parse_and_other_lines_do_not() {
     let s = |l: &str| pytest_summary(l.as_bytes());
     assert_eq!(
@@ -157,6 +177,10 @@ fn a_clean_report_that_the_logs_pytest_summary_contradicts_is_an_error() {
     // pytest ran fewer tests than the report lists (every module skipped, report forged).
     let skipped = b"sss\n3 skipped in 0.01s\n";
     let c = run(skipped, skipped.len() as u64);
+    assert_eq!(c.code.as_deref(), Some(LOG_CONTRADICTION_CODE));
+    // pytest's progress line shows a failure even when its summary was silenced.
+    let progress = b"..F                                      [100%]\n3 passed in 0.05s\n";
+    let c = run(progress, progress.len() as u64);
     assert_eq!(c.code.as_deref(), Some(LOG_CONTRADICTION_CODE));
     // A forged summary printed after pytest's own does not hide it.
     let both = b"1 failed, 2 passed in 0.05s\n3 passed in 0.05s\n";
