@@ -617,3 +617,146 @@ async fn docker_cli_publish_rebase_regates_the_merged_tree() {
     );
     crate::support::tally("docker_cli_publish_rebase_regates_the_merged_tree");
 }
+
+/// A self-digested "passed" evidence document for `digest`, claiming gate `gate` with
+/// `definition_digest`.
+fn planted(digest: &str, gate: &str, definition_digest: Sha256) -> (String, Vec<u8>) {
+    let digest: Sha256 = digest.parse().unwrap();
+    let evidence = gate::GateEvidence {
+        schema: gate::EVIDENCE_SCHEMA.to_owned(),
+        subject: gate::EvidenceSubject::Candidate,
+        candidate_digest: Some(digest),
+        baseline_commit_sha: "c".repeat(40),
+        gate: gate.to_owned(),
+        definition_digest,
+        image_id: format!("sha256:{}", "ab".repeat(32)),
+        runtime: "default".to_owned(),
+        outcome: gate::GateOutcome::Passed,
+        code: None,
+        exit: Some(gate_runner::ExitStatus::Code(0)),
+        wall_ms: 1,
+        tree: None,
+        tests: None,
+        failing: gate::IdList::default(),
+        passing: None,
+        comparison: None,
+        pinned_changed: Vec::new(),
+        log: gate::LogTail::empty(),
+        baseline_evidence_digest: None,
+    };
+    let (bytes, _) = evidence.to_file_bytes().unwrap();
+    (gate::evidence_file_name(&digest, gate), bytes)
+}
+
+/// Local gate evidence counts only where the host wrote it (the candidate store, or a folder
+/// named with `--evidence-dir`) and only for the gate whose definition digest it carries in
+/// the operator's `--gates` file: a planted, self-digested "passed" file next to a candidate
+/// file, or one naming a gate it was not run for, satisfies nothing.
+#[test]
+fn cli_review_trusts_only_host_written_evidence_matched_by_definition_digest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("candidates");
+    let digest = stored(&store, &["pytest"], "print('a')\n");
+    let image = format!("sha256:{}", "ab".repeat(32));
+    let gates_file = tmp.path().join("gates.toml");
+    let text = format!(
+        "{}\n{}",
+        crate::gates::definitions_text(&image, 60, ""),
+        crate::gates::definitions_text(&image, 60, "")
+            .replace("version = 1\n", "")
+            .replace("[gates.pytest", "[gates.lint")
+    );
+    std::fs::write(&gates_file, &text).unwrap();
+    let defs = gate::GateDefinitions::parse(text.as_bytes()).unwrap();
+    let pytest = *defs.get("pytest").unwrap().digest();
+    let lint = *defs.get("lint").unwrap().digest();
+    let gates_arg = gates_file.to_str().unwrap();
+
+    // A candidate file in a folder an agent could write, with a planted evidence file for the
+    // right gate and definition next to it.
+    let loose = tmp.path().join("loose");
+    std::fs::create_dir(&loose).unwrap();
+    let cand_file = loose.join("candidate.json");
+    std::fs::copy(
+        store.join(format!("{}.json", digest.trim_start_matches("sha256:"))),
+        &cand_file,
+    )
+    .unwrap();
+    let (name, bytes) = planted(&digest, "pytest", pytest);
+    std::fs::write(loose.join(&name), &bytes).unwrap();
+    let file_arg = cand_file.to_str().unwrap();
+    let state = tmp.path().join("state-1");
+    for extra in [&[][..], &["--gates", gates_arg][..]] {
+        let mut args = vec!["accept", file_arg, "--digest", &digest];
+        args.extend_from_slice(extra);
+        let out = review(&state, &store, &args);
+        assert_eq!(
+            code(&out),
+            "PATCH_CANDIDATE_REVIEW_GATES_UNMET",
+            "{extra:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+
+    // In a folder the operator names, evidence counts for the gate its definition digest
+    // names, whatever its own `gate` field says.
+    let named = tmp.path().join("named");
+    std::fs::create_dir(&named).unwrap();
+    let (name, bytes) = planted(&digest, "pytest", lint);
+    std::fs::write(named.join(&name), &bytes).unwrap();
+    let named_arg = named.to_str().unwrap();
+    let show = review(
+        &state,
+        &store,
+        &[
+            "show",
+            &digest,
+            "--gates",
+            gates_arg,
+            "--evidence-dir",
+            named_arg,
+        ],
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let gates = doc["gates"].as_array().unwrap();
+    let outcome = |g: &str| {
+        gates
+            .iter()
+            .find(|v| v["gate"] == g)
+            .map(|v| v["outcome"].as_str().unwrap().to_owned())
+    };
+    assert_eq!(outcome("pytest").as_deref(), Some("missing"), "{doc}");
+    assert_eq!(outcome("lint").as_deref(), Some("passed"), "{doc}");
+    let out = review(
+        &state,
+        &store,
+        &[
+            "accept",
+            &digest,
+            "--gates",
+            gates_arg,
+            "--evidence-dir",
+            named_arg,
+        ],
+    );
+    assert_eq!(code(&out), "PATCH_CANDIDATE_REVIEW_GATES_UNMET");
+    // A definition digest the operator's file does not hold counts for nothing.
+    let (name, bytes) = planted(&digest, "pytest", Sha256::of(b"another definition"));
+    std::fs::write(store.join(&name), &bytes).unwrap();
+    let out = review(&state, &store, &["accept", &digest, "--gates", gates_arg]);
+    assert_eq!(code(&out), "PATCH_CANDIDATE_REVIEW_GATES_UNMET");
+
+    // In the candidate store, for the gate's own definition: accepted, with --gates only.
+    let (name, bytes) = planted(&digest, "pytest", pytest);
+    std::fs::write(store.join(&name), &bytes).unwrap();
+    let out = review(&state, &store, &["accept", &digest]);
+    assert_eq!(code(&out), "PATCH_CANDIDATE_REVIEW_GATES_UNMET");
+    let out = review(&state, &store, &["accept", &digest, "--gates", gates_arg]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["decision"]["forced"], false);
+}

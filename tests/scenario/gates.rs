@@ -884,3 +884,237 @@ async fn docker_gate_cli_run_gates_prints_verdicts_that_verify_accepts() {
     assert_eq!(own_containers(&env.docker).await, 0);
     tally("docker_gate_cli_run_gates_prints_verdicts_that_verify_accepts");
 }
+
+/// The cheap ways a candidate's own code can make a real project's suite look green, each run
+/// under exactly what `gate init python` prints, on more-itertools with `unique_to_each`
+/// deliberately broken (so a cheat that worked would hide real failures).
+mod cheats {
+    use super::*;
+
+    /// Module-level skip of every test module that imports the package from `tests/test_more.py`
+    /// (the one that tests `unique_to_each`); `tests/test_recipes.py` still runs and passes.
+    const SKIP_TEST_MORE: &str = "import traceback as _tb\nif any(_f.filename.endswith('test_more.py') for _f in _tb.extract_stack()):\n    import pytest as _p\n    _p.skip('nothing to see', allow_module_level=True)\n";
+    /// Every test module skipped at import.
+    const SKIP_ALL: &str =
+        "import pytest as _p\n_p.skip('nothing to see', allow_module_level=True)\n";
+    /// An `atexit` hook that rewrites pytest's JUnit report to all passed and exits 0.
+    const FORGE: &str = r#"import atexit as _ae, os as _os, re as _re
+def _forge():
+    _p = '/workspace/.gate-junit.xml'
+    try:
+        _s = open(_p).read()
+    except OSError:
+        _os._exit(0)
+    _s = _re.sub(r'<failure[^>]*>.*?</failure>', '', _s, flags=_re.S)
+    _s = _re.sub(r'<failure[^>]*/>', '', _s)
+    _s = _re.sub(r'failures="\d+"', 'failures="0"', _s)
+    open(_p, 'w').write(_s)
+    _FINISH(_s)
+    _os._exit(0)
+_ae.register(_forge)
+def _FINISH(_s):
+    pass
+"#;
+    /// Silences pytest's own summary (its failures, short summary and `N failed, M passed`
+    /// line) from the package, at import: pytest's output capture is active then, so
+    /// redirecting file descriptors would not outlive the import; patching the reporter does.
+    const SILENCE: &str = "import _pytest.terminal as _t\nfor _m in ('summary_stats', 'summary_failures', 'summary_errors', 'short_test_summary'):\n    setattr(_t.TerminalReporter, _m, lambda self, *a, **k: None)\n";
+    /// Silences every line pytest's terminal writer prints (progress included).
+    const SILENCE_ALL: &str = "import _pytest._io.terminalwriter as _w\nfor _m in ('write', 'line', 'sep'):\n    setattr(_w.TerminalWriter, _m, lambda self, *a, **k: None)\n";
+    /// With [`SILENCE_ALL`] and [`FORGE`]: prints a summary line that agrees with the forged report
+    /// (at exit, when pytest's capture is over).
+    const FAKE_SUMMARY: &str = "import os as _o2\ndef _FINISH(_s):\n    _o2.write(1, ('%d passed in 1.00s\\n' % _s.count('<testcase')).encode())\n";
+    /// A tree-root `pytest.py` (and `sitecustomize.py`): if imported, they write a report of
+    /// one passing case and exit 0 before any test runs.
+    const SHADOW: &str = "import sys\nopen('/workspace/.gate-junit.xml', 'w').write('<testsuite><testcase classname=\"tests.test_more\" name=\"test_ok\"/></testsuite>')\nprint('SHADOWED')\nsys.exit(0)\n";
+
+    struct Project {
+        env: Env,
+        repo: PathBuf,
+        pristine: String,
+        init: String,
+        more: String,
+        defs: GateDefinitions,
+    }
+
+    async fn project() -> Option<Project> {
+        let env = env().await?;
+        let repo = fixtures().join("more-itertools");
+        let pristine = rev(&repo, "pristine");
+        let image: container::ImageId = env.image.parse().unwrap();
+        // Exactly what `gate init python` prints.
+        let defs = GateDefinitions::parse(
+            gate::init_definitions(gate::GateKind::Python, &image).as_bytes(),
+        )
+        .unwrap();
+        Some(Project {
+            init: show(&repo, &pristine, "more_itertools/__init__.py"),
+            more: show(&repo, &pristine, "more_itertools/more.py"),
+            env,
+            repo,
+            pristine,
+            defs,
+        })
+    }
+
+    impl Project {
+        /// `unique_to_each` broken, `code` appended to the package's `__init__.py`, `extra` files
+        /// created.
+        async fn cheat(&self, code: &str, extra: &[(&str, &str)]) -> gate::GateResult {
+            self.cheat_under(&self.defs, code, extra).await
+        }
+
+        async fn cheat_under(
+            &self,
+            defs: &GateDefinitions,
+            code: &str,
+            extra: &[(&str, &str)],
+        ) -> gate::GateResult {
+            let init = format!("{}\n{code}", self.init);
+            let broken = self.more.replace(UNIQUE_OK, UNIQUE_BROKEN);
+            let mut changes: Vec<(&str, Option<&str>, &str)> = vec![(
+                "more_itertools/more.py",
+                Some(self.more.as_str()),
+                broken.as_str(),
+            )];
+            if !code.is_empty() {
+                changes.push((
+                    "more_itertools/__init__.py",
+                    Some(self.init.as_str()),
+                    init.as_str(),
+                ));
+            }
+            changes.extend(extra.iter().map(|(p, c)| (*p, None, *c)));
+            let cand = candidate(&self.pristine, &changes);
+            let r = run(&self.env, defs, &self.repo, &cand).await;
+            verify_evidence(&r.file, &cand, Some(&r.digest)).unwrap();
+            assert_eq!(own_containers(&self.env.docker).await, 0);
+            r
+        }
+    }
+
+    fn describe(r: &gate::GateResult) -> String {
+        format!(
+            "{:?} {:?} {:?}\n{}",
+            r.evidence.outcome, r.evidence.code, r.evidence.comparison, r.evidence.log.tail
+        )
+    }
+
+    #[tokio::test]
+    async fn docker_gate_cheats_skip_exit_shadow_and_forge_are_not_passed() {
+        let _lock = docker_lock().lock().await;
+        let Some(p) = project().await else { return };
+
+        // The honest breakage, for reference: failed, exactly unique_to_each's tests new.
+        let honest = p.cheat("", &[]).await;
+        assert_eq!(
+            honest.evidence.outcome,
+            GateOutcome::Failed,
+            "{}",
+            describe(&honest)
+        );
+        let broken_ids = honest.evidence.comparison.clone().unwrap().new_failures.ids;
+        assert!(!broken_ids.is_empty());
+        assert!(broken_ids.iter().all(|id| id.starts_with(UNIQUE_CLASS)));
+
+        // (a) Skipping the module that tests the broken function at import: pytest exits 0 with
+        // test_recipes passing; every test_more test that passed on the baseline vanished.
+        let r = p.cheat(SKIP_TEST_MORE, &[]).await;
+        assert_eq!(r.evidence.exit, Some(gate_runner::ExitStatus::Code(0)));
+        assert_eq!(r.evidence.outcome, GateOutcome::Failed, "{}", describe(&r));
+        let c = r.evidence.comparison.clone().unwrap();
+        assert!(c.regression && c.vanished.count > 400, "{c:?}");
+        assert!(c.too_few_ran.is_some(), "{c:?}");
+        assert!(
+            c.vanished
+                .ids
+                .iter()
+                .any(|id| id.starts_with("tests.test_more.")),
+            "{c:?}"
+        );
+        // Every module skipped: pytest's own exit status (5, nothing ran) already disagrees.
+        let r = p.cheat(SKIP_ALL, &[]).await;
+        assert_ne!(r.evidence.outcome, GateOutcome::Passed, "{}", describe(&r));
+
+        // (b) Exiting 0 at import, hard or through SystemExit.
+        for code in [
+            "import os as _o\n_o._exit(0)\n",
+            "import sys as _s\n_s.exit(0)\n",
+        ] {
+            let r = p.cheat(code, &[]).await;
+            assert_ne!(
+                r.evidence.outcome,
+                GateOutcome::Passed,
+                "{code}: {}",
+                describe(&r)
+            );
+        }
+
+        // (c) A tree-root pytest.py and sitecustomize.py: the starter pins them (refused before
+        // any container) ...
+        let shadow = [("pytest.py", SHADOW), ("sitecustomize.py", SHADOW)];
+        let r = p.cheat("", &shadow).await;
+        assert_eq!(r.evidence.outcome, GateOutcome::PolicyRefused);
+        assert_eq!(
+            r.evidence.pinned_changed,
+            vec!["pytest.py".to_owned(), "sitecustomize.py".to_owned()]
+        );
+        // ... and even unpinned, the starter's command never imports them: the image's pytest
+        // runs and reports the real failures.
+        let image: container::ImageId = p.env.image.parse().unwrap();
+        let unpinned = gate::init_definitions(gate::GateKind::Python, &image)
+            .replace(", \"sitecustomize.py\"", "")
+            .replace(", \"pytest.py\"", "");
+        let unpinned = GateDefinitions::parse(unpinned.as_bytes()).unwrap();
+        let r = p.cheat_under(&unpinned, "", &shadow).await;
+        assert_eq!(r.evidence.outcome, GateOutcome::Failed, "{}", describe(&r));
+        assert!(
+            !r.evidence.log.tail.contains("SHADOWED"),
+            "{}",
+            describe(&r)
+        );
+        assert_eq!(r.evidence.comparison.unwrap().new_failures.ids, broken_ids);
+
+        // (d) An atexit hook rewrites the report to all passed and exits 0: report and exit
+        // status agree, but pytest's own summary line in the log says what failed.
+        let r = p.cheat(FORGE, &[]).await;
+        assert_eq!(
+            (r.evidence.outcome, r.evidence.code.as_deref()),
+            (GateOutcome::Error, Some(gate::LOG_CONTRADICTION_CODE)),
+            "{}",
+            describe(&r)
+        );
+        assert!(
+            r.evidence.log.tail.contains(" failed, "),
+            "{}",
+            describe(&r)
+        );
+        // Silencing pytest's summary first: its progress line still shows the failures, and
+        // the line every pytest run ends with is gone.
+        let r = p.cheat(&format!("{SILENCE}{FORGE}"), &[]).await;
+        assert_eq!(
+            (r.evidence.outcome, r.evidence.code.as_deref()),
+            (GateOutcome::Error, Some(gate::LOG_CONTRADICTION_CODE)),
+            "{}",
+            describe(&r)
+        );
+        // The limit (docs/GATES.md, "What a gate cannot catch"): code that silences pytest,
+        // rewrites the report and prints a summary line agreeing with it leaves nothing the host
+        // can tell from an honest run. This case documents that limit; it passes. What the
+        // evidence still shows: a log of one line where the baseline's ran to many.
+        let r = p
+            .cheat(&format!("{SILENCE_ALL}{FORGE}{FAKE_SUMMARY}"), &[])
+            .await;
+        assert_eq!(r.evidence.outcome, GateOutcome::Passed, "{}", describe(&r));
+        let baseline = gate::parse_evidence(r.baseline_file.as_ref().unwrap())
+            .unwrap()
+            .evidence;
+        assert!(
+            r.evidence.log.total_bytes * 10 < baseline.log.total_bytes,
+            "{} vs {}",
+            r.evidence.log.total_bytes,
+            baseline.log.total_bytes
+        );
+        tally("docker_gate_cheats_skip_exit_shadow_and_forge_are_not_passed");
+    }
+}

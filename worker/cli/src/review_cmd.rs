@@ -1,9 +1,12 @@
 //! `patch-candidate review show|accept|reject|retry CANDIDATE`: review decisions of one-shot use,
 //! against the local candidate store and the local review store (`<state dir>/reviews`). The
 //! facts a decision is checked against are established here, from bytes, every time: the
-//! candidate re-validated and digested, its gate evidence parsed strictly from the files next to
-//! it (evidence of another digest does not count), and the content policy scanned afresh (its
-//! report digest is what the decision records). The actor is the local user.
+//! candidate re-validated and digested, its gate evidence parsed strictly from where the host
+//! wrote it (the candidate store, or the folder named by `--evidence-dir`; never a folder that
+//! merely holds the candidate file) and matched to a gate by its definition digest in the
+//! operator's `--gates` file (never by the evidence's own `gate` field; evidence of another
+//! digest, baseline commit or definition does not count), and the content policy scanned afresh
+//! (its report digest is what the decision records). The actor is the local user.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -27,7 +30,7 @@ pub(crate) enum ReviewCommand {
     /// Show the review document (`patch_candidate.review_package.v1`): route, validation state
     /// from the gate evidence, policy findings (rule, path, line; never the value), decisions,
     /// publication, available actions.
-    Show(CandidateArgs),
+    Show(ShowArgs),
     /// Accept the candidate: refused (PATCH_CANDIDATE_REVIEW_GATES_UNMET /
     /// PATCH_CANDIDATE_REVIEW_POLICY_UNCLEAN) unless every required gate passed for this exact
     /// digest and the content policy is clean, or `--force --reason` (recorded as forced).
@@ -42,12 +45,35 @@ pub(crate) enum ReviewCommand {
 /// Which candidate.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct CandidateArgs {
-    /// The candidate: its digest (`sha256:…`, looked up in the store) or a candidate JSON file
-    /// (gate evidence is read from the files next to it).
+    /// The candidate: its digest (`sha256:…`, looked up in the store) or a candidate JSON file.
     pub candidate: String,
     /// Candidate store directory (default: `<state dir>/candidates`).
     #[arg(long)]
     pub store: Option<PathBuf>,
+}
+
+/// Where the gate evidence is and what it must have been run for.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct EvidenceArgs {
+    /// The operator's gate definitions (docs/GATES.md): an evidence file counts for gate NAME
+    /// only when its `definition_digest` is NAME's digest in this file. Without it no gate
+    /// evidence counts (every required gate is `missing`).
+    #[arg(long = "gates", value_name = "FILE")]
+    pub gates: Option<PathBuf>,
+    /// The folder the host wrote the gate evidence into (`gate --out DIR`, or the folder of the
+    /// candidate file `gate` was given). Default: the candidate store. A folder that merely
+    /// holds the candidate file is never read unless named here.
+    #[arg(long, value_name = "DIR")]
+    pub evidence_dir: Option<PathBuf>,
+}
+
+/// `show`'s arguments.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ShowArgs {
+    #[command(flatten)]
+    pub which: CandidateArgs,
+    #[command(flatten)]
+    pub evidence: EvidenceArgs,
 }
 
 /// A decision's arguments.
@@ -55,6 +81,8 @@ pub(crate) struct CandidateArgs {
 pub(crate) struct DecideArgs {
     #[command(flatten)]
     pub which: CandidateArgs,
+    #[command(flatten)]
+    pub evidence: EvidenceArgs,
     /// The digest the decision is made against; required when CANDIDATE is a file, and must
     /// equal CANDIDATE when both are digests (PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH).
     #[arg(long, value_name = "SHA256")]
@@ -68,61 +96,83 @@ pub(crate) struct DecideArgs {
     pub force: bool,
 }
 
-/// A candidate as found: the value, its digest, and the folder its evidence lives in.
+/// A candidate as found: the value, its digest, and the candidate store it was found in (or
+/// would be: the default evidence folder).
 pub(crate) struct Found {
     pub(crate) candidate: RepositoryPatchCandidate,
     pub(crate) digest: Sha256,
-    evidence_dir: PathBuf,
+    store_dir: PathBuf,
 }
 
 pub(crate) fn find(args: &CandidateArgs, state: &Path) -> Result<Found, CliError> {
+    let store_dir = args
+        .store
+        .clone()
+        .unwrap_or_else(|| state.join("candidates"));
     if args.candidate.starts_with("sha256:") {
         let digest = parse_digest_flag("CANDIDATE", &args.candidate)?;
-        let dir = args
-            .store
-            .clone()
-            .unwrap_or_else(|| state.join("candidates"));
-        let candidate = CandidateStore::open_existing(&dir)?.get(&digest)?;
+        let candidate = CandidateStore::open_existing(&store_dir)?.get(&digest)?;
         return Ok(Found {
             candidate,
             digest,
-            evidence_dir: dir,
+            store_dir,
         });
     }
     let file = PathBuf::from(&args.candidate);
     let candidate = read_candidate(&file)?;
     let digest = repository_patch_digest(&candidate)?;
-    let evidence_dir = file
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     Ok(Found {
         candidate,
         digest,
-        evidence_dir,
+        store_dir,
     })
 }
 
-/// The facts of a decision, established from bytes: evidence bound to this digest, and a fresh
-/// content policy scan.
-fn facts(
-    found: &Found,
-    reviews: &LocalReviews,
-) -> Result<(ReviewFacts, Vec<PolicyFinding>), CliError> {
+/// The gate facts of `found`: every evidence file in the host's evidence folder (`--evidence-dir`,
+/// else the candidate store) that parses strictly, is bound to this candidate's digest and
+/// baseline commit, and whose `definition_digest` is a gate's digest in the operator's
+/// definitions; the fact names that gate, never the evidence's own `gate` field.
+pub(crate) fn gate_facts(found: &Found, args: &EvidenceArgs) -> Result<Vec<GateFact>, CliError> {
+    let Some(gates_file) = &args.gates else {
+        return Ok(Vec::new());
+    };
+    let definitions = super::gate_cmd::load_definitions(gates_file)?;
+    let dir = args.evidence_dir.as_deref().unwrap_or(&found.store_dir);
     let mut gates = Vec::new();
-    for (_, parsed) in gate::find_evidence(&found.evidence_dir, &found.digest)? {
-        // A file that fails its strict parse is no evidence; `show` lists it.
+    for (_, parsed) in gate::find_evidence(dir, &found.digest)? {
+        // A file that fails its strict parse is no evidence.
         let Ok(file) = parsed else { continue };
-        let Some(bound) = file.evidence.candidate_digest else {
+        let e = &file.evidence;
+        if e.subject != gate::EvidenceSubject::Candidate
+            || e.candidate_digest != Some(found.digest)
+            || e.baseline_commit_sha != found.candidate.baseline_commit_sha()
+        {
+            continue;
+        }
+        let Some(def) = definitions
+            .iter()
+            .find(|d| *d.digest() == e.definition_digest)
+        else {
             continue;
         };
         gates.push(GateFact {
-            gate: file.evidence.gate.clone(),
-            outcome: GateFactOutcome::parse(file.evidence.outcome.as_str())?,
+            gate: def.name().as_str().to_owned(),
+            outcome: GateFactOutcome::parse(e.outcome.as_str())?,
             evidence_digest: file.digest,
-            candidate_digest: bound,
+            candidate_digest: found.digest,
         });
     }
+    Ok(gates)
+}
+
+/// The facts of a decision, established from bytes: evidence bound to this digest and to the
+/// operator's gate definitions, and a fresh content policy scan.
+fn facts(
+    found: &Found,
+    evidence: &EvidenceArgs,
+    reviews: &LocalReviews,
+) -> Result<(ReviewFacts, Vec<PolicyFinding>), CliError> {
+    let gates = gate_facts(found, evidence)?;
     // What the policy scans and the reviewer reads must be the change publication commits.
     finalizer::check_diffs_match_content(&found.candidate)?;
     let report = policy::scan(&found.candidate)?;
@@ -151,8 +201,12 @@ fn facts(
     Ok((facts, findings))
 }
 
-fn package(found: &Found, reviews: &LocalReviews) -> Result<ReviewPackage, CliError> {
-    let (facts, findings) = facts(found, reviews)?;
+fn package(
+    found: &Found,
+    evidence: &EvidenceArgs,
+    reviews: &LocalReviews,
+) -> Result<ReviewPackage, CliError> {
+    let (facts, findings) = facts(found, evidence, reviews)?;
     let history = reviews.history(&found.digest)?;
     let publication = reviews.publication(&found.digest)?;
     Ok(build_package(
@@ -263,11 +317,11 @@ fn serde_plain<T: serde::Serialize>(value: &T) -> String {
         .unwrap_or_default()
 }
 
-fn show(args: &CandidateArgs) -> Result<Outcome, CliError> {
+fn show(args: &ShowArgs) -> Result<Outcome, CliError> {
     let state = state_dir()?;
-    let found = find(args, &state)?;
+    let found = find(&args.which, &state)?;
     let reviews = LocalReviews::open(&state)?;
-    let p = package(&found, &reviews)?;
+    let p = package(&found, &args.evidence, &reviews)?;
     Ok(Outcome {
         text: package_text(&p),
         json: serde_json::to_value(&p).map_err(|_| {
@@ -301,7 +355,7 @@ fn decide(decision: Decision, args: &DecideArgs) -> Result<Outcome, CliError> {
     }
     let reason = args.reason.as_deref().map(Reason::parse).transpose()?;
     let reviews = LocalReviews::open(&state)?;
-    let (facts, _) = facts(&found, &reviews)?;
+    let (facts, _) = facts(&found, &args.evidence, &reviews)?;
     let request = DecisionRequest {
         candidate_digest: named,
         decision,
@@ -310,7 +364,7 @@ fn decide(decision: Decision, args: &DecideArgs) -> Result<Outcome, CliError> {
     };
     let record = review::decide(&facts, &request, local_actor()?, now_ms())?;
     let seq = reviews.append(&record)?;
-    let p = package(&found, &reviews)?;
+    let p = package(&found, &args.evidence, &reviews)?;
     let forced = if record.forced { " (forced)" } else { "" };
     let mut text = format!(
         "decision {seq}: {}{forced} recorded for {}\n",

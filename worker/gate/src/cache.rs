@@ -1,5 +1,5 @@
-//! The baseline cache: one baseline evidence file per (commit, gate definition digest, image ID)
-//! in `<state dir>/gate-baselines/`, so a second candidate at one commit pays one run. Entries are
+//! The baseline cache: one baseline evidence file per (cache format, commit, gate definition
+//! digest, image ID, container runtime) in `<state dir>/gate-baselines/`, so a second candidate at one commit pays one run. Entries are
 //! full evidence files, parsed strictly on read and checked against their key; anything else is a
 //! miss. Only verdicts (`passed`, `failed`) are cached, never an environment failure.
 //! Files are reached through a cap-std directory handle.
@@ -17,6 +17,9 @@ use crate::evidence::{EvidenceFile, GateOutcome, parse_evidence};
 
 /// The cache's folder under the state directory.
 pub const BASELINE_CACHE_DIR: &str = "gate-baselines";
+/// The cache format, part of every key: entries written before baseline evidence listed its
+/// passing ids (format 1) are never read as a hit.
+const CACHE_FORMAT: &str = "patch_candidate.gate_baseline_cache.v2";
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// An opened baseline cache.
@@ -109,20 +112,31 @@ impl BaselineCache {
         })
     }
 
-    fn key(commit: &str, def: &GateDefinition) -> String {
+    /// The entry name: everything that changes a baseline run's result and is known before it
+    /// runs: the cache format, the commit, the definition digest (argv, env, cwd, limits, JUnit
+    /// caps, pinned paths), the image ID (the interpreter, the packages and the runner) and the
+    /// OCI runtime (`default` or `runsc`: gVisor's kernel is not the host's).
+    fn key(commit: &str, def: &GateDefinition, runtime: &str) -> String {
         let mut h = Hasher::new();
-        for part in [commit, &def.digest().to_string(), def.image().as_str()] {
+        for part in [
+            CACHE_FORMAT,
+            commit,
+            &def.digest().to_string(),
+            def.image().as_str(),
+            runtime,
+        ] {
             h.update(part.as_bytes());
             h.update([0]);
         }
         format!("{}.json", hex::encode(h.finalize()))
     }
 
-    /// The cached baseline evidence for `commit` and `def`, if any valid entry exists.
+    /// The cached baseline evidence for `commit` and `def` under `runtime` (the evidence's
+    /// `runtime` spelling), if any valid entry exists.
     #[must_use]
-    pub fn get(&self, commit: &str, def: &GateDefinition) -> Option<EvidenceFile> {
+    pub fn get(&self, commit: &str, def: &GateDefinition, runtime: &str) -> Option<EvidenceFile> {
         use std::io::Read as _;
-        let file = self.dir.open(Self::key(commit, def)).ok()?;
+        let file = self.dir.open(Self::key(commit, def, runtime)).ok()?;
         let mut bytes = Vec::new();
         file.take(crate::evidence::MAX_EVIDENCE_BYTES as u64 + 1)
             .read_to_end(&mut bytes)
@@ -133,6 +147,7 @@ impl BaselineCache {
             && e.baseline_commit_sha == commit
             && e.definition_digest == *def.digest()
             && e.image_id == def.image().as_str()
+            && e.runtime == runtime
             && e.gate == def.name().as_str())
         .then_some(parsed)
     }
@@ -145,13 +160,14 @@ impl BaselineCache {
         &self,
         commit: &str,
         def: &GateDefinition,
+        runtime: &str,
         file_bytes: &[u8],
         outcome: GateOutcome,
     ) -> Result<bool, GateError> {
         if !matches!(outcome, GateOutcome::Passed | GateOutcome::Failed) {
             return Ok(false);
         }
-        write_atomic(&self.dir, &Self::key(commit, def), file_bytes)?;
+        write_atomic(&self.dir, &Self::key(commit, def, runtime), file_bytes)?;
         Ok(true)
     }
 }

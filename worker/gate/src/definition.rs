@@ -522,7 +522,12 @@ version = 1
 
 [gates.pytest]
 image = "{image}"
-argv = ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--junitxml=/workspace/.gate-junit.xml"]
+# pytest from the image, never from the tree: -P (no script or working directory at the front of
+# sys.path), -s (no user site), pytest imported before the tree is appended (after the
+# standard library and the image's packages, so no tree-root `pytest.py`, `_pytest/`,
+# `sitecustomize.py` or any other module name can shadow them); PYTEST_DISABLE_PLUGIN_AUTOLOAD
+# below stops plugins the tree could declare (a `*.dist-info` with `pytest11` entry points).
+argv = ["python3", "-P", "-s", "-c", "import os, sys, pytest; sys.path.append(os.getcwd()); sys.exit(pytest.console_main())", "-q", "-p", "no:cacheprovider", "--junitxml=/workspace/.gate-junit.xml"]
 cwd = "."
 wall_seconds = 600
 kill_grace_ms = 2000
@@ -533,13 +538,16 @@ workspace_mib = 512
 tmp_mib = 256
 log_tail_bytes = 65536
 # Files whose change would change what the gate means: a candidate touching one is refused.
-pinned = ["pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini", "**/conftest.py"]
+pinned = ["pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "pyproject.toml", "setup.cfg", "tox.ini", "conftest.py", "**/conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.py", "_pytest/**"]
 
 [gates.pytest.env]
 HOME = "/tmp/home"
 PATH = "/usr/local/bin:/usr/bin:/bin"
 PYTHONDONTWRITEBYTECODE = "1"
 PYTHONHASHSEED = "0"
+PYTHONSAFEPATH = "1"
+PYTHONNOUSERSITE = "1"
+PYTEST_DISABLE_PLUGIN_AUTOLOAD = "1"
 
 [gates.pytest.junit]
 path = ".gate-junit.xml"
@@ -566,7 +574,7 @@ workspace_mib = 512
 tmp_mib = 2048
 log_tail_bytes = 65536
 # Files whose change would change what the gate means: a candidate touching one is refused.
-pinned = ["Cargo.toml", "Cargo.lock", "build.rs", "**/build.rs", ".cargo/config.toml", ".cargo/config", ".config/nextest.toml", "rust-toolchain", "rust-toolchain.toml"]
+pinned = ["Cargo.toml", "**/Cargo.toml", "Cargo.lock", "**/Cargo.lock", "build.rs", "**/build.rs", ".cargo/config.toml", ".cargo/config", "**/.cargo/config.toml", "**/.cargo/config", ".config/nextest.toml", "rust-toolchain", "rust-toolchain.toml"]
 
 [gates.cargo-test.env]
 HOME = "/tmp/home"

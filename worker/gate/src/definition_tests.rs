@@ -70,3 +70,65 @@ fn required_gates_must_be_defined() {
     let e = check_required_gates(&["pytest", "lint"], &defs).unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_GATE_UNKNOWN");
 }
+
+/// The python starter runs the image's pytest whatever the tree holds, and pins every file that
+/// configures pytest or Python's start-up; the rust starter pins every member's manifest.
+#[test]
+fn starter_templates_cannot_be_shadowed_and_pin_the_runners_configuration() {
+    let py =
+        GateDefinitions::parse(init_definitions(GateKind::Python, &image()).as_bytes()).unwrap();
+    let pytest = py.get("pytest").unwrap();
+    let argv = pytest.argv();
+    // No `-m pytest` (it would put the working directory, the tree, first on sys.path).
+    assert!(!argv.windows(2).any(|w| w[0] == "-m"), "{argv:?}");
+    assert_eq!(&argv[..3], ["python3", "-P", "-s"]);
+    let code = &argv[4];
+    let import = code.find("pytest;").unwrap();
+    let append = code.find("sys.path.append").unwrap();
+    assert!(
+        import < append,
+        "pytest is imported before the tree is appended"
+    );
+    for (key, value) in [
+        ("PYTHONSAFEPATH", "1"),
+        ("PYTHONNOUSERSITE", "1"),
+        ("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1"),
+    ] {
+        assert_eq!(
+            pytest.env().get(key).map(String::as_str),
+            Some(value),
+            "{key}"
+        );
+    }
+    for path in [
+        "pytest.ini",
+        ".pytest.ini",
+        "pytest.toml",
+        ".pytest.toml",
+        "pyproject.toml",
+        "setup.cfg",
+        "tox.ini",
+        "conftest.py",
+        "tests/conftest.py",
+        "sitecustomize.py",
+        "usercustomize.py",
+        "pytest.py",
+        "_pytest/__init__.py",
+    ] {
+        assert!(pytest.is_pinned(path), "{path}");
+    }
+    let rs = GateDefinitions::parse(init_definitions(GateKind::Rust, &image()).as_bytes()).unwrap();
+    let cargo = rs.get("cargo-test").unwrap();
+    for path in [
+        "Cargo.toml",
+        "crates/a/Cargo.toml",
+        "crates/a/Cargo.lock",
+        "crates/a/build.rs",
+        ".cargo/config.toml",
+        "crates/a/.cargo/config.toml",
+        "rust-toolchain.toml",
+    ] {
+        assert!(cargo.is_pinned(path), "{path}");
+    }
+    assert!(!cargo.is_pinned("crates/a/src/lib.rs"));
+}

@@ -22,8 +22,15 @@ pub const EVIDENCE_SCHEMA: &str = "patch_candidate.gate_evidence.v1";
 pub const EVIDENCE_DIGEST_SCHEMA: &str = "patch_candidate.gate_evidence_digest.v1";
 /// Most ids one list of the evidence carries (the count is always exact).
 pub const MAX_LISTED_IDS: usize = 500;
+/// Most passing ids a baseline run's evidence lists: the runner's case cap, so a baseline run
+/// below the cap lists every passing test (what the candidate's run is checked against).
+pub const MAX_PASSING_IDS: usize = 1500;
 /// Largest evidence file accepted.
 pub const MAX_EVIDENCE_BYTES: usize = 4 * 1024 * 1024;
+/// The candidate's run must run (pass, fail or error) at least this many per mille of the test
+/// cases its baseline ran (the cases of files the candidate deleted excepted); below it the
+/// comparison carries `too_few_ran` and is a regression.
+pub const MIN_RAN_PER_MILLE: u64 = 900;
 
 /// The verdict of one gate run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,17 +78,33 @@ impl IdList {
     /// The sorted set, capped at [`MAX_LISTED_IDS`].
     #[must_use]
     pub fn from_set(set: &BTreeSet<String>) -> Self {
+        Self::from_set_capped(set, MAX_LISTED_IDS)
+    }
+
+    /// The sorted set, capped at `cap`.
+    #[must_use]
+    pub fn from_set_capped(set: &BTreeSet<String>, cap: usize) -> Self {
         Self {
             count: set.len() as u64,
-            ids: set.iter().take(MAX_LISTED_IDS).cloned().collect(),
-            truncated: set.len() > MAX_LISTED_IDS,
+            ids: set.iter().take(cap).cloned().collect(),
+            truncated: set.len() > cap,
         }
     }
 
+    /// No id at all (count 0).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
     fn consistent(&self) -> bool {
+        self.consistent_capped(MAX_LISTED_IDS)
+    }
+
+    fn consistent_capped(&self, cap: usize) -> bool {
         let sorted = self.ids.windows(2).all(|w| matches!(w, [a, b] if a < b));
         sorted
-            && self.ids.len() <= MAX_LISTED_IDS
+            && self.ids.len() <= cap
             && (self.ids.len() as u64) <= self.count
             && self.truncated == ((self.ids.len() as u64) < self.count)
     }
@@ -109,9 +132,37 @@ pub struct Comparison {
     pub new_failures: IdList,
     pub fixed: IdList,
     pub still_failing: IdList,
-    /// The candidate fails where the baseline did not (new failing ids, or by exit status a
-    /// failing candidate over a passing baseline).
+    /// Test ids that passed on the baseline and are missing, skipped or deselected in the
+    /// candidate's run (neither passed nor failed there), the tests of files the candidate
+    /// deleted excepted. By test id only; omitted from the document when empty.
+    #[serde(default, skip_serializing_if = "IdList::is_empty")]
+    pub vanished: IdList,
+    /// Present when the candidate's run ran fewer than [`MIN_RAN_PER_MILLE`] per mille of the
+    /// cases the baseline ran (by test id only; omitted when not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub too_few_ran: Option<RanCounts>,
+    /// The candidate fails where the baseline did not: new failing ids, vanished ids or too few
+    /// tests run; or, by exit status, a failing candidate over a passing baseline.
     pub regression: bool,
+}
+
+impl Comparison {
+    /// Tests the baseline passed are gone from the candidate's run (`vanished` or
+    /// `too_few_ran`): the run is `failed` even if its exit status is 0.
+    #[must_use]
+    pub fn lost_tests(&self) -> bool {
+        !self.vanished.is_empty() || self.too_few_ran.is_some()
+    }
+}
+
+/// How many test cases ran (passed, failed or error) in the baseline's and the candidate's run,
+/// and how many of the baseline's belonged to files the candidate deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RanCounts {
+    pub baseline: u64,
+    pub candidate: u64,
+    pub deleted: u64,
 }
 
 /// The comparison basis.
@@ -202,6 +253,11 @@ pub struct GateEvidence {
     pub tests: Option<TestCounts>,
     /// The failing (failed or error) test ids of this run.
     pub failing: IdList,
+    /// The passing test ids of a baseline-subject run with JUnit cases (at most
+    /// [`MAX_PASSING_IDS`]): what a candidate's run is checked against for vanished tests.
+    /// Omitted otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passing: Option<IdList>,
     /// Candidate runs only.
     pub comparison: Option<Comparison>,
     /// Pinned paths the candidate changed (`policy_refused`).
@@ -287,11 +343,26 @@ impl GateEvidence {
             return Err(evidence_error("failing list is inconsistent"));
         }
         if let Some(c) = &self.comparison
-            && ![&c.new_failures, &c.fixed, &c.still_failing]
+            && ![&c.new_failures, &c.fixed, &c.still_failing, &c.vanished]
                 .iter()
                 .all(|l| l.consistent())
         {
             return Err(evidence_error("comparison list is inconsistent"));
+        }
+        if let Some(c) = &self.comparison
+            && c.lost_tests()
+            && !(c.regression && c.by == ComparisonBasis::TestId)
+        {
+            return Err(evidence_error("lost tests without a regression"));
+        }
+        if let Some(p) = &self.passing {
+            let passed = self.tests.map_or(0, |t| t.passed);
+            if self.subject != EvidenceSubject::Baseline
+                || !p.consistent_capped(MAX_PASSING_IDS)
+                || p.count > passed
+            {
+                return Err(evidence_error("passing list is inconsistent"));
+            }
         }
         let code_ok = match self.outcome {
             GateOutcome::Passed | GateOutcome::Failed => self.code.is_none(),
@@ -300,9 +371,17 @@ impl GateEvidence {
         if !code_ok {
             return Err(evidence_error("outcome and code disagree"));
         }
+        let lost = self.comparison.as_ref().is_some_and(Comparison::lost_tests);
         let exit_ok = match self.outcome {
-            GateOutcome::Passed => self.exit == Some(ChildExit::Code(0)) && self.failing.count == 0,
-            GateOutcome::Failed => matches!(self.exit, Some(e) if e != ChildExit::Code(0)),
+            GateOutcome::Passed => {
+                self.exit == Some(ChildExit::Code(0)) && self.failing.count == 0 && !lost
+            }
+            // A clean exit is `failed` only when tests the baseline passed are gone.
+            GateOutcome::Failed => match self.exit {
+                Some(ChildExit::Code(0)) => lost && self.failing.count == 0,
+                Some(_) => true,
+                None => false,
+            },
             GateOutcome::PolicyRefused => self.exit.is_none(),
             GateOutcome::TimedOut | GateOutcome::Error => true,
         };

@@ -89,3 +89,64 @@ fn log_escaping_is_total() {
         "ok\n\t\\x1b[2J\\x5c\\xff\\x0d"
     );
 }
+
+/// The new fields keep the document honest: a clean exit is `failed` only with lost tests, a
+/// `passed` run cannot carry them, lost tests are always a regression, and only a baseline run
+/// lists passing ids.
+#[test]
+fn lost_tests_and_passing_lists_are_checked_against_the_outcome() {
+    let (r, cand, _) = run();
+    let base = r.evidence.clone();
+    let comparison = base.comparison.clone().unwrap();
+    let vanished = IdList::from_set(&["t::gone".to_owned()].into_iter().collect());
+    let code = |e: &GateEvidence| {
+        let (bytes, _) = e.to_file_bytes().unwrap();
+        verify_evidence(&bytes, &cand, None).err().map(|e| e.code())
+    };
+    // Failed with exit 0 and vanished tests: consistent.
+    let mut lost = base.clone();
+    lost.outcome = GateOutcome::Failed;
+    lost.comparison = Some(Comparison {
+        vanished: vanished.clone(),
+        regression: true,
+        ..comparison.clone()
+    });
+    assert_eq!(code(&lost), None);
+    // ... and its bytes without the new fields are exactly the old spelling when empty.
+    let text = String::from_utf8(r.file.clone()).unwrap();
+    assert!(!text.contains("vanished") && !text.contains("too_few_ran"));
+    // Failed with exit 0 and nothing lost; passed with vanished tests; lost without regression.
+    let mut liar = base.clone();
+    liar.outcome = GateOutcome::Failed;
+    assert_eq!(code(&liar), Some("PATCH_CANDIDATE_GATE_EVIDENCE"));
+    let mut liar = lost.clone();
+    liar.outcome = GateOutcome::Passed;
+    assert_eq!(code(&liar), Some("PATCH_CANDIDATE_GATE_EVIDENCE"));
+    let mut liar = lost.clone();
+    liar.comparison = Some(Comparison {
+        vanished,
+        regression: false,
+        ..comparison
+    });
+    assert_eq!(code(&liar), Some("PATCH_CANDIDATE_GATE_EVIDENCE"));
+    // A candidate run never lists passing ids; the baseline's list never exceeds its count.
+    let mut liar = base.clone();
+    liar.passing = Some(IdList::from_set(&["t::a".to_owned()].into_iter().collect()));
+    assert_eq!(code(&liar), Some("PATCH_CANDIDATE_GATE_EVIDENCE"));
+    let baseline = parse_evidence(r.baseline_file.as_ref().unwrap())
+        .unwrap()
+        .evidence;
+    assert_eq!(
+        baseline.passing.as_ref().map(|p| p.ids.clone()),
+        Some(vec!["t::a".to_owned()])
+    );
+    let mut liar = baseline;
+    liar.passing = Some(IdList::from_set(
+        &["t::a".to_owned(), "t::b".to_owned()].into_iter().collect(),
+    ));
+    let (bytes, _) = liar.to_file_bytes().unwrap();
+    assert_eq!(
+        parse_evidence(&bytes).unwrap_err().code(),
+        "PATCH_CANDIDATE_GATE_EVIDENCE"
+    );
+}

@@ -9,12 +9,15 @@ use snapshot::Sha256;
 use container::ContainerRuntime;
 
 use crate::cache::BaselineCache;
-use crate::classify::{Classified, POLICY_CODE, classify, compare};
+use crate::classify::{
+    BaselineFacts, Classified, LOG_CONTRADICTION_CODE, POLICY_CODE, classify, compare,
+    deleted_modules, has_pytest_summary,
+};
 use crate::definition::GateDefinition;
 use crate::error::GateError;
 use crate::evidence::{
     EVIDENCE_SCHEMA, EvidenceSubject, GateEvidence, GateOutcome, IdList, LogTail, MAX_LISTED_IDS,
-    TreeFacts,
+    MAX_PASSING_IDS, TreeFacts,
 };
 use crate::run::{RunContext, run_gate};
 use crate::tree::{BaselineTree, GateTree};
@@ -44,7 +47,8 @@ pub struct GateResult {
     pub containers_run: u32,
 }
 
-fn runtime_name(ctx: &RunContext<'_>) -> String {
+/// The evidence's `runtime`: `default` (the daemon's default runtime) or the configured name.
+pub(crate) fn runtime_name(ctx: &RunContext<'_>) -> String {
     ctx.runtime
         .map_or_else(|| "default".to_owned(), |r| r.as_str().to_owned())
 }
@@ -80,6 +84,9 @@ fn evidence_from(
         }),
         tests: classified.tests,
         failing: IdList::from_set(&classified.failing),
+        // A baseline-subject run lists its passing ids: what a candidate is checked against.
+        passing: (candidate_digest.is_none() && classified.tests.is_some())
+            .then(|| IdList::from_set_capped(&classified.passing, MAX_PASSING_IDS)),
         comparison: None,
         pinned_changed: Vec::new(),
         log: classified.log.clone(),
@@ -155,7 +162,8 @@ pub async fn evaluate_gate<R: ContainerRuntime + Clone + 'static>(
         });
     }
     let mut containers_run = 0;
-    let (baseline, baseline_use) = match cache.get(&commit, def) {
+    let runtime_key = runtime_name(&ctx);
+    let (baseline, baseline_use) = match cache.get(&commit, def, &runtime_key) {
         Some(hit) => (hit, BaselineUse::Cached),
         None => {
             let facts = run_gate(runtime, def, &baseline_tree, ctx).await?;
@@ -164,7 +172,7 @@ pub async fn evaluate_gate<R: ContainerRuntime + Clone + 'static>(
             let evidence =
                 evidence_from(def, &ctx, &commit, None, &classified, Some(&baseline_tree));
             let (file, digest) = evidence.to_file_bytes()?;
-            cache.put(&commit, def, &file, evidence.outcome)?;
+            cache.put(&commit, def, &runtime_key, &file, evidence.outcome)?;
             (
                 crate::evidence::EvidenceFile { evidence, digest },
                 BaselineUse::Ran,
@@ -175,15 +183,33 @@ pub async fn evaluate_gate<R: ContainerRuntime + Clone + 'static>(
 
     let facts = run_gate(runtime, def, &candidate_tree, ctx).await?;
     containers_run += 1;
-    let classified = classify(&facts, def.junit().is_some());
-    let baseline_failing: BTreeSet<String> =
-        baseline.evidence.failing.ids.iter().cloned().collect();
+    let mut classified = classify(&facts, def.junit().is_some());
+    let deleted: Vec<&str> = candidate
+        .changed_files()
+        .iter()
+        .filter(|f| f.op() == snapshot::FileOp::Delete)
+        .map(|f| f.path().as_str())
+        .collect();
     let comparison = compare(
         &classified,
-        &baseline_failing,
-        baseline.evidence.outcome,
-        baseline.evidence.tests.is_some(),
+        &BaselineFacts::from_evidence(&baseline.evidence),
+        &deleted_modules(&deleted, def.cwd()),
     );
+    // Tests the baseline passed that are gone from the candidate's run fail it, whatever its
+    // exit status said.
+    if classified.outcome == GateOutcome::Passed && comparison.lost_tests() {
+        classified.outcome = GateOutcome::Failed;
+    }
+    // pytest always ends its output with its summary line; a baseline log that has one and a
+    // clean candidate log that has none means the candidate's code silenced pytest's output
+    // (and could then have rewritten the report unseen).
+    if classified.outcome == GateOutcome::Passed
+        && has_pytest_summary(&baseline.evidence.log)
+        && !has_pytest_summary(&classified.log)
+    {
+        classified.outcome = GateOutcome::Error;
+        classified.code = Some(LOG_CONTRADICTION_CODE.to_owned());
+    }
     let mut evidence = evidence_from(
         def,
         &ctx,
@@ -283,6 +309,15 @@ pub fn verdict_line(evidence: &GateEvidence, digest: &Sha256) -> String {
             "; new failures {}, fixed {}, still failing {}",
             c.new_failures.count, c.fixed.count, c.still_failing.count
         ));
+        if !c.vanished.is_empty() {
+            line.push_str(&format!("; vanished {}", c.vanished.count));
+        }
+        if let Some(r) = &c.too_few_ran {
+            line.push_str(&format!(
+                "; too few tests ran ({} of {}, {} deleted)",
+                r.candidate, r.baseline, r.deleted
+            ));
+        }
         if c.regression {
             line.push_str("; regression");
         }

@@ -281,7 +281,11 @@ async fn forged_and_contradictory_reports_are_errors_never_passes() {
         // Environment errors at the baseline are never cached.
         let cache = BaselineCache::open(g.state.path()).unwrap();
         let defs = definitions("");
-        assert!(cache.get(&g.commit, defs.get("unit").unwrap()).is_none());
+        assert!(
+            cache
+                .get(&g.commit, defs.get("unit").unwrap(), "default")
+                .is_none()
+        );
         verify_evidence(&r.file, &cand, Some(&r.digest)).unwrap();
     }
 }
@@ -408,4 +412,294 @@ async fn r_gate_container_killed_from_outside_is_an_environment_failure() {
         .await
         .unwrap();
     assert_eq!(result.evidence.outcome, GateOutcome::Error);
+}
+
+/// A suite whose cases follow the candidate's tree: `t::add` passes, is skipped when calc.py
+/// says `SKIP`, is missing when it says `HIDE`; `t::old` as in [`suite`]; `t::p0`…`t::p9`
+/// pass, the first five missing when calc.py says `HIDE5`; every `tests/test_*.py` file adds
+/// `tests.test_*::test_a` and `::test_b`, passing.
+fn lossy() -> Behaviour {
+    Arc::new(|req: &GateRequest, got: &Received| {
+        let calc = got
+            .files
+            .get("src/calc.py")
+            .map(|f| String::from_utf8(f.1.clone()).unwrap())
+            .unwrap_or_default();
+        let old_broken = got.files.get("old.py").is_some_and(|f| f.1 == b"broken\n");
+        let mut ids: Vec<(String, O)> = Vec::new();
+        if calc.contains("SKIP") {
+            ids.push(("t::add".to_owned(), O::Skipped));
+        } else if !calc.contains("HIDE\n") {
+            ids.push(("t::add".to_owned(), O::Passed));
+        }
+        ids.push((
+            "t::old".to_owned(),
+            if old_broken { O::Failed } else { O::Passed },
+        ));
+        let first = if calc.contains("HIDE5") { 5 } else { 0 };
+        for i in first..10 {
+            ids.push((format!("t::p{i}"), O::Passed));
+        }
+        for path in got.files.keys() {
+            if let Some(stem) = path
+                .strip_prefix("tests/test_")
+                .and_then(|p| p.strip_suffix(".py"))
+            {
+                for case in ["test_a", "test_b"] {
+                    ids.push((format!("tests.test_{stem}::{case}"), O::Passed));
+                }
+            }
+        }
+        let cases: Vec<(&str, O)> = ids.iter().map(|(id, o)| (id.as_str(), *o)).collect();
+        honest(req, &cases)
+    })
+}
+
+const GONE: &str = "def test_a():\n    pass\n\n\ndef test_b():\n    pass\n";
+
+fn lossy_fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let commit = repo(
+        dir.path(),
+        &[
+            ("src/calc.py", CALC, false),
+            ("old.py", "broken\n", false),
+            ("tests/test_gone.py", GONE, false),
+        ],
+    );
+    let base = BaselineTree::load(dir.path(), &commit).unwrap();
+    Fixture {
+        _dir: dir,
+        state: tempfile::tempdir().unwrap(),
+        base,
+        commit,
+    }
+}
+
+#[tokio::test]
+async fn a_baseline_passing_test_skipped_or_missing_in_the_candidate_run_is_a_regression() {
+    for (marker, what) in [("# SKIP\n", "skipped"), ("# HIDE\n", "missing")] {
+        let f = lossy_fixture();
+        let cand = candidate(
+            &f.commit,
+            &[
+                Change::Update("old.py", "broken\n", "ok\n"),
+                Change::Update("src/calc.py", CALC, &format!("{CALC}{marker}")),
+            ],
+        );
+        let (r, _, _) = evaluate(&f, lossy(), &cand).await;
+        let e = &r.evidence;
+        // The run itself exited 0 with no failing case, and still fails the gate.
+        assert_eq!(e.exit, Some(ExitStatus::Code(0)), "{what}");
+        assert_eq!(e.outcome, GateOutcome::Failed, "{what}");
+        let c = e.comparison.as_ref().unwrap();
+        assert_eq!(c.vanished.ids, vec!["t::add".to_owned()], "{what}");
+        assert_eq!(c.fixed.ids, vec!["t::old".to_owned()]);
+        assert!(c.regression && c.too_few_ran.is_none(), "{what}");
+        verify_evidence(&r.file, &cand, Some(&r.digest)).unwrap();
+        assert!(
+            crate::gate::verdict_line(e, &r.digest).contains("; vanished 1; regression"),
+            "{what}"
+        );
+        // The baseline's evidence lists what passed there.
+        let baseline = parse_evidence(r.baseline_file.as_ref().unwrap()).unwrap();
+        assert!(
+            baseline
+                .evidence
+                .passing
+                .as_ref()
+                .unwrap()
+                .ids
+                .contains(&"t::add".to_owned())
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_tests_of_a_file_the_candidate_deleted_are_not_vanished() {
+    let f = lossy_fixture();
+    let cand = candidate(
+        &f.commit,
+        &[
+            Change::Update("old.py", "broken\n", "ok\n"),
+            Change::Delete("tests/test_gone.py", GONE),
+        ],
+    );
+    let (r, _, _) = evaluate(&f, lossy(), &cand).await;
+    let c = r.evidence.comparison.as_ref().unwrap();
+    assert_eq!(r.evidence.outcome, GateOutcome::Passed, "{c:?}");
+    assert!(c.vanished.is_empty() && c.too_few_ran.is_none() && !c.regression);
+    // Emptying the file instead of deleting it is not a deletion: its tests vanished.
+    let f = lossy_fixture();
+    let emptied = candidate(
+        &f.commit,
+        &[
+            Change::Update("old.py", "broken\n", "ok\n"),
+            Change::Update("tests/test_gone.py", GONE, "\n"),
+        ],
+    );
+    let behaviour: Behaviour = Arc::new(|req: &GateRequest, got: &Received| {
+        let mut got = got.clone();
+        if got
+            .files
+            .get("tests/test_gone.py")
+            .is_some_and(|f| f.1 == b"\n")
+        {
+            got.files.remove("tests/test_gone.py");
+        }
+        lossy()(req, &got)
+    });
+    let (r, _, _) = evaluate(&f, behaviour, &emptied).await;
+    let c = r.evidence.comparison.as_ref().unwrap();
+    assert_eq!(r.evidence.outcome, GateOutcome::Failed);
+    assert_eq!(
+        c.vanished.ids,
+        vec![
+            "tests.test_gone::test_a".to_owned(),
+            "tests.test_gone::test_b".to_owned()
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_run_that_ran_far_fewer_tests_than_its_baseline_says_so() {
+    let f = lossy_fixture();
+    let cand = candidate(
+        &f.commit,
+        &[
+            Change::Update("old.py", "broken\n", "ok\n"),
+            Change::Update("src/calc.py", CALC, &format!("{CALC}# HIDE5\n")),
+        ],
+    );
+    let (r, _, _) = evaluate(&f, lossy(), &cand).await;
+    let c = r.evidence.comparison.as_ref().unwrap();
+    assert_eq!(r.evidence.outcome, GateOutcome::Failed);
+    assert_eq!(c.vanished.count, 5);
+    // Baseline: add, old, p0..p9, two in test_gone = 14 ran; the candidate 9 (< 90 %).
+    assert_eq!(
+        c.too_few_ran,
+        Some(crate::evidence::RanCounts {
+            baseline: 14,
+            candidate: 9,
+            deleted: 0
+        })
+    );
+    assert!(c.regression);
+    verify_evidence(&r.file, &cand, Some(&r.digest)).unwrap();
+    assert!(
+        crate::gate::verdict_line(&r.evidence, &r.digest)
+            .contains("; too few tests ran (9 of 14, 0 deleted)")
+    );
+}
+
+#[tokio::test]
+async fn the_baseline_cache_is_keyed_by_the_container_runtime() {
+    let f = fixture();
+    let cand = candidate(&f.commit, &[Change::Create("src/new.py", "x = 1\n")]);
+    let (r, _, _) = evaluate(&f, suite(), &cand).await;
+    assert_eq!(r.baseline, BaselineUse::Ran);
+    let defs = definitions("");
+    let def = defs.get("unit").unwrap();
+    let cache = BaselineCache::open(f.state.path()).unwrap();
+    assert!(cache.get(&f.commit, def, "default").is_some());
+    // A baseline run under runc says nothing about one under runsc (another kernel).
+    assert!(cache.get(&f.commit, def, "runsc").is_none());
+    // An entry whose own runtime differs from its key is no hit either.
+    let dir = f.state.path().join(crate::cache::BASELINE_CACHE_DIR);
+    let entry = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    let mut other = parse_evidence(&std::fs::read(&entry).unwrap())
+        .unwrap()
+        .evidence;
+    other.runtime = "runsc".to_owned();
+    std::fs::write(&entry, other.to_file_bytes().unwrap().0).unwrap();
+    assert!(cache.get(&f.commit, def, "default").is_none());
+    assert!(cache.get(&f.commit, def, "runsc").is_none());
+}
+
+/// pytest's summary line ends every pytest run's output: a clean candidate run without one,
+/// over a baseline that has one, had its output silenced (the report is then unverifiable).
+#[tokio::test]
+async fn a_clean_run_whose_pytest_summary_is_gone_is_a_log_contradiction() {
+    let with_log = |log: &'static [u8]| -> Behaviour {
+        Arc::new(move |req: &GateRequest, got: &Received| {
+            let mut r = lossy()(req, got);
+            let silenced = got
+                .files
+                .get("src/calc.py")
+                .is_some_and(|f| String::from_utf8_lossy(&f.1).contains("SILENCE"));
+            let json = String::from_utf8(r[4..].to_vec()).unwrap();
+            let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+            let log: &[u8] = if silenced { b"collected\n" } else { log };
+            v["log"] = serde_json::json!({
+                "tail_b64": base64_encode(log),
+                "total_bytes": log.len(),
+            });
+            let text = snapshot::canonical_bytes(&v);
+            r.truncate(0);
+            r.extend_from_slice(&u32::try_from(text.len()).unwrap().to_be_bytes());
+            r.extend_from_slice(&text);
+            r
+        })
+    };
+    let f = lossy_fixture();
+    let fine = candidate(&f.commit, &[Change::Update("old.py", "broken\n", "ok\n")]);
+    let behaviour = with_log(b"....\n14 passed in 0.10s\n");
+    // The baseline fails t::old, so its summary says so; the candidate's agrees with its report.
+    let baseline_log: &'static [u8] = b"....F\n1 failed, 13 passed in 0.10s\n";
+    let both: Behaviour = Arc::new(move |req: &GateRequest, got: &Received| {
+        let old_broken = got.files.get("old.py").is_some_and(|f| f.1 == b"broken\n");
+        if old_broken {
+            with_log(baseline_log)(req, got)
+        } else {
+            behaviour(req, got)
+        }
+    });
+    let (r, _, _) = evaluate(&f, Arc::clone(&both), &fine).await;
+    assert_eq!(
+        (r.evidence.outcome, r.evidence.code.as_deref()),
+        (GateOutcome::Passed, None),
+        "{}",
+        r.evidence.log.tail
+    );
+    let silenced = candidate(
+        &f.commit,
+        &[
+            Change::Update("old.py", "broken\n", "ok\n"),
+            Change::Update("src/calc.py", CALC, &format!("{CALC}# SILENCE\n")),
+        ],
+    );
+    let (r, _, _) = evaluate(&f, both, &silenced).await;
+    assert_eq!(
+        (r.evidence.outcome, r.evidence.code.as_deref()),
+        (
+            GateOutcome::Error,
+            Some(crate::classify::LOG_CONTRADICTION_CODE)
+        )
+    );
+    verify_evidence(&r.file, &silenced, Some(&r.digest)).unwrap();
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(A[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }

@@ -30,8 +30,8 @@ mod wire;
 
 pub use cache::{BASELINE_CACHE_DIR, BaselineCache, write_private_state_file};
 pub use classify::{
-    Classified, HOST_DEADLINE_CODE, JUNIT_MISSING_CODE, POLICY_CODE, TIMED_OUT_CODE, classify,
-    compare,
+    BaselineFacts, Classified, HOST_DEADLINE_CODE, JUNIT_MISSING_CODE, LOG_CONTRADICTION_CODE,
+    POLICY_CODE, TIMED_OUT_CODE, classify, compare, deleted_modules,
 };
 pub use definition::{
     DEFINITION_DIGEST_SCHEMA, GateDefinition, GateDefinitions, GateKind, GateName, JunitSpec,
@@ -41,7 +41,8 @@ pub use error::GateError;
 pub use evidence::{
     Comparison, ComparisonBasis, EVIDENCE_DIGEST_SCHEMA, EVIDENCE_SCHEMA, EvidenceFile,
     EvidenceSubject, GateEvidence, GateOutcome, IdList, LogTail, MAX_EVIDENCE_BYTES,
-    MAX_LISTED_IDS, TestCounts, TreeFacts, escape_log, parse_evidence, verify_evidence,
+    MAX_LISTED_IDS, MAX_PASSING_IDS, MIN_RAN_PER_MILLE, RanCounts, TestCounts, TreeFacts,
+    escape_log, parse_evidence, verify_evidence,
 };
 pub use gate::{
     BaselineUse, GateResult, evaluate_commit, evaluate_commit_all, evaluate_gate,
