@@ -478,7 +478,6 @@ async fn publish_detached(
     sh: Arc<Shared>,
     job: PublishJob,
 ) -> Result<publish::PublicationRecord, ApiError> {
-    let _one_at_a_time = sh.publishing.lock().await;
     let context = review_context(&sh, &job.id).await?;
     if job.named != context.facts.candidate_digest {
         return Err(review::ReviewError::DigestMismatch {
@@ -516,7 +515,17 @@ async fn publish_detached(
             }
         }
     }));
-    let outcome = push_under_claim(&sh, &job, &claim, context).await;
+    // The claim first, then this host's turn: a second publish of the job (from a client that
+    // went away and came back, or another host) is refused at once, not queued behind the push.
+    let outcome = async {
+        let _one_at_a_time = sh.publishing.lock().await;
+        // The history as it is now that this host's turn has come (the commit is dated at the
+        // last accept).
+        let context = review_context(&sh, &job.id).await?;
+        review::require_accepted(&context.history)?;
+        push_under_claim(&sh, &job, &claim, context).await
+    }
+    .await;
     drop(renewal);
     if outcome.is_err()
         && let Err(e) = sh.store.release_publication_claim(&claim).await
