@@ -673,3 +673,430 @@ async fn docker_service_retry_queues_a_follow_up_under_the_same_approval() {
     assert_no_turn_containers(&docker).await;
     tally("docker_service_retry_queues_a_follow_up_under_the_same_approval");
 }
+
+/// A bare remote whose `pre-receive` hook holds every push until `release` exists (bounded: a
+/// minute), after appending a line to `pushes.log` and touching `started`: a push that is
+/// running, for as long as a test needs. Returns the remote and the directory of the markers.
+fn held_remote(tmp: &Path, repo: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let remote = tmp.join("remote.git");
+    let cloned = std::process::Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(repo)
+        .arg(&remote)
+        .status()
+        .unwrap();
+    assert!(cloned.success());
+    let marks = tmp.join("marks");
+    std::fs::create_dir(&marks).unwrap();
+    let m = marks.display();
+    let hook = remote.join("hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ncat >/dev/null\necho push >> '{m}/pushes.log'\ntouch '{m}/started'\n\
+             i=0\nwhile [ ! -e '{m}/release' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n\
+             exit 0\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (remote, marks)
+}
+
+/// Waits for `path` to exist.
+fn wait_for(path: &Path, limit: Duration) {
+    let started = std::time::Instant::now();
+    while !path.exists() {
+        assert!(
+            started.elapsed() < limit,
+            "{} did not appear",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// How many pushes reached the held remote.
+fn pushes(marks: &Path) -> usize {
+    std::fs::read_to_string(marks.join("pushes.log"))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+/// Runs `call` on a thread; if it has not answered after `patience`, releases the held remote
+/// (so a call that started a second push ends instead of waiting for ever). Returns the answer
+/// and whether it came before the release.
+fn answered_while_held<T: Send + 'static>(
+    marks: &Path,
+    patience: Duration,
+    call: impl FnOnce() -> T + Send + 'static,
+) -> (T, bool) {
+    let worker = std::thread::spawn(call);
+    let started = std::time::Instant::now();
+    while !worker.is_finished() && started.elapsed() < patience {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let in_time = worker.is_finished();
+    if !in_time {
+        std::fs::write(marks.join("release"), b"").unwrap();
+    }
+    (worker.join().unwrap(), in_time)
+}
+
+/// The job's publication as the job view shows it (`null` before one is recorded).
+fn publication_of(service: &Service, token: &str, job: &str) -> serde_json::Value {
+    let (status, view) = http(
+        service.addr,
+        "GET",
+        &format!("/v1/jobs/{job}"),
+        Some(token),
+        None,
+    );
+    assert_eq!(status, 200);
+    let view: serde_json::Value = serde_json::from_slice(&view).unwrap();
+    view["job"]["review"]["publication"].clone()
+}
+
+/// Waits until the job's publication is recorded.
+fn wait_publication(service: &Service, token: &str, job: &str) -> serde_json::Value {
+    let started = std::time::Instant::now();
+    loop {
+        let p = publication_of(service, token, job);
+        if !p.is_null() {
+            return p;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no publication recorded"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A completed job in `state`'s store whose candidate is based on `commit` of `repo`, accepted
+/// through `service`; returns its id and candidate digest.
+fn accepted_job(
+    state: &Path,
+    nonce: &str,
+    service: &Service,
+    repo: &Path,
+    commit: &str,
+) -> (String, String) {
+    let mut spec = jobs::JobSpec::noop(nonce, 1);
+    spec.repository = repo.display().to_string();
+    spec.commit = commit.to_owned();
+    let (bytes, digest) = candidate_at(&[], &format!("print('{nonce}')\n"), commit);
+    let job = plant_spec(state, spec, (bytes, digest.clone()));
+    let (status, body) = decide(
+        service,
+        &service.token(),
+        &job,
+        serde_json::json!({"decision": "accept", "candidate_digest": digest}),
+    );
+    assert_eq!(status, 201, "{body}");
+    (job, digest)
+}
+
+/// A repository whose `main` holds one commit.
+fn main_repo() -> (tempfile::TempDir, String) {
+    let (repo, commit) = git_repo(&std::collections::BTreeMap::from([(
+        "README.md",
+        "hello\n".to_owned(),
+    )]));
+    git_out(repo.path(), &["branch", "-M", "main"]);
+    (repo, commit)
+}
+
+/// A client that sends a publish and goes away while the push runs: the publish goes on in its
+/// own task holding this host's lock and the store's claim, so a second publish of the job
+/// (another branch) is refused at once with `PATCH_CANDIDATE_JOBS_PUBLISHING` and pushes
+/// nothing; the first push's outcome is recorded although nobody waits for it; after the
+/// publication no decision is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_a_client_gone_mid_push_does_not_let_a_second_publish_start() {
+    let Some(_docker) = docker().await else {
+        return;
+    };
+    let _guard = docker_lock().lock().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let (repo, commit) = main_repo();
+    let (remote, marks) = held_remote(tmp.path(), repo.path());
+    let remote_arg = remote.display().to_string();
+    let opts = ServeOpts {
+        extra: vec!["--publish-remote", &remote_arg],
+        ..ServeOpts::default()
+    };
+    let service = Service::start(&state, &opts);
+    let token = service.token();
+    let (job, digest) = accepted_job(&state, "gone-mid-push", &service, repo.path(), &commit);
+
+    // The first client sends its publish, waits until the push runs, and disconnects.
+    {
+        use std::io::Write as _;
+        let body = serde_json::to_vec(
+            &serde_json::json!({"candidate_digest": digest, "branch": "c/first"}),
+        )
+        .unwrap();
+        let mut stream = std::net::TcpStream::connect(service.addr).unwrap();
+        let head = format!(
+            "POST /v1/jobs/{job}/publish HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+             Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(&body).unwrap();
+        wait_for(&marks.join("started"), Duration::from_secs(60));
+        stream.shutdown(std::net::Shutdown::Both).unwrap();
+    }
+    // Time for the server to notice the closed connection (and, before the fix, to drop the
+    // request with the host's lock).
+    std::thread::sleep(Duration::from_millis(500));
+
+    let (addr, second_token, second_job, second_digest) =
+        (service.addr, token.clone(), job.clone(), digest.clone());
+    let ((status, body), in_time) =
+        answered_while_held(&marks, Duration::from_secs(10), move || {
+            let bytes = serde_json::to_vec(
+                &serde_json::json!({"candidate_digest": second_digest, "branch": "c/second"}),
+            )
+            .unwrap();
+            let (status, body) = http(
+                addr,
+                "POST",
+                &format!("/v1/jobs/{second_job}/publish"),
+                Some(&second_token),
+                Some(&bytes),
+            );
+            (
+                status,
+                serde_json::from_slice::<serde_json::Value>(&body).unwrap(),
+            )
+        });
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("PATCH_CANDIDATE_JOBS_PUBLISHING")),
+        "{body}"
+    );
+    assert!(in_time, "the second publish waited for the first push");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("c/first"),
+        "{body}"
+    );
+    assert_eq!(pushes(&marks), 1);
+    assert!(publication_of(&service, &token, &job).is_null());
+
+    // The first push completes and is recorded with nobody waiting for it.
+    std::fs::write(marks.join("release"), b"").unwrap();
+    let publication = wait_publication(&service, &token, &job);
+    assert_eq!(publication["branch"], "c/first");
+    assert_eq!(
+        git_out(&remote, &["rev-parse", "refs/heads/c/first"]),
+        publication["commit_id"].as_str().unwrap()
+    );
+    assert!(git_out(&remote, &["for-each-ref", "refs/heads/c/second"]).is_empty());
+    assert_eq!(pushes(&marks), 1);
+    // The history is closed.
+    let (status, body) = decide(
+        &service,
+        &token,
+        &job,
+        serde_json::json!({"decision": "reject", "candidate_digest": digest, "reason": "late"}),
+    );
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "PATCH_CANDIDATE_REVIEW_PUBLISHED");
+    tally("docker_service_a_client_gone_mid_push_does_not_let_a_second_publish_start");
+}
+
+/// Two hosts on one job store publish the same job to two branches at once: the one holding
+/// the store's claim pushes and records; the other is refused while the push runs (naming the
+/// host and branch), pushes nothing, and afterwards reports the publication the branch holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_two_hosts_publishing_one_job_push_one_branch() {
+    let Some(_docker) = docker().await else {
+        return;
+    };
+    let _guard = docker_lock().lock().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let (state_a, state_b) = (tmp.path().join("a"), tmp.path().join("b"));
+    std::fs::create_dir(&state_a).unwrap();
+    std::fs::create_dir(&state_b).unwrap();
+    let shared = format!(
+        "sqlite:{}",
+        state_a.join(jobs::DEFAULT_SQLITE_FILE).display()
+    );
+    let (repo, commit) = main_repo();
+    let (remote, marks) = held_remote(tmp.path(), repo.path());
+    let remote_arg = remote.display().to_string();
+    let host_a = Service::start(
+        &state_a,
+        &ServeOpts {
+            host_id: Some("host-a"),
+            extra: vec!["--publish-remote", &remote_arg],
+            ..ServeOpts::default()
+        },
+    );
+    let host_b = Service::start(
+        &state_b,
+        &ServeOpts {
+            database: Some(&shared),
+            host_id: Some("host-b"),
+            extra: vec!["--publish-remote", &remote_arg],
+            ..ServeOpts::default()
+        },
+    );
+    let (token_a, token_b) = (host_a.token(), host_b.token());
+    let (job, digest) = accepted_job(&state_a, "two-hosts", &host_a, repo.path(), &commit);
+
+    let call = |addr, token: String, branch: &'static str| {
+        let (job, digest) = (job.clone(), digest.clone());
+        move || {
+            let bytes = serde_json::to_vec(
+                &serde_json::json!({"candidate_digest": digest, "branch": branch}),
+            )
+            .unwrap();
+            let (status, body) = http(
+                addr,
+                "POST",
+                &format!("/v1/jobs/{job}/publish"),
+                Some(&token),
+                Some(&bytes),
+            );
+            (
+                status,
+                serde_json::from_slice::<serde_json::Value>(&body).unwrap(),
+            )
+        }
+    };
+    let first = std::thread::spawn(call(host_a.addr, token_a.clone(), "c/from-a"));
+    wait_for(&marks.join("started"), Duration::from_secs(60));
+    let ((status, body), in_time) = answered_while_held(
+        &marks,
+        Duration::from_secs(10),
+        call(host_b.addr, token_b.clone(), "c/from-b"),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("PATCH_CANDIDATE_JOBS_PUBLISHING")),
+        "{body}"
+    );
+    assert!(in_time, "host b waited for host a's push");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("host-a") && message.contains("c/from-a"),
+        "{message}"
+    );
+    assert_eq!(pushes(&marks), 1);
+
+    std::fs::write(marks.join("release"), b"").unwrap();
+    let (status, body) = first.join().unwrap();
+    assert_eq!(status, 201, "{body}");
+    let commit_id = body["publication"]["commit_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Host b now reports what the branch holds: the one publication, and refuses another.
+    let seen_by_b = publication_of(&host_b, &token_b, &job);
+    assert_eq!(seen_by_b["branch"], "c/from-a");
+    assert_eq!(seen_by_b["commit_id"], commit_id.as_str());
+    let (status, body) = call(host_b.addr, token_b.clone(), "c/from-b")();
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("PATCH_CANDIDATE_REVIEW_PUBLISHED")),
+        "{body}"
+    );
+    assert_eq!(
+        git_out(&remote, &["rev-parse", "refs/heads/c/from-a"]),
+        commit_id
+    );
+    assert!(git_out(&remote, &["for-each-ref", "refs/heads/c/from-b"]).is_empty());
+    assert_eq!(pushes(&marks), 1);
+    tally("docker_service_two_hosts_publishing_one_job_push_one_branch");
+}
+
+/// A `reject` recorded while the push runs wins: the publish answers
+/// `PATCH_CANDIDATE_JOBS_NOT_ACCEPTED`, nothing is recorded over the rejected state, and the
+/// branch it pushed is withdrawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_a_reject_during_the_push_is_not_published_over() {
+    let Some(_docker) = docker().await else {
+        return;
+    };
+    let _guard = docker_lock().lock().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let (repo, commit) = main_repo();
+    let (remote, marks) = held_remote(tmp.path(), repo.path());
+    let remote_arg = remote.display().to_string();
+    let service = Service::start(
+        &state,
+        &ServeOpts {
+            extra: vec!["--publish-remote", &remote_arg],
+            ..ServeOpts::default()
+        },
+    );
+    let token = service.token();
+    let (job, digest) = accepted_job(&state, "reject-mid-push", &service, repo.path(), &commit);
+    let publishing = {
+        let (addr, token, job, digest) = (service.addr, token.clone(), job.clone(), digest.clone());
+        std::thread::spawn(move || {
+            let bytes = serde_json::to_vec(
+                &serde_json::json!({"candidate_digest": digest, "branch": "c/rejected"}),
+            )
+            .unwrap();
+            let (status, body) = http(
+                addr,
+                "POST",
+                &format!("/v1/jobs/{job}/publish"),
+                Some(&token),
+                Some(&bytes),
+            );
+            (
+                status,
+                serde_json::from_slice::<serde_json::Value>(&body).unwrap(),
+            )
+        })
+    };
+    wait_for(&marks.join("started"), Duration::from_secs(60));
+    let (status, body) = decide(
+        &service,
+        &token,
+        &job,
+        serde_json::json!({"decision": "reject", "candidate_digest": digest, "reason": "no"}),
+    );
+    assert_eq!(status, 201, "{body}");
+    std::fs::write(marks.join("release"), b"").unwrap();
+    let (status, body) = publishing.join().unwrap();
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("PATCH_CANDIDATE_JOBS_NOT_ACCEPTED")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("withdrawn"),
+        "{body}"
+    );
+    assert!(publication_of(&service, &token, &job).is_null());
+    assert!(git_out(&remote, &["for-each-ref", "refs/heads/c/rejected"]).is_empty());
+    let (status, view) = http(
+        service.addr,
+        "GET",
+        &format!("/v1/jobs/{job}/review"),
+        Some(&token),
+        None,
+    );
+    assert_eq!(status, 200);
+    let view: serde_json::Value = serde_json::from_slice(&view).unwrap();
+    assert_eq!(view["review"]["review_state"], "rejected");
+    tally("docker_service_a_reject_during_the_push_is_not_published_over");
+}

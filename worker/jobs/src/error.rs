@@ -72,6 +72,31 @@ pub enum JobsError {
     /// names included), a second publication of one job's candidate.
     #[error("PATCH_CANDIDATE_JOBS_CONFLICT: {what}")]
     Conflict { what: &'static str },
+    /// The job's candidate is published: its history is closed (no decision, no second
+    /// publication claim).
+    #[error(
+        "PATCH_CANDIDATE_JOBS_PUBLISHED: job {id}: the candidate is published; its history takes nothing more"
+    )]
+    Published { id: String },
+    /// A publication is claimed and recorded only while the job's last review decision is
+    /// `accept` of the job's candidate; it is not (none yet, or a later `reject` or `retry`).
+    #[error(
+        "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED: job {id}: the last review decision is not accept of this candidate"
+    )]
+    NotAccepted { id: String },
+    /// Another publish of the job (on this host or another) holds the publication claim.
+    #[error("PATCH_CANDIDATE_JOBS_PUBLISHING: job {id}: host {holder} is publishing it to branch {}", Untrusted::quoted(.branch).limit(200))]
+    Publishing {
+        id: String,
+        holder: String,
+        branch: String,
+    },
+    /// The publication claim is no longer this publish's: it was released, or its lease ran out
+    /// and another publish took it.
+    #[error(
+        "PATCH_CANDIDATE_JOBS_CLAIM_LOST: job {id}: this publish no longer holds the publication claim"
+    )]
+    ClaimLost { id: String },
     /// Creating or opening the SQLite file failed.
     #[error("PATCH_CANDIDATE_JOBS_IO: {what}: {}", Untrusted::quoted(.detail))]
     Io { what: &'static str, detail: String },
@@ -94,6 +119,10 @@ impl JobsError {
             Self::Corrupt { .. } => "PATCH_CANDIDATE_JOBS_CORRUPT",
             Self::Io { .. } => "PATCH_CANDIDATE_JOBS_IO",
             Self::Conflict { .. } => "PATCH_CANDIDATE_JOBS_CONFLICT",
+            Self::Published { .. } => "PATCH_CANDIDATE_JOBS_PUBLISHED",
+            Self::NotAccepted { .. } => "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED",
+            Self::Publishing { .. } => "PATCH_CANDIDATE_JOBS_PUBLISHING",
+            Self::ClaimLost { .. } => "PATCH_CANDIDATE_JOBS_CLAIM_LOST",
         }
     }
 
@@ -138,7 +167,11 @@ impl Coded for JobsError {
             | Self::Input { .. }
             | Self::NotFound { .. }
             | Self::State { .. }
-            | Self::Conflict { .. } => FailureClass::Rejected,
+            | Self::Conflict { .. }
+            | Self::Published { .. }
+            | Self::NotAccepted { .. }
+            | Self::Publishing { .. }
+            | Self::ClaimLost { .. } => FailureClass::Rejected,
             Self::DatabaseUrl { .. } => FailureClass::Usage,
             Self::Unavailable { .. }
             | Self::Database { .. }
@@ -195,10 +228,24 @@ mod tests {
             JobsError::Conflict {
                 what: "the token name is taken",
             },
+            JobsError::Published {
+                id: "job_00000000000000000000000000000000".to_owned(),
+            },
+            JobsError::NotAccepted {
+                id: "job_00000000000000000000000000000000".to_owned(),
+            },
+            JobsError::Publishing {
+                id: "job_00000000000000000000000000000000".to_owned(),
+                holder: "host-a".to_owned(),
+                branch: "c/one".to_owned(),
+            },
+            JobsError::ClaimLost {
+                id: "job_00000000000000000000000000000000".to_owned(),
+            },
         ]
     }
 
-    const VARIANTS: usize = 12;
+    const VARIANTS: usize = 16;
 
     fn variant_index(e: &JobsError) -> usize {
         match e {
@@ -214,6 +261,10 @@ mod tests {
             JobsError::Corrupt { .. } => 9,
             JobsError::Io { .. } => 10,
             JobsError::Conflict { .. } => 11,
+            JobsError::Published { .. } => 12,
+            JobsError::NotAccepted { .. } => 13,
+            JobsError::Publishing { .. } => 14,
+            JobsError::ClaimLost { .. } => 15,
         }
     }
 

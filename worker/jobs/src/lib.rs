@@ -46,8 +46,9 @@ pub use model::{
     MAX_SELECTIONS_BYTES, Retry, StoreOptions, backoff,
 };
 pub use review::{
-    DecisionRow, MAX_DECISION_RECORD_BYTES, MAX_PUBLICATION_RECORD_BYTES, MAX_TOKEN_NAME_CHARS,
-    OPERATOR_PRINCIPAL, StoredDecisionRow, TokenHash, TokenInfo, TokenName,
+    DecisionRow, MAX_CLAIM_BRANCH_BYTES, MAX_CLAIM_LEASE, MAX_DECISION_RECORD_BYTES,
+    MAX_PUBLICATION_RECORD_BYTES, MAX_TOKEN_NAME_CHARS, OPERATOR_PRINCIPAL, PublicationClaim,
+    StoredDecisionRow, TokenHash, TokenInfo, TokenName,
 };
 pub use rows::{
     EVENT_CANCELLED, EVENT_CLAIMED, EVENT_COMPLETED, EVENT_RELEASED, EVENT_RETRIED, EVENT_SNOOZED,

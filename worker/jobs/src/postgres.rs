@@ -18,7 +18,9 @@ use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, StoreOptions,
     duration_ms,
 };
-use crate::review::{DecisionRow, StoredDecisionRow, TokenHash, TokenInfo, TokenName};
+use crate::review::{
+    DecisionRow, PublicationClaim, PublishFacts, StoredDecisionRow, TokenHash, TokenInfo, TokenName,
+};
 use crate::rows::{
     EVENT_CANCELLED, EVENT_CLAIMED, EVENT_RETRIED, EVENT_SUBMITTED, LEASE_EXPIRED,
     LEASE_EXPIRED_MESSAGE, RawJob, SpecRow, attempt_pair, host_info, job_columns,
@@ -836,7 +838,60 @@ impl PgStore {
     }
 }
 
-/// Review decisions, publications and named tokens (schema version 4).
+/// What a publication step checks of job `id`, read inside its transaction with the job's row
+/// locked (`FOR UPDATE`, as a decision locks it): the decisions, the claim and the publication
+/// of one job are one serialised sequence, on every host.
+async fn publish_facts(
+    tx: &deadpool_postgres::Transaction<'_>,
+    id: &JobId,
+) -> Result<PublishFacts> {
+    let job = match tx
+        .query_opt(
+            "SELECT state, candidate_digest FROM jobs WHERE id = $1 FOR UPDATE",
+            &[&id.as_str()],
+        )
+        .await
+        .map_err(pg)?
+    {
+        Some(row) => Some((
+            row.try_get::<_, String>(0).map_err(pg)?,
+            row.try_get::<_, Option<String>>(1).map_err(pg)?,
+        )),
+        None => None,
+    };
+    let published: bool = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM publications WHERE job_id = $1)",
+            &[&id.as_str()],
+        )
+        .await
+        .map_err(pg)?
+        .try_get(0)
+        .map_err(pg)?;
+    let last = match tx
+        .query_opt(
+            "SELECT decision, candidate_digest FROM review_decisions WHERE job_id = $1
+             ORDER BY seq DESC LIMIT 1",
+            &[&id.as_str()],
+        )
+        .await
+        .map_err(pg)?
+    {
+        Some(row) => Some((
+            row.try_get::<_, String>(0).map_err(pg)?,
+            row.try_get::<_, String>(1).map_err(pg)?,
+        )),
+        None => None,
+    };
+    Ok(PublishFacts {
+        job,
+        published,
+        last,
+    })
+}
+
+/// Review decisions, publications and named tokens (schema version 4), publication claims
+/// (version 5).
 impl PgStore {
     pub(crate) async fn record_decision(
         &self,
@@ -860,6 +915,18 @@ impl PgStore {
         let state: String = found.try_get(0).map_err(pg)?;
         let digest: Option<String> = found.try_get(1).map_err(pg)?;
         crate::review::check_target(&id, &state, digest.as_deref(), &row)?;
+        let published: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM publications WHERE job_id = $1)",
+                &[&id.as_str()],
+            )
+            .await
+            .map_err(pg)?
+            .try_get(0)
+            .map_err(pg)?;
+        if published {
+            return Err(JobsError::Published { id: id.to_string() });
+        }
         let seq: i64 = tx
             .query_one(
                 "INSERT INTO review_decisions (job_id, seq, candidate_digest, decision, actor,
@@ -919,48 +986,140 @@ impl PgStore {
             .collect()
     }
 
-    pub(crate) async fn record_publication(
+    pub(crate) async fn claim_publication(
         &self,
-        id: JobId,
-        digest: String,
-        record: Vec<u8>,
-    ) -> Result<()> {
-        let client = self.client().await?;
-        let n = client
-            .execute(
+        claim: PublicationClaim,
+        lease: Duration,
+    ) -> Result<PublicationClaim> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        let id = claim.job_id();
+        publish_facts(&tx, id)
+            .await?
+            .check(id, claim.candidate_digest())?;
+        let live = tx
+            .query_opt(
                 &format!(
-                    "INSERT INTO publications (job_id, candidate_digest, record, created_at)
-                     SELECT $1, $2, $3, {NOW} WHERE EXISTS
-                         (SELECT 1 FROM jobs WHERE id = $1 AND candidate_digest = $2)
-                     ON CONFLICT (job_id) DO NOTHING"
+                    "SELECT holder, branch FROM publication_claims
+                     WHERE job_id = $1 AND lease_until > {NOW}"
                 ),
-                &[&id.as_str(), &digest, &record],
+                &[&id.as_str()],
             )
             .await
             .map_err(pg)?;
-        if n == 1 {
-            return Ok(());
+        if let Some(row) = live {
+            return Err(JobsError::Publishing {
+                id: id.to_string(),
+                holder: row.try_get(0).map_err(pg)?,
+                branch: row.try_get(1).map_err(pg)?,
+            });
         }
-        let exists: bool = client
+        tx.execute(
+            &format!(
+                "INSERT INTO publication_claims (job_id, candidate_digest, claim_token, holder,
+                     branch, claimed_at, lease_until)
+                 VALUES ($1, $2, $3, $4, $5, {NOW}, {NOW} + $6)
+                 ON CONFLICT (job_id) DO UPDATE SET candidate_digest = excluded.candidate_digest,
+                     claim_token = excluded.claim_token, holder = excluded.holder,
+                     branch = excluded.branch, claimed_at = excluded.claimed_at,
+                     lease_until = excluded.lease_until"
+            ),
+            &[
+                &id.as_str(),
+                &claim.candidate_digest(),
+                &claim.token(),
+                &claim.holder().as_str(),
+                &claim.branch(),
+                &duration_ms(lease),
+            ],
+        )
+        .await
+        .map_err(pg)?;
+        tx.commit().await.map_err(pg)?;
+        Ok(claim)
+    }
+
+    pub(crate) async fn renew_publication_claim(
+        &self,
+        claim: PublicationClaim,
+        lease: Duration,
+    ) -> Result<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        let id = claim.job_id();
+        publish_facts(&tx, id)
+            .await?
+            .check(id, claim.candidate_digest())?;
+        let n = tx
+            .execute(
+                &format!(
+                    "UPDATE publication_claims SET lease_until = {NOW} + $3
+                     WHERE job_id = $1 AND claim_token = $2"
+                ),
+                &[&id.as_str(), &claim.token(), &duration_ms(lease)],
+            )
+            .await
+            .map_err(pg)?;
+        if n != 1 {
+            return Err(JobsError::ClaimLost { id: id.to_string() });
+        }
+        tx.commit().await.map_err(pg)
+    }
+
+    pub(crate) async fn release_publication_claim(&self, claim: PublicationClaim) -> Result<bool> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "DELETE FROM publication_claims WHERE job_id = $1 AND claim_token = $2",
+                &[&claim.job_id().as_str(), &claim.token()],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(n == 1)
+    }
+
+    pub(crate) async fn record_publication(
+        &self,
+        claim: PublicationClaim,
+        record: Vec<u8>,
+    ) -> Result<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        let id = claim.job_id();
+        let facts = publish_facts(&tx, id).await?;
+        if facts.published {
+            return Err(JobsError::Published { id: id.to_string() });
+        }
+        let held: bool = tx
             .query_one(
-                "SELECT EXISTS (SELECT 1 FROM publications WHERE job_id = $1)",
-                &[&id.as_str()],
+                "SELECT EXISTS (SELECT 1 FROM publication_claims
+                 WHERE job_id = $1 AND claim_token = $2)",
+                &[&id.as_str(), &claim.token()],
             )
             .await
             .map_err(pg)?
             .try_get(0)
             .map_err(pg)?;
-        if exists {
-            Err(JobsError::Conflict {
-                what: "the job's candidate is already published",
-            })
-        } else {
-            Err(JobsError::State {
-                id: id.to_string(),
-                state: "other",
-                detail: "no such job with this candidate digest",
-            })
+        if !held {
+            return Err(JobsError::ClaimLost { id: id.to_string() });
         }
+        facts.check(id, claim.candidate_digest())?;
+        tx.execute(
+            &format!(
+                "INSERT INTO publications (job_id, candidate_digest, record, created_at)
+                 VALUES ($1, $2, $3, {NOW})"
+            ),
+            &[&id.as_str(), &claim.candidate_digest(), &record],
+        )
+        .await
+        .map_err(pg)?;
+        tx.execute(
+            "DELETE FROM publication_claims WHERE job_id = $1",
+            &[&id.as_str()],
+        )
+        .await
+        .map_err(pg)?;
+        tx.commit().await.map_err(pg)
     }
 
     pub(crate) async fn publication(&self, id: JobId) -> Result<Option<Vec<u8>>> {

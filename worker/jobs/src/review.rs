@@ -1,8 +1,13 @@
-//! Review decisions, publications and named API tokens in the job store (schema version 4).
+//! Review decisions, publications and named API tokens in the job store (schema version 4;
+//! publication claims, version 5).
 //!
 //! Decisions are append-only (triggers refuse `UPDATE` and `DELETE` on both backends); each
 //! belongs to a completed job and names that job's candidate digest, checked in the same
-//! transaction that assigns its sequence number. The store keeps a decision's record bytes as
+//! transaction that assigns its sequence number. Decisions and the publication of one job are
+//! one serialised sequence: a publish first takes the job's publication claim (one live claim
+//! per job, across hosts, while the last decision accepts the candidate), and the publication is
+//! recorded, in one transaction, only with the current claim and while the last decision still
+//! accepts that digest; once it is recorded, no decision is appended. The store keeps a decision's record bytes as
 //! given (the review crate's `patch_candidate.review_decision.v1` JSON) and the few fields the
 //! views and metrics need; it does not interpret the record.
 //!
@@ -12,7 +17,7 @@
 use serde::Serialize;
 
 use crate::error::{JobsError, Result};
-use crate::ids::JobId;
+use crate::ids::{HostId, JobId};
 
 /// The largest decision record, in bytes.
 pub const MAX_DECISION_RECORD_BYTES: usize = 256 * 1024;
@@ -189,6 +194,120 @@ pub(crate) fn check_target(
         });
     }
     Ok(())
+}
+
+/// The longest branch name a publication claim names.
+pub const MAX_CLAIM_BRANCH_BYTES: usize = 200;
+/// The longest lease of a publication claim.
+pub const MAX_CLAIM_LEASE: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// A held publication claim: the fencing token of one publish of one job's candidate. Only the
+/// store makes one ([`crate::JobStore::claim_publication`]); the publication is recorded only
+/// with the claim that is current when the push's outcome is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PublicationClaim {
+    job_id: JobId,
+    candidate_digest: String,
+    token: String,
+    holder: HostId,
+    branch: String,
+}
+
+impl PublicationClaim {
+    pub(crate) fn new(
+        job_id: JobId,
+        candidate_digest: String,
+        holder: HostId,
+        branch: String,
+    ) -> Result<Self> {
+        let mut bytes = [0_u8; 16];
+        getrandom::fill(&mut bytes).map_err(|e| JobsError::Io {
+            what: "random claim token",
+            detail: e.to_string(),
+        })?;
+        Ok(Self {
+            job_id,
+            candidate_digest,
+            token: hex::encode(bytes),
+            holder,
+            branch,
+        })
+    }
+
+    /// The job whose candidate is being published.
+    #[must_use]
+    pub fn job_id(&self) -> &JobId {
+        &self.job_id
+    }
+
+    /// The candidate digest the claim was taken for.
+    #[must_use]
+    pub fn candidate_digest(&self) -> &str {
+        &self.candidate_digest
+    }
+
+    /// The host holding the claim.
+    #[must_use]
+    pub fn holder(&self) -> &HostId {
+        &self.holder
+    }
+
+    /// The branch this publish creates.
+    #[must_use]
+    pub fn branch(&self) -> &str {
+        &self.branch
+    }
+
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
+}
+
+/// Checks the branch a claim names: 1..=200 bytes, no control characters (the service passes a
+/// name its branch check accepted; this keeps the stored text printable).
+pub(crate) fn check_claim_branch(branch: &str) -> Result<()> {
+    if branch.is_empty()
+        || branch.len() > MAX_CLAIM_BRANCH_BYTES
+        || branch.chars().any(char::is_control)
+    {
+        return Err(JobsError::input(
+            "branch",
+            "must be 1..=200 bytes without control characters",
+        ));
+    }
+    Ok(())
+}
+
+/// What a publication step reads of one job, in the transaction that then writes.
+pub(crate) struct PublishFacts {
+    /// The job's state and candidate digest; `None`: no such job.
+    pub job: Option<(String, Option<String>)>,
+    pub published: bool,
+    /// The last decision and the digest it names.
+    pub last: Option<(String, String)>,
+}
+
+impl PublishFacts {
+    /// The job holds `digest`, is not published, and its last decision accepts `digest`.
+    pub(crate) fn check(&self, id: &JobId, digest: &str) -> Result<()> {
+        let Some((state, held)) = &self.job else {
+            return Err(JobsError::NotFound { id: id.to_string() });
+        };
+        if state != "completed" || held.as_deref() != Some(digest) {
+            return Err(JobsError::State {
+                id: id.to_string(),
+                state: crate::model::JobState::parse(state).map_or("other", |s| s.as_str()),
+                detail: "no completed job with this candidate digest",
+            });
+        }
+        if self.published {
+            return Err(JobsError::Published { id: id.to_string() });
+        }
+        match &self.last {
+            Some((decision, named)) if decision == "accept" && named == digest => Ok(()),
+            _ => Err(JobsError::NotAccepted { id: id.to_string() }),
+        }
+    }
 }
 
 /// Checks a publication record: a JSON object of at most 64 KiB.

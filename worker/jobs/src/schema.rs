@@ -7,9 +7,13 @@
 //! (version 2). Its row is written in the same locked transaction as the migrations, by
 //! `INSERT … ON CONFLICT DO NOTHING`, then read back: every handle on one database, from any
 //! host, sees the one id that the first open wrote.
+//!
+//! Version 5 adds `publication_claims` (one live publish per job, across hosts) and a trigger
+//! that refuses a decision on a published job in the database itself; a version-4 database
+//! keeps every row.
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Reads the store id.
 pub(crate) const SELECT_STORE_ID: &str = "SELECT store_id FROM store_identity WHERE singleton = 1";
@@ -260,6 +264,44 @@ CREATE TABLE api_tokens (
     created_at   BIGINT NOT NULL,
     revoked_at   BIGINT
 );
+",
+    },
+    Migration {
+        version: 5,
+        name: "publication claims; no decision after a publication",
+        sqlite: r"
+CREATE TABLE publication_claims (
+    job_id           TEXT PRIMARY KEY REFERENCES jobs (id),
+    candidate_digest TEXT NOT NULL,
+    claim_token      TEXT NOT NULL,
+    holder           TEXT NOT NULL,
+    branch           TEXT NOT NULL,
+    claimed_at       INTEGER NOT NULL,
+    lease_until      INTEGER NOT NULL
+);
+CREATE TRIGGER review_decisions_closed_by_publication BEFORE INSERT ON review_decisions
+WHEN EXISTS (SELECT 1 FROM publications WHERE job_id = NEW.job_id)
+BEGIN SELECT RAISE(ABORT, 'the candidate is published'); END;
+",
+        postgres: r"
+CREATE TABLE publication_claims (
+    job_id           TEXT PRIMARY KEY REFERENCES jobs (id),
+    candidate_digest TEXT NOT NULL,
+    claim_token      TEXT NOT NULL,
+    holder           TEXT NOT NULL,
+    branch           TEXT NOT NULL,
+    claimed_at       BIGINT NOT NULL,
+    lease_until      BIGINT NOT NULL
+);
+CREATE FUNCTION review_decisions_closed_by_publication() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM publications WHERE job_id = NEW.job_id) THEN
+        RAISE EXCEPTION 'the candidate is published';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER review_decisions_closed_by_publication BEFORE INSERT ON review_decisions
+FOR EACH ROW EXECUTE FUNCTION review_decisions_closed_by_publication();
 ",
     },
 ];

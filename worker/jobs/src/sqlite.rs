@@ -16,7 +16,9 @@ use crate::ids::{AttemptId, HostId, JobId};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, duration_ms,
 };
-use crate::review::{DecisionRow, StoredDecisionRow, TokenHash, TokenInfo, TokenName};
+use crate::review::{
+    DecisionRow, PublicationClaim, PublishFacts, StoredDecisionRow, TokenHash, TokenInfo, TokenName,
+};
 use crate::rows::{
     EVENT_CANCELLED, EVENT_CLAIMED, EVENT_RETRIED, EVENT_SUBMITTED, LEASE_EXPIRED,
     LEASE_EXPIRED_MESSAGE, RawJob, SpecRow, attempt_pair, host_info, job_columns,
@@ -887,7 +889,9 @@ fn migrate(conn: &mut Connection) -> Result<StoreId> {
     Ok(store_id)
 }
 
-/// Review decisions, publications and named tokens (schema version 4).
+/// Review decisions, publications and named tokens (schema version 4), publication claims
+/// (version 5). Each write is one `BEGIN IMMEDIATE` transaction: the decisions, the claim and
+/// the publication of a job are one serialised sequence.
 impl SqliteStore {
     pub(crate) async fn record_decision(
         &self,
@@ -900,6 +904,16 @@ impl SqliteStore {
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(map_err)?;
             check_decision_target(&tx, &id, &row)?;
+            let published: bool = tx
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM publications WHERE job_id = ?1)",
+                    params![id.as_str()],
+                    |r| r.get(0),
+                )
+                .map_err(map_err)?;
+            if published {
+                return Err(JobsError::Published { id: id.to_string() });
+            }
             let seq: i64 = tx
                 .query_row(
                     "INSERT INTO review_decisions (job_id, seq, candidate_digest, decision, actor,
@@ -971,43 +985,140 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn record_publication(
+    pub(crate) async fn claim_publication(
         &self,
-        id: JobId,
-        digest: String,
-        record: Vec<u8>,
+        claim: PublicationClaim,
+        lease: Duration,
+    ) -> Result<PublicationClaim> {
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
+            let id = claim.job_id();
+            publish_facts(&tx, id)?.check(id, claim.candidate_digest())?;
+            let now = now_ms();
+            let live: Option<(String, String)> = tx
+                .query_row(
+                    "SELECT holder, branch FROM publication_claims
+                     WHERE job_id = ?1 AND lease_until > ?2",
+                    params![id.as_str(), now],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(map_err)?;
+            if let Some((holder, branch)) = live {
+                return Err(JobsError::Publishing {
+                    id: id.to_string(),
+                    holder,
+                    branch,
+                });
+            }
+            tx.execute(
+                "INSERT INTO publication_claims (job_id, candidate_digest, claim_token, holder,
+                     branch, claimed_at, lease_until)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (job_id) DO UPDATE SET candidate_digest = excluded.candidate_digest,
+                     claim_token = excluded.claim_token, holder = excluded.holder,
+                     branch = excluded.branch, claimed_at = excluded.claimed_at,
+                     lease_until = excluded.lease_until",
+                params![
+                    id.as_str(),
+                    claim.candidate_digest(),
+                    claim.token(),
+                    claim.holder().as_str(),
+                    claim.branch(),
+                    now,
+                    now.saturating_add(duration_ms(lease)),
+                ],
+            )
+            .map_err(map_err)?;
+            tx.commit().map_err(map_err)?;
+            Ok(claim)
+        })
+        .await
+    }
+
+    pub(crate) async fn renew_publication_claim(
+        &self,
+        claim: PublicationClaim,
+        lease: Duration,
     ) -> Result<()> {
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
+            let id = claim.job_id();
+            publish_facts(&tx, id)?.check(id, claim.candidate_digest())?;
+            let n = tx
+                .execute(
+                    "UPDATE publication_claims SET lease_until = ?3
+                     WHERE job_id = ?1 AND claim_token = ?2",
+                    params![
+                        id.as_str(),
+                        claim.token(),
+                        now_ms().saturating_add(duration_ms(lease))
+                    ],
+                )
+                .map_err(map_err)?;
+            if n != 1 {
+                return Err(JobsError::ClaimLost { id: id.to_string() });
+            }
+            tx.commit().map_err(map_err)
+        })
+        .await
+    }
+
+    pub(crate) async fn release_publication_claim(&self, claim: PublicationClaim) -> Result<bool> {
         self.run(move |conn| {
             let n = conn
                 .execute(
-                    "INSERT INTO publications (job_id, candidate_digest, record, created_at)
-                     SELECT ?1, ?2, ?3, ?4 WHERE EXISTS
-                         (SELECT 1 FROM jobs WHERE id = ?1 AND candidate_digest = ?2)
-                     ON CONFLICT (job_id) DO NOTHING",
-                    params![id.as_str(), digest, record, now_ms()],
+                    "DELETE FROM publication_claims WHERE job_id = ?1 AND claim_token = ?2",
+                    params![claim.job_id().as_str(), claim.token()],
                 )
                 .map_err(map_err)?;
-            if n == 1 {
-                return Ok(());
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    pub(crate) async fn record_publication(
+        &self,
+        claim: PublicationClaim,
+        record: Vec<u8>,
+    ) -> Result<()> {
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map_err)?;
+            let id = claim.job_id();
+            let facts = publish_facts(&tx, id)?;
+            if facts.published {
+                return Err(JobsError::Published { id: id.to_string() });
             }
-            let exists: bool = conn
+            let held: bool = tx
                 .query_row(
-                    "SELECT EXISTS (SELECT 1 FROM publications WHERE job_id = ?1)",
-                    params![id.as_str()],
+                    "SELECT EXISTS (SELECT 1 FROM publication_claims
+                     WHERE job_id = ?1 AND claim_token = ?2)",
+                    params![id.as_str(), claim.token()],
                     |r| r.get(0),
                 )
                 .map_err(map_err)?;
-            if exists {
-                Err(JobsError::Conflict {
-                    what: "the job's candidate is already published",
-                })
-            } else {
-                Err(JobsError::State {
-                    id: id.to_string(),
-                    state: "other",
-                    detail: "no such job with this candidate digest",
-                })
+            if !held {
+                return Err(JobsError::ClaimLost { id: id.to_string() });
             }
+            facts.check(id, claim.candidate_digest())?;
+            tx.execute(
+                "INSERT INTO publications (job_id, candidate_digest, record, created_at)
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![id.as_str(), claim.candidate_digest(), record, now_ms()],
+            )
+            .map_err(map_err)?;
+            tx.execute(
+                "DELETE FROM publication_claims WHERE job_id = ?1",
+                params![id.as_str()],
+            )
+            .map_err(map_err)?;
+            tx.commit().map_err(map_err)
         })
         .await
     }
@@ -1091,6 +1202,39 @@ impl SqliteStore {
     }
 }
 
+/// What a publication step checks of job `id`, read inside its transaction.
+fn publish_facts(conn: &Connection, id: &JobId) -> Result<PublishFacts> {
+    let job: Option<(String, Option<String>)> = conn
+        .query_row(
+            "SELECT state, candidate_digest FROM jobs WHERE id = ?1",
+            params![id.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(map_err)?;
+    let published: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM publications WHERE job_id = ?1)",
+            params![id.as_str()],
+            |r| r.get(0),
+        )
+        .map_err(map_err)?;
+    let last: Option<(String, String)> = conn
+        .query_row(
+            "SELECT decision, candidate_digest FROM review_decisions WHERE job_id = ?1
+             ORDER BY seq DESC LIMIT 1",
+            params![id.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(map_err)?;
+    Ok(PublishFacts {
+        job,
+        published,
+        last,
+    })
+}
+
 /// A decision belongs to a completed job and names that job's candidate digest.
 fn check_decision_target(conn: &Connection, id: &JobId, row: &DecisionRow) -> Result<()> {
     let found: Option<(String, Option<String>)> = conn
@@ -1143,10 +1287,11 @@ mod tests {
         assert_eq!(kept, "../x");
     }
 
-    /// A version-3 database file (jobs with a candidate and gate evidence) upgrades to version
-    /// 4 keeping every row, its identity and its data, and takes review decisions after.
+    /// A version-3 database file (jobs with a candidate and gate evidence) upgrades to the
+    /// current version keeping every row, its identity and its data, and takes review decisions
+    /// after.
     #[test]
-    fn a_version_3_database_file_upgrades_to_4_keeping_its_data() {
+    fn a_version_3_database_file_upgrades_keeping_its_data() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("jobs.sqlite3");
         let digest = format!("sha256:{}", "ab".repeat(32));
@@ -1205,7 +1350,7 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            assert_eq!(store.schema_version().await.unwrap(), 4);
+            assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
             let id = JobId::parse("job_0123456789abcdef0123456789abcdef").unwrap();
             let job = store.get(id.clone()).await.unwrap().unwrap();
             assert_eq!(job.candidate_digest.as_deref(), Some(digest.as_str()));
@@ -1216,6 +1361,93 @@ mod tests {
                 store.record_decision(id.clone(), row, None).await.unwrap(),
                 1
             );
+            assert_eq!(store.decisions(id).await.unwrap().len(), 1);
+        });
+    }
+
+    /// A version-4 database (a completed job with an accept in its history, being published by
+    /// a build without claims) upgrades to version 5 keeping its history; the accept still
+    /// stands, a claim and a record work, and the closed history refuses a decision after.
+    #[test]
+    fn a_version_4_database_file_upgrades_to_5_keeping_its_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.sqlite3");
+        let digest = format!("sha256:{}", "cd".repeat(32));
+        let id = "job_00112233445566778899aabbccddeeff";
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE schema_migrations (
+                     version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL
+                 )",
+            )
+            .unwrap();
+            for m in MIGRATIONS.iter().filter(|m| m.version <= 4) {
+                conn.execute_batch(m.sqlite).unwrap();
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, 0)",
+                    params![m.version, m.name],
+                )
+                .unwrap();
+            }
+            conn.execute(
+                "INSERT INTO store_identity (singleton, store_id) VALUES (1, ?1)",
+                params!["00112233445566778899aabbccddeeff"],
+            )
+            .unwrap();
+            let spec = JobSpec::noop("v4", 1);
+            conn.execute(
+                "INSERT INTO jobs (id, seq, kind, state, idempotency_key, spec_json, approval_json,
+                     attempts, max_attempts, run_at, created_at, updated_at, candidate_digest)
+                 VALUES (?1, 1, 'noop', 'completed', ?2, ?3, ?4, 1, 1, 0, 0, 0, ?5)",
+                params![
+                    id,
+                    spec.idempotency_key(),
+                    SpecRow::text(&spec).unwrap(),
+                    spec.approval_json,
+                    digest
+                ],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO review_decisions (job_id, seq, candidate_digest, decision, actor,
+                     forced, at_ms, record)
+                 VALUES (?1, 1, ?2, 'accept', 'alice', 0, 7, x'7b7d')",
+                params![id, digest],
+            )
+            .unwrap();
+            assert_eq!(current_version(&conn).unwrap(), 4);
+        }
+        let store = SqliteStore::open(&path, Duration::from_secs(5)).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            assert_eq!(store.schema_version().await.unwrap(), 5);
+            let id = JobId::parse(id).unwrap();
+            assert_eq!(store.decisions(id.clone()).await.unwrap().len(), 1);
+            let claim = PublicationClaim::new(
+                id.clone(),
+                digest.clone(),
+                HostId::parse("h").unwrap(),
+                "b".to_owned(),
+            )
+            .unwrap();
+            let claim = store
+                .claim_publication(claim, Duration::from_secs(60))
+                .await
+                .unwrap();
+            store
+                .record_publication(claim, b"{}".to_vec())
+                .await
+                .unwrap();
+            let row = DecisionRow::new(&digest, "reject", "bob", false, 1, b"{}".to_vec()).unwrap();
+            let e = store
+                .record_decision(id.clone(), row, None)
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_PUBLISHED");
             assert_eq!(store.decisions(id).await.unwrap().len(), 1);
         });
     }

@@ -14,7 +14,8 @@ use crate::model::{
 };
 use crate::postgres::PgStore;
 use crate::review::{
-    DecisionRow, StoredDecisionRow, TokenHash, TokenInfo, TokenName, check_publication,
+    DecisionRow, MAX_CLAIM_LEASE, PublicationClaim, StoredDecisionRow, TokenHash, TokenInfo,
+    TokenName, check_claim_branch, check_publication,
 };
 use crate::rows::check_batch;
 use crate::sqlite::SqliteStore;
@@ -90,6 +91,23 @@ macro_rules! dispatch {
             Inner::Postgres(s) => s.$method($($arg),*).await,
         }
     };
+}
+
+/// A claim's digest and lease.
+fn check_claim_input(candidate_digest: &str, lease: Duration) -> Result<()> {
+    if !snapshot::is_typed_sha256(candidate_digest) {
+        return Err(JobsError::input(
+            "candidate_digest",
+            "must be sha256: and 64 lowercase hex digits",
+        ));
+    }
+    if lease.is_zero() || lease > MAX_CLAIM_LEASE {
+        return Err(JobsError::input(
+            "lease",
+            "a publication claim's lease must be over zero and at most a day",
+        ));
+    }
+    Ok(())
 }
 
 fn attempts_for(max: usize) -> Result<Vec<AttemptId>> {
@@ -576,12 +594,15 @@ impl JobStore {
     }
 
     /// Appends a review decision to a completed job's history, in one transaction that checks
-    /// the job is completed and its candidate is the one the decision names; returns the
-    /// decision's sequence number (1, 2, …). `follow_up` is the job a retry queued.
+    /// the job is completed, its candidate is the one the decision names and it is not
+    /// published; returns the decision's sequence number (1, 2, …). `follow_up` is the job a
+    /// retry queued. A decision recorded while a publish holds the claim is taken: it is what
+    /// that publish's record is checked against.
     ///
     /// # Errors
     /// `PATCH_CANDIDATE_JOBS_NOT_FOUND`; `PATCH_CANDIDATE_JOBS_STATE` for a job that is not
-    /// completed or holds another candidate; database errors.
+    /// completed or holds another candidate; `PATCH_CANDIDATE_JOBS_PUBLISHED` once the
+    /// publication is recorded; database errors.
     pub async fn record_decision(
         &self,
         id: &JobId,
@@ -599,27 +620,81 @@ impl JobStore {
         dispatch!(self.decisions(id.clone()))
     }
 
-    /// Records the publication of a job's candidate (the publisher's record, a JSON object),
-    /// once.
+    /// Takes the publication claim of job `id`'s candidate for `holder`, which will create
+    /// `branch`: in one transaction (the job's row locked on PostgreSQL, the write lock taken on
+    /// SQLite, the same order as every decision), checks the job is completed with
+    /// `candidate_digest`, not published, its last decision `accept` of that digest, and that no
+    /// other claim of the job is live (its lease not run out); then writes the claim with a fresh
+    /// token and a lease of `lease`. A publish holds one claim from before anything is built
+    /// until its outcome is recorded or it gives up ([`JobStore::release_publication_claim`]);
+    /// the lease covers a host that died meanwhile.
     ///
     /// # Errors
-    /// `PATCH_CANDIDATE_JOBS_CONFLICT` for a second publication; `PATCH_CANDIDATE_JOBS_STATE`
-    /// when the job does not hold `candidate_digest`; `PATCH_CANDIDATE_JOBS_INPUT`; database
-    /// errors.
-    pub async fn record_publication(
+    /// `PATCH_CANDIDATE_JOBS_PUBLISHING` (another live claim: its host and branch),
+    /// `…_PUBLISHED`, `…_NOT_ACCEPTED`, `…_NOT_FOUND`, `…_STATE` (not completed or another
+    /// digest), `…_INPUT` (digest, branch, a lease of zero or over a day); database errors.
+    pub async fn claim_publication(
         &self,
         id: &JobId,
         candidate_digest: &str,
+        holder: &HostId,
+        branch: &str,
+        lease: Duration,
+    ) -> Result<PublicationClaim> {
+        check_claim_input(candidate_digest, lease)?;
+        check_claim_branch(branch)?;
+        let claim = PublicationClaim::new(
+            id.clone(),
+            candidate_digest.to_owned(),
+            holder.clone(),
+            branch.to_owned(),
+        )?;
+        dispatch!(self.claim_publication(claim, lease))
+    }
+
+    /// Renews a held claim's lease to `lease` from now, in one transaction that also checks it
+    /// is still the job's claim and the last decision still accepts its digest: a publish calls
+    /// it on a timer while it runs, and once more right before it pushes, so a `reject` recorded
+    /// while the commit was built (or the gates re-ran) stops the push.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_CLAIM_LOST`, `…_PUBLISHED`, `…_NOT_ACCEPTED`, `…_INPUT` (lease);
+    /// database errors. Nothing is written on an error.
+    pub async fn renew_publication_claim(
+        &self,
+        claim: &PublicationClaim,
+        lease: Duration,
+    ) -> Result<()> {
+        check_claim_input(claim.candidate_digest(), lease)?;
+        dispatch!(self.renew_publication_claim(claim.clone(), lease))
+    }
+
+    /// Gives a claim up (a publish that failed or stopped before recording); `false` when it was
+    /// no longer held.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn release_publication_claim(&self, claim: &PublicationClaim) -> Result<bool> {
+        dispatch!(self.release_publication_claim(claim.clone()))
+    }
+
+    /// Records the publication of the claim's job (the push's outcome: the publisher's record, a
+    /// JSON object), once, and releases the claim, in one transaction that checks the job is not
+    /// published, `claim` is still its claim (a lease that ran out and was taken over is lost),
+    /// and the last decision still accepts the claim's digest (a `reject` or `retry` recorded
+    /// while the push ran wins: nothing is recorded).
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_PUBLISHED` (another publish recorded first), `…_CLAIM_LOST`,
+    /// `…_NOT_ACCEPTED`, `…_STATE`, `…_INPUT` (the record); database errors. Nothing is written
+    /// on an error; the claim stays held until released or its lease runs out.
+    pub async fn record_publication(
+        &self,
+        claim: &PublicationClaim,
         record: Vec<u8>,
     ) -> Result<()> {
-        if !snapshot::is_typed_sha256(candidate_digest) {
-            return Err(JobsError::input(
-                "candidate_digest",
-                "must be sha256: and 64 lowercase hex digits",
-            ));
-        }
         check_publication(&record)?;
-        dispatch!(self.record_publication(id.clone(), candidate_digest.to_owned(), record))
+        dispatch!(self.record_publication(claim.clone(), record))
     }
 
     /// The publication record of a job's candidate.

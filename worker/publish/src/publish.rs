@@ -177,6 +177,18 @@ impl PreparedPublication {
     /// The credential reaches git only through the private helper (see the crate docs); git's
     /// output is bounded and classified, never echoed.
     pub fn push(self) -> Result<PublicationRecord, PublishError> {
+        // The private mirror (and the credential copy in it) goes away with `self`, here.
+        self.push_keeping_mirror()
+    }
+
+    /// [`Self::push`], keeping the private mirror (and a credential copy in it) until this value
+    /// is dropped, so that the push can still be [withdrawn](Self::withdraw): for a caller
+    /// that records the outcome and withdraws when the record is refused. Drop it as soon as
+    /// the record is written.
+    ///
+    /// # Errors
+    /// As [`Self::push`].
+    pub fn push_keeping_mirror(&self) -> Result<PublicationRecord, PublishError> {
         let target = self.branch.full_ref();
         let base = self.base.full_ref();
         let mut cmd = self.mirror.git(self.remote.protocol());
@@ -203,7 +215,7 @@ impl PreparedPublication {
             let seen = ls_remote(&self.mirror, &self.remote, &self.transport, &base)?;
             return Err(match seen {
                 Some(seen) if seen != self.base_tip_seen => PublishError::BaseMoved {
-                    expected: self.base_tip_seen,
+                    expected: self.base_tip_seen.clone(),
                     seen,
                 },
                 Some(_) => PublishError::PushRejected {
@@ -238,13 +250,49 @@ impl PreparedPublication {
             .unwrap_or(0);
         Ok(PublicationRecord {
             remote: self.remote.as_str().to_owned(),
-            branch: self.branch,
-            commit_id: self.commit_id,
-            base_tip_seen: self.base_tip_seen,
+            branch: self.branch.clone(),
+            commit_id: self.commit_id.clone(),
+            base_tip_seen: self.base_tip_seen.clone(),
             pushed_at: rfc3339_utc(now),
             rebased: self.rebased,
             created,
         })
+    }
+
+    /// Deletes the branch [`Self::push`] created, only while it still holds exactly this
+    /// commit (`push --atomic` with a lease on the commit): for a push whose publication may not
+    /// be recorded (the candidate was rejected while it ran). `true` when the branch was
+    /// deleted; `false` when it no longer exists or holds another commit (left as it is).
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_PUBLISH_PUSH_REJECTED` (the remote refused the deletion), `…_AUTH`,
+    /// `…_REMOTE_UNREACHABLE`, `…_GIT`.
+    pub fn withdraw(&self) -> Result<bool, PublishError> {
+        let target = self.branch.full_ref();
+        let mut cmd = self.mirror.git(self.remote.protocol());
+        cmd.args(&self.transport)
+            .args(["push", "--atomic", "--porcelain", "--no-verify"])
+            .arg(format!("--force-with-lease={target}:{}", self.commit_id))
+            .arg("--end-of-options")
+            .arg(self.remote.as_str())
+            .arg(format!(":{target}"));
+        let out = run(&mut cmd, None, PUSH_CAP, NETWORK_DEADLINE)?;
+        match (
+            out.status.success(),
+            porcelain_outcome(&out.stdout, &target),
+        ) {
+            (true, Some(PushFlag::Deleted)) => Ok(true),
+            (false, Some(PushFlag::Rejected)) => {
+                match ls_remote(&self.mirror, &self.remote, &self.transport, &target)? {
+                    Some(tip) if tip == self.commit_id => Err(PublishError::PushRejected {
+                        detail: "the remote refused to delete the branch",
+                    }),
+                    _ => Ok(false),
+                }
+            }
+            (true, _) => Err(git_error("git push printed an unexpected result")),
+            (false, _) => Err(classify_network_failure(&out.stderr)),
+        }
     }
 }
 
@@ -253,6 +301,7 @@ enum PushFlag {
     Created,
     UpToDate,
     Rejected,
+    Deleted,
     Other,
 }
 
@@ -268,6 +317,7 @@ fn porcelain_outcome(stdout: &[u8], target: &str) -> Option<PushFlag> {
             "*" => PushFlag::Created,
             "=" => PushFlag::UpToDate,
             "!" => PushFlag::Rejected,
+            "-" => PushFlag::Deleted,
             _ => PushFlag::Other,
         })
     })

@@ -428,14 +428,49 @@ fn regate(
     })
 }
 
+/// How long a publication claim lasts unrenewed: a host that dies mid-publish blocks the job's
+/// publication for at most this long.
+const CLAIM_LEASE: std::time::Duration = std::time::Duration::from_secs(120);
+/// How often a running publish renews its claim.
+const CLAIM_RENEW_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Aborts a task when dropped (the claim's renewal, once the publish is over).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// What one publish needs, checked from the request before anything runs.
+struct PublishJob {
+    id: JobId,
+    principal: review::Principal,
+    target: PublishTarget,
+    named: snapshot::Sha256,
+    branch: publish::BranchName,
+    base: publish::BranchName,
+    rebase: bool,
+}
+
 /// Publishes job `id`'s accepted candidate to this host's [`PublishTarget`] as one
 /// deterministic commit on the new branch `body.branch`, after the base branch is rechecked
-/// (`publish::prepare`), and records the publication once. Serialised per host; across hosts
-/// the create-only push and the once-only record keep it single.
+/// (`publish::prepare`), and records the publication once.
+///
+/// Decisions and the publication of a job are one serialised sequence in the job store: the
+/// publish takes the job's publication claim first (refused while another publish, on any host,
+/// holds it: `PATCH_CANDIDATE_JOBS_PUBLISHING` names its host and branch), renews it while it
+/// runs and once more right before the push (a `reject` recorded meanwhile stops it there), and
+/// records the push's outcome only while the last decision still accepts the digest. A push
+/// whose record is refused because the decision changed is withdrawn (the branch deleted while it
+/// holds the pushed commit). The publish runs in a task of its own, holding this host's
+/// publication lock and the claim: a client that goes away does not stop it or release either.
 ///
 /// # Errors
 /// `PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED`; `PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH`,
-/// `…_NOT_ACCEPTED`, `…_PUBLISHED`; the publish crate's codes (`…_BASE_MOVED`,
+/// `…_NOT_ACCEPTED`, `…_PUBLISHED`; `PATCH_CANDIDATE_JOBS_PUBLISHING`, `…_NOT_ACCEPTED`,
+/// `…_PUBLISHED`, `…_CLAIM_LOST`; the publish crate's codes (`…_BASE_MOVED`,
 /// `…_BRANCH_EXISTS`, `…_REGATE_FAILED`, …); store errors.
 pub(crate) async fn publish(
     sh: &Arc<Shared>,
@@ -452,14 +487,31 @@ pub(crate) async fn publish(
             ),
         ));
     };
-    let named = named_digest(&body.candidate_digest)?;
-    let branch = publish::BranchName::parse(&body.branch)?;
-    let base = publish::BranchName::parse(body.base.as_deref().unwrap_or("main"))?;
-    let _one_at_a_time = sh.publishing.lock().await;
-    let context = review_context(sh, id).await?;
-    if named != context.facts.candidate_digest {
+    let job = PublishJob {
+        id: id.clone(),
+        principal: principal.clone(),
+        target,
+        named: named_digest(&body.candidate_digest)?,
+        branch: publish::BranchName::parse(&body.branch)?,
+        base: publish::BranchName::parse(body.base.as_deref().unwrap_or("main"))?,
+        rebase: body.rebase,
+    };
+    // Detached from the request: dropping this future (the client went away) leaves the task
+    // running with its lock and claim until its outcome is recorded or it gives up.
+    tokio::spawn(publish_detached(Arc::clone(sh), job))
+        .await
+        .map_err(|_| blocking_failed())?
+}
+
+/// The publish itself, in its own task (see [`publish`]).
+async fn publish_detached(
+    sh: Arc<Shared>,
+    job: PublishJob,
+) -> Result<publish::PublicationRecord, ApiError> {
+    let context = review_context(&sh, &job.id).await?;
+    if job.named != context.facts.candidate_digest {
         return Err(review::ReviewError::DigestMismatch {
-            named,
+            named: job.named,
             actual: context.facts.candidate_digest,
         }
         .into());
@@ -468,6 +520,62 @@ pub(crate) async fn publish(
         return Err(review::ReviewError::Published.into());
     }
     review::require_accepted(&context.history)?;
+    let claim = sh
+        .store
+        .claim_publication(
+            &job.id,
+            &job.named.to_string(),
+            &sh.opts.host_id,
+            job.branch.as_str(),
+            CLAIM_LEASE,
+        )
+        .await?;
+    let renewal = AbortOnDrop(tokio::spawn({
+        let (sh, claim) = (Arc::clone(&sh), claim.clone());
+        async move {
+            loop {
+                tokio::time::sleep(CLAIM_RENEW_EVERY).await;
+                if let Err(e) = sh.store.renew_publication_claim(&claim, CLAIM_LEASE).await {
+                    tracing::warn!(
+                        code = e.code(),
+                        job = %claim.job_id(),
+                        "publication claim not renewed"
+                    );
+                }
+            }
+        }
+    }));
+    // The claim first, then this host's turn: a second publish of the job (from a client that
+    // went away and came back, or another host) is refused at once, not queued behind the push.
+    let outcome = async {
+        let _one_at_a_time = sh.publishing.lock().await;
+        // The history as it is now that this host's turn has come (the commit is dated at the
+        // last accept).
+        let context = review_context(&sh, &job.id).await?;
+        review::require_accepted(&context.history)?;
+        push_under_claim(&sh, &job, &claim, context).await
+    }
+    .await;
+    drop(renewal);
+    if outcome.is_err()
+        && let Err(e) = sh.store.release_publication_claim(&claim).await
+    {
+        tracing::warn!(
+            code = e.code(),
+            job = %job.id,
+            "publication claim not released; it lapses with its lease"
+        );
+    }
+    outcome
+}
+
+/// Builds, rechecks the claim, pushes and records, holding `claim`.
+async fn push_under_claim(
+    sh: &Arc<Shared>,
+    job: &PublishJob,
+    claim: &jobs::PublicationClaim,
+    context: ReviewContext,
+) -> Result<publish::PublicationRecord, ApiError> {
     let accepted_ms = context
         .history
         .iter()
@@ -475,8 +583,8 @@ pub(crate) async fn publish(
         .find(|d| d.record.decision == review::Decision::Accept)
         .map_or(0, |d| d.record.at_ms);
     let identity = publish::CommitIdentity::new(
-        &target.identity_name,
-        &target.identity_email,
+        &job.target.identity_name,
+        &job.target.identity_email,
         accepted_ms.div_euclid(1000),
         0,
     )?;
@@ -488,10 +596,16 @@ pub(crate) async fn publish(
     let required = context.candidate.required_validation_gates().to_vec();
     let runtime = context.job.spec.runtime.clone();
     let candidate = context.candidate;
-    let rebase = body.rebase;
     let handle = tokio::runtime::Handle::current();
     let shared = Arc::clone(sh);
-    let record = tokio::task::spawn_blocking(move || {
+    let (target, branch, base, rebase) = (
+        job.target.clone(),
+        job.branch.clone(),
+        job.base.clone(),
+        job.rebase,
+    );
+    let claim_held = claim.clone();
+    let (prepared, record) = tokio::task::spawn_blocking(move || {
         let gate = |merged: &publish::MergedCommit<'_>| {
             regate(&shared, &handle, &required, runtime.as_deref(), merged)
         };
@@ -512,26 +626,80 @@ pub(crate) async fn publish(
             base_tip = prepared.base_tip_seen(),
             "publication commit built; pushing"
         );
-        prepared.push()
+        // The last word before anything leaves the host: still this publish's claim, still
+        // accepted (a reject recorded while the commit was built or the gates re-ran stops it).
+        handle.block_on(
+            shared
+                .store
+                .renew_publication_claim(&claim_held, CLAIM_LEASE),
+        )?;
+        // The mirror (and a credential copy in it) stays until the outcome is recorded: a
+        // refused record withdraws the push. A failed push drops it here.
+        let record = prepared.push_keeping_mirror()?;
+        Ok::<_, ApiError>((prepared, record))
     })
     .await
     .map_err(|_| blocking_failed())??;
     let bytes = serde_json::to_vec(&record).map_err(|_| blocking_failed())?;
-    sh.store
-        .record_publication(id, &named.to_string(), bytes)
-        .await?;
+    if let Err(e) = sh.store.record_publication(claim, bytes).await {
+        return Err(not_recorded(e, &job.id, &record, prepared).await);
+    }
+    // Removing the private mirror is file-system work: off the async threads.
+    drop(tokio::task::spawn_blocking(move || drop(prepared)));
     sh.metrics.published();
     tracing::info!(
         code = "PATCH_CANDIDATE_PUBLISHED",
-        job = %id,
+        job = %job.id,
         commit = record.commit_id.as_str(),
         branch = record.branch.as_str(),
         created = record.created,
         rebased = record.rebased,
-        principal = principal.as_str(),
+        principal = job.principal.as_str(),
         "candidate published"
     );
     Ok(record)
+}
+
+/// A push whose publication the store refused to record. When the decision changed while it
+/// ran (`…_NOT_ACCEPTED`), a branch this push created is withdrawn; otherwise (another publish
+/// recorded, or the claim was lost) it is left and reported. The answer says what the branch
+/// holds.
+async fn not_recorded(
+    e: jobs::JobsError,
+    id: &JobId,
+    record: &publish::PublicationRecord,
+    prepared: publish::PreparedPublication,
+) -> ApiError {
+    let code = e.code();
+    let withdraw = matches!(e, jobs::JobsError::NotAccepted { .. }) && record.created;
+    let withdrawn =
+        tokio::task::spawn_blocking(move || withdraw.then(|| prepared.withdraw())).await;
+    let branch_now = match withdrawn {
+        Ok(None) => "left at the pushed commit",
+        Ok(Some(Ok(true))) => "withdrawn (deleted)",
+        Ok(Some(Ok(false))) => "no longer at the pushed commit; left as it is",
+        Ok(Some(Err(err))) => {
+            tracing::warn!(code = err.code(), job = %id, "withdrawing the branch failed");
+            "left at the pushed commit (withdrawing it failed)"
+        }
+        Err(_) => "left at the pushed commit (withdrawing it failed)",
+    };
+    tracing::warn!(
+        code,
+        job = %id,
+        branch = record.branch.as_str(),
+        commit = record.commit_id.as_str(),
+        branch_now,
+        "pushed, but the publication was not recorded"
+    );
+    let mut answer = ApiError::from(e);
+    answer.message = format!(
+        "{}; the push to branch {} (commit {}) is not recorded: the branch is {branch_now}",
+        answer.message,
+        record.branch.as_str(),
+        record.commit_id
+    );
+    answer
 }
 
 async fn publish_candidate(

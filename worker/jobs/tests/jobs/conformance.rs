@@ -1732,28 +1732,321 @@ pub async fn review_decisions_are_append_only_and_bound_to_the_candidate(
     assert_eq!(store.decisions(&id).await.unwrap().len(), 11);
 }
 
-/// A publication is recorded once per job, only with the job's candidate digest.
-pub async fn a_publication_is_recorded_once(store: &JobStore, _: &Location) {
+/// A publication is recorded once per job, only with a claim on the job's candidate digest
+/// taken while its last decision accepts it.
+pub async fn a_publication_is_recorded_once(store: &JobStore, location: &Location) {
     let id = completed_with(store, "publish", 9).await;
     assert_eq!(store.publication(&id).await.unwrap(), None);
+    let h = host("h1");
+    // No accept yet: no claim.
     let e = store
-        .record_publication(&id, &digest(8), br#"{"branch":"b"}"#.to_vec())
+        .claim_publication(&id, &digest(9), &h, "b", LONG)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED");
+    store
+        .record_decision(&id, decision_row(9, "accept", "alice", false), None)
+        .await
+        .unwrap();
+    // Another digest than the job's, a missing job, malformed input: refused.
+    let e = store
+        .claim_publication(&id, &digest(8), &h, "b", LONG)
         .await
         .unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_STATE");
+    let e = store
+        .claim_publication(&JobId::new_random().unwrap(), &digest(9), &h, "b", LONG)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_NOT_FOUND");
+    for (branch, lease) in [
+        ("", LONG),
+        ("a\nb", LONG),
+        ("b", Duration::ZERO),
+        ("b", Duration::from_secs(2 * 24 * 3600)),
+    ] {
+        let e = store
+            .claim_publication(&id, &digest(9), &h, branch, lease)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.code(),
+            "PATCH_CANDIDATE_JOBS_INPUT",
+            "{branch:?} {lease:?}"
+        );
+    }
+    let claim = store
+        .claim_publication(&id, &digest(9), &h, "b", LONG)
+        .await
+        .unwrap();
+    assert_eq!(
+        (claim.job_id(), claim.branch(), claim.holder()),
+        (&id, "b", &h)
+    );
+    let e = store
+        .record_publication(&claim, b"[]".to_vec())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_INPUT");
+    store.renew_publication_claim(&claim, LONG).await.unwrap();
     store
-        .record_publication(&id, &digest(9), br#"{"branch":"b"}"#.to_vec())
+        .record_publication(&claim, br#"{"branch":"b"}"#.to_vec())
+        .await
+        .unwrap();
+    // Recorded once: the claim is spent, a new claim and a second record are refused.
+    let e = store
+        .record_publication(&claim, br#"{"branch":"c"}"#.to_vec())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_PUBLISHED");
+    let other = location.open().await;
+    let e = other
+        .claim_publication(&id, &digest(9), &host("h2"), "c", LONG)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_PUBLISHED");
+    assert!(!store.release_publication_claim(&claim).await.unwrap());
+    assert_eq!(
+        other.publication(&id).await.unwrap().unwrap(),
+        br#"{"branch":"b"}"#.to_vec()
+    );
+}
+
+/// A `reject` recorded while a publication runs (between its claim and the record of the push's
+/// outcome) wins: the publication is not recorded over the rejected state, the claim's renewal
+/// (the check right before the push) is refused, and an accept recorded again later lets a new
+/// claim record.
+pub async fn a_reject_during_a_publication_stops_its_record(store: &JobStore, location: &Location) {
+    let id = completed_with(store, "reject-during-publish", 11).await;
+    store
+        .record_decision(&id, decision_row(11, "accept", "alice", false), None)
+        .await
+        .unwrap();
+    let claim = store
+        .claim_publication(&id, &digest(11), &host("h1"), "b", LONG)
+        .await
+        .unwrap();
+    // The publish runs on this handle; a reviewer on another host rejects meanwhile.
+    let reviewer = location.open().await;
+    reviewer
+        .record_decision(&id, decision_row(11, "reject", "bob", false), None)
         .await
         .unwrap();
     let e = store
-        .record_publication(&id, &digest(9), br#"{"branch":"c"}"#.to_vec())
+        .renew_publication_claim(&claim, LONG)
         .await
         .unwrap_err();
-    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_CONFLICT");
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED");
+    let e = store
+        .record_publication(&claim, br#"{"branch":"b"}"#.to_vec())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED");
+    assert_eq!(store.publication(&id).await.unwrap(), None);
+    // A retry after the accept stops it the same way.
+    reviewer
+        .record_decision(&id, decision_row(11, "accept", "alice", false), None)
+        .await
+        .unwrap();
+    reviewer
+        .record_decision(&id, decision_row(11, "retry", "carol", false), None)
+        .await
+        .unwrap();
+    let e = store
+        .record_publication(&claim, br#"{"branch":"b"}"#.to_vec())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED");
+    assert!(store.release_publication_claim(&claim).await.unwrap());
+    reviewer
+        .record_decision(&id, decision_row(11, "accept", "alice", false), None)
+        .await
+        .unwrap();
+    let again = reviewer
+        .claim_publication(&id, &digest(11), &host("h2"), "b2", LONG)
+        .await
+        .unwrap();
+    reviewer
+        .record_publication(&again, br#"{"branch":"b2"}"#.to_vec())
+        .await
+        .unwrap();
     assert_eq!(
         store.publication(&id).await.unwrap().unwrap(),
-        br#"{"branch":"b"}"#.to_vec()
+        br#"{"branch":"b2"}"#.to_vec()
     );
+}
+
+/// Once a publication is recorded, the candidate's history is closed: no decision of any kind
+/// is appended after it, from any handle, nor by raw SQL (a trigger refuses it).
+pub async fn no_decision_after_a_publication(store: &JobStore, location: &Location) {
+    let id = completed_with(store, "decide-after-publish", 12).await;
+    store
+        .record_decision(&id, decision_row(12, "accept", "alice", false), None)
+        .await
+        .unwrap();
+    let claim = store
+        .claim_publication(&id, &digest(12), &host("h1"), "b", LONG)
+        .await
+        .unwrap();
+    store
+        .record_publication(&claim, br#"{"branch":"b"}"#.to_vec())
+        .await
+        .unwrap();
+    let other = location.open().await;
+    for decision in ["reject", "retry", "accept"] {
+        let e = other
+            .record_decision(&id, decision_row(12, decision, "bob", false), None)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_PUBLISHED", "{decision}");
+    }
+    let refused = raw_sql(
+        location,
+        &format!(
+            "INSERT INTO review_decisions (job_id, seq, candidate_digest, decision, actor, forced,
+                 at_ms, record)
+             VALUES ('{id}', 2, '{}', 'reject', 'bob', FALSE, 1, '{{}}')",
+            digest(12)
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(refused.contains("published"), "{refused}");
+    assert_eq!(store.decisions(&id).await.unwrap().len(), 1);
+}
+
+/// Two hosts (two stores on one database) race to publish one job: one claim is live at a
+/// time (the other is told which host and branch hold it), and exactly one publication is
+/// recorded, also when claims run out and are taken over mid-race (a lease shorter than the
+/// race). A claim whose lease ran out and was taken over cannot record.
+pub async fn two_hosts_racing_a_publication_record_exactly_one(
+    store: &JobStore,
+    location: &Location,
+) {
+    // A live claim fences the other host; after its lease runs out the other takes it over, and
+    // the first holder's record is refused.
+    let id = completed_with(store, "race-takeover", 13).await;
+    store
+        .record_decision(&id, decision_row(13, "accept", "alice", false), None)
+        .await
+        .unwrap();
+    let host_b = location.open().await;
+    let first = store
+        .claim_publication(
+            &id,
+            &digest(13),
+            &host("a"),
+            "from-a",
+            Duration::from_millis(300),
+        )
+        .await
+        .unwrap();
+    match host_b
+        .claim_publication(&id, &digest(13), &host("b"), "from-b", LONG)
+        .await
+        .unwrap_err()
+    {
+        JobsError::Publishing { holder, branch, .. } => {
+            assert_eq!((holder.as_str(), branch.as_str()), ("a", "from-a"));
+        }
+        other => panic!("{other}"),
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let e = store
+        .renew_publication_claim(&first, LONG)
+        .await
+        .map(|()| "renewed");
+    // Renewing a lapsed claim nobody took over is allowed (it is still the job's claim).
+    assert_eq!(e.unwrap(), "renewed");
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let e = host_b
+        .claim_publication(&id, &digest(13), &host("b"), "from-b", LONG)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_PUBLISHING");
+    store
+        .renew_publication_claim(&first, Duration::from_millis(1))
+        .await
+        .unwrap();
+    expire().await;
+    let second = host_b
+        .claim_publication(&id, &digest(13), &host("b"), "from-b", LONG)
+        .await
+        .unwrap();
+    let e = store
+        .record_publication(&first, br#"{"branch":"from-a"}"#.to_vec())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_CLAIM_LOST");
+    let e = store
+        .renew_publication_claim(&first, LONG)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_CLAIM_LOST");
+    assert!(!store.release_publication_claim(&first).await.unwrap());
+    host_b
+        .record_publication(&second, br#"{"branch":"from-b"}"#.to_vec())
+        .await
+        .unwrap();
+    assert_eq!(
+        store.publication(&id).await.unwrap().unwrap(),
+        br#"{"branch":"from-b"}"#.to_vec()
+    );
+
+    // The race itself: per job, four hosts claim and record at once, with leases long (one
+    // claim wins, the rest are fenced) and short (claims lapse and are taken over mid-race).
+    let mut hosts = Vec::new();
+    for _ in 0..4 {
+        hosts.push(location.open().await);
+    }
+    for (round, lease) in [
+        (0_u8, LONG),
+        (1, LONG),
+        (2, Duration::from_millis(1)),
+        (3, Duration::from_millis(1)),
+    ] {
+        let n = 20 + round;
+        let id = completed_with(store, &format!("race-{round}"), n).await;
+        store
+            .record_decision(&id, decision_row(n, "accept", "alice", false), None)
+            .await
+            .unwrap();
+        let barrier = Arc::new(tokio::sync::Barrier::new(hosts.len()));
+        let mut tasks = Vec::new();
+        for (i, h) in hosts.iter().enumerate() {
+            let (h, id, barrier) = (h.clone(), id.clone(), Arc::clone(&barrier));
+            tasks.push(tokio::spawn(async move {
+                barrier.wait().await;
+                let branch = format!("b{i}");
+                let claim = h
+                    .claim_publication(&id, &digest(n), &host(&format!("h{i}")), &branch, lease)
+                    .await?;
+                // The push takes a moment.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let record = serde_json::to_vec(&serde_json::json!({"branch": branch})).unwrap();
+                h.record_publication(&claim, record).await.map(|()| branch)
+            }));
+        }
+        let mut recorded = Vec::new();
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(branch) => recorded.push(branch),
+                Err(e) => assert!(
+                    matches!(
+                        e.code(),
+                        "PATCH_CANDIDATE_JOBS_PUBLISHING"
+                            | "PATCH_CANDIDATE_JOBS_PUBLISHED"
+                            | "PATCH_CANDIDATE_JOBS_CLAIM_LOST"
+                    ),
+                    "round {round}: {e}"
+                ),
+            }
+        }
+        assert_eq!(recorded.len(), 1, "round {round}: {recorded:?}");
+        let stored: serde_json::Value =
+            serde_json::from_slice(&store.publication(&id).await.unwrap().unwrap()).unwrap();
+        assert_eq!(stored["branch"], recorded[0].as_str(), "round {round}");
+    }
 }
 
 /// Named tokens: stored by hash, one live principal per hash, revocable, names never reused.

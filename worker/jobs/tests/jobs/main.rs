@@ -85,6 +85,9 @@ conformance!(
     gate_evidence_is_written_once_with_the_candidate,
     review_decisions_are_append_only_and_bound_to_the_candidate,
     a_publication_is_recorded_once,
+    a_reject_during_a_publication_stops_its_record,
+    no_decision_after_a_publication,
+    two_hosts_racing_a_publication_record_exactly_one,
     named_tokens_are_hashed_and_revocable,
 );
 

@@ -144,6 +144,39 @@ fn an_existing_branch_is_refused_and_never_overwritten() {
     assert_eq!(fx.remote_refs().get("refs/heads/main"), Some(&fx.baseline));
 }
 
+/// A pushed branch whose publication may not be recorded is withdrawn: deleted only while it
+/// still holds exactly the pushed commit; a branch moved to another commit is left as it is.
+#[test]
+fn a_pushed_branch_is_withdrawn_only_while_it_holds_the_commit() {
+    let fx = Fixture::new();
+    let request = Request::new(fx.remote(), "candidate/withdrawn");
+    let prepared = prepare(&request.build(&fx, None)).unwrap();
+    let record = prepared.push_keeping_mirror().unwrap();
+    assert_eq!(
+        fx.remote_refs().get("refs/heads/candidate/withdrawn"),
+        Some(&record.commit_id)
+    );
+    assert!(prepared.withdraw().unwrap());
+    assert!(
+        !fx.remote_refs()
+            .contains_key("refs/heads/candidate/withdrawn")
+    );
+    assert_eq!(fx.remote_refs().get("refs/heads/main"), Some(&fx.baseline));
+    // Gone already: nothing to do.
+    assert!(!prepared.withdraw().unwrap());
+    // Someone else's commit under the name: left alone.
+    prepared.push_keeping_mirror().unwrap();
+    git(
+        &fx.remote_dir,
+        &["update-ref", "refs/heads/candidate/withdrawn", &fx.baseline],
+    );
+    assert!(!prepared.withdraw().unwrap());
+    assert_eq!(
+        fx.remote_refs().get("refs/heads/candidate/withdrawn"),
+        Some(&fx.baseline)
+    );
+}
+
 #[test]
 fn publishing_the_same_candidate_again_is_the_same_publication() {
     let fx = Fixture::new();
