@@ -50,14 +50,25 @@ fn plant(state: &Path, nonce: &str, candidate: (Vec<u8>, String)) -> String {
 
 /// [`plant`] with the job spec given.
 fn plant_spec(state: &Path, spec: jobs::JobSpec, candidate: (Vec<u8>, String)) -> String {
+    plant_spec_in(state, None, spec, candidate)
+}
+
+/// [`plant_spec`] in the job store `database` (`None`: the state directory's SQLite file).
+fn plant_spec_in(
+    state: &Path,
+    database: Option<&str>,
+    spec: jobs::JobSpec,
+    candidate: (Vec<u8>, String),
+) -> String {
     let state = state.to_path_buf();
+    let database = database.map(str::to_owned);
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         rt.block_on(async {
-            let store = open_store(&state, None).await;
+            let store = open_store(&state, database.as_deref()).await;
             let (job, _) = store.submit(spec).await.unwrap();
             let host = jobs::HostId::parse("planter").unwrap();
             let claimed = store
@@ -778,6 +789,7 @@ fn wait_publication(service: &Service, token: &str, job: &str) -> serde_json::Va
 /// through `service`; returns its id and candidate digest.
 fn accepted_job(
     state: &Path,
+    database: Option<&str>,
     nonce: &str,
     service: &Service,
     repo: &Path,
@@ -787,7 +799,7 @@ fn accepted_job(
     spec.repository = repo.display().to_string();
     spec.commit = commit.to_owned();
     let (bytes, digest) = candidate_at(&[], &format!("print('{nonce}')\n"), commit);
-    let job = plant_spec(state, spec, (bytes, digest.clone()));
+    let job = plant_spec_in(state, database, spec, (bytes, digest.clone()));
     let (status, body) = decide(
         service,
         &service.token(),
@@ -819,6 +831,41 @@ async fn docker_service_a_client_gone_mid_push_does_not_let_a_second_publish_sta
         return;
     };
     let _guard = docker_lock().lock().await;
+    client_gone_mid_push(None);
+    tally("docker_service_a_client_gone_mid_push_does_not_let_a_second_publish_start");
+}
+
+/// [`docker_service_a_client_gone_mid_push_does_not_let_a_second_publish_start`] with the job
+/// store on PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_on_postgres_a_client_gone_mid_push_does_not_let_a_second_publish_start() {
+    let Some(_docker) = docker().await else {
+        return;
+    };
+    let Some(url) = postgres_or_skip().await else {
+        return;
+    };
+    let _guard = docker_lock().lock().await;
+    client_gone_mid_push(Some(&url));
+    tally("docker_service_on_postgres_a_client_gone_mid_push_does_not_let_a_second_publish_start");
+}
+
+/// A fresh PostgreSQL database of the shared test cluster, or `None` (said on stderr) when
+/// PostgreSQL is neither configured nor required.
+async fn postgres_or_skip() -> Option<String> {
+    match jobs::testkit::fresh_postgres_url().await {
+        Ok(url) => Some(url),
+        Err(e @ jobs::testkit::Unavailable::Skip(_)) => {
+            eprintln!("{e}");
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The client-gone case against the job store `database` (`None`: the state directory's
+/// SQLite file).
+fn client_gone_mid_push(database: Option<&str>) {
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
     std::fs::create_dir(&state).unwrap();
@@ -826,12 +873,20 @@ async fn docker_service_a_client_gone_mid_push_does_not_let_a_second_publish_sta
     let (remote, marks) = held_remote(tmp.path(), repo.path());
     let remote_arg = remote.display().to_string();
     let opts = ServeOpts {
+        database,
         extra: vec!["--publish-remote", &remote_arg],
         ..ServeOpts::default()
     };
     let service = Service::start(&state, &opts);
     let token = service.token();
-    let (job, digest) = accepted_job(&state, "gone-mid-push", &service, repo.path(), &commit);
+    let (job, digest) = accepted_job(
+        &state,
+        database,
+        "gone-mid-push",
+        &service,
+        repo.path(),
+        &commit,
+    );
 
     // The first client sends its publish, waits until the push runs, and disconnects.
     {
@@ -911,7 +966,6 @@ async fn docker_service_a_client_gone_mid_push_does_not_let_a_second_publish_sta
     );
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["error"]["code"], "PATCH_CANDIDATE_REVIEW_PUBLISHED");
-    tally("docker_service_a_client_gone_mid_push_does_not_let_a_second_publish_start");
 }
 
 /// Two hosts on one job store publish the same job to two branches at once: the one holding
@@ -923,13 +977,39 @@ async fn docker_service_two_hosts_publishing_one_job_push_one_branch() {
         return;
     };
     let _guard = docker_lock().lock().await;
+    two_hosts_publishing_one_job(None);
+    tally("docker_service_two_hosts_publishing_one_job_push_one_branch");
+}
+
+/// [`docker_service_two_hosts_publishing_one_job_push_one_branch`] with both hosts on one
+/// PostgreSQL job store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_two_hosts_on_postgres_publishing_one_job_push_one_branch() {
+    let Some(_docker) = docker().await else {
+        return;
+    };
+    let Some(url) = postgres_or_skip().await else {
+        return;
+    };
+    let _guard = docker_lock().lock().await;
+    two_hosts_publishing_one_job(Some(&url));
+    tally("docker_service_two_hosts_on_postgres_publishing_one_job_push_one_branch");
+}
+
+/// The two-host case on `database` (`None`: host a's SQLite file, opened by host b too).
+fn two_hosts_publishing_one_job(database: Option<&str>) {
     let tmp = tempfile::tempdir().unwrap();
     let (state_a, state_b) = (tmp.path().join("a"), tmp.path().join("b"));
     std::fs::create_dir(&state_a).unwrap();
     std::fs::create_dir(&state_b).unwrap();
-    let shared = format!(
-        "sqlite:{}",
-        state_a.join(jobs::DEFAULT_SQLITE_FILE).display()
+    let shared = database.map_or_else(
+        || {
+            format!(
+                "sqlite:{}",
+                state_a.join(jobs::DEFAULT_SQLITE_FILE).display()
+            )
+        },
+        str::to_owned,
     );
     let (repo, commit) = main_repo();
     let (remote, marks) = held_remote(tmp.path(), repo.path());
@@ -937,6 +1017,7 @@ async fn docker_service_two_hosts_publishing_one_job_push_one_branch() {
     let host_a = Service::start(
         &state_a,
         &ServeOpts {
+            database,
             host_id: Some("host-a"),
             extra: vec!["--publish-remote", &remote_arg],
             ..ServeOpts::default()
@@ -952,7 +1033,14 @@ async fn docker_service_two_hosts_publishing_one_job_push_one_branch() {
         },
     );
     let (token_a, token_b) = (host_a.token(), host_b.token());
-    let (job, digest) = accepted_job(&state_a, "two-hosts", &host_a, repo.path(), &commit);
+    let (job, digest) = accepted_job(
+        &state_a,
+        database,
+        "two-hosts",
+        &host_a,
+        repo.path(),
+        &commit,
+    );
 
     let call = |addr, token: String, branch: &'static str| {
         let (job, digest) = (job.clone(), digest.clone());
@@ -1017,7 +1105,6 @@ async fn docker_service_two_hosts_publishing_one_job_push_one_branch() {
     );
     assert!(git_out(&remote, &["for-each-ref", "refs/heads/c/from-b"]).is_empty());
     assert_eq!(pushes(&marks), 1);
-    tally("docker_service_two_hosts_publishing_one_job_push_one_branch");
 }
 
 /// A `reject` recorded while the push runs wins: the publish answers
@@ -1043,7 +1130,14 @@ async fn docker_service_a_reject_during_the_push_is_not_published_over() {
         },
     );
     let token = service.token();
-    let (job, digest) = accepted_job(&state, "reject-mid-push", &service, repo.path(), &commit);
+    let (job, digest) = accepted_job(
+        &state,
+        None,
+        "reject-mid-push",
+        &service,
+        repo.path(),
+        &commit,
+    );
     let publishing = {
         let (addr, token, job, digest) = (service.addr, token.clone(), job.clone(), digest.clone());
         std::thread::spawn(move || {
