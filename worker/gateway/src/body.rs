@@ -357,6 +357,12 @@ struct Walk<'p> {
     object: Bits,
     source: Bits,
     typed: Bits,
+    /// Responses: the object has an `id` key.
+    has_id: Bits,
+    /// Responses: the object's `type` is a string other than `item_reference`.
+    own_type: Bits,
+    /// Responses: a `type` of the object is not a string (null, a number, a container).
+    bad_type: Bits,
     expect_key: bool,
     pending: Pending,
     /// Depth of the top-level `tools` container (0: not inside it).
@@ -414,10 +420,28 @@ impl Walk<'_> {
                 }
             }
         }
-        if self.policy.dialect == Dialect::Responses && !self.in_tools() && key.is(b"type") {
-            self.pending = Pending::Type;
+        if self.policy.dialect == Dialect::Responses && !self.in_tools() {
+            if key.is(b"type") {
+                self.pending = Pending::Type;
+            } else if key.is(b"id") {
+                self.has_id.set(self.depth, true);
+            }
         }
         Ok(())
+    }
+
+    /// Responses: the object closing now is an element of an array, has an `id`, and has no
+    /// `type` that is a string other than `item_reference` (the API's `type` of an item reference
+    /// is optional and nullable, so `{"id": "msg_…"}` names a stored item as well). A `type` that
+    /// is not a string at all (null, or a duplicate key's other value) counts as none.
+    fn stored_item_reference(&self) -> bool {
+        self.policy.dialect == Dialect::Responses
+            && !self.in_tools()
+            && self.depth >= 2
+            && self.object.get(self.depth)
+            && !self.object.get(self.depth - 1)
+            && self.has_id.get(self.depth)
+            && (!self.own_type.get(self.depth) || self.bad_type.get(self.depth))
     }
 
     fn allowed_file(&self, value: &Decoded) -> bool {
@@ -464,6 +488,7 @@ impl Walk<'_> {
                 if decode(raw).is(b"item_reference") {
                     Err(GatewayError::StoredState)
                 } else {
+                    self.own_type.set(self.depth, true);
                     Ok(())
                 }
             }
@@ -474,6 +499,9 @@ impl Walk<'_> {
     fn other(&mut self, first: u8) -> Result<(), GatewayError> {
         let pending = std::mem::replace(&mut self.pending, Pending::None);
         let null = first == b'n';
+        if pending == Pending::Type {
+            self.bad_type.set(self.depth, true);
+        }
         match pending {
             Pending::None | Pending::Type | Pending::Source | Pending::Tools => Ok(()),
             Pending::Url if null => Ok(()),
@@ -499,6 +527,9 @@ impl Walk<'_> {
             object && pending == Pending::Source && !self.in_tools(),
         );
         self.typed.set(self.depth, false);
+        self.has_id.set(self.depth, false);
+        self.own_type.set(self.depth, false);
+        self.bad_type.set(self.depth, false);
         if pending == Pending::Tools && self.tools_depth == 0 {
             self.tools_depth = self.depth;
         }
@@ -510,6 +541,9 @@ impl Walk<'_> {
         if self.source.get(self.depth) && !self.typed.get(self.depth) {
             // A source without a type is not inline data.
             return Err(GatewayError::ContentUrl);
+        }
+        if self.stored_item_reference() {
+            return Err(GatewayError::StoredState);
         }
         self.source.set(self.depth, false);
         if self.depth == self.tools_depth {
@@ -550,6 +584,9 @@ pub fn prescan(
         object: Bits::default(),
         source: Bits::default(),
         typed: Bits::default(),
+        has_id: Bits::default(),
+        own_type: Bits::default(),
+        bad_type: Bits::default(),
         expect_key: false,
         pending: Pending::None,
         tools_depth: 0,
@@ -1498,7 +1535,19 @@ mod differential {
         fn value(&self, v: &Value, source: bool) -> Result<(), GatewayError> {
             match v {
                 Value::Object(o) => self.object(o, false, source, false),
-                Value::Array(a) => a.iter().try_for_each(|x| self.value(x, false)),
+                Value::Array(a) => a.iter().try_for_each(|x| {
+                    self.value(x, false)?;
+                    // An array element with an `id` and no string `type` other than
+                    // `item_reference` names a stored item.
+                    if self.dialect == Dialect::Responses
+                        && let Value::Object(o) = x
+                        && o.contains_key("id")
+                        && !matches!(o.get("type"), Some(Value::String(t)) if t != "item_reference")
+                    {
+                        return Err(GatewayError::StoredState);
+                    }
+                    Ok(())
+                }),
                 _ => Ok(()),
             }
         }

@@ -536,16 +536,52 @@ async fn r_stored_state_references_and_background_runs_are_refused() {
         )
         .await;
     }
+    // An item reference's `type` is optional and nullable: an array element with an `id` and no
+    // other string type names a stored item too (a duplicate `type` key counts as none).
+    for item in [
+        json!({"type": "item_reference", "id": "msg_123"}),
+        json!({"id": "msg_123"}),
+        json!({"type": null, "id": "rs_123"}),
+        json!({"type": 7, "id": "rs_123"}),
+    ] {
+        let mut body = base.clone();
+        body["input"].as_array_mut().unwrap().push(item);
+        assert_refused(
+            &turn,
+            &upstream,
+            kind,
+            &body.to_string(),
+            "",
+            &GatewayError::StoredState,
+        )
+        .await;
+    }
+    // Items that carry their own content keep their ids (what Codex sends back each turn).
     let mut body = base.clone();
-    body["input"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"type": "item_reference", "id": "msg_123"}));
+    let items = body["input"].as_array_mut().unwrap();
+    items.push(
+        json!({"type": "message", "id": "msg_1", "role": "assistant",
+        "content": [{"type": "output_text", "text": "ok"}]}),
+    );
+    items.push(
+        json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": "shell", "arguments": "{}"}),
+    );
+    items.push(json!({"type": "function_call_output", "call_id": "call_1", "output": "done"}));
+    assert_forwarded(&turn, &upstream, kind, &body.to_string()).await;
+
+    let text = base.to_string();
+    let with_duplicate = text.replacen(
+        "\"input\":[",
+        "\"input\":[{\"type\":\"message\",\"type\":null,\"id\":\"msg_9\"},",
+        1,
+    );
+    assert_ne!(with_duplicate, text);
     assert_refused(
         &turn,
         &upstream,
         kind,
-        &body.to_string(),
+        &with_duplicate,
         "",
         &GatewayError::StoredState,
     )

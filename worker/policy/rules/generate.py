@@ -335,6 +335,16 @@ def ported_allowlists(rule: dict) -> tuple[list[dict], list[str]]:
     return kept, dropped
 
 
+def apply_allowlist_overrides(up: dict, local: dict) -> None:
+    """Replaces the global allow-list regexes `local.toml` changes (each must exist upstream)."""
+    regexes = list(up["allowlist"].get("regexes", []))
+    for o in local.get("allowlist_override", []):
+        if o["upstream"] not in regexes:
+            fail(f"local.toml changes a global allow-list regex gitleaks does not have: {o['upstream']!r}")
+        regexes[regexes.index(o["upstream"])] = o["regex"]
+    up["allowlist"]["regexes"] = regexes
+
+
 def build_rules(up: dict, local: dict) -> tuple[str, list[dict]]:
     overrides = {o["id"]: o for o in local.get("override", [])}
     names = set(local["names"])
@@ -358,6 +368,7 @@ def build_rules(up: dict, local: dict) -> tuple[str, list[dict]]:
         "#",
         "# [allowlist]: gitleaks' global value allow-list: a secret matching one of `regexes` or",
         "# containing one of `stopwords` (lowercased) is not a finding, for every rule.",
+        *[f"# Global allow-list regex changed: {o['regex']} for {o['upstream']}: {o['why']}." for o in local.get("allowlist_override", [])],
         "# [[secret]]: id; origin; description; regex (over one added line, or a new file's path with",
         "# `names = true`); keywords (lowercase; the regex runs only on a line holding one, ASCII",
         "# case-insensitive); secret_group (absent: the first non-empty capture group, else the",
@@ -712,6 +723,7 @@ def main() -> None:
         fail("upstream/gitleaks.toml is not the pinned copy (see UPSTREAM_* and `import`)")
     up = tomllib.loads(raw.decode())
     local = tomllib.loads(LOCAL.read_text())
+    apply_allowlist_overrides(up, local)
     rules_text, table = build_rules(up, local)
 
     rng = random.Random(SEED)

@@ -249,6 +249,33 @@ fn low_entropy_placeholders_are_not_findings() {
     assert!(report.clean, "{:?}", report.findings);
 }
 
+/// r_allow_list_alternation_exempts_any_false: gitleaks' global `(?i)^true|false|null$` reads
+/// as `^true` or `false` or `null$`; ported as is, a word an agent adds to a value (`…false`,
+/// `true…`, `…null`) would exempt it. Only the whole words are allowed.
+#[test]
+fn the_true_false_null_allow_list_takes_whole_values_only() {
+    let pw = crate::support::Gen::new(5).of(crate::support::ALNUM, 24);
+    for value in [
+        format!("{pw}false"),
+        format!("{pw}_FALSE"),
+        format!("true{pw}"),
+        format!("{pw}null"),
+    ] {
+        let line = format!("db_password = \"{value}\"\n");
+        let report = scan(&candidate(vec![create("app/s.py", &line)])).unwrap();
+        assert_eq!(
+            rules_at(&report, Some(1)),
+            vec!["generic-api-key"],
+            "{value}"
+        );
+    }
+    for value in ["true", "False", "null"] {
+        let line = format!("db_password = \"{value}\"\n");
+        let report = scan(&candidate(vec![create("app/s.py", &line)])).unwrap();
+        assert!(report.clean, "{value}: {:?}", report.findings);
+    }
+}
+
 /// gitleaks' allow-lists that look at the whole line (`generic-api-key`'s Docker
 /// `--mount=type=secret,` and `import { … } from '…'`) are not ported: the agent writes the rest
 /// of the line. Its value allow-lists are: a reference, a placeholder or AWS's documented example
