@@ -184,7 +184,7 @@ async fn assert_forwarded(
 // ---- Tools: an allowlist of client-executed types per provider ----
 
 #[tokio::test]
-async fn r_responses_tools_other_than_function_and_custom_are_refused() {
+async fn r_responses_tools_other_than_client_executed_ones_are_refused() {
     let kind = ProviderKind::OpenAiResponses;
     let (upstream, turn) = start(kind, config(kind)).await;
     for tool in [
@@ -194,9 +194,6 @@ async fn r_responses_tools_other_than_function_and_custom_are_refused() {
         json!({"type": "web_search_preview_2025_03_11"}),
         json!({"type": "code_interpreter", "container": {"type": "auto"}}),
         json!({"type": "file_search", "vector_store_ids": ["vs_1"]}),
-        json!({"type": "local_shell"}),
-        json!({"type": "shell"}),
-        json!({"type": "apply_patch"}),
         json!({"type": "mcp", "server_label": "x", "server_url": "https://attacker.example/mcp"}),
         json!({"type": "image_generation"}),
         json!({"type": "computer_use_preview", "display_width": 1, "display_height": 1, "environment": "browser"}),
@@ -221,8 +218,15 @@ async fn r_responses_tools_other_than_function_and_custom_are_refused() {
         );
     assert!(body.contains("u005f"));
     assert_refused(&turn, &upstream, kind, &body, "", &GatewayError::Tool).await;
-    // Function and custom tools pass, whatever their schemas hold.
+    // Function and custom tools pass, whatever their schemas hold, and so do the built-in tools
+    // the client executes itself (Codex declares `local_shell` for its shell on some models).
     let body = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind)).to_string();
+    assert_forwarded(&turn, &upstream, kind, &body).await;
+    let mut tools = client_tools(kind);
+    for builtin in ["local_shell", "shell", "apply_patch"] {
+        tools.as_array_mut().unwrap().push(json!({"type": builtin}));
+    }
+    let body = with_parts(kind, &json!([text_part(kind)]), &tools).to_string();
     assert_forwarded(&turn, &upstream, kind, &body).await;
 }
 

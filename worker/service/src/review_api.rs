@@ -433,6 +433,9 @@ fn regate(
 const CLAIM_LEASE: std::time::Duration = std::time::Duration::from_secs(120);
 /// How often a running publish renews its claim.
 const CLAIM_RENEW_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+/// More tries at recording a pushed publication when the store fails for a moment (0.5, 1, 2 s
+/// apart), before the push is withdrawn.
+const RECORD_RETRIES: u32 = 3;
 
 /// Aborts a task when dropped (the claim's renewal, once the publish is over).
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -640,9 +643,26 @@ async fn push_under_claim(
     })
     .await
     .map_err(|_| blocking_failed())??;
-    let bytes = serde_json::to_vec(&record).map_err(|_| blocking_failed())?;
-    if let Err(e) = sh.store.record_publication(claim, bytes).await {
+    let Ok(bytes) = serde_json::to_vec(&record) else {
+        let e = jobs::JobsError::Corrupt {
+            field: "publication record",
+        };
         return Err(not_recorded(e, &job.id, &record, prepared).await);
+    };
+    // The branch is pushed: a store that fails for a moment (a lost connection, a busy SQLite
+    // file) is asked again before the push is given up and withdrawn, so neither an unrecorded
+    // branch nor a released claim lets a second publish push another one.
+    let mut tries = 0;
+    loop {
+        match sh.store.record_publication(claim, bytes.clone()).await {
+            Ok(()) => break,
+            Err(e) if e.is_environment() && tries < RECORD_RETRIES => {
+                tries += 1;
+                tracing::warn!(code = e.code(), job = %job.id, tries, "recording the publication failed; trying again");
+                tokio::time::sleep(std::time::Duration::from_millis(250 << tries)).await;
+            }
+            Err(e) => return Err(not_recorded(e, &job.id, &record, prepared).await),
+        }
     }
     // Removing the private mirror is file-system work: off the async threads.
     drop(tokio::task::spawn_blocking(move || drop(prepared)));
@@ -660,10 +680,10 @@ async fn push_under_claim(
     Ok(record)
 }
 
-/// A push whose publication the store refused to record. When the decision changed while it
-/// ran (`…_NOT_ACCEPTED`), a branch this push created is withdrawn; otherwise (another publish
-/// recorded, or the claim was lost) it is left and reported. The answer says what the branch
-/// holds.
+/// A push whose publication the store refused (or failed) to record. When the decision changed
+/// while it ran (`…_NOT_ACCEPTED`), or the store could not record it after [`RECORD_RETRIES`]
+/// more tries, a branch this push created is withdrawn; otherwise (another publish recorded, or
+/// the claim was lost) it is left and reported. The answer says what the branch holds.
 async fn not_recorded(
     e: jobs::JobsError,
     id: &JobId,
@@ -671,7 +691,13 @@ async fn not_recorded(
     prepared: publish::PreparedPublication,
 ) -> ApiError {
     let code = e.code();
-    let withdraw = matches!(e, jobs::JobsError::NotAccepted { .. }) && record.created;
+    // Withdrawn when the decision changed while it ran, and when the store could not record it
+    // at all (the claim is released next, so a branch left unrecorded could be followed by
+    // another publish's branch); left when another publish recorded or took the claim.
+    let withdraw = (matches!(e, jobs::JobsError::NotAccepted { .. })
+        || e.is_environment()
+        || matches!(e, jobs::JobsError::Corrupt { .. }))
+        && record.created;
     let withdrawn =
         tokio::task::spawn_blocking(move || withdraw.then(|| prepared.withdraw())).await;
     let branch_now = match withdrawn {
