@@ -340,13 +340,20 @@ fn count(v: &Value, name: &str) -> Option<u64> {
     v.get(name).and_then(Value::as_u64)
 }
 
-/// Responses tool types the client itself executes: `function`, `custom` (freeform), and the
-/// built-in `local_shell`, `shell` and `apply_patch`, whose calls the model only proposes and the
-/// agent runs in its container (Codex declares `local_shell` for its shell). Every other type
-/// (`web_search*`, `file_search`, `code_interpreter`, `mcp`, `image_generation`,
+/// Responses tool types that reach nothing outside the request: `function`, `custom` (freeform),
+/// the built-in `local_shell`, `shell` and `apply_patch`, whose calls the model only proposes and
+/// the agent runs in its container, and `tool_search`, which searches the tools the same request
+/// declares (each of them checked here; Codex declares it next to its function tools). Every
+/// other type (`web_search*`, `file_search`, `code_interpreter`, `mcp`, `image_generation`,
 /// `computer_use_preview`, and any type added later) is refused.
-const RESPONSES_CLIENT_TOOL_TYPES: &[&str] =
-    &["function", "custom", "local_shell", "shell", "apply_patch"];
+const RESPONSES_CLIENT_TOOL_TYPES: &[&str] = &[
+    "function",
+    "custom",
+    "local_shell",
+    "shell",
+    "apply_patch",
+    "tool_search",
+];
 
 /// The one `openai-beta` value forwarded.
 const RESPONSES_BETA: &str = "responses=experimental";

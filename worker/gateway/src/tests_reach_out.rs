@@ -219,11 +219,12 @@ async fn r_responses_tools_other_than_client_executed_ones_are_refused() {
     assert!(body.contains("u005f"));
     assert_refused(&turn, &upstream, kind, &body, "", &GatewayError::Tool).await;
     // Function and custom tools pass, whatever their schemas hold, and so do the built-in tools
-    // the client executes itself (Codex declares `local_shell` for its shell on some models).
+    // the client executes itself and the search over the request's own tools (which Codex
+    // declares).
     let body = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind)).to_string();
     assert_forwarded(&turn, &upstream, kind, &body).await;
     let mut tools = client_tools(kind);
-    for builtin in ["local_shell", "shell", "apply_patch"] {
+    for builtin in ["local_shell", "shell", "apply_patch", "tool_search"] {
         tools.as_array_mut().unwrap().push(json!({"type": builtin}));
     }
     let body = with_parts(kind, &json!([text_part(kind)]), &tools).to_string();
