@@ -255,7 +255,8 @@ mod tests {
     }
 
     /// The global config of whoever runs the host never applies: a `HOME` whose `.gitconfig`
-    /// rewrites the client's URL to a local repository (`insteadOf`) changes nothing.
+    /// rewrites a URL the client names (`insteadOf`) to a repository that exists changes
+    /// nothing. The control run shows the same command with the host's config would succeed.
     #[tokio::test]
     async fn a_hosts_insteadof_rewrite_does_not_reach_a_clients_locator() {
         let tmp = tempfile::tempdir().unwrap();
@@ -271,16 +272,23 @@ mod tests {
         std::fs::write(
             home.join(".gitconfig"),
             format!(
-                "[url \"{}\"]\n\tinsteadOf = https://example.invalid/\n",
+                "[url \"file://{}\"]\n\tinsteadOf = file:///nonexistent/client.git\n",
                 source.display()
             ),
         )
         .unwrap();
-        let mut cmd = git(None, "https");
-        // What a host's HOME would add if the builder kept it: the rewrite must still not apply
-        // (the file transport is not the locator's, and global config is /dev/null).
-        cmd.env("HOME", &home)
-            .args(["ls-remote", "--", "https://example.invalid/o/r.git"]);
-        assert!(!status(cmd).await.unwrap());
+        let run = |global: Option<&Path>| {
+            let mut cmd = git(None, "file");
+            cmd.env("HOME", &home);
+            if let Some(global) = global {
+                cmd.env("GIT_CONFIG_GLOBAL", global);
+            }
+            cmd.args(["ls-remote", "--", "file:///nonexistent/client.git"]);
+            status(cmd)
+        };
+        // Control: with the host's global config the rewrite applies and the listing succeeds.
+        assert!(run(Some(&home.join(".gitconfig"))).await.unwrap());
+        // The builder's own environment: the rewrite never applies.
+        assert!(!run(None).await.unwrap());
     }
 }

@@ -19,8 +19,10 @@
 //! addresses, in a sliding window. Past either limit a wrong token is answered
 //! `PATCH_CANDIDATE_UI_SIGN_IN_LIMIT`, but a token is still verified: the right one always signs
 //! in. The limit is not what protects the tokens (they carry at least 128 bits, beyond any
-//! online guessing); it bounds what a flood of failures costs (log lines, store lookups answered
-//! with a plain refusal) and says plainly that one is under way, without ever becoming a lockout.
+//! online guessing); it changes only the answer (429 with `Retry-After` instead of 401), so a
+//! client sees plainly that a flood is under way, without it ever becoming a lockout. Every
+//! attempt is still verified and logged. Behind a reverse proxy every client has the proxy's
+//! address, so the per-address window acts as the global one.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
