@@ -827,27 +827,43 @@ fn main_repo() -> (tempfile::TempDir, String) {
 /// publication no decision is taken.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_a_client_gone_mid_push_does_not_let_a_second_publish_start() {
-    let Some(_docker) = docker().await else {
-        return;
-    };
-    let _guard = docker_lock().lock().await;
-    client_gone_mid_push(None);
-    tally("docker_service_a_client_gone_mid_push_does_not_let_a_second_publish_start");
+    on_backend(
+        false,
+        "docker_service_a_client_gone_mid_push_does_not_let_a_second_publish_start",
+        client_gone_mid_push,
+    )
+    .await;
 }
 
 /// [`docker_service_a_client_gone_mid_push_does_not_let_a_second_publish_start`] with the job
 /// store on PostgreSQL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_on_postgres_a_client_gone_mid_push_does_not_let_a_second_publish_start() {
+    on_backend(
+        true,
+        "docker_service_on_postgres_a_client_gone_mid_push_does_not_let_a_second_publish_start",
+        client_gone_mid_push,
+    )
+    .await;
+}
+
+/// Runs `case` with Docker, on the state directory's SQLite file or (`postgres`) a fresh
+/// PostgreSQL database, under the Docker lock, then tallies `name`.
+async fn on_backend(postgres: bool, name: &str, case: fn(Option<&str>)) {
     let Some(_docker) = docker().await else {
         return;
     };
-    let Some(url) = postgres_or_skip().await else {
-        return;
+    let url = if postgres {
+        let Some(url) = postgres_or_skip().await else {
+            return;
+        };
+        Some(url)
+    } else {
+        None
     };
     let _guard = docker_lock().lock().await;
-    client_gone_mid_push(Some(&url));
-    tally("docker_service_on_postgres_a_client_gone_mid_push_does_not_let_a_second_publish_start");
+    case(url.as_deref());
+    tally(name);
 }
 
 /// A fresh PostgreSQL database of the shared test cluster, or `None` (said on stderr) when
@@ -973,27 +989,24 @@ fn client_gone_mid_push(database: Option<&str>) {
 /// host and branch), pushes nothing, and afterwards reports the publication the branch holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_two_hosts_publishing_one_job_push_one_branch() {
-    let Some(_docker) = docker().await else {
-        return;
-    };
-    let _guard = docker_lock().lock().await;
-    two_hosts_publishing_one_job(None);
-    tally("docker_service_two_hosts_publishing_one_job_push_one_branch");
+    on_backend(
+        false,
+        "docker_service_two_hosts_publishing_one_job_push_one_branch",
+        two_hosts_publishing_one_job,
+    )
+    .await;
 }
 
 /// [`docker_service_two_hosts_publishing_one_job_push_one_branch`] with both hosts on one
 /// PostgreSQL job store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_two_hosts_on_postgres_publishing_one_job_push_one_branch() {
-    let Some(_docker) = docker().await else {
-        return;
-    };
-    let Some(url) = postgres_or_skip().await else {
-        return;
-    };
-    let _guard = docker_lock().lock().await;
-    two_hosts_publishing_one_job(Some(&url));
-    tally("docker_service_two_hosts_on_postgres_publishing_one_job_push_one_branch");
+    on_backend(
+        true,
+        "docker_service_two_hosts_on_postgres_publishing_one_job_push_one_branch",
+        two_hosts_publishing_one_job,
+    )
+    .await;
 }
 
 /// The two-host case on `database` (`None`: host a's SQLite file, opened by host b too).

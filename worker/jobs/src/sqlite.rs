@@ -128,6 +128,21 @@ pub(crate) struct SqliteStore {
 impl SqliteStore {
     /// Opens (creating with mode 0600 when missing) and migrates the file. Blocking.
     pub(crate) fn open(path: &Path, busy_timeout: Duration) -> Result<Self> {
+        // Switching a fresh file to WAL takes an exclusive lock that SQLite does not wait for
+        // through the busy handler: processes opening one new file at once retry here, within
+        // the same busy timeout.
+        let deadline = std::time::Instant::now() + busy_timeout;
+        loop {
+            match Self::open_once(path, busy_timeout) {
+                Err(JobsError::Unavailable { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn open_once(path: &Path, busy_timeout: Duration) -> Result<Self> {
         create_private(path)?;
         let mut conn = Connection::open(path).map_err(map_err)?;
         conn.busy_timeout(busy_timeout).map_err(map_err)?;
