@@ -1302,6 +1302,31 @@ mod tests {
         assert_eq!(kept, "../x");
     }
 
+    /// A database file as the migrations up to `version` left it, with identity `store_id`.
+    fn file_at_version(path: &Path, version: i64, store_id: &str) -> Connection {
+        let conn = Connection::open(path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE schema_migrations (
+                 version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL
+             )",
+        )
+        .unwrap();
+        for m in MIGRATIONS.iter().filter(|m| m.version <= version) {
+            conn.execute_batch(m.sqlite).unwrap();
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, 0)",
+                params![m.version, m.name],
+            )
+            .unwrap();
+        }
+        conn.execute(
+            "INSERT INTO store_identity (singleton, store_id) VALUES (1, ?1)",
+            params![store_id],
+        )
+        .unwrap();
+        conn
+    }
+
     /// A version-3 database file (jobs with a candidate and gate evidence) upgrades to the
     /// current version keeping every row, its identity and its data, and takes review decisions
     /// after.
@@ -1311,26 +1336,7 @@ mod tests {
         let path = dir.path().join("jobs.sqlite3");
         let digest = format!("sha256:{}", "ab".repeat(32));
         {
-            let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(
-                "CREATE TABLE schema_migrations (
-                     version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL
-                 )",
-            )
-            .unwrap();
-            for m in MIGRATIONS.iter().filter(|m| m.version <= 3) {
-                conn.execute_batch(m.sqlite).unwrap();
-                conn.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, 0)",
-                    params![m.version, m.name],
-                )
-                .unwrap();
-            }
-            conn.execute(
-                "INSERT INTO store_identity (singleton, store_id) VALUES (1, ?1)",
-                params!["0123456789abcdef0123456789abcdef"],
-            )
-            .unwrap();
+            let conn = file_at_version(&path, 3, "0123456789abcdef0123456789abcdef");
             let spec = JobSpec::noop("v3", 1);
             conn.execute(
                 "INSERT INTO jobs (id, seq, kind, state, idempotency_key, spec_json, approval_json,
@@ -1390,26 +1396,7 @@ mod tests {
         let digest = format!("sha256:{}", "cd".repeat(32));
         let id = "job_00112233445566778899aabbccddeeff";
         {
-            let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(
-                "CREATE TABLE schema_migrations (
-                     version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL
-                 )",
-            )
-            .unwrap();
-            for m in MIGRATIONS.iter().filter(|m| m.version <= 4) {
-                conn.execute_batch(m.sqlite).unwrap();
-                conn.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, 0)",
-                    params![m.version, m.name],
-                )
-                .unwrap();
-            }
-            conn.execute(
-                "INSERT INTO store_identity (singleton, store_id) VALUES (1, ?1)",
-                params!["00112233445566778899aabbccddeeff"],
-            )
-            .unwrap();
+            let conn = file_at_version(&path, 4, "00112233445566778899aabbccddeeff");
             let spec = JobSpec::noop("v4", 1);
             conn.execute(
                 "INSERT INTO jobs (id, seq, kind, state, idempotency_key, spec_json, approval_json,
