@@ -632,11 +632,29 @@ pub(crate) fn sweep_abandoned_mirrors_in(
                 .is_some_and(|age| age >= unlocked_grace),
             Err(_) => false,
         };
-        if abandoned && dir.remove_dir_all(name).is_ok() {
+        if abandoned && remove_abandoned(&dir, name) {
             sweep.removed += 1;
         }
     }
     sweep
+}
+
+/// Removes an abandoned mirror directory. A killed publication's git children lead their own
+/// process groups, so they outlive it by a moment and may still be writing objects into it: a
+/// removal that meets an entry created meanwhile is tried again, a few times, a little later.
+fn remove_abandoned(dir: &Dir, name: &str) -> bool {
+    const ATTEMPTS: u32 = 8;
+    for attempt in 1..=ATTEMPTS {
+        match dir.remove_dir_all(name) {
+            Ok(()) => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return attempt > 1,
+            Err(_) if attempt < ATTEMPTS => {
+                std::thread::sleep(std::time::Duration::from_millis(u64::from(attempt) * 25));
+            }
+            Err(_) => return false,
+        }
+    }
+    false
 }
 
 fn joined<T>(r: std::thread::Result<Result<T, PublishError>>) -> Result<T, PublishError> {
