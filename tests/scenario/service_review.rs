@@ -785,13 +785,13 @@ fn wait_publication(service: &Service, token: &str, job: &str) -> serde_json::Va
     }
 }
 
-/// A completed job in `state`'s store whose candidate is based on `commit` of `repo`, accepted
-/// through `service`; returns its id and candidate digest.
-fn accepted_job(
+/// A completed job in `state`'s store whose candidate is based on `commit` of `repo`; returns
+/// its id and candidate digest. Planted before any service starts: a running service would claim
+/// the queued job before the planter does.
+fn planted_job(
     state: &Path,
     database: Option<&str>,
     nonce: &str,
-    service: &Service,
     repo: &Path,
     commit: &str,
 ) -> (String, String) {
@@ -800,14 +800,18 @@ fn accepted_job(
     spec.commit = commit.to_owned();
     let (bytes, digest) = candidate_at(&[], &format!("print('{nonce}')\n"), commit);
     let job = plant_spec_in(state, database, spec, (bytes, digest.clone()));
+    (job, digest)
+}
+
+/// Accepts the planted `job`'s candidate through `service`.
+fn accept(service: &Service, job: &str, digest: &str) {
     let (status, body) = decide(
         service,
         &service.token(),
-        &job,
+        job,
         serde_json::json!({"decision": "accept", "candidate_digest": digest}),
     );
     assert_eq!(status, 201, "{body}");
-    (job, digest)
 }
 
 /// A repository whose `main` holds one commit.
@@ -893,16 +897,10 @@ fn client_gone_mid_push(database: Option<&str>) {
         extra: vec!["--publish-remote", &remote_arg],
         ..ServeOpts::default()
     };
+    let (job, digest) = planted_job(&state, database, "gone-mid-push", repo.path(), &commit);
     let service = Service::start(&state, &opts);
     let token = service.token();
-    let (job, digest) = accepted_job(
-        &state,
-        database,
-        "gone-mid-push",
-        &service,
-        repo.path(),
-        &commit,
-    );
+    accept(&service, &job, &digest);
 
     // The first client sends its publish, waits until the push runs, and disconnects.
     {
@@ -1027,6 +1025,7 @@ fn two_hosts_publishing_one_job(database: Option<&str>) {
     let (repo, commit) = main_repo();
     let (remote, marks) = held_remote(tmp.path(), repo.path());
     let remote_arg = remote.display().to_string();
+    let (job, digest) = planted_job(&state_a, database, "two-hosts", repo.path(), &commit);
     let host_a = Service::start(
         &state_a,
         &ServeOpts {
@@ -1046,14 +1045,7 @@ fn two_hosts_publishing_one_job(database: Option<&str>) {
         },
     );
     let (token_a, token_b) = (host_a.token(), host_b.token());
-    let (job, digest) = accepted_job(
-        &state_a,
-        database,
-        "two-hosts",
-        &host_a,
-        repo.path(),
-        &commit,
-    );
+    accept(&host_a, &job, &digest);
 
     let call = |addr, token: String, branch: &'static str| {
         let (job, digest) = (job.clone(), digest.clone());
@@ -1135,6 +1127,7 @@ async fn docker_service_a_reject_during_the_push_is_not_published_over() {
     let (repo, commit) = main_repo();
     let (remote, marks) = held_remote(tmp.path(), repo.path());
     let remote_arg = remote.display().to_string();
+    let (job, digest) = planted_job(&state, None, "reject-mid-push", repo.path(), &commit);
     let service = Service::start(
         &state,
         &ServeOpts {
@@ -1143,14 +1136,7 @@ async fn docker_service_a_reject_during_the_push_is_not_published_over() {
         },
     );
     let token = service.token();
-    let (job, digest) = accepted_job(
-        &state,
-        None,
-        "reject-mid-push",
-        &service,
-        repo.path(),
-        &commit,
-    );
+    accept(&service, &job, &digest);
     let publishing = {
         let (addr, token, job, digest) = (service.addr, token.clone(), job.clone(), digest.clone());
         std::thread::spawn(move || {
