@@ -3,7 +3,9 @@
 
 use std::fmt;
 
-use snapshot::{Coded, FailureClass, SnapshotError, Untrusted};
+use snapshot::SnapshotError;
+
+use vocab::{Coded, FailureClass, Untrusted};
 
 /// Code of the canonical-envelope failures (the reference raises a bare `ArchiveError` for them;
 /// we give them a stable code of their own).
@@ -11,7 +13,7 @@ pub const ENVELOPE_CODE: &str = "REPOSITORY_PATCH_ARCHIVE_ENVELOPE";
 
 /// An entry name as it appears in a message: [`Untrusted::quoted`] (Python `repr` spelling,
 /// `'a.txt'`, every control, bidi and zero-width character escaped, capped at
-/// [`snapshot::DEFAULT_QUOTED_CHARS`] characters with a marker), built from the raw bytes (invalid
+/// [`vocab::DEFAULT_QUOTED_CHARS`] characters with a marker), built from the raw bytes (invalid
 /// UTF-8 shown with replacement characters).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntryName(pub(crate) String);
@@ -228,7 +230,7 @@ mod tests {
             samples.iter().map(variant_index).collect();
         assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no sample");
         for e in &samples {
-            snapshot::check_message_convention(e).unwrap();
+            vocab::check_message_convention(e).unwrap();
             let expected = if matches!(e, ArchiveError::Cleanup { .. }) {
                 FailureClass::Environment
             } else {

@@ -1,7 +1,9 @@
 //! The crate's error type: one variant per reference code. Messages name paths, kinds and limits,
 //! never file contents or provider output; paths are shown only through [`Untrusted`].
 
-use snapshot::{Coded, FailureClass, SnapshotError, Untrusted};
+use snapshot::SnapshotError;
+
+use vocab::{Coded, FailureClass, Untrusted};
 
 /// Errors from finalisation, candidate validation, digesting and the candidate store.
 #[derive(Debug, thiserror::Error)]
@@ -250,7 +252,7 @@ mod tests {
             samples.iter().map(variant_index).collect();
         assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no sample");
         for e in &samples {
-            snapshot::check_message_convention(e).unwrap();
+            vocab::check_message_convention(e).unwrap();
             let environment = matches!(
                 e,
                 FinalizeError::StoreIo { .. }

@@ -637,7 +637,7 @@ pub fn check_json(bytes: &[u8]) -> Result<(), ParseError> {
     Ok(())
 }
 
-/// [`check_json`], then the strict reader (`snapshot::from_slice_strict`).
+/// [`check_json`], then the strict reader (`vocab::from_slice_strict`).
 ///
 /// # Errors
 /// The limit exceeded, or the strict reader's refusal.
@@ -652,15 +652,15 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8], max_bytes: usize) -> Result
         crate::budget::Work::Json,
         u64::try_from(bytes.len()).unwrap_or(u64::MAX),
     );
-    snapshot::from_slice_strict(bytes, max_bytes).map_err(|e| match e {
-        snapshot::StrictJsonError::Syntax { line, column } => ParseError::Syntax {
+    vocab::from_slice_strict(bytes, max_bytes).map_err(|e| match e {
+        vocab::StrictJsonError::Syntax { line, column } => ParseError::Syntax {
             line: limit_u64(line),
             column: limit_u64(column),
         },
-        snapshot::StrictJsonError::TooDeep => ParseError::TooDeep {
+        vocab::StrictJsonError::TooDeep => ParseError::TooDeep {
             limit: limit_u64(MAX_JSON_DEPTH),
         },
-        snapshot::StrictJsonError::NotUtf8 => ParseError::NotUtf8,
+        vocab::StrictJsonError::NotUtf8 => ParseError::NotUtf8,
         other => ParseError::Json {
             reason: other.to_string(),
         },

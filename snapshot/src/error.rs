@@ -3,7 +3,7 @@
 //! only through [`Untrusted`] (Python `repr` spelling, escaped, length-capped).
 
 use crate::path::{Collision, PathRejection};
-use crate::text::Untrusted;
+use vocab::Untrusted;
 
 /// Errors from path, approval, snapshot and selection checks.
 #[derive(Debug, thiserror::Error)]
@@ -149,10 +149,10 @@ impl SnapshotError {
     }
 
     /// True for failures of the environment (git missing or past its deadline, I/O) rather than
-    /// of the input: the same answer as [`crate::Coded::class`].
+    /// of the input: the same answer as [`vocab::Coded::class`].
     #[must_use]
     pub fn is_environment(&self) -> bool {
-        crate::Coded::class(self) == crate::FailureClass::Environment
+        vocab::Coded::class(self) == vocab::FailureClass::Environment
     }
 
     /// `REPOSITORY_PATCH_UNSAFE_PATH` for `path`.
@@ -171,19 +171,27 @@ impl From<Collision> for SnapshotError {
     }
 }
 
-impl crate::Coded for SnapshotError {
+impl From<vocab::VocabError> for SnapshotError {
+    fn from(e: vocab::VocabError) -> Self {
+        match e {
+            vocab::VocabError::DigestFormat => Self::DigestFormat,
+        }
+    }
+}
+
+impl vocab::Coded for SnapshotError {
     fn code(&self) -> &'static str {
         SnapshotError::code(self)
     }
 
-    fn class(&self) -> crate::FailureClass {
+    fn class(&self) -> vocab::FailureClass {
         match self {
-            Self::Git { .. } => crate::FailureClass::Environment,
+            Self::Git { .. } => vocab::FailureClass::Environment,
             Self::ApprovePath { .. }
             | Self::ApproveGrants { .. }
             | Self::ApproveCommit { .. }
-            | Self::ApproveValue { .. } => crate::FailureClass::Usage,
-            _ => crate::FailureClass::Rejected,
+            | Self::ApproveValue { .. } => vocab::FailureClass::Usage,
+            _ => vocab::FailureClass::Rejected,
         }
     }
 }
@@ -191,7 +199,7 @@ impl crate::Coded for SnapshotError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Coded as _, FailureClass, check_message_convention};
+    use vocab::{Coded as _, FailureClass, check_message_convention};
 
     /// One sample of every variant. [`variant_index`] is an exhaustive `match`: a new variant does
     /// not compile until it has an index, and the all-variants test fails until it has a sample.

@@ -210,7 +210,7 @@ impl TunnelError {
     }
 }
 
-impl snapshot::Coded for TunnelError {
+impl vocab::Coded for TunnelError {
     fn code(&self) -> &'static str {
         TunnelError::code(self)
     }

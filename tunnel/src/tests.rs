@@ -707,7 +707,7 @@ fn every_error_follows_the_message_convention() {
     ];
     let mut codes = std::collections::BTreeSet::new();
     for e in &all {
-        snapshot::check_message_convention(e).unwrap();
+        vocab::check_message_convention(e).unwrap();
         assert!(codes.insert(e.code()), "duplicate code {}", e.code());
     }
 }

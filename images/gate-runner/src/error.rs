@@ -1,7 +1,7 @@
 //! The crate's one error type. Messages never quote request values, file contents or the child's
 //! output: they name the field or rule and the limit.
 
-use snapshot::{Coded, FailureClass, StrictJsonError};
+use vocab::{Coded, FailureClass, StrictJsonError};
 
 /// Why a wire document was refused, or why the runner could not run the gate. Every message
 /// starts with its code.
@@ -173,7 +173,7 @@ mod tests {
         let mut codes = std::collections::BTreeSet::new();
         for e in &samples {
             seen[variant_index(e)] = true;
-            snapshot::check_message_convention(e).unwrap();
+            vocab::check_message_convention(e).unwrap();
             assert!(codes.insert(e.code()), "{} twice", e.code());
         }
         assert!(seen.iter().all(|s| *s));

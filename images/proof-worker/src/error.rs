@@ -1,9 +1,9 @@
 //! The crate's one error type. Messages never quote file contents or agent output.
 
-use snapshot::{Coded, FailureClass, Untrusted};
+use vocab::{Coded, FailureClass, Untrusted};
 
 /// Why a turn could not be run or reported. Every message starts with its code (see
-/// [`snapshot::Coded`]); names are shown only through [`Untrusted`].
+/// [`vocab::Coded`]); names are shown only through [`Untrusted`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProofError {
@@ -180,7 +180,7 @@ mod tests {
             samples.iter().map(variant_index).collect();
         assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no sample");
         for e in &samples {
-            snapshot::check_message_convention(e).unwrap();
+            vocab::check_message_convention(e).unwrap();
         }
     }
 

@@ -2,7 +2,7 @@
 //! message (its code first, exactly once) on stderr; the exit status from the failure class.
 //!
 //! There is one error type, [`CliError`], and one mapping into it: every library error implements
-//! [`snapshot::Coded`], and `From<E: Coded>` takes its code, message and class as they are. The
+//! [`vocab::Coded`], and `From<E: Coded>` takes its code, message and class as they are. The
 //! CLI's own codes live here too: the typed [`CommandError`] for failures with structured fields,
 //! and one named constant per code the commands build a [`CliError`] with directly.
 
@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use snapshot::{Coded, FailureClass, Untrusted};
+use vocab::{Coded, FailureClass, Untrusted};
 
 /// Longest error message printed, in characters (the message of a library error is already
 /// capped field by field; this bounds the sum).
@@ -70,7 +70,7 @@ pub(crate) const IMAGE_APPROVE_CODE: &str = "PATCH_CANDIDATE_IMAGE_APPROVE";
 pub(crate) const CLEANUP_FAILED_CODE: &str = "REPOSITORY_DOCKER_CLEANUP_FAILED";
 
 /// The CLI's own failures with structured fields (flags of `finalize`, `digest`, output files).
-/// Each has a stable code ([`snapshot::Coded`]); messages name flags, never file contents.
+/// Each has a stable code ([`vocab::Coded`]); messages name flags, never file contents.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub(crate) enum CommandError {
@@ -360,7 +360,7 @@ mod tests {
         let all = command_error_samples();
         assert_eq!(all.len(), 6);
         for e in &all {
-            if let Err(violation) = snapshot::check_message_convention(e) {
+            if let Err(violation) = vocab::check_message_convention(e) {
                 panic!("{violation}");
             }
             let expected = match e {

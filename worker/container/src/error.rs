@@ -2,7 +2,7 @@
 //! stable wire code ([`ContainerError::code`]); messages never quote Docker's own error text or
 //! anything a container printed.
 
-use snapshot::{Coded, FailureClass};
+use vocab::{Coded, FailureClass};
 
 use crate::ids::{ContainerName, IdError};
 
@@ -167,7 +167,7 @@ mod tests {
         let all = samples();
         assert_eq!(all.len(), 17);
         for e in &all {
-            if let Err(violation) = snapshot::check_message_convention(e) {
+            if let Err(violation) = vocab::check_message_convention(e) {
                 panic!("{violation}");
             }
         }

@@ -39,13 +39,13 @@ impl IdError {
     }
 }
 
-impl snapshot::Coded for IdError {
+impl vocab::Coded for IdError {
     fn code(&self) -> &'static str {
         IdError::code(*self)
     }
 
-    fn class(&self) -> snapshot::FailureClass {
-        snapshot::FailureClass::Rejected
+    fn class(&self) -> vocab::FailureClass {
+        vocab::FailureClass::Rejected
     }
 }
 

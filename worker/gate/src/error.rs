@@ -2,7 +2,7 @@
 //! never quote a definition file's values, repository content, a report or anything a container
 //! printed.
 
-use snapshot::{Coded, FailureClass};
+use vocab::{Coded, FailureClass};
 
 use container::ContainerError;
 
@@ -141,7 +141,7 @@ mod tests {
             GateError::State { detail: "x" },
         ];
         for e in &all {
-            assert_eq!(snapshot::check_message_convention(e), Ok(()), "{e}");
+            assert_eq!(vocab::check_message_convention(e), Ok(()), "{e}");
         }
     }
 }

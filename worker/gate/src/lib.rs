@@ -40,9 +40,9 @@ pub use definition::{
 pub use error::GateError;
 pub use evidence::{
     Comparison, ComparisonBasis, EVIDENCE_DIGEST_SCHEMA, EVIDENCE_SCHEMA, EvidenceFile,
-    EvidenceSubject, GateEvidence, GateOutcome, IdList, LogTail, MAX_EVIDENCE_BYTES,
-    MAX_LISTED_IDS, MAX_PASSING_IDS, MIN_RAN_PER_MILLE, RanCounts, TestCounts, TreeFacts,
-    escape_log, parse_evidence, verify_evidence,
+    EvidenceSubject, GateEvidence, IdList, LogTail, MAX_EVIDENCE_BYTES, MAX_LISTED_IDS,
+    MAX_PASSING_IDS, MIN_RAN_PER_MILLE, RanCounts, TestCounts, TreeFacts, escape_log,
+    parse_evidence, verify_evidence,
 };
 pub use gate::{
     BaselineUse, GateResult, evaluate_commit, evaluate_commit_all, evaluate_gate,

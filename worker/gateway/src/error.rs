@@ -274,7 +274,7 @@ impl GatewayError {
     }
 }
 
-impl snapshot::Coded for GatewayError {
+impl vocab::Coded for GatewayError {
     fn code(&self) -> &'static str {
         GatewayError::code(self)
     }
@@ -324,14 +324,14 @@ impl GatewaySetupError {
     }
 }
 
-impl snapshot::Coded for GatewaySetupError {
+impl vocab::Coded for GatewaySetupError {
     fn code(&self) -> &'static str {
         GatewaySetupError::code(self)
     }
-    fn class(&self) -> snapshot::FailureClass {
+    fn class(&self) -> vocab::FailureClass {
         match self {
-            Self::Tls => snapshot::FailureClass::Environment,
-            _ => snapshot::FailureClass::Usage,
+            Self::Tls => vocab::FailureClass::Environment,
+            _ => vocab::FailureClass::Usage,
         }
     }
 }

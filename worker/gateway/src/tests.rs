@@ -798,7 +798,7 @@ fn every_error_follows_the_message_convention() {
     ];
     let mut codes = std::collections::BTreeSet::new();
     for e in &all {
-        snapshot::check_message_convention(e).unwrap();
+        vocab::check_message_convention(e).unwrap();
         assert!(codes.insert(e.code()));
         assert!((400..600).contains(&e.status()));
     }
@@ -814,7 +814,7 @@ fn every_error_follows_the_message_convention() {
         GatewaySetupError::Tls,
     ];
     for e in &setup {
-        snapshot::check_message_convention(e).unwrap();
+        vocab::check_message_convention(e).unwrap();
     }
 }
 

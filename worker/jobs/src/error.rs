@@ -2,7 +2,7 @@
 //! name fields and limits, never job payloads. Untrusted text (an ID that failed to parse, a
 //! database driver's detail) is shown only through [`Untrusted`].
 
-use snapshot::{Coded, FailureClass, Untrusted};
+use vocab::{Coded, FailureClass, Untrusted};
 
 /// Which backend a database failure came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -188,7 +188,7 @@ pub type Result<T, E = JobsError> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use snapshot::check_message_convention;
+    use vocab::check_message_convention;
 
     /// One sample of every variant; [`variant_index`] is an exhaustive `match`, so a new variant
     /// does not compile until it has an index, and the test fails until it has a sample.

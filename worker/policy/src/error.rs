@@ -1,7 +1,7 @@
 //! The crate's error type. Every variant has a stable wire code ([`PolicyError::code`]); messages
 //! never quote candidate content, a file name, a matched value or a report's fields.
 
-use snapshot::{Coded, FailureClass};
+use vocab::{Coded, FailureClass};
 
 /// Errors of the content policy.
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +69,7 @@ mod tests {
             PolicyError::Binding { detail: "x" },
         ];
         for e in &all {
-            assert_eq!(snapshot::check_message_convention(e), Ok(()), "{e}");
+            assert_eq!(vocab::check_message_convention(e), Ok(()), "{e}");
         }
     }
 }

@@ -60,7 +60,7 @@ pub mod measure {
         pub fn scan_with_digest(
             &self,
             candidate: &finalizer::RepositoryPatchCandidate,
-            candidate_digest: snapshot::Sha256,
+            candidate_digest: vocab::Sha256,
         ) -> PolicyReport {
             crate::scan::scan_with_rules(&self.0, candidate, candidate_digest)
         }

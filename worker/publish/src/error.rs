@@ -3,7 +3,7 @@
 //! untrusted: it is bounded and classified, never echoed). Commit ids in messages are 40 lower-hex
 //! digits checked by this crate.
 
-use snapshot::{Coded, FailureClass};
+use vocab::{Coded, FailureClass};
 
 /// Errors of publication: the request, the mirror and its commit, the destination recheck, the
 /// rebase and its gate re-run, the push, and the forge pull request.
@@ -165,7 +165,7 @@ mod tests {
             PublishError::Forge { detail: "x" },
         ];
         for e in &all {
-            assert_eq!(snapshot::check_message_convention(e), Ok(()), "{e}");
+            assert_eq!(vocab::check_message_convention(e), Ok(()), "{e}");
         }
     }
 }

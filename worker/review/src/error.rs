@@ -1,7 +1,7 @@
 //! The crate's error type. Every variant has a stable wire code ([`ReviewError::code`]); messages
 //! name gates, fields and digests, never a reason's text, a file's content or agent output.
 
-use snapshot::{Coded, FailureClass, Sha256, Untrusted};
+use vocab::{Coded, FailureClass, Sha256, Untrusted};
 
 /// Errors of review decisions and their records.
 #[derive(Debug, thiserror::Error)]
@@ -112,7 +112,7 @@ mod tests {
             ReviewError::State { detail: "x" },
         ];
         for e in &all {
-            snapshot::check_message_convention(e).unwrap();
+            vocab::check_message_convention(e).unwrap();
             assert!(!e.to_string().contains('\u{1b}'));
         }
     }

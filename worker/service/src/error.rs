@@ -1,7 +1,7 @@
 //! The service's error type: its own stable codes, and the codes of the crates it drives
 //! (snapshot, turn, finaliser, job store) passed through unchanged.
 
-use snapshot::{Coded, FailureClass};
+use vocab::{Coded, FailureClass};
 
 /// Errors of `patch-candidate serve`, the submission checks and the HTTP API.
 #[derive(Debug, thiserror::Error)]
@@ -159,7 +159,7 @@ mod tests {
             ServiceError::LiveAgent,
             ServiceError::GatesUnavailable,
         ] {
-            snapshot::check_message_convention(&e).unwrap();
+            vocab::check_message_convention(&e).unwrap();
             assert!(e.code().starts_with("PATCH_CANDIDATE_SERVICE_"));
         }
     }
@@ -172,7 +172,7 @@ mod tests {
         });
         // The job event's code, and a rejection: the attempt fails, it is not retried.
         assert_eq!(e.code(), "PATCH_CANDIDATE_GATEWAY_TOOL");
-        assert_eq!(Coded::class(&e), snapshot::FailureClass::Rejected);
-        snapshot::check_message_convention(&e).unwrap();
+        assert_eq!(Coded::class(&e), vocab::FailureClass::Rejected);
+        vocab::check_message_convention(&e).unwrap();
     }
 }

@@ -20,9 +20,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use jobs::{Job, JobId, JobState};
-use snapshot::{Coded, FailureClass};
 use subtle::ConstantTimeEq as _;
 use tokio::net::TcpListener;
+use vocab::{Coded, FailureClass};
 
 use super::submission::{Submission, prepare};
 
@@ -310,7 +310,7 @@ async fn json_body<T: serde::de::DeserializeOwned>(
             "PATCH_CANDIDATE_SERVICE_BODY",
             format!(
                 "PATCH_CANDIDATE_SERVICE_BODY: {kind} at {}",
-                snapshot::Untrusted::quoted(&path)
+                vocab::Untrusted::quoted(&path)
             ),
         )
     })?;
@@ -561,7 +561,7 @@ async fn named_token_principal(
         return Ok(None);
     }
     // The lookup is by hash: equality of SHA-256 digests reveals nothing usable about a token.
-    let hash = jobs::TokenHash::parse(&snapshot::sha256_bare_hex(given))?;
+    let hash = jobs::TokenHash::parse(&vocab::sha256_bare_hex(given))?;
     let name = sh.store.token_principal(&hash).await?;
     Ok(name.and_then(|n| review::Principal::parse(&n).ok()))
 }
@@ -578,12 +578,11 @@ pub fn mint_token() -> Result<(String, jobs::TokenHash), ServiceError> {
         detail: "no randomness for a token",
     })?;
     let token = hex::encode(raw);
-    let hash =
-        jobs::TokenHash::parse(&snapshot::sha256_bare_hex(token.as_bytes())).map_err(|_| {
-            ServiceError::State {
-                detail: "a token hash failed its check",
-            }
-        })?;
+    let hash = jobs::TokenHash::parse(&vocab::sha256_bare_hex(token.as_bytes())).map_err(|_| {
+        ServiceError::State {
+            detail: "a token hash failed its check",
+        }
+    })?;
     Ok((token, hash))
 }
 

@@ -69,7 +69,7 @@ pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewCont
         if let Some(bound) = file.evidence.candidate_digest {
             gates.push(review::GateFact {
                 gate: file.evidence.gate.clone(),
-                outcome: review::GateFactOutcome::parse(file.evidence.outcome.as_str())?,
+                outcome: file.evidence.outcome,
                 evidence_digest: file.digest,
                 candidate_digest: bound,
             });
@@ -193,7 +193,7 @@ fn now_ms() -> i64 {
 }
 
 /// A `sha256:` digest a client named.
-pub(crate) fn named_digest(text: &str) -> Result<snapshot::Sha256, ApiError> {
+pub(crate) fn named_digest(text: &str) -> Result<vocab::Sha256, ApiError> {
     text.parse().map_err(|_| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -252,7 +252,7 @@ pub(crate) async fn decide(
             .map(|g| {
                 Ok(jobs::FollowUpGate {
                     gate: g.gate.clone(),
-                    verdict: jobs::GateVerdict::parse(g.outcome.as_str())?,
+                    verdict: g.outcome,
                 })
             })
             .collect::<Result<Vec<_>, jobs::JobsError>>()?;
@@ -379,21 +379,21 @@ fn regate(
     required: &[String],
     runtime: Option<&str>,
     merged: &publish::MergedCommit<'_>,
-) -> publish::GateVerdict {
+) -> publish::RegateVerdict {
     if required.is_empty() {
-        return publish::GateVerdict::Passed;
+        return publish::RegateVerdict::Passed;
     }
     let Some(defs) = sh.opts.gates.as_ref() else {
-        return publish::GateVerdict::Unavailable;
+        return publish::RegateVerdict::Unavailable;
     };
     let Ok(chosen) = defs.require(required) else {
-        return publish::GateVerdict::Unavailable;
+        return publish::RegateVerdict::Unavailable;
     };
     let Ok(runtime) = runtime
         .map(str::parse::<container::RuntimeName>)
         .transpose()
     else {
-        return publish::GateVerdict::Unavailable;
+        return publish::RegateVerdict::Unavailable;
     };
     handle.block_on(async {
         let ctx = gate::RunContext {
@@ -418,11 +418,11 @@ fn regate(
         )
         .await;
         match run {
-            Ok(true) => publish::GateVerdict::Passed,
-            Ok(false) => publish::GateVerdict::Failed,
+            Ok(true) => publish::RegateVerdict::Passed,
+            Ok(false) => publish::RegateVerdict::Failed,
             Err(e) => {
-                tracing::warn!(code = snapshot::Coded::code(&e), "gate re-run failed");
-                publish::GateVerdict::Unavailable
+                tracing::warn!(code = vocab::Coded::code(&e), "gate re-run failed");
+                publish::RegateVerdict::Unavailable
             }
         }
     })
@@ -451,7 +451,7 @@ struct PublishJob {
     id: JobId,
     principal: review::Principal,
     target: PublishTarget,
-    named: snapshot::Sha256,
+    named: vocab::Sha256,
     branch: publish::BranchName,
     base: publish::BranchName,
     rebase: bool,

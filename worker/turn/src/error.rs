@@ -1,7 +1,9 @@
 //! The crate's error type. Every variant has a stable wire code ([`TurnError::code`]); messages
 //! never quote container output, Docker's own error text, or file contents.
 
-use snapshot::{Coded, FailureClass, SnapshotError};
+use snapshot::SnapshotError;
+
+use vocab::{Coded, FailureClass};
 
 use container::{ContainerError, IdError, MAX_WALL_SECONDS};
 
@@ -267,7 +269,7 @@ mod tests {
         let all = samples();
         assert_eq!(all.len(), 40);
         for e in &all {
-            if let Err(violation) = snapshot::check_message_convention(e) {
+            if let Err(violation) = vocab::check_message_convention(e) {
                 panic!("{violation}");
             }
         }
