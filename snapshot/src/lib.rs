@@ -40,14 +40,14 @@ pub use classify::{
     is_secret_sensitive_path, reject_env_template_path, validate_output_text,
     validate_secret_contract_text,
 };
-pub use coded::{Coded, FailureClass, check_message_convention};
+pub use coded::{Coded, FailureClass, check_code_table, check_message_convention};
 pub use context::{
     ApprovedExecutionContext, EXCLUDED_ENTRY_KINDS, EXECUTION_CONTEXT_SCHEMA_VERSION,
     MAX_CONTEXT_JSON_BYTES, MAX_SNAPSHOT_JSON_BYTES, RepositorySnapshotEvidence,
     context_from_value, verify_snapshot_identity,
 };
 pub use digest::{SHA256_PREFIX, Sha256, is_lower_hex, is_typed_sha256, sha256_bare_hex};
-pub use error::SnapshotError;
+pub use error::{ERROR_CODES, SELECTION_CODE, SnapshotError};
 #[cfg(feature = "effects")]
 pub use git::{
     EntryKind, GIT_DEADLINE, GitSnapshot, ListedEntry, ListedKind, MAX_READ_FILES_BYTES,
