@@ -11,6 +11,24 @@ use vocab::{Coded, FailureClass, Untrusted};
 /// we give them a stable code of their own).
 pub const ENVELOPE_CODE: &str = "REPOSITORY_PATCH_ARCHIVE_ENVELOPE";
 
+/// Every code [`ArchiveError::code`] can return (snapshot errors keep the snapshot's codes), for
+/// documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    ENVELOPE_CODE,
+    "REPOSITORY_PATCH_ARCHIVE_FORMAT",
+    "REPOSITORY_PATCH_ARCHIVE_BUDGET",
+    "REPOSITORY_PATCH_ARCHIVE_SET",
+    "REPOSITORY_PATCH_ARCHIVE_HASH",
+    "REPOSITORY_PATCH_ARCHIVE_UTF8",
+    "REPOSITORY_PATCH_ARCHIVE_SCOPE",
+    "REPOSITORY_PATCH_ARCHIVE_OP",
+    "REPOSITORY_PATCH_ARCHIVE_WORKSPACE",
+    "REPOSITORY_PATCH_ARCHIVE_GRANTS",
+    "WORKSPACE_UNSAFE_PATH",
+    "WORKSPACE_SECRET_PATH",
+    "CODING_WORKSPACE_CLEANUP",
+];
+
 /// An entry name as it appears in a message: [`Untrusted::quoted`] (Python `repr` spelling,
 /// `'a.txt'`, every control, bidi and zero-width character escaped, capped at
 /// [`vocab::DEFAULT_QUOTED_CHARS`] characters with a marker), built from the raw bytes (invalid
@@ -239,6 +257,16 @@ mod tests {
             assert_eq!(e.class(), expected, "{}", e.code());
             assert_eq!(e.is_environment(), e.class() == FailureClass::Environment);
         }
+    }
+
+    #[test]
+    fn the_table_lists_every_own_code_once() {
+        let samples = samples();
+        let own = samples
+            .iter()
+            .filter(|e| !matches!(e, ArchiveError::Snapshot(_)))
+            .map(ArchiveError::code);
+        vocab::check_code_table(ERROR_CODES, own).unwrap();
     }
 
     /// Reference messages are unchanged for ordinary names.

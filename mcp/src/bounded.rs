@@ -32,6 +32,12 @@ pub const MAX_JSON_NODES: usize = 100_000;
 /// Deepest accepted bracket nesting in Python sources (CPython's own parser limit is 200).
 pub const MAX_PYTHON_NESTING: usize = 200;
 
+/// The codes of [`ParseError::code`] that are not [`crate::McpError`] codes (its limit codes,
+/// `too_deep`, `too_many_nodes` and `expansion_too_large`, are listed in [`crate::ERROR_CODES`]):
+/// the strict loaders' own refusals, which no tool reports today.
+pub(crate) const PARSE_CODES: &[&str] =
+    &["not_utf8", "invalid_yaml", "invalid_json", "invalid_python"];
+
 /// Why a bounded parse refused its input. Never quotes the input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -196,6 +196,79 @@ pub(crate) fn display_path(path: &str) -> String {
 }
 
 #[cfg(test)]
+mod table_tests {
+    use super::{ERROR_CODES, McpError};
+
+    /// One value of every variant (the parse limit with each of its codes); the match is
+    /// exhaustive, so a new variant needs a sample, and then its code a place in the table.
+    #[test]
+    fn the_table_lists_every_code_once() {
+        let s = String::new;
+        let mut all = vec![
+            McpError::WorkspaceNotFound,
+            McpError::AppRootNotFound,
+            McpError::PathNotRelative,
+            McpError::PathTraversal,
+            McpError::PathHasScheme,
+            McpError::PathHasDrivePrefix,
+            McpError::PathHasGlob,
+            McpError::PathEscapesWorkspace,
+            McpError::SymlinkEscape,
+            McpError::InvalidPath { reason: s() },
+            McpError::NotFound { path: s() },
+            McpError::NotAFile { path: s() },
+            McpError::PermissionDenied { path: s() },
+            McpError::TooLarge {
+                what: s(),
+                limit: 1,
+            },
+            McpError::InvalidManifest {
+                path: s(),
+                reason: s(),
+            },
+            McpError::InvalidArguments { reason: s() },
+            McpError::CandidateStoreNotConfigured,
+            McpError::InvalidCandidate { upstream_code: s() },
+            McpError::InvalidArchive { upstream_code: s() },
+            McpError::Io { kind: s() },
+        ];
+        for code in ["too_deep", "too_many_nodes", "expansion_too_large"] {
+            all.push(McpError::ParseLimit {
+                path: s(),
+                code,
+                reason: s(),
+            });
+        }
+        for e in &all {
+            match e {
+                McpError::WorkspaceNotFound
+                | McpError::AppRootNotFound
+                | McpError::PathNotRelative
+                | McpError::PathTraversal
+                | McpError::PathHasScheme
+                | McpError::PathHasDrivePrefix
+                | McpError::PathHasGlob
+                | McpError::PathEscapesWorkspace
+                | McpError::SymlinkEscape
+                | McpError::InvalidPath { .. }
+                | McpError::NotFound { .. }
+                | McpError::NotAFile { .. }
+                | McpError::PermissionDenied { .. }
+                | McpError::TooLarge { .. }
+                | McpError::InvalidManifest { .. }
+                | McpError::ParseLimit { .. }
+                | McpError::InvalidArguments { .. }
+                | McpError::CandidateStoreNotConfigured
+                | McpError::InvalidCandidate { .. }
+                | McpError::InvalidArchive { .. }
+                | McpError::Io { .. } => {}
+            }
+        }
+        vocab::check_code_table(ERROR_CODES, all.iter().map(McpError::code)).unwrap();
+    }
+}
+
+#[cfg(test)]
 mod display_tests {
     use super::display_path;
 

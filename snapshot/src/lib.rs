@@ -40,7 +40,7 @@ pub use context::{
     MAX_CONTEXT_JSON_BYTES, MAX_SNAPSHOT_JSON_BYTES, RepositorySnapshotEvidence,
     context_from_value, verify_snapshot_identity,
 };
-pub use error::SnapshotError;
+pub use error::{ERROR_CODES, SELECTION_CODE, SnapshotError};
 #[cfg(feature = "effects")]
 pub use git::{
     EntryKind, GIT_DEADLINE, GitSnapshot, ListedEntry, ListedKind, MAX_READ_FILES_BYTES,

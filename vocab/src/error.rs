@@ -2,6 +2,13 @@
 
 use crate::coded::Coded;
 
+/// `REPOSITORY_PATCH_MANIFEST_HASH`: a digest that is not `sha256:` + 64 lowercase hex (also the
+/// snapshot's code for a manifest value that is not one).
+pub const MANIFEST_HASH_CODE: &str = "REPOSITORY_PATCH_MANIFEST_HASH";
+
+/// Every code [`VocabError::code`] can return.
+pub const ERROR_CODES: &[&str] = &[MANIFEST_HASH_CODE];
+
 /// Why a word could not be parsed. Messages never quote the input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VocabError {
@@ -11,14 +18,11 @@ pub enum VocabError {
 }
 
 impl VocabError {
-    /// Every code this crate defines.
-    pub const CODES: &'static [&'static str] = &["REPOSITORY_PATCH_MANIFEST_HASH"];
-
     /// The stable wire code.
     #[must_use]
     pub fn code(&self) -> &'static str {
         match self {
-            Self::DigestFormat => "REPOSITORY_PATCH_MANIFEST_HASH",
+            Self::DigestFormat => MANIFEST_HASH_CODE,
         }
     }
 }
@@ -35,9 +39,10 @@ mod tests {
 
     #[test]
     fn every_variant_keeps_the_message_convention_and_is_in_the_table() {
-        for e in [VocabError::DigestFormat] {
-            crate::check_message_convention(&e).unwrap();
-            assert!(VocabError::CODES.contains(&e.code()));
+        let samples = [VocabError::DigestFormat];
+        for e in &samples {
+            crate::check_message_convention(e).unwrap();
         }
+        crate::check_code_table(ERROR_CODES, samples.iter().map(VocabError::code)).unwrap();
     }
 }

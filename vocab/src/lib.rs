@@ -20,9 +20,9 @@ mod text;
 mod verdict;
 
 pub use canonical::{canonical_bytes, domain_digest, write_canonical};
-pub use coded::{Coded, FailureClass, check_message_convention};
+pub use coded::{Coded, FailureClass, check_code_table, check_message_convention};
 pub use digest::{SHA256_PREFIX, Sha256, is_lower_hex, is_typed_sha256, sha256_bare_hex};
-pub use error::VocabError;
+pub use error::{ERROR_CODES, MANIFEST_HASH_CODE, VocabError};
 pub use json::{MAX_JSON_DEPTH, ShapeKind, StrictJsonError, from_slice_strict};
 pub use text::{DEFAULT_QUOTED_CHARS, Untrusted, is_default_ignorable, is_printable, quote};
 pub use verdict::GateVerdict;

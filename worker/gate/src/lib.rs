@@ -37,7 +37,7 @@ pub use definition::{
     DEFINITION_DIGEST_SCHEMA, GateDefinition, GateDefinitions, GateKind, GateName, JunitSpec,
     MAX_GATES, MAX_GATES_FILE_BYTES, check_required_gates, init_definitions,
 };
-pub use error::GateError;
+pub use error::{ERROR_CODES, GateError};
 pub use evidence::{
     Comparison, ComparisonBasis, EVIDENCE_DIGEST_SCHEMA, EVIDENCE_SCHEMA, EvidenceFile,
     EvidenceSubject, GateEvidence, IdList, LogTail, MAX_EVIDENCE_BYTES, MAX_LISTED_IDS,

@@ -32,7 +32,7 @@ pub mod testkit;
 mod transition;
 mod wake;
 
-pub use error::{Backend, JobsError, Result};
+pub use error::{Backend, ERROR_CODES, JobsError, NOT_FOUND_CODE, Result};
 pub use evidence::{
     EvidenceDocument, MAX_EVIDENCE_DOCUMENT_BYTES, MAX_EVIDENCE_DOCUMENTS, MAX_GATE_NAME_CHARS,
 };

@@ -3,6 +3,15 @@
 
 use vocab::{Coded, FailureClass};
 
+/// Every code [`PolicyError::code`] can return (the candidate's own failures keep the finalizer's code), for documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "PATCH_CANDIDATE_POLICY_RULES",
+    "PATCH_CANDIDATE_POLICY_BUDGET",
+    "PATCH_CANDIDATE_POLICY_REPORT",
+    "PATCH_CANDIDATE_POLICY_RULES_VERSION",
+    "PATCH_CANDIDATE_POLICY_BINDING",
+];
+
 /// Errors of the content policy.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -71,5 +80,6 @@ mod tests {
         for e in &all {
             assert_eq!(vocab::check_message_convention(e), Ok(()), "{e}");
         }
+        vocab::check_code_table(ERROR_CODES, all.iter().map(PolicyError::code)).unwrap();
     }
 }

@@ -26,7 +26,7 @@ mod report;
 mod rules;
 mod scan;
 
-pub use error::PolicyError;
+pub use error::{ERROR_CODES, PolicyError};
 pub use report::{
     Finding, FindingKind, KindCounts, MAX_FINDINGS, MAX_FINDINGS_PER_FILE, MAX_REPORT_BYTES,
     POLICY_REPORT_DIGEST_SCHEMA, POLICY_REPORT_SCHEMA, PolicyReport, PolicyReportFile, Severity,

@@ -36,7 +36,7 @@ mod publish;
 mod run;
 mod types;
 
-pub use error::PublishError;
+pub use error::{ERROR_CODES, PublishError};
 pub use forge::{ForgeEndpoint, ForgeKind, PullRequest, open_pull_request};
 pub use mirror::{MirrorSweep, sweep_abandoned_mirrors};
 pub use publish::{

@@ -3,6 +3,21 @@
 
 use vocab::{Coded, FailureClass, Sha256, Untrusted};
 
+/// Every code [`ReviewError::code`] can return, for documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH",
+    "PATCH_CANDIDATE_REVIEW_REASON_REQUIRED",
+    "PATCH_CANDIDATE_REVIEW_REASON",
+    "PATCH_CANDIDATE_REVIEW_PRINCIPAL",
+    "PATCH_CANDIDATE_REVIEW_GATES_UNMET",
+    "PATCH_CANDIDATE_REVIEW_POLICY_UNCLEAN",
+    "PATCH_CANDIDATE_REVIEW_PUBLISHED",
+    "PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED",
+    "PATCH_CANDIDATE_REVIEW_RECORD",
+    "PATCH_CANDIDATE_REVIEW_INPUT",
+    "PATCH_CANDIDATE_REVIEW_STATE",
+];
+
 /// Errors of review decisions and their records.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -115,5 +130,6 @@ mod tests {
             vocab::check_message_convention(e).unwrap();
             assert!(!e.to_string().contains('\u{1b}'));
         }
+        vocab::check_code_table(ERROR_CODES, all.iter().map(ReviewError::code)).unwrap();
     }
 }

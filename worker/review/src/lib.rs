@@ -33,5 +33,5 @@ pub use document::{
     ChangedFileView, GateView, PACKAGE_SCHEMA, PolicyFinding, PolicyView, ReviewPackage, RiskNote,
     RouteDecision, ValidationState, build_package,
 };
-pub use error::ReviewError;
+pub use error::{ERROR_CODES, ReviewError};
 pub use local::{LocalReviews, REVIEWS_DIR};

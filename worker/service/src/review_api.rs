@@ -20,6 +20,7 @@ use jobs::JobId;
 
 use super::{ApiError, ApiResult, Caller, json_body, parse_id};
 use crate::Shared;
+use crate::error::PUBLISH_DISABLED_CODE;
 use crate::mirror::Locator;
 
 /// Everything a review view or decision of one job's candidate is built from, established
@@ -358,9 +359,6 @@ pub(crate) struct PublishBody {
     #[serde(default)]
     pub rebase: bool,
 }
-
-/// Publication is not configured on this host (no `serve --publish-remote`).
-const PUBLISH_DISABLED_CODE: &str = "PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED";
 
 fn blocking_failed() -> ApiError {
     ApiError::new(
