@@ -8,7 +8,9 @@
 //! The writer is generic over a `Sink` so the reader's closure check can compare a
 //! re-serialisation against the input piece by piece, without building a second copy.
 
-use snapshot::{Collision, RepoPath, Sha256, detect_collisions};
+use snapshot::{Collision, RepoPath, detect_collisions};
+
+use vocab::Sha256;
 
 use crate::error::ArchiveError;
 
@@ -200,7 +202,7 @@ pub(crate) fn emit<S: Sink>(entries: &[Planned<'_>], sink: &mut S) -> Result<(),
 }
 
 /// The reference `PortablePathError` message for a collision (names quoted by
-/// [`snapshot::Untrusted`] through the collision's `Display`).
+/// [`vocab::Untrusted`] through the collision's `Display`).
 pub(crate) fn collision_message(c: &Collision) -> String {
     format!("portable path rejected: {c}")
 }

@@ -3,15 +3,35 @@
 
 use std::fmt;
 
-use snapshot::{Coded, FailureClass, SnapshotError, Untrusted};
+use snapshot::SnapshotError;
+
+use vocab::{Coded, FailureClass, Untrusted};
 
 /// Code of the canonical-envelope failures (the reference raises a bare `ArchiveError` for them;
 /// we give them a stable code of their own).
 pub const ENVELOPE_CODE: &str = "REPOSITORY_PATCH_ARCHIVE_ENVELOPE";
 
+/// Every code [`ArchiveError::code`] can return (snapshot errors keep the snapshot's codes), for
+/// documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    ENVELOPE_CODE,
+    "REPOSITORY_PATCH_ARCHIVE_FORMAT",
+    "REPOSITORY_PATCH_ARCHIVE_BUDGET",
+    "REPOSITORY_PATCH_ARCHIVE_SET",
+    "REPOSITORY_PATCH_ARCHIVE_HASH",
+    "REPOSITORY_PATCH_ARCHIVE_UTF8",
+    "REPOSITORY_PATCH_ARCHIVE_SCOPE",
+    "REPOSITORY_PATCH_ARCHIVE_OP",
+    "REPOSITORY_PATCH_ARCHIVE_WORKSPACE",
+    "REPOSITORY_PATCH_ARCHIVE_GRANTS",
+    "WORKSPACE_UNSAFE_PATH",
+    "WORKSPACE_SECRET_PATH",
+    "CODING_WORKSPACE_CLEANUP",
+];
+
 /// An entry name as it appears in a message: [`Untrusted::quoted`] (Python `repr` spelling,
 /// `'a.txt'`, every control, bidi and zero-width character escaped, capped at
-/// [`snapshot::DEFAULT_QUOTED_CHARS`] characters with a marker), built from the raw bytes (invalid
+/// [`vocab::DEFAULT_QUOTED_CHARS`] characters with a marker), built from the raw bytes (invalid
 /// UTF-8 shown with replacement characters).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntryName(pub(crate) String);
@@ -228,7 +248,7 @@ mod tests {
             samples.iter().map(variant_index).collect();
         assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no sample");
         for e in &samples {
-            snapshot::check_message_convention(e).unwrap();
+            vocab::check_message_convention(e).unwrap();
             let expected = if matches!(e, ArchiveError::Cleanup { .. }) {
                 FailureClass::Environment
             } else {
@@ -237,6 +257,16 @@ mod tests {
             assert_eq!(e.class(), expected, "{}", e.code());
             assert_eq!(e.is_environment(), e.class() == FailureClass::Environment);
         }
+    }
+
+    #[test]
+    fn the_table_lists_every_own_code_once() {
+        let samples = samples();
+        let own = samples
+            .iter()
+            .filter(|e| !matches!(e, ArchiveError::Snapshot(_)))
+            .map(ArchiveError::code);
+        vocab::check_code_table(ERROR_CODES, own).unwrap();
     }
 
     /// Reference messages are unchanged for ordinary names.

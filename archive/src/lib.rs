@@ -31,7 +31,7 @@ pub use envelope::{
     ARCHIVE_SCHEMA_VERSION, EMPTY_ARCHIVE_MARKER, MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES,
     archive_digest, build_deterministic_archive, empty_marker_permitted,
 };
-pub use error::{ArchiveError, ENVELOPE_CODE, EntryName};
+pub use error::{ArchiveError, ENVELOPE_CODE, ERROR_CODES, EntryName};
 #[cfg(feature = "effects")]
 pub use export::export_workspace_archive;
 #[cfg(feature = "effects")]

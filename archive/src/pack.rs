@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use snapshot::{RepoPath, Untrusted};
+use snapshot::RepoPath;
+
+use vocab::Untrusted;
 
 use crate::envelope::{MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES, build_deterministic_archive};
 use crate::error::{ArchiveError, MAX_LISTED_VIOLATIONS};

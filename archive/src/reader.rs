@@ -18,7 +18,8 @@ use std::thread;
 use sha2::{Digest as _, Sha256 as Sha256Hasher};
 
 use snapshot::check_portable;
-use snapshot::{RepoPath, Sha256, detect_collisions};
+use snapshot::{RepoPath, detect_collisions};
+use vocab::Sha256;
 
 use crate::envelope::{
     ARCHIVE_SCHEMA_VERSION, CDH_LEN, CDH_SIGNATURE, CompareSink, DOS_DATE, DOS_TIME,

@@ -207,10 +207,10 @@ mod tests {
     use super::*;
     use crate::envelope::build_deterministic_archive;
     use crate::workspace::failpoints;
-    use snapshot::Sha256;
     use snapshot::{
         ApprovedExecutionContext, BaselineFiles, DefaultPathPolicy, RepositorySnapshotEvidence,
     };
+    use vocab::Sha256;
 
     struct Fx {
         context: ApprovedExecutionContext,

@@ -13,9 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use cap_fs_ext::{DirExt as _, FollowSymlinks, OpenOptionsFollowExt as _};
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt as _, OpenOptions, OpenOptionsExt as _};
-use snapshot::{
-    BaselineFiles, FileOp, RepoPath, Sha256, detect_collisions, is_secret_sensitive_path,
-};
+use snapshot::{BaselineFiles, FileOp, RepoPath, detect_collisions, is_secret_sensitive_path};
+use vocab::Sha256;
 
 use crate::error::{ArchiveError, EntryName};
 

@@ -16,8 +16,9 @@ use archive::StagedWorkspace;
 use finalizer::{finalize_repository_patch, repository_patch_digest, unified_diff_with_budget};
 use snapshot::{
     ApprovedExecutionContext, ApprovedTurn, BaselineFiles, DefaultPathPolicy, FileOp,
-    ProposedFileChange, RepoPath, RepositorySnapshotEvidence, Sha256, StagedPatchProposal,
+    ProposedFileChange, RepoPath, RepositorySnapshotEvidence, StagedPatchProposal,
 };
+use vocab::Sha256;
 
 type Res<T> = Result<T, Box<dyn Error>>;
 

@@ -10,7 +10,9 @@
 //! byte for byte the file's `diff`. The rebuild may be lenient: whatever it produces, the two
 //! checks decide, so it can refuse a good candidate only by a bug, never accept a bad one.
 
-use snapshot::{FileOp, Sha256};
+use snapshot::FileOp;
+
+use vocab::Sha256;
 
 use crate::diff::{split_lf, splitlines_keepends, unified_diff};
 use crate::error::FinalizeError;

@@ -11,7 +11,8 @@
 use std::io::{self, Write};
 
 use sha2::{Digest as _, Sha256 as Hasher};
-use snapshot::{Sha256, casefold};
+use snapshot::casefold;
+use vocab::Sha256;
 
 use crate::error::FinalizeError;
 use crate::model::{MAX_CANDIDATE_FILES, RepositoryPatchCandidate, RepositoryPatchFile};

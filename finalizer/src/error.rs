@@ -1,7 +1,44 @@
 //! The crate's error type: one variant per reference code. Messages name paths, kinds and limits,
 //! never file contents or provider output; paths are shown only through [`Untrusted`].
 
-use snapshot::{Coded, FailureClass, SnapshotError, Untrusted};
+use snapshot::SnapshotError;
+
+use vocab::{Coded, FailureClass, Untrusted};
+
+/// `REPOSITORY_PATCH_PROPOSAL_STATUS`: no completed, non-empty edit to finalise; also the turn's
+/// code when a turn ends without a completed proposal.
+pub const PROPOSAL_STATUS_CODE: &str = "REPOSITORY_PATCH_PROPOSAL_STATUS";
+
+/// Every code [`FinalizeError::code`] can return (snapshot and archive errors keep their own
+/// codes), for documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "REPOSITORY_PATCH_WORKSPACE_BASELINE",
+    "REPOSITORY_PATCH_WORKSPACE_SCOPE",
+    "REPOSITORY_PATCH_WORKSPACE_SET",
+    "REPOSITORY_PATCH_WORKSPACE_OP",
+    "REPOSITORY_PATCH_WORKSPACE_HASH",
+    PROPOSAL_STATUS_CODE,
+    "REPOSITORY_PATCH_PROPOSAL_SCOPE",
+    "REPOSITORY_PATCH_PROPOSAL_MISMATCH",
+    "REPOSITORY_PATCH_OWNERSHIP",
+    "REPOSITORY_PATCH_DIGEST_INPUT",
+    "REPOSITORY_PATCH_DIGEST_HASH",
+    "REPOSITORY_PATCH_DIGEST_PATH",
+    "REPOSITORY_PATCH_DIGEST_BUDGET",
+    "REPOSITORY_PATCH_STORE_IO",
+    "REPOSITORY_PATCH_STORE_CONFLICT",
+    "REPOSITORY_PATCH_STORE_DIGEST",
+    "REPOSITORY_PATCH_STORE_MISSING",
+    "REPOSITORY_PATCH_VERIFY_BASELINE",
+    "REPOSITORY_PATCH_VERIFY_DIFF",
+    "REPOSITORY_PATCH_VERIFY_APPLY",
+    "REPOSITORY_PATCH_VERIFY_RESULT",
+    "REPOSITORY_PATCH_VERIFY_GIT",
+    "REPOSITORY_PATCH_VERIFY_DIGEST",
+    "REPOSITORY_PATCH_VERIFY_SNAPSHOT",
+    "REPOSITORY_PATCH_VERIFY_DERIVED",
+    "REPOSITORY_PATCH_EXPORT_DIFF",
+];
 
 /// Errors from finalisation, candidate validation, digesting and the candidate store.
 #[derive(Debug, thiserror::Error)]
@@ -99,7 +136,7 @@ impl FinalizeError {
             Self::WorkspaceSet => "REPOSITORY_PATCH_WORKSPACE_SET",
             Self::WorkspaceOp { .. } => "REPOSITORY_PATCH_WORKSPACE_OP",
             Self::WorkspaceHash { .. } => "REPOSITORY_PATCH_WORKSPACE_HASH",
-            Self::ProposalStatus => "REPOSITORY_PATCH_PROPOSAL_STATUS",
+            Self::ProposalStatus => PROPOSAL_STATUS_CODE,
             Self::ProposalScope { .. } => "REPOSITORY_PATCH_PROPOSAL_SCOPE",
             Self::ProposalMismatch => "REPOSITORY_PATCH_PROPOSAL_MISMATCH",
             Self::Ownership { .. } => "REPOSITORY_PATCH_OWNERSHIP",
@@ -250,7 +287,7 @@ mod tests {
             samples.iter().map(variant_index).collect();
         assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no sample");
         for e in &samples {
-            snapshot::check_message_convention(e).unwrap();
+            vocab::check_message_convention(e).unwrap();
             let environment = matches!(
                 e,
                 FinalizeError::StoreIo { .. }
@@ -260,6 +297,16 @@ mod tests {
             assert_eq!(e.is_environment(), environment, "{}", e.code());
             assert_eq!(e.is_environment(), e.class() == FailureClass::Environment);
         }
+    }
+
+    #[test]
+    fn the_table_lists_every_own_code_once() {
+        let samples = samples();
+        let own = samples
+            .iter()
+            .filter(|e| !matches!(e, FinalizeError::Snapshot(_) | FinalizeError::Archive(_)))
+            .map(FinalizeError::code);
+        vocab::check_code_table(ERROR_CODES, own).unwrap();
     }
 
     /// Reference `{path!r}` spelling; hostile names escaped.

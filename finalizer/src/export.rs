@@ -22,7 +22,9 @@
 
 use std::fmt::Write as _;
 
-use snapshot::{FileOp, Sha256};
+use snapshot::FileOp;
+
+use vocab::Sha256;
 
 use crate::diff::{split_lf, unified_diff};
 use crate::error::FinalizeError;

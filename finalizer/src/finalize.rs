@@ -6,9 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use archive::{HarvestOptions, StagedWorkspace};
 use snapshot::{
-    ApprovedTurn, FileOp, ProposalStatus, RepoPath, Sha256, SnapshotError, StagedPatchProposal,
+    ApprovedTurn, FileOp, ProposalStatus, RepoPath, SnapshotError, StagedPatchProposal,
     validate_output_text,
 };
+use vocab::Sha256;
 
 use crate::derived::derived_summary;
 use crate::diff::unified_diff;
@@ -27,13 +28,13 @@ fn canonical(path: &str) -> Result<RepoPath, FinalizeError> {
 const MAX_REPORTED_VIOLATIONS: usize = 20;
 
 /// `kind:path, …` as in the reference, bounded in length; (possibly hostile, non-portable) names
-/// are shown through [`snapshot::Untrusted::bare`], so a message cannot drive a terminal, reorder
+/// are shown through [`vocab::Untrusted::bare`], so a message cannot drive a terminal, reorder
 /// text with bidi controls or forge log lines.
 fn describe_violations(violations: &[archive::Violation]) -> String {
     let mut parts: Vec<String> = violations
         .iter()
         .take(MAX_REPORTED_VIOLATIONS)
-        .map(|v| format!("{}:{}", v.kind, snapshot::Untrusted::bare(&v.path)))
+        .map(|v| format!("{}:{}", v.kind, vocab::Untrusted::bare(&v.path)))
         .collect();
     if violations.len() > MAX_REPORTED_VIOLATIONS {
         parts.push(format!(

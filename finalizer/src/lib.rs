@@ -47,7 +47,7 @@ pub use diff::{
     DEFAULT_WORK_BUDGET, DiffMode, UnifiedDiff, unified_diff, unified_diff_with_budget,
 };
 pub use digest::{DIGEST_SCHEMA, MAX_DIGEST_INPUT_BYTES, repository_patch_digest, verify_digest};
-pub use error::FinalizeError;
+pub use error::{ERROR_CODES, FinalizeError, PROPOSAL_STATUS_CODE};
 pub use export::{git_patch, git_quote_path};
 #[cfg(feature = "effects")]
 pub use finalize::finalize_repository_patch;

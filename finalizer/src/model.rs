@@ -4,7 +4,8 @@
 //! rule, the file count, canonical paths and hash spelling.
 
 use serde::{Deserialize, Serialize};
-use snapshot::{FileOp, RepoPath, Sha256, SnapshotError, from_slice_strict};
+use snapshot::{FileOp, RepoPath, SnapshotError};
+use vocab::{Sha256, from_slice_strict};
 
 use crate::error::FinalizeError;
 

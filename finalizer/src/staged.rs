@@ -5,9 +5,9 @@
 
 use archive::{HarvestOptions, StagedWorkspace};
 use snapshot::{
-    ApprovedExecutionContext, FileOp, ProposalStatus, ProposedFileChange, Sha256,
-    StagedPatchProposal,
+    ApprovedExecutionContext, FileOp, ProposalStatus, ProposedFileChange, StagedPatchProposal,
 };
+use vocab::Sha256;
 
 use crate::error::FinalizeError;
 

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt as _};
 use cap_std::fs::OpenOptionsExt as _;
 use cap_std::fs::{Dir, OpenOptions};
-use snapshot::Sha256;
+use vocab::Sha256;
 
 use crate::digest::repository_patch_digest;
 use crate::error::FinalizeError;

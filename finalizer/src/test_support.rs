@@ -1,6 +1,8 @@
 //! Shared builders for unit tests.
 
-use snapshot::{FileOp, RepoPath, Sha256};
+use snapshot::{FileOp, RepoPath};
+
+use vocab::Sha256;
 
 use crate::diff::unified_diff;
 use crate::model::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};

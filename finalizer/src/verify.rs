@@ -19,7 +19,8 @@ use std::process::Command;
 
 use cap_std::fs::Dir;
 use serde::Serialize;
-use snapshot::{CreateAbsence as _, FileOp, GitSnapshot, RepoPath, Sha256};
+use snapshot::{CreateAbsence as _, FileOp, GitSnapshot, RepoPath};
+use vocab::Sha256;
 
 use crate::derived::check_derived_fields;
 use crate::diff::unified_diff;

@@ -11,7 +11,8 @@ use archive::{
     ArchiveLimits, build_deterministic_archive, preflight_archive_directory, read_archive_entries,
     read_archive_manifest,
 };
-use snapshot::{RepoPath, Sha256, detect_collisions};
+use snapshot::{RepoPath, detect_collisions};
+use vocab::Sha256;
 
 /// The strict archive reader over raw bytes (seed corpus: `fixtures/hostile-zips/`).
 ///

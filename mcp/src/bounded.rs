@@ -32,6 +32,12 @@ pub const MAX_JSON_NODES: usize = 100_000;
 /// Deepest accepted bracket nesting in Python sources (CPython's own parser limit is 200).
 pub const MAX_PYTHON_NESTING: usize = 200;
 
+/// The codes of [`ParseError::code`] that are not [`crate::McpError`] codes (its limit codes,
+/// `too_deep`, `too_many_nodes` and `expansion_too_large`, are listed in [`crate::ERROR_CODES`]):
+/// the strict loaders' own refusals, which no tool reports today.
+pub(crate) const PARSE_CODES: &[&str] =
+    &["not_utf8", "invalid_yaml", "invalid_json", "invalid_python"];
+
 /// Why a bounded parse refused its input. Never quotes the input.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -637,7 +643,7 @@ pub fn check_json(bytes: &[u8]) -> Result<(), ParseError> {
     Ok(())
 }
 
-/// [`check_json`], then the strict reader (`snapshot::from_slice_strict`).
+/// [`check_json`], then the strict reader (`vocab::from_slice_strict`).
 ///
 /// # Errors
 /// The limit exceeded, or the strict reader's refusal.
@@ -652,15 +658,15 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8], max_bytes: usize) -> Result
         crate::budget::Work::Json,
         u64::try_from(bytes.len()).unwrap_or(u64::MAX),
     );
-    snapshot::from_slice_strict(bytes, max_bytes).map_err(|e| match e {
-        snapshot::StrictJsonError::Syntax { line, column } => ParseError::Syntax {
+    vocab::from_slice_strict(bytes, max_bytes).map_err(|e| match e {
+        vocab::StrictJsonError::Syntax { line, column } => ParseError::Syntax {
             line: limit_u64(line),
             column: limit_u64(column),
         },
-        snapshot::StrictJsonError::TooDeep => ParseError::TooDeep {
+        vocab::StrictJsonError::TooDeep => ParseError::TooDeep {
             limit: limit_u64(MAX_JSON_DEPTH),
         },
-        snapshot::StrictJsonError::NotUtf8 => ParseError::NotUtf8,
+        vocab::StrictJsonError::NotUtf8 => ParseError::NotUtf8,
         other => ParseError::Json {
             reason: other.to_string(),
         },

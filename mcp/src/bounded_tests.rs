@@ -162,3 +162,33 @@ fn python_nesting_bound() {
     );
     assert!(check_python_nesting(&in_string).is_ok());
 }
+
+/// Every code of every refusal is in one of the crate's tables: the limit codes in
+/// `ERROR_CODES`, the others in `PARSE_CODES`.
+#[test]
+fn every_parse_code_is_in_a_table() {
+    let all = [
+        ParseError::NotUtf8,
+        ParseError::Syntax { line: 1, column: 1 },
+        ParseError::DuplicateKey { line: 1, column: 1 },
+        ParseError::UnknownAlias { line: 1, column: 1 },
+        ParseError::TooDeep { limit: 1 },
+        ParseError::TooManyNodes { limit: 1 },
+        ParseError::ExpansionTooLarge { limit: 1 },
+        ParseError::Json {
+            reason: "x".to_owned(),
+        },
+    ];
+    let mut own = std::collections::BTreeSet::new();
+    for e in &all {
+        for format in [Format::Yaml, Format::Json, Format::Python] {
+            let code = e.code(format);
+            if e.is_limit() {
+                assert!(crate::ERROR_CODES.contains(&code), "{code}");
+            } else {
+                own.insert(code);
+            }
+        }
+    }
+    vocab::check_code_table(PARSE_CODES, own).unwrap();
+}

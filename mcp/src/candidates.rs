@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
-use snapshot::Sha256;
+use vocab::Sha256;
 
 use std::path::Path;
 

@@ -1,8 +1,8 @@
 //! The one error enum of the crate. Every variant maps to a stable `mozaiks.mcp.v1` error code;
 //! messages name paths and limits, never file contents. Paths in messages go through
-//! `snapshot::Untrusted` whenever they hold a character a terminal or editor could interpret.
+//! `vocab::Untrusted` whenever they hold a character a terminal or editor could interpret.
 //!
-//! `McpError` does not implement `snapshot::Coded`: that trait's convention is a `Display` that
+//! `McpError` does not implement `vocab::Coded`: that trait's convention is a `Display` that
 //! starts with `CODE: `, while the `mozaiks.mcp.v1` envelope carries the code and the message as
 //! separate fields and ADR 0004 fixes the message text without a prefix (for example
 //! `workspace_not_found` → "Workspace root could not be resolved inside the allowed root.").
@@ -184,15 +184,87 @@ pub const ERROR_CODES: &[&str] = &[
 ];
 
 /// A workspace path as diagnostics and findings show it: unchanged when every character is
-/// printable, otherwise the escaped, quoted rendering of `snapshot::Untrusted` (control, bidi,
+/// printable, otherwise the escaped, quoted rendering of `vocab::Untrusted` (control, bidi,
 /// line-separator and other invisible characters made visible, length capped).
 pub(crate) fn display_path(path: &str) -> String {
-    if path.chars().all(snapshot::is_printable)
-        && path.chars().count() <= snapshot::DEFAULT_QUOTED_CHARS
+    if path.chars().all(vocab::is_printable) && path.chars().count() <= vocab::DEFAULT_QUOTED_CHARS
     {
         path.to_owned()
     } else {
-        snapshot::Untrusted::quoted(path).to_string()
+        vocab::Untrusted::quoted(path).to_string()
+    }
+}
+
+#[cfg(test)]
+mod table_tests {
+    use super::{ERROR_CODES, McpError};
+
+    /// One value of every variant (the parse limit with each of its codes); the match is
+    /// exhaustive, so a new variant needs a sample, and then its code a place in the table.
+    #[test]
+    fn the_table_lists_every_code_once() {
+        let s = String::new;
+        let mut all = vec![
+            McpError::WorkspaceNotFound,
+            McpError::AppRootNotFound,
+            McpError::PathNotRelative,
+            McpError::PathTraversal,
+            McpError::PathHasScheme,
+            McpError::PathHasDrivePrefix,
+            McpError::PathHasGlob,
+            McpError::PathEscapesWorkspace,
+            McpError::SymlinkEscape,
+            McpError::InvalidPath { reason: s() },
+            McpError::NotFound { path: s() },
+            McpError::NotAFile { path: s() },
+            McpError::PermissionDenied { path: s() },
+            McpError::TooLarge {
+                what: s(),
+                limit: 1,
+            },
+            McpError::InvalidManifest {
+                path: s(),
+                reason: s(),
+            },
+            McpError::InvalidArguments { reason: s() },
+            McpError::CandidateStoreNotConfigured,
+            McpError::InvalidCandidate { upstream_code: s() },
+            McpError::InvalidArchive { upstream_code: s() },
+            McpError::Io { kind: s() },
+        ];
+        for code in ["too_deep", "too_many_nodes", "expansion_too_large"] {
+            all.push(McpError::ParseLimit {
+                path: s(),
+                code,
+                reason: s(),
+            });
+        }
+        for e in &all {
+            match e {
+                McpError::WorkspaceNotFound
+                | McpError::AppRootNotFound
+                | McpError::PathNotRelative
+                | McpError::PathTraversal
+                | McpError::PathHasScheme
+                | McpError::PathHasDrivePrefix
+                | McpError::PathHasGlob
+                | McpError::PathEscapesWorkspace
+                | McpError::SymlinkEscape
+                | McpError::InvalidPath { .. }
+                | McpError::NotFound { .. }
+                | McpError::NotAFile { .. }
+                | McpError::PermissionDenied { .. }
+                | McpError::TooLarge { .. }
+                | McpError::InvalidManifest { .. }
+                | McpError::ParseLimit { .. }
+                | McpError::InvalidArguments { .. }
+                | McpError::CandidateStoreNotConfigured
+                | McpError::InvalidCandidate { .. }
+                | McpError::InvalidArchive { .. }
+                | McpError::Io { .. } => {}
+            }
+        }
+        vocab::check_code_table(ERROR_CODES, all.iter().map(McpError::code)).unwrap();
     }
 }
 
@@ -211,7 +283,7 @@ mod display_tests {
         ] {
             let shown = display_path(hostile);
             assert!(shown.starts_with('\''), "{shown}");
-            assert!(shown.chars().all(snapshot::is_printable), "{shown}");
+            assert!(shown.chars().all(vocab::is_printable), "{shown}");
         }
         assert!(display_path(&"a".repeat(500)).len() < 300);
     }

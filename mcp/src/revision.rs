@@ -219,5 +219,5 @@ pub fn fingerprint(root: &Dir) -> Option<String> {
             }
         }
     }
-    Some(snapshot::Sha256::of(&hasher).to_string())
+    Some(vocab::Sha256::of(&hasher).to_string())
 }

@@ -116,7 +116,7 @@ pub struct BoundWorkspace {
 pub struct Workspace {
     bound: Arc<BoundWorkspace>,
     /// The files this call read: (path, content digest).
-    reads: RefCell<Vec<(String, snapshot::Sha256)>>,
+    reads: RefCell<Vec<(String, vocab::Sha256)>>,
 }
 
 impl Deref for Workspace {
@@ -195,7 +195,7 @@ impl Workspace {
             canonical.push('\n');
         }
         (
-            snapshot::Sha256::of(canonical.as_bytes()).to_string(),
+            vocab::Sha256::of(canonical.as_bytes()).to_string(),
             u64::try_from(reads.len()).unwrap_or(u64::MAX),
         )
     }
@@ -311,7 +311,7 @@ impl Workspace {
         let out = read_bounded(file, path, max)?;
         self.reads
             .borrow_mut()
-            .push((path.to_owned(), snapshot::Sha256::of(&out)));
+            .push((path.to_owned(), vocab::Sha256::of(&out)));
         Ok(out)
     }
 

@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 
 use crate::context::{ApprovedExecutionContext, RepositorySnapshotEvidence};
-use crate::digest::Sha256;
 use crate::error::SnapshotError;
 use crate::path::RepoPath;
 use crate::policy::{CreateAbsence, PathPolicy};
 use crate::selection::{BaselineFiles, verify_selected_baseline};
+use vocab::Sha256;
 
 /// An approval bound to one snapshot, selection and baseline. It exists only once
 /// [`verify_selected_baseline`] has passed for exactly these parts, and keeps the approved

@@ -5,11 +5,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::digest::Sha256;
 use crate::error::SnapshotError;
-use crate::json::from_slice_strict;
 use crate::path::{RepoPath, casefold, path_is_allowed, safe_artifact_relpath};
-use crate::text::quote;
+use vocab::Sha256;
+use vocab::from_slice_strict;
+use vocab::quote;
 
 /// The only execution-context schema this implementation accepts.
 pub const EXECUTION_CONTEXT_SCHEMA_VERSION: &str = "managed_refinement.execution_context.v1";
@@ -180,7 +180,7 @@ impl TryFrom<RawExecutionContext> for ApprovedExecutionContext {
 
 impl ApprovedExecutionContext {
     /// Parses and validates an approval document: the one parser every consumer uses. The JSON is
-    /// read strictly ([`crate::from_slice_strict`]: duplicate keys, a BOM, trailing data and
+    /// read strictly ([`vocab::from_slice_strict`]: duplicate keys, a BOM, trailing data and
     /// documents over [`MAX_CONTEXT_JSON_BYTES`] are refused), then every reference validator runs.
     ///
     /// # Errors
@@ -426,7 +426,7 @@ impl RawExcludedEntry {
         }
         let id = &self.object_id;
         if !(id.len() == 40 || id.len() == MAX_OBJECT_ID_CHARS)
-            || !id.bytes().all(crate::digest::is_lower_hex)
+            || !id.bytes().all(vocab::is_lower_hex)
         {
             return Err(bad("object_id is not a git object id"));
         }
@@ -439,10 +439,7 @@ impl RawExcludedEntry {
             return Err(bad("size and content_sha256 must be given together"));
         }
         let hex = &self.path_hex;
-        if hex.is_empty()
-            || !hex.len().is_multiple_of(2)
-            || !hex.bytes().all(crate::digest::is_lower_hex)
-        {
+        if hex.is_empty() || !hex.len().is_multiple_of(2) || !hex.bytes().all(vocab::is_lower_hex) {
             return Err(bad("path_hex is not lowercase hex"));
         }
         if let Some(path) = &self.path
@@ -566,7 +563,7 @@ impl RepositorySnapshotEvidence {
         Ok(out)
     }
 
-    /// Parses and validates an evidence document: strict JSON ([`crate::from_slice_strict`],
+    /// Parses and validates an evidence document: strict JSON ([`vocab::from_slice_strict`],
     /// at most [`MAX_SNAPSHOT_JSON_BYTES`]), then every validator. The one parser every consumer
     /// uses.
     ///

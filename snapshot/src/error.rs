@@ -3,7 +3,45 @@
 //! only through [`Untrusted`] (Python `repr` spelling, escaped, length-capped).
 
 use crate::path::{Collision, PathRejection};
-use crate::text::Untrusted;
+use vocab::Untrusted;
+
+/// `REPOSITORY_PATCH_SELECTION`: the selection checks' code, also the turn's when no editable
+/// file can be selected.
+pub const SELECTION_CODE: &str = "REPOSITORY_PATCH_SELECTION";
+
+/// Every code [`SnapshotError::code`] can return, for documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "REPOSITORY_PATCH_UNSAFE_PATH",
+    "REPOSITORY_PATCH_CONTEXT_INVALID",
+    "REPOSITORY_PATCH_SNAPSHOT_INVALID",
+    "REPOSITORY_PATCH_CONTEXT_VERSION",
+    "REPOSITORY_PATCH_SNAPSHOT_IDENTITY",
+    SELECTION_CODE,
+    "REPOSITORY_PATCH_GRANTS",
+    "REPOSITORY_PATCH_HOST_POLICY",
+    "REPOSITORY_PATCH_BASELINE_SET",
+    "REPOSITORY_PATCH_MANIFEST_COLLISION",
+    "REPOSITORY_PATCH_SECRET_PATH",
+    "REPOSITORY_PATCH_ENV_TEMPLATE",
+    "REPOSITORY_PATCH_SECRET_CONTRACT",
+    "REPOSITORY_PATCH_CREATE_EXISTS",
+    "REPOSITORY_PATCH_CREATE_PROOF",
+    "REPOSITORY_PATCH_SCOPE",
+    "REPOSITORY_PATCH_BASELINE_HASH",
+    "REPOSITORY_PATCH_INSPECTION_BUDGET",
+    "REPOSITORY_PATCH_INSPECTION_SELECTION",
+    "REPOSITORY_PATCH_INSPECTION_SET",
+    "REPOSITORY_PATCH_INSPECTION_SCOPE",
+    "REPOSITORY_PATCH_POLICY_CONFIG",
+    "REPOSITORY_SNAPSHOT_REPOSITORY",
+    "REPOSITORY_SNAPSHOT_COMMIT",
+    "REPOSITORY_SNAPSHOT_GIT",
+    "REPOSITORY_SNAPSHOT_PATH",
+    "PATCH_CANDIDATE_APPROVE_PATH",
+    "PATCH_CANDIDATE_APPROVE_GRANTS",
+    "PATCH_CANDIDATE_APPROVE_COMMIT",
+    "PATCH_CANDIDATE_APPROVE_VALUE",
+];
 
 /// Errors from path, approval, snapshot and selection checks.
 #[derive(Debug, thiserror::Error)]
@@ -115,12 +153,12 @@ impl SnapshotError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::UnsafePath { .. } => "REPOSITORY_PATCH_UNSAFE_PATH",
-            Self::DigestFormat | Self::ManifestHash { .. } => "REPOSITORY_PATCH_MANIFEST_HASH",
+            Self::DigestFormat | Self::ManifestHash { .. } => vocab::MANIFEST_HASH_CODE,
             Self::ContextInvalid { .. } => "REPOSITORY_PATCH_CONTEXT_INVALID",
             Self::SnapshotInvalid { .. } => "REPOSITORY_PATCH_SNAPSHOT_INVALID",
             Self::ContextVersion => "REPOSITORY_PATCH_CONTEXT_VERSION",
             Self::SnapshotIdentity => "REPOSITORY_PATCH_SNAPSHOT_IDENTITY",
-            Self::Selection { .. } => "REPOSITORY_PATCH_SELECTION",
+            Self::Selection { .. } => SELECTION_CODE,
             Self::Grants { .. } => "REPOSITORY_PATCH_GRANTS",
             Self::HostPolicy { .. } => "REPOSITORY_PATCH_HOST_POLICY",
             Self::BaselineSet => "REPOSITORY_PATCH_BASELINE_SET",
@@ -149,10 +187,10 @@ impl SnapshotError {
     }
 
     /// True for failures of the environment (git missing or past its deadline, I/O) rather than
-    /// of the input: the same answer as [`crate::Coded::class`].
+    /// of the input: the same answer as [`vocab::Coded::class`].
     #[must_use]
     pub fn is_environment(&self) -> bool {
-        crate::Coded::class(self) == crate::FailureClass::Environment
+        vocab::Coded::class(self) == vocab::FailureClass::Environment
     }
 
     /// `REPOSITORY_PATCH_UNSAFE_PATH` for `path`.
@@ -171,19 +209,27 @@ impl From<Collision> for SnapshotError {
     }
 }
 
-impl crate::Coded for SnapshotError {
+impl From<vocab::VocabError> for SnapshotError {
+    fn from(e: vocab::VocabError) -> Self {
+        match e {
+            vocab::VocabError::DigestFormat => Self::DigestFormat,
+        }
+    }
+}
+
+impl vocab::Coded for SnapshotError {
     fn code(&self) -> &'static str {
         SnapshotError::code(self)
     }
 
-    fn class(&self) -> crate::FailureClass {
+    fn class(&self) -> vocab::FailureClass {
         match self {
-            Self::Git { .. } => crate::FailureClass::Environment,
+            Self::Git { .. } => vocab::FailureClass::Environment,
             Self::ApprovePath { .. }
             | Self::ApproveGrants { .. }
             | Self::ApproveCommit { .. }
-            | Self::ApproveValue { .. } => crate::FailureClass::Usage,
-            _ => crate::FailureClass::Rejected,
+            | Self::ApproveValue { .. } => vocab::FailureClass::Usage,
+            _ => vocab::FailureClass::Rejected,
         }
     }
 }
@@ -191,7 +237,7 @@ impl crate::Coded for SnapshotError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Coded as _, FailureClass, check_message_convention};
+    use vocab::{Coded as _, FailureClass, check_code_table, check_message_convention};
 
     /// One sample of every variant. [`variant_index`] is an exhaustive `match`: a new variant does
     /// not compile until it has an index, and the all-variants test fails until it has a sample.
@@ -314,6 +360,17 @@ mod tests {
             check_message_convention(e).unwrap();
             assert_eq!(e.is_environment(), e.class() == FailureClass::Environment);
         }
+    }
+
+    #[test]
+    fn the_table_lists_every_code_once() {
+        let samples = samples();
+        // The digest codes are the vocabulary's (`vocab::MANIFEST_HASH_CODE`).
+        let own = samples
+            .iter()
+            .map(SnapshotError::code)
+            .filter(|c| *c != vocab::MANIFEST_HASH_CODE);
+        check_code_table(ERROR_CODES, own).unwrap();
     }
 
     /// Only git failures are the environment's and only `approve`'s flag errors are usage

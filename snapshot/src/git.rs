@@ -29,12 +29,12 @@ use sha2::Digest as _;
 use unicode_normalization::{IsNormalized, UnicodeNormalization as _, is_nfc_quick};
 
 use crate::context::RepositorySnapshotEvidence;
-use crate::digest::Sha256;
 use crate::error::SnapshotError;
 use crate::path::{PathRejection, RepoPath, casefold};
 use crate::policy::CreateAbsence;
 use crate::selection::BaselineFiles;
-use crate::text::Untrusted;
+use vocab::Sha256;
+use vocab::Untrusted;
 
 mod listing;
 mod process;
@@ -666,7 +666,7 @@ fn fold_tree_name(raw: &[u8]) -> String {
 
 /// Rejects anything but 40 lowercase hex digits (git's canonical SHA-1 object name).
 fn validate_commit_text(commit: &str) -> Result<(), SnapshotError> {
-    if commit.len() != 40 || !commit.bytes().all(crate::digest::is_lower_hex) {
+    if commit.len() != 40 || !commit.bytes().all(vocab::is_lower_hex) {
         return Err(SnapshotError::Commit {
             detail: "commit must be exactly 40 lowercase hex digits".to_owned(),
         });
@@ -846,7 +846,7 @@ struct BlobInfo {
 }
 
 fn is_object_id(text: &str) -> bool {
-    (text.len() == 40 || text.len() == 64) && text.bytes().all(crate::digest::is_lower_hex)
+    (text.len() == 40 || text.len() == 64) && text.bytes().all(vocab::is_lower_hex)
 }
 
 /// Parses one `ls-tree -z` record: `<mode> SP <type> SP <object> TAB <path>`.

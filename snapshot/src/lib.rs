@@ -1,7 +1,8 @@
-//! The foundation of the patch-candidate pipeline: portable repository paths, `sha256:` digests,
-//! the approved execution context, snapshot evidence, the approved turn binding them
+//! The foundation of the patch-candidate pipeline: portable repository paths, the approved
+//! execution context, snapshot evidence, the approved turn binding them
 //! ([`ApprovedTurn`]), selection checks, path classifiers, the host path policy, and Git snapshots
-//! at a pinned commit.
+//! at a pinned commit. The words every crate shares (codes, `sha256:` digests, untrusted text,
+//! strict JSON, gate verdicts) live in the `vocab` crate.
 //!
 //! # Security
 //! Every value that comes from outside (approval JSON, snapshot JSON, Git tree entries, archive
@@ -16,38 +17,30 @@
 
 // Modules are private; the items other crates need are re-exported below (the curated surface).
 mod approved;
-mod canonical;
 mod classify;
-mod coded;
 mod context;
-mod digest;
 mod error;
 #[cfg(feature = "effects")]
 mod git;
 #[cfg(feature = "effects")]
 mod grant;
-mod json;
 mod path;
 mod policy;
 mod proposal;
 mod selection;
-mod text;
 
 pub use approved::ApprovedTurn;
-pub use canonical::{canonical_bytes, domain_digest, write_canonical};
 pub use classify::{
     SECRET_CONTRACT_PATH, is_repository_env_template_path, is_secret_contract_path,
     is_secret_sensitive_path, reject_env_template_path, validate_output_text,
     validate_secret_contract_text,
 };
-pub use coded::{Coded, FailureClass, check_message_convention};
 pub use context::{
     ApprovedExecutionContext, EXCLUDED_ENTRY_KINDS, EXECUTION_CONTEXT_SCHEMA_VERSION,
     MAX_CONTEXT_JSON_BYTES, MAX_SNAPSHOT_JSON_BYTES, RepositorySnapshotEvidence,
     context_from_value, verify_snapshot_identity,
 };
-pub use digest::{SHA256_PREFIX, Sha256, is_lower_hex, is_typed_sha256, sha256_bare_hex};
-pub use error::SnapshotError;
+pub use error::{ERROR_CODES, SELECTION_CODE, SnapshotError};
 #[cfg(feature = "effects")]
 pub use git::{
     EntryKind, GIT_DEADLINE, GitSnapshot, ListedEntry, ListedKind, MAX_READ_FILES_BYTES,
@@ -56,7 +49,6 @@ pub use git::{
 };
 #[cfg(feature = "effects")]
 pub use grant::{GrantInput, Grants};
-pub use json::{MAX_JSON_DEPTH, ShapeKind, StrictJsonError, from_slice_strict};
 pub use path::{
     Collision, MAX_PATH_CHARS, MAX_SEGMENT_CHARS, PORTABLE_PATH_SCHEMA_VERSION, PathRejection,
     RepoPath, casefold, check_portable, detect_collisions, folded_directory_prefixes,
@@ -71,4 +63,3 @@ pub use selection::{
     BaselineFiles, MAX_READ_ONLY_INSPECTION_BYTES, MAX_READ_ONLY_INSPECTION_FILES,
     MAX_REPOSITORY_FILES, select_read_only_files, verify_selected_baseline,
 };
-pub use text::{DEFAULT_QUOTED_CHARS, Untrusted, is_default_ignorable, is_printable, quote};

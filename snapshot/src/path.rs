@@ -11,7 +11,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 
-use crate::text::Untrusted;
+use vocab::Untrusted;
 
 /// Schema id of the portable path profile.
 pub const PORTABLE_PATH_SCHEMA_VERSION: &str = "mozaiks.portable_path.v1";

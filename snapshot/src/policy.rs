@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use crate::error::SnapshotError;
 use crate::path::{RepoPath, casefold};
-use crate::text::Untrusted;
+use vocab::Untrusted;
 
 /// A host's veto over paths. `validate_path` returns `Ok(())` to allow; any error propagates
 /// unchanged to the caller of the selection checks (so a policy may use its own code).
@@ -76,12 +76,10 @@ impl DefaultPathPolicy {
     /// a relative path (checked with the portable profile after removing one trailing `/`).
     pub fn with_config_json(text: &str) -> Result<Self, SnapshotError> {
         // The one strict parser (duplicate keys refused); its message never quotes the input.
-        let file: PolicyFile =
-            crate::json::from_slice_strict(text.as_bytes(), MAX_POLICY_JSON_BYTES).map_err(
-                |e| SnapshotError::PolicyConfig {
-                    detail: format!("malformed policy file: {e}"),
-                },
-            )?;
+        let file: PolicyFile = vocab::from_slice_strict(text.as_bytes(), MAX_POLICY_JSON_BYTES)
+            .map_err(|e| SnapshotError::PolicyConfig {
+                detail: format!("malformed policy file: {e}"),
+            })?;
         let mut policy = Self::default();
         for entry in file.protected {
             let bare = entry.strip_suffix('/').unwrap_or(&entry);

@@ -8,10 +8,10 @@ use crate::classify::{
 use crate::context::{
     ApprovedExecutionContext, RepositorySnapshotEvidence, verify_snapshot_identity,
 };
-use crate::digest::Sha256;
 use crate::error::SnapshotError;
 use crate::path::{RepoPath, has_casefold_duplicates, in_scope};
 use crate::policy::{CreateAbsence, PathPolicy};
+use vocab::Sha256;
 
 /// Most editable paths (selected + create grants) one turn may carry.
 pub const MAX_REPOSITORY_FILES: usize = 50;

@@ -6,7 +6,8 @@ use std::path::Path;
 use std::process::Output;
 
 use finalizer::{CandidateFields, CandidateStore, RepositoryPatchCandidate, RepositoryPatchFile};
-use snapshot::{FileOp, RepoPath, Sha256};
+use snapshot::{FileOp, RepoPath};
+use vocab::Sha256;
 
 use crate::service::bin;
 use crate::support::git_out;
@@ -631,7 +632,7 @@ fn planted(digest: &str, gate: &str, definition_digest: Sha256) -> (String, Vec<
         definition_digest,
         image_id: format!("sha256:{}", "ab".repeat(32)),
         runtime: "default".to_owned(),
-        outcome: gate::GateOutcome::Passed,
+        outcome: vocab::GateVerdict::Passed,
         code: None,
         exit: Some(gate_runner::ExitStatus::Code(0)),
         wall_ms: 1,

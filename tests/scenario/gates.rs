@@ -10,10 +10,12 @@ use std::path::{Path, PathBuf};
 use container::ContainerRuntime as _;
 use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
 use gate::{
-    BaselineCache, BaselineTree, BaselineUse, GateDefinitions, GateOutcome, RunContext,
-    evaluate_gate, verify_evidence,
+    BaselineCache, BaselineTree, BaselineUse, GateDefinitions, RunContext, evaluate_gate,
+    verify_evidence,
 };
-use snapshot::{FileOp, RepoPath, Sha256};
+use snapshot::{FileOp, RepoPath};
+use vocab::GateVerdict;
+use vocab::Sha256;
 
 use crate::support::{docker, docker_lock, git_repo, tally};
 
@@ -189,7 +191,7 @@ async fn docker_gate_small_repository_verdicts_and_cache() {
         &[("calc.py", Some(CALC), &CALC.replace("a * b", "a + b"))],
     );
     let r = run(&env, &defs, dir.path(), &broken).await;
-    assert_eq!(r.evidence.outcome, GateOutcome::Failed, "{:?}", r.evidence);
+    assert_eq!(r.evidence.outcome, GateVerdict::Failed, "{:?}", r.evidence);
     assert_eq!(r.baseline, BaselineUse::Ran);
     let c = r.evidence.comparison.clone().unwrap();
     assert_eq!(c.new_failures.ids, vec!["test_calc::test_mul".to_owned()]);
@@ -199,7 +201,7 @@ async fn docker_gate_small_repository_verdicts_and_cache() {
     // A harmless second candidate at the same commit: one run (the baseline is cached).
     let fine = candidate(&commit, &[("extra.py", None, "X = 1\n")]);
     let r2 = run(&env, &defs, dir.path(), &fine).await;
-    assert_eq!(r2.evidence.outcome, GateOutcome::Passed);
+    assert_eq!(r2.evidence.outcome, GateVerdict::Passed);
     assert_eq!((r2.baseline, r2.containers_run), (BaselineUse::Cached, 1));
 
     // A pinned path: refused, nothing runs.
@@ -212,7 +214,7 @@ async fn docker_gate_small_repository_verdicts_and_cache() {
         )],
     );
     let r3 = run(&env, &defs, dir.path(), &pinned).await;
-    assert_eq!(r3.evidence.outcome, GateOutcome::PolicyRefused);
+    assert_eq!(r3.evidence.outcome, GateVerdict::PolicyRefused);
     assert_eq!(r3.containers_run, 0);
     assert_eq!(own_containers(&env.docker).await, 0);
     tally("docker_gate_small_repository_verdicts_and_cache");
@@ -244,7 +246,7 @@ async fn docker_gate_runsc_verdicts_match_runc() {
         &[("calc.py", Some(CALC), &CALC.replace("a * b", "a + b"))],
     );
     let r = run_under(&env, &defs, dir.path(), &broken, ctx()).await;
-    assert_eq!(r.evidence.outcome, GateOutcome::Failed, "{:?}", r.evidence);
+    assert_eq!(r.evidence.outcome, GateVerdict::Failed, "{:?}", r.evidence);
     assert_eq!(r.evidence.runtime, "runsc");
     assert_eq!((r.baseline, r.containers_run), (BaselineUse::Ran, 2));
     let c = r.evidence.comparison.clone().unwrap();
@@ -255,7 +257,7 @@ async fn docker_gate_runsc_verdicts_match_runc() {
     let r2 = run_under(&env, &defs, dir.path(), &fine, ctx()).await;
     assert_eq!(
         r2.evidence.outcome,
-        GateOutcome::Passed,
+        GateVerdict::Passed,
         "{:?}",
         r2.evidence
     );
@@ -330,12 +332,12 @@ async fn docker_gate_real_python_project_new_fixed_and_still_failing() {
     let baseline = gate::parse_evidence(r.baseline_file.as_ref().unwrap())
         .unwrap()
         .evidence;
-    assert_eq!(baseline.outcome, GateOutcome::Passed, "{:?}", baseline.code);
+    assert_eq!(baseline.outcome, GateVerdict::Passed, "{:?}", baseline.code);
     let tests = baseline.tests.unwrap();
     assert!(tests.passed > 500 && !tests.truncated, "{tests:?}");
     assert_eq!(
         r.evidence.outcome,
-        GateOutcome::Failed,
+        GateVerdict::Failed,
         "{:?}",
         r.evidence.code
     );
@@ -363,7 +365,7 @@ async fn docker_gate_real_python_project_new_fixed_and_still_failing() {
     let r = run(&env, &defs, &repo, &fix).await;
     assert_eq!(
         r.evidence.outcome,
-        GateOutcome::Passed,
+        GateVerdict::Passed,
         "{:?}",
         r.evidence.code
     );
@@ -377,7 +379,7 @@ async fn docker_gate_real_python_project_new_fixed_and_still_failing() {
     );
     let r = run(&env, &defs, &repo, &unrelated).await;
     assert_eq!((r.baseline, r.containers_run), (BaselineUse::Cached, 1));
-    assert_eq!(r.evidence.outcome, GateOutcome::Failed);
+    assert_eq!(r.evidence.outcome, GateVerdict::Failed);
     let c = r.evidence.comparison.clone().unwrap();
     assert_eq!(c.still_failing.ids, broken_ids);
     assert_eq!(c.new_failures.count, 0);
@@ -413,7 +415,7 @@ async fn docker_gate_hostile_candidates_end_honestly() {
     let r = hostile(&env, "import time\ntime.sleep(120)", 5).await;
     assert_eq!(
         r.evidence.outcome,
-        GateOutcome::TimedOut,
+        GateVerdict::TimedOut,
         "{:?}",
         r.evidence.code
     );
@@ -421,7 +423,7 @@ async fn docker_gate_hostile_candidates_end_honestly() {
     // A fork bomb runs into the pids limit and the deadline; nothing survives the run.
     let bomb = "import os\nfor _ in range(100000):\n    try:\n        os.fork()\n    except OSError:\n        pass";
     let r = hostile(&env, bomb, 8).await;
-    assert_ne!(r.evidence.outcome, GateOutcome::Passed);
+    assert_ne!(r.evidence.outcome, GateVerdict::Passed);
 
     // A log flood (pytest spools captured output through its /tmp, so what reaches the runner's
     // pipe is bounded by that tmpfs): counted in full, only the bounded tail kept.
@@ -435,7 +437,7 @@ async fn docker_gate_hostile_candidates_end_honestly() {
     assert!(r.evidence.log.tail_bytes <= 4096);
     assert_ne!(
         r.evidence.outcome,
-        GateOutcome::Error,
+        GateVerdict::Error,
         "{:?}",
         r.evidence.code
     );
@@ -463,7 +465,7 @@ def mul(a, b):
     let r = run(&env, &defs, dir.path(), &cand).await;
     assert_eq!(
         r.evidence.outcome,
-        GateOutcome::Failed,
+        GateVerdict::Failed,
         "{:?}",
         r.evidence.code
     );
@@ -497,7 +499,7 @@ async fn hostile_with(env: &Env, calc: &str, wall_seconds: u64) -> gate::GateRes
 fn assert_only_mul_fails(r: &gate::GateResult, case: &str) {
     assert_eq!(
         r.evidence.outcome,
-        GateOutcome::Failed,
+        GateVerdict::Failed,
         "{case}: {:?} {}",
         r.evidence.code,
         r.evidence.log.tail
@@ -526,7 +528,7 @@ async fn docker_gate_hostile_resources_junit_bombs_and_runner_attacks() {
     assert!(
         matches!(
             r.evidence.outcome,
-            GateOutcome::Passed | GateOutcome::Failed
+            GateVerdict::Passed | GateVerdict::Failed
         ),
         "thread bomb: {:?} {:?}",
         r.evidence.outcome,
@@ -536,13 +538,13 @@ async fn docker_gate_hostile_resources_junit_bombs_and_runner_attacks() {
     // A memory balloon past the 512 MiB limit: killed, never a pass.
     let balloon = "chunks = []\nwhile True:\n    chunks.append(bytearray(64 << 20))";
     let r = hostile_with(&env, &format!("{balloon}\n{CALC}"), 60).await;
-    assert_ne!(r.evidence.outcome, GateOutcome::Passed, "memory balloon");
+    assert_ne!(r.evidence.outcome, GateVerdict::Passed, "memory balloon");
 
     // A 1 GiB (sparse) JUnit file replaces pytest's report: refused by its size before it is
     // read, so the run is not a pass.
     let huge = "import atexit\ndef _junit():\n    with open('/workspace/.gate-junit.xml', 'wb') as f:\n        f.truncate(1 << 30)\natexit.register(_junit)";
     let r = hostile_with(&env, &format!("{CALC}\n{huge}"), 60).await;
-    assert_ne!(r.evidence.outcome, GateOutcome::Passed, "1 GiB JUnit");
+    assert_ne!(r.evidence.outcome, GateVerdict::Passed, "1 GiB JUnit");
 
     // An entity bomb and a 100k-deep document in place of the report: refused, not a pass.
     let lol = "<?xml version=\"1.0\"?>\\n<!DOCTYPE lolz [<!ENTITY lol \"lol\"><!ENTITY lol2 \"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\">]>\\n<testsuites><testsuite name=\"&lol2;\" tests=\"1\"><testcase classname=\"test_calc\" name=\"test_mul\"/></testsuite></testsuites>";
@@ -550,17 +552,17 @@ async fn docker_gate_hostile_resources_junit_bombs_and_runner_attacks() {
         "import atexit\ndef _junit():\n    open('/workspace/.gate-junit.xml', 'w').write(\"{lol}\")\natexit.register(_junit)"
     );
     let r = hostile_with(&env, &format!("{CALC}\n{entity}"), 60).await;
-    assert_ne!(r.evidence.outcome, GateOutcome::Passed, "entity bomb");
+    assert_ne!(r.evidence.outcome, GateVerdict::Passed, "entity bomb");
     let deep = "import atexit\ndef _junit():\n    open('/workspace/.gate-junit.xml', 'w').write('<testsuites>' + '<a>' * 100000 + '</a>' * 100000 + '</testsuites>')\natexit.register(_junit)";
     let r = hostile_with(&env, &format!("{CALC}\n{deep}"), 60).await;
-    assert_ne!(r.evidence.outcome, GateOutcome::Passed, "deep JUnit");
+    assert_ne!(r.evidence.outcome, GateVerdict::Passed, "deep JUnit");
 
     // A forged all-passing report over a broken `mul`: the runner's own wait saw pytest exit
     // non-zero, so a report that disagrees with the exit status is an error, never a pass.
     let forged = "import atexit, os\ndef _junit():\n    open('/workspace/.gate-junit.xml', 'w').write('<testsuites><testsuite name=\"s\" tests=\"2\" failures=\"0\" errors=\"0\"><testcase classname=\"test_calc\" name=\"test_add\"/><testcase classname=\"test_calc\" name=\"test_mul\"/></testsuite></testsuites>')\natexit.register(_junit)";
     let broken = CALC.replace("a * b", "a + b");
     let r = hostile_with(&env, &format!("{broken}\n{forged}"), 60).await;
-    assert_ne!(r.evidence.outcome, GateOutcome::Passed, "forged report");
+    assert_ne!(r.evidence.outcome, GateVerdict::Passed, "forged report");
 
     // Attacks on the runner and the sandbox: ptrace the runner (PID 1), read its memory,
     // environment and descriptors, signal it and every process, open sockets. Each attempt's
@@ -622,8 +624,8 @@ except OSError:
     let r = hostile_broken(&env, probes, 60).await;
     // `kill(-1)` may end pytest itself (it cannot reach the runner): then there is no report,
     // which is an honest failure or error; otherwise exactly the broken test fails.
-    assert_ne!(r.evidence.outcome, GateOutcome::Passed, "runner attacks");
-    if r.evidence.outcome == GateOutcome::Failed && r.evidence.comparison.is_some() {
+    assert_ne!(r.evidence.outcome, GateVerdict::Passed, "runner attacks");
+    if r.evidence.outcome == GateVerdict::Failed && r.evidence.comparison.is_some() {
         assert_only_mul_fails(&r, "runner attacks");
     }
     assert!(
@@ -719,14 +721,14 @@ async fn docker_gate_real_rust_crate_with_the_init_definition() {
         .evidence;
     assert_eq!(
         baseline.outcome,
-        GateOutcome::Passed,
+        GateVerdict::Passed,
         "{:?} {}",
         baseline.code,
         baseline.log.tail
     );
     assert_eq!(
         r.evidence.outcome,
-        GateOutcome::Failed,
+        GateVerdict::Failed,
         "{:?}",
         r.evidence.code
     );
@@ -1009,7 +1011,7 @@ def _FINISH(_s):
         let honest = p.cheat("", &[]).await;
         assert_eq!(
             honest.evidence.outcome,
-            GateOutcome::Failed,
+            GateVerdict::Failed,
             "{}",
             describe(&honest)
         );
@@ -1021,7 +1023,7 @@ def _FINISH(_s):
         // test_recipes passing; every test_more test that passed on the baseline vanished.
         let r = p.cheat(SKIP_TEST_MORE, &[]).await;
         assert_eq!(r.evidence.exit, Some(gate_runner::ExitStatus::Code(0)));
-        assert_eq!(r.evidence.outcome, GateOutcome::Failed, "{}", describe(&r));
+        assert_eq!(r.evidence.outcome, GateVerdict::Failed, "{}", describe(&r));
         let c = r.evidence.comparison.clone().unwrap();
         assert!(c.regression && c.vanished.count > 400, "{c:?}");
         assert!(c.too_few_ran.is_some(), "{c:?}");
@@ -1034,7 +1036,7 @@ def _FINISH(_s):
         );
         // Every module skipped: pytest's own exit status (5, nothing ran) already disagrees.
         let r = p.cheat(SKIP_ALL, &[]).await;
-        assert_ne!(r.evidence.outcome, GateOutcome::Passed, "{}", describe(&r));
+        assert_ne!(r.evidence.outcome, GateVerdict::Passed, "{}", describe(&r));
 
         // (b) Exiting 0 at import, hard or through SystemExit.
         for code in [
@@ -1044,7 +1046,7 @@ def _FINISH(_s):
             let r = p.cheat(code, &[]).await;
             assert_ne!(
                 r.evidence.outcome,
-                GateOutcome::Passed,
+                GateVerdict::Passed,
                 "{code}: {}",
                 describe(&r)
             );
@@ -1054,7 +1056,7 @@ def _FINISH(_s):
         // any container) ...
         let shadow = [("pytest.py", SHADOW), ("sitecustomize.py", SHADOW)];
         let r = p.cheat("", &shadow).await;
-        assert_eq!(r.evidence.outcome, GateOutcome::PolicyRefused);
+        assert_eq!(r.evidence.outcome, GateVerdict::PolicyRefused);
         assert_eq!(
             r.evidence.pinned_changed,
             vec!["pytest.py".to_owned(), "sitecustomize.py".to_owned()]
@@ -1067,7 +1069,7 @@ def _FINISH(_s):
             .replace(", \"pytest.py\"", "");
         let unpinned = GateDefinitions::parse(unpinned.as_bytes()).unwrap();
         let r = p.cheat_under(&unpinned, "", &shadow).await;
-        assert_eq!(r.evidence.outcome, GateOutcome::Failed, "{}", describe(&r));
+        assert_eq!(r.evidence.outcome, GateVerdict::Failed, "{}", describe(&r));
         assert!(
             !r.evidence.log.tail.contains("SHADOWED"),
             "{}",
@@ -1080,7 +1082,7 @@ def _FINISH(_s):
         let r = p.cheat(FORGE, &[]).await;
         assert_eq!(
             (r.evidence.outcome, r.evidence.code.as_deref()),
-            (GateOutcome::Error, Some(gate::LOG_CONTRADICTION_CODE)),
+            (GateVerdict::Error, Some(gate::LOG_CONTRADICTION_CODE)),
             "{}",
             describe(&r)
         );
@@ -1094,7 +1096,7 @@ def _FINISH(_s):
         let r = p.cheat(&format!("{SILENCE}{FORGE}"), &[]).await;
         assert_eq!(
             (r.evidence.outcome, r.evidence.code.as_deref()),
-            (GateOutcome::Error, Some(gate::LOG_CONTRADICTION_CODE)),
+            (GateVerdict::Error, Some(gate::LOG_CONTRADICTION_CODE)),
             "{}",
             describe(&r)
         );
@@ -1105,7 +1107,7 @@ def _FINISH(_s):
         let r = p
             .cheat(&format!("{SILENCE_ALL}{FORGE}{FAKE_SUMMARY}"), &[])
             .await;
-        assert_eq!(r.evidence.outcome, GateOutcome::Passed, "{}", describe(&r));
+        assert_eq!(r.evidence.outcome, GateVerdict::Passed, "{}", describe(&r));
         let baseline = gate::parse_evidence(r.baseline_file.as_ref().unwrap())
             .unwrap()
             .evidence;

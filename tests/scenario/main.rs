@@ -27,6 +27,7 @@ mod cli_export;
 mod cli_input;
 mod cli_live;
 mod cli_review;
+mod codes;
 mod gates;
 mod hostile;
 mod lifecycle;

@@ -505,13 +505,11 @@ fn docker_hostile_image_modes() {
         )
     };
     let valid = run("valid", 60);
-    assert!(
-        snapshot::from_slice_strict::<proof_worker::TurnOutput>(&valid.stdout, 1 << 20).is_ok()
-    );
+    assert!(vocab::from_slice_strict::<proof_worker::TurnOutput>(&valid.stdout, 1 << 20).is_ok());
     let dup = run("duplicate-keys", 60);
     assert_eq!(
-        snapshot::from_slice_strict::<proof_worker::TurnOutput>(&dup.stdout, 1 << 20).unwrap_err(),
-        snapshot::StrictJsonError::DuplicateKey
+        vocab::from_slice_strict::<proof_worker::TurnOutput>(&dup.stdout, 1 << 20).unwrap_err(),
+        vocab::StrictJsonError::DuplicateKey
     );
     assert_eq!(run("exit-nonzero", 60).code, Some(3));
     assert!(run("print-nothing", 60).stdout.is_empty());

@@ -124,7 +124,7 @@ async fn docker_stdin_is_delivered_whole_and_closed() {
         t.proposal.owned_paths,
         vec![
             format!("stdin-bytes-{}", payload.len()),
-            format!("stdin-sha256-{}", snapshot::sha256_bare_hex(&payload))
+            format!("stdin-sha256-{}", vocab::sha256_bare_hex(&payload))
         ]
     );
     assert_eq!(t.proposal.status, snapshot::ProposalStatus::Empty);

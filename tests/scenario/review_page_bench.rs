@@ -8,7 +8,8 @@
 use std::time::{Duration, Instant};
 
 use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
-use snapshot::{FileOp, RepoPath, Sha256};
+use snapshot::{FileOp, RepoPath};
+use vocab::Sha256;
 
 use crate::service::{ServeOpts, Service, http, open_store};
 use crate::service_hostile_clients::{sign_in_as_a_browser, timed_get};

@@ -69,7 +69,7 @@ impl Fixture {
             &[],
             &[],
         );
-        let name = format!("{}.json", snapshot::sha256_bare_hex(task.as_bytes()));
+        let name = format!("{}.json", vocab::sha256_bare_hex(task.as_bytes()));
         let path = self.approvals.path().join(name);
         std::fs::write(&path, serde_json::to_vec_pretty(&context).unwrap()).unwrap();
         path

@@ -265,7 +265,7 @@ async fn gate_fails(docker: &container::BollardRuntime, database: Option<&str>) 
     let evidence = stored_evidence_in(state.path(), database, &id).await;
     assert_eq!(evidence.len(), 1, "{evidence:?}");
     assert_eq!(evidence[0].gate(), "check");
-    assert_eq!(evidence[0].outcome(), jobs::GateVerdict::Failed);
+    assert_eq!(evidence[0].outcome(), vocab::GateVerdict::Failed);
     let doc: serde_json::Value = serde_json::from_slice(evidence[0].bytes()).unwrap();
     assert_eq!(doc["candidate_digest"], done["candidate_digest"], "{doc}");
     assert_eq!(doc["outcome"], "failed", "{doc}");
@@ -438,7 +438,7 @@ async fn docker_service_sigkill_during_the_gate_records_one_result_with_evidence
     assert_eq!(job["attempts"], 2, "the killed attempt is spent: {job}");
     let evidence = stored_evidence(state.path(), &id).await;
     assert_eq!(evidence.len(), 1, "{evidence:?}");
-    assert_eq!(evidence[0].outcome(), jobs::GateVerdict::Passed);
+    assert_eq!(evidence[0].outcome(), vocab::GateVerdict::Passed);
     let doc: serde_json::Value = serde_json::from_slice(evidence[0].bytes()).unwrap();
     assert_eq!(doc["candidate_digest"], job["candidate_digest"], "{doc}");
     let codes = event_codes(state.path(), None, &id);

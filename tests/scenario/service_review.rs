@@ -9,7 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
-use snapshot::{FileOp, RepoPath, Sha256};
+use snapshot::{FileOp, RepoPath};
+use vocab::Sha256;
 
 use crate::service::{ServeOpts, Service, bin, http, open_store};
 use crate::support::*;

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
-use snapshot::{FileOp, RepoPath, Sha256};
+use snapshot::{FileOp, RepoPath};
+use vocab::Sha256;
 
 use crate::service::{ServeOpts, Service, open_store};
 use crate::support::*;
@@ -146,9 +147,9 @@ fn evidence(
         image_id: format!("sha256:{}", "a".repeat(64)),
         runtime: "default".to_owned(),
         outcome: if passed {
-            gate::GateOutcome::Passed
+            vocab::GateVerdict::Passed
         } else {
-            gate::GateOutcome::Failed
+            vocab::GateVerdict::Failed
         },
         code: None,
         exit: Some(gate_runner::ExitStatus::Code(if passed { 0 } else { 1 })),
@@ -183,9 +184,9 @@ fn evidence(
     };
     let (bytes, _) = ev.to_file_bytes().unwrap();
     let verdict = if passed {
-        jobs::GateVerdict::Passed
+        vocab::GateVerdict::Passed
     } else {
-        jobs::GateVerdict::Failed
+        vocab::GateVerdict::Failed
     };
     jobs::EvidenceDocument::new(
         "pytest",

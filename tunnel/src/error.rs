@@ -1,6 +1,34 @@
 //! The tunnel's errors: one stable code per protocol rule. Fields are structured (types, ids,
 //! sizes); no error ever carries payload bytes.
 
+/// Every code [`TunnelError::code`] can return, for documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "PATCH_CANDIDATE_TUNNEL_FRAME_SIZE",
+    "PATCH_CANDIDATE_TUNNEL_FRAME_TYPE",
+    "PATCH_CANDIDATE_TUNNEL_FRAME_CHANNEL",
+    "PATCH_CANDIDATE_TUNNEL_FRAME_PAYLOAD",
+    "PATCH_CANDIDATE_TUNNEL_HELLO",
+    "PATCH_CANDIDATE_TUNNEL_HELLO_MISSING",
+    "PATCH_CANDIDATE_TUNNEL_HELLO_REPEATED",
+    "PATCH_CANDIDATE_TUNNEL_DIRECTION",
+    "PATCH_CANDIDATE_TUNNEL_REQUEST_ORDER",
+    "PATCH_CANDIDATE_TUNNEL_OPEN_ORDER",
+    "PATCH_CANDIDATE_TUNNEL_CHANNEL_UNKNOWN",
+    "PATCH_CANDIDATE_TUNNEL_CHANNEL_CLOSED",
+    "PATCH_CANDIDATE_TUNNEL_OPEN_CHANNELS",
+    "PATCH_CANDIDATE_TUNNEL_CHANNELS",
+    "PATCH_CANDIDATE_TUNNEL_CHANNEL_BYTES",
+    "PATCH_CANDIDATE_TUNNEL_CHANNEL_BACKLOG",
+    "PATCH_CANDIDATE_TUNNEL_TOTAL_BYTES",
+    "PATCH_CANDIDATE_TUNNEL_EVENT",
+    "PATCH_CANDIDATE_TUNNEL_EVENTS",
+    "PATCH_CANDIDATE_TUNNEL_REQUEST_BYTES",
+    "PATCH_CANDIDATE_TUNNEL_RESULT_BYTES",
+    "PATCH_CANDIDATE_TUNNEL_AFTER_END",
+    "PATCH_CANDIDATE_TUNNEL_TRUNCATED",
+    "PATCH_CANDIDATE_TUNNEL_NO_RESULT_END",
+];
+
 /// A violation of the framed stdio protocol (or of one of its caps).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -210,7 +238,7 @@ impl TunnelError {
     }
 }
 
-impl snapshot::Coded for TunnelError {
+impl vocab::Coded for TunnelError {
     fn code(&self) -> &'static str {
         TunnelError::code(self)
     }

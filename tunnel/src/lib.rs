@@ -34,7 +34,7 @@ mod limits;
 mod session;
 
 pub use codec::Decoder;
-pub use error::TunnelError;
+pub use error::{ERROR_CODES, TunnelError};
 pub use frame::{
     ChannelId, Chunk, EventPayload, Frame, FrameType, HEADER_LEN, HELLO, MAX_EVENT_BYTES,
     MAX_FRAME_PAYLOAD, MAX_RESET_CODE_BYTES, ResetCode,

@@ -696,6 +696,10 @@ fn every_error_follows_the_message_convention() {
             channel: 1,
             limit: 1,
         },
+        TunnelError::ChannelBacklog {
+            channel: 1,
+            limit: 1,
+        },
         TunnelError::TotalBytes { limit: 1 },
         TunnelError::Event { length: 1 },
         TunnelError::Events { limit: 1 },
@@ -707,9 +711,10 @@ fn every_error_follows_the_message_convention() {
     ];
     let mut codes = std::collections::BTreeSet::new();
     for e in &all {
-        snapshot::check_message_convention(e).unwrap();
+        vocab::check_message_convention(e).unwrap();
         assert!(codes.insert(e.code()), "duplicate code {}", e.code());
     }
+    vocab::check_code_table(crate::ERROR_CODES, all.iter().map(TunnelError::code)).unwrap();
 }
 
 #[test]

@@ -7,8 +7,9 @@ use std::process::Command;
 use archive::{ArchiveError, StageLimits, StagedWorkspace, stage_workspace_archive};
 use snapshot::{
     ApprovedExecutionContext, ApprovedTurn, BaselineFiles, CreateAbsence, DefaultPathPolicy,
-    PathPolicy, RepoPath, RepositorySnapshotEvidence, Sha256, SnapshotError, casefold,
+    PathPolicy, RepoPath, RepositorySnapshotEvidence, SnapshotError, casefold,
 };
+use vocab::Sha256;
 
 pub fn p(s: &str) -> RepoPath {
     RepoPath::parse(s).unwrap()

@@ -9,7 +9,8 @@ use archive::{
 };
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
-use snapshot::{RepoPath, Sha256};
+use snapshot::RepoPath;
+use vocab::Sha256;
 
 use crate::common::{entries, p, python};
 

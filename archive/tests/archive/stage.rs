@@ -8,7 +8,8 @@ use archive::{
     materialize_workspace,
 };
 use pretty_assertions::assert_eq;
-use snapshot::{BaselineFiles, Sha256};
+use snapshot::BaselineFiles;
+use vocab::Sha256;
 
 use crate::common::{Fixture, RefusingPolicy, Spec, entries, fixture, p, tree};
 

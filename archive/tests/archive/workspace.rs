@@ -5,7 +5,8 @@ use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 
 use archive::{HarvestOptions, StagedWorkspace, Violation, ViolationKind, materialize_workspace};
 use pretty_assertions::assert_eq;
-use snapshot::{BaselineFiles, FileOp, Sha256};
+use snapshot::{BaselineFiles, FileOp};
+use vocab::Sha256;
 
 use crate::common::{p, tree};
 

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use finalizer::{FinalizeError, repository_patch_digest, validate_candidate_json, verify_digest};
 use serde_json::{Value, json};
-use snapshot::Sha256;
+use vocab::Sha256;
 
 use crate::export::finalised;
 

@@ -3,7 +3,7 @@
 
 use finalizer::{repository_patch_digest, unified_diff, validate_candidate_json};
 use serde_json::{Value, json};
-use snapshot::Sha256;
+use vocab::Sha256;
 
 use crate::support::{Rng, run_oracle};
 

@@ -178,8 +178,7 @@ fn tampered_candidates_fail_verification_with_codes() {
     };
     let c = tampered(&candidate, |d| {
         let i = index_of(d, "app/service.py");
-        d["changed_files"][i]["previous_sha256"] =
-            json!(snapshot::Sha256::of(b"other").to_string());
+        d["changed_files"][i]["previous_sha256"] = json!(vocab::Sha256::of(b"other").to_string());
     });
     assert_eq!(code(&c), "REPOSITORY_PATCH_VERIFY_BASELINE");
     let c = tampered(&candidate, |d| {

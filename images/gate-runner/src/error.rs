@@ -1,7 +1,35 @@
 //! The crate's one error type. Messages never quote request values, file contents or the child's
 //! output: they name the field or rule and the limit.
 
-use snapshot::{Coded, FailureClass, StrictJsonError};
+use vocab::{Coded, FailureClass, StrictJsonError};
+
+/// Every code [`GateRunnerError::code`] and [`JunitRefusal::code`](crate::JunitRefusal::code)
+/// can return, for documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "GATE_WIRE_FRAME_LENGTH",
+    "GATE_WIRE_FRAME_TRUNCATED",
+    "GATE_WIRE_TRAILING_DATA",
+    "GATE_WIRE_JSON",
+    "GATE_WIRE_NOT_CANONICAL",
+    "GATE_WIRE_FIELD",
+    "GATE_WIRE_VERSION",
+    "GATE_WIRE_REPORT_SHAPE",
+    "GATE_RUNNER_TREE",
+    "GATE_RUNNER_CWD",
+    "GATE_RUNNER_SPAWN",
+    "GATE_RUNNER_HARDEN",
+    "GATE_RUNNER_ROOT",
+    "GATE_RUNNER_USAGE",
+    "GATE_RUNNER_IO",
+    "GATE_JUNIT_NOT_A_FILE",
+    "GATE_JUNIT_TOO_LARGE",
+    "GATE_JUNIT_DOCTYPE",
+    "GATE_JUNIT_ENTITY",
+    "GATE_JUNIT_TOO_DEEP",
+    "GATE_JUNIT_SYNTAX",
+    "GATE_JUNIT_CASE_ID",
+    "GATE_JUNIT_IO",
+];
 
 /// Why a wire document was refused, or why the runner could not run the gate. Every message
 /// starts with its code.
@@ -113,7 +141,7 @@ impl Coded for GateRunnerError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::TreeRule;
+    use crate::{JunitRefusal, TreeRule};
 
     fn variant_index(e: &GateRunnerError) -> usize {
         match e {
@@ -173,9 +201,36 @@ mod tests {
         let mut codes = std::collections::BTreeSet::new();
         for e in &samples {
             seen[variant_index(e)] = true;
-            snapshot::check_message_convention(e).unwrap();
+            vocab::check_message_convention(e).unwrap();
             assert!(codes.insert(e.code()), "{} twice", e.code());
         }
         assert!(seen.iter().all(|s| *s));
+        let junit = [
+            JunitRefusal::NotAFile,
+            JunitRefusal::TooLarge,
+            JunitRefusal::Doctype,
+            JunitRefusal::Entity,
+            JunitRefusal::TooDeep,
+            JunitRefusal::Syntax,
+            JunitRefusal::CaseId,
+            JunitRefusal::Io,
+        ];
+        for r in junit {
+            match r {
+                JunitRefusal::NotAFile
+                | JunitRefusal::TooLarge
+                | JunitRefusal::Doctype
+                | JunitRefusal::Entity
+                | JunitRefusal::TooDeep
+                | JunitRefusal::Syntax
+                | JunitRefusal::CaseId
+                | JunitRefusal::Io => {}
+            }
+        }
+        let produced = samples
+            .iter()
+            .map(GateRunnerError::code)
+            .chain(junit.into_iter().map(JunitRefusal::code));
+        vocab::check_code_table(ERROR_CODES, produced).unwrap();
     }
 }

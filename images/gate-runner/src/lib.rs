@@ -14,7 +14,7 @@ mod run;
 mod tree;
 mod wire;
 
-pub use error::GateRunnerError;
+pub use error::{ERROR_CODES, GateRunnerError};
 pub use junit::{JunitRefusal, parse as parse_junit, read_junit};
 pub use run::{DEFAULT_ROOT, harden, run_gate};
 pub use tree::{Extracted, TreeRule, extract};

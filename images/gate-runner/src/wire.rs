@@ -1090,7 +1090,7 @@ fn parse_strict<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
     max: usize,
 ) -> Result<T, GateRunnerError> {
-    match snapshot::from_slice_strict::<T>(bytes, max) {
+    match vocab::from_slice_strict::<T>(bytes, max) {
         Ok(v) => Ok(v),
         Err(e) => Err(GateRunnerError::Json(e)),
     }

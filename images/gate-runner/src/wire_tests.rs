@@ -93,7 +93,7 @@ fn report_encodes_as_the_contract_says() {
     ] {
         let enc = canonical_json(&junit, 1000).unwrap();
         assert_eq!(String::from_utf8(enc).unwrap(), text);
-        let back: JunitReport = snapshot::from_slice_strict(text.as_bytes(), 1000).unwrap();
+        let back: JunitReport = vocab::from_slice_strict(text.as_bytes(), 1000).unwrap();
         assert_eq!(back, junit);
     }
     let signal = canonical_json(&ExitStatus::Signal(9), 100).unwrap();

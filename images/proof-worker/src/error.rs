@@ -1,9 +1,38 @@
 //! The crate's one error type. Messages never quote file contents or agent output.
 
-use snapshot::{Coded, FailureClass, Untrusted};
+use vocab::{Coded, FailureClass, Untrusted};
+
+/// Every code [`ProofError::code`] can return (archive and tunnel errors keep their crate's
+/// code), and the codes of the runner's refusals of the agent's file requests (`FsRefusal`), for
+/// documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "PROOF_WORKER_REQUEST_BUDGET",
+    "PROOF_WORKER_REQUEST_FORMAT",
+    "PROOF_WORKER_REQUEST_PATH",
+    "PROOF_WORKER_GRANTS",
+    "PROOF_WORKER_FILE_BUDGET",
+    "PROOF_WORKER_INSPECTION_BUDGET",
+    "PROOF_WORKER_WORKSPACE",
+    "PROOF_WORKER_AGENT_SPAWN",
+    "ACP_PROOF_ISOLATION_FAILED",
+    "PROOF_WORKER_OUTPUT",
+    "PROOF_WORKER_IO",
+    "PROOF_WORKER_LIVE_REQUEST",
+    "PROOF_WORKER_LIVE_LISTEN",
+    "FS_OUTSIDE_WORKSPACE",
+    "FS_UNSAFE_PATH",
+    "FS_NOT_IN_SCOPE",
+    "FS_READ_ONLY",
+    "FS_SYMLINK",
+    "FS_NOT_A_FILE",
+    "FS_TOO_LARGE",
+    "FS_NOT_UTF8",
+    "FS_NOT_FOUND",
+    "FS_IO",
+];
 
 /// Why a turn could not be run or reported. Every message starts with its code (see
-/// [`snapshot::Coded`]); names are shown only through [`Untrusted`].
+/// [`vocab::Coded`]); names are shown only through [`Untrusted`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProofError {
@@ -180,8 +209,48 @@ mod tests {
             samples.iter().map(variant_index).collect();
         assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no sample");
         for e in &samples {
-            snapshot::check_message_convention(e).unwrap();
+            vocab::check_message_convention(e).unwrap();
         }
+    }
+
+    #[test]
+    fn the_table_lists_every_own_code_once() {
+        use crate::confine::FsRefusal;
+        let samples = samples();
+        let own = samples
+            .iter()
+            .filter(|e| !matches!(e, ProofError::Archive(_) | ProofError::Tunnel(_)))
+            .map(ProofError::code);
+        let refusals = [
+            FsRefusal::OutsideWorkspace,
+            FsRefusal::UnsafePath,
+            FsRefusal::NotInScope,
+            FsRefusal::ReadOnly,
+            FsRefusal::Symlink,
+            FsRefusal::NotAFile,
+            FsRefusal::TooLarge,
+            FsRefusal::NotUtf8,
+            FsRefusal::NotFound,
+            FsRefusal::Io,
+        ];
+        for r in refusals {
+            match r {
+                FsRefusal::OutsideWorkspace
+                | FsRefusal::UnsafePath
+                | FsRefusal::NotInScope
+                | FsRefusal::ReadOnly
+                | FsRefusal::Symlink
+                | FsRefusal::NotAFile
+                | FsRefusal::TooLarge
+                | FsRefusal::NotUtf8
+                | FsRefusal::NotFound
+                | FsRefusal::Io => {}
+            }
+        }
+        let refusal_codes: Vec<String> = refusals.iter().map(|r| r.code()).collect();
+        let mut produced: Vec<&str> = own.collect();
+        produced.extend(refusal_codes.iter().map(String::as_str));
+        vocab::check_code_table(ERROR_CODES, produced).unwrap();
     }
 
     #[test]

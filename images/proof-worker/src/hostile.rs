@@ -367,8 +367,8 @@ mod tests {
 
     const REQ: &[u8] = br#"{"app_id":"a","build_family":"app_bundle","build_record_id":"b","change_class":"patch","raw_user_request":"r","files":{"app/a.txt":"one\n","app/b.txt":"two\n"},"read_only_files":{}}"#;
 
-    fn strict(bytes: &[u8]) -> Result<TurnOutput, snapshot::StrictJsonError> {
-        snapshot::from_slice_strict(bytes, 64 << 20)
+    fn strict(bytes: &[u8]) -> Result<TurnOutput, vocab::StrictJsonError> {
+        vocab::from_slice_strict(bytes, 64 << 20)
     }
 
     #[test]
@@ -385,12 +385,12 @@ mod tests {
         assert!(strict(&action("malformed-json", REQ).unwrap().stdout).is_err());
         assert_eq!(
             strict(&action("duplicate-keys", REQ).unwrap().stdout).unwrap_err(),
-            snapshot::StrictJsonError::DuplicateKey
+            vocab::StrictJsonError::DuplicateKey
         );
         assert!(matches!(
             strict(&action("extra-key", REQ).unwrap().stdout).unwrap_err(),
-            snapshot::StrictJsonError::Shape {
-                kind: snapshot::ShapeKind::UnknownField,
+            vocab::StrictJsonError::Shape {
+                kind: vocab::ShapeKind::UnknownField,
                 ..
             }
         ));

@@ -25,7 +25,7 @@ mod transport;
 
 // The surface the binaries and the tests use, and the types their fields name; nothing else.
 pub use agents::{AcpSetup, Adapter, GatewayAuth, LiveAgent, adapter};
-pub use error::ProofError;
+pub use error::{ERROR_CODES, ProofError};
 pub use live::{LIVE_TURN_TIMEOUT, live_config, run_live};
 pub use request::MAX_REQUEST_BYTES;
 pub use runner::{RunnerConfig, TurnOutput, TurnResult, run_turn};

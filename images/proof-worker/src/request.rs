@@ -3,15 +3,16 @@
 //! The host serialises `app_id, build_family, build_record_id, change_class, raw_user_request,
 //! files, read_only_files` and, iff any grant exists, `create_paths` and `delete_paths` (both,
 //! sorted). Unknown keys, duplicate keys, `NaN`, invalid UTF-8 and trailing data are refused by
-//! [`snapshot::from_slice_strict`]; every path becomes a [`RepoPath`] or the request is refused.
+//! [`vocab::from_slice_strict`]; every path becomes a [`RepoPath`] or the request is refused.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 use snapshot::{
     BaselineFiles, MAX_READ_ONLY_INSPECTION_BYTES, MAX_READ_ONLY_INSPECTION_FILES, RepoPath,
-    from_slice_strict, is_secret_sensitive_path,
+    is_secret_sensitive_path,
 };
+use vocab::from_slice_strict;
 
 use crate::error::ProofError;
 
@@ -87,7 +88,7 @@ impl TryFrom<WireFeedback> for ReviewFeedback {
         let bad = |reason: &str| ProofError::RequestFormat {
             reason: format!("review_feedback: {reason}"),
         };
-        if !snapshot::is_typed_sha256(&w.supersedes_candidate) {
+        if !vocab::is_typed_sha256(&w.supersedes_candidate) {
             return Err(bad("supersedes_candidate is not a sha256: digest"));
         }
         if let Some(note) = &w.note {

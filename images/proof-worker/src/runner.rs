@@ -21,10 +21,9 @@ use agent_client_protocol::{Agent, Client, ErrorCode};
 use archive::{HarvestOptions, StagedWorkspace, WorkspaceHarvest};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
-use snapshot::{
-    FileOp, ProposalStatus, ProposedFileChange, RepoPath, Sha256, StagedPatchProposal, Untrusted,
-};
+use snapshot::{FileOp, ProposalStatus, ProposedFileChange, RepoPath, StagedPatchProposal};
 use snapshot::{ProviderEventKind, ProviderEventRecord};
+use vocab::{Sha256, Untrusted};
 
 use crate::agents::AcpSetup;
 use crate::confine::{ConfinedWorkspace, FsRefusal};
@@ -352,7 +351,7 @@ async fn run_in_workspace(
         Err(_) => (String::new(), true, 0),
     };
     let report: Option<AgentReport> =
-        snapshot::from_slice_strict(reply.as_bytes(), MAX_REPLY_BYTES).ok();
+        vocab::from_slice_strict(reply.as_bytes(), MAX_REPLY_BYTES).ok();
     let mut builder = ProposalBuilder::new(stdin, &prompt, &reply);
     if let Some(live) = &request.live {
         builder.model = live.model.clone();

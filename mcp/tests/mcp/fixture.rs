@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::fs;
 
 use finalizer::{CandidateFields, CandidateStore, RepositoryPatchCandidate, RepositoryPatchFile};
-use snapshot::{FileOp, RepoPath, Sha256};
+use snapshot::{FileOp, RepoPath};
+use vocab::Sha256;
 
 use crate::support::fixture_dir;
 

@@ -179,7 +179,7 @@ async fn inspect_workspace_archive() {
     let bytes = fs::read(copy.root.join("review/workspace-archive.zip")).unwrap();
     assert_eq!(
         r["archive_sha256"],
-        json!(snapshot::Sha256::of(&bytes).to_string())
+        json!(vocab::Sha256::of(&bytes).to_string())
     );
     let r = client
         .ok(

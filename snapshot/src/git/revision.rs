@@ -87,7 +87,7 @@ fn resolve_within(
         let text = std::str::from_utf8(&output.stdout)
             .map_err(|_| super::process::git_error("rev-parse printed a non-UTF-8 id"))?;
         let id = text.strip_suffix('\n').unwrap_or(text);
-        if id.len() != 40 || !id.bytes().all(crate::digest::is_lower_hex) {
+        if id.len() != 40 || !id.bytes().all(vocab::is_lower_hex) {
             return Err(commit_error(
                 "the repository does not use 40-digit SHA-1 commit ids",
             ));

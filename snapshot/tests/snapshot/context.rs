@@ -126,7 +126,7 @@ fn scopes_are_normalised_sorted_and_unique() {
             });
             assert_invalid(
                 &err,
-                &format!("unsafe execution path: {}", snapshot::quote(bad)),
+                &format!("unsafe execution path: {}", vocab::quote(bad)),
             );
         }
     }
@@ -149,7 +149,7 @@ fn exact_grants_must_be_canonical_nfc_and_casefold_unique() {
             });
             assert_invalid(
                 &err,
-                &format!("unsafe exact execution path: {}", snapshot::quote(bad)),
+                &format!("unsafe exact execution path: {}", vocab::quote(bad)),
             );
         }
         let err = rejected(|m| {
@@ -306,7 +306,7 @@ fn r_duplicate_keys_are_refused_by_the_constructors() {
     assert_ne!(twice, text);
     let err = ApprovedExecutionContext::from_json(&twice).unwrap_err();
     assert_invalid(&err, "duplicate object key");
-    snapshot::check_message_convention(&err).unwrap();
+    vocab::check_message_convention(&err).unwrap();
 
     let good = evidence_value(&[("app/x.py", "x")]).to_string();
     let hash = format!("\"sha256:{}\"", "0".repeat(64));
@@ -367,7 +367,7 @@ fn r_malformed_documents_never_quote_input_values() {
         assert_invalid(&err, needle);
         assert!(!shown.contains("sk-live"), "{shown}");
         assert!(!shown.contains('\u{1b}'), "{shown}");
-        snapshot::check_message_convention(&err).unwrap();
+        vocab::check_message_convention(&err).unwrap();
     }
     // Validator messages quote paths only through the escaping display type.
     let err = rejected(|m| {
@@ -377,7 +377,7 @@ fn r_malformed_documents_never_quote_input_values() {
         err.to_string(),
         "REPOSITORY_PATCH_CONTEXT_INVALID: unsafe execution path: '../\\u202eevil'"
     );
-    snapshot::check_message_convention(&err).unwrap();
+    vocab::check_message_convention(&err).unwrap();
 
     let mut v = evidence_value(&[("app/x.py", "x")]);
     v["file_manifest"] = json!({ "app/x.py": [secret] });
@@ -385,7 +385,7 @@ fn r_malformed_documents_never_quote_input_values() {
     assert_eq!(err.code(), "REPOSITORY_PATCH_SNAPSHOT_INVALID", "{err}");
     assert!(err.to_string().contains("$.file_manifest"), "{err}");
     assert!(!err.to_string().contains("sk-live"), "{err}");
-    snapshot::check_message_convention(&err).unwrap();
+    vocab::check_message_convention(&err).unwrap();
 }
 
 /// The approval size cap lives in the constructor, so every command has the same one.
@@ -458,7 +458,7 @@ fn snapshot_json_excluded_list_is_accepted_and_checked() {
         let err = RepositorySnapshotEvidence::from_json(&v.to_string()).unwrap_err();
         assert_eq!(err.code(), "REPOSITORY_PATCH_SNAPSHOT_INVALID", "{field}");
         assert!(err.to_string().contains("$.excluded"), "{field}: {err}");
-        snapshot::check_message_convention(&err).unwrap();
+        vocab::check_message_convention(&err).unwrap();
     }
     let mut not_a_list = good;
     not_a_list["excluded"] = json!({"kind": "symlink"});

@@ -10,8 +10,9 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use snapshot::{
     BaselineFiles, CreateAbsence, DefaultPathPolicy, EntryKind, GitSnapshot, RepoPath,
-    RepositorySnapshotEvidence, Sha256, verify_selected_baseline,
+    RepositorySnapshotEvidence, verify_selected_baseline,
 };
+use vocab::Sha256;
 
 use crate::support::{TempRepo, context_with, p};
 

@@ -7,9 +7,10 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use snapshot::{
     ApprovedExecutionContext, BaselineFiles, DefaultPathPolicy, MAX_READ_ONLY_INSPECTION_BYTES,
-    MAX_READ_ONLY_INSPECTION_FILES, PathPolicy, RepoPath, RepositorySnapshotEvidence, Sha256,
+    MAX_READ_ONLY_INSPECTION_FILES, PathPolicy, RepoPath, RepositorySnapshotEvidence,
     SnapshotError, select_read_only_files, verify_selected_baseline,
 };
+use vocab::Sha256;
 
 use crate::support::{
     SCHEMAS, SCHEMAS_TEXT, SERVICE, SERVICE_TEXT, context, context_with, evidence, evidence_value,

@@ -6,7 +6,8 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 use snapshot::context_from_value;
-use snapshot::{ApprovedExecutionContext, RepoPath, RepositorySnapshotEvidence, Sha256};
+use snapshot::{ApprovedExecutionContext, RepoPath, RepositorySnapshotEvidence};
+use vocab::Sha256;
 
 pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 pub const SNAPSHOT_DIGEST: &str =

@@ -453,5 +453,5 @@ fn hostile(
 }
 
 fn sha2_hex(bytes: &[u8]) -> String {
-    snapshot::sha256_bare_hex(bytes)
+    vocab::sha256_bare_hex(bytes)
 }

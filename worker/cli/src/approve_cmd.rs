@@ -14,9 +14,10 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use snapshot::{
     ApprovedExecutionContext, DefaultPathPolicy, EXECUTION_CONTEXT_SCHEMA_VERSION, GitSnapshot,
-    GrantInput, Grants, RepoPath, Sha256, SnapshotError, WorkTreeState,
+    GrantInput, Grants, RepoPath, SnapshotError, WorkTreeState,
 };
 use turn::PreparedTurn;
+use vocab::Sha256;
 
 use super::outcome::{OUTPUT_CODE, display_path};
 use super::outfile::{check_output, dir_id, write_private};

@@ -2,7 +2,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
 use pretty_assertions::assert_eq;
-use snapshot::FailureClass;
+use vocab::FailureClass;
 
 use super::*;
 

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use finalizer::{git_patch, repository_patch_digest, verify_against_repository};
-use snapshot::Untrusted;
+use vocab::Untrusted;
 
 use super::finalize_cmd::{parse_digest_flag, read_candidate};
 use super::outcome::display_path;

@@ -17,10 +17,11 @@ use finalizer::{
 };
 use snapshot::{
     ApprovedExecutionContext, BaselineFiles, CreateAbsence, DefaultPathPolicy,
-    MAX_CONTEXT_JSON_BYTES, MAX_SNAPSHOT_JSON_BYTES, RepoPath, RepositorySnapshotEvidence, Sha256,
-    StagedPatchProposal, Untrusted, from_slice_strict, verify_snapshot_identity,
+    MAX_CONTEXT_JSON_BYTES, MAX_SNAPSHOT_JSON_BYTES, RepoPath, RepositorySnapshotEvidence,
+    StagedPatchProposal, verify_snapshot_identity,
 };
 use snapshot::{ApprovedTurn, GitSnapshot};
+use vocab::{Sha256, Untrusted, from_slice_strict};
 
 use super::outcome::{CommandError, INPUT_CODE, IO_CODE, display_path};
 use super::paths::{read_file, require_dir, require_parent};
@@ -629,10 +630,7 @@ mod tests {
         let err = finalize(&args).unwrap_err();
         assert_eq!(
             (err.code, err.class),
-            (
-                "PATCH_CANDIDATE_FINALIZE_FLAGS",
-                snapshot::FailureClass::Usage
-            )
+            ("PATCH_CANDIDATE_FINALIZE_FLAGS", vocab::FailureClass::Usage)
         );
         assert!(err.message().contains("--repo"), "{}", err.message());
         args.snapshot = Some(args.approval.clone());

@@ -16,15 +16,10 @@ use gate::{
 
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
 use super::finalize_cmd::read_candidate;
-use super::outcome::display_path;
+use super::outcome::{GATE_IMAGE_CODE, GATE_NONE_CODE, display_path};
 use super::paths::{require_dir, require_parent};
 use super::signals::Interruptible;
 use super::{CliError, Outcome};
-
-/// Nothing to run: no `--gate` and the candidate requires none (exit status 2).
-pub(crate) const GATE_NONE_CODE: &str = "PATCH_CANDIDATE_GATE_NONE";
-/// `gate init` found no recorded gate image and no `--image` (exit status 3).
-pub(crate) const GATE_IMAGE_CODE: &str = "PATCH_CANDIDATE_GATE_IMAGE";
 
 /// `gate` arguments.
 #[derive(Debug, Args)]

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use jobs::{Job, JobId, JobState, JobStore};
 use service::{MirrorCache, Submission, job_view};
-use snapshot::{MAX_CONTEXT_JSON_BYTES, Untrusted};
+use snapshot::MAX_CONTEXT_JSON_BYTES;
+use vocab::Untrusted;
 
 use super::docker_args::{state_dir, tokio_runtime};
 use super::live_args::{parse_agent, require_model};

@@ -2,7 +2,7 @@
 //! message (its code first, exactly once) on stderr; the exit status from the failure class.
 //!
 //! There is one error type, [`CliError`], and one mapping into it: every library error implements
-//! [`snapshot::Coded`], and `From<E: Coded>` takes its code, message and class as they are. The
+//! [`vocab::Coded`], and `From<E: Coded>` takes its code, message and class as they are. The
 //! CLI's own codes live here too: the typed [`CommandError`] for failures with structured fields,
 //! and one named constant per code the commands build a [`CliError`] with directly.
 
@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use snapshot::{Coded, FailureClass, Untrusted};
+use vocab::{Coded, FailureClass, Untrusted};
 
 /// Longest error message printed, in characters (the message of a library error is already
 /// capped field by field; this bounds the sum).
@@ -31,22 +31,22 @@ pub(crate) const INPUT_CODE: &str = "PATCH_CANDIDATE_INPUT";
 pub(crate) const IO_CODE: &str = "PATCH_CANDIDATE_IO";
 /// A result could not be serialised or rendered for output (exit status 3).
 pub(crate) const OUTPUT_CODE: &str = "PATCH_CANDIDATE_OUTPUT";
-/// The state directory cannot be created (exit status 3).
-pub(crate) const STATE_CODE: &str = "PATCH_CANDIDATE_STATE";
+/// The state directory cannot be created (exit status 3): the Docker seam's code for local state.
+pub(crate) const STATE_CODE: &str = container::STATE_CODE;
 /// The async runtime or the signal handlers cannot be set up (exit status 3).
 pub(crate) const RUNTIME_CODE: &str = "PATCH_CANDIDATE_RUNTIME";
-/// `jobs show|logs` for a job the store does not hold (exit status 1).
-pub(crate) const JOBS_NOT_FOUND_CODE: &str = "PATCH_CANDIDATE_JOBS_NOT_FOUND";
+/// `jobs show|logs` for a job the store does not hold (exit status 1): the job store's code.
+pub(crate) const JOBS_NOT_FOUND_CODE: &str = jobs::NOT_FOUND_CODE;
 /// `tokens revoke` for a name with no live token (exit status 1).
 pub(crate) const TOKEN_NOT_FOUND_CODE: &str = "PATCH_CANDIDATE_TOKEN_NOT_FOUND";
 /// `--live` without `--model` (exit status 2).
 pub(crate) const LIVE_MODEL_CODE: &str = "PATCH_CANDIDATE_LIVE_MODEL";
-/// `--agent` names no agent.
-pub(crate) const LIVE_AGENT_CODE: &str = "PATCH_CANDIDATE_LIVE_AGENT";
+/// `--agent` names no agent: the turn's code for an unknown agent.
+pub(crate) const LIVE_AGENT_CODE: &str = turn::LIVE_AGENT_CODE;
 /// `--live` without exactly one credential option (exit status 2).
 pub(crate) const LIVE_CREDENTIAL_CODE: &str = "PATCH_CANDIDATE_LIVE_CREDENTIAL";
-/// The gateway config and the `--model` disagree (exit status 2).
-pub(crate) const GATEWAY_CONFIG_CODE: &str = "PATCH_CANDIDATE_GATEWAY_CONFIG";
+/// The gateway config and the `--model` disagree (exit status 2): the gateway's config code.
+pub(crate) const GATEWAY_CONFIG_CODE: &str = gateway::CONFIG_CODE;
 /// `image build` could not run or failed (exit status 3).
 pub(crate) const IMAGE_BUILD_CODE: &str = "PATCH_CANDIDATE_IMAGE_BUILD";
 /// `demo` could not set up its fixture or run.
@@ -67,10 +67,46 @@ pub(crate) const IMAGE_SOURCE_CODE: &str = "PATCH_CANDIDATE_IMAGE_SOURCE";
 /// daemon (exit status 1).
 pub(crate) const IMAGE_APPROVE_CODE: &str = "PATCH_CANDIDATE_IMAGE_APPROVE";
 /// `janitor` could not remove every container it should have (the Docker seam's own code).
-pub(crate) const CLEANUP_FAILED_CODE: &str = "REPOSITORY_DOCKER_CLEANUP_FAILED";
+pub(crate) const CLEANUP_FAILED_CODE: &str = container::CLEANUP_FAILED_CODE;
+/// `gate`: nothing to run, no `--gate` and the candidate requires none (exit status 2).
+pub(crate) const GATE_NONE_CODE: &str = "PATCH_CANDIDATE_GATE_NONE";
+/// `gate init` found no recorded gate image and no `--image` (exit status 3).
+pub(crate) const GATE_IMAGE_CODE: &str = "PATCH_CANDIDATE_GATE_IMAGE";
+
+/// Every code the command line defines itself: the named constants above that are not another
+/// crate's, and the codes of [`CommandError`]. For the tests and the workspace's code scan.
+#[cfg(test)]
+pub(crate) const ERROR_CODES: &[&str] = &[
+    PATH_MISSING,
+    PATH_KIND,
+    INPUT_CODE,
+    IO_CODE,
+    OUTPUT_CODE,
+    RUNTIME_CODE,
+    TOKEN_NOT_FOUND_CODE,
+    LIVE_MODEL_CODE,
+    LIVE_CREDENTIAL_CODE,
+    IMAGE_BUILD_CODE,
+    DEMO_CODE,
+    DEMO_APPLY_CODE,
+    FAULT_CODE,
+    INTERRUPTED_CODE,
+    ARCHIVE_IO_CODE,
+    DOCTOR_RUNSC_CODE,
+    IMAGE_SOURCE_CODE,
+    IMAGE_APPROVE_CODE,
+    GATE_NONE_CODE,
+    GATE_IMAGE_CODE,
+    "PATCH_CANDIDATE_FINALIZE_FLAGS",
+    "PATCH_CANDIDATE_STAGED_INCOMPLETE",
+    "PATCH_CANDIDATE_DIGEST_FLAG",
+    "PATCH_CANDIDATE_OUTPUT_EXISTS",
+    "PATCH_CANDIDATE_OUTPUT_IN_REPOSITORY",
+    "PATCH_CANDIDATE_OUTPUT_WRITE",
+];
 
 /// The CLI's own failures with structured fields (flags of `finalize`, `digest`, output files).
-/// Each has a stable code ([`snapshot::Coded`]); messages name flags, never file contents.
+/// Each has a stable code ([`vocab::Coded`]); messages name flags, never file contents.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub(crate) enum CommandError {
@@ -360,7 +396,7 @@ mod tests {
         let all = command_error_samples();
         assert_eq!(all.len(), 6);
         for e in &all {
-            if let Err(violation) = snapshot::check_message_convention(e) {
+            if let Err(violation) = vocab::check_message_convention(e) {
                 panic!("{violation}");
             }
             let expected = match e {
@@ -386,6 +422,25 @@ mod tests {
         });
         assert_eq!(e.class.exit_status(), 1);
         assert!(e.message().contains("'a\\x1b'"), "{}", e.message());
+    }
+
+    /// The table holds every [`CommandError`] code, and no code twice; the constants that reuse
+    /// another crate's code are listed in that crate's table. (That every code constant of this
+    /// file is in the table is checked by the workspace's code scan.)
+    #[test]
+    fn the_table_lists_every_own_code_once() {
+        let mut listed = std::collections::BTreeSet::new();
+        for code in ERROR_CODES {
+            assert!(listed.insert(*code), "{code} twice");
+        }
+        for e in command_error_samples() {
+            assert!(listed.contains(e.code()), "{}", e.code());
+        }
+        assert!(jobs::ERROR_CODES.contains(&JOBS_NOT_FOUND_CODE));
+        assert!(container::ERROR_CODES.contains(&STATE_CODE));
+        assert!(container::ERROR_CODES.contains(&CLEANUP_FAILED_CODE));
+        assert!(turn::ERROR_CODES.contains(&LIVE_AGENT_CODE));
+        assert!(gateway::ERROR_CODES.contains(&GATEWAY_CONFIG_CODE));
     }
 
     #[test]

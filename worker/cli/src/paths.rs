@@ -73,7 +73,7 @@ pub(crate) fn require_parent(flag: &str, path: &Path) -> Result<(), CliError> {
 
 #[cfg(test)]
 mod tests {
-    use snapshot::FailureClass;
+    use vocab::FailureClass;
 
     use super::*;
 

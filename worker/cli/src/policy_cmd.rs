@@ -49,7 +49,8 @@ pub(crate) fn run(args: &PolicyArgs) -> Result<Outcome, CliError> {
 #[cfg(test)]
 mod tests {
     use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
-    use snapshot::{FileOp, RepoPath, Sha256};
+    use snapshot::{FileOp, RepoPath};
+    use vocab::Sha256;
 
     use super::*;
 

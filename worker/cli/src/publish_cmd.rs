@@ -10,7 +10,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use publish::{BranchName, CommitIdentity, CredentialSource, GateVerdict, PublishRequest, Remote};
+use publish::{
+    BranchName, CommitIdentity, CredentialSource, PublishRequest, RegateVerdict, Remote,
+};
 use review::{Decision, LocalReviews};
 
 use super::docker_args::{DockerArgs, state_dir};
@@ -82,16 +84,16 @@ fn regate(
     required: &[String],
     runtime: Option<&container::RuntimeName>,
     merged: &publish::MergedCommit<'_>,
-) -> GateVerdict {
+) -> RegateVerdict {
     if required.is_empty() {
-        return GateVerdict::Passed;
+        return RegateVerdict::Passed;
     }
     let Some(chosen) = defs.and_then(|d| d.require(required).ok()) else {
-        return GateVerdict::Unavailable;
+        return RegateVerdict::Unavailable;
     };
     rt.block_on(async {
         let Ok(docker) = docker.connect().await else {
-            return GateVerdict::Unavailable;
+            return RegateVerdict::Unavailable;
         };
         let ctx = gate::RunContext { runtime, job: None };
         let run = gate::evaluate_commit_all(
@@ -109,11 +111,11 @@ fn regate(
         )
         .await;
         match run {
-            Ok(true) => GateVerdict::Passed,
-            Ok(false) => GateVerdict::Failed,
+            Ok(true) => RegateVerdict::Passed,
+            Ok(false) => RegateVerdict::Failed,
             Err(e) => {
                 eprintln!("publish: gate re-run failed: {e}");
-                GateVerdict::Unavailable
+                RegateVerdict::Unavailable
             }
         }
     })

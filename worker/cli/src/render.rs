@@ -1,13 +1,14 @@
 //! The one renderer of candidates for a person: the summary `run`, `demo`, `show` and `finalize`
 //! print, and the diffs `run`, `demo` and `show` print. Every untrusted string (ids, names, paths,
-//! the provider's summary, diff lines) goes through [`snapshot::Untrusted`]; the only escape
+//! the provider's summary, diff lines) goes through [`vocab::Untrusted`]; the only escape
 //! sequences in the output are the colour codes added here, outside the escaped text.
 
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 
 use finalizer::RepositoryPatchCandidate;
-use snapshot::{FileOp, Untrusted, is_printable};
+use snapshot::FileOp;
+use vocab::{Untrusted, is_printable};
 
 /// Longest name (id, path, gate) shown, in characters.
 const MAX_NAME_CHARS: usize = 4096;

@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use finalizer::{CandidateStore, RepositoryPatchCandidate, repository_patch_digest};
 use review::{
-    Actor, ActorKind, Decision, DecisionRequest, GateFact, GateFactOutcome, LocalReviews,
-    PolicyFact, PolicyFinding, Principal, Reason, ReviewFacts, ReviewPackage, build_package,
+    Actor, ActorKind, Decision, DecisionRequest, GateFact, LocalReviews, PolicyFact, PolicyFinding,
+    Principal, Reason, ReviewFacts, ReviewPackage, build_package,
 };
-use snapshot::{Sha256, Untrusted};
+use vocab::{Sha256, Untrusted};
 
 use super::docker_args::state_dir;
 use super::finalize_cmd::{parse_digest_flag, read_candidate};
@@ -157,7 +157,7 @@ pub(crate) fn gate_facts(found: &Found, args: &EvidenceArgs) -> Result<Vec<GateF
         };
         gates.push(GateFact {
             gate: def.name().as_str().to_owned(),
-            outcome: GateFactOutcome::parse(e.outcome.as_str())?,
+            outcome: e.outcome,
             evidence_digest: file.digest,
             candidate_digest: found.digest,
         });

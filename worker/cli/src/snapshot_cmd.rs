@@ -94,7 +94,7 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
-    use snapshot::FailureClass;
+    use vocab::FailureClass;
 
     fn git(dir: &std::path::Path, args: &[&str]) -> String {
         let out = Command::new("git")

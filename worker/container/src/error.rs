@@ -2,9 +2,37 @@
 //! stable wire code ([`ContainerError::code`]); messages never quote Docker's own error text or
 //! anything a container printed.
 
-use snapshot::{Coded, FailureClass};
+use vocab::{Coded, FailureClass};
 
-use crate::ids::{ContainerName, IdError};
+use crate::ids::{ContainerName, EXPECTED_IMAGE_ID_CODE, IdError};
+
+/// `REPOSITORY_DOCKER_CLEANUP_FAILED`: a container could not be removed (also `janitor`'s code).
+pub const CLEANUP_FAILED_CODE: &str = "REPOSITORY_DOCKER_CLEANUP_FAILED";
+/// `PATCH_CANDIDATE_STATE`: local state (the state directory) could not be located or prepared
+/// (also the command line's code for it).
+pub const STATE_CODE: &str = "PATCH_CANDIDATE_STATE";
+
+/// Every code [`ContainerError::code`] and [`IdError::code`] can return, for documentation and
+/// contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "REPOSITORY_DOCKER_IMAGE",
+    EXPECTED_IMAGE_ID_CODE,
+    "REPOSITORY_DOCKER_RUNTIME",
+    "REPOSITORY_DOCKER_IMAGE_ID",
+    "REPOSITORY_DOCKER_CONTAINER_ID",
+    "REPOSITORY_DOCKER_CONTEXT_MISMATCH",
+    "REPOSITORY_DOCKER_RUNTIME_MISMATCH",
+    "REPOSITORY_DOCKER_UNAVAILABLE",
+    "REPOSITORY_DOCKER_COMMAND_FAILED",
+    "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH",
+    "REPOSITORY_DOCKER_IMAGE_MISSING",
+    "REPOSITORY_DOCKER_INSPECT_FORMAT",
+    "REPOSITORY_DOCKER_ISOLATION_MISMATCH",
+    "REPOSITORY_DOCKER_TIMEOUT",
+    "REPOSITORY_DOCKER_KILLED_EXTERNALLY",
+    CLEANUP_FAILED_CODE,
+    STATE_CODE,
+];
 
 /// Errors of the Docker seam: connecting, image and container inspection, pre-start
 /// verification, waiting, removal and the sweeper.
@@ -74,8 +102,8 @@ impl ContainerError {
             Self::IsolationMismatch { .. } => "REPOSITORY_DOCKER_ISOLATION_MISMATCH",
             Self::Timeout { .. } => "REPOSITORY_DOCKER_TIMEOUT",
             Self::KilledExternally { .. } => "REPOSITORY_DOCKER_KILLED_EXTERNALLY",
-            Self::CleanupFailed { .. } => "REPOSITORY_DOCKER_CLEANUP_FAILED",
-            Self::State { .. } => "PATCH_CANDIDATE_STATE",
+            Self::CleanupFailed { .. } => CLEANUP_FAILED_CODE,
+            Self::State { .. } => STATE_CODE,
         }
     }
 
@@ -167,10 +195,16 @@ mod tests {
         let all = samples();
         assert_eq!(all.len(), 17);
         for e in &all {
-            if let Err(violation) = snapshot::check_message_convention(e) {
+            if let Err(violation) = vocab::check_message_convention(e) {
                 panic!("{violation}");
             }
         }
+    }
+
+    #[test]
+    fn the_table_lists_every_code_once() {
+        let samples = samples();
+        vocab::check_code_table(ERROR_CODES, samples.iter().map(ContainerError::code)).unwrap();
     }
 
     #[test]

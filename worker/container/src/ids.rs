@@ -4,6 +4,10 @@
 use std::fmt;
 use std::str::FromStr;
 
+/// `REPOSITORY_DOCKER_EXPECTED_IMAGE_ID`: no usable approved image ID (malformed here; none
+/// recorded, in the turn).
+pub const EXPECTED_IMAGE_ID_CODE: &str = "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID";
+
 /// Why a Docker identifier is refused. The ids own this small error so that the crate's error
 /// module can name them without an import circle; [`crate::ContainerError`] wraps it unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -31,7 +35,7 @@ impl IdError {
     pub fn code(self) -> &'static str {
         match self {
             Self::ImageReference => "REPOSITORY_DOCKER_IMAGE",
-            Self::ExpectedImageId => "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
+            Self::ExpectedImageId => EXPECTED_IMAGE_ID_CODE,
             Self::RuntimeName => "REPOSITORY_DOCKER_RUNTIME",
             Self::ImageId => "REPOSITORY_DOCKER_IMAGE_ID",
             Self::ContainerId => "REPOSITORY_DOCKER_CONTAINER_ID",
@@ -39,13 +43,13 @@ impl IdError {
     }
 }
 
-impl snapshot::Coded for IdError {
+impl vocab::Coded for IdError {
     fn code(&self) -> &'static str {
         IdError::code(*self)
     }
 
-    fn class(&self) -> snapshot::FailureClass {
-        snapshot::FailureClass::Rejected
+    fn class(&self) -> vocab::FailureClass {
+        vocab::FailureClass::Rejected
     }
 }
 

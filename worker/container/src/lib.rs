@@ -32,8 +32,11 @@ pub use call::docker_call;
 pub use cleanup::{ContainerGuard, settle_pending_removals};
 pub use death::{Death, classify_exit};
 pub use docker::{BollardRuntime, DEFAULT_DOCKER_SOCKET, DaemonFacts};
-pub use error::ContainerError;
-pub use ids::{ContainerId, ContainerName, IdError, ImageId, ImageReference, RuntimeName};
+pub use error::{CLEANUP_FAILED_CODE, ContainerError, ERROR_CODES, STATE_CODE};
+pub use ids::{
+    ContainerId, ContainerName, EXPECTED_IMAGE_ID_CODE, IdError, ImageId, ImageReference,
+    RuntimeName,
+};
 pub use janitor::{
     DEFAULT_GRACE, JobTurn, SweepReport, list_job_turns, remove_superseded_turns,
     sweep_abandoned_turns,

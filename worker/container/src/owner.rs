@@ -474,7 +474,7 @@ fn read_id_file(path: &Path) -> Option<String> {
 /// abandoned turns).
 fn host_id() -> HostId {
     if let Some(machine) = read_id_file(Path::new("/etc/machine-id")) {
-        let digest = snapshot::sha256_bare_hex(format!("{HOST_ID_DOMAIN}{machine}").as_bytes());
+        let digest = vocab::sha256_bare_hex(format!("{HOST_ID_DOMAIN}{machine}").as_bytes());
         if let Some(id) = digest.get(..32).and_then(HostId::parse) {
             return id;
         }

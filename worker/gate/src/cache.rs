@@ -13,7 +13,7 @@ use sha2::{Digest as _, Sha256 as Hasher};
 
 use crate::definition::GateDefinition;
 use crate::error::GateError;
-use crate::evidence::{EvidenceFile, GateOutcome, parse_evidence};
+use crate::evidence::{EvidenceFile, GateVerdict, parse_evidence};
 
 /// The cache's folder under the state directory.
 pub const BASELINE_CACHE_DIR: &str = "gate-baselines";
@@ -162,9 +162,9 @@ impl BaselineCache {
         def: &GateDefinition,
         runtime: &str,
         file_bytes: &[u8],
-        outcome: GateOutcome,
+        outcome: GateVerdict,
     ) -> Result<bool, GateError> {
-        if !matches!(outcome, GateOutcome::Passed | GateOutcome::Failed) {
+        if !matches!(outcome, GateVerdict::Passed | GateVerdict::Failed) {
             return Ok(false);
         }
         write_atomic(&self.dir, &Self::key(commit, def, runtime), file_bytes)?;

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use crate::evidence::{
-    Comparison, ComparisonBasis, GateOutcome, IdList, LogTail, RanCounts, TestCounts,
+    Comparison, ComparisonBasis, GateVerdict, IdList, LogTail, RanCounts, TestCounts,
 };
 use crate::run::RunFacts;
 use gate_runner::{
@@ -28,7 +28,7 @@ pub const LOG_CONTRADICTION_CODE: &str = "PATCH_CANDIDATE_GATE_LOG_CONTRADICTION
 /// A classified run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Classified {
-    pub outcome: GateOutcome,
+    pub outcome: GateVerdict,
     pub code: Option<String>,
     pub exit: Option<ChildExit>,
     pub wall_ms: u64,
@@ -73,7 +73,7 @@ fn counts(report: &GateReport) -> Option<(TestCounts, BTreeSet<String>, BTreeSet
 #[must_use]
 pub fn classify(facts: &RunFacts, junit_configured: bool) -> Classified {
     let error = |code: &str, exit: Option<ChildExit>, log: LogTail| Classified {
-        outcome: GateOutcome::Error,
+        outcome: GateVerdict::Error,
         code: Some(code.to_owned()),
         exit,
         wall_ms: facts.wall_ms,
@@ -84,7 +84,7 @@ pub fn classify(facts: &RunFacts, junit_configured: bool) -> Classified {
     };
     if facts.host_timed_out {
         return Classified {
-            outcome: GateOutcome::TimedOut,
+            outcome: GateVerdict::TimedOut,
             code: Some(HOST_DEADLINE_CODE.to_owned()),
             ..error("", None, LogTail::empty())
         };
@@ -118,7 +118,7 @@ pub fn classify(facts: &RunFacts, junit_configured: bool) -> Classified {
         }
         ReportStatus::TimedOut => {
             return Classified {
-                outcome: GateOutcome::TimedOut,
+                outcome: GateVerdict::TimedOut,
                 code: Some(TIMED_OUT_CODE.to_owned()),
                 wall_ms: report.wall_ms(),
                 ..error("", report.exit(), log)
@@ -131,7 +131,7 @@ pub fn classify(facts: &RunFacts, junit_configured: bool) -> Classified {
     };
     let ok_exit = exit == ChildExit::Code(0);
     let junit = counts(report);
-    let done = |outcome: GateOutcome,
+    let done = |outcome: GateVerdict,
                 junit: Option<(TestCounts, BTreeSet<String>, BTreeSet<String>)>,
                 log: LogTail| {
         let (tests, failing, passing) = match junit {
@@ -151,9 +151,9 @@ pub fn classify(facts: &RunFacts, junit_configured: bool) -> Classified {
     };
     if !junit_configured {
         let outcome = if ok_exit {
-            GateOutcome::Passed
+            GateVerdict::Passed
         } else {
-            GateOutcome::Failed
+            GateVerdict::Failed
         };
         return done(outcome, None, log);
     }
@@ -167,8 +167,8 @@ pub fn classify(facts: &RunFacts, junit_configured: bool) -> Classified {
                 {
                     error(LOG_CONTRADICTION_CODE, Some(exit), log)
                 }
-                (true, false) => done(GateOutcome::Passed, Some(j), log),
-                (false, true) => done(GateOutcome::Failed, Some(j), log),
+                (true, false) => done(GateVerdict::Passed, Some(j), log),
+                (false, true) => done(GateVerdict::Failed, Some(j), log),
                 (true, true) => error("PATCH_CANDIDATE_GATE_CONTRADICTION", Some(exit), log),
                 (false, false) => error("PATCH_CANDIDATE_GATE_CONTRADICTION", Some(exit), log),
             }
@@ -181,7 +181,7 @@ pub fn classify(facts: &RunFacts, junit_configured: bool) -> Classified {
 /// its failing and passing ids and how many cases ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BaselineFacts {
-    pub outcome: GateOutcome,
+    pub outcome: GateVerdict,
     pub failing: BTreeSet<String>,
     /// The passing ids (`None`: the baseline evidence carries no list).
     pub passing: Option<BTreeSet<String>>,
@@ -303,8 +303,8 @@ pub fn compare(
     }
     Comparison {
         by: ComparisonBasis::ExitStatus,
-        regression: candidate.outcome == GateOutcome::Failed
-            && baseline.outcome == GateOutcome::Passed,
+        regression: candidate.outcome == GateVerdict::Failed
+            && baseline.outcome == GateVerdict::Passed,
         new_failures: IdList::default(),
         fixed: IdList::default(),
         still_failing: IdList::default(),

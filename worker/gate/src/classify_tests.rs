@@ -29,17 +29,17 @@ fn environment_and_deadline_facts_decide_without_a_report() {
     let c = classify(&facts(no_report(), Some(137), true, false), true);
     assert_eq!(
         (c.outcome, c.code.as_deref()),
-        (GateOutcome::Error, Some("PATCH_CANDIDATE_GATE_OOM"))
+        (GateVerdict::Error, Some("PATCH_CANDIDATE_GATE_OOM"))
     );
     let c = classify(&facts(no_report(), Some(1), false, false), true);
     assert_eq!(
         (c.outcome, c.code.as_deref()),
-        (GateOutcome::Error, Some("PATCH_CANDIDATE_GATE_REPORT"))
+        (GateVerdict::Error, Some("PATCH_CANDIDATE_GATE_REPORT"))
     );
     let c = classify(&facts(no_report(), None, false, true), true);
     assert_eq!(
         (c.outcome, c.code.as_deref()),
-        (GateOutcome::TimedOut, Some(HOST_DEADLINE_CODE))
+        (GateVerdict::TimedOut, Some(HOST_DEADLINE_CODE))
     );
 }
 
@@ -57,17 +57,17 @@ fn a_report_from_a_container_that_did_not_exit_cleanly_is_an_error() {
     )
     .unwrap();
     let c = classify(&facts(Ok(report.clone()), Some(0), false, false), false);
-    assert_eq!(c.outcome, GateOutcome::Passed);
+    assert_eq!(c.outcome, GateVerdict::Passed);
     let c = classify(&facts(Ok(report.clone()), Some(0), false, false), true);
     assert_eq!(
         (c.outcome, c.code.as_deref()),
-        (GateOutcome::Error, Some(JUNIT_MISSING_CODE))
+        (GateVerdict::Error, Some(JUNIT_MISSING_CODE))
     );
     let c = classify(&facts(Ok(report), Some(137), false, false), false);
     assert_eq!(
         (c.outcome, c.code.as_deref()),
         (
-            GateOutcome::Error,
+            GateVerdict::Error,
             Some("PATCH_CANDIDATE_GATE_CONTAINER_EXIT")
         )
     );
@@ -166,13 +166,13 @@ fn a_clean_report_that_the_logs_pytest_summary_contradicts_is_an_error() {
     // Honest: the summary agrees.
     let honest = b"...                                  [100%]\n3 passed in 0.05s\n";
     let c = run(honest, honest.len() as u64);
-    assert_eq!((c.outcome, c.code), (GateOutcome::Passed, None));
+    assert_eq!((c.outcome, c.code), (GateVerdict::Passed, None));
     // pytest said one failed.
     let failed = b"..F\nFAILED t::c - assert 1 == 2\n1 failed, 2 passed in 0.05s\n";
     let c = run(failed, failed.len() as u64);
     assert_eq!(
         (c.outcome, c.code.as_deref()),
-        (GateOutcome::Error, Some(LOG_CONTRADICTION_CODE))
+        (GateVerdict::Error, Some(LOG_CONTRADICTION_CODE))
     );
     // pytest ran fewer tests than the report lists (every module skipped, report forged).
     let skipped = b"sss\n3 skipped in 0.01s\n";
@@ -189,7 +189,7 @@ fn a_clean_report_that_the_logs_pytest_summary_contradicts_is_an_error() {
     // The cut first line of a kept tail is never read ("…00 passed" could read as "0 passed").
     let cut = b"0 passed in 0.05s\n3 passed in 0.05s\n";
     let c = run(cut, 10_000);
-    assert_eq!(c.outcome, GateOutcome::Passed);
+    assert_eq!(c.outcome, GateVerdict::Passed);
     let c = run(cut, cut.len() as u64);
     assert_eq!(c.code.as_deref(), Some(LOG_CONTRADICTION_CODE));
 }
@@ -197,9 +197,9 @@ fn a_clean_report_that_the_logs_pytest_summary_contradicts_is_an_error() {
 fn classified(passing: &[&str], failing: &[&str], counts: TestCounts) -> Classified {
     Classified {
         outcome: if failing.is_empty() {
-            GateOutcome::Passed
+            GateVerdict::Passed
         } else {
-            GateOutcome::Failed
+            GateVerdict::Failed
         },
         code: None,
         exit: Some(ChildExit::Code(i32::from(!failing.is_empty()))),
@@ -215,7 +215,7 @@ fn classified(passing: &[&str], failing: &[&str], counts: TestCounts) -> Classif
 fn vanished_tests_and_deleted_modules() {
     let set = |ids: &[&str]| ids.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
     let baseline = BaselineFacts {
-        outcome: GateOutcome::Failed,
+        outcome: GateVerdict::Failed,
         failing: set(&["t::old"]),
         passing: Some(set(&[
             "t::a",

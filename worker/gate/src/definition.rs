@@ -8,13 +8,13 @@ use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::json;
-use snapshot::Sha256;
+use vocab::Sha256;
 
 use container::ImageId;
 
 use crate::error::GateError;
 use crate::pinned::PinnedPattern;
-use snapshot::domain_digest;
+use vocab::domain_digest;
 
 /// Largest definition file read.
 pub const MAX_GATES_FILE_BYTES: u64 = 256 * 1024;
@@ -41,7 +41,7 @@ const MAX_JUNIT_DEPTH: u32 = 64;
 
 fn invalid(gate: &str, detail: &str) -> GateError {
     GateError::Definition {
-        detail: format!("gate {}: {detail}", snapshot::Untrusted::quoted(gate)),
+        detail: format!("gate {}: {detail}", vocab::Untrusted::quoted(gate)),
     }
 }
 
@@ -72,7 +72,7 @@ impl std::str::FromStr for GateName {
             Err(GateError::Definition {
                 detail: format!(
                     "gate name {} is not [a-z0-9][a-z0-9_-]{{0,63}}",
-                    snapshot::Untrusted::quoted(s)
+                    vocab::Untrusted::quoted(s)
                 ),
             })
         }
@@ -313,7 +313,7 @@ impl GateDefinitions {
             .iter()
             .map(|name| {
                 self.get(name.as_ref()).ok_or_else(|| GateError::Unknown {
-                    name: snapshot::Untrusted::quoted(name.as_ref()).to_string(),
+                    name: vocab::Untrusted::quoted(name.as_ref()).to_string(),
                 })
             })
             .collect()

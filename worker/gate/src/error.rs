@@ -2,9 +2,27 @@
 //! never quote a definition file's values, repository content, a report or anything a container
 //! printed.
 
-use snapshot::{Coded, FailureClass};
+use vocab::{Coded, FailureClass};
 
 use container::ContainerError;
+
+/// Every code [`GateError::code`] can return (wrapped errors keep their crate's code), for documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "PATCH_CANDIDATE_GATE_DEFINITION",
+    "PATCH_CANDIDATE_GATE_UNKNOWN",
+    "PATCH_CANDIDATE_GATE_TREE",
+    "PATCH_CANDIDATE_GATE_TREE_BUDGET",
+    "PATCH_CANDIDATE_GATE_CANDIDATE_MISMATCH",
+    "PATCH_CANDIDATE_GATE_REQUEST",
+    "PATCH_CANDIDATE_GATE_REPORT",
+    "PATCH_CANDIDATE_GATE_RUNNER",
+    "PATCH_CANDIDATE_GATE_CONTRADICTION",
+    "PATCH_CANDIDATE_GATE_OOM",
+    "PATCH_CANDIDATE_GATE_CONTAINER_EXIT",
+    "PATCH_CANDIDATE_GATE_EVIDENCE",
+    "PATCH_CANDIDATE_GATE_EVIDENCE_BINDING",
+    "PATCH_CANDIDATE_GATE_STATE",
+];
 
 /// Errors of the gate host side: definitions, the tree, the run, the baseline cache, evidence.
 #[derive(Debug, thiserror::Error)]
@@ -141,7 +159,8 @@ mod tests {
             GateError::State { detail: "x" },
         ];
         for e in &all {
-            assert_eq!(snapshot::check_message_convention(e), Ok(()), "{e}");
+            assert_eq!(vocab::check_message_convention(e), Ok(()), "{e}");
         }
+        vocab::check_code_table(ERROR_CODES, all.iter().map(GateError::code)).unwrap();
     }
 }

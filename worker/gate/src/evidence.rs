@@ -8,13 +8,14 @@
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
-use snapshot::Sha256;
+pub(crate) use vocab::GateVerdict;
+use vocab::Sha256;
 
 use finalizer::RepositoryPatchCandidate;
 
 use crate::error::GateError;
 use gate_runner::ExitStatus as ChildExit;
-use snapshot::{canonical_bytes, domain_digest};
+use vocab::{canonical_bytes, domain_digest};
 
 /// The evidence schema id.
 pub const EVIDENCE_SCHEMA: &str = "patch_candidate.gate_evidence.v1";
@@ -31,31 +32,6 @@ pub const MAX_EVIDENCE_BYTES: usize = 4 * 1024 * 1024;
 /// cases its baseline ran (the cases of files the candidate deleted excepted); below it the
 /// comparison carries `too_few_ran` and is a regression.
 pub const MIN_RAN_PER_MILLE: u64 = 900;
-
-/// The verdict of one gate run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GateOutcome {
-    Passed,
-    Failed,
-    TimedOut,
-    PolicyRefused,
-    Error,
-}
-
-impl GateOutcome {
-    /// The wire name.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Passed => "passed",
-            Self::Failed => "failed",
-            Self::TimedOut => "timed_out",
-            Self::PolicyRefused => "policy_refused",
-            Self::Error => "error",
-        }
-    }
-}
 
 /// What was run: the candidate's tree, or the unmodified baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -243,7 +219,7 @@ pub struct GateEvidence {
     pub image_id: String,
     /// `default` (the daemon's default runtime) or the configured runtime's name.
     pub runtime: String,
-    pub outcome: GateOutcome,
+    pub outcome: GateVerdict,
     /// The stable code of an `error`, `timed_out` or `policy_refused` outcome.
     pub code: Option<String>,
     pub exit: Option<ChildExit>,
@@ -319,7 +295,7 @@ impl GateEvidence {
             return Err(evidence_error("unknown schema"));
         }
         if self.baseline_commit_sha.len() != 40
-            || !self.baseline_commit_sha.bytes().all(snapshot::is_lower_hex)
+            || !self.baseline_commit_sha.bytes().all(vocab::is_lower_hex)
         {
             return Err(evidence_error("baseline_commit_sha is not a commit id"));
         }
@@ -365,7 +341,7 @@ impl GateEvidence {
             }
         }
         let code_ok = match self.outcome {
-            GateOutcome::Passed | GateOutcome::Failed => self.code.is_none(),
+            GateVerdict::Passed | GateVerdict::Failed => self.code.is_none(),
             _ => self.code.is_some(),
         };
         if !code_ok {
@@ -373,22 +349,22 @@ impl GateEvidence {
         }
         let lost = self.comparison.as_ref().is_some_and(Comparison::lost_tests);
         let exit_ok = match self.outcome {
-            GateOutcome::Passed => {
+            GateVerdict::Passed => {
                 self.exit == Some(ChildExit::Code(0)) && self.failing.count == 0 && !lost
             }
             // A clean exit is `failed` only when tests the baseline passed are gone.
-            GateOutcome::Failed => match self.exit {
+            GateVerdict::Failed => match self.exit {
                 Some(ChildExit::Code(0)) => lost && self.failing.count == 0,
                 Some(_) => true,
                 None => false,
             },
-            GateOutcome::PolicyRefused => self.exit.is_none(),
-            GateOutcome::TimedOut | GateOutcome::Error => true,
+            GateVerdict::PolicyRefused => self.exit.is_none(),
+            GateVerdict::TimedOut | GateVerdict::Error => true,
         };
         if !exit_ok {
             return Err(evidence_error("outcome and exit status disagree"));
         }
-        if self.outcome == GateOutcome::PolicyRefused && self.pinned_changed.is_empty() {
+        if self.outcome == GateVerdict::PolicyRefused && self.pinned_changed.is_empty() {
             return Err(evidence_error("policy_refused without a pinned path"));
         }
         if self.log.tail_bytes > self.log.total_bytes {
@@ -405,7 +381,7 @@ impl GateEvidence {
 /// `PATCH_CANDIDATE_GATE_EVIDENCE`.
 pub fn parse_evidence(bytes: &[u8]) -> Result<EvidenceFile, GateError> {
     let mut map: serde_json::Map<String, serde_json::Value> =
-        snapshot::from_slice_strict(bytes, MAX_EVIDENCE_BYTES)
+        vocab::from_slice_strict(bytes, MAX_EVIDENCE_BYTES)
             .map_err(|e| evidence_error(&format!("not strict JSON ({e})")))?;
     let recorded = match map.remove("evidence_digest") {
         Some(serde_json::Value::String(s)) => s

@@ -40,7 +40,7 @@ fn run() -> (
 #[test]
 fn verify_accepts_the_evidence_and_rejects_tampering() {
     let (r, cand, other) = run();
-    assert_eq!(r.evidence.outcome, GateOutcome::Passed);
+    assert_eq!(r.evidence.outcome, GateVerdict::Passed);
     verify_evidence(&r.file, &cand, Some(&r.digest)).unwrap();
     let text = String::from_utf8(r.file.clone()).unwrap();
 
@@ -105,7 +105,7 @@ fn lost_tests_and_passing_lists_are_checked_against_the_outcome() {
     };
     // Failed with exit 0 and vanished tests: consistent.
     let mut lost = base.clone();
-    lost.outcome = GateOutcome::Failed;
+    lost.outcome = GateVerdict::Failed;
     lost.comparison = Some(Comparison {
         vanished: vanished.clone(),
         regression: true,
@@ -117,10 +117,10 @@ fn lost_tests_and_passing_lists_are_checked_against_the_outcome() {
     assert!(!text.contains("vanished") && !text.contains("too_few_ran"));
     // Failed with exit 0 and nothing lost; passed with vanished tests; lost without regression.
     let mut liar = base.clone();
-    liar.outcome = GateOutcome::Failed;
+    liar.outcome = GateVerdict::Failed;
     assert_eq!(code(&liar), Some("PATCH_CANDIDATE_GATE_EVIDENCE"));
     let mut liar = lost.clone();
-    liar.outcome = GateOutcome::Passed;
+    liar.outcome = GateVerdict::Passed;
     assert_eq!(code(&liar), Some("PATCH_CANDIDATE_GATE_EVIDENCE"));
     let mut liar = lost.clone();
     liar.comparison = Some(Comparison {

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use finalizer::RepositoryPatchCandidate;
-use snapshot::Sha256;
+use vocab::Sha256;
 
 use container::ContainerRuntime;
 
@@ -16,7 +16,7 @@ use crate::classify::{
 use crate::definition::GateDefinition;
 use crate::error::GateError;
 use crate::evidence::{
-    EVIDENCE_SCHEMA, EvidenceSubject, GateEvidence, GateOutcome, IdList, LogTail, MAX_LISTED_IDS,
+    EVIDENCE_SCHEMA, EvidenceSubject, GateEvidence, GateVerdict, IdList, LogTail, MAX_LISTED_IDS,
     MAX_PASSING_IDS, TreeFacts,
 };
 use crate::run::{RunContext, run_gate};
@@ -124,7 +124,7 @@ pub async fn evaluate_gate<R: ContainerRuntime + Clone + 'static>(
         .collect();
     if !pinned.is_empty() {
         let classified = Classified {
-            outcome: GateOutcome::PolicyRefused,
+            outcome: GateVerdict::PolicyRefused,
             code: Some(POLICY_CODE.to_owned()),
             exit: None,
             wall_ms: 0,
@@ -197,17 +197,17 @@ pub async fn evaluate_gate<R: ContainerRuntime + Clone + 'static>(
     );
     // Tests the baseline passed that are gone from the candidate's run fail it, whatever its
     // exit status said.
-    if classified.outcome == GateOutcome::Passed && comparison.lost_tests() {
-        classified.outcome = GateOutcome::Failed;
+    if classified.outcome == GateVerdict::Passed && comparison.lost_tests() {
+        classified.outcome = GateVerdict::Failed;
     }
     // pytest always ends its output with its summary line; a baseline log that has one and a
     // clean candidate log that has none means the candidate's code silenced pytest's output
     // (and could then have rewritten the report unseen).
-    if classified.outcome == GateOutcome::Passed
+    if classified.outcome == GateVerdict::Passed
         && has_pytest_summary(&baseline.evidence.log)
         && !has_pytest_summary(&classified.log)
     {
-        classified.outcome = GateOutcome::Error;
+        classified.outcome = GateVerdict::Error;
         classified.code = Some(LOG_CONTRADICTION_CODE.to_owned());
     }
     let mut evidence = evidence_from(
@@ -284,7 +284,7 @@ pub async fn evaluate_commit_all<R: ContainerRuntime + Clone + 'static>(
     for def in defs {
         let (evidence, digest) = evaluate_commit(runtime, def, repo, commit, ctx).await?;
         report(&evidence, &digest);
-        if evidence.outcome != GateOutcome::Passed {
+        if evidence.outcome != GateVerdict::Passed {
             return Ok(false);
         }
     }
@@ -296,7 +296,7 @@ pub async fn evaluate_commit_all<R: ContainerRuntime + Clone + 'static>(
 pub fn verdict_line(evidence: &GateEvidence, digest: &Sha256) -> String {
     let mut line = format!("gate {}: {}", evidence.gate, evidence.outcome.as_str());
     if let Some(code) = &evidence.code {
-        line.push_str(&format!(" ({})", snapshot::Untrusted::quoted(code)));
+        line.push_str(&format!(" ({})", vocab::Untrusted::quoted(code)));
     }
     if let Some(t) = &evidence.tests {
         line.push_str(&format!(

@@ -95,7 +95,7 @@ async fn breaking_a_function_is_a_new_failure_and_old_failures_stay_old() {
     let cand = candidate(&f.commit, &[Change::Update("src/calc.py", CALC, BROKEN)]);
     let (r, seen, calls) = evaluate(&f, suite(), &cand).await;
     let e = &r.evidence;
-    assert_eq!(e.outcome, GateOutcome::Failed);
+    assert_eq!(e.outcome, GateVerdict::Failed);
     assert_eq!(r.baseline, BaselineUse::Ran);
     assert_eq!(r.containers_run, 2);
     let c = e.comparison.as_ref().unwrap();
@@ -140,7 +140,7 @@ async fn fixing_a_failing_test_is_fixed_and_the_second_candidate_hits_the_cache(
     let fix = candidate(&f.commit, &[Change::Update("old.py", "broken\n", "ok\n")]);
     let (r, _, _) = evaluate(&f, suite(), &fix).await;
     let c = r.evidence.comparison.as_ref().unwrap();
-    assert_eq!(r.evidence.outcome, GateOutcome::Passed);
+    assert_eq!(r.evidence.outcome, GateVerdict::Passed);
     assert_eq!(c.fixed.ids, vec!["t::old".to_owned()]);
     assert!(!c.regression);
     assert_eq!(r.containers_run, 2);
@@ -171,7 +171,7 @@ async fn a_pinned_path_change_is_policy_refused_before_any_container() {
         )],
     );
     let (r, seen, calls) = evaluate(&f, suite(), &cand).await;
-    assert_eq!(r.evidence.outcome, GateOutcome::PolicyRefused);
+    assert_eq!(r.evidence.outcome, GateVerdict::PolicyRefused);
     assert_eq!(
         r.evidence.pinned_changed,
         vec!["tests/conftest.py".to_owned()]
@@ -183,7 +183,7 @@ async fn a_pinned_path_change_is_policy_refused_before_any_container() {
         &[Change::Create(".gate-junit.xml", "<testsuite/>")],
     );
     let (r, _, calls) = evaluate(&f, suite(), &forged).await;
-    assert_eq!(r.evidence.outcome, GateOutcome::PolicyRefused);
+    assert_eq!(r.evidence.outcome, GateVerdict::PolicyRefused);
     assert!(calls.is_empty());
     verify_evidence(&r.file, &forged, None).unwrap();
 }
@@ -246,29 +246,29 @@ async fn forged_and_contradictory_reports_are_errors_never_passes() {
     for (behaviour, outcome, code) in [
         (
             forged_nonce,
-            GateOutcome::Error,
+            GateVerdict::Error,
             "PATCH_CANDIDATE_GATE_REPORT",
         ),
         (
             two_frames,
-            GateOutcome::Error,
+            GateVerdict::Error,
             "PATCH_CANDIDATE_GATE_REPORT",
         ),
         (
             exit0_with_failure,
-            GateOutcome::Error,
+            GateVerdict::Error,
             "PATCH_CANDIDATE_GATE_CONTRADICTION",
         ),
         (
             exit1_clean,
-            GateOutcome::Error,
+            GateVerdict::Error,
             "PATCH_CANDIDATE_GATE_CONTRADICTION",
         ),
-        (garbage, GateOutcome::Error, "PATCH_CANDIDATE_GATE_REPORT"),
-        (runner_error, GateOutcome::Error, "GATE_RUNNER_TREE_TOTALS"),
+        (garbage, GateVerdict::Error, "PATCH_CANDIDATE_GATE_REPORT"),
+        (runner_error, GateVerdict::Error, "GATE_RUNNER_TREE_TOTALS"),
         (
             timed_out,
-            GateOutcome::TimedOut,
+            GateVerdict::TimedOut,
             "PATCH_CANDIDATE_GATE_TIMED_OUT",
         ),
     ] {
@@ -411,7 +411,7 @@ async fn r_gate_container_killed_from_outside_is_an_environment_failure() {
     let result = evaluate_gate(&own, def, &f.base, &cand, &cache, RunContext::default())
         .await
         .unwrap();
-    assert_eq!(result.evidence.outcome, GateOutcome::Error);
+    assert_eq!(result.evidence.outcome, GateVerdict::Error);
 }
 
 /// A suite whose cases follow the candidate's tree: `t::add` passes, is skipped when calc.py
@@ -491,7 +491,7 @@ async fn a_baseline_passing_test_skipped_or_missing_in_the_candidate_run_is_a_re
         let e = &r.evidence;
         // The run itself exited 0 with no failing case, and still fails the gate.
         assert_eq!(e.exit, Some(ExitStatus::Code(0)), "{what}");
-        assert_eq!(e.outcome, GateOutcome::Failed, "{what}");
+        assert_eq!(e.outcome, GateVerdict::Failed, "{what}");
         let c = e.comparison.as_ref().unwrap();
         assert_eq!(c.vanished.ids, vec!["t::add".to_owned()], "{what}");
         assert_eq!(c.fixed.ids, vec!["t::old".to_owned()]);
@@ -527,7 +527,7 @@ async fn the_tests_of_a_file_the_candidate_deleted_are_not_vanished() {
     );
     let (r, _, _) = evaluate(&f, lossy(), &cand).await;
     let c = r.evidence.comparison.as_ref().unwrap();
-    assert_eq!(r.evidence.outcome, GateOutcome::Passed, "{c:?}");
+    assert_eq!(r.evidence.outcome, GateVerdict::Passed, "{c:?}");
     assert!(c.vanished.is_empty() && c.too_few_ran.is_none() && !c.regression);
     // Emptying the file instead of deleting it is not a deletion: its tests vanished.
     let f = lossy_fixture();
@@ -551,7 +551,7 @@ async fn the_tests_of_a_file_the_candidate_deleted_are_not_vanished() {
     });
     let (r, _, _) = evaluate(&f, behaviour, &emptied).await;
     let c = r.evidence.comparison.as_ref().unwrap();
-    assert_eq!(r.evidence.outcome, GateOutcome::Failed);
+    assert_eq!(r.evidence.outcome, GateVerdict::Failed);
     assert_eq!(
         c.vanished.ids,
         vec![
@@ -573,7 +573,7 @@ async fn a_run_that_ran_far_fewer_tests_than_its_baseline_says_so() {
     );
     let (r, _, _) = evaluate(&f, lossy(), &cand).await;
     let c = r.evidence.comparison.as_ref().unwrap();
-    assert_eq!(r.evidence.outcome, GateOutcome::Failed);
+    assert_eq!(r.evidence.outcome, GateVerdict::Failed);
     assert_eq!(c.vanished.count, 5);
     // Baseline: add, old, p0..p9, two in test_gone = 14 ran; the candidate 9 (< 90 %).
     assert_eq!(
@@ -638,7 +638,7 @@ async fn a_clean_run_whose_pytest_summary_is_gone_is_a_log_contradiction() {
                 "tail_b64": base64_encode(log),
                 "total_bytes": log.len(),
             });
-            let text = snapshot::canonical_bytes(&v);
+            let text = vocab::canonical_bytes(&v);
             r.truncate(0);
             r.extend_from_slice(&u32::try_from(text.len()).unwrap().to_be_bytes());
             r.extend_from_slice(&text);
@@ -661,7 +661,7 @@ async fn a_clean_run_whose_pytest_summary_is_gone_is_a_log_contradiction() {
     let (r, _, _) = evaluate(&f, Arc::clone(&both), &fine).await;
     assert_eq!(
         (r.evidence.outcome, r.evidence.code.as_deref()),
-        (GateOutcome::Passed, None),
+        (GateVerdict::Passed, None),
         "{}",
         r.evidence.log.tail
     );
@@ -676,7 +676,7 @@ async fn a_clean_run_whose_pytest_summary_is_gone_is_a_log_contradiction() {
     assert_eq!(
         (r.evidence.outcome, r.evidence.code.as_deref()),
         (
-            GateOutcome::Error,
+            GateVerdict::Error,
             Some(crate::classify::LOG_CONTRADICTION_CODE)
         )
     );

@@ -37,12 +37,12 @@ pub use definition::{
     DEFINITION_DIGEST_SCHEMA, GateDefinition, GateDefinitions, GateKind, GateName, JunitSpec,
     MAX_GATES, MAX_GATES_FILE_BYTES, check_required_gates, init_definitions,
 };
-pub use error::GateError;
+pub use error::{ERROR_CODES, GateError};
 pub use evidence::{
     Comparison, ComparisonBasis, EVIDENCE_DIGEST_SCHEMA, EVIDENCE_SCHEMA, EvidenceFile,
-    EvidenceSubject, GateEvidence, GateOutcome, IdList, LogTail, MAX_EVIDENCE_BYTES,
-    MAX_LISTED_IDS, MAX_PASSING_IDS, MIN_RAN_PER_MILLE, RanCounts, TestCounts, TreeFacts,
-    escape_log, parse_evidence, verify_evidence,
+    EvidenceSubject, GateEvidence, IdList, LogTail, MAX_EVIDENCE_BYTES, MAX_LISTED_IDS,
+    MAX_PASSING_IDS, MIN_RAN_PER_MILLE, RanCounts, TestCounts, TreeFacts, escape_log,
+    parse_evidence, verify_evidence,
 };
 pub use gate::{
     BaselineUse, GateResult, evaluate_commit, evaluate_commit_all, evaluate_gate,

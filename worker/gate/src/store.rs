@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use snapshot::Sha256;
+use vocab::Sha256;
 
 use crate::cache::{open_or_create, write_atomic};
 use crate::error::GateError;

@@ -19,8 +19,9 @@ use gate_runner::{
     CaseId, CaseOutcome, ExitStatus, GateReport, GateRequest, JunitCase, JunitReport, LogTail,
     RunStatus, StableCode,
 };
-use snapshot::{FileOp, RepoPath, Sha256};
+use snapshot::{FileOp, RepoPath};
 use tokio::io::AsyncReadExt as _;
+use vocab::Sha256;
 
 use crate::definition::GateDefinitions;
 

@@ -14,7 +14,8 @@ use std::process::Stdio;
 
 use finalizer::RepositoryPatchCandidate;
 use sha2::Digest as _;
-use snapshot::{FileOp, ListedKind, Sha256, TreeListing, Untrusted, git_command};
+use snapshot::{FileOp, ListedKind, TreeListing, git_command};
+use vocab::{Sha256, Untrusted};
 
 use crate::definition::relative_path_ok;
 use crate::error::GateError;

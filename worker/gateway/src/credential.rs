@@ -26,7 +26,7 @@ impl Credential {
     /// `PATCH_CANDIDATE_GATEWAY_CREDENTIAL` when it is unset or not one visible-ASCII token.
     pub fn from_env(name: &str) -> Result<Self, GatewaySetupError> {
         let bad = || GatewaySetupError::Credential {
-            source_name: format!("environment variable {}", snapshot::quote(name)),
+            source_name: format!("environment variable {}", vocab::quote(name)),
         };
         let value = std::env::var(name).map_err(|_| bad())?;
         Self::check(value).ok_or_else(bad)
@@ -39,7 +39,7 @@ impl Credential {
     /// token.
     pub fn from_file(path: &Path) -> Result<Self, GatewaySetupError> {
         let bad = || GatewaySetupError::Credential {
-            source_name: format!("file {}", snapshot::quote(&path.to_string_lossy())),
+            source_name: format!("file {}", vocab::quote(&path.to_string_lossy())),
         };
         use std::io::Read as _;
         let mut bytes = Vec::new();

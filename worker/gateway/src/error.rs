@@ -2,6 +2,59 @@
 //! JSON error body the agent receives) and the HTTP status the agent sees. No variant carries a
 //! byte of the agent's request, of the upstream's answer, or of the credential.
 
+/// `PATCH_CANDIDATE_GATEWAY_CONFIG`: the operator's gateway configuration is not valid (also the
+/// command line's code when it disagrees with `--model`).
+pub const CONFIG_CODE: &str = "PATCH_CANDIDATE_GATEWAY_CONFIG";
+
+/// Every code [`GatewayError::code`], [`GatewaySetupError::code`] and
+/// [`UnknownProvider::code`](crate::UnknownProvider::code) can return, for documentation and
+/// contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "PATCH_CANDIDATE_GATEWAY_REQUEST_LINE",
+    "PATCH_CANDIDATE_GATEWAY_METHOD",
+    "PATCH_CANDIDATE_GATEWAY_TARGET",
+    "PATCH_CANDIDATE_GATEWAY_PATH",
+    "PATCH_CANDIDATE_GATEWAY_QUERY",
+    "PATCH_CANDIDATE_GATEWAY_SIDE_CALL",
+    "PATCH_CANDIDATE_GATEWAY_UPGRADE",
+    "PATCH_CANDIDATE_GATEWAY_VERSION",
+    "PATCH_CANDIDATE_GATEWAY_HEADER",
+    "PATCH_CANDIDATE_GATEWAY_HEADERS_SIZE",
+    "PATCH_CANDIDATE_GATEWAY_HEADER_DUPLICATE",
+    "PATCH_CANDIDATE_GATEWAY_TRANSFER_ENCODING",
+    "PATCH_CANDIDATE_GATEWAY_CONTENT_LENGTH",
+    "PATCH_CANDIDATE_GATEWAY_HEADER_REFUSED",
+    "PATCH_CANDIDATE_GATEWAY_BODY_SIZE",
+    "PATCH_CANDIDATE_GATEWAY_READ_TIMEOUT",
+    "PATCH_CANDIDATE_GATEWAY_INCOMPLETE",
+    "PATCH_CANDIDATE_GATEWAY_BODY",
+    "PATCH_CANDIDATE_GATEWAY_BODY_VALUES",
+    "PATCH_CANDIDATE_GATEWAY_BODY_DEPTH",
+    "PATCH_CANDIDATE_GATEWAY_BODY_STRING",
+    "PATCH_CANDIDATE_GATEWAY_BODY_KEY",
+    "PATCH_CANDIDATE_GATEWAY_CONTENT_URL",
+    "PATCH_CANDIDATE_GATEWAY_CONTENT_FILE",
+    "PATCH_CANDIDATE_GATEWAY_STORED_STATE",
+    "PATCH_CANDIDATE_GATEWAY_STREAM",
+    "PATCH_CANDIDATE_GATEWAY_MODEL",
+    "PATCH_CANDIDATE_GATEWAY_TOOL",
+    "PATCH_CANDIDATE_GATEWAY_BUDGET_REQUESTS",
+    "PATCH_CANDIDATE_GATEWAY_BUDGET_REQUEST_BYTES",
+    "PATCH_CANDIDATE_GATEWAY_BUDGET_RESPONSE_BYTES",
+    "PATCH_CANDIDATE_GATEWAY_BUDGET_TOKENS",
+    "PATCH_CANDIDATE_GATEWAY_USAGE_MISSING",
+    "PATCH_CANDIDATE_GATEWAY_UPSTREAM",
+    "PATCH_CANDIDATE_GATEWAY_UPSTREAM_ENCODING",
+    "PATCH_CANDIDATE_GATEWAY_UPSTREAM_TIMEOUT",
+    "PATCH_CANDIDATE_GATEWAY_UPSTREAM_STATUS",
+    "PATCH_CANDIDATE_GATEWAY_CANCELLED",
+    CONFIG_CODE,
+    "PATCH_CANDIDATE_GATEWAY_CREDENTIAL",
+    "PATCH_CANDIDATE_GATEWAY_UPSTREAM_URL",
+    "PATCH_CANDIDATE_GATEWAY_TLS",
+    "PATCH_CANDIDATE_GATEWAY_PROVIDER",
+];
+
 /// Why the gateway refused or cut a tunnelled model request.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -274,7 +327,7 @@ impl GatewayError {
     }
 }
 
-impl snapshot::Coded for GatewayError {
+impl vocab::Coded for GatewayError {
     fn code(&self) -> &'static str {
         GatewayError::code(self)
     }
@@ -316,7 +369,7 @@ impl GatewaySetupError {
     #[must_use]
     pub fn code(&self) -> &'static str {
         match self {
-            Self::Config { .. } => "PATCH_CANDIDATE_GATEWAY_CONFIG",
+            Self::Config { .. } => CONFIG_CODE,
             Self::Credential { .. } => "PATCH_CANDIDATE_GATEWAY_CREDENTIAL",
             Self::UpstreamUrl { .. } => "PATCH_CANDIDATE_GATEWAY_UPSTREAM_URL",
             Self::Tls => "PATCH_CANDIDATE_GATEWAY_TLS",
@@ -324,14 +377,14 @@ impl GatewaySetupError {
     }
 }
 
-impl snapshot::Coded for GatewaySetupError {
+impl vocab::Coded for GatewaySetupError {
     fn code(&self) -> &'static str {
         GatewaySetupError::code(self)
     }
-    fn class(&self) -> snapshot::FailureClass {
+    fn class(&self) -> vocab::FailureClass {
         match self {
-            Self::Tls => snapshot::FailureClass::Environment,
-            _ => snapshot::FailureClass::Usage,
+            Self::Tls => vocab::FailureClass::Environment,
+            _ => vocab::FailureClass::Usage,
         }
     }
 }

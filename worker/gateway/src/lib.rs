@@ -29,7 +29,7 @@ mod upstream;
 pub use body::BodyLimits;
 pub use config::{Budgets, GatewayConfig};
 pub use credential::Credential;
-pub use error::{GatewayError, GatewaySetupError};
+pub use error::{CONFIG_CODE, ERROR_CODES, GatewayError, GatewaySetupError};
 pub use http1::{HeadLimits, RequestHead, parse_head};
 pub use provider::{
     ANTHROPIC_VERSION, AnthropicMessages, CheckedBody, GeminiGenerateContent, MAX_PATH_MODEL,

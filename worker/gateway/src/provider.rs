@@ -274,12 +274,12 @@ impl UnknownProvider {
     }
 }
 
-impl snapshot::Coded for UnknownProvider {
+impl vocab::Coded for UnknownProvider {
     fn code(&self) -> &'static str {
         UnknownProvider::code(self)
     }
-    fn class(&self) -> snapshot::FailureClass {
-        snapshot::FailureClass::Usage
+    fn class(&self) -> vocab::FailureClass {
+        vocab::FailureClass::Usage
     }
 }
 

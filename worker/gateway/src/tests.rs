@@ -6,7 +6,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use crate::testkit::{Reply, ScriptedUpstream, Usage};
 use crate::{
     ChannelReport, Credential, Gateway, GatewayConfig, GatewayError, GatewaySetupError,
-    OpenAiResponses, TurnGateway, UpstreamUrl,
+    OpenAiResponses, TurnGateway, UnknownProvider, UpstreamUrl,
 };
 
 const KEY: &str = "sk-test-7f3a9c1e5b2d4f6a8c0e";
@@ -778,6 +778,9 @@ fn every_error_follows_the_message_convention() {
         GatewayError::ReadTimeout { millis: 1 },
         GatewayError::Incomplete,
         GatewayError::Body,
+        GatewayError::BodyValues { limit: 1 },
+        GatewayError::BodyDepth { limit: 1 },
+        GatewayError::BodyString { limit: 1 },
         GatewayError::BodyKey,
         GatewayError::ContentUrl,
         GatewayError::ContentFile,
@@ -798,7 +801,7 @@ fn every_error_follows_the_message_convention() {
     ];
     let mut codes = std::collections::BTreeSet::new();
     for e in &all {
-        snapshot::check_message_convention(e).unwrap();
+        vocab::check_message_convention(e).unwrap();
         assert!(codes.insert(e.code()));
         assert!((400..600).contains(&e.status()));
     }
@@ -814,8 +817,15 @@ fn every_error_follows_the_message_convention() {
         GatewaySetupError::Tls,
     ];
     for e in &setup {
-        snapshot::check_message_convention(e).unwrap();
+        vocab::check_message_convention(e).unwrap();
     }
+    vocab::check_message_convention(&UnknownProvider).unwrap();
+    let produced = all
+        .iter()
+        .map(GatewayError::code)
+        .chain(setup.iter().map(GatewaySetupError::code))
+        .chain([UnknownProvider.code()]);
+    vocab::check_code_table(crate::ERROR_CODES, produced).unwrap();
 }
 
 /// Opens a channel, sends `bytes`, reads until `until` appears in the answer, then drops the

@@ -2,7 +2,7 @@
 //! name fields and limits, never job payloads. Untrusted text (an ID that failed to parse, a
 //! database driver's detail) is shown only through [`Untrusted`].
 
-use snapshot::{Coded, FailureClass, Untrusted};
+use vocab::{Coded, FailureClass, Untrusted};
 
 /// Which backend a database failure came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,6 +19,30 @@ impl std::fmt::Display for Backend {
         })
     }
 }
+
+/// `PATCH_CANDIDATE_JOBS_NOT_FOUND`: no job has this ID (also the code of the command line and the
+/// HTTP API when a job, or its candidate, is not in the store).
+pub const NOT_FOUND_CODE: &str = "PATCH_CANDIDATE_JOBS_NOT_FOUND";
+
+/// Every code [`JobsError::code`] can return, for documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "PATCH_CANDIDATE_JOBS_ID",
+    "PATCH_CANDIDATE_JOBS_SPEC",
+    "PATCH_CANDIDATE_JOBS_INPUT",
+    "PATCH_CANDIDATE_JOBS_DATABASE_URL",
+    NOT_FOUND_CODE,
+    "PATCH_CANDIDATE_JOBS_STATE",
+    "PATCH_CANDIDATE_JOBS_UNAVAILABLE",
+    "PATCH_CANDIDATE_JOBS_DATABASE",
+    "PATCH_CANDIDATE_JOBS_SCHEMA",
+    "PATCH_CANDIDATE_JOBS_CORRUPT",
+    "PATCH_CANDIDATE_JOBS_IO",
+    "PATCH_CANDIDATE_JOBS_CONFLICT",
+    "PATCH_CANDIDATE_JOBS_PUBLISHED",
+    "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED",
+    "PATCH_CANDIDATE_JOBS_PUBLISHING",
+    "PATCH_CANDIDATE_JOBS_CLAIM_LOST",
+];
 
 /// Errors of the job store.
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +135,7 @@ impl JobsError {
             Self::Spec { .. } => "PATCH_CANDIDATE_JOBS_SPEC",
             Self::Input { .. } => "PATCH_CANDIDATE_JOBS_INPUT",
             Self::DatabaseUrl { .. } => "PATCH_CANDIDATE_JOBS_DATABASE_URL",
-            Self::NotFound { .. } => "PATCH_CANDIDATE_JOBS_NOT_FOUND",
+            Self::NotFound { .. } => NOT_FOUND_CODE,
             Self::State { .. } => "PATCH_CANDIDATE_JOBS_STATE",
             Self::Unavailable { .. } => "PATCH_CANDIDATE_JOBS_UNAVAILABLE",
             Self::Database { .. } => "PATCH_CANDIDATE_JOBS_DATABASE",
@@ -188,7 +212,7 @@ pub type Result<T, E = JobsError> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use snapshot::check_message_convention;
+    use vocab::check_message_convention;
 
     /// One sample of every variant; [`variant_index`] is an exhaustive `match`, so a new variant
     /// does not compile until it has an index, and the test fails until it has a sample.
@@ -279,6 +303,12 @@ mod tests {
             assert_eq!(e.is_environment(), e.class() == FailureClass::Environment);
             assert!(e.code().starts_with("PATCH_CANDIDATE_JOBS_"));
         }
+    }
+
+    #[test]
+    fn the_table_lists_every_code_once() {
+        let samples = samples();
+        vocab::check_code_table(ERROR_CODES, samples.iter().map(JobsError::code)).unwrap();
     }
 
     #[test]

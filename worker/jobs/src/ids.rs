@@ -14,7 +14,7 @@ const JOB_PREFIX: &str = "job_";
 pub const MAX_HOST_ID_CHARS: usize = 63;
 
 fn is_lower_hex_of(s: &str, len: usize) -> bool {
-    s.len() == len && s.bytes().all(snapshot::is_lower_hex)
+    s.len() == len && s.bytes().all(vocab::is_lower_hex)
 }
 
 fn random_hex() -> Result<String> {

@@ -13,7 +13,7 @@
 //! # Security
 //! IDs are typed through fallible constructors with fixed charsets. Stored text (error messages,
 //! log lines) is bounded and free of control characters other than newline and tab; it is still
-//! shown through [`snapshot::Untrusted`]. PostgreSQL is reached without TLS: a unix socket or
+//! shown through [`vocab::Untrusted`]. PostgreSQL is reached without TLS: a unix socket or
 //! loopback only.
 #![forbid(unsafe_code)]
 
@@ -32,10 +32,9 @@ pub mod testkit;
 mod transition;
 mod wake;
 
-pub use error::{Backend, JobsError, Result};
+pub use error::{Backend, ERROR_CODES, JobsError, NOT_FOUND_CODE, Result};
 pub use evidence::{
-    EvidenceDocument, GateVerdict, MAX_EVIDENCE_DOCUMENT_BYTES, MAX_EVIDENCE_DOCUMENTS,
-    MAX_GATE_NAME_CHARS,
+    EvidenceDocument, MAX_EVIDENCE_DOCUMENT_BYTES, MAX_EVIDENCE_DOCUMENTS, MAX_GATE_NAME_CHARS,
 };
 pub use ids::{AttemptId, HostId, JobId, MAX_HOST_ID_CHARS, StoreId};
 pub use model::{

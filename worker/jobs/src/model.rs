@@ -306,7 +306,7 @@ impl LiveJob {
 }
 
 fn check_typed_digest(field: &'static str, value: &str) -> Result<()> {
-    if snapshot::is_typed_sha256(value) {
+    if vocab::is_typed_sha256(value) {
         Ok(())
     } else {
         Err(JobsError::spec(
@@ -317,7 +317,7 @@ fn check_typed_digest(field: &'static str, value: &str) -> Result<()> {
 }
 
 fn is_lower_hex_len(value: &str, len: usize) -> bool {
-    value.len() == len && value.bytes().all(snapshot::is_lower_hex)
+    value.len() == len && value.bytes().all(vocab::is_lower_hex)
 }
 
 /// Text stored for display: no control characters other than newline and tab.
@@ -419,7 +419,7 @@ impl JobSpec {
         check_typed_digest("policy_digest", &self.policy_digest)?;
         let task = self
             .task_sha256
-            .strip_prefix(snapshot::SHA256_PREFIX)
+            .strip_prefix(vocab::SHA256_PREFIX)
             .unwrap_or(&self.task_sha256);
         if !is_lower_hex_len(task, 64) {
             return Err(JobsError::spec(
@@ -522,11 +522,7 @@ impl JobSpec {
             hasher.update(b"follow_up\0");
             follow_up.hash_into(&mut hasher);
         }
-        format!(
-            "{}{}",
-            snapshot::SHA256_PREFIX,
-            hex::encode(hasher.finalize())
-        )
+        format!("{}{}", vocab::SHA256_PREFIX, hex::encode(hasher.finalize()))
     }
 
     /// A no-op job whose identity is `nonce` (for the claim benchmark and tests): fixed digests
@@ -540,7 +536,7 @@ impl JobSpec {
             h.update(nonce.as_bytes());
             hex::encode(h.finalize())
         };
-        let typed = |tag: &str| format!("{}{}", snapshot::SHA256_PREFIX, digest(tag));
+        let typed = |tag: &str| format!("{}{}", vocab::SHA256_PREFIX, digest(tag));
         Self {
             kind: JobKind::Noop,
             approval_json: b"{}".to_vec(),

@@ -62,7 +62,7 @@ impl DecisionRow {
         at_ms: i64,
         record: Vec<u8>,
     ) -> Result<Self> {
-        if !snapshot::is_typed_sha256(candidate_digest) {
+        if !vocab::is_typed_sha256(candidate_digest) {
             return Err(JobsError::input(
                 "candidate_digest",
                 "must be sha256: and 64 lowercase hex digits",
@@ -362,7 +362,7 @@ impl TokenHash {
     /// # Errors
     /// `PATCH_CANDIDATE_JOBS_INPUT`.
     pub fn parse(hex_text: &str) -> Result<Self> {
-        if hex_text.len() != 64 || !hex_text.bytes().all(snapshot::is_lower_hex) {
+        if hex_text.len() != 64 || !hex_text.bytes().all(vocab::is_lower_hex) {
             return Err(JobsError::input(
                 "token hash",
                 "must be 64 lowercase hex digits",

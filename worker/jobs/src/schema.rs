@@ -317,4 +317,24 @@ mod tests {
         }
         assert_eq!(MIGRATIONS.last().unwrap().version, SCHEMA_VERSION);
     }
+
+    /// The stored verdict's `CHECK` is the one `GateVerdict`'s wire names, on both backends.
+    #[test]
+    fn the_outcome_check_lists_exactly_the_gate_verdicts() {
+        let names: Vec<String> = crate::evidence::GateVerdict::ALL
+            .iter()
+            .map(|v| format!("'{}'", v.as_str()))
+            .collect();
+        let check = format!("CHECK (outcome IN ({}))", names.join(", "));
+        let mut seen = 0;
+        for m in MIGRATIONS {
+            for sql in [m.sqlite, m.postgres] {
+                for (at, _) in sql.match_indices("CHECK (outcome IN") {
+                    assert!(sql[at..].starts_with(&check), "{}", m.name);
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen >= 2, "the outcome CHECK was not found");
+    }
 }

@@ -95,7 +95,7 @@ macro_rules! dispatch {
 
 /// A claim's digest and lease.
 fn check_claim_input(candidate_digest: &str, lease: Duration) -> Result<()> {
-    if !snapshot::is_typed_sha256(candidate_digest) {
+    if !vocab::is_typed_sha256(candidate_digest) {
         return Err(JobsError::input(
             "candidate_digest",
             "must be sha256: and 64 lowercase hex digits",
@@ -294,7 +294,7 @@ impl JobStore {
         evidence: Vec<EvidenceDocument>,
     ) -> Result<Fenced> {
         check_evidence_set(&evidence)?;
-        if !snapshot::is_typed_sha256(candidate_digest) {
+        if !vocab::is_typed_sha256(candidate_digest) {
             return Err(JobsError::input(
                 "candidate_digest",
                 "must be sha256: and 64 lowercase hex digits",

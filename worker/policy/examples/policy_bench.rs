@@ -16,7 +16,8 @@
 use std::time::{Duration, Instant};
 
 use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile, unified_diff};
-use snapshot::{FileOp, RepoPath, Sha256};
+use snapshot::{FileOp, RepoPath};
+use vocab::Sha256;
 
 const TARGET: usize = 10 * 1024 * 1024;
 

@@ -1,7 +1,16 @@
 //! The crate's error type. Every variant has a stable wire code ([`PolicyError::code`]); messages
 //! never quote candidate content, a file name, a matched value or a report's fields.
 
-use snapshot::{Coded, FailureClass};
+use vocab::{Coded, FailureClass};
+
+/// Every code [`PolicyError::code`] can return (the candidate's own failures keep the finalizer's code), for documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "PATCH_CANDIDATE_POLICY_RULES",
+    "PATCH_CANDIDATE_POLICY_BUDGET",
+    "PATCH_CANDIDATE_POLICY_REPORT",
+    "PATCH_CANDIDATE_POLICY_RULES_VERSION",
+    "PATCH_CANDIDATE_POLICY_BINDING",
+];
 
 /// Errors of the content policy.
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +78,8 @@ mod tests {
             PolicyError::Binding { detail: "x" },
         ];
         for e in &all {
-            assert_eq!(snapshot::check_message_convention(e), Ok(()), "{e}");
+            assert_eq!(vocab::check_message_convention(e), Ok(()), "{e}");
         }
+        vocab::check_code_table(ERROR_CODES, all.iter().map(PolicyError::code)).unwrap();
     }
 }

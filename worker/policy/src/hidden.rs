@@ -1,5 +1,5 @@
 //! Hidden text: every character that reorders text or renders as nothing. The set is Unicode's
-//! `Default_Ignorable_Code_Point` property (`snapshot::is_default_ignorable`, which the review
+//! `Default_Ignorable_Code_Point` property (`vocab::is_default_ignorable`, which the review
 //! page and every other display escape too), split into classes so a finding says what it is:
 //!
 //! | rule | code points |
@@ -15,7 +15,7 @@
 //! is how Unicode spells `❤️` or `1️⃣`, and is not a finding. A selector anywhere else (after ASCII,
 //! after another invisible character, in a run) is.
 
-use snapshot::is_default_ignorable;
+use vocab::is_default_ignorable;
 
 /// A hidden-text class (one rule id each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

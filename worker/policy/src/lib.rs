@@ -26,7 +26,7 @@ mod report;
 mod rules;
 mod scan;
 
-pub use error::PolicyError;
+pub use error::{ERROR_CODES, PolicyError};
 pub use report::{
     Finding, FindingKind, KindCounts, MAX_FINDINGS, MAX_FINDINGS_PER_FILE, MAX_REPORT_BYTES,
     POLICY_REPORT_DIGEST_SCHEMA, POLICY_REPORT_SCHEMA, PolicyReport, PolicyReportFile, Severity,
@@ -60,7 +60,7 @@ pub mod measure {
         pub fn scan_with_digest(
             &self,
             candidate: &finalizer::RepositoryPatchCandidate,
-            candidate_digest: snapshot::Sha256,
+            candidate_digest: vocab::Sha256,
         ) -> PolicyReport {
             crate::scan::scan_with_rules(&self.0, candidate, candidate_digest)
         }

@@ -10,7 +10,8 @@
 //! a created file's *name*, that file's path is withheld from every one of its findings.
 
 use serde::{Deserialize, Serialize};
-use snapshot::{RepoPath, Sha256, canonical_bytes, domain_digest};
+use snapshot::RepoPath;
+use vocab::{Sha256, canonical_bytes, domain_digest};
 
 use crate::error::PolicyError;
 
@@ -272,7 +273,7 @@ impl PolicyReport {
 /// does not match the document.
 pub fn parse_report(bytes: &[u8]) -> Result<PolicyReportFile, PolicyError> {
     let mut map: serde_json::Map<String, serde_json::Value> =
-        snapshot::from_slice_strict(bytes, MAX_REPORT_BYTES)
+        vocab::from_slice_strict(bytes, MAX_REPORT_BYTES)
             .map_err(|_| report_error("the report is not strict JSON"))?;
     let recorded = match map.remove("report_digest") {
         Some(serde_json::Value::String(s)) => s

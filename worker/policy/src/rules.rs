@@ -8,7 +8,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use regex::bytes::{Regex, RegexBuilder};
 use serde::Deserialize;
-use snapshot::Sha256;
+use vocab::Sha256;
 
 use crate::error::PolicyError;
 

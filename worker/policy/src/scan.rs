@@ -405,7 +405,7 @@ pub fn scan(candidate: &RepositoryPatchCandidate) -> Result<PolicyReport, Policy
 /// verifies. Everything else is as for [`scan`].
 pub fn scan_with_digest(
     candidate: &RepositoryPatchCandidate,
-    candidate_digest: snapshot::Sha256,
+    candidate_digest: vocab::Sha256,
 ) -> Result<PolicyReport, PolicyError> {
     Ok(scan_with_rules(
         crate::rules::shipped()?,
@@ -418,7 +418,7 @@ pub fn scan_with_digest(
 pub(crate) fn scan_with_rules(
     rules: &RuleSet,
     candidate: &RepositoryPatchCandidate,
-    candidate_digest: snapshot::Sha256,
+    candidate_digest: vocab::Sha256,
 ) -> PolicyReport {
     let mut collector = Collector::default();
     let mut added_lines_scanned = 0_u64;

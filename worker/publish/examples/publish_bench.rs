@@ -11,7 +11,8 @@ use std::process::Command;
 
 use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile, unified_diff};
 use publish::{BranchName, CommitIdentity, CredentialSource, PublishRequest, Remote};
-use snapshot::{FileOp, RepoPath, Sha256};
+use snapshot::{FileOp, RepoPath};
+use vocab::Sha256;
 
 type Res<T> = Result<T, Box<dyn Error>>;
 

@@ -3,7 +3,28 @@
 //! untrusted: it is bounded and classified, never echoed). Commit ids in messages are 40 lower-hex
 //! digits checked by this crate.
 
-use snapshot::{Coded, FailureClass};
+use vocab::{Coded, FailureClass};
+
+/// Every code [`PublishError::code`] can return (the candidate's own failures keep the finalizer's code), for documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "PATCH_CANDIDATE_PUBLISH_INPUT",
+    "PATCH_CANDIDATE_PUBLISH_CANDIDATE_MISMATCH",
+    "PATCH_CANDIDATE_PUBLISH_BASELINE_MISSING",
+    "PATCH_CANDIDATE_PUBLISH_BASE_MISSING",
+    "PATCH_CANDIDATE_PUBLISH_BASE_MOVED",
+    "PATCH_CANDIDATE_PUBLISH_GIT_VERSION",
+    "PATCH_CANDIDATE_PUBLISH_REBASE_CONFLICT",
+    "PATCH_CANDIDATE_PUBLISH_REGATE_FAILED",
+    "PATCH_CANDIDATE_PUBLISH_REGATE_UNAVAILABLE",
+    "PATCH_CANDIDATE_PUBLISH_BRANCH_EXISTS",
+    "PATCH_CANDIDATE_PUBLISH_PUSH_REJECTED",
+    "PATCH_CANDIDATE_PUBLISH_AUTH",
+    "PATCH_CANDIDATE_PUBLISH_REMOTE_UNREACHABLE",
+    "PATCH_CANDIDATE_PUBLISH_CREDENTIAL",
+    "PATCH_CANDIDATE_PUBLISH_MIRROR",
+    "PATCH_CANDIDATE_PUBLISH_GIT",
+    "PATCH_CANDIDATE_PUBLISH_FORGE",
+];
 
 /// Errors of publication: the request, the mirror and its commit, the destination recheck, the
 /// rebase and its gate re-run, the push, and the forge pull request.
@@ -165,7 +186,8 @@ mod tests {
             PublishError::Forge { detail: "x" },
         ];
         for e in &all {
-            assert_eq!(snapshot::check_message_convention(e), Ok(()), "{e}");
+            assert_eq!(vocab::check_message_convention(e), Ok(()), "{e}");
         }
+        vocab::check_code_table(ERROR_CODES, all.iter().map(PublishError::code)).unwrap();
     }
 }

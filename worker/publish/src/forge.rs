@@ -169,7 +169,7 @@ pub async fn open_pull_request(
     base: &BranchName,
     candidate_digest: &str,
 ) -> Result<PullRequest, PublishError> {
-    if !snapshot::is_typed_sha256(candidate_digest) {
+    if !vocab::is_typed_sha256(candidate_digest) {
         return Err(PublishError::Input {
             detail: "the candidate digest is not a sha256 digest",
         });

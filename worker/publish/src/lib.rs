@@ -36,11 +36,11 @@ mod publish;
 mod run;
 mod types;
 
-pub use error::PublishError;
+pub use error::{ERROR_CODES, PublishError};
 pub use forge::{ForgeEndpoint, ForgeKind, PullRequest, open_pull_request};
 pub use mirror::{MirrorSweep, sweep_abandoned_mirrors};
 pub use publish::{
-    GateVerdict, MIN_REBASE_GIT, MergedCommit, MergedTreeGate, PreparedPublication, PublishRequest,
-    prepare, publish,
+    MIN_REBASE_GIT, MergedCommit, MergedTreeGate, PreparedPublication, PublishRequest,
+    RegateVerdict, prepare, publish,
 };
 pub use types::{BranchName, CommitIdentity, CredentialSource, PublicationRecord, Remote};

@@ -414,7 +414,7 @@ impl Mirror {
             let tail = tail.get(1..).ok_or_else(unexpected)?;
             let (bytes, tail) = tail.split_at_checked(size).ok_or_else(unexpected)?;
             rest = tail.strip_prefix(b"\n").ok_or_else(unexpected)?;
-            if snapshot::Sha256::of(bytes) != *previous {
+            if vocab::Sha256::of(bytes) != *previous {
                 return Err(mismatch(
                     "an updated or deleted file differs from the candidate's previous image",
                 ));

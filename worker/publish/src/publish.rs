@@ -35,7 +35,7 @@ const FETCHED_BASE_REF: &str = "refs/publish/base";
 /// What the gate re-run on a merged tree concluded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum GateVerdict {
+pub enum RegateVerdict {
     /// Every required gate passed on exactly this tree: it may be published.
     Passed,
     /// A required gate failed.
@@ -79,14 +79,14 @@ impl MergedCommit<'_> {
     }
 }
 
-/// Re-runs the required gates on a merged tree. Any `Fn(&MergedCommit) -> GateVerdict` is one.
+/// Re-runs the required gates on a merged tree. Any `Fn(&MergedCommit) -> RegateVerdict` is one.
 pub trait MergedTreeGate {
     /// The verdict of the required gates on exactly `merged`'s tree.
-    fn rerun(&self, merged: &MergedCommit<'_>) -> GateVerdict;
+    fn rerun(&self, merged: &MergedCommit<'_>) -> RegateVerdict;
 }
 
-impl<F: Fn(&MergedCommit<'_>) -> GateVerdict> MergedTreeGate for F {
-    fn rerun(&self, merged: &MergedCommit<'_>) -> GateVerdict {
+impl<F: Fn(&MergedCommit<'_>) -> RegateVerdict> MergedTreeGate for F {
+    fn rerun(&self, merged: &MergedCommit<'_>) -> RegateVerdict {
         self(merged)
     }
 }
@@ -506,9 +506,9 @@ pub fn prepare(request: &PublishRequest<'_>) -> Result<PreparedPublication, Publ
         base_tip: &tip,
     });
     match verdict {
-        GateVerdict::Passed => {}
-        GateVerdict::Failed => return Err(PublishError::RegateFailed),
-        GateVerdict::Unavailable => return Err(PublishError::RegateUnavailable),
+        RegateVerdict::Passed => {}
+        RegateVerdict::Failed => return Err(PublishError::RegateFailed),
+        RegateVerdict::Unavailable => return Err(PublishError::RegateUnavailable),
     }
     // The tree the gate saw is still the commit's (the gate could not have moved it).
     if mirror.tree_of(&rebased)? != merged_tree {

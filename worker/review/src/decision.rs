@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use snapshot::Sha256;
+pub(crate) use vocab::GateVerdict;
+use vocab::Sha256;
 
 use crate::error::ReviewError;
 
@@ -160,57 +161,12 @@ impl<'de> Deserialize<'de> for Reason {
     }
 }
 
-/// A gate run's outcome as a fact for the decision (the wire names of the gate evidence).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GateFactOutcome {
-    Passed,
-    Failed,
-    TimedOut,
-    PolicyRefused,
-    Error,
-}
-
-impl GateFactOutcome {
-    /// Parses the evidence's `outcome` wire name.
-    ///
-    /// # Errors
-    /// `PATCH_CANDIDATE_REVIEW_INPUT` for any other text.
-    pub fn parse(text: &str) -> Result<Self, ReviewError> {
-        [
-            Self::Passed,
-            Self::Failed,
-            Self::TimedOut,
-            Self::PolicyRefused,
-            Self::Error,
-        ]
-        .into_iter()
-        .find(|o| o.as_str() == text)
-        .ok_or_else(|| ReviewError::Input {
-            field: "outcome",
-            detail: text.to_owned(),
-        })
-    }
-
-    /// The wire name.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Passed => "passed",
-            Self::Failed => "failed",
-            Self::TimedOut => "timed_out",
-            Self::PolicyRefused => "policy_refused",
-            Self::Error => "error",
-        }
-    }
-}
-
 /// One gate evidence document found for the candidate (already parsed and digest-checked by
 /// the gate crate or the job store).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GateFact {
     pub gate: String,
-    pub outcome: GateFactOutcome,
+    pub outcome: GateVerdict,
     /// The evidence document's own digest.
     pub evidence_digest: Sha256,
     /// The candidate digest the evidence is bound to.
@@ -421,7 +377,7 @@ fn unmet(facts: &ReviewFacts) -> Vec<Unmet> {
             .iter()
             .find(|g| &g.gate == gate && g.candidate_digest == facts.candidate_digest);
         match found {
-            Some(g) if g.outcome == GateFactOutcome::Passed => {}
+            Some(g) if g.outcome == GateVerdict::Passed => {}
             Some(g) => out.push(Unmet::Gate {
                 gate: gate.clone(),
                 state: g.outcome.as_str().to_owned(),

@@ -6,7 +6,7 @@ fn digest(tag: &str) -> Sha256 {
     Sha256::of(tag.as_bytes())
 }
 
-fn gate(name: &str, outcome: GateFactOutcome, candidate: Sha256) -> GateFact {
+fn gate(name: &str, outcome: GateVerdict, candidate: Sha256) -> GateFact {
     GateFact {
         gate: name.to_owned(),
         outcome,
@@ -23,8 +23,8 @@ fn ready() -> ReviewFacts {
         approval_digest: "0".repeat(64),
         required_gates: vec!["pytest".into(), "lint".into()],
         gates: vec![
-            gate("pytest", GateFactOutcome::Passed, c),
-            gate("lint", GateFactOutcome::Passed, c),
+            gate("pytest", GateVerdict::Passed, c),
+            gate("lint", GateVerdict::Passed, c),
         ],
         policy: Some(PolicyFact {
             report_digest: digest("policy"),
@@ -84,19 +84,19 @@ fn accept_without_passing_gates_is_refused() {
     let c = digest("candidate-a");
     for (gates, named) in [
         (vec![], "lint, pytest"),
-        (vec![gate("pytest", GateFactOutcome::Passed, c)], "lint"),
+        (vec![gate("pytest", GateVerdict::Passed, c)], "lint"),
         (
             vec![
-                gate("pytest", GateFactOutcome::Failed, c),
-                gate("lint", GateFactOutcome::TimedOut, c),
+                gate("pytest", GateVerdict::Failed, c),
+                gate("lint", GateVerdict::TimedOut, c),
             ],
             "lint, pytest",
         ),
         // Passed evidence bound to another candidate counts as missing.
         (
             vec![
-                gate("pytest", GateFactOutcome::Passed, digest("candidate-b")),
-                gate("lint", GateFactOutcome::Passed, c),
+                gate("pytest", GateVerdict::Passed, digest("candidate-b")),
+                gate("lint", GateVerdict::Passed, c),
             ],
             "pytest",
         ),

@@ -7,13 +7,11 @@
 //! or empty when there is nothing); docs/REVIEW.md, "Review document", is its reference.
 
 use serde::Serialize;
-use snapshot::Sha256;
+use vocab::Sha256;
 
 use finalizer::{RepositoryPatchCandidate, repository_patch_digest};
 
-use crate::decision::{
-    GateFactOutcome, ReviewFacts, ReviewState, StoredDecision, accept_needs_force,
-};
+use crate::decision::{GateVerdict, ReviewFacts, ReviewState, StoredDecision, accept_needs_force};
 use crate::error::ReviewError;
 
 /// The review document's schema id.
@@ -205,7 +203,7 @@ pub fn build_package(
     }
     let required_views = || gates.iter().filter(|g| g.required);
     let validation_state = if required_views()
-        .any(|g| g.outcome != "missing" && g.outcome != GateFactOutcome::Passed.as_str())
+        .any(|g| g.outcome != "missing" && g.outcome != GateVerdict::Passed.as_str())
     {
         ValidationState::Failed
     } else if required_views().any(|g| g.outcome == "missing") {
@@ -236,7 +234,7 @@ pub fn build_package(
     }
     risk_notes.extend(
         required_views()
-            .filter(|g| g.outcome != GateFactOutcome::Passed.as_str())
+            .filter(|g| g.outcome != GateVerdict::Passed.as_str())
             .map(|g| RiskNote::GateNotPassed {
                 gate: g.gate.clone(),
                 outcome: g.outcome,
@@ -384,12 +382,12 @@ mod tests {
             evidence_digest: Sha256::of(b"e"),
             candidate_digest: f.candidate_digest,
         };
-        f.gates = vec![gate(GateFactOutcome::Failed)];
+        f.gates = vec![gate(GateVerdict::Failed)];
         let p = build_package(&c, &f, &[], vec![], None).unwrap();
         assert_eq!(p.validation_state, ValidationState::Failed);
         assert_eq!(p.route_decision, RouteDecision::Review);
 
-        f.gates = vec![gate(GateFactOutcome::Passed)];
+        f.gates = vec![gate(GateVerdict::Passed)];
         f.policy = Some(PolicyFact {
             report_digest: Sha256::of(b"p"),
             candidate_digest: f.candidate_digest,

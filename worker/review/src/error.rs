@@ -1,7 +1,22 @@
 //! The crate's error type. Every variant has a stable wire code ([`ReviewError::code`]); messages
 //! name gates, fields and digests, never a reason's text, a file's content or agent output.
 
-use snapshot::{Coded, FailureClass, Sha256, Untrusted};
+use vocab::{Coded, FailureClass, Sha256, Untrusted};
+
+/// Every code [`ReviewError::code`] can return, for documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH",
+    "PATCH_CANDIDATE_REVIEW_REASON_REQUIRED",
+    "PATCH_CANDIDATE_REVIEW_REASON",
+    "PATCH_CANDIDATE_REVIEW_PRINCIPAL",
+    "PATCH_CANDIDATE_REVIEW_GATES_UNMET",
+    "PATCH_CANDIDATE_REVIEW_POLICY_UNCLEAN",
+    "PATCH_CANDIDATE_REVIEW_PUBLISHED",
+    "PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED",
+    "PATCH_CANDIDATE_REVIEW_RECORD",
+    "PATCH_CANDIDATE_REVIEW_INPUT",
+    "PATCH_CANDIDATE_REVIEW_STATE",
+];
 
 /// Errors of review decisions and their records.
 #[derive(Debug, thiserror::Error)]
@@ -112,8 +127,9 @@ mod tests {
             ReviewError::State { detail: "x" },
         ];
         for e in &all {
-            snapshot::check_message_convention(e).unwrap();
+            vocab::check_message_convention(e).unwrap();
             assert!(!e.to_string().contains('\u{1b}'));
         }
+        vocab::check_code_table(ERROR_CODES, all.iter().map(ReviewError::code)).unwrap();
     }
 }

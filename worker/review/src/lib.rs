@@ -16,7 +16,7 @@
 //! candidate, so a stale client cannot accept a newer candidate. Evidence bound to another
 //! digest counts as missing. An override of unmet gates or an unclean policy needs a reason and
 //! is recorded as `forced` in the decision itself, for ever. Reasons and principals are checked
-//! through fallible constructors and shown only through [`snapshot::Untrusted`].
+//! through fallible constructors and shown only through [`vocab::Untrusted`].
 #![forbid(unsafe_code)]
 
 mod decision;
@@ -26,13 +26,12 @@ mod local;
 
 pub use decision::{
     Actor, ActorKind, Against, DECISION_SCHEMA, Decision, DecisionRecord, DecisionRequest,
-    GateFact, GateFactOutcome, MAX_PRINCIPAL_CHARS, MAX_REASON_CHARS, PolicyFact, Principal,
-    Reason, ReviewFacts, ReviewState, StoredDecision, Unmet, decide, parse_record,
-    require_accepted,
+    GateFact, MAX_PRINCIPAL_CHARS, MAX_REASON_CHARS, PolicyFact, Principal, Reason, ReviewFacts,
+    ReviewState, StoredDecision, Unmet, decide, parse_record, require_accepted,
 };
 pub use document::{
     ChangedFileView, GateView, PACKAGE_SCHEMA, PolicyFinding, PolicyView, ReviewPackage, RiskNote,
     RouteDecision, ValidationState, build_package,
 };
-pub use error::ReviewError;
+pub use error::{ERROR_CODES, ReviewError};
 pub use local::{LocalReviews, REVIEWS_DIR};

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use cap_fs_ext::{DirExt as _, FollowSymlinks, OpenOptionsFollowExt as _};
 use cap_std::fs::{Dir, DirBuilder, DirBuilderExt as _, OpenOptions, OpenOptionsExt as _};
-use snapshot::Sha256;
+use vocab::Sha256;
 
 use crate::decision::{DecisionRecord, StoredDecision, parse_record};
 use crate::error::ReviewError;

@@ -1,7 +1,40 @@
 //! The service's error type: its own stable codes, and the codes of the crates it drives
 //! (snapshot, turn, finaliser, job store) passed through unchanged.
 
-use snapshot::{Coded, FailureClass};
+use vocab::{Coded, FailureClass};
+
+/// Publication is not configured on this host (no `serve --publish-remote`).
+pub(crate) const PUBLISH_DISABLED_CODE: &str = "PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED";
+
+/// Every code [`ServiceError::code`] returns for the service's own failures (wrapped errors keep
+/// their crate's code), then the HTTP API's own refusals, for documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "PATCH_CANDIDATE_SERVICE_REPOSITORY",
+    "PATCH_CANDIDATE_SERVICE_REPOSITORY_UNREACHABLE",
+    "PATCH_CANDIDATE_SERVICE_GIT",
+    "PATCH_CANDIDATE_SERVICE_STATE",
+    "PATCH_CANDIDATE_SERVICE_LOCKED",
+    "PATCH_CANDIDATE_SERVICE_BINDING",
+    "PATCH_CANDIDATE_SERVICE_SPEC",
+    "PATCH_CANDIDATE_SERVICE_LISTEN",
+    "PATCH_CANDIDATE_SERVICE_CANCELLED",
+    "PATCH_CANDIDATE_SERVICE_LIVE_UNAVAILABLE",
+    "PATCH_CANDIDATE_SERVICE_LIVE_MODEL",
+    "PATCH_CANDIDATE_SERVICE_LIVE_AGENT",
+    "PATCH_CANDIDATE_SERVICE_GATES_UNAVAILABLE",
+    // The HTTP API's own refusals (answered without a `ServiceError`).
+    "PATCH_CANDIDATE_SERVICE_UNAUTHORIZED",
+    "PATCH_CANDIDATE_SERVICE_NOT_READY",
+    "PATCH_CANDIDATE_SERVICE_DRAINING",
+    "PATCH_CANDIDATE_SERVICE_BUSY",
+    "PATCH_CANDIDATE_SERVICE_ROUTE",
+    "PATCH_CANDIDATE_SERVICE_METHOD",
+    "PATCH_CANDIDATE_SERVICE_CONTENT_TYPE",
+    "PATCH_CANDIDATE_SERVICE_BODY",
+    "PATCH_CANDIDATE_SERVICE_BODY_TIMEOUT",
+    "PATCH_CANDIDATE_SERVICE_QUERY",
+    PUBLISH_DISABLED_CODE,
+];
 
 /// Errors of `patch-candidate serve`, the submission checks and the HTTP API.
 #[derive(Debug, thiserror::Error)]
@@ -159,8 +192,9 @@ mod tests {
             ServiceError::LiveAgent,
             ServiceError::GatesUnavailable,
         ] {
-            snapshot::check_message_convention(&e).unwrap();
+            vocab::check_message_convention(&e).unwrap();
             assert!(e.code().starts_with("PATCH_CANDIDATE_SERVICE_"));
+            assert!(ERROR_CODES.contains(&e.code()), "{}", e.code());
         }
     }
 
@@ -172,7 +206,7 @@ mod tests {
         });
         // The job event's code, and a rejection: the attempt fails, it is not retried.
         assert_eq!(e.code(), "PATCH_CANDIDATE_GATEWAY_TOOL");
-        assert_eq!(Coded::class(&e), snapshot::FailureClass::Rejected);
-        snapshot::check_message_convention(&e).unwrap();
+        assert_eq!(Coded::class(&e), vocab::FailureClass::Rejected);
+        vocab::check_message_convention(&e).unwrap();
     }
 }

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use container::{ContainerError, ContainerRuntime, ImageReference, JobBinding, RuntimeName};
 use finalizer::RepositoryPatchCandidate;
-use gate::{BaselineCache, BaselineTree, GateDefinitions, GateOutcome, RunContext, evaluate_gate};
-use jobs::{EvidenceDocument, GateVerdict};
+use gate::{BaselineCache, BaselineTree, GateDefinitions, RunContext, evaluate_gate};
+use jobs::EvidenceDocument;
 
 use crate::error::ServiceError;
 
@@ -21,16 +21,6 @@ use crate::error::ServiceError;
 pub(crate) struct GateRan {
     pub document: EvidenceDocument,
     pub elapsed: Duration,
-}
-
-fn verdict(outcome: GateOutcome) -> GateVerdict {
-    match outcome {
-        GateOutcome::Passed => GateVerdict::Passed,
-        GateOutcome::Failed => GateVerdict::Failed,
-        GateOutcome::TimedOut => GateVerdict::TimedOut,
-        GateOutcome::PolicyRefused => GateVerdict::PolicyRefused,
-        GateOutcome::Error => GateVerdict::Error,
-    }
 }
 
 /// Before the turn: every gate in `required` is defined on this host and its approved image is
@@ -113,7 +103,7 @@ pub(crate) async fn run_required<R: ContainerRuntime + Clone + 'static>(
         let result = evaluate_gate(runtime, def, &base, candidate, &cache, ctx).await?;
         let document = EvidenceDocument::new(
             def.name().as_str(),
-            verdict(result.evidence.outcome),
+            result.evidence.outcome,
             &result.digest.to_string(),
             result.evidence.wall_ms,
             result.file,

@@ -20,9 +20,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use jobs::{Job, JobId, JobState};
-use snapshot::{Coded, FailureClass};
 use subtle::ConstantTimeEq as _;
 use tokio::net::TcpListener;
+use vocab::{Coded, FailureClass};
 
 use super::submission::{Submission, prepare};
 
@@ -122,42 +122,87 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn status_of(code: &str, class: FailureClass) -> StatusCode {
-    match code {
-        "PATCH_CANDIDATE_JOBS_NOT_FOUND" => StatusCode::NOT_FOUND,
-        "PATCH_CANDIDATE_JOBS_STATE"
-        | "PATCH_CANDIDATE_JOBS_CONFLICT"
-        | "PATCH_CANDIDATE_JOBS_PUBLISHED"
-        | "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED"
-        | "PATCH_CANDIDATE_JOBS_PUBLISHING"
-        | "PATCH_CANDIDATE_JOBS_CLAIM_LOST"
-        | "PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH"
-        | "PATCH_CANDIDATE_REVIEW_GATES_UNMET"
-        | "PATCH_CANDIDATE_REVIEW_POLICY_UNCLEAN"
-        | "PATCH_CANDIDATE_REVIEW_PUBLISHED"
-        | "PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED"
-        | "PATCH_CANDIDATE_PUBLISH_BASE_MOVED"
-        | "PATCH_CANDIDATE_PUBLISH_BRANCH_EXISTS"
-        | "PATCH_CANDIDATE_PUBLISH_REBASE_CONFLICT"
-        | "PATCH_CANDIDATE_PUBLISH_REGATE_FAILED" => StatusCode::CONFLICT,
-        "PATCH_CANDIDATE_REVIEW_REASON_REQUIRED"
-        | "PATCH_CANDIDATE_REVIEW_REASON"
-        | "PATCH_CANDIDATE_REVIEW_INPUT" => StatusCode::BAD_REQUEST,
-        "PATCH_CANDIDATE_JOBS_ID"
-        | "PATCH_CANDIDATE_JOBS_INPUT"
-        | "PATCH_CANDIDATE_PUBLISH_INPUT" => StatusCode::BAD_REQUEST,
-        _ => match class {
-            FailureClass::Usage => StatusCode::BAD_REQUEST,
-            FailureClass::Rejected => StatusCode::UNPROCESSABLE_ENTITY,
-            FailureClass::Environment => StatusCode::SERVICE_UNAVAILABLE,
-            _ => StatusCode::INTERNAL_SERVER_ERROR,
-        },
+/// The HTTP status of an error the API answers with, chosen from the error's type and variant: a
+/// missing job is 404, a request that conflicts with the job's or the candidate's state 409, a
+/// malformed argument 400; any other error answers by its failure class.
+pub(crate) trait ApiStatus: Coded {
+    /// The status of this error.
+    fn api_status(&self) -> StatusCode {
+        class_status(self.class())
     }
 }
 
-impl<E: Coded> From<E> for ApiError {
+/// The status of a failure class: 400 usage, 422 rejected, 503 environment.
+fn class_status(class: FailureClass) -> StatusCode {
+    match class {
+        FailureClass::Usage => StatusCode::BAD_REQUEST,
+        FailureClass::Rejected => StatusCode::UNPROCESSABLE_ENTITY,
+        FailureClass::Environment => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl ApiStatus for jobs::JobsError {
+    fn api_status(&self) -> StatusCode {
+        match self {
+            Self::NotFound { .. } => StatusCode::NOT_FOUND,
+            Self::State { .. }
+            | Self::Conflict { .. }
+            | Self::Published { .. }
+            | Self::NotAccepted { .. }
+            | Self::Publishing { .. }
+            | Self::ClaimLost { .. } => StatusCode::CONFLICT,
+            Self::Id { .. } | Self::Input { .. } => StatusCode::BAD_REQUEST,
+            _ => class_status(self.class()),
+        }
+    }
+}
+
+impl ApiStatus for review::ReviewError {
+    fn api_status(&self) -> StatusCode {
+        match self {
+            Self::DigestMismatch { .. }
+            | Self::GatesUnmet { .. }
+            | Self::PolicyUnclean { .. }
+            | Self::Published
+            | Self::NotAccepted { .. } => StatusCode::CONFLICT,
+            Self::ReasonRequired { .. } | Self::Reason { .. } | Self::Input { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            _ => class_status(self.class()),
+        }
+    }
+}
+
+impl ApiStatus for publish::PublishError {
+    fn api_status(&self) -> StatusCode {
+        match self {
+            Self::BaseMoved { .. }
+            | Self::BranchExists
+            | Self::RebaseConflict
+            | Self::RegateFailed => StatusCode::CONFLICT,
+            Self::Input { .. } => StatusCode::BAD_REQUEST,
+            _ => class_status(self.class()),
+        }
+    }
+}
+
+impl ApiStatus for ServiceError {
+    fn api_status(&self) -> StatusCode {
+        match self {
+            Self::Jobs(e) => e.api_status(),
+            _ => class_status(self.class()),
+        }
+    }
+}
+
+impl ApiStatus for finalizer::FinalizeError {}
+impl ApiStatus for gate::GateError {}
+impl ApiStatus for policy::PolicyError {}
+
+impl<E: ApiStatus> From<E> for ApiError {
     fn from(e: E) -> Self {
-        Self::new(status_of(e.code(), e.class()), e.code(), e.to_string())
+        Self::new(e.api_status(), e.code(), e.to_string())
     }
 }
 
@@ -310,7 +355,7 @@ async fn json_body<T: serde::de::DeserializeOwned>(
             "PATCH_CANDIDATE_SERVICE_BODY",
             format!(
                 "PATCH_CANDIDATE_SERVICE_BODY: {kind} at {}",
-                snapshot::Untrusted::quoted(&path)
+                vocab::Untrusted::quoted(&path)
             ),
         )
     })?;
@@ -561,7 +606,7 @@ async fn named_token_principal(
         return Ok(None);
     }
     // The lookup is by hash: equality of SHA-256 digests reveals nothing usable about a token.
-    let hash = jobs::TokenHash::parse(&snapshot::sha256_bare_hex(given))?;
+    let hash = jobs::TokenHash::parse(&vocab::sha256_bare_hex(given))?;
     let name = sh.store.token_principal(&hash).await?;
     Ok(name.and_then(|n| review::Principal::parse(&n).ok()))
 }
@@ -578,12 +623,11 @@ pub fn mint_token() -> Result<(String, jobs::TokenHash), ServiceError> {
         detail: "no randomness for a token",
     })?;
     let token = hex::encode(raw);
-    let hash =
-        jobs::TokenHash::parse(&snapshot::sha256_bare_hex(token.as_bytes())).map_err(|_| {
-            ServiceError::State {
-                detail: "a token hash failed its check",
-            }
-        })?;
+    let hash = jobs::TokenHash::parse(&vocab::sha256_bare_hex(token.as_bytes())).map_err(|_| {
+        ServiceError::State {
+            detail: "a token hash failed its check",
+        }
+    })?;
     Ok((token, hash))
 }
 
@@ -689,6 +733,175 @@ pub(crate) async fn serve_waiting(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The statuses by code the API documents (docs/SERVICE.md, docs/REVIEW.md); any other code
+    /// answers by its failure class.
+    fn documented_status(code: &str, class: FailureClass) -> StatusCode {
+        match code {
+            "PATCH_CANDIDATE_JOBS_NOT_FOUND" => StatusCode::NOT_FOUND,
+            "PATCH_CANDIDATE_JOBS_STATE"
+            | "PATCH_CANDIDATE_JOBS_CONFLICT"
+            | "PATCH_CANDIDATE_JOBS_PUBLISHED"
+            | "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED"
+            | "PATCH_CANDIDATE_JOBS_PUBLISHING"
+            | "PATCH_CANDIDATE_JOBS_CLAIM_LOST"
+            | "PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH"
+            | "PATCH_CANDIDATE_REVIEW_GATES_UNMET"
+            | "PATCH_CANDIDATE_REVIEW_POLICY_UNCLEAN"
+            | "PATCH_CANDIDATE_REVIEW_PUBLISHED"
+            | "PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED"
+            | "PATCH_CANDIDATE_PUBLISH_BASE_MOVED"
+            | "PATCH_CANDIDATE_PUBLISH_BRANCH_EXISTS"
+            | "PATCH_CANDIDATE_PUBLISH_REBASE_CONFLICT"
+            | "PATCH_CANDIDATE_PUBLISH_REGATE_FAILED" => StatusCode::CONFLICT,
+            "PATCH_CANDIDATE_REVIEW_REASON_REQUIRED"
+            | "PATCH_CANDIDATE_REVIEW_REASON"
+            | "PATCH_CANDIDATE_REVIEW_INPUT"
+            | "PATCH_CANDIDATE_JOBS_ID"
+            | "PATCH_CANDIDATE_JOBS_INPUT"
+            | "PATCH_CANDIDATE_PUBLISH_INPUT" => StatusCode::BAD_REQUEST,
+            _ => class_status(class),
+        }
+    }
+
+    fn jobs_errors() -> Vec<jobs::JobsError> {
+        use jobs::{Backend, JobsError as J};
+        let id = || "job_00000000000000000000000000000000".to_owned();
+        vec![
+            J::Id {
+                kind: "job",
+                value: "x".into(),
+            },
+            J::Spec {
+                field: "commit",
+                detail: "x",
+            },
+            J::Input {
+                field: "code",
+                detail: "x",
+            },
+            J::DatabaseUrl { detail: "x".into() },
+            J::NotFound { id: id() },
+            J::State {
+                id: id(),
+                state: "completed",
+                detail: "x",
+            },
+            J::Unavailable {
+                backend: Backend::Postgres,
+                detail: "x".into(),
+            },
+            J::Database {
+                backend: Backend::Sqlite,
+                detail: "x".into(),
+            },
+            J::Schema {
+                found: 9,
+                supported: 1,
+            },
+            J::Corrupt { field: "state" },
+            J::Conflict { what: "x" },
+            J::Published { id: id() },
+            J::NotAccepted { id: id() },
+            J::Publishing {
+                id: id(),
+                holder: "h".into(),
+                branch: "b".into(),
+            },
+            J::ClaimLost { id: id() },
+            J::Io {
+                what: "x",
+                detail: "x".into(),
+            },
+        ]
+    }
+
+    /// The answer to `e`: its own code and message, and the documented status of its code.
+    fn assert_documented<E: ApiStatus>(e: E) {
+        let (code, message) = (e.code(), e.to_string());
+        let status = documented_status(code, e.class());
+        let answer = ApiError::from(e);
+        assert_eq!(
+            (answer.status, answer.code, answer.message),
+            (status, code, message)
+        );
+    }
+
+    /// The status comes from the error's type and variant, and is the documented one for every
+    /// code of the job store, review and publication, wrapped in a service error or not.
+    #[test]
+    fn statuses_follow_the_error_type() {
+        for e in jobs_errors() {
+            assert_documented(e);
+        }
+        for e in jobs_errors() {
+            assert_documented(ServiceError::Jobs(e));
+        }
+        let digest = vocab::Sha256::of(b"a");
+        let review = [
+            review::ReviewError::DigestMismatch {
+                named: digest,
+                actual: vocab::Sha256::of(b"b"),
+            },
+            review::ReviewError::ReasonRequired { what: "reject" },
+            review::ReviewError::Reason { detail: "x" },
+            review::ReviewError::Principal { detail: "x" },
+            review::ReviewError::GatesUnmet { gates: "g".into() },
+            review::ReviewError::PolicyUnclean { state: "missing" },
+            review::ReviewError::Published,
+            review::ReviewError::NotAccepted { state: "pending" },
+            review::ReviewError::Record { detail: "x" },
+            review::ReviewError::Input {
+                field: "decision",
+                detail: "x".into(),
+            },
+            review::ReviewError::State { detail: "x" },
+        ];
+        for e in review {
+            assert_documented(e);
+        }
+        let snapshot_usage = || {
+            finalizer::FinalizeError::Snapshot(snapshot::SnapshotError::ApproveValue {
+                flag: "--task",
+                reason: "x",
+            })
+        };
+        let publish = [
+            publish::PublishError::Input { detail: "x" },
+            publish::PublishError::CandidateMismatch { detail: "x" },
+            publish::PublishError::BaselineMissing,
+            publish::PublishError::BaseMissing,
+            publish::PublishError::BaseMoved {
+                expected: "a".repeat(40),
+                seen: "b".repeat(40),
+            },
+            publish::PublishError::GitVersion { need: "2.38" },
+            publish::PublishError::RebaseConflict,
+            publish::PublishError::RegateFailed,
+            publish::PublishError::RegateUnavailable,
+            publish::PublishError::BranchExists,
+            publish::PublishError::PushRejected { detail: "x" },
+            publish::PublishError::Auth,
+            publish::PublishError::Unreachable { detail: "x" },
+            publish::PublishError::Credential { detail: "x" },
+            publish::PublishError::Mirror { detail: "x" },
+            publish::PublishError::Git { detail: "x" },
+            publish::PublishError::Forge { detail: "x" },
+            publish::PublishError::Finalize(snapshot_usage()),
+        ];
+        for e in publish {
+            assert_documented(e);
+        }
+        // Errors without statuses of their own answer by their class (400, 422, 503).
+        assert_documented(snapshot_usage());
+        assert_documented(finalizer::FinalizeError::VerifyApply);
+        assert_documented(finalizer::FinalizeError::StoreIo { detail: "x".into() });
+        assert_documented(policy::PolicyError::RulesVersion);
+        assert_documented(gate::GateError::Runner);
+        assert_documented(ServiceError::Repository { detail: "x" });
+        assert_documented(ServiceError::Locked);
+        assert_documented(ServiceError::Finalize(snapshot_usage()));
+    }
 
     #[test]
     fn bearer_tokens_compare_whole() {

@@ -30,7 +30,7 @@ use finalizer::CandidateStore;
 use jobs::{HostId, JobStore};
 use tokio::sync::Notify;
 
-pub use error::ServiceError;
+pub use error::{ERROR_CODES, ServiceError};
 pub use http::{
     PublishTarget, TOKEN_FILE, job_view, job_view_with_gates, load_or_create_token, mint_token,
     review_summary,

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use jobs::GateVerdict;
+use vocab::GateVerdict;
 
 /// How a job attempt on this host ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

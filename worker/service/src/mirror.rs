@@ -121,7 +121,7 @@ impl MirrorCache {
     /// fetched, or does not have the commit after a fetch; `PATCH_CANDIDATE_SERVICE_GIT` when git
     /// cannot run; `PATCH_CANDIDATE_SERVICE_STATE` when the cache cannot be created.
     pub async fn ensure(&self, locator: &Locator, commit: &str) -> Result<PathBuf, ServiceError> {
-        let key = snapshot::sha256_bare_hex(locator.as_str().as_bytes());
+        let key = vocab::sha256_bare_hex(locator.as_str().as_bytes());
         let lock = {
             let mut locks = self.locks.lock().await;
             locks.entry(key.clone()).or_default().clone()

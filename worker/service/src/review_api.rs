@@ -20,6 +20,7 @@ use jobs::JobId;
 
 use super::{ApiError, ApiResult, Caller, json_body, parse_id};
 use crate::Shared;
+use crate::error::PUBLISH_DISABLED_CODE;
 use crate::mirror::Locator;
 
 /// Everything a review view or decision of one job's candidate is built from, established
@@ -69,7 +70,7 @@ pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewCont
         if let Some(bound) = file.evidence.candidate_digest {
             gates.push(review::GateFact {
                 gate: file.evidence.gate.clone(),
-                outcome: review::GateFactOutcome::parse(file.evidence.outcome.as_str())?,
+                outcome: file.evidence.outcome,
                 evidence_digest: file.digest,
                 candidate_digest: bound,
             });
@@ -193,7 +194,7 @@ fn now_ms() -> i64 {
 }
 
 /// A `sha256:` digest a client named.
-pub(crate) fn named_digest(text: &str) -> Result<snapshot::Sha256, ApiError> {
+pub(crate) fn named_digest(text: &str) -> Result<vocab::Sha256, ApiError> {
     text.parse().map_err(|_| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -252,7 +253,7 @@ pub(crate) async fn decide(
             .map(|g| {
                 Ok(jobs::FollowUpGate {
                     gate: g.gate.clone(),
-                    verdict: jobs::GateVerdict::parse(g.outcome.as_str())?,
+                    verdict: g.outcome,
                 })
             })
             .collect::<Result<Vec<_>, jobs::JobsError>>()?;
@@ -359,9 +360,6 @@ pub(crate) struct PublishBody {
     pub rebase: bool,
 }
 
-/// Publication is not configured on this host (no `serve --publish-remote`).
-const PUBLISH_DISABLED_CODE: &str = "PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED";
-
 fn blocking_failed() -> ApiError {
     ApiError::new(
         StatusCode::INTERNAL_SERVER_ERROR,
@@ -379,21 +377,21 @@ fn regate(
     required: &[String],
     runtime: Option<&str>,
     merged: &publish::MergedCommit<'_>,
-) -> publish::GateVerdict {
+) -> publish::RegateVerdict {
     if required.is_empty() {
-        return publish::GateVerdict::Passed;
+        return publish::RegateVerdict::Passed;
     }
     let Some(defs) = sh.opts.gates.as_ref() else {
-        return publish::GateVerdict::Unavailable;
+        return publish::RegateVerdict::Unavailable;
     };
     let Ok(chosen) = defs.require(required) else {
-        return publish::GateVerdict::Unavailable;
+        return publish::RegateVerdict::Unavailable;
     };
     let Ok(runtime) = runtime
         .map(str::parse::<container::RuntimeName>)
         .transpose()
     else {
-        return publish::GateVerdict::Unavailable;
+        return publish::RegateVerdict::Unavailable;
     };
     handle.block_on(async {
         let ctx = gate::RunContext {
@@ -418,11 +416,11 @@ fn regate(
         )
         .await;
         match run {
-            Ok(true) => publish::GateVerdict::Passed,
-            Ok(false) => publish::GateVerdict::Failed,
+            Ok(true) => publish::RegateVerdict::Passed,
+            Ok(false) => publish::RegateVerdict::Failed,
             Err(e) => {
-                tracing::warn!(code = snapshot::Coded::code(&e), "gate re-run failed");
-                publish::GateVerdict::Unavailable
+                tracing::warn!(code = vocab::Coded::code(&e), "gate re-run failed");
+                publish::RegateVerdict::Unavailable
             }
         }
     })
@@ -451,7 +449,7 @@ struct PublishJob {
     id: JobId,
     principal: review::Principal,
     target: PublishTarget,
-    named: snapshot::Sha256,
+    named: vocab::Sha256,
     branch: publish::BranchName,
     base: publish::BranchName,
     rebase: bool,

@@ -22,7 +22,7 @@ pub(crate) const MAX_WEIGHT: usize = 256 * 1024 * 1024;
 #[derive(Debug)]
 pub(crate) struct Checked {
     pub candidate: Arc<RepositoryPatchCandidate>,
-    pub digest: snapshot::Sha256,
+    pub digest: vocab::Sha256,
     pub findings: Vec<review::PolicyFinding>,
     pub policy: review::PolicyFact,
 }
@@ -172,7 +172,8 @@ impl ReviewCache {
 mod tests {
     use super::*;
     use finalizer::{CandidateFields, RepositoryPatchFile};
-    use snapshot::{FileOp, RepoPath, Sha256};
+    use snapshot::{FileOp, RepoPath};
+    use vocab::Sha256;
 
     fn candidate(text: &str) -> (Vec<u8>, String) {
         let before = "a\n";

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jobs::{Claimed, Fenced, Heartbeat, JobsError, Retry};
-use snapshot::{Coded, FailureClass};
 use tokio::sync::watch;
 use tracing::Instrument as _;
+use vocab::{Coded, FailureClass};
 
 use super::gates::{GateRan, precheck, run_required};
 use super::live_host::{LiveTurn, log_note};

@@ -394,7 +394,7 @@ async fn open_store(opts: &ServeOptions) -> Result<JobStore, ServiceError> {
     loop {
         match JobStore::open(opts.database.as_deref(), &opts.state_dir).await {
             Ok(store) => return Ok(store),
-            Err(e) if snapshot::Coded::class(&e) == snapshot::FailureClass::Environment => {
+            Err(e) if vocab::Coded::class(&e) == vocab::FailureClass::Environment => {
                 tracing::warn!(code = e.code(), "job store unavailable: waiting");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(MAX_LOOP_BACKOFF);

@@ -145,7 +145,7 @@ impl Selections {
 }
 
 fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", snapshot::sha256_bare_hex(bytes))
+    format!("sha256:{}", vocab::sha256_bare_hex(bytes))
 }
 
 /// Everything a host needs to run a stored job, re-derived from its bytes and checked against
@@ -218,17 +218,14 @@ pub fn reverify(spec: &jobs::JobSpec) -> Result<JobInputs, ServiceError> {
 /// The review feedback a follow-up job gives its agent (untrusted context; the scope is the
 /// approval's).
 fn review_feedback(follow_up: &jobs::FollowUp) -> Result<turn::ReviewFeedback, ServiceError> {
-    let supersedes: snapshot::Sha256 = follow_up
+    let supersedes: vocab::Sha256 = follow_up
         .supersedes_candidate
         .parse()
         .map_err(|_| ServiceError::Binding { field: "follow_up" })?;
     Ok(turn::ReviewFeedback::new(
         &supersedes,
         follow_up.note.as_deref(),
-        follow_up
-            .gates
-            .iter()
-            .map(|g| (g.gate.as_str(), g.verdict.as_str())),
+        follow_up.gates.iter().map(|g| (g.gate.as_str(), g.verdict)),
     )?)
 }
 
@@ -243,7 +240,7 @@ fn review_feedback(follow_up: &jobs::FollowUp) -> Result<turn::ReviewFeedback, S
 /// verdict; [`reverify`]'s codes when the parent no longer re-derives.
 pub fn follow_up_spec(
     parent: &jobs::Job,
-    candidate: &snapshot::Sha256,
+    candidate: &vocab::Sha256,
     note: Option<&str>,
     gates: Vec<jobs::FollowUpGate>,
 ) -> Result<jobs::JobSpec, ServiceError> {

@@ -206,7 +206,7 @@ fn cookie_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 async fn session(ui: &UiState, headers: &HeaderMap) -> Option<ui::Session> {
     let s = ui.sessions.get(cookie_value(headers, COOKIE)?)?;
     let still = if s.principal == jobs::OPERATOR_PRINCIPAL {
-        s.credential == snapshot::sha256_bare_hex(&ui.sh.token)
+        s.credential == vocab::sha256_bare_hex(&ui.sh.token)
     } else {
         match jobs::TokenHash::parse(&s.credential) {
             Ok(hash) => ui
@@ -427,7 +427,7 @@ async fn sign_in(State(ui): St, request: Request) -> Response {
             );
         }
     };
-    let credential = snapshot::sha256_bare_hex(token);
+    let credential = vocab::sha256_bare_hex(token);
     let s = match ui.sessions.create(principal.as_str(), &credential) {
         Ok(s) => s,
         Err(e) => {
@@ -618,9 +618,9 @@ fn not_found(s: &ui::Session) -> Response {
 fn gate_items(
     evidence: &[jobs::EvidenceDocument],
     required: &[String],
-    bound: Option<&snapshot::Sha256>,
+    bound: Option<&vocab::Sha256>,
 ) -> Vec<ui::GateItem> {
-    let mut parsed: Vec<(gate::GateEvidence, snapshot::Sha256)> = evidence
+    let mut parsed: Vec<(gate::GateEvidence, vocab::Sha256)> = evidence
         .iter()
         .filter_map(|d| gate::parse_evidence(d.bytes()).ok())
         .filter(|f| bound.is_none_or(|b| f.evidence.candidate_digest.as_ref() == Some(b)))
@@ -628,7 +628,7 @@ fn gate_items(
         .collect();
     parsed.sort_by(|a, b| a.0.gate.cmp(&b.0.gate));
     let mut items = Vec::new();
-    let item = |ev: &gate::GateEvidence, digest: &snapshot::Sha256, required: bool| {
+    let item = |ev: &gate::GateEvidence, digest: &vocab::Sha256, required: bool| {
         let ids = |l: &gate::IdList| l.ids.iter().map(|i| ui::short(i)).collect::<Vec<_>>();
         ui::GateItem {
             gate: ui::short(&ev.gate),
@@ -753,7 +753,7 @@ async fn job_page(
     let history: Vec<review::StoredDecision> = job
         .candidate_digest
         .as_deref()
-        .and_then(|d| d.parse::<snapshot::Sha256>().ok())
+        .and_then(|d| d.parse::<vocab::Sha256>().ok())
         .map(|digest| {
             decisions
                 .iter()

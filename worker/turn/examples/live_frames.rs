@@ -26,12 +26,12 @@ use futures::StreamExt as _;
 use gateway::testkit::{Reply, ScriptedUpstream, events};
 use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses};
 use snapshot::{
-    ApprovedExecutionContext, ApprovedTurn, DefaultPathPolicy, RepoPath,
-    RepositorySnapshotEvidence, Sha256,
+    ApprovedExecutionContext, ApprovedTurn, DefaultPathPolicy, RepoPath, RepositorySnapshotEvidence,
 };
 use tokio::io::AsyncReadExt as _;
 use tunnel::{ChannelId, Chunk, Frame};
 use turn::{CodingWorkerRequest, LiveContext, LiveNote, LiveSettings, TurnConfig};
+use vocab::Sha256;
 
 const MODEL: &str = "gpt-5.3-codex";
 const FILE: &str = "app/a.py";

@@ -1,11 +1,39 @@
 //! The crate's error type. Every variant has a stable wire code ([`TurnError::code`]); messages
 //! never quote container output, Docker's own error text, or file contents.
 
-use snapshot::{Coded, FailureClass, SnapshotError};
+use snapshot::SnapshotError;
+
+use vocab::{Coded, FailureClass};
 
 use container::{ContainerError, IdError, MAX_WALL_SECONDS};
 
 use crate::limits::MAX_TURN_ARCHIVE_BYTES;
+
+/// `PATCH_CANDIDATE_LIVE_AGENT`: a live turn names an agent that is none of the built-in ones
+/// (also the command line's code for `--agent`).
+pub const LIVE_AGENT_CODE: &str = "PATCH_CANDIDATE_LIVE_AGENT";
+
+/// Every code [`TurnError::code`] returns for the turn's own failures, for documentation and
+/// contract tests. Wrapped errors keep their crate's code; a turn that ends without a proposal, an
+/// unselectable scope and an unrecorded image ID use the codes of the finalizer
+/// ([`finalizer::PROPOSAL_STATUS_CODE`]), the snapshot ([`snapshot::SELECTION_CODE`]) and the
+/// Docker seam ([`container::EXPECTED_IMAGE_ID_CODE`]); a refusal of the model gateway keeps the
+/// gateway's code.
+pub const ERROR_CODES: &[&str] = &[
+    "REPOSITORY_DOCKER_WALL_BUDGET",
+    "REPOSITORY_DOCKER_ARCHIVE_BUDGET",
+    "REPOSITORY_DOCKER_FILE_BUDGET",
+    "REPOSITORY_DOCKER_CONTEXT_REQUIRED",
+    "REPOSITORY_DOCKER_REQUEST_BUDGET",
+    "REPOSITORY_DOCKER_OUTPUT_LIMIT",
+    "REPOSITORY_DOCKER_OOM",
+    "REPOSITORY_DOCKER_WORKER_FAILED",
+    "REPOSITORY_DOCKER_INVALID_OUTPUT",
+    "REPOSITORY_USAGE_LEDGER",
+    "REPOSITORY_USAGE_IDENTITY",
+    "PATCH_CANDIDATE_REVIEW_FEEDBACK",
+    LIVE_AGENT_CODE,
+];
 
 /// Errors of the turn: its configuration and request, the container's output, staging,
 /// finalising and the usage ledger; the Docker seam's own errors are wrapped unchanged.
@@ -113,12 +141,12 @@ impl TurnError {
             Self::InvalidOutput { .. } => "REPOSITORY_DOCKER_INVALID_OUTPUT",
             Self::Ledger { .. } => "REPOSITORY_USAGE_LEDGER",
             Self::UsageIdentity { .. } => "REPOSITORY_USAGE_IDENTITY",
-            Self::TurnNotCompleted { .. } => "REPOSITORY_PATCH_PROPOSAL_STATUS",
+            Self::TurnNotCompleted { .. } => finalizer::PROPOSAL_STATUS_CODE,
             Self::GatewayRefused { code, .. } => code,
-            Self::Selection { .. } => "REPOSITORY_PATCH_SELECTION",
+            Self::Selection { .. } => snapshot::SELECTION_CODE,
             Self::Feedback { .. } => "PATCH_CANDIDATE_REVIEW_FEEDBACK",
-            Self::ImageNotRecorded { .. } => "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID",
-            Self::UnknownAgent => "PATCH_CANDIDATE_LIVE_AGENT",
+            Self::ImageNotRecorded { .. } => container::EXPECTED_IMAGE_ID_CODE,
+            Self::UnknownAgent => LIVE_AGENT_CODE,
             Self::Snapshot(e) => e.code(),
             Self::Archive(e) => e.code(),
             Self::Finalize(e) => e.code(),
@@ -267,10 +295,38 @@ mod tests {
         let all = samples();
         assert_eq!(all.len(), 40);
         for e in &all {
-            if let Err(violation) = snapshot::check_message_convention(e) {
+            if let Err(violation) = vocab::check_message_convention(e) {
                 panic!("{violation}");
             }
         }
+    }
+
+    #[test]
+    fn the_table_lists_every_own_code_once() {
+        let samples = samples();
+        let mut own = Vec::new();
+        for e in &samples {
+            match e {
+                TurnError::Tunnel(_)
+                | TurnError::Container(_)
+                | TurnError::Snapshot(_)
+                | TurnError::Archive(_)
+                | TurnError::Finalize(_) => {}
+                TurnError::GatewayRefused { code, .. } => assert!(
+                    gateway::ERROR_CODES.contains(code) || tunnel::ERROR_CODES.contains(code),
+                    "{code}"
+                ),
+                TurnError::TurnNotCompleted { .. } => {
+                    assert_eq!(e.code(), finalizer::PROPOSAL_STATUS_CODE);
+                }
+                TurnError::Selection { .. } => assert_eq!(e.code(), snapshot::SELECTION_CODE),
+                TurnError::ImageNotRecorded { .. } => {
+                    assert_eq!(e.code(), container::EXPECTED_IMAGE_ID_CODE);
+                }
+                _ => own.push(e.code()),
+            }
+        }
+        vocab::check_code_table(ERROR_CODES, own).unwrap();
     }
 
     #[test]

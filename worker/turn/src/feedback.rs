@@ -5,7 +5,7 @@
 //! checks as for any turn.
 
 use serde::Serialize;
-use snapshot::Sha256;
+use vocab::{GateVerdict, Sha256};
 
 use crate::error::TurnError;
 
@@ -15,14 +15,12 @@ pub const MAX_FEEDBACK_NOTE_BYTES: usize = 8192;
 pub const MAX_FEEDBACK_GATES: usize = 64;
 /// The longest gate name.
 const MAX_GATE_NAME_CHARS: usize = 64;
-/// The gate verdict wire names (the gate evidence's `outcome`).
-const VERDICTS: [&str; 5] = ["passed", "failed", "timed_out", "policy_refused", "error"];
 
 /// One gate verdict of the superseded candidate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FeedbackGate {
     gate: String,
-    verdict: &'static str,
+    verdict: GateVerdict,
 }
 
 /// Review feedback for a follow-up turn. Built only through [`ReviewFeedback::new`].
@@ -46,14 +44,14 @@ fn is_gate_name(name: &str) -> bool {
 impl ReviewFeedback {
     /// Checks and keeps the feedback: `note` 1 to [`MAX_FEEDBACK_NOTE_BYTES`] bytes with no
     /// control character but newline and tab; at most [`MAX_FEEDBACK_GATES`] `(gate, verdict)`
-    /// pairs, each gate a gate name and each verdict a gate outcome's wire name.
+    /// pairs, each gate a gate name.
     ///
     /// # Errors
     /// `PATCH_CANDIDATE_REVIEW_FEEDBACK` naming what is wrong (never quoting the note).
     pub fn new<'a>(
         supersedes: &Sha256,
         note: Option<&str>,
-        gates: impl IntoIterator<Item = (&'a str, &'a str)>,
+        gates: impl IntoIterator<Item = (&'a str, GateVerdict)>,
     ) -> Result<Self, TurnError> {
         let invalid = |detail| TurnError::Feedback { detail };
         if let Some(note) = note {
@@ -75,10 +73,6 @@ impl ReviewFeedback {
             if !is_gate_name(gate) {
                 return Err(invalid("a gate name is malformed"));
             }
-            let verdict = VERDICTS
-                .into_iter()
-                .find(|v| *v == verdict)
-                .ok_or(invalid("a gate verdict is unknown"))?;
             checked.push(FeedbackGate {
                 gate: gate.to_owned(),
                 verdict,
@@ -123,7 +117,7 @@ mod tests {
         let f = ReviewFeedback::new(
             &digest(),
             Some("keep the API\n\tplease"),
-            [("unit", "failed"), ("lint", "passed")],
+            [("unit", GateVerdict::Failed), ("lint", GateVerdict::Passed)],
         )
         .unwrap();
         let json = serde_json::to_value(&f).unwrap();
@@ -140,14 +134,14 @@ mod tests {
     #[test]
     fn refuses_malformed_feedback_without_quoting_it() {
         let long = "n".repeat(MAX_FEEDBACK_NOTE_BYTES + 1);
-        let many: Vec<(&str, &str)> = vec![("unit", "passed"); MAX_FEEDBACK_GATES + 1];
+        let many: Vec<(&str, GateVerdict)> =
+            vec![("unit", GateVerdict::Passed); MAX_FEEDBACK_GATES + 1];
         let cases: Vec<Result<ReviewFeedback, TurnError>> = vec![
             ReviewFeedback::new(&digest(), Some(""), []),
             ReviewFeedback::new(&digest(), Some(&long), []),
             ReviewFeedback::new(&digest(), Some("secret\u{1b}[2J"), []),
-            ReviewFeedback::new(&digest(), None, [("Unit", "passed")]),
-            ReviewFeedback::new(&digest(), None, [("", "passed")]),
-            ReviewFeedback::new(&digest(), None, [("unit", "green")]),
+            ReviewFeedback::new(&digest(), None, [("Unit", GateVerdict::Passed)]),
+            ReviewFeedback::new(&digest(), None, [("", GateVerdict::Passed)]),
             ReviewFeedback::new(&digest(), None, many),
         ];
         for (i, case) in cases.into_iter().enumerate() {

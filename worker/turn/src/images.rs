@@ -50,7 +50,7 @@ pub struct LiveImageState {
     pub agent: String,
     pub agent_version: String,
     /// `sha256:<hex>` of the npm tarball the agent came from.
-    pub agent_tarball_sha256: snapshot::Sha256,
+    pub agent_tarball_sha256: vocab::Sha256,
     pub source_revision: String,
 }
 
@@ -128,7 +128,7 @@ pub struct GateToolchain {
     /// `rustc -V` of the toolchain (printable ASCII, at most 128 bytes).
     pub rustc: String,
     /// `sha256:` of the toolchain's file manifest.
-    pub manifest_sha256: snapshot::Sha256,
+    pub manifest_sha256: vocab::Sha256,
 }
 
 /// One gate image's record. A built image carries its tag, source revision and the digest of
@@ -140,7 +140,7 @@ pub struct GateImageRecord {
     image: Option<ImageReference>,
     image_id: ImageId,
     source_revision: Option<String>,
-    pins_sha256: Option<snapshot::Sha256>,
+    pins_sha256: Option<vocab::Sha256>,
     packages: Option<u32>,
     toolchain: Option<GateToolchain>,
 }
@@ -152,7 +152,7 @@ struct RawGateImage {
     image: Option<ImageReference>,
     image_id: ImageId,
     source_revision: Option<String>,
-    pins_sha256: Option<snapshot::Sha256>,
+    pins_sha256: Option<vocab::Sha256>,
     packages: Option<u32>,
     toolchain: Option<GateToolchain>,
 }
@@ -258,7 +258,7 @@ impl GateImageRecord {
     }
     /// `sha256:` of the pin file a built image's root file system came from.
     #[must_use]
-    pub fn pins_sha256(&self) -> Option<&snapshot::Sha256> {
+    pub fn pins_sha256(&self) -> Option<&vocab::Sha256> {
         self.pins_sha256.as_ref()
     }
     /// How many pinned packages a built image holds.
@@ -367,7 +367,7 @@ fn load_state<T: serde::de::DeserializeOwned>(
             }));
         }
     };
-    snapshot::from_slice_strict(&bytes, MAX_STATE_BYTES)
+    vocab::from_slice_strict(&bytes, MAX_STATE_BYTES)
         .map(Some)
         .map_err(|_| {
             TurnError::from(ContainerError::State {

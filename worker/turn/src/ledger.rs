@@ -84,7 +84,7 @@ pub fn usage_event_id(identity: &UsageIdentity, attempt_id: &str) -> String {
     ]);
     // A map of strings always serialises.
     let text = serde_json::to_string(&doc).unwrap_or_default();
-    format!("acp:{}", snapshot::sha256_bare_hex(text.as_bytes()))
+    format!("acp:{}", vocab::sha256_bare_hex(text.as_bytes()))
 }
 
 /// The SQLite usage ledger.

@@ -85,7 +85,7 @@ fn event_id_matches_an_independent_canonical_json() {
     let expected_doc = r#"{"app_id":"app-1","attempt_id":"attempt-0001","tenant_id":"tenant-1","user_id":"u1","workspace_id":"acme/support"}"#;
     assert_eq!(
         usage_event_id(&identity("u1"), "attempt-0001"),
-        format!("acp:{}", snapshot::sha256_bare_hex(expected_doc.as_bytes()))
+        format!("acp:{}", vocab::sha256_bare_hex(expected_doc.as_bytes()))
     );
 }
 

@@ -45,7 +45,7 @@ pub use acp_usage::IsolatedAcpUsage;
 pub use agent::Agent;
 pub use config::TurnConfig;
 pub use docker_turn::{RepositoryDockerTurn, execute_live_turn, execute_repository_docker_turn};
-pub use error::TurnError;
+pub use error::{ERROR_CODES, LIVE_AGENT_CODE, TurnError};
 pub use feedback::{MAX_FEEDBACK_GATES, MAX_FEEDBACK_NOTE_BYTES, ReviewFeedback};
 pub use images::{
     GATE_IMAGES_FILE, GateImageName, GateImageOrigin, GateImageRecord, GateImagesState,

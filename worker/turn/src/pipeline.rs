@@ -10,10 +10,10 @@ use archive::StageLimits;
 use finalizer::{CandidateStore, RepositoryPatchCandidate};
 use snapshot::{
     ApprovedExecutionContext, ApprovedTurn, GitSnapshot, MAX_READ_ONLY_INSPECTION_FILES,
-    MAX_REPOSITORY_FILES, PathPolicy, ProposalStatus, RepoPath, Sha256,
-    is_repository_env_template_path, is_secret_contract_path, is_secret_sensitive_path,
-    verify_snapshot_identity,
+    MAX_REPOSITORY_FILES, PathPolicy, ProposalStatus, RepoPath, is_repository_env_template_path,
+    is_secret_contract_path, is_secret_sensitive_path, verify_snapshot_identity,
 };
+use vocab::Sha256;
 
 use crate::acp_usage::IsolatedAcpUsage;
 use crate::config::TurnConfig;
@@ -450,7 +450,7 @@ mod tests {
             e.to_string(),
             "PATCH_CANDIDATE_GATEWAY_MODEL: the model gateway refused or cut a model request; the turn reported failed"
         );
-        assert_eq!(snapshot::Coded::class(&e), snapshot::FailureClass::Rejected);
+        assert_eq!(vocab::Coded::class(&e), vocab::FailureClass::Rejected);
     }
 
     fn git(dir: &Path, args: &[&str]) -> String {

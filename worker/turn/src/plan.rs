@@ -306,7 +306,7 @@ impl TurnPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use snapshot::FailureClass;
+    use vocab::FailureClass;
 
     fn id(c: char) -> String {
         format!("sha256:{}", c.to_string().repeat(64))
@@ -358,7 +358,7 @@ mod tests {
         ] {
             let e = resolve_image(kind, None, None, dir.path()).unwrap_err();
             assert_eq!(e.code(), "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID");
-            assert_eq!(snapshot::Coded::class(&e), FailureClass::Environment);
+            assert_eq!(vocab::Coded::class(&e), FailureClass::Environment);
         }
         // A live turn never falls back to the proof image's record.
         record(dir.path(), PROOF_IMAGE, &id('a'));
@@ -387,7 +387,7 @@ mod tests {
         assert!(e.to_string().contains("image build --live --agent gemini"));
         let e = resolve_image(ImageKind::Proof, None, Some("latest"), dir.path()).unwrap_err();
         assert_eq!(e.code(), "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID");
-        assert_eq!(snapshot::Coded::class(&e), FailureClass::Rejected);
+        assert_eq!(vocab::Coded::class(&e), FailureClass::Rejected);
     }
 
     #[test]

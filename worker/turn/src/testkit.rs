@@ -12,8 +12,10 @@ use std::sync::Mutex;
 
 use snapshot::{
     ApprovedExecutionContext, ApprovedTurn, BaselineFiles, CreateAbsence, PathPolicy, RepoPath,
-    RepositorySnapshotEvidence, Sha256, SnapshotError,
+    RepositorySnapshotEvidence, SnapshotError,
 };
+
+use vocab::Sha256;
 
 use crate::error::TurnError;
 use crate::request::{CodingWorkerRequest, check_request_fields};

@@ -627,9 +627,14 @@ fn review_feedback_is_an_extra_key_only_when_present() {
         "the reference payload is unchanged"
     );
     let mut follow_up = plain.clone();
-    let digest: snapshot::Sha256 = format!("sha256:{}", "b".repeat(64)).parse().unwrap();
+    let digest: vocab::Sha256 = format!("sha256:{}", "b".repeat(64)).parse().unwrap();
     follow_up.review_feedback = Some(
-        crate::ReviewFeedback::new(&digest, Some("keep the API"), [("unit", "failed")]).unwrap(),
+        crate::ReviewFeedback::new(
+            &digest,
+            Some("keep the API"),
+            [("unit", vocab::GateVerdict::Failed)],
+        )
+        .unwrap(),
     );
     let bytes = stdin_payload(&follow_up, &fx.context).unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();

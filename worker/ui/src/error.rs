@@ -1,5 +1,14 @@
 //! The UI crate's errors, each with a stable code.
 
+/// Every code [`UiError::code`] can return, for documentation and contract tests.
+pub const ERROR_CODES: &[&str] = &[
+    "PATCH_CANDIDATE_UI_RENDER",
+    "PATCH_CANDIDATE_UI_RANDOM",
+    "PATCH_CANDIDATE_UI_SIGN_IN_LIMIT",
+    "PATCH_CANDIDATE_UI_CSRF",
+    "PATCH_CANDIDATE_UI_FORM",
+];
+
 /// What can go wrong in the UI's own primitives (rendering, sessions, sign-in).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -40,5 +49,33 @@ impl UiError {
 impl From<askama::Error> for UiError {
     fn from(_: askama::Error) -> Self {
         Self::Render
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_follows_the_message_convention_and_is_in_the_table() {
+        let all = [
+            UiError::Render,
+            UiError::Random,
+            UiError::SignInLimit { retry_after_s: 1 },
+            UiError::Csrf,
+            UiError::Form { detail: "x" },
+        ];
+        for e in &all {
+            match e {
+                UiError::Render
+                | UiError::Random
+                | UiError::SignInLimit { .. }
+                | UiError::Csrf
+                | UiError::Form { .. } => {}
+            }
+            let message = e.to_string();
+            assert!(message.starts_with(&format!("{}: ", e.code())), "{message}");
+        }
+        vocab::check_code_table(ERROR_CODES, all.iter().map(UiError::code)).unwrap();
     }
 }

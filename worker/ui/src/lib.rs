@@ -17,7 +17,7 @@ pub use diff::{
     Body, DiffOptions, MAX_FILE_DIFF_BYTES, MAX_LINE_CHARS, Rendered, Row, RowKind, Side, SplitRow,
     render as render_diff,
 };
-pub use error::UiError;
+pub use error::{ERROR_CODES, UiError};
 pub use headers::{COMMON, CSP_REPORT_PATH, PAGE_CSP, RAW_CSP, STYLESHEET};
 pub use session::{
     FAILURE_WINDOW, MAX_FAILED_SIGN_INS, MAX_FAILED_SIGN_INS_GLOBAL, MAX_SESSIONS,

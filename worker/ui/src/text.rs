@@ -1,5 +1,5 @@
 //! Untrusted text as template segments: plain runs (escaped by the template engine like every
-//! value) and visible escapes for every character [`snapshot::is_printable`] rejects (bidi
+//! value) and visible escapes for every character [`vocab::is_printable`] rejects (bidi
 //! controls, zero-width characters, C0/C1 controls, …), spelled `<U+202E>` and rendered in a
 //! marked span. Tabs stay tabs. Long text is capped with an explicit marker, never silently.
 
@@ -31,7 +31,7 @@ impl Shown {
                 out.cut_bytes = text.len().saturating_sub(at);
                 break;
             }
-            if c == '\t' || snapshot::is_printable(c) {
+            if c == '\t' || vocab::is_printable(c) {
                 run.push(c);
             } else {
                 if !run.is_empty() {

@@ -79,7 +79,7 @@ impl Run {
             1,
             "one line on stdout"
         );
-        snapshot::from_slice_strict(&self.stdout, 64 << 20).expect("strict output document")
+        vocab::from_slice_strict(&self.stdout, 64 << 20).expect("strict output document")
     }
 
     pub fn report(&self) -> AgentReport {

@@ -12,15 +12,13 @@ fn hostile_modes_as_processes() {
 
     let valid = run("valid", 20);
     assert_eq!(valid.code, Some(0));
-    assert!(
-        snapshot::from_slice_strict::<proof_worker::TurnOutput>(&valid.stdout, 1 << 20).is_ok()
-    );
+    assert!(vocab::from_slice_strict::<proof_worker::TurnOutput>(&valid.stdout, 1 << 20).is_ok());
 
     for mode in ["malformed-json", "duplicate-keys", "extra-key"] {
         let r = run(mode, 20);
         assert_eq!(r.code, Some(0), "{mode}");
         assert!(
-            snapshot::from_slice_strict::<proof_worker::TurnOutput>(&r.stdout, 1 << 20).is_err(),
+            vocab::from_slice_strict::<proof_worker::TurnOutput>(&r.stdout, 1 << 20).is_err(),
             "{mode}"
         );
     }

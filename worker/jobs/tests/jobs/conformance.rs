@@ -1294,7 +1294,7 @@ pub async fn follow_up_jobs_bind_what_they_supersede(store: &JobStore, location:
         note: Some("keep the public API\n\tand the tests".to_owned()),
         gates: vec![jobs::FollowUpGate {
             gate: "unit".to_owned(),
-            verdict: jobs::GateVerdict::Failed,
+            verdict: vocab::GateVerdict::Failed,
         }],
     };
     let mut child = parent.clone();
@@ -1491,7 +1491,7 @@ pub async fn outcome_writes_carry_one_usage_row_per_attempt(store: &JobStore, _:
 
 fn evidence_doc(
     gate: &str,
-    outcome: jobs::GateVerdict,
+    outcome: vocab::GateVerdict,
     n: u8,
     wall_ms: u64,
 ) -> jobs::EvidenceDocument {
@@ -1506,7 +1506,7 @@ pub async fn gate_evidence_is_written_once_with_the_candidate(
     store: &JobStore,
     location: &Location,
 ) {
-    use jobs::GateVerdict;
+    use vocab::GateVerdict;
     let id = submit(store, "gates", 3).await;
     let a1 = store
         .claim(&host("h1"), 1, Duration::ZERO)

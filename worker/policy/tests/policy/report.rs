@@ -67,7 +67,7 @@ fn a_report_for_another_candidate_or_a_forged_one_does_not_verify() {
 }
 
 fn reencode(value: &serde_json::Value) -> Vec<u8> {
-    snapshot::canonical_bytes(value)
+    vocab::canonical_bytes(value)
 }
 
 #[test]
@@ -136,7 +136,7 @@ fn a_report_bound_to_a_wrong_digest_never_verifies() {
     let (c, report) = sample();
     let digest = finalizer::repository_patch_digest(&c).unwrap();
     assert_eq!(policy::scan_with_digest(&c, digest).unwrap(), report);
-    let wrong = snapshot::Sha256::of(b"another candidate");
+    let wrong = vocab::Sha256::of(b"another candidate");
     let misbound = policy::scan_with_digest(&c, wrong).unwrap();
     assert_eq!(
         verify(&misbound, &c).unwrap_err().code(),

@@ -1,7 +1,8 @@
 //! Candidate builders and a deterministic generator of fake, real-looking secrets.
 
 use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile, unified_diff};
-use snapshot::{FileOp, RepoPath, Sha256};
+use snapshot::{FileOp, RepoPath};
+use vocab::Sha256;
 
 pub fn fields() -> CandidateFields {
     CandidateFields {

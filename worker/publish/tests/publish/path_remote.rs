@@ -334,8 +334,8 @@ fn a_candidate_whose_diffs_are_not_its_change_is_never_published() {
     let hidden = finalizer::RepositoryPatchFile::new(
         snapshot::RepoPath::parse("docs/keep.txt").unwrap(),
         snapshot::FileOp::Update,
-        Some(snapshot::Sha256::of(before.as_bytes())),
-        Some(snapshot::Sha256::of(after.as_bytes())),
+        Some(vocab::Sha256::of(before.as_bytes())),
+        Some(vocab::Sha256::of(after.as_bytes())),
         Some(after.to_owned()),
         String::new(),
     )

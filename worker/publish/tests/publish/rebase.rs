@@ -5,7 +5,7 @@ use std::cell::Cell;
 use std::process::Command;
 
 use pretty_assertions::assert_eq;
-use publish::{GateVerdict, MergedCommit, prepare, publish};
+use publish::{MergedCommit, RegateVerdict, prepare, publish};
 
 use crate::support::{Fixture, Request, git};
 
@@ -80,9 +80,9 @@ fn with_rebase_the_merged_tree_is_gated_and_published_on_pass() {
             && read_merged(merged, "docs/keep.txt").as_deref() == Some("one\n2\nthree\n")
             && read_merged(merged, "old/gone.txt").is_none();
         if both {
-            GateVerdict::Passed
+            RegateVerdict::Passed
         } else {
-            GateVerdict::Failed
+            RegateVerdict::Failed
         }
     };
     let request = Request::new(fx.remote(), "candidate/rebased");
@@ -137,9 +137,9 @@ fn with_rebase_a_failing_gate_publishes_nothing() {
     let fail = |merged: &MergedCommit<'_>| {
         // The gate finds the base's change breaks the build.
         if read_merged(merged, "CHANGELOG.md").is_some() {
-            GateVerdict::Failed
+            RegateVerdict::Failed
         } else {
-            GateVerdict::Passed
+            RegateVerdict::Passed
         }
     };
     let request = Request::new(fx.remote(), "candidate/gated");
@@ -149,7 +149,7 @@ fn with_rebase_a_failing_gate_publishes_nothing() {
             .code(),
         "PATCH_CANDIDATE_PUBLISH_REGATE_FAILED"
     );
-    let unavailable = |_: &MergedCommit<'_>| GateVerdict::Unavailable;
+    let unavailable = |_: &MergedCommit<'_>| RegateVerdict::Unavailable;
     assert_eq!(
         publish(&request.build(&fx, Some(&unavailable)))
             .unwrap_err()
@@ -166,7 +166,7 @@ fn with_rebase_a_conflict_is_a_clean_refusal() {
     let calls = Cell::new(0);
     let gate = |_: &MergedCommit<'_>| {
         calls.set(calls.get() + 1);
-        GateVerdict::Passed
+        RegateVerdict::Passed
     };
     let request = Request::new(fx.remote(), "candidate/conflict");
     assert_eq!(

@@ -11,7 +11,8 @@ use std::process::Command;
 use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile, unified_diff};
 use publish::{BranchName, CommitIdentity, CredentialSource, PublishRequest, Remote};
 use sha2::Digest as _;
-use snapshot::{FileOp, RepoPath, Sha256};
+use snapshot::{FileOp, RepoPath};
+use vocab::Sha256;
 
 /// Runs git in `dir` with a clean configuration; stdout trimmed. Panics on failure.
 pub fn git(dir: &Path, args: &[&str]) -> String {

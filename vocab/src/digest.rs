@@ -6,7 +6,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest as _, Sha256 as Sha256Hasher};
 
-use crate::error::SnapshotError;
+use crate::error::VocabError;
 
 /// The prefix of every typed digest.
 pub const SHA256_PREFIX: &str = "sha256:";
@@ -56,13 +56,13 @@ impl Sha256 {
     /// Parses 64 lowercase hex digits without a prefix.
     ///
     /// # Errors
-    /// [`SnapshotError::DigestFormat`] for any other input.
-    pub fn from_bare_hex(text: &str) -> Result<Self, SnapshotError> {
+    /// [`VocabError::DigestFormat`] for any other input.
+    pub fn from_bare_hex(text: &str) -> Result<Self, VocabError> {
         if text.len() != 64 || !text.bytes().all(is_lower_hex) {
-            return Err(SnapshotError::DigestFormat);
+            return Err(VocabError::DigestFormat);
         }
         let mut raw = [0_u8; 32];
-        hex::decode_to_slice(text, &mut raw).map_err(|_| SnapshotError::DigestFormat)?;
+        hex::decode_to_slice(text, &mut raw).map_err(|_| VocabError::DigestFormat)?;
         Ok(Self(raw))
     }
 }
@@ -86,12 +86,12 @@ pub fn sha256_bare_hex(bytes: &[u8]) -> String {
 }
 
 impl FromStr for Sha256 {
-    type Err = SnapshotError;
+    type Err = VocabError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let hex_part = text
             .strip_prefix(SHA256_PREFIX)
-            .ok_or(SnapshotError::DigestFormat)?;
+            .ok_or(VocabError::DigestFormat)?;
         Self::from_bare_hex(hex_part)
     }
 }

@@ -56,3 +56,30 @@ pub fn check_message_convention(e: &dyn Coded) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Checks one crate's code table (its `ERROR_CODES`) against the codes its errors produce: no code
+/// is listed twice, every produced code is listed, and every listed code is produced. `produced`
+/// holds the codes of one sample of every variant the crate owns (a variant that wraps another
+/// crate's error keeps that crate's code and is left out). For each crate's table test.
+///
+/// # Errors
+/// A description of the first mismatch.
+pub fn check_code_table<'a>(
+    table: &[&str],
+    produced: impl IntoIterator<Item = &'a str>,
+) -> Result<(), String> {
+    let mut listed = std::collections::BTreeSet::new();
+    for code in table {
+        if !listed.insert(*code) {
+            return Err(format!("{code} is listed twice"));
+        }
+    }
+    let produced: std::collections::BTreeSet<&str> = produced.into_iter().collect();
+    if let Some(code) = produced.difference(&listed).next() {
+        return Err(format!("{code} is produced but not listed"));
+    }
+    if let Some(code) = listed.difference(&produced).next() {
+        return Err(format!("{code} is listed but no sample produces it"));
+    }
+    Ok(())
+}

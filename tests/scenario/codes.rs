@@ -1,0 +1,571 @@
+//! The wire codes of the whole workspace, read from its sources (no build, no Docker): every crate
+//! that has a `fn code(` keeps one code table (a `const …CODES: &[&str]`, `ERROR_CODES` by
+//! convention) next to it, every code is defined by exactly one crate's table, and every code is
+//! named in the documentation (README.md or docs/*.md).
+//!
+//! The scan is textual and deliberately simple: `#[cfg(test)] mod … { … }` blocks and test-only
+//! files (`tests.rs`, `*_tests.rs`, `tests_*.rs`, `test_*.rs`) are left out; string literals,
+//! comments and char literals are skipped when braces are matched. Each crate's own unit test
+//! checks that its table is exactly what its error values return (`vocab::check_code_table`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// One crate's sources, with test modules removed.
+struct Crate {
+    dir: String,
+    files: Vec<(PathBuf, String)>,
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The member directories of the workspace (the quoted entries of `members = [ … ]`), without
+/// this test crate.
+fn member_dirs(root: &Path) -> Vec<String> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let start = manifest.find("members = [").unwrap();
+    let end = start + manifest[start..].find(']').unwrap();
+    manifest[start..end]
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|m| *m != "tests")
+        .map(str::to_owned)
+        .collect()
+}
+
+fn is_test_file(path: &Path) -> bool {
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    stem == "tests"
+        || stem.starts_with("tests_")
+        || stem.starts_with("test_")
+        || stem.ends_with("_tests")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") && !is_test_file(&path) {
+            out.push(path);
+        }
+    }
+}
+
+/// The end (exclusive) of the token that starts at `i`, when it is a string literal, a char
+/// literal or a comment; `None` for any other byte.
+fn skip_token(s: &[u8], i: usize) -> Option<usize> {
+    let at = |k: usize| s.get(k).copied().unwrap_or(0);
+    match at(i) {
+        b'/' if at(i + 1) == b'/' => Some(
+            s[i..]
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(s.len(), |p| i + p),
+        ),
+        b'/' if at(i + 1) == b'*' => {
+            let rest = &s[i + 2..];
+            Some(
+                rest.windows(2)
+                    .position(|w| w == b"*/")
+                    .map_or(s.len(), |p| i + 2 + p + 2),
+            )
+        }
+        b'r' if (at(i + 1) == b'"' || at(i + 1) == b'#')
+            && !at(i.wrapping_sub(1)).is_ascii_alphanumeric()
+            && at(i.wrapping_sub(1)) != b'_' =>
+        {
+            let hashes = s[i + 1..].iter().take_while(|b| **b == b'#').count();
+            if at(i + 1 + hashes) != b'"' {
+                return None;
+            }
+            let close: Vec<u8> = std::iter::once(b'"')
+                .chain(std::iter::repeat_n(b'#', hashes))
+                .collect();
+            let body = i + 2 + hashes;
+            Some(
+                s.get(body..)?
+                    .windows(close.len())
+                    .position(|w| w == close.as_slice())
+                    .map_or(s.len(), |p| body + p + close.len()),
+            )
+        }
+        b'"' => {
+            let mut k = i + 1;
+            while k < s.len() && s[k] != b'"' {
+                k += if s[k] == b'\\' { 2 } else { 1 };
+            }
+            Some((k + 1).min(s.len()))
+        }
+        b'\'' => {
+            // A char literal ('x', '\n', '\'', '\u{..}'), not a lifetime ('a).
+            if at(i + 1) == b'\\' {
+                let close = s.get(i + 3..)?.iter().position(|b| *b == b'\'')?;
+                Some(i + 3 + close + 1)
+            } else {
+                let len = match at(i + 1) {
+                    b if b < 0x80 => 1,
+                    b if b >= 0xf0 => 4,
+                    b if b >= 0xe0 => 3,
+                    _ => 2,
+                };
+                (at(i + 1 + len) == b'\'').then_some(i + 1 + len + 1)
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The index just past the bracket that closes the one at `open` (`{`/`}` or `[`/`]`).
+fn matching(s: &str, open: usize) -> usize {
+    let bytes = s.as_bytes();
+    let (up, down) = match bytes[open] {
+        b'{' => (b'{', b'}'),
+        b'[' => (b'[', b']'),
+        b'(' => (b'(', b')'),
+        other => panic!("no bracket at {open}: {}", other as char),
+    };
+    let mut depth = 0usize;
+    let mut i = open;
+    while i < bytes.len() {
+        if let Some(end) = skip_token(bytes, i) {
+            i = end;
+            continue;
+        }
+        if bytes[i] == up {
+            depth += 1;
+        } else if bytes[i] == down {
+            depth -= 1;
+            if depth == 0 {
+                return i + 1;
+            }
+        }
+        i += 1;
+    }
+    bytes.len()
+}
+
+/// `src` without its `#[cfg(test)] mod name { … }` blocks.
+fn without_test_modules(src: &str) -> String {
+    let mut out = String::new();
+    let mut rest = src;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "#[cfg(test)]".len()..];
+        let mut item = after.trim_start();
+        while item.starts_with("#[") {
+            item = item[matching(item, 1)..].trim_start();
+        }
+        let item = item.strip_prefix("pub(crate) ").unwrap_or(item);
+        match item.strip_prefix("mod ") {
+            Some(module) if module.find('{').is_some_and(|b| !module[..b].contains(';')) => {
+                let open = module.find('{').unwrap();
+                rest = &module[matching(module, open)..];
+            }
+            _ => {
+                out.push_str("#[cfg(test)]");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every string literal in `s` (without its quotes; raw strings and escapes are kept as written).
+fn string_literals(s: &str) -> Vec<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(end) = skip_token(bytes, i) {
+            if bytes[i] == b'"' {
+                out.push(s[i + 1..end - 1].to_owned());
+            }
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Identifiers in `s` outside literals and comments.
+fn identifiers(s: &str) -> Vec<&str> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(end) = skip_token(bytes, i) {
+            i = end;
+        } else if bytes[i].is_ascii_alphabetic() || bytes[i] == b'_' {
+            let start = i;
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+            out.push(&s[start..i]);
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// One `const NAME: TYPE = VALUE;` item.
+struct Const<'a> {
+    name: &'a str,
+    ty: &'a str,
+    /// The value as written, trimmed (`"CODE"`, `&[ … ]`, `other::NAME`).
+    value: &'a str,
+    /// Byte range of the item from `const` to the end of its value.
+    span: std::ops::Range<usize>,
+}
+
+impl<'a> Const<'a> {
+    /// The string a `&str` constant holds, when its value is a literal.
+    fn literal(&self) -> Option<&'a str> {
+        (is_str_type(self.ty) && self.value.starts_with('"')).then(|| self.value.trim_matches('"'))
+    }
+
+    /// The literals and identifiers between the brackets of a code table.
+    fn table_entries(&self) -> Option<(Vec<String>, Vec<&'a str>)> {
+        if !(self.name.ends_with("CODES") && is_table_type(self.ty)) {
+            return None;
+        }
+        let list = self.value.trim_start_matches('&').trim();
+        let inner = &list[1..list.len() - 1];
+        Some((string_literals(inner), identifiers(inner)))
+    }
+}
+
+fn consts(src: &str) -> Vec<Const<'_>> {
+    let bytes = src.as_bytes();
+    let mut out = Vec::new();
+    for (at, _) in src.match_indices("const ") {
+        if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_') {
+            continue;
+        }
+        let head = at + "const ".len();
+        let Some(colon) = src[head..].find(':').map(|c| head + c) else {
+            continue;
+        };
+        let name = src[head..colon].trim();
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        {
+            continue;
+        }
+        let Some(eq) = src[colon..].find('=').map(|e| colon + e) else {
+            continue;
+        };
+        let ty = src[colon + 1..eq].trim();
+        let value_at = eq + 1 + (src[eq + 1..].len() - src[eq + 1..].trim_start().len());
+        let end = match bytes.get(value_at) {
+            Some(b'&') if src[value_at + 1..].trim_start().starts_with('[') => {
+                matching(src, value_at + 1 + src[value_at + 1..].find('[').unwrap())
+            }
+            Some(b'"') => skip_token(bytes, value_at).unwrap(),
+            _ => value_at + src[value_at..].find(';').unwrap_or(src.len() - value_at),
+        };
+        out.push(Const {
+            name,
+            ty,
+            value: src[value_at..end].trim(),
+            span: at..end,
+        });
+    }
+    out
+}
+
+fn is_str_type(ty: &str) -> bool {
+    matches!(ty, "&str" | "&'static str")
+}
+
+fn is_table_type(ty: &str) -> bool {
+    matches!(
+        ty,
+        "&[&str]" | "&[&'static str]" | "&'static [&'static str]"
+    )
+}
+
+fn is_code_shaped(value: &str) -> bool {
+    let mut parts = value.split('_');
+    value.contains('_')
+        && parts
+            .next()
+            .is_some_and(|p| p.starts_with(|c: char| c.is_ascii_uppercase()))
+        && value.split('_').all(|p| {
+            !p.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+        })
+}
+
+/// What the scan found in one crate.
+#[derive(Default)]
+struct Found {
+    /// Code → how often the crate's tables list it.
+    tables: BTreeMap<String, usize>,
+    /// Codes returned by literal or by a crate constant in the crate's `fn code(` bodies.
+    code_fns: BTreeSet<String>,
+    has_code_fn: bool,
+    /// Code-shaped `&str` constants in a file that holds a table.
+    consts_beside_tables: BTreeSet<String>,
+    /// Codes passed by literal to `ApiError::new`.
+    api_literals: BTreeSet<String>,
+    /// Code → the literals (`"CODE"`, `"CODE: …"`) and constant names that name it outside the
+    /// tables and the constants' own definitions.
+    uses: BTreeMap<String, usize>,
+}
+
+fn load(root: &Path) -> Vec<Crate> {
+    member_dirs(root)
+        .into_iter()
+        .map(|dir| {
+            let mut paths = Vec::new();
+            rust_files(&root.join(&dir).join("src"), &mut paths);
+            let files = paths
+                .into_iter()
+                .map(|p| {
+                    let src = std::fs::read_to_string(&p).unwrap();
+                    (p, without_test_modules(&src))
+                })
+                .collect();
+            Crate { dir, files }
+        })
+        .collect()
+}
+
+/// The first argument after the first top-level comma of `args`, trimmed.
+fn second_argument(args: &str) -> Option<&str> {
+    let mut depth = 0i32;
+    let bytes = args.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(end) = skip_token(bytes, i) {
+            i = end;
+            continue;
+        }
+        match bytes[i] {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth -= 1,
+            b',' if depth == 0 => return Some(args[i + 1..].trim_start()),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+fn scan(krate: &Crate) -> Found {
+    let mut found = Found::default();
+    // Every `&str` constant of the crate with a literal value: name → code.
+    let mut str_consts: BTreeMap<&str, &str> = BTreeMap::new();
+    for (_, src) in &krate.files {
+        for c in consts(src) {
+            if let Some(code) = c.literal() {
+                str_consts.insert(c.name, code);
+            }
+        }
+    }
+    for (_, src) in &krate.files {
+        let items = consts(src);
+        let mut has_table = false;
+        for (literals, idents) in items.iter().filter_map(Const::table_entries) {
+            has_table = true;
+            let resolved = idents.iter().filter_map(|i| str_consts.get(i).copied());
+            for code in literals.iter().map(String::as_str).chain(resolved) {
+                *found.tables.entry(code.to_owned()).or_default() += 1;
+            }
+        }
+        if has_table {
+            for code in items.iter().filter_map(Const::literal) {
+                if is_code_shaped(code) {
+                    found.consts_beside_tables.insert(code.to_owned());
+                }
+            }
+        }
+        for (at, _) in src.match_indices("fn code(") {
+            found.has_code_fn = true;
+            let open = at + src[at..].find('{').unwrap();
+            let body = &src[open..matching(src, open)];
+            found.code_fns.extend(string_literals(body));
+            for ident in identifiers(body) {
+                if let Some(code) = str_consts.get(ident) {
+                    found.code_fns.insert((*code).to_owned());
+                }
+            }
+        }
+        for (at, _) in src.match_indices("ApiError::new(") {
+            let open = at + "ApiError::new".len();
+            let args = &src[open + 1..matching(src, open) - 1];
+            if let Some(second) = second_argument(args).filter(|a| a.starts_with('"')) {
+                found
+                    .api_literals
+                    .extend(string_literals(second).into_iter().take(1));
+            }
+        }
+        // Uses: the file without its tables and its `&str` constant definitions.
+        let mut outside = String::new();
+        let mut from = 0;
+        for c in items
+            .iter()
+            .filter(|c| c.table_entries().is_some() || c.literal().is_some())
+        {
+            outside.push_str(&src[from..c.span.start]);
+            from = c.span.end;
+        }
+        outside.push_str(&src[from..]);
+        for literal in string_literals(&outside) {
+            let code = literal.split(':').next().unwrap_or_default();
+            *found.uses.entry(code.to_owned()).or_default() += 1;
+        }
+        for ident in identifiers(&outside) {
+            if let Some(code) = str_consts.get(ident) {
+                *found.uses.entry((*code).to_owned()).or_default() += 1;
+            }
+        }
+    }
+    found
+}
+
+fn documented(root: &Path) -> String {
+    let mut text = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    for doc in docs {
+        text.push('\n');
+        text.push_str(&std::fs::read_to_string(doc).unwrap());
+    }
+    text
+}
+
+/// `code` as a whole word of `text` (not a prefix or part of a longer code).
+fn names(text: &str, code: &str) -> bool {
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+    text.match_indices(code).any(|(at, _)| {
+        !word(text[..at].chars().next_back()) && !word(text[at + code.len()..].chars().next())
+    })
+}
+
+#[test]
+fn every_code_has_one_table_and_a_line_in_the_docs() {
+    let root = workspace_root();
+    let crates = load(&root);
+    let docs = documented(&root);
+    let mut problems = Vec::new();
+    let mut owners: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut all_tables = BTreeSet::new();
+    let mut api_literals = BTreeSet::new();
+    for krate in &crates {
+        let found = scan(krate);
+        if found.has_code_fn && found.tables.is_empty() {
+            problems.push(format!("{}: a `fn code(` without a code table", krate.dir));
+        }
+        for (code, count) in &found.tables {
+            owners
+                .entry(code.clone())
+                .or_default()
+                .push(krate.dir.clone());
+            all_tables.insert(code.clone());
+            if *count > 1 {
+                problems.push(format!("{}: {code} is listed {count} times", krate.dir));
+            }
+            if found.uses.get(code).is_none_or(|n| *n == 0) {
+                problems.push(format!(
+                    "{}: {code} is listed but nothing returns it",
+                    krate.dir
+                ));
+            }
+        }
+        for code in found.code_fns.iter().chain(&found.consts_beside_tables) {
+            if !found.tables.contains_key(code) {
+                problems.push(format!(
+                    "{}: {code} is returned but not in the table",
+                    krate.dir
+                ));
+            }
+        }
+        api_literals.extend(found.api_literals);
+    }
+    for (code, crates) in &owners {
+        if crates.len() > 1 {
+            problems.push(format!("{code} is defined by {}", crates.join(" and ")));
+        }
+    }
+    for code in &api_literals {
+        if !all_tables.contains(code) {
+            problems.push(format!("{code} answers an API request but is in no table"));
+        }
+    }
+    let undocumented: Vec<&String> = all_tables.iter().filter(|c| !names(&docs, c)).collect();
+    for code in &undocumented {
+        problems.push(format!("{code} is named nowhere in README.md or docs/*.md"));
+    }
+    eprintln!(
+        "{} codes in {} crate tables; {} defined twice; {} undocumented",
+        all_tables.len(),
+        crates.iter().filter(|c| !scan(c).tables.is_empty()).count(),
+        owners.values().filter(|c| c.len() > 1).count(),
+        undocumented.len()
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The scan itself: it sees the tables it must see.
+    assert!(all_tables.contains("REPOSITORY_PATCH_SELECTION"));
+    assert!(all_tables.contains("workspace_not_found"));
+    assert!(all_tables.contains("PATCH_CANDIDATE_PATH_MISSING"));
+    assert!(all_tables.contains("PATCH_CANDIDATE_SERVICE_ROUTE"));
+}
+
+/// The parts of the scan on small inputs.
+#[test]
+fn the_scan_reads_literals_consts_and_test_modules() {
+    let src = r##"
+const A_CODE: &str = "A_ONE";
+pub const ERROR_CODES: &[&str] = &[A_CODE, "B_TWO" /* ] */, "C_{THREE}"];
+fn code(&self) -> &'static str { match self { X => "D_FOUR", Y => '}'.len() } }
+#[cfg(test)]
+mod tests { fn f() { let _ = "E_FIVE"; let _ = '{'; } }
+fn g<'a>(x: &'a str) -> &'a str { r#"F_"SIX"#; x }
+"##;
+    let stripped = without_test_modules(src);
+    assert!(!stripped.contains("E_FIVE"));
+    assert!(stripped.contains("F_"));
+    let c = consts(&stripped);
+    assert_eq!((c[0].name, c[0].literal()), ("A_CODE", Some("A_ONE")));
+    assert_eq!(c[1].name, "ERROR_CODES");
+    let (literals, idents) = c[1].table_entries().unwrap();
+    assert_eq!(literals, ["B_TWO", "C_{THREE}"]);
+    assert_eq!(idents, ["A_CODE"]);
+    let krate = Crate {
+        dir: "x".to_owned(),
+        files: vec![(PathBuf::from("x.rs"), stripped)],
+    };
+    let found = scan(&krate);
+    assert_eq!(
+        found.tables.keys().collect::<Vec<_>>(),
+        ["A_ONE", "B_TWO", "C_{THREE}"]
+    );
+    assert!(found.code_fns.contains("D_FOUR"));
+    // "A_ONE" is listed, and no code returns it (its constant is used nowhere).
+    assert_eq!(found.uses.get("A_ONE"), None);
+    assert!(names("see `A_ONE`.", "A_ONE"));
+    assert!(!names("A_ONE_MORE", "A_ONE"));
+    assert!(is_code_shaped("PATCH_CANDIDATE_IO") && !is_code_shaped("io_error"));
+}

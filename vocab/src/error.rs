@@ -1,0 +1,48 @@
+//! The one error of this crate's fallible constructors.
+
+use crate::coded::Coded;
+
+/// `REPOSITORY_PATCH_MANIFEST_HASH`: a digest that is not `sha256:` + 64 lowercase hex (also the
+/// snapshot's code for a manifest value that is not one).
+pub const MANIFEST_HASH_CODE: &str = "REPOSITORY_PATCH_MANIFEST_HASH";
+
+/// Every code [`VocabError::code`] can return.
+pub const ERROR_CODES: &[&str] = &[MANIFEST_HASH_CODE];
+
+/// Why a word could not be parsed. Messages never quote the input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VocabError {
+    /// A digest was not `sha256:` + 64 lowercase hex (the snapshot crate's code for it).
+    #[error("REPOSITORY_PATCH_MANIFEST_HASH: invalid sha256 digest")]
+    DigestFormat,
+}
+
+impl VocabError {
+    /// The stable wire code.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::DigestFormat => MANIFEST_HASH_CODE,
+        }
+    }
+}
+
+impl Coded for VocabError {
+    fn code(&self) -> &'static str {
+        VocabError::code(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_keeps_the_message_convention_and_is_in_the_table() {
+        let samples = [VocabError::DigestFormat];
+        for e in &samples {
+            crate::check_message_convention(e).unwrap();
+        }
+        crate::check_code_table(ERROR_CODES, samples.iter().map(VocabError::code)).unwrap();
+    }
+}
