@@ -31,21 +31,19 @@ pub use envelope::{
     ARCHIVE_SCHEMA_VERSION, EMPTY_ARCHIVE_MARKER, MAX_ARCHIVE_BYTES, MAX_ARCHIVE_FILES,
     archive_digest, build_deterministic_archive, empty_marker_permitted,
 };
-pub use error::{ArchiveError, ENVELOPE_CODE, ERROR_CODES, EntryName};
+pub use error::{ArchiveError, ERROR_CODES};
 #[cfg(feature = "effects")]
 pub use export::export_workspace_archive;
 #[cfg(feature = "effects")]
 pub use pack::pack_directory;
 pub use reader::{
-    ArchiveBytes, ArchiveLimits, ArchiveManifest, ManifestEntry, VerifiedArchive,
-    preflight_archive_directory, read_archive_entries, read_archive_manifest,
-    read_archive_manifest_from, validate_archive_budget,
+    ArchiveLimits, ArchiveManifest, VerifiedArchive, preflight_archive_directory,
+    read_archive_entries, read_archive_manifest, read_archive_manifest_from,
 };
 #[cfg(feature = "effects")]
 pub use stage::{StageLimits, stage_verified_archive, stage_workspace_archive};
 #[cfg(feature = "effects")]
 pub use workspace::{
-    HarvestOptions, HarvestedFile, MAX_HARVEST_BYTES, MAX_HARVEST_DEPTH, MAX_HARVEST_ENTRIES,
-    PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, StagedWorkspace, Violation, ViolationKind,
-    WorkspaceHarvest, materialize_workspace,
+    HarvestOptions, HarvestedFile, MAX_HARVEST_BYTES, MAX_HARVEST_ENTRIES, StagedWorkspace,
+    Violation, ViolationKind, WorkspaceHarvest, materialize_workspace,
 };

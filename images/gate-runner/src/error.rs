@@ -65,9 +65,12 @@ pub enum GateRunnerError {
     #[error("GATE_WIRE_REPORT_SHAPE: report fields disagree: {rule}")]
     ReportShape { rule: &'static str },
 
-    /// The tree stream broke a rule (see [`TreeRule`](crate::TreeRule)).
+    /// The tree stream broke a rule (see [`TreeRule`](crate::tree::TreeRule)).
     #[error("GATE_RUNNER_TREE: tree stream refused at entry {entry}: {rule}")]
-    Tree { entry: u64, rule: crate::TreeRule },
+    Tree {
+        entry: u64,
+        rule: crate::tree::TreeRule,
+    },
     /// The working directory is missing or not a directory in the extracted tree.
     #[error("GATE_RUNNER_CWD: working directory is not a directory of the tree")]
     Cwd,
@@ -141,7 +144,8 @@ impl Coded for GateRunnerError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{JunitRefusal, TreeRule};
+    use crate::junit::JunitRefusal;
+    use crate::tree::TreeRule;
 
     fn variant_index(e: &GateRunnerError) -> usize {
         match e {

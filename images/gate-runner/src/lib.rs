@@ -15,14 +15,12 @@ mod tree;
 mod wire;
 
 pub use error::{ERROR_CODES, GateRunnerError};
-pub use junit::{JunitRefusal, parse as parse_junit, read_junit};
+pub use junit::parse as parse_junit;
 pub use run::{DEFAULT_ROOT, harden, run_gate};
-pub use tree::{Extracted, TreeRule, extract};
+
 pub use wire::{
     Argv, CaseId, CaseOutcome, Env, ExitStatus, GateReport, GateRequest, JunitCase, JunitReport,
-    JunitSpec, LogTail, MAX_ARG_BYTES, MAX_ARGV_ITEMS, MAX_CASE_ID_BYTES, MAX_CODE_BYTES,
-    MAX_ENV_ENTRIES, MAX_ENV_KEY_BYTES, MAX_JUNIT_BYTES, MAX_JUNIT_CASES, MAX_JUNIT_DEPTH,
-    MAX_KILL_GRACE_MS, MAX_LOG_TAIL_BYTES, MAX_REL_PATH_BYTES, MAX_REPORT_BYTES, MAX_REQUEST_BYTES,
-    MAX_SEGMENT_BYTES, MAX_TREE_BYTES, MAX_TREE_ENTRIES, MAX_WALL_MS, Nonce, RelPath, RunLimits,
-    RunStatus, StableCode, TreeTotals, WIRE_VERSION, canonical_json, read_frame, write_frame,
+    JunitSpec, LogTail, MAX_ARG_BYTES, MAX_JUNIT_BYTES, MAX_JUNIT_CASES, MAX_JUNIT_DEPTH,
+    MAX_LOG_TAIL_BYTES, MAX_REPORT_BYTES, Nonce, RelPath, RunLimits, RunStatus, StableCode,
+    TreeTotals, write_frame,
 };

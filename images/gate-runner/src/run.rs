@@ -200,7 +200,7 @@ fn execute(request: &GateRequest, tree: impl Read, root: &Path, in_image: bool) 
         Ok(d) => d,
         Err(e) => return Outcome::runner_error(&GateRunnerError::Root { kind: e.kind() }),
     };
-    if let Err(e) = crate::extract(tree, &dir, request.tree()) {
+    if let Err(e) = crate::tree::extract(tree, &dir, request.tree()) {
         return Outcome::runner_error(&e);
     }
     if !request.cwd().is_root() {
@@ -214,7 +214,9 @@ fn execute(request: &GateRequest, tree: impl Read, root: &Path, in_image: bool) 
         Ok(o) => o,
         Err(e) => return Outcome::runner_error(&e),
     };
-    outcome.junit = request.junit().map(|spec| crate::read_junit(&dir, spec));
+    outcome.junit = request
+        .junit()
+        .map(|spec| crate::junit::read_junit(&dir, spec));
     outcome
 }
 

@@ -5,7 +5,7 @@
 //!
 //! Every value is built only through a fallible constructor; deserialising calls the same checks
 //! (`#[serde(try_from)]`), objects refuse unknown fields, and a report must be in its canonical
-//! encoding ([`canonical_json`]) to be accepted.
+//! encoding (`vocab::canonical_bytes`) to be accepted.
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -1096,21 +1096,13 @@ fn parse_strict<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// Compact JSON with object keys sorted at every depth: the one encoding of a value. serde_json
-/// has no canonical mode and its map order depends on a feature another crate may enable.
-///
-/// # Errors
-/// `GATE_WIRE_FRAME_LENGTH` when the encoding exceeds `max` bytes.
-pub fn canonical_json<T: Serialize>(value: &T, max: usize) -> Result<Vec<u8>, GateRunnerError> {
-    to_canonical(value, max)
-}
-
+/// The canonical encoding of `value` (vocab's: compact, object keys sorted at every depth), or
+/// `GATE_WIRE_FRAME_LENGTH` when it is empty or exceeds `max` bytes.
 fn to_canonical<T: Serialize>(value: &T, max: usize) -> Result<Vec<u8>, GateRunnerError> {
     let value = serde_json::to_value(value).map_err(|_| GateRunnerError::ReportShape {
         rule: "value cannot be encoded as JSON",
     })?;
-    let mut out = Vec::new();
-    write_canonical(&value, &mut out);
+    let out = vocab::canonical_bytes(&value);
     if out.is_empty() || out.len() > max {
         return Err(GateRunnerError::FrameLength {
             length: out.len() as u64,
@@ -1118,36 +1110,6 @@ fn to_canonical<T: Serialize>(value: &T, max: usize) -> Result<Vec<u8>, GateRunn
         });
     }
     Ok(out)
-}
-
-fn write_canonical(value: &serde_json::Value, out: &mut Vec<u8>) {
-    match value {
-        serde_json::Value::Object(map) => {
-            let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push(b'{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                out.extend_from_slice(serde_json::Value::from(k.as_str()).to_string().as_bytes());
-                out.push(b':');
-                write_canonical(v, out);
-            }
-            out.push(b'}');
-        }
-        serde_json::Value::Array(items) => {
-            out.push(b'[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(v, out);
-            }
-            out.push(b']');
-        }
-        scalar => out.extend_from_slice(scalar.to_string().as_bytes()),
-    }
 }
 
 /// Writes one frame: `u32` big-endian length (1..=`max`), then `payload`, then flushes.

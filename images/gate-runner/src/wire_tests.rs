@@ -91,12 +91,12 @@ fn report_encodes_as_the_contract_says() {
             r#"{"code":"GATE_JUNIT_DOCTYPE","state":"invalid"}"#,
         ),
     ] {
-        let enc = canonical_json(&junit, 1000).unwrap();
+        let enc = to_canonical(&junit, 1000).unwrap();
         assert_eq!(String::from_utf8(enc).unwrap(), text);
         let back: JunitReport = vocab::from_slice_strict(text.as_bytes(), 1000).unwrap();
         assert_eq!(back, junit);
     }
-    let signal = canonical_json(&ExitStatus::Signal(9), 100).unwrap();
+    let signal = to_canonical(&ExitStatus::Signal(9), 100).unwrap();
     assert_eq!(signal, br#"{"signal":9}"#);
 }
 

@@ -356,40 +356,7 @@ pub(crate) fn check_message(message: &str) -> Result<()> {
 
 /// Compact JSON with object keys sorted at every depth: one encoding per value.
 pub(crate) fn canonical_json(value: &serde_json::Value) -> Vec<u8> {
-    fn write(value: &serde_json::Value, out: &mut Vec<u8>) {
-        match value {
-            serde_json::Value::Object(map) => {
-                let mut entries: Vec<_> = map.iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(b.0));
-                out.push(b'{');
-                for (i, (k, v)) in entries.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    out.extend_from_slice(
-                        serde_json::Value::from(k.as_str()).to_string().as_bytes(),
-                    );
-                    out.push(b':');
-                    write(v, out);
-                }
-                out.push(b'}');
-            }
-            serde_json::Value::Array(items) => {
-                out.push(b'[');
-                for (i, v) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    write(v, out);
-                }
-                out.push(b']');
-            }
-            scalar => out.extend_from_slice(scalar.to_string().as_bytes()),
-        }
-    }
-    let mut out = Vec::new();
-    write(value, &mut out);
-    out
+    vocab::canonical_bytes(value)
 }
 
 /// Compact JSON of a bounded document (usage, host metadata).

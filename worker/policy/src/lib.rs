@@ -28,11 +28,10 @@ mod scan;
 
 pub use error::{ERROR_CODES, PolicyError};
 pub use report::{
-    Finding, FindingKind, KindCounts, MAX_FINDINGS, MAX_FINDINGS_PER_FILE, MAX_REPORT_BYTES,
-    POLICY_REPORT_DIGEST_SCHEMA, POLICY_REPORT_SCHEMA, PolicyReport, PolicyReportFile, Severity,
-    parse_report,
+    Finding, FindingKind, MAX_FINDINGS, MAX_FINDINGS_PER_FILE, MAX_REPORT_BYTES,
+    POLICY_REPORT_SCHEMA, PolicyReport, Severity, parse_report,
 };
-pub use rules::{RuleSetInfo, rule_set_info};
+pub use rules::rule_set_info;
 pub use scan::{scan, scan_with_digest, verify};
 
 /// Measurement only (`examples/policy_bench.rs`): a scan with another rule file, to compare rule

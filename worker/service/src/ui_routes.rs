@@ -83,7 +83,7 @@ pub(crate) fn router<S: Clone + Send + Sync + 'static>(sh: Arc<Shared>) -> Route
         .route("/ui/jobs/{id}/decide", post(decide))
         .route("/ui/jobs/{id}/publish", post(publish))
         .route("/ui/static/ui.css", get(stylesheet))
-        .route("/ui/csp-report", post(csp_report))
+        .route(ui::CSP_REPORT_PATH, post(csp_report))
         .route("/ui/csp-reports", get(csp_report_count))
         .layer(middleware::from_fn(security_headers))
         .layer(tower_http::compression::CompressionLayer::new().gzip(true))

@@ -278,6 +278,16 @@ fn decode_in_place(buf: &mut Vec<u8>, start: usize, len: usize) -> Result<(), Tu
     Ok(())
 }
 
+/// The archive crate's rule for the empty marker (reference §5.6), over this turn's grants.
+fn empty_marker_permitted(limits: &OutputLimits) -> bool {
+    let paths = |set: &BTreeSet<RepoPath>| set.iter().cloned().collect::<Vec<_>>();
+    archive::empty_marker_permitted(
+        &paths(&limits.selected),
+        &paths(&limits.creates),
+        &paths(&limits.deletes),
+    )
+}
+
 /// Reads the archive once and checks it against the grants and the claims (reference §10.6
 /// step 3, with staging's entry-set rule).
 fn check_archive(
@@ -289,7 +299,7 @@ fn check_archive(
         return Err(invalid(ARCHIVE_BUDGET));
     }
     let marker = data == archive::EMPTY_ARCHIVE_MARKER;
-    if marker && (!limits.creates.is_empty() || limits.selected != limits.deletes) {
+    if marker && !empty_marker_permitted(limits) {
         return Err(invalid("empty marker without matching delete grants"));
     }
     let grants = !limits.creates.is_empty() || !limits.deletes.is_empty();

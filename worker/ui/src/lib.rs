@@ -13,16 +13,10 @@ mod session;
 mod text;
 mod views;
 
-pub use diff::{
-    Body, DiffOptions, MAX_FILE_DIFF_BYTES, MAX_LINE_CHARS, Rendered, Row, RowKind, Side, SplitRow,
-    render as render_diff,
-};
+pub use diff::{Body, DiffOptions, Rendered, Row, render as render_diff};
 pub use error::{ERROR_CODES, UiError};
 pub use headers::{COMMON, CSP_REPORT_PATH, PAGE_CSP, RAW_CSP, STYLESHEET};
-pub use session::{
-    FAILURE_WINDOW, MAX_FAILED_SIGN_INS, MAX_FAILED_SIGN_INS_GLOBAL, MAX_SESSIONS,
-    MAX_TRACKED_ADDRESSES, SESSION_LIFETIME, Session, Sessions, SignInForm,
-};
+pub use session::{FAILURE_WINDOW, SESSION_LIFETIME, Session, Sessions, SignInForm};
 pub use text::{Segment, Shown};
 pub use views::{
     CandidatePage, DecisionItem, EventItem, FileItem, FindingItem, GateItem, JobItem, JobPage,
