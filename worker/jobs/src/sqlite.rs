@@ -11,8 +11,6 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension as _, Row, TransactionBe
 
 use crate::error::{Backend, JobsError, Result};
 use crate::evidence::EvidenceDocument;
-use crate::ids::StoreId;
-use crate::ids::{AttemptId, HostId, JobId};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, duration_ms,
 };
@@ -25,6 +23,8 @@ use crate::rows::{
 };
 use crate::schema::{MIGRATIONS, SCHEMA_VERSION, SELECT_STORE_ID, stored_store_id};
 use crate::transition::{FencedWrite, fenced_update};
+use vocab::StoreId;
+use vocab::{AttemptId, HostId, JobId};
 
 /// The fenced `UPDATE`: numbered `?` parameters, the host clock bound as `?12`, the new `run_at`
 /// computed on the host (`now + delay`, saturating) and bound as `?7`.
@@ -893,7 +893,7 @@ fn migrate(conn: &mut Connection) -> Result<StoreId> {
     tx.execute(
         "INSERT INTO store_identity (singleton, store_id) VALUES (1, ?1)
          ON CONFLICT (singleton) DO NOTHING",
-        params![StoreId::new_random()?.as_str()],
+        params![crate::ids::random_store_id()?.as_str()],
     )
     .map_err(map_err)?;
     let stored: String = tx

@@ -16,7 +16,7 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use jobs::JobId;
+use vocab::JobId;
 
 use super::{ApiError, ApiResult, Caller, json_body, parse_id};
 use crate::Shared;
