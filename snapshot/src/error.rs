@@ -209,14 +209,6 @@ impl From<Collision> for SnapshotError {
     }
 }
 
-impl From<vocab::VocabError> for SnapshotError {
-    fn from(e: vocab::VocabError) -> Self {
-        match e {
-            vocab::VocabError::DigestFormat => Self::DigestFormat,
-        }
-    }
-}
-
 impl vocab::Coded for SnapshotError {
     fn code(&self) -> &'static str {
         SnapshotError::code(self)

@@ -291,7 +291,7 @@ async fn docker_janitor_in_another_pid_namespace_keeps_live_turns_and_removes_ex
     assert_eq!(names, expected);
 
     // After its deadline the orphan goes; the live turns stay.
-    while container::now_unix() <= deadline {
+    while vocab::now_unix() <= deadline {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert_eq!(janitor(&s, true), vec![orphan.clone()]);

@@ -30,6 +30,7 @@ mod cli_review;
 mod codes;
 mod gates;
 mod hostile;
+mod layering;
 mod lifecycle;
 mod live_claude;
 mod live_container;

@@ -61,7 +61,7 @@ fn plant(state: &std::path::Path, bytes: Vec<u8>, digest: String) -> String {
             .unwrap();
         rt.block_on(async {
             let store = open_store(&state, None).await;
-            let host = jobs::HostId::parse("planter").unwrap();
+            let host = vocab::HostId::parse("planter").unwrap();
             let (job, _) = store.submit(jobs::JobSpec::noop("bench", 1)).await.unwrap();
             let claimed = store
                 .claim(&host, 1, Duration::from_secs(600))

@@ -452,7 +452,7 @@ async fn docker_service_runs_submitted_jobs_on_sqlite() {
         assert_eq!(job["attempts"], 1);
         let digest = job["candidate_digest"].as_str().unwrap().to_owned();
         let store = open_store(state.path(), None).await;
-        let job_id = jobs::JobId::parse(id).unwrap();
+        let job_id = vocab::JobId::parse(id).unwrap();
         let bytes = store.candidate(&job_id).await.unwrap().unwrap();
         let candidate = finalizer::validate_candidate_json(&bytes).unwrap();
         assert_eq!(
@@ -566,7 +566,7 @@ async fn docker_service_crash_matrix_records_exactly_one_result() {
             "{point}: the killed attempt is spent, the second completes"
         );
         let store = open_store(state.path(), None).await;
-        let job_id = jobs::JobId::parse(&id).unwrap();
+        let job_id = vocab::JobId::parse(&id).unwrap();
         assert!(store.candidate(&job_id).await.unwrap().is_some());
         let usage = store.usage(&job_id).await.unwrap();
         assert_eq!(
@@ -984,7 +984,7 @@ async fn docker_service_three_hosts_on_postgres() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     for id in &ids {
-        let id = jobs::JobId::parse(id).unwrap();
+        let id = vocab::JobId::parse(id).unwrap();
         assert!(store.candidate(&id).await.unwrap().is_some());
         let events = store.events(&id).await.unwrap();
         let count = |code: &str| events.iter().filter(|e| e.code == code).count();

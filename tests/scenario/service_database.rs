@@ -279,7 +279,7 @@ async fn survives_an_outage_mid_run(
     }
     let mut expired = 0;
     for id in &ids {
-        let id = jobs::JobId::parse(id).unwrap();
+        let id = vocab::JobId::parse(id).unwrap();
         let job = store.get(&id).await.unwrap().unwrap();
         let events = store.events(&id).await.unwrap();
         let count = |code: &str| events.iter().filter(|e| e.code == code).count();

@@ -82,7 +82,7 @@ async fn docker_service_retries_a_turn_killed_from_outside_and_fails_an_oom() {
         "{codes:?}"
     );
     let store = open_store(state.path(), None).await;
-    let job_id = jobs::JobId::parse(&id).unwrap();
+    let job_id = vocab::JobId::parse(&id).unwrap();
     assert!(store.candidate(&job_id).await.unwrap().is_some());
     let usage = store.usage(&job_id).await.unwrap();
     assert_eq!(usage.len(), 2, "{usage:?}");
@@ -113,7 +113,7 @@ async fn docker_service_retries_a_turn_killed_from_outside_and_fails_an_oom() {
         failed["last_error"]["code"], "REPOSITORY_DOCKER_OOM",
         "{failed}"
     );
-    let oom_job = jobs::JobId::parse(&oom_id).unwrap();
+    let oom_job = vocab::JobId::parse(&oom_id).unwrap();
     assert!(store.candidate(&oom_job).await.unwrap().is_none());
 
     assert_eq!(service.stop().code(), Some(0));

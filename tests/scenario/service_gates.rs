@@ -178,7 +178,7 @@ async fn stored_evidence_in(
 ) -> Vec<jobs::EvidenceDocument> {
     let store = open_store(state, database).await;
     store
-        .evidence(&jobs::JobId::parse(id).unwrap())
+        .evidence(&vocab::JobId::parse(id).unwrap())
         .await
         .unwrap()
 }
@@ -337,7 +337,7 @@ async fn docker_service_snoozes_a_job_whose_gate_image_is_missing() {
     );
     // Snoozed before the turn: no turn ran, no usage row.
     let store = open_store(state.path(), None).await;
-    let job_id = jobs::JobId::parse(&id).unwrap();
+    let job_id = vocab::JobId::parse(&id).unwrap();
     assert!(store.usage(&job_id).await.unwrap().is_empty());
     assert_eq!(service.stop().code(), Some(0));
     assert_no_turn_containers(&docker).await;

@@ -112,7 +112,7 @@ async fn docker_service_janitors_of_two_stores_keep_each_others_live_turns() {
         assert_eq!(job["state"], "completed", "{job}");
         assert_eq!(job["attempts"], 1, "{job}");
         let store = open_store(state.path(), None).await;
-        let job_id = jobs::JobId::parse(id).unwrap();
+        let job_id = vocab::JobId::parse(id).unwrap();
         assert!(store.candidate(&job_id).await.unwrap().is_some());
         assert_eq!(store.usage(&job_id).await.unwrap().len(), 1);
         let completed = event_codes(state.path(), None, id)

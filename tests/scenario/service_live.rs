@@ -23,7 +23,7 @@ const MODEL: &str = "gpt-5.3-codex";
 /// The usage rows of job `id`, parsed, by attempt.
 async fn usage_rows(state: &Path, id: &str) -> BTreeMap<String, serde_json::Value> {
     let store = open_store(state, None).await;
-    let job_id = jobs::JobId::parse(id).unwrap();
+    let job_id = vocab::JobId::parse(id).unwrap();
     store
         .usage(&job_id)
         .await
@@ -180,7 +180,7 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
 
     // One candidate, verified against its digest and the repository.
     let store = open_store(state.path(), None).await;
-    let job_id = jobs::JobId::parse(&id).unwrap();
+    let job_id = vocab::JobId::parse(&id).unwrap();
     let bytes = store.candidate(&job_id).await.unwrap().unwrap();
     let candidate = finalizer::validate_candidate_json(&bytes).unwrap();
     let paths: Vec<String> = candidate

@@ -74,7 +74,7 @@ async fn docker_service_snoozes_while_the_repository_is_unreachable() {
     assert_eq!(done["state"], "completed", "{done}");
     assert_eq!(done["attempts"], 1);
     let store = open_store(state.path(), Some(db)).await;
-    let job_id = jobs::JobId::parse(&id).unwrap();
+    let job_id = vocab::JobId::parse(&id).unwrap();
     assert!(store.candidate(&job_id).await.unwrap().is_some());
     assert_eq!(store.usage(&job_id).await.unwrap().len(), 1);
     assert_eq!(service.stop().code(), Some(0));
@@ -206,7 +206,7 @@ async fn docker_service_snoozes_while_the_approved_image_is_missing() {
     assert_eq!(done["state"], "completed", "{done}");
     assert_eq!(done["attempts"], 1, "{done}");
     let store = open_store(state.path(), Some(db)).await;
-    let job_id = jobs::JobId::parse(&id).unwrap();
+    let job_id = vocab::JobId::parse(&id).unwrap();
     assert!(store.candidate(&job_id).await.unwrap().is_some());
     assert_eq!(service.stop().code(), Some(0));
     assert_no_turn_containers(&docker).await;
@@ -279,7 +279,7 @@ async fn docker_service_fails_an_approval_whose_snapshot_no_longer_matches() {
     assert!(code.starts_with("REPOSITORY_"), "{failed}");
     assert!(failed["candidate_digest"].is_null(), "{failed}");
     let store = open_store(state.path(), Some(db)).await;
-    let job_id = jobs::JobId::parse(&id).unwrap();
+    let job_id = vocab::JobId::parse(&id).unwrap();
     assert!(store.candidate(&job_id).await.unwrap().is_none());
     // It stays failed: no further claim of a dead letter.
     std::thread::sleep(Duration::from_secs(2));

@@ -71,7 +71,7 @@ fn plant_spec_in(
         rt.block_on(async {
             let store = open_store(&state, database.as_deref()).await;
             let (job, _) = store.submit(spec).await.unwrap();
-            let host = jobs::HostId::parse("planter").unwrap();
+            let host = vocab::HostId::parse("planter").unwrap();
             let claimed = store
                 .claim(&host, 1, Duration::from_secs(600))
                 .await
@@ -631,7 +631,7 @@ async fn docker_service_retry_queues_a_follow_up_under_the_same_approval() {
     // hostile mode: its one edit says what reached it.
     let store = open_store(state.path(), None).await;
     let bytes = store
-        .candidate(&jobs::JobId::parse(&child).unwrap())
+        .candidate(&vocab::JobId::parse(&child).unwrap())
         .await
         .unwrap()
         .unwrap();

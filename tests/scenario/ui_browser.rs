@@ -214,7 +214,7 @@ type Planted = (
 fn turn_spec(f: &crate::service::Fixture, task: &str) -> jobs::JobSpec {
     let scratch = crate::service::state_with_images();
     let answer = crate::service::submit(scratch.path(), None, f, task);
-    let id = jobs::JobId::parse(answer["job"]["id"].as_str().unwrap()).unwrap();
+    let id = vocab::JobId::parse(answer["job"]["id"].as_str().unwrap()).unwrap();
     let path = scratch.path().to_path_buf();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -239,7 +239,7 @@ fn plant(state: &Path, jobs_in: Vec<Planted>) -> Vec<String> {
             .unwrap();
         rt.block_on(async {
             let store = open_store(&state, None).await;
-            let host = jobs::HostId::parse("planter").unwrap();
+            let host = vocab::HostId::parse("planter").unwrap();
             let mut ids = Vec::new();
             for (nonce, bytes, digest, ev, spec) in jobs_in {
                 let spec = spec.unwrap_or_else(|| jobs::JobSpec::noop(&nonce, 1));
@@ -1062,7 +1062,7 @@ async fn docker_ui_review_in_a_real_browser() {
     );
     let follow_bytes = {
         let path = state.path().to_path_buf();
-        let id = jobs::JobId::parse(&follow_up).unwrap();
+        let id = vocab::JobId::parse(&follow_up).unwrap();
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

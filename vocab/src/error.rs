@@ -1,20 +1,29 @@
 //! The one error of this crate's fallible constructors.
 
 use crate::coded::Coded;
+use crate::text::Untrusted;
 
 /// `REPOSITORY_PATCH_MANIFEST_HASH`: a digest that is not `sha256:` + 64 lowercase hex (also the
 /// snapshot's code for a manifest value that is not one).
 pub const MANIFEST_HASH_CODE: &str = "REPOSITORY_PATCH_MANIFEST_HASH";
 
-/// Every code [`VocabError::code`] can return.
-pub const ERROR_CODES: &[&str] = &[MANIFEST_HASH_CODE];
+/// `PATCH_CANDIDATE_JOBS_ID`: a job, attempt, host, store or instance ID that is not in its exact
+/// shape (also the job store's code for it).
+pub const ID_CODE: &str = "PATCH_CANDIDATE_JOBS_ID";
 
-/// Why a word could not be parsed. Messages never quote the input.
+/// Every code [`VocabError::code`] can return.
+pub const ERROR_CODES: &[&str] = &[MANIFEST_HASH_CODE, ID_CODE];
+
+/// Why a word could not be parsed. Messages quote the input only bounded and escaped
+/// ([`Untrusted`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VocabError {
     /// A digest was not `sha256:` + 64 lowercase hex (the snapshot crate's code for it).
     #[error("REPOSITORY_PATCH_MANIFEST_HASH: invalid sha256 digest")]
     DigestFormat,
+    /// An ID failed its format check (the job store's code for it).
+    #[error("PATCH_CANDIDATE_JOBS_ID: invalid {kind} id {}", Untrusted::quoted(.value).limit(80))]
+    Id { kind: &'static str, value: String },
 }
 
 impl VocabError {
@@ -23,6 +32,14 @@ impl VocabError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::DigestFormat => MANIFEST_HASH_CODE,
+            Self::Id { .. } => ID_CODE,
+        }
+    }
+
+    pub(crate) fn id(kind: &'static str, value: &str) -> Self {
+        Self::Id {
+            kind,
+            value: value.to_owned(),
         }
     }
 }
@@ -39,7 +56,7 @@ mod tests {
 
     #[test]
     fn every_variant_keeps_the_message_convention_and_is_in_the_table() {
-        let samples = [VocabError::DigestFormat];
+        let samples = [VocabError::DigestFormat, VocabError::id("job", "../etc")];
         for e in &samples {
             crate::check_message_convention(e).unwrap();
         }

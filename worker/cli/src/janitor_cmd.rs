@@ -27,7 +27,7 @@ pub(crate) fn run(args: &JanitorArgs) -> Result<Outcome, CliError> {
         let docker = args.docker.connect().await?;
         let grace = Duration::from_secs(args.grace_seconds);
         Ok::<_, CliError>(
-            container::sweep_abandoned_turns(&docker, grace, container::now_unix()).await?,
+            container::sweep_abandoned_turns(&docker, grace, vocab::now_unix()).await?,
         )
     })?;
     let mut text = String::new();

@@ -7,9 +7,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use jobs::{Job, JobId, JobState, JobStore};
+use jobs::{Job, JobState, JobStore};
 use service::{MirrorCache, Submission, job_view};
 use snapshot::MAX_CONTEXT_JSON_BYTES;
+use vocab::JobId;
 use vocab::Untrusted;
 
 use super::docker_args::{state_dir, tokio_runtime};
@@ -182,7 +183,7 @@ fn job_text(job: &Job) -> String {
 }
 
 fn parse_id(raw: &str) -> Result<JobId, CliError> {
-    Ok(JobId::parse(raw)?)
+    Ok(JobId::parse(raw).map_err(jobs::JobsError::from)?)
 }
 
 pub(crate) fn run(command: &JobsCommand) -> Result<Outcome, CliError> {
@@ -300,7 +301,7 @@ pub(crate) fn run(command: &JobsCommand) -> Result<Outcome, CliError> {
                     text,
                     "{}  {}  {}  {}",
                     e.at_ms,
-                    e.attempt_id.as_ref().map_or("-", jobs::AttemptId::as_str),
+                    e.attempt_id.as_ref().map_or("-", vocab::AttemptId::as_str),
                     e.code,
                     Untrusted::quoted(&e.message)
                 );

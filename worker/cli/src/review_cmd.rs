@@ -228,12 +228,6 @@ fn local_actor() -> Result<Actor, CliError> {
     })
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 /// The text form of the review document.
 pub(crate) fn package_text(p: &ReviewPackage) -> String {
     let mut text = String::new();
@@ -362,7 +356,7 @@ fn decide(decision: Decision, args: &DecideArgs) -> Result<Outcome, CliError> {
         reason,
         force: args.force,
     };
-    let record = review::decide(&facts, &request, local_actor()?, now_ms())?;
+    let record = review::decide(&facts, &request, local_actor()?, vocab::now_unix_ms())?;
     let seq = reviews.append(&record)?;
     let p = package(&found, &args.evidence, &reviews)?;
     let forced = if record.forced { " (forced)" } else { "" };

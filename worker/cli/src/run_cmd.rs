@@ -174,7 +174,7 @@ async fn turn_with_sweep(
             display_path(docker.socket())
         );
     }
-    match container::sweep_abandoned_turns(&docker, container::DEFAULT_GRACE, container::now_unix())
+    match container::sweep_abandoned_turns(&docker, container::DEFAULT_GRACE, vocab::now_unix())
         .await
     {
         Ok(report) if !report.removed.is_empty() => {

@@ -243,7 +243,7 @@ impl ContainerRuntime for BollardRuntime {
         // `until` makes the daemon replay its recorded events and end the stream (no live tail);
         // one second past now, as the daemon's bound is exclusive at second granularity.
         let since = since_unix.to_string();
-        let until = crate::owner::now_unix().saturating_add(1).to_string();
+        let until = vocab::now_unix().saturating_add(1).to_string();
         let filters = HashMap::from([
             ("type", vec!["container"]),
             ("container", vec![id]),

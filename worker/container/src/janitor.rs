@@ -26,8 +26,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use jobs::StoreId;
 use serde::Serialize;
+use vocab::StoreId;
 
 use crate::call::docker_call;
 use crate::cleanup::remove_container;

@@ -11,7 +11,7 @@ use pretty_assertions::assert_eq;
 
 use super::*;
 use crate::owner::{
-    ATTEMPT_LABEL_KEY, AttemptId, INSTANCE_LABEL_KEY, JobBinding, SERVICE_HOST_LABEL_KEY,
+    ATTEMPT_LABEL_KEY, INSTANCE_LABEL_KEY, JobBinding, SERVICE_HOST_LABEL_KEY, generate_attempt_id,
 };
 use crate::testkit::FakeRuntime;
 
@@ -68,7 +68,7 @@ fn turn(host: &str, ns: &str, owner: &str, deadline: i64) -> TurnContainer {
         (PID_NAMESPACE_LABEL_KEY, ns.to_owned()),
         (OWNER_LABEL_KEY, owner.to_owned()),
         (INSTANCE_LABEL_KEY, "a".repeat(32)),
-        (ATTEMPT_LABEL_KEY, AttemptId::generate().as_str().to_owned()),
+        (ATTEMPT_LABEL_KEY, generate_attempt_id().as_str().to_owned()),
         (DEADLINE_LABEL_KEY, deadline.to_string()),
     ])
 }
@@ -329,7 +329,7 @@ fn a_job_binding_labels_the_turn_with_its_store() {
     )
     .unwrap();
     assert_eq!(binding.store(), &store(STORE));
-    let attempt = AttemptId::generate();
+    let attempt = generate_attempt_id();
     let labels = me().turn_labels(&attempt, NOW).with_job(Some(&binding));
     let pairs: BTreeMap<&str, &str> = labels.pairs().collect();
     assert_eq!(pairs.get(JOB_STORE_LABEL_KEY), Some(&STORE));

@@ -43,9 +43,9 @@ pub use janitor::{
 };
 pub use limits::{CALL_TIMEOUT, CANCEL_CLEANUP_TIMEOUT, MAX_WALL_SECONDS, WALL_SLACK};
 pub use owner::{
-    ATTEMPT_LABEL_KEY, AttemptId, DEADLINE_LABEL_KEY, HOST_LABEL_KEY, HostId, InstanceId,
-    JOB_LABEL_KEY, JOB_STORE_LABEL_KEY, JobBinding, LocalOwner, PidNamespace, ProcessIdentity,
-    TurnLabels, local_owner, now_unix,
+    ATTEMPT_LABEL_KEY, DEADLINE_LABEL_KEY, HOST_LABEL_KEY, JOB_LABEL_KEY, JOB_STORE_LABEL_KEY,
+    JobBinding, LocalOwner, PidNamespace, ProcessIdentity, TurnLabels, generate_attempt_id,
+    local_owner,
 };
 pub use profile::{
     RUNC_PIDS_LIMIT, RUNSC, RUNSC_ARGS, RUNSC_PATH, RUNSC_PIDS_LIMIT, RegisteredRuntime,

@@ -11,7 +11,7 @@
 //! | `mozaiks.refinement.repository_turn.deadline` | the turn's absolute deadline, Unix seconds |
 //!
 //! A service turn (`serve`) also carries [`JobBinding`]'s labels: `service_host` (the claiming
-//! service host), `job_store` (the job store's [`jobs::StoreId`]), `job` and `job_attempt` (the
+//! service host), `job_store` (the job store's [`vocab::StoreId`]), `job` and `job_attempt` (the
 //! store's attempt id, its fencing token).
 //!
 //! A value this process cannot establish (no procfs of its own PID namespace) is written as
@@ -20,6 +20,8 @@
 use std::io::Read as _;
 use std::path::Path;
 use std::sync::OnceLock;
+
+use vocab::{AttemptId, HostId, InstanceId, RANDOM_ID_BYTES, StoreId};
 
 use crate::ids::is_lower_hex;
 
@@ -42,7 +44,7 @@ pub const JOB_ATTEMPT_LABEL_KEY: &str = "mozaiks.refinement.repository_turn.job_
 /// Label (service turns only): the id of the service host that claimed the job.
 pub const SERVICE_HOST_LABEL_KEY: &str = "mozaiks.refinement.repository_turn.service_host";
 /// Label (service turns only): the id of the job store the attempt belongs to
-/// ([`jobs::StoreId`]); a service's janitor judges only the turns of its own store.
+/// ([`vocab::StoreId`]); a service's janitor judges only the turns of its own store.
 pub const JOB_STORE_LABEL_KEY: &str = "mozaiks.refinement.repository_turn.job_store";
 
 /// The label value of a fact this process could not establish.
@@ -52,57 +54,24 @@ const HOST_ID_DOMAIN: &str = "patch-candidate.host-id.v1:";
 /// Largest accepted `/etc/machine-id` or host-id file.
 const MAX_ID_FILE_BYTES: u64 = 128;
 
-fn random_hex32() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
+/// 16 random bytes (a version-4 UUID's) for a fresh 32-hex id.
+fn random_bytes() -> [u8; RANDOM_ID_BYTES] {
+    *uuid::Uuid::new_v4().as_bytes()
 }
 
-/// A 32-hex identifier (host, instance or attempt).
-macro_rules! hex32_id {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-        pub struct $name(String);
-
-        impl $name {
-            /// Parses 32 lowercase hex digits.
-            #[must_use]
-            pub fn parse(s: &str) -> Option<Self> {
-                is_lower_hex(s, 32).then(|| Self(s.to_owned()))
-            }
-
-            /// A fresh random id.
-            #[must_use]
-            pub fn generate() -> Self {
-                Self(random_hex32())
-            }
-
-            /// The id text.
-            #[must_use]
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-    };
+/// A fresh random id of one turn attempt (its `attempt` label).
+#[must_use]
+pub fn generate_attempt_id() -> AttemptId {
+    AttemptId::from_random(random_bytes())
 }
 
-hex32_id!(
-    /// A stable id of this host.
-    HostId
-);
-hex32_id!(
-    /// A random id of one owning process.
-    InstanceId
-);
-hex32_id!(
-    /// A random id of one turn attempt.
-    AttemptId
-);
+/// A turn owner's host id: exactly 32 lowercase hex (the `host` label is never anything else).
+fn owner_host_id(s: &str) -> Option<HostId> {
+    if !is_lower_hex(s, 32) {
+        return None;
+    }
+    HostId::parse(s).ok()
+}
 
 /// A process as seen in one PID namespace: its PID and its start time in clock ticks since boot,
 /// so that a recycled PID is never mistaken for the owner.
@@ -169,7 +138,7 @@ impl LocalOwner {
         let own_procfs = procfs_is_own();
         Self {
             host: host_id(),
-            instance: InstanceId::generate(),
+            instance: InstanceId::from_random(random_bytes()),
             pid_namespace: own_procfs.then(own_pid_namespace).flatten(),
             process: own_procfs
                 .then(|| {
@@ -192,8 +161,8 @@ impl LocalOwner {
         process: Option<(u32, u64)>,
     ) -> Self {
         Self {
-            host: HostId(host.to_owned()),
-            instance: InstanceId::generate(),
+            host: owner_host_id(host).expect("a 32-hex test host"),
+            instance: InstanceId::from_random(random_bytes()),
             pid_namespace: pid_namespace.map(PidNamespace),
             process: process.map(|(pid, start_ticks)| ProcessIdentity { pid, start_ticks }),
         }
@@ -239,7 +208,7 @@ impl LocalOwner {
 /// attempt id (its fencing token). Each value is a plain label-safe identifier.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobBinding {
-    store: jobs::StoreId,
+    store: StoreId,
     host: String,
     job: String,
     attempt: String,
@@ -260,7 +229,7 @@ impl JobBinding {
     /// # Errors
     /// `REPOSITORY_DOCKER_CONTEXT_MISMATCH` when a value is not `[A-Za-z0-9._-]{1,64}`.
     pub fn new(
-        store: &jobs::StoreId,
+        store: &StoreId,
         host: &str,
         job: &str,
         attempt: &str,
@@ -280,7 +249,7 @@ impl JobBinding {
 
     /// The job store.
     #[must_use]
-    pub fn store(&self) -> &jobs::StoreId {
+    pub fn store(&self) -> &StoreId {
         &self.store
     }
 
@@ -331,14 +300,6 @@ impl TurnLabels {
 pub fn local_owner() -> &'static LocalOwner {
     static OWNER: OnceLock<LocalOwner> = OnceLock::new();
     OWNER.get_or_init(LocalOwner::detect)
-}
-
-/// Seconds since the Unix epoch.
-#[must_use]
-pub fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// Whether an owner process still exists, as far as this process can prove.
@@ -475,14 +436,14 @@ fn read_id_file(path: &Path) -> Option<String> {
 fn host_id() -> HostId {
     if let Some(machine) = read_id_file(Path::new("/etc/machine-id")) {
         let digest = vocab::sha256_bare_hex(format!("{HOST_ID_DOMAIN}{machine}").as_bytes());
-        if let Some(id) = digest.get(..32).and_then(HostId::parse) {
+        if let Some(id) = digest.get(..32).and_then(owner_host_id) {
             return id;
         }
     }
     crate::state::state_dir()
         .ok()
         .and_then(|dir| persisted_host_id(&dir))
-        .unwrap_or_else(HostId::generate)
+        .unwrap_or_else(|| HostId::from_random(random_bytes()))
 }
 
 /// `<state dir>/host-id`, created (0600, exclusively) when missing.
@@ -491,14 +452,14 @@ fn persisted_host_id(state: &Path) -> Option<HostId> {
     use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
     let path = state.join("host-id");
     if let Some(id) = read_id_file(&path) {
-        return HostId::parse(&id);
+        return owner_host_id(&id);
     }
     // The state directory is the operator's: the one ambient write of this module.
     let _ = std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(state);
-    let fresh = HostId::generate();
+    let fresh = HostId::from_random(random_bytes());
     let created = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -510,7 +471,7 @@ fn persisted_host_id(state: &Path) -> Option<HostId> {
             Some(fresh)
         }
         // Another process won the race: use its id.
-        Err(_) => read_id_file(&path).and_then(|id| HostId::parse(&id)),
+        Err(_) => read_id_file(&path).and_then(|id| owner_host_id(&id)),
     }
 }
 
@@ -541,14 +502,14 @@ mod tests {
     #[test]
     fn labels_carry_every_owner_fact() {
         let me = local_owner();
-        let attempt = AttemptId::generate();
+        let attempt = generate_attempt_id();
         let labels = me.turn_labels(&attempt, 1_700_000_000);
         let map: std::collections::BTreeMap<&str, &str> = labels.pairs().collect();
         assert_eq!(map.len(), 6);
         assert_eq!(map[HOST_LABEL_KEY], me.host().as_str());
         assert_eq!(map[ATTEMPT_LABEL_KEY], attempt.as_str());
         assert_eq!(map[DEADLINE_LABEL_KEY], "1700000000");
-        assert!(InstanceId::parse(map[INSTANCE_LABEL_KEY]).is_some());
+        assert!(InstanceId::parse(map[INSTANCE_LABEL_KEY]).is_ok());
         let ns = PidNamespace::parse(map[PID_NAMESPACE_LABEL_KEY]).unwrap();
         assert_eq!(Some(ns), me.pid_namespace());
         let owner = ProcessIdentity::parse(map[OWNER_LABEL_KEY]).unwrap();
@@ -577,9 +538,9 @@ mod tests {
         for bad in ["", "0", "unknown", "-1", "1.0"] {
             assert_eq!(PidNamespace::parse(bad), None, "{bad:?}");
         }
-        assert!(HostId::parse(&"a".repeat(32)).is_some());
-        assert!(HostId::parse(&"A".repeat(32)).is_none());
-        assert!(HostId::parse(&"a".repeat(31)).is_none());
+        assert!(owner_host_id(&"a".repeat(32)).is_some());
+        assert!(owner_host_id(&"A".repeat(32)).is_none());
+        assert!(owner_host_id(&"a".repeat(31)).is_none());
     }
 
     #[test]

@@ -12,11 +12,12 @@ use futures::StreamExt as _;
 use tokio::io::AsyncWriteExt as _;
 
 use container::{
-    AttemptId, CALL_TIMEOUT, ContainerError, ContainerGuard, ContainerId, ContainerName,
-    ContainerRuntime, GateLimits, ImageId, ImageReference, JobBinding, OutputChunk, RuntimeError,
-    RuntimeName, RuntimeProfile, SpecInput, classify_exit, container_spec, docker_call,
-    local_owner, now_unix, verify_container, verify_gate_env,
+    CALL_TIMEOUT, ContainerError, ContainerGuard, ContainerId, ContainerName, ContainerRuntime,
+    GateLimits, ImageId, ImageReference, JobBinding, OutputChunk, RuntimeError, RuntimeName,
+    RuntimeProfile, SpecInput, classify_exit, container_spec, docker_call, local_owner,
+    verify_container, verify_gate_env,
 };
+use vocab::now_unix;
 
 use crate::definition::GateDefinition;
 use crate::error::GateError;
@@ -117,7 +118,7 @@ pub async fn run_gate<R: ContainerRuntime + Clone + 'static>(
     let frame = request_frame(def, tree.totals(), &nonce)?;
     let lifetime = Duration::from_millis(def.wall_ms().saturating_add(def.kill_grace_ms()))
         .saturating_add(GATE_SLACK);
-    let attempt = AttemptId::generate();
+    let attempt = container::generate_attempt_id();
     let deadline_unix = now_unix()
         .saturating_add(i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX))
         .saturating_add(1);

@@ -15,7 +15,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use jobs::{AttemptId, Fenced, HostId, JobId, JobSpec, JobState, JobStore, StoreOptions};
+use jobs::{Fenced, JobSpec, JobState, JobStore, StoreOptions, random_job_id};
+use vocab::{AttemptId, HostId, JobId};
 
 struct Args {
     database: String,
@@ -115,7 +116,7 @@ async fn run(args: Args) -> Result<serde_json::Value, String> {
     let store = JobStore::open_with(Some(&args.database), &state_dir, &options)
         .await
         .map_err(|e| e.to_string())?;
-    let run_id = JobId::new_random().map_err(|e| e.to_string())?;
+    let run_id = random_job_id().map_err(|e| e.to_string())?;
 
     // Submit (16 at a time), untimed.
     let submitted = Instant::now();

@@ -2,7 +2,7 @@
 //! name fields and limits, never job payloads. Untrusted text (an ID that failed to parse, a
 //! database driver's detail) is shown only through [`Untrusted`].
 
-use vocab::{Coded, FailureClass, Untrusted};
+use vocab::{Coded, FailureClass, Untrusted, VocabError};
 
 /// Which backend a database failure came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,8 +25,8 @@ impl std::fmt::Display for Backend {
 pub const NOT_FOUND_CODE: &str = "PATCH_CANDIDATE_JOBS_NOT_FOUND";
 
 /// Every code [`JobsError::code`] can return, for documentation and contract tests.
+/// (A malformed ID is the vocabulary's `PATCH_CANDIDATE_JOBS_ID`, [`vocab::ID_CODE`].)
 pub const ERROR_CODES: &[&str] = &[
-    "PATCH_CANDIDATE_JOBS_ID",
     "PATCH_CANDIDATE_JOBS_SPEC",
     "PATCH_CANDIDATE_JOBS_INPUT",
     "PATCH_CANDIDATE_JOBS_DATABASE_URL",
@@ -48,9 +48,9 @@ pub const ERROR_CODES: &[&str] = &[
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum JobsError {
-    /// A job, attempt or host ID failed its format check.
-    #[error("PATCH_CANDIDATE_JOBS_ID: invalid {kind} id {}", Untrusted::quoted(.value).limit(80))]
-    Id { kind: &'static str, value: String },
+    /// A job, attempt, host or store ID failed its format check (`PATCH_CANDIDATE_JOBS_ID`).
+    #[error(transparent)]
+    Vocab(#[from] VocabError),
     /// A submitted job specification failed a check.
     #[error("PATCH_CANDIDATE_JOBS_SPEC: {field}: {detail}")]
     Spec {
@@ -131,7 +131,7 @@ impl JobsError {
     #[must_use]
     pub fn code(&self) -> &'static str {
         match self {
-            Self::Id { .. } => "PATCH_CANDIDATE_JOBS_ID",
+            Self::Vocab(e) => e.code(),
             Self::Spec { .. } => "PATCH_CANDIDATE_JOBS_SPEC",
             Self::Input { .. } => "PATCH_CANDIDATE_JOBS_INPUT",
             Self::DatabaseUrl { .. } => "PATCH_CANDIDATE_JOBS_DATABASE_URL",
@@ -163,13 +163,6 @@ impl JobsError {
         matches!(self, Self::Unavailable { .. })
     }
 
-    pub(crate) fn id(kind: &'static str, value: &str) -> Self {
-        Self::Id {
-            kind,
-            value: value.to_owned(),
-        }
-    }
-
     pub(crate) fn spec(field: &'static str, detail: &'static str) -> Self {
         Self::Spec { field, detail }
     }
@@ -186,7 +179,7 @@ impl Coded for JobsError {
 
     fn class(&self) -> FailureClass {
         match self {
-            Self::Id { .. }
+            Self::Vocab(_)
             | Self::Spec { .. }
             | Self::Input { .. }
             | Self::NotFound { .. }
@@ -218,7 +211,7 @@ mod tests {
     /// does not compile until it has an index, and the test fails until it has a sample.
     fn samples() -> Vec<JobsError> {
         vec![
-            JobsError::id("job", "../etc"),
+            JobsError::from(vocab::JobId::parse("../etc").unwrap_err()),
             JobsError::spec("commit", "must be 40 or 64 lowercase hex digits"),
             JobsError::input("code", "must be 1 to 64 of A-Z 0-9 _"),
             JobsError::DatabaseUrl {
@@ -273,7 +266,7 @@ mod tests {
 
     fn variant_index(e: &JobsError) -> usize {
         match e {
-            JobsError::Id { .. } => 0,
+            JobsError::Vocab(_) => 0,
             JobsError::Spec { .. } => 1,
             JobsError::Input { .. } => 2,
             JobsError::DatabaseUrl { .. } => 3,
@@ -308,12 +301,17 @@ mod tests {
     #[test]
     fn the_table_lists_every_code_once() {
         let samples = samples();
-        vocab::check_code_table(ERROR_CODES, samples.iter().map(JobsError::code)).unwrap();
+        // The ID code is the vocabulary's (`vocab::ID_CODE`).
+        let own = samples
+            .iter()
+            .map(JobsError::code)
+            .filter(|c| *c != vocab::ID_CODE);
+        vocab::check_code_table(ERROR_CODES, own).unwrap();
     }
 
     #[test]
     fn untrusted_text_is_escaped_in_messages() {
-        let e = JobsError::id("job", "job_\u{1b}[31m");
+        let e = JobsError::from(vocab::JobId::parse("job_\u{1b}[31m").unwrap_err());
         assert!(!e.to_string().contains('\u{1b}'));
     }
 

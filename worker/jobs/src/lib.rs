@@ -5,13 +5,13 @@
 //! set-up) and PostgreSQL (many hosts sharing one queue). Both pass one conformance suite.
 //!
 //! The guarantees: a claim hands a job to exactly one attempt (`BEGIN IMMEDIATE` on SQLite,
-//! `FOR UPDATE SKIP LOCKED` on PostgreSQL), each with a fresh random [`AttemptId`]; every write
-//! about a running attempt is guarded by `id + attempt_id + state='running'` in the same
+//! `FOR UPDATE SKIP LOCKED` on PostgreSQL), each with a fresh random [`vocab::AttemptId`]; every
+//! write about a running attempt is guarded by `id + attempt_id + state='running'` in the same
 //! statement, so execution is at-least-once and the recorded result exactly-once; the rescuer is
 //! one guarded statement. See docs/SERVICE.md, "Job store".
 //!
 //! # Security
-//! IDs are typed through fallible constructors with fixed charsets. Stored text (error messages,
+//! IDs are typed through the vocabulary's fallible constructors with fixed charsets. Stored text (error messages,
 //! log lines) is bounded and free of control characters other than newline and tab; it is still
 //! shown through [`vocab::Untrusted`]. PostgreSQL is reached without TLS: a unix socket or
 //! loopback only.
@@ -36,7 +36,7 @@ pub use error::{Backend, ERROR_CODES, JobsError, NOT_FOUND_CODE, Result};
 pub use evidence::{
     EvidenceDocument, MAX_EVIDENCE_DOCUMENT_BYTES, MAX_EVIDENCE_DOCUMENTS, MAX_GATE_NAME_CHARS,
 };
-pub use ids::{AttemptId, HostId, JobId, MAX_HOST_ID_CHARS, StoreId};
+pub use ids::{random_attempt_id, random_job_id};
 pub use model::{
     Claimed, Fenced, FollowUp, FollowUpGate, Heartbeat, HostInfo, Job, JobEvent, JobFailure,
     JobKind, JobSpec, JobState, LiveJob, MAX_AGENT_CHARS, MAX_ATTEMPTS_LIMIT, MAX_BATCH,

@@ -8,7 +8,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::error::{JobsError, Result};
 use crate::evidence::GateVerdict;
-use crate::ids::{AttemptId, HostId, JobId};
+use vocab::{AttemptId, HostId, JobId};
 
 /// The most attempts a job may be given.
 pub const MAX_ATTEMPTS_LIMIT: u32 = 100;

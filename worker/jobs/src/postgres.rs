@@ -12,8 +12,6 @@ use tokio_postgres::{NoTls, Row};
 
 use crate::error::{Backend, JobsError, Result};
 use crate::evidence::EvidenceDocument;
-use crate::ids::StoreId;
-use crate::ids::{AttemptId, HostId, JobId};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, StoreOptions,
     duration_ms,
@@ -27,6 +25,8 @@ use crate::rows::{
 };
 use crate::schema::{MIGRATIONS, SCHEMA_VERSION, SELECT_STORE_ID, stored_store_id};
 use crate::transition::{FencedWrite, fenced_update};
+use vocab::StoreId;
+use vocab::{AttemptId, HostId, JobId};
 
 /// The database clock in milliseconds (the transaction's start, so one statement sees one time).
 const NOW: &str = "(extract(epoch FROM now()) * 1000)::bigint";
@@ -198,7 +198,7 @@ async fn migrate(pool: &Pool) -> Result<StoreId> {
     tx.execute(
         "INSERT INTO store_identity (singleton, store_id) VALUES (1, $1)
          ON CONFLICT (singleton) DO NOTHING",
-        &[&StoreId::new_random()?.as_str()],
+        &[&crate::ids::random_store_id()?.as_str()],
     )
     .await
     .map_err(pg)?;

@@ -17,7 +17,7 @@
 use serde::Serialize;
 
 use crate::error::{JobsError, Result};
-use crate::ids::{HostId, JobId};
+use vocab::{HostId, JobId};
 
 /// The largest decision record, in bytes.
 pub const MAX_DECISION_RECORD_BYTES: usize = 256 * 1024;

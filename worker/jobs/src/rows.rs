@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{JobsError, Result};
-use crate::ids::{AttemptId, HostId, JobId};
 use crate::model::{FollowUp, HostInfo, Job, JobFailure, JobKind, JobSpec, JobState, LiveJob};
+use vocab::{AttemptId, HostId, JobId};
 
 /// Event code of a submission.
 pub const EVENT_SUBMITTED: &str = "PATCH_CANDIDATE_JOB_SUBMITTED";

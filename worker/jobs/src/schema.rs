@@ -3,7 +3,7 @@
 //! newer than [`SCHEMA_VERSION`] is refused. Migrations are append-only: a released one never
 //! changes, a change is a new version.
 //!
-//! The store's identity ([`crate::StoreId`]) lives in the one-row table `store_identity`
+//! The store's identity ([`vocab::StoreId`]) lives in the one-row table `store_identity`
 //! (version 2). Its row is written in the same locked transaction as the migrations, by
 //! `INSERT … ON CONFLICT DO NOTHING`, then read back: every handle on one database, from any
 //! host, sees the one id that the first open wrote.
@@ -19,8 +19,8 @@ pub const SCHEMA_VERSION: i64 = 5;
 pub(crate) const SELECT_STORE_ID: &str = "SELECT store_id FROM store_identity WHERE singleton = 1";
 
 /// The stored store id, checked: anything but 32 lowercase hex is a corrupt database.
-pub(crate) fn stored_store_id(text: &str) -> crate::Result<crate::StoreId> {
-    crate::StoreId::parse(text).map_err(|_| crate::JobsError::Corrupt { field: "store_id" })
+pub(crate) fn stored_store_id(text: &str) -> crate::Result<vocab::StoreId> {
+    vocab::StoreId::parse(text).map_err(|_| crate::JobsError::Corrupt { field: "store_id" })
 }
 
 /// One migration: its version, a name, and the SQL per backend.

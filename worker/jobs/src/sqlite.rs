@@ -5,14 +5,12 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension as _, Row, TransactionBehavior, params};
 
 use crate::error::{Backend, JobsError, Result};
 use crate::evidence::EvidenceDocument;
-use crate::ids::StoreId;
-use crate::ids::{AttemptId, HostId, JobId};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, duration_ms,
 };
@@ -25,6 +23,8 @@ use crate::rows::{
 };
 use crate::schema::{MIGRATIONS, SCHEMA_VERSION, SELECT_STORE_ID, stored_store_id};
 use crate::transition::{FencedWrite, fenced_update};
+use vocab::StoreId;
+use vocab::{AttemptId, HostId, JobId, now_unix_ms};
 
 /// The fenced `UPDATE`: numbered `?` parameters, the host clock bound as `?12`, the new `run_at`
 /// computed on the host (`now + delay`, saturating) and bound as `?7`.
@@ -53,12 +53,6 @@ pub(crate) fn map_err(e: rusqlite::Error) -> JobsError {
             detail,
         }
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 fn cols() -> String {
@@ -219,7 +213,7 @@ impl SqliteStore {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(map_err)?;
-            let now = now_ms();
+            let now = now_unix_ms();
             let inserted = tx
                 .execute(
                     "INSERT INTO jobs (id, seq, kind, state, idempotency_key, spec_json,
@@ -273,7 +267,7 @@ impl SqliteStore {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(map_err)?;
-            let now = now_ms();
+            let now = now_unix_ms();
             let lease_until = now.saturating_add(duration_ms(lease));
             let ids: Vec<String> = {
                 let mut stmt = tx
@@ -331,7 +325,7 @@ impl SqliteStore {
         lease: Duration,
     ) -> Result<Heartbeat> {
         self.run(move |conn| {
-            let now = now_ms();
+            let now = now_unix_ms();
             let cancel: Option<i64> = conn
                 .query_row(
                     "UPDATE jobs SET lease_until = ?1, updated_at = ?2
@@ -370,7 +364,7 @@ impl SqliteStore {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(map_err)?;
-            let now = now_ms();
+            let now = now_unix_ms();
             let due = write.delay_ms.map(|d| now.saturating_add(d));
             let n = tx
                 .prepare_cached(&FENCED_UPDATE)
@@ -449,7 +443,7 @@ impl SqliteStore {
         usage: String,
     ) -> Result<()> {
         self.run(move |conn| {
-            let now = now_ms();
+            let now = now_unix_ms();
             let n = conn
                 .execute(
                     "INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
@@ -491,7 +485,7 @@ impl SqliteStore {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(map_err)?;
-            let now = now_ms();
+            let now = now_unix_ms();
             // The one guarded statement: the condition and the change are evaluated together.
             let rescued: Vec<(String, Option<String>)> = {
                 let mut stmt = tx
@@ -534,7 +528,7 @@ impl SqliteStore {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(map_err)?;
-            let now = now_ms();
+            let now = now_unix_ms();
             let state: Option<String> = tx
                 .query_row(
                     "UPDATE jobs SET
@@ -568,7 +562,7 @@ impl SqliteStore {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(map_err)?;
-            let now = now_ms();
+            let now = now_unix_ms();
             let n = tx
                 .execute(
                     "UPDATE jobs SET state = 'queued', run_at = ?1, updated_at = ?1,
@@ -718,7 +712,7 @@ impl SqliteStore {
                     params![
                         id.as_str(),
                         attempt.as_ref().map(AttemptId::as_str),
-                        now_ms(),
+                        now_unix_ms(),
                         code,
                         message
                     ],
@@ -739,7 +733,7 @@ impl SqliteStore {
         meta: String,
     ) -> Result<()> {
         self.run(move |conn| {
-            let now = now_ms();
+            let now = now_unix_ms();
             conn.execute(
                 "INSERT INTO hosts (host_id, max_turns, meta_json, started_at, seen_at)
                  VALUES (?1, ?2, ?3, ?4, ?4)
@@ -759,7 +753,7 @@ impl SqliteStore {
             let n = conn
                 .execute(
                     "UPDATE hosts SET seen_at = ?1 WHERE host_id = ?2",
-                    params![now_ms(), host.as_str()],
+                    params![now_unix_ms(), host.as_str()],
                 )
                 .map_err(map_err)?;
             Ok(n == 1)
@@ -885,7 +879,7 @@ fn migrate(conn: &mut Connection) -> Result<StoreId> {
         tx.execute_batch(m.sqlite).map_err(map_err)?;
         tx.execute(
             "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
-            params![m.version, m.name, now_ms()],
+            params![m.version, m.name, now_unix_ms()],
         )
         .map_err(map_err)?;
         tracing::info!(version = m.version, "job store: sqlite schema migrated");
@@ -893,7 +887,7 @@ fn migrate(conn: &mut Connection) -> Result<StoreId> {
     tx.execute(
         "INSERT INTO store_identity (singleton, store_id) VALUES (1, ?1)
          ON CONFLICT (singleton) DO NOTHING",
-        params![StoreId::new_random()?.as_str()],
+        params![crate::ids::random_store_id()?.as_str()],
     )
     .map_err(map_err)?;
     let stored: String = tx
@@ -1011,7 +1005,7 @@ impl SqliteStore {
                 .map_err(map_err)?;
             let id = claim.job_id();
             publish_facts(&tx, id)?.check(id, claim.candidate_digest())?;
-            let now = now_ms();
+            let now = now_unix_ms();
             let live: Option<(String, String)> = tx
                 .query_row(
                     "SELECT holder, branch FROM publication_claims
@@ -1071,7 +1065,7 @@ impl SqliteStore {
                     params![
                         id.as_str(),
                         claim.token(),
-                        now_ms().saturating_add(duration_ms(lease))
+                        now_unix_ms().saturating_add(duration_ms(lease))
                     ],
                 )
                 .map_err(map_err)?;
@@ -1125,7 +1119,7 @@ impl SqliteStore {
             tx.execute(
                 "INSERT INTO publications (job_id, candidate_digest, record, created_at)
                  VALUES (?1, ?2, ?3, ?4)",
-                params![id.as_str(), claim.candidate_digest(), record, now_ms()],
+                params![id.as_str(), claim.candidate_digest(), record, now_unix_ms()],
             )
             .map_err(map_err)?;
             tx.execute(
@@ -1157,7 +1151,7 @@ impl SqliteStore {
                 .execute(
                     "INSERT INTO api_tokens (name, token_sha256, created_at) VALUES (?1, ?2, ?3)
                      ON CONFLICT DO NOTHING",
-                    params![name.as_str(), hash.as_str(), now_ms()],
+                    params![name.as_str(), hash.as_str(), now_unix_ms()],
                 )
                 .map_err(map_err)?;
             if n == 1 {
@@ -1195,7 +1189,7 @@ impl SqliteStore {
             let n = conn
                 .execute(
                     "UPDATE api_tokens SET revoked_at = ?1 WHERE name = ?2 AND revoked_at IS NULL",
-                    params![now_ms(), name.as_str()],
+                    params![now_unix_ms(), name.as_str()],
                 )
                 .map_err(map_err)?;
             Ok(n == 1)

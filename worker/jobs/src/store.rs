@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use crate::error::{JobsError, Result};
 use crate::evidence::{EvidenceDocument, check_set as check_evidence_set};
-use crate::ids::{AttemptId, HostId, JobId, StoreId};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, MAX_CANDIDATE_BYTES,
     Retry, StoreOptions, check_code, check_message, document_text,
@@ -21,6 +20,7 @@ use crate::rows::check_batch;
 use crate::sqlite::SqliteStore;
 use crate::transition::{FencedWrite, Transition};
 use crate::wake::{Wake, WorkSignal};
+use vocab::{AttemptId, HostId, JobId, StoreId};
 
 /// The SQLite file's name inside the state directory when no `--database` is given.
 pub const DEFAULT_SQLITE_FILE: &str = "jobs.sqlite3";
@@ -111,7 +111,7 @@ fn check_claim_input(candidate_digest: &str, lease: Duration) -> Result<()> {
 }
 
 fn attempts_for(max: usize) -> Result<Vec<AttemptId>> {
-    (0..max).map(|_| AttemptId::new_random()).collect()
+    (0..max).map(|_| crate::ids::random_attempt_id()).collect()
 }
 
 impl JobStore {
@@ -224,7 +224,7 @@ impl JobStore {
     /// `PATCH_CANDIDATE_JOBS_SPEC` for a malformed spec; database errors.
     pub async fn submit(&self, spec: JobSpec) -> Result<(Job, bool)> {
         spec.validate()?;
-        let id = JobId::new_random()?;
+        let id = crate::ids::random_job_id()?;
         let (job, created) = dispatch!(self.submit(spec, id))?;
         if created {
             self.announce().await;

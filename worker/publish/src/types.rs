@@ -321,26 +321,9 @@ pub struct PublicationRecord {
     pub created: bool,
 }
 
-/// RFC 3339 (UTC, seconds) of a time since the epoch. Hand-written: one timestamp does not
-/// justify a date-time dependency (civil-from-days, Howard Hinnant's algorithm).
+/// RFC 3339 (UTC, seconds) of a time since the epoch ([`vocab::rfc3339_utc`]).
 pub(crate) fn rfc3339_utc(seconds: u64) -> String {
-    let days = i64::try_from(seconds / 86_400).unwrap_or(0);
-    let rem = seconds % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    vocab::rfc3339_utc(i64::try_from(seconds).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

@@ -19,9 +19,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use jobs::{Job, JobId, JobState};
+use jobs::{Job, JobState};
 use subtle::ConstantTimeEq as _;
 use tokio::net::TcpListener;
+use vocab::JobId;
 use vocab::{Coded, FailureClass};
 
 use super::submission::{Submission, prepare};
@@ -152,7 +153,7 @@ impl ApiStatus for jobs::JobsError {
             | Self::NotAccepted { .. }
             | Self::Publishing { .. }
             | Self::ClaimLost { .. } => StatusCode::CONFLICT,
-            Self::Id { .. } | Self::Input { .. } => StatusCode::BAD_REQUEST,
+            Self::Vocab(_) | Self::Input { .. } => StatusCode::BAD_REQUEST,
             _ => class_status(self.class()),
         }
     }
@@ -218,8 +219,8 @@ pub fn job_view(job: &Job) -> serde_json::Value {
         "run_at_ms": job.run_at_ms,
         "created_at_ms": job.created_at_ms,
         "updated_at_ms": job.updated_at_ms,
-        "attempt_id": job.attempt_id.as_ref().map(jobs::AttemptId::as_str),
-        "host": job.host.as_ref().map(jobs::HostId::as_str),
+        "attempt_id": job.attempt_id.as_ref().map(vocab::AttemptId::as_str),
+        "host": job.host.as_ref().map(vocab::HostId::as_str),
         "lease_until_ms": job.lease_until_ms,
         "cancel_requested": job.cancel_requested,
         "last_error": job.last_error.as_ref().map(|f| serde_json::json!({"code": f.code, "message": f.message})),
@@ -768,10 +769,7 @@ mod tests {
         use jobs::{Backend, JobsError as J};
         let id = || "job_00000000000000000000000000000000".to_owned();
         vec![
-            J::Id {
-                kind: "job",
-                value: "x".into(),
-            },
+            J::from(vocab::JobId::parse("x").unwrap_err()),
             J::Spec {
                 field: "commit",
                 detail: "x",

@@ -27,8 +27,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use finalizer::CandidateStore;
-use jobs::{HostId, JobStore};
+use jobs::{JobStore, JobsError};
 use tokio::sync::Notify;
+use vocab::HostId;
 
 pub use error::{ERROR_CODES, ServiceError};
 pub use http::{
@@ -153,7 +154,7 @@ pub fn host_id(explicit: Option<&str>, state: &Path) -> Result<HostId, ServiceEr
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     if let Some(id) = explicit {
-        return Ok(HostId::parse(id)?);
+        return Ok(HostId::parse(id).map_err(JobsError::from)?);
     }
     let path = state.join(HOST_ID_FILE);
     let mut text = String::new();
@@ -163,7 +164,7 @@ pub fn host_id(explicit: Option<&str>, state: &Path) -> Result<HostId, ServiceEr
             .map_err(|_| ServiceError::State {
                 detail: "cannot read the service host id",
             })?;
-        return Ok(HostId::parse(text.trim_end_matches('\n'))?);
+        return Ok(HostId::parse(text.trim_end_matches('\n')).map_err(JobsError::from)?);
     }
     create_private_dir(state)?;
     let fresh = format!("h{}", uuid::Uuid::new_v4().simple());
@@ -174,7 +175,7 @@ pub fn host_id(explicit: Option<&str>, state: &Path) -> Result<HostId, ServiceEr
         .open(&path)
         .and_then(|mut f| f.write_all(format!("{fresh}\n").as_bytes()));
     match written {
-        Ok(()) => Ok(HostId::parse(&fresh)?),
+        Ok(()) => Ok(HostId::parse(&fresh).map_err(JobsError::from)?),
         // Lost a race with another process: read what it wrote.
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => host_id(None, state),
         Err(_) => Err(ServiceError::State {

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use jobs::JobId;
+use vocab::JobId;
 
 use super::super::ApiError;
 use super::super::review_api::{self, PublishBody};

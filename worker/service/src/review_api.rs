@@ -16,7 +16,7 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use jobs::JobId;
+use vocab::JobId;
 
 use super::{ApiError, ApiResult, Caller, json_body, parse_id};
 use crate::Shared;
@@ -187,12 +187,6 @@ struct DecisionBody {
     force: bool,
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 /// A `sha256:` digest a client named.
 pub(crate) fn named_digest(text: &str) -> Result<vocab::Sha256, ApiError> {
     text.parse().map_err(|_| {
@@ -232,7 +226,7 @@ pub(crate) async fn decide(
         kind: review::ActorKind::ApiToken,
         principal,
     };
-    let record = review::decide(&context.facts, request, actor, now_ms())?;
+    let record = review::decide(&context.facts, request, actor, vocab::now_unix_ms())?;
     let row = jobs::DecisionRow::new(
         &record.candidate_digest.to_string(),
         record.decision.as_str(),

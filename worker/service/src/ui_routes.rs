@@ -24,8 +24,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use jobs::{Job, JobId, JobState};
+use jobs::{Job, JobState};
 use ui::{Sessions, Shown};
+use vocab::JobId;
 
 use super::review_api::{self, ReviewContext, review_context};
 use super::{ApiError, token_principal};

@@ -24,11 +24,12 @@ use container::ContainerError;
 use container::ContainerGuard;
 use container::RuntimeProfile;
 use container::docker_call;
-use container::{AttemptId, local_owner, now_unix};
 use container::{ContainerId, ContainerName, ImageId};
 use container::{ContainerRuntime, OutputChunk, OutputStream, RuntimeError};
 use container::{Death, classify_exit};
 use container::{SpecInput, container_spec, verify_container, verify_env};
+use container::{generate_attempt_id, local_owner};
+use vocab::{AttemptId, now_unix};
 
 /// The result of one turn: a sanitised proposal, the verified-shape archive (or the empty
 /// marker) and the usage measurement, kept apart from the proposal.
@@ -137,7 +138,7 @@ async fn execute_turn<R: ContainerRuntime + Clone + 'static>(
         profile.verify_registration(&registered)?;
     }
 
-    let attempt = AttemptId::generate();
+    let attempt = generate_attempt_id();
     // A live turn also has the grace after STOP.
     let lifetime = config.turn_lifetime() + live.map_or(Duration::ZERO, |l| l.settings.stop_grace);
     // Rounded up: the label never claims an earlier deadline than the one enforced below.

@@ -181,7 +181,7 @@ impl UsageLedger {
                     tokens(r.completion_tokens)?,
                     tokens(r.total_tokens)?,
                     r.source,
-                    container::now_unix(),
+                    vocab::now_unix(),
                 ],
             )
             .map_err(|_| ledger_err("cannot write record"))?;

@@ -1098,14 +1098,14 @@ async fn every_explicit_path_removes_exactly_once_and_hands_nothing_off() {
 async fn containers_carry_their_owner_and_deadline() {
     let fx = Fixture::new(&[], &[]);
     let fake = FakeRuntime::new(&update_output());
-    let before = container::now_unix();
+    let before = vocab::now_unix();
     let turn = run(&fake, &fx, &fx.request(&[SERVICE], &[])).await.unwrap();
     let labels = fake.created_body().labels.unwrap();
     assert_eq!(labels["mozaiks.refinement.repository_turn"], "offline");
     assert_eq!(labels[container::ATTEMPT_LABEL_KEY], turn.attempt.as_str());
     let deadline: i64 = labels[container::DEADLINE_LABEL_KEY].parse().unwrap();
     let lifetime = i64::try_from(config().turn_lifetime().as_secs()).unwrap();
-    assert!(deadline > before + lifetime && deadline <= container::now_unix() + lifetime + 1);
+    assert!(deadline > before + lifetime && deadline <= vocab::now_unix() + lifetime + 1);
     let me = container::local_owner();
     assert_eq!(labels[container::HOST_LABEL_KEY], me.host().as_str());
     assert_eq!(labels.len(), 7);

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobs::{
-    AttemptId, Fenced, Heartbeat, HostId, JobId, JobSpec, JobState, JobStore, JobsError, Retry,
-    StoreId, testkit::PrivateCluster,
+    Fenced, Heartbeat, JobSpec, JobState, JobStore, JobsError, Retry, random_attempt_id,
+    random_job_id, testkit::PrivateCluster,
 };
 use pretty_assertions::assert_eq;
+use vocab::{HostId, JobId, StoreId};
 
 /// Where the store under test lives, to open a second handle ("another host").
 pub enum Location {
@@ -176,7 +177,7 @@ pub async fn malformed_input_is_refused_before_storage(store: &JobStore, _: &Loc
     let job = store.get(&id).await.unwrap().unwrap();
     assert_eq!(job.state, JobState::Running);
     assert_eq!(job.last_error, None);
-    let unknown = JobId::new_random().unwrap();
+    let unknown = random_job_id().unwrap();
     assert_eq!(store.get(&unknown).await.unwrap(), None);
     assert_eq!(
         store.cancel(&unknown).await.unwrap_err().code(),
@@ -343,7 +344,7 @@ pub async fn heartbeat_renews_then_is_lost_after_rescue(store: &JobStore, _: &Lo
         store.heartbeat(&id, &c.attempt_id, LONG).await.unwrap(),
         Heartbeat::Lost
     );
-    let unknown = AttemptId::new_random().unwrap();
+    let unknown = random_attempt_id().unwrap();
     assert_eq!(
         store.heartbeat(&id, &unknown, LONG).await.unwrap(),
         Heartbeat::Lost
@@ -785,7 +786,7 @@ pub async fn candidate_readable_from_another_handle_and_usage_idempotent(
     assert_eq!(other.candidate(&id).await.unwrap(), Some(bytes));
     let job = other.get(&id).await.unwrap().unwrap();
     assert_eq!(job.candidate_digest, Some(digest(9)));
-    let unknown = JobId::new_random().unwrap();
+    let unknown = random_job_id().unwrap();
     assert_eq!(
         store
             .record_usage(&unknown, &a1.attempt_id, &u1)
@@ -822,7 +823,7 @@ pub async fn events_hosts_and_current_attempts(store: &JobStore, _: &Location) {
     );
     assert_eq!(
         store
-            .append_event(&JobId::new_random().unwrap(), None, "NOTE", "x")
+            .append_event(&random_job_id().unwrap(), None, "NOTE", "x")
             .await
             .unwrap_err()
             .code(),
@@ -1671,7 +1672,7 @@ pub async fn review_decisions_are_append_only_and_bound_to_the_candidate(
         .await
         .unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_STATE");
-    let missing = JobId::new_random().unwrap();
+    let missing = random_job_id().unwrap();
     let e = store
         .record_decision(&missing, decision_row(5, "reject", "alice", false), None)
         .await
@@ -1755,7 +1756,7 @@ pub async fn a_publication_is_recorded_once(store: &JobStore, location: &Locatio
         .unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_STATE");
     let e = store
-        .claim_publication(&JobId::new_random().unwrap(), &digest(9), &h, "b", LONG)
+        .claim_publication(&random_job_id().unwrap(), &digest(9), &h, "b", LONG)
         .await
         .unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_NOT_FOUND");
