@@ -213,7 +213,7 @@ pub fn fixture_mode_image(mode: &str) -> (String, String) {
 
 /// The recorded proof images (`images.json`), required for the proof and hostile suites.
 pub fn proof_images() -> turn::ImagesState {
-    let state = container::state_dir().unwrap();
+    let state = state::StateDir::locate().unwrap().into_path();
     turn::ImagesState::load(&state)
         .unwrap()
         .unwrap_or_else(|| panic!("{} lacks images.json: run images/build.sh", state.display()))

@@ -33,5 +33,5 @@ pub(crate) fn tokio_runtime() -> Result<tokio::runtime::Runtime, CliError> {
 
 /// The state directory (`PATCH_CANDIDATE_STATE_DIR` or `~/.local/state/patch-candidate`).
 pub(crate) fn state_dir() -> Result<PathBuf, CliError> {
-    Ok(container::state_dir()?)
+    Ok(state::StateDir::locate()?.into_path())
 }

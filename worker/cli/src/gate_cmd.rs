@@ -82,12 +82,12 @@ struct InitArgs {
     image: Option<String>,
 }
 
-/// The image ID `image build --gate` recorded for `kind` (`turn::GateImagesState`).
+/// The image ID `image build --gate` recorded for `kind` (`gate::GateImagesState`).
 fn recorded_gate_image(state: &Path, kind: &str) -> Result<Option<ImageId>, CliError> {
-    let Some(records) = turn::GateImagesState::load(state)? else {
+    let Some(records) = gate::GateImagesState::load(state)? else {
         return Ok(None);
     };
-    let Some(name) = turn::GateImageName::parse(kind) else {
+    let Some(name) = gate::GateImageName::parse(kind) else {
         return Ok(None);
     };
     Ok(records.get(&name).map(|r| r.image_id().clone()))

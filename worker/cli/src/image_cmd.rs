@@ -11,9 +11,8 @@ use std::process::Command;
 
 use clap::{Args, Subcommand, ValueEnum};
 use container::{ContainerRuntime as _, ImageId, ImageReference};
-use turn::{
-    GATE_IMAGES_FILE, GateImageName, GateImageRecord, GateImagesState, ImagesState, LiveImageState,
-};
+use gate::{GateImageName, GateImageOrigin, GateImageRecord, GateImagesState};
+use turn::{ImagesState, LiveImageState};
 
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
 use super::outcome::{
@@ -210,15 +209,14 @@ fn approve_gate_image(
     let mut gates = GateImagesState::load(state)?.unwrap_or_default();
     let record = GateImageRecord::approved(id);
     gates.insert(name.clone(), record.clone());
-    write_state_file(state, GATE_IMAGES_FILE, &gates.to_json())?;
+    // Atomically, 0600, the state folder 0700, as images/build.sh's record_state does.
+    gates.save(state).map_err(|_| {
+        CliError::environment(
+            STATE_CODE,
+            format!("cannot write {}", state::GATE_IMAGES.name),
+        )
+    })?;
     Ok((name, record))
-}
-
-/// Writes `bytes` to `<state>/<file>` atomically (0600, the state folder 0700), as
-/// images/build.sh's record_state does.
-fn write_state_file(state: &Path, file: &str, bytes: &[u8]) -> Result<(), CliError> {
-    gate::write_private_state_file(state, file, bytes)
-        .map_err(|_| CliError::environment(STATE_CODE, format!("cannot write {file}")))
 }
 
 fn gate_text(gate: &GateImageName, record: &GateImageRecord, state: &Path) -> String {
@@ -227,8 +225,8 @@ fn gate_text(gate: &GateImageName, record: &GateImageRecord, state: &Path) -> St
         name(gate.as_str()),
         name(record.image_id().as_str()),
         match record.origin() {
-            turn::GateImageOrigin::Built => "built",
-            turn::GateImageOrigin::Approved => "approved",
+            GateImageOrigin::Built => "built",
+            GateImageOrigin::Approved => "approved",
         }
     );
     if let Some(tag) = record.image() {
@@ -246,7 +244,7 @@ fn gate_text(gate: &GateImageName, record: &GateImageRecord, state: &Path) -> St
     }
     text.push_str(&format!(
         "recorded in:  {}\n",
-        display_path(&state.join(GATE_IMAGES_FILE))
+        display_path(&state::GATE_IMAGES.path_in(state))
     ));
     text
 }
@@ -304,7 +302,7 @@ pub(crate) fn run(command: &ImageCommand) -> Result<Outcome, CliError> {
                 name(&live.agent),
                 name(&live.agent_version),
                 live.agent_tarball_sha256,
-                display_path(&state.join(agent.image_record()))
+                display_path(&agent.image_record_entry().path_in(&state))
             );
             let json = serde_json::to_value(&live).unwrap_or_default();
             Ok(Outcome { json, text })
@@ -319,7 +317,7 @@ pub(crate) fn run(command: &ImageCommand) -> Result<Outcome, CliError> {
                 name(images.image_id.as_str()),
                 name(images.hostile_image.as_str()),
                 name(images.hostile_image_id.as_str()),
-                display_path(&state.join("images.json"))
+                display_path(&state::IMAGES.path_in(&state))
             );
             let json = serde_json::to_value(&images).unwrap_or_default();
             Ok(Outcome { json, text })
@@ -352,23 +350,7 @@ mod tests {
             let e = approve_gate_image(&args, state.path()).unwrap_err();
             assert_eq!(e.code, IMAGE_APPROVE_CODE);
         }
-        assert!(!state.path().join(GATE_IMAGES_FILE).exists());
-    }
-
-    #[test]
-    fn state_files_are_written_atomically_and_private() {
-        use std::os::unix::fs::PermissionsExt as _;
-        let dir = tempfile::tempdir().unwrap();
-        let state = dir.path().join("state");
-        write_state_file(&state, GATE_IMAGES_FILE, b"one").unwrap();
-        write_state_file(&state, GATE_IMAGES_FILE, b"two").unwrap();
-        let path = state.join(GATE_IMAGES_FILE);
-        assert_eq!(std::fs::read(&path).unwrap(), b"two");
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
-        assert_eq!(std::fs::read_dir(&state).unwrap().count(), 1);
+        assert!(!state::GATE_IMAGES.path_in(state.path()).exists());
     }
 
     #[test]

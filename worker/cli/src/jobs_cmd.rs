@@ -371,7 +371,7 @@ fn submit(args: &SubmitArgs) -> Result<Outcome, CliError> {
         .map(super::gate_cmd::load_definitions)
         .transpose()?;
     let rt = tokio_runtime()?;
-    let mirrors = MirrorCache::new(state.join("mirrors"));
+    let mirrors = MirrorCache::new(state::MIRRORS.path_in(&state));
     let (job, created) = rt.block_on(async {
         // Verified completely before the store is even opened.
         let spec = service::prepare(sub, &state, &mirrors, gates.as_ref()).await?;

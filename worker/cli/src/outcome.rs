@@ -31,8 +31,8 @@ pub(crate) const INPUT_CODE: &str = "PATCH_CANDIDATE_INPUT";
 pub(crate) const IO_CODE: &str = "PATCH_CANDIDATE_IO";
 /// A result could not be serialised or rendered for output (exit status 3).
 pub(crate) const OUTPUT_CODE: &str = "PATCH_CANDIDATE_OUTPUT";
-/// The state directory cannot be created (exit status 3): the Docker seam's code for local state.
-pub(crate) const STATE_CODE: &str = container::STATE_CODE;
+/// The state directory cannot be created (exit status 3): the state directory crate's code.
+pub(crate) const STATE_CODE: &str = state::STATE_CODE;
 /// The async runtime or the signal handlers cannot be set up (exit status 3).
 pub(crate) const RUNTIME_CODE: &str = "PATCH_CANDIDATE_RUNTIME";
 /// `jobs show|logs` for a job the store does not hold (exit status 1): the job store's code.
@@ -437,7 +437,7 @@ mod tests {
             assert!(listed.contains(e.code()), "{}", e.code());
         }
         assert!(jobs::ERROR_CODES.contains(&JOBS_NOT_FOUND_CODE));
-        assert!(container::ERROR_CODES.contains(&STATE_CODE));
+        assert!(state::ERROR_CODES.contains(&STATE_CODE));
         assert!(container::ERROR_CODES.contains(&CLEANUP_FAILED_CODE));
         assert!(turn::ERROR_CODES.contains(&LIVE_AGENT_CODE));
         assert!(gateway::ERROR_CODES.contains(&GATEWAY_CONFIG_CODE));

@@ -108,7 +108,7 @@ pub(crate) fn find(args: &CandidateArgs, state: &Path) -> Result<Found, CliError
     let store_dir = args
         .store
         .clone()
-        .unwrap_or_else(|| state.join("candidates"));
+        .unwrap_or_else(|| state::CANDIDATES.path_in(state));
     if args.candidate.starts_with("sha256:") {
         let digest = parse_digest_flag("CANDIDATE", &args.candidate)?;
         let candidate = CandidateStore::open_existing(&store_dir)?.get(&digest)?;

@@ -108,13 +108,13 @@ pub(crate) fn execute(
     let store_dir = args
         .store
         .clone()
-        .unwrap_or_else(|| state.join("candidates"));
+        .unwrap_or_else(|| state::CANDIDATES.path_in(&state));
     let store = CandidateStore::open(&store_dir)?;
     let ledger = if args.no_ledger {
         None
     } else {
         create_private_dir(&state)?;
-        match UsageLedger::open(&state.join("usage.sqlite3")) {
+        match UsageLedger::open(&state::USAGE_LEDGER.path_in(&state)) {
             Ok(l) => Some(l),
             Err(e) => {
                 tracing::warn!("{}: usage will not be recorded", e.code());
@@ -231,12 +231,8 @@ async fn turn_with_sweep(
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), CliError> {
-    use std::os::unix::fs::DirBuilderExt as _;
     // The state directory holds the operator's records; the one ambient path of this command.
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    state::create_private_dir(dir)
         .map_err(|_| CliError::environment(STATE_CODE, "cannot create the state directory"))
 }
 

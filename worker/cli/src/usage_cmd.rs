@@ -29,7 +29,7 @@ pub(crate) fn run(args: &UsageArgs) -> Result<Outcome, CliError> {
             }
             p.clone()
         }
-        None => state_dir()?.join("usage.sqlite3"),
+        None => state::USAGE_LEDGER.path_in(&state_dir()?),
     };
     let records = if path.exists() {
         UsageLedger::open(&path)?.list()?

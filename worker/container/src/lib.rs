@@ -32,7 +32,7 @@ pub use call::docker_call;
 pub use cleanup::{ContainerGuard, settle_pending_removals};
 pub use death::{Death, classify_exit};
 pub use docker::{BollardRuntime, DEFAULT_DOCKER_SOCKET, DaemonFacts};
-pub use error::{CLEANUP_FAILED_CODE, ContainerError, ERROR_CODES, STATE_CODE};
+pub use error::{CLEANUP_FAILED_CODE, ContainerError, ERROR_CODES};
 pub use ids::{
     ContainerId, ContainerName, EXPECTED_IMAGE_ID_CODE, IdError, ImageId, ImageReference,
     RuntimeName,
@@ -59,4 +59,3 @@ pub use spec::{
     ALLOWED_GATE_IMAGE_ENV_NAMES, GateLimits, SpecInput, container_spec, security_opts,
     verify_container, verify_env, verify_gate_env,
 };
-pub use state::state_dir;

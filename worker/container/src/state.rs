@@ -1,21 +1,11 @@
-//! The operator's state directory (image records, usage ledger, candidates, host id).
+//! The state directory of this host's own files (the host id), located by the `state` crate.
 
 use std::path::PathBuf;
 
-use crate::error::ContainerError;
-
-/// `${PATCH_CANDIDATE_STATE_DIR:-$HOME/.local/state/patch-candidate}`.
+/// `${PATCH_CANDIDATE_STATE_DIR:-$HOME/.local/state/patch-candidate}` ([`::state::StateDir::locate`]).
 ///
 /// # Errors
 /// `PATCH_CANDIDATE_STATE` when neither variable is set.
-pub fn state_dir() -> Result<PathBuf, ContainerError> {
-    if let Some(dir) = std::env::var_os("PATCH_CANDIDATE_STATE_DIR").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(dir));
-    }
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .ok_or(ContainerError::State {
-            detail: "HOME is not set",
-        })?;
-    Ok(PathBuf::from(home).join(".local/state/patch-candidate"))
+pub(crate) fn state_dir() -> Result<PathBuf, ::state::StateError> {
+    ::state::StateDir::locate().map(::state::StateDir::into_path)
 }

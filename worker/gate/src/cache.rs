@@ -4,11 +4,9 @@
 //! miss. Only verdicts (`passed`, `failed`) are cached, never an environment failure.
 //! Files are reached through a cap-std directory handle.
 
-use std::io::Write as _;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use cap_std::fs::{Dir, OpenOptions};
+use cap_std::fs::Dir;
 use sha2::{Digest as _, Sha256 as Hasher};
 
 use crate::definition::GateDefinition;
@@ -16,11 +14,10 @@ use crate::error::GateError;
 use crate::evidence::{EvidenceFile, GateVerdict, parse_evidence};
 
 /// The cache's folder under the state directory.
-pub const BASELINE_CACHE_DIR: &str = "gate-baselines";
+pub const BASELINE_CACHE_DIR: &str = state::GATE_BASELINES.name;
 /// The cache format, part of every key: entries written before baseline evidence listed its
 /// passing ids (format 1) are never read as a hit.
 const CACHE_FORMAT: &str = "patch_candidate.gate_baseline_cache.v2";
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// An opened baseline cache.
 #[derive(Debug)]
@@ -28,76 +25,25 @@ pub struct BaselineCache {
     dir: Dir,
 }
 
-fn state(detail: &'static str) -> GateError {
+fn state_error(detail: &'static str) -> GateError {
     GateError::State { detail }
 }
 
 /// Opens `dir` (created 0700 when missing; its parent must exist) as a handle.
 pub(crate) fn open_or_create(dir: &Path) -> Result<Dir, GateError> {
-    use std::os::unix::fs::DirBuilderExt as _;
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(_) => return Err(state("a state folder cannot be created")),
-    }
-    Dir::open_ambient_dir(dir, cap_std::ambient_authority())
-        .map_err(|_| state("a state folder cannot be opened"))
-}
-
-/// Writes `bytes` to `<dir>/<name>` atomically as a 0600 file, `dir` created 0700 when missing:
-/// for the state directory's records that are written outside the gate crate (the gate image
-/// records of `image approve --gate`).
-///
-/// # Errors
-/// `PATCH_CANDIDATE_GATE_STATE`.
-pub fn write_private_state_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), GateError> {
-    let handle = open_or_create(dir)?;
-    write_atomic_with_mode(&handle, name, bytes, Some(0o600))
+    state::open_or_create_dir(dir).map_err(|e| match e {
+        state::OpenDirError::Create => state_error("a state folder cannot be created"),
+        _ => state_error("a state folder cannot be opened"),
+    })
 }
 
 /// Writes `bytes` to `name` in `dir` atomically (temp file, fsync, rename).
 pub(crate) fn write_atomic(dir: &Dir, name: &str, bytes: &[u8]) -> Result<(), GateError> {
-    write_atomic_with_mode(dir, name, bytes, None)
-}
-
-fn write_atomic_with_mode(
-    dir: &Dir,
-    name: &str,
-    bytes: &[u8],
-    mode: Option<u32>,
-) -> Result<(), GateError> {
-    use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt as _};
-    use cap_std::fs::OpenOptionsExt as _;
-    let temp = format!(
-        ".tmp-{}-{}",
-        std::process::id(),
-        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    );
-    let mut options = OpenOptions::new();
-    options
-        .write(true)
-        .create_new(true)
-        .follow(FollowSymlinks::No);
-    if let Some(mode) = mode {
-        options.mode(mode);
-    }
-    let written = (|| {
-        let mut file = dir
-            .open_with(&temp, &options)
-            .map_err(|_| state("a state file cannot be created"))?;
-        file.write_all(bytes)
-            .map_err(|_| state("a state file cannot be written"))?;
-        file.sync_all()
-            .map_err(|_| state("a state file cannot be written"))
-    })();
-    let renamed = written.and_then(|()| {
-        dir.rename(&temp, dir, name)
-            .map_err(|_| state("a state file cannot be renamed"))
-    });
-    if renamed.is_err() {
-        let _ = dir.remove_file(&temp);
-    }
-    renamed
+    state::write_atomic(dir, name, bytes, None).map_err(|e| match e {
+        state::WriteError::Create => state_error("a state file cannot be created"),
+        state::WriteError::Rename => state_error("a state file cannot be renamed"),
+        _ => state_error("a state file cannot be written"),
+    })
 }
 
 impl BaselineCache {

@@ -1,8 +1,8 @@
 //! Validation gates, the host side: operator gate definitions ([`GateDefinitions`]), the
 //! candidate's tree at its baseline commit ([`BaselineTree`], [`GateTree`]), the sealed gate run
 //! through the container crate's seam ([`run_gate`]), the host's classification ([`classify`]),
-//! the baseline cache ([`BaselineCache`]), and bound, verifiable evidence ([`GateEvidence`],
-//! [`parse_evidence`], [`verify_evidence`]). [`evaluate_gate`] is one gate for one candidate.
+//! the baseline cache ([`BaselineCache`]), the gate images' records ([`GateImagesState`]), and
+//! bound, verifiable evidence ([`GateEvidence`], [`parse_evidence`], [`verify_evidence`]). [`evaluate_gate`] is one gate for one candidate.
 //!
 //! Modules are private; this list is the crate's surface.
 //!
@@ -20,6 +20,7 @@ mod definition;
 mod error;
 mod evidence;
 mod gate;
+mod images;
 mod pinned;
 mod run;
 mod store;
@@ -28,7 +29,7 @@ mod testkit;
 mod tree;
 mod wire;
 
-pub use cache::{BASELINE_CACHE_DIR, BaselineCache, write_private_state_file};
+pub use cache::{BASELINE_CACHE_DIR, BaselineCache};
 pub use classify::{
     BaselineFacts, Classified, HOST_DEADLINE_CODE, JUNIT_MISSING_CODE, LOG_CONTRADICTION_CODE,
     POLICY_CODE, TIMED_OUT_CODE, classify, compare, deleted_modules,
@@ -48,6 +49,7 @@ pub use gate::{
     BaselineUse, GateResult, evaluate_commit, evaluate_commit_all, evaluate_gate,
     evidence_file_name, verdict_line,
 };
+pub use images::{GateImageName, GateImageOrigin, GateImageRecord, GateImagesState, GateToolchain};
 pub use pinned::PinnedPattern;
 pub use run::{GATE_SLACK, MAX_RUNNER_STDERR_BYTES, RunContext, RunFacts, run_gate};
 pub use store::{FoundEvidence, find_evidence, store_evidence};

@@ -23,7 +23,7 @@ use crate::wake::{Wake, WorkSignal};
 use vocab::{AttemptId, HostId, JobId, StoreId};
 
 /// The SQLite file's name inside the state directory when no `--database` is given.
-pub const DEFAULT_SQLITE_FILE: &str = "jobs.sqlite3";
+pub const DEFAULT_SQLITE_FILE: &str = state::JOBS_DATABASE.name;
 
 /// Where the jobs live, as parsed from `--database`.
 #[derive(Clone, Debug, PartialEq, Eq)]

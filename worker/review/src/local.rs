@@ -23,7 +23,7 @@ use crate::decision::{DecisionRecord, StoredDecision, parse_record};
 use crate::error::ReviewError;
 
 /// The folder of the local review store inside the state directory.
-pub const REVIEWS_DIR: &str = "reviews";
+pub const REVIEWS_DIR: &str = state::REVIEWS.name;
 /// The publication record's file name in a candidate's folder.
 const PUBLICATION_FILE: &str = "publication.json";
 /// The most decisions one candidate's local history holds.
@@ -58,12 +58,8 @@ impl LocalReviews {
     /// # Errors
     /// `PATCH_CANDIDATE_REVIEW_STATE`.
     pub fn open(state_dir: &Path) -> Result<Self, ReviewError> {
-        use std::os::unix::fs::DirBuilderExt as _;
-        let path = state_dir.join(REVIEWS_DIR);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&path)
+        let path = state::REVIEWS.path_in(state_dir);
+        state::create_private_dir(&path)
             .map_err(|_| state("the review folder cannot be created"))?;
         let root = Dir::open_ambient_dir(&path, cap_std::ambient_authority())
             .map_err(|_| state("the review folder cannot be opened"))?;

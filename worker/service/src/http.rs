@@ -37,7 +37,7 @@ use super::{ServiceError, Shared};
 pub use review_api::PublishTarget;
 
 /// The token file in the state directory.
-pub const TOKEN_FILE: &str = "api-token";
+pub const TOKEN_FILE: &str = state::API_TOKEN.name;
 /// Largest request body: an approval (1 MiB) and a policy (1 MiB) as JSON strings, escaped.
 const MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
 /// Most jobs one list returns.
@@ -51,7 +51,7 @@ const MAX_LIST: usize = 1000;
 /// malformed.
 pub fn load_or_create_token(state: &Path) -> Result<Vec<u8>, ServiceError> {
     use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
-    let path = state.join(TOKEN_FILE);
+    let path = state::API_TOKEN.path_in(state);
     let bad = |detail: &'static str| ServiceError::State { detail };
     match std::fs::File::open(&path) {
         Ok(f) => {

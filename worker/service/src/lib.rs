@@ -59,7 +59,7 @@ pub const DEFAULT_SNOOZE: Duration = Duration::from_secs(60);
 /// Default listen address of the HTTP API.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8787";
 /// The file holding this state directory's service host id.
-pub const HOST_ID_FILE: &str = "service-host-id";
+pub const HOST_ID_FILE: &str = state::SERVICE_HOST_ID.name;
 /// Memory a turn may use (its container limit), for the default `--max-turns`.
 const TURN_MEMORY_BYTES: u64 = 768 * 1024 * 1024;
 /// Longest pause of the claim loop (and of the start-up wait, and of a retried store write) while
@@ -131,17 +131,11 @@ impl std::fmt::Debug for Shared {
     }
 }
 
-/// Creates `dir` (and parents) with mode 0700.
+/// Creates `dir` (and parents) with mode 0700 ([`state::create_private_dir`]).
 pub(crate) fn create_private_dir(dir: &Path) -> Result<(), ServiceError> {
-    use std::os::unix::fs::DirBuilderExt as _;
-    // The state directory is the operator's: ambient by design.
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|_| ServiceError::State {
-            detail: "cannot create a directory in the state directory",
-        })
+    state::create_private_dir(dir).map_err(|_| ServiceError::State {
+        detail: "cannot create a directory in the state directory",
+    })
 }
 
 /// The service host id of this state directory: `--host-id` when given, else the id stored in
@@ -156,7 +150,7 @@ pub fn host_id(explicit: Option<&str>, state: &Path) -> Result<HostId, ServiceEr
     if let Some(id) = explicit {
         return Ok(HostId::parse(id).map_err(JobsError::from)?);
     }
-    let path = state.join(HOST_ID_FILE);
+    let path = state::SERVICE_HOST_ID.path_in(state);
     let mut text = String::new();
     if let Ok(f) = std::fs::File::open(&path) {
         f.take(128)

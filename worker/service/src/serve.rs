@@ -120,7 +120,7 @@ async fn start_up(
     create_private_dir(&opts.state_dir)?;
     let lock = lock_state(&opts.state_dir)?;
     // Staging trees of a previous process of this state directory (killed mid-turn) go first.
-    let staging = opts.state_dir.join("serve-staging");
+    let staging = state::SERVE_STAGING.path_in(&opts.state_dir);
     if staging.exists() {
         let state_dir =
             cap_std::fs::Dir::open_ambient_dir(&opts.state_dir, cap_std::ambient_authority())
@@ -128,13 +128,13 @@ async fn start_up(
                     detail: "cannot open the state directory",
                 })?;
         state_dir
-            .remove_dir_all("serve-staging")
+            .remove_dir_all(state::SERVE_STAGING.name)
             .map_err(|_| ServiceError::State {
                 detail: "cannot clear the staging directory",
             })?;
     }
     create_private_dir(&staging)?;
-    let candidates = CandidateStore::open(&opts.state_dir.join("candidates"))?;
+    let candidates = CandidateStore::open(&state::CANDIDATES.path_in(&opts.state_dir))?;
     let token = load_or_create_token(&opts.state_dir)?;
     let docker = BollardRuntime::connect(&opts.docker_socket).await?;
     let listener = bind_listener(opts.listen).map_err(|_| ServiceError::Listen {
@@ -187,7 +187,7 @@ async fn start_up(
         "backend": store.backend_name(),
     });
     let sh = Arc::new(Shared {
-        mirrors: MirrorCache::new(opts.state_dir.join("mirrors")),
+        mirrors: MirrorCache::new(state::MIRRORS.path_in(&opts.state_dir)),
         opts,
         store,
         docker,
@@ -372,20 +372,14 @@ async fn drain(
 
 /// Holds `<state dir>/serve.lock` (one serve per state directory) for the process's life.
 fn lock_state(state: &Path) -> Result<std::fs::File, ServiceError> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(state.join("serve.lock"))
-        .map_err(|_| ServiceError::State {
-            detail: "cannot open the serve lock file",
-        })?;
-    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
-        .map_err(|_| ServiceError::Locked)?;
-    Ok(file)
+    state::StateDir::at(state)
+        .lock_serve()
+        .map_err(|e| match e {
+            state::LockError::Held => ServiceError::Locked,
+            _ => ServiceError::State {
+                detail: "cannot open the serve lock file",
+            },
+        })
 }
 
 /// Opens the store, waiting with backoff while the database is unavailable.

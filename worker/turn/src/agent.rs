@@ -59,10 +59,16 @@ impl Agent {
     /// (Codex keeps the file it always had).
     #[must_use]
     pub fn image_record(self) -> &'static str {
+        self.image_record_entry().name
+    }
+
+    /// The state directory entry of [`Agent::image_record`].
+    #[must_use]
+    pub fn image_record_entry(self) -> &'static state::Entry {
         match self {
-            Self::Codex => "live-image.json",
-            Self::Claude => "live-image-claude.json",
-            Self::Gemini => "live-image-gemini.json",
+            Self::Codex => &state::LIVE_IMAGE_CODEX,
+            Self::Claude => &state::LIVE_IMAGE_CLAUDE,
+            Self::Gemini => &state::LIVE_IMAGE_GEMINI,
         }
     }
 

@@ -178,6 +178,12 @@ impl From<IdError> for TurnError {
     }
 }
 
+impl From<state::StateError> for TurnError {
+    fn from(e: state::StateError) -> Self {
+        Self::Container(ContainerError::State(e))
+    }
+}
+
 impl Coded for TurnError {
     fn code(&self) -> &'static str {
         TurnError::code(self)
@@ -250,7 +256,9 @@ mod tests {
                 live_flags: Some(" --live --agent gemini"),
             },
             TurnError::UnknownAgent,
-            TurnError::Container(ContainerError::State { detail: "x" }),
+            TurnError::Container(ContainerError::State(state::StateError::Unusable {
+                detail: "x",
+            })),
             TurnError::Snapshot(SnapshotError::ContextInvalid {
                 detail: "x".to_owned(),
             }),
@@ -339,7 +347,7 @@ mod tests {
                     | ContainerError::ImageMissing
                     | ContainerError::CleanupFailed { .. }
                     | ContainerError::KilledExternally { .. }
-                    | ContainerError::State { .. },
+                    | ContainerError::State(_),
                 )
                 | TurnError::Ledger { .. }
                 | TurnError::ImageNotRecorded { .. } => FailureClass::Environment,

@@ -47,10 +47,7 @@ pub use config::TurnConfig;
 pub use docker_turn::{RepositoryDockerTurn, execute_live_turn, execute_repository_docker_turn};
 pub use error::{ERROR_CODES, LIVE_AGENT_CODE, TurnError};
 pub use feedback::{MAX_FEEDBACK_GATES, MAX_FEEDBACK_NOTE_BYTES, ReviewFeedback};
-pub use images::{
-    GATE_IMAGES_FILE, GateImageName, GateImageOrigin, GateImageRecord, GateImagesState,
-    GateToolchain, ImagesState, LIVE_IMAGE, LiveImageState, PROOF_IMAGE,
-};
+pub use images::{ImagesState, LIVE_IMAGE, LiveImageState, PROOF_IMAGE};
 pub use input::{BoundedReadError, open_regular_file, read_bounded_file};
 pub use ledger::{UsageIdentity, UsageLedger, UsageRecord};
 pub use limits::{DEFAULT_WALL_SECONDS, MAX_TURN_ARCHIVE_BYTES};
