@@ -6,43 +6,10 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use crate::proof::{DASHBOARD, demo_files};
 use crate::support::*;
-
-fn bin() -> Command {
-    let mut cmd = Command::new(workspace_bin("patch-candidate"));
-    cmd.env_remove("DOCKER_HOST").env_remove("NO_COLOR");
-    cmd
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn json_of(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
-        panic!(
-            "stdout is not JSON: {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            stderr(out)
-        )
-    })
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(["-c", "commit.gpgsign=false"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
 
 fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
@@ -102,9 +69,9 @@ fn approve_finalize_staged_and_verify_on_a_fresh_repository() {
     .arg(&approval)
     .output()
     .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.status.success(), "{}", stderr_text(&out));
     assert!(out.stdout.is_empty(), "the approval went to --out");
-    let text = stderr(&out);
+    let text = stderr_text(&out);
     for expected in [
         "editable (2):\n  src/lib.rs\n  src/old.rs\n",
         "read-only (1):\n  tests/one.rs\n",
@@ -148,7 +115,7 @@ fn approve_finalize_staged_and_verify_on_a_fresh_repository() {
         .arg(&store)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.status.success(), "{}", stderr_text(&out));
     let doc = json_of(&out);
     let files: Vec<(String, String)> = doc["candidate"]["changed_files"]
         .as_array()
@@ -182,7 +149,7 @@ fn approve_finalize_staged_and_verify_on_a_fresh_repository() {
         .arg(repo)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.status.success(), "{}", stderr_text(&out));
     assert_eq!(json_of(&out)["digest"], doc["digest"]);
     // Nothing was written into the repository.
     assert_eq!(git(repo, &["status", "--porcelain", "--ignored"]), "");
@@ -277,12 +244,12 @@ fn approve_bad_input_has_stable_codes_and_writes_nothing() {
             out.status.code(),
             Some(i32::from(status)),
             "{what}: {}",
-            stderr(&out)
+            stderr_text(&out)
         );
         assert!(
-            stderr(&out).starts_with(&format!("{code}: ")),
+            stderr_text(&out).starts_with(&format!("{code}: ")),
             "{what}: {}",
-            stderr(&out)
+            stderr_text(&out)
         );
         let doc = json_of(&out);
         assert_eq!(doc["error"]["code"], code, "{what}");
@@ -302,13 +269,13 @@ fn approve_bad_input_has_stable_codes_and_writes_nothing() {
     // An existing file: refused without --force (exit 2, untouched), replaced with it (0600).
     std::fs::write(&out_file, "keep").unwrap();
     let out = approve(repo, &["--out", &out_arg]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).starts_with("PATCH_CANDIDATE_OUTPUT_EXISTS: --out "));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_text(&out));
+    assert!(stderr_text(&out).starts_with("PATCH_CANDIDATE_OUTPUT_EXISTS: --out "));
     assert_eq!(std::fs::read(&out_file).unwrap(), b"keep");
     let out = approve(repo, &["--out", &out_arg, "--force"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.status.success(), "{}", stderr_text(&out));
     assert_eq!(names(work.path()), ["approval.json"]);
     let mode = std::fs::metadata(&out_file).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
@@ -324,26 +291,15 @@ fn approve_on_a_dirty_work_tree_binds_the_commit_and_says_so() {
     let repo = repo_dir.path();
     std::fs::write(repo.join("src/lib.rs"), "uncommitted\n").unwrap();
     let out = approve(repo, &[]).output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.status.success(), "{}", stderr_text(&out));
     assert!(
-        stderr(&out).contains("1 uncommitted change(s); the approval binds commit"),
+        stderr_text(&out).contains("1 uncommitted change(s); the approval binds commit"),
         "{}",
-        stderr(&out)
+        stderr_text(&out)
     );
     let doc = json_of(&out);
     assert_eq!(doc["baseline_commit_sha"], head.as_str());
     assert_eq!(git(repo, &["status", "--porcelain"]), "M src/lib.rs");
-}
-
-/// A state directory holding a copy of the recorded images.
-fn state_with_images() -> tempfile::TempDir {
-    let state = tempfile::tempdir().unwrap();
-    std::fs::write(
-        state.path().join("images.json"),
-        serde_json::to_vec(&proof_images()).unwrap(),
-    )
-    .unwrap();
-    state
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -364,7 +320,7 @@ async fn docker_cli_run_takes_task_and_commit_from_an_approve_approval() {
         .arg(&approval)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.status.success(), "{}", stderr_text(&out));
     let run = |extra: &[&str]| {
         bin()
             .args(["--json", "run", "--repo"])
@@ -377,13 +333,13 @@ async fn docker_cli_run_takes_task_and_commit_from_an_approve_approval() {
             .unwrap()
     };
     let out = run(&[]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.status.success(), "{}", stderr_text(&out));
     let doc = json_of(&out);
     assert_eq!(doc["candidate"]["changed_files"][0]["path"], DASHBOARD);
     assert_eq!(doc["candidate"]["baseline_commit_sha"], commit.as_str());
     // Given, they must still match the approval.
     let out = run(&["--task", "Something else."]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_text(&out));
     assert_eq!(
         json_of(&out)["error"]["code"],
         "REPOSITORY_DOCKER_CONTEXT_MISMATCH"
@@ -391,7 +347,7 @@ async fn docker_cli_run_takes_task_and_commit_from_an_approve_approval() {
     git(repo, &["commit", "-q", "--allow-empty", "-m", "later"]);
     let later = git(repo, &["rev-parse", "HEAD"]);
     let out = run(&["--commit", &later]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_text(&out));
     assert_eq!(
         json_of(&out)["error"]["code"],
         "REPOSITORY_PATCH_SNAPSHOT_IDENTITY"

@@ -2,38 +2,11 @@
 //! `run` whose container the janitor then removes.
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use crate::proof::{DASHBOARD, demo_files};
 use crate::support::*;
-
-fn bin() -> Command {
-    let mut cmd = Command::new(workspace_bin("patch-candidate"));
-    cmd.env_remove("DOCKER_HOST");
-    cmd
-}
-
-/// A state directory holding a copy of the recorded images.
-fn state_with_images() -> tempfile::TempDir {
-    let state = tempfile::tempdir().unwrap();
-    let images = proof_images();
-    std::fs::write(
-        state.path().join("images.json"),
-        serde_json::to_vec(&images).unwrap(),
-    )
-    .unwrap();
-    state
-}
-
-fn json_of(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
-        panic!(
-            "stdout is not JSON: {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
 
 struct Fixture {
     _repo: tempfile::TempDir,
@@ -46,15 +19,7 @@ struct Fixture {
 
 fn fixture(task: &str) -> Fixture {
     let (repo_dir, commit) = git_repo(&demo_files());
-    let context = approval(
-        repo_dir.path(),
-        &commit,
-        task,
-        &["app/", "tests/"],
-        &["tests/"],
-        &[],
-        &[],
-    );
+    let context = app_approval(repo_dir.path(), &commit, task);
     let approval_dir = tempfile::tempdir().unwrap();
     let approval_path = write_approval(approval_dir.path(), &context);
     Fixture {
@@ -252,17 +217,13 @@ async fn docker_killed_run_leaves_a_container_the_janitor_removes() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    loop {
-        if !own_turns(&docker).await.unwrap().is_empty() {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the turn container never appeared"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_own_turn(
+        &docker,
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        "the turn container never appeared",
+    )
+    .await;
     // Give the run time to start the container, then kill it without any chance to clean up.
     tokio::time::sleep(Duration::from_millis(500)).await;
     child.kill().unwrap();

@@ -13,7 +13,7 @@ use finalizer::{RepositoryPatchCandidate, finalize_repository_patch};
 use serde_json::{Value, json};
 use snapshot::{ApprovedTurn, BaselineFiles, DefaultPathPolicy, GitSnapshot, RepoPath};
 
-use crate::support::{approval, git_repo, workspace_bin};
+use crate::support::{approval, bin, git_repo};
 
 const FILES: &[(&str, &str)] = &[
     ("app/a.txt", "one\ntwo\n"),
@@ -34,12 +34,6 @@ const CHANGES: &[(&str, &str, Option<&str>)] = &[
     ("app/new.txt", "create", Some("fresh\n")),
     ("app/empty.txt", "create", Some("")),
 ];
-
-fn bin() -> Command {
-    let mut cmd = Command::new(workspace_bin("patch-candidate"));
-    cmd.env_remove("DOCKER_HOST");
-    cmd
-}
 
 fn files() -> BTreeMap<&'static str, String> {
     FILES.iter().map(|(p, c)| (*p, (*c).to_owned())).collect()

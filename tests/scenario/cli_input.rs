@@ -6,13 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::support::{approval, git_repo, workspace_bin, write_approval};
-
-fn bin() -> Command {
-    let mut cmd = Command::new(workspace_bin("patch-candidate"));
-    cmd.env_remove("DOCKER_HOST").env_remove("NO_COLOR");
-    cmd
-}
+use crate::support::{approval, bin, git_repo, write_approval};
 
 fn run(cmd: &mut Command) -> Output {
     cmd.output().unwrap()

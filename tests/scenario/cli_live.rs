@@ -3,8 +3,6 @@
 //! scripted upstream on the host's loopback, to a verified candidate. [`run_live_cli`] is the
 //! same round trip for any agent (Gemini's and Claude's CLI turns live beside their other tests).
 
-use std::process::Command;
-
 use gateway::testkit::{Reply, ScriptedUpstream};
 
 use crate::live_container::{TEST_LIVE_IMAGE, live_fixture, live_image};
@@ -113,8 +111,7 @@ pub(crate) async fn run_live_cli(
     .collect();
     let key = turn.key.to_owned();
     let out = tokio::task::spawn_blocking(move || {
-        Command::new(workspace_bin("patch-candidate"))
-            .env_remove("DOCKER_HOST")
+        bin()
             .env("PATCH_CANDIDATE_STATE_DIR", &state_path)
             .env("PC_SCENARIO_MODEL_KEY", key)
             .args(&args)
@@ -162,7 +159,7 @@ pub(crate) async fn run_live_cli(
         serde_json::to_vec(&doc["candidate"]).unwrap(),
     )
     .unwrap();
-    let verify = Command::new(workspace_bin("patch-candidate"))
+    let verify = bin()
         .args([
             "verify",
             "--digest",
@@ -196,8 +193,7 @@ async fn docker_cli_run_live_refused_model_ends_with_the_gateway_code() {
     let repo_path = repo.path().to_path_buf();
     let state_path = state.path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || {
-        Command::new(workspace_bin("patch-candidate"))
-            .env_remove("DOCKER_HOST")
+        bin()
             .env("PATCH_CANDIDATE_STATE_DIR", &state_path)
             .env("PC_SCENARIO_MODEL_KEY", KEY)
             .args(["--json", "run", "--live", "--model", "gpt-5.3-codex"])

@@ -9,8 +9,7 @@ use finalizer::{CandidateFields, CandidateStore, RepositoryPatchCandidate, Repos
 use snapshot::{FileOp, RepoPath};
 use vocab::Sha256;
 
-use crate::service::bin;
-use crate::support::git_out;
+use crate::support::{bare_clone, bin, git_out};
 
 /// A candidate creating `src/new.py` with `body`, requiring `gates`, stored in `store`.
 fn stored(store: &Path, gates: &[&str], body: &str) -> String {
@@ -387,13 +386,7 @@ fn cli_publish_lands_an_accepted_candidate_once_on_a_new_branch() {
     ]));
     git_out(repo.path(), &["branch", "-M", "main"]);
     let remote = tmp.path().join("remote.git");
-    let cloned = std::process::Command::new("git")
-        .args(["clone", "-q", "--bare"])
-        .arg(repo.path())
-        .arg(&remote)
-        .status()
-        .unwrap();
-    assert!(cloned.success());
+    bare_clone(repo.path(), &remote);
     let before = (
         git_out(repo.path(), &["rev-parse", "HEAD"]),
         git_out(repo.path(), &["status", "--porcelain", "--ignored"]),
@@ -544,13 +537,7 @@ async fn docker_cli_publish_rebase_regates_the_merged_tree() {
     ]));
     git_out(repo.path(), &["branch", "-M", "main"]);
     let remote = tmp.path().join("remote.git");
-    let cloned = std::process::Command::new("git")
-        .args(["clone", "-q", "--bare"])
-        .arg(repo.path())
-        .arg(&remote)
-        .status()
-        .unwrap();
-    assert!(cloned.success());
+    bare_clone(repo.path(), &remote);
     let gates = tmp.path().join("gates.toml");
     std::fs::write(&gates, crate::gates::definitions_text(&image, 60, "")).unwrap();
 

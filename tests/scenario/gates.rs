@@ -17,7 +17,7 @@ use snapshot::{FileOp, RepoPath};
 use vocab::GateVerdict;
 use vocab::Sha256;
 
-use crate::support::{docker, docker_lock, git_repo, tally};
+use crate::support::{docker, docker_lock, git_out, git_repo, git_text, tally};
 
 pub const PYTHON_GATE_IMAGE: &str = "patch-candidate-gate-python:local";
 
@@ -31,7 +31,7 @@ pub(crate) fn python_image() -> Option<String> {
         return Some(String::from_utf8(out.stdout).ok()?.trim().to_owned());
     }
     assert!(
-        std::env::var("PATCH_CANDIDATE_REQUIRE_DOCKER").as_deref() != Ok("1"),
+        !crate::support::docker_required(),
         "{PYTHON_GATE_IMAGE} missing: run images/build.sh --gate python"
     );
     eprintln!("SKIPPED ({PYTHON_GATE_IMAGE} missing)");
@@ -282,25 +282,11 @@ fn fixtures() -> PathBuf {
 }
 
 fn rev(repo: &Path, name: &str) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["rev-parse", &format!("{name}^{{commit}}")])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    git_out(repo, &["rev-parse", &format!("{name}^{{commit}}")])
 }
 
 fn show(repo: &Path, commit: &str, path: &str) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["show", &format!("{commit}:{path}")])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout).unwrap()
+    git_text(repo, &["show", &format!("{commit}:{path}")])
 }
 
 const UNIQUE_OK: &str = "counts[element] == 1}";
@@ -668,7 +654,7 @@ async fn docker_gate_real_rust_crate_with_the_init_definition() {
         .unwrap();
     if !out.status.success() {
         assert!(
-            std::env::var("PATCH_CANDIDATE_REQUIRE_DOCKER").as_deref() != Ok("1"),
+            !crate::support::docker_required(),
             "{RUST_GATE_IMAGE} missing: run images/build.sh --gate rust"
         );
         return;
@@ -751,9 +737,8 @@ async fn docker_gate_cli_run_gates_prints_verdicts_that_verify_accepts() {
     let _lock = docker_lock().lock().await;
     let Some(env) = env().await else { return };
     let bin = || {
-        let mut c = std::process::Command::new(crate::support::workspace_bin("patch-candidate"));
-        c.env_remove("DOCKER_HOST")
-            .env("PATCH_CANDIDATE_STATE_DIR", env.state.path());
+        let mut c = crate::support::bin();
+        c.env("PATCH_CANDIDATE_STATE_DIR", env.state.path());
         c
     };
     std::fs::write(

@@ -38,15 +38,7 @@ fn setup() -> Setup {
     let (repo_dir, commit) = git_repo(&demo_files());
     let repo = dir.path().join("repo");
     std::fs::rename(repo_dir.path(), &repo).unwrap();
-    let context = approval(
-        &repo,
-        &commit,
-        SLEEPING_TASK,
-        &["app/", "tests/"],
-        &["tests/"],
-        &[],
-        &[],
-    );
+    let context = app_approval(&repo, &commit, SLEEPING_TASK);
     let approval = write_approval(dir.path(), &context);
     Setup {
         _dir: dir,

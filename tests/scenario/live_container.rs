@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use snapshot::ProposalStatus;
 use tunnel::{ChannelId, Decoder, Frame};
 
-use crate::support::{docker_lock, tally, target_dir, workspace_bin};
+use crate::support::{container_exists, docker_lock, tally, target_dir, workspace_bin};
 
 pub const TEST_LIVE_IMAGE: &str = "patch-candidate-live:selftest";
 
@@ -128,23 +128,6 @@ const HARDENED: &[&str] = &[
 
 static IMAGE: OnceLock<Result<String, String>> = OnceLock::new();
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-fn docker_ready() -> bool {
-    let ok = Command::new("docker")
-        .args(["version", "--format", "{{.Server.APIVersion}}"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("PATCH_CANDIDATE_REQUIRE_DOCKER").as_deref() != Ok("1"),
-            "Docker is required (PATCH_CANDIDATE_REQUIRE_DOCKER=1) but the daemon does not answer"
-        );
-        eprintln!("SKIPPED: Docker daemon unavailable and PATCH_CANDIDATE_REQUIRE_DOCKER is not 1");
-    }
-    ok
-}
 
 /// Builds the live image with a throwaway tag from the runner under test.
 pub fn live_image() -> String {
@@ -498,14 +481,6 @@ pub fn run_live(request: &[u8], harness: &Harness) -> LiveRun {
     run
 }
 
-fn container_exists(name: &str) -> bool {
-    let out = Command::new("docker")
-        .args(["ps", "-a", "-q", "--filter", &format!("name=^/{name}$")])
-        .output()
-        .unwrap();
-    !out.stdout.is_empty()
-}
-
 const A_TXT: &str = "hello\n";
 
 fn files() -> Vec<(&'static str, &'static str)> {
@@ -531,7 +506,7 @@ fn permission_events(run: &LiveRun, decision: &str) -> usize {
 
 #[test]
 fn docker_live_container_edits_an_approved_file_and_creates_a_granted_one() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _lock = docker_lock().blocking_lock();
@@ -544,7 +519,7 @@ fn docker_live_container_edits_an_approved_file_and_creates_a_granted_one() {
 /// workspace refused, a stalled turn stopped and harvested.
 #[test]
 fn docker_live_container_runsc_codex_cases() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let runsc = tokio::runtime::Runtime::new()
@@ -666,7 +641,7 @@ fn refused_calls() -> Vec<Value> {
 
 #[test]
 fn docker_live_container_refuses_an_ungranted_create() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _lock = docker_lock().blocking_lock();
@@ -676,7 +651,7 @@ fn docker_live_container_refuses_an_ungranted_create() {
 
 #[test]
 fn docker_live_container_refuses_an_edit_of_a_read_only_file() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _lock = docker_lock().blocking_lock();
@@ -686,7 +661,7 @@ fn docker_live_container_refuses_an_edit_of_a_read_only_file() {
 
 #[test]
 fn docker_live_container_refuses_a_shell_command_writing_outside_the_workspace() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _lock = docker_lock().blocking_lock();
@@ -696,7 +671,7 @@ fn docker_live_container_refuses_a_shell_command_writing_outside_the_workspace()
 
 #[test]
 fn docker_live_container_stops_a_stalled_turn_and_harvests() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _lock = docker_lock().blocking_lock();
@@ -735,7 +710,7 @@ fn assert_stops_and_harvests(runtime: Option<&'static str>) {
 
 #[test]
 fn docker_live_container_ends_without_a_result_on_a_protocol_violation() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _lock = docker_lock().blocking_lock();

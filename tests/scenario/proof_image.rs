@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use snapshot::ProposalStatus;
 
 use crate::proof_io::{Run, archive_entries, outcomes, standard};
-use crate::support::{docker_lock, tally, target_dir, workspace_bin};
+use crate::support::{container_exists, docker_lock, tally, target_dir, workspace_bin};
 
 const TEST_IMAGE: &str = "patch-candidate-proof:selftest";
 const TEST_HOSTILE_IMAGE: &str = "patch-candidate-proof-hostile:selftest";
@@ -66,23 +66,6 @@ struct Images {
 static IMAGES: OnceLock<Result<Images, String>> = OnceLock::new();
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
-fn docker_ready() -> bool {
-    let ok = Command::new("docker")
-        .args(["version", "--format", "{{.Server.APIVersion}}"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("PATCH_CANDIDATE_REQUIRE_DOCKER").as_deref() != Ok("1"),
-            "Docker is required (PATCH_CANDIDATE_REQUIRE_DOCKER=1) but the daemon does not answer"
-        );
-        eprintln!("SKIPPED: Docker daemon unavailable and PATCH_CANDIDATE_REQUIRE_DOCKER is not 1");
-    }
-    ok
-}
-
 /// Builds throwaway-tagged images from the binaries under test with `images/build.sh`.
 fn images() -> Images {
     IMAGES
@@ -120,14 +103,6 @@ fn images() -> Images {
         })
         .clone()
         .expect("image build failed")
-}
-
-fn container_exists(name: &str) -> bool {
-    let out = Command::new("docker")
-        .args(["ps", "-a", "-q", "--filter", &format!("name=^/{name}$")])
-        .output()
-        .unwrap();
-    !out.stdout.is_empty()
 }
 
 /// `docker run -i --rm --name N <flags> <image> <args>` with `stdin`; on the deadline the
@@ -255,7 +230,7 @@ fn assert_exposed(run: &Run, exposure: &str) {
 
 #[test]
 fn docker_image_is_small_scratch_and_nonroot() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _serial = docker_lock().blocking_lock();
@@ -293,7 +268,7 @@ fn docker_image_is_small_scratch_and_nonroot() {
 
 #[test]
 fn docker_hardened_turn_reports_no_exposure() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _serial = docker_lock().blocking_lock();
@@ -317,7 +292,7 @@ fn docker_hardened_turn_reports_no_exposure() {
 /// the system call families the turn profile denies: io_uring, vsock, ptrace, keyrings.
 #[test]
 fn docker_probes_detect_the_daemon_default_seccomp_profile() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _serial = docker_lock().blocking_lock();
@@ -343,7 +318,7 @@ fn docker_probes_detect_the_daemon_default_seccomp_profile() {
 
 #[test]
 fn docker_probes_detect_host_network() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _serial = docker_lock().blocking_lock();
@@ -363,7 +338,7 @@ fn docker_probes_detect_host_network() {
 
 #[test]
 fn docker_probes_detect_a_sentinel_variable() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _serial = docker_lock().blocking_lock();
@@ -379,7 +354,7 @@ fn docker_probes_detect_a_sentinel_variable() {
 
 #[test]
 fn docker_probes_detect_a_bind_mounted_sentinel_file() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _serial = docker_lock().blocking_lock();
@@ -393,7 +368,7 @@ fn docker_probes_detect_a_bind_mounted_sentinel_file() {
 
 #[test]
 fn docker_probes_detect_root() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _serial = docker_lock().blocking_lock();
@@ -405,7 +380,7 @@ fn docker_probes_detect_root() {
 
 #[test]
 fn docker_resource_bombs_end_inside_the_limits() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _serial = docker_lock().blocking_lock();
@@ -450,7 +425,7 @@ fn docker_resource_bombs_end_inside_the_limits() {
 
 #[test]
 fn docker_filesystem_escapes_hit_the_read_only_root() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _serial = docker_lock().blocking_lock();
@@ -477,7 +452,7 @@ fn docker_filesystem_escapes_hit_the_read_only_root() {
 
 #[test]
 fn docker_turn_deadline_times_out() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _serial = docker_lock().blocking_lock();
@@ -489,7 +464,7 @@ fn docker_turn_deadline_times_out() {
 
 #[test]
 fn docker_hostile_image_modes() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _serial = docker_lock().blocking_lock();
@@ -521,7 +496,7 @@ fn docker_hostile_image_modes() {
 
 #[test]
 fn docker_agent_cannot_write_into_the_runner_output() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _serial = docker_lock().blocking_lock();
@@ -538,7 +513,7 @@ fn docker_agent_cannot_write_into_the_runner_output() {
 
 #[test]
 fn docker_channel_floods_end_as_budget_exceeded() {
-    if !docker_ready() {
+    if !crate::support::docker_cli_ready() {
         return;
     }
     let _serial = docker_lock().blocking_lock();

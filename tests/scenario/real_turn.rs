@@ -29,15 +29,7 @@ fn repo(big: usize) -> Repo {
         ("tests/t.txt", "inspect me\n".to_owned()),
     ]);
     let (dir, commit) = git_repo(&files);
-    let context = approval(
-        dir.path(),
-        &commit,
-        TASK,
-        &["app/", "tests/"],
-        &["tests/"],
-        &[],
-        &[],
-    );
+    let context = app_approval(dir.path(), &commit, TASK);
     let snap = GitSnapshot::load(dir.path(), &commit).unwrap();
     let evidence = snap
         .evidence("plan-t", "request-t", "app-t", "acme/fixture")

@@ -5,13 +5,10 @@
 //! `cargo test --release --locked -p scenario-tests --test scenario -- --ignored --nocapture
 //! bench_review_page`. Prints `REVIEW_BENCH` lines (BENCHMARKS.md).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
-use snapshot::{FileOp, RepoPath};
-use vocab::Sha256;
+use finalizer::CandidateFields;
 
-use crate::service::{ServeOpts, Service, http, open_store};
 use crate::service_hostile_clients::{sign_in_as_a_browser, timed_get};
 use crate::support::*;
 
@@ -24,19 +21,7 @@ fn big_candidate() -> (Vec<u8>, String) {
         let after: String = (0..6000)
             .map(|i| format!("value_{f}_{i:05} = compute_faster({i})\n"))
             .collect();
-        let path = RepoPath::parse(&format!("pkg/module_{f:02}.py")).unwrap();
-        let diff = finalizer::unified_diff(path.as_str(), Some(&before), Some(&after));
-        files.push(
-            RepositoryPatchFile::new(
-                path,
-                FileOp::Update,
-                Some(Sha256::of(before.as_bytes())),
-                Some(Sha256::of(after.as_bytes())),
-                Some(after),
-                diff,
-            )
-            .unwrap(),
-        );
+        files.push(update_file(&format!("pkg/module_{f:02}.py"), &before, &after).unwrap());
     }
     let fields = CandidateFields {
         repository_full_name: "o/n".into(),
@@ -47,44 +32,19 @@ fn big_candidate() -> (Vec<u8>, String) {
         summary: "Every line of 50 modules".into(),
         ..CandidateFields::default()
     };
-    let c = RepositoryPatchCandidate::new(fields, files).unwrap();
-    let digest = finalizer::repository_patch_digest(&c).unwrap().to_string();
-    (c.to_json_pretty().unwrap(), digest)
+    let made = make_candidate(fields, files);
+    (made.bytes, made.digest)
 }
 
 fn plant(state: &std::path::Path, bytes: Vec<u8>, digest: String) -> String {
-    let state = state.to_path_buf();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let store = open_store(&state, None).await;
-            let host = vocab::HostId::parse("planter").unwrap();
-            let (job, _) = store.submit(jobs::JobSpec::noop("bench", 1)).await.unwrap();
-            let claimed = store
-                .claim(&host, 1, Duration::from_secs(600))
-                .await
-                .unwrap()
-                .remove(0);
-            let applied = store
-                .complete_with_evidence(
-                    &job.id,
-                    &claimed.attempt_id,
-                    bytes,
-                    &digest,
-                    &serde_json::json!({}),
-                    Vec::new(),
-                )
-                .await
-                .unwrap();
-            assert_eq!(applied, jobs::Fenced::Applied);
-            job.id.as_str().to_owned()
-        })
-    })
-    .join()
-    .unwrap()
+    plant_completed(
+        state,
+        None,
+        jobs::JobSpec::noop("bench", 1),
+        bytes,
+        &digest,
+        Vec::new(),
+    )
 }
 
 fn p50(mut v: Vec<f64>) -> f64 {

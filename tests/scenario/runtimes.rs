@@ -23,7 +23,7 @@ pub(crate) async fn docker_for(runtime: &str) -> Option<BollardRuntime> {
         let facts = docker.daemon_facts().await.unwrap();
         if let Err(e) = RuntimeProfile::Runsc.verify_registration(&facts.runtimes) {
             assert!(
-                std::env::var("PATCH_CANDIDATE_REQUIRE_DOCKER").as_deref() != Ok("1"),
+                !docker_required(),
                 "runsc is required (PATCH_CANDIDATE_REQUIRE_DOCKER=1) but unusable: {e}"
             );
             eprintln!("SKIPPED (runsc unusable, PATCH_CANDIDATE_REQUIRE_DOCKER unset): {e}");
@@ -170,23 +170,6 @@ image_cases! {
     docker_runtime_runsc_wall_timeout => ("runsc", "sleep-forever", 2, "REPOSITORY_DOCKER_TIMEOUT");
 }
 
-fn bin() -> std::process::Command {
-    let mut cmd = std::process::Command::new(workspace_bin("patch-candidate"));
-    cmd.env_remove("DOCKER_HOST");
-    cmd
-}
-
-/// A state directory holding a copy of the recorded images.
-fn state_with_images() -> tempfile::TempDir {
-    let state = tempfile::tempdir().unwrap();
-    std::fs::write(
-        state.path().join("images.json"),
-        serde_json::to_vec(&proof_images()).unwrap(),
-    )
-    .unwrap();
-    state
-}
-
 fn success_json(out: &std::process::Output) -> serde_json::Value {
     assert!(
         out.status.success(),
@@ -221,15 +204,7 @@ async fn docker_runtime_runsc_cli_run_produces_a_verified_candidate() {
     let state = state_with_images();
     let task = "Update the dashboard.";
     let (repo, commit) = git_repo(&crate::proof::demo_files());
-    let context = approval(
-        repo.path(),
-        &commit,
-        task,
-        &["app/", "tests/"],
-        &["tests/"],
-        &[],
-        &[],
-    );
+    let context = app_approval(repo.path(), &commit, task);
     let approval_dir = tempfile::tempdir().unwrap();
     let approval_path = write_approval(approval_dir.path(), &context);
     let out = bin()

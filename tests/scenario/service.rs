@@ -2,425 +2,9 @@
 //! image, a real SQLite job store in a fresh state directory (and PostgreSQL for many hosts).
 //! Jobs go in through `jobs submit` (and the HTTP API), come out as candidates in the store.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::proof::demo_files;
 use crate::support::*;
-
-pub fn bin() -> Command {
-    let mut cmd = Command::new(workspace_bin("patch-candidate"));
-    cmd.env_remove("DOCKER_HOST")
-        .env_remove("PATCH_CANDIDATE_FAULT");
-    cmd
-}
-
-/// A fresh state directory holding a copy of the recorded images.
-pub fn state_with_images() -> tempfile::TempDir {
-    let state = tempfile::tempdir().unwrap();
-    let images = proof_images();
-    std::fs::write(
-        state.path().join("images.json"),
-        serde_json::to_vec(&images).unwrap(),
-    )
-    .unwrap();
-    state
-}
-
-pub fn json_of(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
-        panic!(
-            "stdout is not JSON: {} / stderr {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
-/// A repository and one approval per task.
-pub struct Fixture {
-    pub repo: tempfile::TempDir,
-    pub commit: String,
-    pub approvals: tempfile::TempDir,
-}
-
-impl Fixture {
-    pub fn new() -> Self {
-        let (repo, commit) = git_repo(&demo_files());
-        Self {
-            repo,
-            commit,
-            approvals: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    /// Writes the approval of `task` and returns its path.
-    pub fn approval(&self, task: &str) -> PathBuf {
-        let context = approval(
-            self.repo.path(),
-            &self.commit,
-            task,
-            &["app/", "tests/"],
-            &["tests/"],
-            &[],
-            &[],
-        );
-        let name = format!("{}.json", vocab::sha256_bare_hex(task.as_bytes()));
-        let path = self.approvals.path().join(name);
-        std::fs::write(&path, serde_json::to_vec_pretty(&context).unwrap()).unwrap();
-        path
-    }
-}
-
-/// `jobs submit` of `task` against the fixture; returns the JSON answer.
-pub fn submit(state: &Path, database: Option<&str>, f: &Fixture, task: &str) -> serde_json::Value {
-    let out = submit_raw(
-        state,
-        database,
-        f.repo.path().to_str().unwrap(),
-        &f.approval(task),
-        &[],
-    );
-    assert!(
-        out.status.success(),
-        "submit failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    json_of(&out)
-}
-
-pub fn submit_raw(
-    state: &Path,
-    database: Option<&str>,
-    repo: &str,
-    approval: &Path,
-    extra: &[&str],
-) -> Output {
-    let mut cmd = bin();
-    cmd.args(["--json", "jobs", "submit", "--repo", repo, "--approval"])
-        .arg(approval)
-        .args(extra)
-        .env("PATCH_CANDIDATE_STATE_DIR", state);
-    if let Some(db) = database {
-        cmd.args(["--database", db]);
-    }
-    cmd.output().unwrap()
-}
-
-/// `jobs <args…> --json` against the store.
-pub fn jobs(state: &Path, database: Option<&str>, args: &[&str]) -> Output {
-    let mut cmd = bin();
-    cmd.arg("--json")
-        .arg("jobs")
-        .args(args)
-        .env("PATCH_CANDIDATE_STATE_DIR", state);
-    if let Some(db) = database {
-        cmd.args(["--database", db]);
-    }
-    cmd.output().unwrap()
-}
-
-pub fn show(state: &Path, database: Option<&str>, id: &str) -> serde_json::Value {
-    let out = jobs(state, database, &["show", id]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    json_of(&out)["job"].clone()
-}
-
-/// Waits until job `id` is in one of `states`; returns the job.
-pub fn wait_state(
-    state: &Path,
-    database: Option<&str>,
-    id: &str,
-    states: &[&str],
-    limit: Duration,
-) -> serde_json::Value {
-    let started = Instant::now();
-    loop {
-        let job = show(state, database, id);
-        if states.iter().any(|s| job["state"] == *s) {
-            return job;
-        }
-        assert!(
-            started.elapsed() < limit,
-            "job {id} still {} after {limit:?}: {job}",
-            job["state"]
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// A running `serve` process, its stderr (JSON log lines) collected.
-pub struct Service {
-    pub child: Child,
-    pub lines: Arc<Mutex<Vec<String>>>,
-    pub addr: SocketAddr,
-    pub state: PathBuf,
-}
-
-/// Options of one serve process in a test.
-#[derive(Clone)]
-pub struct ServeOpts<'a> {
-    pub database: Option<&'a str>,
-    pub host_id: Option<&'a str>,
-    pub max_turns: usize,
-    pub lease: &'a str,
-    pub heartbeat: &'a str,
-    pub drain_timeout: &'a str,
-    pub fault: Option<&'a str>,
-    pub extra: Vec<&'a str>,
-    /// Environment variables of the serve process (e.g. a model credential).
-    pub env: Vec<(&'a str, &'a str)>,
-}
-
-impl Default for ServeOpts<'_> {
-    fn default() -> Self {
-        Self {
-            database: None,
-            host_id: None,
-            max_turns: 2,
-            lease: "3s",
-            heartbeat: "500ms",
-            drain_timeout: "60s",
-            fault: None,
-            extra: Vec::new(),
-            env: Vec::new(),
-        }
-    }
-}
-
-impl Service {
-    /// Starts `serve` and waits until it runs (its store open).
-    pub fn start(state: &Path, opts: &ServeOpts<'_>) -> Self {
-        Self::start_until(state, opts, "PATCH_CANDIDATE_SERVICE_STARTED")
-    }
-
-    /// Starts `serve` and waits for the log line `code` carrying the listen address
-    /// (`PATCH_CANDIDATE_SERVICE_LISTENING`: bound, the store perhaps not open yet).
-    pub fn start_until(state: &Path, opts: &ServeOpts<'_>, code: &str) -> Self {
-        let mut cmd = bin();
-        cmd.args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--poll-interval",
-            "100ms",
-        ])
-        .args(["--lease", opts.lease, "--heartbeat", opts.heartbeat])
-        .args(["--drain-timeout", opts.drain_timeout, "--snooze", "1s"])
-        .args(["--retry-base", "200ms"])
-        .args(["--max-turns", &opts.max_turns.to_string()])
-        .args(&opts.extra)
-        .envs(opts.env.iter().copied())
-        .env("PATCH_CANDIDATE_STATE_DIR", state)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-        if let Some(db) = opts.database {
-            cmd.args(["--database", db]);
-        }
-        if let Some(h) = opts.host_id {
-            cmd.args(["--host-id", h]);
-        }
-        if let Some(fault) = opts.fault {
-            cmd.env("PATCH_CANDIDATE_FAULT", fault);
-        }
-        let mut child = cmd.spawn().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if std::env::var_os("SERVICE_TEST_ECHO").is_some() {
-                    eprintln!("[serve] {line}");
-                }
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let started = Instant::now();
-        let addr = loop {
-            let found = lines.lock().unwrap().iter().find_map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).ok()?;
-                (v["fields"]["code"] == code)
-                    .then(|| v["fields"]["listen"].as_str().unwrap().parse().unwrap())
-            });
-            if let Some(addr) = found {
-                break addr;
-            }
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!(
-                    "serve exited with {status} before starting: {:?}",
-                    lines.lock().unwrap()
-                );
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "serve did not start: {:?}",
-                lines.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        Self {
-            child,
-            lines,
-            addr,
-            state: state.to_path_buf(),
-        }
-    }
-
-    /// Whether a log line with `code` was written.
-    pub fn logged(&self, code: &str) -> bool {
-        self.lines.lock().unwrap().iter().any(|l| {
-            serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v["fields"]["code"] == code)
-        })
-    }
-
-    /// Waits for a log line with `code`.
-    pub fn wait_logged(&self, code: &str, limit: Duration) {
-        let started = Instant::now();
-        while !self.logged(code) {
-            assert!(
-                started.elapsed() < limit,
-                "no {code} log line after {limit:?}: {:?}",
-                self.lines.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    pub fn signal(&self, sig: &str) {
-        let status = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// SIGKILL and reap.
-    pub fn kill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    /// SIGTERM, then waits for the exit status.
-    pub fn stop(self) -> std::process::ExitStatus {
-        self.signal("-TERM");
-        self.wait()
-    }
-
-    /// Waits for the exit status.
-    pub fn wait(mut self) -> std::process::ExitStatus {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(120),
-                "serve did not stop"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    pub fn token(&self) -> String {
-        std::fs::read_to_string(self.state.join("api-token"))
-            .unwrap()
-            .trim()
-            .to_owned()
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// One HTTP/1.1 request (Connection: close); returns the status and body.
-pub fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<&[u8]>,
-) -> (u16, Vec<u8>) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(120)))
-        .unwrap();
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
-    if let Some(t) = token {
-        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
-    }
-    if let Some(b) = body {
-        head.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            b.len()
-        ));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    if let Some(b) = body {
-        // The server may answer (413) and close before reading everything.
-        let _ = stream.write_all(b);
-    }
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw);
-    let text_end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP head in {:?}", String::from_utf8_lossy(&raw)));
-    let head = String::from_utf8_lossy(&raw[..text_end]).to_string();
-    let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let mut body = raw[text_end + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body);
-    }
-    (status, body)
-}
-
-fn dechunk(mut raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") else {
-            return out;
-        };
-        let size =
-            usize::from_str_radix(std::str::from_utf8(&raw[..eol]).unwrap().trim(), 16).unwrap();
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
-        raw = &raw[eol + 2 + size + 2..];
-    }
-}
-
-/// Staging trees left in a state directory.
-pub fn staging_left(state: &Path) -> Vec<String> {
-    match std::fs::read_dir(state.join("serve-staging")) {
-        Ok(rd) => rd
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
-/// The store's view, read directly (candidate bytes, usage rows).
-pub async fn open_store(state: &Path, database: Option<&str>) -> jobs::JobStore {
-    jobs::JobStore::open(database, state).await.unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_runs_submitted_jobs_on_sqlite() {
@@ -509,17 +93,6 @@ async fn docker_service_runs_submitted_jobs_on_sqlite() {
     tally("docker_service_runs_submitted_jobs_on_sqlite");
 }
 
-/// The store's events of job `id`: their codes.
-pub fn event_codes(state: &Path, database: Option<&str>, id: &str) -> Vec<String> {
-    let logs = json_of(&jobs(state, database, &["logs", id]));
-    logs["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["code"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// SIGKILL the service at each point of a job's life, restart it: exactly one recorded result,
 /// one candidate, one usage row (the attempt that ran to the end), no container, no staging tree.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -581,19 +154,13 @@ async fn docker_service_crash_matrix_records_exactly_one_result() {
             .count();
         assert_eq!(completed, 1, "{point}: {codes:?}");
         // The janitor removes the killed attempt's container once that attempt is over.
-        let started = Instant::now();
-        loop {
-            let left = own_turns(&docker).await.unwrap();
-            if left.is_empty() {
-                break;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "{point}: containers left: {:?}",
-                left.iter().map(|c| &c.names).collect::<Vec<_>>()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        wait_own_turns_gone(
+            &docker,
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            &format!("{point}: containers left"),
+        )
+        .await;
         assert_eq!(restarted.stop().code(), Some(0));
         assert!(staging_left(state.path()).is_empty(), "{point}");
         assert_no_turn_containers(&docker).await;
@@ -829,11 +396,13 @@ async fn docker_service_cancel_retry_and_drain() {
         Duration::from_secs(60),
     );
     // Let the container start.
-    let started = Instant::now();
-    while own_turns(&docker).await.unwrap().is_empty() {
-        assert!(started.elapsed() < Duration::from_secs(30));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_own_turn(
+        &docker,
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        "no turn container",
+    )
+    .await;
     let out = jobs(state.path(), None, &["cancel", &slow_id]);
     assert!(out.status.success());
     assert_eq!(json_of(&out)["job"]["cancel_requested"], true);
@@ -845,14 +414,13 @@ async fn docker_service_cancel_retry_and_drain() {
         Duration::from_secs(10),
     );
     assert_eq!(job["state"], "cancelled");
-    let started = Instant::now();
-    while !own_turns(&docker).await.unwrap().is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "cancelled turn's container remains"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_own_turns_gone(
+        &docker,
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        "cancelled turn's container remains",
+    )
+    .await;
     // Retry brings the cancelled job back with one more attempt; cancel it again while queued.
     let out = jobs(state.path(), None, &["retry", &slow_id]);
     assert!(
@@ -1001,13 +569,12 @@ async fn docker_service_three_hosts_on_postgres() {
             assert_eq!(s.stop().code(), Some(0));
         }
     }
-    let started = Instant::now();
-    while !own_turns(&docker).await.unwrap().is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "containers left"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_own_turns_gone(
+        &docker,
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        "containers left",
+    )
+    .await;
     tally("docker_service_three_hosts_on_postgres");
 }

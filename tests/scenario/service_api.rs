@@ -14,7 +14,6 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::service::{ServeOpts, Service, bin, http, open_store};
 use crate::support::*;
 
 /// One answer: status, lower-cased head, body.
@@ -82,31 +81,12 @@ fn request(addr: SocketAddr, head: &str, body: &[u8]) -> Answer {
     let _ = stream.write_all(body);
     let mut raw = Vec::new();
     let _ = stream.read_to_end(&mut raw);
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP head in {:?}", String::from_utf8_lossy(&raw)));
-    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-    let status: u16 = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let mut body = raw[end + 4..].to_vec();
-    if head.contains("transfer-encoding: chunked") {
-        body = dechunk(&body);
+    let (status, head, body) = parse_answer(&raw);
+    Answer {
+        status,
+        head: head.to_ascii_lowercase(),
+        body,
     }
-    Answer { status, head, body }
-}
-
-fn dechunk(mut raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
-        let size =
-            usize::from_str_radix(std::str::from_utf8(&raw[..eol]).unwrap().trim(), 16).unwrap();
-        if size == 0 {
-            break;
-        }
-        out.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
-        raw = &raw[eol + 2 + size + 2..];
-    }
-    out
 }
 
 /// `method path` with the token (when given) and no body.
@@ -135,19 +115,9 @@ fn post_jobs(addr: SocketAddr, token: &str, content_type: Option<&str>, body: &[
 
 /// Jobs in the store, read directly (not through the API under test).
 fn stored_jobs(state: &Path) -> usize {
-    let state = state.to_path_buf();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let store = open_store(&state, None).await;
-            store.list(None, 1000).await.unwrap().len()
-        })
+    with_store(state, None, async |store| {
+        store.list(None, 1000).await.unwrap().len()
     })
-    .join()
-    .unwrap()
 }
 
 /// The peak resident set of process `pid` in KiB (`VmHWM`).
@@ -158,13 +128,6 @@ fn peak_rss_kib(pid: u32) -> u64 {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap()
-}
-
-/// A serve process on a fresh state directory (no images needed: nothing is accepted).
-fn start() -> (tempfile::TempDir, Service) {
-    let state = tempfile::tempdir().unwrap();
-    let service = Service::start(state.path(), &ServeOpts::default());
-    (state, service)
 }
 
 const SOME_ID: &str = "job_0123456789abcdef0123456789abcdef";
@@ -202,7 +165,7 @@ async fn docker_service_api_needs_the_bearer_token_on_every_protected_route() {
         return;
     };
     let _guard = docker_lock().lock().await;
-    let (_state, service) = start();
+    let (_state, service) = serve_fresh();
     let addr = service.addr;
     let token = service.token();
     let wrong_same_length: String = token
@@ -330,7 +293,7 @@ async fn docker_service_api_refuses_bad_bodies_and_writes_nothing() {
         return;
     };
     let _guard = docker_lock().lock().await;
-    let (state, service) = start();
+    let (state, service) = serve_fresh();
     let addr = service.addr;
     let token = service.token();
     let json = Some("application/json");
@@ -448,7 +411,7 @@ async fn docker_service_api_refuses_path_tricks_and_unknown_routes() {
         return;
     };
     let _guard = docker_lock().lock().await;
-    let (state, service) = start();
+    let (state, service) = serve_fresh();
     let addr = service.addr;
     let token = service.token();
     let overlong = format!("job_{}", "a".repeat(10_000));
@@ -559,7 +522,7 @@ async fn docker_service_api_answers_1000_concurrent_requests_in_bounded_memory()
         return;
     };
     let _guard = docker_lock().lock().await;
-    let (state, service) = start();
+    let (state, service) = serve_fresh();
     let addr = service.addr;
     let token = service.token();
     let pid = service.child.id();

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use jobs::testkit::{PrivateCluster, Unavailable};
 
-use crate::service::*;
 use crate::support::*;
 
 /// A private cluster; `None` (the test skips) only when PostgreSQL is not required.
@@ -213,19 +212,13 @@ async fn survives_an_outage_mid_run(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let started = Instant::now();
-    loop {
-        let left = own_turns(docker).await.unwrap();
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "containers of lost attempts left while the database is away: {:?}",
-            left.iter().map(|c| &c.names).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_own_turns_gone(
+        docker,
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        "containers of lost attempts left while the database is away",
+    )
+    .await;
     // The API answers meanwhile (no hang): the store's calls are 503, the metrics say why.
     let (status, body) = http(service.addr, "GET", "/v1/jobs", Some(&token), None);
     if outage.reads_fail() {

@@ -3,37 +3,15 @@
 //! its attempt budget and completes once; killed by the OOM killer inside its own memory limit it
 //! stays the candidate's failure (the dead letter, one attempt).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::service::*;
 use crate::support::*;
 
 /// Waits until job `id` has a running turn container (found by the job's label); returns its ID.
 fn running_container_of(id: &str, limit: Duration) -> String {
-    let started = Instant::now();
     let filter = format!("label={}={id}", container::JOB_LABEL_KEY);
-    loop {
-        let found = docker_cli(
-            &[
-                "ps",
-                "-q",
-                "--no-trunc",
-                "--filter",
-                &filter,
-                "--filter",
-                "status=running",
-            ],
-            None,
-        );
-        if let Some(first) = found.lines().next() {
-            return first.to_owned();
-        }
-        assert!(
-            started.elapsed() < limit,
-            "job {id} has no running turn container after {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_running_container(&[&filter], limit)
+        .unwrap_or_else(|| panic!("job {id} has no running turn container after {limit:?}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,6 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::service::*;
 use crate::support::*;
 
 /// The locally built Python gate image (`image build --gate python`).
@@ -138,33 +137,10 @@ fn serve_with(gates_file: &Path) -> ServeOpts<'_> {
 
 /// Waits until job `id` has a running container of image `image` (found by the job's label).
 fn running_gate_of(id: &str, image: &str, limit: Duration) -> String {
-    let started = Instant::now();
     let label = format!("label={}={id}", container::JOB_LABEL_KEY);
     let ancestor = format!("ancestor={image}");
-    loop {
-        let found = docker_cli(
-            &[
-                "ps",
-                "-q",
-                "--no-trunc",
-                "--filter",
-                &label,
-                "--filter",
-                &ancestor,
-                "--filter",
-                "status=running",
-            ],
-            None,
-        );
-        if let Some(first) = found.lines().next() {
-            return first.to_owned();
-        }
-        assert!(
-            started.elapsed() < limit,
-            "job {id} has no running gate container after {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_running_container(&[&label, &ancestor], limit)
+        .unwrap_or_else(|| panic!("job {id} has no running gate container after {limit:?}"))
 }
 
 async fn stored_evidence(state: &Path, id: &str) -> Vec<jobs::EvidenceDocument> {
@@ -448,19 +424,13 @@ async fn docker_service_sigkill_during_the_gate_records_one_result_with_evidence
         .count();
     assert_eq!(completed, 1, "{codes:?}");
     // The janitor removes the killed attempt's gate container.
-    let started = Instant::now();
-    loop {
-        let left = own_turns(&docker).await.unwrap();
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "containers left: {:?}",
-            left.iter().map(|c| &c.names).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_own_turns_gone(
+        &docker,
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        "containers left",
+    )
+    .await;
     assert_eq!(restarted.stop().code(), Some(0));
     assert!(staging_left(state.path()).is_empty());
     assert_no_turn_containers(&docker).await;

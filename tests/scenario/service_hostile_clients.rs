@@ -14,7 +14,6 @@ use std::io::{Read as _, Write as _};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use crate::service::{ServeOpts, Service};
 use crate::support::*;
 
 /// What the service promises (docs/SERVICE.md): the header-read timeout and the body-read
@@ -113,38 +112,12 @@ fn request(
         read.is_ok(),
         "{method} {path}: no complete answer within {limit:?}: {read:?}"
     );
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("{method} {path}: no head in {raw:?}"));
-    let head = String::from_utf8_lossy(&raw[..end]).to_string();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let mut body = raw[end + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body);
-    }
+    let (status, head, body) = parse_answer(&raw);
     Answer {
         status,
         head,
         body: String::from_utf8_lossy(&body).into_owned(),
     }
-}
-
-fn dechunk(mut raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
-        let size =
-            usize::from_str_radix(std::str::from_utf8(&raw[..eol]).unwrap().trim(), 16).unwrap();
-        if size == 0 {
-            break;
-        }
-        out.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
-        raw = &raw[eol + 2 + size + 2..];
-    }
-    out
 }
 
 const LOCAL: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 1);
@@ -182,12 +155,6 @@ fn session_of(answer: &Answer) -> String {
         .and_then(|c| c.split(';').next())
         .unwrap_or_else(|| panic!("no session cookie: {answer:?}"))
         .to_owned()
-}
-
-fn start() -> (tempfile::TempDir, Service) {
-    let state = tempfile::tempdir().unwrap();
-    let service = Service::start(state.path(), &ServeOpts::default());
-    (state, service)
 }
 
 /// A request that sends its head and one byte of a body it says is much longer, then stalls.
@@ -228,7 +195,7 @@ async fn docker_slow_body_flood_leaves_healthz_and_the_api_answering() {
         return;
     };
     let _guard = docker_lock().lock().await;
-    let (_state, service) = start();
+    let (_state, service) = serve_fresh();
     let addr = service.addr;
     let token = service.token();
     let flood_started = Instant::now();
@@ -311,7 +278,7 @@ async fn docker_header_read_timeout_closes_idle_connections() {
         return;
     };
     let _guard = docker_lock().lock().await;
-    let (_state, service) = start();
+    let (_state, service) = serve_fresh();
     let addr = service.addr;
     let limit = HEADER_READ_TIMEOUT + Duration::from_secs(5);
     // Nothing at all, and half a head.
@@ -352,7 +319,7 @@ async fn docker_failed_sign_ins_never_lock_out_the_right_token() {
         return;
     };
     let _guard = docker_lock().lock().await;
-    let (_state, service) = start();
+    let (_state, service) = serve_fresh();
     let addr = service.addr;
     let token = service.token();
     let wrong = "1".repeat(64);
@@ -399,7 +366,7 @@ async fn docker_sign_in_and_out_need_their_csrf_token_and_the_cookie_is_host_onl
         return;
     };
     let _guard = docker_lock().lock().await;
-    let (_state, service) = start();
+    let (_state, service) = serve_fresh();
     let addr = service.addr;
     let token = service.token();
 

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::service::*;
 use crate::support::*;
 
 /// The proof agent sleeps this long, then edits: the turn outlives dozens of janitor passes of

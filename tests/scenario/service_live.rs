@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use gateway::testkit::{Reply, ScriptedUpstream};
 
 use crate::live_container::{TEST_LIVE_IMAGE, live_fixture, live_image};
-use crate::service::*;
 use crate::support::*;
 
 const KEY: &str = "sk-service-live-5c7d1a";
@@ -269,14 +268,13 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
 
 /// Waits until a turn container exists.
 async fn wait_for_container(docker: &container::BollardRuntime) {
-    let started = Instant::now();
-    while own_turns(docker).await.unwrap().is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "no turn container"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_own_turn(
+        docker,
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        "no turn container",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -477,13 +475,13 @@ async fn docker_service_cancels_a_live_turn_mid_stream_and_keeps_its_spent_token
     // The container (and with it the tunnel and every gateway channel) goes: its guard's forced
     // removal runs as the turn is dropped, next to the cancelled write. No third request is made.
     let dropped = Instant::now();
-    while !own_turns(&docker).await.unwrap().is_empty() {
-        assert!(
-            dropped.elapsed() < Duration::from_secs(10),
-            "the cancelled live turn's container is still there"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_own_turns_gone(
+        &docker,
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        "the cancelled live turn's container is still there",
+    )
+    .await;
     eprintln!(
         "live turn cancelled: recorded {took:?} after the cancel, container gone {:?} later",
         dropped.elapsed()

@@ -8,7 +8,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::service::*;
 use crate::support::*;
 
 /// Waits until job `id` has an event with `code`.

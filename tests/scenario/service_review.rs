@@ -8,11 +8,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
+use finalizer::{CandidateFields, RepositoryPatchFile};
 use snapshot::{FileOp, RepoPath};
 use vocab::Sha256;
 
-use crate::service::{ServeOpts, Service, bin, http, open_store};
 use crate::support::*;
 
 /// A candidate creating `src/new.py`, requiring `gates`.
@@ -39,9 +38,8 @@ fn candidate_at(gates: &[&str], body: &str, commit: &str) -> (Vec<u8>, String) {
         required_validation_gates: gates.iter().map(|g| (*g).to_owned()).collect(),
         ..CandidateFields::default()
     };
-    let c = RepositoryPatchCandidate::new(fields, vec![file]).unwrap();
-    let digest = finalizer::repository_patch_digest(&c).unwrap().to_string();
-    (c.to_json_pretty().unwrap(), digest)
+    let made = make_candidate(fields, vec![file]);
+    (made.bytes, made.digest)
 }
 
 /// Plants a completed job holding `candidate` in the state directory's store; returns its id.
@@ -61,39 +59,7 @@ fn plant_spec_in(
     spec: jobs::JobSpec,
     candidate: (Vec<u8>, String),
 ) -> String {
-    let state = state.to_path_buf();
-    let database = database.map(str::to_owned);
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let store = open_store(&state, database.as_deref()).await;
-            let (job, _) = store.submit(spec).await.unwrap();
-            let host = vocab::HostId::parse("planter").unwrap();
-            let claimed = store
-                .claim(&host, 1, Duration::from_secs(600))
-                .await
-                .unwrap()
-                .remove(0);
-            assert_eq!(claimed.job.id, job.id);
-            let applied = store
-                .complete(
-                    &job.id,
-                    &claimed.attempt_id,
-                    candidate.0,
-                    &candidate.1,
-                    &serde_json::json!({}),
-                )
-                .await
-                .unwrap();
-            assert_eq!(applied, jobs::Fenced::Applied);
-            job.id.as_str().to_owned()
-        })
-    })
-    .join()
-    .unwrap()
+    plant_completed(state, database, spec, candidate.0, &candidate.1, Vec::new())
 }
 
 fn decide(
@@ -364,13 +330,7 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
     ]));
     git_out(repo.path(), &["branch", "-M", "main"]);
     let remote = tmp.path().join("remote.git");
-    let cloned = std::process::Command::new("git")
-        .args(["clone", "-q", "--bare"])
-        .arg(repo.path())
-        .arg(&remote)
-        .status()
-        .unwrap();
-    assert!(cloned.success());
+    bare_clone(repo.path(), &remote);
     let before = (
         git_out(repo.path(), &["status", "--porcelain", "--ignored"]),
         git_out(repo.path(), &["for-each-ref"]),
@@ -555,15 +515,15 @@ async fn docker_service_retry_queues_a_follow_up_under_the_same_approval() {
         return;
     };
     let _guard = docker_lock().lock().await;
-    let state = crate::service::state_with_images();
-    let f = crate::service::Fixture::new();
+    let state = crate::support::state_with_images();
+    let f = crate::support::Fixture::new();
     let service = Service::start(state.path(), &ServeOpts::default());
     let operator = service.token();
 
     // A real turn job: its candidate is what the reviewer sends back.
-    let submitted = crate::service::submit(state.path(), None, &f, "Update the dashboard.");
+    let submitted = crate::support::submit(state.path(), None, &f, "Update the dashboard.");
     let parent = submitted["job"]["id"].as_str().unwrap().to_owned();
-    let done = crate::service::wait_state(
+    let done = crate::support::wait_state(
         state.path(),
         None,
         &parent,
@@ -597,7 +557,7 @@ async fn docker_service_retry_queues_a_follow_up_under_the_same_approval() {
     assert_eq!(again["seq"], 2);
 
     // The follow-up runs under the parent's approval, scope and image, and links back.
-    let child_done = crate::service::wait_state(
+    let child_done = crate::support::wait_state(
         state.path(),
         None,
         &child,
@@ -677,7 +637,7 @@ async fn docker_service_retry_queues_a_follow_up_under_the_same_approval() {
         serde_json::json!({"decision": "retry", "candidate_digest": digest, "reason": "a\u{1b}[2J"}),
     );
     assert_eq!(status, 400, "{body}");
-    let listed = crate::service::json_of(&crate::service::jobs(state.path(), None, &["list"]));
+    let listed = crate::support::json_of(&crate::support::jobs(state.path(), None, &["list"]));
     assert_eq!(listed["jobs"].as_array().unwrap().len(), 2);
 
     let status = service.stop();
@@ -692,13 +652,7 @@ async fn docker_service_retry_queues_a_follow_up_under_the_same_approval() {
 fn held_remote(tmp: &Path, repo: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     use std::os::unix::fs::PermissionsExt as _;
     let remote = tmp.join("remote.git");
-    let cloned = std::process::Command::new("git")
-        .args(["clone", "-q", "--bare"])
-        .arg(repo)
-        .arg(&remote)
-        .status()
-        .unwrap();
-    assert!(cloned.success());
+    bare_clone(repo, &remote);
     let marks = tmp.join("marks");
     std::fs::create_dir(&marks).unwrap();
     let m = marks.display();

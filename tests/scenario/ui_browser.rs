@@ -20,10 +20,8 @@ use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
-use snapshot::{FileOp, RepoPath};
 use vocab::Sha256;
 
-use crate::service::{ServeOpts, Service, open_store};
 use crate::support::*;
 
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -55,46 +53,13 @@ const HOSTILE_NAMES: &[&str] = &[
     "src/);window.__pwned=(10.py",
 ];
 
-fn git_at(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-fn required() -> bool {
-    [
-        "PATCH_CANDIDATE_REQUIRE_BROWSER",
-        "PATCH_CANDIDATE_REQUIRE_DOCKER",
-    ]
-    .iter()
-    .any(|v| std::env::var(v).is_ok_and(|x| x == "1"))
+/// Whether a missing browser fails the test (the browser or Docker is required).
+fn browser_required() -> bool {
+    docker_required() || std::env::var("PATCH_CANDIDATE_REQUIRE_BROWSER").is_ok_and(|x| x == "1")
 }
 
 fn sha(text: &str) -> Sha256 {
     Sha256::of(text.as_bytes())
-}
-
-fn update(path: &str, before: &str, after: &str) -> Option<RepositoryPatchFile> {
-    let p = RepoPath::parse(path).ok()?;
-    let diff = finalizer::unified_diff(p.as_str(), Some(before), Some(after));
-    RepositoryPatchFile::new(
-        p,
-        FileOp::Update,
-        Some(sha(before)),
-        Some(sha(after)),
-        Some(after.to_owned()),
-        diff,
-    )
-    .ok()
 }
 
 fn candidate(
@@ -111,18 +76,19 @@ fn candidate_at(
     summary: &str,
     baseline: &str,
 ) -> (Vec<u8>, String, RepositoryPatchCandidate) {
-    let fields = CandidateFields {
-        repository_full_name: "o/n".into(),
-        baseline_commit_sha: baseline.to_owned(),
-        handoff_id: "handoff-ui".into(),
-        approved_plan_digest: "0".repeat(64),
-        required_validation_gates: gates.iter().map(|g| (*g).to_owned()).collect(),
-        summary: summary.to_owned(),
-        ..CandidateFields::default()
-    };
-    let c = RepositoryPatchCandidate::new(fields, files).unwrap();
-    let digest = finalizer::repository_patch_digest(&c).unwrap().to_string();
-    (c.to_json_pretty().unwrap(), digest, c)
+    let made = make_candidate(
+        CandidateFields {
+            repository_full_name: "o/n".into(),
+            baseline_commit_sha: baseline.to_owned(),
+            handoff_id: "handoff-ui".into(),
+            approved_plan_digest: "0".repeat(64),
+            required_validation_gates: gates.iter().map(|g| (*g).to_owned()).collect(),
+            summary: summary.to_owned(),
+            ..CandidateFields::default()
+        },
+        files,
+    );
+    (made.bytes, made.digest, made.candidate)
 }
 
 /// A gate evidence document for `digest`: passed, or failed with `new_failures` and `log`.
@@ -211,69 +177,31 @@ type Planted = (
 
 /// The spec of a real turn job over `f` (approval, proof image and selections as `jobs submit`
 /// stores them, submitted into a scratch state): a retry of it queues a follow-up that runs.
-fn turn_spec(f: &crate::service::Fixture, task: &str) -> jobs::JobSpec {
-    let scratch = crate::service::state_with_images();
-    let answer = crate::service::submit(scratch.path(), None, f, task);
+fn turn_spec(f: &crate::support::Fixture, task: &str) -> jobs::JobSpec {
+    let scratch = crate::support::state_with_images();
+    let answer = crate::support::submit(scratch.path(), None, f, task);
     let id = vocab::JobId::parse(answer["job"]["id"].as_str().unwrap()).unwrap();
-    let path = scratch.path().to_path_buf();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let store = open_store(&path, None).await;
-            store.get(&id).await.unwrap().unwrap().spec
-        })
+    with_store(scratch.path(), None, async move |store| {
+        store.get(&id).await.unwrap().unwrap().spec
     })
-    .join()
-    .unwrap()
 }
 
 fn plant(state: &Path, jobs_in: Vec<Planted>) -> Vec<String> {
-    let state = state.to_path_buf();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let store = open_store(&state, None).await;
-            let host = vocab::HostId::parse("planter").unwrap();
-            let mut ids = Vec::new();
-            for (nonce, bytes, digest, ev, spec) in jobs_in {
-                let spec = spec.unwrap_or_else(|| jobs::JobSpec::noop(&nonce, 1));
-                let (job, _) = store.submit(spec).await.unwrap();
-                let claimed = store
-                    .claim(&host, 1, Duration::from_secs(600))
-                    .await
-                    .unwrap()
-                    .remove(0);
-                assert_eq!(claimed.job.id, job.id);
-                let applied = store
-                    .complete_with_evidence(
-                        &job.id,
-                        &claimed.attempt_id,
-                        bytes,
-                        &digest,
-                        &serde_json::json!({}),
-                        ev,
-                    )
-                    .await
-                    .unwrap();
-                assert_eq!(applied, jobs::Fenced::Applied);
-                ids.push(job.id.as_str().to_owned());
-            }
-            // One queued job, for the state filter.
-            store
-                .submit(jobs::JobSpec::noop("still-queued", 1))
-                .await
-                .unwrap();
-            ids
+    let ids = jobs_in
+        .into_iter()
+        .map(|(nonce, bytes, digest, ev, spec)| {
+            let spec = spec.unwrap_or_else(|| jobs::JobSpec::noop(&nonce, 1));
+            plant_completed(state, None, spec, bytes, &digest, ev)
         })
-    })
-    .join()
-    .unwrap()
+        .collect();
+    // One queued job, for the state filter.
+    with_store(state, None, async |store| {
+        store
+            .submit(jobs::JobSpec::noop("still-queued", 1))
+            .await
+            .unwrap();
+    });
+    ids
 }
 
 /// A raw HTTP/1.1 exchange with an optional cookie and form body: status, head, body.
@@ -318,38 +246,7 @@ fn ui_http_with(
     }
     let mut raw = Vec::new();
     let _ = stream.read_to_end(&mut raw);
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&raw[..end]).to_string();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let mut body = raw[end + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body);
-    }
-    (status, head, body)
-}
-
-fn dechunk(mut raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
-        let size =
-            usize::from_str_radix(std::str::from_utf8(&raw[..eol]).unwrap().trim(), 16).unwrap();
-        if size == 0 {
-            break;
-        }
-        out.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
-        raw = &raw[eol + 2 + size + 2..];
-    }
-    out
-}
-
-fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
-    head.lines().find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
-    })
+    parse_answer(&raw)
 }
 
 /// The `Set-Cookie` value of cookie `name`.
@@ -440,7 +337,7 @@ fn free_port() -> u16 {
 fn start_driver() -> Option<Driver> {
     if !Path::new(CHROMEDRIVER).exists() || !Path::new(CHROMIUM).exists() {
         assert!(
-            !required(),
+            !browser_required(),
             "Chromium and chromedriver are required (infra/ci/pre.d/05-browser.sh installs them)"
         );
         eprintln!("SKIPPED (no Chromium/chromedriver; PATCH_CANDIDATE_REQUIRE_BROWSER unset)");
@@ -581,7 +478,7 @@ fn big_candidate() -> (Vec<u8>, String, RepositoryPatchCandidate) {
         let after: String = (0..100)
             .map(|i| format!("value_{f}_{i} = compute_faster({i}, cache=True)\n"))
             .collect();
-        files.push(update(&format!("pkg/module_{f:02}.py"), &before, &after).unwrap());
+        files.push(update_file(&format!("pkg/module_{f:02}.py"), &before, &after).unwrap());
     }
     candidate(
         files,
@@ -590,164 +487,223 @@ fn big_candidate() -> (Vec<u8>, String, RepositoryPatchCandidate) {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "one end-to-end browser session, step by step"
-)]
-async fn docker_ui_review_in_a_real_browser() {
-    let Some(_docker) = docker().await else {
-        return;
-    };
-    let _guard = docker_lock().lock().await;
-    let Some(driver) = start_driver() else {
-        return;
-    };
+/// What the browser session reviews: four planted completed jobs (a clean candidate with passing
+/// gates over a real repository, a hostile one, one to retry, a big one) and one queued job, in
+/// the store of a running `serve` whose publish remote is a bare clone of the clean one's
+/// repository.
+struct Review {
+    service: Service,
+    addr: SocketAddr,
+    /// `http://<addr>`.
+    base: String,
+    token: String,
+    state: tempfile::TempDir,
+    /// The planted jobs, in the order clean, hostile, retry, big.
+    ids: Vec<String>,
+    clean_job: String,
+    hostile_job: String,
+    retry_job: String,
+    big_job: String,
+    retry_digest: String,
+    big_digest: String,
+    /// The clean candidate's baseline commit and its new `src/app.py`.
+    commit: String,
+    after: &'static str,
+    remote: PathBuf,
+    _repo: tempfile::TempDir,
+    _remote_dir: tempfile::TempDir,
+    _retry_fixture: Fixture,
+}
 
-    // The candidates: a clean one with passing gates, a hostile one, one to retry, a big one.
-    let before = "def add(a, b):\n    return a+b\n\nprint(add(1, 2))\n";
-    let after = "def add(a, b):\n    \"\"\"Adds.\"\"\"\n    return a + b\n\nprint(add(1, 2))\n";
-    // The clean candidate's baseline is a real repository, and the operator's remote a bare
-    // clone of it: publishing from the page lands a branch there.
-    let (repo, commit) = git_repo(&std::collections::BTreeMap::from([(
-        "src/app.py",
-        before.to_owned(),
-    )]));
-    git_at(repo.path(), &["branch", "-M", "main"]);
-    let remote_dir = tempfile::tempdir().unwrap();
-    let remote = remote_dir.path().join("remote.git");
-    assert!(
-        Command::new("git")
-            .args(["clone", "-q", "--bare"])
-            .arg(repo.path())
-            .arg(&remote)
-            .status()
-            .unwrap()
-            .success()
-    );
-    let clean = candidate_at(
-        vec![update("src/app.py", before, after).unwrap()],
-        &["pytest"],
-        "Document add() and format its body",
-        &commit,
-    );
-    let hostile_text: String = PAYLOADS.iter().map(|p| format!("{p}\n")).collect();
-    let mut hostile_files = vec![
-        update(
-            "src/payloads.py",
-            "x = 1\n",
-            &format!("x = 1\n{hostile_text}"),
-        )
-        .unwrap(),
-        // A 100 kB line (cut with a marker) and a 1 MB line (its file too big to show).
-        update(
-            "src/long.py",
-            "a\n",
-            &format!(
-                "a\n{}\n",
-                "<script>window.__pwned=11</script>".repeat(3_000)
-            ),
-        )
-        .unwrap(),
-        update(
-            "src/huge.py",
-            "a\n",
-            &format!(
-                "a\n{}\n",
-                "<script>window.__pwned=12</script>".repeat(30_000)
-            ),
-        )
-        .unwrap(),
-    ];
-    let named: Vec<RepositoryPatchFile> = HOSTILE_NAMES
-        .iter()
-        .filter_map(|n| update(n, "y = 0\n", "y = 1 # \u{202E}evil\n"))
-        .collect();
-    assert!(
-        named.len() >= 3,
-        "the hostile names should mostly be valid paths"
-    );
-    hostile_files.extend(named);
-    let hostile = candidate(hostile_files, &["pytest"], &PAYLOADS.join(" "));
-    let retry = candidate(
-        vec![update("src/retry.py", "r = 0\n", "r = 1\n").unwrap()],
-        &[],
-        "A change to send back",
-    );
-    let big = big_candidate();
-    let hostile_evidence = evidence(
-        &hostile.1,
-        &"c".repeat(40),
-        false,
-        &PAYLOADS[..4],
-        &hostile_text,
-    );
-    let clean_evidence = evidence(&clean.1, &commit, true, &[], "12 passed in 0.1s\n");
-    let state = tempfile::tempdir().unwrap();
-    let mut clean_spec = jobs::JobSpec::noop("clean", 1);
-    clean_spec.repository = repo.path().display().to_string();
-    clean_spec.commit = commit.clone();
-    let retry_fixture = crate::service::Fixture::new();
-    let retry_spec = turn_spec(&retry_fixture, "Update the dashboard.");
-    let ids = plant(
-        state.path(),
-        vec![
-            (
-                "clean".into(),
-                clean.0,
-                clean.1.clone(),
-                vec![clean_evidence],
-                Some(clean_spec),
-            ),
-            (
-                "hostile".into(),
-                hostile.0,
-                hostile.1.clone(),
-                vec![hostile_evidence],
-                None,
-            ),
-            (
-                "retry".into(),
-                retry.0,
-                retry.1.clone(),
-                vec![],
-                Some(retry_spec),
-            ),
-            ("big".into(), big.0, big.1.clone(), vec![], None),
-        ],
-    );
-    let [clean_job, hostile_job, retry_job, big_job] = ids.as_slice() else {
-        panic!("four jobs")
-    };
-    let remote_arg = remote.display().to_string();
-    let service = Service::start(
-        state.path(),
-        &ServeOpts {
-            extra: vec!["--publish-remote", &remote_arg],
-            ..ServeOpts::default()
-        },
-    );
-    let addr = service.addr;
-    let base = format!("http://{addr}");
-    let token = service.token();
-    tally("docker_ui_review_in_a_real_browser");
+impl Review {
+    /// Plants the candidates (real candidates and gate evidence, no turn run) and starts `serve`.
+    fn plant_and_serve() -> Self {
+        // The candidates: a clean one with passing gates, a hostile one, one to retry, a big one.
+        let before = "def add(a, b):\n    return a+b\n\nprint(add(1, 2))\n";
+        let after = "def add(a, b):\n    \"\"\"Adds.\"\"\"\n    return a + b\n\nprint(add(1, 2))\n";
+        // The clean candidate's baseline is a real repository, and the operator's remote a bare
+        // clone of it: publishing from the page lands a branch there.
+        let (repo, commit) = git_repo(&std::collections::BTreeMap::from([(
+            "src/app.py",
+            before.to_owned(),
+        )]));
+        git_out(repo.path(), &["branch", "-M", "main"]);
+        let remote_dir = tempfile::tempdir().unwrap();
+        let remote = remote_dir.path().join("remote.git");
+        bare_clone(repo.path(), &remote);
+        let clean = candidate_at(
+            vec![update_file("src/app.py", before, after).unwrap()],
+            &["pytest"],
+            "Document add() and format its body",
+            &commit,
+        );
+        let hostile_text: String = PAYLOADS.iter().map(|p| format!("{p}\n")).collect();
+        let mut hostile_files = vec![
+            update_file(
+                "src/payloads.py",
+                "x = 1\n",
+                &format!("x = 1\n{hostile_text}"),
+            )
+            .unwrap(),
+            // A 100 kB line (cut with a marker) and a 1 MB line (its file too big to show).
+            update_file(
+                "src/long.py",
+                "a\n",
+                &format!(
+                    "a\n{}\n",
+                    "<script>window.__pwned=11</script>".repeat(3_000)
+                ),
+            )
+            .unwrap(),
+            update_file(
+                "src/huge.py",
+                "a\n",
+                &format!(
+                    "a\n{}\n",
+                    "<script>window.__pwned=12</script>".repeat(30_000)
+                ),
+            )
+            .unwrap(),
+        ];
+        let named: Vec<RepositoryPatchFile> = HOSTILE_NAMES
+            .iter()
+            .filter_map(|n| update_file(n, "y = 0\n", "y = 1 # \u{202E}evil\n"))
+            .collect();
+        assert!(
+            named.len() >= 3,
+            "the hostile names should mostly be valid paths"
+        );
+        hostile_files.extend(named);
+        let hostile = candidate(hostile_files, &["pytest"], &PAYLOADS.join(" "));
+        let retry = candidate(
+            vec![update_file("src/retry.py", "r = 0\n", "r = 1\n").unwrap()],
+            &[],
+            "A change to send back",
+        );
+        let big = big_candidate();
+        let hostile_evidence = evidence(
+            &hostile.1,
+            &"c".repeat(40),
+            false,
+            &PAYLOADS[..4],
+            &hostile_text,
+        );
+        let clean_evidence = evidence(&clean.1, &commit, true, &[], "12 passed in 0.1s\n");
+        let state = tempfile::tempdir().unwrap();
+        let mut clean_spec = jobs::JobSpec::noop("clean", 1);
+        clean_spec.repository = repo.path().display().to_string();
+        clean_spec.commit = commit.clone();
+        let retry_fixture = Fixture::new();
+        let retry_spec = turn_spec(&retry_fixture, "Update the dashboard.");
+        let ids = plant(
+            state.path(),
+            vec![
+                (
+                    "clean".into(),
+                    clean.0,
+                    clean.1.clone(),
+                    vec![clean_evidence],
+                    Some(clean_spec),
+                ),
+                (
+                    "hostile".into(),
+                    hostile.0,
+                    hostile.1.clone(),
+                    vec![hostile_evidence],
+                    None,
+                ),
+                (
+                    "retry".into(),
+                    retry.0,
+                    retry.1.clone(),
+                    vec![],
+                    Some(retry_spec),
+                ),
+                ("big".into(), big.0, big.1.clone(), vec![], None),
+            ],
+        );
+        let [clean_job, hostile_job, retry_job, big_job] = ids.as_slice() else {
+            panic!("four jobs")
+        };
+        let (clean_job, hostile_job, retry_job, big_job) = (
+            clean_job.clone(),
+            hostile_job.clone(),
+            retry_job.clone(),
+            big_job.clone(),
+        );
+        let remote_arg = remote.display().to_string();
+        let service = Service::start(
+            state.path(),
+            &ServeOpts {
+                extra: vec!["--publish-remote", &remote_arg],
+                ..ServeOpts::default()
+            },
+        );
+        let addr = service.addr;
+        let token = service.token();
+        Self {
+            base: format!("http://{addr}"),
+            addr,
+            token,
+            service,
+            state,
+            ids,
+            clean_job,
+            hostile_job,
+            retry_job,
+            big_job,
+            retry_digest: retry.1,
+            big_digest: big.1,
+            commit,
+            after,
+            remote,
+            _repo: repo,
+            _remote_dir: remote_dir,
+            _retry_fixture: retry_fixture,
+        }
+    }
 
-    // Signed out: pages redirect to the sign-in page, POSTs are refused.
-    let (status, head, _) = ui_http(addr, "GET", "/ui/jobs", None, None);
+    /// The page at `path` (below the service's origin) in the browser.
+    async fn goto(&self, c: &Client, path: &str) {
+        c.goto(&format!("{}{path}", self.base)).await.unwrap();
+    }
+}
+
+/// The text of the element `what` on the current page.
+async fn text_of(c: &Client, what: Locator<'_>) -> String {
+    c.find(what).await.unwrap().text().await.unwrap()
+}
+
+/// Types `text` into the element `what`.
+async fn type_into(c: &Client, what: Locator<'_>, text: &str) {
+    c.find(what).await.unwrap().send_keys(text).await.unwrap();
+}
+
+/// Whether the current URL's path ends with `suffix`.
+async fn path_ends_with(c: &Client, suffix: &str) -> bool {
+    c.current_url().await.unwrap().path().ends_with(suffix)
+}
+
+/// Signed out: pages redirect to the sign-in page, POSTs are refused.
+fn signed_out_pages_redirect_and_posts_are_refused(r: &Review) {
+    let (status, head, _) = ui_http(r.addr, "GET", "/ui/jobs", None, None);
     assert_eq!(
         (status, header(&head, "location")),
         (303, Some("/ui/sign-in"))
     );
     let (status, _, _) = ui_http(
-        addr,
+        r.addr,
         "POST",
-        &format!("/ui/jobs/{clean_job}/decide"),
+        &format!("/ui/jobs/{}/decide", r.clean_job),
         None,
         Some("decision=accept"),
     );
     assert_eq!(status, 401);
-    // Every UI response carries the security headers.
-    let (_, head, _) = ui_http(addr, "GET", "/ui/sign-in", None, None);
+}
+
+/// Every UI response carries the security headers.
+fn every_answer_carries_the_security_headers(r: &Review) {
+    let (_, head, _) = ui_http(r.addr, "GET", "/ui/sign-in", None, None);
     for (name, want) in [
         (
             "content-security-policy",
@@ -762,44 +718,24 @@ async fn docker_ui_review_in_a_real_browser() {
             "{name}: {head}"
         );
     }
+}
 
-    let c = browser(&driver).await;
-    // A wrong token does not sign in.
-    c.goto(&format!("{base}/ui/")).await.unwrap();
-    assert!(
-        c.current_url()
-            .await
-            .unwrap()
-            .path()
-            .ends_with("/ui/sign-in")
-    );
-    c.find(Locator::Id("token"))
-        .await
-        .unwrap()
-        .send_keys(&"0".repeat(64))
-        .await
-        .unwrap();
-    click(&c, Locator::Css("form.sign-in button")).await;
-    let alert = c
-        .find(Locator::Css("[role=alert]"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+/// A wrong token does not sign in; the operator token does, in no URL, with a `Secure`,
+/// `HttpOnly` session cookie, and the jobs list shows every planted job. Returns the session.
+async fn only_the_operator_token_signs_in(r: &Review, c: &Client) -> String {
+    r.goto(c, "/ui/").await;
+    assert!(path_ends_with(c, "/ui/sign-in").await);
+    type_into(c, Locator::Id("token"), &"0".repeat(64)).await;
+    click(c, Locator::Css("form.sign-in button")).await;
+    let alert = text_of(c, Locator::Css("[role=alert]")).await;
     assert!(alert.contains("does not sign in"), "{alert}");
-    shot(&c, "01-sign-in-refused").await;
+    shot(c, "01-sign-in-refused").await;
     // The operator token signs in; the token is in no URL.
-    c.find(Locator::Id("token"))
-        .await
-        .unwrap()
-        .send_keys(&token)
-        .await
-        .unwrap();
-    click(&c, Locator::Css("form.sign-in button")).await;
+    type_into(c, Locator::Id("token"), &r.token).await;
+    click(c, Locator::Css("form.sign-in button")).await;
     let url = c.current_url().await.unwrap();
     assert_eq!(url.path(), "/ui/jobs");
-    assert!(!url.as_str().contains(&token));
+    assert!(!url.as_str().contains(&r.token));
     let cookie = c
         .get_all_cookies()
         .await
@@ -812,63 +748,47 @@ async fn docker_ui_review_in_a_real_browser() {
     assert_eq!(cookie.path(), Some("/"));
     let session = cookie.value().to_owned();
     let page = c.source().await.unwrap();
-    for id in &ids {
+    for id in &r.ids {
         assert!(page.contains(id.as_str()), "jobs list lacks {id}");
     }
-    shot(&c, "02-jobs").await;
+    shot(c, "02-jobs").await;
+    session
+}
 
-    // Filter by state.
-    click(&c, Locator::Css("a[href='/ui/jobs?state=queued']")).await;
+/// The state filter shows the jobs in that state only.
+async fn the_state_filter_shows_only_its_jobs(r: &Review, c: &Client) {
+    click(c, Locator::Css("a[href='/ui/jobs?state=queued']")).await;
     let page = c.source().await.unwrap();
-    assert!(!page.contains(clean_job.as_str()));
+    assert!(!page.contains(r.clean_job.as_str()));
     assert!(page.contains("aria-current=\"page\">queued"));
-    click(&c, Locator::Css("a[href='/ui/jobs?state=completed']")).await;
+    click(c, Locator::Css("a[href='/ui/jobs?state=completed']")).await;
     let page = c.source().await.unwrap();
-    assert!(page.contains(clean_job.as_str()));
+    assert!(page.contains(r.clean_job.as_str()));
     for other in ["queued", "running", "failed", "cancelled"] {
         assert!(
             !page.contains(&format!("<tr class=\"state-{other}")),
             "{other} under completed"
         );
     }
-    shot(&c, "03-jobs-completed").await;
+    shot(c, "03-jobs-completed").await;
+}
 
-    // The hostile candidate: nothing runs, hidden characters are shown, policy banner present.
-    c.goto(&format!("{base}/ui/jobs/{hostile_job}"))
-        .await
-        .unwrap();
-    assert_inert(&c, addr, &session, "hostile job").await;
-    shot(&c, "04-job-hostile").await;
+/// The hostile candidate: nothing runs, hidden characters are shown, the payloads are text, the
+/// long line is cut and the huge file not rendered, in the job page and both diff views.
+async fn the_hostile_candidate_runs_nothing_in_either_view(r: &Review, c: &Client, session: &str) {
+    let hostile_job = &r.hostile_job;
+    r.goto(c, &format!("/ui/jobs/{hostile_job}")).await;
+    assert_inert(c, r.addr, session, "hostile job").await;
+    shot(c, "04-job-hostile").await;
     for view in ["unified", "split"] {
-        c.goto(&format!(
-            "{base}/ui/jobs/{hostile_job}/candidate?view={view}"
-        ))
-        .await
-        .unwrap();
-        assert_inert(&c, addr, &session, view).await;
-        let hidden = c
-            .find(Locator::Id("hidden"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        r.goto(c, &format!("/ui/jobs/{hostile_job}/candidate?view={view}"))
+            .await;
+        assert_inert(c, r.addr, session, view).await;
+        let hidden = text_of(c, Locator::Id("hidden")).await;
         assert!(hidden.contains("hidden character"), "{hidden}");
-        let esc = c
-            .find(Locator::Css("span.esc"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let esc = text_of(c, Locator::Css("span.esc")).await;
         assert!(esc.starts_with("<U+"), "{esc}");
-        let text = c
-            .find(Locator::Css("main"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = text_of(c, Locator::Css("main")).await;
         assert!(
             text.contains("<script>window.__pwned=1</script>"),
             "payload shown as text"
@@ -881,14 +801,17 @@ async fn docker_ui_review_in_a_real_browser() {
             text.contains("Too big to show"),
             "the 1 MB line's file is not rendered"
         );
-        shot(&c, &format!("05-candidate-hostile-{view}")).await;
+        shot(c, &format!("05-candidate-hostile-{view}")).await;
     }
-    // The raw view is sandboxed text.
+}
+
+/// The raw view of a file is sandboxed plain text.
+fn the_raw_view_is_sandboxed_text(r: &Review, session: &str) {
     let (status, head, body) = ui_http(
-        addr,
+        r.addr,
         "GET",
-        &format!("/ui/jobs/{hostile_job}/raw/0"),
-        Some(&session),
+        &format!("/ui/jobs/{}/raw/0", r.hostile_job),
+        Some(session),
         None,
     );
     assert_eq!(status, 200);
@@ -903,51 +826,29 @@ async fn docker_ui_review_in_a_real_browser() {
             .contains("sandbox")
     );
     assert!(String::from_utf8_lossy(&body).contains("<script>window.__pwned=1</script>"));
+}
 
-    // Reject the hostile candidate with a reason, in the browser.
-    c.goto(&format!("{base}/ui/jobs/{hostile_job}/candidate"))
-        .await
-        .unwrap();
-    c.find(Locator::Id("reason"))
-        .await
-        .unwrap()
-        .send_keys("hostile markup everywhere")
-        .await
-        .unwrap();
-    click(&c, Locator::Id("reject")).await;
-    let notice = c
-        .find(Locator::Id("notice"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+/// Rejecting the hostile candidate with a reason, in the browser, is recorded.
+async fn the_hostile_candidate_is_rejected_with_a_reason(r: &Review, c: &Client, session: &str) {
+    r.goto(c, &format!("/ui/jobs/{}/candidate", r.hostile_job))
+        .await;
+    type_into(c, Locator::Id("reason"), "hostile markup everywhere").await;
+    click(c, Locator::Id("reject")).await;
+    let notice = text_of(c, Locator::Id("notice")).await;
     assert_eq!(notice, "Recorded: reject.");
-    assert_eq!(
-        c.find(Locator::Id("review-state"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
-        "rejected"
-    );
-    assert_inert(&c, addr, &session, "after reject").await;
+    assert_eq!(text_of(c, Locator::Id("review-state")).await, "rejected");
+    assert_inert(c, r.addr, session, "after reject").await;
+}
 
-    // The clean candidate: gates passed, accept.
-    c.goto(&format!("{base}/ui/jobs/{clean_job}/candidate"))
-        .await
-        .unwrap();
-    let gates = c
-        .find(Locator::Css("table.gates"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+/// The clean candidate: its gates passed, the split view and the whitespace toggle work, and
+/// it is accepted.
+async fn the_clean_candidate_is_accepted(r: &Review, c: &Client) {
+    r.goto(c, &format!("/ui/jobs/{}/candidate", r.clean_job))
+        .await;
+    let gates = text_of(c, Locator::Css("table.gates")).await;
     assert!(gates.contains("passed"), "{gates}");
-    shot(&c, "06-candidate-clean").await;
-    click(&c, Locator::Id("view-split")).await;
+    shot(c, "06-candidate-clean").await;
+    click(c, Locator::Id("view-split")).await;
     assert!(
         c.current_url()
             .await
@@ -956,8 +857,8 @@ async fn docker_ui_review_in_a_real_browser() {
             .contains("view=split")
     );
     assert!(c.find(Locator::Css("table.diff.split")).await.is_ok());
-    shot(&c, "07-candidate-clean-split").await;
-    click(&c, Locator::Id("ws-toggle")).await;
+    shot(c, "07-candidate-clean-split").await;
+    click(c, Locator::Id("ws-toggle")).await;
     assert!(
         c.current_url()
             .await
@@ -965,87 +866,51 @@ async fn docker_ui_review_in_a_real_browser() {
             .as_str()
             .contains("ws=ignore")
     );
-    click(&c, Locator::Id("accept")).await;
-    assert_eq!(
-        c.find(Locator::Id("notice"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
-        "Recorded: accept."
+    click(c, Locator::Id("accept")).await;
+    assert_eq!(text_of(c, Locator::Id("notice")).await, "Recorded: accept.");
+    assert_eq!(text_of(c, Locator::Id("review-state")).await, "accepted");
+    shot(c, "08-candidate-accepted").await;
+}
+
+/// Publishing the accepted candidate from its page lands a branch on the operator's remote: a
+/// commit on the baseline with the candidate's file.
+async fn publishing_lands_a_branch_on_the_remote(r: &Review, c: &Client) {
+    type_into(c, Locator::Id("branch"), "review/add-docstring").await;
+    click(c, Locator::Id("publish")).await;
+    assert_eq!(text_of(c, Locator::Id("notice")).await, "Published.");
+    let published = git_out(
+        &r.remote,
+        &["rev-parse", "refs/heads/review/add-docstring^"],
     );
     assert_eq!(
-        c.find(Locator::Id("review-state"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
-        "accepted"
-    );
-    shot(&c, "08-candidate-accepted").await;
-    // Publish to the operator's remote, from the page.
-    c.find(Locator::Id("branch"))
-        .await
-        .unwrap()
-        .send_keys("review/add-docstring")
-        .await
-        .unwrap();
-    click(&c, Locator::Id("publish")).await;
-    assert_eq!(
-        c.find(Locator::Id("notice"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
-        "Published."
-    );
-    let published = git_at(&remote, &["rev-parse", "refs/heads/review/add-docstring^"]);
-    assert_eq!(
-        published, commit,
+        published, r.commit,
         "the published commit's parent is the baseline"
     );
-    let shown = git_at(
-        &remote,
+    let shown = git_out(
+        &r.remote,
         &["show", "refs/heads/review/add-docstring:src/app.py"],
     );
-    assert_eq!(format!("{shown}\n"), after);
+    assert_eq!(format!("{shown}\n"), r.after);
     assert!(c.find(Locator::Id("publication")).await.is_ok());
-    shot(&c, "08b-candidate-published").await;
+    shot(c, "08b-candidate-published").await;
+}
 
-    // Retry with a reason.
-    c.goto(&format!("{base}/ui/jobs/{retry_job}/candidate"))
-        .await
-        .unwrap();
-    c.find(Locator::Id("reason"))
-        .await
-        .unwrap()
-        .send_keys("try a smaller change")
-        .await
-        .unwrap();
-    click(&c, Locator::Id("retry")).await;
+/// A retry with a reason queues a follow-up: linked from the candidate, run in the sandbox, its
+/// agent saw the reviewer's note, and its own page links back.
+async fn a_retry_queues_a_follow_up_that_sees_the_note(r: &Review, c: &Client) {
+    let retry_job = &r.retry_job;
+    r.goto(c, &format!("/ui/jobs/{retry_job}/candidate")).await;
+    type_into(c, Locator::Id("reason"), "try a smaller change").await;
+    click(c, Locator::Id("retry")).await;
     assert_eq!(
-        c.find(Locator::Id("notice"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
+        text_of(c, Locator::Id("notice")).await,
         "Recorded: retry. A follow-up job is queued under the same approval."
     );
     // The follow-up is linked from the candidate, runs in the sandbox, and its agent saw the
     // reviewer's note; its own page links back.
-    let follow_up = c
-        .find(Locator::Css("#follow-ups a"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let follow_job = crate::service::wait_state(
-        state.path(),
+    let follow_up = text_of(c, Locator::Css("#follow-ups a")).await;
+    let follow_job = crate::support::wait_state(
+        r.state.path(),
         None,
         &follow_up,
         &["completed", "failed"],
@@ -1061,17 +926,10 @@ async fn docker_ui_review_in_a_real_browser() {
         "try a smaller change"
     );
     let follow_bytes = {
-        let path = state.path().to_path_buf();
         let id = vocab::JobId::parse(&follow_up).unwrap();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async { open_store(&path, None).await.candidate(&id).await.unwrap() })
+        with_store(r.state.path(), None, async move |store| {
+            store.candidate(&id).await.unwrap()
         })
-        .join()
-        .unwrap()
         .unwrap()
     };
     assert!(
@@ -1079,30 +937,27 @@ async fn docker_ui_review_in_a_real_browser() {
             .contains("after review (gates: ; note: try a smaller change)"),
         "the follow-up's agent did not see the note"
     );
-    c.goto(&format!("{base}/ui/jobs/{follow_up}/candidate"))
-        .await
-        .unwrap();
+    r.goto(c, &format!("/ui/jobs/{follow_up}/candidate")).await;
     assert_eq!(
-        c.find(Locator::Css("#supersedes code"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
+        text_of(c, Locator::Css("#supersedes code")).await,
         retry_job.as_str()
     );
-    shot(&c, "09b-follow-up").await;
+    shot(c, "09b-follow-up").await;
+}
 
-    // CSRF: without a token, with another session's token, and a stale digest.
+/// CSRF: a decision without a token, with another session's token, or against a stale digest
+/// is refused; the right token works over plain HTTP too (the session is the only credential).
+fn decisions_need_the_sessions_token_and_the_current_digest(r: &Review, session: &str) {
+    let (addr, big_job) = (r.addr, &r.big_job);
     let (_, _, page) = ui_http(
         addr,
         "GET",
         &format!("/ui/jobs/{big_job}/candidate"),
-        Some(&session),
+        Some(session),
         None,
     );
     let mine = csrf_of(&String::from_utf8_lossy(&page));
-    let other = http_sign_in(addr, &token);
+    let other = http_sign_in(addr, &r.token);
     let (_, _, page) = ui_http(
         addr,
         "GET",
@@ -1121,15 +976,15 @@ async fn docker_ui_review_in_a_real_browser() {
             Some(&form),
         )
     };
-    let digest = big.1.replace(':', "%3A");
+    let digest = r.big_digest.replace(':', "%3A");
     let (status, _, body) = decide(
-        &session,
+        session,
         format!("candidate_digest={digest}&decision=reject&reason=x"),
     );
     assert_eq!(status, 403, "{}", String::from_utf8_lossy(&body));
     assert!(String::from_utf8_lossy(&body).contains("PATCH_CANDIDATE_UI_CSRF"));
     let (status, _, _) = decide(
-        &session,
+        session,
         format!("csrf={theirs}&candidate_digest={digest}&decision=reject&reason=x"),
     );
     assert_eq!(status, 403);
@@ -1138,14 +993,14 @@ async fn docker_ui_review_in_a_real_browser() {
     let (_, _, page) = ui_http(
         addr,
         "GET",
-        &format!("/ui/jobs/{retry_job}/candidate"),
-        Some(&session),
+        &format!("/ui/jobs/{}/candidate", r.retry_job),
+        Some(session),
         None,
     );
     let stale = csrf_of(&String::from_utf8_lossy(&page));
-    let stale_digest = retry.1.replace(':', "%3A");
+    let stale_digest = r.retry_digest.replace(':', "%3A");
     let (status, _, body) = decide(
-        &session,
+        session,
         format!("csrf={stale}&candidate_digest={stale_digest}&decision=reject&reason=x"),
     );
     assert_eq!(status, 409);
@@ -1162,8 +1017,12 @@ async fn docker_ui_review_in_a_real_browser() {
         ),
         (303, Some(true))
     );
+}
 
-    // The big candidate page: server time, bytes, first contentful paint.
+/// The big candidate page: served (9 timed fetches), at most 1 MiB gzipped, every changed line
+/// rendered; prints server time, bytes and first contentful paint (`UI_BENCH`).
+async fn the_big_candidate_page_is_measured(r: &Review, c: &Client, session: &str) {
+    let (addr, big_job) = (r.addr, &r.big_job);
     let mut server_ms = Vec::new();
     let mut bytes = 0;
     let mut gzipped = 0;
@@ -1173,7 +1032,7 @@ async fn docker_ui_review_in_a_real_browser() {
             addr,
             "GET",
             &format!("/ui/jobs/{big_job}/candidate"),
-            Some(&session),
+            Some(session),
             None,
         );
         server_ms.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -1184,7 +1043,7 @@ async fn docker_ui_review_in_a_real_browser() {
         addr,
         "GET",
         &format!("/ui/jobs/{big_job}/candidate"),
-        Some(&session),
+        Some(session),
         None,
         "Accept-Encoding: gzip\r\n",
     );
@@ -1198,9 +1057,7 @@ async fn docker_ui_review_in_a_real_browser() {
         "the big page is {gzipped} bytes gzipped"
     );
     server_ms.sort_by(f64::total_cmp);
-    c.goto(&format!("{base}/ui/jobs/{big_job}/candidate"))
-        .await
-        .unwrap();
+    r.goto(c, &format!("/ui/jobs/{big_job}/candidate")).await;
     let fcp = c
         .execute(
             "const e = performance.getEntriesByName('first-contentful-paint')[0]; return e ? e.startTime : null;",
@@ -1216,35 +1073,64 @@ async fn docker_ui_review_in_a_real_browser() {
         .await
         .unwrap();
     assert!(rows.as_u64().unwrap() >= 10_000, "{rows}");
-    shot(&c, "09-candidate-big").await;
+    shot(c, "09-candidate-big").await;
     eprintln!(
         "UI_BENCH big candidate page (50 files, 10,000 changed lines): {bytes} bytes, {gzipped} gzipped; fetch p50 {:.1} ms (9 runs, min {:.1}, max {:.1}); first contentful paint {fcp} ms",
         server_ms[4], server_ms[0], server_ms[8]
     );
+}
 
-    // Sign out ends the session.
-    c.goto(&format!("{base}/ui/jobs")).await.unwrap();
+/// Signing out ends the session (its cookie no longer opens a page); closes the browser.
+async fn signing_out_ends_the_session(r: &Review, c: Client, session: &str) {
+    r.goto(&c, "/ui/jobs").await;
     click(&c, Locator::Css("form.inline button")).await;
-    assert!(
-        c.current_url()
-            .await
-            .unwrap()
-            .path()
-            .ends_with("/ui/sign-in")
-    );
-    let (status, _, _) = ui_http(addr, "GET", "/ui/jobs", Some(&session), None);
+    assert!(path_ends_with(&c, "/ui/sign-in").await);
+    let (status, _, _) = ui_http(r.addr, "GET", "/ui/jobs", Some(session), None);
     assert_eq!(status, 303);
     c.close().await.unwrap();
+}
 
-    // Failed sign-ins are bounded: past the limit wrong tokens get 429, yet the right token
-    // still signs in.
+/// Failed sign-ins are bounded: past the limit wrong tokens get 429, yet the right token still
+/// signs in; the service logged the sign-ins and no CSP report.
+fn failed_sign_ins_are_bounded(r: &Review) {
     let mut last = 0;
     for _ in 0..12 {
-        last = http_sign_in_answer(addr, &"1".repeat(64)).0;
+        last = http_sign_in_answer(r.addr, &"1".repeat(64)).0;
     }
     assert_eq!(last, 429);
-    let (status, _) = http_sign_in_answer(addr, &token);
+    let (status, _) = http_sign_in_answer(r.addr, &r.token);
     assert_eq!(status, 303);
-    assert!(service.logged("PATCH_CANDIDATE_UI_SIGN_IN"));
-    assert!(!service.logged("PATCH_CANDIDATE_UI_CSP_REPORT"));
+    assert!(r.service.logged("PATCH_CANDIDATE_UI_SIGN_IN"));
+    assert!(!r.service.logged("PATCH_CANDIDATE_UI_CSP_REPORT"));
+}
+
+/// One browser session over the planted jobs, step by step (each step needs the state the
+/// previous ones left: the session, the recorded decisions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_ui_review_in_a_real_browser() {
+    let Some(_docker) = docker().await else {
+        return;
+    };
+    let _guard = docker_lock().lock().await;
+    let Some(driver) = start_driver() else {
+        return;
+    };
+    let r = Review::plant_and_serve();
+    tally("docker_ui_review_in_a_real_browser");
+
+    signed_out_pages_redirect_and_posts_are_refused(&r);
+    every_answer_carries_the_security_headers(&r);
+    let c = browser(&driver).await;
+    let session = only_the_operator_token_signs_in(&r, &c).await;
+    the_state_filter_shows_only_its_jobs(&r, &c).await;
+    the_hostile_candidate_runs_nothing_in_either_view(&r, &c, &session).await;
+    the_raw_view_is_sandboxed_text(&r, &session);
+    the_hostile_candidate_is_rejected_with_a_reason(&r, &c, &session).await;
+    the_clean_candidate_is_accepted(&r, &c).await;
+    publishing_lands_a_branch_on_the_remote(&r, &c).await;
+    a_retry_queues_a_follow_up_that_sees_the_note(&r, &c).await;
+    decisions_need_the_sessions_token_and_the_current_digest(&r, &session);
+    the_big_candidate_page_is_measured(&r, &c, &session).await;
+    signing_out_ends_the_session(&r, c, &session).await;
+    failed_sign_ins_are_bounded(&r);
 }

@@ -1,15 +1,14 @@
-//! Shared fixtures: Docker access (fail-not-skip), test images, approvals over real Git
-//! repositories, and the leftover-container check.
+//! Docker access (fail-not-skip), the process-wide Docker lock, the fixture images built from
+//! this crate's `turn-fixture` binary, the recorded proof images, and the leftover-container check.
 
-use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use container::BollardRuntime;
 use container::ContainerRuntime as _;
-use snapshot::{ApprovedExecutionContext, GitSnapshot};
 
 pub const FIXTURE_IMAGE: &str = "patch-candidate-turn-fixture:test";
 pub const SECRET_IMAGE: &str = "patch-candidate-turn-fixture-secret:test";
@@ -20,7 +19,8 @@ pub fn docker_lock() -> &'static tokio::sync::Mutex<()> {
     LOCK.get_or_init(|| tokio::sync::Mutex::new(()))
 }
 
-fn required() -> bool {
+/// Whether `PATCH_CANDIDATE_REQUIRE_DOCKER=1`: a missing daemon or image fails, never skips.
+pub fn docker_required() -> bool {
     std::env::var("PATCH_CANDIDATE_REQUIRE_DOCKER").is_ok_and(|v| v == "1")
 }
 
@@ -28,7 +28,7 @@ fn required() -> bool {
 pub async fn docker() -> Option<BollardRuntime> {
     match BollardRuntime::connect(Path::new(container::DEFAULT_DOCKER_SOCKET)).await {
         Ok(d) => Some(d),
-        Err(e) if required() => panic!("Docker is required but unavailable: {e}"),
+        Err(e) if docker_required() => panic!("Docker is required but unavailable: {e}"),
         Err(e) => {
             eprintln!("SKIPPED (Docker unavailable, PATCH_CANDIDATE_REQUIRE_DOCKER unset): {e}");
             None
@@ -116,24 +116,6 @@ pub async fn assert_no_turn_containers(docker: &BollardRuntime) {
     );
 }
 
-/// The directory holding the workspace's built binaries (this test runs from its `deps/`).
-pub fn target_dir() -> PathBuf {
-    // .../target/<triple>/release/deps/scenario-<hash>
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
-}
-
-/// A binary of another workspace crate, built next to this test binary.
-pub fn workspace_bin(name: &str) -> PathBuf {
-    let bin = target_dir().join(name);
-    assert!(
-        bin.is_file(),
-        "{} missing: build with `cargo build --release --locked --workspace --bins`",
-        bin.display()
-    );
-    bin
-}
-
 pub fn docker_cli(args: &[&str], stdin: Option<&[u8]>) -> String {
     let mut cmd = Command::new("docker");
     cmd.args(args)
@@ -219,115 +201,89 @@ pub fn proof_images() -> turn::ImagesState {
         .unwrap_or_else(|| panic!("{} lacks images.json: run images/build.sh", state.display()))
 }
 
-/// `git -C dir ARGS…`, which must succeed; its stdout, trimmed.
-pub fn git_out(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
+/// Waits until this process (or a child) has a labelled turn container, polling every `poll`;
+/// panics with `what` after `limit`.
+pub async fn wait_for_own_turn(
+    docker: &BollardRuntime,
+    limit: Duration,
+    poll: Duration,
+    what: &str,
+) {
+    let started = Instant::now();
+    while own_turns(docker).await.unwrap().is_empty() {
+        assert!(started.elapsed() < limit, "{what}");
+        tokio::time::sleep(poll).await;
+    }
+}
+
+/// Waits until no labelled turn container of this process (or a child) is left, polling every
+/// `poll`; panics with `what` and the names of those left after `limit`.
+pub async fn wait_own_turns_gone(
+    docker: &BollardRuntime,
+    limit: Duration,
+    poll: Duration,
+    what: &str,
+) {
+    let started = Instant::now();
+    loop {
+        let left = own_turns(docker).await.unwrap();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "{what}: {:?}",
+            left.iter().map(|c| &c.names).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(poll).await;
+    }
+}
+
+/// Waits until a running container matches every `docker ps` filter; returns the first one's
+/// full ID, or `None` once `limit` has passed.
+pub fn wait_running_container(filters: &[&str], limit: Duration) -> Option<String> {
+    let started = Instant::now();
+    let mut args = vec!["ps", "-q", "--no-trunc"];
+    for f in filters {
+        args.extend(["--filter", f]);
+    }
+    args.extend(["--filter", "status=running"]);
+    loop {
+        let found = docker_cli(&args, None);
+        if let Some(first) = found.lines().next() {
+            return Some(first.to_owned());
+        }
+        if started.elapsed() >= limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Whether the `docker` client reaches a daemon. Without one: panics when Docker is required,
+/// else `false` (and says so).
+pub fn docker_cli_ready() -> bool {
+    let ok = Command::new("docker")
+        .args(["version", "--format", "{{.Server.APIVersion}}"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            !docker_required(),
+            "Docker is required (PATCH_CANDIDATE_REQUIRE_DOCKER=1) but the daemon does not answer"
+        );
+        eprintln!("SKIPPED: Docker daemon unavailable and PATCH_CANDIDATE_REQUIRE_DOCKER is not 1");
+    }
+    ok
+}
+
+/// Whether a container named exactly `name` exists (running or not).
+pub fn container_exists(name: &str) -> bool {
+    let out = Command::new("docker")
+        .args(["ps", "-a", "-q", "--filter", &format!("name=^/{name}$")])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-/// A real Git repository with `files`, committed; returns (dir, commit).
-pub fn git_repo(files: &BTreeMap<&str, String>) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir.path())
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
-    git(&["init", "-q"]);
-    for (path, content) in files {
-        let full = dir.path().join(path);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .create(full.parent().unwrap())
-            .unwrap();
-        std::fs::write(full, content).unwrap();
-    }
-    git(&["add", "-A"]);
-    git(&[
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@example.invalid",
-        "-c",
-        "commit.gpgsign=false",
-        "commit",
-        "-q",
-        "-m",
-        "fixture",
-    ]);
-    let commit = git(&["rev-parse", "HEAD"]);
-    (dir, commit)
-}
-
-/// An approval for `repo@commit` with the snapshot digest computed from the repository.
-pub fn approval(
-    repo: &Path,
-    commit: &str,
-    task: &str,
-    allowed: &[&str],
-    read_only: &[&str],
-    create: &[&str],
-    delete: &[&str],
-) -> ApprovedExecutionContext {
-    let snap = GitSnapshot::load(repo, commit).unwrap();
-    let digest = snap.snapshot_digest("acme/fixture").to_string();
-    let doc = serde_json::json!({
-        "schema_version": "managed_refinement.execution_context.v1",
-        "handoff_id": "handoff-t",
-        "request_id": "request-t",
-        "plan_id": "plan-t",
-        "app_id": "app-t",
-        "build_registry_id": "build-t",
-        "repository_full_name": "acme/fixture",
-        "baseline_commit_sha": commit,
-        "raw_request": task,
-        "request_type": "change",
-        "approved_plan_digest": "0".repeat(64),
-        "snapshot_digest": digest,
-        "graph_identity_digest": "g",
-        "impact_report_digest": "i",
-        "execution_strategy_id": "s",
-        "rationale": "test approval",
-        "allowed_paths": allowed,
-        "prohibited_paths": [],
-        "read_only_paths": read_only,
-        "create_paths": create,
-        "delete_paths": delete,
-    });
-    ApprovedExecutionContext::from_json(&doc.to_string()).unwrap()
-}
-
-/// Writes an approval to a file for CLI tests.
-pub fn write_approval(dir: &Path, context: &ApprovedExecutionContext) -> PathBuf {
-    let path = dir.join("approval.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(context).unwrap()).unwrap();
-    path
-}
-
-/// A candidate's changed files as (path, operation), in the candidate's order.
-pub fn ops(candidate: &finalizer::RepositoryPatchCandidate) -> Vec<(String, snapshot::FileOp)> {
-    candidate
-        .changed_files()
-        .iter()
-        .map(|f| (f.path().as_str().to_owned(), f.op()))
-        .collect()
+    !out.stdout.is_empty()
 }

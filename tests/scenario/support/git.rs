@@ -1,0 +1,71 @@
+//! Real Git repositories: commands that must succeed, fixture repositories and bare clones.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// `git -C dir ARGS…`, which must succeed; its stdout as it is.
+pub fn git_text(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `git -C dir ARGS…`, which must succeed; its stdout, trimmed.
+pub fn git_out(dir: &Path, args: &[&str]) -> String {
+    git_text(dir, args).trim().to_owned()
+}
+
+/// The test identity and no signing, as `-c` options before a Git command.
+const IDENTITY: [&str; 6] = [
+    "-c",
+    "user.name=t",
+    "-c",
+    "user.email=t@example.invalid",
+    "-c",
+    "commit.gpgsign=false",
+];
+
+/// [`git_out`] as the test identity, without signing (for commits).
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let all: Vec<&str> = IDENTITY.iter().chain(args).copied().collect();
+    git_out(dir, &all)
+}
+
+/// A real Git repository with `files`, committed; returns (dir, commit).
+pub fn git_repo(files: &BTreeMap<&str, String>) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    git_out(dir.path(), &["init", "-q"]);
+    for (path, content) in files {
+        let full = dir.path().join(path);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .create(full.parent().unwrap())
+            .unwrap();
+        std::fs::write(full, content).unwrap();
+    }
+    git_out(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-q", "-m", "fixture"]);
+    let commit = git_out(dir.path(), &["rev-parse", "HEAD"]);
+    (dir, commit)
+}
+
+/// `git clone -q --bare repo remote`, which must succeed.
+pub fn bare_clone(repo: &Path, remote: &Path) {
+    let cloned = Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(repo)
+        .arg(remote)
+        .status()
+        .unwrap();
+    assert!(cloned.success());
+}

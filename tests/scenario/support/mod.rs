@@ -1,0 +1,23 @@
+//! The scenario suites' shared helpers, each in one place: Docker access (fail-not-skip), the
+//! test images and the leftover-container check ([`docker`]); the built binaries and their
+//! output ([`cli`]); real Git repositories ([`git`]); approvals and state directories
+//! ([`state`]); raw HTTP/1.1 answers ([`http`]); a running `serve` process and its job store
+//! ([`service`]); candidates and gate evidence planted without a turn ([`review`]).
+//!
+//! Every item is re-exported here: a suite says `use crate::support::*`.
+
+pub mod cli;
+pub mod docker;
+pub mod git;
+pub mod http;
+pub mod review;
+pub mod service;
+pub mod state;
+
+pub use cli::*;
+pub use docker::*;
+pub use git::*;
+pub use http::*;
+pub use review::*;
+pub use service::*;
+pub use state::*;

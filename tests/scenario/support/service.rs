@@ -1,0 +1,378 @@
+//! A running `patch-candidate serve` process, its job store, and the job commands and HTTP API
+//! it answers; completed jobs planted in the store without a turn.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::cli::{bin, json_of};
+use super::git::git_repo;
+use super::http::parse_answer;
+use super::state::app_approval;
+use crate::proof::demo_files;
+
+/// A repository and one approval per task.
+pub struct Fixture {
+    pub repo: tempfile::TempDir,
+    pub commit: String,
+    pub approvals: tempfile::TempDir,
+}
+
+impl Fixture {
+    pub fn new() -> Self {
+        let (repo, commit) = git_repo(&demo_files());
+        Self {
+            repo,
+            commit,
+            approvals: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// Writes the approval of `task` and returns its path.
+    pub fn approval(&self, task: &str) -> PathBuf {
+        let context = app_approval(self.repo.path(), &self.commit, task);
+        let name = format!("{}.json", vocab::sha256_bare_hex(task.as_bytes()));
+        let path = self.approvals.path().join(name);
+        std::fs::write(&path, serde_json::to_vec_pretty(&context).unwrap()).unwrap();
+        path
+    }
+}
+
+/// `jobs submit` of `task` against the fixture; returns the JSON answer.
+pub fn submit(state: &Path, database: Option<&str>, f: &Fixture, task: &str) -> serde_json::Value {
+    let out = submit_raw(
+        state,
+        database,
+        f.repo.path().to_str().unwrap(),
+        &f.approval(task),
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "submit failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_of(&out)
+}
+
+pub fn submit_raw(
+    state: &Path,
+    database: Option<&str>,
+    repo: &str,
+    approval: &Path,
+    extra: &[&str],
+) -> Output {
+    let mut cmd = bin();
+    cmd.args(["--json", "jobs", "submit", "--repo", repo, "--approval"])
+        .arg(approval)
+        .args(extra)
+        .env("PATCH_CANDIDATE_STATE_DIR", state);
+    if let Some(db) = database {
+        cmd.args(["--database", db]);
+    }
+    cmd.output().unwrap()
+}
+
+/// `jobs <args…> --json` against the store.
+pub fn jobs(state: &Path, database: Option<&str>, args: &[&str]) -> Output {
+    let mut cmd = bin();
+    cmd.arg("--json")
+        .arg("jobs")
+        .args(args)
+        .env("PATCH_CANDIDATE_STATE_DIR", state);
+    if let Some(db) = database {
+        cmd.args(["--database", db]);
+    }
+    cmd.output().unwrap()
+}
+
+pub fn show(state: &Path, database: Option<&str>, id: &str) -> serde_json::Value {
+    let out = jobs(state, database, &["show", id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_of(&out)["job"].clone()
+}
+
+/// Waits until job `id` is in one of `states`; returns the job.
+pub fn wait_state(
+    state: &Path,
+    database: Option<&str>,
+    id: &str,
+    states: &[&str],
+    limit: Duration,
+) -> serde_json::Value {
+    let started = Instant::now();
+    loop {
+        let job = show(state, database, id);
+        if states.iter().any(|s| job["state"] == *s) {
+            return job;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "job {id} still {} after {limit:?}: {job}",
+            job["state"]
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A running `serve` process, its stderr (JSON log lines) collected.
+pub struct Service {
+    pub child: Child,
+    pub lines: Arc<Mutex<Vec<String>>>,
+    pub addr: SocketAddr,
+    pub state: PathBuf,
+}
+
+/// Options of one serve process in a test.
+#[derive(Clone)]
+pub struct ServeOpts<'a> {
+    pub database: Option<&'a str>,
+    pub host_id: Option<&'a str>,
+    pub max_turns: usize,
+    pub lease: &'a str,
+    pub heartbeat: &'a str,
+    pub drain_timeout: &'a str,
+    pub fault: Option<&'a str>,
+    pub extra: Vec<&'a str>,
+    /// Environment variables of the serve process (e.g. a model credential).
+    pub env: Vec<(&'a str, &'a str)>,
+}
+
+impl Default for ServeOpts<'_> {
+    fn default() -> Self {
+        Self {
+            database: None,
+            host_id: None,
+            max_turns: 2,
+            lease: "3s",
+            heartbeat: "500ms",
+            drain_timeout: "60s",
+            fault: None,
+            extra: Vec::new(),
+            env: Vec::new(),
+        }
+    }
+}
+
+impl Service {
+    /// Starts `serve` and waits until it runs (its store open).
+    pub fn start(state: &Path, opts: &ServeOpts<'_>) -> Self {
+        Self::start_until(state, opts, "PATCH_CANDIDATE_SERVICE_STARTED")
+    }
+
+    /// Starts `serve` and waits for the log line `code` carrying the listen address
+    /// (`PATCH_CANDIDATE_SERVICE_LISTENING`: bound, the store perhaps not open yet).
+    pub fn start_until(state: &Path, opts: &ServeOpts<'_>, code: &str) -> Self {
+        let mut cmd = bin();
+        cmd.args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--poll-interval",
+            "100ms",
+        ])
+        .args(["--lease", opts.lease, "--heartbeat", opts.heartbeat])
+        .args(["--drain-timeout", opts.drain_timeout, "--snooze", "1s"])
+        .args(["--retry-base", "200ms"])
+        .args(["--max-turns", &opts.max_turns.to_string()])
+        .args(&opts.extra)
+        .envs(opts.env.iter().copied())
+        .env("PATCH_CANDIDATE_STATE_DIR", state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        if let Some(db) = opts.database {
+            cmd.args(["--database", db]);
+        }
+        if let Some(h) = opts.host_id {
+            cmd.args(["--host-id", h]);
+        }
+        if let Some(fault) = opts.fault {
+            cmd.env("PATCH_CANDIDATE_FAULT", fault);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if std::env::var_os("SERVICE_TEST_ECHO").is_some() {
+                    eprintln!("[serve] {line}");
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let started = Instant::now();
+        let addr = loop {
+            let found = lines.lock().unwrap().iter().find_map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).ok()?;
+                (v["fields"]["code"] == code)
+                    .then(|| v["fields"]["listen"].as_str().unwrap().parse().unwrap())
+            });
+            if let Some(addr) = found {
+                break addr;
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!(
+                    "serve exited with {status} before starting: {:?}",
+                    lines.lock().unwrap()
+                );
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "serve did not start: {:?}",
+                lines.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Self {
+            child,
+            lines,
+            addr,
+            state: state.to_path_buf(),
+        }
+    }
+
+    /// Whether a log line with `code` was written.
+    pub fn logged(&self, code: &str) -> bool {
+        self.lines.lock().unwrap().iter().any(|l| {
+            serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v["fields"]["code"] == code)
+        })
+    }
+
+    /// Waits for a log line with `code`.
+    pub fn wait_logged(&self, code: &str, limit: Duration) {
+        let started = Instant::now();
+        while !self.logged(code) {
+            assert!(
+                started.elapsed() < limit,
+                "no {code} log line after {limit:?}: {:?}",
+                self.lines.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// SIGTERM, then waits for the exit status.
+    pub fn stop(self) -> std::process::ExitStatus {
+        self.signal("-TERM");
+        self.wait()
+    }
+
+    /// Waits for the exit status.
+    pub fn wait(mut self) -> std::process::ExitStatus {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "serve did not stop"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.state.join("api-token"))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A serve process on a fresh state directory (no images: for tests that accept no job).
+pub fn serve_fresh() -> (tempfile::TempDir, Service) {
+    let state = tempfile::tempdir().unwrap();
+    let service = Service::start(state.path(), &ServeOpts::default());
+    (state, service)
+}
+
+/// One HTTP/1.1 request (Connection: close); returns the status and body.
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&[u8]>,
+) -> (u16, Vec<u8>) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    if let Some(t) = token {
+        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    if let Some(b) = body {
+        head.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            b.len()
+        ));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    if let Some(b) = body {
+        // The server may answer (413) and close before reading everything.
+        let _ = stream.write_all(b);
+    }
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let (status, _, body) = parse_answer(&raw);
+    (status, body)
+}
+
+/// Staging trees left in a state directory.
+pub fn staging_left(state: &Path) -> Vec<String> {
+    match std::fs::read_dir(state.join("serve-staging")) {
+        Ok(rd) => rd
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The store's view, read directly (candidate bytes, usage rows).
+pub async fn open_store(state: &Path, database: Option<&str>) -> jobs::JobStore {
+    jobs::JobStore::open(database, state).await.unwrap()
+}
+
+/// The store's events of job `id`: their codes.
+pub fn event_codes(state: &Path, database: Option<&str>, id: &str) -> Vec<String> {
+    let logs = json_of(&jobs(state, database, &["logs", id]));
+    logs["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["code"].as_str().unwrap().to_owned())
+        .collect()
+}

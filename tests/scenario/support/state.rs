@@ -1,0 +1,87 @@
+//! Approvals over real repositories and state directories holding the recorded images.
+
+use std::path::{Path, PathBuf};
+
+use snapshot::{ApprovedExecutionContext, GitSnapshot};
+
+use super::docker::proof_images;
+
+/// A fresh state directory holding a copy of the recorded images.
+pub fn state_with_images() -> tempfile::TempDir {
+    let state = tempfile::tempdir().unwrap();
+    let images = proof_images();
+    std::fs::write(
+        state.path().join("images.json"),
+        serde_json::to_vec(&images).unwrap(),
+    )
+    .unwrap();
+    state
+}
+
+/// An approval for `repo@commit` with the snapshot digest computed from the repository.
+pub fn approval(
+    repo: &Path,
+    commit: &str,
+    task: &str,
+    allowed: &[&str],
+    read_only: &[&str],
+    create: &[&str],
+    delete: &[&str],
+) -> ApprovedExecutionContext {
+    let snap = GitSnapshot::load(repo, commit).unwrap();
+    let digest = snap.snapshot_digest("acme/fixture").to_string();
+    let doc = serde_json::json!({
+        "schema_version": "managed_refinement.execution_context.v1",
+        "handoff_id": "handoff-t",
+        "request_id": "request-t",
+        "plan_id": "plan-t",
+        "app_id": "app-t",
+        "build_registry_id": "build-t",
+        "repository_full_name": "acme/fixture",
+        "baseline_commit_sha": commit,
+        "raw_request": task,
+        "request_type": "change",
+        "approved_plan_digest": "0".repeat(64),
+        "snapshot_digest": digest,
+        "graph_identity_digest": "g",
+        "impact_report_digest": "i",
+        "execution_strategy_id": "s",
+        "rationale": "test approval",
+        "allowed_paths": allowed,
+        "prohibited_paths": [],
+        "read_only_paths": read_only,
+        "create_paths": create,
+        "delete_paths": delete,
+    });
+    ApprovedExecutionContext::from_json(&doc.to_string()).unwrap()
+}
+
+/// [`approval`] granting `app/` and `tests/`, `tests/` read-only, nothing created or deleted (the
+/// demo repository's usual grant).
+pub fn app_approval(repo: &Path, commit: &str, task: &str) -> ApprovedExecutionContext {
+    approval(
+        repo,
+        commit,
+        task,
+        &["app/", "tests/"],
+        &["tests/"],
+        &[],
+        &[],
+    )
+}
+
+/// Writes an approval to a file for CLI tests.
+pub fn write_approval(dir: &Path, context: &ApprovedExecutionContext) -> PathBuf {
+    let path = dir.join("approval.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(context).unwrap()).unwrap();
+    path
+}
+
+/// A candidate's changed files as (path, operation), in the candidate's order.
+pub fn ops(candidate: &finalizer::RepositoryPatchCandidate) -> Vec<(String, snapshot::FileOp)> {
+    candidate
+        .changed_files()
+        .iter()
+        .map(|f| (f.path().as_str().to_owned(), f.op()))
+        .collect()
+}
