@@ -78,10 +78,7 @@ fn round_trip_through_strict_json() {
     let c = sample();
     let back = validate_candidate_json(&c.to_json_pretty().unwrap()).unwrap();
     assert_eq!(back, c);
-    let d = crate::testkit::candidate(vec![
-        delete("app/old.py", "gone\n"),
-        create("app/e.py", ""),
-    ]);
+    let d = crate::testkit::candidate(vec![delete("app/old.py", "gone\n"), create("app/e.py", "")]);
     assert_eq!(
         validate_candidate_json(&serde_json::to_vec(&d).unwrap()).unwrap(),
         d

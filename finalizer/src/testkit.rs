@@ -49,7 +49,12 @@ pub fn fields() -> CandidateFields {
 /// An update of `path` from `before` to `after` with the canonical diff.
 #[must_use]
 pub fn update(path: &str, before: &str, after: &str) -> RepositoryPatchFile {
-    update_with_diff(path, before, after, &unified_diff(path, Some(before), Some(after)))
+    update_with_diff(
+        path,
+        before,
+        after,
+        &unified_diff(path, Some(before), Some(after)),
+    )
 }
 
 /// An update whose diff text is given as is (a hostile or inconsistent diff).
@@ -124,7 +129,10 @@ pub fn paths_with<'a>(changes: &[Change<'a>], op: &str) -> Vec<&'a str> {
 }
 
 /// Writes (creating parent directories) or removes each change's file under `root`.
-#[allow(clippy::disallowed_methods, reason = "a test edits its own staged tree")]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a test edits its own staged tree"
+)]
 pub fn apply_changes(root: &Path, changes: &[Change<'_>]) {
     for (path, _, content) in changes {
         let full = root.join(path);
