@@ -20,7 +20,7 @@ mod text;
 mod verdict;
 
 pub use canonical::{canonical_bytes, domain_digest, write_canonical};
-pub use coded::{Coded, FailureClass, check_code_table, check_message_convention};
+pub use coded::{Coded, FailureClass, check_code_table, check_message_convention, check_samples};
 pub use digest::{SHA256_PREFIX, Sha256, is_lower_hex, is_typed_sha256, sha256_bare_hex};
 pub use error::{ERROR_CODES, MANIFEST_HASH_CODE, VocabError};
 pub use json::{MAX_JSON_DEPTH, ShapeKind, StrictJsonError, from_slice_strict};
