@@ -244,11 +244,8 @@ mod tests {
     #[test]
     fn every_variant_starts_with_its_code_once() {
         let samples = samples();
-        let covered: std::collections::BTreeSet<usize> =
-            samples.iter().map(variant_index).collect();
-        assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no sample");
+        vocab::check_samples(&samples, VARIANTS, variant_index).unwrap();
         for e in &samples {
-            vocab::check_message_convention(e).unwrap();
             let expected = if matches!(e, ArchiveError::Cleanup { .. }) {
                 FailureClass::Environment
             } else {

@@ -163,7 +163,7 @@ mod tests {
 
     use super::*;
     use crate::model::{CandidateFields, RepositoryPatchCandidate};
-    use crate::test_support::{create, fields, update};
+    use crate::testkit::{create, fields, update};
 
     fn with(files: Vec<RepositoryPatchFile>) -> RepositoryPatchCandidate {
         RepositoryPatchCandidate::new(CandidateFields { ..fields() }, files).unwrap()

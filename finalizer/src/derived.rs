@@ -48,7 +48,7 @@ pub fn check_derived_fields(candidate: &RepositoryPatchCandidate) -> Result<(), 
 mod tests {
     use super::*;
     use crate::model::CandidateFields;
-    use crate::test_support::{candidate, create, fields, sample, update};
+    use crate::testkit::{candidate, create, fields, sample, update};
 
     fn code_of(c: &RepositoryPatchCandidate) -> Option<String> {
         check_derived_fields(c).err().map(|e| e.to_string())

@@ -1,7 +1,7 @@
 use serde_json::Value;
 
 use super::*;
-use crate::test_support::{candidate, create, delete, sample, update};
+use crate::testkit::{candidate, create, delete, sample, update};
 
 /// An independent canonicaliser over the serde model: sorted keys at every level via a
 /// `BTreeMap`, the reference list rules, compact output.

@@ -1,7 +1,7 @@
 use pretty_assertions::assert_eq;
 
 use super::*;
-use crate::test_support::{candidate, create, delete, update};
+use crate::testkit::{candidate, create, delete, update};
 
 fn with_diff(file: &RepositoryPatchFile, diff: &str) -> RepositoryPatchFile {
     RepositoryPatchFile::new(

@@ -18,7 +18,8 @@
 //! # Features
 //! `effects` (default) adds [`finalize_repository_patch`] and [`proposal_from_staged_tree`]
 //! (which read a staged tree), the store's writes and [`verify_against_repository`] (runs `git`).
-//! Without it the crate writes no file and spawns no process.
+//! Without it the crate writes no file and spawns no process. `testkit` adds the [`testkit`]
+//! candidate builders for tests (this crate's and the crates above it); never in a binary.
 #![forbid(unsafe_code)]
 
 // Modules are private; the items other crates need are re-exported below (the curated surface).
@@ -38,8 +39,8 @@ mod store;
 #[cfg(feature = "effects")]
 mod verify;
 
-#[cfg(test)]
-mod test_support;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 
 pub use consistency::check_diffs_match_content;
 pub use derived::check_derived_fields;

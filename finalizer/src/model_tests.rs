@@ -2,7 +2,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::test_support::{create, delete, sample};
+use crate::testkit::{create, delete, sample};
 
 fn code(bytes: &[u8]) -> &'static str {
     match validate_candidate_json(bytes) {
@@ -78,10 +78,7 @@ fn round_trip_through_strict_json() {
     let c = sample();
     let back = validate_candidate_json(&c.to_json_pretty().unwrap()).unwrap();
     assert_eq!(back, c);
-    let d = crate::test_support::candidate(vec![
-        delete("app/old.py", "gone\n"),
-        create("app/e.py", ""),
-    ]);
+    let d = crate::testkit::candidate(vec![delete("app/old.py", "gone\n"), create("app/e.py", "")]);
     assert_eq!(
         validate_candidate_json(&serde_json::to_vec(&d).unwrap()).unwrap(),
         d

@@ -1,5 +1,5 @@
 use super::*;
-use crate::test_support::{create, sample};
+use crate::testkit::{create, sample};
 
 #[test]
 fn put_get_list_round_trip_and_idempotence() {
@@ -36,7 +36,7 @@ fn refuses_to_overwrite_different_bytes_and_detects_tampering() {
     let c = sample();
     let d = repository_patch_digest(&c).unwrap();
     let path = tmp.path().join(format!("{}.json", d.bare_hex()));
-    let other = crate::test_support::candidate(vec![create("app/other.py", "y = 2\n")]);
+    let other = crate::testkit::candidate(vec![create("app/other.py", "y = 2\n")]);
     std::fs::write(&path, other.to_json_pretty().unwrap()).unwrap();
     assert_eq!(
         store.put(&c).unwrap_err().code(),

@@ -166,7 +166,7 @@ pub fn archive_paths_bytes(data: &[u8]) {
 }
 
 /// The gate wire contract and the runner's JUnit reader over raw bytes (seeds: the documents
-/// infra/ci/post.d/20-fuzz-archive.sh writes, and any `fuzz/corpus/gate_wire/`).
+/// infra/ci/post.d/20-fuzz.sh writes, and any `fuzz/corpus/gate_wire/`).
 ///
 /// Invariants, beyond "no panic":
 /// * an accepted report is canonical: `to_json(from_json(x)) == x`;
@@ -191,5 +191,216 @@ pub fn gate_wire(data: &[u8]) {
     }
     if let Ok(JunitReport::Ok { cases, .. }) = parse_junit(data, 8, 16) {
         assert!(cases.len() <= 8);
+    }
+}
+
+/// The tunnel's strict incremental frame decoder over raw bytes (seeds: the frame streams
+/// infra/ci/post.d/20-fuzz.sh writes, and any `fuzz/corpus/tunnel_decoder/`).
+///
+/// Invariants, beyond "no panic":
+/// * the input fed whole and fed in pieces (sizes taken from the input) gives the same frames,
+///   the same buffered remainder, or the same error code;
+/// * an error's code is one of `tunnel::ERROR_CODES`, and the decoder stays failed with it;
+/// * accept ⇒ the frames re-encode to exactly the bytes consumed (`encode(decode(x)) == x`), and
+///   each frame alone decodes back to itself;
+/// * what the decoder holds never exceeds one header and one payload, and `finish` accepts
+///   exactly when it holds nothing.
+pub fn tunnel_decoder(data: &[u8]) {
+    use tunnel::{Decoder, ERROR_CODES, HEADER_LEN, MAX_FRAME_PAYLOAD};
+
+    let mut whole = Decoder::new();
+    let whole_result = whole.push(data);
+    let mut pieces = Decoder::new();
+    let step = 1 + usize::from(data.first().copied().unwrap_or(0) % 17);
+    let mut piece_frames = Vec::new();
+    let mut piece_error = None;
+    for chunk in data.chunks(step) {
+        match pieces.push(chunk) {
+            Ok(frames) => piece_frames.extend(frames),
+            Err(e) => {
+                piece_error = Some(e);
+                break;
+            }
+        }
+    }
+    match (whole_result, piece_error) {
+        (Ok(frames), None) => {
+            assert_eq!(frames, piece_frames, "pieces decode differently");
+            assert_eq!(whole.buffered(), pieces.buffered());
+            let buffered = whole.buffered();
+            assert!(
+                buffered <= HEADER_LEN + MAX_FRAME_PAYLOAD,
+                "holds {buffered} bytes"
+            );
+            assert_eq!(whole.finish().is_ok(), buffered == 0);
+            let consumed = data.get(..data.len() - buffered).expect("buffered ≤ input");
+            let mut encoded = Vec::new();
+            for frame in &frames {
+                let bytes = frame.to_bytes();
+                let mut alone = Decoder::new();
+                assert_eq!(
+                    alone.push(&bytes).expect("a frame re-decodes"),
+                    [frame.clone()]
+                );
+                assert!(alone.finish().is_ok());
+                encoded.extend_from_slice(&bytes);
+            }
+            assert_eq!(encoded, consumed, "accepted frames are not canonical");
+        }
+        (Err(a), Some(b)) => {
+            assert_eq!(a.code(), b.code(), "pieces fail differently");
+            assert!(ERROR_CODES.contains(&a.code()), "unknown code {}", a.code());
+            let again = whole
+                .push(b"\x01")
+                .expect_err("a failed decoder stays failed");
+            assert_eq!(again.code(), a.code());
+            assert_eq!(whole.finish().expect_err("still failed").code(), a.code());
+        }
+        (whole, pieces) => panic!("whole {whole:?} but pieces {pieces:?}"),
+    }
+}
+
+/// The gateway's built-in providers, each with a POST target of its own.
+fn gateway_providers() -> [(&'static dyn gateway::Provider, &'static [u8]); 3] {
+    [
+        (&gateway::OpenAiResponses, b"/v1/responses"),
+        (&gateway::AnthropicMessages, b"/v1/messages?beta=true"),
+        (
+            &gateway::GeminiGenerateContent,
+            b"/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+        ),
+    ]
+}
+
+/// The gateway's request parsers over raw bytes for every built-in provider: the strict HTTP/1.1
+/// head parser (`parse_head`), then the body check (byte pre-scan and typed extraction) on the
+/// bytes after a parsed head and on the whole input as a body (seeds: the requests
+/// infra/ci/post.d/20-fuzz.sh writes, and any `fuzz/corpus/gateway_http/`).
+///
+/// Invariants, beyond "no panic":
+/// * every refusal's code is one of `gateway::ERROR_CODES`;
+/// * a parsed head is within its caps (head bytes, header count, body length), ends with
+///   CRLF CRLF, has lower-case names, and parses again the same from exactly its own bytes;
+/// * an incomplete head is shorter than the head cap;
+/// * an accepted body is one JSON object no deeper than the depth cap, and the model it names is
+///   on the allowlist.
+pub fn gateway_http(data: &[u8]) {
+    use gateway::{ERROR_CODES, GatewayConfig, HeadLimits, parse_head};
+
+    let mut config = GatewayConfig::for_model("gpt-5.3-codex");
+    config.models.push("claude-sonnet-4-5".to_owned());
+    config.models.push("gemini-2.5-pro".to_owned());
+    config.max_request_body_values = 256;
+    config.max_request_body_depth = 8;
+    config.max_request_body_string_bytes = 256;
+    let limits = HeadLimits {
+        max_head_bytes: 2048,
+        max_headers: 16,
+        max_body_bytes: 4096,
+    };
+    let check_body =
+        |provider: &dyn gateway::Provider, route: &gateway::Route, body: &[u8]| match provider
+            .check_body(route, body, &config)
+        {
+            Ok(checked) => {
+                let value: serde_json::Value =
+                    serde_json::from_slice(body).expect("an accepted body is JSON");
+                assert!(value.is_object(), "an accepted body is an object");
+                assert!(json_depth(&value) <= config.max_request_body_depth as usize);
+                assert!(config.models.contains(&checked.model), "model not allowed");
+            }
+            Err(e) => assert!(ERROR_CODES.contains(&e.code()), "unknown code {}", e.code()),
+        };
+    for (provider, target) in gateway_providers() {
+        match parse_head(data, &limits, provider) {
+            Ok(Some((head, n))) => {
+                assert!(n <= data.len() && n <= limits.max_head_bytes);
+                let own = data.get(..n).expect("n ≤ input");
+                assert!(own.ends_with(b"\r\n\r\n"));
+                assert!(head.headers.len() <= limits.max_headers);
+                assert!(head.content_length <= limits.max_body_bytes);
+                for (name, _) in &head.headers {
+                    assert_eq!(name, &name.to_ascii_lowercase());
+                }
+                let again = parse_head(own, &limits, provider).expect("its own bytes parse");
+                assert_eq!(again, Some((head.clone(), n)));
+                let rest = data.get(n..).unwrap_or_default();
+                let len = usize::try_from(head.content_length).unwrap_or(usize::MAX);
+                check_body(provider, &head.route, rest.get(..len).unwrap_or(rest));
+            }
+            Ok(None) => assert!(data.len() < limits.max_head_bytes + 4),
+            Err(e) => assert!(ERROR_CODES.contains(&e.code()), "unknown code {}", e.code()),
+        }
+        let route = provider
+            .route(b"POST", target)
+            .expect("the provider's own route");
+        check_body(provider, &route, data);
+    }
+}
+
+fn json_depth(value: &serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::Array(items) => 1 + items.iter().map(json_depth).max().unwrap_or(0),
+        serde_json::Value::Object(map) => 1 + map.values().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// The gateway's SSE usage scanner over raw bytes, for every built-in provider, as a stream and
+/// as a JSON answer (seeds: the streams infra/ci/post.d/20-fuzz.sh writes, and any
+/// `fuzz/corpus/gateway_sse/`).
+///
+/// Invariants, beyond "no panic":
+/// * the usage found does not depend on how the bytes are cut into chunks;
+/// * it is the usage an independent line splitter finds by folding every complete `data:` line
+///   into the provider's tally (the oracle);
+/// * a reported usage's total is at least its input and output counts wherever the provider
+///   derives it (Gemini), and nothing is reported by a stream without a `data:` line.
+pub fn gateway_sse(data: &[u8]) {
+    use gateway::{MAX_EVENT_LINE, UsageScanner, UsageTally};
+
+    let step = 1 + usize::from(data.first().copied().unwrap_or(0) % 23);
+    for (provider, _) in gateway_providers() {
+        let mut whole = UsageScanner::default();
+        whole.feed(provider, data);
+        let mut pieces = UsageScanner::default();
+        for chunk in data.chunks(step) {
+            pieces.feed(provider, chunk);
+        }
+        assert_eq!(whole.usage(), pieces.usage(), "chunking changes the usage");
+
+        let mut tally = UsageTally::default();
+        for line in data.split_inclusive(|&b| b == b'\n') {
+            if !line.ends_with(b"\n") || line.len() > MAX_EVENT_LINE {
+                continue;
+            }
+            let Some(json) = line.trim_ascii_end().strip_prefix(b"data:") else {
+                continue;
+            };
+            if let Ok(event) = serde_json::from_slice(json.trim_ascii_start()) {
+                provider.usage(&event, &mut tally);
+            }
+        }
+        assert_eq!(whole.usage(), tally.complete, "scanner and oracle disagree");
+        if !data.windows(5).any(|w| w == b"data:") {
+            assert_eq!(whole.usage(), None);
+        }
+        if let (Some(usage), "gemini") = (whole.usage(), provider.name()) {
+            assert!(usage.total_tokens >= usage.input_tokens.saturating_add(usage.output_tokens));
+        }
+
+        let mut answer = UsageScanner::json();
+        let mut answer_pieces = UsageScanner::json();
+        answer.feed(provider, data);
+        for chunk in data.chunks(step) {
+            answer_pieces.feed(provider, chunk);
+        }
+        answer.finish(provider);
+        answer_pieces.finish(provider);
+        assert_eq!(answer.usage(), answer_pieces.usage());
+        let oracle = serde_json::from_slice(data)
+            .ok()
+            .and_then(|v| provider.answer_usage(&v));
+        assert_eq!(answer.usage(), oracle, "JSON answer and oracle disagree");
     }
 }

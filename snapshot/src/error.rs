@@ -229,7 +229,7 @@ impl vocab::Coded for SnapshotError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vocab::{Coded as _, FailureClass, check_code_table, check_message_convention};
+    use vocab::{Coded as _, FailureClass, check_code_table};
 
     /// One sample of every variant. [`variant_index`] is an exhaustive `match`: a new variant does
     /// not compile until it has an index, and the all-variants test fails until it has a sample.
@@ -345,11 +345,8 @@ mod tests {
     #[test]
     fn every_variant_starts_with_its_code_once() {
         let samples = samples();
-        let covered: std::collections::BTreeSet<usize> =
-            samples.iter().map(variant_index).collect();
-        assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no sample");
+        vocab::check_samples(&samples, VARIANTS, variant_index).unwrap();
         for e in &samples {
-            check_message_convention(e).unwrap();
             assert_eq!(e.is_environment(), e.class() == FailureClass::Environment);
         }
     }

@@ -83,3 +83,27 @@ pub fn check_code_table<'a>(
     }
     Ok(())
 }
+
+/// Checks one crate's error samples: every variant, as `variant_index` numbers them
+/// (`0..variants`), has a sample, and every sample follows the message convention
+/// ([`check_message_convention`]). For each crate's all-variants test.
+///
+/// # Errors
+/// A description of the first missing variant or violation.
+pub fn check_samples<E: Coded>(
+    samples: &[E],
+    variants: usize,
+    variant_index: impl Fn(&E) -> usize,
+) -> Result<(), String> {
+    let covered: std::collections::BTreeSet<usize> = samples.iter().map(variant_index).collect();
+    if let Some(missing) = (0..variants).find(|i| !covered.contains(i)) {
+        return Err(format!("a variant has no sample (variant {missing})"));
+    }
+    if let Some(extra) = covered.iter().find(|i| **i >= variants) {
+        return Err(format!("variant {extra} is outside 0..{variants}"));
+    }
+    for e in samples {
+        check_message_convention(e)?;
+    }
+    Ok(())
+}

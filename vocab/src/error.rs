@@ -62,4 +62,12 @@ mod tests {
         }
         crate::check_code_table(ERROR_CODES, samples.iter().map(VocabError::code)).unwrap();
     }
+
+    #[test]
+    fn check_samples_finds_a_missing_or_stray_variant() {
+        let samples = [VocabError::DigestFormat];
+        crate::check_samples(&samples, 1, |_| 0).unwrap();
+        assert!(crate::check_samples(&samples, 2, |_| 0).is_err());
+        assert!(crate::check_samples(&samples, 1, |_| 1).is_err());
+    }
 }

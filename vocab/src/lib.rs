@@ -26,7 +26,7 @@ mod time;
 mod verdict;
 
 pub use canonical::{canonical_bytes, domain_digest, write_canonical};
-pub use coded::{Coded, FailureClass, check_code_table, check_message_convention};
+pub use coded::{Coded, FailureClass, check_code_table, check_message_convention, check_samples};
 pub use digest::{SHA256_PREFIX, Sha256, is_lower_hex, is_typed_sha256, sha256_bare_hex};
 pub use error::{ERROR_CODES, ID_CODE, MANIFEST_HASH_CODE, VocabError};
 pub use id::{AttemptId, HostId, InstanceId, JobId, MAX_HOST_ID_CHARS, RANDOM_ID_BYTES, StoreId};

@@ -8,18 +8,15 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use archive::materialize_workspace;
+use finalizer::testkit::paths_with;
 use finalizer::{
-    RepositoryPatchCandidate, finalize_repository_patch, git_patch, git_quote_path,
-    validate_candidate_json, verify_against_repository,
+    RepositoryPatchCandidate, git_patch, git_quote_path, validate_candidate_json,
+    verify_against_repository,
 };
 use serde_json::{Value, json};
-use snapshot::{
-    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, DefaultPathPolicy, FileOp, GitSnapshot,
-    RepoPath,
-};
+use snapshot::FileOp;
 
-use crate::support::{git_ok, git_with_stdin, repo_with};
+use crate::support::{finalised_with, git_ok, git_with_stdin, owned_files, repo_with};
 
 /// The baseline commit's files.
 pub const FILES: &[(&str, &str)] = &[
@@ -64,14 +61,6 @@ pub const CHANGES: &[(&str, &str, Option<&str>)] = &[
     ("app/new/\u{fc}nic\u{f8}de", "create", Some("no newline")),
 ];
 
-fn paths_with(op: &str) -> Vec<&'static str> {
-    CHANGES
-        .iter()
-        .filter(|(_, o, _)| *o == op)
-        .map(|(p, _, _)| *p)
-        .collect()
-}
-
 fn context(snapshot_digest: &str, commit: &str) -> Value {
     json!({
         "schema_version": "managed_refinement.execution_context.v1",
@@ -81,68 +70,15 @@ fn context(snapshot_digest: &str, commit: &str) -> Value {
         "approved_plan_digest": "ab".repeat(32), "snapshot_digest": snapshot_digest,
         "graph_identity_digest": "g", "impact_report_digest": "i", "execution_strategy_id": "s",
         "rationale": "r", "allowed_paths": ["app/"], "prohibited_paths": [], "read_only_paths": [],
-        "create_paths": paths_with("create"), "delete_paths": paths_with("delete"),
+        "create_paths": paths_with(CHANGES, "create"), "delete_paths": paths_with(CHANGES, "delete"),
         "required_validation_gates": ["pytest", "lint"], "required_security_gates": ["secret_scan"],
         "required_ci_checks": ["ci/build"],
     })
 }
 
-fn baseline_files() -> Vec<(String, String)> {
-    FILES
-        .iter()
-        .map(|(p, c)| ((*p).to_owned(), (*c).to_owned()))
-        .collect()
-}
-
-#[allow(clippy::disallowed_methods, reason = "test edits its own staged tree")]
-fn apply_changes(root: &Path) {
-    for (path, _, content) in CHANGES {
-        let full = root.join(path);
-        match content {
-            Some(c) => {
-                std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-                std::fs::write(full, c).unwrap();
-            }
-            None => std::fs::remove_file(full).unwrap(),
-        }
-    }
-}
-
 /// A repository, and a candidate finalised from a staged workspace over its commit.
 pub fn finalised() -> (tempfile::TempDir, String, RepositoryPatchCandidate) {
-    let (repo, commit) = repo_with(&baseline_files());
-    let snap = GitSnapshot::load(repo.path(), &commit).unwrap();
-    let evidence = snap
-        .evidence("plan-1", "request-1", "app-1", "acme/widgets")
-        .unwrap();
-    let ctx = ApprovedExecutionContext::from_json(
-        &context(evidence.snapshot_digest(), &commit).to_string(),
-    )
-    .unwrap();
-    let selected: Vec<RepoPath> = FILES
-        .iter()
-        .filter(|(p, _)| p.starts_with("app/"))
-        .map(|(p, _)| RepoPath::parse(p).unwrap())
-        .collect();
-    let baseline = snap.read_files(&selected).unwrap();
-    let ws_tmp = tempfile::tempdir().unwrap();
-    let ws =
-        materialize_workspace(&ws_tmp.path().join("ws"), &baseline, &BaselineFiles::new()).unwrap();
-    apply_changes(ws.root());
-    let changed: Vec<Value> = CHANGES
-        .iter()
-        .map(|(p, op, c)| json!({"path": p, "op": op, "content": c}))
-        .collect();
-    let proposal = serde_json::from_value(json!({
-        "proposal_id": "proposal-1", "provider_id": "synthetic", "status": "completed",
-        "changed_files": changed, "owned_paths": CHANGES.iter().map(|c| c.0).collect::<Vec<_>>(),
-    }))
-    .unwrap();
-    let policy = DefaultPathPolicy::default();
-    let approved = ApprovedTurn::new(&ctx, &evidence, &policy, Some(&snap), selected, &baseline);
-    let candidate = finalize_repository_patch(&approved.unwrap(), &ws, &proposal).unwrap();
-    ws.cleanup().unwrap();
-    (repo, commit, candidate)
+    finalised_with(FILES, CHANGES, context)
 }
 
 fn porcelain(dir: &Path) -> BTreeSet<String> {
@@ -240,7 +176,7 @@ fn the_git_export_applies_on_the_baseline_and_reproduces_every_byte() {
     let patch_arg = patch_file.to_str().unwrap();
     for index in [false, true] {
         // A fresh repository at the same baseline commit.
-        let (fresh, _) = repo_with(&baseline_files());
+        let (fresh, _) = repo_with(&owned_files(FILES));
         git_ok(fresh.path(), &["apply", "--check", patch_arg]);
         if index {
             git_ok(fresh.path(), &["apply", "--index", patch_arg]);
@@ -260,7 +196,7 @@ fn the_git_export_applies_on_the_baseline_and_reproduces_every_byte() {
         }
     }
     // Fed on stdin it applies the same way.
-    let (fresh, _) = repo_with(&baseline_files());
+    let (fresh, _) = repo_with(&owned_files(FILES));
     let out = git_with_stdin(fresh.path(), &["apply", "-"], Some(patch.as_bytes()));
     assert!(
         out.status.success(),

@@ -4,6 +4,13 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use archive::materialize_workspace;
+use finalizer::testkit::{Change, apply_changes, proposal};
+use finalizer::{RepositoryPatchCandidate, finalize_repository_patch};
+use serde_json::Value;
+use snapshot::{ApprovedExecutionContext, ApprovedTurn, BaselineFiles, DefaultPathPolicy};
+use snapshot::{GitSnapshot, RepoPath};
+
 /// A small deterministic PRNG (xorshift64*), so failures reproduce exactly.
 pub struct Rng(u64);
 
@@ -111,4 +118,46 @@ pub fn repo_with(files: &[(String, String)]) -> (tempfile::TempDir, String) {
     );
     let commit = git_ok(tmp.path(), &["rev-parse", "HEAD"]).trim().to_owned();
     (tmp, commit)
+}
+
+/// `files` as owned (path, content) pairs for [`repo_with`].
+pub fn owned_files(files: &[(&str, &str)]) -> Vec<(String, String)> {
+    files
+        .iter()
+        .map(|(p, c)| ((*p).to_owned(), (*c).to_owned()))
+        .collect()
+}
+
+/// A repository holding `files`, and a candidate finalised over its commit from a staged
+/// workspace (its `app/` files with `changes` applied) under the approval
+/// `context(snapshot digest, commit)`.
+pub fn finalised_with(
+    files: &[(&str, &str)],
+    changes: &[Change<'_>],
+    context: impl Fn(&str, &str) -> Value,
+) -> (tempfile::TempDir, String, RepositoryPatchCandidate) {
+    let (repo, commit) = repo_with(&owned_files(files));
+    let snap = GitSnapshot::load(repo.path(), &commit).unwrap();
+    let evidence = snap
+        .evidence("plan-1", "request-1", "app-1", "acme/widgets")
+        .unwrap();
+    let ctx = ApprovedExecutionContext::from_json(
+        &context(evidence.snapshot_digest(), &commit).to_string(),
+    )
+    .unwrap();
+    let selected: Vec<RepoPath> = files
+        .iter()
+        .filter(|(p, _)| p.starts_with("app/"))
+        .map(|(p, _)| RepoPath::parse(p).unwrap())
+        .collect();
+    let baseline = snap.read_files(&selected).unwrap();
+    let ws_tmp = tempfile::tempdir().unwrap();
+    let ws =
+        materialize_workspace(&ws_tmp.path().join("ws"), &baseline, &BaselineFiles::new()).unwrap();
+    apply_changes(ws.root(), changes);
+    let policy = DefaultPathPolicy::default();
+    let approved = ApprovedTurn::new(&ctx, &evidence, &policy, Some(&snap), selected, &baseline);
+    let candidate = finalize_repository_patch(&approved.unwrap(), &ws, &proposal(changes)).unwrap();
+    ws.cleanup().unwrap();
+    (repo, commit, candidate)
 }

@@ -3,19 +3,13 @@
 
 use std::path::Path;
 
-use archive::materialize_workspace;
 use finalizer::{
-    CandidateStore, RepositoryPatchCandidate, finalize_repository_patch, repository_patch_digest,
-    validate_candidate_json, verify_against_repository,
+    CandidateStore, RepositoryPatchCandidate, repository_patch_digest, validate_candidate_json,
+    verify_against_repository,
 };
 use serde_json::{Value, json};
-use snapshot::GitSnapshot;
-use snapshot::{
-    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, DefaultPathPolicy, RepoPath,
-    StagedPatchProposal,
-};
 
-use crate::support::{git_ok, repo_with};
+use crate::support::{finalised_with, git_ok};
 
 pub const FILES: &[(&str, &str)] = &[
     ("app/service.py", "def answer():\n    return 1\n"),
@@ -61,63 +55,9 @@ pub fn context(snapshot_digest: &str, commit: &str) -> Value {
     })
 }
 
-pub fn proposal() -> StagedPatchProposal {
-    let changed: Vec<Value> = CHANGES
-        .iter()
-        .map(|(p, op, c)| json!({"path": p, "op": op, "content": c}))
-        .collect();
-    let owned: Vec<&str> = CHANGES.iter().map(|(p, _, _)| *p).collect();
-    serde_json::from_value(json!({
-        "proposal_id": "proposal-1", "provider_id": "synthetic", "status": "completed",
-        "changed_files": changed, "owned_paths": owned,
-    }))
-    .unwrap()
-}
-
 /// A repository, and a candidate finalised from a staged workspace over its commit.
 pub fn finalised() -> (tempfile::TempDir, String, RepositoryPatchCandidate) {
-    let files: Vec<(String, String)> = FILES
-        .iter()
-        .map(|(p, c)| ((*p).to_owned(), (*c).to_owned()))
-        .collect();
-    let (repo, commit) = repo_with(&files);
-    let snap = GitSnapshot::load(repo.path(), &commit).unwrap();
-    let evidence = snap
-        .evidence("plan-1", "request-1", "app-1", "acme/widgets")
-        .unwrap();
-    let ctx = ApprovedExecutionContext::from_json(
-        &context(evidence.snapshot_digest(), &commit).to_string(),
-    )
-    .unwrap();
-    let selected: Vec<RepoPath> = FILES
-        .iter()
-        .filter(|(p, _)| p.starts_with("app/"))
-        .map(|(p, _)| RepoPath::parse(p).unwrap())
-        .collect();
-    let baseline = snap.read_files(&selected).unwrap();
-    let ws_tmp = tempfile::tempdir().unwrap();
-    let ws =
-        materialize_workspace(&ws_tmp.path().join("ws"), &baseline, &BaselineFiles::new()).unwrap();
-    apply_changes(ws.root());
-    let policy = DefaultPathPolicy::default();
-    let approved = ApprovedTurn::new(&ctx, &evidence, &policy, Some(&snap), selected, &baseline);
-    let candidate = finalize_repository_patch(&approved.unwrap(), &ws, &proposal()).unwrap();
-    ws.cleanup().unwrap();
-    (repo, commit, candidate)
-}
-
-#[allow(clippy::disallowed_methods, reason = "test edits its own staged tree")]
-pub fn apply_changes(root: &Path) {
-    for (path, _, content) in CHANGES {
-        let full = root.join(path);
-        match content {
-            Some(c) => {
-                std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-                std::fs::write(full, c).unwrap();
-            }
-            None => std::fs::remove_file(full).unwrap(),
-        }
-    }
+    finalised_with(FILES, CHANGES, context)
 }
 
 fn fingerprint(repo: &Path) -> (String, Vec<u8>, String) {

@@ -4,7 +4,8 @@
 //! offending input is written to `--artifacts DIR` for `cargo fuzz run <target> <file>`.
 //!
 //! ```text
-//! corpus <archive_reader|archive_paths|gate_wire> [--mutations N] [--random N] [--artifacts DIR] PATH...
+//! corpus TARGET [--mutations N] [--random N] [--artifacts DIR] PATH...
+//! TARGET: archive_reader, archive_paths, gate_wire, tunnel_decoder, gateway_http, gateway_sse
 //! ```
 //! Each PATH is a file or a directory (its files, sorted by name; not recursive).
 
@@ -73,6 +74,9 @@ fn parse_args() -> Result<Args, String> {
         "archive_reader" => patch_candidate_fuzz::archive_reader,
         "archive_paths" => patch_candidate_fuzz::archive_paths_bytes,
         "gate_wire" => patch_candidate_fuzz::gate_wire,
+        "tunnel_decoder" => patch_candidate_fuzz::tunnel_decoder,
+        "gateway_http" => patch_candidate_fuzz::gateway_http,
+        "gateway_sse" => patch_candidate_fuzz::gateway_sse,
         other => return Err(format!("unknown target {other}")),
     };
     let mut args = Args {

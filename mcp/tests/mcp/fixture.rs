@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::fs;
 
-use finalizer::{CandidateFields, CandidateStore, RepositoryPatchCandidate, RepositoryPatchFile};
-use snapshot::{FileOp, RepoPath};
+use finalizer::{CandidateFields, CandidateStore, RepositoryPatchCandidate};
+use snapshot::RepoPath;
 use vocab::Sha256;
 
 use crate::support::fixture_dir;
@@ -26,24 +26,8 @@ pub fn generate() -> BTreeMap<String, Vec<u8>> {
         "{before}\n\ndef matches(text: str, query: str) -> bool:\n    return set(tokenize(query)) <= set(tokenize(text))\n"
     );
     let files = vec![
-        RepositoryPatchFile::new(
-            path(UPDATED),
-            FileOp::Update,
-            Some(Sha256::of(before.as_bytes())),
-            Some(Sha256::of(after.as_bytes())),
-            Some(after.clone()),
-            finalizer::unified_diff(UPDATED, Some(&before), Some(&after)),
-        )
-        .unwrap(),
-        RepositoryPatchFile::new(
-            path(CREATED),
-            FileOp::Create,
-            None,
-            Some(Sha256::of(CREATED_TEXT.as_bytes())),
-            Some(CREATED_TEXT.to_owned()),
-            finalizer::unified_diff(CREATED, None, Some(CREATED_TEXT)),
-        )
-        .unwrap(),
+        finalizer::testkit::update(UPDATED, &before, &after),
+        finalizer::testkit::create(CREATED, CREATED_TEXT),
     ];
     let fields = CandidateFields {
         handoff_id: "handoff-fixture-1".into(),

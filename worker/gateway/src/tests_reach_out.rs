@@ -165,6 +165,17 @@ async fn assert_refused(
     );
 }
 
+/// [`assert_refused`] for a JSON body sent with no extra headers.
+async fn assert_value_refused(
+    turn: &TurnGateway,
+    upstream: &ScriptedUpstream,
+    kind: ProviderKind,
+    body: &Value,
+    expected: &GatewayError,
+) {
+    assert_refused(turn, upstream, kind, &body.to_string(), "", expected).await;
+}
+
 /// Sends `body` and expects it forwarded as sent and answered.
 async fn assert_forwarded(
     turn: &TurnGateway,
@@ -371,15 +382,7 @@ async fn r_url_content_parts_are_refused_by_every_provider() {
         let (upstream, turn) = start(kind, config(kind)).await;
         for part in url_parts(kind) {
             let body = with_parts(kind, &json!([text_part(kind), part]), &client_tools(kind));
-            assert_refused(
-                &turn,
-                &upstream,
-                kind,
-                &body.to_string(),
-                "",
-                &GatewayError::ContentUrl,
-            )
-            .await;
+            assert_value_refused(&turn, &upstream, kind, &body, &GatewayError::ContentUrl).await;
         }
         assert!(upstream.requests().is_empty());
     }
@@ -428,15 +431,7 @@ async fn r_stored_file_parts_are_refused_unless_the_operator_allows_the_id() {
         let (upstream, turn) = start(kind, config(kind)).await;
         for part in file_parts(kind) {
             let body = with_parts(kind, &json!([text_part(kind), part]), &client_tools(kind));
-            assert_refused(
-                &turn,
-                &upstream,
-                kind,
-                &body.to_string(),
-                "",
-                &GatewayError::ContentFile,
-            )
-            .await;
+            assert_value_refused(&turn, &upstream, kind, &body, &GatewayError::ContentFile).await;
         }
         assert!(upstream.requests().is_empty());
         // Allowed by exact id: forwarded; another id still refused.
@@ -531,15 +526,7 @@ async fn r_stored_state_references_and_background_runs_are_refused() {
     ] {
         let mut body = base.clone();
         body[key] = value;
-        assert_refused(
-            &turn,
-            &upstream,
-            kind,
-            &body.to_string(),
-            "",
-            &GatewayError::StoredState,
-        )
-        .await;
+        assert_value_refused(&turn, &upstream, kind, &body, &GatewayError::StoredState).await;
     }
     // An item reference's `type` is optional and nullable: an array element with an `id` and no
     // other string type names a stored item too (a duplicate `type` key counts as none).
@@ -551,15 +538,7 @@ async fn r_stored_state_references_and_background_runs_are_refused() {
     ] {
         let mut body = base.clone();
         body["input"].as_array_mut().unwrap().push(item);
-        assert_refused(
-            &turn,
-            &upstream,
-            kind,
-            &body.to_string(),
-            "",
-            &GatewayError::StoredState,
-        )
-        .await;
+        assert_value_refused(&turn, &upstream, kind, &body, &GatewayError::StoredState).await;
     }
     // Items that carry their own content keep their ids (what Codex sends back each turn).
     let mut body = base.clone();
@@ -597,15 +576,7 @@ async fn r_stored_state_references_and_background_runs_are_refused() {
     for key in ["cachedContent", "cached_content"] {
         let mut body = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind));
         body[key] = json!("cachedContents/abc");
-        assert_refused(
-            &turn,
-            &upstream,
-            kind,
-            &body.to_string(),
-            "",
-            &GatewayError::StoredState,
-        )
-        .await;
+        assert_value_refused(&turn, &upstream, kind, &body, &GatewayError::StoredState).await;
     }
 }
 
@@ -629,15 +600,7 @@ async fn r_keys_that_case_fold_to_a_policy_key_are_refused() {
         let (upstream, turn) = start(kind, config(kind)).await;
         let mut body = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind));
         body[key] = json!([{"type": "web_search"}]);
-        assert_refused(
-            &turn,
-            &upstream,
-            kind,
-            &body.to_string(),
-            "",
-            &GatewayError::BodyKey,
-        )
-        .await;
+        assert_value_refused(&turn, &upstream, kind, &body, &GatewayError::BodyKey).await;
     }
     for (kind, part) in [
         (
@@ -671,15 +634,7 @@ async fn r_keys_that_case_fold_to_a_policy_key_are_refused() {
     ] {
         let (upstream, turn) = start(kind, config(kind)).await;
         let body = with_parts(kind, &json!([text_part(kind), part]), &client_tools(kind));
-        assert_refused(
-            &turn,
-            &upstream,
-            kind,
-            &body.to_string(),
-            "",
-            &GatewayError::BodyKey,
-        )
-        .await;
+        assert_value_refused(&turn, &upstream, kind, &body, &GatewayError::BodyKey).await;
     }
     // In a tool object too.
     let kind = ProviderKind::OpenAiResponses;
@@ -689,15 +644,7 @@ async fn r_keys_that_case_fold_to_a_policy_key_are_refused() {
         &json!([text_part(kind)]),
         &json!([{"type": "function", "name": "shell", "Type": "web_search"}]),
     );
-    assert_refused(
-        &turn,
-        &upstream,
-        kind,
-        &body.to_string(),
-        "",
-        &GatewayError::BodyKey,
-    )
-    .await;
+    assert_value_refused(&turn, &upstream, kind, &body, &GatewayError::BodyKey).await;
 }
 
 // ---- Compressed answers ----

@@ -205,7 +205,6 @@ pub type Result<T, E = JobsError> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vocab::check_message_convention;
 
     /// One sample of every variant; [`variant_index`] is an exhaustive `match`, so a new variant
     /// does not compile until it has an index, and the test fails until it has a sample.
@@ -288,11 +287,8 @@ mod tests {
     #[test]
     fn every_variant_starts_with_its_code_once() {
         let samples = samples();
-        let covered: std::collections::BTreeSet<usize> =
-            samples.iter().map(variant_index).collect();
-        assert_eq!(covered, (0..VARIANTS).collect(), "a variant has no sample");
+        vocab::check_samples(&samples, VARIANTS, variant_index).unwrap();
         for e in &samples {
-            check_message_convention(e).unwrap();
             assert_eq!(e.is_environment(), e.class() == FailureClass::Environment);
             assert!(e.code().starts_with("PATCH_CANDIDATE_JOBS_"));
         }

@@ -1,77 +1,17 @@
 //! Candidate builders and a deterministic generator of fake, real-looking secrets.
 
-use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile, unified_diff};
-use snapshot::{FileOp, RepoPath};
-use vocab::Sha256;
+use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
+
+pub use finalizer::testkit::{create, delete, update, update_with_diff};
 
 pub fn fields() -> CandidateFields {
     CandidateFields {
-        handoff_id: "handoff-1".into(),
-        request_id: "request-1".into(),
-        plan_id: "plan-1".into(),
-        app_id: "app-1".into(),
-        build_registry_id: "build-1".into(),
-        repository_full_name: "acme/widgets".into(),
-        baseline_commit_sha: "a".repeat(40),
-        approved_plan_digest: "b".repeat(64),
-        snapshot_digest: format!("sha256:{}", "c".repeat(64)),
-        proposal_id: "proposal-1".into(),
-        provider_id: "synthetic".into(),
         summary: "Approved repository file operations: 1.".into(),
         rationale: finalizer::CANDIDATE_RATIONALE.into(),
         required_validation_gates: vec![],
         required_security_gates: vec![],
-        required_ci_checks: vec![],
+        ..finalizer::testkit::fields()
     }
-}
-
-pub fn create(path: &str, after: &str) -> RepositoryPatchFile {
-    RepositoryPatchFile::new(
-        RepoPath::parse(path).unwrap(),
-        FileOp::Create,
-        None,
-        Some(Sha256::of(after.as_bytes())),
-        Some(after.to_owned()),
-        unified_diff(path, None, Some(after)),
-    )
-    .unwrap()
-}
-
-pub fn update(path: &str, before: &str, after: &str) -> RepositoryPatchFile {
-    RepositoryPatchFile::new(
-        RepoPath::parse(path).unwrap(),
-        FileOp::Update,
-        Some(Sha256::of(before.as_bytes())),
-        Some(Sha256::of(after.as_bytes())),
-        Some(after.to_owned()),
-        unified_diff(path, Some(before), Some(after)),
-    )
-    .unwrap()
-}
-
-/// An update whose diff text is given as is (a hostile or inconsistent diff).
-pub fn update_with_diff(path: &str, before: &str, after: &str, diff: &str) -> RepositoryPatchFile {
-    RepositoryPatchFile::new(
-        RepoPath::parse(path).unwrap(),
-        FileOp::Update,
-        Some(Sha256::of(before.as_bytes())),
-        Some(Sha256::of(after.as_bytes())),
-        Some(after.to_owned()),
-        diff.to_owned(),
-    )
-    .unwrap()
-}
-
-pub fn delete(path: &str, before: &str) -> RepositoryPatchFile {
-    RepositoryPatchFile::new(
-        RepoPath::parse(path).unwrap(),
-        FileOp::Delete,
-        Some(Sha256::of(before.as_bytes())),
-        None,
-        None,
-        unified_diff(path, Some(before), None),
-    )
-    .unwrap()
 }
 
 /// Files sorted by path, as the finalizer orders them.

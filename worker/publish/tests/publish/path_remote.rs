@@ -331,15 +331,7 @@ fn a_candidate_whose_diffs_are_not_its_change_is_never_published() {
     // change would be shown or scanned.
     let before = "one\ntwo\nthree\n";
     let after = "one\ntwo\nthree\ntoken = 'hidden from review'\n";
-    let hidden = finalizer::RepositoryPatchFile::new(
-        snapshot::RepoPath::parse("docs/keep.txt").unwrap(),
-        snapshot::FileOp::Update,
-        Some(vocab::Sha256::of(before.as_bytes())),
-        Some(vocab::Sha256::of(after.as_bytes())),
-        Some(after.to_owned()),
-        String::new(),
-    )
-    .unwrap();
+    let hidden = finalizer::testkit::update_with_diff("docs/keep.txt", before, after, "");
     let fx = Fixture::with_files(vec![hidden]);
     let request = Request::new(fx.remote(), "candidate/x");
     assert_eq!(

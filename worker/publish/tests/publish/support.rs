@@ -8,11 +8,9 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile, unified_diff};
+use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
 use publish::{BranchName, CommitIdentity, CredentialSource, PublishRequest, Remote};
 use sha2::Digest as _;
-use snapshot::{FileOp, RepoPath};
-use vocab::Sha256;
 
 /// Runs git in `dir` with a clean configuration; stdout trimmed. Panics on failure.
 pub fn git(dir: &Path, args: &[&str]) -> String {
@@ -85,60 +83,16 @@ pub struct Fixture {
     pub candidate: RepositoryPatchCandidate,
 }
 
-pub fn update(path: &str, before: &str, after: &str) -> RepositoryPatchFile {
-    RepositoryPatchFile::new(
-        RepoPath::parse(path).unwrap(),
-        FileOp::Update,
-        Some(Sha256::of(before.as_bytes())),
-        Some(Sha256::of(after.as_bytes())),
-        Some(after.to_owned()),
-        unified_diff(path, Some(before), Some(after)),
-    )
-    .unwrap()
-}
-
-pub fn create(path: &str, after: &str) -> RepositoryPatchFile {
-    RepositoryPatchFile::new(
-        RepoPath::parse(path).unwrap(),
-        FileOp::Create,
-        None,
-        Some(Sha256::of(after.as_bytes())),
-        Some(after.to_owned()),
-        unified_diff(path, None, Some(after)),
-    )
-    .unwrap()
-}
-
-pub fn delete(path: &str, before: &str) -> RepositoryPatchFile {
-    RepositoryPatchFile::new(
-        RepoPath::parse(path).unwrap(),
-        FileOp::Delete,
-        Some(Sha256::of(before.as_bytes())),
-        None,
-        None,
-        unified_diff(path, Some(before), None),
-    )
-    .unwrap()
-}
+pub use finalizer::testkit::{create, delete, update};
 
 pub fn fields(baseline: &str) -> CandidateFields {
     CandidateFields {
-        handoff_id: "handoff-1".into(),
-        request_id: "request-1".into(),
-        plan_id: "plan-1".into(),
-        app_id: "app-1".into(),
-        build_registry_id: "build-1".into(),
-        repository_full_name: "acme/widgets".into(),
         baseline_commit_sha: baseline.to_owned(),
-        approved_plan_digest: "b".repeat(64),
-        snapshot_digest: format!("sha256:{}", "c".repeat(64)),
-        proposal_id: "proposal-1".into(),
-        provider_id: "synthetic".into(),
         summary: format!("{AGENT_MARKER} summary"),
         rationale: format!("{AGENT_MARKER} rationale"),
         required_validation_gates: vec![],
         required_security_gates: vec![],
-        required_ci_checks: vec![],
+        ..finalizer::testkit::fields()
     }
 }
 
