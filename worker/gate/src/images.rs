@@ -283,7 +283,9 @@ mod tests {
         );
         std::fs::write(dir.path().join(state::GATE_IMAGES.name), &built).unwrap();
         let records = GateImagesState::load(dir.path()).unwrap().unwrap();
-        let python = records.get(&GateImageName::parse("python").unwrap()).unwrap();
+        let python = records
+            .get(&GateImageName::parse("python").unwrap())
+            .unwrap();
         assert_eq!(python.origin(), GateImageOrigin::Built);
         assert_eq!(python.image_id().as_str(), id);
         assert_eq!(python.packages(), Some(54));

@@ -49,9 +49,7 @@ pub use gate::{
     BaselineUse, GateResult, evaluate_commit, evaluate_commit_all, evaluate_gate,
     evidence_file_name, verdict_line,
 };
-pub use images::{
-    GateImageName, GateImageOrigin, GateImageRecord, GateImagesState, GateToolchain,
-};
+pub use images::{GateImageName, GateImageOrigin, GateImageRecord, GateImagesState, GateToolchain};
 pub use pinned::PinnedPattern;
 pub use run::{GATE_SLACK, MAX_RUNNER_STDERR_BYTES, RunContext, RunFacts, run_gate};
 pub use store::{FoundEvidence, find_evidence, store_evidence};

@@ -133,8 +133,8 @@ impl std::fmt::Debug for Shared {
 /// Creates `dir` (and parents) with mode 0700 ([`state::create_private_dir`]).
 pub(crate) fn create_private_dir(dir: &Path) -> Result<(), ServiceError> {
     state::create_private_dir(dir).map_err(|_| ServiceError::State {
-            detail: "cannot create a directory in the state directory",
-        })
+        detail: "cannot create a directory in the state directory",
+    })
 }
 
 /// The service host id of this state directory: `--host-id` when given, else the id stored in
