@@ -449,16 +449,13 @@ fn host_id() -> HostId {
 /// `<state dir>/host-id`, created (0600, exclusively) when missing.
 fn persisted_host_id(state: &Path) -> Option<HostId> {
     use std::io::Write as _;
-    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
-    let path = state.join("host-id");
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = state::HOST_ID.path_in(state);
     if let Some(id) = read_id_file(&path) {
         return owner_host_id(&id);
     }
     // The state directory is the operator's: the one ambient write of this module.
-    let _ = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(state);
+    let _ = state::create_private_dir(state);
     let fresh = HostId::from_random(random_bytes());
     let created = std::fs::OpenOptions::new()
         .write(true)
