@@ -432,7 +432,7 @@ impl StagedWorkspace {
     /// # Errors
     /// `REPOSITORY_PATCH_ARCHIVE_WORKSPACE` when the tree cannot be read;
     /// `REPOSITORY_PATCH_ARCHIVE_BUDGET` when it holds more than [`MAX_HARVEST_ENTRIES`] entries,
-    /// nests deeper than [`MAX_HARVEST_DEPTH`], or more than [`MAX_HARVEST_BYTES`] content bytes.
+    /// nests deeper than `MAX_HARVEST_DEPTH`, or more than [`MAX_HARVEST_BYTES`] content bytes.
     ///
     /// # Security
     /// Links are reported, never read or followed; files outside the manifests are not read

@@ -4,7 +4,7 @@
 //! * [`unified_diff`]: diffs byte-identical to CPython `difflib.unified_diff`, bounded in work;
 //! * [`repository_patch_digest`]: the reference canonical digest;
 //! * [`validate_candidate_json`]: strict parsing of stored or received candidates;
-//! * [`verify_digest`] / [`check_derived_fields`]: a candidate bound to an expected digest, and
+//! * [`verify_digest`] / `check_derived_fields`: a candidate bound to an expected digest, and
 //!   its host-derived fields checked against its own files;
 //! * [`check_diffs_match_content`]: every diff is the canonical change from the previous bytes
 //!   (by hash) to the post-image, so what a reviewer reads is what publication commits;
@@ -18,7 +18,7 @@
 //! # Features
 //! `effects` (default) adds [`finalize_repository_patch`] and [`proposal_from_staged_tree`]
 //! (which read a staged tree), the store's writes and [`verify_against_repository`] (runs `git`).
-//! Without it the crate writes no file and spawns no process. `testkit` adds the [`testkit`]
+//! Without it the crate writes no file and spawns no process. `testkit` adds the `testkit`
 //! candidate builders for tests (this crate's and the crates above it); never in a binary.
 #![forbid(unsafe_code)]
 
@@ -43,22 +43,19 @@ mod verify;
 pub mod testkit;
 
 pub use consistency::check_diffs_match_content;
-pub use derived::check_derived_fields;
-pub use diff::{
-    DEFAULT_WORK_BUDGET, DiffMode, UnifiedDiff, unified_diff, unified_diff_with_budget,
-};
-pub use digest::{DIGEST_SCHEMA, MAX_DIGEST_INPUT_BYTES, repository_patch_digest, verify_digest};
+
+pub use diff::{DEFAULT_WORK_BUDGET, DiffMode, unified_diff, unified_diff_with_budget};
+pub use digest::{repository_patch_digest, verify_digest};
 pub use error::{ERROR_CODES, FinalizeError, PROPOSAL_STATUS_CODE};
 pub use export::{git_patch, git_quote_path};
 #[cfg(feature = "effects")]
 pub use finalize::finalize_repository_patch;
 pub use model::{
     CANDIDATE_RATIONALE, CandidateFields, MAX_CANDIDATE_FILES, MAX_CANDIDATE_JSON_BYTES,
-    REPOSITORY_PATCH_SCHEMA_VERSION, RepositoryPatchCandidate, RepositoryPatchFile,
-    VALIDATION_STATE, WRITE_BACK_MODE, validate_candidate_json,
+    RepositoryPatchCandidate, RepositoryPatchFile, validate_candidate_json,
 };
 #[cfg(feature = "effects")]
 pub use staged::{STAGED_TREE_PROVIDER_ID, proposal_from_staged_tree};
 pub use store::CandidateStore;
 #[cfg(feature = "effects")]
-pub use verify::{RepositoryVerification, verify_against_repository};
+pub use verify::verify_against_repository;

@@ -156,7 +156,7 @@ impl McpError {
     }
 }
 
-/// Every code [`McpError::code`] can return, for documentation and contract tests.
+/// Every code `McpError::code` can return, for documentation and contract tests.
 pub const ERROR_CODES: &[&str] = &[
     "workspace_not_found",
     "app_root_not_found",

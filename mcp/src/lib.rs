@@ -39,7 +39,7 @@ mod workspace;
 
 // The surface other crates, the binary and the tests use; everything else is internal.
 pub use candidates::MAX_LISTED_CANDIDATES;
-pub use error::{ERROR_CODES, McpError};
+pub use error::ERROR_CODES;
 pub use server::{McpServer, ServerOptions, TOOL_NAMES};
 pub use transport::{BoundedTransport, MAX_REQUEST_BYTES};
 pub use workspace::MAX_DIR_ENTRIES;

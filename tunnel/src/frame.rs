@@ -178,7 +178,7 @@ impl std::fmt::Debug for Chunk {
     }
 }
 
-/// A RESET payload: at most [`MAX_RESET_CODE_BYTES`] printable ASCII bytes (`!`..=`~`), maybe none.
+/// A RESET payload: at most `MAX_RESET_CODE_BYTES` printable ASCII bytes (`!`..=`~`), maybe none.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ResetCode(String);
 
@@ -212,7 +212,7 @@ impl std::str::FromStr for ResetCode {
     }
 }
 
-/// An EVENT payload: one JSON object of at most [`MAX_EVENT_BYTES`] bytes. Its content is
+/// An EVENT payload: one JSON object of at most `MAX_EVENT_BYTES` bytes. Its content is
 /// advisory (progress from the container) and is never trusted.
 #[derive(Clone, PartialEq, Eq)]
 pub struct EventPayload(Vec<u8>);
@@ -233,7 +233,7 @@ impl EventPayload {
     /// Serializes `object` into an event payload.
     ///
     /// # Errors
-    /// `PATCH_CANDIDATE_TUNNEL_EVENT` when the serialized object exceeds [`MAX_EVENT_BYTES`].
+    /// `PATCH_CANDIDATE_TUNNEL_EVENT` when the serialized object exceeds `MAX_EVENT_BYTES`.
     pub fn from_object(
         object: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<Self, TunnelError> {

@@ -36,8 +36,7 @@ mod session;
 pub use codec::Decoder;
 pub use error::{ERROR_CODES, TunnelError};
 pub use frame::{
-    ChannelId, Chunk, EventPayload, Frame, FrameType, HEADER_LEN, HELLO, MAX_EVENT_BYTES,
-    MAX_FRAME_PAYLOAD, MAX_RESET_CODE_BYTES, ResetCode,
+    ChannelId, Chunk, EventPayload, Frame, HEADER_LEN, HELLO, MAX_FRAME_PAYLOAD, ResetCode,
 };
 pub use limits::Limits;
 pub use session::{Disposition, Role, Session};

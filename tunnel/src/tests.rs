@@ -1,9 +1,10 @@
 use pretty_assertions::assert_eq;
 
+use crate::frame::FrameType;
 use crate::session::Disposition;
 use crate::{
-    ChannelId, Chunk, Decoder, EventPayload, Frame, FrameType, HELLO, Limits, MAX_FRAME_PAYLOAD,
-    ResetCode, Role, Session, TunnelError,
+    ChannelId, Chunk, Decoder, EventPayload, Frame, HELLO, Limits, MAX_FRAME_PAYLOAD, ResetCode,
+    Role, Session, TunnelError,
 };
 
 fn ch(n: u32) -> ChannelId {

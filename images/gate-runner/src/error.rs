@@ -3,7 +3,7 @@
 
 use vocab::{Coded, FailureClass, StrictJsonError};
 
-/// Every code [`GateRunnerError::code`] and [`JunitRefusal::code`](crate::JunitRefusal::code)
+/// Every code [`GateRunnerError::code`] and `JunitRefusal::code`
 /// can return, for documentation and contract tests.
 pub const ERROR_CODES: &[&str] = &[
     "GATE_WIRE_FRAME_LENGTH",
@@ -65,7 +65,7 @@ pub enum GateRunnerError {
     #[error("GATE_WIRE_REPORT_SHAPE: report fields disagree: {rule}")]
     ReportShape { rule: &'static str },
 
-    /// The tree stream broke a rule (see [`TreeRule`](crate::tree::TreeRule)).
+    /// The tree stream broke a rule (see `TreeRule`).
     #[error("GATE_RUNNER_TREE: tree stream refused at entry {entry}: {rule}")]
     Tree {
         entry: u64,

@@ -97,7 +97,7 @@ fn read(root: &Dir, spec: &JunitSpec) -> Result<Option<JunitReport>, JunitRefusa
 /// Parses JUnit XML from `reader` with the caps.
 ///
 /// # Errors
-/// The [`JunitRefusal`] of the first rule broken.
+/// The `JunitRefusal` of the first rule broken.
 pub fn parse(
     reader: impl std::io::BufRead,
     max_cases: u64,

@@ -591,7 +591,7 @@ impl GateRequest {
     /// The canonical JSON payload.
     ///
     /// # Errors
-    /// `GATE_WIRE_FRAME_LENGTH` if it exceeds [`MAX_REQUEST_BYTES`].
+    /// `GATE_WIRE_FRAME_LENGTH` if it exceeds `MAX_REQUEST_BYTES`.
     pub fn to_json(&self) -> Result<Vec<u8>, GateRunnerError> {
         to_canonical(self, MAX_REQUEST_BYTES)
     }

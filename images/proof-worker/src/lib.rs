@@ -24,23 +24,22 @@ mod synthetic_agent;
 mod transport;
 
 // The surface the binaries and the tests use, and the types their fields name; nothing else.
-pub use agents::{AcpSetup, Adapter, GatewayAuth, LiveAgent, adapter};
+pub use agents::adapter;
 pub use error::{ERROR_CODES, ProofError};
-pub use live::{LIVE_TURN_TIMEOUT, live_config, run_live};
+pub use live::{LIVE_TURN_TIMEOUT, run_live};
 pub use request::MAX_REQUEST_BYTES;
-pub use runner::{RunnerConfig, TurnOutput, TurnResult, run_turn};
-pub use transport::ChannelLimits;
+pub use runner::{RunnerConfig, TurnOutput, run_turn};
 
 /// The synthetic ACP agent of the `fake-agent` binary: its entry point, its idle flag, and the
 /// report it writes into a turn's summary.
 pub mod agent {
-    pub use crate::probes::ProbeReport;
-    pub use crate::synthetic_agent::{AgentReport, Attempt, IDLE_FLAG, serve_stdio};
+
+    pub use crate::synthetic_agent::{AgentReport, IDLE_FLAG, serve_stdio};
 }
 
 /// The test-only modes of the `hostile-entry` binary and what each does.
 pub mod hostile_entry {
-    pub use crate::hostile::{HANG_SLICE, HostileAction, MODES, action};
+    pub use crate::hostile::{HANG_SLICE, MODES, action};
 }
 
 /// Reads at most `cap` bytes from `reader`; one byte more is an error (the caller's budget).

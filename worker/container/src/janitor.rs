@@ -123,7 +123,7 @@ pub(crate) fn verdict(
 ///
 /// # Errors
 /// `REPOSITORY_DOCKER_UNAVAILABLE` / `…_COMMAND_FAILED` / `…_TIMEOUT` when listing fails.
-/// Individual removal failures are reported in [`SweepReport::failed`].
+/// Individual removal failures are reported in `SweepReport::failed`.
 pub async fn sweep_abandoned_turns<R: ContainerRuntime>(
     runtime: &R,
     grace: Duration,

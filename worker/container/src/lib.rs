@@ -37,15 +37,11 @@ pub use ids::{
     ContainerId, ContainerName, EXPECTED_IMAGE_ID_CODE, IdError, ImageId, ImageReference,
     RuntimeName,
 };
-pub use janitor::{
-    DEFAULT_GRACE, JobTurn, SweepReport, list_job_turns, remove_superseded_turns,
-    sweep_abandoned_turns,
-};
+pub use janitor::{DEFAULT_GRACE, list_job_turns, remove_superseded_turns, sweep_abandoned_turns};
 pub use limits::{CALL_TIMEOUT, CANCEL_CLEANUP_TIMEOUT, MAX_WALL_SECONDS, WALL_SLACK};
 pub use owner::{
     ATTEMPT_LABEL_KEY, DEADLINE_LABEL_KEY, HOST_LABEL_KEY, JOB_LABEL_KEY, JOB_STORE_LABEL_KEY,
-    JobBinding, LocalOwner, PidNamespace, ProcessIdentity, TurnLabels, generate_attempt_id,
-    local_owner,
+    JobBinding, ProcessIdentity, generate_attempt_id, local_owner,
 };
 pub use profile::{
     RUNC_PIDS_LIMIT, RUNSC, RUNSC_ARGS, RUNSC_PATH, RUNSC_PIDS_LIMIT, RegisteredRuntime,
@@ -56,6 +52,6 @@ pub use seam::{
     TurnContainer,
 };
 pub use spec::{
-    ALLOWED_GATE_IMAGE_ENV_NAMES, GateLimits, SpecInput, container_spec, security_opts,
-    verify_container, verify_env, verify_gate_env,
+    GateLimits, SpecInput, container_spec, security_opts, verify_container, verify_env,
+    verify_gate_env,
 };

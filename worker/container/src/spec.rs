@@ -225,7 +225,7 @@ fn empty_or_none<T>(v: Option<&Vec<T>>) -> bool {
 /// runner gives its child only the operator's environment, never the image's).
 pub const ALLOWED_GATE_IMAGE_ENV_NAMES: [&str; 2] = ["CARGO_HOME", "RUSTUP_HOME"];
 
-/// [`verify_env`] for a gate image: also [`ALLOWED_GATE_IMAGE_ENV_NAMES`].
+/// [`verify_env`] for a gate image: also `ALLOWED_GATE_IMAGE_ENV_NAMES`.
 ///
 /// # Errors
 /// `REPOSITORY_DOCKER_ISOLATION_MISMATCH` naming `Config.Env`.

@@ -237,8 +237,8 @@ fn in_deleted(id: &str, modules: &BTreeSet<String>) -> bool {
 /// Compares a candidate run with its baseline run: by test id when both have JUnit cases, by exit
 /// status otherwise. By test id, a baseline-passing test that the candidate's run neither passed
 /// nor failed (missing, skipped, deselected) is `vanished` unless it belongs to a file the
-/// candidate deleted (`deleted`, from [`deleted_modules`]); a run that ran fewer than
-/// [`crate::evidence::MIN_RAN_PER_MILLE`] per mille of the baseline's cases (those of deleted
+/// candidate deleted (`deleted`, from `deleted_modules`); a run that ran fewer than
+/// `crate::evidence::MIN_RAN_PER_MILLE` per mille of the baseline's cases (those of deleted
 /// files excepted) is `too_few_ran`. Either is a regression.
 #[must_use]
 pub fn compare(

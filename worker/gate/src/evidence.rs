@@ -51,7 +51,7 @@ pub struct IdList {
 }
 
 impl IdList {
-    /// The sorted set, capped at [`MAX_LISTED_IDS`].
+    /// The sorted set, capped at `MAX_LISTED_IDS`.
     #[must_use]
     pub fn from_set(set: &BTreeSet<String>) -> Self {
         Self::from_set_capped(set, MAX_LISTED_IDS)
@@ -113,7 +113,7 @@ pub struct Comparison {
     /// deleted excepted. By test id only; omitted from the document when empty.
     #[serde(default, skip_serializing_if = "IdList::is_empty")]
     pub vanished: IdList,
-    /// Present when the candidate's run ran fewer than [`MIN_RAN_PER_MILLE`] per mille of the
+    /// Present when the candidate's run ran fewer than `MIN_RAN_PER_MILLE` per mille of the
     /// cases the baseline ran (by test id only; omitted when not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub too_few_ran: Option<RanCounts>,
@@ -230,7 +230,7 @@ pub struct GateEvidence {
     /// The failing (failed or error) test ids of this run.
     pub failing: IdList,
     /// The passing test ids of a baseline-subject run with JUnit cases (at most
-    /// [`MAX_PASSING_IDS`]): what a candidate's run is checked against for vanished tests.
+    /// `MAX_PASSING_IDS`): what a candidate's run is checked against for vanished tests.
     /// Omitted otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passing: Option<IdList>,

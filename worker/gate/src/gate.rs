@@ -268,11 +268,11 @@ pub async fn evaluate_commit<R: ContainerRuntime + Clone + 'static>(
     Ok((evidence, digest))
 }
 
-/// [`evaluate_commit`] for each of `defs` in order, stopping at the first that does not pass;
+/// `evaluate_commit` for each of `defs` in order, stopping at the first that does not pass;
 /// `report` sees each run's evidence. `Ok(true)` when every run passed outright.
 ///
 /// # Errors
-/// As [`evaluate_commit`].
+/// As `evaluate_commit`.
 pub async fn evaluate_commit_all<R: ContainerRuntime + Clone + 'static>(
     runtime: &R,
     defs: &[&GateDefinition],

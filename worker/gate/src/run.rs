@@ -85,7 +85,7 @@ fn map_runtime(e: RuntimeError, operation: &'static str) -> GateError {
 /// # Errors
 /// Environment failures before or around the run (image missing or not the approved ID, Docker
 /// down, pre-start inspection mismatch, cleanup failure, the tree's git reads). A run that
-/// happened returns [`RunFacts`], whatever its report says.
+/// happened returns `RunFacts`, whatever its report says.
 ///
 /// # Security
 /// No container exists before the image ID and environment have been checked; the container is

@@ -51,7 +51,7 @@ pub struct GateTree {
     totals: TreeTotals,
 }
 
-/// Loads the baseline commit's tree once; [`GateTree`]s for the baseline and for candidates are
+/// Loads the baseline commit's tree once; `GateTree`s for the baseline and for candidates are
 /// derived from it.
 #[derive(Debug)]
 pub struct BaselineTree {

@@ -7,7 +7,7 @@
 pub const CONFIG_CODE: &str = "PATCH_CANDIDATE_GATEWAY_CONFIG";
 
 /// Every code [`GatewayError::code`], [`GatewaySetupError::code`] and
-/// [`UnknownProvider::code`](crate::UnknownProvider::code) can return, for documentation and
+/// `UnknownProvider::code` can return, for documentation and
 /// contract tests.
 pub const ERROR_CODES: &[&str] = &[
     "PATCH_CANDIDATE_GATEWAY_REQUEST_LINE",

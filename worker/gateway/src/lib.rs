@@ -26,18 +26,16 @@ mod sse;
 pub mod testkit;
 mod upstream;
 
-pub use body::BodyLimits;
-pub use config::{Budgets, GatewayConfig};
+pub use config::GatewayConfig;
 pub use credential::Credential;
 pub use error::{CONFIG_CODE, ERROR_CODES, GatewayError, GatewaySetupError};
-pub use http1::{HeadLimits, RequestHead, parse_head};
+pub use http1::{HeadLimits, parse_head};
 pub use provider::{
-    ANTHROPIC_VERSION, AnthropicMessages, CheckedBody, GeminiGenerateContent, MAX_PATH_MODEL,
-    OpenAiResponses, Provider, ProviderKind, Route, RouteKind, RouteMethod, TokenUsage,
-    UnknownProvider, UsageTally,
+    AnthropicMessages, GeminiGenerateContent, OpenAiResponses, Provider, ProviderKind, Route,
+    UsageTally,
 };
-pub use scrub::{CREDENTIAL_SCRUBBED, CredentialPatterns, MIN_PATTERN, SCRUB_MARKER, Scrubber};
-pub use serve::{ChannelReport, Gateway, GatewayUsage, TurnGateway, micros_since};
+pub use scrub::{CREDENTIAL_SCRUBBED, SCRUB_MARKER};
+pub use serve::{ChannelReport, Gateway, GatewayUsage, TurnGateway};
 pub use sse::{MAX_EVENT_LINE, UsageScanner};
 pub use upstream::UpstreamUrl;
 

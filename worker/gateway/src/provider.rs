@@ -200,7 +200,7 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     }
     /// Folds one SSE event's JSON data into the answer's usage tally.
     fn usage(&self, event: &Value, tally: &mut UsageTally);
-    /// The usage reported by a non-streamed JSON answer of a [`RouteKind::SideCounted`] route.
+    /// The usage reported by a non-streamed JSON answer of a `RouteKind::SideCounted` route.
     fn answer_usage(&self, _answer: &Value) -> Option<TokenUsage> {
         None
     }
@@ -726,7 +726,7 @@ impl Provider for AnthropicMessages {
 /// `POST /v1beta/models/{model}:streamGenerateContent?alt=sse` (SSE), side calls
 /// `POST /v1beta/models/{model}:generateContent` (JSON; forwarded, its `usageMetadata` counted)
 /// and `POST /v1beta/models/{model}:countTokens` (forwarded, no tokens). The model sits in the
-/// path: [`MAX_PATH_MODEL`] bytes at most of ASCII letters, digits, `.`, `_`, `-`, starting with
+/// path: `MAX_PATH_MODEL` bytes at most of ASCII letters, digits, `.`, `_`, `-`, starting with
 /// a letter or digit. The credential goes upstream as `x-goog-api-key`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GeminiGenerateContent;

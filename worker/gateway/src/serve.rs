@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
@@ -809,10 +809,4 @@ async fn write_refusal<W: AsyncWrite + Unpin>(
     );
     writer.write_all(out.as_bytes()).await?;
     writer.flush().await
-}
-
-/// Time since `start`, in whole microseconds (for reports and benchmarks).
-#[must_use]
-pub fn micros_since(start: Instant) -> u64 {
-    u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX)
 }

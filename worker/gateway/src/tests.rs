@@ -3,10 +3,11 @@ use std::sync::Arc;
 use pretty_assertions::assert_eq;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+use crate::provider::UnknownProvider;
 use crate::testkit::{Reply, ScriptedUpstream, Usage};
 use crate::{
     ChannelReport, Credential, Gateway, GatewayConfig, GatewayError, GatewaySetupError,
-    OpenAiResponses, TurnGateway, UnknownProvider, UpstreamUrl,
+    OpenAiResponses, TurnGateway, UpstreamUrl,
 };
 
 const KEY: &str = "sk-test-7f3a9c1e5b2d4f6a8c0e";
@@ -715,7 +716,7 @@ fn the_config_is_strict() {
     let ok = GatewayConfig::from_json(br#"{"models":["gpt-5.3-codex"],"budgets":{"requests":3}}"#)
         .unwrap();
     assert_eq!(ok.budgets.requests, 3);
-    assert_eq!(ok.budgets.tokens, crate::Budgets::default().tokens);
+    assert_eq!(ok.budgets.tokens, crate::config::Budgets::default().tokens);
     assert!(ok.refused_tools.contains(&"web_search".to_owned()));
     for bad in [
         &br#"{"models":["m"],"extra":1}"#[..],

@@ -7,10 +7,11 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+use crate::provider::ANTHROPIC_VERSION;
 use crate::testkit::{Reply, ScriptedUpstream, Usage, anthropic, gemini};
 use crate::{
-    ANTHROPIC_VERSION, ChannelReport, Credential, Gateway, GatewayConfig, GatewayError,
-    OpenAiResponses, Provider, ProviderKind, TurnGateway, UpstreamUrl,
+    ChannelReport, Credential, Gateway, GatewayConfig, GatewayError, OpenAiResponses, Provider,
+    ProviderKind, TurnGateway, UpstreamUrl,
 };
 
 const KEY: &str = "sk-ant-test-7f3a9c1e5b2d4f6a8c0e";
@@ -591,7 +592,7 @@ async fn a_gemini_stream_is_forwarded_with_x_goog_api_key_and_the_last_chunk_cou
 async fn the_gemini_model_in_the_path_is_parsed_strictly_and_allow_listed() {
     let (upstream, turn) = gem(vec![]).await;
     let body = gemini_body(&gemini_tools());
-    let long = "a".repeat(crate::MAX_PATH_MODEL + 1);
+    let long = "a".repeat(crate::provider::MAX_PATH_MODEL + 1);
     for (model, code) in [
         ("gemini-2.5-pro", "PATCH_CANDIDATE_GATEWAY_MODEL"),
         ("gemini-2.5-flash-lite", "PATCH_CANDIDATE_GATEWAY_MODEL"),

@@ -33,26 +33,20 @@ mod transition;
 mod wake;
 
 pub use error::{Backend, ERROR_CODES, JobsError, NOT_FOUND_CODE, Result};
-pub use evidence::{
-    EvidenceDocument, MAX_EVIDENCE_DOCUMENT_BYTES, MAX_EVIDENCE_DOCUMENTS, MAX_GATE_NAME_CHARS,
-};
+pub use evidence::EvidenceDocument;
 pub use ids::{random_attempt_id, random_job_id};
 pub use model::{
-    Claimed, Fenced, FollowUp, FollowUpGate, Heartbeat, HostInfo, Job, JobEvent, JobFailure,
-    JobKind, JobSpec, JobState, LiveJob, MAX_AGENT_CHARS, MAX_ATTEMPTS_LIMIT, MAX_BATCH,
-    MAX_CANDIDATE_BYTES, MAX_CODE_CHARS, MAX_DOCUMENT_BYTES, MAX_FOLLOW_UP_GATES,
-    MAX_FOLLOW_UP_NOTE_BYTES, MAX_MESSAGE_BYTES, MAX_MODEL_CHARS, MAX_REPOSITORY_BYTES,
-    MAX_SELECTIONS_BYTES, Retry, StoreOptions, backoff,
+    Claimed, Fenced, FollowUp, FollowUpGate, Heartbeat, Job, JobKind, JobSpec, JobState, LiveJob,
+    MAX_DOCUMENT_BYTES, MAX_FOLLOW_UP_GATES, MAX_FOLLOW_UP_NOTE_BYTES, Retry, StoreOptions,
+    backoff,
 };
 pub use review::{
-    DecisionRow, MAX_CLAIM_BRANCH_BYTES, MAX_CLAIM_LEASE, MAX_DECISION_RECORD_BYTES,
-    MAX_PUBLICATION_RECORD_BYTES, MAX_TOKEN_NAME_CHARS, OPERATOR_PRINCIPAL, PublicationClaim,
-    StoredDecisionRow, TokenHash, TokenInfo, TokenName,
+    DecisionRow, OPERATOR_PRINCIPAL, PublicationClaim, StoredDecisionRow, TokenHash, TokenName,
 };
 pub use rows::{
-    EVENT_CANCELLED, EVENT_CLAIMED, EVENT_COMPLETED, EVENT_RELEASED, EVENT_RETRIED, EVENT_SNOOZED,
-    EVENT_SUBMITTED, LEASE_EXPIRED,
+    EVENT_CANCELLED, EVENT_CLAIMED, EVENT_RELEASED, EVENT_RETRIED, EVENT_SNOOZED, EVENT_SUBMITTED,
+    LEASE_EXPIRED,
 };
 pub use schema::SCHEMA_VERSION;
-pub use store::{DEFAULT_SQLITE_FILE, DatabaseLocation, JobStore};
+pub use store::{DEFAULT_SQLITE_FILE, JobStore};
 pub use wake::WorkSignal;

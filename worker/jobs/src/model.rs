@@ -152,7 +152,7 @@ pub struct JobSpec {
     pub selections: serde_json::Value,
     /// The container runtime name (e.g. `runsc`), when not the default.
     pub runtime: Option<String>,
-    /// Attempts before the job is dead-lettered (1 to [`MAX_ATTEMPTS_LIMIT`]).
+    /// Attempts before the job is dead-lettered (1 to `MAX_ATTEMPTS_LIMIT`).
     pub max_attempts: u32,
     /// A live turn: the model the agent is configured with (`image_id` is then the live image).
     /// `None` for an offline turn. Never holds a credential: the serving host's gateway does.
@@ -257,10 +257,10 @@ pub const MAX_MODEL_CHARS: usize = 64;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LiveJob {
-    /// The model name: 1 to [`MAX_MODEL_CHARS`] of `A-Z a-z 0-9 . _ : -` (what the in-container
+    /// The model name: 1 to `MAX_MODEL_CHARS` of `A-Z a-z 0-9 . _ : -` (what the in-container
     /// runner accepts, inside what the gateway's allowlist accepts).
     pub model: String,
-    /// The agent, when it is not Codex: 1 to [`MAX_AGENT_CHARS`] of `a-z`, never `codex` (a
+    /// The agent, when it is not Codex: 1 to `MAX_AGENT_CHARS` of `a-z`, never `codex` (a
     /// Codex job stores no agent, so its binding and key are what they were before agents were
     /// a choice). The service maps the name to an agent; this crate checks only its shape.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -115,7 +115,7 @@ fn attempts_for(max: usize) -> Result<Vec<AttemptId>> {
 }
 
 impl JobStore {
-    /// Opens the store named by `--database` (see [`DatabaseLocation::parse`]) and runs the
+    /// Opens the store named by `--database` (see `DatabaseLocation::parse`) and runs the
     /// versioned migrations.
     ///
     /// # Errors

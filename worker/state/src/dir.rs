@@ -89,13 +89,13 @@ impl StateDir {
         write_private_atomic(&self.root, entry.name, bytes)
     }
 
-    /// Takes `serve.lock` ([`crate::SERVE_LOCK`]): one `serve` per state directory, for as long
+    /// Takes `serve.lock` (`crate::entries::SERVE_LOCK`): one `serve` per state directory, for as long
     /// as the returned file is open.
     ///
     /// # Errors
     /// [`LockError`].
     pub fn lock_serve(&self) -> Result<std::fs::File, LockError> {
-        lock_exclusive(&self.entry(&crate::SERVE_LOCK))
+        lock_exclusive(&self.entry(&crate::entries::SERVE_LOCK))
     }
 }
 

@@ -2,7 +2,7 @@
 //! one owner for where it is ([`StateDir::locate`]), what it holds ([`ENTRIES`], one
 //! [`Entry`] per file or folder, documented in docs/WORKER.md), how it is created (0700,
 //! [`create_private_dir`]), how its records are written (0600, atomically:
-//! [`write_private_atomic`]) and read ([`read_record`]), and the lock of `serve`
+//! `write_private_atomic`) and read ([`read_record`]), and the lock of `serve`
 //! ([`StateDir::lock_serve`]).
 //!
 //! The directory is the operator's: paths into it are ambient by design; callers that write many
@@ -15,15 +15,13 @@ mod lock;
 mod read;
 mod write;
 
-pub use dir::{
-    HOME_SUFFIX, OpenDirError, STATE_DIR_ENV, StateDir, create_private_dir, open_or_create_dir,
-};
+pub use dir::{OpenDirError, StateDir, create_private_dir, open_or_create_dir};
 pub use entries::{
     API_TOKEN, CANDIDATES, ENTRIES, Entry, EntryKind, GATE_BASELINES, GATE_IMAGES, HOST_ID, IMAGES,
     JOBS_DATABASE, LIVE_IMAGE_CLAUDE, LIVE_IMAGE_CODEX, LIVE_IMAGE_GEMINI, MIRRORS, REVIEWS,
-    SERVE_LOCK, SERVE_STAGING, SERVICE_HOST_ID, USAGE_LEDGER,
+    SERVE_STAGING, SERVICE_HOST_ID, USAGE_LEDGER,
 };
 pub use error::{ERROR_CODES, STATE_CODE, StateError};
-pub use lock::{LockError, lock_exclusive};
+pub use lock::LockError;
 pub use read::{MAX_RECORD_BYTES, RecordDetails, read_record};
-pub use write::{WriteError, write_atomic, write_private_atomic};
+pub use write::{WriteError, write_atomic};

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-/// Why [`lock_exclusive`] failed.
+/// Why `lock_exclusive` failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {

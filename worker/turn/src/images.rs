@@ -14,7 +14,6 @@ use state::RecordDetails;
 
 /// Default proof image tag.
 pub const PROOF_IMAGE: &str = "patch-candidate-proof:local";
-pub use crate::agent::LIVE_IMAGE;
 
 /// `images.json`: the image tags and IDs are validated as they are read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,7 +124,7 @@ mod tests {
         std::fs::write(dir.path().join("live-image.json"), &good).unwrap();
         let state = LiveImageState::load(dir.path()).unwrap().unwrap();
         assert_eq!(state.image_id.as_str(), id);
-        assert_eq!(state.image.as_str(), LIVE_IMAGE);
+        assert_eq!(state.image.as_str(), crate::agent::LIVE_IMAGE);
         let extra = good.replace("\"x\"}", "\"x\", \"more\": 1}");
         std::fs::write(dir.path().join("live-image.json"), extra).unwrap();
         let e = LiveImageState::load(dir.path()).unwrap_err();

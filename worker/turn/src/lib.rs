@@ -7,7 +7,7 @@
 //! A turn is a chain of owned, validated values: an approved request ([`CodingWorkerRequest`]
 //! bound with its approval as a [`snapshot::ApprovedTurn`], under a validated [`TurnConfig`]) → a container owned by the
 //! container crate's guard, which removes it on every path → the parsed output (the output
-//! contract, [`parse_turn_output`]) → a staged tree removed when dropped → a candidate
+//! contract, `parse_turn_output`) → a staged tree removed when dropped → a candidate
 //! ([`run_pipeline`], or [`run_live_pipeline`] with the model gateway tunnelled over stdio). The
 //! usage ledger, the image records and the fault-injection points of the crash tests live here
 //! too.
@@ -15,7 +15,7 @@
 //! Modules are private; this list is the crate's surface.
 //!
 //! # Security
-//! Nothing the container prints is trusted: see [`parse_turn_output`]. Docker is reached only
+//! Nothing the container prints is trusted: see `parse_turn_output`. Docker is reached only
 //! through the container crate's [`container::ContainerRuntime`] seam.
 #![forbid(unsafe_code)]
 
@@ -47,18 +47,17 @@ pub use config::TurnConfig;
 pub use docker_turn::{RepositoryDockerTurn, execute_live_turn, execute_repository_docker_turn};
 pub use error::{ERROR_CODES, LIVE_AGENT_CODE, TurnError};
 pub use feedback::{MAX_FEEDBACK_GATES, MAX_FEEDBACK_NOTE_BYTES, ReviewFeedback};
-pub use images::{ImagesState, LIVE_IMAGE, LiveImageState, PROOF_IMAGE};
+pub use images::{ImagesState, LiveImageState};
 pub use input::{BoundedReadError, open_regular_file, read_bounded_file};
-pub use ledger::{UsageIdentity, UsageLedger, UsageRecord};
+pub use ledger::UsageLedger;
 pub use limits::{DEFAULT_WALL_SECONDS, MAX_TURN_ARCHIVE_BYTES};
 pub use live_exchange::{
-    DEFAULT_LIVE_PORT, LiveContext, LiveEvent, LiveLog, LiveNote, LiveProgress, LiveSettings,
+    DEFAULT_LIVE_PORT, LiveContext, LiveLog, LiveNote, LiveProgress, LiveSettings,
 };
-pub use output::parse_turn_output;
-pub use output::{OutputLimits, VerifiedOutput};
+
 pub use pipeline::{
-    PhaseTimings, PipelineOutcome, PipelineRequest, PreparedTurn, default_selection,
-    run_live_pipeline, run_pipeline, verify_pipeline_request,
+    PipelineOutcome, PipelineRequest, PreparedTurn, default_selection, run_live_pipeline,
+    run_pipeline, verify_pipeline_request,
 };
 pub use plan::{ImageKind, MAX_POLICY_BYTES, PlanInputs, TurnPlan, host_policy, resolve_image};
-pub use request::{CodingWorkerRequest, stdin_payload, verify_turn_request};
+pub use request::{CodingWorkerRequest, stdin_payload};

@@ -110,20 +110,23 @@ pub struct VerifiedOutput {
 impl VerifiedOutput {
     /// The sanitised proposal: fresh ID, fixed provider and texts; status, changed files and
     /// owned paths (each a canonical path) from the agent.
+    #[cfg(test)]
     #[must_use]
-    pub fn proposal(&self) -> &StagedPatchProposal {
+    pub(crate) fn proposal(&self) -> &StagedPatchProposal {
         &self.proposal
     }
 
     /// The verified archive; `Some` exactly when the proposal's status is `completed`.
+    #[cfg(test)]
     #[must_use]
-    pub fn archive(&self) -> Option<&archive::VerifiedArchive> {
+    pub(crate) fn archive(&self) -> Option<&archive::VerifiedArchive> {
         self.archive.as_ref()
     }
 
     /// The container's usage report, when it was present and valid.
+    #[cfg(test)]
     #[must_use]
-    pub fn usage(&self) -> Option<&IsolatedAcpUsage> {
+    pub(crate) fn usage(&self) -> Option<&IsolatedAcpUsage> {
         self.usage.as_ref()
     }
 

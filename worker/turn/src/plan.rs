@@ -34,7 +34,7 @@ pub const MAX_POLICY_BYTES: usize = 1_048_576;
 /// Which image a turn runs in, and so which `image build` record supplies the defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImageKind {
-    /// The proof image (`images.json`, default [`PROOF_IMAGE`]).
+    /// The proof image (`images.json`, default `PROOF_IMAGE`).
     Proof,
     /// The agent's live image ([`Agent::image_record`], default [`Agent::default_image`]).
     Live(Agent),
@@ -374,7 +374,7 @@ mod tests {
         std::fs::write(
             dir.path().join("live-image.json"),
             serde_json::json!({
-                "image": crate::images::LIVE_IMAGE, "image_id": id('b'), "agent": "codex-acp",
+                "image": crate::agent::LIVE_IMAGE, "image_id": id('b'), "agent": "codex-acp",
                 "agent_version": "1", "agent_tarball_sha256": id('c'), "source_revision": "x",
             })
             .to_string(),

@@ -99,7 +99,7 @@ pub struct Rendered {
     pub removed: u64,
     /// Hidden characters made visible in this file's lines.
     pub hidden: usize,
-    /// Lines cut at [`MAX_LINE_CHARS`].
+    /// Lines cut at `MAX_LINE_CHARS`.
     pub cut_lines: usize,
 }
 
