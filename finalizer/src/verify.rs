@@ -15,7 +15,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use cap_std::fs::Dir;
 use serde::Serialize;
@@ -44,9 +43,9 @@ fn git_err(detail: &str) -> FinalizeError {
     }
 }
 
-/// The hardened `git` command of the snapshot crate, with apply settings pinned.
-fn git() -> Command {
-    let mut cmd = snapshot::git_command(None);
+/// The snapshot crate's isolated git launcher, with apply settings pinned.
+fn git() -> snapshot::Git {
+    let mut cmd = snapshot::Git::isolated(None);
     cmd.args([
         "-c",
         "core.autocrlf=false",
@@ -58,12 +57,14 @@ fn git() -> Command {
     cmd
 }
 
-/// Runs `cmd` under the snapshot crate's git deadline, feeding `stdin`; true on exit status 0.
-fn run(cmd: &mut Command, stdin: Option<&[u8]>) -> Result<bool, FinalizeError> {
-    snapshot::run_git(cmd, stdin).map_err(|e| match e {
-        snapshot::SnapshotError::Git { detail } => FinalizeError::VerifyGit { detail },
-        other => other.into(),
-    })
+/// Runs `cmd` under the launcher's git deadline (output discarded), feeding `stdin`; true on
+/// exit status 0.
+fn run(cmd: &mut snapshot::Git, stdin: Option<&[u8]>) -> Result<bool, FinalizeError> {
+    cmd.run(stdin)
+        .map(|out| out.success())
+        .map_err(|e| FinalizeError::VerifyGit {
+            detail: e.to_string(),
+        })
 }
 
 /// Verifies `candidate` against the repository at `repo` (see the module docs).

@@ -8,6 +8,7 @@
 //! refs cannot redirect what is read. The loader runs only `rev-parse`, `cat-file` and `ls-tree`;
 //! the worktree and the index are never read. ([`work_tree_state`], which only informs a person
 //! that uncommitted changes are not part of a snapshot, is the one function that looks at them.)
+//! Every git process, here and in the other crates, is started by the launcher ([`Git`]).
 //!
 //! [`GitSnapshot::load`] lists the tree with one `git ls-tree -r -z --full-tree <commit>` and
 //! streams every blob through one `git cat-file --batch` process, hashing with `sha2` (SHA-NI is
@@ -36,13 +37,16 @@ use crate::selection::BaselineFiles;
 use vocab::Sha256;
 use vocab::Untrusted;
 
+mod launch;
 mod listing;
 mod process;
 mod revision;
 
+use launch::capture;
+pub use launch::{Git, GitCancel, GitLaunchError, GitOutput, GitStream, HOST_NETWORK_VARIABLES};
 pub use listing::{ListedEntry, ListedKind, TreeListing};
-use process::{Deadline, capture, git_error};
-pub use process::{GIT_DEADLINE, run_git};
+pub use process::GIT_DEADLINE;
+use process::{Deadline, git_error};
 pub use revision::{MAX_REVISION_CHARS, WorkTreeState, resolve_commit, work_tree_state};
 
 /// Schema id of the canonical snapshot document hashed by [`GitSnapshot::snapshot_digest`].
@@ -571,7 +575,7 @@ impl GitSnapshot {
         wanted: &[Wanted<'_>],
     ) -> Result<Vec<Vec<u8>>, SnapshotError> {
         let mut child = deadline.spawn(
-            git_command(Some(&self.git_dir))
+            git_command_with_path(std::env::var_os("PATH").as_deref(), Some(&self.git_dir))
                 .args(["cat-file", "--batch"])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped()),
@@ -680,64 +684,10 @@ fn repository_error(detail: &str) -> SnapshotError {
     }
 }
 
-/// A `git` command with a cleared environment (only `PATH` kept), no system or user config, no
-/// replace refs, no prompts, no lazy fetches or protocols, and no fsmonitor. Every crate that
-/// runs `git` on a user's repository builds its command here.
-#[must_use]
-pub fn git_command(git_dir: Option<&Path>) -> Command {
-    git_command_with_path(std::env::var_os("PATH").as_deref(), git_dir)
-}
-
-/// [`git_command`] for a transfer from a repository a client named (a clone or fetch): exactly
-/// the one transport `protocol` allowed (`GIT_ALLOW_PROTOCOL`, e.g. `https` or `file`), every
-/// credential helper cleared and hooks off. Like [`git_command`] it keeps nothing of the host's
-/// environment but `PATH`: no `HOME` (so no global config, `insteadOf` rewrite or credential
-/// helper of the operator's applies to a client's locator) and no `SSH_AUTH_SOCK`.
-#[must_use]
-pub fn git_transfer_command(git_dir: Option<&Path>, protocol: &str) -> Command {
-    let mut cmd = git_command(git_dir);
-    cmd.env("GIT_ALLOW_PROTOCOL", protocol).args([
-        "-c",
-        "credential.helper=",
-        "-c",
-        "core.hooksPath=/dev/null",
-    ]);
-    cmd
-}
-
-/// [`git_command`] with an explicit `PATH` (the only variable kept from the environment).
+/// The isolated git command of [`Git::isolated`] with an explicit `PATH`, for the loader's own
+/// processes (which share one deadline per operation).
 fn git_command_with_path(path_var: Option<&OsStr>, git_dir: Option<&Path>) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.env_clear();
-    if let Some(path) = path_var {
-        cmd.env("PATH", path);
-    }
-    cmd.envs([
-        ("GIT_CONFIG_NOSYSTEM", "1"),
-        ("GIT_CONFIG_GLOBAL", "/dev/null"),
-        ("GIT_NO_REPLACE_OBJECTS", "1"),
-        ("GIT_TERMINAL_PROMPT", "0"),
-        ("GIT_NO_LAZY_FETCH", "1"),
-        ("GIT_OPTIONAL_LOCKS", "0"),
-        ("GIT_ATTR_NOSYSTEM", "1"),
-        ("GIT_PROTOCOL_FROM_USER", "0"),
-        ("GIT_ALLOW_PROTOCOL", ""),
-        ("LC_ALL", "C"),
-    ]);
-    cmd.args([
-        "--no-replace-objects",
-        "-c",
-        "protocol.allow=never",
-        "-c",
-        "core.fsmonitor=false",
-    ]);
-    if let Some(dir) = git_dir {
-        cmd.arg("--git-dir").arg(dir);
-    }
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    cmd
+    launch::isolated_command(path_var, git_dir)
 }
 
 /// Finds the git directory of `repo` without walking above it.
@@ -934,7 +884,7 @@ fn read_tree(
             .into_iter()
             .map(|(cat, out)| {
                 scope.spawn(move || {
-                    let mut cat = cat;
+                    let cat = cat;
                     let blobs = hash_blob_stream(out);
                     if blobs.is_err() {
                         cat.kill();
@@ -1328,18 +1278,17 @@ mod tests {
         assert_reaped(&pid_file);
     }
 
-    /// The same for a command run through [`run_git`] (the finalizer's `git apply`), with input
-    /// that git never reads.
+    /// The same for a command run through the launcher ([`Git`], the finalizer's `git apply`),
+    /// with input that git never reads.
     #[test]
     fn r_run_git_is_killed_at_its_deadline() {
         let bin = tempfile::tempdir().unwrap();
         let pid_file = bin.path().join("pid");
         let path = hanging_git(bin.path(), &pid_file);
-        let mut cmd = git_command_with_path(Some(&path), None);
-        cmd.arg("apply");
+        let mut git = Git::isolated_with_path(Some(&path), None);
+        git.arg("apply").deadline(Duration::from_millis(300));
         let input = vec![b'x'; 4 * 1024 * 1024];
-        let err = process::run_git_within(&mut cmd, Some(&input), Duration::from_millis(300))
-            .unwrap_err();
+        let err = SnapshotError::from(git.run(Some(&input)).unwrap_err());
         assert_eq!(err.code(), "REPOSITORY_SNAPSHOT_GIT");
         assert!(err.to_string().contains("exceeded its deadline"), "{err}");
         assert_reaped(&pid_file);

@@ -10,8 +10,9 @@
 //! a repository.
 //!
 //! # Features
-//! `effects` (default) adds the Git snapshot loader ([`GitSnapshot`]), which spawns `git`, and
-//! building an approval's grants against it ([`Grants`]).
+//! `effects` (default) adds the Git snapshot loader ([`GitSnapshot`]), the one git launcher of
+//! the workspace ([`Git`]: deadline, stdin, bounded output, isolated or explicit host
+//! environment), and building an approval's grants against a snapshot ([`Grants`]).
 //! Without it the crate spawns no process and writes no file.
 #![forbid(unsafe_code)]
 
@@ -43,9 +44,9 @@ pub use context::{
 pub use error::{ERROR_CODES, SELECTION_CODE, SnapshotError};
 #[cfg(feature = "effects")]
 pub use git::{
-    EntryKind, GIT_DEADLINE, GitSnapshot, ListedEntry, ListedKind, MAX_READ_FILES_BYTES,
-    MAX_REVISION_CHARS, SNAPSHOT_SCHEMA, TreeEntry, TreeListing, WorkTreeState, git_command,
-    git_transfer_command, resolve_commit, run_git, work_tree_state,
+    EntryKind, GIT_DEADLINE, Git, GitCancel, GitLaunchError, GitOutput, GitSnapshot, GitStream,
+    HOST_NETWORK_VARIABLES, ListedEntry, ListedKind, MAX_READ_FILES_BYTES, MAX_REVISION_CHARS,
+    SNAPSHOT_SCHEMA, TreeEntry, TreeListing, WorkTreeState, resolve_commit, work_tree_state,
 };
 #[cfg(feature = "effects")]
 pub use grant::{GrantInput, Grants};

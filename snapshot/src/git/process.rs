@@ -10,19 +10,19 @@
 //! our live child or our zombie, never a recycled PID. Each git process leads its own process
 //! group, so a helper it spawned dies with it and cannot hold our pipes open.
 
-use std::io::Read;
 use std::os::unix::process::CommandExt as _;
-use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 
+use super::launch::GitLaunchError;
 use crate::error::SnapshotError;
 
 /// The deadline of one git operation (a snapshot load, a read of selected files, one `git`
-/// command run through [`run_git`]).
+/// command run through the launcher, unless its caller sets a shorter one).
 pub const GIT_DEADLINE: Duration = Duration::from_secs(600);
 
 #[derive(Debug, Default)]
@@ -30,10 +30,11 @@ struct State {
     live: Vec<Pid>,
     finished: bool,
     expired: bool,
+    cancelled: bool,
 }
 
 #[derive(Debug)]
-struct Shared {
+pub(crate) struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     limit: Duration,
@@ -44,10 +45,25 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn expired_error(&self) -> SnapshotError {
-        SnapshotError::Git {
-            detail: format!("git exceeded its deadline of {:?}", self.limit),
+    fn stop_error(&self, state: &State) -> Option<GitLaunchError> {
+        if state.cancelled {
+            Some(GitLaunchError::Cancelled)
+        } else if state.expired {
+            Some(GitLaunchError::Deadline(self.limit))
+        } else {
+            None
         }
+    }
+
+    /// Kills every registered process group (see the module docs) and refuses further spawns.
+    pub(crate) fn cancel(&self) {
+        let mut state = self.lock();
+        state.cancelled = true;
+        for pid in &state.live {
+            let _ = rustix::process::kill_process_group(*pid, Signal::KILL);
+        }
+        drop(state);
+        self.wake.notify_all();
     }
 }
 
@@ -57,11 +73,11 @@ pub(crate) fn git_error(detail: &str) -> SnapshotError {
     }
 }
 
-fn spawn_error(e: &std::io::Error) -> SnapshotError {
+fn spawn_error(e: &std::io::Error) -> GitLaunchError {
     if e.kind() == std::io::ErrorKind::NotFound {
-        git_error("the git executable was not found on PATH")
+        GitLaunchError::NotFound
     } else {
-        git_error("git could not be started")
+        GitLaunchError::CannotStart
     }
 }
 
@@ -76,7 +92,7 @@ pub(crate) struct Deadline {
 impl Deadline {
     /// Starts the clock: processes spawned through [`Deadline::spawn`] are killed when `limit`
     /// has passed.
-    pub(crate) fn start(limit: Duration) -> Result<Self, SnapshotError> {
+    pub(crate) fn start(limit: Duration) -> Result<Self, GitLaunchError> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
@@ -87,38 +103,47 @@ impl Deadline {
         let watchdog = std::thread::Builder::new()
             .name("git-deadline".to_owned())
             .spawn(move || watch(&watched, end))
-            .map_err(|_| git_error("cannot start the git deadline watchdog"))?;
+            .map_err(|_| GitLaunchError::Watchdog)?;
         Ok(Self {
             shared,
             watchdog: Some(watchdog),
         })
     }
 
-    /// True once the deadline has passed (and every registered process was killed).
-    pub(crate) fn expired(&self) -> bool {
-        self.shared.lock().expired
+    /// The state a cancel handle reaches (see [`super::launch::GitCancel`]).
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
-    /// The stable error of an operation that ran past its deadline.
-    pub(crate) fn expired_error(&self) -> SnapshotError {
-        self.shared.expired_error()
+    /// True once the deadline has passed (and every registered process was killed).
+    pub(crate) fn expired(&self) -> bool {
+        let state = self.shared.lock();
+        state.expired || state.cancelled
+    }
+
+    /// The stable error of an operation that ran past its deadline (or was cancelled).
+    pub(crate) fn expired_error(&self) -> GitLaunchError {
+        let state = self.shared.lock();
+        self.shared
+            .stop_error(&state)
+            .unwrap_or(GitLaunchError::Deadline(self.shared.limit))
     }
 
     /// `result`, unless the deadline passed: then the deadline error, whatever failure the kill
     /// caused downstream (a truncated stream, a failed exit status).
     pub(crate) fn check<T>(&self, result: Result<T, SnapshotError>) -> Result<T, SnapshotError> {
         if self.expired() {
-            return Err(self.expired_error());
+            return Err(self.expired_error().into());
         }
         result
     }
 
     /// Spawns `cmd` as the leader of a new process group, registered with the watchdog.
-    pub(crate) fn spawn(&self, cmd: &mut Command) -> Result<GitChild, SnapshotError> {
+    pub(crate) fn spawn(&self, cmd: &mut Command) -> Result<GitChild, GitLaunchError> {
         cmd.process_group(0);
         let mut state = self.shared.lock();
-        if state.expired {
-            return Err(self.expired_error());
+        if let Some(stop) = self.shared.stop_error(&state) {
+            return Err(stop);
         }
         let child = cmd.spawn().map_err(|e| spawn_error(&e))?;
         state.live.push(Pid::from_child(&child));
@@ -143,7 +168,7 @@ impl Drop for Deadline {
 fn watch(shared: &Shared, end: Option<Instant>) {
     let mut state = shared.lock();
     loop {
-        if state.finished {
+        if state.finished || state.cancelled {
             return;
         }
         let now = Instant::now();
@@ -167,7 +192,7 @@ fn watch(shared: &Shared, end: Option<Instant>) {
 }
 
 /// A git process under a [`Deadline`]; killed (with its process group) and reaped if dropped
-/// before [`GitChild::wait_success`].
+/// before [`GitChild::wait`].
 #[derive(Debug)]
 pub(crate) struct GitChild {
     child: Option<Child>,
@@ -175,29 +200,29 @@ pub(crate) struct GitChild {
 }
 
 impl GitChild {
-    pub(crate) fn take_stdin(&mut self) -> Result<ChildStdin, SnapshotError> {
+    pub(crate) fn take_stdin(&mut self) -> Result<ChildStdin, GitLaunchError> {
         self.child
             .as_mut()
             .and_then(|c| c.stdin.take())
-            .ok_or_else(|| git_error("no git stdin"))
+            .ok_or(GitLaunchError::MissingPipe("stdin"))
     }
 
-    pub(crate) fn take_stdout(&mut self) -> Result<ChildStdout, SnapshotError> {
+    pub(crate) fn take_stdout(&mut self) -> Result<ChildStdout, GitLaunchError> {
         self.child
             .as_mut()
             .and_then(|c| c.stdout.take())
-            .ok_or_else(|| git_error("no git stdout"))
+            .ok_or(GitLaunchError::MissingPipe("stdout"))
     }
 
-    pub(crate) fn take_stderr(&mut self) -> Result<ChildStderr, SnapshotError> {
+    pub(crate) fn take_stderr(&mut self) -> Result<ChildStderr, GitLaunchError> {
         self.child
             .as_mut()
             .and_then(|c| c.stderr.take())
-            .ok_or_else(|| git_error("no git stderr"))
+            .ok_or(GitLaunchError::MissingPipe("stderr"))
     }
 
     /// Kills the process group (the child is not reaped yet, so its PID is still ours).
-    pub(crate) fn kill(&mut self) {
+    pub(crate) fn kill(&self) {
         if let Some(c) = self.child.as_ref() {
             let _ = rustix::process::kill_process_group(Pid::from_child(c), Signal::KILL);
         }
@@ -216,14 +241,14 @@ impl GitChild {
     }
 
     /// The exit status; the deadline error when the watchdog killed the process.
-    pub(crate) fn wait(mut self) -> Result<ExitStatus, SnapshotError> {
+    pub(crate) fn wait(mut self) -> Result<ExitStatus, GitLaunchError> {
         let Some(mut child) = self.child.take() else {
-            return Err(git_error("git process already reaped"));
+            return Err(GitLaunchError::Reaped);
         };
-        let status = Self::reap(&self.shared, &mut child)
-            .map_err(|_| git_error("waiting for git failed"))?;
-        if self.shared.lock().expired {
-            return Err(self.shared.expired_error());
+        let status = Self::reap(&self.shared, &mut child).map_err(|_| GitLaunchError::Wait)?;
+        let state = self.shared.lock();
+        if let Some(stop) = self.shared.stop_error(&state) {
+            return Err(stop);
         }
         Ok(status)
     }
@@ -247,88 +272,4 @@ impl Drop for GitChild {
             let _ = Self::reap(&self.shared, &mut c);
         }
     }
-}
-
-/// Reads at most `cap` bytes; `None` when the stream holds more.
-fn read_capped(reader: impl Read, cap: usize) -> std::io::Result<Option<Vec<u8>>> {
-    let mut out = Vec::new();
-    reader
-        .take(u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1))
-        .read_to_end(&mut out)?;
-    Ok((out.len() <= cap).then_some(out))
-}
-
-/// What [`capture`] collected.
-#[derive(Debug)]
-pub(crate) struct Captured {
-    pub(crate) status: ExitStatus,
-    pub(crate) stdout: Vec<u8>,
-    pub(crate) stderr: Vec<u8>,
-}
-
-/// Runs `cmd` under `deadline`, collecting at most `cap` bytes of stdout and of stderr (more is
-/// an error and kills the process).
-pub(crate) fn capture(
-    deadline: &Deadline,
-    cmd: &mut Command,
-    cap: usize,
-) -> Result<Captured, SnapshotError> {
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = deadline.spawn(cmd)?;
-    let stdout = child.take_stdout()?;
-    let stderr = child.take_stderr()?;
-    let (out, err) = std::thread::scope(|scope| {
-        let err = scope.spawn(move || read_capped(stderr, cap));
-        let out = read_capped(stdout, cap);
-        (out, err.join())
-    });
-    let read = |r: std::io::Result<Option<Vec<u8>>>| match r {
-        Ok(Some(bytes)) => Ok(bytes),
-        Ok(None) => Err(git_error("git printed more than expected")),
-        Err(_) => Err(git_error("reading git output failed")),
-    };
-    let out = read(out);
-    let err = err
-        .map_err(|_| git_error("reading git output failed"))
-        .and_then(read);
-    if out.is_err() || err.is_err() {
-        child.kill();
-    }
-    let status = child.wait()?;
-    Ok(Captured {
-        status,
-        stdout: out?,
-        stderr: err?,
-    })
-}
-
-/// Runs a git command built by [`super::git_command`] to completion under [`GIT_DEADLINE`],
-/// feeding it `stdin`; true on exit status 0. Output goes where `cmd` sends it (nowhere, for
-/// [`super::git_command`]).
-///
-/// # Errors
-/// `REPOSITORY_SNAPSHOT_GIT` when git cannot be started or runs past the deadline (it is then
-/// killed with its process group).
-pub fn run_git(cmd: &mut Command, stdin: Option<&[u8]>) -> Result<bool, SnapshotError> {
-    run_git_within(cmd, stdin, GIT_DEADLINE)
-}
-
-pub(crate) fn run_git_within(
-    cmd: &mut Command,
-    stdin: Option<&[u8]>,
-    limit: Duration,
-) -> Result<bool, SnapshotError> {
-    let deadline = Deadline::start(limit)?;
-    if stdin.is_some() {
-        cmd.stdin(Stdio::piped());
-    }
-    let mut child = deadline.spawn(cmd)?;
-    if let Some(bytes) = stdin {
-        let mut pipe = child.take_stdin()?;
-        // A child that exits early (or is killed at the deadline) closes the pipe; its status
-        // decides the outcome.
-        let _ = std::io::Write::write_all(&mut pipe, bytes);
-    }
-    let status = child.wait()?;
-    Ok(status.success())
 }

@@ -7,7 +7,8 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::time::Duration;
 
-use super::process::{Deadline, capture};
+use super::launch::capture;
+use super::process::Deadline;
 use super::{GIT_DEADLINE, SMALL_OUTPUT_BYTES, discover_git_dir, git_command_with_path};
 use crate::error::SnapshotError;
 

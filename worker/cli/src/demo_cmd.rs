@@ -104,14 +104,15 @@ fn make_fixture(dir: &Path) -> Result<(String, String), CliError> {
 }
 
 fn git_apply_check(repo: &Path, patch: &Path) -> Result<(), CliError> {
-    let output = Command::new("git")
+    // The launcher's isolated git (no host config), under its deadline, output discarded.
+    let output = snapshot::Git::isolated(None)
         .arg("-C")
         .arg(repo)
         .args(["apply", "--check", "--verbose"])
         .arg(patch)
-        .output()
+        .run(None)
         .map_err(|_| env_err("cannot run git"))?;
-    if !output.status.success() {
+    if !output.success() {
         return Err(CliError::rejected(
             DEMO_APPLY_CODE,
             "git apply --check refused the candidate",

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use finalizer::{CandidateStore, RepositoryPatchCandidate, repository_patch_digest};
 use review::{
-    Actor, ActorKind, Decision, DecisionRequest, GateFact, LocalReviews, PolicyFact, PolicyFinding,
-    Principal, Reason, ReviewFacts, ReviewPackage, build_package,
+    Actor, ActorKind, Decision, DecisionRequest, GateFact, LocalReviews, PolicyFinding, Principal,
+    Reason, ReviewFacts, ReviewPackage, build_package,
 };
 use vocab::{Sha256, Untrusted};
 
@@ -176,28 +176,9 @@ fn facts(
     // What the policy scans and the reviewer reads must be the change publication commits.
     finalizer::check_diffs_match_content(&found.candidate)?;
     let report = policy::scan(&found.candidate)?;
-    let (_, report_digest) = report.to_file_bytes()?;
-    let findings = report
-        .findings
-        .iter()
-        .map(|f| PolicyFinding {
-            rule: f.rule_id.clone(),
-            path: f.path.clone(),
-            line: f.line,
-        })
-        .collect();
-    let facts = ReviewFacts {
-        candidate_digest: found.digest,
-        approval_digest: found.candidate.approved_plan_digest().to_owned(),
-        required_gates: found.candidate.required_validation_gates().to_vec(),
-        gates,
-        policy: Some(PolicyFact {
-            report_digest,
-            candidate_digest: report.candidate_digest,
-            clean: report.clean,
-        }),
-        published: reviews.publication(&found.digest)?.is_some(),
-    };
+    let (policy, findings) = review::policy_facts(&report)?;
+    let published = reviews.publication(&found.digest)?.is_some();
+    let facts = ReviewFacts::assemble(&found.candidate, found.digest, gates, policy, published);
     Ok((facts, findings))
 }
 

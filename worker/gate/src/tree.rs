@@ -10,11 +10,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead as _, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use finalizer::RepositoryPatchCandidate;
 use sha2::Digest as _;
-use snapshot::{FileOp, ListedKind, TreeListing, git_command};
+use snapshot::{FileOp, Git, GitStream, ListedKind, TreeListing};
 use vocab::{Sha256, Untrusted};
 
 use crate::definition::relative_path_ok;
@@ -442,7 +441,8 @@ fn write_header<W: Write>(
 /// One `git cat-file --batch` streaming the listed blobs in order (a feeder thread writes the
 /// object ids, so neither pipe can deadlock).
 struct BlobReader {
-    child: std::process::Child,
+    // Dropped first: a reader dropped before `finish` kills git, which ends the feeder too.
+    child: GitStream,
     stdout: BufReader<std::process::ChildStdout>,
     feeder: Option<std::thread::JoinHandle<()>>,
 }
@@ -453,14 +453,13 @@ fn git_failed() -> GateError {
 
 impl BlobReader {
     fn start(git_dir: &Path, oids: Vec<&str>) -> Result<Self, GateError> {
-        let mut cmd = git_command(Some(git_dir));
-        cmd.args(["cat-file", "--batch"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child = cmd.spawn().map_err(|_| git_failed())?;
-        let stdin = child.stdin.take().ok_or_else(git_failed)?;
-        let stdout = child.stdout.take().ok_or_else(git_failed)?;
+        // The launcher's isolated git under its default deadline; stderr is discarded.
+        let mut child = Git::isolated(Some(git_dir))
+            .args(["cat-file", "--batch"])
+            .stream(true)
+            .map_err(|_| git_failed())?;
+        let stdin = child.take_stdin().map_err(|_| git_failed())?;
+        let stdout = child.take_stdout().map_err(|_| git_failed())?;
         let input: String = oids.iter().flat_map(|o| [*o, "\n"]).collect();
         let feeder = std::thread::Builder::new()
             .name("gate-tree-feeder".to_owned())
@@ -507,15 +506,6 @@ impl BlobReader {
             return Err(git_failed());
         }
         Ok(())
-    }
-}
-
-impl Drop for BlobReader {
-    fn drop(&mut self) {
-        if self.feeder.is_some() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
     }
 }
 

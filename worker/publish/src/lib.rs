@@ -15,7 +15,7 @@
 //! ```
 //!
 //! # Security
-//! Every git process runs from [`snapshot::git_command`] (cleared environment, no system or
+//! Every git process runs through [`snapshot::Git`] (cleared environment, no system or
 //! global config, no replace refs, no prompts) with exactly one transport allowed, hooks off, a
 //! deadline and bounded output; git's stderr is classified into stable codes and never echoed.
 //! The optional pull request ([`open_pull_request`]) speaks GitHub's or Gitea/Forgejo's REST

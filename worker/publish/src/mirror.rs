@@ -21,7 +21,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use cap_std::fs::Dir;
 use finalizer::RepositoryPatchCandidate;
@@ -140,7 +139,7 @@ impl Mirror {
     /// A git command in the mirror with `protocol` allowed. The mirror is thrown away after one
     /// publication, so nothing in it is fsynced, and fast-import keeps its one pack instead of
     /// exploding it into loose objects through a second process.
-    pub(crate) fn git(&self, protocol: &str) -> Command {
+    pub(crate) fn git(&self, protocol: &str) -> snapshot::Git {
         let mut cmd = git(Some(&self.git_dir), protocol);
         cmd.args(["-c", "core.fsync=none", "-c", "fastimport.unpackLimit=0"]);
         cmd

@@ -1,20 +1,12 @@
-//! Running one git command: the project's hardened command ([`snapshot::git_command`]: cleared
+//! Running one git command through the snapshot crate's launcher ([`snapshot::Git`]: isolated
 //! environment, no system or global config, no replace refs, no prompts, every transport off)
 //! with the one transport a step needs switched back on, under a deadline, with bounded output.
-//!
-//! The snapshot crate's deadline runner is private to it and returns only an exit status; this
-//! crate needs stdin, bounded stdout and a classifiable stderr, so it has its own small runner:
-//! the child leads its own process group; its output pipes are read to their end, then it is
-//! polled with `try_wait` (never reaped before the check, so a kill can reach only our child)
-//! and killed with its group at the deadline.
 
-use std::io::{Read, Write};
-use std::os::unix::process::CommandExt as _;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::ExitStatus;
+use std::time::Duration;
 
-use rustix::process::{Pid, Signal};
+use snapshot::{Git, GitLaunchError};
 
 use crate::error::{PublishError, git_error};
 
@@ -26,10 +18,10 @@ pub(crate) const NETWORK_DEADLINE: Duration = Duration::from_secs(300);
 const STDERR_CAP: usize = 64 * 1024;
 
 /// A git command in a given repository, with the transports named in `protocols` allowed
-/// (`GIT_ALLOW_PROTOCOL` overrides the base command's empty list), hooks and fsmonitor off.
-pub(crate) fn git(git_dir: Option<&Path>, protocols: &str) -> Command {
-    let mut cmd = snapshot::git_command(None);
-    cmd.env("GIT_ALLOW_PROTOCOL", protocols)
+/// (`GIT_ALLOW_PROTOCOL` overrides the isolated launcher's empty list), hooks and fsmonitor off.
+pub(crate) fn git(git_dir: Option<&Path>, protocols: &str) -> Git {
+    let mut cmd = Git::isolated(None);
+    cmd.allow_protocol(protocols)
         .env("GIT_LITERAL_PATHSPECS", "1")
         .args([
             "-c",
@@ -53,113 +45,42 @@ pub(crate) struct Output {
     pub(crate) stderr: Vec<u8>,
 }
 
-fn read_capped(reader: impl Read, cap: usize) -> std::io::Result<Option<Vec<u8>>> {
-    let mut out = Vec::new();
-    reader
-        .take(u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1))
-        .read_to_end(&mut out)?;
-    Ok((out.len() <= cap).then_some(out))
-}
-
-fn kill_group(child: &Child) {
-    let _ = rustix::process::kill_process_group(Pid::from_child(child), Signal::KILL);
+/// This crate's message for a launcher failure (`PATCH_CANDIDATE_PUBLISH_GIT`).
+fn launch_error(e: &GitLaunchError) -> PublishError {
+    match e {
+        GitLaunchError::Deadline(_) => git_error("git exceeded its deadline"),
+        GitLaunchError::NotFound => git_error("the git executable was not found on PATH"),
+        GitLaunchError::CannotStart => git_error("git could not be started"),
+        GitLaunchError::OutputTooLarge => git_error("git printed more than expected"),
+        GitLaunchError::Wait => git_error("waiting for git failed"),
+        _ => git_error("reading git output failed"),
+    }
 }
 
 /// Runs `cmd` to completion: `stdin` fed from a thread, at most `stdout_cap` bytes of stdout
 /// (more is an error), stderr bounded, killed with its process group after `limit`.
 pub(crate) fn run(
-    cmd: &mut Command,
+    cmd: &mut Git,
     stdin: Option<&[u8]>,
     stdout_cap: usize,
     limit: Duration,
 ) -> Result<Output, PublishError> {
-    cmd.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .process_group(0);
-    let mut child = cmd.spawn().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            git_error("the git executable was not found on PATH")
-        } else {
-            git_error("git could not be started")
-        }
-    })?;
-    let input = child.stdin.take();
-    let out = child.stdout.take();
-    let err = child.stderr.take();
-    let started = Instant::now();
-    let (status, stdout, stderr) = std::thread::scope(|scope| {
-        if let (Some(mut pipe), Some(bytes)) = (input, stdin) {
-            // A child that exits early closes the pipe; its status decides the outcome.
-            scope.spawn(move || {
-                let _ = pipe.write_all(bytes);
-            });
-        }
-        // The readers report when their pipe reaches end of file (normally: the child exited),
-        // so the wait below rarely sleeps at all.
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let out_tx = done_tx.clone();
-        let out = scope.spawn(move || {
-            let r = out.map(|o| read_capped(o, stdout_cap));
-            let _ = out_tx.send(());
-            r
-        });
-        let err = scope.spawn(move || {
-            let r = err.map(|e| read_capped(e, STDERR_CAP));
-            let _ = done_tx.send(());
-            r
-        });
-        let mut timed_out = false;
-        for _ in 0..2 {
-            let left = limit.saturating_sub(started.elapsed());
-            if done_rx.recv_timeout(left).is_err() && started.elapsed() >= limit {
-                timed_out = true;
-                break;
-            }
-        }
-        let mut pause = Duration::from_micros(50);
-        let status = loop {
-            if timed_out || started.elapsed() >= limit {
-                // Not reaped yet: the group id is still our child's.
-                kill_group(&child);
-                let _ = child.wait();
-                break Err(git_error("git exceeded its deadline"));
-            }
-            match child.try_wait() {
-                Ok(Some(status)) => break Ok(status),
-                Ok(None) => {}
-                Err(_) => {
-                    kill_group(&child);
-                    let _ = child.wait();
-                    break Err(git_error("waiting for git failed"));
-                }
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(5));
-        };
-        (status, out.join(), err.join())
-    });
-    let status = status?;
-    let take = |joined: std::thread::Result<Option<std::io::Result<Option<Vec<u8>>>>>| match joined
-    {
-        Ok(Some(Ok(Some(bytes)))) => Ok(bytes),
-        Ok(Some(Ok(None))) => Err(git_error("git printed more than expected")),
-        _ => Err(git_error("reading git output failed")),
-    };
+    let out = cmd
+        .deadline(limit)
+        .capture_stdout(stdout_cap)
+        .capture_stderr(STDERR_CAP)
+        .run(stdin)
+        .map_err(|e| launch_error(&e))?;
     Ok(Output {
-        status,
-        stdout: take(stdout)?,
-        stderr: take(stderr)?,
+        status: out.status,
+        stdout: out.stdout,
+        stderr: out.stderr,
     })
 }
 
 /// [`run`] that requires exit status 0; `what` names the step in the error.
 pub(crate) fn run_ok(
-    cmd: &mut Command,
+    cmd: &mut Git,
     stdin: Option<&[u8]>,
     stdout_cap: usize,
     what: &'static str,
@@ -227,12 +148,25 @@ pub(crate) fn is_object_id(text: &str) -> bool {
 mod tests {
     use super::*;
 
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::time::Instant;
+
+    /// The launcher's isolated git, with a `git` on `PATH` that runs `body` instead.
+    fn fake_git(dir: &Path, body: &str) -> Git {
+        let script = dir.join("git");
+        std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut path = dir.as_os_str().to_owned();
+        path.push(":/usr/bin:/bin");
+        Git::isolated_with_path(Some(&path), None)
+    }
+
     #[test]
     fn a_command_past_its_deadline_is_killed_with_its_group() {
+        let bin = tempfile::tempdir().unwrap();
         let started = Instant::now();
         // A child that spawns a grandchild holding the pipes open.
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", "sleep 30 & sleep 30"]);
+        let mut cmd = fake_git(bin.path(), "sleep 30 & sleep 30");
         let err = run(&mut cmd, None, 1024, Duration::from_millis(300)).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -243,10 +177,11 @@ mod tests {
 
     #[test]
     fn output_beyond_its_cap_is_refused_and_stdin_is_fed() {
-        let mut cmd = Command::new("cat");
+        let bin = tempfile::tempdir().unwrap();
+        let mut cmd = fake_git(bin.path(), "cat");
         let out = run(&mut cmd, Some(b"hello"), 5, LOCAL_DEADLINE).unwrap();
         assert_eq!(out.stdout, b"hello");
-        let mut cmd = Command::new("cat");
+        let mut cmd = fake_git(bin.path(), "cat");
         let err = run(&mut cmd, Some(b"hello!"), 5, LOCAL_DEADLINE).unwrap_err();
         assert_eq!(err.code(), "PATCH_CANDIDATE_PUBLISH_GIT");
     }

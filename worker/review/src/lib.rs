@@ -7,7 +7,8 @@
 //!
 //! The crate decides; it neither runs gates nor scans content. Its inputs are plain facts: the
 //! candidate's digest and required gates, the gate evidence found for it (each with the digest
-//! it is bound to), and the content policy report's digest and verdict.
+//! it is bound to), and the content policy report's digest and verdict, assembled one way for
+//! the CLI and the service ([`ReviewFacts::assemble`], [`policy_facts`]).
 //!
 //! Modules are private; this list is the crate's surface.
 //!
@@ -22,6 +23,7 @@
 mod decision;
 mod document;
 mod error;
+mod facts;
 mod local;
 
 pub use decision::{
@@ -34,4 +36,5 @@ pub use document::{
     RouteDecision, ValidationState, build_package,
 };
 pub use error::{ERROR_CODES, ReviewError};
+pub use facts::policy_facts;
 pub use local::{LocalReviews, REVIEWS_DIR};

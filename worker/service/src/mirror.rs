@@ -82,24 +82,38 @@ pub struct MirrorCache {
     locks: Arc<Mutex<HashMap<String, Arc<Mutex<()>>>>>,
 }
 
-/// The one scrubbed git transfer command of the house ([`snapshot::git_transfer_command`]):
-/// nothing of the host's environment but `PATH` (no `HOME`, so no global config, `insteadOf`
-/// or credential helper; no `SSH_AUTH_SOCK`), only the locator's own transport allowed, hooks
-/// off. A client chooses the locator, so nothing of the operator's may reach it.
-fn git(dir: Option<&Path>, protocol: &str) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::from(snapshot::git_transfer_command(dir, protocol));
-    cmd.kill_on_drop(true);
-    cmd
+/// The launcher's isolated transfer mode ([`snapshot::Git::transfer`]): nothing of the host's
+/// environment but `PATH` (no `HOME` or `XDG_CONFIG_HOME`, so no global config, `insteadOf` or
+/// credential helper; no `SSH_AUTH_SOCK`), no system config, only the locator's own transport
+/// allowed, hooks off. A client chooses the locator, so nothing of the operator's may reach it.
+/// The fetch needs nothing of the host's environment: the locators are public or local
+/// repositories (no credentials), and git finds the system CA bundle without a variable. The
+/// explicit host mode ([`snapshot::Git::host_network`]) is therefore never used here.
+fn git(dir: Option<&Path>, protocol: &str) -> snapshot::Git {
+    snapshot::Git::transfer(dir, protocol)
 }
 
-async fn status(mut cmd: tokio::process::Command) -> Result<bool, ServiceError> {
-    let child = cmd.status();
-    match tokio::time::timeout(GIT_NETWORK_TIMEOUT, child).await {
-        Ok(Ok(status)) => Ok(status.success()),
-        Ok(Err(_)) => Err(ServiceError::Git {
+/// Cancels its launch when dropped: git never outlives the future that waits for it.
+struct CancelOnDrop(snapshot::GitCancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// Runs `git` on a blocking thread under [`GIT_NETWORK_TIMEOUT`] (output discarded): its exit
+/// status, `false` past the deadline.
+async fn status(mut git: snapshot::Git) -> Result<bool, ServiceError> {
+    let cancel = snapshot::GitCancel::new();
+    git.deadline(GIT_NETWORK_TIMEOUT).cancel_with(&cancel);
+    let _cancel = CancelOnDrop(cancel);
+    match tokio::task::spawn_blocking(move || git.run(None)).await {
+        Ok(Ok(out)) => Ok(out.success()),
+        Ok(Err(snapshot::GitLaunchError::Deadline(_))) => Ok(false),
+        Ok(Err(_)) | Err(_) => Err(ServiceError::Git {
             detail: "git cannot be run",
         }),
-        Err(_) => Ok(false),
     }
 }
 
@@ -218,7 +232,7 @@ mod tests {
     fn the_mirror_git_keeps_nothing_of_the_hosts_environment() {
         let locator = Locator::parse("https://example.invalid/o/r.git").unwrap();
         let cmd = git(None, locator.protocol());
-        let std = cmd.as_std();
+        let std = cmd.as_command();
         let envs: std::collections::BTreeMap<String, Option<String>> = std
             .get_envs()
             .map(|(k, v)| {

@@ -49,25 +49,12 @@ pub(crate) fn check(bytes: &[u8], recorded: &str) -> Result<Checked, CheckError>
     finalizer::check_diffs_match_content(&candidate).map_err(CheckError::Candidate)?;
     // The digest is the one just computed: the scan need not compute it again.
     let report = policy::scan_with_digest(&candidate, digest).map_err(CheckError::Policy)?;
-    let (_, report_digest) = report.to_file_bytes().map_err(CheckError::Policy)?;
-    let findings = report
-        .findings
-        .iter()
-        .map(|f| review::PolicyFinding {
-            rule: f.rule_id.clone(),
-            path: f.path.clone(),
-            line: f.line,
-        })
-        .collect();
+    let (policy, findings) = review::policy_facts(&report).map_err(CheckError::Policy)?;
     Ok(Checked {
         candidate: Arc::new(candidate),
         digest,
         findings,
-        policy: review::PolicyFact {
-            report_digest,
-            candidate_digest: report.candidate_digest,
-            clean: report.clean,
-        },
+        policy,
     })
 }
 

@@ -97,14 +97,13 @@ pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewCont
         .publication(id)
         .await?
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
-    let facts = review::ReviewFacts {
-        candidate_digest: digest,
-        approval_digest: candidate.approved_plan_digest().to_owned(),
-        required_gates: candidate.required_validation_gates().to_vec(),
+    let facts = review::ReviewFacts::assemble(
+        &candidate,
+        digest,
         gates,
-        policy: Some(checked.policy.clone()),
-        published: publication.is_some(),
-    };
+        checked.policy.clone(),
+        publication.is_some(),
+    );
     Ok(ReviewContext {
         candidate,
         facts,

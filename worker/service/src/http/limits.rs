@@ -158,7 +158,7 @@ pub(crate) async fn limit_and_count(
     next: Next,
 ) -> Response {
     let path = request.uri().path();
-    let route = super::route_name(path);
+    let route = super::routing::route_name(path);
     let class = RouteClass::of(path);
     let response = match tokio::time::timeout(class.queue_wait(), slots.of(class).acquire()).await {
         Ok(Ok(_permit)) => {
