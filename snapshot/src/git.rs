@@ -43,11 +43,11 @@ mod process;
 mod revision;
 
 use launch::capture;
-pub use launch::{Git, GitCancel, GitLaunchError, GitOutput, GitStream, HOST_NETWORK_VARIABLES};
-pub use listing::{ListedEntry, ListedKind, TreeListing};
+pub use launch::{Git, GitCancel, GitLaunchError, GitStream};
+pub use listing::{ListedKind, TreeListing};
 pub use process::GIT_DEADLINE;
 use process::{Deadline, git_error};
-pub use revision::{MAX_REVISION_CHARS, WorkTreeState, resolve_commit, work_tree_state};
+pub use revision::{WorkTreeState, resolve_commit, work_tree_state};
 
 /// Schema id of the canonical snapshot document hashed by [`GitSnapshot::snapshot_digest`].
 pub const SNAPSHOT_SCHEMA: &str = "patch_candidate.repository_snapshot.v1";
@@ -510,13 +510,13 @@ impl GitSnapshot {
     }
 
     /// The exact text of `paths` at the commit, read again from the object database and checked
-    /// against the manifest hash. Reads at most [`MAX_READ_FILES_BYTES`] in all.
+    /// against the manifest hash. Reads at most `MAX_READ_FILES_BYTES` in all.
     ///
     /// # Errors
     /// `REPOSITORY_SNAPSHOT_PATH` for a path that is not a manifest file;
-    /// `REPOSITORY_PATCH_SELECTION` when the files exceed [`MAX_READ_FILES_BYTES`] (checked from
+    /// `REPOSITORY_PATCH_SELECTION` when the files exceed `MAX_READ_FILES_BYTES` (checked from
     /// the listed sizes before anything is read); `REPOSITORY_SNAPSHOT_GIT` when git fails, runs
-    /// past [`GIT_DEADLINE`], or returns sizes or bytes that differ from the snapshot.
+    /// past `GIT_DEADLINE`, or returns sizes or bytes that differ from the snapshot.
     pub fn read_files(&self, paths: &[RepoPath]) -> Result<BaselineFiles, SnapshotError> {
         self.read_files_within(paths, MAX_READ_FILES_BYTES, GIT_DEADLINE)
     }
@@ -1198,7 +1198,7 @@ mod tests {
             .filter(|k| k.is_excluded())
             .map(|k| k.as_str())
             .collect();
-        assert_eq!(excluded, crate::EXCLUDED_ENTRY_KINDS);
+        assert_eq!(excluded, crate::context::EXCLUDED_ENTRY_KINDS);
     }
 
     /// A repository with `a.txt` (`"hello\n"`) committed; returns the commit.

@@ -32,30 +32,27 @@ mod selection;
 
 pub use approved::ApprovedTurn;
 pub use classify::{
-    SECRET_CONTRACT_PATH, is_repository_env_template_path, is_secret_contract_path,
-    is_secret_sensitive_path, reject_env_template_path, validate_output_text,
-    validate_secret_contract_text,
+    is_repository_env_template_path, is_secret_contract_path, is_secret_sensitive_path,
+    validate_output_text,
 };
 pub use context::{
-    ApprovedExecutionContext, EXCLUDED_ENTRY_KINDS, EXECUTION_CONTEXT_SCHEMA_VERSION,
-    MAX_CONTEXT_JSON_BYTES, MAX_SNAPSHOT_JSON_BYTES, RepositorySnapshotEvidence,
-    context_from_value, verify_snapshot_identity,
+    ApprovedExecutionContext, EXECUTION_CONTEXT_SCHEMA_VERSION, MAX_CONTEXT_JSON_BYTES,
+    MAX_SNAPSHOT_JSON_BYTES, RepositorySnapshotEvidence, context_from_value,
+    verify_snapshot_identity,
 };
 pub use error::{ERROR_CODES, SELECTION_CODE, SnapshotError};
 #[cfg(feature = "effects")]
 pub use git::{
-    EntryKind, GIT_DEADLINE, Git, GitCancel, GitLaunchError, GitOutput, GitSnapshot, GitStream,
-    HOST_NETWORK_VARIABLES, ListedEntry, ListedKind, MAX_READ_FILES_BYTES, MAX_REVISION_CHARS,
-    SNAPSHOT_SCHEMA, TreeEntry, TreeListing, WorkTreeState, resolve_commit, work_tree_state,
+    EntryKind, Git, GitCancel, GitLaunchError, GitSnapshot, GitStream, ListedKind, TreeEntry,
+    TreeListing, WorkTreeState, resolve_commit, work_tree_state,
 };
 #[cfg(feature = "effects")]
 pub use grant::{GrantInput, Grants};
 pub use path::{
-    Collision, MAX_PATH_CHARS, MAX_SEGMENT_CHARS, PORTABLE_PATH_SCHEMA_VERSION, PathRejection,
-    RepoPath, casefold, check_portable, detect_collisions, folded_directory_prefixes,
-    has_casefold_duplicates, in_scope, path_is_allowed, safe_artifact_relpath,
+    Collision, PathRejection, RepoPath, casefold, check_portable, detect_collisions, in_scope,
+    path_is_allowed, safe_artifact_relpath,
 };
-pub use policy::{CreateAbsence, DEFAULT_PROTECTED, DefaultPathPolicy, PathPolicy};
+pub use policy::{CreateAbsence, DefaultPathPolicy, PathPolicy};
 pub use proposal::{
     FileOp, MAX_PROVIDER_EVENT_SUMMARY_CHARS, MAX_PROVIDER_EVENTS, ProposalStatus,
     ProposedFileChange, ProviderEventKind, ProviderEventRecord, StagedPatchProposal,

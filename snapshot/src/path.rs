@@ -4,7 +4,7 @@
 //! rewrite. It is built only by [`RepoPath::parse`] (also behind `FromStr`, `TryFrom` and
 //! `Deserialize`), which rejects — never repairs — every form in the reference rejection table.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
 
@@ -13,8 +13,6 @@ use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
 
 use vocab::Untrusted;
 
-/// Schema id of the portable path profile.
-pub const PORTABLE_PATH_SCHEMA_VERSION: &str = "mozaiks.portable_path.v1";
 /// Longest accepted path, in characters.
 pub const MAX_PATH_CHARS: usize = 4096;
 /// Longest accepted segment, in characters.
@@ -479,24 +477,6 @@ where
         }
     }
     Ok(())
-}
-
-/// The set of case-folded keys of `paths` and of all their directory prefixes, for absence proofs.
-#[must_use]
-pub fn folded_directory_prefixes<'a, I>(paths: I) -> BTreeSet<String>
-where
-    I: IntoIterator<Item = &'a str>,
-{
-    let mut out = BTreeSet::new();
-    for p in paths {
-        let key = casefold(p);
-        for (i, _) in key.match_indices('/') {
-            if let Some(prefix) = key.get(..i) {
-                out.insert(prefix.to_owned());
-            }
-        }
-    }
-    out
 }
 
 /// True when `paths` has two entries with the same case-fold key.

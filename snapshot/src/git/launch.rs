@@ -211,7 +211,7 @@ impl Git {
 
     /// The explicit host-environment mode, for a network transfer that needs the host's own git
     /// setup (a proxy, a private CA bundle, the operator's credential helper): like
-    /// [`Self::isolated`], but the variables in [`HOST_NETWORK_VARIABLES`] pass from the host's
+    /// [`Self::isolated`], but the variables in `HOST_NETWORK_VARIABLES` pass from the host's
     /// environment and the global git config (`$HOME/.gitconfig`, `$XDG_CONFIG_HOME/git/config`)
     /// is read. Still: no system config, exactly the one transport `protocol`, no prompts, hooks
     /// off. Never for a locator a client chose: the operator's config would apply to it.
@@ -292,7 +292,7 @@ impl Git {
         self
     }
 
-    /// Shortens (or sets) the deadline; [`GIT_DEADLINE`] by default.
+    /// Shortens (or sets) the deadline; `GIT_DEADLINE` by default.
     pub fn deadline(&mut self, limit: Duration) -> &mut Self {
         self.deadline = limit;
         self
@@ -327,7 +327,7 @@ impl Git {
     /// # Errors
     /// [`GitLaunchError`] when git cannot be started, runs past its deadline, is cancelled,
     /// prints more than a capture's cap, or its output cannot be read. A non-zero exit is not an
-    /// error: see [`GitOutput::status`].
+    /// error: see `GitOutput::status`.
     pub fn run(&mut self, stdin: Option<&[u8]>) -> Result<GitOutput, GitLaunchError> {
         let deadline = Deadline::start(self.deadline)?;
         if let Some(cancel) = &self.cancel {

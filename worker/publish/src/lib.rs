@@ -37,10 +37,10 @@ mod run;
 mod types;
 
 pub use error::{ERROR_CODES, PublishError};
-pub use forge::{ForgeEndpoint, ForgeKind, PullRequest, open_pull_request};
-pub use mirror::{MirrorSweep, sweep_abandoned_mirrors};
+pub use forge::{ForgeEndpoint, ForgeKind, open_pull_request};
+pub use mirror::sweep_abandoned_mirrors;
 pub use publish::{
-    MIN_REBASE_GIT, MergedCommit, MergedTreeGate, PreparedPublication, PublishRequest,
-    RegateVerdict, prepare, publish,
+    MergedCommit, MergedTreeGate, PreparedPublication, PublishRequest, RegateVerdict, prepare,
+    publish,
 };
 pub use types::{BranchName, CommitIdentity, CredentialSource, PublicationRecord, Remote};

@@ -116,7 +116,7 @@ pub struct Actor {
     pub principal: Principal,
 }
 
-/// A reviewer's reason: 1 to [`MAX_REASON_CHARS`] characters, not only whitespace, no control
+/// A reviewer's reason: 1 to `MAX_REASON_CHARS` characters, not only whitespace, no control
 /// characters other than newline and tab.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Reason(String);

@@ -27,14 +27,10 @@ mod facts;
 mod local;
 
 pub use decision::{
-    Actor, ActorKind, Against, DECISION_SCHEMA, Decision, DecisionRecord, DecisionRequest,
-    GateFact, MAX_PRINCIPAL_CHARS, MAX_REASON_CHARS, PolicyFact, Principal, Reason, ReviewFacts,
-    ReviewState, StoredDecision, Unmet, decide, parse_record, require_accepted,
+    Actor, ActorKind, Decision, DecisionRecord, DecisionRequest, GateFact, PolicyFact, Principal,
+    Reason, ReviewFacts, ReviewState, StoredDecision, decide, parse_record, require_accepted,
 };
-pub use document::{
-    ChangedFileView, GateView, PACKAGE_SCHEMA, PolicyFinding, PolicyView, ReviewPackage, RiskNote,
-    RouteDecision, ValidationState, build_package,
-};
+pub use document::{PolicyFinding, ReviewPackage, build_package};
 pub use error::{ERROR_CODES, ReviewError};
 pub use facts::policy_facts;
-pub use local::{LocalReviews, REVIEWS_DIR};
+pub use local::LocalReviews;

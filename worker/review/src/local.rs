@@ -22,8 +22,6 @@ use vocab::Sha256;
 use crate::decision::{DecisionRecord, StoredDecision, parse_record};
 use crate::error::ReviewError;
 
-/// The folder of the local review store inside the state directory.
-pub const REVIEWS_DIR: &str = state::REVIEWS.name;
 /// The publication record's file name in a candidate's folder.
 const PUBLICATION_FILE: &str = "publication.json";
 /// The most decisions one candidate's local history holds.

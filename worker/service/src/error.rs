@@ -6,7 +6,7 @@ use vocab::{Coded, FailureClass};
 /// Publication is not configured on this host (no `serve --publish-remote`).
 pub(crate) const PUBLISH_DISABLED_CODE: &str = "PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED";
 
-/// Every code [`ServiceError::code`] returns for the service's own failures (wrapped errors keep
+/// Every code `ServiceError::code` returns for the service's own failures (wrapped errors keep
 /// their crate's code), then the HTTP API's own refusals, for documentation and contract tests.
 pub const ERROR_CODES: &[&str] = &[
     "PATCH_CANDIDATE_SERVICE_REPOSITORY",

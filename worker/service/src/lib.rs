@@ -31,18 +31,14 @@ use jobs::{JobStore, JobsError};
 use tokio::sync::Notify;
 use vocab::HostId;
 
-pub use error::{ERROR_CODES, ServiceError};
-pub use http::{
-    PublishTarget, TOKEN_FILE, job_view, job_view_with_gates, load_or_create_token, mint_token,
-    review_summary,
-};
+pub use error::ERROR_CODES;
+pub(crate) use error::ServiceError;
+pub use http::{PublishTarget, job_view, job_view_with_gates, mint_token, review_summary};
 pub use live_host::{CredentialSource, LiveHost};
 pub use metrics::Metrics;
 pub use mirror::{Locator, MirrorCache};
-pub use serve::{ServeExit, serve};
-pub use submission::{
-    DEFAULT_MAX_ATTEMPTS, JobInputs, MAX_ATTEMPTS, Selections, Submission, prepare, reverify,
-};
+pub use serve::serve;
+pub use submission::{DEFAULT_MAX_ATTEMPTS, Submission, prepare};
 
 use container::BollardRuntime;
 

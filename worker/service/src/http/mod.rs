@@ -32,8 +32,6 @@ pub use review_api::PublishTarget;
 pub(crate) use routing::{serve_api, serve_waiting};
 pub use views::{job_view, job_view_with_gates, review_summary};
 
-/// The token file in the state directory.
-pub const TOKEN_FILE: &str = state::API_TOKEN.name;
 /// Largest request body: an approval (1 MiB) and a policy (1 MiB) as JSON strings, escaped.
 const MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
 /// Most jobs one list returns.
