@@ -195,8 +195,8 @@ mkdir -p "$CTX/layout/workspace" "$CTX/layout/home/sandbox" "$CTX/layout/tmp"
 chmod 0755 "$CTX/layout" "$CTX/layout/home"
 chmod 1777 "$CTX/layout/workspace" "$CTX/layout/home/sandbox" "$CTX/layout/tmp"
 find "$CTX/layout" -exec touch -h -d @0 {} +
-cp images/proof-worker/Dockerfile "$CTX/Dockerfile"
-cp images/proof-worker/Dockerfile.hostile "$CTX/Dockerfile.hostile"
+cp images/turn-runner/Dockerfile "$CTX/Dockerfile"
+cp images/turn-runner/Dockerfile.hostile "$CTX/Dockerfile.hostile"
 printf 'Dockerfile*\n' > "$CTX/.dockerignore"
 
 build() {

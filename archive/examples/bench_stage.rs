@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use archive::{ArchiveLimits, StageLimits, read_archive_manifest_from, stage_workspace_archive};
 use snapshot::{
-    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, CreateAbsence, DefaultPathPolicy,
+    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, CreateAbsence, DefaultPathGuard,
     RepoPath, RepositorySnapshotEvidence, SnapshotError,
 };
 
@@ -65,7 +65,7 @@ fn run() -> Result<(), String> {
         RepositorySnapshotEvidence::from_json(&snapshot.to_string()).map_err(|e| e.to_string())?;
     let root = workdir.join(format!("stage-{}", std::process::id()));
     let baseline = BaselineFiles::new();
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let approved = ApprovedTurn::new(
         &context,
         &snapshot,

@@ -208,7 +208,7 @@ mod tests {
     use crate::envelope::build_deterministic_archive;
     use crate::workspace::failpoints;
     use snapshot::{
-        ApprovedExecutionContext, BaselineFiles, DefaultPathPolicy, RepositorySnapshotEvidence,
+        ApprovedExecutionContext, BaselineFiles, DefaultPathGuard, RepositorySnapshotEvidence,
     };
     use vocab::Sha256;
 
@@ -257,7 +257,7 @@ mod tests {
         max_archive_bytes: crate::envelope::MAX_ARCHIVE_BYTES,
     };
 
-    fn approved<'a>(f: &'a Fx, policy: &'a DefaultPathPolicy) -> ApprovedTurn<'a> {
+    fn approved<'a>(f: &'a Fx, policy: &'a DefaultPathGuard) -> ApprovedTurn<'a> {
         ApprovedTurn::new(
             &f.context,
             &f.snapshot,
@@ -270,7 +270,7 @@ mod tests {
     }
 
     fn stage(f: &Fx, archive: &[u8], root: &Path) -> Result<StagedWorkspace, ArchiveError> {
-        let policy = DefaultPathPolicy::default();
+        let policy = DefaultPathGuard::default();
         stage_workspace_archive(&approved(f, &policy), archive, root, LIMITS)
     }
 
@@ -287,7 +287,7 @@ mod tests {
         archive: &VerifiedArchive,
         root: &Path,
     ) -> Result<StagedWorkspace, ArchiveError> {
-        let policy = DefaultPathPolicy::default();
+        let policy = DefaultPathGuard::default();
         stage_verified_archive(&approved(f, &policy), archive, root, LIMITS)
     }
 

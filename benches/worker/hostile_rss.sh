@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Host peak RSS (`/usr/bin/time -v`, "Maximum resident set size") of `patch-candidate run` over the
 # hostile output shapes, next to a normal turn, in one run. Each shape is a hostile-image mode
-# `shape-<kind>-<position>` (images/proof-worker/src/hostile.rs): the `valid` document with the
+# `shape-<kind>-<position>` (images/turn-runner/src/hostile.rs): the `valid` document with the
 # value at <position> replaced by <kind>, filled to 39,900,000 bytes (the stdout cap is
 # 40,000,000). Every shape must be refused; the table shows the exit status, the error code and
 # the peak RSS of each binary given.

@@ -15,7 +15,7 @@ use std::path::Path;
 use archive::StagedWorkspace;
 use finalizer::{finalize_repository_patch, repository_patch_digest, unified_diff_with_budget};
 use snapshot::{
-    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, DefaultPathPolicy, FileOp,
+    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, DefaultPathGuard, FileOp,
     ProposedFileChange, RepoPath, RepositorySnapshotEvidence, StagedPatchProposal,
 };
 use vocab::Sha256;
@@ -96,7 +96,7 @@ fn turn(before: &Path, after: &Path) -> Res<()> {
         &ApprovedTurn::new(
             &context,
             &snapshot,
-            &DefaultPathPolicy::default(),
+            &DefaultPathGuard::default(),
             None,
             selected.clone(),
             &baseline,

@@ -6,7 +6,7 @@ use archive::{StagedWorkspace, materialize_workspace};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use snapshot::{
-    ApprovedExecutionContext, BaselineFiles, CreateAbsence, DefaultPathPolicy, PathPolicy,
+    ApprovedExecutionContext, BaselineFiles, CreateAbsence, DefaultPathGuard, PathGuard,
     RepositorySnapshotEvidence,
 };
 
@@ -33,7 +33,7 @@ struct CountingPolicy {
     refuse: Vec<String>,
 }
 
-impl PathPolicy for CountingPolicy {
+impl PathGuard for CountingPolicy {
     fn validate_path(&self, path: &RepoPath) -> Result<(), SnapshotError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         if self.refuse.iter().any(|r| r == path.as_str()) {
@@ -41,7 +41,7 @@ impl PathPolicy for CountingPolicy {
                 path: path.as_str().to_owned(),
             });
         }
-        DefaultPathPolicy::default().validate_path(path)
+        DefaultPathGuard::default().validate_path(path)
     }
 }
 

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-BANNED_CRATES = {"container", "turn", "service", "patch-candidate", "proof-worker", "gate-runner",
+BANNED_CRATES = {"container", "turn", "service", "patch-candidate", "turn-runner", "gate-runner",
                  "scenario-tests", "bollard", "hyper", "reqwest", "rusqlite", "libsqlite3-sys",
                  "agent-client-protocol", "tempfile"}
 LOWER_CRATES = {"snapshot", "archive", "finalizer"}

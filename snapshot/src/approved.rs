@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use crate::context::{ApprovedExecutionContext, RepositorySnapshotEvidence};
 use crate::error::SnapshotError;
+use crate::guard::{CreateAbsence, PathGuard};
 use crate::path::RepoPath;
-use crate::policy::{CreateAbsence, PathPolicy};
 use crate::selection::{BaselineFiles, verify_selected_baseline};
 use vocab::Sha256;
 
@@ -22,7 +22,7 @@ pub struct ApprovedTurn<'a> {
     baseline: &'a BaselineFiles,
     context: &'a ApprovedExecutionContext,
     snapshot: &'a RepositorySnapshotEvidence,
-    policy: &'a dyn PathPolicy,
+    policy: &'a dyn PathGuard,
     create_absence: Option<&'a dyn CreateAbsence>,
 }
 
@@ -40,7 +40,7 @@ impl<'a> ApprovedTurn<'a> {
     pub fn new(
         context: &'a ApprovedExecutionContext,
         snapshot: &'a RepositorySnapshotEvidence,
-        policy: &'a dyn PathPolicy,
+        policy: &'a dyn PathGuard,
         create_absence: Option<&'a dyn CreateAbsence>,
         selected: Vec<RepoPath>,
         baseline: &'a BaselineFiles,
@@ -76,9 +76,9 @@ impl<'a> ApprovedTurn<'a> {
         self.snapshot
     }
 
-    /// The host path policy.
+    /// The host path guard.
     #[must_use]
-    pub fn policy(&self) -> &'a dyn PathPolicy {
+    pub fn policy(&self) -> &'a dyn PathGuard {
         self.policy
     }
 

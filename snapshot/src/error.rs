@@ -70,7 +70,7 @@ pub enum SnapshotError {
     Selection { detail: &'static str },
     #[error("REPOSITORY_PATCH_GRANTS: {detail}")]
     Grants { detail: &'static str },
-    /// The host path policy refused a path.
+    /// The host path guard refused a path.
     #[error("REPOSITORY_PATCH_HOST_POLICY: {} is protected by host policy", Untrusted::quoted(.path))]
     HostPolicy { path: String },
     #[error("REPOSITORY_PATCH_BASELINE_SET: baseline files must match selected paths")]

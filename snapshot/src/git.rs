@@ -31,8 +31,8 @@ use unicode_normalization::{IsNormalized, UnicodeNormalization as _, is_nfc_quic
 
 use crate::context::RepositorySnapshotEvidence;
 use crate::error::SnapshotError;
+use crate::guard::CreateAbsence;
 use crate::path::{PathRejection, RepoPath, casefold};
-use crate::policy::CreateAbsence;
 use crate::selection::BaselineFiles;
 use vocab::Sha256;
 use vocab::Untrusted;

@@ -11,8 +11,8 @@ use crate::classify::{
 };
 use crate::error::SnapshotError;
 use crate::git::{GitSnapshot, TreeEntry};
+use crate::guard::{CreateAbsence as _, PathGuard};
 use crate::path::{RepoPath, casefold, in_scope};
-use crate::policy::{CreateAbsence as _, PathPolicy};
 
 /// The scopes and grants as a person typed them, one list per flag (`--allow`, `--read-only`,
 /// `--prohibit`, `--create`, `--delete`).
@@ -265,7 +265,7 @@ impl Grants {
     pub fn exclusion_reason(
         &self,
         entry: &TreeEntry,
-        policy: &dyn PathPolicy,
+        policy: &dyn PathGuard,
     ) -> Option<&'static str> {
         let path = entry.path()?;
         if !in_scope(path, &self.allow, false) && !in_scope(path, &self.read_only, false) {

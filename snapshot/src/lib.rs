@@ -1,6 +1,6 @@
 //! The foundation of the patch-candidate pipeline: portable repository paths, the approved
 //! execution context, snapshot evidence, the approved turn binding them
-//! ([`ApprovedTurn`]), selection checks, path classifiers, the host path policy, and Git snapshots
+//! ([`ApprovedTurn`]), selection checks, path classifiers, the host path guard, and Git snapshots
 //! at a pinned commit. The words every crate shares (codes, `sha256:` digests, untrusted text,
 //! strict JSON, gate verdicts) live in the `vocab` crate.
 //!
@@ -25,8 +25,8 @@ mod error;
 mod git;
 #[cfg(feature = "effects")]
 mod grant;
+mod guard;
 mod path;
-mod policy;
 mod proposal;
 mod selection;
 
@@ -48,11 +48,11 @@ pub use git::{
 };
 #[cfg(feature = "effects")]
 pub use grant::{GrantInput, Grants};
+pub use guard::{CreateAbsence, DefaultPathGuard, PathGuard};
 pub use path::{
     Collision, PathRejection, RepoPath, casefold, check_portable, detect_collisions, in_scope,
     path_is_allowed, safe_artifact_relpath,
 };
-pub use policy::{CreateAbsence, DefaultPathPolicy, PathPolicy};
 pub use proposal::{
     FileOp, MAX_PROVIDER_EVENT_SUMMARY_CHARS, MAX_PROVIDER_EVENTS, ProposalStatus,
     ProposedFileChange, ProviderEventKind, ProviderEventRecord, StagedPatchProposal,

@@ -9,8 +9,8 @@ use crate::context::{
     ApprovedExecutionContext, RepositorySnapshotEvidence, verify_snapshot_identity,
 };
 use crate::error::SnapshotError;
+use crate::guard::{CreateAbsence, PathGuard};
 use crate::path::{RepoPath, has_casefold_duplicates, in_scope};
-use crate::policy::{CreateAbsence, PathPolicy};
 use vocab::Sha256;
 
 /// Most editable paths (selected + create grants) one turn may carry.
@@ -34,7 +34,7 @@ pub fn verify_selected_baseline(
     snapshot: &RepositorySnapshotEvidence,
     selected_paths: &[RepoPath],
     baseline_files: &BaselineFiles,
-    policy: &dyn PathPolicy,
+    policy: &dyn PathGuard,
     create_absence: Option<&dyn CreateAbsence>,
 ) -> Result<BTreeMap<RepoPath, Sha256>, SnapshotError> {
     verify_snapshot_identity(context, snapshot)?;
@@ -120,7 +120,7 @@ pub fn select_read_only_files(
     snapshot: &RepositorySnapshotEvidence,
     selected_paths: &[RepoPath],
     baseline_files: &BaselineFiles,
-    policy: &dyn PathPolicy,
+    policy: &dyn PathGuard,
     max_files: usize,
     max_bytes: usize,
 ) -> Result<BaselineFiles, SnapshotError> {

@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use archive::materialize_workspace;
 use finalizer::{RepositoryPatchCandidate, finalize_repository_patch};
 use serde_json::{Value, json};
-use snapshot::{ApprovedTurn, BaselineFiles, DefaultPathPolicy, GitSnapshot, RepoPath};
+use snapshot::{ApprovedTurn, BaselineFiles, DefaultPathGuard, GitSnapshot, RepoPath};
 
 use crate::support::{approval, bin, git_repo};
 
@@ -83,7 +83,7 @@ fn finalised() -> (tempfile::TempDir, String, RepositoryPatchCandidate) {
         "changed_files": changed, "owned_paths": CHANGES.iter().map(|c| c.0).collect::<Vec<_>>(),
     }))
     .unwrap();
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let approved = ApprovedTurn::new(&ctx, &evidence, &policy, Some(&snap), selected, &baseline);
     let candidate = finalize_repository_patch(&approved.unwrap(), &ws, &proposal).unwrap();
     ws.cleanup().unwrap();

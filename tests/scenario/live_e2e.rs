@@ -11,7 +11,7 @@ use std::sync::Arc;
 use finalizer::CandidateStore;
 use gateway::testkit::{Reply, ScriptedUpstream};
 use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses};
-use snapshot::{DefaultPathPolicy, FileOp, RepoPath};
+use snapshot::{DefaultPathGuard, FileOp, RepoPath};
 use turn::{
     LiveContext, LiveLog, LiveNote, LiveSettings, PipelineOutcome, PipelineRequest, TurnConfig,
     TurnError, UsageLedger, run_live_pipeline,
@@ -53,7 +53,7 @@ async fn live_pipeline(
         &[],
     );
     let config = TurnConfig::parse(TEST_LIVE_IMAGE, &image_id, wall, 700_000).unwrap();
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let store_dir = tempfile::tempdir().unwrap();
     let store = CandidateStore::open(store_dir.path()).unwrap();
     let ledger = UsageLedger::in_memory().unwrap();

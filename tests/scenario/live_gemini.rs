@@ -19,7 +19,7 @@ use finalizer::CandidateStore;
 use gateway::testkit::{DEFAULT_USAGE, ScriptedUpstream, Usage, gemini};
 use gateway::{Credential, Gateway, GatewayConfig};
 use serde_json::json;
-use snapshot::{DefaultPathPolicy, FileOp};
+use snapshot::{DefaultPathGuard, FileOp};
 use turn::{
     Agent, LiveContext, LiveLog, LiveNote, LiveSettings, PipelineOutcome, PipelineRequest,
     TurnConfig, TurnError, UsageLedger, run_live_pipeline,
@@ -168,7 +168,7 @@ pub(crate) async fn agent_pipeline_with(
     let config = TurnConfig::parse(agent.image, &agent.image_id, wall, 700_000)
         .unwrap()
         .with_runtime(runtime.map(|r| r.parse().unwrap()));
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let store_dir = tempfile::tempdir().unwrap();
     let store = CandidateStore::open(store_dir.path()).unwrap();
     let ledger = UsageLedger::in_memory().unwrap();

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use container::BollardRuntime;
 use gateway::testkit::{Reply, ScriptedUpstream};
 use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses};
-use snapshot::{ApprovedTurn, DefaultPathPolicy, GitSnapshot, RepoPath};
+use snapshot::{ApprovedTurn, DefaultPathGuard, GitSnapshot, RepoPath};
 use turn::{
     CodingWorkerRequest, LiveContext, LiveLog, LiveNote, LiveProgress, LiveSettings,
     RepositoryDockerTurn, TurnConfig, TurnError, execute_live_turn,
@@ -63,7 +63,7 @@ async fn live_turn_with(
     );
     let (tag, id) = fixture_mode_image(mode);
     let config = TurnConfig::parse(&tag, &id, wall, 700_000).unwrap();
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let approval = ApprovedTurn::new(
         &context,
         &evidence,

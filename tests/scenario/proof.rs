@@ -8,7 +8,7 @@ use std::process::Command;
 
 use container::BollardRuntime;
 use finalizer::{CandidateStore, RepositoryPatchCandidate};
-use snapshot::{DefaultPathPolicy, FileOp, RepoPath};
+use snapshot::{DefaultPathGuard, FileOp, RepoPath};
 use turn::UsageLedger;
 use turn::{PipelineOutcome, PipelineRequest, run_pipeline};
 use turn::{TurnConfig, TurnError};
@@ -89,7 +89,7 @@ pub async fn pipeline_under(
     let config = TurnConfig::parse(image, image_id, wall, 700_000)
         .unwrap()
         .with_runtime(runtime.map(|r| r.parse().unwrap()));
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let store_dir = tempfile::tempdir().unwrap();
     let store = CandidateStore::open(store_dir.path()).unwrap();
     let ledger = UsageLedger::in_memory().unwrap();

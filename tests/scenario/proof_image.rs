@@ -109,7 +109,7 @@ fn images() -> Images {
 /// container is force-removed. Asserts the container is gone afterwards.
 fn docker_run(flags: &[&str], image: &str, args: &[&str], stdin: &[u8], deadline: Duration) -> Run {
     let name = format!(
-        "proof-worker-test-{}-{}",
+        "turn-runner-test-{}-{}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::SeqCst)
     );
@@ -480,10 +480,10 @@ fn docker_hostile_image_modes() {
         )
     };
     let valid = run("valid", 60);
-    assert!(vocab::from_slice_strict::<proof_worker::TurnOutput>(&valid.stdout, 1 << 20).is_ok());
+    assert!(vocab::from_slice_strict::<turn_runner::TurnOutput>(&valid.stdout, 1 << 20).is_ok());
     let dup = run("duplicate-keys", 60);
     assert_eq!(
-        vocab::from_slice_strict::<proof_worker::TurnOutput>(&dup.stdout, 1 << 20).unwrap_err(),
+        vocab::from_slice_strict::<turn_runner::TurnOutput>(&dup.stdout, 1 << 20).unwrap_err(),
         vocab::StrictJsonError::DuplicateKey
     );
     assert_eq!(run("exit-nonzero", 60).code, Some(3));

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use base64::Engine as _;
-use proof_worker::TurnOutput;
-use proof_worker::agent::AgentReport;
 use serde_json::{Map, Value, json};
+use turn_runner::TurnOutput;
+use turn_runner::agent::AgentReport;
 
 /// A payload in the reference key order.
 pub fn payload(task: &str, files: &[(&str, &str)], read_only: &[(&str, &str)]) -> Vec<u8> {

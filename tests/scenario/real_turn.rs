@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use container::BollardRuntime;
-use snapshot::{ApprovedTurn, DefaultPathPolicy, GitSnapshot, RepoPath};
+use snapshot::{ApprovedTurn, DefaultPathGuard, GitSnapshot, RepoPath};
 use turn::{CodingWorkerRequest, TurnConfig, execute_repository_docker_turn, stdin_payload};
 use turn::{RepositoryDockerTurn, TurnError};
 
@@ -56,7 +56,7 @@ fn repo(big: usize) -> Repo {
 
 impl Repo {
     /// The approval bound to the request's editable files.
-    fn approved<'a>(&'a self, policy: &'a DefaultPathPolicy) -> ApprovedTurn<'a> {
+    fn approved<'a>(&'a self, policy: &'a DefaultPathGuard) -> ApprovedTurn<'a> {
         let selected = self.request.files.keys().cloned().collect();
         let files = &self.request.files;
         ApprovedTurn::new(
@@ -79,7 +79,7 @@ async fn turn(
     wall: u64,
 ) -> Result<RepositoryDockerTurn, TurnError> {
     let config = TurnConfig::parse(image, id, wall, 700_000).unwrap();
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let approval = r.approved(&policy);
     execute_repository_docker_turn(docker, &r.request, &approval, &config).await
 }
@@ -261,7 +261,7 @@ async fn docker_configured_runtime_is_used_and_verified() {
     let _guard = docker_lock().lock().await;
     let (id, _) = fixture_images();
     let r = repo(16);
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let approval = r.approved(&policy);
     // The daemon's own runc, named explicitly: created, verified and run under it.
     let config = TurnConfig::parse(FIXTURE_IMAGE, id, 60, 700_000)

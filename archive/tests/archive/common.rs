@@ -6,8 +6,8 @@ use std::process::Command;
 
 use archive::{ArchiveError, StageLimits, StagedWorkspace, stage_workspace_archive};
 use snapshot::{
-    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, CreateAbsence, DefaultPathPolicy,
-    PathPolicy, RepoPath, RepositorySnapshotEvidence, SnapshotError, casefold,
+    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, CreateAbsence, DefaultPathGuard,
+    PathGuard, RepoPath, RepositorySnapshotEvidence, SnapshotError, casefold,
 };
 use vocab::Sha256;
 
@@ -50,7 +50,7 @@ impl CreateAbsence for TreeAbsence {
 #[derive(Debug)]
 pub struct RefusingPolicy(pub String);
 
-impl PathPolicy for RefusingPolicy {
+impl PathGuard for RefusingPolicy {
     fn validate_path(&self, path: &RepoPath) -> Result<(), SnapshotError> {
         if path.as_str() == self.0 {
             return Err(SnapshotError::HostPolicy {
@@ -67,7 +67,7 @@ pub struct Fixture {
     pub selected: Vec<RepoPath>,
     pub baseline: BaselineFiles,
     pub absence: TreeAbsence,
-    pub policy: DefaultPathPolicy,
+    pub policy: DefaultPathGuard,
 }
 
 pub struct Spec<'a> {
@@ -151,7 +151,7 @@ pub fn fixture(spec: &Spec<'_>) -> Fixture {
         absence: TreeAbsence {
             files: spec.files.iter().map(|(f, _)| (*f).to_owned()).collect(),
         },
-        policy: DefaultPathPolicy::default(),
+        policy: DefaultPathGuard::default(),
     }
 }
 
@@ -164,7 +164,7 @@ impl Fixture {
         &self,
         archive: &[u8],
         root: &Path,
-        policy: &dyn PathPolicy,
+        policy: &dyn PathGuard,
         max_files: usize,
         max_archive_bytes: usize,
     ) -> Result<StagedWorkspace, ArchiveError> {

@@ -8,7 +8,7 @@ use archive::materialize_workspace;
 use finalizer::testkit::{Change, apply_changes, proposal};
 use finalizer::{RepositoryPatchCandidate, finalize_repository_patch};
 use serde_json::Value;
-use snapshot::{ApprovedExecutionContext, ApprovedTurn, BaselineFiles, DefaultPathPolicy};
+use snapshot::{ApprovedExecutionContext, ApprovedTurn, BaselineFiles, DefaultPathGuard};
 use snapshot::{GitSnapshot, RepoPath};
 
 /// A small deterministic PRNG (xorshift64*), so failures reproduce exactly.
@@ -155,7 +155,7 @@ pub fn finalised_with(
     let ws =
         materialize_workspace(&ws_tmp.path().join("ws"), &baseline, &BaselineFiles::new()).unwrap();
     apply_changes(ws.root(), changes);
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let approved = ApprovedTurn::new(&ctx, &evidence, &policy, Some(&snap), selected, &baseline);
     let candidate = finalize_repository_patch(&approved.unwrap(), &ws, &proposal(changes)).unwrap();
     ws.cleanup().unwrap();

@@ -56,7 +56,7 @@ const BANNED_CRATES: &[&str] = &[
     "turn",
     "service",
     "patch-candidate",
-    "proof-worker",
+    "turn-runner",
     "gate-runner",
     "scenario-tests",
     "bollard",

@@ -9,7 +9,7 @@ use std::process::Command;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use snapshot::{
-    BaselineFiles, CreateAbsence, DefaultPathPolicy, EntryKind, GitSnapshot, RepoPath,
+    BaselineFiles, CreateAbsence, DefaultPathGuard, EntryKind, GitSnapshot, RepoPath,
     RepositorySnapshotEvidence, verify_selected_baseline,
 };
 use vocab::Sha256;
@@ -393,7 +393,7 @@ fn create_grants_verify_end_to_end_against_the_snapshot() {
     };
     let selected = [p("src/lib.rs")];
     let baseline: BaselineFiles = snap.read_files(&selected).unwrap();
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let run = |create: &str| {
         verify_selected_baseline(
             &ctx_for(create),

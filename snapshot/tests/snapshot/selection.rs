@@ -6,9 +6,9 @@ use std::sync::Mutex;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use snapshot::{
-    ApprovedExecutionContext, BaselineFiles, DefaultPathPolicy, MAX_READ_ONLY_INSPECTION_BYTES,
-    MAX_READ_ONLY_INSPECTION_FILES, PathPolicy, RepoPath, RepositorySnapshotEvidence,
-    SnapshotError, select_read_only_files, verify_selected_baseline,
+    ApprovedExecutionContext, BaselineFiles, DefaultPathGuard, MAX_READ_ONLY_INSPECTION_BYTES,
+    MAX_READ_ONLY_INSPECTION_FILES, PathGuard, RepoPath, RepositorySnapshotEvidence, SnapshotError,
+    select_read_only_files, verify_selected_baseline,
 };
 use vocab::Sha256;
 
@@ -36,7 +36,7 @@ impl RecordingPolicy {
     }
 }
 
-impl PathPolicy for RecordingPolicy {
+impl PathGuard for RecordingPolicy {
     fn validate_path(&self, path: &RepoPath) -> Result<(), SnapshotError> {
         self.calls.lock().unwrap().push(path.as_str().to_owned());
         if self.refuse.contains(&path.as_str()) {
@@ -68,7 +68,7 @@ fn verify(
         snap,
         &selected,
         &baseline(files),
-        &DefaultPathPolicy::default(),
+        &DefaultPathGuard::default(),
         None,
     )
 }
@@ -425,7 +425,7 @@ fn select(
     snap: &RepositorySnapshotEvidence,
     selected: &[&str],
     files: &[(&str, &str)],
-    policy: &dyn PathPolicy,
+    policy: &dyn PathGuard,
     limits: (usize, usize),
 ) -> Result<BaselineFiles, SnapshotError> {
     let selected: Vec<RepoPath> = selected.iter().map(|s| p(s)).collect();
@@ -484,7 +484,7 @@ fn read_only_selection_is_accepted_inside_allowed_and_read_only_scopes() {
 
 #[test]
 fn read_only_selection_requires_allowed_and_read_only_scope() {
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let snap = evidence(&[
         (TEST_FILE, TEST_TEXT),
         ("other/tests/t.py", "t"),
@@ -527,7 +527,7 @@ fn read_only_selection_requires_allowed_and_read_only_scope() {
 fn read_only_selection_rejects_stale_or_unbounded_content() {
     let ctx = read_only_context();
     let snap = read_only_snapshot();
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let files = [(TEST_FILE, TEST_TEXT)];
     let stale = select(
         &ctx,
@@ -628,7 +628,7 @@ fn read_only_selection_rejects_secret_and_template_paths() {
         ("tests/token.txt", "t"),
     ];
     let snap = evidence(&files);
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     for ((path, text), want) in files.iter().zip([
         "REPOSITORY_PATCH_ENV_TEMPLATE",
         "REPOSITORY_PATCH_SECRET_PATH",

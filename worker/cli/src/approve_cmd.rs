@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use snapshot::{
-    ApprovedExecutionContext, DefaultPathPolicy, EXECUTION_CONTEXT_SCHEMA_VERSION, GitSnapshot,
+    ApprovedExecutionContext, DefaultPathGuard, EXECUTION_CONTEXT_SCHEMA_VERSION, GitSnapshot,
     GrantInput, Grants, RepoPath, SnapshotError, WorkTreeState,
 };
 use turn::PreparedTurn;
@@ -364,7 +364,7 @@ pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
     });
     // The one approval constructor, then exactly the checks `run` makes before any Docker call.
     let context = snapshot::context_from_value(document)?;
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let prepared = PreparedTurn::new(&snap, &context, &policy, &args.task, None, None)?;
     prepared.approve()?;
     let (editable, read_only) = (prepared.selected(), prepared.read_only());

@@ -125,7 +125,7 @@ fn the_summary_lists_grants_and_why_in_scope_entries_are_excluded() {
     let snap = GitSnapshot::load(dir.path(), &head).unwrap();
     let a = args(dir.path());
     let grants = Grants::check(&a.grant_input(), &snap).unwrap();
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let excluded: Vec<(String, Option<&str>)> = snap
         .entries()
         .iter()

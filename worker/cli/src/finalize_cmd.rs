@@ -16,7 +16,7 @@ use finalizer::{
     validate_candidate_json, verify_against_repository, verify_digest,
 };
 use snapshot::{
-    ApprovedExecutionContext, BaselineFiles, CreateAbsence, DefaultPathPolicy,
+    ApprovedExecutionContext, BaselineFiles, CreateAbsence, DefaultPathGuard,
     MAX_CONTEXT_JSON_BYTES, MAX_SNAPSHOT_JSON_BYTES, RepoPath, RepositorySnapshotEvidence,
     StagedPatchProposal, verify_snapshot_identity,
 };
@@ -241,9 +241,9 @@ fn file_inputs(args: &FinalizeArgs) -> Result<Option<FileInputs<'_>>, CliError> 
     }
 }
 
-fn load_policy(args: &FinalizeArgs) -> Result<DefaultPathPolicy, CliError> {
+fn load_policy(args: &FinalizeArgs) -> Result<DefaultPathGuard, CliError> {
     let text = args.policy.as_deref().map(read_policy).transpose()?;
-    Ok(turn::host_policy(text.as_deref())?)
+    Ok(turn::host_path_guard(text.as_deref())?)
 }
 
 /// `finalize`.

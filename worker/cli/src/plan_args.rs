@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use turn::{DEFAULT_WALL_SECONDS, MAX_POLICY_BYTES, MAX_TURN_ARCHIVE_BYTES, PlanInputs};
+use turn::{DEFAULT_WALL_SECONDS, MAX_PATH_GUARD_BYTES, MAX_TURN_ARCHIVE_BYTES, PlanInputs};
 
 use super::CliError;
 use super::paths::read_text;
@@ -32,7 +32,7 @@ pub(crate) struct TurnArgs {
     /// Read-only inspection file (repeatable; default: every approved read-only file).
     #[arg(long = "read-only", value_name = "PATH")]
     pub read_only: Vec<String>,
-    /// Host path policy (JSON `{"protected": [...]}`) extending the built-in protections.
+    /// Host path guard (JSON `{"protected": [...]}`) extending the built-in protections.
     #[arg(long)]
     pub policy: Option<PathBuf>,
     /// Wall budget of the turn in seconds (1..=3600). The turn's whole life, container creation
@@ -64,7 +64,7 @@ impl Default for TurnArgs {
 pub(crate) const SUBMIT_HELP: [(&str, &str); 3] = [
     (
         "policy",
-        "Host path policy (JSON `{\"protected\": [...]}`), stored with the job",
+        "Host path guard (JSON `{\"protected\": [...]}`), stored with the job",
     ),
     (
         "max_wall_seconds",
@@ -94,7 +94,7 @@ pub(crate) fn submit_help(arg: clap::Arg) -> clap::Arg {
 /// # Errors
 /// The path and input codes of [`read_text`].
 pub(crate) fn read_policy(path: &Path) -> Result<String, CliError> {
-    read_text("--policy", path, MAX_POLICY_BYTES)
+    read_text("--policy", path, MAX_PATH_GUARD_BYTES)
 }
 
 impl TurnArgs {

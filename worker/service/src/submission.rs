@@ -10,7 +10,7 @@ use snapshot::{ApprovedExecutionContext, MAX_CONTEXT_JSON_BYTES};
 use super::ServiceError;
 use super::mirror::{Locator, MirrorCache};
 use turn::{
-    Agent, DEFAULT_WALL_SECONDS, ImageKind, MAX_POLICY_BYTES, MAX_TURN_ARCHIVE_BYTES,
+    Agent, DEFAULT_WALL_SECONDS, ImageKind, MAX_PATH_GUARD_BYTES, MAX_TURN_ARCHIVE_BYTES,
     PipelineRequest, PlanInputs, TurnPlan,
 };
 
@@ -111,7 +111,7 @@ impl Selections {
         if self
             .policy
             .as_ref()
-            .is_some_and(|p| p.len() > MAX_POLICY_BYTES)
+            .is_some_and(|p| p.len() > MAX_PATH_GUARD_BYTES)
         {
             return Err(ServiceError::Spec {
                 detail: "policy document too large",

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use container::BollardRuntime;
-use snapshot::{ApprovedExecutionContext, DefaultPathPolicy};
+use snapshot::{ApprovedExecutionContext, DefaultPathGuard};
 use turn::TurnConfig;
 use turn::{PipelineRequest, run_pipeline};
 
@@ -38,7 +38,7 @@ async fn one(
 ) {
     let commit = std::fs::read_to_string(dir.join("commit")).unwrap();
     let task = std::fs::read_to_string(dir.join("task")).unwrap();
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let staging = std::env::temp_dir();
     let outcome = run_pipeline(
         docker,

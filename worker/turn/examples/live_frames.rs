@@ -26,7 +26,7 @@ use futures::StreamExt as _;
 use gateway::testkit::{Reply, ScriptedUpstream, events};
 use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses};
 use snapshot::{
-    ApprovedExecutionContext, ApprovedTurn, DefaultPathPolicy, RepoPath, RepositorySnapshotEvidence,
+    ApprovedExecutionContext, ApprovedTurn, DefaultPathGuard, RepoPath, RepositorySnapshotEvidence,
 };
 use tokio::io::AsyncReadExt as _;
 use tunnel::{ChannelId, Chunk, Frame};
@@ -239,7 +239,7 @@ async fn main() {
     .unwrap();
     let files = BTreeMap::from([(path.clone(), content)]);
     let request = CodingWorkerRequest::for_context(&context, "Bench.", files, BTreeMap::new());
-    let policy = DefaultPathPolicy::default();
+    let policy = DefaultPathGuard::default();
     let approved = ApprovedTurn::new(
         &context,
         &evidence,

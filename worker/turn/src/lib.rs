@@ -59,5 +59,7 @@ pub use pipeline::{
     PipelineOutcome, PipelineRequest, PreparedTurn, default_selection, run_live_pipeline,
     run_pipeline, verify_pipeline_request,
 };
-pub use plan::{ImageKind, MAX_POLICY_BYTES, PlanInputs, TurnPlan, host_policy, resolve_image};
+pub use plan::{
+    ImageKind, MAX_PATH_GUARD_BYTES, PlanInputs, TurnPlan, host_path_guard, resolve_image,
+};
 pub use request::{CodingWorkerRequest, stdin_payload};

@@ -12,7 +12,7 @@ use std::time::Duration;
 use gateway::testkit::{Reply, ScriptedUpstream};
 use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses, TurnGateway};
 use pretty_assertions::assert_eq;
-use snapshot::{ApprovedExecutionContext, DefaultPathPolicy, RepoPath, RepositorySnapshotEvidence};
+use snapshot::{ApprovedExecutionContext, DefaultPathGuard, RepoPath, RepositorySnapshotEvidence};
 use tokio::io::{AsyncReadExt as _, DuplexStream};
 use tokio::sync::mpsc::UnboundedSender;
 use tunnel::{ChannelId, Chunk, Decoder, EventPayload, Frame};
@@ -59,7 +59,7 @@ fn update_output() -> Vec<u8> {
 struct Fixture {
     context: ApprovedExecutionContext,
     snapshot: RepositorySnapshotEvidence,
-    policy: DefaultPathPolicy,
+    policy: DefaultPathGuard,
     absence: ManifestAbsence,
 }
 
@@ -68,7 +68,7 @@ impl Fixture {
         Self {
             context: context(&[], &[]),
             snapshot: snapshot_evidence(),
-            policy: DefaultPathPolicy::default(),
+            policy: DefaultPathGuard::default(),
             absence: ManifestAbsence::default(),
         }
     }

@@ -10,7 +10,7 @@ use archive::StageLimits;
 use finalizer::{CandidateStore, RepositoryPatchCandidate};
 use snapshot::{
     ApprovedExecutionContext, ApprovedTurn, GitSnapshot, MAX_READ_ONLY_INSPECTION_FILES,
-    MAX_REPOSITORY_FILES, PathPolicy, ProposalStatus, RepoPath, is_repository_env_template_path,
+    MAX_REPOSITORY_FILES, PathGuard, ProposalStatus, RepoPath, is_repository_env_template_path,
     is_secret_contract_path, is_secret_sensitive_path, verify_snapshot_identity,
 };
 use vocab::Sha256;
@@ -38,7 +38,7 @@ pub struct PipelineRequest<'a> {
     pub selected: Option<Vec<RepoPath>>,
     /// Explicit read-only selection; `None` selects every approved read-only file (bounded).
     pub read_only: Option<Vec<RepoPath>>,
-    pub policy: &'a dyn PathPolicy,
+    pub policy: &'a dyn PathGuard,
     pub config: &'a TurnConfig,
     /// Directory under which a fresh staging tree is created (and removed) for this turn.
     pub staging_parent: &'a Path,
@@ -74,7 +74,7 @@ pub struct PipelineOutcome {
 
 fn editable_candidate(
     context: &ApprovedExecutionContext,
-    policy: &dyn PathPolicy,
+    policy: &dyn PathGuard,
     p: &RepoPath,
 ) -> bool {
     let s = p.as_str();
@@ -89,7 +89,7 @@ fn editable_candidate(
 
 fn read_only_candidate(
     context: &ApprovedExecutionContext,
-    policy: &dyn PathPolicy,
+    policy: &dyn PathGuard,
     p: &RepoPath,
 ) -> bool {
     let s = p.as_str();
@@ -110,7 +110,7 @@ fn read_only_candidate(
 pub fn default_selection(
     snapshot: &GitSnapshot,
     context: &ApprovedExecutionContext,
-    policy: &dyn PathPolicy,
+    policy: &dyn PathGuard,
 ) -> Result<(Vec<RepoPath>, Vec<RepoPath>), TurnError> {
     let manifest = snapshot.manifest();
     let editable: Vec<RepoPath> = manifest
@@ -151,7 +151,7 @@ pub fn staging_root(parent: &Path) -> PathBuf {
 pub struct PreparedTurn<'a> {
     snap: &'a GitSnapshot,
     context: &'a ApprovedExecutionContext,
-    policy: &'a dyn PathPolicy,
+    policy: &'a dyn PathGuard,
     evidence: snapshot::RepositorySnapshotEvidence,
     selected: Vec<RepoPath>,
     read_only: Vec<RepoPath>,
@@ -168,7 +168,7 @@ impl<'a> PreparedTurn<'a> {
     pub fn new(
         snap: &'a GitSnapshot,
         context: &'a ApprovedExecutionContext,
-        policy: &'a dyn PathPolicy,
+        policy: &'a dyn PathGuard,
         task: &str,
         selected: Option<Vec<RepoPath>>,
         read_only: Option<Vec<RepoPath>>,
@@ -421,7 +421,7 @@ async fn run<R: ContainerRuntime + Clone + 'static>(
 mod tests {
     use super::*;
     use crate::live_exchange::LiveEvent;
-    use snapshot::DefaultPathPolicy;
+    use snapshot::DefaultPathGuard;
 
     #[test]
     fn a_live_turn_that_failed_after_a_gateway_refusal_carries_its_code() {
@@ -510,7 +510,7 @@ mod tests {
         });
         let context = ApprovedExecutionContext::from_json(&doc.to_string()).unwrap();
         let (editable, read_only) =
-            default_selection(&snap, &context, &DefaultPathPolicy::default()).unwrap();
+            default_selection(&snap, &context, &DefaultPathGuard::default()).unwrap();
         let names = |v: &[RepoPath]| v.iter().map(|p| p.as_str().to_owned()).collect::<Vec<_>>();
         assert_eq!(names(&editable), vec!["app/a.py"]);
         assert_eq!(names(&read_only), vec!["tests/test_a.py"]);

@@ -5,7 +5,7 @@
 //! text as given (borrowed), [`resolve_image`] turns an image choice into the image reference
 //! and its approved immutable ID (explicit values win, else the `image build` record), and
 //! [`TurnPlan::lower`] parses and validates everything else once — runtime, budgets
-//! ([`TurnConfig`]), the host path policy, the explicit selections, the commit and the task —
+//! ([`TurnConfig`]), the host path guard, the explicit selections, the commit and the task —
 //! in that order. A caller then only borrows the plan ([`TurnPlan::pipeline_request`]).
 //!
 //! # Security
@@ -16,7 +16,7 @@ use std::path::Path;
 
 use container::{ImageId, ImageReference, JobBinding, RuntimeName};
 use finalizer::CandidateStore;
-use snapshot::{ApprovedExecutionContext, DefaultPathPolicy, RepoPath, SnapshotError};
+use snapshot::{ApprovedExecutionContext, DefaultPathGuard, RepoPath, SnapshotError};
 
 use crate::agent::Agent;
 use crate::config::TurnConfig;
@@ -27,9 +27,9 @@ use crate::ledger::UsageLedger;
 use crate::live_exchange::LiveSettings;
 use crate::pipeline::PipelineRequest;
 
-/// Largest host path policy document accepted, in bytes (every command and the service read
+/// Largest host path guard document accepted, in bytes (every command and the service read
 /// the document bounded by this before it reaches [`TurnPlan::lower`]).
-pub const MAX_POLICY_BYTES: usize = 1_048_576;
+pub const MAX_PATH_GUARD_BYTES: usize = 1_048_576;
 
 /// Which image a turn runs in, and so which `image build` record supplies the defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +108,7 @@ pub struct PlanInputs<'a> {
     pub max_wall_seconds: u64,
     /// The largest archive the turn may return, in bytes.
     pub max_archive_bytes: usize,
-    /// The host path policy document's text (already bounded by [`MAX_POLICY_BYTES`]); `None`
+    /// The host path guard document's text (already bounded by [`MAX_PATH_GUARD_BYTES`]); `None`
     /// is the built-in policy.
     pub policy: Option<&'a str>,
     /// Explicit editable files; `None` selects every file the approval makes editable.
@@ -130,7 +130,7 @@ pub struct TurnPlan {
     commit: String,
     task: String,
     config: TurnConfig,
-    policy: DefaultPathPolicy,
+    policy: DefaultPathGuard,
     selected: Option<Vec<RepoPath>>,
     read_only: Option<Vec<RepoPath>>,
     live: Option<LiveSettings>,
@@ -145,14 +145,14 @@ fn repo_paths(raw: Option<&[String]>) -> Result<Option<Vec<RepoPath>>, TurnError
         .map(Some)
 }
 
-/// The host path policy: the built-in protections, extended by `text` when given.
+/// The host path guard: the built-in protections, extended by `text` when given.
 ///
 /// # Errors
 /// `REPOSITORY_PATCH_POLICY_CONFIG` for a malformed document.
-pub fn host_policy(text: Option<&str>) -> Result<DefaultPathPolicy, TurnError> {
+pub fn host_path_guard(text: Option<&str>) -> Result<DefaultPathGuard, TurnError> {
     match text {
-        Some(text) => Ok(DefaultPathPolicy::with_config_json(text)?),
-        None => Ok(DefaultPathPolicy::default()),
+        Some(text) => Ok(DefaultPathGuard::with_config_json(text)?),
+        None => Ok(DefaultPathGuard::default()),
     }
 }
 
@@ -180,7 +180,7 @@ impl TurnPlan {
             inputs.max_archive_bytes,
         )?
         .with_runtime(runtime);
-        let policy = host_policy(inputs.policy)?;
+        let policy = host_path_guard(inputs.policy)?;
         let selected = repo_paths(inputs.files)?;
         let read_only = repo_paths(inputs.read_only)?;
         let commit = inputs
@@ -251,9 +251,9 @@ impl TurnPlan {
         &self.config
     }
 
-    /// The host path policy.
+    /// The host path guard.
     #[must_use]
-    pub fn policy(&self) -> &DefaultPathPolicy {
+    pub fn policy(&self) -> &DefaultPathGuard {
         &self.policy
     }
 

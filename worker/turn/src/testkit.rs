@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use snapshot::{
-    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, CreateAbsence, PathPolicy, RepoPath,
+    ApprovedExecutionContext, ApprovedTurn, BaselineFiles, CreateAbsence, PathGuard, RepoPath,
     RepositorySnapshotEvidence, SnapshotError,
 };
 
@@ -34,7 +34,7 @@ pub fn approve<'a>(
     request: &'a CodingWorkerRequest,
     context: &'a ApprovedExecutionContext,
     snapshot: &'a RepositorySnapshotEvidence,
-    policy: &'a dyn PathPolicy,
+    policy: &'a dyn PathGuard,
     create_absence: Option<&'a dyn CreateAbsence>,
 ) -> Result<ApprovedTurn<'a>, TurnError> {
     check_request_fields(request, context)?;

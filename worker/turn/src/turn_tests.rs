@@ -13,7 +13,7 @@ use crate::testkit::*;
 use container::ImageFacts;
 use container::WALL_SLACK;
 use pretty_assertions::assert_eq;
-use snapshot::DefaultPathPolicy;
+use snapshot::DefaultPathGuard;
 use snapshot::{
     ApprovedExecutionContext, ApprovedTurn, CreateAbsence, RepoPath, RepositorySnapshotEvidence,
 };
@@ -69,7 +69,7 @@ fn update_output() -> Vec<u8> {
 struct Fixture {
     context: ApprovedExecutionContext,
     snapshot: RepositorySnapshotEvidence,
-    policy: DefaultPathPolicy,
+    policy: DefaultPathGuard,
     absence: crate::testkit::ManifestAbsence,
 }
 
@@ -78,7 +78,7 @@ impl Fixture {
         Self {
             context: context(create, delete),
             snapshot: snapshot_evidence(),
-            policy: DefaultPathPolicy::default(),
+            policy: DefaultPathGuard::default(),
             absence: crate::testkit::ManifestAbsence::default(),
         }
     }

@@ -85,7 +85,7 @@ fn no_change_is_empty_without_archive() {
     assert!(out.proposal.changed_files.is_empty());
 }
 
-fn rejected(task: &str, expected_violation: &str) -> proof_worker::TurnOutput {
+fn rejected(task: &str, expected_violation: &str) -> turn_runner::TurnOutput {
     let (run, _root) = run_turn(&standard(task), &[]);
     let out = run.output();
     assert_eq!(out.proposal.status, ProposalStatus::RejectedScope, "{task}");
@@ -332,7 +332,7 @@ fn strict_stdin_refuses_bad_payloads_with_nothing_on_stdout() {
             .into_bytes(),
         b"{\"app_id\":NaN}".to_vec(),
         format!("{good} trailing").into_bytes(),
-        vec![b' '; proof_worker::MAX_REQUEST_BYTES + 1],
+        vec![b' '; turn_runner::MAX_REQUEST_BYTES + 1],
     ];
     for (i, input) in cases.into_iter().enumerate() {
         let root = tempfile::tempdir().unwrap();
@@ -379,10 +379,7 @@ fn an_agent_that_dies_mid_turn_fails_the_turn() {
 
 #[test]
 fn python_zipfile_agrees_with_the_output_document() {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/proof_worker/check_output.py"
-    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/runner/check_output.py");
     let (run, _root) = run_turn(&standard("mode: edit-all"), &[]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let check = run_with(
@@ -403,10 +400,7 @@ fn python_zipfile_agrees_with_the_output_document() {
 }
 
 fn raw_agent_turn(scenario: &str, extra: &[&str]) -> crate::common::Run {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/proof_worker/raw_agent.py"
-    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/runner/raw_agent.py");
     let mut args = vec![
         "--agent",
         "/usr/bin/python3",

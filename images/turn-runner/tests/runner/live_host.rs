@@ -24,10 +24,7 @@ fn live_request(port: u16) -> Vec<u8> {
 #[test]
 fn live_runner_refuses_a_flood_of_channels_locally() {
     let workspace = tempfile::tempdir().unwrap();
-    let agent = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/proof_worker/flood_agent.py"
-    );
+    let agent = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/runner/flood_agent.py");
     // A free port for this run.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -4,7 +4,7 @@
 //! 4 when an isolation probe found an exposure (nothing is printed then).
 //!
 //! `--live` (the live image's entrypoint): the framed protocol on stdin/stdout instead (see
-//! `proof_worker::live`); the agent is the request's adapter and the deadline 15 minutes.
+//! `turn_runner::live`); the agent is the request's adapter and the deadline 15 minutes.
 //!
 //! Test-only flags (host-process tests): `--workspace-root DIR`, `--agent PATH`,
 //! `--agent-arg ARG` (repeatable), `--turn-timeout-ms N`, `--max-archive-bytes N`,
@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use proof_worker::{
+use turn_runner::{
     LIVE_TURN_TIMEOUT, MAX_REQUEST_BYTES, ProofError, RunnerConfig, read_capped, run_live, run_turn,
 };
 

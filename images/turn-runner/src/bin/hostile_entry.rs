@@ -1,12 +1,12 @@
 //! `hostile-entry MODE`: the test-only entrypoint of the hostile image. Reads the payload, then
-//! breaks the output contract as MODE says (see `proof_worker::hostile_entry::MODES`).
+//! breaks the output contract as MODE says (see `turn_runner::hostile_entry::MODES`).
 #![forbid(unsafe_code)]
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use proof_worker::hostile_entry::{HANG_SLICE, MODES, action};
-use proof_worker::{MAX_REQUEST_BYTES, read_capped};
+use turn_runner::hostile_entry::{HANG_SLICE, MODES, action};
+use turn_runner::{MAX_REQUEST_BYTES, read_capped};
 
 fn main() -> ExitCode {
     let mode = std::env::args().nth(1).unwrap_or_default();

@@ -1,4 +1,4 @@
-//! In-container proof worker: `turn-runner` (ACP client), `fake-agent` (synthetic ACP agent with
+//! In-container turn runner: `turn-runner` (ACP client), `fake-agent` (synthetic ACP agent with
 //! isolation probes and hostile modes) and `hostile-entry` (a test-only entrypoint that breaks the
 //! output contract on purpose).
 //!

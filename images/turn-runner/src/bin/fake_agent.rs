@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use proof_worker::agent::{IDLE_FLAG, serve_stdio};
+use turn_runner::agent::{IDLE_FLAG, serve_stdio};
 
 fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(IDLE_FLAG) {

@@ -12,13 +12,13 @@ fn hostile_modes_as_processes() {
 
     let valid = run("valid", 20);
     assert_eq!(valid.code, Some(0));
-    assert!(vocab::from_slice_strict::<proof_worker::TurnOutput>(&valid.stdout, 1 << 20).is_ok());
+    assert!(vocab::from_slice_strict::<turn_runner::TurnOutput>(&valid.stdout, 1 << 20).is_ok());
 
     for mode in ["malformed-json", "duplicate-keys", "extra-key"] {
         let r = run(mode, 20);
         assert_eq!(r.code, Some(0), "{mode}");
         assert!(
-            vocab::from_slice_strict::<proof_worker::TurnOutput>(&r.stdout, 1 << 20).is_err(),
+            vocab::from_slice_strict::<turn_runner::TurnOutput>(&r.stdout, 1 << 20).is_err(),
             "{mode}"
         );
     }
@@ -33,10 +33,7 @@ fn hostile_modes_as_processes() {
     assert_eq!(run("no-such-mode", 20).code, Some(2));
 
     // The independent Python check accepts the valid mode and rejects the wrong entry set.
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/proof_worker/check_output.py"
-    );
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/runner/check_output.py");
     let expected = "app/app.json,app/ui/pages/Dashboard.jsx";
     let check = |stdout: &[u8]| {
         run_with(

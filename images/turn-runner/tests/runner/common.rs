@@ -6,9 +6,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use proof_worker::TurnOutput;
-use proof_worker::agent::AgentReport;
 use serde_json::{Map, Value, json};
+use turn_runner::TurnOutput;
+use turn_runner::agent::AgentReport;
 
 pub const RUNNER: &str = env!("CARGO_BIN_EXE_turn-runner");
 pub const AGENT: &str = env!("CARGO_BIN_EXE_fake-agent");

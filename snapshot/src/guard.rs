@@ -1,4 +1,4 @@
-//! Host path policy: descendants that no approval scope may reach, however broad.
+//! Host path guard: descendants that no approval scope may reach, however broad.
 
 use std::fmt::Debug;
 
@@ -10,13 +10,13 @@ use vocab::Untrusted;
 
 /// A host's veto over paths. `validate_path` returns `Ok(())` to allow; any error propagates
 /// unchanged to the caller of the selection checks (so a policy may use its own code).
-pub trait PathPolicy: Debug + Send + Sync {
+pub trait PathGuard: Debug + Send + Sync {
     /// # Errors
     /// Whatever the policy decides; the default policy returns `REPOSITORY_PATCH_HOST_POLICY`.
     fn validate_path(&self, path: &RepoPath) -> Result<(), SnapshotError>;
 }
 
-/// Prefixes (case-folded, `/`-bounded) protected by [`DefaultPathPolicy`]. A trailing `/` marks a
+/// Prefixes (case-folded, `/`-bounded) protected by [`DefaultPathGuard`]. A trailing `/` marks a
 /// directory; other entries match the exact file and anything beneath it.
 pub const DEFAULT_PROTECTED: &[&str] = &[
     ".git/",
@@ -46,7 +46,7 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
 /// The default host policy: refuses every path at or under a protected prefix (case-folded), and
 /// any path with a `.git` segment anywhere (nested repositories).
 #[derive(Debug, Clone)]
-pub struct DefaultPathPolicy {
+pub struct DefaultPathGuard {
     protected: Vec<String>,
 }
 
@@ -60,7 +60,7 @@ struct PolicyFile {
     protected: Vec<String>,
 }
 
-impl Default for DefaultPathPolicy {
+impl Default for DefaultPathGuard {
     fn default() -> Self {
         Self {
             protected: DEFAULT_PROTECTED.iter().map(|s| casefold(s)).collect(),
@@ -68,7 +68,7 @@ impl Default for DefaultPathPolicy {
     }
 }
 
-impl DefaultPathPolicy {
+impl DefaultPathGuard {
     /// The defaults extended by a JSON policy document (`{"protected": [...]}`).
     ///
     /// # Errors
@@ -108,7 +108,7 @@ impl DefaultPathPolicy {
     }
 }
 
-impl PathPolicy for DefaultPathPolicy {
+impl PathGuard for DefaultPathGuard {
     fn validate_path(&self, path: &RepoPath) -> Result<(), SnapshotError> {
         if self.is_protected(path.as_str()) {
             return Err(SnapshotError::HostPolicy {
@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn default_policy_protects_descendants_of_broad_scopes() {
-        let policy = DefaultPathPolicy::default();
+        let policy = DefaultPathGuard::default();
         for bad in [
             ".git/config",
             ".GitHub/workflows/ci.yml",
@@ -165,7 +165,7 @@ mod tests {
     #[test]
     fn config_file_extends_the_defaults() {
         let policy =
-            DefaultPathPolicy::with_config_json(r#"{"protected": ["deploy/", "Makefile"]}"#)
+            DefaultPathGuard::with_config_json(r#"{"protected": ["deploy/", "Makefile"]}"#)
                 .unwrap();
         assert!(policy.is_protected("deploy/prod.yaml"));
         assert!(policy.is_protected("makefile"));
@@ -177,7 +177,7 @@ mod tests {
             r#"{"other": []}"#,
         ] {
             assert_eq!(
-                DefaultPathPolicy::with_config_json(bad).unwrap_err().code(),
+                DefaultPathGuard::with_config_json(bad).unwrap_err().code(),
                 "REPOSITORY_PATCH_POLICY_CONFIG"
             );
         }
