@@ -533,6 +533,66 @@ fn every_code_has_one_table_and_a_line_in_the_docs() {
     assert!(all_tables.contains("PATCH_CANDIDATE_SERVICE_ROUTE"));
 }
 
+/// mcp's parse-diagnostic codes (`PARSE_CODES`, not exported): the findings' codes, not errors.
+const MCP_PARSE_CODES: &[&str] = &["invalid_json", "invalid_python", "invalid_yaml", "not_utf8"];
+
+/// Each crate's compiled `ERROR_CODES` is the table the scan read in its sources, so the scan
+/// above checks the tables the crates really use.
+#[test]
+fn the_scanned_tables_are_the_compiled_tables() {
+    let compiled: &[(&str, &[&str])] = &[
+        ("vocab", vocab::ERROR_CODES),
+        ("snapshot", snapshot::ERROR_CODES),
+        ("tunnel", tunnel::ERROR_CODES),
+        ("archive", archive::ERROR_CODES),
+        ("finalizer", finalizer::ERROR_CODES),
+        ("worker/state", state::ERROR_CODES),
+        ("worker/container", container::ERROR_CODES),
+        ("worker/turn", turn::ERROR_CODES),
+        ("worker/gateway", gateway::ERROR_CODES),
+        ("worker/jobs", jobs::ERROR_CODES),
+        ("worker/gate", gate::ERROR_CODES),
+        ("worker/publish", publish::ERROR_CODES),
+        ("worker/policy", policy::ERROR_CODES),
+        ("worker/review", review::ERROR_CODES),
+        ("worker/ui", ui::ERROR_CODES),
+        ("worker/service", service::ERROR_CODES),
+        ("mcp", mcp::ERROR_CODES),
+        ("images/turn-runner", turn_runner::ERROR_CODES),
+        ("images/gate-runner", gate_runner::ERROR_CODES),
+    ];
+    let crates = load(&workspace_root());
+    for (dir, table) in compiled {
+        let krate = crates
+            .iter()
+            .find(|c| c.dir == *dir)
+            .unwrap_or_else(|| panic!("{dir} is not a workspace member"));
+        let scanned: BTreeSet<String> = scan(krate).tables.into_keys().collect();
+        let mut compiled: BTreeSet<String> = table.iter().map(|c| (*c).to_owned()).collect();
+        if *dir == "mcp" {
+            // mcp's second table, the parse diagnostics that findings carry (crate-private).
+            compiled.extend(MCP_PARSE_CODES.iter().map(|c| (*c).to_owned()));
+        }
+        assert_eq!(scanned, compiled, "{dir}");
+    }
+    let with_tables: Vec<&str> = crates
+        .iter()
+        .filter(|c| !scan(c).tables.is_empty())
+        .map(|c| c.dir.as_str())
+        .collect();
+    let listed: Vec<&str> = compiled.iter().map(|(dir, _)| *dir).collect();
+    for dir in with_tables {
+        // The CLI is a binary, not a library to link: its own unit test checks its table.
+        if dir == "worker/cli" {
+            continue;
+        }
+        assert!(
+            listed.contains(&dir),
+            "{dir} keeps a table this test does not compare"
+        );
+    }
+}
+
 /// The parts of the scan on small inputs.
 #[test]
 fn the_scan_reads_literals_consts_and_test_modules() {
