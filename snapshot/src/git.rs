@@ -43,10 +43,10 @@ mod process;
 mod revision;
 
 use launch::capture;
-pub use launch::{Git, GitCancel, GitLaunchError, GitStream};
+pub use launch::{Git, GitCancel, GitStream};
 pub use listing::{ListedKind, TreeListing};
-pub use process::GIT_DEADLINE;
 use process::{Deadline, git_error};
+pub use process::{GIT_DEADLINE, GitLaunchError};
 pub use revision::{WorkTreeState, resolve_commit, work_tree_state};
 
 /// Schema id of the canonical snapshot document hashed by [`GitSnapshot::snapshot_digest`].

@@ -25,53 +25,7 @@ use std::process::{ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::process::{Deadline, GIT_DEADLINE, GitChild, Shared};
-use crate::error::SnapshotError;
-
-/// Why a git process could not be run to its end. Not a wire error: each caller maps it to its
-/// own code (`REPOSITORY_SNAPSHOT_GIT`, `PATCH_CANDIDATE_PUBLISH_GIT`, ...), keeping the message.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum GitLaunchError {
-    /// No `git` on `PATH`.
-    #[error("the git executable was not found on PATH")]
-    NotFound,
-    /// `git` could not be spawned.
-    #[error("git could not be started")]
-    CannotStart,
-    /// The deadline passed: the process group was killed.
-    #[error("git exceeded its deadline of {0:?}")]
-    Deadline(Duration),
-    /// The launch was cancelled through its [`GitCancel`]: the process group was killed.
-    #[error("git was cancelled")]
-    Cancelled,
-    /// A captured stream held more than its cap: the process group was killed.
-    #[error("git printed more than expected")]
-    OutputTooLarge,
-    /// A captured stream could not be read.
-    #[error("reading git output failed")]
-    Read,
-    /// The exit could not be awaited.
-    #[error("waiting for git failed")]
-    Wait,
-    /// The deadline's watchdog thread could not be started.
-    #[error("cannot start the git deadline watchdog")]
-    Watchdog,
-    /// A pipe the launch asked for was not there.
-    #[error("no git {0}")]
-    MissingPipe(&'static str),
-    /// The process was already reaped.
-    #[error("git process already reaped")]
-    Reaped,
-}
-
-impl From<GitLaunchError> for SnapshotError {
-    fn from(e: GitLaunchError) -> Self {
-        SnapshotError::Git {
-            detail: e.to_string(),
-        }
-    }
-}
+use super::process::{Deadline, GIT_DEADLINE, GitChild, GitLaunchError, Shared};
 
 /// The variables of the host's environment that [`Git::host_network`] passes on (besides
 /// `PATH`): `HOME` and `XDG_CONFIG_HOME` (the operator's global git config: `http.proxy`,

@@ -8,6 +8,7 @@
 //! The directory is the operator's: paths into it are ambient by design; callers that write many
 //! files open it (or a folder of it) once as a cap-std [`cap_std::fs::Dir`].
 
+mod create;
 mod dir;
 mod entries;
 mod error;
@@ -15,7 +16,8 @@ mod lock;
 mod read;
 mod write;
 
-pub use dir::{OpenDirError, StateDir, create_private_dir, open_or_create_dir};
+pub use create::{OpenDirError, create_private_dir, open_or_create_dir};
+pub use dir::StateDir;
 pub use entries::{
     API_TOKEN, CANDIDATES, ENTRIES, Entry, EntryKind, GATE_BASELINES, GATE_IMAGES, HOST_ID, IMAGES,
     JOBS_DATABASE, LIVE_IMAGE_CLAUDE, LIVE_IMAGE_CODEX, LIVE_IMAGE_GEMINI, MIRRORS, REVIEWS,

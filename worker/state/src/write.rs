@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::fs::{Dir, OpenOptions};
 
-use crate::dir::{OpenDirError, open_or_create_dir};
+use crate::create::{OpenDirError, open_or_create_dir};
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
