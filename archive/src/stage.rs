@@ -336,15 +336,25 @@ mod tests {
         assert!(VerifiedArchive::read(b"PK".to_vec(), None, &limits).is_err());
     }
 
-    /// A write failure after the baseline is materialised removes the tree.
-    #[test]
-    fn failure_after_materialisation_removes_the_root() {
+    /// Stages [`archive`] into a fresh root where the two baseline writes succeed, the first
+    /// staged write fails and so do the first `failed_cleanups` removals: the error and the root
+    /// (with the temporary directory that holds it).
+    fn stage_failing_after_baseline(
+        failed_cleanups: u32,
+    ) -> (tempfile::TempDir, std::path::PathBuf, ArchiveError) {
         let f = fx();
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("ws");
-        // Two baseline writes succeed, the first staged write fails.
         failpoints::FAIL_WRITE_AFTER.with(|c| c.set(Some(2)));
+        failpoints::FAIL_CLEANUPS.with(|c| c.set(failed_cleanups));
         let e = stage(&f, &archive(), &root).unwrap_err();
+        (tmp, root, e)
+    }
+
+    /// A write failure after the baseline is materialised removes the tree.
+    #[test]
+    fn failure_after_materialisation_removes_the_root() {
+        let (_tmp, root, e) = stage_failing_after_baseline(0);
         assert_eq!(e.code(), "REPOSITORY_PATCH_ARCHIVE_WORKSPACE");
         assert!(!root.exists());
     }
@@ -353,12 +363,7 @@ mod tests {
     /// partial tree remains.
     #[test]
     fn failed_removal_is_reported_as_cleanup() {
-        let f = fx();
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("ws");
-        failpoints::FAIL_WRITE_AFTER.with(|c| c.set(Some(2)));
-        failpoints::FAIL_CLEANUPS.with(|c| c.set(1));
-        let e = stage(&f, &archive(), &root).unwrap_err();
+        let (_tmp, root, e) = stage_failing_after_baseline(1);
         assert_eq!(e.code(), "CODING_WORKSPACE_CLEANUP");
         assert!(root.join("app/a.txt").exists());
     }

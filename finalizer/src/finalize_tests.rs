@@ -1,4 +1,4 @@
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -24,6 +24,20 @@ const SNAPSHOT_DIGEST: &str =
 
 fn p(s: &str) -> RepoPath {
     RepoPath::parse(s).unwrap()
+}
+
+/// The fixture's snapshot evidence for `plan_id`, with `manifest`.
+fn evidence(plan_id: &str, manifest: BTreeMap<RepoPath, Sha256>) -> RepositorySnapshotEvidence {
+    RepositorySnapshotEvidence::new(
+        plan_id.into(),
+        "request-1".into(),
+        "app-1".into(),
+        "acme/support".into(),
+        COMMIT.into(),
+        SNAPSHOT_DIGEST.into(),
+        manifest,
+    )
+    .unwrap()
 }
 
 /// Counts calls and refuses the listed paths (in addition to the default host policy).
@@ -116,16 +130,7 @@ impl Fixture {
             .iter()
             .map(|(k, v)| (k.clone(), Sha256::of(v.as_bytes())))
             .collect();
-        let snapshot = RepositorySnapshotEvidence::new(
-            "plan-1".into(),
-            "request-1".into(),
-            "app-1".into(),
-            "acme/support".into(),
-            COMMIT.into(),
-            SNAPSHOT_DIGEST.into(),
-            manifest,
-        )
-        .unwrap();
+        let snapshot = evidence("plan-1", manifest);
         let tmp = tempfile::tempdir().unwrap();
         let workspace =
             materialize_workspace(&tmp.path().join("ws"), &baseline, &BaselineFiles::new())
@@ -415,29 +420,11 @@ fn approval_and_snapshot_checks_run_first() {
     let mut f = Fixture::standard();
     f.write(SERVICE, AFTER.as_bytes());
     let good = f.snapshot.clone();
-    f.snapshot = RepositorySnapshotEvidence::new(
-        "plan-2".into(),
-        "request-1".into(),
-        "app-1".into(),
-        "acme/support".into(),
-        COMMIT.into(),
-        SNAPSHOT_DIGEST.into(),
-        good.file_manifest().clone(),
-    )
-    .unwrap();
+    f.snapshot = evidence("plan-2", good.file_manifest().clone());
     assert_eq!(f.code(), "REPOSITORY_PATCH_SNAPSHOT_IDENTITY");
     let mut stale = good.file_manifest().clone();
     stale.insert(p(SERVICE), Sha256::of(b"stale"));
-    f.snapshot = RepositorySnapshotEvidence::new(
-        "plan-1".into(),
-        "request-1".into(),
-        "app-1".into(),
-        "acme/support".into(),
-        COMMIT.into(),
-        SNAPSHOT_DIGEST.into(),
-        stale,
-    )
-    .unwrap();
+    f.snapshot = evidence("plan-1", stale);
     assert_eq!(f.code(), "REPOSITORY_PATCH_BASELINE_HASH");
     f.snapshot = good;
     f.selected = vec![p(SERVICE)];

@@ -112,20 +112,19 @@ fn doc() -> serde_json::Value {
     serde_json::to_value(sample()).unwrap()
 }
 
+/// [`code`] of `doc` as JSON bytes.
+fn value_code(doc: &serde_json::Value) -> &'static str {
+    code(&serde_json::to_vec(doc).unwrap())
+}
+
 #[test]
 fn malformed_documents_are_rejected_with_codes() {
     let mut extra = doc();
     extra["unexpected"] = json!(1);
-    assert_eq!(
-        code(&serde_json::to_vec(&extra).unwrap()),
-        "REPOSITORY_PATCH_DIGEST_INPUT"
-    );
+    assert_eq!(value_code(&extra), "REPOSITORY_PATCH_DIGEST_INPUT");
     let mut extra_file = doc();
     extra_file["changed_files"][0]["mode"] = json!("100644");
-    assert_eq!(
-        code(&serde_json::to_vec(&extra_file).unwrap()),
-        "REPOSITORY_PATCH_DIGEST_INPUT"
-    );
+    assert_eq!(value_code(&extra_file), "REPOSITORY_PATCH_DIGEST_INPUT");
     for (field, bad) in [
         (
             "schema_version",
@@ -137,44 +136,25 @@ fn malformed_documents_are_rejected_with_codes() {
     ] {
         let mut d = doc();
         d[field] = bad;
-        assert_eq!(
-            code(&serde_json::to_vec(&d).unwrap()),
-            "REPOSITORY_PATCH_DIGEST_INPUT",
-            "{field}"
-        );
+        assert_eq!(value_code(&d), "REPOSITORY_PATCH_DIGEST_INPUT", "{field}");
     }
     let mut no_files = doc();
     no_files["changed_files"] = json!([]);
-    assert_eq!(
-        code(&serde_json::to_vec(&no_files).unwrap()),
-        "REPOSITORY_PATCH_DIGEST_INPUT"
-    );
+    assert_eq!(value_code(&no_files), "REPOSITORY_PATCH_DIGEST_INPUT");
     let mut unsafe_path = doc();
     unsafe_path["changed_files"][0]["path"] = json!("../outside.py");
-    assert_eq!(
-        code(&serde_json::to_vec(&unsafe_path).unwrap()),
-        "REPOSITORY_PATCH_UNSAFE_PATH"
-    );
+    assert_eq!(value_code(&unsafe_path), "REPOSITORY_PATCH_UNSAFE_PATH");
     let mut bad_hash = doc();
     bad_hash["changed_files"][0]["new_sha256"] = json!("sha256:INVALID");
-    assert_eq!(
-        code(&serde_json::to_vec(&bad_hash).unwrap()),
-        "REPOSITORY_PATCH_DIGEST_HASH"
-    );
+    assert_eq!(value_code(&bad_hash), "REPOSITORY_PATCH_DIGEST_HASH");
     let mut presence = doc();
     presence["changed_files"][1]["previous_sha256"] =
         presence["changed_files"][0]["previous_sha256"].clone();
-    assert_eq!(
-        code(&serde_json::to_vec(&presence).unwrap()),
-        "REPOSITORY_PATCH_DIGEST_INPUT"
-    );
+    assert_eq!(value_code(&presence), "REPOSITORY_PATCH_DIGEST_INPUT");
     // Presence is checked for every file before any path: the reference re-validates the model first.
     let mut both = presence.clone();
     both["changed_files"][0]["path"] = json!("../x");
-    assert_eq!(
-        code(&serde_json::to_vec(&both).unwrap()),
-        "REPOSITORY_PATCH_DIGEST_INPUT"
-    );
+    assert_eq!(value_code(&both), "REPOSITORY_PATCH_DIGEST_INPUT");
     let text = serde_json::to_string(&sample()).unwrap();
     let dup = text.replacen(
         "{\"schema_version\"",

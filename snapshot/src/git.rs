@@ -37,6 +37,38 @@ use crate::selection::BaselineFiles;
 use vocab::Sha256;
 use vocab::Untrusted;
 
+/// The accessors a tree entry has however it was listed (`TreeEntry`, `ListedEntry`): both
+/// hold `raw_path`, `mode`, `object_id` and `size` as `ls-tree` gave them.
+macro_rules! ls_tree_entry_accessors {
+    () => {
+        /// The name bytes exactly as stored in the tree.
+        #[must_use]
+        pub fn raw_path(&self) -> &[u8] {
+            &self.raw_path
+        }
+        /// The name as text, or `None` when it is not UTF-8.
+        #[must_use]
+        pub fn path(&self) -> Option<&str> {
+            std::str::from_utf8(&self.raw_path).ok()
+        }
+        /// The git mode as `ls-tree` prints it (`100644`, `100755`, `120000`, `160000`, …).
+        #[must_use]
+        pub fn mode(&self) -> &str {
+            &self.mode
+        }
+        /// The git object id (lowercase hex; 40 digits for SHA-1 repositories, 64 for SHA-256).
+        #[must_use]
+        pub fn object_id(&self) -> &str {
+            &self.object_id
+        }
+        /// Blob size in bytes (`None` for gitlinks, whose object is not in this repository).
+        #[must_use]
+        pub fn size(&self) -> Option<u64> {
+            self.size
+        }
+    };
+}
+
 mod launch;
 mod listing;
 mod process;
@@ -147,39 +179,15 @@ pub struct TreeEntry {
 }
 
 impl TreeEntry {
-    /// The name bytes exactly as stored in the tree.
-    #[must_use]
-    pub fn raw_path(&self) -> &[u8] {
-        &self.raw_path
-    }
-    /// The name as text, or `None` when it is not UTF-8.
-    #[must_use]
-    pub fn path(&self) -> Option<&str> {
-        std::str::from_utf8(&self.raw_path).ok()
-    }
+    ls_tree_entry_accessors!();
     /// The name bytes, lowercase hex.
     #[must_use]
     pub fn path_hex(&self) -> String {
         hex::encode(&self.raw_path)
     }
-    /// The git mode as `ls-tree` prints it (`100644`, `100755`, `120000`, `160000`, …).
-    #[must_use]
-    pub fn mode(&self) -> &str {
-        &self.mode
-    }
-    /// The git object id (lowercase hex; 40 digits for SHA-1 repositories, 64 for SHA-256).
-    #[must_use]
-    pub fn object_id(&self) -> &str {
-        &self.object_id
-    }
     #[must_use]
     pub fn kind(&self) -> EntryKind {
         self.kind
-    }
-    /// Blob size in bytes (`None` for gitlinks, whose object is not in this repository).
-    #[must_use]
-    pub fn size(&self) -> Option<u64> {
-        self.size
     }
     /// `sha256:` of the blob bytes (`None` for gitlinks).
     #[must_use]
@@ -290,14 +298,10 @@ impl GitSnapshot {
         path_var: Option<&OsStr>,
         limit: Duration,
     ) -> Result<Self, SnapshotError> {
-        validate_commit_text(commit)?;
-        let deadline = Deadline::start(limit)?;
-        let loaded = (|| {
-            let git_dir = commit_git_dir(&deadline, repo, commit, path_var)?;
-            let (raw_entries, blobs) = read_tree(&deadline, &git_dir, commit, path_var)?;
-            Ok((git_dir, raw_entries, blobs))
-        })();
-        let (git_dir, raw_entries, blobs) = deadline.check(loaded)?;
+        let (git_dir, (raw_entries, blobs)) =
+            read_commit(repo, commit, path_var, limit, |deadline, git_dir| {
+                read_tree(deadline, git_dir, commit, path_var)
+            })?;
         Self::from_raw(git_dir, commit.to_owned(), raw_entries, blobs)
     }
 
@@ -555,8 +559,7 @@ impl GitSnapshot {
         if wanted.is_empty() {
             return Ok(out);
         }
-        let deadline = Deadline::start(limit)?;
-        let contents = deadline.check(self.cat_files(&deadline, &wanted))?;
+        let contents = Deadline::run(limit, |deadline| self.cat_files(deadline, &wanted))?;
         for (want, bytes) in wanted.into_iter().zip(contents) {
             if self.manifest.get(want.path) != Some(&Sha256::of(&bytes)) {
                 return Err(git_error("object bytes differ from the snapshot manifest"));
@@ -743,6 +746,24 @@ fn commit_git_dir(
     Ok(git_dir)
 }
 
+/// Checks the spelling of `commit`, then, under one deadline of `limit`, finds the git directory
+/// of `repo`, checks that `commit` names a commit object in it and runs `read` there: the git
+/// directory and what `read` gave.
+fn read_commit<T>(
+    repo: &Path,
+    commit: &str,
+    path_var: Option<&OsStr>,
+    limit: Duration,
+    read: impl FnOnce(&Deadline, &Path) -> Result<T, SnapshotError>,
+) -> Result<(PathBuf, T), SnapshotError> {
+    validate_commit_text(commit)?;
+    Deadline::run(limit, |deadline| {
+        let git_dir = commit_git_dir(deadline, repo, commit, path_var)?;
+        let read = read(deadline, &git_dir)?;
+        Ok((git_dir, read))
+    })
+}
+
 /// Checks that `commit` names an object of type commit (a tag or tree is refused, not peeled).
 fn verify_commit_object(
     deadline: &Deadline,
@@ -799,23 +820,54 @@ fn is_object_id(text: &str) -> bool {
     (text.len() == 40 || text.len() == 64) && text.bytes().all(vocab::is_lower_hex)
 }
 
+/// Reads the next NUL-terminated `ls-tree -z` record into `record`, without its NUL: `false` at
+/// the end of the output. A read error is reported as `read_failed`; a record over
+/// [`MAX_LS_TREE_RECORD_BYTES`], or one the output ends inside, as truncated.
+fn next_ls_tree_record(
+    reader: &mut impl BufRead,
+    record: &mut Vec<u8>,
+    read_failed: &str,
+) -> Result<bool, SnapshotError> {
+    record.clear();
+    let read = reader
+        .by_ref()
+        .take(MAX_LS_TREE_RECORD_BYTES)
+        .read_until(0, record)
+        .map_err(|_| git_error(read_failed))?;
+    if read == 0 {
+        return Ok(false);
+    }
+    if record.pop() != Some(0) {
+        return Err(git_error("truncated ls-tree record"));
+    }
+    Ok(true)
+}
+
+/// Splits an `ls-tree -z` record at its tab into the metadata text and the name bytes.
+fn split_ls_tree_record(record: &[u8]) -> Option<(&str, &[u8])> {
+    let tab = record.iter().position(|b| *b == b'\t')?;
+    let (meta, path) = record.split_at_checked(tab)?;
+    let path = path.get(1..)?;
+    let meta = std::str::from_utf8(meta).ok()?;
+    Some((meta, path))
+}
+
+/// Six octal digits: a mode as `ls-tree` prints it.
+fn is_ls_tree_mode(mode: &str) -> bool {
+    mode.len() == 6 && mode.bytes().all(|b| (b'0'..=b'7').contains(&b))
+}
+
 /// Parses one `ls-tree -z` record: `<mode> SP <type> SP <object> TAB <path>`.
 fn parse_ls_tree_record(record: &[u8]) -> Result<RawEntry, SnapshotError> {
     let malformed = || git_error("malformed ls-tree record");
-    let tab = record
-        .iter()
-        .position(|b| *b == b'\t')
-        .ok_or_else(malformed)?;
-    let (meta, path) = record.split_at_checked(tab).ok_or_else(malformed)?;
-    let path = path.get(1..).ok_or_else(malformed)?;
-    let meta = std::str::from_utf8(meta).map_err(|_| malformed())?;
+    let (meta, path) = split_ls_tree_record(record).ok_or_else(malformed)?;
     let mut fields = meta.split(' ');
     let (Some(mode), Some(kind), Some(oid), None) =
         (fields.next(), fields.next(), fields.next(), fields.next())
     else {
         return Err(malformed());
     };
-    if mode.len() != 6 || !mode.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+    if !is_ls_tree_mode(mode) {
         return Err(malformed());
     }
     let object_type = match kind {
@@ -940,19 +992,11 @@ fn list_and_request(
     let mut entries = Vec::new();
     let mut record = Vec::new();
     let mut blob_index = 0_usize;
-    loop {
-        record.clear();
-        if (&mut reader)
-            .take(MAX_LS_TREE_RECORD_BYTES)
-            .read_until(0, &mut record)
-            .map_err(io)?
-            == 0
-        {
-            break;
-        }
-        if record.pop() != Some(0) {
-            return Err(git_error("truncated ls-tree record"));
-        }
+    while next_ls_tree_record(
+        &mut reader,
+        &mut record,
+        "reading ls-tree or feeding cat-file failed",
+    )? {
         let entry = parse_ls_tree_record(&record)?;
         // Every blob entry is requested, in listing order, round-robin over the cat-file
         // workers, so answers pair up by position.
@@ -1201,52 +1245,51 @@ mod tests {
         assert_eq!(excluded, crate::context::EXCLUDED_ENTRY_KINDS);
     }
 
-    /// A repository with `a.txt` (`"hello\n"`) committed; returns the commit.
-    fn small_repo(dir: &Path) -> String {
-        let git = |args: &[&str]| {
-            let out = Command::new("git")
-                .arg("-C")
-                .arg(dir)
-                .args([
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@example.com",
-                    "-c",
-                    "commit.gpgsign=false",
-                ])
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "git {args:?}");
-            String::from_utf8(out.stdout).unwrap()
-        };
-        git(&["init", "-q"]);
-        std::fs::write(dir.join("a.txt"), "hello\n").unwrap();
-        git(&["add", "a.txt"]);
-        git(&["commit", "-q", "-m", "one"]);
-        git(&["rev-parse", "HEAD"]).trim().to_owned()
+    /// Runs `git ARGS` in `dir` with no system or user configuration and a fixed identity;
+    /// panics unless it succeeds; returns stdout without the trailing newline.
+    pub(super) fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.invalid"])
+            .args(["-c", "commit.gpgsign=false"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
     }
 
-    /// A `git` on `PATH` that records its PID and never finishes.
-    fn hanging_git(bin: &Path, pid_file: &Path) -> OsString {
+    /// A repository with `a.txt` (`"hello\n"`) committed; returns the commit.
+    fn small_repo(dir: &Path) -> String {
+        git(dir, &["init", "-q"]);
+        std::fs::write(dir.join("a.txt"), "hello\n").unwrap();
+        git(dir, &["add", "a.txt"]);
+        git(dir, &["commit", "-q", "-m", "one"]);
+        git(dir, &["rev-parse", "HEAD"])
+    }
+
+    /// A `git` on a fresh `PATH` that runs `body` (a shell script), then the system directories.
+    pub(super) fn fake_git(dir: &Path, body: &str) -> OsString {
         use std::os::unix::fs::PermissionsExt as _;
-        let script = bin.join("git");
-        std::fs::write(
-            &script,
-            format!(
-                "#!/bin/sh\necho $$ > '{}'\nexec sleep 600\n",
-                pid_file.display()
-            ),
-        )
-        .unwrap();
+        let script = dir.join("git");
+        std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut path = bin.as_os_str().to_owned();
+        let mut path = dir.as_os_str().to_owned();
         path.push(":/usr/bin:/bin");
         path
     }
 
-    fn assert_reaped(pid_file: &Path) {
+    /// [`fake_git`] that first records its PID in `dir/pid`: the `PATH` and that file.
+    pub(super) fn fake_git_recording_pid(dir: &Path, body: &str) -> (OsString, PathBuf) {
+        let pid_file = dir.join("pid");
+        let path = fake_git(dir, &format!("echo $$ > '{}'\n{body}", pid_file.display()));
+        (path, pid_file)
+    }
+
+    /// The process whose PID `pid_file` holds is gone (killed and reaped).
+    pub(super) fn assert_reaped(pid_file: &Path) {
         let pid = std::fs::read_to_string(pid_file).unwrap();
         assert!(
             !Path::new("/proc").join(pid.trim()).exists(),
@@ -1260,8 +1303,7 @@ mod tests {
     #[test]
     fn r_git_past_its_deadline_is_killed_with_a_stable_error() {
         let bin = tempfile::tempdir().unwrap();
-        let pid_file = bin.path().join("pid");
-        let path = hanging_git(bin.path(), &pid_file);
+        let (path, pid_file) = fake_git_recording_pid(bin.path(), "exec sleep 600");
         let repo = tempfile::tempdir().unwrap();
         let err = GitSnapshot::load_within(
             repo.path(),
@@ -1283,8 +1325,7 @@ mod tests {
     #[test]
     fn r_run_git_is_killed_at_its_deadline() {
         let bin = tempfile::tempdir().unwrap();
-        let pid_file = bin.path().join("pid");
-        let path = hanging_git(bin.path(), &pid_file);
+        let (path, pid_file) = fake_git_recording_pid(bin.path(), "exec sleep 600");
         let mut git = Git::isolated_with_path(Some(&path), None);
         git.arg("apply").deadline(Duration::from_millis(300));
         let input = vec![b'x'; 4 * 1024 * 1024];

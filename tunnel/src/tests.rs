@@ -23,6 +23,11 @@ fn raw(kind: u8, channel: u32, payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The code of a refusal.
+fn code<T: std::fmt::Debug>(result: Result<T, TunnelError>) -> &'static str {
+    result.unwrap_err().code()
+}
+
 fn decode_all(bytes: &[u8]) -> Result<Vec<Frame>, TunnelError> {
     let mut d = Decoder::new();
     let frames = d.push(bytes)?;
@@ -203,10 +208,7 @@ fn a_stream_ending_inside_a_frame_is_truncated() {
     );
     let mut d = Decoder::new();
     d.push(&[0x11, 0, 0]).unwrap();
-    assert_eq!(
-        d.finish().unwrap_err().code(),
-        "PATCH_CANDIDATE_TUNNEL_TRUNCATED"
-    );
+    assert_eq!(code(d.finish()), "PATCH_CANDIDATE_TUNNEL_TRUNCATED");
 }
 
 #[test]
@@ -302,7 +304,7 @@ fn hello_must_come_first_and_only_once() {
     );
     let mut w = Session::new(Role::Worker, Limits::default());
     assert_eq!(
-        w.send(&Frame::Stop).unwrap_err().code(),
+        code(w.send(&Frame::Stop)),
         "PATCH_CANDIDATE_TUNNEL_HELLO_MISSING"
     );
     let mut w = worker();
@@ -316,10 +318,7 @@ fn hello_must_come_first_and_only_once() {
 fn frames_in_the_wrong_direction_are_refused() {
     let mut w = worker();
     for f in [Frame::Request(chunk(b"x")), Frame::RequestEnd, Frame::Stop] {
-        assert_eq!(
-            w.receive(&f).unwrap_err().code(),
-            "PATCH_CANDIDATE_TUNNEL_DIRECTION"
-        );
+        assert_eq!(code(w.receive(&f)), "PATCH_CANDIDATE_TUNNEL_DIRECTION");
     }
     let mut c = container();
     for f in [
@@ -328,13 +327,10 @@ fn frames_in_the_wrong_direction_are_refused() {
         Frame::ResultEnd,
         Frame::Event(EventPayload::try_from(b"{}".to_vec()).unwrap()),
     ] {
-        assert_eq!(
-            c.receive(&f).unwrap_err().code(),
-            "PATCH_CANDIDATE_TUNNEL_DIRECTION"
-        );
+        assert_eq!(code(c.receive(&f)), "PATCH_CANDIDATE_TUNNEL_DIRECTION");
     }
     assert_eq!(
-        w.send(&Frame::Open(ch(1))).unwrap_err().code(),
+        code(w.send(&Frame::Open(ch(1)))),
         "PATCH_CANDIDATE_TUNNEL_DIRECTION"
     );
 }
@@ -350,7 +346,7 @@ fn request_after_request_end_is_refused() {
         TunnelError::RequestOrder { frame: "REQUEST" }
     );
     assert_eq!(
-        c.receive(&Frame::RequestEnd).unwrap_err().code(),
+        code(c.receive(&Frame::RequestEnd)),
         "PATCH_CANDIDATE_TUNNEL_REQUEST_ORDER"
     );
 }
@@ -362,20 +358,34 @@ fn request_and_result_caps_hold() {
         max_result_bytes: 4,
         ..Limits::default()
     };
-    let mut c = Session::new(Role::Container, limits);
-    c.receive(&Frame::Hello).unwrap();
-    c.receive(&Frame::Request(chunk(b"1234"))).unwrap();
-    assert_eq!(
-        c.receive(&Frame::Request(chunk(b"5"))).unwrap_err(),
-        TunnelError::RequestBytes { limit: 4 }
-    );
-    let mut w = Session::new(Role::Worker, limits);
-    w.receive(&Frame::Hello).unwrap();
-    w.receive(&Frame::Result(chunk(b"12"))).unwrap();
-    assert_eq!(
-        w.receive(&Frame::Result(chunk(b"345"))).unwrap_err(),
-        TunnelError::ResultBytes { limit: 4 }
-    );
+    // (receiving side, what fits, what then crosses the cap, the refusal)
+    for (role, within, over, refusal) in [
+        (
+            Role::Container,
+            Frame::Request(chunk(b"1234")),
+            Frame::Request(chunk(b"5")),
+            TunnelError::RequestBytes { limit: 4 },
+        ),
+        (
+            Role::Worker,
+            Frame::Result(chunk(b"12")),
+            Frame::Result(chunk(b"345")),
+            TunnelError::ResultBytes { limit: 4 },
+        ),
+    ] {
+        let mut s = Session::new(role, limits);
+        s.receive(&Frame::Hello).unwrap();
+        s.receive(&within).unwrap();
+        assert_eq!(s.receive(&over).unwrap_err(), refusal);
+    }
+}
+
+/// The refusal codes of DATA received on channel `incoming`, then sent on channel `outgoing`.
+fn data_codes(w: &mut Session, incoming: u32, outgoing: u32) -> [&'static str; 2] {
+    [
+        code(w.receive(&Frame::Data(ch(incoming), chunk(b"x")))),
+        code(w.send(&Frame::Data(ch(outgoing), chunk(b"x")))),
+    ]
 }
 
 #[test]
@@ -389,50 +399,32 @@ fn data_fin_reset_on_an_unopened_channel_are_refused() {
         }
     );
     assert_eq!(
-        w.receive(&Frame::Fin(ch(2))).unwrap_err().code(),
+        code(w.receive(&Frame::Fin(ch(2)))),
         "PATCH_CANDIDATE_TUNNEL_CHANNEL_UNKNOWN"
     );
     let mut w = worker();
     assert_eq!(
-        w.receive(&Frame::Reset(ch(3), ResetCode::default()))
-            .unwrap_err()
-            .code(),
+        code(w.receive(&Frame::Reset(ch(3), ResetCode::default()))),
         "PATCH_CANDIDATE_TUNNEL_CHANNEL_UNKNOWN"
     );
     let mut w = worker();
     w.receive(&Frame::Open(ch(5))).unwrap();
     assert_eq!(
-        w.receive(&Frame::Data(ch(4), chunk(b"x")))
-            .unwrap_err()
-            .code(),
-        "PATCH_CANDIDATE_TUNNEL_CHANNEL_UNKNOWN"
-    );
-    assert_eq!(
-        w.send(&Frame::Data(ch(6), chunk(b"x"))).unwrap_err().code(),
-        "PATCH_CANDIDATE_TUNNEL_CHANNEL_UNKNOWN"
+        data_codes(&mut w, 4, 6),
+        ["PATCH_CANDIDATE_TUNNEL_CHANNEL_UNKNOWN"; 2]
     );
 }
 
 #[test]
 fn open_ids_must_strictly_increase() {
-    let mut w = worker();
-    w.receive(&Frame::Open(ch(3))).unwrap();
-    assert_eq!(
-        w.receive(&Frame::Open(ch(3))).unwrap_err(),
-        TunnelError::OpenOrder {
-            channel: 3,
-            last: 3
-        }
-    );
-    let mut w = worker();
-    w.receive(&Frame::Open(ch(3))).unwrap();
-    assert_eq!(
-        w.receive(&Frame::Open(ch(2))).unwrap_err(),
-        TunnelError::OpenOrder {
-            channel: 2,
-            last: 3
-        }
-    );
+    for channel in [3, 2] {
+        let mut w = worker();
+        w.receive(&Frame::Open(ch(3))).unwrap();
+        assert_eq!(
+            w.receive(&Frame::Open(ch(channel))).unwrap_err(),
+            TunnelError::OpenOrder { channel, last: 3 }
+        );
+    }
     let mut w = worker();
     w.receive(&Frame::Open(ch(3))).unwrap();
     w.receive(&Frame::Open(ch(9))).unwrap();
@@ -454,16 +446,14 @@ fn data_after_fin_or_reset_is_refused() {
     w.receive(&Frame::Open(ch(1))).unwrap();
     w.receive(&Frame::Fin(ch(1))).unwrap();
     assert_eq!(
-        w.receive(&Frame::Fin(ch(1))).unwrap_err().code(),
+        code(w.receive(&Frame::Fin(ch(1)))),
         "PATCH_CANDIDATE_TUNNEL_CHANNEL_CLOSED"
     );
     // Half close: the worker still answers on a channel the container FIN'd.
     w.send(&Frame::Data(ch(1), chunk(b"answer"))).unwrap();
     w.send(&Frame::Fin(ch(1))).unwrap();
     assert_eq!(
-        w.send(&Frame::Data(ch(1), chunk(b"more")))
-            .unwrap_err()
-            .code(),
+        code(w.send(&Frame::Data(ch(1), chunk(b"more")))),
         "PATCH_CANDIDATE_TUNNEL_CHANNEL_CLOSED"
     );
     // A peer reset kills both directions.
@@ -472,19 +462,11 @@ fn data_after_fin_or_reset_is_refused() {
     w.receive(&Frame::Reset(ch(1), ResetCode::default()))
         .unwrap();
     assert_eq!(
-        w.receive(&Frame::Data(ch(1), chunk(b"x")))
-            .unwrap_err()
-            .code(),
-        "PATCH_CANDIDATE_TUNNEL_CHANNEL_CLOSED"
+        data_codes(&mut w, 1, 1),
+        ["PATCH_CANDIDATE_TUNNEL_CHANNEL_CLOSED"; 2]
     );
     assert_eq!(
-        w.send(&Frame::Data(ch(1), chunk(b"x"))).unwrap_err().code(),
-        "PATCH_CANDIDATE_TUNNEL_CHANNEL_CLOSED"
-    );
-    assert_eq!(
-        w.receive(&Frame::Reset(ch(1), ResetCode::default()))
-            .unwrap_err()
-            .code(),
+        code(w.receive(&Frame::Reset(ch(1), ResetCode::default()))),
         "PATCH_CANDIDATE_TUNNEL_CHANNEL_CLOSED"
     );
 }
@@ -544,7 +526,7 @@ fn a_flood_of_channels_hits_the_open_cap_then_the_turn_cap() {
         c.send(&Frame::Open(ch(n))).unwrap();
     }
     assert_eq!(
-        c.send(&Frame::Open(ch(17))).unwrap_err().code(),
+        code(c.send(&Frame::Open(ch(17)))),
         "PATCH_CANDIDATE_TUNNEL_OPEN_CHANNELS"
     );
 }
@@ -557,12 +539,17 @@ fn byte_caps_hold_per_channel_and_in_total() {
         max_channel_bytes_to_container: 3,
         ..Limits::default()
     };
-    let mut w = Session::new(Role::Worker, limits);
-    w.receive(&Frame::Hello).unwrap();
-    w.send(&Frame::Hello).unwrap();
-    w.receive(&Frame::Open(ch(1))).unwrap();
-    w.receive(&Frame::Open(ch(2))).unwrap();
-    w.receive(&Frame::Data(ch(1), chunk(b"12345"))).unwrap();
+    // Two channels open, five bytes received on the first.
+    let primed = || {
+        let mut w = Session::new(Role::Worker, limits);
+        w.receive(&Frame::Hello).unwrap();
+        w.send(&Frame::Hello).unwrap();
+        w.receive(&Frame::Open(ch(1))).unwrap();
+        w.receive(&Frame::Open(ch(2))).unwrap();
+        w.receive(&Frame::Data(ch(1), chunk(b"12345"))).unwrap();
+        w
+    };
+    let mut w = primed();
     assert_eq!(
         w.receive(&Frame::Data(ch(1), chunk(b"6"))).unwrap_err(),
         TunnelError::ChannelBytes {
@@ -570,19 +557,14 @@ fn byte_caps_hold_per_channel_and_in_total() {
             limit: 5
         }
     );
-    let mut w = Session::new(Role::Worker, limits);
-    w.receive(&Frame::Hello).unwrap();
-    w.send(&Frame::Hello).unwrap();
-    w.receive(&Frame::Open(ch(1))).unwrap();
-    w.receive(&Frame::Open(ch(2))).unwrap();
-    w.receive(&Frame::Data(ch(1), chunk(b"12345"))).unwrap();
+    let mut w = primed();
     assert_eq!(
         w.receive(&Frame::Data(ch(2), chunk(b"6789"))).unwrap_err(),
         TunnelError::TotalBytes { limit: 8 }
     );
     w.send(&Frame::Data(ch(2), chunk(b"abc"))).unwrap();
     assert_eq!(
-        w.send(&Frame::Data(ch(2), chunk(b"d"))).unwrap_err().code(),
+        code(w.send(&Frame::Data(ch(2), chunk(b"d")))),
         "PATCH_CANDIDATE_TUNNEL_CHANNEL_BYTES"
     );
 }
@@ -632,7 +614,7 @@ fn anything_after_result_end_is_refused() {
     let mut c = container();
     c.send(&Frame::ResultEnd).unwrap();
     assert_eq!(
-        c.send(&Frame::Result(chunk(b"x"))).unwrap_err().code(),
+        code(c.send(&Frame::Result(chunk(b"x")))),
         "PATCH_CANDIDATE_TUNNEL_AFTER_END"
     );
 }

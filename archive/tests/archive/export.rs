@@ -73,12 +73,22 @@ fn export_checks_limits_and_grants_in_reference_order() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = setup(&tmp, &[("app/ro.txt", "r")]);
     let msg = |r: Result<Vec<u8>, archive::ArchiveError>| r.unwrap_err().to_string();
+    // The message of an export with no grants under the file and byte limits.
+    let budget = |max_files, max_bytes| {
+        msg(export_workspace_archive(
+            &ws,
+            max_files,
+            max_bytes,
+            &[],
+            &[],
+        ))
+    };
     assert_eq!(
-        msg(export_workspace_archive(&ws, 0, 10, &[], &[])),
+        budget(0, 10),
         "REPOSITORY_PATCH_ARCHIVE_BUDGET: invalid file limit"
     );
     assert_eq!(
-        msg(export_workspace_archive(&ws, 1, 16_777_217, &[], &[])),
+        budget(1, 16_777_217),
         "REPOSITORY_PATCH_ARCHIVE_BUDGET: invalid byte limit"
     );
     let new = p("app/new.py");
@@ -104,15 +114,15 @@ fn export_checks_limits_and_grants_in_reference_order() {
         );
     }
     assert_eq!(
-        msg(export_workspace_archive(&ws, 2, 1000, &[], &[])),
+        budget(2, 1000),
         "REPOSITORY_PATCH_ARCHIVE_BUDGET: staged file count exceeds limit"
     );
     assert_eq!(
-        msg(export_workspace_archive(&ws, 3, 10, &[], &[])),
+        budget(3, 10),
         "REPOSITORY_PATCH_ARCHIVE_BUDGET: staged contents exceed limit"
     );
     assert_eq!(
-        msg(export_workspace_archive(&ws, 3, 50, &[], &[])),
+        budget(3, 50),
         "REPOSITORY_PATCH_ARCHIVE_BUDGET: archive exceeds limit"
     );
 }

@@ -125,27 +125,28 @@ fn staging_enforces_policy_and_limits_before_writing() {
         .stage_with(&bytes, &root, &refusing, 50, archive::MAX_ARCHIVE_BYTES)
         .unwrap_err();
     assert_eq!(e.code(), "REPOSITORY_PATCH_HOST_POLICY");
-    let e = fx
-        .stage_with(&bytes, &root, &fx.policy, 1, archive::MAX_ARCHIVE_BYTES)
-        .unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "REPOSITORY_PATCH_ARCHIVE_BUDGET: input exceeds limit"
-    );
-    let e = fx
-        .stage_with(&bytes, &root, &fx.policy, 50, 100)
-        .unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "REPOSITORY_PATCH_ARCHIVE_BUDGET: input exceeds limit"
-    );
-    let e = fx
-        .stage_with(&bytes, &root, &fx.policy, 0, 100)
-        .unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "REPOSITORY_PATCH_ARCHIVE_BUDGET: invalid file limit"
-    );
+    for (max_files, max_bytes, want) in [
+        (
+            1,
+            archive::MAX_ARCHIVE_BYTES,
+            "REPOSITORY_PATCH_ARCHIVE_BUDGET: input exceeds limit",
+        ),
+        (
+            50,
+            100,
+            "REPOSITORY_PATCH_ARCHIVE_BUDGET: input exceeds limit",
+        ),
+        (
+            0,
+            100,
+            "REPOSITORY_PATCH_ARCHIVE_BUDGET: invalid file limit",
+        ),
+    ] {
+        let e = fx
+            .stage_with(&bytes, &root, &fx.policy, max_files, max_bytes)
+            .unwrap_err();
+        assert_eq!(e.to_string(), want);
+    }
     assert!(!root.exists());
 }
 

@@ -1,5 +1,7 @@
 //! `unified_diff` against CPython difflib (via the Python oracle) and against `git apply`.
 
+use std::path::Path;
+
 use finalizer::{DiffMode, unified_diff, unified_diff_with_budget};
 use serde_json::json;
 
@@ -239,12 +241,7 @@ fn every_diff_applies_with_git_and_yields_the_exact_bytes() {
         checked.push(case);
     }
     // …and all of them together apply to exactly the staged bytes.
-    let out = git_with_stdin(repo.path(), &["apply", "-"], Some(patch.as_bytes()));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    git_apply(repo.path(), &patch);
     for case in checked {
         let on_disk = std::fs::read(repo.path().join(&case.path));
         match &case.after {
@@ -253,6 +250,34 @@ fn every_diff_applies_with_git_and_yields_the_exact_bytes() {
         }
     }
     git_ok(repo.path(), &["status", "--short"]);
+}
+
+/// Applies `patch` to the work tree at `dir` with `git apply`, which must succeed.
+fn git_apply(dir: &Path, patch: &str) {
+    let out = git_with_stdin(dir, &["apply", "-"], Some(patch.as_bytes()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The diff of `before` → `after` at `path` under the default work budget applies with
+/// `git apply` to exactly `after`; its mode.
+fn budgeted_diff_applies(path: &str, before: &str, after: &str) -> DiffMode {
+    let d = unified_diff_with_budget(
+        path,
+        Some(before),
+        Some(after),
+        finalizer::DEFAULT_WORK_BUDGET,
+    );
+    let (repo, _) = repo_with(&[(path.to_owned(), before.to_owned())]);
+    git_apply(repo.path(), &d.text);
+    assert_eq!(
+        std::fs::read(repo.path().join(path)).unwrap(),
+        after.as_bytes()
+    );
+    d.mode
 }
 
 #[test]
@@ -266,44 +291,16 @@ fn adversarial_inputs_stay_bounded_and_still_apply() {
         .map(|i| format!("alpha {:03}\n", (i * 7 + 3) % 121))
         .collect();
     let (a, b) = (lines_a.concat(), lines_b.concat());
-    let d = unified_diff_with_budget(
-        "big.txt",
-        Some(&a),
-        Some(&b),
-        finalizer::DEFAULT_WORK_BUDGET,
-    );
-    assert_eq!(d.mode, DiffMode::WholeFile);
-    let (repo, _) = repo_with(&[("big.txt".to_owned(), a.clone())]);
-    let out = git_with_stdin(repo.path(), &["apply", "-"], Some(d.text.as_bytes()));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(
-        std::fs::read(repo.path().join("big.txt")).unwrap(),
-        b.as_bytes()
+        budgeted_diff_applies("big.txt", &a, &b),
+        DiffMode::WholeFile
     );
 
     // Thousands of identical lines: autojunk makes this cheap and exact (no fallback).
     let same_a = "x\n".repeat(20_000);
     let same_b = format!("{}y\n{}", "x\n".repeat(10_000), "x\n".repeat(10_000));
-    let d = unified_diff_with_budget(
-        "same.txt",
-        Some(&same_a),
-        Some(&same_b),
-        finalizer::DEFAULT_WORK_BUDGET,
-    );
-    assert_ne!(d.mode, DiffMode::WholeFile);
-    let (repo, _) = repo_with(&[("same.txt".to_owned(), same_a)]);
-    let out = git_with_stdin(repo.path(), &["apply", "-"], Some(d.text.as_bytes()));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        std::fs::read(repo.path().join("same.txt")).unwrap(),
-        same_b.as_bytes()
+    assert_ne!(
+        budgeted_diff_applies("same.txt", &same_a, &same_b),
+        DiffMode::WholeFile
     );
 }

@@ -472,20 +472,10 @@ pub(crate) fn capture(
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::PermissionsExt as _;
     use std::time::Instant;
 
+    use super::super::tests::{assert_reaped, fake_git, fake_git_recording_pid};
     use super::*;
-
-    /// A `git` on a fresh `PATH` that runs `body` (a shell script), then the system directories.
-    fn fake_git(dir: &Path, body: &str) -> OsString {
-        let script = dir.join("git");
-        std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut path = dir.as_os_str().to_owned();
-        path.push(":/usr/bin:/bin");
-        path
-    }
 
     fn system_path() -> OsString {
         std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into())
@@ -502,12 +492,8 @@ mod tests {
     #[test]
     fn a_git_past_its_deadline_is_killed_with_its_group() {
         let bin = tempfile::tempdir().unwrap();
-        let pid_file = bin.path().join("pid");
         // A grandchild holds the pipes open; the whole group dies.
-        let path = fake_git(
-            bin.path(),
-            &format!("echo $$ > '{}'\nsleep 30 & sleep 30", pid_file.display()),
-        );
+        let (path, pid_file) = fake_git_recording_pid(bin.path(), "sleep 30 & sleep 30");
         let started = Instant::now();
         let mut git = Git::isolated_with_path(Some(&path), None);
         git.deadline(Duration::from_millis(300))
@@ -517,8 +503,7 @@ mod tests {
         assert_eq!(err, GitLaunchError::Deadline(Duration::from_millis(300)));
         assert_eq!(err.to_string(), "git exceeded its deadline of 300ms");
         assert!(started.elapsed() < Duration::from_secs(10));
-        let pid = std::fs::read_to_string(&pid_file).unwrap();
-        assert!(!Path::new("/proc").join(pid.trim()).exists());
+        assert_reaped(&pid_file);
     }
 
     #[test]
@@ -613,11 +598,7 @@ mod tests {
     #[test]
     fn a_stream_is_killed_when_dropped_and_waited_when_done() {
         let bin = tempfile::tempdir().unwrap();
-        let pid_file = bin.path().join("pid");
-        let path = fake_git(
-            bin.path(),
-            &format!("echo $$ > '{}'\ncat", pid_file.display()),
-        );
+        let (path, pid_file) = fake_git_recording_pid(bin.path(), "cat");
         let mut git = Git::isolated_with_path(Some(&path), None);
         let mut stream = git.stream(true).unwrap();
         let mut input = stream.take_stdin().unwrap();
@@ -632,7 +613,6 @@ mod tests {
         let stream = git.stream(true).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         drop(stream);
-        let pid = std::fs::read_to_string(&pid_file).unwrap();
-        assert!(!Path::new("/proc").join(pid.trim()).exists());
+        assert_reaped(&pid_file);
     }
 }

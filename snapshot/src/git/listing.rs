@@ -3,16 +3,14 @@
 //! themselves (the gate's tree transfer) and need a content hash only for the few files they
 //! compare, so nothing is read twice.
 
-use std::ffi::OsStr;
-use std::io::{BufRead as _, BufReader, Read as _};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
 
-use super::process::{Deadline, git_error};
+use super::process::git_error;
 use super::{
-    GIT_DEADLINE, MAX_LS_TREE_RECORD_BYTES, READ_BUFFER_BYTES, commit_git_dir,
-    git_command_with_path, is_object_id, validate_commit_text,
+    GIT_DEADLINE, READ_BUFFER_BYTES, git_command_with_path, is_ls_tree_mode, is_object_id,
+    next_ls_tree_record, read_commit, split_ls_tree_record,
 };
 use crate::error::SnapshotError;
 
@@ -36,40 +34,12 @@ pub struct ListedEntry {
 }
 
 impl ListedEntry {
-    /// The name as git stores it.
-    #[must_use]
-    pub fn raw_path(&self) -> &[u8] {
-        &self.raw_path
-    }
-
-    /// The name, when it is UTF-8.
-    #[must_use]
-    pub fn path(&self) -> Option<&str> {
-        std::str::from_utf8(&self.raw_path).ok()
-    }
-
-    /// The git mode as `ls-tree` prints it (`100644`, `100755`, `120000`, `160000`, …).
-    #[must_use]
-    pub fn mode(&self) -> &str {
-        &self.mode
-    }
-
-    /// The object id (hex).
-    #[must_use]
-    pub fn object_id(&self) -> &str {
-        &self.object_id
-    }
+    ls_tree_entry_accessors!();
 
     /// Blob or gitlink.
     #[must_use]
     pub fn kind(&self) -> ListedKind {
         self.kind
-    }
-
-    /// The blob's size in bytes (`None` for a gitlink).
-    #[must_use]
-    pub fn size(&self) -> Option<u64> {
-        self.size
     }
 }
 
@@ -93,26 +63,11 @@ impl TreeListing {
     /// # Security
     /// Git runs with a cleared environment and reads only the object database.
     pub fn load(repo: &Path, commit: &str) -> Result<Self, SnapshotError> {
-        Self::load_within(
-            repo,
-            commit,
-            std::env::var_os("PATH").as_deref(),
-            GIT_DEADLINE,
-        )
-    }
-
-    fn load_within(
-        repo: &Path,
-        commit: &str,
-        path_var: Option<&OsStr>,
-        limit: Duration,
-    ) -> Result<Self, SnapshotError> {
-        validate_commit_text(commit)?;
-        let deadline = Deadline::start(limit)?;
-        let loaded = (|| {
-            let git_dir = commit_git_dir(&deadline, repo, commit, path_var)?;
+        let path_var = std::env::var_os("PATH");
+        let path_var = path_var.as_deref();
+        let listed = read_commit(repo, commit, path_var, GIT_DEADLINE, |deadline, git_dir| {
             let mut ls = deadline.spawn(
-                git_command_with_path(path_var, Some(&git_dir))
+                git_command_with_path(path_var, Some(git_dir))
                     .args(["ls-tree", "-r", "-l", "-z", "--full-tree", commit])
                     .stdout(Stdio::piped()),
             )?;
@@ -124,9 +79,9 @@ impl TreeListing {
             let waited = ls.wait_success("ls-tree");
             let entries = entries?;
             waited?;
-            Ok((git_dir, entries))
-        })();
-        let (git_dir, mut entries) = deadline.check(loaded)?;
+            Ok(entries)
+        });
+        let (git_dir, mut entries) = listed?;
         entries.sort_unstable_by(|a, b| a.raw_path.cmp(&b.raw_path));
         if entries
             .windows(2)
@@ -164,19 +119,7 @@ fn read_listing(out: std::process::ChildStdout) -> Result<Vec<ListedEntry>, Snap
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, out);
     let mut entries = Vec::new();
     let mut record = Vec::new();
-    loop {
-        record.clear();
-        if (&mut reader)
-            .take(MAX_LS_TREE_RECORD_BYTES)
-            .read_until(0, &mut record)
-            .map_err(|_| git_error("reading ls-tree failed"))?
-            == 0
-        {
-            break;
-        }
-        if record.pop() != Some(0) {
-            return Err(git_error("truncated ls-tree record"));
-        }
+    while next_ls_tree_record(&mut reader, &mut record, "reading ls-tree failed")? {
         entries.push(parse_long_record(&record)?);
     }
     Ok(entries)
@@ -186,13 +129,7 @@ fn read_listing(out: std::process::ChildStdout) -> Result<Vec<ListedEntry>, Snap
 /// (the size is right-aligned with spaces, `-` for a gitlink).
 fn parse_long_record(record: &[u8]) -> Result<ListedEntry, SnapshotError> {
     let malformed = || git_error("malformed ls-tree record");
-    let tab = record
-        .iter()
-        .position(|b| *b == b'\t')
-        .ok_or_else(malformed)?;
-    let (meta, path) = record.split_at_checked(tab).ok_or_else(malformed)?;
-    let path = path.get(1..).ok_or_else(malformed)?;
-    let meta = std::str::from_utf8(meta).map_err(|_| malformed())?;
+    let (meta, path) = split_ls_tree_record(record).ok_or_else(malformed)?;
     let mut fields = meta.split(' ').filter(|f| !f.is_empty());
     let (Some(mode), Some(kind), Some(oid), Some(size), None) = (
         fields.next(),
@@ -203,7 +140,7 @@ fn parse_long_record(record: &[u8]) -> Result<ListedEntry, SnapshotError> {
     ) else {
         return Err(malformed());
     };
-    if mode.len() != 6 || !mode.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+    if !is_ls_tree_mode(mode) {
         return Err(malformed());
     }
     if !is_object_id(oid) || path.is_empty() {

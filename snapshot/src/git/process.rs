@@ -182,6 +182,17 @@ impl Deadline {
         result
     }
 
+    /// Runs `op` under a deadline of `limit` started for it alone: `op`'s result, checked as
+    /// [`Deadline::check`] does.
+    pub(crate) fn run<T>(
+        limit: Duration,
+        op: impl FnOnce(&Self) -> Result<T, SnapshotError>,
+    ) -> Result<T, SnapshotError> {
+        let deadline = Self::start(limit)?;
+        let result = op(&deadline);
+        deadline.check(result)
+    }
+
     /// Spawns `cmd` as the leader of a new process group, registered with the watchdog.
     pub(crate) fn spawn(&self, cmd: &mut Command) -> Result<GitChild, GitLaunchError> {
         cmd.process_group(0);

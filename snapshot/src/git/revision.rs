@@ -3,9 +3,7 @@
 //! and deadline as the loader; the revision is resolved in the object database only, and the work
 //! tree is only looked at (never written: optional locks are off, so the index is not refreshed).
 
-use std::ffi::OsStr;
 use std::path::Path;
-use std::time::Duration;
 
 use super::launch::capture;
 use super::process::Deadline;
@@ -63,23 +61,15 @@ fn check_revision_text(rev: &str) -> Result<(), SnapshotError> {
 /// Runs only `git rev-parse --verify` against the object database and refs, with the loader's
 /// cleared environment and deadline.
 pub fn resolve_commit(repo: &Path, rev: &str) -> Result<String, SnapshotError> {
-    resolve_within(repo, rev, std::env::var_os("PATH").as_deref(), GIT_DEADLINE)
-}
-
-fn resolve_within(
-    repo: &Path,
-    rev: &str,
-    path_var: Option<&OsStr>,
-    limit: Duration,
-) -> Result<String, SnapshotError> {
+    let path_var = std::env::var_os("PATH");
+    let path_var = path_var.as_deref();
     check_revision_text(rev)?;
-    let deadline = Deadline::start(limit)?;
-    let resolved = (|| {
-        let git_dir = discover_git_dir(&deadline, repo, path_var)?;
+    Deadline::run(GIT_DEADLINE, |deadline| {
+        let git_dir = discover_git_dir(deadline, repo, path_var)?;
         let mut cmd = git_command_with_path(path_var, Some(&git_dir));
         cmd.args(["rev-parse", "--quiet", "--verify", "--end-of-options"])
             .arg(format!("{rev}^{{commit}}"));
-        let output = capture(&deadline, &mut cmd, SMALL_OUTPUT_BYTES)?;
+        let output = capture(deadline, &mut cmd, SMALL_OUTPUT_BYTES)?;
         if !output.status.success() {
             return Err(commit_error(
                 "revision does not name a commit in the repository",
@@ -94,8 +84,7 @@ fn resolve_within(
             ));
         }
         Ok(id.to_owned())
-    })();
-    deadline.check(resolved)
+    })
 }
 
 /// Whether the work tree of the repository at `repo` has uncommitted changes (modified, staged or
@@ -111,15 +100,14 @@ fn resolve_within(
 pub fn work_tree_state(repo: &Path) -> Result<WorkTreeState, SnapshotError> {
     let path_var = std::env::var_os("PATH");
     let path_var = path_var.as_deref();
-    let deadline = Deadline::start(GIT_DEADLINE)?;
-    let state = (|| {
-        let git_dir = discover_git_dir(&deadline, repo, path_var)?;
+    Deadline::run(GIT_DEADLINE, |deadline| {
+        let git_dir = discover_git_dir(deadline, repo, path_var)?;
         let absolute = std::path::absolute(repo).map_err(|_| SnapshotError::Repository {
             detail: "repository path cannot be made absolute".to_owned(),
         })?;
         let mut bare = git_command_with_path(path_var, Some(&git_dir));
         bare.args(["rev-parse", "--is-bare-repository"]);
-        let output = capture(&deadline, &mut bare, SMALL_OUTPUT_BYTES)?;
+        let output = capture(deadline, &mut bare, SMALL_OUTPUT_BYTES)?;
         // The git directory itself (`repo` is `.git`) has no work tree of its own either.
         if !output.status.success() || output.stdout != b"false\n" || absolute == git_dir {
             return Ok(WorkTreeState::NoWorkTree);
@@ -136,7 +124,7 @@ pub fn work_tree_state(repo: &Path) -> Result<WorkTreeState, SnapshotError> {
         if let Some(parent) = absolute.parent() {
             cmd.env("GIT_CEILING_DIRECTORIES", parent);
         }
-        let output = capture(&deadline, &mut cmd, MAX_STATUS_BYTES)?;
+        let output = capture(deadline, &mut cmd, MAX_STATUS_BYTES)?;
         if !output.status.success() {
             return Err(super::process::git_error("git status failed"));
         }
@@ -146,29 +134,13 @@ pub fn work_tree_state(repo: &Path) -> Result<WorkTreeState, SnapshotError> {
         } else {
             WorkTreeState::Changed { entries }
         })
-    })();
-    deadline.check(state)
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use std::process::Command;
-
+    use super::super::tests::git;
     use super::*;
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .args(["-c", "user.name=T", "-c", "user.email=t@example.invalid"])
-            .args(["-c", "commit.gpgsign=false"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}");
-        String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
-    }
 
     fn repo() -> (tempfile::TempDir, String, String) {
         let dir = tempfile::tempdir().unwrap();

@@ -411,22 +411,14 @@ fn create_grants_verify_end_to_end_against_the_snapshot() {
             .into_iter()
             .collect()
     );
-    assert_eq!(
-        run("vendor/sub/x.rs").unwrap_err().code(),
-        "REPOSITORY_PATCH_CREATE_PROOF"
-    );
-    assert_eq!(
-        run("docs").unwrap_err().code(),
-        "REPOSITORY_PATCH_CREATE_PROOF"
-    );
-    assert_eq!(
-        run("docs/straße.md").unwrap_err().code(),
-        "REPOSITORY_PATCH_CREATE_EXISTS"
-    );
-    assert_eq!(
-        run("vendor/sub").unwrap_err().code(),
-        "REPOSITORY_PATCH_CREATE_EXISTS"
-    );
+    for (path, code) in [
+        ("vendor/sub/x.rs", "REPOSITORY_PATCH_CREATE_PROOF"),
+        ("docs", "REPOSITORY_PATCH_CREATE_PROOF"),
+        ("docs/straße.md", "REPOSITORY_PATCH_CREATE_EXISTS"),
+        ("vendor/sub", "REPOSITORY_PATCH_CREATE_EXISTS"),
+    ] {
+        assert_eq!(run(path).unwrap_err().code(), code, "{path}");
+    }
 }
 
 #[test]

@@ -73,6 +73,14 @@ fn verify(
     )
 }
 
+/// [`verify`] of the one edit most cases make: `SERVICE`, selected with its baseline text.
+fn verify_service(
+    ctx: &ApprovedExecutionContext,
+    snap: &RepositorySnapshotEvidence,
+) -> Result<std::collections::BTreeMap<RepoPath, Sha256>, SnapshotError> {
+    verify(ctx, snap, &[SERVICE], &[(SERVICE, SERVICE_TEXT)])
+}
+
 fn code(result: Result<impl std::fmt::Debug, SnapshotError>) -> &'static str {
     result.unwrap_err().code()
 }
@@ -130,12 +138,7 @@ fn identity_and_version_are_checked_first() {
         v[field] = value;
         let snap = RepositorySnapshotEvidence::from_json(&v.to_string()).unwrap();
         assert_eq!(
-            code(verify(
-                &context(),
-                &snap,
-                &[SERVICE],
-                &[(SERVICE, SERVICE_TEXT)]
-            )),
+            code(verify_service(&context(), &snap)),
             "REPOSITORY_PATCH_SNAPSHOT_IDENTITY",
             "{field}"
         );
@@ -180,12 +183,7 @@ fn selection_shape_budget_and_grants_come_next_in_order() {
         m.insert("delete_paths".into(), json!([SCHEMAS]));
     });
     assert_eq!(
-        code(verify(
-            &deleting,
-            &snap,
-            &[SERVICE],
-            &[(SERVICE, SERVICE_TEXT)]
-        )),
+        code(verify_service(&deleting, &snap)),
         "REPOSITORY_PATCH_GRANTS"
     );
 }
@@ -194,29 +192,21 @@ fn selection_shape_budget_and_grants_come_next_in_order() {
 fn baseline_keys_pass_host_policy_before_the_set_comparison() {
     let snap = standard_snapshot();
     let ctx = context();
-    // A protected baseline key is refused even though the set also differs.
-    assert_eq!(
-        code(verify(
-            &ctx,
-            &snap,
-            &[SERVICE],
-            &[(".github/workflows/ci.yml", "x")]
-        )),
-        "REPOSITORY_PATCH_HOST_POLICY"
-    );
-    assert_eq!(
-        code(verify(&ctx, &snap, &[SERVICE], &[(SCHEMAS, SCHEMAS_TEXT)])),
-        "REPOSITORY_PATCH_BASELINE_SET"
-    );
-    assert_eq!(
-        code(verify(
-            &ctx,
-            &snap,
-            &[SERVICE],
-            &[(SERVICE, SERVICE_TEXT), (SCHEMAS, SCHEMAS_TEXT)]
-        )),
-        "REPOSITORY_PATCH_BASELINE_SET"
-    );
+    let cases: [(&[(&str, &str)], &str); 3] = [
+        // A protected baseline key is refused even though the set also differs.
+        (
+            &[(".github/workflows/ci.yml", "x")],
+            "REPOSITORY_PATCH_HOST_POLICY",
+        ),
+        (&[(SCHEMAS, SCHEMAS_TEXT)], "REPOSITORY_PATCH_BASELINE_SET"),
+        (
+            &[(SERVICE, SERVICE_TEXT), (SCHEMAS, SCHEMAS_TEXT)],
+            "REPOSITORY_PATCH_BASELINE_SET",
+        ),
+    ];
+    for (files, want) in cases {
+        assert_eq!(code(verify(&ctx, &snap, &[SERVICE], files)), want);
+    }
     // A custom policy's own error propagates unchanged.
     let policy = RecordingPolicy::refusing(&[SERVICE]);
     let err = verify_selected_baseline(
@@ -238,12 +228,7 @@ fn a_colliding_manifest_is_refused() {
         ("app/modules/support/backend/SERVICE.py", "x"),
     ]);
     assert_eq!(
-        code(verify(
-            &context(),
-            &snap,
-            &[SERVICE],
-            &[(SERVICE, SERVICE_TEXT)]
-        )),
+        code(verify_service(&context(), &snap)),
         "REPOSITORY_PATCH_MANIFEST_COLLISION"
     );
 }
@@ -286,10 +271,7 @@ fn create_grants_are_checked_in_reference_order() {
         ),
     ];
     for (ctx, want) in cases {
-        assert_eq!(
-            code(verify(&ctx, &snap, &[SERVICE], &[(SERVICE, SERVICE_TEXT)])),
-            want
-        );
+        assert_eq!(code(verify_service(&ctx, &snap)), want);
     }
     let err = verify(
         &with_create(&[], "app/modules/support/new.py"),
@@ -347,7 +329,7 @@ fn selected_paths_are_checked_in_reference_order() {
         let scoped = context_with(|m| {
             m.insert(field.into(), json!([scope]));
         });
-        let err = verify(&scoped, &snap, &[SERVICE], &[(SERVICE, SERVICE_TEXT)]).unwrap_err();
+        let err = verify_service(&scoped, &snap).unwrap_err();
         assert_eq!(
             err.to_string(),
             format!("REPOSITORY_PATCH_SCOPE: '{SERVICE}' is not editable"),
