@@ -273,41 +273,24 @@ pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
     let grants = Grants::check(&args.grant_input(), &snap)?;
 
     let mut generated = Vec::new();
-    let plan_id = id_or_generated(
-        "--plan-id",
-        args.plan_id.as_ref(),
-        "plan",
-        &mut generated,
-        "plan_id",
-    )?;
-    let request_id = id_or_generated(
-        "--request-id",
-        args.request_id.as_ref(),
-        "request",
-        &mut generated,
-        "request_id",
-    )?;
-    let app_id = id_or_generated(
-        "--app-id",
-        args.app_id.as_ref(),
-        "app",
-        &mut generated,
-        "app_id",
-    )?;
-    let handoff_id = id_or_generated(
-        "--handoff-id",
-        None,
-        "handoff",
-        &mut generated,
-        "handoff_id",
-    )?;
-    let build_id = id_or_generated(
-        "--build-id",
-        None,
-        "build",
-        &mut generated,
-        "build_registry_id",
-    )?;
+    // (flag, given, prefix of a generated one, field), generated in this order.
+    let [plan_id, request_id, app_id, handoff_id, build_id] = [
+        ("--plan-id", args.plan_id.as_ref(), "plan", "plan_id"),
+        (
+            "--request-id",
+            args.request_id.as_ref(),
+            "request",
+            "request_id",
+        ),
+        ("--app-id", args.app_id.as_ref(), "app", "app_id"),
+        ("--handoff-id", None, "handoff", "handoff_id"),
+        ("--build-id", None, "build", "build_registry_id"),
+    ]
+    .map(|(flag, given, prefix, field)| {
+        id_or_generated(flag, given, prefix, &mut generated, field)
+    });
+    let (plan_id, request_id, app_id, handoff_id, build_id) =
+        (plan_id?, request_id?, app_id?, handoff_id?, build_id?);
     let full_name = args
         .repository_full_name
         .clone()

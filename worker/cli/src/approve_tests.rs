@@ -6,6 +6,7 @@ use vocab::FailureClass;
 
 use super::*;
 
+use crate::outfile::tests::names;
 use crate::test_git::git;
 
 /// A fresh repository: two editable sources, a secret-named file, a symlink, a test file and a
@@ -47,15 +48,6 @@ fn args(repo: &Path) -> ApproveArgs {
         gate: Vec::new(),
         gates: None,
     }
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]

@@ -14,10 +14,10 @@ use clap::{Args, ValueEnum};
 use finalizer::{git_patch, repository_patch_digest, verify_against_repository};
 use vocab::Untrusted;
 
-use super::finalize_cmd::{parse_digest_flag, read_candidate};
+use super::finalize_cmd::{expected_digest, read_candidate};
 use super::outcome::display_path;
 use super::outfile::{check_output, dir_id, write_private};
-use super::paths::{require_dir, require_parent};
+use super::paths::require_parent;
 use super::{CliError, Outcome};
 
 /// Patch formats `export` writes.
@@ -52,14 +52,7 @@ pub(crate) struct ExportArgs {
 
 /// `export`.
 pub(crate) fn run(args: &ExportArgs) -> Result<Outcome, CliError> {
-    let expected = args
-        .digest
-        .as_deref()
-        .map(|d| parse_digest_flag("--digest", d))
-        .transpose()?;
-    if let Some(repo) = &args.repo {
-        require_dir("--repo", repo)?;
-    }
+    let expected = expected_digest(args.digest.as_deref(), args.repo.as_deref())?;
     let mut forbidden = Vec::new();
     if let Some(repo) = &args.repo {
         forbidden.push(dir_id(repo).map_err(|_| CliError::missing_path("--repo", repo))?);

@@ -18,7 +18,7 @@ use finalizer::{
 use snapshot::{
     ApprovedExecutionContext, BaselineFiles, CreateAbsence, DefaultPathGuard,
     MAX_CONTEXT_JSON_BYTES, MAX_SNAPSHOT_JSON_BYTES, RepoPath, RepositorySnapshotEvidence,
-    StagedPatchProposal, verify_snapshot_identity,
+    StagedPatchProposal,
 };
 use snapshot::{ApprovedTurn, GitSnapshot};
 use vocab::{Sha256, Untrusted, from_slice_strict};
@@ -115,6 +115,20 @@ pub(crate) struct ShowArgs {
 pub(crate) fn parse_digest_flag(flag: &'static str, text: &str) -> Result<Sha256, CliError> {
     text.parse::<Sha256>()
         .map_err(|_| CommandError::DigestFlag { flag }.into())
+}
+
+/// The candidate digest `--digest` expects, if given; `--repo`, if given, must be a folder.
+pub(crate) fn expected_digest(
+    digest: Option<&str>,
+    repo: Option<&Path>,
+) -> Result<Option<Sha256>, CliError> {
+    let expected = digest
+        .map(|d| parse_digest_flag("--digest", d))
+        .transpose()?;
+    if let Some(repo) = repo {
+        require_dir("--repo", repo)?;
+    }
+    Ok(expected)
 }
 
 pub(crate) fn read_candidate(path: &Path) -> Result<RepositoryPatchCandidate, CliError> {
@@ -361,13 +375,7 @@ fn finalize_staged(
 ) -> Result<RepositoryPatchCandidate, CliError> {
     let policy = load_policy(args)?;
     let snap = GitSnapshot::load(repo, context.baseline_commit_sha())?;
-    let evidence = snap.evidence(
-        context.plan_id(),
-        context.request_id(),
-        context.app_id(),
-        context.repository_full_name(),
-    )?;
-    verify_snapshot_identity(context, &evidence)?;
+    let evidence = turn::verified_evidence(&snap, context)?;
     let (selected, _) = turn::default_selection(&snap, context, &policy)?;
     let staged =
         Dir::open_ambient_dir(&args.staged, cap_std::ambient_authority()).map_err(|e| {
@@ -420,14 +428,7 @@ fn digest_from_name(path: &Path) -> Option<Sha256> {
 
 /// `verify`.
 pub(crate) fn verify(args: &VerifyArgs) -> Result<Outcome, CliError> {
-    let expected = args
-        .digest
-        .as_deref()
-        .map(|d| parse_digest_flag("--digest", d))
-        .transpose()?;
-    if let Some(repo) = &args.repo {
-        require_dir("--repo", repo)?;
-    }
+    let expected = expected_digest(args.digest.as_deref(), args.repo.as_deref())?;
     let candidate = read_candidate(&args.file)?;
     let digest = match &expected {
         Some(expected) => verify_digest(&candidate, expected)?,

@@ -156,12 +156,13 @@ pub(crate) fn write_private(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::os::unix::fs::PermissionsExt as _;
 
     use super::*;
 
-    fn names(dir: &Path) -> Vec<String> {
+    /// The names of the entries of `dir`, sorted.
+    pub(crate) fn names(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -89,31 +89,11 @@ pub(crate) fn run(args: &SnapshotArgs) -> Result<Outcome, CliError> {
 
 #[cfg(test)]
 mod tests {
-    use std::process::Command;
-
     use pretty_assertions::assert_eq;
 
     use super::*;
+    use crate::test_git::git;
     use vocab::FailureClass;
-
-    fn git(dir: &std::path::Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .current_dir(dir)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .args(["-c", "user.name=T", "-c", "user.email=t@example.invalid"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
-    }
 
     fn fixture() -> (tempfile::TempDir, String) {
         let dir = tempfile::tempdir().unwrap();

@@ -43,8 +43,8 @@ pub(crate) fn run(args: &UsageArgs) -> Result<Outcome, CliError> {
             text,
             "  {}  app {}  build {}  prompt {}  completion {}  total {}",
             render::name(&r.event_id),
-            render::name(&r.app_id),
-            render::name(r.build_id.as_deref().unwrap_or("-")),
+            render::name(&r.identity.app_id),
+            render::name(r.identity.build_id.as_deref().unwrap_or("-")),
             r.prompt_tokens,
             r.completion_tokens,
             r.total_tokens

@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bollard::Docker;
-use bollard::container::LogOutput;
+use bollard::container::{AttachContainerResults, LogOutput};
 use bollard::errors::Error as BollardError;
 use bollard::models::{ContainerCreateBody, ContainerInspectResponse, SystemInfo};
 use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, EventsOptionsBuilder,
-    KillContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
-    WaitContainerOptionsBuilder,
+    AttachContainerOptions, AttachContainerOptionsBuilder, CreateContainerOptionsBuilder,
+    EventsOptionsBuilder, KillContainerOptionsBuilder, ListContainersOptionsBuilder,
+    RemoveContainerOptionsBuilder, WaitContainerOptionsBuilder,
 };
 use futures::StreamExt as _;
 use tokio::io::AsyncWriteExt as _;
@@ -87,6 +87,18 @@ impl BollardRuntime {
     pub fn socket(&self) -> &Path {
         &self.socket
     }
+
+    /// One attach connection to `id` with `options`.
+    async fn attach(
+        &self,
+        id: &str,
+        options: AttachContainerOptions,
+    ) -> Result<AttachContainerResults, RuntimeError> {
+        self.docker
+            .attach_container(id, Some(options))
+            .await
+            .map_err(|e| map_err(&e))
+    }
 }
 
 fn map_err(e: &BollardError) -> RuntimeError {
@@ -151,11 +163,7 @@ impl ContainerRuntime for BollardRuntime {
             .stderr(true)
             .stream(true)
             .build();
-        let attached = self
-            .docker
-            .attach_container(id, Some(options))
-            .await
-            .map_err(|e| map_err(&e))?;
+        let attached = self.attach(id, options).await?;
         // The input half of this connection is dropped unused: stdin has its own attach.
         let stream = attached.output.filter_map(|item| async move {
             match item {
@@ -201,11 +209,7 @@ impl ContainerRuntime for BollardRuntime {
             .stdin(true)
             .stream(true)
             .build();
-        let attached = self
-            .docker
-            .attach_container(id, Some(options))
-            .await
-            .map_err(|e| map_err(&e))?;
+        let attached = self.attach(id, options).await?;
         // The output half of this connection carries nothing (stdout/stderr have their own
         // attach) and is dropped.
         Ok(attached.input)

@@ -57,6 +57,46 @@ impl vocab::Coded for IdError {
 pub const TURN_LABEL_KEY: &str = "mozaiks.refinement.repository_turn";
 /// The value of [`TURN_LABEL_KEY`] for offline turns.
 pub const TURN_LABEL_VALUE: &str = "offline";
+/// The text of a checked identifier: `as_str` (documented by `$doc`); with `display`, its
+/// `Display`; with `string` as well, the `String` conversions serde goes through (`TryFrom`
+/// parses, as `FromStr` does).
+macro_rules! id_text {
+    ($name:ident, $doc:literal) => {
+        impl $name {
+            #[doc = $doc]
+            #[must_use]
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+    ($name:ident, $doc:literal, display) => {
+        id_text!($name, $doc);
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+    ($name:ident, $doc:literal, display, string) => {
+        id_text!($name, $doc, display);
+
+        impl TryFrom<String> for $name {
+            type Error = IdError;
+            fn try_from(s: String) -> Result<Self, Self::Error> {
+                s.parse()
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(v: $name) -> Self {
+                v.0
+            }
+        }
+    };
+}
+
 /// Prefix of generated container names.
 pub const CONTAINER_NAME_PREFIX: &str = "mozaiks-acp-";
 
@@ -72,18 +112,7 @@ pub(crate) fn is_lower_hex(s: &str, len: usize) -> bool {
 #[serde(try_from = "String", into = "String")]
 pub struct ImageReference(String);
 
-impl TryFrom<String> for ImageReference {
-    type Error = IdError;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse()
-    }
-}
-
-impl From<ImageReference> for String {
-    fn from(r: ImageReference) -> Self {
-        r.0
-    }
-}
+id_text!(ImageReference, "The reference text.", display, string);
 
 impl FromStr for ImageReference {
     type Err = IdError;
@@ -100,37 +129,12 @@ impl FromStr for ImageReference {
     }
 }
 
-impl ImageReference {
-    /// The reference text.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for ImageReference {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 /// An immutable image ID: `sha256:` + 64 lowercase hex. Deserialised as an operator-approved ID.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct ImageId(String);
 
-impl TryFrom<String> for ImageId {
-    type Error = IdError;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse()
-    }
-}
-
-impl From<ImageId> for String {
-    fn from(id: ImageId) -> Self {
-        id.0
-    }
-}
+id_text!(ImageId, "The ID text (`sha256:<hex>`).", display, string);
 
 impl ImageId {
     /// Parses an image ID the daemon returned (`REPOSITORY_DOCKER_IMAGE_ID` on failure).
@@ -139,12 +143,6 @@ impl ImageId {
     /// [`IdError::ImageId`].
     pub fn from_daemon(s: &str) -> Result<Self, IdError> {
         parse_image_id(s).ok_or(IdError::ImageId)
-    }
-
-    /// The ID text (`sha256:<hex>`).
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
     }
 }
 
@@ -161,12 +159,6 @@ impl FromStr for ImageId {
     }
 }
 
-impl fmt::Display for ImageId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 /// A generated container name: `mozaiks-acp-` + 32 lowercase hex (a random UUIDv4).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ContainerName(String);
@@ -180,13 +172,9 @@ impl ContainerName {
             uuid::Uuid::new_v4().simple()
         ))
     }
-
-    /// The name text.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
+
+id_text!(ContainerName, "The name text.", display);
 
 impl FromStr for ContainerName {
     type Err = IdError;
@@ -196,12 +184,6 @@ impl FromStr for ContainerName {
             Some(hex) if is_lower_hex(hex, 32) => Ok(Self(s.to_owned())),
             _ => Err(IdError::ContainerId),
         }
-    }
-}
-
-impl fmt::Display for ContainerName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
@@ -220,13 +202,7 @@ impl FromStr for ContainerId {
     }
 }
 
-impl ContainerId {
-    /// The ID text.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+id_text!(ContainerId, "The ID text.");
 
 /// An OCI runtime name configured by the operator (e.g. `runsc`): `[a-z0-9][a-z0-9._-]{0,63}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,13 +226,7 @@ impl FromStr for RuntimeName {
     }
 }
 
-impl RuntimeName {
-    /// The runtime name.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+id_text!(RuntimeName, "The runtime name.");
 
 #[cfg(test)]
 mod tests {

@@ -77,6 +77,32 @@ fn judge(c: &TurnContainer) -> Verdict {
     verdict(c, NOW, GRACE, &me(), &table())
 }
 
+/// The name a turn goes by (its generated name without the leading `/`).
+fn name_of(c: &TurnContainer) -> String {
+    c.names[0].trim_start_matches('/').to_owned()
+}
+
+/// A fake runtime listing `turns`, in this order.
+fn fake_listing(turns: &[&TurnContainer]) -> FakeRuntime {
+    let mut fake = FakeRuntime::new(b"");
+    fake.turns = turns.iter().map(|&c| c.clone()).collect();
+    fake
+}
+
+/// The calls of a pass that lists and then removes `removed`, in this order.
+fn list_then_remove(removed: &[&TurnContainer]) -> Vec<String> {
+    std::iter::once("list".to_owned())
+        .chain(removed.iter().map(|c| format!("remove:{}", name_of(c))))
+        .collect()
+}
+
+/// The job turns of `store` on `fake`, and their names.
+async fn list_store(fake: &FakeRuntime, store_id: &str) -> (Vec<JobTurn>, Vec<String>) {
+    let listed = list_job_turns(fake, &store(store_id)).await.unwrap();
+    let names = listed.iter().map(|t| t.name.as_str().to_owned()).collect();
+    (listed, names)
+}
+
 #[test]
 fn a_live_turn_is_kept_until_its_deadline_plus_grace_whoever_owns_it() {
     let ns = NS.to_string();
@@ -178,31 +204,20 @@ async fn sweep_removes_exactly_the_abandoned_turns() {
     let live_elsewhere = turn(OTHER_HOST, &ns, "200:5", NOW + 60);
     let mut foreign = turn(HOST, &ns, "200:5", 0);
     foreign.names = vec!["/other".to_owned()];
-    let mut fake = FakeRuntime::new(b"");
-    fake.turns = vec![
-        expired.clone(),
-        gone.clone(),
-        live_here.clone(),
-        live_elsewhere.clone(),
-        foreign.clone(),
-    ];
+    let fake = fake_listing(&[&expired, &gone, &live_here, &live_elsewhere, &foreign]);
     let report = sweep_with(&fake, GRACE, NOW, &me(), &table())
         .await
         .unwrap();
-    let name = |c: &TurnContainer| c.names[0].trim_start_matches('/').to_owned();
-    assert_eq!(report.removed, vec![name(&expired), name(&gone)]);
+    assert_eq!(report.removed, vec![name_of(&expired), name_of(&gone)]);
     assert_eq!(
         report.kept,
-        vec![name(&live_here), name(&live_elsewhere), foreign.id.clone()]
-    );
-    assert_eq!(
-        fake.calls(),
         vec![
-            "list".to_owned(),
-            format!("remove:{}", name(&expired)),
-            format!("remove:{}", name(&gone))
+            name_of(&live_here),
+            name_of(&live_elsewhere),
+            foreign.id.clone()
         ]
     );
+    assert_eq!(fake.calls(), list_then_remove(&[&expired, &gone]));
 }
 
 /// A service turn of job store `store` (`None`: no store label), on another host.
@@ -218,29 +233,16 @@ fn job_turn(store: Option<&str>, job: &str, attempt: &str) -> TurnContainer {
     c
 }
 
-fn name_of(c: &TurnContainer) -> String {
-    c.names[0].trim_start_matches('/').to_owned()
-}
-
 #[tokio::test]
 async fn superseded_job_turns_are_removed_and_current_ones_kept() {
     let current = job_turn(Some(STORE), "job-a", "att-1");
     let superseded = job_turn(Some(STORE), "job-a", "att-0");
     let finished = job_turn(Some(STORE), "job-b", "att-9");
     let plain = turn(HOST, &NS.to_string(), "100:5", NOW + 60);
-    let mut fake = FakeRuntime::new(b"");
-    fake.turns = vec![
-        current.clone(),
-        superseded.clone(),
-        plain.clone(),
-        finished.clone(),
-    ];
-    let listed = list_job_turns(&fake, &store(STORE)).await.unwrap();
+    let fake = fake_listing(&[&current, &superseded, &plain, &finished]);
+    let (listed, names) = list_store(&fake, STORE).await;
     assert_eq!(
-        listed
-            .iter()
-            .map(|t| t.name.as_str().to_owned())
-            .collect::<Vec<_>>(),
+        names,
         vec![name_of(&current), name_of(&superseded), name_of(&finished)]
     );
     let keep = std::collections::HashSet::from([("job-a".to_owned(), "att-1".to_owned())]);
@@ -250,14 +252,7 @@ async fn superseded_job_turns_are_removed_and_current_ones_kept() {
         vec![name_of(&superseded), name_of(&finished)]
     );
     assert_eq!(report.kept, vec![name_of(&current)]);
-    assert_eq!(
-        fake.calls(),
-        vec![
-            "list".to_owned(),
-            format!("remove:{}", name_of(&superseded)),
-            format!("remove:{}", name_of(&finished))
-        ]
-    );
+    assert_eq!(fake.calls(), list_then_remove(&[&superseded, &finished]));
 }
 
 /// Two services with different job stores share one daemon: each store's running attempts never
@@ -273,35 +268,22 @@ async fn r_janitor_removes_only_its_own_stores_superseded_turns() {
     let unlabelled = job_turn(None, "job-y", "att-8");
     let malformed = job_turn(Some("../5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a"), "job-z", "att-9");
     let upper = job_turn(Some("5A5A5A5A5A5A5A5A5A5A5A5A5A5A5A5A"), "job-a", "att-0");
-    let mut fake = FakeRuntime::new(b"");
-    fake.turns = vec![
-        foreign.clone(),
-        own_superseded.clone(),
-        unlabelled.clone(),
-        own_current.clone(),
-        malformed.clone(),
-        upper.clone(),
-    ];
+    let fake = fake_listing(&[
+        &foreign,
+        &own_superseded,
+        &unlabelled,
+        &own_current,
+        &malformed,
+        &upper,
+    ]);
 
-    let listed = list_job_turns(&fake, &store(STORE)).await.unwrap();
-    assert_eq!(
-        listed
-            .iter()
-            .map(|t| t.name.as_str().to_owned())
-            .collect::<Vec<_>>(),
-        vec![name_of(&own_superseded), name_of(&own_current)]
-    );
+    let (listed, names) = list_store(&fake, STORE).await;
+    assert_eq!(names, vec![name_of(&own_superseded), name_of(&own_current)]);
     let current = std::collections::HashSet::from([("job-a".to_owned(), "att-1".to_owned())]);
     let report = remove_superseded_turns(&fake, listed, &current).await;
     assert_eq!(report.removed, vec![name_of(&own_superseded)]);
     assert_eq!(report.kept, vec![name_of(&own_current)]);
-    assert_eq!(
-        fake.calls(),
-        vec![
-            "list".to_owned(),
-            format!("remove:{}", name_of(&own_superseded))
-        ]
-    );
+    assert_eq!(fake.calls(), list_then_remove(&[&own_superseded]));
 
     // The other store's janitor, with nothing running, removes its own turn and nothing else.
     let listed = list_job_turns(&fake, &store(OTHER_STORE)).await.unwrap();

@@ -116,6 +116,10 @@ pub async fn evaluate_gate<R: ContainerRuntime + Clone + 'static>(
 ) -> Result<GateResult, GateError> {
     let candidate_digest = finalizer::repository_patch_digest(candidate)?;
     let commit = base.commit().to_owned();
+    // The candidate run's evidence (a policy refusal has no tree).
+    let candidate_evidence = |classified: &Classified, tree: Option<&GateTree>| {
+        evidence_from(def, &ctx, &commit, Some(candidate_digest), classified, tree)
+    };
     let pinned: BTreeSet<String> = candidate
         .changed_files()
         .iter()
@@ -133,14 +137,7 @@ pub async fn evaluate_gate<R: ContainerRuntime + Clone + 'static>(
             passing: BTreeSet::new(),
             log: LogTail::empty(),
         };
-        let mut evidence = evidence_from(
-            def,
-            &ctx,
-            &commit,
-            Some(candidate_digest),
-            &classified,
-            None,
-        );
+        let mut evidence = candidate_evidence(&classified, None);
         evidence.pinned_changed = pinned.into_iter().take(MAX_LISTED_IDS).collect();
         let (file, digest) = evidence.to_file_bytes()?;
         return Ok(GateResult {
@@ -210,14 +207,7 @@ pub async fn evaluate_gate<R: ContainerRuntime + Clone + 'static>(
         classified.outcome = GateVerdict::Error;
         classified.code = Some(LOG_CONTRADICTION_CODE.to_owned());
     }
-    let mut evidence = evidence_from(
-        def,
-        &ctx,
-        &commit,
-        Some(candidate_digest),
-        &classified,
-        Some(&candidate_tree),
-    );
+    let mut evidence = candidate_evidence(&classified, Some(&candidate_tree));
     evidence.comparison = Some(comparison);
     evidence.baseline_evidence_digest = Some(baseline.digest);
     let (file, digest) = evidence.to_file_bytes()?;

@@ -45,6 +45,16 @@ fn suite() -> Behaviour {
     })
 }
 
+/// A run that reports `status`, `runner_error`, `exit` and `cases`, whatever it was given.
+fn reporting(
+    status: RunStatus,
+    runner_error: Option<&'static str>,
+    exit: Option<ExitStatus>,
+    cases: &'static [(&'static str, O)],
+) -> Behaviour {
+    Arc::new(move |req: &GateRequest, _: &Received| report(req, status, runner_error, exit, cases))
+}
+
 struct Fixture {
     _dir: tempfile::TempDir,
     state: tempfile::TempDir,
@@ -52,17 +62,10 @@ struct Fixture {
     commit: String,
 }
 
-fn fixture() -> Fixture {
+/// A repository of `files` (path, content, executable) and a fresh state directory.
+fn fixture_of(files: &[(&str, &str, bool)]) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let commit = repo(
-        dir.path(),
-        &[
-            ("src/calc.py", CALC, false),
-            ("old.py", "broken\n", false),
-            ("bin/run", "#!/bin/sh\n", true),
-            ("tests/conftest.py", "# fixtures\n", false),
-        ],
-    );
+    let commit = repo(dir.path(), files);
     let base = BaselineTree::load(dir.path(), &commit).unwrap();
     Fixture {
         _dir: dir,
@@ -70,6 +73,15 @@ fn fixture() -> Fixture {
         base,
         commit,
     }
+}
+
+fn fixture() -> Fixture {
+    fixture_of(&[
+        ("src/calc.py", CALC, false),
+        ("old.py", "broken\n", false),
+        ("bin/run", "#!/bin/sh\n", true),
+        ("tests/conftest.py", "# fixtures\n", false),
+    ])
 }
 
 async fn evaluate(
@@ -137,7 +149,7 @@ async fn breaking_a_function_is_a_new_failure_and_old_failures_stay_old() {
 #[tokio::test]
 async fn fixing_a_failing_test_is_fixed_and_the_second_candidate_hits_the_cache() {
     let f = fixture();
-    let fix = candidate(&f.commit, &[Change::Update("old.py", "broken\n", "ok\n")]);
+    let fix = candidate(&f.commit, &[FIX_OLD]);
     let (r, _, _) = evaluate(&f, suite(), &fix).await;
     let c = r.evidence.comparison.as_ref().unwrap();
     assert_eq!(r.evidence.outcome, GateVerdict::Passed);
@@ -206,43 +218,26 @@ async fn forged_and_contradictory_reports_are_errors_never_passes() {
         ]
         .concat()
     });
-    let exit0_with_failure: Behaviour = Arc::new(|req: &GateRequest, _: &Received| {
-        report(
-            req,
-            RunStatus::Completed,
-            None,
-            Some(ExitStatus::Code(0)),
-            &[("t::add", O::Failed)],
-        )
-    });
-    let exit1_clean: Behaviour = Arc::new(|req: &GateRequest, _: &Received| {
-        report(
-            req,
-            RunStatus::Completed,
-            None,
-            Some(ExitStatus::Code(1)),
-            &[("t::add", O::Passed)],
-        )
-    });
+    let exit0_with_failure = reporting(
+        RunStatus::Completed,
+        None,
+        Some(ExitStatus::Code(0)),
+        &[("t::add", O::Failed)],
+    );
+    let exit1_clean = reporting(
+        RunStatus::Completed,
+        None,
+        Some(ExitStatus::Code(1)),
+        &[("t::add", O::Passed)],
+    );
     let garbage: Behaviour = Arc::new(|_: &GateRequest, _: &Received| b"PASSED t::add\n".to_vec());
-    let runner_error: Behaviour = Arc::new(|req: &GateRequest, _: &Received| {
-        report(
-            req,
-            RunStatus::RunnerError,
-            Some("GATE_RUNNER_TREE_TOTALS"),
-            None,
-            &[],
-        )
-    });
-    let timed_out: Behaviour = Arc::new(|req: &GateRequest, _: &Received| {
-        report(
-            req,
-            RunStatus::TimedOut,
-            None,
-            Some(ExitStatus::Signal(9)),
-            &[],
-        )
-    });
+    let runner_error = reporting(
+        RunStatus::RunnerError,
+        Some("GATE_RUNNER_TREE_TOTALS"),
+        None,
+        &[],
+    );
+    let timed_out = reporting(RunStatus::TimedOut, None, Some(ExitStatus::Signal(9)), &[]);
     for (behaviour, outcome, code) in [
         (
             forged_nonce,
@@ -458,35 +453,34 @@ fn lossy() -> Behaviour {
 const GONE: &str = "def test_a():\n    pass\n\n\ndef test_b():\n    pass\n";
 
 fn lossy_fixture() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let commit = repo(
-        dir.path(),
-        &[
-            ("src/calc.py", CALC, false),
-            ("old.py", "broken\n", false),
-            ("tests/test_gone.py", GONE, false),
-        ],
-    );
-    let base = BaselineTree::load(dir.path(), &commit).unwrap();
-    Fixture {
-        _dir: dir,
-        state: tempfile::tempdir().unwrap(),
-        base,
-        commit,
-    }
+    fixture_of(&[
+        ("src/calc.py", CALC, false),
+        ("old.py", "broken\n", false),
+        ("tests/test_gone.py", GONE, false),
+    ])
+}
+
+/// The change that fixes `old.py`, the test the lossy baseline fails.
+const FIX_OLD: Change<'static> = Change::Update("old.py", "broken\n", "ok\n");
+
+/// A candidate on `f`'s commit that fixes `old.py` and makes `change`.
+fn fix_old_and(f: &Fixture, change: Change<'_>) -> finalizer::RepositoryPatchCandidate {
+    candidate(&f.commit, &[FIX_OLD, change])
+}
+
+/// A candidate on `f`'s commit that fixes `old.py` and appends `marker` to `src/calc.py`.
+fn fix_old_and_mark_calc(f: &Fixture, marker: &str) -> finalizer::RepositoryPatchCandidate {
+    fix_old_and(
+        f,
+        Change::Update("src/calc.py", CALC, &format!("{CALC}{marker}")),
+    )
 }
 
 #[tokio::test]
 async fn a_baseline_passing_test_skipped_or_missing_in_the_candidate_run_is_a_regression() {
     for (marker, what) in [("# SKIP\n", "skipped"), ("# HIDE\n", "missing")] {
         let f = lossy_fixture();
-        let cand = candidate(
-            &f.commit,
-            &[
-                Change::Update("old.py", "broken\n", "ok\n"),
-                Change::Update("src/calc.py", CALC, &format!("{CALC}{marker}")),
-            ],
-        );
+        let cand = fix_old_and_mark_calc(&f, marker);
         let (r, _, _) = evaluate(&f, lossy(), &cand).await;
         let e = &r.evidence;
         // The run itself exited 0 with no failing case, and still fails the gate.
@@ -518,26 +512,14 @@ async fn a_baseline_passing_test_skipped_or_missing_in_the_candidate_run_is_a_re
 #[tokio::test]
 async fn the_tests_of_a_file_the_candidate_deleted_are_not_vanished() {
     let f = lossy_fixture();
-    let cand = candidate(
-        &f.commit,
-        &[
-            Change::Update("old.py", "broken\n", "ok\n"),
-            Change::Delete("tests/test_gone.py", GONE),
-        ],
-    );
+    let cand = fix_old_and(&f, Change::Delete("tests/test_gone.py", GONE));
     let (r, _, _) = evaluate(&f, lossy(), &cand).await;
     let c = r.evidence.comparison.as_ref().unwrap();
     assert_eq!(r.evidence.outcome, GateVerdict::Passed, "{c:?}");
     assert!(c.vanished.is_empty() && c.too_few_ran.is_none() && !c.regression);
     // Emptying the file instead of deleting it is not a deletion: its tests vanished.
     let f = lossy_fixture();
-    let emptied = candidate(
-        &f.commit,
-        &[
-            Change::Update("old.py", "broken\n", "ok\n"),
-            Change::Update("tests/test_gone.py", GONE, "\n"),
-        ],
-    );
+    let emptied = fix_old_and(&f, Change::Update("tests/test_gone.py", GONE, "\n"));
     let behaviour: Behaviour = Arc::new(|req: &GateRequest, got: &Received| {
         let mut got = got.clone();
         if got
@@ -564,13 +546,7 @@ async fn the_tests_of_a_file_the_candidate_deleted_are_not_vanished() {
 #[tokio::test]
 async fn a_run_that_ran_far_fewer_tests_than_its_baseline_says_so() {
     let f = lossy_fixture();
-    let cand = candidate(
-        &f.commit,
-        &[
-            Change::Update("old.py", "broken\n", "ok\n"),
-            Change::Update("src/calc.py", CALC, &format!("{CALC}# HIDE5\n")),
-        ],
-    );
+    let cand = fix_old_and_mark_calc(&f, "# HIDE5\n");
     let (r, _, _) = evaluate(&f, lossy(), &cand).await;
     let c = r.evidence.comparison.as_ref().unwrap();
     assert_eq!(r.evidence.outcome, GateVerdict::Failed);
@@ -646,7 +622,7 @@ async fn a_clean_run_whose_pytest_summary_is_gone_is_a_log_contradiction() {
         })
     };
     let f = lossy_fixture();
-    let fine = candidate(&f.commit, &[Change::Update("old.py", "broken\n", "ok\n")]);
+    let fine = candidate(&f.commit, &[FIX_OLD]);
     let behaviour = with_log(b"....\n14 passed in 0.10s\n");
     // The baseline fails t::old, so its summary says so; the candidate's agrees with its report.
     let baseline_log: &'static [u8] = b"....F\n1 failed, 13 passed in 0.10s\n";
@@ -665,13 +641,7 @@ async fn a_clean_run_whose_pytest_summary_is_gone_is_a_log_contradiction() {
         "{}",
         r.evidence.log.tail
     );
-    let silenced = candidate(
-        &f.commit,
-        &[
-            Change::Update("old.py", "broken\n", "ok\n"),
-            Change::Update("src/calc.py", CALC, &format!("{CALC}# SILENCE\n")),
-        ],
-    );
+    let silenced = fix_old_and_mark_calc(&f, "# SILENCE\n");
     let (r, _, _) = evaluate(&f, both, &silenced).await;
     assert_eq!(
         (r.evidence.outcome, r.evidence.code.as_deref()),

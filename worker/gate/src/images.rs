@@ -71,17 +71,10 @@ pub struct GateToolchain {
 /// its pins; an approved one only its ID (the operator vouches for its contents).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "RawGateImage", into = "RawGateImage")]
-pub struct GateImageRecord {
-    origin: GateImageOrigin,
-    image: Option<ImageReference>,
-    image_id: ImageId,
-    source_revision: Option<String>,
-    pins_sha256: Option<vocab::Sha256>,
-    packages: Option<u32>,
-    toolchain: Option<GateToolchain>,
-}
+pub struct GateImageRecord(RawGateImage);
 
-#[derive(Serialize, Deserialize)]
+/// A record's fields as the file holds them, before the checks of [`GateImageRecord`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawGateImage {
     origin: GateImageOrigin,
@@ -132,29 +125,13 @@ impl TryFrom<RawGateImage> for GateImageRecord {
         {
             return Err("toolchain.rustc must be 1..=128 printable ASCII bytes");
         }
-        Ok(Self {
-            origin: r.origin,
-            image: r.image,
-            image_id: r.image_id,
-            source_revision: r.source_revision,
-            pins_sha256: r.pins_sha256,
-            packages: r.packages,
-            toolchain: r.toolchain,
-        })
+        Ok(Self(r))
     }
 }
 
 impl From<GateImageRecord> for RawGateImage {
     fn from(g: GateImageRecord) -> Self {
-        Self {
-            origin: g.origin,
-            image: g.image,
-            image_id: g.image_id,
-            source_revision: g.source_revision,
-            pins_sha256: g.pins_sha256,
-            packages: g.packages,
-            toolchain: g.toolchain,
-        }
+        g.0
     }
 }
 
@@ -162,7 +139,7 @@ impl GateImageRecord {
     /// An operator-approved image, known only by its ID.
     #[must_use]
     pub fn approved(image_id: ImageId) -> Self {
-        Self {
+        Self(RawGateImage {
             origin: GateImageOrigin::Approved,
             image: None,
             image_id,
@@ -170,42 +147,42 @@ impl GateImageRecord {
             pins_sha256: None,
             packages: None,
             toolchain: None,
-        }
+        })
     }
     /// Built here or approved.
     #[must_use]
     pub fn origin(&self) -> GateImageOrigin {
-        self.origin
+        self.0.origin
     }
     /// The local tag of a built image.
     #[must_use]
     pub fn image(&self) -> Option<&ImageReference> {
-        self.image.as_ref()
+        self.0.image.as_ref()
     }
     /// The immutable ID a gate container must be created from.
     #[must_use]
     pub fn image_id(&self) -> &ImageId {
-        &self.image_id
+        &self.0.image_id
     }
     /// The source revision a built image came from.
     #[must_use]
     pub fn source_revision(&self) -> Option<&str> {
-        self.source_revision.as_deref()
+        self.0.source_revision.as_deref()
     }
     /// `sha256:` of the pin file a built image's root file system came from.
     #[must_use]
     pub fn pins_sha256(&self) -> Option<&vocab::Sha256> {
-        self.pins_sha256.as_ref()
+        self.0.pins_sha256.as_ref()
     }
     /// How many pinned packages a built image holds.
     #[must_use]
     pub fn packages(&self) -> Option<u32> {
-        self.packages
+        self.0.packages
     }
     /// The toolchain a built rust image holds.
     #[must_use]
     pub fn toolchain(&self) -> Option<&GateToolchain> {
-        self.toolchain.as_ref()
+        self.0.toolchain.as_ref()
     }
 }
 

@@ -67,6 +67,26 @@ impl Decision {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Principal(String);
 
+/// `as_str`, and a `Deserialize` that goes through the type's own `parse`, for a checked text
+/// newtype.
+macro_rules! checked_text {
+    ($name:ident) => {
+        impl $name {
+            #[must_use]
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(d)?;
+                Self::parse(&text).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
 impl Principal {
     /// Checks a principal name.
     ///
@@ -84,19 +104,9 @@ impl Principal {
         }
         Ok(Self(text.to_owned()))
     }
-
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
-impl<'de> Deserialize<'de> for Principal {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        Self::parse(&text).map_err(serde::de::Error::custom)
-    }
-}
+checked_text!(Principal);
 
 /// How the actor was authenticated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,19 +157,9 @@ impl Reason {
         }
         Ok(Self(text.to_owned()))
     }
-
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
-impl<'de> Deserialize<'de> for Reason {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        Self::parse(&text).map_err(serde::de::Error::custom)
-    }
-}
+checked_text!(Reason);
 
 /// One gate evidence document found for the candidate (already parsed and digest-checked by
 /// the gate crate or the job store).

@@ -8,6 +8,7 @@
 //! The directory is the operator's: paths into it are ambient by design; callers that write many
 //! files open it (or a folder of it) once as a cap-std [`cap_std::fs::Dir`].
 
+mod bounded;
 mod create;
 mod dir;
 mod entries;
@@ -16,6 +17,7 @@ mod lock;
 mod read;
 mod write;
 
+pub use bounded::{BoundedReadError, open_regular_file, read_bounded_file};
 pub use create::{OpenDirError, create_private_dir, open_or_create_dir};
 pub use dir::StateDir;
 pub use entries::{

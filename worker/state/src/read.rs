@@ -1,10 +1,9 @@
 //! Reading the state directory's JSON records: opened once without blocking, checked on the
 //! handle (a regular file within its cap), read with a byte cap, parsed strictly.
 
-use std::io::Read as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
+use crate::bounded::{BoundedReadError, read_bounded_file};
 use crate::error::StateError;
 
 /// The largest record file read.
@@ -21,46 +20,6 @@ pub struct RecordDetails {
     pub malformed: &'static str,
 }
 
-enum Failure {
-    Missing,
-    TooLarge,
-    Unreadable,
-}
-
-fn io_failure(e: &std::io::Error) -> Failure {
-    match e.kind() {
-        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory => Failure::Missing,
-        _ => Failure::Unreadable,
-    }
-}
-
-/// `O_NONBLOCK` (a FIFO swapped in never blocks the open), type and size from the handle, a
-/// read capped at the limit plus one byte.
-fn read_capped(path: &Path, limit: usize) -> Result<Vec<u8>, Failure> {
-    let nonblock = rustix::fs::OFlags::NONBLOCK.bits();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(i32::try_from(nonblock).unwrap_or(0))
-        .open(path)
-        .map_err(|e| io_failure(&e))?;
-    let meta = file.metadata().map_err(|e| io_failure(&e))?;
-    if !meta.file_type().is_file() {
-        return Err(Failure::Unreadable);
-    }
-    let cap = u64::try_from(limit).unwrap_or(u64::MAX);
-    if meta.len() > cap {
-        return Err(Failure::TooLarge);
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    file.take(cap.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|e| io_failure(&e))?;
-    if bytes.len() > limit {
-        return Err(Failure::TooLarge);
-    }
-    Ok(bytes)
-}
-
 /// Reads the record at `path` (a state directory entry's path) strictly; `Ok(None)` when it does
 /// not exist.
 ///
@@ -71,15 +30,15 @@ pub fn read_record<T: serde::de::DeserializeOwned>(
     path: &Path,
     details: &RecordDetails,
 ) -> Result<Option<T>, StateError> {
-    let bytes = match read_capped(path, MAX_RECORD_BYTES) {
+    let bytes = match read_bounded_file(path, MAX_RECORD_BYTES) {
         Ok(b) => b,
-        Err(Failure::Missing) => return Ok(None),
-        Err(Failure::TooLarge) => {
+        Err(BoundedReadError::Missing) => return Ok(None),
+        Err(BoundedReadError::TooLarge { .. }) => {
             return Err(StateError::Unusable {
                 detail: details.too_large,
             });
         }
-        Err(Failure::Unreadable) => {
+        Err(BoundedReadError::NotRegular | BoundedReadError::Io { .. }) => {
             return Err(StateError::Unusable {
                 detail: details.unreadable,
             });

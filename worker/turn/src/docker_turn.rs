@@ -113,16 +113,7 @@ async fn execute_turn<R: ContainerRuntime + Clone + 'static>(
         Ok(Err(RuntimeError::NotFound)) => {
             return Err(TurnError::from(ContainerError::ImageMissing));
         }
-        Ok(Err(RuntimeError::Unavailable)) => {
-            return Err(TurnError::from(ContainerError::Unavailable {
-                detail: "image inspect",
-            }));
-        }
-        Ok(Err(_)) => {
-            return Err(TurnError::from(ContainerError::CommandFailed {
-                operation: "image inspect",
-            }));
-        }
+        Ok(Err(e)) => return Err(runtime_failure(&e, "image inspect")),
         Ok(Ok(image)) => image,
     };
     let image_id = ImageId::from_daemon(image.id.trim())?;
@@ -275,19 +266,7 @@ async fn exchange<R: ContainerRuntime>(
             waited = &mut waiter => break waited,
         }
     };
-    let status = match status {
-        Ok(s) => s,
-        Err(RuntimeError::Unavailable) => {
-            return Err(TurnError::from(ContainerError::Unavailable {
-                detail: "wait",
-            }));
-        }
-        Err(_) => {
-            return Err(TurnError::from(ContainerError::CommandFailed {
-                operation: "wait",
-            }));
-        }
-    };
+    let status = status.map_err(|e| runtime_failure(&e, "wait"))?;
     let stdout = match stdout {
         Some(out) => out,
         None => match tokio::time::timeout(DRAIN_GRACE, &mut drain).await {
@@ -373,19 +352,19 @@ pub async fn drain_output(
                     });
                 }
             }
-            Err(RuntimeError::Unavailable) => {
-                return Err(TurnError::from(ContainerError::Unavailable {
-                    detail: "attach stream",
-                }));
-            }
-            Err(_) => {
-                return Err(TurnError::from(ContainerError::CommandFailed {
-                    operation: "attach stream",
-                }));
-            }
+            Err(e) => return Err(runtime_failure(&e, "attach stream")),
         }
     }
     Ok(stdout)
+}
+
+/// A Docker call of `operation` that failed (other than by its deadline): the daemon gone, or
+/// the call refused.
+pub(crate) fn runtime_failure(e: &RuntimeError, operation: &'static str) -> TurnError {
+    TurnError::from(match e {
+        RuntimeError::Unavailable => ContainerError::Unavailable { detail: operation },
+        _ => ContainerError::CommandFailed { operation },
+    })
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ pub const AGENT_NAME: &str = "RepositoryACPCodingAgent";
 pub const SOURCE: &str = "isolated_acp";
 
 /// The host-owned identity a receipt is charged to (never taken from the container).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UsageIdentity {
     pub app_id: String,
     pub user_id: String,
@@ -33,13 +33,9 @@ pub struct UsageIdentity {
 pub struct UsageRecord {
     pub event_id: String,
     pub execution_kind: String,
-    pub app_id: String,
-    pub user_id: String,
-    pub tenant_id: String,
-    pub workspace_id: String,
-    pub chat_id: Option<String>,
-    pub workflow_name: Option<String>,
-    pub build_id: Option<String>,
+    /// Who the receipt is charged to (its fields stand in the record's own).
+    #[serde(flatten)]
+    pub identity: UsageIdentity,
     pub agent_name: String,
     pub model_name: Option<String>,
     pub prompt_tokens: u64,
@@ -168,13 +164,13 @@ impl UsageLedger {
                 params![
                     r.event_id,
                     r.execution_kind,
-                    r.app_id,
-                    r.user_id,
-                    r.tenant_id,
-                    r.workspace_id,
-                    r.chat_id,
-                    r.workflow_name,
-                    r.build_id,
+                    r.identity.app_id,
+                    r.identity.user_id,
+                    r.identity.tenant_id,
+                    r.identity.workspace_id,
+                    r.identity.chat_id,
+                    r.identity.workflow_name,
+                    r.identity.build_id,
                     r.agent_name,
                     r.model_name,
                     tokens(r.prompt_tokens)?,
@@ -208,13 +204,15 @@ impl UsageLedger {
                 Ok(UsageRecord {
                     event_id: row.get(0)?,
                     execution_kind: row.get(1)?,
-                    app_id: row.get(2)?,
-                    user_id: row.get(3)?,
-                    tenant_id: row.get(4)?,
-                    workspace_id: row.get(5)?,
-                    chat_id: row.get(6)?,
-                    workflow_name: row.get(7)?,
-                    build_id: row.get(8)?,
+                    identity: UsageIdentity {
+                        app_id: row.get(2)?,
+                        user_id: row.get(3)?,
+                        tenant_id: row.get(4)?,
+                        workspace_id: row.get(5)?,
+                        chat_id: row.get(6)?,
+                        workflow_name: row.get(7)?,
+                        build_id: row.get(8)?,
+                    },
                     agent_name: row.get(9)?,
                     model_name: row.get(10)?,
                     prompt_tokens: count(11)?,
@@ -275,13 +273,7 @@ pub fn record_isolated_acp_usage(
     let record = UsageRecord {
         event_id: event_id.clone(),
         execution_kind: "auxiliary".to_owned(),
-        app_id: identity.app_id.clone(),
-        user_id: identity.user_id.clone(),
-        tenant_id: identity.tenant_id.clone(),
-        workspace_id: identity.workspace_id.clone(),
-        chat_id: identity.chat_id.clone(),
-        workflow_name: identity.workflow_name.clone(),
-        build_id: identity.build_id.clone(),
+        identity: identity.clone(),
         agent_name: AGENT_NAME.to_owned(),
         model_name: model_name.map(str::to_owned),
         prompt_tokens: usage.prompt_tokens(),

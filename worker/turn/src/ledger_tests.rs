@@ -25,47 +25,32 @@ fn usage() -> IsolatedAcpUsage {
     parse_isolated_acp_usage(Some(&v)).unwrap()
 }
 
+/// Records [`usage`] for `user`'s `attempt` in `ledger`.
+fn record(
+    ledger: &UsageLedger,
+    user: &str,
+    attempt: &str,
+    model: Option<&str>,
+) -> Result<bool, TurnError> {
+    record_isolated_acp_usage(
+        Some(ledger),
+        Some(&usage()),
+        &identity(user),
+        attempt,
+        model,
+    )
+}
+
 #[test]
 fn receipts_are_idempotent_per_attempt_and_use_host_identity() {
     let ledger = UsageLedger::in_memory().unwrap();
-    let u = usage();
-    assert!(
-        record_isolated_acp_usage(
-            Some(&ledger),
-            Some(&u),
-            &identity("u1"),
-            "attempt-0001",
-            Some("proof-model")
-        )
-        .unwrap()
-    );
-    assert!(
-        record_isolated_acp_usage(
-            Some(&ledger),
-            Some(&u),
-            &identity("u1"),
-            "attempt-0001",
-            Some("proof-model")
-        )
-        .unwrap()
-    );
+    // The same attempt twice.
+    for _ in 0..2 {
+        assert!(record(&ledger, "u1", "attempt-0001", Some("proof-model")).unwrap());
+    }
     assert_eq!(ledger.count().unwrap(), 1);
-    record_isolated_acp_usage(
-        Some(&ledger),
-        Some(&u),
-        &identity("u1"),
-        "attempt-0002",
-        None,
-    )
-    .unwrap();
-    record_isolated_acp_usage(
-        Some(&ledger),
-        Some(&u),
-        &identity("u2"),
-        "attempt-0001",
-        None,
-    )
-    .unwrap();
+    record(&ledger, "u1", "attempt-0002", None).unwrap();
+    record(&ledger, "u2", "attempt-0001", None).unwrap();
     let rows = ledger.list().unwrap();
     assert_eq!(rows.len(), 3);
     for row in &rows {
@@ -107,39 +92,21 @@ fn missing_usage_records_nothing_and_outage_does_not_fail() {
         .unwrap()
         .execute_batch("DROP TABLE usage_events")
         .unwrap();
-    assert!(
-        !record_isolated_acp_usage(
-            Some(&ledger),
-            Some(&usage()),
-            &identity("u1"),
-            "attempt-0001",
-            None
-        )
-        .unwrap()
-    );
+    assert!(!record(&ledger, "u1", "attempt-0001", None).unwrap());
 }
 
 #[test]
 fn untrusted_attempt_and_model_are_rejected() {
     let ledger = UsageLedger::in_memory().unwrap();
     for bad in ["short", "-attempt-0001", "attempt 0001", &"a".repeat(129)] {
-        let err =
-            record_isolated_acp_usage(Some(&ledger), Some(&usage()), &identity("u"), bad, None)
-                .unwrap_err();
+        let err = record(&ledger, "u", bad, None).unwrap_err();
         assert_eq!(
             err.to_string(),
             "REPOSITORY_USAGE_IDENTITY: attempt_id is invalid"
         );
     }
     for bad in ["", "model name", "-m", &"m".repeat(129)] {
-        let err = record_isolated_acp_usage(
-            Some(&ledger),
-            Some(&usage()),
-            &identity("u"),
-            "attempt-0001",
-            Some(bad),
-        )
-        .unwrap_err();
+        let err = record(&ledger, "u", "attempt-0001", Some(bad)).unwrap_err();
         assert_eq!(
             err.to_string(),
             "REPOSITORY_USAGE_IDENTITY: model_name is invalid"
@@ -153,14 +120,7 @@ fn file_ledger_persists_across_opens() {
     let path = dir.path().join("usage.sqlite3");
     {
         let ledger = UsageLedger::open(&path).unwrap();
-        record_isolated_acp_usage(
-            Some(&ledger),
-            Some(&usage()),
-            &identity("u"),
-            "attempt-0001",
-            None,
-        )
-        .unwrap();
+        record(&ledger, "u", "attempt-0001", None).unwrap();
     }
     assert_eq!(UsageLedger::open(&path).unwrap().count().unwrap(), 1);
 }

@@ -27,7 +27,6 @@ mod error;
 pub mod fault;
 mod feedback;
 mod images;
-mod input;
 mod ledger;
 mod limits;
 mod live_event_gate;
@@ -48,16 +47,16 @@ pub use docker_turn::{RepositoryDockerTurn, execute_live_turn, execute_repositor
 pub use error::{ERROR_CODES, LIVE_AGENT_CODE, TurnError};
 pub use feedback::{MAX_FEEDBACK_GATES, MAX_FEEDBACK_NOTE_BYTES, ReviewFeedback};
 pub use images::{ImagesState, LiveImageState};
-pub use input::{BoundedReadError, open_regular_file, read_bounded_file};
 pub use ledger::UsageLedger;
 pub use limits::{DEFAULT_WALL_SECONDS, MAX_TURN_ARCHIVE_BYTES};
 pub use live_exchange::{
     DEFAULT_LIVE_PORT, LiveContext, LiveLog, LiveNote, LiveProgress, LiveSettings,
 };
+pub use state::{BoundedReadError, open_regular_file, read_bounded_file};
 
 pub use pipeline::{
     PipelineOutcome, PipelineRequest, PreparedTurn, default_selection, run_live_pipeline,
-    run_pipeline, verify_pipeline_request,
+    run_pipeline, verified_evidence, verify_pipeline_request,
 };
 pub use plan::{
     ImageKind, MAX_PATH_GUARD_BYTES, PlanInputs, TurnPlan, host_path_guard, resolve_image,

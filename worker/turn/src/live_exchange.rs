@@ -32,12 +32,13 @@ use tunnel::{ChannelId, Decoder, Disposition, Frame, ResetCode, Role, Session};
 
 use crate::agent::Agent;
 use crate::config::TurnConfig;
+use crate::docker_turn::runtime_failure;
 use crate::error::TurnError;
 use crate::live_event_gate::EventGate;
 use crate::live_inbox::{BacklogMeter, ChannelInbox, MAX_CHANNEL_BACKLOG, PATIENCE};
 use container::ContainerError;
 use container::docker_call;
-use container::{ContainerRuntime, OutputChunk, RuntimeError, StdinWriter};
+use container::{ContainerRuntime, OutputChunk, StdinWriter};
 
 /// The default port `turn-runner` listens on inside the container.
 pub const DEFAULT_LIVE_PORT: u16 = 8417;
@@ -339,8 +340,7 @@ pub(crate) async fn live_exchange<R: ContainerRuntime>(
                             break Err(e);
                         }
                     }
-                    Some(Err(RuntimeError::Unavailable)) => break Err(TurnError::from(ContainerError::Unavailable { detail: "attach stream" })),
-                    Some(Err(_)) => break Err(TurnError::from(ContainerError::CommandFailed { operation: "attach stream" })),
+                    Some(Err(e)) => break Err(runtime_failure(&e, "attach stream")),
                 }
             }
             Some((n, report)) = ends.recv() => {

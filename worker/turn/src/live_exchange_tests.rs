@@ -12,7 +12,7 @@ use std::time::Duration;
 use gateway::testkit::{Reply, ScriptedUpstream};
 use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses, TurnGateway};
 use pretty_assertions::assert_eq;
-use snapshot::{ApprovedExecutionContext, DefaultPathGuard, RepoPath, RepositorySnapshotEvidence};
+use snapshot::{ApprovedExecutionContext, DefaultPathGuard, RepositorySnapshotEvidence};
 use tokio::io::{AsyncReadExt as _, DuplexStream};
 use tokio::sync::mpsc::UnboundedSender;
 use tunnel::{ChannelId, Chunk, Decoder, EventPayload, Frame};
@@ -25,14 +25,6 @@ use container::{OutputChunk, RuntimeError};
 
 const KEY: &str = "sk-live-test-c0ffee1234567890";
 const MODEL: &str = "gpt-5.3-codex";
-
-fn archive_of(entries: &[(&str, &str)]) -> Vec<u8> {
-    let entries: Vec<(RepoPath, Vec<u8>)> = entries
-        .iter()
-        .map(|(k, v)| (p(k), v.as_bytes().to_vec()))
-        .collect();
-    archive::build_deterministic_archive(&entries).unwrap()
-}
 
 fn update_output() -> Vec<u8> {
     use base64::Engine as _;

@@ -10,8 +10,9 @@ use archive::StageLimits;
 use finalizer::{CandidateStore, RepositoryPatchCandidate};
 use snapshot::{
     ApprovedExecutionContext, ApprovedTurn, GitSnapshot, MAX_READ_ONLY_INSPECTION_FILES,
-    MAX_REPOSITORY_FILES, PathGuard, ProposalStatus, RepoPath, is_repository_env_template_path,
-    is_secret_contract_path, is_secret_sensitive_path, verify_snapshot_identity,
+    MAX_REPOSITORY_FILES, PathGuard, ProposalStatus, RepoPath, RepositorySnapshotEvidence,
+    is_repository_env_template_path, is_secret_contract_path, is_secret_sensitive_path,
+    verify_snapshot_identity,
 };
 use vocab::Sha256;
 
@@ -72,29 +73,23 @@ pub struct PipelineOutcome {
     pub live: Option<LiveLog>,
 }
 
-fn editable_candidate(
+/// Whether `p` belongs in the default selection: allowed by the approval, editable (outside its
+/// read-only paths) or, with `read_only`, read-only (inside them); never prohibited, secret or an
+/// environment template; accepted by `policy`.
+fn selectable(
     context: &ApprovedExecutionContext,
     policy: &dyn PathGuard,
     p: &RepoPath,
+    read_only: bool,
 ) -> bool {
     let s = p.as_str();
+    let in_read_only = if read_only {
+        snapshot::in_scope(s, context.read_only_paths(), false)
+    } else {
+        !snapshot::in_scope(s, context.read_only_paths(), true)
+    };
     snapshot::in_scope(s, context.allowed_paths(), false)
-        && !snapshot::in_scope(s, context.prohibited_paths(), true)
-        && !snapshot::in_scope(s, context.read_only_paths(), true)
-        && !is_secret_sensitive_path(s)
-        && !is_secret_contract_path(s)
-        && !is_repository_env_template_path(s)
-        && policy.validate_path(p).is_ok()
-}
-
-fn read_only_candidate(
-    context: &ApprovedExecutionContext,
-    policy: &dyn PathGuard,
-    p: &RepoPath,
-) -> bool {
-    let s = p.as_str();
-    snapshot::in_scope(s, context.allowed_paths(), false)
-        && snapshot::in_scope(s, context.read_only_paths(), false)
+        && in_read_only
         && !snapshot::in_scope(s, context.prohibited_paths(), true)
         && !is_secret_sensitive_path(s)
         && !is_secret_contract_path(s)
@@ -115,12 +110,12 @@ pub fn default_selection(
     let manifest = snapshot.manifest();
     let editable: Vec<RepoPath> = manifest
         .keys()
-        .filter(|p| editable_candidate(context, policy, p))
+        .filter(|p| selectable(context, policy, p, false))
         .cloned()
         .collect();
     let read_only: Vec<RepoPath> = manifest
         .keys()
-        .filter(|p| read_only_candidate(context, policy, p))
+        .filter(|p| selectable(context, policy, p, true))
         .cloned()
         .collect();
     if editable.len() + context.create_paths().len() > MAX_REPOSITORY_FILES {
@@ -152,10 +147,28 @@ pub struct PreparedTurn<'a> {
     snap: &'a GitSnapshot,
     context: &'a ApprovedExecutionContext,
     policy: &'a dyn PathGuard,
-    evidence: snapshot::RepositorySnapshotEvidence,
+    evidence: RepositorySnapshotEvidence,
     selected: Vec<RepoPath>,
     read_only: Vec<RepoPath>,
     request: CodingWorkerRequest,
+}
+
+/// The snapshot evidence of `snap` for `context`, its identity checked against the approval.
+///
+/// # Errors
+/// `REPOSITORY_SNAPSHOT_*`, `REPOSITORY_PATCH_SNAPSHOT_IDENTITY`.
+pub fn verified_evidence(
+    snap: &GitSnapshot,
+    context: &ApprovedExecutionContext,
+) -> Result<RepositorySnapshotEvidence, TurnError> {
+    let evidence = snap.evidence(
+        context.plan_id(),
+        context.request_id(),
+        context.app_id(),
+        context.repository_full_name(),
+    )?;
+    verify_snapshot_identity(context, &evidence)?;
+    Ok(evidence)
 }
 
 impl<'a> PreparedTurn<'a> {
@@ -173,13 +186,7 @@ impl<'a> PreparedTurn<'a> {
         selected: Option<Vec<RepoPath>>,
         read_only: Option<Vec<RepoPath>>,
     ) -> Result<Self, TurnError> {
-        let evidence = snap.evidence(
-            context.plan_id(),
-            context.request_id(),
-            context.app_id(),
-            context.repository_full_name(),
-        )?;
-        verify_snapshot_identity(context, &evidence)?;
+        let evidence = verified_evidence(snap, context)?;
         let (default_editable, default_read_only) = match (&selected, &read_only) {
             (Some(_), Some(_)) => (Vec::new(), Vec::new()),
             _ => default_selection(snap, context, policy)?,
@@ -428,18 +435,18 @@ mod tests {
         let offline = not_completed("failed", None);
         assert_eq!(offline.code(), "REPOSITORY_PATCH_PROPOSAL_STATUS");
         let mut log = LiveLog::default();
-        assert_eq!(
-            not_completed("failed", Some(&log)).code(),
-            "REPOSITORY_PATCH_PROPOSAL_STATUS"
-        );
-        log.events.push(LiveEvent {
+        // No event, then a side call only: the status code still.
+        let side_call = LiveEvent {
             channel: 1,
             code: "PATCH_CANDIDATE_GATEWAY_SIDE_CALL",
-        });
-        assert_eq!(
-            not_completed("failed", Some(&log)).code(),
-            "REPOSITORY_PATCH_PROPOSAL_STATUS"
-        );
+        };
+        for event in [None, Some(side_call)] {
+            log.events.extend(event);
+            assert_eq!(
+                not_completed("failed", Some(&log)).code(),
+                "REPOSITORY_PATCH_PROPOSAL_STATUS"
+            );
+        }
         log.events.push(LiveEvent {
             channel: 3,
             code: "PATCH_CANDIDATE_GATEWAY_MODEL",

@@ -53,6 +53,15 @@ pub fn p(s: &str) -> RepoPath {
     RepoPath::parse(s).unwrap()
 }
 
+/// The deterministic archive of `entries` (path, text).
+pub fn archive_of(entries: &[(&str, &str)]) -> Vec<u8> {
+    let entries: Vec<(RepoPath, Vec<u8>)> = entries
+        .iter()
+        .map(|(k, v)| (p(k), v.as_bytes().to_vec()))
+        .collect();
+    archive::build_deterministic_archive(&entries).unwrap()
+}
+
 pub fn baseline() -> BTreeMap<&'static str, &'static str> {
     BTreeMap::from([
         (SERVICE, "def answer():\n    return 1\n"),

@@ -14,21 +14,11 @@ use container::ImageFacts;
 use container::WALL_SLACK;
 use pretty_assertions::assert_eq;
 use snapshot::DefaultPathGuard;
-use snapshot::{
-    ApprovedExecutionContext, ApprovedTurn, CreateAbsence, RepoPath, RepositorySnapshotEvidence,
-};
+use snapshot::{ApprovedExecutionContext, ApprovedTurn, CreateAbsence, RepositorySnapshotEvidence};
 use std::time::Duration;
 
 fn config() -> TurnConfig {
     TurnConfig::parse(IMAGE, &image_id(), 75, 700_000).unwrap()
-}
-
-fn archive_of(entries: &[(&str, &str)]) -> Vec<u8> {
-    let entries: Vec<(RepoPath, Vec<u8>)> = entries
-        .iter()
-        .map(|(k, v)| (p(k), v.as_bytes().to_vec()))
-        .collect();
-    archive::build_deterministic_archive(&entries).unwrap()
 }
 
 fn b64(bytes: &[u8]) -> String {

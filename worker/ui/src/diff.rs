@@ -159,6 +159,19 @@ fn squash(s: &str) -> String {
     s.chars().filter(|c| !c.is_whitespace()).collect()
 }
 
+/// The texts of the lines from `from` on that `text_of` takes, up to the first it does not.
+fn run_from<'a>(
+    raw: &[Raw<'a>],
+    from: usize,
+    text_of: fn(Raw<'a>) -> Option<&'a str>,
+) -> Vec<&'a str> {
+    raw.get(from..)
+        .unwrap_or_default()
+        .iter()
+        .map_while(|r| text_of(*r))
+        .collect()
+}
+
 /// With `ignore_whitespace`, a run of removed lines followed by a run of added lines whose
 /// pairs differ only in whitespace becomes context (the new side's text), pair by pair.
 fn fold_whitespace(raw: Vec<Raw<'_>>) -> Vec<Raw<'_>> {
@@ -170,25 +183,15 @@ fn fold_whitespace(raw: Vec<Raw<'_>>) -> Vec<Raw<'_>> {
             i += 1;
             continue;
         }
-        let dels: Vec<&str> = raw
-            .get(i..)
-            .unwrap_or_default()
-            .iter()
-            .map_while(|r| match r {
-                Raw::Removed(t) => Some(*t),
-                _ => None,
-            })
-            .collect();
+        let dels = run_from(&raw, i, |r| match r {
+            Raw::Removed(t) => Some(t),
+            _ => None,
+        });
         let j = i + dels.len();
-        let adds: Vec<&str> = raw
-            .get(j..)
-            .unwrap_or_default()
-            .iter()
-            .map_while(|r| match r {
-                Raw::Added(t) => Some(*t),
-                _ => None,
-            })
-            .collect();
+        let adds = run_from(&raw, j, |r| match r {
+            Raw::Added(t) => Some(t),
+            _ => None,
+        });
         let paired = dels.len().min(adds.len());
         let mut kept_dels = Vec::new();
         let mut kept_adds = Vec::new();

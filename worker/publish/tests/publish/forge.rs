@@ -7,7 +7,9 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::sync::mpsc;
 
 use pretty_assertions::assert_eq;
-use publish::{BranchName, ForgeEndpoint, ForgeKind, PublicationRecord, open_pull_request};
+use publish::{
+    BranchName, ForgeEndpoint, ForgeKind, PublicationRecord, PublishError, open_pull_request,
+};
 
 use crate::support::{AGENT_MARKER, secret};
 
@@ -95,6 +97,32 @@ fn token_file(dir: &std::path::Path, token: &str) -> std::path::PathBuf {
     path
 }
 
+/// The endpoint of `o/r` on the forge at `base_url`.
+fn forge_at(kind: ForgeKind, base_url: &str) -> ForgeEndpoint {
+    ForgeEndpoint::new(kind, base_url, "o", "r").unwrap()
+}
+
+/// Opens the pull request of [`record`] onto `main`; the number and address the forge gave.
+async fn open(
+    endpoint: &ForgeEndpoint,
+    token_file: &std::path::Path,
+    digest: &str,
+) -> Result<(u64, String), PublishError> {
+    let base = BranchName::parse("main").unwrap();
+    open_pull_request(endpoint, token_file, &record(), &base, digest)
+        .await
+        .map(|pr| (pr.number, pr.url))
+}
+
+/// The code [`open`] refuses with.
+async fn refusal(
+    endpoint: &ForgeEndpoint,
+    token_file: &std::path::Path,
+    digest: &str,
+) -> &'static str {
+    open(endpoint, token_file, digest).await.unwrap_err().code()
+}
+
 const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 #[tokio::test]
@@ -107,25 +135,12 @@ async fn github_pull_request_in_the_documented_shape() {
         "user": {"login": "bot"}, "head": {"ref": "patch-candidate/abc"}
     });
     let (port, seen) = scripted_forge(201, serde_json::to_vec(&answer).unwrap());
-    let endpoint = ForgeEndpoint::new(
-        ForgeKind::GitHub,
-        &format!("http://127.0.0.1:{port}"),
-        "o",
-        "r",
-    )
-    .unwrap();
-    let base = BranchName::parse("main").unwrap();
-    let pr = open_pull_request(
-        &endpoint,
-        &token_file(dir.path(), &token),
-        &record(),
-        &base,
-        DIGEST,
-    )
-    .await
-    .unwrap();
+    let endpoint = forge_at(ForgeKind::GitHub, &format!("http://127.0.0.1:{port}"));
+    let (number, url) = open(&endpoint, &token_file(dir.path(), &token), DIGEST)
+        .await
+        .unwrap();
     assert_eq!(
-        (pr.number, pr.url.as_str()),
+        (number, url.as_str()),
         (7, "https://github.example/o/r/pull/7")
     );
     let seen = seen.recv().unwrap();
@@ -160,24 +175,11 @@ async fn gitea_pull_request_in_the_documented_shape() {
     let answer =
         serde_json::json!({"id": 3, "number": 12, "html_url": "http://127.0.0.1/o/r/pulls/12"});
     let (port, seen) = scripted_forge(201, serde_json::to_vec(&answer).unwrap());
-    let endpoint = ForgeEndpoint::new(
-        ForgeKind::Gitea,
-        &format!("http://127.0.0.1:{port}/"),
-        "o",
-        "r",
-    )
-    .unwrap();
-    let base = BranchName::parse("main").unwrap();
-    let pr = open_pull_request(
-        &endpoint,
-        &token_file(dir.path(), &token),
-        &record(),
-        &base,
-        DIGEST,
-    )
-    .await
-    .unwrap();
-    assert_eq!(pr.number, 12);
+    let endpoint = forge_at(ForgeKind::Gitea, &format!("http://127.0.0.1:{port}/"));
+    let (number, _) = open(&endpoint, &token_file(dir.path(), &token), DIGEST)
+        .await
+        .unwrap();
+    assert_eq!(number, 12);
     let seen = seen.recv().unwrap();
     assert_eq!(seen.path, "/api/v1/repos/o/r/pulls");
     assert_eq!(
@@ -191,7 +193,6 @@ async fn hostile_or_refusing_forges_are_clean_refusals_that_quote_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let token = secret("hostile-token");
     let file = token_file(dir.path(), &token);
-    let base = BranchName::parse("main").unwrap();
     let huge = format!(
         "{{\"number\": 1, \"html_url\": \"https://x/1\", \"pad\": \"{}\"}}",
         "a".repeat(2 * 1024 * 1024)
@@ -234,16 +235,8 @@ async fn hostile_or_refusing_forges_are_clean_refusals_that_quote_nothing() {
     ];
     for (status, body, code) in cases {
         let (port, _seen) = scripted_forge(status, body);
-        let endpoint = ForgeEndpoint::new(
-            ForgeKind::GitHub,
-            &format!("http://127.0.0.1:{port}"),
-            "o",
-            "r",
-        )
-        .unwrap();
-        let err = open_pull_request(&endpoint, &file, &record(), &base, DIGEST)
-            .await
-            .unwrap_err();
+        let endpoint = forge_at(ForgeKind::GitHub, &format!("http://127.0.0.1:{port}"));
+        let err = open(&endpoint, &file, DIGEST).await.unwrap_err();
         assert_eq!(err.code(), code, "status {status}");
         let shown = format!("{err} {err:?}");
         assert!(
@@ -257,34 +250,19 @@ async fn hostile_or_refusing_forges_are_clean_refusals_that_quote_nothing() {
         .local_addr()
         .unwrap()
         .port();
-    let endpoint = ForgeEndpoint::new(
-        ForgeKind::GitHub,
-        &format!("http://127.0.0.1:{port}"),
-        "o",
-        "r",
-    )
-    .unwrap();
+    let endpoint = forge_at(ForgeKind::GitHub, &format!("http://127.0.0.1:{port}"));
     assert_eq!(
-        open_pull_request(&endpoint, &file, &record(), &base, DIGEST)
-            .await
-            .unwrap_err()
-            .code(),
+        refusal(&endpoint, &file, DIGEST).await,
         "PATCH_CANDIDATE_PUBLISH_FORGE"
     );
     // Not a digest; a token file with a user part.
     assert_eq!(
-        open_pull_request(&endpoint, &file, &record(), &base, "sha256:xyz")
-            .await
-            .unwrap_err()
-            .code(),
+        refusal(&endpoint, &file, "sha256:xyz").await,
         "PATCH_CANDIDATE_PUBLISH_INPUT"
     );
     std::fs::write(&file, "user:pw\n").unwrap();
     assert_eq!(
-        open_pull_request(&endpoint, &file, &record(), &base, DIGEST)
-            .await
-            .unwrap_err()
-            .code(),
+        refusal(&endpoint, &file, DIGEST).await,
         "PATCH_CANDIDATE_PUBLISH_CREDENTIAL"
     );
 }

@@ -229,7 +229,7 @@ fn a_moved_base_over_http_is_refused() {
     );
     request.credential = CredentialSource::file(&client_creds);
     assert_eq!(
-        publish(&request.build(&fx, None)).unwrap_err().code(),
+        request.refused(&fx, None),
         "PATCH_CANDIDATE_PUBLISH_BASE_MOVED"
     );
 }

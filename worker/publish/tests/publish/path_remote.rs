@@ -138,7 +138,7 @@ fn an_existing_branch_is_refused_and_never_overwritten() {
     // The base branch itself is taken too.
     let request = Request::new(fx.remote(), "main");
     assert_eq!(
-        publish(&request.build(&fx, None)).unwrap_err().code(),
+        request.refused(&fx, None),
         "PATCH_CANDIDATE_PUBLISH_BRANCH_EXISTS"
     );
     assert_eq!(fx.remote_refs().get("refs/heads/main"), Some(&fx.baseline));
@@ -256,7 +256,7 @@ fn refusals_before_the_push_have_stable_codes() {
     let mut request = Request::new(fx.remote(), "candidate/x");
     request.base = crate::support::branch("no-such-base");
     assert_eq!(
-        publish(&request.build(&fx, None)).unwrap_err().code(),
+        request.refused(&fx, None),
         "PATCH_CANDIDATE_PUBLISH_BASE_MISSING"
     );
 
@@ -265,7 +265,7 @@ fn refusals_before_the_push_have_stable_codes() {
         "candidate/x",
     );
     assert_eq!(
-        publish(&missing.build(&fx, None)).unwrap_err().code(),
+        missing.refused(&fx, None),
         "PATCH_CANDIDATE_PUBLISH_REMOTE_UNREACHABLE"
     );
 
@@ -279,7 +279,7 @@ fn refusals_before_the_push_have_stable_codes() {
         let fx = Fixture::with_files(files);
         let request = Request::new(fx.remote(), "candidate/x");
         assert_eq!(
-            publish(&request.build(&fx, None)).unwrap_err().code(),
+            request.refused(&fx, None),
             "PATCH_CANDIDATE_PUBLISH_CANDIDATE_MISMATCH"
         );
         assert!(!fx.remote_refs().contains_key("refs/heads/candidate/x"));
@@ -294,7 +294,7 @@ fn refusals_before_the_push_have_stable_codes() {
     .unwrap();
     let request = Request::new(fx.remote(), "candidate/x");
     assert_eq!(
-        publish(&request.build(&fx, None)).unwrap_err().code(),
+        request.refused(&fx, None),
         "PATCH_CANDIDATE_PUBLISH_BASELINE_MISSING"
     );
 
@@ -303,10 +303,7 @@ fn refusals_before_the_push_have_stable_codes() {
     fields.handoff_id = "h\nSigned-off-by: x".into();
     fx.candidate =
         finalizer::RepositoryPatchCandidate::new(fields, crate::support::standard_files()).unwrap();
-    assert_eq!(
-        publish(&request.build(&fx, None)).unwrap_err().code(),
-        "PATCH_CANDIDATE_PUBLISH_INPUT"
-    );
+    assert_eq!(request.refused(&fx, None), "PATCH_CANDIDATE_PUBLISH_INPUT");
 }
 
 /// r_publish_commits_what_no_diff_showed: publication commits post-images, review reads diffs;
@@ -322,7 +319,7 @@ fn a_candidate_whose_diffs_are_not_its_change_is_never_published() {
     )]);
     let request = Request::new(fx.remote(), "candidate/x");
     assert_eq!(
-        publish(&request.build(&fx, None)).unwrap_err().code(),
+        request.refused(&fx, None),
         "PATCH_CANDIDATE_PUBLISH_CANDIDATE_MISMATCH"
     );
     assert!(!fx.remote_refs().contains_key("refs/heads/candidate/x"));
@@ -334,10 +331,7 @@ fn a_candidate_whose_diffs_are_not_its_change_is_never_published() {
     let hidden = finalizer::testkit::update_with_diff("docs/keep.txt", before, after, "");
     let fx = Fixture::with_files(vec![hidden]);
     let request = Request::new(fx.remote(), "candidate/x");
-    assert_eq!(
-        publish(&request.build(&fx, None)).unwrap_err().code(),
-        "REPOSITORY_PATCH_VERIFY_DIFF"
-    );
+    assert_eq!(request.refused(&fx, None), "REPOSITORY_PATCH_VERIFY_DIFF");
     assert!(!fx.remote_refs().contains_key("refs/heads/candidate/x"));
 }
 
@@ -378,7 +372,7 @@ fn a_credential_file_readable_by_others_is_refused() {
     std::fs::remove_file(&file).unwrap();
     std::os::unix::fs::symlink(fx.tmp.path().join("elsewhere"), &file).unwrap();
     assert_eq!(
-        publish(&request.build(&fx, None)).unwrap_err().code(),
+        request.refused(&fx, None),
         "PATCH_CANDIDATE_PUBLISH_CREDENTIAL"
     );
 }

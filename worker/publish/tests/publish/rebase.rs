@@ -144,16 +144,12 @@ fn with_rebase_a_failing_gate_publishes_nothing() {
     };
     let request = Request::new(fx.remote(), "candidate/gated");
     assert_eq!(
-        publish(&request.build(&fx, Some(&fail)))
-            .unwrap_err()
-            .code(),
+        request.refused(&fx, Some(&fail)),
         "PATCH_CANDIDATE_PUBLISH_REGATE_FAILED"
     );
     let unavailable = |_: &MergedCommit<'_>| RegateVerdict::Unavailable;
     assert_eq!(
-        publish(&request.build(&fx, Some(&unavailable)))
-            .unwrap_err()
-            .code(),
+        request.refused(&fx, Some(&unavailable)),
         "PATCH_CANDIDATE_PUBLISH_REGATE_UNAVAILABLE"
     );
     assert!(!fx.remote_refs().contains_key("refs/heads/candidate/gated"));
@@ -170,9 +166,7 @@ fn with_rebase_a_conflict_is_a_clean_refusal() {
     };
     let request = Request::new(fx.remote(), "candidate/conflict");
     assert_eq!(
-        publish(&request.build(&fx, Some(&gate)))
-            .unwrap_err()
-            .code(),
+        request.refused(&fx, Some(&gate)),
         "PATCH_CANDIDATE_PUBLISH_REBASE_CONFLICT"
     );
     assert_eq!(calls.get(), 0, "no gate runs on a conflicted merge");
@@ -183,24 +177,13 @@ fn with_rebase_a_conflict_is_a_clean_refusal() {
 
     // A base that deleted a file the candidate updates conflicts too.
     let fx = Fixture::new();
-    let other = fx.tmp.path().join("deleter");
-    git(
-        fx.tmp.path(),
-        &[
-            "clone",
-            "-q",
-            fx.remote_dir.to_str().unwrap(),
-            other.to_str().unwrap(),
-        ],
-    );
+    let other = fx.clone_to(&fx.remote_dir, "deleter");
     git(&other, &["rm", "-q", "bin/run.sh"]);
     git(&other, &["commit", "-q", "-m", "drop run.sh"]);
     git(&other, &["push", "-q", "origin", "main"]);
     let request = Request::new(fx.remote(), "candidate/conflict");
     assert_eq!(
-        publish(&request.build(&fx, Some(&gate)))
-            .unwrap_err()
-            .code(),
+        request.refused(&fx, Some(&gate)),
         "PATCH_CANDIDATE_PUBLISH_REBASE_CONFLICT"
     );
 }

@@ -151,24 +151,24 @@ impl Fixture {
         Remote::parse(self.remote_dir.to_str().unwrap()).unwrap()
     }
 
-    /// The tree `git apply --index` of the candidate's exported patch gives in a fresh clone.
-    pub fn expected_tree(&self) -> String {
-        let clone = self.tmp.path().join(format!(
-            "apply-{}",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
+    /// A clone of the repository at `source` in the fixture's folder `name`.
+    pub fn clone_to(&self, source: &Path, name: &str) -> PathBuf {
+        let clone = self.tmp.path().join(name);
         git(
             self.tmp.path(),
             &[
                 "clone",
                 "-q",
-                self.user.to_str().unwrap(),
+                source.to_str().unwrap(),
                 clone.to_str().unwrap(),
             ],
         );
+        clone
+    }
+
+    /// The tree `git apply --index` of the candidate's exported patch gives in a fresh clone.
+    pub fn expected_tree(&self) -> String {
+        let clone = self.clone_to(&self.user, &unique_name("apply"));
         git(&clone, &["checkout", "-q", &self.baseline]);
         let patch = clone.join("..").join(format!(
             "{}.patch",
@@ -181,22 +181,7 @@ impl Fixture {
 
     /// A commit on the remote's `main` made elsewhere (the base moves).
     pub fn move_base(&self, files: &[(&str, &str, bool)]) -> String {
-        let other = self.tmp.path().join(format!(
-            "other-{}",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        git(
-            self.tmp.path(),
-            &[
-                "clone",
-                "-q",
-                self.remote_dir.to_str().unwrap(),
-                other.to_str().unwrap(),
-            ],
-        );
+        let other = self.clone_to(&self.remote_dir, &unique_name("other"));
         let tip = commit_files(&other, files, "base moves");
         git(&other, &["push", "-q", "origin", "main"]);
         tip
@@ -265,6 +250,17 @@ impl Request {
             rebase,
         }
     }
+
+    /// The code of the error `publish` refuses this request with.
+    pub fn refused(
+        &self,
+        fixture: &Fixture,
+        rebase: Option<&dyn publish::MergedTreeGate>,
+    ) -> &'static str {
+        publish::publish(&self.build(fixture, rebase))
+            .unwrap_err()
+            .code()
+    }
 }
 
 /// SHA-256 over every entry under `root` (path, kind, mode, bytes or link target), sorted.
@@ -314,17 +310,24 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Nanoseconds since the epoch.
+fn now_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// `prefix-<nanoseconds since the epoch>`.
+fn unique_name(prefix: &str) -> String {
+    format!("{prefix}-{}", now_nanos())
+}
+
 /// A random-looking secret unique to this process and call.
 pub fn secret(tag: &str) -> String {
     let mut h = sha2::Sha256::new();
     h.update(tag.as_bytes());
     h.update(std::process::id().to_le_bytes());
-    h.update(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-            .to_le_bytes(),
-    );
+    h.update(now_nanos().to_le_bytes());
     format!("pw{}", &hex(&h.finalize())[..32])
 }

@@ -78,3 +78,24 @@ pub(super) async fn json_body<T: serde::de::DeserializeOwned>(
     })?;
     Ok(value)
 }
+
+/// The job id of the path and the strict JSON body of a request on one job: [`parse_id`], then
+/// [`json_body`].
+pub(super) struct JobJson<T> {
+    pub(super) id: JobId,
+    pub(super) body: T,
+}
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> axum::extract::FromRequest<S>
+    for JobJson<T>
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        use axum::extract::FromRequestParts as _;
+        let (mut parts, body) = req.into_parts();
+        let id = parse_id(UrlPath::<String>::from_request_parts(&mut parts, state).await)?;
+        let body = json_body(&parts.headers, body).await?;
+        Ok(Self { id, body })
+    }
+}

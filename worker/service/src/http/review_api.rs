@@ -11,14 +11,13 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path as UrlPath, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use vocab::JobId;
 
-use super::{ApiError, ApiResult, Caller, json_body, parse_id};
+use super::{ApiError, ApiResult, Caller, JobJson, parse_id};
 use crate::Shared;
 use crate::error::PUBLISH_DISABLED_CODE;
 use crate::mirror::Locator;
@@ -293,12 +292,8 @@ pub(crate) async fn decide(
 async fn review_decide(
     State(sh): State<Arc<Shared>>,
     axum::Extension(Caller(principal)): axum::Extension<Caller>,
-    id: Result<UrlPath<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Body,
+    JobJson { id, body }: JobJson<DecisionBody>,
 ) -> ApiResult {
-    let id = parse_id(id)?;
-    let body: DecisionBody = json_body(&headers, body).await?;
     let request = review::DecisionRequest {
         candidate_digest: named_digest(&body.candidate_digest)?,
         decision: review::Decision::parse(&body.decision)?,
@@ -722,12 +717,8 @@ async fn not_recorded(
 async fn publish_candidate(
     State(sh): State<Arc<Shared>>,
     axum::Extension(Caller(principal)): axum::Extension<Caller>,
-    id: Result<UrlPath<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Body,
+    JobJson { id, body }: JobJson<PublishBody>,
 ) -> ApiResult {
-    let id = parse_id(id)?;
-    let body: PublishBody = json_body(&headers, body).await?;
     let record = publish(&sh, &id, &principal, &body).await?;
     let context = review_context(&sh, &id).await?;
     Ok((

@@ -81,8 +81,14 @@ pub(crate) fn router<S: Clone + Send + Sync + 'static>(sh: Arc<Shared>) -> Route
         .route("/ui/jobs/{id}", get(job_page))
         .route("/ui/jobs/{id}/candidate", get(candidate_page))
         .route("/ui/jobs/{id}/raw/{n}", get(raw_diff))
-        .route("/ui/jobs/{id}/decide", post(decide))
-        .route("/ui/jobs/{id}/publish", post(publish))
+        .route(
+            "/ui/jobs/{id}/decide",
+            post(candidate_action::<DecisionForm>),
+        )
+        .route(
+            "/ui/jobs/{id}/publish",
+            post(candidate_action::<PublishForm>),
+        )
         .route("/ui/static/ui.css", get(stylesheet))
         .route(ui::CSP_REPORT_PATH, post(csp_report))
         .route("/ui/csp-reports", get(csp_report_count))
@@ -168,6 +174,18 @@ fn message(
         back,
     };
     html(status, page.render())
+}
+
+/// 503 for a store (sessions, jobs) that cannot answer.
+fn store_unavailable(code: &'static str, text: &str) -> Response {
+    message(
+        None,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Unavailable",
+        Some(code),
+        text,
+        None,
+    )
 }
 
 fn api_error(session: &ui::Session, e: &ApiError, back: Option<String>) -> Response {
@@ -266,14 +284,7 @@ fn sign_in_form_page(
     {
         Ok(f) => f,
         Err(e) => {
-            return message(
-                None,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Unavailable",
-                Some(e.code()),
-                &e.to_string(),
-                None,
-            );
+            return store_unavailable(e.code(), &e.to_string());
         }
     };
     let mut r = html(
@@ -418,28 +429,14 @@ async fn sign_in(State(ui): St, request: Request) -> Response {
             };
         }
         Err(e) => {
-            return message(
-                None,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Unavailable",
-                Some(e.code()),
-                &e.to_string(),
-                None,
-            );
+            return store_unavailable(e.code(), &e.to_string());
         }
     };
     let credential = vocab::sha256_bare_hex(token);
     let s = match ui.sessions.create(principal.as_str(), &credential) {
         Ok(s) => s,
         Err(e) => {
-            return message(
-                None,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Unavailable",
-                Some(e.code()),
-                &e.to_string(),
-                None,
-            );
+            return store_unavailable(e.code(), &e.to_string());
         }
     };
     tracing::info!(
@@ -1094,10 +1091,19 @@ fn csrf_refused(s: &ui::Session, id: &JobId) -> Response {
     )
 }
 
-/// The form of a POST that acts on a candidate: the CSRF token and the digest the page showed.
+/// The form of a POST that acts on a candidate: the CSRF token and the digest the page showed,
+/// and the action itself.
 trait CandidateForm: serde::de::DeserializeOwned {
     fn csrf(&self) -> &str;
     fn candidate_digest(&self) -> &str;
+    /// Carries the action out for `principal`; `Ok` is the notice the candidate page then shows
+    /// (its `done`).
+    fn act(
+        &self,
+        sh: &Arc<Shared>,
+        id: &JobId,
+        principal: &str,
+    ) -> impl Future<Output = Result<&'static str, ApiError>> + Send;
 }
 
 impl CandidateForm for DecisionForm {
@@ -1107,6 +1113,19 @@ impl CandidateForm for DecisionForm {
     fn candidate_digest(&self) -> &str {
         &self.candidate_digest
     }
+    async fn act(
+        &self,
+        sh: &Arc<Shared>,
+        id: &JobId,
+        principal: &str,
+    ) -> Result<&'static str, ApiError> {
+        record_decision(sh, id, principal, self).await?;
+        Ok(match self.decision.as_str() {
+            "accept" => "accept",
+            "reject" => "reject",
+            _ => "retry",
+        })
+    }
 }
 
 impl CandidateForm for PublishForm {
@@ -1115,6 +1134,15 @@ impl CandidateForm for PublishForm {
     }
     fn candidate_digest(&self) -> &str {
         &self.candidate_digest
+    }
+    async fn act(
+        &self,
+        sh: &Arc<Shared>,
+        id: &JobId,
+        principal: &str,
+    ) -> Result<&'static str, ApiError> {
+        publish_ui::publish(sh, id, principal, self).await?;
+        Ok("publish")
     }
 }
 
@@ -1179,25 +1207,22 @@ async fn refused_action(ui: &UiState, s: &ui::Session, id: &JobId, e: &ApiError)
     }
 }
 
-async fn decide(
+/// A candidate action (decide, publish): the checks of [`checked_post`], the action, then the
+/// candidate page with its notice, or with the refusal on it.
+async fn candidate_action<F: CandidateForm>(
     State(ui): St,
     headers: HeaderMap,
     id: Result<UrlPath<String>, PathRejection>,
     body: Body,
 ) -> Response {
-    let (s, id, f) = match checked_post::<DecisionForm>(&ui, &headers, id, body).await {
+    let (s, id, f) = match checked_post::<F>(&ui, &headers, id, body).await {
         Ok(checked) => checked,
         Err(refused) => return refused,
     };
-    match record_decision(&ui.sh, &id, &s.principal, &f).await {
-        Ok(()) => see_other(&format!(
-            "/ui/jobs/{}/candidate?done={}#notice",
-            id.as_str(),
-            match f.decision.as_str() {
-                "accept" => "accept",
-                "reject" => "reject",
-                _ => "retry",
-            }
+    match f.act(&ui.sh, &id, &s.principal).await {
+        Ok(done) => see_other(&format!(
+            "/ui/jobs/{}/candidate?done={done}#notice",
+            id.as_str()
         )),
         Err(e) => refused_action(&ui, &s, &id, &e).await,
     }
@@ -1210,25 +1235,6 @@ pub(crate) struct PublishForm {
     pub(crate) csrf: String,
     pub(crate) candidate_digest: String,
     pub(crate) branch: String,
-}
-
-async fn publish(
-    State(ui): St,
-    headers: HeaderMap,
-    id: Result<UrlPath<String>, PathRejection>,
-    body: Body,
-) -> Response {
-    let (s, id, f) = match checked_post::<PublishForm>(&ui, &headers, id, body).await {
-        Ok(checked) => checked,
-        Err(refused) => return refused,
-    };
-    match publish_ui::publish(&ui.sh, &id, &s.principal, &f).await {
-        Ok(()) => see_other(&format!(
-            "/ui/jobs/{}/candidate?done=publish#notice",
-            id.as_str()
-        )),
-        Err(e) => refused_action(&ui, &s, &id, &e).await,
-    }
 }
 
 async fn stylesheet() -> Response {

@@ -1,5 +1,6 @@
-//! Files a person names on the command line (approval, snapshot evidence, proposal, candidate,
-//! policy, `images.json`): opened once, checked on the handle, read with a byte cap.
+//! Files read with a byte cap (a person's named files: approval, snapshot evidence, proposal,
+//! candidate, policy, `images.json`; the state directory's records): opened once, checked on the
+//! handle, read with a byte cap.
 //!
 //! # Security
 //! The file is opened with `O_NONBLOCK`, so a FIFO swapped in for the file never blocks the open;
