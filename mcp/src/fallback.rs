@@ -193,15 +193,8 @@ fn failure(path: &str, message: &str, at: Option<(u64, u64)>) -> CheckFailure {
     }
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one call per upstream check; a struct would only rename the arguments"
-)]
 fn finish(
-    name: &str,
-    label: &str,
-    passed_reason: &str,
-    skipped_reason: &str,
+    spec: &CheckSpec,
     artifacts: Vec<String>,
     failures: Vec<CheckFailure>,
     not_checked: Vec<NotChecked>,
@@ -215,12 +208,12 @@ fn finish(
         "skipped"
     };
     let reason = match status {
-        "failed" => format!("{label} failed in {} file(s).", failures.len()),
-        "passed" => passed_reason.to_owned(),
-        _ => skipped_reason.to_owned(),
+        "failed" => format!("{} failed in {} file(s).", spec.label, failures.len()),
+        "passed" => spec.passed_reason.to_owned(),
+        _ => spec.skipped_reason.to_owned(),
     };
     FallbackCheck {
-        name: name.to_owned(),
+        name: spec.name.to_owned(),
         status: status.to_owned(),
         reason,
         artifacts,
@@ -243,51 +236,91 @@ pub fn run_checks(ws: &Workspace, files: &[String]) -> Result<Vec<FallbackCheck>
     ])
 }
 
+/// One upstream check: its names and messages, which files it takes and how many.
+struct CheckSpec {
+    name: &'static str,
+    label: &'static str,
+    passed_reason: &'static str,
+    skipped_reason: &'static str,
+    suffixes: &'static [&'static str],
+    limit: usize,
+    /// Whether upstream caps the listed artifacts at [`ARTIFACTS_SHOWN`].
+    cap_artifacts: bool,
+}
+
+/// What a check makes of one file it read.
+enum Verdict {
+    Passed,
+    Failed(CheckFailure),
+    NotChecked(&'static str),
+}
+
+/// Runs one check over the first `spec.limit` files with its suffixes: `wanted` picks the file
+/// names it looks at, `judge` rules on the bytes of each one the budget lets it read.
+fn run_check(
+    ws: &Workspace,
+    files: &[String],
+    budget: &mut Budget,
+    spec: &CheckSpec,
+    wanted: impl Fn(&str) -> bool,
+    judge: impl Fn(&str, &[u8]) -> Verdict,
+) -> Result<FallbackCheck, McpError> {
+    let (picked, beyond) = candidates(files, spec.suffixes, spec.limit);
+    let mut artifacts = Vec::new();
+    let mut failures = Vec::new();
+    let mut not_checked = Vec::new();
+    for path in picked {
+        if !wanted(path.rsplit('/').next().unwrap_or_default()) {
+            continue;
+        }
+        artifacts.push(path.clone());
+        let reason = match budget.read(ws, path)? {
+            Read::Skipped(why) => why,
+            Read::Bytes(bytes) => match judge(path, &bytes) {
+                Verdict::Passed => continue,
+                Verdict::Failed(f) => {
+                    failures.push(f);
+                    continue;
+                }
+                Verdict::NotChecked(why) => why,
+            },
+        };
+        not_checked.push(NotChecked {
+            path: path.clone(),
+            reason: reason.to_owned(),
+        });
+    }
+    if spec.cap_artifacts {
+        artifacts.truncate(ARTIFACTS_SHOWN);
+    }
+    Ok(finish(spec, artifacts, failures, not_checked, beyond))
+}
+
 fn json_check(
     ws: &Workspace,
     files: &[String],
     budget: &mut Budget,
 ) -> Result<FallbackCheck, McpError> {
-    let (picked, beyond) = candidates(files, &[".json"], JSON_LIMIT);
-    let mut artifacts = Vec::new();
-    let mut failures = Vec::new();
-    let mut not_checked = Vec::new();
-    for path in picked {
-        let name = path.rsplit('/').next().unwrap_or_default();
-        if !matches!(name, "package.json" | "tsconfig.json" | "composer.json")
-            && !name.ends_with(".schema.json")
-        {
-            continue;
+    let spec = CheckSpec {
+        name: "json_manifest_parse",
+        label: "JSON manifest parse",
+        passed_reason: "JSON manifests parse successfully.",
+        skipped_reason: "No JSON manifests were found.",
+        suffixes: &[".json"],
+        limit: JSON_LIMIT,
+        cap_artifacts: false,
+    };
+    let wanted = |name: &str| {
+        matches!(name, "package.json" | "tsconfig.json" | "composer.json")
+            || name.ends_with(".schema.json")
+    };
+    run_check(ws, files, budget, &spec, wanted, |path, bytes| {
+        if crate::bounded::check_json(bytes).is_err() {
+            Verdict::NotChecked("nests deeper or holds more values than the JSON parse budget")
+        } else {
+            json_problem(path, bytes).map_or(Verdict::Passed, Verdict::Failed)
         }
-        artifacts.push(path.clone());
-        match budget.read(ws, path)? {
-            Read::Skipped(why) => not_checked.push(NotChecked {
-                path: path.clone(),
-                reason: why.to_owned(),
-            }),
-            Read::Bytes(bytes) => {
-                if crate::bounded::check_json(&bytes).is_err() {
-                    not_checked.push(NotChecked {
-                        path: path.clone(),
-                        reason: "nests deeper or holds more values than the JSON parse budget"
-                            .to_owned(),
-                    });
-                } else if let Some(f) = json_problem(path, &bytes) {
-                    failures.push(f);
-                }
-            }
-        }
-    }
-    Ok(finish(
-        "json_manifest_parse",
-        "JSON manifest parse",
-        "JSON manifests parse successfully.",
-        "No JSON manifests were found.",
-        artifacts,
-        failures,
-        not_checked,
-        beyond,
-    ))
+    })
 }
 
 /// `json.loads(path.read_text("utf-8"))`: UTF-8, one JSON value (duplicate keys allowed).
@@ -313,38 +346,27 @@ fn python_check(
     files: &[String],
     budget: &mut Budget,
 ) -> Result<FallbackCheck, McpError> {
-    let (picked, beyond) = candidates(files, &[".py"], PYTHON_LIMIT);
-    let mut artifacts = Vec::new();
-    let mut failures = Vec::new();
-    let mut not_checked = Vec::new();
-    for path in picked {
-        artifacts.push(path.clone());
-        match budget.read(ws, path)? {
-            Read::Skipped(why) => not_checked.push(NotChecked {
-                path: path.clone(),
-                reason: why.to_owned(),
-            }),
-            Read::Bytes(bytes) => match python_problem(path, &bytes) {
-                Ok(Some(f)) => failures.push(f),
-                Ok(None) => {}
-                Err(why) => not_checked.push(NotChecked {
-                    path: path.clone(),
-                    reason: why.to_owned(),
-                }),
-            },
-        }
-    }
-    artifacts.truncate(ARTIFACTS_SHOWN);
-    Ok(finish(
-        "python_syntax",
-        "Python syntax check",
-        "Python source files compile successfully.",
-        "No Python files were found.",
-        artifacts,
-        failures,
-        not_checked,
-        beyond,
-    ))
+    let spec = CheckSpec {
+        name: "python_syntax",
+        label: "Python syntax check",
+        passed_reason: "Python source files compile successfully.",
+        skipped_reason: "No Python files were found.",
+        suffixes: &[".py"],
+        limit: PYTHON_LIMIT,
+        cap_artifacts: true,
+    };
+    run_check(
+        ws,
+        files,
+        budget,
+        &spec,
+        |_| true,
+        |path, bytes| match python_problem(path, bytes) {
+            Ok(Some(f)) => Verdict::Failed(f),
+            Ok(None) => Verdict::Passed,
+            Err(why) => Verdict::NotChecked(why),
+        },
+    )
 }
 
 /// `compile(text, path, "exec")`: parse, then the compiler's own target and placement rules.
@@ -422,40 +444,31 @@ fn yaml_check(
     files: &[String],
     budget: &mut Budget,
 ) -> Result<FallbackCheck, McpError> {
-    let (picked, beyond) = candidates(files, &[".yaml", ".yml"], YAML_LIMIT);
-    let mut artifacts = Vec::new();
-    let mut failures = Vec::new();
-    let mut not_checked = Vec::new();
-    for path in picked {
-        artifacts.push(path.clone());
-        match budget.read(ws, path)? {
-            Read::Skipped(why) => not_checked.push(NotChecked {
-                path: path.clone(),
-                reason: why.to_owned(),
+    let spec = CheckSpec {
+        name: "yaml_manifest_parse",
+        label: "YAML manifest parse",
+        passed_reason: "YAML manifests parse successfully.",
+        skipped_reason: "No YAML manifests were found.",
+        suffixes: &[".yaml", ".yml"],
+        limit: YAML_LIMIT,
+        cap_artifacts: true,
+    };
+    run_check(
+        ws,
+        files,
+        budget,
+        &spec,
+        |_| true,
+        |path, bytes| match pyyaml::safe_load(bytes) {
+            Ok(_) => Verdict::Passed,
+            Err(problem) => Verdict::Failed(CheckFailure {
+                path: path.to_owned(),
+                message: problem.describe(),
+                line: problem.line(),
+                column: problem.column(),
             }),
-            Read::Bytes(bytes) => {
-                if let Err(problem) = pyyaml::safe_load(&bytes) {
-                    failures.push(CheckFailure {
-                        path: path.clone(),
-                        message: problem.describe(),
-                        line: problem.line(),
-                        column: problem.column(),
-                    });
-                }
-            }
-        }
-    }
-    artifacts.truncate(ARTIFACTS_SHOWN);
-    Ok(finish(
-        "yaml_manifest_parse",
-        "YAML manifest parse",
-        "YAML manifests parse successfully.",
-        "No YAML manifests were found.",
-        artifacts,
-        failures,
-        not_checked,
-        beyond,
-    ))
+        },
+    )
 }
 
 /// 1-based line and column (in characters) of a byte offset.
