@@ -229,11 +229,10 @@ fn finish(
 /// Read failures other than a file disappearing or exceeding a budget.
 pub fn run_checks(ws: &Workspace, files: &[String]) -> Result<Vec<FallbackCheck>, McpError> {
     let mut budget = Budget { read: 0 };
-    Ok(vec![
-        json_check(ws, files, &mut budget)?,
-        python_check(ws, files, &mut budget)?,
-        yaml_check(ws, files, &mut budget)?,
-    ])
+    CHECKS
+        .iter()
+        .map(|spec| run_check(ws, files, &mut budget, spec))
+        .collect()
 }
 
 /// One upstream check: its names and messages, which files it takes and how many.
@@ -246,7 +245,63 @@ struct CheckSpec {
     limit: usize,
     /// Whether upstream caps the listed artifacts at [`ARTIFACTS_SHOWN`].
     cap_artifacts: bool,
+    /// Which of those file names it looks at.
+    wanted: fn(&str) -> bool,
+    /// Its ruling on the bytes of one file (with its path).
+    judge: fn(&str, &[u8]) -> Verdict,
 }
+
+/// The three upstream checks, in upstream's order.
+const CHECKS: [CheckSpec; 3] = [
+    CheckSpec {
+        name: "json_manifest_parse",
+        label: "JSON manifest parse",
+        passed_reason: "JSON manifests parse successfully.",
+        skipped_reason: "No JSON manifests were found.",
+        suffixes: &[".json"],
+        limit: JSON_LIMIT,
+        cap_artifacts: false,
+        wanted: |name| {
+            matches!(name, "package.json" | "tsconfig.json" | "composer.json")
+                || name.ends_with(".schema.json")
+        },
+        judge: json_verdict,
+    },
+    CheckSpec {
+        name: "python_syntax",
+        label: "Python syntax check",
+        passed_reason: "Python source files compile successfully.",
+        skipped_reason: "No Python files were found.",
+        suffixes: &[".py"],
+        limit: PYTHON_LIMIT,
+        cap_artifacts: true,
+        wanted: |_| true,
+        judge: |path, bytes| match python_problem(path, bytes) {
+            Ok(Some(f)) => Verdict::Failed(f),
+            Ok(None) => Verdict::Passed,
+            Err(why) => Verdict::NotChecked(why),
+        },
+    },
+    CheckSpec {
+        name: "yaml_manifest_parse",
+        label: "YAML manifest parse",
+        passed_reason: "YAML manifests parse successfully.",
+        skipped_reason: "No YAML manifests were found.",
+        suffixes: &[".yaml", ".yml"],
+        limit: YAML_LIMIT,
+        cap_artifacts: true,
+        wanted: |_| true,
+        judge: |path, bytes| match pyyaml::safe_load(bytes) {
+            Ok(_) => Verdict::Passed,
+            Err(problem) => Verdict::Failed(CheckFailure {
+                path: path.to_owned(),
+                message: problem.describe(),
+                line: problem.line(),
+                column: problem.column(),
+            }),
+        },
+    },
+];
 
 /// What a check makes of one file it read.
 enum Verdict {
@@ -255,28 +310,26 @@ enum Verdict {
     NotChecked(&'static str),
 }
 
-/// Runs one check over the first `spec.limit` files with its suffixes: `wanted` picks the file
-/// names it looks at, `judge` rules on the bytes of each one the budget lets it read.
+/// Runs one check over the first `spec.limit` files with its suffixes: of the file names it
+/// wants, each one the budget lets it read is judged.
 fn run_check(
     ws: &Workspace,
     files: &[String],
     budget: &mut Budget,
     spec: &CheckSpec,
-    wanted: impl Fn(&str) -> bool,
-    judge: impl Fn(&str, &[u8]) -> Verdict,
 ) -> Result<FallbackCheck, McpError> {
     let (picked, beyond) = candidates(files, spec.suffixes, spec.limit);
     let mut artifacts = Vec::new();
     let mut failures = Vec::new();
     let mut not_checked = Vec::new();
     for path in picked {
-        if !wanted(path.rsplit('/').next().unwrap_or_default()) {
+        if !(spec.wanted)(path.rsplit('/').next().unwrap_or_default()) {
             continue;
         }
         artifacts.push(path.clone());
         let reason = match budget.read(ws, path)? {
             Read::Skipped(why) => why,
-            Read::Bytes(bytes) => match judge(path, &bytes) {
+            Read::Bytes(bytes) => match (spec.judge)(path, &bytes) {
                 Verdict::Passed => continue,
                 Verdict::Failed(f) => {
                     failures.push(f);
@@ -296,31 +349,13 @@ fn run_check(
     Ok(finish(spec, artifacts, failures, not_checked, beyond))
 }
 
-fn json_check(
-    ws: &Workspace,
-    files: &[String],
-    budget: &mut Budget,
-) -> Result<FallbackCheck, McpError> {
-    let spec = CheckSpec {
-        name: "json_manifest_parse",
-        label: "JSON manifest parse",
-        passed_reason: "JSON manifests parse successfully.",
-        skipped_reason: "No JSON manifests were found.",
-        suffixes: &[".json"],
-        limit: JSON_LIMIT,
-        cap_artifacts: false,
-    };
-    let wanted = |name: &str| {
-        matches!(name, "package.json" | "tsconfig.json" | "composer.json")
-            || name.ends_with(".schema.json")
-    };
-    run_check(ws, files, budget, &spec, wanted, |path, bytes| {
-        if crate::bounded::check_json(bytes).is_err() {
-            Verdict::NotChecked("nests deeper or holds more values than the JSON parse budget")
-        } else {
-            json_problem(path, bytes).map_or(Verdict::Passed, Verdict::Failed)
-        }
-    })
+/// The JSON check's ruling: within the parse budget, then `json_problem`.
+fn json_verdict(path: &str, bytes: &[u8]) -> Verdict {
+    if crate::bounded::check_json(bytes).is_err() {
+        Verdict::NotChecked("nests deeper or holds more values than the JSON parse budget")
+    } else {
+        json_problem(path, bytes).map_or(Verdict::Passed, Verdict::Failed)
+    }
 }
 
 /// `json.loads(path.read_text("utf-8"))`: UTF-8, one JSON value (duplicate keys allowed).
@@ -339,34 +374,6 @@ fn json_problem(path: &str, bytes: &[u8]) -> Option<CheckFailure> {
             )),
         )),
     }
-}
-
-fn python_check(
-    ws: &Workspace,
-    files: &[String],
-    budget: &mut Budget,
-) -> Result<FallbackCheck, McpError> {
-    let spec = CheckSpec {
-        name: "python_syntax",
-        label: "Python syntax check",
-        passed_reason: "Python source files compile successfully.",
-        skipped_reason: "No Python files were found.",
-        suffixes: &[".py"],
-        limit: PYTHON_LIMIT,
-        cap_artifacts: true,
-    };
-    run_check(
-        ws,
-        files,
-        budget,
-        &spec,
-        |_| true,
-        |path, bytes| match python_problem(path, bytes) {
-            Ok(Some(f)) => Verdict::Failed(f),
-            Ok(None) => Verdict::Passed,
-            Err(why) => Verdict::NotChecked(why),
-        },
-    )
 }
 
 /// `compile(text, path, "exec")`: parse, then the compiler's own target and placement rules.
@@ -437,38 +444,6 @@ fn compile_problem(path: &str, text: &str) -> Option<CheckFailure> {
             ))
         }
     }
-}
-
-fn yaml_check(
-    ws: &Workspace,
-    files: &[String],
-    budget: &mut Budget,
-) -> Result<FallbackCheck, McpError> {
-    let spec = CheckSpec {
-        name: "yaml_manifest_parse",
-        label: "YAML manifest parse",
-        passed_reason: "YAML manifests parse successfully.",
-        skipped_reason: "No YAML manifests were found.",
-        suffixes: &[".yaml", ".yml"],
-        limit: YAML_LIMIT,
-        cap_artifacts: true,
-    };
-    run_check(
-        ws,
-        files,
-        budget,
-        &spec,
-        |_| true,
-        |path, bytes| match pyyaml::safe_load(bytes) {
-            Ok(_) => Verdict::Passed,
-            Err(problem) => Verdict::Failed(CheckFailure {
-                path: path.to_owned(),
-                message: problem.describe(),
-                line: problem.line(),
-                column: problem.column(),
-            }),
-        },
-    )
 }
 
 /// 1-based line and column (in characters) of a byte offset.
