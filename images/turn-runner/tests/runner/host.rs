@@ -85,13 +85,16 @@ fn no_change_is_empty_without_archive() {
     assert!(out.proposal.changed_files.is_empty());
 }
 
-/// The summaries of the provider events of a turn.
-fn event_summaries(out: &turn_runner::TurnOutput) -> Vec<&str> {
-    out.proposal
+/// A turn rejected with `violation` whose one provider event is `event` (the refused request).
+fn refused_and_rejected(task: &str, violation: &str, event: &str) {
+    let out = rejected(task, violation);
+    let events: Vec<&str> = out
+        .proposal
         .provider_events
         .iter()
         .map(|e| e.summary.as_str())
-        .collect()
+        .collect();
+    assert_eq!(events, vec![event], "{task}");
 }
 
 /// Runs a turn that must end with `status` and the error `code`; its output and workspace root.
@@ -124,12 +127,11 @@ fn rejected(task: &str, expected_violation: &str) -> turn_runner::TurnOutput {
 
 #[test]
 fn read_only_edit_is_refused_over_acp_and_rejected_when_done_directly() {
-    let out = rejected(
+    refused_and_rejected(
         "mode: edit-read-only",
         "tests/test_dashboard.py (read_only_modified)",
+        "refused fs request: FS_READ_ONLY",
     );
-    let events = event_summaries(&out);
-    assert_eq!(events, vec!["refused fs request: FS_READ_ONLY"]);
 }
 
 #[test]
@@ -142,12 +144,11 @@ fn read_only_delete_is_rejected() {
 
 #[test]
 fn ungranted_create_is_refused_and_rejected() {
-    let out = rejected(
+    refused_and_rejected(
         "mode: create-ungranted",
         "unapproved.txt (outside_allowlist)",
+        "refused fs request: FS_NOT_IN_SCOPE",
     );
-    let events = event_summaries(&out);
-    assert_eq!(events, vec!["refused fs request: FS_NOT_IN_SCOPE"]);
 }
 
 #[test]
@@ -157,10 +158,12 @@ fn ungranted_delete_is_rejected() {
 
 #[test]
 fn symlink_is_rejected_and_never_followed() {
-    let out = rejected("mode: symlink", "link-to-passwd (symlink)");
-    let events = event_summaries(&out);
     // The link is not a granted path, so the write is refused before it could be followed.
-    assert_eq!(events, vec!["refused fs request: FS_NOT_IN_SCOPE"]);
+    refused_and_rejected(
+        "mode: symlink",
+        "link-to-passwd (symlink)",
+        "refused fs request: FS_NOT_IN_SCOPE",
+    );
 }
 
 #[test]
