@@ -66,10 +66,7 @@ impl PyValue {
     /// The value under string key `key` of a `dict`.
     #[must_use]
     pub fn get(&self, key: &str) -> Option<&PyValue> {
-        self.as_map()?
-            .iter()
-            .find(|(k, _)| k.as_str() == Some(key))
-            .map(|(_, v)| v)
+        crate::bounded::value_under(self.as_map()?, key, Self::as_str)
     }
 
     /// Python truthiness (`value or ""` idioms).
