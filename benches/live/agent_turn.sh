@@ -19,17 +19,7 @@ case "$agent" in
 esac
 cargo build --release --locked -p gateway --features testkit --example scripted_upstream >&2
 bin="${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"; [ -n "${up:-}" ] && kill "$up" 2>/dev/null || true' EXIT
-export PATCH_CANDIDATE_STATE_DIR="$work/state"
-mkdir -m 700 "$work/state"
-git init -q "$work/repo"
-mkdir "$work/repo/src"
-printf 'def answer():\n    return 1\n' > "$work/repo/src/app.py"
-git -C "$work/repo" add -A
-git -C "$work/repo" -c user.name=b -c user.email=b@example.invalid commit -qm init
-"$bin/patch-candidate" approve --repo "$work/repo" --allow src --task "Make answer return 2." \
-  --out "$work/approval.json" >&2
+. benches/live/scratch_repo.sh
 printf 'bench-not-a-key\n' > "$work/key"
 echo "agent $agent, image $image: $(docker image inspect --format '{{.Size}}' "$image") bytes"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

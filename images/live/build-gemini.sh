@@ -6,6 +6,7 @@
 # $STATE_DIR/live-image-gemini.json. Uses build.sh's docker_cli, record_state, CACHE, REV and
 # LIVE_IMAGE, and the shared steps of images/live/common.sh.
 
+source images/live/common.sh
 pin() { sed -n "s/^$1=//p" images/live/gemini-cli.pin; }
 AGENT_PACKAGE="$(pin package)"
 AGENT_VERSION="$(pin version)"
@@ -22,31 +23,7 @@ CACHE_DIR="${PATCH_CANDIDATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/patch-ca
 KEY="$(printf '%s' "$AGENT_INTEGRITY" | sha256sum | cut -c1-16)"
 TARBALL="$CACHE_DIR/gemini-cli-$AGENT_VERSION-$KEY.tgz"
 mkdir -p "$CACHE_DIR"
-if [ ! -f "$TARBALL" ]; then
-  echo "build.sh: npm pack $AGENT_PACKAGE@$AGENT_VERSION" >&2
-  PACK_DIR="$(mktemp -d "$CACHE_DIR/.pack.XXXXXX")"
-  (cd "$PACK_DIR" && npm pack --silent "$AGENT_PACKAGE@$AGENT_VERSION" >/dev/null)
-  packed=("$PACK_DIR"/*.tgz)
-  if [ "${#packed[@]}" != 1 ] || [ ! -f "${packed[0]}" ]; then
-    echo "build.sh: npm pack produced no single tarball" >&2
-    rm -rf "$PACK_DIR"
-    exit 3
-  fi
-  mv -f "${packed[0]}" "$TARBALL.partial"
-  rm -rf "$PACK_DIR"
-  actual="$(integrity_of "$TARBALL.partial")"
-  if [ "$actual" != "$AGENT_INTEGRITY" ]; then
-    rm -f "$TARBALL.partial"
-    echo "build.sh: $AGENT_PACKAGE@$AGENT_VERSION has integrity $actual, pinned $AGENT_INTEGRITY" >&2
-    exit 3
-  fi
-  mv -f "$TARBALL.partial" "$TARBALL"
-fi
-actual="$(integrity_of "$TARBALL")"
-if [ "$actual" != "$AGENT_INTEGRITY" ]; then
-  echo "build.sh: cached $TARBALL has integrity $actual, pinned $AGENT_INTEGRITY (delete it to download again)" >&2
-  exit 3
-fi
+live_pinned_tarball_into "$TARBALL" "$AGENT_PACKAGE" "$AGENT_VERSION" integrity_of "$AGENT_INTEGRITY" integrity
 AGENT_SHA256="$(sha256sum "$TARBALL" | cut -d' ' -f1)"
 
 ROOT="$CTX/root"
@@ -61,7 +38,6 @@ mv "$CTX/unpack/package/bundle" "$CTX/unpack/package/LICENSE" "$CTX/unpack/packa
 rm -rf "$CTX/unpack"
 cp images/live/gemini-settings.json "$ROOT/etc/gemini-cli/settings.json"
 
-source images/live/common.sh
 live_runner_into "$ROOT"
 live_node_into "$ROOT" "${CACHE_DIR%/npm}/pypi"
 live_busybox_into "$ROOT"

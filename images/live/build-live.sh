@@ -3,6 +3,7 @@
 # busybox, then records it in $STATE_DIR/live-image.json. Uses build.sh's docker_cli,
 # record_state, CACHE, REV and LIVE_IMAGE, and the shared steps of images/live/common.sh.
 
+source images/live/common.sh
 pin() { sed -n "s/^$1=//p" images/live/codex-acp.pin; }
 AGENT_PACKAGE="$(pin package)"
 AGENT_VERSION="$(pin version)"
@@ -16,31 +17,8 @@ fi
 CACHE_DIR="${PATCH_CANDIDATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/patch-candidate}/npm"
 TARBALL="$CACHE_DIR/codex-acp-linux-x64-$AGENT_VERSION.tgz"
 mkdir -p "$CACHE_DIR"
-if [ ! -f "$TARBALL" ]; then
-  echo "build.sh: npm pack $AGENT_PACKAGE@$AGENT_VERSION" >&2
-  PACK_DIR="$(mktemp -d "$CACHE_DIR/.pack.XXXXXX")"
-  (cd "$PACK_DIR" && npm pack --silent "$AGENT_PACKAGE@$AGENT_VERSION" >/dev/null)
-  packed=("$PACK_DIR"/*.tgz)
-  if [ "${#packed[@]}" != 1 ] || [ ! -f "${packed[0]}" ]; then
-    echo "build.sh: npm pack produced no single tarball" >&2
-    rm -rf "$PACK_DIR"
-    exit 3
-  fi
-  mv -f "${packed[0]}" "$TARBALL.partial"
-  rm -rf "$PACK_DIR"
-  actual="$(sha256sum "$TARBALL.partial" | cut -d' ' -f1)"
-  if [ "$actual" != "$AGENT_SHA256" ]; then
-    rm -f "$TARBALL.partial"
-    echo "build.sh: $AGENT_PACKAGE@$AGENT_VERSION has SHA-256 $actual, pinned $AGENT_SHA256" >&2
-    exit 3
-  fi
-  mv -f "$TARBALL.partial" "$TARBALL"
-fi
-actual="$(sha256sum "$TARBALL" | cut -d' ' -f1)"
-if [ "$actual" != "$AGENT_SHA256" ]; then
-  echo "build.sh: cached $TARBALL has SHA-256 $actual, pinned $AGENT_SHA256 (delete it to download again)" >&2
-  exit 3
-fi
+sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+live_pinned_tarball_into "$TARBALL" "$AGENT_PACKAGE" "$AGENT_VERSION" sha256_of "$AGENT_SHA256" SHA-256
 
 ROOT="$CTX/root"
 mkdir -p "$ROOT/bin" "$CTX/unpack"
@@ -56,7 +34,6 @@ rm -rf "$CTX/unpack"
 
 # The runner is static (no program interpreter); the agent needs exactly the loader and these six
 # libraries, resolved by the host's loader and copied to the same paths in the image.
-source images/live/common.sh
 live_runner_into "$ROOT"
 
 EXPECTED_LIBS="libc.so.6 libcrypto.so.3 libgcc_s.so.1 libm.so.6 libssl.so.3 libz.so.1"

@@ -54,13 +54,51 @@ PY
   rm -rf "$pack_dir"
 }
 
+# The registry tarball of package $2 at version $3 as the file $1 in the cache (its directory):
+# fetched with `npm pack` when absent, checked on every use. `$4 FILE` prints a file's checksum,
+# which must be $5; $6 names the checksum in messages.
+live_pinned_tarball_into() {
+  local tarball="$1" package="$2" version="$3" digest="$4" pinned="$5" label="$6" pack_dir packed actual
+  if [ ! -f "$tarball" ]; then
+    echo "build.sh: npm pack $package@$version" >&2
+    pack_dir="$(mktemp -d "$(dirname "$tarball")/.pack.XXXXXX")"
+    (cd "$pack_dir" && npm pack --silent "$package@$version" >/dev/null)
+    packed=("$pack_dir"/*.tgz)
+    if [ "${#packed[@]}" != 1 ] || [ ! -f "${packed[0]}" ]; then
+      echo "build.sh: npm pack produced no single tarball" >&2
+      rm -rf "$pack_dir"
+      exit 3
+    fi
+    mv -f "${packed[0]}" "$tarball.partial"
+    rm -rf "$pack_dir"
+    actual="$("$digest" "$tarball.partial")"
+    if [ "$actual" != "$pinned" ]; then
+      rm -f "$tarball.partial"
+      echo "build.sh: $package@$version has $label $actual, pinned $pinned" >&2
+      exit 3
+    fi
+    mv -f "$tarball.partial" "$tarball"
+  fi
+  actual="$("$digest" "$tarball")"
+  if [ "$actual" != "$pinned" ]; then
+    echo "build.sh: cached $tarball has $label $actual, pinned $pinned (delete it to download again)" >&2
+    exit 3
+  fi
+}
+
+# Stops the build unless $1 is an executable without a program interpreter (statically linked);
+# $2 ends the message.
+live_require_static() {
+  if [ ! -x "$1" ] || readelf -l "$1" | grep -q "program interpreter"; then
+    echo "build.sh: $1 $2" >&2
+    exit 3
+  fi
+}
+
 # The static runner, stripped, as $1/turn-runner.
 live_runner_into() {
   local root="$1" src="$BIN_DIR/turn-runner"
-  if [ ! -x "$src" ] || readelf -l "$src" | grep -q "program interpreter"; then
-    echo "build.sh: $src is missing or not statically linked" >&2
-    exit 3
-  fi
+  live_require_static "$src" "is missing or not statically linked"
   strip --strip-all -o "$root/turn-runner" "$src"
 }
 
@@ -132,10 +170,7 @@ live_node_into() {
 # The agent's shell: a static busybox as $1/bin/busybox and /bin/sh.
 live_busybox_into() {
   local root="$1" busybox="${PATCH_CANDIDATE_BUSYBOX:-/bin/busybox}"
-  if [ ! -x "$busybox" ] || readelf -l "$busybox" | grep -q "program interpreter"; then
-    echo "build.sh: $busybox is missing or not static (Debian: apt-get install busybox-static)" >&2
-    exit 3
-  fi
+  live_require_static "$busybox" "is missing or not static (Debian: apt-get install busybox-static)"
   mkdir -p "$root/bin"
   cp "$busybox" "$root/bin/busybox"
   ln -s busybox "$root/bin/sh"

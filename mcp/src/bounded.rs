@@ -235,10 +235,7 @@ impl YamlNode {
     /// The value under the string key `key`, if this is a mapping holding it.
     #[must_use]
     pub fn as_mapping_get(&self, key: &str) -> Option<&YamlNode> {
-        self.as_mapping()?
-            .iter()
-            .find(|(k, _)| k.as_str() == Some(key))
-            .map(|(_, v)| v)
+        value_under(self.as_mapping()?, key, Self::as_str)
     }
 
     fn feed_hash(&self, state: &mut impl Hasher) {
@@ -275,6 +272,19 @@ impl YamlNode {
         self.feed_hash(&mut hasher);
         hasher.finish()
     }
+}
+
+/// The value of the first pair whose key is the string `key` (mappings are kept as pair lists,
+/// in document order).
+pub(crate) fn value_under<'a, K, V>(
+    pairs: &'a [(K, V)],
+    key: &str,
+    key_text: fn(&K) -> Option<&str>,
+) -> Option<&'a V> {
+    pairs
+        .iter()
+        .find(|(k, _)| key_text(k) == Some(key))
+        .map(|(_, v)| v)
 }
 
 /// Size of a finished subtree, for alias accounting.

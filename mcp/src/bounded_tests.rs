@@ -78,25 +78,30 @@ fn depth_is_bounded_in_block_flow_and_alias_positions() {
     assert_eq!(code(&deep_keys), "too_deep");
 }
 
+/// `first`, then the lines `line(i, i - 1)` for `i` in `1..levels`.
+fn alias_chain(first: &str, levels: usize, line: impl Fn(usize, usize) -> String) -> String {
+    let mut text = String::from(first);
+    for i in 1..levels {
+        text.push_str(&line(i, i - 1));
+    }
+    text
+}
+
 #[test]
 fn alias_bombs_are_charged_as_expanded() {
     // Billion laughs in values.
-    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
-    for i in 1..10 {
-        let prev = i - 1;
-        bomb.push_str(&format!(
+    let bomb = alias_chain("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n", 10, |i, prev| {
+        format!(
             "a{i}: &a{i} [*a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}]\n"
-        ));
-    }
+        )
+    });
     assert_eq!(code(&bomb), "too_many_nodes");
     // The same through mapping keys.
-    let mut keys = String::from("k0: &k0 {a: 1, b: 2, c: 3, d: 4}\n");
-    for i in 1..8 {
-        let prev = i - 1;
-        keys.push_str(&format!(
+    let keys = alias_chain("k0: &k0 {a: 1, b: 2, c: 3, d: 4}\n", 8, |i, prev| {
+        format!(
             "k{i}: &k{i} {{? *k{prev} : 1, ? [*k{prev}] : 2, ? [[*k{prev}]] : 3, ? [[[*k{prev}]]] : 4}}\n"
-        ));
-    }
+        )
+    });
     assert_eq!(code(&keys), "too_many_nodes");
     // One big string referenced many times: bytes, not nodes, are the bound.
     let big = "y".repeat(200_000);

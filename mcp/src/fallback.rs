@@ -193,15 +193,8 @@ fn failure(path: &str, message: &str, at: Option<(u64, u64)>) -> CheckFailure {
     }
 }
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one call per upstream check; a struct would only rename the arguments"
-)]
 fn finish(
-    name: &str,
-    label: &str,
-    passed_reason: &str,
-    skipped_reason: &str,
+    spec: &CheckSpec,
     artifacts: Vec<String>,
     failures: Vec<CheckFailure>,
     not_checked: Vec<NotChecked>,
@@ -215,12 +208,12 @@ fn finish(
         "skipped"
     };
     let reason = match status {
-        "failed" => format!("{label} failed in {} file(s).", failures.len()),
-        "passed" => passed_reason.to_owned(),
-        _ => skipped_reason.to_owned(),
+        "failed" => format!("{} failed in {} file(s).", spec.label, failures.len()),
+        "passed" => spec.passed_reason.to_owned(),
+        _ => spec.skipped_reason.to_owned(),
     };
     FallbackCheck {
-        name: name.to_owned(),
+        name: spec.name.to_owned(),
         status: status.to_owned(),
         reason,
         artifacts,
@@ -236,58 +229,133 @@ fn finish(
 /// Read failures other than a file disappearing or exceeding a budget.
 pub fn run_checks(ws: &Workspace, files: &[String]) -> Result<Vec<FallbackCheck>, McpError> {
     let mut budget = Budget { read: 0 };
-    Ok(vec![
-        json_check(ws, files, &mut budget)?,
-        python_check(ws, files, &mut budget)?,
-        yaml_check(ws, files, &mut budget)?,
-    ])
+    CHECKS
+        .iter()
+        .map(|spec| run_check(ws, files, &mut budget, spec))
+        .collect()
 }
 
-fn json_check(
+/// One upstream check: its names and messages, which files it takes and how many.
+struct CheckSpec {
+    name: &'static str,
+    label: &'static str,
+    passed_reason: &'static str,
+    skipped_reason: &'static str,
+    suffixes: &'static [&'static str],
+    limit: usize,
+    /// Whether upstream caps the listed artifacts at [`ARTIFACTS_SHOWN`].
+    cap_artifacts: bool,
+    /// Which of those file names it looks at.
+    wanted: fn(&str) -> bool,
+    /// Its ruling on the bytes of one file (with its path).
+    judge: fn(&str, &[u8]) -> Verdict,
+}
+
+/// The three upstream checks, in upstream's order.
+const CHECKS: [CheckSpec; 3] = [
+    CheckSpec {
+        name: "json_manifest_parse",
+        label: "JSON manifest parse",
+        passed_reason: "JSON manifests parse successfully.",
+        skipped_reason: "No JSON manifests were found.",
+        suffixes: &[".json"],
+        limit: JSON_LIMIT,
+        cap_artifacts: false,
+        wanted: |name| {
+            matches!(name, "package.json" | "tsconfig.json" | "composer.json")
+                || name.ends_with(".schema.json")
+        },
+        judge: json_verdict,
+    },
+    CheckSpec {
+        name: "python_syntax",
+        label: "Python syntax check",
+        passed_reason: "Python source files compile successfully.",
+        skipped_reason: "No Python files were found.",
+        suffixes: &[".py"],
+        limit: PYTHON_LIMIT,
+        cap_artifacts: true,
+        wanted: |_| true,
+        judge: |path, bytes| match python_problem(path, bytes) {
+            Ok(Some(f)) => Verdict::Failed(f),
+            Ok(None) => Verdict::Passed,
+            Err(why) => Verdict::NotChecked(why),
+        },
+    },
+    CheckSpec {
+        name: "yaml_manifest_parse",
+        label: "YAML manifest parse",
+        passed_reason: "YAML manifests parse successfully.",
+        skipped_reason: "No YAML manifests were found.",
+        suffixes: &[".yaml", ".yml"],
+        limit: YAML_LIMIT,
+        cap_artifacts: true,
+        wanted: |_| true,
+        judge: |path, bytes| match pyyaml::safe_load(bytes) {
+            Ok(_) => Verdict::Passed,
+            Err(problem) => Verdict::Failed(CheckFailure {
+                path: path.to_owned(),
+                message: problem.describe(),
+                line: problem.line(),
+                column: problem.column(),
+            }),
+        },
+    },
+];
+
+/// What a check makes of one file it read.
+enum Verdict {
+    Passed,
+    Failed(CheckFailure),
+    NotChecked(&'static str),
+}
+
+/// Runs one check over the first `spec.limit` files with its suffixes: of the file names it
+/// wants, each one the budget lets it read is judged.
+fn run_check(
     ws: &Workspace,
     files: &[String],
     budget: &mut Budget,
+    spec: &CheckSpec,
 ) -> Result<FallbackCheck, McpError> {
-    let (picked, beyond) = candidates(files, &[".json"], JSON_LIMIT);
+    let (picked, beyond) = candidates(files, spec.suffixes, spec.limit);
     let mut artifacts = Vec::new();
     let mut failures = Vec::new();
     let mut not_checked = Vec::new();
     for path in picked {
-        let name = path.rsplit('/').next().unwrap_or_default();
-        if !matches!(name, "package.json" | "tsconfig.json" | "composer.json")
-            && !name.ends_with(".schema.json")
-        {
+        if !(spec.wanted)(path.rsplit('/').next().unwrap_or_default()) {
             continue;
         }
         artifacts.push(path.clone());
-        match budget.read(ws, path)? {
-            Read::Skipped(why) => not_checked.push(NotChecked {
-                path: path.clone(),
-                reason: why.to_owned(),
-            }),
-            Read::Bytes(bytes) => {
-                if crate::bounded::check_json(&bytes).is_err() {
-                    not_checked.push(NotChecked {
-                        path: path.clone(),
-                        reason: "nests deeper or holds more values than the JSON parse budget"
-                            .to_owned(),
-                    });
-                } else if let Some(f) = json_problem(path, &bytes) {
+        let reason = match budget.read(ws, path)? {
+            Read::Skipped(why) => why,
+            Read::Bytes(bytes) => match (spec.judge)(path, &bytes) {
+                Verdict::Passed => continue,
+                Verdict::Failed(f) => {
                     failures.push(f);
+                    continue;
                 }
-            }
-        }
+                Verdict::NotChecked(why) => why,
+            },
+        };
+        not_checked.push(NotChecked {
+            path: path.clone(),
+            reason: reason.to_owned(),
+        });
     }
-    Ok(finish(
-        "json_manifest_parse",
-        "JSON manifest parse",
-        "JSON manifests parse successfully.",
-        "No JSON manifests were found.",
-        artifacts,
-        failures,
-        not_checked,
-        beyond,
-    ))
+    if spec.cap_artifacts {
+        artifacts.truncate(ARTIFACTS_SHOWN);
+    }
+    Ok(finish(spec, artifacts, failures, not_checked, beyond))
+}
+
+/// The JSON check's ruling: within the parse budget, then `json_problem`.
+fn json_verdict(path: &str, bytes: &[u8]) -> Verdict {
+    if crate::bounded::check_json(bytes).is_err() {
+        Verdict::NotChecked("nests deeper or holds more values than the JSON parse budget")
+    } else {
+        json_problem(path, bytes).map_or(Verdict::Passed, Verdict::Failed)
+    }
 }
 
 /// `json.loads(path.read_text("utf-8"))`: UTF-8, one JSON value (duplicate keys allowed).
@@ -306,45 +374,6 @@ fn json_problem(path: &str, bytes: &[u8]) -> Option<CheckFailure> {
             )),
         )),
     }
-}
-
-fn python_check(
-    ws: &Workspace,
-    files: &[String],
-    budget: &mut Budget,
-) -> Result<FallbackCheck, McpError> {
-    let (picked, beyond) = candidates(files, &[".py"], PYTHON_LIMIT);
-    let mut artifacts = Vec::new();
-    let mut failures = Vec::new();
-    let mut not_checked = Vec::new();
-    for path in picked {
-        artifacts.push(path.clone());
-        match budget.read(ws, path)? {
-            Read::Skipped(why) => not_checked.push(NotChecked {
-                path: path.clone(),
-                reason: why.to_owned(),
-            }),
-            Read::Bytes(bytes) => match python_problem(path, &bytes) {
-                Ok(Some(f)) => failures.push(f),
-                Ok(None) => {}
-                Err(why) => not_checked.push(NotChecked {
-                    path: path.clone(),
-                    reason: why.to_owned(),
-                }),
-            },
-        }
-    }
-    artifacts.truncate(ARTIFACTS_SHOWN);
-    Ok(finish(
-        "python_syntax",
-        "Python syntax check",
-        "Python source files compile successfully.",
-        "No Python files were found.",
-        artifacts,
-        failures,
-        not_checked,
-        beyond,
-    ))
 }
 
 /// `compile(text, path, "exec")`: parse, then the compiler's own target and placement rules.
@@ -415,47 +444,6 @@ fn compile_problem(path: &str, text: &str) -> Option<CheckFailure> {
             ))
         }
     }
-}
-
-fn yaml_check(
-    ws: &Workspace,
-    files: &[String],
-    budget: &mut Budget,
-) -> Result<FallbackCheck, McpError> {
-    let (picked, beyond) = candidates(files, &[".yaml", ".yml"], YAML_LIMIT);
-    let mut artifacts = Vec::new();
-    let mut failures = Vec::new();
-    let mut not_checked = Vec::new();
-    for path in picked {
-        artifacts.push(path.clone());
-        match budget.read(ws, path)? {
-            Read::Skipped(why) => not_checked.push(NotChecked {
-                path: path.clone(),
-                reason: why.to_owned(),
-            }),
-            Read::Bytes(bytes) => {
-                if let Err(problem) = pyyaml::safe_load(&bytes) {
-                    failures.push(CheckFailure {
-                        path: path.clone(),
-                        message: problem.describe(),
-                        line: problem.line(),
-                        column: problem.column(),
-                    });
-                }
-            }
-        }
-    }
-    artifacts.truncate(ARTIFACTS_SHOWN);
-    Ok(finish(
-        "yaml_manifest_parse",
-        "YAML manifest parse",
-        "YAML manifests parse successfully.",
-        "No YAML manifests were found.",
-        artifacts,
-        failures,
-        not_checked,
-        beyond,
-    ))
 }
 
 /// 1-based line and column (in characters) of a byte offset.

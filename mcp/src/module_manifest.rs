@@ -4,7 +4,7 @@
 //! handler entry point `module.path:ClassName`, unique ids, and `module.id` equal to the folder
 //! name). Nothing is imported: the handler file's existence is checked by the caller.
 
-use crate::provenance::py_strip;
+use crate::provenance::{contained_parts, py_strip};
 use crate::pyyaml::{self, PyValue};
 
 /// The one accepted module schema version.
@@ -114,13 +114,9 @@ fn entrypoint(text: &str) -> Result<(String, String), &'static str> {
         return Err("module.handler must be module-local");
     }
     let rel = format!("{}.py", module_path.replace('.', "/"));
-    let parts: Vec<&str> = rel
-        .split('/')
-        .filter(|p| !p.is_empty() && *p != ".")
-        .collect();
-    if rel.starts_with('/') || parts.contains(&"..") {
+    let Some(parts) = contained_parts(&rel) else {
         return Err("module.handler must be a safe module-local path");
-    }
+    };
     let stripped: String = class_name.chars().filter(|c| *c != '_').collect();
     if stripped.is_empty() || !stripped.chars().all(char::is_alphanumeric) {
         return Err("module.handler class name must be a valid identifier-like value");
@@ -138,6 +134,27 @@ fn check_keys(value: &PyValue, allowed: &[&str], what: &str, errors: &mut Vec<St
             "{what} has an unknown field (extra fields are forbidden)"
         ));
     }
+}
+
+/// One item at `at` of a list of mappings: an error when it is not a mapping (then `false`),
+/// one for a key outside `allowed`, and its required text `id_key`, collected into `ids`.
+fn mapping_item(
+    item: &PyValue,
+    at: &str,
+    allowed: &[&str],
+    id_key: &str,
+    ids: &mut Vec<String>,
+    errors: &mut Vec<String>,
+) -> bool {
+    if item.as_map().is_none() {
+        errors.push(format!("{at} must be a mapping"));
+        return false;
+    }
+    check_keys(item, allowed, at, errors);
+    if let Some(id) = required_text(item.get(id_key), &format!("{at}.{id_key}"), errors) {
+        ids.push(id);
+    }
+    true
 }
 
 fn string_list(value: Option<&PyValue>, field: &str, errors: &mut Vec<String>) {
@@ -229,22 +246,20 @@ pub fn parse(bytes: &[u8], folder: &str) -> Result<ModuleDefinition, Vec<String>
     }
     let mut permission_ids = Vec::new();
     for (i, p) in list(&doc, "permissions", &mut errors).iter().enumerate() {
-        if p.as_map().is_none() {
-            errors.push(format!("permissions[{i}] must be a mapping"));
-            continue;
-        }
-        check_keys(
+        let at = format!("permissions[{i}]");
+        if !mapping_item(
             p,
+            &at,
             &["id", "description"],
-            &format!("permissions[{i}]"),
+            "id",
+            &mut permission_ids,
             &mut errors,
-        );
-        if let Some(id) = required_text(p.get("id"), &format!("permissions[{i}].id"), &mut errors) {
-            permission_ids.push(id);
+        ) {
+            continue;
         }
         required_text(
             p.get("description"),
-            &format!("permissions[{i}].description"),
+            &format!("{at}.description"),
             &mut errors,
         );
     }
@@ -252,13 +267,8 @@ pub fn parse(bytes: &[u8], folder: &str) -> Result<ModuleDefinition, Vec<String>
     let mut action_ids = Vec::new();
     for (i, a) in list(&doc, "actions", &mut errors).iter().enumerate() {
         let at = format!("actions[{i}]");
-        if a.as_map().is_none() {
-            errors.push(format!("{at} must be a mapping"));
+        if !mapping_item(a, &at, ACTION_KEYS, "id", &mut action_ids, &mut errors) {
             continue;
-        }
-        check_keys(a, ACTION_KEYS, &at, &mut errors);
-        if let Some(id) = required_text(a.get("id"), &format!("{at}.id"), &mut errors) {
-            action_ids.push(id);
         }
         required_text(
             a.get("description"),
@@ -291,17 +301,15 @@ pub fn parse(bytes: &[u8], folder: &str) -> Result<ModuleDefinition, Vec<String>
     let mut capability_ids = Vec::new();
     for (i, c) in list(&doc, "capabilities", &mut errors).iter().enumerate() {
         let at = format!("capabilities[{i}]");
-        if c.as_map().is_none() {
-            errors.push(format!("{at} must be a mapping"));
-            continue;
-        }
-        check_keys(c, CAPABILITY_KEYS, &at, &mut errors);
-        if let Some(id) = required_text(
-            c.get("capability_id"),
-            &format!("{at}.capability_id"),
+        if !mapping_item(
+            c,
+            &at,
+            CAPABILITY_KEYS,
+            "capability_id",
+            &mut capability_ids,
             &mut errors,
         ) {
-            capability_ids.push(id);
+            continue;
         }
         let target = required_text(c.get("target"), &format!("{at}.target"), &mut errors);
         required_text(c.get("title"), &format!("{at}.title"), &mut errors);

@@ -318,17 +318,27 @@ fn clean_relative_path(value: &PyValue) -> Result<(), &'static str> {
         return Err("must be an app-bundle path, not a URL");
     }
     let raw = raw.strip_prefix("./").unwrap_or(raw);
-    let parts: Vec<&str> = raw
-        .split('/')
-        .filter(|p| !p.is_empty() && *p != ".")
-        .collect();
-    if raw.starts_with('/') || parts.contains(&"..") {
+    let Some(parts) = contained_parts(raw) else {
         return Err("must not escape the app bundle");
-    }
+    };
     if parts.first().is_some_and(|p| p.contains(':')) {
         return Err("must not include a drive or scheme");
     }
     Ok(())
+}
+
+/// The parts of a `/`-separated path with empty and `.` parts dropped (as Python's
+/// `PurePosixPath` parts them); `None` when it is absolute or has a `..` part.
+pub(crate) fn contained_parts(path: &str) -> Option<Vec<&str>> {
+    let parts: Vec<&str> = path
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    if path.starts_with('/') || parts.contains(&"..") {
+        None
+    } else {
+        Some(parts)
+    }
 }
 
 /// Python's `str.strip()` (Unicode whitespace).

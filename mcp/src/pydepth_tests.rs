@@ -4,21 +4,24 @@ fn deep(text: &str) -> Option<Deep> {
     scan(text).err()
 }
 
+/// `make(ok)` passes the scan and `make(refused)` is refused as `why`.
+#[track_caller]
+fn assert_boundary(make: impl Fn(usize) -> String, ok: usize, refused: usize, why: Deep) {
+    assert_eq!(deep(&make(ok)), None);
+    assert_eq!(deep(&make(refused)), Some(why));
+}
+
 #[test]
 fn chains_stop_at_cpythons_depth() {
     // Module-level expression statement: the statement and `n + 1` expression nodes.
     let attr = |n: usize| format!("a{}\n", ".b".repeat(n));
-    assert_eq!(deep(&attr(2_992)), None);
-    assert_eq!(deep(&attr(2_993)), Some(Deep::Depth));
     let unary = |n: usize| format!("{}1\n", "-".repeat(n));
-    assert_eq!(deep(&unary(2_992)), None);
-    assert_eq!(deep(&unary(2_993)), Some(Deep::Depth));
     let binop = |n: usize| format!("1{}\n", "+1".repeat(n));
-    assert_eq!(deep(&binop(2_992)), None);
-    assert_eq!(deep(&binop(2_993)), Some(Deep::Depth));
     let call = |n: usize| format!("f{}\n", "()".repeat(n));
-    assert_eq!(deep(&call(2_992)), None);
-    assert_eq!(deep(&call(2_993)), Some(Deep::Depth));
+    let chains: [&dyn Fn(usize) -> String; 4] = [&attr, &unary, &binop, &call];
+    for chain in chains {
+        assert_boundary(chain, 2_992, 2_993, Deep::Depth);
+    }
 }
 
 #[test]
@@ -36,8 +39,7 @@ fn flat_nodes_do_not_deepen() {
 #[test]
 fn right_nested_rules_exhaust_the_parser_stack() {
     let power = |n: usize| format!("a{}\n", "**a".repeat(n));
-    assert_eq!(deep(&power(2_984)), None);
-    assert_eq!(deep(&power(2_985)), Some(Deep::ParserStack));
+    assert_boundary(power, 2_984, 2_985, Deep::ParserStack);
     // A million unary minuses stop at the first limit, with a few counters held.
     assert_eq!(deep(&"-".repeat(1_000_000)), Some(Deep::Depth));
 }
@@ -54,11 +56,9 @@ fn blocks_and_elifs_count() {
         s.push_str("pass\n");
         s
     };
-    assert_eq!(deep(&ifs(99)), None);
-    assert_eq!(deep(&ifs(100)), Some(Deep::Indentation));
+    assert_boundary(ifs, 99, 100, Deep::Indentation);
     let elifs = |n: usize| format!("if a:\n pass\n{}", "elif a:\n pass\n".repeat(n));
-    assert_eq!(deep(&elifs(2_989)), None);
-    assert_eq!(deep(&elifs(2_993)), Some(Deep::Depth));
+    assert_boundary(elifs, 2_989, 2_993, Deep::Depth);
 }
 
 #[test]

@@ -66,10 +66,7 @@ impl PyValue {
     /// The value under string key `key` of a `dict`.
     #[must_use]
     pub fn get(&self, key: &str) -> Option<&PyValue> {
-        self.as_map()?
-            .iter()
-            .find(|(k, _)| k.as_str() == Some(key))
-            .map(|(_, v)| v)
+        crate::bounded::value_under(self.as_map()?, key, Self::as_str)
     }
 
     /// Python truthiness (`value or ""` idioms).
@@ -1006,6 +1003,17 @@ mod tests {
         safe_load(text.as_bytes())
     }
 
+    /// `load(text)` is refused with a problem of the variant `kind`.
+    macro_rules! assert_refused {
+        ($text:expr, $kind:ident) => {
+            assert!(
+                matches!(load($text), Err(YamlProblem::$kind { .. })),
+                "{:?}",
+                $text
+            )
+        };
+    }
+
     #[test]
     fn yaml11_implicit_types() {
         let doc = load(
@@ -1036,34 +1044,13 @@ mod tests {
             load("a: 1\n---\nb: 2\n"),
             Err(YamlProblem::MultipleDocuments { line: 2 })
         ));
-        assert!(matches!(
-            load("a: !custom 1\n"),
-            Err(YamlProblem::UnsupportedTag { .. })
-        ));
-        assert!(matches!(
-            load("a: !!python/object:os.system x\n"),
-            Err(YamlProblem::UnsupportedTag { .. })
-        ));
-        assert!(matches!(
-            load("? [a]\n: 1\n"),
-            Err(YamlProblem::Unconstructible { .. })
-        ));
-        assert!(matches!(
-            load("a: 2026-02-30\n"),
-            Err(YamlProblem::Unconstructible { .. })
-        ));
-        assert!(matches!(
-            load("a: =\n"),
-            Err(YamlProblem::UnsupportedTag { .. })
-        ));
-        assert!(matches!(
-            load("a: [1, 2\n"),
-            Err(YamlProblem::Syntax { .. })
-        ));
-        assert!(matches!(
-            load("<<: 1\n"),
-            Err(YamlProblem::Unconstructible { .. })
-        ));
+        assert_refused!("a: !custom 1\n", UnsupportedTag);
+        assert_refused!("a: !!python/object:os.system x\n", UnsupportedTag);
+        assert_refused!("? [a]\n: 1\n", Unconstructible);
+        assert_refused!("a: 2026-02-30\n", Unconstructible);
+        assert_refused!("a: =\n", UnsupportedTag);
+        assert_refused!("a: [1, 2\n", Syntax);
+        assert_refused!("<<: 1\n", Unconstructible);
         // Duplicate keys are allowed (the last value wins), like PyYAML.
         let doc = load("a: 1\na: 2\n").unwrap().unwrap();
         assert_eq!(doc.as_map().map(<[_]>::len), Some(1));
@@ -1076,10 +1063,7 @@ mod tests {
         assert_eq!(d.get("x"), Some(&PyValue::Int("1".into())));
         assert_eq!(d.get("y"), Some(&PyValue::Int("3".into())));
         assert!(load("a: !!int '12'\nb: !!str 1\nc: !!binary aGVsbG8=\n").is_ok());
-        assert!(matches!(
-            load("a: !!int x\n"),
-            Err(YamlProblem::Unconstructible { .. })
-        ));
+        assert_refused!("a: !!int x\n", Unconstructible);
     }
 
     #[test]

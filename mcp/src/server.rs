@@ -24,7 +24,7 @@ use crate::envelope::{
     SuccessEnvelope, ValidationResult,
 };
 use crate::error::McpError;
-use crate::workspace::{BoundWorkspace, Workspace};
+use crate::workspace::{BoundWorkspace, RequestPath, Workspace};
 
 /// Server name reported in `initialize`.
 pub const SERVER_NAME: &str = "patch-candidate-mcp";
@@ -294,55 +294,48 @@ fn to_answer<R: serde::Serialize>(result: Result<(R, Vec<Diagnostic>), McpError>
     Ok((value, diagnostics))
 }
 
+/// A tool that takes no arguments: refuses any, then answers.
+fn without_args<R: serde::Serialize>(
+    arguments: JsonObject,
+    answer: impl FnOnce() -> Result<(R, Vec<Diagnostic>), McpError>,
+) -> Answer {
+    parse_args::<NoArgs>(arguments)?;
+    to_answer(answer())
+}
+
+/// A tool that takes one workspace path: checks it, then answers.
+fn with_path<R: serde::Serialize>(
+    ws: &Workspace,
+    arguments: JsonObject,
+    answer: impl FnOnce(&RequestPath) -> Result<(R, Vec<Diagnostic>), McpError>,
+) -> Answer {
+    let args: PathArgs = parse_args(arguments)?;
+    let path = ws.check(&args.path)?;
+    to_answer(answer(&path))
+}
+
 fn dispatch(inner: &Inner, ws: &Workspace, name: &str, arguments: JsonObject) -> Answer {
     let store = inner.store.as_ref();
     match name {
-        "get_workspace_identity" => {
-            parse_args::<NoArgs>(arguments)?;
-            to_answer(ws.workspace_identity())
-        }
-        "get_canonical_layout" => {
-            parse_args::<NoArgs>(arguments)?;
-            to_answer(Ok((canonical_layout(), Vec::new())))
-        }
-        "resolve_artifact_location" => {
-            let args: PathArgs = parse_args(arguments)?;
-            let path = ws.check(&args.path)?;
-            to_answer(ws.resolve_artifact(&path).map(|r| (r, Vec::new())))
-        }
-        "list_modules" => {
-            parse_args::<NoArgs>(arguments)?;
-            to_answer(ws.list_modules())
-        }
-        "list_pages" => {
-            parse_args::<NoArgs>(arguments)?;
-            to_answer(ws.list_pages())
-        }
-        "validate_app_bundle" => {
-            parse_args::<NoArgs>(arguments)?;
-            to_answer(ws.validate_bundle())
-        }
-        "plan_validation_commands" => {
-            parse_args::<NoArgs>(arguments)?;
-            to_answer(ws.plan_validation())
-        }
-        "list_patch_candidates" => {
-            parse_args::<NoArgs>(arguments)?;
-            to_answer(candidates::list(store))
-        }
+        "get_workspace_identity" => without_args(arguments, || ws.workspace_identity()),
+        "get_canonical_layout" => without_args(arguments, || Ok((canonical_layout(), Vec::new()))),
+        "resolve_artifact_location" => with_path(ws, arguments, |path| {
+            ws.resolve_artifact(path).map(|r| (r, Vec::new()))
+        }),
+        "list_modules" => without_args(arguments, || ws.list_modules()),
+        "list_pages" => without_args(arguments, || ws.list_pages()),
+        "validate_app_bundle" => without_args(arguments, || ws.validate_bundle()),
+        "plan_validation_commands" => without_args(arguments, || ws.plan_validation()),
+        "list_patch_candidates" => without_args(arguments, || candidates::list(store)),
         "get_patch_candidate" => {
             let args: DigestArgs = parse_args(arguments)?;
             to_answer(candidates::get(store, &args.digest))
         }
         "verify_patch_candidate" => {
-            let args: PathArgs = parse_args(arguments)?;
-            let path = ws.check(&args.path)?;
-            to_answer(candidates::verify(ws, store, &path))
+            with_path(ws, arguments, |path| candidates::verify(ws, store, path))
         }
         "inspect_workspace_archive" => {
-            let args: PathArgs = parse_args(arguments)?;
-            let path = ws.check(&args.path)?;
-            to_answer(candidates::inspect_archive(ws, &path))
+            with_path(ws, arguments, |path| candidates::inspect_archive(ws, path))
         }
         _ => Err(McpError::InvalidArguments {
             reason: "unknown tool".into(),

@@ -34,6 +34,19 @@ pub enum JunitRefusal {
 }
 
 impl JunitRefusal {
+    /// Every refusal, in declaration order.
+    #[cfg(test)]
+    pub(crate) const ALL: [Self; 8] = [
+        Self::NotAFile,
+        Self::TooLarge,
+        Self::Doctype,
+        Self::Entity,
+        Self::TooDeep,
+        Self::Syntax,
+        Self::CaseId,
+        Self::Io,
+    ];
+
     /// The stable code.
     #[must_use]
     pub fn code(self) -> &'static str {

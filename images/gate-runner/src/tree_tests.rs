@@ -42,6 +42,11 @@ fn stream(entries: &[E<'_>]) -> Vec<u8> {
     out
 }
 
+/// A stream of one empty entry of `kind` with `mode`, from its bare header.
+fn lone(name: &str, kind: tar::EntryType, mode: u32) -> Vec<u8> {
+    stream(&[E::Raw(header(name, kind, mode, 0), b"")])
+}
+
 fn pax(path: &str) -> (tar::Header, Vec<u8>) {
     let body_len = " path=\n".len() + path.len();
     let mut len = body_len + 1;
@@ -159,40 +164,37 @@ fn refuses_every_rule_before_writing() {
     );
     let cases: Vec<(Vec<u8>, u64, u64, TreeRule)> = vec![
         (
-            stream(&[E::Raw(header("l", tar::EntryType::Symlink, 0o777, 0), b"")]),
+            lone("l", tar::EntryType::Symlink, 0o777),
             1,
             0,
             TreeRule::Symlink,
         ),
         (
-            stream(&[E::Raw(header("l", tar::EntryType::Link, 0o644, 0), b"")]),
+            lone("l", tar::EntryType::Link, 0o644),
             1,
             0,
             TreeRule::HardLink,
         ),
         (
-            stream(&[E::Raw(header("c", tar::EntryType::Char, 0o644, 0), b"")]),
+            lone("c", tar::EntryType::Char, 0o644),
             1,
             0,
             TreeRule::Special,
         ),
         (
-            stream(&[E::Raw(header("b", tar::EntryType::Block, 0o644, 0), b"")]),
+            lone("b", tar::EntryType::Block, 0o644),
             1,
             0,
             TreeRule::Special,
         ),
         (
-            stream(&[E::Raw(header("f", tar::EntryType::Fifo, 0o644, 0), b"")]),
+            lone("f", tar::EntryType::Fifo, 0o644),
             1,
             0,
             TreeRule::Special,
         ),
         (
-            stream(&[E::Raw(
-                header("o", tar::EntryType::new(b'7'), 0o644, 0),
-                b"",
-            )]),
+            lone("o", tar::EntryType::new(b'7'), 0o644),
             1,
             0,
             TreeRule::Special,
@@ -207,10 +209,7 @@ fn refuses_every_rule_before_writing() {
             TreeRule::Gnu,
         ),
         (
-            stream(&[E::Raw(
-                header("g", tar::EntryType::XGlobalHeader, 0o644, 0),
-                b"",
-            )]),
+            lone("g", tar::EntryType::XGlobalHeader, 0o644),
             1,
             0,
             TreeRule::PaxKey,
@@ -272,22 +271,19 @@ fn refuses_every_rule_before_writing() {
             TreeRule::Parent,
         ),
         (
-            stream(&[E::Raw(header("a", tar::EntryType::Regular, 0o4755, 0), b"")]),
+            lone("a", tar::EntryType::Regular, 0o4755),
             1,
             0,
             TreeRule::Mode,
         ),
         (
-            stream(&[E::Raw(header("a", tar::EntryType::Regular, 0o600, 0), b"")]),
+            lone("a", tar::EntryType::Regular, 0o600),
             1,
             0,
             TreeRule::Mode,
         ),
         (
-            stream(&[E::Raw(
-                header("a", tar::EntryType::Directory, 0o777, 0),
-                b"",
-            )]),
+            lone("a", tar::EntryType::Directory, 0o777),
             1,
             0,
             TreeRule::Mode,

@@ -62,10 +62,43 @@ fn is_lower_hex_64(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// The shared surface of a checked text newtype (its checking `TryFrom<String>` is its own):
+/// `as_str` (documented by `$doc`), the `String` it serialises into, and with `FromStr`, parsing
+/// through the same check.
+macro_rules! text_newtype {
+    ($ty:ident, $doc:literal) => {
+        impl $ty {
+            #[doc = $doc]
+            #[must_use]
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl From<$ty> for String {
+            fn from(v: $ty) -> Self {
+                v.0
+            }
+        }
+    };
+    ($ty:ident, $doc:literal, FromStr) => {
+        text_newtype!($ty, $doc);
+
+        impl std::str::FromStr for $ty {
+            type Err = GateRunnerError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Self::try_from(s.to_owned())
+            }
+        }
+    };
+}
+
 /// The per-run nonce: 64 lowercase hex characters (32 bytes from the host's OS RNG).
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Nonce(String);
+
+text_newtype!(Nonce, "The hex text.", FromStr);
 
 impl std::fmt::Debug for Nonce {
     /// Never printed: the nonce is what makes a report the runner's.
@@ -85,12 +118,6 @@ impl Nonce {
         }
         Self(s)
     }
-
-    /// The hex text.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
 impl TryFrom<String> for Nonce {
@@ -104,24 +131,13 @@ impl TryFrom<String> for Nonce {
     }
 }
 
-impl std::str::FromStr for Nonce {
-    type Err = GateRunnerError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::try_from(s.to_owned())
-    }
-}
-
-impl From<Nonce> for String {
-    fn from(n: Nonce) -> Self {
-        n.0
-    }
-}
-
 /// A relative, normalised path inside the tree: `.` for the root, otherwise `/`-separated
 /// segments, none empty, `.` or `..`, no NUL or backslash, no leading or trailing `/`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct RelPath(String);
+
+text_newtype!(RelPath, "The text.", FromStr);
 
 impl RelPath {
     /// The tree root, `.`.
@@ -134,12 +150,6 @@ impl RelPath {
     #[must_use]
     pub fn is_root(&self) -> bool {
         self.0 == "."
-    }
-
-    /// The text.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
     }
 
     /// The segments (none for the root).
@@ -188,19 +198,6 @@ impl TryFrom<String> for RelPath {
         }
         Self::check_inner(&s).map_err(|rule| field("path", rule))?;
         Ok(Self(s))
-    }
-}
-
-impl std::str::FromStr for RelPath {
-    type Err = GateRunnerError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::try_from(s.to_owned())
-    }
-}
-
-impl From<RelPath> for String {
-    fn from(p: RelPath) -> Self {
-        p.0
     }
 }
 
@@ -725,13 +722,7 @@ impl ExitStatus {
 #[serde(try_from = "String", into = "String")]
 pub struct StableCode(String);
 
-impl StableCode {
-    /// The code.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+text_newtype!(StableCode, "The code.", FromStr);
 
 impl TryFrom<String> for StableCode {
     type Error = GateRunnerError;
@@ -745,19 +736,6 @@ impl TryFrom<String> for StableCode {
         } else {
             Err(field("code", "must be [A-Z][A-Z0-9_]* of at most 64 bytes"))
         }
-    }
-}
-
-impl std::str::FromStr for StableCode {
-    type Err = GateRunnerError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::try_from(s.to_owned())
-    }
-}
-
-impl From<StableCode> for String {
-    fn from(c: StableCode) -> Self {
-        c.0
     }
 }
 
@@ -843,13 +821,10 @@ pub enum CaseOutcome {
 #[serde(try_from = "String", into = "String")]
 pub struct CaseId(String);
 
-impl CaseId {
-    /// The id text (untrusted: display only through an escaping type).
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+text_newtype!(
+    CaseId,
+    "The id text (untrusted: display only through an escaping type)."
+);
 
 impl TryFrom<String> for CaseId {
     type Error = GateRunnerError;
@@ -861,12 +836,6 @@ impl TryFrom<String> for CaseId {
             return Err(field("case.id", "contains a control character"));
         }
         Ok(Self(s))
-    }
-}
-
-impl From<CaseId> for String {
-    fn from(c: CaseId) -> Self {
-        c.0
     }
 }
 

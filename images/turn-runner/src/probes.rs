@@ -38,53 +38,38 @@ impl ProbeReport {
     /// The names of every exposure; empty means isolated. Unknown evidence counts as exposure.
     #[must_use]
     pub fn exposures(&self) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        if self.uid.is_none_or(|u| u == 0) {
-            out.push("uid_zero");
-        }
-        if self
-            .cap_eff
-            .as_deref()
-            .is_none_or(|c| c.bytes().any(|b| b != b'0'))
-        {
-            out.push("capabilities");
-        }
-        if self.no_new_privs != Some(true) {
-            out.push("no_new_privs_unset");
-        }
-        if self.seccomp_mode != Some(2) {
-            out.push("seccomp_not_filtering");
-        }
-        if self
-            .non_loopback_interfaces
-            .as_ref()
-            .is_none_or(|v| !v.is_empty())
-        {
-            out.push("network_interfaces");
-        }
-        if !self.writable_dirs.is_empty() {
-            out.push("writable_system_dirs");
-        }
-        if self.docker_socket_visible {
-            out.push("docker_socket");
-        }
-        if self.tcp_reachable == Some(true) {
-            out.push("tcp_reachable");
-        }
-        if self.sentinel_env_visible == Some(true) {
-            out.push("sentinel_env");
-        }
-        if self.sentinel_file_visible == Some(true) {
-            out.push("sentinel_file");
-        }
-        if self
-            .undenied_syscalls
-            .as_ref()
-            .is_some_and(|v| !v.is_empty())
-        {
-            out.push("syscall_not_denied");
-        }
-        out
+        let exposed = [
+            (self.uid.is_none_or(|u| u == 0), "uid_zero"),
+            (
+                self.cap_eff
+                    .as_deref()
+                    .is_none_or(|c| c.bytes().any(|b| b != b'0')),
+                "capabilities",
+            ),
+            (self.no_new_privs != Some(true), "no_new_privs_unset"),
+            (self.seccomp_mode != Some(2), "seccomp_not_filtering"),
+            (
+                self.non_loopback_interfaces
+                    .as_ref()
+                    .is_none_or(|v| !v.is_empty()),
+                "network_interfaces",
+            ),
+            (!self.writable_dirs.is_empty(), "writable_system_dirs"),
+            (self.docker_socket_visible, "docker_socket"),
+            (self.tcp_reachable == Some(true), "tcp_reachable"),
+            (self.sentinel_env_visible == Some(true), "sentinel_env"),
+            (self.sentinel_file_visible == Some(true), "sentinel_file"),
+            (
+                self.undenied_syscalls
+                    .as_ref()
+                    .is_some_and(|v| !v.is_empty()),
+                "syscall_not_denied",
+            ),
+        ];
+        exposed
+            .into_iter()
+            .filter_map(|(is_exposed, name)| is_exposed.then_some(name))
+            .collect()
     }
 }
 

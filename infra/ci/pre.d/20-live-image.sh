@@ -6,6 +6,7 @@
 # images/live/codex-acp.pin on every build.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
+. infra/ci/apt_missing.sh
 
 missing=()
 [ -x /bin/busybox ] && ! readelf -l /bin/busybox | grep -q "program interpreter" || missing+=(busybox-static)
@@ -14,12 +15,7 @@ for lib in libssl.so.3:libssl3 libz.so.1:zlib1g; do
 done
 command -v npm >/dev/null || missing+=(npm)
 command -v openssl >/dev/null || missing+=(openssl)
-if [ "${#missing[@]}" -gt 0 ]; then
-  echo "20-live-image: installing ${missing[*]}" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq "${missing[@]}" >&2
-fi
+install_missing 20-live-image "${missing[@]}"
 
 # No --bin-dir: build.sh asks cargo where the binaries are (a no-op build after 10-images.sh), so
 # a CARGO_TARGET_DIR is honoured here too.

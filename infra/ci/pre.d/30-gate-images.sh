@@ -6,17 +6,13 @@
 # repository keyed by checksum (see images/gate/build-gate.sh), so a warm run only re-checks them.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
+. infra/ci/apt_missing.sh
 
 missing=()
 command -v dpkg-deb >/dev/null || missing+=(dpkg)
 command -v readelf >/dev/null && command -v strip >/dev/null || missing+=(binutils)
 command -v python3 >/dev/null || missing+=(python3)
-if [ "${#missing[@]}" -gt 0 ]; then
-  echo "30-gate-images: installing ${missing[*]}" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq "${missing[@]}" >&2
-fi
+install_missing 30-gate-images "${missing[@]}"
 # apt-get download needs the package lists the pins were resolved against.
 if ! apt-cache show coreutils >/dev/null 2>&1; then
   apt-get update -qq >&2

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Copy, fixture_copy, store_dir};
+use crate::support::{Copy, diagnostic_codes, failure_message, fixture_copy, store_dir};
 
 const BIN: &str = env!("CARGO_BIN_EXE_patch-candidate-mcp");
 /// The documented memory budget of the server (docs/MCP.md, "Limits").
@@ -342,15 +342,7 @@ fn deep_yaml_json_and_python_in_every_manifest_position() {
     // module.json alone is not an upstream module: not listed, never parsed.
     assert!(!listed.iter().any(|m| m["name"] == json!("deepjson")));
     let validation = server.call("validate_app_bundle", json!({}));
-    let message_of = |path: &str| {
-        validation["result"]["fallback_checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|c| c["failures"].as_array().unwrap().iter())
-            .find(|f| f["path"] == json!(path))
-            .map(|f| f["message"].as_str().unwrap().to_owned())
-    };
+    let message_of = |path: &str| failure_message(&validation["result"], path);
     for path in [
         "app/config/deep.yml",
         "app/ui/pages/deep.yaml",
@@ -423,15 +415,7 @@ fn alias_bombs_in_keys_and_values() {
     let layout = server.call("get_canonical_layout", json!({}));
     assert!(layout["result"].is_object(), "{layout}");
     let validation = server.call("validate_app_bundle", json!({}));
-    let message_of = |path: &str| {
-        validation["result"]["fallback_checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|c| c["failures"].as_array().unwrap().iter())
-            .find(|f| f["path"] == json!(path))
-            .map(|f| f["message"].as_str().unwrap().to_owned())
-    };
+    let message_of = |path: &str| failure_message(&validation["result"], path);
     for path in ["app/config/bomb.yaml", "app/config/strings.yaml"] {
         let message = message_of(path).unwrap_or_default();
         assert!(
@@ -723,11 +707,7 @@ fn two_hundred_thousand_entries_are_listed_with_a_cap() {
     let count = listed["result"]["modules"].as_array().unwrap().len();
     assert!(count <= mcp::MAX_DIR_ENTRIES, "{count}");
     assert!(
-        listed["diagnostics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|d| d["code"] == json!("truncated")),
+        diagnostic_codes(&listed).contains(&"truncated"),
         "no truncation marker"
     );
     let candidates = server.call("list_patch_candidates", json!({}));

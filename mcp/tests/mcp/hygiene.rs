@@ -13,7 +13,8 @@ use std::process::Command;
 /// `cargo tree -p <package>` over normal and build edges: every package with its enabled features.
 fn tree(package: &str) -> BTreeMap<String, BTreeSet<String>> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let output = Command::new(env!("CARGO"))
+    let mut command = Command::new(env!("CARGO"));
+    command
         .args([
             "tree",
             "-p",
@@ -27,16 +28,10 @@ fn tree(package: &str) -> BTreeMap<String, BTreeSet<String>> {
             "--locked",
             "--manifest-path",
         ])
-        .arg(&manifest)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .arg(&manifest);
+    let stdout = crate::support::stdout_of(&mut command);
     let mut packages: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for line in String::from_utf8(output.stdout).unwrap().lines() {
+    for line in String::from_utf8(stdout).unwrap().lines() {
         let (package, features) = line.split_once('|').unwrap();
         let name = package.split_whitespace().next().unwrap().to_owned();
         let features = features.trim_end_matches(" (*)");

@@ -3,11 +3,26 @@
 //! the verdicts must agree.
 
 use std::fs;
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::support::{connect_root, fixture_copy};
+use crate::support::{connect_root, failed_paths, fallback_check, fixture_copy, stdout_of};
+
+/// What a Python driver script printed (one JSON value) when run on `dir`.
+fn cpython_verdicts(script: &str, dir: &Path) -> Value {
+    let stdout = stdout_of(Command::new("python3").arg("-c").arg(script).arg(dir));
+    serde_json::from_slice(&stdout).unwrap()
+}
+
+/// `validate_app_bundle` over the workspace at `root`, through a fresh client.
+async fn validated(root: &Path) -> Value {
+    let client = connect_root(root, false).await;
+    let r = client.ok("validate_app_bundle", json!({})).await;
+    client.close().await;
+    r
+}
 
 const CORPUS: &[(&str, &str)] = &[
     (
@@ -106,37 +121,12 @@ for p in sorted(pathlib.Path(sys.argv[1]).glob("*.py")):
         out[p.stem] = False
 print(json.dumps(out))
 "#;
-    let output = Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let cpython: Value = serde_json::from_slice(&output.stdout).unwrap();
-
-    let client = connect_root(&copy.root, false).await;
-    let r = client.ok("validate_app_bundle", json!({})).await;
-    client.close().await;
-    let python = r["fallback_checks"]
-        .as_array()
-        .unwrap()
+    let cpython = cpython_verdicts(script, &dir);
+    let r = validated(&copy.root).await;
+    let rejected: Vec<String> = failed_paths(&r, "python_syntax")
         .iter()
-        .find(|c| c["name"] == "python_syntax")
-        .unwrap();
-    let rejected: Vec<String> = python["failures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            f["path"]
-                .as_str()
-                .unwrap()
-                .rsplit('/')
+        .map(|path| {
+            path.rsplit('/')
                 .next()
                 .unwrap()
                 .trim_end_matches(".py")
@@ -219,29 +209,10 @@ async fn deep_chain_verdicts_match_cpython_compile() {
     let copy = fixture_copy();
     let dir = copy.root.join("app/modules/deep");
     fs::create_dir(&dir).unwrap();
-    let output = Command::new("python3")
-        .arg("-c")
-        .arg(DEEP_DRIVER)
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let cpython: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let cpython = cpython_verdicts(DEEP_DRIVER, &dir);
     let cpython = cpython.as_object().unwrap();
-
-    let client = connect_root(&copy.root, false).await;
-    let r = client.ok("validate_app_bundle", json!({})).await;
-    client.close().await;
-    let python = r["fallback_checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "python_syntax")
-        .unwrap();
+    let r = validated(&copy.root).await;
+    let python = fallback_check(&r, "python_syntax");
     assert_eq!(python["not_checked"], json!([]), "{python}");
     let failures = python["failures"].as_array().unwrap();
     let mut files = 0;

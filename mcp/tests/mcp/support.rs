@@ -2,6 +2,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use mcp::{McpServer, ServerOptions};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -116,6 +117,11 @@ impl Client {
         v["error"]["code"].as_str().unwrap().to_owned()
     }
 
+    /// Calls a tool that must fail with the error `code`.
+    pub async fn assert_err(&self, tool: &str, args: Value, code: &str) {
+        assert_eq!(self.err(tool, args).await, code, "{tool}");
+    }
+
     pub async fn close(self) {
         self.service.cancel().await.unwrap();
         self.server.await.unwrap();
@@ -166,4 +172,56 @@ pub fn assert_envelope(tool: &str, v: &Value, is_error: bool) {
         assert!(ws.get("app_name").is_some());
         assert!(obj.contains_key("result"));
     }
+}
+
+/// Runs a command to its end; it must succeed (its stderr is the failure message). Its stdout.
+pub fn stdout_of(command: &mut Command) -> Vec<u8> {
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+/// The fallback check `name` of a `validate_app_bundle` result.
+pub fn fallback_check<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["fallback_checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap()
+}
+
+/// The paths the fallback check `name` of a `validate_app_bundle` result failed.
+pub fn failed_paths(r: &Value, name: &str) -> Vec<String> {
+    fallback_check(r, name)["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The message of the first fallback failure at `path` in a `validate_app_bundle` result.
+pub fn failure_message(r: &Value, path: &str) -> Option<String> {
+    r["fallback_checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["failures"].as_array().unwrap().iter())
+        .find(|f| f["path"] == json!(path))
+        .map(|f| f["message"].as_str().unwrap().to_owned())
+}
+
+/// The codes of an envelope's diagnostics, in order.
+pub fn diagnostic_codes(env: &Value) -> Vec<&str> {
+    env["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect()
 }

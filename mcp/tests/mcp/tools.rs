@@ -7,7 +7,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::fixture::candidate_digest;
-use crate::support::{connect_root, fixture_copy};
+use crate::support::{connect_root, diagnostic_codes, fixture_copy};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_identity_and_capabilities() {
@@ -74,33 +74,34 @@ async fn candidate_tools_with_store() {
 
     // Failures.
     let missing = format!("sha256:{}", "0".repeat(64));
-    assert_eq!(
-        client
-            .err("get_patch_candidate", json!({"digest": missing}))
-            .await,
-        "not_found"
-    );
-    assert_eq!(
-        client
-            .err("get_patch_candidate", json!({"digest": "abc"}))
-            .await,
-        "invalid_arguments"
-    );
-    assert_eq!(
-        client
-            .err("verify_patch_candidate", json!({"path": "app/app.json"}))
-            .await,
-        "invalid_candidate"
-    );
-    assert_eq!(
-        client
-            .err(
-                "verify_patch_candidate",
-                json!({"path": "review/nope.json"})
-            )
-            .await,
-        "not_found"
-    );
+    client
+        .assert_err(
+            "get_patch_candidate",
+            json!({"digest": missing}),
+            "not_found",
+        )
+        .await;
+    client
+        .assert_err(
+            "get_patch_candidate",
+            json!({"digest": "abc"}),
+            "invalid_arguments",
+        )
+        .await;
+    client
+        .assert_err(
+            "verify_patch_candidate",
+            json!({"path": "app/app.json"}),
+            "invalid_candidate",
+        )
+        .await;
+    client
+        .assert_err(
+            "verify_patch_candidate",
+            json!({"path": "review/nope.json"}),
+            "not_found",
+        )
+        .await;
     // A tampered stored candidate no longer verifies.
     let stored = copy.root.join(format!(
         "review/store/{}.json",
@@ -118,12 +119,13 @@ async fn candidate_tools_with_store() {
             .unwrap()
             .starts_with("REPOSITORY_PATCH_")
     );
-    assert_eq!(
-        client
-            .err("get_patch_candidate", json!({"digest": digest}))
-            .await,
-        "invalid_candidate"
-    );
+    client
+        .assert_err(
+            "get_patch_candidate",
+            json!({"digest": digest}),
+            "invalid_candidate",
+        )
+        .await;
     client.close().await;
 }
 
@@ -131,16 +133,20 @@ async fn candidate_tools_with_store() {
 async fn candidate_tools_without_store() {
     let copy = fixture_copy();
     let client = connect_root(&copy.root, false).await;
-    assert_eq!(
-        client.err("list_patch_candidates", json!({})).await,
-        "candidate_store_not_configured"
-    );
-    assert_eq!(
-        client
-            .err("get_patch_candidate", json!({"digest": candidate_digest()}))
-            .await,
-        "candidate_store_not_configured"
-    );
+    client
+        .assert_err(
+            "list_patch_candidates",
+            json!({}),
+            "candidate_store_not_configured",
+        )
+        .await;
+    client
+        .assert_err(
+            "get_patch_candidate",
+            json!({"digest": candidate_digest()}),
+            "candidate_store_not_configured",
+        )
+        .await;
     let r = client
         .ok(
             "verify_patch_candidate",
@@ -191,30 +197,30 @@ async fn inspect_workspace_archive() {
         (r["empty_marker"].clone(), r["entries"].clone()),
         (json!(true), json!([]))
     );
-    assert_eq!(
-        client
-            .err("inspect_workspace_archive", json!({"path": "app/app.json"}))
-            .await,
-        "invalid_archive"
-    );
+    client
+        .assert_err(
+            "inspect_workspace_archive",
+            json!({"path": "app/app.json"}),
+            "invalid_archive",
+        )
+        .await;
     let mut trailing = bytes.clone();
     trailing.push(0);
     fs::write(copy.root.join("review/trailing.zip"), trailing).unwrap();
-    assert_eq!(
-        client
-            .err(
-                "inspect_workspace_archive",
-                json!({"path": "review/trailing.zip"})
-            )
-            .await,
-        "invalid_archive"
-    );
-    assert_eq!(
-        client
-            .err("inspect_workspace_archive", json!({"path": "review"}))
-            .await,
-        "not_a_file"
-    );
+    client
+        .assert_err(
+            "inspect_workspace_archive",
+            json!({"path": "review/trailing.zip"}),
+            "invalid_archive",
+        )
+        .await;
+    client
+        .assert_err(
+            "inspect_workspace_archive",
+            json!({"path": "review"}),
+            "not_a_file",
+        )
+        .await;
     client.close().await;
 }
 
@@ -254,13 +260,7 @@ async fn list_patch_candidates_is_bounded() {
         mcp::MAX_LISTED_CANDIDATES
     );
     assert_eq!(r["candidates"][0]["verified"], json!(false));
-    assert!(
-        env["diagnostics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|d| d["code"] == "truncated")
-    );
+    assert!(diagnostic_codes(&env).contains(&"truncated"));
     client.close().await;
 }
 
@@ -338,35 +338,22 @@ async fn hostile_workspace_files_fail_closed_without_hanging() {
         )
         .await;
     assert_eq!(r["entry_type"], json!("other"));
-    assert_eq!(
-        client
-            .err(
-                "verify_patch_candidate",
-                json!({"path": "app/config/pipe.json"})
-            )
-            .await,
-        "not_a_file"
-    );
-    assert_eq!(
-        client
-            .err(
-                "inspect_workspace_archive",
-                json!({"path": "review/big.zip"})
-            )
-            .await,
-        "too_large"
-    );
+    client
+        .assert_err(
+            "verify_patch_candidate",
+            json!({"path": "app/config/pipe.json"}),
+            "not_a_file",
+        )
+        .await;
+    client
+        .assert_err(
+            "inspect_workspace_archive",
+            json!({"path": "review/big.zip"}),
+            "too_large",
+        )
+        .await;
     let r = client.ok("validate_app_bundle", json!({})).await;
-    let failed = |check: &str| -> Vec<String> {
-        r["fallback_checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["name"] == check)
-            .flat_map(|c| c["failures"].as_array().unwrap().iter())
-            .map(|f| f["path"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    let failed = |check: &str| crate::support::failed_paths(&r, check);
     // The FIFO is never opened (not a regular file), the 400,000-term chain is refused before it
     // is parsed (as CPython's compiler refuses it), the deep YAML is refused by the depth bound
     // instead of overflowing.

@@ -8,7 +8,9 @@ use std::path::Path;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::support::{Copy, connect_root, copy_tree, fixture_copy};
+use crate::support::{
+    Copy, connect_root, copy_tree, diagnostic_codes, failed_paths, fallback_check, fixture_copy,
+};
 
 /// `mkdir -p` one level at a time (test setup only).
 fn mkdirs(path: impl AsRef<Path>) {
@@ -33,15 +35,6 @@ fn bundle_copy(name: &str) -> Copy {
     Copy { _tmp: tmp, root }
 }
 
-fn check<'a>(r: &'a Value, name: &str) -> &'a Value {
-    r["fallback_checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap()
-}
-
 fn statuses(r: &Value) -> Vec<(String, String)> {
     r["fallback_checks"]
         .as_array()
@@ -53,15 +46,6 @@ fn statuses(r: &Value) -> Vec<(String, String)> {
                 c["status"].as_str().unwrap().to_owned(),
             )
         })
-        .collect()
-}
-
-fn failed_paths(r: &Value, name: &str) -> Vec<String> {
-    check(r, name)["failures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap().to_owned())
         .collect()
 }
 
@@ -138,15 +122,13 @@ async fn identity_of_the_canonical_bundle() {
     );
     // Malformed app.json: a failure; missing: no app root.
     fs::write(copy.root.join("app/app.json"), b"[1, 2]").unwrap();
-    assert_eq!(
-        client.err("get_workspace_identity", json!({})).await,
-        "invalid_manifest"
-    );
+    client
+        .assert_err("get_workspace_identity", json!({}), "invalid_manifest")
+        .await;
     fs::remove_file(copy.root.join("app/app.json")).unwrap();
-    assert_eq!(
-        client.err("get_workspace_identity", json!({})).await,
-        "app_root_not_found"
-    );
+    client
+        .assert_err("get_workspace_identity", json!({}), "app_root_not_found")
+        .await;
     client.close().await;
 }
 
@@ -169,13 +151,10 @@ async fn identity_of_an_init_made_workspace_and_name_fallbacks() {
     );
     assert_eq!(env["workspace"]["app_id"], Value::Null);
     assert_eq!(env["workspace"]["app_name"], json!("Chat Demo"));
-    let codes: Vec<&str> = env["diagnostics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["code"].as_str().unwrap())
-        .collect();
-    assert_eq!(codes, vec!["app_id_absent", "provenance_absent"]);
+    assert_eq!(
+        diagnostic_codes(&env),
+        vec!["app_id_absent", "provenance_absent"]
+    );
     fs::write(
         copy.root.join("app/app.json"),
         br#"{"name": "Legacy Name"}"#,
@@ -210,13 +189,7 @@ async fn malformed_provenance_is_a_diagnostic_not_a_failure() {
     );
     assert_eq!(r["mcp_contract_declared"], json!(false));
     assert_eq!(env["workspace"]["provenance_schema_version"], Value::Null);
-    assert!(
-        env["diagnostics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|d| d["code"] == "provenance_invalid")
-    );
+    assert!(diagnostic_codes(&env).contains(&"provenance_invalid"));
     // Upstream's fallback checks pass (the file is valid YAML); the invalid provenance is an
     // extra finding that does not change the verdict.
     let r = client.ok("validate_app_bundle", json!({})).await;
@@ -331,12 +304,13 @@ async fn layout_is_the_upstream_registry() {
             .unwrap()
             .contains(&json!("config/llm.yaml"))
     );
-    assert_eq!(
-        client
-            .err("get_canonical_layout", json!({"verbose": true}))
-            .await,
-        "invalid_arguments"
-    );
+    client
+        .assert_err(
+            "get_canonical_layout",
+            json!({"verbose": true}),
+            "invalid_arguments",
+        )
+        .await;
     client.close().await;
 }
 
@@ -415,22 +389,23 @@ async fn resolve_uses_the_registry_per_scope() {
             "path is not registered for scope workspace_root"
         ])
     );
-    assert_eq!(
-        client
-            .err("resolve_artifact_location", json!({"path": "../x"}))
-            .await,
-        "path_traversal"
-    );
-    assert_eq!(
-        client.err("resolve_artifact_location", json!({})).await,
-        "invalid_arguments"
-    );
-    assert_eq!(
-        client
-            .err("resolve_artifact_location", json!({"path": 7}))
-            .await,
-        "invalid_arguments"
-    );
+    client
+        .assert_err(
+            "resolve_artifact_location",
+            json!({"path": "../x"}),
+            "path_traversal",
+        )
+        .await;
+    client
+        .assert_err("resolve_artifact_location", json!({}), "invalid_arguments")
+        .await;
+    client
+        .assert_err(
+            "resolve_artifact_location",
+            json!({"path": 7}),
+            "invalid_arguments",
+        )
+        .await;
     client.close().await;
 }
 
@@ -495,17 +470,17 @@ async fn modules_are_discovered_like_upstream() {
         .map(|d| d["path"].as_str().unwrap())
         .collect();
     assert_eq!(skipped, vec!["app/modules/empty", "app/modules/jsononly"]);
-    assert_eq!(
-        client
-            .err("list_modules", json!({"confirm_execution": true}))
-            .await,
-        "invalid_arguments"
-    );
+    client
+        .assert_err(
+            "list_modules",
+            json!({"confirm_execution": true}),
+            "invalid_arguments",
+        )
+        .await;
     fs::remove_file(copy.root.join("app/app.json")).unwrap();
-    assert_eq!(
-        client.err("list_modules", json!({})).await,
-        "app_root_not_found"
-    );
+    client
+        .assert_err("list_modules", json!({}), "app_root_not_found")
+        .await;
     client.close().await;
 }
 
@@ -569,11 +544,11 @@ async fn validation_of_the_canonical_bundle_skips_node_modules() {
         ]
     );
     assert_eq!(
-        check(&r, "json_manifest_parse")["artifacts"],
+        fallback_check(&r, "json_manifest_parse")["artifacts"],
         json!(["app/package.json"])
     );
     assert_eq!(
-        check(&r, "python_syntax")["artifacts"],
+        fallback_check(&r, "python_syntax")["artifacts"],
         json!([
             "app/modules/notes/backend/handler.py",
             "app/modules/search/__init__.py",
@@ -582,7 +557,7 @@ async fn validation_of_the_canonical_bundle_skips_node_modules() {
         ])
     );
     assert_eq!(
-        check(&r, "yaml_manifest_parse")["artifacts"],
+        fallback_check(&r, "yaml_manifest_parse")["artifacts"],
         json!([
             "app/modules/notes/module.yaml",
             "app/modules/search/module.yaml",
@@ -602,12 +577,13 @@ async fn validation_of_the_canonical_bundle_skips_node_modules() {
             .unwrap()
             .contains("not an acceptance gate")
     );
-    assert_eq!(
-        client
-            .err("validate_app_bundle", json!({"confirm_execution": true}))
-            .await,
-        "invalid_arguments"
-    );
+    client
+        .assert_err(
+            "validate_app_bundle",
+            json!({"confirm_execution": true}),
+            "invalid_arguments",
+        )
+        .await;
     client.close().await;
 }
 
@@ -651,7 +627,7 @@ async fn broken_variants_fail_the_upstream_check_they_break() {
         }
         assert_eq!(failed_paths(&r, failing), vec![path.to_owned()], "{bundle}");
         assert_eq!(
-            check(&r, failing)["failures"][0]["line"],
+            fallback_check(&r, failing)["failures"][0]["line"],
             json!(line),
             "{bundle}"
         );
@@ -666,7 +642,7 @@ async fn broken_variants_fail_the_upstream_check_they_break() {
         (json!(true), json!("skipped"))
     );
     assert_eq!(
-        check(&r, "json_manifest_parse")["reason"],
+        fallback_check(&r, "json_manifest_parse")["reason"],
         json!("No JSON manifests were found.")
     );
     client.close().await;
@@ -762,13 +738,7 @@ async fn large_trees_get_a_verdict_with_what_was_skipped() {
     assert!(r["walk"]["entries_visited"].as_u64().unwrap() < 200);
     assert_eq!(r["walk"]["complete"], json!(false));
     assert_eq!(r["walk"]["too_deep"].as_array().unwrap().len(), 1);
-    assert!(
-        env["diagnostics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|d| d["code"] == "walk_incomplete")
-    );
+    assert!(diagnostic_codes(&env).contains(&"walk_incomplete"));
     client.close().await;
 }
 
@@ -806,15 +776,13 @@ async fn plans_follow_upstream_detection() {
              "status": "skipped", "skip_reason": "command_kind_not_selected"}
         ])
     );
-    assert_eq!(
-        client
-            .err(
-                "plan_validation_commands",
-                json!({"confirm_execution": true})
-            )
-            .await,
-        "invalid_arguments"
-    );
+    client
+        .assert_err(
+            "plan_validation_commands",
+            json!({"confirm_execution": true}),
+            "invalid_arguments",
+        )
+        .await;
     client.close().await;
     for bundle in ["init-chat", "broken-root-package-json"] {
         let copy = bundle_copy(bundle);
@@ -827,11 +795,7 @@ async fn plans_follow_upstream_detection() {
             "{bundle}"
         );
         assert!(
-            env["diagnostics"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|d| d["code"] == "no_validation_commands_detected"),
+            diagnostic_codes(&env).contains(&"no_validation_commands_detected"),
             "{bundle}"
         );
         client.close().await;

@@ -4,7 +4,8 @@ use std::io::Write as _;
 use std::process::{Command, Output, Stdio};
 
 use gate_runner::{
-    Argv, Env, GateReport, GateRequest, JunitSpec, Nonce, RelPath, RunLimits, TreeTotals,
+    Argv, CaseOutcome, Env, GateReport, GateRequest, JunitReport, JunitSpec, Nonce, RelPath,
+    RunLimits, TreeTotals,
 };
 
 /// The runner binary under test.
@@ -191,6 +192,15 @@ pub fn run_raw(stdin: &[u8], args: &[&str]) -> Output {
 }
 
 /// Runs `req` on `tree` in a fresh root; the report must be the one valid frame on stdout.
+/// The (id, outcome) of every case of a report's complete JUnit result (not truncated).
+pub fn junit_outcomes(report: &GateReport) -> Vec<(&str, CaseOutcome)> {
+    let Some(JunitReport::Ok { cases, truncated }) = report.junit() else {
+        panic!("no junit: {:?}", report.junit());
+    };
+    assert!(!truncated);
+    cases.iter().map(|c| (c.id.as_str(), c.outcome)).collect()
+}
+
 pub fn run_host(req: &Req, tree: &Tree) -> (GateReport, Output) {
     let root = tempfile::tempdir().unwrap();
     let out = run_raw(&req.stdin(tree), &["--root", root.path().to_str().unwrap()]);

@@ -85,6 +85,32 @@ fn no_change_is_empty_without_archive() {
     assert!(out.proposal.changed_files.is_empty());
 }
 
+/// A turn rejected with `violation` whose one provider event is `event` (the refused request).
+fn refused_and_rejected(task: &str, violation: &str, event: &str) {
+    let out = rejected(task, violation);
+    let events: Vec<&str> = out
+        .proposal
+        .provider_events
+        .iter()
+        .map(|e| e.summary.as_str())
+        .collect();
+    assert_eq!(events, vec![event], "{task}");
+}
+
+/// Runs a turn that must end with `status` and the error `code`; its output and workspace root.
+fn ended_with(
+    task: &str,
+    extra: &[&str],
+    status: ProposalStatus,
+    code: &str,
+) -> (turn_runner::TurnOutput, tempfile::TempDir) {
+    let (run, root) = run_turn(&standard(task), extra);
+    let out = run.output();
+    assert_eq!(out.proposal.status, status, "{task}");
+    assert_eq!(out.proposal.error.as_deref(), Some(code), "{task}");
+    (out, root)
+}
+
 fn rejected(task: &str, expected_violation: &str) -> turn_runner::TurnOutput {
     let (run, _root) = run_turn(&standard(task), &[]);
     let out = run.output();
@@ -101,17 +127,11 @@ fn rejected(task: &str, expected_violation: &str) -> turn_runner::TurnOutput {
 
 #[test]
 fn read_only_edit_is_refused_over_acp_and_rejected_when_done_directly() {
-    let out = rejected(
+    refused_and_rejected(
         "mode: edit-read-only",
         "tests/test_dashboard.py (read_only_modified)",
+        "refused fs request: FS_READ_ONLY",
     );
-    let events: Vec<&str> = out
-        .proposal
-        .provider_events
-        .iter()
-        .map(|e| e.summary.as_str())
-        .collect();
-    assert_eq!(events, vec!["refused fs request: FS_READ_ONLY"]);
 }
 
 #[test]
@@ -124,17 +144,11 @@ fn read_only_delete_is_rejected() {
 
 #[test]
 fn ungranted_create_is_refused_and_rejected() {
-    let out = rejected(
+    refused_and_rejected(
         "mode: create-ungranted",
         "unapproved.txt (outside_allowlist)",
+        "refused fs request: FS_NOT_IN_SCOPE",
     );
-    let events: Vec<&str> = out
-        .proposal
-        .provider_events
-        .iter()
-        .map(|e| e.summary.as_str())
-        .collect();
-    assert_eq!(events, vec!["refused fs request: FS_NOT_IN_SCOPE"]);
 }
 
 #[test]
@@ -144,25 +158,21 @@ fn ungranted_delete_is_rejected() {
 
 #[test]
 fn symlink_is_rejected_and_never_followed() {
-    let out = rejected("mode: symlink", "link-to-passwd (symlink)");
-    let events: Vec<&str> = out
-        .proposal
-        .provider_events
-        .iter()
-        .map(|e| e.summary.as_str())
-        .collect();
     // The link is not a granted path, so the write is refused before it could be followed.
-    assert_eq!(events, vec!["refused fs request: FS_NOT_IN_SCOPE"]);
+    refused_and_rejected(
+        "mode: symlink",
+        "link-to-passwd (symlink)",
+        "refused fs request: FS_NOT_IN_SCOPE",
+    );
 }
 
 #[test]
 fn invalid_utf8_is_rejected_by_the_export() {
-    let (run, _root) = run_turn(&standard("mode: invalid-utf8"), &[]);
-    let out = run.output();
-    assert_eq!(out.proposal.status, ProposalStatus::RejectedScope);
-    assert_eq!(
-        out.proposal.error.as_deref(),
-        Some("REPOSITORY_PATCH_ARCHIVE_UTF8")
+    let (out, _root) = ended_with(
+        "mode: invalid-utf8",
+        &[],
+        ProposalStatus::RejectedScope,
+        "REPOSITORY_PATCH_ARCHIVE_UTF8",
     );
     assert_eq!(out.workspace_archive_base64, None);
 }
@@ -246,46 +256,36 @@ fn sleeping_past_the_deadline_times_out() {
 #[test]
 fn flooding_the_channel_exceeds_the_budget() {
     // Total inbound bytes (256 KiB here) reached before the 1 MiB reply cap.
-    let (run, _root) = run_turn(
-        &standard("mode: flood=16"),
+    let (out, _root) = ended_with(
+        "mode: flood=16",
         &["--max-inbound-bytes", "262144"],
-    );
-    let out = run.output();
-    assert_eq!(out.proposal.status, ProposalStatus::BudgetExceeded);
-    assert_eq!(
-        out.proposal.error.as_deref(),
-        Some("PROOF_WORKER_CHANNEL_BUDGET")
+        ProposalStatus::BudgetExceeded,
+        "PROOF_WORKER_CHANNEL_BUDGET",
     );
     assert_eq!(out.workspace_archive_base64, None);
     // One message over the per-message cap.
-    let (run, _root) = run_turn(
-        &standard("mode: giant-message"),
+    ended_with(
+        "mode: giant-message",
         &["--max-message-bytes", "1048576"],
-    );
-    let out = run.output();
-    assert_eq!(out.proposal.status, ProposalStatus::BudgetExceeded);
-    assert_eq!(
-        out.proposal.error.as_deref(),
-        Some("PROOF_WORKER_CHANNEL_BUDGET")
+        ProposalStatus::BudgetExceeded,
+        "PROOF_WORKER_CHANNEL_BUDGET",
     );
     // Reply text over 1 MiB with the default channel caps.
-    let (run, _root) = run_turn(&standard("mode: flood=4"), &[]);
-    let out = run.output();
-    assert_eq!(out.proposal.status, ProposalStatus::BudgetExceeded);
-    assert_eq!(
-        out.proposal.error.as_deref(),
-        Some("PROOF_WORKER_REPLY_BUDGET")
+    ended_with(
+        "mode: flood=4",
+        &[],
+        ProposalStatus::BudgetExceeded,
+        "PROOF_WORKER_REPLY_BUDGET",
     );
 }
 
 #[test]
 fn archive_budget_is_enforced() {
-    let (run, _root) = run_turn(&standard("edit it"), &["--max-archive-bytes", "64"]);
-    let out = run.output();
-    assert_eq!(out.proposal.status, ProposalStatus::BudgetExceeded);
-    assert_eq!(
-        out.proposal.error.as_deref(),
-        Some("REPOSITORY_PATCH_ARCHIVE_BUDGET")
+    ended_with(
+        "edit it",
+        &["--max-archive-bytes", "64"],
+        ProposalStatus::BudgetExceeded,
+        "REPOSITORY_PATCH_ARCHIVE_BUDGET",
     );
 }
 
@@ -366,12 +366,11 @@ fn strict_stdin_refuses_bad_payloads_with_nothing_on_stdout() {
 
 #[test]
 fn an_agent_that_dies_mid_turn_fails_the_turn() {
-    let (run, root) = run_turn(&standard("mode: exit"), &[]);
-    let out = run.output();
-    assert_eq!(out.proposal.status, ProposalStatus::Failed);
-    assert_eq!(
-        out.proposal.error.as_deref(),
-        Some("PROOF_WORKER_AGENT_FAILED")
+    let (out, root) = ended_with(
+        "mode: exit",
+        &[],
+        ProposalStatus::Failed,
+        "PROOF_WORKER_AGENT_FAILED",
     );
     assert_eq!(out.workspace_archive_base64, None);
     assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
