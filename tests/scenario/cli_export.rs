@@ -13,7 +13,7 @@ use finalizer::{RepositoryPatchCandidate, finalize_repository_patch};
 use serde_json::{Value, json};
 use snapshot::{ApprovedTurn, BaselineFiles, DefaultPathGuard, GitSnapshot, RepoPath};
 
-use crate::support::{approval, bin, git_repo};
+use crate::support::{approval, bin, git_repo, run_ok};
 
 const FILES: &[(&str, &str)] = &[
     ("app/a.txt", "one\ntwo\n"),
@@ -135,19 +135,14 @@ fn single_field_edits(root: &Value) -> Vec<(String, Value)> {
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "core.autocrlf=false", "-c", "core.quotePath=true"])
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "core.autocrlf=false", "-c", "core.quotePath=true"])
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null"),
     );
     String::from_utf8(out.stdout).unwrap()
 }
