@@ -43,6 +43,14 @@ fn paths_with(op: &str) -> Vec<&'static str> {
     CHANGES.iter().filter(|c| c.1 == op).map(|c| c.0).collect()
 }
 
+/// `candidate` as pretty JSON in `candidate.json` of a fresh directory: (directory, file).
+fn written(candidate: &RepositoryPatchCandidate) -> (tempfile::TempDir, PathBuf) {
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("candidate.json");
+    std::fs::write(&file, candidate.to_json_pretty().unwrap()).unwrap();
+    (work, file)
+}
+
 /// A repository and a candidate finalised over its commit.
 fn finalised() -> (tempfile::TempDir, String, RepositoryPatchCandidate) {
     let (repo, commit) = git_repo(&files());
@@ -150,9 +158,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 #[test]
 fn cli_verify_digest_refuses_every_single_field_edit() {
     let (repo, _, candidate) = finalised();
-    let work = tempfile::tempdir().unwrap();
-    let file = work.path().join("candidate.json");
-    std::fs::write(&file, candidate.to_json_pretty().unwrap()).unwrap();
+    let (work, file) = written(&candidate);
     let out = bin()
         .args(["--json", "digest"])
         .arg(&file)
@@ -238,9 +244,7 @@ fn cli_verify_digest_refuses_every_single_field_edit() {
 #[test]
 fn cli_export_git_applies_on_a_fresh_repository_and_guards_its_output() {
     let (repo, commit, candidate) = finalised();
-    let work = tempfile::tempdir().unwrap();
-    let file = work.path().join("candidate.json");
-    std::fs::write(&file, candidate.to_json_pretty().unwrap()).unwrap();
+    let (work, file) = written(&candidate);
     let repo_arg = repo.path().to_str().unwrap().to_owned();
     let export = |extra: &[&str]| {
         bin()
