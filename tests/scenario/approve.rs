@@ -117,17 +117,7 @@ fn approve_finalize_staged_and_verify_on_a_fresh_repository() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr_text(&out));
     let doc = json_of(&out);
-    let files: Vec<(String, String)> = doc["candidate"]["changed_files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["path"].as_str().unwrap().to_owned(),
-                f["op"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
+    let files = changed_files(&doc);
     let pairs = |v: &[(&str, &str)]| {
         v.iter()
             .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
@@ -304,8 +294,9 @@ fn approve_on_a_dirty_work_tree_binds_the_commit_and_says_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_cli_run_takes_task_and_commit_from_an_approve_approval() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let state = state_with_images();
     let (repo_dir, commit) = git_repo(&demo_files());
     let repo = repo_dir.path();
@@ -352,6 +343,9 @@ async fn docker_cli_run_takes_task_and_commit_from_an_approve_approval() {
         json_of(&out)["error"]["code"],
         "REPOSITORY_PATCH_SNAPSHOT_IDENTITY"
     );
-    assert_no_turn_containers(&docker).await;
-    tally("docker_cli_run_takes_task_and_commit_from_an_approve_approval");
+    assert_clean_and_tally(
+        &docker,
+        "docker_cli_run_takes_task_and_commit_from_an_approve_approval",
+    )
+    .await;
 }

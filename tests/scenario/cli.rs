@@ -42,8 +42,9 @@ fn run_args(cmd: &mut Command, f: &Fixture) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_cli_run_stores_a_candidate_and_records_usage() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let state = state_with_images();
     let f = fixture("Update the dashboard.");
     let mut cmd = bin();
@@ -51,17 +52,11 @@ async fn docker_cli_run_stores_a_candidate_and_records_usage() {
     // Ambient Docker settings are ignored: the worker talks to the local socket only.
     let bogus_config = tempfile::tempdir().unwrap();
     std::fs::write(bogus_config.path().join("config.json"), "{not json").unwrap();
-    let out = cmd
-        .env("PATCH_CANDIDATE_STATE_DIR", state.path())
-        .env("DOCKER_HOST", "tcp://127.0.0.1:9")
-        .env("DOCKER_CONTEXT", "no-such-context")
-        .env("DOCKER_CONFIG", bogus_config.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        cmd.env("PATCH_CANDIDATE_STATE_DIR", state.path())
+            .env("DOCKER_HOST", "tcp://127.0.0.1:9")
+            .env("DOCKER_CONTEXT", "no-such-context")
+            .env("DOCKER_CONFIG", bogus_config.path()),
     );
     let doc = json_of(&out);
     let digest = doc["digest"].as_str().unwrap();
@@ -81,14 +76,18 @@ async fn docker_cli_run_stores_a_candidate_and_records_usage() {
         records,
         usize::from(doc["usage_recorded"].as_bool().unwrap())
     );
-    assert_no_turn_containers(&docker).await;
-    tally("docker_cli_run_stores_a_candidate_and_records_usage");
+    assert_clean_and_tally(
+        &docker,
+        "docker_cli_run_stores_a_candidate_and_records_usage",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_cli_exit_codes() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let state = state_with_images();
     let f = fixture("Update the dashboard.");
     // Docker unreachable: environment failure, exit 3.
@@ -137,41 +136,26 @@ async fn docker_cli_exit_codes() {
     // Usage error: exit 2.
     let out = bin().args(["run", "--repo"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert_no_turn_containers(&docker).await;
-    tally("docker_cli_exit_codes");
+    assert_clean_and_tally(&docker, "docker_cli_exit_codes").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_cli_demo_shows_an_applicable_candidate() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let state = state_with_images();
     let dir = tempfile::tempdir().unwrap();
     let demo_dir = dir.path().join("demo");
-    let out = bin()
-        .args(["--json", "demo", "--dir"])
-        .arg(&demo_dir)
-        .env("PATCH_CANDIDATE_STATE_DIR", state.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        bin()
+            .args(["--json", "demo", "--dir"])
+            .arg(&demo_dir)
+            .env("PATCH_CANDIDATE_STATE_DIR", state.path()),
     );
     let doc = json_of(&out);
     assert_eq!(doc["git_apply_check"], true);
-    let ops: Vec<(String, String)> = doc["candidate"]["changed_files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| {
-            (
-                f["path"].as_str().unwrap().to_owned(),
-                f["op"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
+    let ops = changed_files(&doc);
     assert_eq!(
         ops,
         vec![
@@ -190,14 +174,14 @@ async fn docker_cli_demo_shows_an_applicable_candidate() {
         status.stdout.is_empty(),
         "demo modified its fixture repository"
     );
-    assert_no_turn_containers(&docker).await;
-    tally("docker_cli_demo_shows_an_applicable_candidate");
+    assert_clean_and_tally(&docker, "docker_cli_demo_shows_an_applicable_candidate").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_killed_run_leaves_a_container_the_janitor_removes() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let state = tempfile::tempdir().unwrap();
     let (tag, id) = fixture_mode_image("sleep");
     let f = fixture("Update the dashboard.");
@@ -235,17 +219,12 @@ async fn docker_killed_run_leaves_a_container_the_janitor_removes() {
         "the killed run should leave its container behind"
     );
     // A live-owner check keeps fresh containers of running turns; the owner is dead here.
-    let out = bin()
-        .args(["--json", "janitor", "--grace-seconds", "0"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(bin().args(["--json", "janitor", "--grace-seconds", "0"]));
     let report = json_of(&out);
     assert_eq!(report["removed"].as_array().unwrap().len(), 1);
-    assert_no_turn_containers(&docker).await;
-    tally("docker_killed_run_leaves_a_container_the_janitor_removes");
+    assert_clean_and_tally(
+        &docker,
+        "docker_killed_run_leaves_a_container_the_janitor_removes",
+    )
+    .await;
 }

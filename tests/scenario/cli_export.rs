@@ -13,7 +13,7 @@ use finalizer::{RepositoryPatchCandidate, finalize_repository_patch};
 use serde_json::{Value, json};
 use snapshot::{ApprovedTurn, BaselineFiles, DefaultPathGuard, GitSnapshot, RepoPath};
 
-use crate::support::{approval, bin, git_repo};
+use crate::support::{approval, bin, git_repo, run_ok};
 
 const FILES: &[(&str, &str)] = &[
     ("app/a.txt", "one\ntwo\n"),
@@ -41,6 +41,14 @@ fn files() -> BTreeMap<&'static str, String> {
 
 fn paths_with(op: &str) -> Vec<&'static str> {
     CHANGES.iter().filter(|c| c.1 == op).map(|c| c.0).collect()
+}
+
+/// `candidate` as pretty JSON in `candidate.json` of a fresh directory: (directory, file).
+fn written(candidate: &RepositoryPatchCandidate) -> (tempfile::TempDir, PathBuf) {
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("candidate.json");
+    std::fs::write(&file, candidate.to_json_pretty().unwrap()).unwrap();
+    (work, file)
 }
 
 /// A repository and a candidate finalised over its commit.
@@ -135,19 +143,14 @@ fn single_field_edits(root: &Value) -> Vec<(String, Value)> {
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "core.autocrlf=false", "-c", "core.quotePath=true"])
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "core.autocrlf=false", "-c", "core.quotePath=true"])
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null"),
     );
     String::from_utf8(out.stdout).unwrap()
 }
@@ -155,9 +158,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 #[test]
 fn cli_verify_digest_refuses_every_single_field_edit() {
     let (repo, _, candidate) = finalised();
-    let work = tempfile::tempdir().unwrap();
-    let file = work.path().join("candidate.json");
-    std::fs::write(&file, candidate.to_json_pretty().unwrap()).unwrap();
+    let (work, file) = written(&candidate);
     let out = bin()
         .args(["--json", "digest"])
         .arg(&file)
@@ -243,9 +244,7 @@ fn cli_verify_digest_refuses_every_single_field_edit() {
 #[test]
 fn cli_export_git_applies_on_a_fresh_repository_and_guards_its_output() {
     let (repo, commit, candidate) = finalised();
-    let work = tempfile::tempdir().unwrap();
-    let file = work.path().join("candidate.json");
-    std::fs::write(&file, candidate.to_json_pretty().unwrap()).unwrap();
+    let (work, file) = written(&candidate);
     let repo_arg = repo.path().to_str().unwrap().to_owned();
     let export = |extra: &[&str]| {
         bin()

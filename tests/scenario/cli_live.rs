@@ -46,13 +46,7 @@ async fn live_round_trip(docker: &container::BollardRuntime, runtime: Option<&'s
     // The trusted count: three answers of 120 tokens each (two tool calls, then "Done.").
     assert_eq!(doc["gateway"]["gateway"]["requests"], 3);
     assert_eq!(doc["gateway"]["gateway"]["total_tokens"], 360);
-    let requests = upstream.requests();
-    assert_eq!(requests.len(), 3);
-    for r in &requests {
-        assert_eq!(
-            r.header("authorization"),
-            Some(format!("Bearer {KEY}").as_str())
-        );
+    for r in &bearer_requests(&upstream, 3, KEY) {
         assert_eq!(r.json().unwrap()["model"], "gpt-5.3-codex");
     }
 }
@@ -110,20 +104,15 @@ pub(crate) async fn run_live_cli(
     )
     .collect();
     let key = turn.key.to_owned();
-    let out = tokio::task::spawn_blocking(move || {
-        bin()
-            .env("PATCH_CANDIDATE_STATE_DIR", &state_path)
-            .env("PC_SCENARIO_MODEL_KEY", key)
-            .args(&args)
-            .arg("--repo")
-            .arg(&repo_path)
-            .arg("--approval")
-            .arg(&approval_path)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let mut cmd = bin();
+    cmd.env("PATCH_CANDIDATE_STATE_DIR", &state_path)
+        .env("PC_SCENARIO_MODEL_KEY", key)
+        .args(&args)
+        .arg("--repo")
+        .arg(&repo_path)
+        .arg("--approval")
+        .arg(&approval_path);
+    let out = output_blocking(cmd).await;
     assert!(
         out.status.success(),
         "{}",
@@ -159,21 +148,10 @@ pub(crate) async fn run_live_cli(
         serde_json::to_vec(&doc["candidate"]).unwrap(),
     )
     .unwrap();
-    let verify = bin()
-        .args([
-            "verify",
-            "--digest",
-            doc["digest"].as_str().unwrap(),
-            "--repo",
-        ])
-        .arg(repo.path())
-        .arg(&candidate_file)
-        .output()
-        .unwrap();
-    assert!(
-        verify.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verify.stderr)
+    verify_ok(
+        &candidate_file,
+        doc["digest"].as_str().unwrap(),
+        repo.path(),
     );
     assert_no_turn_containers(docker).await;
     doc
@@ -183,8 +161,9 @@ pub(crate) async fn run_live_cli(
 /// code in the CLI's `--json` error and exit status, not the generic proposal-status code.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_cli_run_live_refused_model_ends_with_the_gateway_code() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let (tag, image_id) = fixture_mode_image("live-other-model");
     let (repo, _approval_dir, approval_path) = live_fixture();
     let state = tempfile::tempdir().unwrap();
@@ -192,23 +171,18 @@ async fn docker_cli_run_live_refused_model_ends_with_the_gateway_code() {
     let url = upstream.base_url();
     let repo_path = repo.path().to_path_buf();
     let state_path = state.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || {
-        bin()
-            .env("PATCH_CANDIDATE_STATE_DIR", &state_path)
-            .env("PC_SCENARIO_MODEL_KEY", KEY)
-            .args(["--json", "run", "--live", "--model", "gpt-5.3-codex"])
-            .arg("--upstream")
-            .arg(&url)
-            .args(["--credential-env", "PC_SCENARIO_MODEL_KEY", "--image", &tag])
-            .args(["--image-id", &image_id, "--no-ledger", "--repo"])
-            .arg(&repo_path)
-            .arg("--approval")
-            .arg(&approval_path)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let mut cmd = bin();
+    cmd.env("PATCH_CANDIDATE_STATE_DIR", &state_path)
+        .env("PC_SCENARIO_MODEL_KEY", KEY)
+        .args(["--json", "run", "--live", "--model", "gpt-5.3-codex"])
+        .arg("--upstream")
+        .arg(&url)
+        .args(["--credential-env", "PC_SCENARIO_MODEL_KEY", "--image", &tag])
+        .args(["--image-id", &image_id, "--no-ledger", "--repo"])
+        .arg(&repo_path)
+        .arg("--approval")
+        .arg(&approval_path);
+    let out = output_blocking(cmd).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -221,6 +195,9 @@ async fn docker_cli_run_live_refused_model_ends_with_the_gateway_code() {
         upstream.requests().is_empty(),
         "the refused request was forwarded"
     );
-    assert_no_turn_containers(&docker).await;
-    tally("docker_cli_run_live_refused_model_ends_with_the_gateway_code");
+    assert_clean_and_tally(
+        &docker,
+        "docker_cli_run_live_refused_model_ends_with_the_gateway_code",
+    )
+    .await;
 }

@@ -5,11 +5,13 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::Output;
 
-use finalizer::{CandidateFields, CandidateStore, RepositoryPatchCandidate, RepositoryPatchFile};
+use finalizer::{CandidateStore, RepositoryPatchCandidate, RepositoryPatchFile};
 use snapshot::{FileOp, RepoPath};
 use vocab::Sha256;
 
-use crate::support::{bare_clone, bin, git_out};
+use crate::support::{
+    assert_published_new_py, bare_clone, bin, create_new_py, fields_at, git_out, main_repo,
+};
 
 /// A candidate creating `src/new.py` with `body`, requiring `gates`, stored in `store`.
 fn stored(store: &Path, gates: &[&str], body: &str) -> String {
@@ -18,16 +20,7 @@ fn stored(store: &Path, gates: &[&str], body: &str) -> String {
 
 /// [`stored`] at the baseline commit `commit`.
 fn stored_at(store: &Path, gates: &[&str], body: &str, commit: &str) -> String {
-    let file = RepositoryPatchFile::new(
-        RepoPath::parse("src/new.py").unwrap(),
-        FileOp::Create,
-        None,
-        Some(Sha256::of(body.as_bytes())),
-        Some(body.to_owned()),
-        format!("--- /dev/null\n+++ b/src/new.py\n@@ -0,0 +1 @@\n+{body}"),
-    )
-    .unwrap();
-    stored_files(store, gates, commit, vec![file])
+    stored_files(store, gates, commit, vec![create_new_py(body)])
 }
 
 /// A candidate of `files` at `commit`, requiring `gates`, stored in `store`.
@@ -37,15 +30,7 @@ fn stored_files(
     commit: &str,
     files: Vec<RepositoryPatchFile>,
 ) -> String {
-    let fields = CandidateFields {
-        repository_full_name: "o/n".into(),
-        handoff_id: "handoff-1".into(),
-        baseline_commit_sha: commit.to_owned(),
-        approved_plan_digest: "0".repeat(64),
-        required_validation_gates: gates.iter().map(|g| (*g).to_owned()).collect(),
-        ..CandidateFields::default()
-    };
-    let c = RepositoryPatchCandidate::new(fields, files).unwrap();
+    let c = RepositoryPatchCandidate::new(fields_at(gates, commit), files).unwrap();
     CandidateStore::open(store)
         .unwrap()
         .put(&c)
@@ -266,11 +251,7 @@ fn cli_publish_killed_mid_push_leaves_no_credential_copy_behind() {
     let store = tmp.path().join("candidates");
     let temp = tmp.path().join("tmp");
     std::fs::create_dir(&temp).unwrap();
-    let (repo, commit) = crate::support::git_repo(&std::collections::BTreeMap::from([(
-        "src/app.py",
-        "print('app')\n".to_owned(),
-    )]));
-    git_out(repo.path(), &["branch", "-M", "main"]);
+    let (repo, commit) = main_repo(&[("src/app.py", "print('app')\n")]);
     let digest = stored_at(&store, &[], "print('new')\n", &commit);
     let out = review(&state, &store, &["accept", &digest]);
     assert!(
@@ -380,11 +361,7 @@ fn cli_publish_lands_an_accepted_candidate_once_on_a_new_branch() {
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
     let store = tmp.path().join("candidates");
-    let (repo, commit) = crate::support::git_repo(&std::collections::BTreeMap::from([
-        ("README.md", "hello\n".to_owned()),
-        ("src/app.py", "print('app')\n".to_owned()),
-    ]));
-    git_out(repo.path(), &["branch", "-M", "main"]);
+    let (repo, commit) = main_repo(&[("README.md", "hello\n"), ("src/app.py", "print('app')\n")]);
     let remote = tmp.path().join("remote.git");
     bare_clone(repo.path(), &remote);
     let before = (
@@ -425,20 +402,7 @@ fn cli_publish_lands_an_accepted_candidate_once_on_a_new_branch() {
     );
     let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = record["commit_id"].as_str().unwrap().to_owned();
-    assert_eq!(
-        git_out(&remote, &["rev-parse", "refs/heads/candidate/one"]),
-        id
-    );
-    assert_eq!(git_out(&remote, &["rev-parse", &format!("{id}^")]), commit);
-    assert_eq!(
-        git_out(&remote, &["show", &format!("{id}:src/new.py")]),
-        "print('new')"
-    );
-    assert_eq!(
-        git_out(&remote, &["ls-tree", "-r", "--name-only", &id]),
-        "README.md\nsrc/app.py\nsrc/new.py"
-    );
-    assert_eq!(git_out(&remote, &["rev-parse", "refs/heads/main"]), commit);
+    assert_published_new_py(&remote, "candidate/one", &id, &commit);
 
     // The publication joined the review history; a second publish is refused.
     let out = review(&state, &store, &["show", &digest]);
@@ -530,12 +494,11 @@ async fn docker_cli_publish_rebase_regates_the_merged_tree() {
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
     let store = tmp.path().join("candidates");
-    let (repo, commit) = crate::support::git_repo(&std::collections::BTreeMap::from([
-        ("calc.py", CALC.to_owned()),
-        ("test_calc.py", TESTS.to_owned()),
-        ("pytest.ini", "[pytest]\n".to_owned()),
-    ]));
-    git_out(repo.path(), &["branch", "-M", "main"]);
+    let (repo, commit) = main_repo(&[
+        ("calc.py", CALC),
+        ("test_calc.py", TESTS),
+        ("pytest.ini", "[pytest]\n"),
+    ]);
     let remote = tmp.path().join("remote.git");
     bare_clone(repo.path(), &remote);
     let gates = tmp.path().join("gates.toml");

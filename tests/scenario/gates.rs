@@ -17,7 +17,7 @@ use snapshot::{FileOp, RepoPath};
 use vocab::GateVerdict;
 use vocab::Sha256;
 
-use crate::support::{docker, docker_lock, git_out, git_repo, git_text, tally};
+use crate::support::{docker, docker_lock, git_out, git_repo, git_text, run_ok, tally};
 
 pub const PYTHON_GATE_IMAGE: &str = "patch-candidate-gate-python:local";
 
@@ -269,15 +269,7 @@ async fn docker_gate_runsc_verdicts_match_runc() {
 /// The fetched real projects (`fixtures/gates/fetch.sh`, run here when the cache lacks them).
 fn fixtures() -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/gates/fetch.sh");
-    let out = std::process::Command::new("bash")
-        .arg(script)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "fetch.sh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(std::process::Command::new("bash").arg(script));
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
@@ -777,27 +769,22 @@ async fn docker_gate_cli_run_gates_prints_verdicts_that_verify_accepts() {
         .unwrap();
     assert_eq!(unknown.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&unknown.stdout).contains("PATCH_CANDIDATE_GATE_UNKNOWN"));
-    let ok = bin()
-        .args(["approve", "--repo"])
-        .arg(dir.path())
-        .args([
-            "--allow",
-            "NOTES.md",
-            "--task",
-            "Tidy the notes",
-            "--gate",
-            "pytest",
-            "--gates",
-        ])
-        .arg(&gates)
-        .arg("--out")
-        .arg(&approval)
-        .output()
-        .unwrap();
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
+    run_ok(
+        bin()
+            .args(["approve", "--repo"])
+            .arg(dir.path())
+            .args([
+                "--allow",
+                "NOTES.md",
+                "--task",
+                "Tidy the notes",
+                "--gate",
+                "pytest",
+                "--gates",
+            ])
+            .arg(&gates)
+            .arg("--out")
+            .arg(&approval),
     );
     let store = work.path().join("store");
     let out = bin()
@@ -839,18 +826,13 @@ async fn docker_gate_cli_run_gates_prints_verdicts_that_verify_accepts() {
         .iter()
         .find(|p| !p.to_string_lossy().contains(".gate."))
         .unwrap();
-    let verify = bin()
-        .arg("verify")
-        .arg(candidate)
-        .arg("--evidence")
-        .arg(evidence)
-        .args(["--evidence-digest", digest])
-        .output()
-        .unwrap();
-    assert!(
-        verify.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verify.stderr)
+    run_ok(
+        bin()
+            .arg("verify")
+            .arg(candidate)
+            .arg("--evidence")
+            .arg(evidence)
+            .args(["--evidence-digest", digest]),
     );
     let show = bin().arg("show").arg(candidate).output().unwrap();
     assert!(String::from_utf8_lossy(&show.stdout).contains(line));

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use crate::proof::{DASHBOARD, pipeline};
+use crate::proof::{DASHBOARD, Run, pipeline_under, proof_turn_under};
 use crate::support::*;
 
 /// Tags `FROM <hostile image>` with `CMD [mode]`; returns (tag, id).
@@ -15,15 +15,10 @@ pub fn hostile_mode_image(base: &str, mode: &str) -> (String, String) {
         format!("FROM {base}\nCMD [\"{mode}\"]\n"),
     )
     .unwrap();
-    let build = Command::new("docker")
-        .args(["build", "-q", "-t", &tag])
-        .arg(ctx.path())
-        .output()
-        .unwrap();
-    assert!(
-        build.status.success(),
-        "{}",
-        String::from_utf8_lossy(&build.stderr)
+    run_ok(
+        Command::new("docker")
+            .args(["build", "-q", "-t", &tag])
+            .arg(ctx.path()),
     );
     let id = Command::new("docker")
         .args(["image", "inspect", "--format", "{{.Id}}", &tag])
@@ -32,13 +27,19 @@ pub fn hostile_mode_image(base: &str, mode: &str) -> (String, String) {
     (tag, String::from_utf8(id.stdout).unwrap().trim().to_owned())
 }
 
-async fn image_mode(mode: &str, expected: &str, wall: u64) {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+/// The dashboard task on the hostile image in `mode` (its own output contract broken), under
+/// `runtime` (`None`: the daemon default), with the wall budget `wall` seconds.
+pub async fn hostile_image_turn(
+    runtime: Option<&str>,
+    docker: &container::BollardRuntime,
+    mode: &str,
+    wall: u64,
+) -> Run {
     let images = proof_images();
     let (tag, id) = hostile_mode_image(images.hostile_image.as_str(), mode);
-    let run = pipeline(
-        &docker,
+    pipeline_under(
+        runtime,
+        docker,
         &tag,
         &id,
         "Update the dashboard.",
@@ -47,7 +48,14 @@ async fn image_mode(mode: &str, expected: &str, wall: u64) {
         Some(&[DASHBOARD]),
         wall,
     )
-    .await;
+    .await
+}
+
+async fn image_mode(mode: &str, expected: &str, wall: u64) {
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
+    let run = hostile_image_turn(None, &docker, mode, wall).await;
     match (expected, run.outcome) {
         ("ok", Ok(outcome)) => assert_eq!(outcome.candidate.changed_files().len(), 1),
         (code, Err(err)) => {
@@ -59,8 +67,11 @@ async fn image_mode(mode: &str, expected: &str, wall: u64) {
         }
         (code, Ok(_)) => panic!("mode {mode} was accepted, expected {code}"),
     }
-    assert_no_turn_containers(&docker).await;
-    tally(&format!("docker_hostile_image_{}", mode.replace('-', "_")));
+    assert_clean_and_tally(
+        &docker,
+        &format!("docker_hostile_image_{}", mode.replace('-', "_")),
+    )
+    .await;
 }
 
 macro_rules! image_modes {
@@ -86,21 +97,11 @@ image_modes! {
 }
 
 async fn agent_mode(mode: &str, expected: &str) {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
-    let images = proof_images();
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let task = format!("Update the dashboard.\nmode: {mode}");
-    let run = pipeline(
-        &docker,
-        images.image.as_str(),
-        images.image_id.as_str(),
-        &task,
-        &[],
-        &[],
-        Some(&[DASHBOARD]),
-        75,
-    )
-    .await;
+    let run = proof_turn_under(None, &docker, &task, &[], &[], Some(&[DASHBOARD])).await;
     let err = match run.outcome {
         Ok(outcome) => panic!(
             "agent mode {mode} produced a candidate: {:?}",
@@ -109,8 +110,11 @@ async fn agent_mode(mode: &str, expected: &str) {
         Err(err) => err,
     };
     assert_eq!(err.code(), expected, "agent mode {mode}: {err}");
-    assert_no_turn_containers(&docker).await;
-    tally(&format!("docker_hostile_agent_{}", mode.replace('-', "_")));
+    assert_clean_and_tally(
+        &docker,
+        &format!("docker_hostile_agent_{}", mode.replace('-', "_")),
+    )
+    .await;
 }
 
 macro_rules! agent_modes {

@@ -5,30 +5,27 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::support::run_ok;
+
 /// `cargo tree -p <package>` over normal and build edges: one `name version [(path)]` per package.
 fn tree(package: &str) -> Vec<String> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let output = Command::new(env!("CARGO"))
-        .args([
-            "tree",
-            "-p",
-            package,
-            "--edges",
-            "normal,build",
-            "--prefix",
-            "none",
-            "--format",
-            "{p}",
-            "--locked",
-            "--manifest-path",
-        ])
-        .arg(&manifest)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let output = run_ok(
+        Command::new(env!("CARGO"))
+            .args([
+                "tree",
+                "-p",
+                package,
+                "--edges",
+                "normal,build",
+                "--prefix",
+                "none",
+                "--format",
+                "{p}",
+                "--locked",
+                "--manifest-path",
+            ])
+            .arg(&manifest),
     );
     String::from_utf8(output.stdout)
         .unwrap()

@@ -95,16 +95,11 @@ fn spawn_run(s: &Setup, wall: u64, namespaced: bool, log: &Path) -> Child {
 /// `patch-candidate --json janitor --grace-seconds 0` (optionally in a PID namespace of its own);
 /// returns the names it removed.
 fn janitor(s: &Setup, namespaced: bool) -> Vec<String> {
-    let out = command(namespaced)
-        .args(["--json", "janitor", "--grace-seconds", "0"])
-        .env_remove("DOCKER_HOST")
-        .env("PATCH_CANDIDATE_STATE_DIR", &s.state)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "janitor: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        command(namespaced)
+            .args(["--json", "janitor", "--grace-seconds", "0"])
+            .env_remove("DOCKER_HOST")
+            .env("PATCH_CANDIDATE_STATE_DIR", &s.state),
     );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     doc["removed"]
@@ -193,8 +188,9 @@ fn staging_trees(tmp: &Path) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_sigint_and_sigterm_mid_turn_remove_container_and_staging_tree() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     assert_no_turn_containers(&docker).await;
     for (sig, expected) in [("INT", 130), ("TERM", 143)] {
         let s = setup();
@@ -224,12 +220,9 @@ async fn docker_sigint_and_sigterm_mid_turn_remove_container_and_staging_tree() 
             "SIG{sig}: {stdout}"
         );
         assert!(
-            doc["error"]["message"]
-                .as_str()
-                .unwrap()
-                .starts_with(&format!(
-                    "PATCH_CANDIDATE_INTERRUPTED: interrupted by SIG{sig}"
-                )),
+            error_message(&doc).starts_with(&format!(
+                "PATCH_CANDIDATE_INTERRUPTED: interrupted by SIG{sig}"
+            )),
             "SIG{sig}: {stdout}"
         );
         assert_no_turn_containers(&docker).await;
@@ -240,8 +233,9 @@ async fn docker_sigint_and_sigterm_mid_turn_remove_container_and_staging_tree() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_janitor_in_another_pid_namespace_keeps_live_turns_and_removes_expired_ones() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     assert_no_turn_containers(&docker).await;
     let s = setup();
     let logs: Vec<PathBuf> = ["a", "b", "killed"]

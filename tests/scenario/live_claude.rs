@@ -19,9 +19,8 @@ use serde_json::json;
 use turn::{Agent, LiveNote};
 
 use crate::live_gemini::{
-    LiveAgentUnderTest, Run, agent_pipeline, agent_pipeline_with, assert_edited_and_created,
-    assert_refused_and_empty, assert_service_updated_only, build_live_image, log_of,
-    search_container_for_key,
+    agent_pipeline, agent_pipeline_with, assert_edited_and_created, assert_refused_and_empty,
+    assert_service_updated_only, build_live_image, search_container_for_key,
 };
 use crate::support::*;
 
@@ -52,7 +51,7 @@ async fn claude_pipeline(
     gateway_config: GatewayConfig,
     wall: u64,
     runtime: Option<&str>,
-) -> Run {
+) -> LiveRun {
     agent_pipeline(
         docker,
         &claude_agent(),
@@ -79,9 +78,7 @@ fn claude_agent() -> LiveAgentUnderTest {
 /// key in `x-api-key` only (the adapter's `Bearer acp-proxy` never reaches the upstream); no
 /// tunnelled byte contains the key.
 fn assert_key_only_upstream(upstream: &ScriptedUpstream) {
-    let requests = upstream.requests();
-    assert!(!requests.is_empty());
-    for r in &requests {
+    assert_each_request_hides_key(upstream, KEY, |r| {
         assert_eq!(r.method, "POST");
         assert!(
             r.target == "/v1/messages?beta=true"
@@ -91,12 +88,7 @@ fn assert_key_only_upstream(upstream: &ScriptedUpstream) {
         );
         assert_eq!(r.header("x-api-key"), Some(KEY));
         assert_eq!(r.header("authorization"), None);
-        let body = String::from_utf8_lossy(&r.body);
-        assert!(
-            !body.contains(KEY),
-            "the credential came back from the container"
-        );
-    }
+    });
 }
 
 /// The upstream's agent-loop Messages requests (title requests and count_tokens left out).
@@ -252,8 +244,9 @@ async fn docker_live_claude_runsc_edits_and_creates_through_the_gateway() {
 /// the turn ends with that code, not a generic one; nothing reaches the upstream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_claude_a_disallowed_model_is_refused_with_the_gateway_code() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = edit_and_create_upstream().await;
     let run = claude_pipeline(
         &docker,
@@ -271,16 +264,20 @@ async fn docker_live_claude_a_disallowed_model_is_refused_with_the_gateway_code(
         ),
     }
     assert!(upstream.requests().is_empty(), "a refused request went out");
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_claude_a_disallowed_model_is_refused_with_the_gateway_code");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_claude_a_disallowed_model_is_refused_with_the_gateway_code",
+    )
+    .await;
 }
 
 /// Writing outside the approval (`app/other.py` is not granted, `docs/` is read-only): the
 /// runner's policy refuses both of Claude Code's permission requests and nothing is proposed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_claude_an_ungranted_create_and_a_read_only_edit_are_refused() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = claude_upstream(vec![
         anthropic::tool_use(
             MODEL,
@@ -319,8 +316,11 @@ async fn docker_live_claude_an_ungranted_create_and_a_read_only_edit_are_refused
         "the turn went on after each refusal"
     );
     assert_key_only_upstream(&upstream);
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_claude_an_ungranted_create_and_a_read_only_edit_are_refused");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_claude_an_ungranted_create_and_a_read_only_edit_are_refused",
+    )
+    .await;
 }
 
 /// A stream that goes silent after its first events: the worker's wall budget sends STOP, the
@@ -329,8 +329,9 @@ async fn docker_live_claude_an_ungranted_create_and_a_read_only_edit_are_refused
 /// (every process's environment and command line, every file) holds no trace of the key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = claude_upstream(vec![
         anthropic::tool_use(
             MODEL,
@@ -379,8 +380,11 @@ async fn docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget() {
     assert_service_updated_only(&outcome, run.repo.path());
     assert_eq!(messages(&upstream).len(), 3);
     assert_key_only_upstream(&upstream);
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget",
+    )
+    .await;
 }
 
 /// Claude Code's `count_tokens` side call, end to end. Claude Code's `Read` asks the API for a
@@ -391,8 +395,9 @@ async fn docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget() {
 /// turn goes on to an edit that verifies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_claude_a_count_tokens_side_call_is_forwarded_and_not_counted() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let big: String = (0..1600)
         .map(|i| format!("line {i:04} of the long read-me\n"))
         .collect();
@@ -469,8 +474,11 @@ async fn docker_live_claude_a_count_tokens_side_call_is_forwarded_and_not_counte
     assert_eq!(log.gateway.output_tokens, output);
     assert_eq!(log.gateway.usage_missing, 0);
     assert_service_updated_only(&outcome, run.repo.path());
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_claude_a_count_tokens_side_call_is_forwarded_and_not_counted");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_claude_a_count_tokens_side_call_is_forwarded_and_not_counted",
+    )
+    .await;
 }
 
 /// `patch-candidate run --live --agent claude` end to end (runc): a verified candidate from the
@@ -524,8 +532,9 @@ async fn cli_round_trip(docker: &container::BollardRuntime, runtime: Option<&'st
 /// `Bash` permission request, nothing runs, and with nothing written the proposal is empty.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_claude_a_shell_write_outside_the_workspace_is_refused() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = claude_upstream(vec![
         anthropic::tool_use(
             MODEL,
@@ -548,6 +557,9 @@ async fn docker_live_claude_a_shell_write_outside_the_workspace_is_refused() {
     assert_refused_and_empty(&run, 1);
     assert_eq!(messages(&upstream).len(), 2);
     assert_key_only_upstream(&upstream);
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_claude_a_shell_write_outside_the_workspace_is_refused");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_claude_a_shell_write_outside_the_workspace_is_refused",
+    )
+    .await;
 }

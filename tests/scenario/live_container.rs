@@ -21,7 +21,10 @@ use serde_json::{Value, json};
 use snapshot::ProposalStatus;
 use tunnel::{ChannelId, Decoder, Frame};
 
-use crate::support::{container_exists, docker_lock, tally, target_dir, workspace_bin};
+use crate::support::{
+    LOCKED_DOWN, TMPFS_AND_USER, TURN_SECCOMP_OPT, container_exists, docker_lock, tally,
+    target_dir, workspace_bin,
+};
 
 pub const TEST_LIVE_IMAGE: &str = "patch-candidate-live:selftest";
 
@@ -52,13 +55,6 @@ pub fn live_fixture() -> (tempfile::TempDir, tempfile::TempDir, std::path::PathB
 const MODEL: &str = "gpt-5.3-codex";
 const PORT: u16 = 8417;
 
-/// The worker's turn seccomp profile (`worker/container/seccomp/turn.json`), as a `--security-opt` value.
-const TURN_SECCOMP_OPT: &str = concat!(
-    "seccomp=",
-    env!("CARGO_MANIFEST_DIR"),
-    "/../worker/container/seccomp/turn.json"
-);
-
 /// The runsc turn profile (`turn-runsc.json`: `clone3` allowed, gVisor ignores `errnoRet`).
 const TURN_RUNSC_SECCOMP_OPT: &str = concat!(
     "seccomp=",
@@ -87,44 +83,22 @@ fn hardened(runtime: Option<&str>) -> Vec<&'static str> {
         None => vec!["--security-opt", TURN_SECCOMP_OPT, "--pids-limit", "64"],
         Some(other) => panic!("no test profile for runtime {other}"),
     };
-    args.extend_from_slice(HARDENED);
+    args.extend_from_slice(LOCKED_DOWN);
+    args.extend_from_slice(&[
+        "--memory",
+        "768m",
+        "--memory-swap",
+        "768m",
+        "--cpus",
+        "1",
+        "--ulimit",
+        "nofile=1024:1024",
+        "--ipc",
+        "private",
+    ]);
+    args.extend_from_slice(TMPFS_AND_USER);
     args
 }
-
-/// The create flags shared by both runtimes (the seccomp profile and pids limit come from
-/// [`hardened`]).
-const HARDENED: &[&str] = &[
-    "--shm-size",
-    "1m",
-    "--init",
-    "--network",
-    "none",
-    "--read-only",
-    "--log-driver",
-    "none",
-    "--cap-drop",
-    "ALL",
-    "--security-opt",
-    "no-new-privileges",
-    "--memory",
-    "768m",
-    "--memory-swap",
-    "768m",
-    "--cpus",
-    "1",
-    "--ulimit",
-    "nofile=1024:1024",
-    "--ipc",
-    "private",
-    "--tmpfs",
-    "/tmp:rw,nosuid,nodev,size=64m,mode=1777",
-    "--tmpfs",
-    "/workspace:rw,nosuid,nodev,size=64m,mode=1777",
-    "--tmpfs",
-    "/home/sandbox:rw,nosuid,nodev,size=16m,mode=1777",
-    "--user",
-    "10001:10001",
-];
 
 static IMAGE: OnceLock<Result<String, String>> = OnceLock::new();
 static COUNTER: AtomicUsize = AtomicUsize::new(0);

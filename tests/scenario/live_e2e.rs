@@ -6,16 +6,11 @@
 //! from inside by the agent's own shell, and every tunnelled byte is checked).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use finalizer::CandidateStore;
+use gateway::GatewayConfig;
 use gateway::testkit::{Reply, ScriptedUpstream};
-use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses};
-use snapshot::{DefaultPathGuard, FileOp, RepoPath};
-use turn::{
-    LiveContext, LiveLog, LiveNote, LiveSettings, PipelineOutcome, PipelineRequest, TurnConfig,
-    TurnError, UsageLedger, run_live_pipeline,
-};
+use snapshot::{FileOp, RepoPath};
+use turn::{Agent, LiveNote, PipelineOutcome, TurnError};
 
 use crate::live_container::{TEST_LIVE_IMAGE, live_image};
 use crate::support::*;
@@ -24,115 +19,50 @@ const MODEL: &str = "gpt-5.3-codex";
 const KEY: &str = "sk-live-e2e-credential-7f3a91c2";
 const TASK: &str = "Edit app/a.txt and create app/new.txt.";
 
-struct LiveE2e {
-    outcome: Result<PipelineOutcome, TurnError>,
-    repo: tempfile::TempDir,
-    notes: Vec<LiveNote>,
-}
-
 async fn live_pipeline(
     docker: &container::BollardRuntime,
     upstream: &ScriptedUpstream,
     gateway_config: GatewayConfig,
     wall: u64,
-) -> LiveE2e {
-    let image_id = live_image();
-    let files = BTreeMap::from([
-        ("app/a.txt", "one\n".to_owned()),
-        ("app/b.txt", "two\n".to_owned()),
-        ("docs/readme.md", "read me\n".to_owned()),
-    ]);
-    let (repo, commit) = git_repo(&files);
-    let context = approval(
-        repo.path(),
-        &commit,
-        TASK,
-        &["app/", "docs/"],
-        &["docs/"],
-        &["app/new.txt"],
-        &[],
-    );
-    let config = TurnConfig::parse(TEST_LIVE_IMAGE, &image_id, wall, 700_000).unwrap();
-    let policy = DefaultPathGuard::default();
-    let store_dir = tempfile::tempdir().unwrap();
-    let store = CandidateStore::open(store_dir.path()).unwrap();
-    let ledger = UsageLedger::in_memory().unwrap();
-    let staging = tempfile::tempdir().unwrap();
-    let gateway = Arc::new(
-        Gateway::new(
-            gateway_config,
-            Arc::new(OpenAiResponses),
-            Credential::from_value(KEY).unwrap(),
-            upstream.base_url().parse().unwrap(),
-        )
-        .unwrap(),
-    );
-    let turn_gateway = gateway.start_turn();
-    let settings = LiveSettings::codex(MODEL);
-    let notes = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let sink = notes.clone();
-    let progress = move |n: &LiveNote| sink.lock().unwrap().push(n.clone());
-    let live = LiveContext {
-        settings: &settings,
-        gateway: &turn_gateway,
-        progress: &progress,
+) -> LiveRun {
+    let agent = LiveAgentUnderTest {
+        agent: Agent::Codex,
+        image: TEST_LIVE_IMAGE,
+        image_id: live_image(),
+        model: MODEL,
+        key: KEY,
     };
-    let outcome = run_live_pipeline(
-        docker,
-        PipelineRequest {
-            repo: repo.path(),
-            commit: &commit,
-            context: &context,
-            task: TASK,
-            selected: None,
-            read_only: None,
-            policy: &policy,
-            config: &config,
-            staging_parent: staging.path(),
-            store: Some(&store),
-            ledger: Some(&ledger),
-            user_id: "tester",
-            review_feedback: None,
-        },
-        &live,
-    )
-    .await;
-    assert_eq!(std::fs::read_dir(staging.path()).unwrap().count(), 0);
-    let notes = notes.lock().unwrap().clone();
-    LiveE2e {
-        outcome,
-        repo,
-        notes,
-    }
+    let repo = LiveRepo {
+        files: BTreeMap::from([
+            ("app/a.txt", "one\n".to_owned()),
+            ("app/b.txt", "two\n".to_owned()),
+            ("docs/readme.md", "read me\n".to_owned()),
+        ]),
+        task: TASK,
+        allowed: &["app/", "docs/"],
+        read_only: &["docs/"],
+        create: &["app/new.txt"],
+    };
+    crate::support::live_pipeline(docker, &agent, repo, upstream, gateway_config, wall, None).await
 }
 
 /// Every forwarded request carried the credential; no request body (the container's tunnelled
 /// bytes as the upstream received them) contains it.
 fn assert_key_only_upstream(upstream: &ScriptedUpstream) {
-    let requests = upstream.requests();
-    assert!(!requests.is_empty());
-    for r in &requests {
+    assert_each_request_hides_key(upstream, KEY, |r| {
         assert_eq!(r.target, "/v1/responses");
         assert_eq!(
             r.header("authorization"),
             Some(format!("Bearer {KEY}").as_str())
         );
-        let body = String::from_utf8_lossy(&r.body);
-        assert!(
-            !body.contains(KEY),
-            "the credential came back from the container"
-        );
-    }
-}
-
-fn log_of(e: &LiveE2e) -> Option<LiveLog> {
-    e.outcome.as_ref().ok().and_then(|o| o.live.clone())
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_e2e_codex_edits_and_creates_through_the_gateway() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     // The agent's own shell searches the container for the key: the environment of the agent's
     // shell and of the container's init, the workspace and /etc; the output goes back to the
     // model in the next request.
@@ -209,8 +139,11 @@ async fn docker_live_e2e_codex_edits_and_creates_through_the_gateway() {
             .iter()
             .any(|n| matches!(n, LiveNote::ModelRequest { .. }))
     );
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_e2e_codex_edits_and_creates_through_the_gateway");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_e2e_codex_edits_and_creates_through_the_gateway",
+    )
+    .await;
 }
 
 /// A refusal by the gateway ends the turn without a candidate, with the gateway's own refusal
@@ -311,8 +244,9 @@ async fn docker_live_e2e_gateway_refusals() {
 /// transit, so the file the agent writes (and the candidate) holds the marker instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_e2e_a_reflecting_upstream_is_scrubbed_before_the_container() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = ScriptedUpstream::start([
         Reply::ReflectPatch {
             path: "app/new.txt".to_owned(),
@@ -347,6 +281,9 @@ async fn docker_live_e2e_a_reflecting_upstream_is_scrubbed_before_the_container(
         log.events
     );
     assert_key_only_upstream(&upstream);
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_e2e_a_reflecting_upstream_is_scrubbed_before_the_container");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_e2e_a_reflecting_upstream_is_scrubbed_before_the_container",
+    )
+    .await;
 }

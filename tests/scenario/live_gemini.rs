@@ -13,17 +13,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
-use finalizer::CandidateStore;
+use gateway::GatewayConfig;
 use gateway::testkit::{DEFAULT_USAGE, ScriptedUpstream, Usage, gemini};
-use gateway::{Credential, Gateway, GatewayConfig};
 use serde_json::json;
-use snapshot::{DefaultPathGuard, FileOp};
-use turn::{
-    Agent, LiveContext, LiveLog, LiveNote, LiveSettings, PipelineOutcome, PipelineRequest,
-    TurnConfig, TurnError, UsageLedger, run_live_pipeline,
-};
+use snapshot::FileOp;
+use turn::{Agent, LiveNote, PipelineOutcome, TurnError};
 
 use crate::support::*;
 
@@ -83,19 +79,13 @@ pub(crate) fn build_live_image(
     Ok(live.image_id.as_str().to_owned())
 }
 
-pub(crate) struct Run {
-    pub outcome: Result<PipelineOutcome, TurnError>,
-    pub repo: tempfile::TempDir,
-    pub notes: Vec<LiveNote>,
-}
-
 async fn gemini_pipeline(
     docker: &container::BollardRuntime,
     upstream: &ScriptedUpstream,
     gateway_config: GatewayConfig,
     wall: u64,
     runtime: Option<&str>,
-) -> Run {
+) -> LiveRun {
     agent_pipeline(
         docker,
         &gemini_agent(),
@@ -118,15 +108,6 @@ fn gemini_agent() -> LiveAgentUnderTest {
     }
 }
 
-/// One agent's live image under test, and the model and key its turns use.
-pub(crate) struct LiveAgentUnderTest {
-    pub agent: Agent,
-    pub image: &'static str,
-    pub image_id: String,
-    pub model: &'static str,
-    pub key: &'static str,
-}
-
 /// A live turn of `agent` on a two-file repository (`app/service.py` to edit, `docs/readme.md`
 /// read-only, `app/new.py` granted) through a real gateway to `upstream`, stored and ledgered.
 pub(crate) async fn agent_pipeline(
@@ -136,7 +117,7 @@ pub(crate) async fn agent_pipeline(
     gateway_config: GatewayConfig,
     wall: u64,
     runtime: Option<&str>,
-) -> Run {
+) -> LiveRun {
     agent_pipeline_with(docker, agent, upstream, gateway_config, wall, runtime, &[]).await
 }
 
@@ -149,86 +130,27 @@ pub(crate) async fn agent_pipeline_with(
     wall: u64,
     runtime: Option<&str>,
     extra: &[(&'static str, &str)],
-) -> Run {
+) -> LiveRun {
     let mut files = BTreeMap::from([
         ("app/service.py", "def answer():\n    return 1\n".to_owned()),
         ("docs/readme.md", "read me\n".to_owned()),
     ]);
     files.extend(extra.iter().map(|(p, c)| (*p, (*c).to_owned())));
-    let (repo, commit) = git_repo(&files);
-    let context = approval(
-        repo.path(),
-        &commit,
-        TASK,
-        &["app/", "docs/"],
-        &["docs/"],
-        &["app/new.py"],
-        &[],
-    );
-    let config = TurnConfig::parse(agent.image, &agent.image_id, wall, 700_000)
-        .unwrap()
-        .with_runtime(runtime.map(|r| r.parse().unwrap()));
-    let policy = DefaultPathGuard::default();
-    let store_dir = tempfile::tempdir().unwrap();
-    let store = CandidateStore::open(store_dir.path()).unwrap();
-    let ledger = UsageLedger::in_memory().unwrap();
-    let staging = tempfile::tempdir().unwrap();
-    let gateway = Arc::new(
-        Gateway::new(
-            gateway_config,
-            agent.agent.provider().provider(),
-            Credential::from_value(agent.key).unwrap(),
-            upstream.base_url().parse().unwrap(),
-        )
-        .unwrap(),
-    );
-    assert_eq!(gateway.provider_name(), agent.agent.provider().name());
-    let turn_gateway = gateway.start_turn();
-    let settings = LiveSettings::new(agent.agent, agent.model);
-    let notes = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let sink = notes.clone();
-    let progress = move |n: &LiveNote| sink.lock().unwrap().push(n.clone());
-    let live = LiveContext {
-        settings: &settings,
-        gateway: &turn_gateway,
-        progress: &progress,
+    let repo = LiveRepo {
+        files,
+        task: TASK,
+        allowed: &["app/", "docs/"],
+        read_only: &["docs/"],
+        create: &["app/new.py"],
     };
-    let outcome = run_live_pipeline(
-        docker,
-        PipelineRequest {
-            repo: repo.path(),
-            commit: &commit,
-            context: &context,
-            task: TASK,
-            selected: None,
-            read_only: None,
-            policy: &policy,
-            config: &config,
-            staging_parent: staging.path(),
-            store: Some(&store),
-            ledger: Some(&ledger),
-            user_id: "tester",
-            review_feedback: None,
-        },
-        &live,
-    )
-    .await;
-    assert_eq!(std::fs::read_dir(staging.path()).unwrap().count(), 0);
-    let notes = notes.lock().unwrap().clone();
-    Run {
-        outcome,
-        repo,
-        notes,
-    }
+    live_pipeline(docker, agent, repo, upstream, gateway_config, wall, runtime).await
 }
 
 /// Every forwarded request went to the model's path (Gemini CLI sent
 /// `/v1beta/models/{model}:streamGenerateContent?alt=sse`) with the SSE query and carried the key in
 /// Gemini's own header (and no other credential header); no tunnelled byte contains the key.
 fn assert_key_only_upstream(upstream: &ScriptedUpstream) {
-    let requests = upstream.requests();
-    assert!(!requests.is_empty());
-    for r in &requests {
+    assert_each_request_hides_key(upstream, KEY, |r| {
         assert_eq!(r.method, "POST");
         // The scripted upstream's base URL ends in /v1; the gateway joins the route to it.
         assert_eq!(
@@ -237,16 +159,7 @@ fn assert_key_only_upstream(upstream: &ScriptedUpstream) {
         );
         assert_eq!(r.header("x-goog-api-key"), Some(KEY));
         assert_eq!(r.header("authorization"), None);
-        let body = String::from_utf8_lossy(&r.body);
-        assert!(
-            !body.contains(KEY),
-            "the credential came back from the container"
-        );
-    }
-}
-
-pub(crate) fn log_of(run: &Run) -> Option<LiveLog> {
-    run.outcome.as_ref().ok().and_then(|o| o.live.clone())
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -337,8 +250,9 @@ async fn edits_and_creates(docker: &container::BollardRuntime, runtime: Option<&
 /// (nothing reaches the upstream) and the turn fails with the gateway's own code.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_gemini_a_disallowed_path_model_is_refused_with_the_gateway_code() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = ScriptedUpstream::start([gemini::text("never", DEFAULT_USAGE)])
         .await
         .unwrap();
@@ -358,8 +272,11 @@ async fn docker_live_gemini_a_disallowed_path_model_is_refused_with_the_gateway_
         ),
     }
     assert!(upstream.requests().is_empty());
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_gemini_a_disallowed_path_model_is_refused_with_the_gateway_code");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_gemini_a_disallowed_path_model_is_refused_with_the_gateway_code",
+    )
+    .await;
 }
 
 /// An ungranted create and an edit of a read-only file: the runner refuses both permission
@@ -367,8 +284,9 @@ async fn docker_live_gemini_a_disallowed_path_model_is_refused_with_the_gateway_
 /// and the turn ends with the proposal-status code (an empty proposal).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = ScriptedUpstream::start([
         gemini::function_call(
             "write_file",
@@ -415,8 +333,11 @@ async fn docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused
         "the turn ended at the first refusal ({requests} requests)"
     );
     assert_key_only_upstream(&upstream);
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused",
+    )
+    .await;
 }
 
 /// `patch-candidate run --live --agent gemini` end to end (runc): a verified candidate from the
@@ -471,8 +392,9 @@ async fn cli_round_trip(docker: &container::BollardRuntime, runtime: Option<&'st
 /// with nothing written the proposal is empty.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_gemini_a_shell_write_outside_the_workspace_is_refused() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = ScriptedUpstream::start([
         gemini::function_call(
             "run_shell_command",
@@ -499,8 +421,11 @@ async fn docker_live_gemini_a_shell_write_outside_the_workspace_is_refused() {
         "the turn ended at the refusal"
     );
     assert_key_only_upstream(&upstream);
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_gemini_a_shell_write_outside_the_workspace_is_refused");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_gemini_a_shell_write_outside_the_workspace_is_refused",
+    )
+    .await;
 }
 
 /// Gemini's `:countTokens` side call, end to end. Gemini counts a request's tokens upstream only
@@ -511,8 +436,9 @@ async fn docker_live_gemini_a_shell_write_outside_the_workspace_is_refused() {
 /// the turn goes on to an edit that verifies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_gemini_a_count_tokens_side_call_is_forwarded_and_not_counted() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let usages = [
         Usage {
             input: 700,
@@ -602,8 +528,11 @@ async fn docker_live_gemini_a_count_tokens_side_call_is_forwarded_and_not_counte
     assert_eq!(log.gateway.total_tokens, sum(|u| u.total));
     assert_eq!(log.gateway.usage_missing, 0);
     assert_service_updated_only(&outcome, run.repo.path());
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_gemini_a_count_tokens_side_call_is_forwarded_and_not_counted");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_gemini_a_count_tokens_side_call_is_forwarded_and_not_counted",
+    )
+    .await;
 }
 
 /// A stream that opens and goes silent, end to end: the wall budget sends STOP, the runner halts
@@ -612,8 +541,9 @@ async fn docker_live_gemini_a_count_tokens_side_call_is_forwarded_and_not_counte
 /// line, every file) holds no trace of the key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = ScriptedUpstream::start([
         edit_service(DEFAULT_USAGE),
         gateway::testkit::Reply::Stall(Vec::new()),
@@ -648,14 +578,17 @@ async fn docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget() {
     assert_service_updated_only(&outcome, run.repo.path());
     assert_eq!(upstream.requests().len(), 2);
     assert_key_only_upstream(&upstream);
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget",
+    )
+    .await;
 }
 
 /// A turn whose only writes were refused: exactly `refusals` permission refusals, and (Claude
 /// Code and Gemini survive a refused permission: the refusal goes back to the model as a failed
 /// tool call and the turn goes on) an unchanged workspace, so the proposal is empty.
-pub(crate) fn assert_refused_and_empty(run: &Run, refusals: usize) {
+pub(crate) fn assert_refused_and_empty(run: &LiveRun, refusals: usize) {
     match &run.outcome {
         Ok(o) => panic!(
             "a turn with only refused actions produced a candidate: {:?}",

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use container::BollardRuntime;
+use gateway::GatewayConfig;
 use gateway::testkit::{Reply, ScriptedUpstream};
-use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses};
 use snapshot::{ApprovedTurn, DefaultPathGuard, GitSnapshot, RepoPath};
 use turn::{
-    CodingWorkerRequest, LiveContext, LiveLog, LiveNote, LiveProgress, LiveSettings,
+    Agent, CodingWorkerRequest, LiveContext, LiveLog, LiveNote, LiveProgress, LiveSettings,
     RepositoryDockerTurn, TurnConfig, TurnError, execute_live_turn,
 };
 
@@ -73,15 +73,7 @@ async fn live_turn_with(
         &request.files,
     )
     .unwrap();
-    let gateway = Arc::new(
-        Gateway::new(
-            gateway_config,
-            Arc::new(OpenAiResponses),
-            Credential::from_value(KEY).unwrap(),
-            upstream.base_url().parse().unwrap(),
-        )
-        .unwrap(),
-    );
+    let gateway = scripted_gateway(Agent::Codex, gateway_config, KEY, upstream);
     let turn_gateway = gateway.start_turn();
     let settings = LiveSettings::codex(MODEL);
     let live = LiveContext {
@@ -94,8 +86,9 @@ async fn live_turn_with(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_turn_tunnels_a_model_request_over_the_attached_stdio() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = ScriptedUpstream::start([Reply::message("ok")])
         .await
         .unwrap();
@@ -118,14 +111,18 @@ async fn docker_live_turn_tunnels_a_model_request_over_the_attached_stdio() {
         requests[0].header("authorization"),
         Some(format!("Bearer {KEY}").as_str())
     );
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_turn_tunnels_a_model_request_over_the_attached_stdio");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_turn_tunnels_a_model_request_over_the_attached_stdio",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_turn_sends_stop_at_the_wall_budget() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = ScriptedUpstream::start([]).await.unwrap();
     let (turn, log) = live_turn(&docker, "live-stop", 2, &upstream).await.unwrap();
     assert!(log.stopped);
@@ -134,22 +131,25 @@ async fn docker_live_turn_sends_stop_at_the_wall_budget() {
             .owned_paths
             .contains(&"stop-received".to_owned())
     );
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_turn_sends_stop_at_the_wall_budget");
+    assert_clean_and_tally(&docker, "docker_live_turn_sends_stop_at_the_wall_budget").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_live_protocol_violation_fails_the_turn_and_removes_the_container() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = ScriptedUpstream::start([]).await.unwrap();
     let err = live_turn(&docker, "live-hostile", 60, &upstream)
         .await
         .unwrap_err();
     assert_eq!(err.code(), "PATCH_CANDIDATE_TUNNEL_CHANNEL_UNKNOWN");
     assert!(upstream.requests().is_empty());
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_protocol_violation_fails_the_turn_and_removes_the_container");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_protocol_violation_fails_the_turn_and_removes_the_container",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,8 +157,9 @@ async fn docker_live_turn_ends_at_budget_plus_grace_when_the_container_stops_rea
     // The container sends one model request whose answer (16 MiB) overfills every buffer on the
     // way back, and never reads its stdin again: STOP cannot be written, yet the turn must end at
     // the wall budget plus the grace (2 s + 5 s), not at the outer deadline (2 s + 10 s + 5 s).
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = ScriptedUpstream::start([Reply::Huge {
         bytes: 16 * 1_048_576,
     }])
@@ -177,8 +178,11 @@ async fn docker_live_turn_ends_at_budget_plus_grace_when_the_container_stops_rea
         elapsed < std::time::Duration::from_secs(12),
         "the turn ended after {elapsed:?}"
     );
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_turn_ends_at_budget_plus_grace_when_the_container_stops_reading_stdin");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_turn_ends_at_budget_plus_grace_when_the_container_stops_reading_stdin",
+    )
+    .await;
 }
 
 // ---- Issue 22's findings through a real container ----
@@ -206,8 +210,9 @@ async fn docker_live_one_byte_frames_on_a_held_channel_are_cut_within_the_backlo
     // Finding 1: the upstream holds the request; the container then sends about 8 M one-byte
     // DATA frames on that channel (the per-channel byte cap less the request, so no tunnel cap
     // fires). The channel is cut, the host holds at most one channel's backlog, the turn ends.
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream =
         ScriptedUpstream::start([Reply::Stall(vec![gateway::testkit::events::created("r")])])
             .await
@@ -230,8 +235,11 @@ async fn docker_live_one_byte_frames_on_a_held_channel_are_cut_within_the_backlo
         log.backlog_peak_bytes
     );
     assert_eq!(upstream.requests().len(), 1);
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_one_byte_frames_on_a_held_channel_are_cut_within_the_backlog_bound");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_one_byte_frames_on_a_held_channel_are_cut_within_the_backlog_bound",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,8 +250,9 @@ async fn docker_live_resetting_each_channel_as_text_starts_does_not_dodge_the_to
     // drains it knows of, so the first two are forwarded (1.5 M, then 3 M charged) and the
     // budget refuses the rest (a third may pass if its check raced the second's reset).
     const TOKENS: u64 = 1_500_000;
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = ScriptedUpstream::start([]).await.unwrap();
     upstream.set_fallback(Reply::Paced {
         events: vec![
@@ -306,8 +315,11 @@ async fn docker_live_resetting_each_channel_as_text_starts_does_not_dodge_the_to
         })
         .collect();
     assert_eq!(turn.proposal.owned_paths[1..], expected[..]);
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_resetting_each_channel_as_text_starts_does_not_dodge_the_token_budget");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_resetting_each_channel_as_text_starts_does_not_dodge_the_token_budget",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -317,8 +329,9 @@ async fn docker_live_event_flood_reaches_the_progress_sink_within_the_cap_then_o
     const EVENTS: u32 = 10_000;
     const LEN: u64 = 4_000;
     const SHOWN_CAP: u64 = 256 * 1024;
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = ScriptedUpstream::start([]).await.unwrap();
     let notes = Arc::new(std::sync::Mutex::new(Vec::<LiveNote>::new()));
     let sink = Arc::clone(&notes);
@@ -360,8 +373,11 @@ async fn docker_live_event_flood_reaches_the_progress_sink_within_the_cap_then_o
         (EVENTS, rest)
     );
     assert!(upstream.requests().is_empty());
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_event_flood_reaches_the_progress_sink_within_the_cap_then_one_summary");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_event_flood_reaches_the_progress_sink_within_the_cap_then_one_summary",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -369,8 +385,9 @@ async fn docker_live_request_pipelined_across_frames_is_refused_and_never_forwar
     // Finding 7: once the first request's answer streams, a second request on the same channel,
     // split across two DATA frames sent apart: the channel is cut with `_INCOMPLETE`, only the
     // first request reached the upstream, and its answer is still drained and charged.
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let upstream = ScriptedUpstream::start([Reply::Paced {
         events: vec![
             gateway::testkit::events::created("r"),
@@ -402,6 +419,9 @@ async fn docker_live_request_pipelined_across_frames_is_refused_and_never_forwar
         ),
         (1, 1, 120)
     );
-    assert_no_turn_containers(&docker).await;
-    tally("docker_live_request_pipelined_across_frames_is_refused_and_never_forwarded");
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_request_pipelined_across_frames_is_refused_and_never_forwarded",
+    )
+    .await;
 }

@@ -8,8 +8,7 @@ use std::process::Command;
 
 use container::BollardRuntime;
 use finalizer::{CandidateStore, RepositoryPatchCandidate};
-use snapshot::{DefaultPathGuard, FileOp, RepoPath};
-use turn::UsageLedger;
+use snapshot::{FileOp, RepoPath};
 use turn::{PipelineOutcome, PipelineRequest, run_pipeline};
 use turn::{TurnConfig, TurnError};
 
@@ -45,25 +44,32 @@ fn paths(v: &[&str]) -> Vec<RepoPath> {
     v.iter().map(|p| RepoPath::parse(p).unwrap()).collect()
 }
 
-/// Runs the whole pipeline on a fresh demo repository with the given grants and selection.
-#[allow(clippy::too_many_arguments)]
-pub async fn pipeline(
+/// [`pipeline_under`] `runtime` with the recorded proof image and a 75 s wall budget.
+pub async fn proof_turn_under(
+    runtime: Option<&str>,
     docker: &BollardRuntime,
-    image: &str,
-    image_id: &str,
     task: &str,
     create: &[&str],
     delete: &[&str],
     selected: Option<&[&str]>,
-    wall: u64,
 ) -> Run {
+    let images = proof_images();
     pipeline_under(
-        None, docker, image, image_id, task, create, delete, selected, wall,
+        runtime,
+        docker,
+        images.image.as_str(),
+        images.image_id.as_str(),
+        task,
+        create,
+        delete,
+        selected,
+        75,
     )
     .await
 }
 
-/// [`pipeline`] under a named OCI runtime (`None`: the daemon default).
+/// Runs the whole pipeline on a fresh demo repository with the given grants and selection, under
+/// a named OCI runtime (`None`: the daemon default).
 #[allow(clippy::too_many_arguments)]
 pub async fn pipeline_under(
     runtime: Option<&str>,
@@ -89,36 +95,21 @@ pub async fn pipeline_under(
     let config = TurnConfig::parse(image, image_id, wall, 700_000)
         .unwrap()
         .with_runtime(runtime.map(|r| r.parse().unwrap()));
-    let policy = DefaultPathGuard::default();
-    let store_dir = tempfile::tempdir().unwrap();
-    let store = CandidateStore::open(store_dir.path()).unwrap();
-    let ledger = UsageLedger::in_memory().unwrap();
-    let staging = tempfile::tempdir().unwrap();
+    let sinks = PipelineSinks::fresh();
     let outcome = run_pipeline(
         docker,
         PipelineRequest {
-            repo: repo.path(),
-            commit: &commit,
-            context: &context,
-            task,
             selected: selected.map(paths),
             read_only: Some(paths(&[TEST_FILE])),
-            policy: &policy,
-            config: &config,
-            staging_parent: staging.path(),
-            store: Some(&store),
-            ledger: Some(&ledger),
-            user_id: "tester",
-            review_feedback: None,
+            ..sinks.request(repo.path(), &commit, &context, task, &config)
         },
     )
     .await;
-    // The staging parent is empty again: the private tree was removed.
-    assert_eq!(std::fs::read_dir(staging.path()).unwrap().count(), 0);
+    sinks.assert_staging_removed();
     Run {
         outcome,
         repo,
-        store_dir,
+        store_dir: sinks.store_dir,
     }
 }
 
@@ -127,17 +118,12 @@ pub fn assert_applies(repo: &Path, candidate: &RepositoryPatchCandidate) {
     let patch: String = candidate.changed_files().iter().map(|f| f.diff()).collect();
     let patch_file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(patch_file.path(), patch).unwrap();
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["apply", "--check"])
-        .arg(patch_file.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git apply --check: {}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["apply", "--check"])
+            .arg(patch_file.path()),
     );
     finalizer::verify_against_repository(candidate, repo).unwrap();
     let status = Command::new("git")
@@ -151,20 +137,10 @@ pub fn assert_applies(repo: &Path, candidate: &RepositoryPatchCandidate) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_proof_update_round_trip() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
-    let images = proof_images();
-    let run = pipeline(
-        &docker,
-        images.image.as_str(),
-        images.image_id.as_str(),
-        "Update the dashboard.",
-        &[],
-        &[],
-        None,
-        75,
-    )
-    .await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
+    let run = proof_turn_under(None, &docker, "Update the dashboard.", &[], &[], None).await;
     let outcome = run.outcome.unwrap();
     assert_eq!(
         ops(&outcome.candidate),
@@ -179,77 +155,70 @@ async fn docker_proof_update_round_trip() {
         .unwrap();
     assert_eq!(stored, outcome.candidate);
     assert_applies(run.repo.path(), &outcome.candidate);
-    assert_no_turn_containers(&docker).await;
-    tally("docker_proof_update_round_trip");
+    assert_clean_and_tally(&docker, "docker_proof_update_round_trip").await;
+}
+
+/// A turn that makes exactly one change, `expected` (path, operation), whose candidate applies.
+async fn single_op_round_trip(
+    name: &str,
+    task: &str,
+    create: &[&str],
+    delete: &[&str],
+    selected: Option<&[&str]>,
+    expected: (&str, FileOp),
+) {
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
+    let run = proof_turn_under(None, &docker, task, create, delete, selected).await;
+    let outcome = run.outcome.unwrap();
+    assert_eq!(
+        ops(&outcome.candidate),
+        vec![(expected.0.to_owned(), expected.1)]
+    );
+    assert_applies(run.repo.path(), &outcome.candidate);
+    assert_clean_and_tally(&docker, name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_proof_exact_create_round_trip() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
-    let images = proof_images();
-    let run = pipeline(
-        &docker,
-        images.image.as_str(),
-        images.image_id.as_str(),
+    single_op_round_trip(
+        "docker_proof_exact_create_round_trip",
         "Add the New page.",
         &[NEW],
         &[],
         Some(&[]),
-        75,
+        (NEW, FileOp::Create),
     )
     .await;
-    let outcome = run.outcome.unwrap();
-    assert_eq!(
-        ops(&outcome.candidate),
-        vec![(NEW.to_owned(), FileOp::Create)]
-    );
-    assert_applies(run.repo.path(), &outcome.candidate);
-    assert_no_turn_containers(&docker).await;
-    tally("docker_proof_exact_create_round_trip");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_proof_delete_only_round_trip() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
-    let images = proof_images();
-    let run = pipeline(
-        &docker,
-        images.image.as_str(),
-        images.image_id.as_str(),
+    single_op_round_trip(
+        "docker_proof_delete_only_round_trip",
         "Retire the Legacy page.",
         &[],
         &[LEGACY],
         Some(&[LEGACY]),
-        75,
+        (LEGACY, FileOp::Delete),
     )
     .await;
-    let outcome = run.outcome.unwrap();
-    assert_eq!(
-        ops(&outcome.candidate),
-        vec![(LEGACY.to_owned(), FileOp::Delete)]
-    );
-    assert_applies(run.repo.path(), &outcome.candidate);
-    assert_no_turn_containers(&docker).await;
-    tally("docker_proof_delete_only_round_trip");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_proof_create_over_existing_path_never_reaches_docker() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
-    let images = proof_images();
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     // A case-folded twin of an existing file: the absence proof fails before any container.
-    let run = pipeline(
+    let run = proof_turn_under(
+        None,
         &docker,
-        images.image.as_str(),
-        images.image_id.as_str(),
         "Add.",
         &["app/ui/pages/dashboard.jsx"],
         &[],
         Some(&[]),
-        75,
     )
     .await;
     let err = run.outcome.unwrap_err();
@@ -258,32 +227,28 @@ async fn docker_proof_create_over_existing_path_never_reaches_docker() {
         "{}",
         err.code()
     );
-    assert_no_turn_containers(&docker).await;
-    tally("docker_proof_create_over_existing_path_never_reaches_docker");
+    assert_clean_and_tally(
+        &docker,
+        "docker_proof_create_over_existing_path_never_reaches_docker",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_proof_isolation_probes_all_report_confinement() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
-    let images = proof_images();
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let task = "Update the dashboard.\nprobe: isolation\nprobe-tcp: 1.1.1.1:443\nprobe-env: MOZAIKS_ACP_HOST_SECRET\nprobe-file: /workspace/.host_sentinel";
-    let run = pipeline(
-        &docker,
-        images.image.as_str(),
-        images.image_id.as_str(),
-        task,
-        &[],
-        &[],
-        None,
-        75,
-    )
-    .await;
+    let run = proof_turn_under(None, &docker, task, &[], &[], None).await;
     let outcome = run.outcome.unwrap();
     assert_eq!(
         ops(&outcome.candidate),
         vec![(DASHBOARD.to_owned(), FileOp::Update)]
     );
-    assert_no_turn_containers(&docker).await;
-    tally("docker_proof_isolation_probes_all_report_confinement");
+    assert_clean_and_tally(
+        &docker,
+        "docker_proof_isolation_probes_all_report_confinement",
+    )
+    .await;
 }

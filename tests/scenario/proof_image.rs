@@ -6,56 +6,31 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{OnceLock, mpsc};
+use std::sync::{LazyLock, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use snapshot::ProposalStatus;
 
 use crate::proof_io::{Run, archive_entries, outcomes, standard};
-use crate::support::{container_exists, docker_lock, tally, target_dir, workspace_bin};
+use crate::support::{
+    LOCKED_DOWN, TMPFS_AND_USER, TURN_SECCOMP_OPT, container_exists, docker_lock, tally,
+    target_dir, workspace_bin,
+};
 
 const TEST_IMAGE: &str = "patch-candidate-proof:selftest";
 const TEST_HOSTILE_IMAGE: &str = "patch-candidate-proof-hostile:selftest";
 
-/// The worker's turn seccomp profile (`worker/container/seccomp/turn.json`), as a `--security-opt` value.
-const TURN_SECCOMP_OPT: &str = concat!(
-    "seccomp=",
-    env!("CARGO_MANIFEST_DIR"),
-    "/../worker/container/seccomp/turn.json"
-);
-
 /// Reference §10.4 `create` flags (without name/label) plus the worker's turn seccomp profile and
 /// `/dev/shm` size, as `docker run` arguments.
-const HARDENED: &[&str] = &[
-    "--security-opt",
-    TURN_SECCOMP_OPT,
-    "--shm-size",
-    "1m",
-    "--init",
-    "--network",
-    "none",
-    "--read-only",
-    "--log-driver",
-    "none",
-    "--cap-drop",
-    "ALL",
-    "--security-opt",
-    "no-new-privileges",
-    "--pids-limit",
-    "64",
-    "--memory",
-    "768m",
-    "--cpus",
-    "1",
-    "--tmpfs",
-    "/tmp:rw,nosuid,nodev,size=64m,mode=1777",
-    "--tmpfs",
-    "/workspace:rw,nosuid,nodev,size=64m,mode=1777",
-    "--tmpfs",
-    "/home/sandbox:rw,nosuid,nodev,size=16m,mode=1777",
-    "--user",
-    "10001:10001",
-];
+static HARDENED: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    [
+        &["--security-opt", TURN_SECCOMP_OPT][..],
+        LOCKED_DOWN,
+        &["--pids-limit", "64", "--memory", "768m", "--cpus", "1"],
+        TMPFS_AND_USER,
+    ]
+    .concat()
+});
 
 #[derive(Debug, Clone)]
 struct Images {
@@ -472,7 +447,7 @@ fn docker_hostile_image_modes() {
     let input = standard("x");
     let run = |mode: &str, secs: u64| {
         docker_run(
-            HARDENED,
+            &HARDENED,
             &images.hostile,
             &[mode],
             &input,

@@ -105,8 +105,9 @@ async fn missing_socket_is_unavailable() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_stdin_is_delivered_whole_and_closed() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let (id, _) = fixture_images();
     // ~4 MiB of payload: far beyond any pipe buffer, so delivery and EOF are both exercised.
     let r = repo(4 << 20);
@@ -127,21 +128,16 @@ async fn docker_stdin_is_delivered_whole_and_closed() {
     // What the container received equals an independent Python serialisation of the payload.
     let approval_file = r.dir.path().join("approval.json");
     std::fs::write(&approval_file, serde_json::to_vec(&r.context).unwrap()).unwrap();
-    let oracle = std::process::Command::new("python3")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/scenario/payload_oracle.py"
-        ))
-        .arg(r.dir.path())
-        .arg(&approval_file)
-        .arg("app/a.txt,app/big.txt")
-        .arg("tests/t.txt")
-        .output()
-        .unwrap();
-    assert!(
-        oracle.status.success(),
-        "{}",
-        String::from_utf8_lossy(&oracle.stderr)
+    let oracle = run_ok(
+        std::process::Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/scenario/payload_oracle.py"
+            ))
+            .arg(r.dir.path())
+            .arg(&approval_file)
+            .arg("app/a.txt,app/big.txt")
+            .arg("tests/t.txt"),
     );
     let oracle = String::from_utf8(oracle.stdout).unwrap();
     let (sha, len) = oracle.trim().split_once(' ').unwrap();
@@ -149,14 +145,14 @@ async fn docker_stdin_is_delivered_whole_and_closed() {
         t.proposal.owned_paths,
         vec![format!("stdin-bytes-{len}"), format!("stdin-sha256-{sha}")]
     );
-    assert_no_turn_containers(&docker).await;
-    tally("docker_stdin_is_delivered_whole_and_closed");
+    assert_clean_and_tally(&docker, "docker_stdin_is_delivered_whole_and_closed").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_container_is_isolated_from_the_inside() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let (tag, id) = fixture_mode_image("probe");
     let r = repo(16);
     let t = turn(&docker, &r, &tag, &id, 60).await.unwrap();
@@ -180,14 +176,14 @@ async fn docker_container_is_isolated_from_the_inside() {
             "missing {expected} in {facts:?}"
         );
     }
-    assert_no_turn_containers(&docker).await;
-    tally("docker_container_is_isolated_from_the_inside");
+    assert_clean_and_tally(&docker, "docker_container_is_isolated_from_the_inside").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_wall_timeout_kills_and_removes() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let (tag, id) = fixture_mode_image("sleep");
     let r = repo(16);
     let started = Instant::now();
@@ -198,26 +194,26 @@ async fn docker_wall_timeout_kills_and_removes() {
         "{:?}",
         started.elapsed()
     );
-    assert_no_turn_containers(&docker).await;
-    tally("docker_wall_timeout_kills_and_removes");
+    assert_clean_and_tally(&docker, "docker_wall_timeout_kills_and_removes").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_oom_kill_has_its_own_code() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let (tag, id) = fixture_mode_image("oom");
     let r = repo(16);
     let err = turn(&docker, &r, &tag, &id, 60).await.unwrap_err();
     assert_eq!(err.code(), "REPOSITORY_DOCKER_OOM");
-    assert_no_turn_containers(&docker).await;
-    tally("docker_oom_kill_has_its_own_code");
+    assert_clean_and_tally(&docker, "docker_oom_kill_has_its_own_code").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_image_baked_secret_is_rejected_before_create() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let (_, secret_id) = fixture_images();
     let r = repo(16);
     let err = turn(&docker, &r, SECRET_IMAGE, secret_id, 60)
@@ -226,14 +222,18 @@ async fn docker_image_baked_secret_is_rejected_before_create() {
     assert_eq!(err.code(), "REPOSITORY_DOCKER_ISOLATION_MISMATCH");
     assert!(err.to_string().contains("Config.Env"));
     assert!(!err.to_string().contains("sk-test"));
-    assert_no_turn_containers(&docker).await;
-    tally("docker_image_baked_secret_is_rejected_before_create");
+    assert_clean_and_tally(
+        &docker,
+        "docker_image_baked_secret_is_rejected_before_create",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_wrong_image_id_is_rejected_before_create() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let (_, secret_id) = fixture_images();
     let r = repo(16);
     // The tag resolves to the fixture image, not the approved (secret image) ID.
@@ -251,14 +251,14 @@ async fn docker_wrong_image_id_is_rejected_before_create() {
     .await
     .unwrap_err();
     assert_eq!(err.code(), "REPOSITORY_DOCKER_IMAGE_MISSING");
-    assert_no_turn_containers(&docker).await;
-    tally("docker_wrong_image_id_is_rejected_before_create");
+    assert_clean_and_tally(&docker, "docker_wrong_image_id_is_rejected_before_create").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_configured_runtime_is_used_and_verified() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let (id, _) = fixture_images();
     let r = repo(16);
     let policy = DefaultPathGuard::default();
@@ -279,8 +279,7 @@ async fn docker_configured_runtime_is_used_and_verified() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), "REPOSITORY_DOCKER_COMMAND_FAILED");
-    assert_no_turn_containers(&docker).await;
-    tally("docker_configured_runtime_is_used_and_verified");
+    assert_clean_and_tally(&docker, "docker_configured_runtime_is_used_and_verified").await;
 }
 
 /// Runs the fixture's system call probes in a real turn (under the turn seccomp profile) and
@@ -299,16 +298,16 @@ async fn turn_syscall_outcome(docker: &BollardRuntime, probe: &str) -> String {
 }
 
 async fn assert_turn_denies(probe: &str, test: &str) {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let outcome = turn_syscall_outcome(&docker, probe).await;
     // EPERM (1) is the profile's default action, ENOSYS (38) its answer for io_uring.
     assert!(
         outcome == "errno-1" || outcome == "errno-38",
         "{probe} was not denied by the turn profile: {outcome}"
     );
-    assert_no_turn_containers(&docker).await;
-    tally(test);
+    assert_clean_and_tally(&docker, test).await;
 }
 
 macro_rules! denied_syscall_tests {
@@ -337,8 +336,9 @@ denied_syscall_tests! {
 /// profile's doing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_seccomp_daemon_default_allows_what_the_turn_profile_denies() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let (tag, _) = fixture_mode_image("syscalls");
     let out = docker_cli(
         &[
@@ -372,6 +372,9 @@ async fn docker_seccomp_daemon_default_allows_what_the_turn_profile_denies() {
             "{probe} is already denied by the daemon default: {outcome}"
         );
     }
-    assert_no_turn_containers(&docker).await;
-    tally("docker_seccomp_daemon_default_allows_what_the_turn_profile_denies");
+    assert_clean_and_tally(
+        &docker,
+        "docker_seccomp_daemon_default_allows_what_the_turn_profile_denies",
+    )
+    .await;
 }

@@ -13,16 +13,12 @@ use crate::service_hostile_clients::{sign_in_as_a_browser, timed_get};
 use crate::support::*;
 
 fn big_candidate() -> (Vec<u8>, String) {
-    let mut files = Vec::new();
-    for f in 0..50 {
-        let before: String = (0..6000)
-            .map(|i| format!("value_{f}_{i:05} = compute({i}) # pad\n"))
-            .collect();
-        let after: String = (0..6000)
-            .map(|i| format!("value_{f}_{i:05} = compute_faster({i})\n"))
-            .collect();
-        files.push(update_file(&format!("pkg/module_{f:02}.py"), &before, &after).unwrap());
-    }
+    let files = module_updates(
+        50,
+        6000,
+        |f, i| format!("value_{f}_{i:05} = compute({i}) # pad\n"),
+        |f, i| format!("value_{f}_{i:05} = compute_faster({i})\n"),
+    );
     let fields = CandidateFields {
         repository_full_name: "o/n".into(),
         baseline_commit_sha: "c".repeat(40),
@@ -55,10 +51,9 @@ fn p50(mut v: Vec<f64>) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: run explicitly with --ignored (BENCHMARKS.md)"]
 async fn bench_review_page_cached_vs_uncached() {
-    let Some(_docker) = docker().await else {
+    let Some((_docker, _guard)) = locked_docker().await else {
         return;
     };
-    let _guard = docker_lock().lock().await;
     let (bytes, digest) = big_candidate();
     let size = bytes.len();
     let state = tempfile::tempdir().unwrap();

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use container::{BollardRuntime, RuntimeProfile};
 
-use crate::hostile::hostile_mode_image;
-use crate::proof::{DASHBOARD, assert_applies, pipeline_under};
+use crate::hostile::hostile_image_turn;
+use crate::proof::{DASHBOARD, assert_applies, proof_turn_under};
 use crate::support::*;
 
 /// The daemon, when `runtime` is usable on it. A daemon without the expected `runsc`
@@ -40,20 +40,8 @@ async fn proof_case(runtime: &str, task: &str, expected: &str, test: &str) {
         return;
     };
     let _guard = docker_lock().lock().await;
-    let images = proof_images();
     let started = Instant::now();
-    let run = pipeline_under(
-        Some(runtime),
-        &docker,
-        images.image.as_str(),
-        images.image_id.as_str(),
-        task,
-        &[],
-        &[],
-        Some(&[DASHBOARD]),
-        75,
-    )
-    .await;
+    let run = proof_turn_under(Some(runtime), &docker, task, &[], &[], Some(&[DASHBOARD])).await;
     let elapsed = started.elapsed();
     match (expected, run.outcome) {
         ("ok", Ok(outcome)) => {
@@ -72,8 +60,7 @@ async fn proof_case(runtime: &str, task: &str, expected: &str, test: &str) {
         (code, Ok(_)) => panic!("{test} produced a candidate, expected {code}"),
     }
     eprintln!("{test}: {elapsed:?}");
-    assert_no_turn_containers(&docker).await;
-    tally(test);
+    assert_clean_and_tally(&docker, test).await;
 }
 
 /// Runs a hostile image mode (the container's own output contract broken) under `runtime`.
@@ -82,21 +69,8 @@ async fn image_case(runtime: &str, mode: &str, wall: u64, expected: &str, test: 
         return;
     };
     let _guard = docker_lock().lock().await;
-    let images = proof_images();
-    let (tag, id) = hostile_mode_image(images.hostile_image.as_str(), mode);
     let started = Instant::now();
-    let run = pipeline_under(
-        Some(runtime),
-        &docker,
-        &tag,
-        &id,
-        "Update the dashboard.",
-        &[],
-        &[],
-        Some(&[DASHBOARD]),
-        wall,
-    )
-    .await;
+    let run = hostile_image_turn(Some(runtime), &docker, mode, wall).await;
     let err = match run.outcome {
         Ok(_) => panic!("{test}: hostile image mode {mode} was accepted"),
         Err(err) => err,
@@ -108,8 +82,7 @@ async fn image_case(runtime: &str, mode: &str, wall: u64, expected: &str, test: 
         "{test}: {:?}",
         started.elapsed()
     );
-    assert_no_turn_containers(&docker).await;
-    tally(test);
+    assert_clean_and_tally(&docker, test).await;
 }
 
 const PROBES: &str = "Update the dashboard.\nprobe: isolation\nprobe-tcp: 1.1.1.1:443\nprobe-tcp: 127.0.0.1:22\nprobe-env: MOZAIKS_ACP_HOST_SECRET\nprobe-file: /workspace/.host_sentinel\nprobe-file: /etc/shadow";
@@ -220,8 +193,11 @@ async fn docker_runtime_runsc_cli_run_produces_a_verified_candidate() {
     assert!(doc["digest"].as_str().unwrap().starts_with("sha256:"));
     assert_eq!(doc["candidate"]["changed_files"][0]["path"], DASHBOARD);
     assert_verified(&doc, repo.path());
-    assert_no_turn_containers(&docker).await;
-    tally("docker_runtime_runsc_cli_run_produces_a_verified_candidate");
+    assert_clean_and_tally(
+        &docker,
+        "docker_runtime_runsc_cli_run_produces_a_verified_candidate",
+    )
+    .await;
 }
 
 /// `demo --runtime runsc` produces the demo's three-operation candidate, `git apply --check`
@@ -249,8 +225,11 @@ async fn docker_runtime_runsc_cli_demo_produces_a_verified_candidate() {
         3
     );
     assert_verified(&doc, &demo_dir.join("repo"));
-    assert_no_turn_containers(&docker).await;
-    tally("docker_runtime_runsc_cli_demo_produces_a_verified_candidate");
+    assert_clean_and_tally(
+        &docker,
+        "docker_runtime_runsc_cli_demo_produces_a_verified_candidate",
+    )
+    .await;
 }
 
 /// `doctor --json --require-runsc` reads the daemon (API, cgroups, seccomp, runtimes) and passes
@@ -271,12 +250,7 @@ async fn docker_runtime_doctor_reports_the_daemon_and_passes_the_runsc_smoke_tur
     assert_eq!(doc["api_version"], docker.api_version());
     assert!(matches!(doc["cgroup_version"].as_str(), Some("1" | "2")));
     assert_eq!(doc["seccomp"], true);
-    let names: Vec<&str> = doc["runtimes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
+    let names = field_strs(&doc["runtimes"], "name");
     assert!(
         names.contains(&"runc") && names.contains(&"runsc"),
         "{names:?}"
@@ -299,6 +273,9 @@ async fn docker_runtime_doctor_reports_the_daemon_and_passes_the_runsc_smoke_tur
     assert_eq!(out.status.code(), Some(1));
     let err: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(err["error"]["code"], "PATCH_CANDIDATE_DOCTOR_RUNSC");
-    assert_no_turn_containers(&docker).await;
-    tally("docker_runtime_doctor_reports_the_daemon_and_passes_the_runsc_smoke_turn");
+    assert_clean_and_tally(
+        &docker,
+        "docker_runtime_doctor_reports_the_daemon_and_passes_the_runsc_smoke_turn",
+    )
+    .await;
 }

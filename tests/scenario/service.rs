@@ -8,30 +8,24 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_runs_submitted_jobs_on_sqlite() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let state = state_with_images();
     let f = Fixture::new();
     let service = Service::start(state.path(), &ServeOpts::default());
 
     let first = submit(state.path(), None, &f, "Update the dashboard.");
     assert_eq!(first["created"], true);
-    let id = first["job"]["id"].as_str().unwrap().to_owned();
+    let id = job_id(&first);
     // The same inputs again: the existing job, not a second one.
     let again = submit(state.path(), None, &f, "Update the dashboard.");
     assert_eq!(again["created"], false);
     assert_eq!(again["job"]["id"], id.as_str());
-    let second = submit(state.path(), None, &f, "Update the dashboard again.");
-    let id2 = second["job"]["id"].as_str().unwrap().to_owned();
+    let id2 = submit_id(state.path(), None, &f, "Update the dashboard again.");
 
     for id in [&id, &id2] {
-        let job = wait_state(
-            state.path(),
-            None,
-            id,
-            &["completed", "failed"],
-            Duration::from_secs(120),
-        );
+        let job = wait_finished(state.path(), None, id, Duration::from_secs(120));
         assert_eq!(job["state"], "completed", "{job}");
         assert_eq!(job["attempts"], 1);
         let digest = job["candidate_digest"].as_str().unwrap().to_owned();
@@ -50,12 +44,7 @@ async fn docker_service_runs_submitted_jobs_on_sqlite() {
     let listed = json_of(&jobs(state.path(), None, &["list", "--state", "completed"]));
     assert_eq!(listed["jobs"].as_array().unwrap().len(), 2);
     let logs = json_of(&jobs(state.path(), None, &["logs", &id]));
-    let codes: Vec<&str> = logs["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["code"].as_str().unwrap())
-        .collect();
+    let codes = field_strs(&logs["events"], "code");
     assert!(
         codes.contains(&"PATCH_CANDIDATE_JOB_COMPLETED"),
         "{codes:?}"
@@ -97,8 +86,9 @@ async fn docker_service_runs_submitted_jobs_on_sqlite() {
 /// one candidate, one usage row (the attempt that ran to the end), no container, no staging tree.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_crash_matrix_records_exactly_one_result() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     for point in turn::fault::POINTS {
         let state = state_with_images();
         let f = Fixture::new();
@@ -110,10 +100,7 @@ async fn docker_service_crash_matrix_records_exactly_one_result() {
             ..ServeOpts::default()
         };
         let crashing = Service::start(state.path(), &opts);
-        let id = submit(state.path(), None, &f, "Update the dashboard.")["job"]["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let id = submit_id(state.path(), None, &f, "Update the dashboard.");
         crashing.wait_logged("PATCH_CANDIDATE_FAULT", Duration::from_secs(60));
         crashing.kill();
         assert_eq!(show(state.path(), None, &id)["state"], "running", "{point}");
@@ -126,13 +113,7 @@ async fn docker_service_crash_matrix_records_exactly_one_result() {
                 ..ServeOpts::default()
             },
         );
-        let job = wait_state(
-            state.path(),
-            None,
-            &id,
-            &["completed", "failed"],
-            Duration::from_secs(120),
-        );
+        let job = wait_finished(state.path(), None, &id, Duration::from_secs(120));
         assert_eq!(job["state"], "completed", "{point}: {job}");
         assert_eq!(
             job["attempts"], 2,
@@ -183,8 +164,9 @@ fn error_code(status_body: &(u16, Vec<u8>)) -> String {
 /// requests; a job submitted over HTTP runs and its candidate is served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_api_auth_bad_input_and_a_job() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let state = state_with_images();
     let f = Fixture::new();
     let service = Service::start(state.path(), &ServeOpts::default());
@@ -285,7 +267,7 @@ async fn docker_service_api_auth_bad_input_and_a_job() {
     let r = http(addr, "POST", "/v1/jobs", t, Some(&body));
     assert_eq!(r.0, 201, "{}", String::from_utf8_lossy(&r.1));
     let created: serde_json::Value = serde_json::from_slice(&r.1).unwrap();
-    let id = created["job"]["id"].as_str().unwrap().to_owned();
+    let id = job_id(&created);
     let r = http(addr, "POST", "/v1/jobs", t, Some(&body));
     assert_eq!(r.0, 200);
     let again: serde_json::Value = serde_json::from_slice(&r.1).unwrap();
@@ -363,16 +345,16 @@ async fn docker_service_api_auth_bad_input_and_a_job() {
     assert!(!metrics.contains(&id), "job ids never label a metric");
 
     assert_eq!(service.stop().code(), Some(0));
-    assert_no_turn_containers(&docker).await;
-    tally("docker_service_api_auth_bad_input_and_a_job");
+    assert_clean_and_tally(&docker, "docker_service_api_auth_bad_input_and_a_job").await;
 }
 
 /// Cancel a running turn (killed within a heartbeat), cancel and retry a queued job, drain on
 /// SIGTERM (readyz 503, the running job released without spending an attempt).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_cancel_retry_and_drain() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let state = state_with_images();
     let f = Fixture::new();
     let opts = ServeOpts {
@@ -387,7 +369,7 @@ async fn docker_service_cancel_retry_and_drain() {
         &f,
         "Update the dashboard.\nmode: sleep=60\n",
     );
-    let slow_id = slow["job"]["id"].as_str().unwrap().to_owned();
+    let slow_id = job_id(&slow);
     wait_state(
         state.path(),
         None,
@@ -496,7 +478,7 @@ async fn docker_service_three_hosts_on_postgres() {
             &f,
             &format!("Update the dashboard ({i})."),
         );
-        ids.push(job["job"]["id"].as_str().unwrap().to_owned());
+        ids.push(job_id(&job));
     }
     let hosts = ["host-a", "host-b", "host-c"];
     let mut services: Vec<Option<Service>> = states
@@ -519,11 +501,7 @@ async fn docker_service_three_hosts_on_postgres() {
     let store = open_store(states[0].path(), db).await;
     let started = Instant::now();
     loop {
-        let done = store
-            .list(Some(jobs::JobState::Completed), 1000)
-            .await
-            .unwrap()
-            .len();
+        let done = count_in(&store, jobs::JobState::Completed, 1000).await;
         if done >= 10 {
             break;
         }
@@ -532,11 +510,7 @@ async fn docker_service_three_hosts_on_postgres() {
     }
     services[1].take().unwrap().kill();
     loop {
-        let done = store
-            .list(Some(jobs::JobState::Completed), 1000)
-            .await
-            .unwrap()
-            .len();
+        let done = count_in(&store, jobs::JobState::Completed, 1000).await;
         if done == 60 {
             break;
         }

@@ -147,12 +147,7 @@ fn service_api_refuses_a_public_listen_address_without_listen_public() {
             v["error"]["code"], "PATCH_CANDIDATE_SERVICE_LISTEN",
             "{listen}"
         );
-        assert!(
-            v["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("--listen-public")
-        );
+        assert!(error_message(&v).contains("--listen-public"));
         // Refused before anything was written: no token, no store.
         assert!(!state.path().join("api-token").exists(), "{listen}");
         assert!(!state.path().join("jobs.sqlite3").exists(), "{listen}");
@@ -161,10 +156,9 @@ fn service_api_refuses_a_public_listen_address_without_listen_public() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_api_needs_the_bearer_token_on_every_protected_route() {
-    let Some(_docker) = docker().await else {
+    let Some((_docker, _guard)) = locked_docker().await else {
         return;
     };
-    let _guard = docker_lock().lock().await;
     let (_state, service) = serve_fresh();
     let addr = service.addr;
     let token = service.token();
@@ -240,10 +234,9 @@ async fn docker_service_api_needs_the_bearer_token_on_every_protected_route() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_api_token_file_is_private_and_reused() {
-    let Some(_docker) = docker().await else {
+    let Some((_docker, _guard)) = locked_docker().await else {
         return;
     };
-    let _guard = docker_lock().lock().await;
     let state = tempfile::tempdir().unwrap();
     let path = state.path().join("api-token");
     assert!(!path.exists());
@@ -289,10 +282,9 @@ async fn docker_service_api_token_file_is_private_and_reused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_api_refuses_bad_bodies_and_writes_nothing() {
-    let Some(_docker) = docker().await else {
+    let Some((_docker, _guard)) = locked_docker().await else {
         return;
     };
-    let _guard = docker_lock().lock().await;
     let (state, service) = serve_fresh();
     let addr = service.addr;
     let token = service.token();
@@ -407,10 +399,9 @@ async fn docker_service_api_refuses_bad_bodies_and_writes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_api_refuses_path_tricks_and_unknown_routes() {
-    let Some(_docker) = docker().await else {
+    let Some((_docker, _guard)) = locked_docker().await else {
         return;
     };
-    let _guard = docker_lock().lock().await;
     let (state, service) = serve_fresh();
     let addr = service.addr;
     let token = service.token();
@@ -518,10 +509,9 @@ async fn docker_service_api_refuses_path_tricks_and_unknown_routes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_api_answers_1000_concurrent_requests_in_bounded_memory() {
-    let Some(_docker) = docker().await else {
+    let Some((_docker, _guard)) = locked_docker().await else {
         return;
     };
-    let _guard = docker_lock().lock().await;
     let (state, service) = serve_fresh();
     let addr = service.addr;
     let token = service.token();

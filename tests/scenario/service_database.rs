@@ -165,10 +165,7 @@ async fn survives_an_outage_mid_run(
     let ids: Vec<String> = (0..4)
         .map(|i| {
             let task = format!("Update the dashboard ({i}).\nmode: sleep=8\nmode: edit\n");
-            submit(state.path(), db, &f, &task)["job"]["id"]
-                .as_str()
-                .unwrap()
-                .to_owned()
+            submit_id(state.path(), db, &f, &task)
         })
         .collect();
     let mut service = Service::start(
@@ -227,9 +224,7 @@ async fn survives_an_outage_mid_run(
     } else {
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
     }
-    let (status, metrics) = http(service.addr, "GET", "/metrics", Some(&token), None);
-    assert_eq!(status, 200);
-    let metrics = String::from_utf8(metrics).unwrap();
+    let metrics = metrics_text(service.addr, &token);
     assert!(
         metrics.contains("patch_candidate_store_unreachable 1"),
         "{metrics}"
@@ -252,11 +247,7 @@ async fn survives_an_outage_mid_run(
     let store = open_store(state.path(), db).await;
     let started = Instant::now();
     loop {
-        let done = store
-            .list(Some(jobs::JobState::Completed), 100)
-            .await
-            .unwrap()
-            .len();
+        let done = count_in(&store, jobs::JobState::Completed, 100).await;
         if done == ids.len() {
             break;
         }
@@ -318,8 +309,9 @@ async fn docker_service_survives_postgres_going_away_mid_run() {
 /// The outage on SQLite: another process holds the file's write lock past the busy timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_survives_a_locked_sqlite_file_mid_run() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let state = state_with_images();
     let mut lock = SqliteLock {
         path: state.path().join(jobs::DEFAULT_SQLITE_FILE),
@@ -394,17 +386,8 @@ async fn docker_service_waits_for_a_database_that_is_down_at_start() {
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
 
     let f = Fixture::new();
-    let id = submit(state.path(), db, &f, "Update the dashboard.")["job"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let job = wait_state(
-        state.path(),
-        db,
-        &id,
-        &["completed", "failed"],
-        Duration::from_secs(120),
-    );
+    let id = submit_id(state.path(), db, &f, "Update the dashboard.");
+    let job = wait_finished(state.path(), db, &id, Duration::from_secs(120));
     assert_eq!(job["state"], "completed", "{job}");
     assert_eq!(job["attempts"], 1, "{job}");
     let (status, _) = http(

@@ -16,8 +16,9 @@ fn running_container_of(id: &str, limit: Duration) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_retries_a_turn_killed_from_outside_and_fails_an_oom() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let state = state_with_images();
     let f = Fixture::new();
     let service = Service::start(state.path(), &ServeOpts::default());
@@ -29,20 +30,14 @@ async fn docker_service_retries_a_turn_killed_from_outside_and_fails_an_oom() {
         &f,
         "Update the dashboard.\nmode: sleep=5\nmode: edit\n",
     );
-    let id = job["job"]["id"].as_str().unwrap().to_owned();
+    let id = job_id(&job);
     assert!(
         job["job"]["max_attempts"].as_u64().unwrap() > 1,
         "the test needs a job that can retry"
     );
     let first = running_container_of(&id, Duration::from_secs(60));
     docker_cli(&["kill", &first], None);
-    let done = wait_state(
-        state.path(),
-        None,
-        &id,
-        &["completed", "failed"],
-        Duration::from_secs(120),
-    );
+    let done = wait_finished(state.path(), None, &id, Duration::from_secs(120));
     assert_eq!(done["state"], "completed", "{done}");
     assert_eq!(
         done["attempts"], 2,
@@ -71,20 +66,13 @@ async fn docker_service_retries_a_turn_killed_from_outside_and_fails_an_oom() {
     );
 
     // 2. An OOM kill inside the turn's own memory limit stays the candidate's failure.
-    let oom = submit(
+    let oom_id = submit_id(
         state.path(),
         None,
         &f,
         "Update the dashboard.\nmode: memory-bomb\n",
     );
-    let oom_id = oom["job"]["id"].as_str().unwrap().to_owned();
-    let failed = wait_state(
-        state.path(),
-        None,
-        &oom_id,
-        &["completed", "failed"],
-        Duration::from_secs(120),
-    );
+    let failed = wait_finished(state.path(), None, &oom_id, Duration::from_secs(120));
     assert_eq!(failed["state"], "failed", "{failed}");
     assert_eq!(failed["attempts"], 1, "no retry of an OOM: {failed}");
     assert_eq!(

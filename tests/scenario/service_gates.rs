@@ -161,8 +161,9 @@ async fn stored_evidence_in(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_gate_fails_and_unknown_gates_are_refused() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     gate_fails(&docker, None).await;
     tally("docker_service_gate_fails_and_unknown_gates_are_refused");
 }
@@ -228,13 +229,7 @@ async fn gate_fails(docker: &container::BollardRuntime, database: Option<&str>) 
         "Update the dashboard.\nmode: edit\n",
         &defs,
     );
-    let done = wait_state(
-        state.path(),
-        database,
-        &id,
-        &["completed", "failed"],
-        Duration::from_secs(180),
-    );
+    let done = wait_finished(state.path(), database, &id, Duration::from_secs(180));
     // The gate's verdict is evidence, not a failure of the job: the candidate and its evidence.
     assert_eq!(done["state"], "completed", "{done}");
     assert_eq!(done["attempts"], 1, "{done}");
@@ -251,19 +246,9 @@ async fn gate_fails(docker: &container::BollardRuntime, database: Option<&str>) 
     assert_eq!(shown["gates"][0]["outcome"], "failed", "{shown}");
     assert_eq!(shown["gates"][0]["evidence_digest"], evidence[0].digest());
     let token = service.token();
-    let (status, body) = http(
-        service.addr,
-        "GET",
-        &format!("/v1/jobs/{id}"),
-        Some(&token),
-        None,
-    );
-    assert_eq!(status, 200);
-    let view: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let view = get_json_ok(service.addr, &format!("/v1/jobs/{id}"), &token);
     assert_eq!(view["job"]["gates"][0]["outcome"], "failed", "{view}");
-    let (status, body) = http(service.addr, "GET", "/metrics", Some(&token), None);
-    assert_eq!(status, 200);
-    let metrics = String::from_utf8_lossy(&body);
+    let metrics = metrics_text(service.addr, &token);
     assert!(
         metrics.contains("patch_candidate_gate_seconds_count{outcome=\"failed\"} 1"),
         "{metrics}"
@@ -275,8 +260,9 @@ async fn gate_fails(docker: &container::BollardRuntime, database: Option<&str>) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_snoozes_a_job_whose_gate_image_is_missing() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let state = state_with_images();
     let f = Fixture::new();
     let absent = format!("sha256:{}", "0".repeat(64));
@@ -316,14 +302,18 @@ async fn docker_service_snoozes_a_job_whose_gate_image_is_missing() {
     let job_id = vocab::JobId::parse(&id).unwrap();
     assert!(store.usage(&job_id).await.unwrap().is_empty());
     assert_eq!(service.stop().code(), Some(0));
-    assert_no_turn_containers(&docker).await;
-    tally("docker_service_snoozes_a_job_whose_gate_image_is_missing");
+    assert_clean_and_tally(
+        &docker,
+        "docker_service_snoozes_a_job_whose_gate_image_is_missing",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_cancel_reaches_a_running_gate() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let image = GateImage::build("cancel");
     let state = state_with_images();
     let f = Fixture::new();
@@ -376,8 +366,9 @@ async fn docker_service_cancel_reaches_a_running_gate() {
 /// SIGKILL the service while the gate runs, restart it: exactly one result, with its evidence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_sigkill_during_the_gate_records_one_result_with_evidence() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let image = GateImage::build("crash");
     let state = state_with_images();
     let f = Fixture::new();
@@ -403,13 +394,7 @@ async fn docker_service_sigkill_during_the_gate_records_one_result_with_evidence
     assert_eq!(show(state.path(), None, &id)["state"], "running");
 
     let restarted = Service::start(state.path(), &opts);
-    let job = wait_state(
-        state.path(),
-        None,
-        &id,
-        &["completed", "failed"],
-        Duration::from_secs(180),
-    );
+    let job = wait_finished(state.path(), None, &id, Duration::from_secs(180));
     assert_eq!(job["state"], "completed", "{job}");
     assert_eq!(job["attempts"], 2, "the killed attempt is spent: {job}");
     let evidence = stored_evidence(state.path(), &id).await;
@@ -433,6 +418,9 @@ async fn docker_service_sigkill_during_the_gate_records_one_result_with_evidence
     .await;
     assert_eq!(restarted.stop().code(), Some(0));
     assert!(staging_left(state.path()).is_empty());
-    assert_no_turn_containers(&docker).await;
-    tally("docker_service_sigkill_during_the_gate_records_one_result_with_evidence");
+    assert_clean_and_tally(
+        &docker,
+        "docker_service_sigkill_during_the_gate_records_one_result_with_evidence",
+    )
+    .await;
 }

@@ -191,10 +191,9 @@ fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> (Vec<u8>, Optio
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_slow_body_flood_leaves_healthz_and_the_api_answering() {
-    let Some(_docker) = docker().await else {
+    let Some((_docker, _guard)) = locked_docker().await else {
         return;
     };
-    let _guard = docker_lock().lock().await;
     let (_state, service) = serve_fresh();
     let addr = service.addr;
     let token = service.token();
@@ -274,10 +273,9 @@ async fn docker_slow_body_flood_leaves_healthz_and_the_api_answering() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_header_read_timeout_closes_idle_connections() {
-    let Some(_docker) = docker().await else {
+    let Some((_docker, _guard)) = locked_docker().await else {
         return;
     };
-    let _guard = docker_lock().lock().await;
     let (_state, service) = serve_fresh();
     let addr = service.addr;
     let limit = HEADER_READ_TIMEOUT + Duration::from_secs(5);
@@ -315,10 +313,9 @@ async fn docker_header_read_timeout_closes_idle_connections() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_failed_sign_ins_never_lock_out_the_right_token() {
-    let Some(_docker) = docker().await else {
+    let Some((_docker, _guard)) = locked_docker().await else {
         return;
     };
-    let _guard = docker_lock().lock().await;
     let (_state, service) = serve_fresh();
     let addr = service.addr;
     let token = service.token();
@@ -362,10 +359,9 @@ async fn docker_failed_sign_ins_never_lock_out_the_right_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_sign_in_and_out_need_their_csrf_token_and_the_cookie_is_host_only() {
-    let Some(_docker) = docker().await else {
+    let Some((_docker, _guard)) = locked_docker().await else {
         return;
     };
-    let _guard = docker_lock().lock().await;
     let (_state, service) = serve_fresh();
     let addr = service.addr;
     let token = service.token();

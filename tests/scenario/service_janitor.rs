@@ -34,9 +34,7 @@ async fn job_turns(docker: &container::BollardRuntime) -> BTreeMap<String, (Stri
 /// `patch_candidate_janitor_removed_total` of a running service.
 fn janitor_removed_total(service: &Service) -> u64 {
     let token = service.token();
-    let (status, body) = http(service.addr, "GET", "/metrics", Some(&token), None);
-    assert_eq!(status, 200);
-    let text = String::from_utf8(body).unwrap();
+    let text = metrics_text(service.addr, &token);
     text.lines()
         .find_map(|l| l.strip_prefix("patch_candidate_janitor_removed_total "))
         .unwrap_or_else(|| panic!("no janitor counter in {text}"))
@@ -47,8 +45,9 @@ fn janitor_removed_total(service: &Service) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_janitors_of_two_stores_keep_each_others_live_turns() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let opts = ServeOpts {
         heartbeat: HEARTBEAT,
         max_turns: 1,
@@ -64,14 +63,8 @@ async fn docker_service_janitors_of_two_stores_keep_each_others_live_turns() {
     assert_ne!(store_a, store_b);
 
     let f = Fixture::new();
-    let id_a = submit(state_a.path(), None, &f, SLOW_TASK)["job"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let id_b = submit(state_b.path(), None, &f, SLOW_TASK)["job"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id_a = submit_id(state_a.path(), None, &f, SLOW_TASK);
+    let id_b = submit_id(state_b.path(), None, &f, SLOW_TASK);
 
     // Both turns run at once, each container labelled with its own store.
     let started = Instant::now();
@@ -101,13 +94,7 @@ async fn docker_service_janitors_of_two_stores_keep_each_others_live_turns() {
     }
 
     for (state, id) in [(&state_a, &id_a), (&state_b, &id_b)] {
-        let job = wait_state(
-            state.path(),
-            None,
-            id,
-            &["completed", "failed"],
-            Duration::from_secs(120),
-        );
+        let job = wait_finished(state.path(), None, id, Duration::from_secs(120));
         assert_eq!(job["state"], "completed", "{job}");
         assert_eq!(job["attempts"], 1, "{job}");
         let store = open_store(state.path(), None).await;

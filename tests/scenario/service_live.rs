@@ -58,8 +58,9 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn docker_service_live_job_snoozes_without_live_settings_then_completes_through_the_gateway()
 {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let image_id = live_image();
     let (repo, approvals, approval_path) = live_fixture();
     let state = state_with_images();
@@ -97,7 +98,7 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
         String::from_utf8_lossy(&out.stderr)
     );
     let submitted = json_of(&out);
-    let id = submitted["job"]["id"].as_str().unwrap().to_owned();
+    let id = job_id(&submitted);
     assert_eq!(
         submitted["job"]["spec"]["live"],
         serde_json::json!({"model": MODEL})
@@ -157,13 +158,7 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
             ..ServeOpts::default()
         };
         let service = Service::start(&state_path, &opts);
-        let job = wait_state(
-            &state_path,
-            None,
-            &id,
-            &["completed", "failed"],
-            Duration::from_secs(180),
-        );
+        let job = wait_finished(&state_path, None, &id, Duration::from_secs(180));
         (service, (job, id))
     })
     .await;
@@ -190,21 +185,10 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
     assert_eq!(paths.len(), 2, "{paths:?}");
     let candidate_file = approvals.path().join("candidate.json");
     std::fs::write(&candidate_file, &bytes).unwrap();
-    let verify = bin()
-        .args([
-            "verify",
-            "--digest",
-            job["candidate_digest"].as_str().unwrap(),
-            "--repo",
-        ])
-        .arg(repo.path())
-        .arg(&candidate_file)
-        .output()
-        .unwrap();
-    assert!(
-        verify.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verify.stderr)
+    verify_ok(
+        &candidate_file,
+        job["candidate_digest"].as_str().unwrap(),
+        repo.path(),
     );
 
     // One usage row: the gateway's trusted count (three answers of 120 tokens) and the model.
@@ -224,14 +208,7 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
     );
 
     // The upstream saw the key on every request; nothing else ever held it.
-    let requests = upstream.requests();
-    assert_eq!(requests.len(), 3);
-    for r in &requests {
-        assert_eq!(
-            r.header("authorization"),
-            Some(format!("Bearer {KEY}").as_str())
-        );
-    }
+    bearer_requests(&upstream, 3, KEY);
     let (status, view) = http(
         service.addr,
         "GET",
@@ -267,6 +244,12 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
 }
 
 /// Waits until a turn container exists.
+/// Waits until job `id` runs and its turn container is there.
+async fn wait_running_turn(docker: &container::BollardRuntime, state: &std::path::Path, id: &str) {
+    wait_state(state, None, id, &["running"], Duration::from_secs(60));
+    wait_for_container(docker).await;
+}
+
 async fn wait_for_container(docker: &container::BollardRuntime) {
     wait_for_own_turn(
         docker,
@@ -279,8 +262,9 @@ async fn wait_for_container(docker: &container::BollardRuntime) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_records_one_usage_row_per_attempt_that_ran() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let state = state_with_images();
     let f = Fixture::new();
     let service = Service::start(
@@ -299,14 +283,8 @@ async fn docker_service_records_one_usage_row_per_attempt_that_ran() {
         &f,
         "Update the dashboard.\nmode: create-ungranted\n",
     );
-    let rejected_id = rejected["job"]["id"].as_str().unwrap().to_owned();
-    let job = wait_state(
-        state.path(),
-        None,
-        &rejected_id,
-        &["completed", "failed"],
-        Duration::from_secs(120),
-    );
+    let rejected_id = job_id(&rejected);
+    let job = wait_finished(state.path(), None, &rejected_id, Duration::from_secs(120));
     assert_eq!(job["state"], "failed", "{job}");
     assert_eq!(job["attempts"], 1);
     let code = job["last_error"]["code"].as_str().unwrap().to_owned();
@@ -320,21 +298,13 @@ async fn docker_service_records_one_usage_row_per_attempt_that_ran() {
     assert!(row.get("live").is_none(), "{row}");
 
     // Cancelled while running: one row.
-    let slow = submit(
+    let slow_id = submit_id(
         state.path(),
         None,
         &f,
         "Update the dashboard.\nmode: sleep=60\n",
     );
-    let slow_id = slow["job"]["id"].as_str().unwrap().to_owned();
-    wait_state(
-        state.path(),
-        None,
-        &slow_id,
-        &["running"],
-        Duration::from_secs(60),
-    );
-    wait_for_container(&docker).await;
+    wait_running_turn(&docker, state.path(), &slow_id).await;
     assert!(
         jobs(state.path(), None, &["cancel", &slow_id])
             .status
@@ -354,21 +324,13 @@ async fn docker_service_records_one_usage_row_per_attempt_that_ran() {
     assert_eq!(row["code"], "PATCH_CANDIDATE_SERVICE_CANCELLED", "{row}");
 
     // Released at drain: one row for that attempt too, the attempt given back.
-    let slower = submit(
+    let slower_id = submit_id(
         state.path(),
         None,
         &f,
         "Update the dashboard.\nmode: sleep=61\n",
     );
-    let slower_id = slower["job"]["id"].as_str().unwrap().to_owned();
-    wait_state(
-        state.path(),
-        None,
-        &slower_id,
-        &["running"],
-        Duration::from_secs(60),
-    );
-    wait_for_container(&docker).await;
+    wait_running_turn(&docker, state.path(), &slower_id).await;
     assert_eq!(service.stop().code(), Some(0));
     let job = show(state.path(), None, &slower_id);
     assert_eq!(
@@ -386,8 +348,9 @@ async fn docker_service_records_one_usage_row_per_attempt_that_ran() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn docker_service_cancels_a_live_turn_mid_stream_and_keeps_its_spent_tokens() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let image_id = live_image();
     let (repo, _approvals, approval_path) = live_fixture();
     let state = state_with_images();

@@ -25,14 +25,15 @@ fn wait_event(state: &Path, database: Option<&str>, id: &str, code: &str, limit:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_snoozes_while_the_repository_is_unreachable() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let state = state_with_images();
     let db = state.path().join("shared-jobs.sqlite3");
     let db = db.to_str().unwrap();
     let f = Fixture::new();
     let job = submit(state.path(), Some(db), &f, "Update the dashboard.");
-    let id = job["job"]["id"].as_str().unwrap().to_owned();
+    let id = job_id(&job);
 
     // The repository goes away before a host with no mirror of it yet (its own state directory)
     // claims the job: the job is snoozed. (The submitting host's mirror would still have it.)
@@ -63,13 +64,7 @@ async fn docker_service_snoozes_while_the_repository_is_unreachable() {
 
     // It comes back: the same job completes, once, on its first spent attempt.
     std::fs::rename(&moved, f.repo.path()).unwrap();
-    let done = wait_state(
-        state.path(),
-        Some(db),
-        &id,
-        &["completed", "failed"],
-        Duration::from_secs(120),
-    );
+    let done = wait_finished(state.path(), Some(db), &id, Duration::from_secs(120));
     assert_eq!(done["state"], "completed", "{done}");
     assert_eq!(done["attempts"], 1);
     let store = open_store(state.path(), Some(db)).await;
@@ -132,8 +127,9 @@ fn wait_snoozed_for(state: &Path, db: &str, id: &str, code: &str, n: usize, limi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_snoozes_while_the_approved_image_is_missing() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -195,13 +191,7 @@ async fn docker_service_snoozes_while_the_approved_image_is_missing() {
 
     // 3. The approved image comes back (the same ID, loaded from its saved copy): one result.
     docker_cli(&["load", "-q", "-i", tar.to_str().unwrap()], None);
-    let done = wait_state(
-        state.path(),
-        Some(db),
-        &id,
-        &["completed", "failed"],
-        Duration::from_secs(120),
-    );
+    let done = wait_finished(state.path(), Some(db), &id, Duration::from_secs(120));
     assert_eq!(done["state"], "completed", "{done}");
     assert_eq!(done["attempts"], 1, "{done}");
     let store = open_store(state.path(), Some(db)).await;
@@ -245,14 +235,15 @@ con.commit()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_fails_an_approval_whose_snapshot_no_longer_matches() {
-    let Some(docker) = docker().await else { return };
-    let _guard = docker_lock().lock().await;
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
     let state = state_with_images();
     let db = state.path().join("jobs-mismatch.sqlite3");
     let db = db.to_str().unwrap();
     let f = Fixture::new();
     let job = submit(state.path(), Some(db), &f, "Update the dashboard.");
-    let id = job["job"]["id"].as_str().unwrap().to_owned();
+    let id = job_id(&job);
     let max_attempts = job["job"]["max_attempts"].as_u64().unwrap();
     assert!(max_attempts > 1, "the test needs a job that could retry");
     rebind_to_other_snapshot(db, &id);
@@ -264,13 +255,7 @@ async fn docker_service_fails_an_approval_whose_snapshot_no_longer_matches() {
             ..ServeOpts::default()
         },
     );
-    let failed = wait_state(
-        state.path(),
-        Some(db),
-        &id,
-        &["completed", "failed"],
-        Duration::from_secs(120),
-    );
+    let failed = wait_finished(state.path(), Some(db), &id, Duration::from_secs(120));
     assert_eq!(failed["state"], "failed", "{failed}");
     // Straight to the dead letter: one attempt, a repository rejection code, no candidate.
     assert_eq!(failed["attempts"], 1, "{failed}");

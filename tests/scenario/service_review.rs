@@ -8,10 +8,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use finalizer::{CandidateFields, RepositoryPatchFile};
-use snapshot::{FileOp, RepoPath};
-use vocab::Sha256;
-
 use crate::support::*;
 
 /// A candidate creating `src/new.py`, requiring `gates`.
@@ -21,24 +17,7 @@ fn candidate(gates: &[&str], body: &str) -> (Vec<u8>, String) {
 
 /// [`candidate`] at the baseline `commit`.
 fn candidate_at(gates: &[&str], body: &str, commit: &str) -> (Vec<u8>, String) {
-    let file = RepositoryPatchFile::new(
-        RepoPath::parse("src/new.py").unwrap(),
-        FileOp::Create,
-        None,
-        Some(Sha256::of(body.as_bytes())),
-        Some(body.to_owned()),
-        format!("--- /dev/null\n+++ b/src/new.py\n@@ -0,0 +1 @@\n+{}", body),
-    )
-    .unwrap();
-    let fields = CandidateFields {
-        repository_full_name: "o/n".into(),
-        handoff_id: "handoff-1".into(),
-        baseline_commit_sha: commit.to_owned(),
-        approved_plan_digest: "0".repeat(64),
-        required_validation_gates: gates.iter().map(|g| (*g).to_owned()).collect(),
-        ..CandidateFields::default()
-    };
-    let made = make_candidate(fields, vec![file]);
+    let made = make_candidate(fields_at(gates, commit), vec![create_new_py(body)]);
     (made.bytes, made.digest)
 }
 
@@ -68,15 +47,13 @@ fn decide(
     job: &str,
     body: serde_json::Value,
 ) -> (u16, serde_json::Value) {
-    let bytes = serde_json::to_vec(&body).unwrap();
-    let (status, body) = http(
+    http_json(
         service.addr,
         "POST",
         &format!("/v1/jobs/{job}/review"),
         Some(token),
-        Some(&bytes),
-    );
-    (status, serde_json::from_slice(&body).unwrap())
+        Some(&body),
+    )
 }
 
 fn tokens(state: &Path, args: &[&str]) -> std::process::Output {
@@ -107,10 +84,9 @@ fn every_file(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_review_decisions_are_bound_to_the_digest_and_the_principal() {
-    let Some(_docker) = docker().await else {
+    let Some((_docker, _guard)) = locked_docker().await else {
         return;
     };
-    let _guard = docker_lock().lock().await;
     let state = tempfile::tempdir().unwrap();
     let gated = candidate(&["pytest"], "print('a')\n");
     let plain = candidate(&[], "print('b')\n");
@@ -138,15 +114,11 @@ async fn docker_service_review_decisions_are_bound_to_the_digest_and_the_princip
     let operator = service.token();
 
     // The review document of the gated job: validation pending, accept needs an override.
-    let (status, body) = http(
+    let doc = get_json_ok(
         service.addr,
-        "GET",
         &format!("/v1/jobs/{gated_job}/review"),
-        Some(&alice),
-        None,
+        &alice,
     );
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    let doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
     let review = &doc["review"];
     assert_eq!(review["schema"], "patch_candidate.review_package.v1");
     assert_eq!(review["candidate_digest"], gated_digest.as_str());
@@ -245,21 +217,12 @@ async fn docker_service_review_decisions_are_bound_to_the_digest_and_the_princip
     assert_eq!(body["review"]["decisions"].as_array().unwrap().len(), 2);
 
     // The job view carries the review summary.
-    let (status, body) = http(
-        service.addr,
-        "GET",
-        &format!("/v1/jobs/{gated_job}"),
-        Some(&operator),
-        None,
-    );
-    assert_eq!(status, 200);
-    let job: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let job = get_json_ok(service.addr, &format!("/v1/jobs/{gated_job}"), &operator);
     assert_eq!(job["job"]["review"]["state"], "accepted");
     assert_eq!(job["job"]["review"]["forced"], true);
 
     // Metrics count decisions and the forced override.
-    let (_, metrics) = http(service.addr, "GET", "/metrics", Some(&operator), None);
-    let metrics = String::from_utf8(metrics).unwrap();
+    let metrics = metrics_text(service.addr, &operator);
     assert!(
         metrics.contains("patch_candidate_review_decisions_total{decision=\"accept\"} 2"),
         "{metrics}"
@@ -299,15 +262,23 @@ fn publish_call(
     job: &str,
     body: serde_json::Value,
 ) -> (u16, serde_json::Value) {
-    let bytes = serde_json::to_vec(&body).unwrap();
-    let (status, body) = http(
-        service.addr,
+    publish_at(service.addr, token, job, body)
+}
+
+/// `POST /v1/jobs/{job}/publish` of `body` to the service at `addr`.
+fn publish_at(
+    addr: std::net::SocketAddr,
+    token: &str,
+    job: &str,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    http_json(
+        addr,
         "POST",
         &format!("/v1/jobs/{job}/publish"),
         Some(token),
-        Some(&bytes),
-    );
-    (status, serde_json::from_slice(&body).unwrap())
+        Some(&body),
+    )
 }
 
 /// The API's publish action: refused before an accept and for another digest; after the accept,
@@ -317,18 +288,13 @@ fn publish_call(
 /// `--publish-remote` refuses with its own code; a moved base is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_remote() {
-    let Some(_docker) = docker().await else {
+    let Some((_docker, _guard)) = locked_docker().await else {
         return;
     };
-    let _guard = docker_lock().lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
     std::fs::create_dir(&state).unwrap();
-    let (repo, commit) = git_repo(&std::collections::BTreeMap::from([
-        ("README.md", "hello\n".to_owned()),
-        ("src/app.py", "print('app')\n".to_owned()),
-    ]));
-    git_out(repo.path(), &["branch", "-M", "main"]);
+    let (repo, commit) = main_repo(&[("README.md", "hello\n"), ("src/app.py", "print('app')\n")]);
     let remote = tmp.path().join("remote.git");
     bare_clone(repo.path(), &remote);
     let before = (
@@ -410,27 +376,9 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
     assert_eq!(body["publication"]["created"], true);
     assert_eq!(body["publication"]["rebased"], false);
     assert_eq!(body["review"]["publication"]["commit_id"], id.as_str());
-    assert_eq!(git_out(&remote, &["rev-parse", "refs/heads/c/one"]), id);
-    assert_eq!(git_out(&remote, &["rev-parse", &format!("{id}^")]), commit);
-    assert_eq!(
-        git_out(&remote, &["show", &format!("{id}:src/new.py")]),
-        "print('new')"
-    );
-    assert_eq!(
-        git_out(&remote, &["ls-tree", "-r", "--name-only", &id]),
-        "README.md\nsrc/app.py\nsrc/new.py"
-    );
-    assert_eq!(git_out(&remote, &["rev-parse", "refs/heads/main"]), commit);
+    assert_published_new_py(&remote, "c/one", &id, &commit);
     // The job view carries the publication; a second publish is refused.
-    let (status, view) = http(
-        service.addr,
-        "GET",
-        &format!("/v1/jobs/{job}"),
-        Some(&token),
-        None,
-    );
-    assert_eq!(status, 200);
-    let view: serde_json::Value = serde_json::from_slice(&view).unwrap();
+    let view = get_json_ok(service.addr, &format!("/v1/jobs/{job}"), &token);
     assert_eq!(
         view["job"]["review"]["publication"]["commit_id"],
         id.as_str()
@@ -491,8 +439,7 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
         moved
     );
 
-    let (_, metrics) = http(service.addr, "GET", "/metrics", Some(&token), None);
-    let metrics = String::from_utf8(metrics).unwrap();
+    let metrics = metrics_text(service.addr, &token);
     assert!(
         metrics.contains("patch_candidate_publications_total 2"),
         "{metrics}"
@@ -521,15 +468,8 @@ async fn docker_service_retry_queues_a_follow_up_under_the_same_approval() {
     let operator = service.token();
 
     // A real turn job: its candidate is what the reviewer sends back.
-    let submitted = crate::support::submit(state.path(), None, &f, "Update the dashboard.");
-    let parent = submitted["job"]["id"].as_str().unwrap().to_owned();
-    let done = crate::support::wait_state(
-        state.path(),
-        None,
-        &parent,
-        &["completed", "failed"],
-        Duration::from_secs(180),
-    );
+    let parent = crate::support::submit_id(state.path(), None, &f, "Update the dashboard.");
+    let done = crate::support::wait_finished(state.path(), None, &parent, Duration::from_secs(180));
     assert_eq!(done["state"], "completed", "{done}");
     let digest = done["candidate_digest"].as_str().unwrap().to_owned();
 
@@ -557,13 +497,8 @@ async fn docker_service_retry_queues_a_follow_up_under_the_same_approval() {
     assert_eq!(again["seq"], 2);
 
     // The follow-up runs under the parent's approval, scope and image, and links back.
-    let child_done = crate::support::wait_state(
-        state.path(),
-        None,
-        &child,
-        &["completed", "failed"],
-        Duration::from_secs(180),
-    );
+    let child_done =
+        crate::support::wait_finished(state.path(), None, &child, Duration::from_secs(180));
     assert_eq!(child_done["state"], "completed", "{child_done}");
     let spec = &child_done["spec"];
     for field in [
@@ -604,15 +539,7 @@ async fn docker_service_retry_queues_a_follow_up_under_the_same_approval() {
     );
 
     // The parent's job view lists the follow-up; its review history keeps both decisions.
-    let (status, body) = http(
-        service.addr,
-        "GET",
-        &format!("/v1/jobs/{parent}"),
-        Some(&operator),
-        None,
-    );
-    assert_eq!(status, 200);
-    let view: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let view = get_json_ok(service.addr, &format!("/v1/jobs/{parent}"), &operator);
     assert_eq!(
         view["job"]["review"]["follow_up_jobs"],
         serde_json::json!([child])
@@ -642,8 +569,11 @@ async fn docker_service_retry_queues_a_follow_up_under_the_same_approval() {
 
     let status = service.stop();
     assert_eq!(status.code(), Some(0));
-    assert_no_turn_containers(&docker).await;
-    tally("docker_service_retry_queues_a_follow_up_under_the_same_approval");
+    assert_clean_and_tally(
+        &docker,
+        "docker_service_retry_queues_a_follow_up_under_the_same_approval",
+    )
+    .await;
 }
 
 /// A bare remote whose `pre-receive` hook holds every push until `release` exists (bounded: a
@@ -712,15 +642,7 @@ fn answered_while_held<T: Send + 'static>(
 
 /// The job's publication as the job view shows it (`null` before one is recorded).
 fn publication_of(service: &Service, token: &str, job: &str) -> serde_json::Value {
-    let (status, view) = http(
-        service.addr,
-        "GET",
-        &format!("/v1/jobs/{job}"),
-        Some(token),
-        None,
-    );
-    assert_eq!(status, 200);
-    let view: serde_json::Value = serde_json::from_slice(&view).unwrap();
+    let view = get_json_ok(service.addr, &format!("/v1/jobs/{job}"), token);
     view["job"]["review"]["publication"].clone()
 }
 
@@ -767,16 +689,6 @@ fn accept(service: &Service, job: &str, digest: &str) {
         serde_json::json!({"decision": "accept", "candidate_digest": digest}),
     );
     assert_eq!(status, 201, "{body}");
-}
-
-/// A repository whose `main` holds one commit.
-fn main_repo() -> (tempfile::TempDir, String) {
-    let (repo, commit) = git_repo(&std::collections::BTreeMap::from([(
-        "README.md",
-        "hello\n".to_owned(),
-    )]));
-    git_out(repo.path(), &["branch", "-M", "main"]);
-    (repo, commit)
 }
 
 /// A client that sends a publish and goes away while the push runs: the publish goes on in its
@@ -844,7 +756,7 @@ fn client_gone_mid_push(database: Option<&str>) {
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
     std::fs::create_dir(&state).unwrap();
-    let (repo, commit) = main_repo();
+    let (repo, commit) = main_repo(&[("README.md", "hello\n")]);
     let (remote, marks) = held_remote(tmp.path(), repo.path());
     let remote_arg = remote.display().to_string();
     let opts = ServeOpts {
@@ -884,20 +796,11 @@ fn client_gone_mid_push(database: Option<&str>) {
         (service.addr, token.clone(), job.clone(), digest.clone());
     let ((status, body), in_time) =
         answered_while_held(&marks, Duration::from_secs(10), move || {
-            let bytes = serde_json::to_vec(
-                &serde_json::json!({"candidate_digest": second_digest, "branch": "c/second"}),
-            )
-            .unwrap();
-            let (status, body) = http(
+            publish_at(
                 addr,
-                "POST",
-                &format!("/v1/jobs/{second_job}/publish"),
-                Some(&second_token),
-                Some(&bytes),
-            );
-            (
-                status,
-                serde_json::from_slice::<serde_json::Value>(&body).unwrap(),
+                &second_token,
+                &second_job,
+                serde_json::json!({"candidate_digest": second_digest, "branch": "c/second"}),
             )
         });
     assert_eq!(
@@ -906,13 +809,7 @@ fn client_gone_mid_push(database: Option<&str>) {
         "{body}"
     );
     assert!(in_time, "the second publish waited for the first push");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("c/first"),
-        "{body}"
-    );
+    assert!(error_message(&body).contains("c/first"), "{body}");
     assert_eq!(pushes(&marks), 1);
     assert!(publication_of(&service, &token, &job).is_null());
 
@@ -977,7 +874,7 @@ fn two_hosts_publishing_one_job(database: Option<&str>) {
         },
         str::to_owned,
     );
-    let (repo, commit) = main_repo();
+    let (repo, commit) = main_repo(&[("README.md", "hello\n")]);
     let (remote, marks) = held_remote(tmp.path(), repo.path());
     let remote_arg = remote.display().to_string();
     let (job, digest) = planted_job(&state_a, database, "two-hosts", repo.path(), &commit);
@@ -1005,20 +902,11 @@ fn two_hosts_publishing_one_job(database: Option<&str>) {
     let call = |addr, token: String, branch: &'static str| {
         let (job, digest) = (job.clone(), digest.clone());
         move || {
-            let bytes = serde_json::to_vec(
-                &serde_json::json!({"candidate_digest": digest, "branch": branch}),
-            )
-            .unwrap();
-            let (status, body) = http(
+            publish_at(
                 addr,
-                "POST",
-                &format!("/v1/jobs/{job}/publish"),
-                Some(&token),
-                Some(&bytes),
-            );
-            (
-                status,
-                serde_json::from_slice::<serde_json::Value>(&body).unwrap(),
+                &token,
+                &job,
+                serde_json::json!({"candidate_digest": digest, "branch": branch}),
             )
         }
     };
@@ -1035,7 +923,7 @@ fn two_hosts_publishing_one_job(database: Option<&str>) {
         "{body}"
     );
     assert!(in_time, "host b waited for host a's push");
-    let message = body["error"]["message"].as_str().unwrap();
+    let message = error_message(&body);
     assert!(
         message.contains("host-a") && message.contains("c/from-a"),
         "{message}"
@@ -1072,14 +960,13 @@ fn two_hosts_publishing_one_job(database: Option<&str>) {
 /// branch it pushed is withdrawn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_a_reject_during_the_push_is_not_published_over() {
-    let Some(_docker) = docker().await else {
+    let Some((_docker, _guard)) = locked_docker().await else {
         return;
     };
-    let _guard = docker_lock().lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state");
     std::fs::create_dir(&state).unwrap();
-    let (repo, commit) = main_repo();
+    let (repo, commit) = main_repo(&[("README.md", "hello\n")]);
     let (remote, marks) = held_remote(tmp.path(), repo.path());
     let remote_arg = remote.display().to_string();
     let (job, digest) = planted_job(&state, None, "reject-mid-push", repo.path(), &commit);
@@ -1095,20 +982,11 @@ async fn docker_service_a_reject_during_the_push_is_not_published_over() {
     let publishing = {
         let (addr, token, job, digest) = (service.addr, token.clone(), job.clone(), digest.clone());
         std::thread::spawn(move || {
-            let bytes = serde_json::to_vec(
-                &serde_json::json!({"candidate_digest": digest, "branch": "c/rejected"}),
-            )
-            .unwrap();
-            let (status, body) = http(
+            publish_at(
                 addr,
-                "POST",
-                &format!("/v1/jobs/{job}/publish"),
-                Some(&token),
-                Some(&bytes),
-            );
-            (
-                status,
-                serde_json::from_slice::<serde_json::Value>(&body).unwrap(),
+                &token,
+                &job,
+                serde_json::json!({"candidate_digest": digest, "branch": "c/rejected"}),
             )
         })
     };
@@ -1127,24 +1005,10 @@ async fn docker_service_a_reject_during_the_push_is_not_published_over() {
         (409, Some("PATCH_CANDIDATE_JOBS_NOT_ACCEPTED")),
         "{body}"
     );
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("withdrawn"),
-        "{body}"
-    );
+    assert!(error_message(&body).contains("withdrawn"), "{body}");
     assert!(publication_of(&service, &token, &job).is_null());
     assert!(git_out(&remote, &["for-each-ref", "refs/heads/c/rejected"]).is_empty());
-    let (status, view) = http(
-        service.addr,
-        "GET",
-        &format!("/v1/jobs/{job}/review"),
-        Some(&token),
-        None,
-    );
-    assert_eq!(status, 200);
-    let view: serde_json::Value = serde_json::from_slice(&view).unwrap();
+    let view = get_json_ok(service.addr, &format!("/v1/jobs/{job}/review"), &token);
     assert_eq!(view["review"]["review_state"], "rejected");
     tally("docker_service_a_reject_during_the_push_is_not_published_over");
 }

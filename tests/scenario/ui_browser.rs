@@ -470,16 +470,12 @@ async fn click(c: &Client, what: Locator<'_>) {
 }
 
 fn big_candidate() -> (Vec<u8>, String, RepositoryPatchCandidate) {
-    let mut files = Vec::new();
-    for f in 0..50 {
-        let before: String = (0..100)
-            .map(|i| format!("value_{f}_{i} = compute({i})\n"))
-            .collect();
-        let after: String = (0..100)
-            .map(|i| format!("value_{f}_{i} = compute_faster({i}, cache=True)\n"))
-            .collect();
-        files.push(update_file(&format!("pkg/module_{f:02}.py"), &before, &after).unwrap());
-    }
+    let files = module_updates(
+        50,
+        100,
+        |f, i| format!("value_{f}_{i} = compute({i})\n"),
+        |f, i| format!("value_{f}_{i} = compute_faster({i}, cache=True)\n"),
+    );
     candidate(
         files,
         &[],
@@ -523,11 +519,7 @@ impl Review {
         let after = "def add(a, b):\n    \"\"\"Adds.\"\"\"\n    return a + b\n\nprint(add(1, 2))\n";
         // The clean candidate's baseline is a real repository, and the operator's remote a bare
         // clone of it: publishing from the page lands a branch there.
-        let (repo, commit) = git_repo(&std::collections::BTreeMap::from([(
-            "src/app.py",
-            before.to_owned(),
-        )]));
-        git_out(repo.path(), &["branch", "-M", "main"]);
+        let (repo, commit) = main_repo(&[("src/app.py", before)]);
         let remote_dir = tempfile::tempdir().unwrap();
         let remote = remote_dir.path().join("remote.git");
         bare_clone(repo.path(), &remote);
@@ -909,13 +901,8 @@ async fn a_retry_queues_a_follow_up_that_sees_the_note(r: &Review, c: &Client) {
     // The follow-up is linked from the candidate, runs in the sandbox, and its agent saw the
     // reviewer's note; its own page links back.
     let follow_up = text_of(c, Locator::Css("#follow-ups a")).await;
-    let follow_job = crate::support::wait_state(
-        r.state.path(),
-        None,
-        &follow_up,
-        &["completed", "failed"],
-        Duration::from_secs(180),
-    );
+    let follow_job =
+        crate::support::wait_finished(r.state.path(), None, &follow_up, Duration::from_secs(180));
     assert_eq!(follow_job["state"], "completed", "{follow_job}");
     assert_eq!(
         follow_job["spec"]["follow_up"]["supersedes_job"],
@@ -1108,10 +1095,9 @@ fn failed_sign_ins_are_bounded(r: &Review) {
 /// previous ones left: the session, the recorded decisions).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_ui_review_in_a_real_browser() {
-    let Some(_docker) = docker().await else {
+    let Some((_docker, _guard)) = locked_docker().await else {
         return;
     };
-    let _guard = docker_lock().lock().await;
     let Some(driver) = start_driver() else {
         return;
     };

@@ -50,3 +50,28 @@ pub fn json_of(out: &Output) -> serde_json::Value {
         )
     })
 }
+
+/// Runs `cmd` to the end and asserts that it succeeded (its stderr in the message); returns its
+/// output.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{cmd:?}: {}", stderr_text(&out));
+    out
+}
+
+/// `patch-candidate verify --digest DIGEST --repo REPO CANDIDATE`, which must succeed.
+pub fn verify_ok(candidate: &Path, digest: &str, repo: &Path) -> Output {
+    run_ok(
+        bin()
+            .args(["verify", "--digest", digest, "--repo"])
+            .arg(repo)
+            .arg(candidate),
+    )
+}
+
+/// Runs `cmd` to the end on a blocking thread (the async runtime goes on meanwhile); its output.
+pub async fn output_blocking(mut cmd: Command) -> Output {
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}

@@ -13,6 +13,45 @@ use container::ContainerRuntime as _;
 pub const FIXTURE_IMAGE: &str = "patch-candidate-turn-fixture:test";
 pub const SECRET_IMAGE: &str = "patch-candidate-turn-fixture-secret:test";
 
+/// The worker's turn seccomp profile (`worker/container/seccomp/turn.json`), as a `--security-opt`
+/// value.
+pub const TURN_SECCOMP_OPT: &str = concat!(
+    "seccomp=",
+    env!("CARGO_MANIFEST_DIR"),
+    "/../worker/container/seccomp/turn.json"
+);
+
+/// The `docker run` flags every hardened harness run starts from (reference §10.4): a 1 MiB
+/// `/dev/shm`, an init, no network, a read-only root, no log driver, no capabilities, no new
+/// privileges.
+pub const LOCKED_DOWN: &[&str] = &[
+    "--shm-size",
+    "1m",
+    "--init",
+    "--network",
+    "none",
+    "--read-only",
+    "--log-driver",
+    "none",
+    "--cap-drop",
+    "ALL",
+    "--security-opt",
+    "no-new-privileges",
+];
+
+/// The `docker run` flags every hardened harness run ends with: the writable tmpfs mounts
+/// (`/tmp`, `/workspace`, the sandbox home) and the unprivileged user.
+pub const TMPFS_AND_USER: &[&str] = &[
+    "--tmpfs",
+    "/tmp:rw,nosuid,nodev,size=64m,mode=1777",
+    "--tmpfs",
+    "/workspace:rw,nosuid,nodev,size=64m,mode=1777",
+    "--tmpfs",
+    "/home/sandbox:rw,nosuid,nodev,size=16m,mode=1777",
+    "--user",
+    "10001:10001",
+];
+
 /// The process-wide Docker test lock (tests share one daemon).
 pub fn docker_lock() -> &'static tokio::sync::Mutex<()> {
     static LOCK: OnceLock<tokio::sync::Mutex<()>> = OnceLock::new();
@@ -34,6 +73,21 @@ pub async fn docker() -> Option<BollardRuntime> {
             None
         }
     }
+}
+
+/// [`docker`], then the process-wide Docker lock (held as long as the returned guard): `None`
+/// (the test skips) without a daemon.
+pub async fn locked_docker() -> Option<(BollardRuntime, tokio::sync::MutexGuard<'static, ()>)> {
+    let docker = docker().await?;
+    let guard = docker_lock().lock().await;
+    Some((docker, guard))
+}
+
+/// The end of a Docker test: no labelled turn container of this process is left
+/// ([`assert_no_turn_containers`]), then test `name` is tallied.
+pub async fn assert_clean_and_tally(docker: &BollardRuntime, name: &str) {
+    assert_no_turn_containers(docker).await;
+    tally(name);
 }
 
 /// Records that Docker test `name` ran to completion.

@@ -4,19 +4,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use super::cli::run_ok;
+
 /// `git -C dir ARGS…`, which must succeed; its stdout as it is.
 pub fn git_text(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(Command::new("git").arg("-C").arg(dir).args(args));
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -57,6 +49,14 @@ pub fn git_repo(files: &BTreeMap<&str, String>) -> (tempfile::TempDir, String) {
     git(dir.path(), &["commit", "-q", "-m", "fixture"]);
     let commit = git_out(dir.path(), &["rev-parse", "HEAD"]);
     (dir, commit)
+}
+
+/// [`git_repo`] of `files` (path, content) with its one commit on branch `main`.
+pub fn main_repo(files: &[(&str, &str)]) -> (tempfile::TempDir, String) {
+    let files: BTreeMap<&str, String> = files.iter().map(|(p, c)| (*p, (*c).to_owned())).collect();
+    let (repo, commit) = git_repo(&files);
+    git_out(repo.path(), &["branch", "-M", "main"]);
+    (repo, commit)
 }
 
 /// `git clone -q --bare repo remote`, which must succeed.

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use super::cli::{bin, json_of};
 use super::git::git_repo;
 use super::http::parse_answer;
+use super::json::field_strs;
 use super::state::app_approval;
 use crate::proof::demo_files;
 
@@ -120,6 +121,26 @@ pub fn wait_state(
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Waits until job `id` is `completed` or `failed`; returns the job.
+pub fn wait_finished(
+    state: &Path,
+    database: Option<&str>,
+    id: &str,
+    limit: Duration,
+) -> serde_json::Value {
+    wait_state(state, database, id, &["completed", "failed"], limit)
+}
+
+/// The job's id in an answer that holds one job (`jobs submit`, `POST /v1/jobs`).
+pub fn job_id(answer: &serde_json::Value) -> String {
+    answer["job"]["id"].as_str().unwrap().to_owned()
+}
+
+/// [`submit`] of `task`; returns the job's id.
+pub fn submit_id(state: &Path, database: Option<&str>, f: &Fixture, task: &str) -> String {
+    job_id(&submit(state, database, f, task))
 }
 
 /// A running `serve` process, its stderr (JSON log lines) collected.
@@ -351,6 +372,33 @@ pub fn http(
     (status, body)
 }
 
+/// [`http`] with `body` sent as JSON (if any); the status and the answer parsed as JSON.
+pub fn http_json(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
+    let (status, answer) = http(addr, method, path, token, bytes.as_deref());
+    (status, serde_json::from_slice(&answer).unwrap())
+}
+
+/// `GET path` with `token`, which must answer 200; the answer parsed as JSON.
+pub fn get_json_ok(addr: SocketAddr, path: &str, token: &str) -> serde_json::Value {
+    let (status, body) = http(addr, "GET", path, Some(token), None);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    serde_json::from_slice(&body).unwrap()
+}
+
+/// `GET /metrics` with `token`, which must answer 200; the exposition text.
+pub fn metrics_text(addr: SocketAddr, token: &str) -> String {
+    let (status, body) = http(addr, "GET", "/metrics", Some(token), None);
+    assert_eq!(status, 200);
+    String::from_utf8(body).unwrap()
+}
+
 /// Staging trees left in a state directory.
 pub fn staging_left(state: &Path) -> Vec<String> {
     match std::fs::read_dir(state.join("serve-staging")) {
@@ -366,13 +414,16 @@ pub async fn open_store(state: &Path, database: Option<&str>) -> jobs::JobStore 
     jobs::JobStore::open(database, state).await.unwrap()
 }
 
+/// How many of the store's jobs (at most `limit`) are in `state`.
+pub async fn count_in(store: &jobs::JobStore, state: jobs::JobState, limit: usize) -> usize {
+    store.list(Some(state), limit).await.unwrap().len()
+}
+
 /// The store's events of job `id`: their codes.
 pub fn event_codes(state: &Path, database: Option<&str>, id: &str) -> Vec<String> {
     let logs = json_of(&jobs(state, database, &["logs", id]));
-    logs["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["code"].as_str().unwrap().to_owned())
+    field_strs(&logs["events"], "code")
+        .into_iter()
+        .map(str::to_owned)
         .collect()
 }

@@ -8,8 +8,9 @@
 
 use std::io::{Read as _, Write as _};
 
-fn report(facts: &[String]) -> ! {
-    let doc = serde_json::json!({
+/// The worker result of an `empty` proposal reporting `facts` as its `owned_paths`.
+fn empty_result(facts: &[String]) -> serde_json::Value {
+    serde_json::json!({
         "proposal": {
             "proposal_id": "fixture",
             "provider_id": "fixture",
@@ -17,7 +18,11 @@ fn report(facts: &[String]) -> ! {
             "owned_paths": facts,
         },
         "workspace_archive_base64": null,
-    });
+    })
+}
+
+fn report(facts: &[String]) -> ! {
+    let doc = empty_result(facts);
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(doc.to_string().as_bytes());
     let _ = out.flush();
@@ -268,16 +273,7 @@ fn live(mode: &str) -> ! {
         }
         _ => facts.extend(hostile(mode, &model, next, &send)),
     }
-    let result = serde_json::json!({
-        "proposal": {
-            "proposal_id": "fixture",
-            "provider_id": "fixture",
-            "status": "empty",
-            "owned_paths": facts,
-        },
-        "workspace_archive_base64": null,
-    })
-    .to_string();
+    let result = empty_result(&facts).to_string();
     let mut out: Vec<Frame> = Frame::result_frames(result.as_bytes()).collect();
     out.push(Frame::ResultEnd);
     send(&out);

@@ -1,0 +1,156 @@
+//! Live turns through the real model gateway to a scripted upstream on the host's loopback: the
+//! agent under test, the gateway, and one pipeline run on a fresh repository.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use gateway::testkit::{RecordedRequest, ScriptedUpstream};
+use gateway::{Credential, Gateway, GatewayConfig};
+use turn::{
+    Agent, LiveContext, LiveLog, LiveNote, LiveSettings, PipelineOutcome, TurnConfig, TurnError,
+    run_live_pipeline,
+};
+
+use super::git::git_repo;
+use super::pipeline::PipelineSinks;
+use super::state::approval;
+
+/// One agent's live image under test, and the model and key its turns use.
+pub struct LiveAgentUnderTest {
+    pub agent: Agent,
+    pub image: &'static str,
+    pub image_id: String,
+    pub model: &'static str,
+    pub key: &'static str,
+}
+
+/// A live pipeline's outcome, its repository and the progress notes it sent.
+pub struct LiveRun {
+    pub outcome: Result<PipelineOutcome, TurnError>,
+    pub repo: tempfile::TempDir,
+    pub notes: Vec<LiveNote>,
+}
+
+/// The live log of a run that produced a candidate.
+pub fn log_of(run: &LiveRun) -> Option<LiveLog> {
+    run.outcome.as_ref().ok().and_then(|o| o.live.clone())
+}
+
+/// The repository of a live run, its task and its grants.
+pub struct LiveRepo<'a> {
+    pub files: BTreeMap<&'a str, String>,
+    pub task: &'a str,
+    pub allowed: &'a [&'a str],
+    pub read_only: &'a [&'a str],
+    pub create: &'a [&'a str],
+}
+
+/// A gateway with `agent`'s provider and the credential `key`, forwarding to `upstream`.
+pub fn scripted_gateway(
+    agent: Agent,
+    config: GatewayConfig,
+    key: &str,
+    upstream: &ScriptedUpstream,
+) -> Arc<Gateway> {
+    let gateway = Arc::new(
+        Gateway::new(
+            config,
+            agent.provider().provider(),
+            Credential::from_value(key).unwrap(),
+            upstream.base_url().parse().unwrap(),
+        )
+        .unwrap(),
+    );
+    assert_eq!(gateway.provider_name(), agent.provider().name());
+    gateway
+}
+
+/// A live turn of `agent` on `repo` through a real gateway to `upstream`, under `runtime`
+/// (`None`: the daemon default), stored and ledgered; no staging tree is left.
+pub async fn live_pipeline(
+    docker: &container::BollardRuntime,
+    agent: &LiveAgentUnderTest,
+    repo: LiveRepo<'_>,
+    upstream: &ScriptedUpstream,
+    gateway_config: GatewayConfig,
+    wall: u64,
+    runtime: Option<&str>,
+) -> LiveRun {
+    let task = repo.task;
+    let (dir, commit) = git_repo(&repo.files);
+    let context = approval(
+        dir.path(),
+        &commit,
+        task,
+        repo.allowed,
+        repo.read_only,
+        repo.create,
+        &[],
+    );
+    let config = TurnConfig::parse(agent.image, &agent.image_id, wall, 700_000)
+        .unwrap()
+        .with_runtime(runtime.map(|r| r.parse().unwrap()));
+    let sinks = PipelineSinks::fresh();
+    let gateway = scripted_gateway(agent.agent, gateway_config, agent.key, upstream);
+    let turn_gateway = gateway.start_turn();
+    let settings = LiveSettings::new(agent.agent, agent.model);
+    let notes = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = notes.clone();
+    let progress = move |n: &LiveNote| sink.lock().unwrap().push(n.clone());
+    let live = LiveContext {
+        settings: &settings,
+        gateway: &turn_gateway,
+        progress: &progress,
+    };
+    let outcome = run_live_pipeline(
+        docker,
+        sinks.request(dir.path(), &commit, &context, task, &config),
+        &live,
+    )
+    .await;
+    sinks.assert_staging_removed();
+    let notes = notes.lock().unwrap().clone();
+    LiveRun {
+        outcome,
+        repo: dir,
+        notes,
+    }
+}
+
+/// The requests `upstream` received: `count` of them, each carrying the credential `key` as a
+/// bearer token.
+pub fn bearer_requests(
+    upstream: &ScriptedUpstream,
+    count: usize,
+    key: &str,
+) -> Vec<RecordedRequest> {
+    let requests = upstream.requests();
+    assert_eq!(requests.len(), count);
+    for r in &requests {
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {key}").as_str())
+        );
+    }
+    requests
+}
+
+/// Asserts that `upstream` received requests, that each passes `check` (its route and
+/// credential headers), and that no request body (the container's tunnelled bytes as the
+/// upstream received them) contains the credential `key`.
+pub fn assert_each_request_hides_key(
+    upstream: &ScriptedUpstream,
+    key: &str,
+    check: impl Fn(&RecordedRequest),
+) {
+    let requests = upstream.requests();
+    assert!(!requests.is_empty());
+    for r in &requests {
+        check(r);
+        let body = String::from_utf8_lossy(&r.body);
+        assert!(
+            !body.contains(key),
+            "the credential came back from the container"
+        );
+    }
+}
