@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use gateway::testkit::{DEFAULT_USAGE, Reply, ScriptedUpstream, anthropic, gemini};
 use gateway::{Credential, Gateway, GatewayConfig, ProviderKind, TurnGateway};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tunnel::{ChannelId, Decoder, Frame, Limits, Role, Session};
 
@@ -190,6 +190,26 @@ async fn one(addr: std::net::SocketAddr, req: &[u8]) -> (Duration, Duration) {
     (first.unwrap(), start.elapsed())
 }
 
+/// Sends what `from` yields to `to` as DATA frames of channel `n`, until `from` ends.
+async fn frame_into<R, W>(n: ChannelId, from: &mut R, to: &mut W)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let k = from.read(&mut buf).await.unwrap();
+        if k == 0 {
+            break;
+        }
+        let mut out = Vec::new();
+        for f in Frame::data_frames(n, &buf[..k]) {
+            f.encode(&mut out);
+        }
+        to.write_all(&out).await.unwrap();
+    }
+}
+
 /// The runner-side relay plus the worker side, for one accepted connection.
 async fn tunnelled_connection(mut tcp: TcpStream, n: ChannelId, turn: TurnGateway) {
     tcp.set_nodelay(true).unwrap();
@@ -202,18 +222,7 @@ async fn tunnelled_connection(mut tcp: TcpStream, n: ChannelId, turn: TurnGatewa
             .write_all(&Frame::Open(n).to_bytes())
             .await
             .unwrap();
-        let mut buf = vec![0u8; 65536];
-        loop {
-            let k = tcp_read.read(&mut buf).await.unwrap();
-            if k == 0 {
-                break;
-            }
-            let mut out = Vec::new();
-            for f in Frame::data_frames(n, &buf[..k]) {
-                f.encode(&mut out);
-            }
-            runner_out.write_all(&out).await.unwrap();
-        }
+        frame_into(n, &mut tcp_read, &mut runner_out).await;
     };
     let runner_down = async {
         let mut d = Decoder::new();
@@ -261,18 +270,7 @@ async fn tunnelled_connection(mut tcp: TcpStream, n: ChannelId, turn: TurnGatewa
             }
         };
         let outbound = async {
-            let mut buf = vec![0u8; 65536];
-            loop {
-                let k = from_gw.read(&mut buf).await.unwrap();
-                if k == 0 {
-                    break;
-                }
-                let mut out = Vec::new();
-                for f in Frame::data_frames(n, &buf[..k]) {
-                    f.encode(&mut out);
-                }
-                worker_out.write_all(&out).await.unwrap();
-            }
+            frame_into(n, &mut from_gw, &mut worker_out).await;
             worker_out
                 .write_all(&Frame::Fin(n).to_bytes())
                 .await

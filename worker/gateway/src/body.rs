@@ -111,6 +111,15 @@ const fn rule(
     }
 }
 
+/// A top-level key whose presence alone refuses the request with `error`.
+const fn refused(
+    norm: &'static [u8],
+    exact: &'static [&'static [u8]],
+    error: GatewayError,
+) -> KeyRule {
+    rule(norm, exact, Top, Refused(error))
+}
+
 use Meaning::{Refused, Value as Val};
 use Place::{Any, InSource, Top};
 
@@ -118,30 +127,18 @@ const RESPONSES_KEYS: &[KeyRule] = &[
     rule(b"model", &[b"model"], Top, Val(Pending::None)),
     rule(b"stream", &[b"stream"], Top, Val(Pending::None)),
     rule(b"tools", &[b"tools"], Top, Val(Pending::Tools)),
-    rule(
+    refused(
         b"previousresponseid",
         &[b"previous_response_id"],
-        Top,
-        Refused(GatewayError::StoredState),
+        GatewayError::StoredState,
     ),
-    rule(
+    refused(
         b"conversation",
         &[b"conversation"],
-        Top,
-        Refused(GatewayError::StoredState),
+        GatewayError::StoredState,
     ),
-    rule(
-        b"prompt",
-        &[b"prompt"],
-        Top,
-        Refused(GatewayError::StoredState),
-    ),
-    rule(
-        b"background",
-        &[b"background"],
-        Top,
-        Refused(GatewayError::StoredState),
-    ),
+    refused(b"prompt", &[b"prompt"], GatewayError::StoredState),
+    refused(b"background", &[b"background"], GatewayError::StoredState),
     rule(b"imageurl", &[b"image_url"], Any, Val(Pending::Url)),
     rule(b"fileurl", &[b"file_url"], Any, Val(Pending::Url)),
     rule(b"fileid", &[b"file_id"], Any, Val(Pending::FileId)),
@@ -151,18 +148,8 @@ const ANTHROPIC_KEYS: &[KeyRule] = &[
     rule(b"model", &[b"model"], Top, Val(Pending::None)),
     rule(b"stream", &[b"stream"], Top, Val(Pending::None)),
     rule(b"tools", &[b"tools"], Top, Val(Pending::Tools)),
-    rule(
-        b"mcpservers",
-        &[b"mcp_servers"],
-        Top,
-        Refused(GatewayError::Tool),
-    ),
-    rule(
-        b"container",
-        &[b"container"],
-        Top,
-        Refused(GatewayError::Tool),
-    ),
+    refused(b"mcpservers", &[b"mcp_servers"], GatewayError::Tool),
+    refused(b"container", &[b"container"], GatewayError::Tool),
     rule(b"type", &[b"type"], InSource, Val(Pending::SourceType)),
     rule(b"source", &[b"source"], Any, Val(Pending::Source)),
     rule(b"fileid", &[b"file_id"], Any, Val(Pending::FileId)),
@@ -170,11 +157,10 @@ const ANTHROPIC_KEYS: &[KeyRule] = &[
 
 const GEMINI_KEYS: &[KeyRule] = &[
     rule(b"tools", &[b"tools"], Top, Val(Pending::Tools)),
-    rule(
+    refused(
         b"cachedcontent",
         &[b"cachedContent", b"cached_content"],
-        Top,
-        Refused(GatewayError::StoredState),
+        GatewayError::StoredState,
     ),
     rule(
         b"fileuri",

@@ -46,11 +46,16 @@ impl RequestHead {
     /// The value of a single-valued header.
     #[must_use]
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+        first_value(&self.headers, name)
     }
+}
+
+/// The first value of header `name` in `(name, value)` pairs.
+pub(crate) fn first_value<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
 }
 
 /// Headers that must appear at most once.

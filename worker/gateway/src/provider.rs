@@ -327,6 +327,25 @@ fn content(config: &GatewayConfig, dialect: Dialect) -> ContentPolicy<'_> {
     }
 }
 
+/// The checks of a body whose JSON names its model: the bounded pre-scan (content rules
+/// included) before any allocation, then only the fields policy reads; the model present, a
+/// streamed answer asked for when `stream_required`, the model allowed.
+fn checked_fields(
+    body: &[u8],
+    config: &GatewayConfig,
+    dialect: Dialect,
+    stream_required: bool,
+) -> Result<(PolicyFields, String), GatewayError> {
+    prescan(body, &config.body_limits(), &content(config, dialect))?;
+    let fields = extract(body)?;
+    let model = fields.model.clone().ok_or(GatewayError::Body)?;
+    if stream_required && !fields.stream {
+        return Err(GatewayError::Stream);
+    }
+    allowed(&model, config)?;
+    Ok((fields, model))
+}
+
 /// The operator's refused tools, by type or name (exact).
 fn operator_refuses(fields: &PolicyFields, config: &GatewayConfig) -> bool {
     fields.tools.iter().any(|tool| {
@@ -388,17 +407,7 @@ impl Provider for OpenAiResponses {
     ) -> Result<CheckedBody, GatewayError> {
         // Policy before allocation: bounded byte scan (content rules included), then only the
         // fields policy reads.
-        prescan(
-            body,
-            &config.body_limits(),
-            &content(config, Dialect::Responses),
-        )?;
-        let fields = extract(body)?;
-        let model = fields.model.clone().ok_or(GatewayError::Body)?;
-        if !fields.stream {
-            return Err(GatewayError::Stream);
-        }
-        allowed(&model, config)?;
+        let (fields, model) = checked_fields(body, config, Dialect::Responses, true)?;
         let client_only = fields
             .tools
             .iter()
@@ -590,17 +599,8 @@ impl Provider for AnthropicMessages {
         body: &[u8],
         config: &GatewayConfig,
     ) -> Result<CheckedBody, GatewayError> {
-        prescan(
-            body,
-            &config.body_limits(),
-            &content(config, Dialect::Anthropic),
-        )?;
-        let fields = extract(body)?;
-        let model = fields.model.clone().ok_or(GatewayError::Body)?;
-        if route.kind == RouteKind::Stream && !fields.stream {
-            return Err(GatewayError::Stream);
-        }
-        allowed(&model, config)?;
+        let stream_required = route.kind == RouteKind::Stream;
+        let (fields, model) = checked_fields(body, config, Dialect::Anthropic, stream_required)?;
         if fields.server_side
             || operator_refuses(&fields, config)
             || !fields

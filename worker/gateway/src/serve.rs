@@ -388,14 +388,7 @@ impl TurnGateway {
                 status: status.as_u16(),
             });
         }
-        writer
-            .write_all(head_out.as_bytes())
-            .await
-            .map_err(|_| Failure::Cut(GatewayError::Cancelled))?;
-        writer
-            .flush()
-            .await
-            .map_err(|_| Failure::Cut(GatewayError::Cancelled))?;
+        send(writer, head_out.as_bytes()).await?;
 
         let mut scrubber = Scrubber::new(&gw.patterns);
         let mut out = Vec::new();
@@ -421,14 +414,7 @@ impl TurnGateway {
             };
             self.count_scrubbed(report, scrubber.found());
             if !out.is_empty() {
-                writer
-                    .write_all(&out)
-                    .await
-                    .map_err(|_| Failure::Cut(GatewayError::Cancelled))?;
-                writer
-                    .flush()
-                    .await
-                    .map_err(|_| Failure::Cut(GatewayError::Cancelled))?;
+                send(writer, &out).await?;
             }
             if let Some(usage) = done {
                 break usage;
@@ -793,6 +779,18 @@ where
     }
     let body = buf.split_off(head_len);
     Ok((head, body, total as u64))
+}
+
+/// Writes `bytes` to the client and flushes them; a client that went away cancels the exchange.
+async fn send<W: AsyncWrite + Unpin>(writer: &mut W, bytes: &[u8]) -> Result<(), Failure> {
+    writer
+        .write_all(bytes)
+        .await
+        .map_err(|_| Failure::Cut(GatewayError::Cancelled))?;
+    writer
+        .flush()
+        .await
+        .map_err(|_| Failure::Cut(GatewayError::Cancelled))
 }
 
 async fn write_refusal<W: AsyncWrite + Unpin>(

@@ -546,10 +546,7 @@ impl RecordedRequest {
     /// The first value of header `name` (lower-case).
     #[must_use]
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
+        crate::http1::first_value(&self.headers, name)
     }
 
     /// The body as JSON.

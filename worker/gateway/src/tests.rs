@@ -72,6 +72,11 @@ async fn exchange(turn: &TurnGateway, bytes: &[u8], fin: bool) -> (ChannelReport
     (report, received)
 }
 
+/// [`exchange`] of the usual streamed request for `gpt-5.3-codex`.
+async fn send_codex(turn: &TurnGateway) -> (ChannelReport, Vec<u8>) {
+    exchange(turn, &request("gpt-5.3-codex"), false).await
+}
+
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
@@ -99,7 +104,7 @@ async fn refused(bytes: &[u8], config: GatewayConfig) -> (GatewayError, u16, usi
 #[tokio::test]
 async fn a_valid_request_is_forwarded_with_the_credential_and_streamed_back() {
     let (upstream, turn) = setup(vec![Reply::edit_file("src/lib.rs", "a", "b")], config()).await;
-    let (report, received) = exchange(&turn, &request("gpt-5.3-codex"), false).await;
+    let (report, received) = send_codex(&turn).await;
     assert_eq!(report.error, None);
     assert_eq!(report.status, Some(200));
     assert_eq!(report.model.as_deref(), Some("gpt-5.3-codex"));
@@ -501,10 +506,10 @@ async fn the_request_budget_refuses_the_next_request() {
     config.budgets.requests = 2;
     let (upstream, turn) = setup(vec![], config).await;
     for _ in 0..2 {
-        let (report, _) = exchange(&turn, &request("gpt-5.3-codex"), false).await;
+        let (report, _) = send_codex(&turn).await;
         assert_eq!(report.error, None);
     }
-    let (report, received) = exchange(&turn, &request("gpt-5.3-codex"), false).await;
+    let (report, received) = send_codex(&turn).await;
     assert_eq!(
         report.error,
         Some(GatewayError::BudgetRequests { limit: 2 })
@@ -519,14 +524,8 @@ async fn the_request_bytes_budget_holds() {
     let mut config = config();
     config.budgets.request_bytes = request("gpt-5.3-codex").len() as u64 + 10;
     let (upstream, turn) = setup(vec![], config).await;
-    assert_eq!(
-        exchange(&turn, &request("gpt-5.3-codex"), false)
-            .await
-            .0
-            .error,
-        None
-    );
-    let (report, _) = exchange(&turn, &request("gpt-5.3-codex"), false).await;
+    assert_eq!(send_codex(&turn).await.0.error, None);
+    let (report, _) = send_codex(&turn).await;
     assert_eq!(
         report.error.unwrap().code(),
         "PATCH_CANDIDATE_GATEWAY_BUDGET_REQUEST_BYTES"
@@ -551,17 +550,11 @@ async fn the_token_budget_counts_upstream_usage_and_refuses_once_spent() {
         config,
     )
     .await;
-    assert_eq!(
-        exchange(&turn, &request("gpt-5.3-codex"), false)
-            .await
-            .0
-            .error,
-        None
-    );
+    assert_eq!(send_codex(&turn).await.0.error, None);
     // 100 < 150: allowed; the answer brings the count to 200.
-    let (report, _) = exchange(&turn, &request("gpt-5.3-codex"), false).await;
+    let (report, _) = send_codex(&turn).await;
     assert_eq!(report.usage.unwrap().total_tokens, 100);
-    let (report, _) = exchange(&turn, &request("gpt-5.3-codex"), false).await;
+    let (report, _) = send_codex(&turn).await;
     assert_eq!(
         report.error,
         Some(GatewayError::BudgetTokens { limit: 150 })
@@ -574,10 +567,10 @@ async fn the_token_budget_counts_upstream_usage_and_refuses_once_spent() {
 async fn an_answer_without_usage_fails_closed_for_the_next_request() {
     let no_usage = Reply::Events(vec![crate::testkit::events::created("r")]);
     let (_upstream, turn) = setup(vec![no_usage], config()).await;
-    let (report, _) = exchange(&turn, &request("gpt-5.3-codex"), false).await;
+    let (report, _) = send_codex(&turn).await;
     assert_eq!(report.error, Some(GatewayError::UsageMissing));
     assert_eq!(report.status, Some(200));
-    let (report, _) = exchange(&turn, &request("gpt-5.3-codex"), false).await;
+    let (report, _) = send_codex(&turn).await;
     assert_eq!(report.error, Some(GatewayError::UsageMissing));
     assert_eq!(report.status, Some(429));
 }
@@ -593,7 +586,7 @@ async fn the_response_budget_cuts_a_huge_answer_and_asks_for_a_reset() {
         config,
     )
     .await;
-    let (report, received) = exchange(&turn, &request("gpt-5.3-codex"), false).await;
+    let (report, received) = send_codex(&turn).await;
     assert_eq!(
         report.error,
         Some(GatewayError::BudgetResponseBytes { limit: 256 * 1024 })
@@ -612,7 +605,7 @@ async fn a_stalled_upstream_is_cut_at_the_idle_deadline() {
     };
     let stall = Reply::Stall(vec![crate::testkit::events::created("r")]);
     let (_upstream, turn) = setup(vec![stall], config).await;
-    let (report, received) = exchange(&turn, &request("gpt-5.3-codex"), false).await;
+    let (report, received) = send_codex(&turn).await;
     assert_eq!(
         report.error,
         Some(GatewayError::UpstreamTimeout { millis: 100 })
@@ -628,7 +621,7 @@ async fn an_upstream_error_status_is_passed_on_with_a_code() {
         body: r#"{"error":"x"}"#.to_owned(),
     };
     let (_upstream, turn) = setup(vec![reply], config()).await;
-    let (report, received) = exchange(&turn, &request("gpt-5.3-codex"), false).await;
+    let (report, received) = send_codex(&turn).await;
     assert_eq!(
         report.error,
         Some(GatewayError::UpstreamStatus { status: 500 })
@@ -652,7 +645,7 @@ async fn an_unreachable_upstream_is_a_clean_502() {
     )
     .unwrap();
     let turn = Arc::new(gateway).start_turn();
-    let (report, received) = exchange(&turn, &request("gpt-5.3-codex"), false).await;
+    let (report, received) = send_codex(&turn).await;
     assert_eq!(report.error, Some(GatewayError::Upstream));
     assert_eq!(status_of(&received), 502);
 }
@@ -663,9 +656,7 @@ async fn a_flood_of_concurrent_channels_is_served_and_counted() {
     let mut tasks = Vec::new();
     for _ in 0..32 {
         let turn = turn.clone();
-        tasks.push(tokio::spawn(async move {
-            exchange(&turn, &request("gpt-5.3-codex"), false).await.0
-        }));
+        tasks.push(tokio::spawn(async move { send_codex(&turn).await.0 }));
     }
     for t in tasks {
         assert_eq!(t.await.unwrap().error, None);
@@ -1020,7 +1011,7 @@ async fn r_a_reflecting_upstream_never_gets_the_credential_into_the_channel() {
             }
             in_turn += 1;
             upstream.push(Reply::Reflect { status, split });
-            let (report, received) = exchange(&turn, &request("gpt-5.3-codex"), false).await;
+            let (report, received) = send_codex(&turn).await;
             let text = String::from_utf8_lossy(&received);
             assert!(!text.contains(&bearer), "base64 form at split {split}");
             assert!(!text.contains(&masked(KEY)), "masked form at split {split}");

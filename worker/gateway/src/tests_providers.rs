@@ -43,10 +43,23 @@ async fn setup(
     config: GatewayConfig,
 ) -> (ScriptedUpstream, TurnGateway) {
     let upstream = ScriptedUpstream::start(replies).await.unwrap();
+    let turn = turn_gateway(&upstream, base, provider, config, KEY);
+    (upstream, turn)
+}
+
+/// A gateway for `provider` holding credential `key`, in front of `upstream` at base path
+/// `base`, and its turn.
+pub(crate) fn turn_gateway(
+    upstream: &ScriptedUpstream,
+    base: &str,
+    provider: Arc<dyn Provider>,
+    config: GatewayConfig,
+    key: &str,
+) -> TurnGateway {
     let url: UpstreamUrl = format!("http://{}{base}", upstream.addr()).parse().unwrap();
     let gateway =
-        Gateway::new(config, provider, Credential::from_value(KEY).unwrap(), url).unwrap();
-    (upstream, Arc::new(gateway).start_turn())
+        Gateway::new(config, provider, Credential::from_value(key).unwrap(), url).unwrap();
+    Arc::new(gateway).start_turn()
 }
 
 async fn claude(replies: Vec<Reply>) -> (ScriptedUpstream, TurnGateway) {
@@ -70,6 +83,16 @@ async fn gem(replies: Vec<Reply>) -> (ScriptedUpstream, TurnGateway) {
 }
 
 async fn exchange(turn: &TurnGateway, bytes: &[u8]) -> (ChannelReport, String) {
+    exchange_keeping(turn, bytes, KEY).await
+}
+
+/// Sends `bytes` on one channel of `turn` and reads the whole answer, which must not hold the
+/// credential `key`.
+pub(crate) async fn exchange_keeping(
+    turn: &TurnGateway,
+    bytes: &[u8],
+    key: &str,
+) -> (ChannelReport, String) {
     let (gateway_end, mut agent) = tokio::io::duplex(1 << 16);
     let serving = turn.clone();
     let task = tokio::spawn(async move { serving.serve(gateway_end).await });
@@ -78,7 +101,7 @@ async fn exchange(turn: &TurnGateway, bytes: &[u8]) -> (ChannelReport, String) {
     agent.read_to_end(&mut received).await.unwrap();
     let report = task.await.unwrap();
     let text = String::from_utf8_lossy(&received).into_owned();
-    assert!(!text.contains(KEY), "the credential reached the agent");
+    assert!(!text.contains(key), "the credential reached the agent");
     (report, text)
 }
 
@@ -110,6 +133,16 @@ fn claude_tools() -> Value {
 }
 
 const MESSAGES: &str = "/v1/messages?beta=true";
+
+/// The usual Claude Code request body: `CLAUDE`, streamed, its client tools.
+fn claude_body() -> String {
+    messages_body(CLAUDE, &claude_tools())
+}
+
+/// The usual Claude Code request, with `extra_headers`.
+fn claude_post(extra_headers: &str) -> Vec<u8> {
+    post(MESSAGES, &claude_body(), extra_headers)
+}
 const CLAUDE_HEADERS: &str = "authorization: Bearer acp-proxy\r\nx-api-key: agent-made-up\r\nanthropic-version: 2023-06-01\r\nanthropic-beta: claude-code-20250219, interleaved-thinking-2025-05-14\r\nuser-agent: claude-cli/2.1.318 (external, sdk-cli)\r\nx-app: cli\r\ncookie: a=b\r\n";
 
 fn stream_target(model: &str) -> String {
@@ -175,7 +208,7 @@ async fn a_claude_stream_is_forwarded_with_x_api_key_and_its_usage_counted_from_
         e
     };
     let (upstream, turn) = claude(vec![Reply::Events(events)]).await;
-    let body = messages_body(CLAUDE, &claude_tools());
+    let body = claude_body();
     let (report, text) = exchange(&turn, &post(MESSAGES, &body, CLAUDE_HEADERS)).await;
     assert_eq!(report.error, None);
     assert_eq!(report.model.as_deref(), Some(CLAUDE));
@@ -215,11 +248,7 @@ async fn a_claude_stream_is_forwarded_with_x_api_key_and_its_usage_counted_from_
 async fn anthropic_version_and_beta_flags_are_checked_never_repaired() {
     // None sent: the fixed version.
     let (upstream, turn) = claude(vec![anthropic::text(CLAUDE, "ok", USAGE)]).await;
-    let (report, _) = exchange(
-        &turn,
-        &post(MESSAGES, &messages_body(CLAUDE, &claude_tools()), ""),
-    )
-    .await;
+    let (report, _) = exchange(&turn, &claude_post("")).await;
     assert_eq!(report.error, None);
     let forwarded = &upstream.requests()[0];
     assert_eq!(
@@ -263,12 +292,7 @@ async fn anthropic_version_and_beta_flags_are_checked_never_repaired() {
             "PATCH_CANDIDATE_GATEWAY_TOOL",
         ),
     ] {
-        let (e, _) = refused_by(
-            &turn,
-            &upstream,
-            &post(MESSAGES, &messages_body(CLAUDE, &claude_tools()), headers),
-        )
-        .await;
+        let (e, _) = refused_by(&turn, &upstream, &claude_post(headers)).await;
         assert_eq!(e.code(), code, "{headers}");
     }
 }
@@ -329,8 +353,7 @@ async fn claude_server_tools_are_refused_by_type() {
         ("mcp_servers", json!([])),
         ("container", json!("container_1")),
     ] {
-        let mut body: Value =
-            serde_json::from_str(&messages_body(CLAUDE, &claude_tools())).unwrap();
+        let mut body: Value = serde_json::from_str(&claude_body()).unwrap();
         body[key] = value;
         let (e, _) = refused_by(
             &turn,
@@ -386,15 +409,7 @@ async fn count_tokens_is_forwarded_within_the_budget_and_spends_no_tokens() {
     assert_eq!((u.requests, u.forwarded, u.usage_missing), (1, 1, 0));
     assert_eq!(usage_of(&turn), (0, 0, 0));
     // Not an answer without usage: the next request is served.
-    let (report, _) = exchange(
-        &turn,
-        &post(
-            MESSAGES,
-            &messages_body(CLAUDE, &claude_tools()),
-            CLAUDE_HEADERS,
-        ),
-    )
-    .await;
+    let (report, _) = exchange(&turn, &claude_post(CLAUDE_HEADERS)).await;
     assert_eq!(report.error, None);
     assert_eq!(usage_of(&turn), (100, 20, 120));
     // Its model is checked too, and server tools refused.
@@ -437,7 +452,7 @@ async fn the_model_listing_is_answered_by_the_gateway_with_a_404() {
 #[tokio::test]
 async fn claude_routes_are_exact_in_method_path_and_query() {
     let (upstream, turn) = claude(vec![]).await;
-    let body = messages_body(CLAUDE, &claude_tools());
+    let body = claude_body();
     for (target, code) in [
         ("/v1/messages", "PATCH_CANDIDATE_GATEWAY_QUERY"),
         ("/v1/messages?beta=false", "PATCH_CANDIDATE_GATEWAY_QUERY"),
@@ -494,7 +509,7 @@ async fn claude_usage_events_that_are_malformed_or_out_of_order_count_as_missing
     ];
     for events in cases {
         let (upstream, turn) = claude(vec![Reply::Events(events.clone())]).await;
-        let body = messages_body(CLAUDE, &claude_tools());
+        let body = claude_body();
         let (report, _) = exchange(&turn, &post(MESSAGES, &body, "")).await;
         assert_eq!(report.error, Some(GatewayError::UsageMissing), "{events:?}");
         assert_eq!(turn.usage().usage_missing, 1);
@@ -512,7 +527,7 @@ async fn huge_usage_numbers_saturate_and_spend_the_token_budget() {
         anthropic::message_delta("end_turn", u64::MAX),
     ];
     let (upstream, turn) = claude(vec![Reply::Events(huge)]).await;
-    let body = messages_body(CLAUDE, &claude_tools());
+    let body = claude_body();
     let (report, _) = exchange(&turn, &post(MESSAGES, &body, "")).await;
     assert_eq!(report.error, None);
     assert_eq!(usage_of(&turn), (u64::MAX, u64::MAX, u64::MAX));
@@ -528,11 +543,7 @@ async fn a_usage_event_longer_than_the_line_cap_is_skipped_not_buffered() {
         json!({"type": "message_delta", "pad": pad, "usage": {"output_tokens": 20}}),
     ];
     let (_upstream, turn) = claude(vec![Reply::Events(events)]).await;
-    let (report, _) = exchange(
-        &turn,
-        &post(MESSAGES, &messages_body(CLAUDE, &claude_tools()), ""),
-    )
-    .await;
+    let (report, _) = exchange(&turn, &claude_post("")).await;
     assert_eq!(report.error, Some(GatewayError::UsageMissing));
 }
 
@@ -540,15 +551,7 @@ async fn a_usage_event_longer_than_the_line_cap_is_skipped_not_buffered() {
 async fn a_reflecting_anthropic_upstream_never_gets_x_api_key_into_the_channel() {
     for status in [200, 401] {
         let (_upstream, turn) = claude(vec![Reply::Reflect { status, split: 40 }]).await;
-        let (report, text) = exchange(
-            &turn,
-            &post(
-                MESSAGES,
-                &messages_body(CLAUDE, &claude_tools()),
-                CLAUDE_HEADERS,
-            ),
-        )
-        .await;
+        let (report, text) = exchange(&turn, &claude_post(CLAUDE_HEADERS)).await;
         assert!(report.scrubbed >= 2, "raw and base64: {}", report.scrubbed);
         assert!(text.contains(crate::SCRUB_MARKER));
         assert_eq!(turn.usage().scrubbed, report.scrubbed);
@@ -864,12 +867,7 @@ async fn an_upgrade_is_refused_at_once_by_every_provider() {
         (
             ProviderKind::AnthropicMessages.provider(),
             "/v1",
-            String::from_utf8(post(
-                MESSAGES,
-                &messages_body(CLAUDE, &claude_tools()),
-                "connection: keep-alive, UPGRADE\r\n",
-            ))
-            .unwrap(),
+            String::from_utf8(claude_post("connection: keep-alive, UPGRADE\r\n")).unwrap(),
         ),
         (
             ProviderKind::Gemini.provider(),

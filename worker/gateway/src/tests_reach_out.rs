@@ -3,17 +3,12 @@
 //! policy key, compressed answers and beta headers — for all three providers. Every refusal is
 //! checked by its code and by the scripted upstream having recorded nothing.
 
-use std::sync::Arc;
-
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::testkit::{Reply, ScriptedUpstream, Usage, anthropic, events, gemini};
-use crate::{
-    ChannelReport, Credential, Gateway, GatewayConfig, GatewayError, ProviderKind, TurnGateway,
-    UpstreamUrl,
-};
+use crate::tests_providers::{exchange_keeping, turn_gateway};
+use crate::{ChannelReport, GatewayConfig, GatewayError, ProviderKind, TurnGateway};
 
 const KEY: &str = "sk-reach-test-7f3a9c1e5b2d4f6a8c0e";
 const CODEX: &str = "gpt-5.3-codex";
@@ -33,16 +28,9 @@ async fn start(kind: ProviderKind, config: GatewayConfig) -> (ScriptedUpstream, 
     } else {
         "/v1"
     };
-    let url: UpstreamUrl = format!("http://{}{base}", upstream.addr()).parse().unwrap();
     upstream.set_fallback(fallback(kind));
-    let gateway = Gateway::new(
-        config,
-        kind.provider(),
-        Credential::from_value(KEY).unwrap(),
-        url,
-    )
-    .unwrap();
-    (upstream, Arc::new(gateway).start_turn())
+    let turn = turn_gateway(&upstream, base, kind.provider(), config, KEY);
+    (upstream, turn)
 }
 
 fn fallback(kind: ProviderKind) -> Reply {
@@ -62,16 +50,7 @@ fn config(kind: ProviderKind) -> GatewayConfig {
 }
 
 async fn exchange(turn: &TurnGateway, bytes: &[u8]) -> (ChannelReport, String) {
-    let (gateway_end, mut agent) = tokio::io::duplex(1 << 16);
-    let serving = turn.clone();
-    let task = tokio::spawn(async move { serving.serve(gateway_end).await });
-    agent.write_all(bytes).await.unwrap();
-    let mut received = Vec::new();
-    agent.read_to_end(&mut received).await.unwrap();
-    let report = task.await.unwrap();
-    let text = String::from_utf8_lossy(&received).into_owned();
-    assert!(!text.contains(KEY), "the credential reached the agent");
-    (report, text)
+    exchange_keeping(turn, bytes, KEY).await
 }
 
 fn target(kind: ProviderKind) -> String {
@@ -174,6 +153,18 @@ async fn assert_value_refused(
     expected: &GatewayError,
 ) {
     assert_refused(turn, upstream, kind, &body.to_string(), "", expected).await;
+}
+
+/// [`assert_value_refused`] for `part` next to a text part, the provider's client tools declared.
+async fn assert_part_refused(
+    turn: &TurnGateway,
+    upstream: &ScriptedUpstream,
+    kind: ProviderKind,
+    part: Value,
+    expected: &GatewayError,
+) {
+    let body = with_parts(kind, &json!([text_part(kind), part]), &client_tools(kind));
+    assert_value_refused(turn, upstream, kind, &body, expected).await;
 }
 
 /// Sends `body` and expects it forwarded as sent and answered.
@@ -381,8 +372,7 @@ async fn r_url_content_parts_are_refused_by_every_provider() {
     for kind in ProviderKind::ALL {
         let (upstream, turn) = start(kind, config(kind)).await;
         for part in url_parts(kind) {
-            let body = with_parts(kind, &json!([text_part(kind), part]), &client_tools(kind));
-            assert_value_refused(&turn, &upstream, kind, &body, &GatewayError::ContentUrl).await;
+            assert_part_refused(&turn, &upstream, kind, part, &GatewayError::ContentUrl).await;
         }
         assert!(upstream.requests().is_empty());
     }
@@ -430,8 +420,7 @@ async fn r_stored_file_parts_are_refused_unless_the_operator_allows_the_id() {
     for kind in ProviderKind::ALL {
         let (upstream, turn) = start(kind, config(kind)).await;
         for part in file_parts(kind) {
-            let body = with_parts(kind, &json!([text_part(kind), part]), &client_tools(kind));
-            assert_value_refused(&turn, &upstream, kind, &body, &GatewayError::ContentFile).await;
+            assert_part_refused(&turn, &upstream, kind, part, &GatewayError::ContentFile).await;
         }
         assert!(upstream.requests().is_empty());
         // Allowed by exact id: forwarded; another id still refused.
@@ -633,8 +622,7 @@ async fn r_keys_that_case_fold_to_a_policy_key_are_refused() {
         ),
     ] {
         let (upstream, turn) = start(kind, config(kind)).await;
-        let body = with_parts(kind, &json!([text_part(kind), part]), &client_tools(kind));
-        assert_value_refused(&turn, &upstream, kind, &body, &GatewayError::BodyKey).await;
+        assert_part_refused(&turn, &upstream, kind, part, &GatewayError::BodyKey).await;
     }
     // In a tool object too.
     let kind = ProviderKind::OpenAiResponses;

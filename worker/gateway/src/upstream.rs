@@ -9,19 +9,13 @@
 //! through `/etc/hosts`.
 
 use std::net::IpAddr;
-use std::sync::Arc;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use https_client::ClientOptions;
 
 use crate::error::GatewaySetupError;
 
 /// The client type.
-pub(crate) type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+pub(crate) type HttpClient = https_client::HttpsClient;
 
 /// A validated upstream base URL, e.g. `https://api.openai.com/v1`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,25 +71,8 @@ impl std::str::FromStr for UpstreamUrl {
     }
 }
 
-/// Builds the pooled client.
+/// Builds the pooled client (`TCP_NODELAY` on: a streamed answer's small frames go out at once).
 pub(crate) fn client() -> Result<HttpClient, GatewaySetupError> {
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|_| GatewaySetupError::Tls)?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http);
-    Ok(Client::builder(TokioExecutor::new()).build(connector))
+    https_client::client(ClientOptions::default().with_tcp_nodelay(true))
+        .map_err(|_| GatewaySetupError::Tls)
 }

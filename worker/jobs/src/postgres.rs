@@ -7,8 +7,10 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
-use tokio_postgres::{NoTls, Row};
+use deadpool_postgres::{
+    GenericClient, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime,
+};
+use tokio_postgres::{NoTls, Row, ToStatement};
 
 use crate::error::{Backend, JobsError, Result};
 use crate::evidence::EvidenceDocument;
@@ -17,13 +19,15 @@ use crate::model::{
     duration_ms,
 };
 use crate::review::{
-    DecisionRow, PublicationClaim, PublishFacts, StoredDecisionRow, TokenHash, TokenInfo, TokenName,
+    DecisionRow, PublicationClaim, PublishFacts, StoredDecisionRow, TokenHash, TokenInfo,
+    TokenName, check_target,
 };
 use crate::rows::{
-    EVENT_CANCELLED, EVENT_CLAIMED, EVENT_RETRIED, EVENT_SUBMITTED, LEASE_EXPIRED,
-    LEASE_EXPIRED_MESSAGE, RawJob, SpecRow, attempt_pair, host_info, job_columns,
+    Column, DbRow, EVENT_CANCELLED, EVENT_CLAIMED, EVENT_RETRIED, EVENT_SUBMITTED, LEASE_EXPIRED,
+    LEASE_EXPIRED_MESSAGE, SpecRow, attempt_pair, decision_row, event_row, evidence_row, first,
+    host_info, job, job_columns, pair, token_row, usage_row,
 };
-use crate::schema::{MIGRATIONS, SCHEMA_VERSION, SELECT_STORE_ID, stored_store_id};
+use crate::schema::{MIGRATIONS, SCHEMA_VERSION, SELECT_STORE_ID, SELECT_VERSION, stored_store_id};
 use crate::transition::{FencedWrite, fenced_update};
 use vocab::StoreId;
 use vocab::{AttemptId, HostId, JobId};
@@ -60,6 +64,16 @@ static FENCED_WRITE: LazyLock<String> = LazyLock::new(|| {
         update = fenced_update('$', NOW, &format!("{NOW} + $7"))
     )
 });
+
+/// A job's state and candidate digest (`$1`: its ID), its row locked: a decision, a claim and
+/// a publication of one job are one serialised sequence, on every host.
+const JOB_FACTS_FOR_UPDATE: &str =
+    "SELECT state, candidate_digest FROM jobs WHERE id = $1 FOR UPDATE";
+/// Whether job `$1` is published.
+const PUBLISHED: &str = "SELECT EXISTS (SELECT 1 FROM publications WHERE job_id = $1)";
+/// Job `$1`'s last decision and the digest it names.
+const LAST_DECISION: &str = "SELECT decision, candidate_digest FROM review_decisions
+     WHERE job_id = $1 ORDER BY seq DESC LIMIT 1";
 
 /// The advisory lock key that serialises migrations across hosts starting at once.
 const MIGRATION_LOCK: i64 = 0x7063_6a6f_6273; // "pcjobs"
@@ -116,32 +130,48 @@ fn map_pool(e: PoolError) -> JobsError {
     }
 }
 
-fn raw(row: &Row) -> std::result::Result<RawJob, tokio_postgres::Error> {
-    Ok(RawJob {
-        seq: row.try_get("seq")?,
-        id: row.try_get("id")?,
-        kind: row.try_get("kind")?,
-        state: row.try_get("state")?,
-        idempotency_key: row.try_get("idempotency_key")?,
-        spec_json: row.try_get("spec_json")?,
-        approval_json: row.try_get("approval_json")?,
-        attempts: row.try_get("attempts")?,
-        max_attempts: row.try_get("max_attempts")?,
-        run_at: row.try_get("run_at")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-        attempt_id: row.try_get("attempt_id")?,
-        host_id: row.try_get("host_id")?,
-        lease_until: row.try_get("lease_until")?,
-        cancel_requested: row.try_get("cancel_requested")?,
-        error_code: row.try_get("error_code")?,
-        error_message: row.try_get("error_message")?,
-        candidate_digest: row.try_get("candidate_digest")?,
-    })
+impl DbRow for Row {
+    fn at<T: Column>(&self, index: usize) -> Result<T> {
+        self.try_get(index).map_err(pg)
+    }
+
+    fn named<T: Column>(&self, name: &str) -> Result<T> {
+        self.try_get(name).map_err(pg)
+    }
 }
 
-fn job(row: &Row) -> Result<Job> {
-    raw(row).map_err(pg)?.into_job()
+type Params<'a> = &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)];
+
+/// Every row of a statement, decoded.
+async fn all<T, S: ?Sized + ToStatement + Sync + Send>(
+    client: &impl GenericClient,
+    sql: &S,
+    params: Params<'_>,
+    decode: impl Fn(&Row) -> Result<T>,
+) -> Result<Vec<T>> {
+    let rows = client.query(sql, params).await.map_err(pg)?;
+    rows.iter().map(decode).collect()
+}
+
+/// The first row of a statement, decoded, if there is one.
+async fn one_opt<T, S: ?Sized + ToStatement + Sync + Send>(
+    client: &impl GenericClient,
+    sql: &S,
+    params: Params<'_>,
+    decode: impl FnOnce(&Row) -> Result<T>,
+) -> Result<Option<T>> {
+    let row = client.query_opt(sql, params).await.map_err(pg)?;
+    row.as_ref().map(decode).transpose()
+}
+
+/// The one row of a statement, decoded.
+async fn one<T, S: ?Sized + ToStatement + Sync + Send>(
+    client: &impl GenericClient,
+    sql: &S,
+    params: Params<'_>,
+    decode: impl FnOnce(&Row) -> Result<T>,
+) -> Result<T> {
+    decode(&client.query_one(sql, params).await.map_err(pg)?)
 }
 
 fn cols() -> String {
@@ -167,15 +197,7 @@ async fn migrate(pool: &Pool) -> Result<StoreId> {
     )
     .await
     .map_err(pg)?;
-    let found: i64 = tx
-        .query_one(
-            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-            &[],
-        )
-        .await
-        .map_err(pg)?
-        .try_get(0)
-        .map_err(pg)?;
+    let found: i64 = one(&tx, SELECT_VERSION, &[], first).await?;
     if found > SCHEMA_VERSION {
         return Err(JobsError::Schema {
             found,
@@ -202,12 +224,7 @@ async fn migrate(pool: &Pool) -> Result<StoreId> {
     )
     .await
     .map_err(pg)?;
-    let stored: String = tx
-        .query_one(SELECT_STORE_ID, &[])
-        .await
-        .map_err(pg)?
-        .try_get(0)
-        .map_err(pg)?;
+    let stored: String = one(&tx, SELECT_STORE_ID, &[], first).await?;
     let store_id = stored_store_id(&stored)?;
     tx.commit().await.map_err(pg)?;
     Ok(store_id)
@@ -296,16 +313,7 @@ impl PgStore {
     }
 
     pub(crate) async fn schema_version(&self) -> Result<i64> {
-        let client = self.client().await?;
-        client
-            .query_one(
-                "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-                &[],
-            )
-            .await
-            .map_err(pg)?
-            .try_get(0)
-            .map_err(pg)
+        one(&self.client().await?, SELECT_VERSION, &[], first).await
     }
 
     pub(crate) async fn submit(&self, spec: JobSpec, id: JobId) -> Result<(Job, bool)> {
@@ -324,31 +332,29 @@ impl PgStore {
                  SELECT id, NULL, {NOW}, $7, 'job submitted' FROM ins)
              SELECT count(*) FROM ins"
         );
-        let created: i64 = client
-            .query_one(
-                &sql,
-                &[
-                    &id.as_str(),
-                    &spec.kind.as_str(),
-                    &key,
-                    &spec_json,
-                    &spec.approval_json,
-                    &i64::from(spec.max_attempts),
-                    &EVENT_SUBMITTED,
-                ],
-            )
-            .await
-            .map_err(pg)?
-            .try_get(0)
-            .map_err(pg)?;
-        let row = client
-            .query_one(
-                &format!("SELECT {} FROM jobs WHERE idempotency_key = $1", cols()),
-                &[&key],
-            )
-            .await
-            .map_err(pg)?;
-        Ok((job(&row)?, created == 1))
+        let created: i64 = one(
+            &client,
+            &sql,
+            &[
+                &id.as_str(),
+                &spec.kind.as_str(),
+                &key,
+                &spec_json,
+                &spec.approval_json,
+                &i64::from(spec.max_attempts),
+                &EVENT_SUBMITTED,
+            ],
+            first,
+        )
+        .await?;
+        let job = one(
+            &client,
+            &format!("SELECT {} FROM jobs WHERE idempotency_key = $1", cols()),
+            &[&key],
+            job,
+        )
+        .await?;
+        Ok((job, created == 1))
     }
 
     pub(crate) async fn claim(
@@ -426,17 +432,9 @@ impl PgStore {
         );
         let client = self.client().await?;
         let stmt = client.prepare_cached(&sql).await.map_err(pg)?;
-        let row = client
-            .query_opt(
-                &stmt,
-                &[&id.as_str(), &attempt.as_str(), &duration_ms(lease)],
-            )
-            .await
-            .map_err(pg)?;
-        Ok(match row {
-            Some(r) => Heartbeat::Renewed {
-                cancel_requested: r.try_get(0).map_err(pg)?,
-            },
+        let params: Params<'_> = &[&id.as_str(), &attempt.as_str(), &duration_ms(lease)];
+        Ok(match one_opt(&client, &stmt, params, first).await? {
+            Some(cancel_requested) => Heartbeat::Renewed { cancel_requested },
             None => Heartbeat::Lost,
         })
     }
@@ -469,36 +467,34 @@ impl PgStore {
         let bytes: Vec<&[u8]> = write.evidence.iter().map(EvidenceDocument::bytes).collect();
         let client = self.client().await?;
         let stmt = client.prepare_cached(&FENCED_WRITE).await.map_err(pg)?;
-        let n: i64 = client
-            .query_one(
-                &stmt,
-                &[
-                    &id.as_str(),
-                    &attempt.as_str(),
-                    &write.target.state().as_str(),
-                    &write.target.honours_cancel(),
-                    &write.target.retries(),
-                    &write.attempts_back(),
-                    &write.delay_ms,
-                    &write.writes_error(),
-                    &write.error_code(),
-                    &write.error_message(),
-                    &write.candidate_digest(),
-                    &write.candidate.as_ref().map(|c| c.bytes.as_slice()),
-                    &write.usage,
-                    &write.event_code,
-                    &write.event_message,
-                    &gates,
-                    &outcomes,
-                    &digests,
-                    &walls,
-                    &bytes,
-                ],
-            )
-            .await
-            .map_err(pg)?
-            .try_get(0)
-            .map_err(pg)?;
+        let n: i64 = one(
+            &client,
+            &stmt,
+            &[
+                &id.as_str(),
+                &attempt.as_str(),
+                &write.target.state().as_str(),
+                &write.target.honours_cancel(),
+                &write.target.retries(),
+                &write.attempts_back(),
+                &write.delay_ms,
+                &write.writes_error(),
+                &write.error_code(),
+                &write.error_message(),
+                &write.candidate_digest(),
+                &write.candidate.as_ref().map(|c| c.bytes.as_slice()),
+                &write.usage,
+                &write.event_code,
+                &write.event_message,
+                &gates,
+                &outcomes,
+                &digests,
+                &walls,
+                &bytes,
+            ],
+            first,
+        )
+        .await?;
         Ok(if n == 0 {
             Fenced::Lost
         } else {
@@ -530,23 +526,13 @@ impl PgStore {
 
     pub(crate) async fn usage(&self, id: JobId) -> Result<Vec<(AttemptId, String)>> {
         let client = self.client().await?;
-        let rows = client
-            .query(
-                "SELECT attempt_id, usage_json FROM usage WHERE job_id = $1 ORDER BY recorded_at, attempt_id",
-                &[&id.as_str()],
-            )
-            .await
-            .map_err(pg)?;
-        rows.iter()
-            .map(|r| {
-                let attempt: String = r.try_get(0).map_err(pg)?;
-                let usage: String = r.try_get(1).map_err(pg)?;
-                let attempt = AttemptId::parse(&attempt).map_err(|_| JobsError::Corrupt {
-                    field: "usage.attempt_id",
-                })?;
-                Ok((attempt, usage))
-            })
-            .collect()
+        all(
+            &client,
+            "SELECT attempt_id, usage_json FROM usage WHERE job_id = $1 ORDER BY recorded_at, attempt_id",
+            &[&id.as_str()],
+            usage_row,
+        )
+        .await
     }
 
     pub(crate) async fn rescue_expired(&self) -> Result<u64> {
@@ -574,29 +560,19 @@ impl PgStore {
         );
         let client = self.client().await?;
         let stmt = client.prepare_cached(&sql).await.map_err(pg)?;
-        let n: i64 = client
-            .query_one(&stmt, &[&LEASE_EXPIRED, &LEASE_EXPIRED_MESSAGE])
-            .await
-            .map_err(pg)?
-            .try_get(0)
-            .map_err(pg)?;
+        let n: i64 = one(
+            &client,
+            &stmt,
+            &[&LEASE_EXPIRED, &LEASE_EXPIRED_MESSAGE],
+            first,
+        )
+        .await?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    async fn get_in(
-        client: &impl deadpool_postgres::GenericClient,
-        id: &JobId,
-    ) -> Result<Option<Job>> {
-        client
-            .query_opt(
-                &format!("SELECT {} FROM jobs WHERE id = $1", cols()),
-                &[&id.as_str()],
-            )
-            .await
-            .map_err(pg)?
-            .as_ref()
-            .map(job)
-            .transpose()
+    async fn get_in(client: &impl GenericClient, id: &JobId) -> Result<Option<Job>> {
+        let sql = format!("SELECT {} FROM jobs WHERE id = $1", cols());
+        one_opt(client, &sql, &[&id.as_str()], job).await
     }
 
     pub(crate) async fn cancel(&self, id: JobId) -> Result<Job> {
@@ -661,76 +637,36 @@ impl PgStore {
             job_columns("", "NULL::bytea")
         );
         let client = self.client().await?;
-        let rows = client
-            .query(&sql, &[&state.map(JobState::as_str), &limit])
-            .await
-            .map_err(pg)?;
-        rows.iter().map(job).collect()
+        all(&client, &sql, &[&state.map(JobState::as_str), &limit], job).await
     }
 
     pub(crate) async fn candidate(&self, id: JobId) -> Result<Option<Vec<u8>>> {
         let client = self.client().await?;
-        client
-            .query_opt(
-                "SELECT bytes FROM candidates WHERE job_id = $1",
-                &[&id.as_str()],
-            )
-            .await
-            .map_err(pg)?
-            .map(|r| r.try_get(0).map_err(pg))
-            .transpose()
+        let sql = "SELECT bytes FROM candidates WHERE job_id = $1";
+        one_opt(&client, sql, &[&id.as_str()], first).await
     }
 
     pub(crate) async fn evidence(&self, id: JobId) -> Result<Vec<EvidenceDocument>> {
         let client = self.client().await?;
-        let rows = client
-            .query(
-                "SELECT gate, outcome, digest, wall_ms, bytes FROM gate_evidence
+        all(
+            &client,
+            "SELECT gate, outcome, digest, wall_ms, bytes FROM gate_evidence
                  WHERE job_id = $1 ORDER BY gate",
-                &[&id.as_str()],
-            )
-            .await
-            .map_err(pg)?;
-        rows.iter()
-            .map(|r| {
-                let gate: String = r.try_get(0).map_err(pg)?;
-                let outcome: String = r.try_get(1).map_err(pg)?;
-                let digest: String = r.try_get(2).map_err(pg)?;
-                let wall_ms: i64 = r.try_get(3).map_err(pg)?;
-                let bytes: Vec<u8> = r.try_get(4).map_err(pg)?;
-                EvidenceDocument::from_row(&gate, &outcome, &digest, wall_ms, bytes)
-            })
-            .collect()
+            &[&id.as_str()],
+            evidence_row,
+        )
+        .await
     }
 
     pub(crate) async fn events(&self, id: JobId) -> Result<Vec<JobEvent>> {
         let client = self.client().await?;
-        let rows = client
-            .query(
-                "SELECT seq, attempt_id, at, code, message FROM events WHERE job_id = $1 ORDER BY seq",
-                &[&id.as_str()],
-            )
-            .await
-            .map_err(pg)?;
-        rows.iter()
-            .map(|r| {
-                let attempt: Option<String> = r.try_get(1).map_err(pg)?;
-                Ok(JobEvent {
-                    seq: r.try_get(0).map_err(pg)?,
-                    job_id: id.clone(),
-                    attempt_id: attempt
-                        .as_deref()
-                        .map(AttemptId::parse)
-                        .transpose()
-                        .map_err(|_| JobsError::Corrupt {
-                            field: "events.attempt_id",
-                        })?,
-                    at_ms: r.try_get(2).map_err(pg)?,
-                    code: r.try_get(3).map_err(pg)?,
-                    message: r.try_get(4).map_err(pg)?,
-                })
-            })
-            .collect()
+        all(
+            &client,
+            "SELECT seq, attempt_id, at, code, message FROM events WHERE job_id = $1 ORDER BY seq",
+            &[&id.as_str()],
+            |r| event_row(&id, r),
+        )
+        .await
     }
 
     pub(crate) async fn append_event(
@@ -798,43 +734,24 @@ impl PgStore {
 
     pub(crate) async fn hosts(&self) -> Result<Vec<HostInfo>> {
         let client = self.client().await?;
-        let rows = client
-            .query(
-                "SELECT host_id, max_turns, meta_json, started_at, seen_at FROM hosts ORDER BY host_id",
-                &[],
-            )
-            .await
-            .map_err(pg)?;
-        rows.iter()
-            .map(|r| {
-                let meta: String = r.try_get(2).map_err(pg)?;
-                host_info(
-                    r.try_get(0).map_err(pg)?,
-                    r.try_get(1).map_err(pg)?,
-                    &meta,
-                    r.try_get(3).map_err(pg)?,
-                    r.try_get(4).map_err(pg)?,
-                )
-            })
-            .collect()
+        all(
+            &client,
+            "SELECT host_id, max_turns, meta_json, started_at, seen_at FROM hosts ORDER BY host_id",
+            &[],
+            host_info,
+        )
+        .await
     }
 
     pub(crate) async fn current_attempts(&self) -> Result<Vec<(JobId, AttemptId)>> {
         let client = self.client().await?;
-        let rows = client
-            .query(
-                "SELECT id, attempt_id FROM jobs WHERE state = 'running' ORDER BY id",
-                &[],
-            )
-            .await
-            .map_err(pg)?;
-        rows.iter()
-            .map(|r| {
-                let id: String = r.try_get(0).map_err(pg)?;
-                let attempt: String = r.try_get(1).map_err(pg)?;
-                attempt_pair(&id, &attempt)
-            })
-            .collect()
+        all(
+            &client,
+            "SELECT id, attempt_id FROM jobs WHERE state = 'running' ORDER BY id",
+            &[],
+            attempt_pair,
+        )
+        .await
     }
 }
 
@@ -845,48 +762,10 @@ async fn publish_facts(
     tx: &deadpool_postgres::Transaction<'_>,
     id: &JobId,
 ) -> Result<PublishFacts> {
-    let job = match tx
-        .query_opt(
-            "SELECT state, candidate_digest FROM jobs WHERE id = $1 FOR UPDATE",
-            &[&id.as_str()],
-        )
-        .await
-        .map_err(pg)?
-    {
-        Some(row) => Some((
-            row.try_get::<_, String>(0).map_err(pg)?,
-            row.try_get::<_, Option<String>>(1).map_err(pg)?,
-        )),
-        None => None,
-    };
-    let published: bool = tx
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM publications WHERE job_id = $1)",
-            &[&id.as_str()],
-        )
-        .await
-        .map_err(pg)?
-        .try_get(0)
-        .map_err(pg)?;
-    let last = match tx
-        .query_opt(
-            "SELECT decision, candidate_digest FROM review_decisions WHERE job_id = $1
-             ORDER BY seq DESC LIMIT 1",
-            &[&id.as_str()],
-        )
-        .await
-        .map_err(pg)?
-    {
-        Some(row) => Some((
-            row.try_get::<_, String>(0).map_err(pg)?,
-            row.try_get::<_, String>(1).map_err(pg)?,
-        )),
-        None => None,
-    };
     Ok(PublishFacts {
-        job,
-        published,
-        last,
+        job: one_opt(tx, JOB_FACTS_FOR_UPDATE, &[&id.as_str()], pair).await?,
+        published: one(tx, PUBLISHED, &[&id.as_str()], first).await?,
+        last: one_opt(tx, LAST_DECISION, &[&id.as_str()], pair).await?,
     })
 }
 
@@ -902,88 +781,46 @@ impl PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg)?;
         // The job's row lock orders the decisions of one job (their sequence numbers).
-        let found = tx
-            .query_opt(
-                "SELECT state, candidate_digest FROM jobs WHERE id = $1 FOR UPDATE",
-                &[&id.as_str()],
-            )
-            .await
-            .map_err(pg)?;
-        let Some(found) = found else {
-            return Err(JobsError::NotFound { id: id.to_string() });
-        };
-        let state: String = found.try_get(0).map_err(pg)?;
-        let digest: Option<String> = found.try_get(1).map_err(pg)?;
-        crate::review::check_target(&id, &state, digest.as_deref(), &row)?;
-        let published: bool = tx
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM publications WHERE job_id = $1)",
-                &[&id.as_str()],
-            )
-            .await
-            .map_err(pg)?
-            .try_get(0)
-            .map_err(pg)?;
-        if published {
+        let found = one_opt(&tx, JOB_FACTS_FOR_UPDATE, &[&id.as_str()], pair).await?;
+        check_target(&id, found, &row)?;
+        if one(&tx, PUBLISHED, &[&id.as_str()], first).await? {
             return Err(JobsError::Published { id: id.to_string() });
         }
-        let seq: i64 = tx
-            .query_one(
-                "INSERT INTO review_decisions (job_id, seq, candidate_digest, decision, actor,
-                     forced, at_ms, record, follow_up_job_id)
-                 SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5, $6, $7, $8
-                 FROM review_decisions WHERE job_id = $1
-                 RETURNING seq",
-                &[
-                    &id.as_str(),
-                    &row.candidate_digest(),
-                    &row.decision(),
-                    &row.actor(),
-                    &row.forced(),
-                    &row.at_ms(),
-                    &row.record(),
-                    &follow_up.as_ref().map(JobId::as_str),
-                ],
-            )
-            .await
-            .map_err(pg)?
-            .try_get(0)
-            .map_err(pg)?;
+        let seq: i64 = one(
+            &tx,
+            "INSERT INTO review_decisions (job_id, seq, candidate_digest, decision, actor,
+                 forced, at_ms, record, follow_up_job_id)
+             SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5, $6, $7, $8
+             FROM review_decisions WHERE job_id = $1
+             RETURNING seq",
+            &[
+                &id.as_str(),
+                &row.candidate_digest(),
+                &row.decision(),
+                &row.actor(),
+                &row.forced(),
+                &row.at_ms(),
+                &row.record(),
+                &follow_up.as_ref().map(JobId::as_str),
+            ],
+            first,
+        )
+        .await?;
         tx.commit().await.map_err(pg)?;
         Ok(seq)
     }
 
     pub(crate) async fn decisions(&self, id: JobId) -> Result<Vec<StoredDecisionRow>> {
         let client = self.client().await?;
-        let rows = client
-            .query(
-                "SELECT job_id, seq, candidate_digest, decision, actor, forced, at_ms, record,
+        all(
+            &client,
+            "SELECT job_id, seq, candidate_digest, decision, actor, forced, at_ms, record,
                      follow_up_job_id
                  FROM review_decisions WHERE job_id = $1 ORDER BY seq",
-                &[&id.as_str()],
-            )
-            .await
-            .map_err(pg)?;
-        rows.iter()
-            .map(|r| {
-                let job: String = r.try_get(0).map_err(pg)?;
-                let digest: String = r.try_get(2).map_err(pg)?;
-                let decision: String = r.try_get(3).map_err(pg)?;
-                let actor: String = r.try_get(4).map_err(pg)?;
-                let follow: Option<String> = r.try_get(8).map_err(pg)?;
-                StoredDecisionRow::from_row(
-                    &job,
-                    r.try_get(1).map_err(pg)?,
-                    &digest,
-                    &decision,
-                    &actor,
-                    r.try_get(5).map_err(pg)?,
-                    r.try_get(6).map_err(pg)?,
-                    r.try_get(7).map_err(pg)?,
-                    follow.as_deref(),
-                )
-            })
-            .collect()
+            &[&id.as_str()],
+            decision_row,
+        )
+        .await
     }
 
     pub(crate) async fn claim_publication(
@@ -997,21 +834,15 @@ impl PgStore {
         publish_facts(&tx, id)
             .await?
             .check(id, claim.candidate_digest())?;
-        let live = tx
-            .query_opt(
-                &format!(
-                    "SELECT holder, branch FROM publication_claims
-                     WHERE job_id = $1 AND lease_until > {NOW}"
-                ),
-                &[&id.as_str()],
-            )
-            .await
-            .map_err(pg)?;
-        if let Some(row) = live {
+        let live = format!(
+            "SELECT holder, branch FROM publication_claims
+             WHERE job_id = $1 AND lease_until > {NOW}"
+        );
+        if let Some((holder, branch)) = one_opt(&tx, &live, &[&id.as_str()], pair).await? {
             return Err(JobsError::Publishing {
                 id: id.to_string(),
-                holder: row.try_get(0).map_err(pg)?,
-                branch: row.try_get(1).map_err(pg)?,
+                holder,
+                branch,
             });
         }
         tx.execute(
@@ -1087,23 +918,16 @@ impl PgStore {
         let tx = client.transaction().await.map_err(pg)?;
         let id = claim.job_id();
         let facts = publish_facts(&tx, id).await?;
-        if facts.published {
-            return Err(JobsError::Published { id: id.to_string() });
-        }
-        let held: bool = tx
-            .query_one(
-                "SELECT EXISTS (SELECT 1 FROM publication_claims
-                 WHERE job_id = $1 AND claim_token = $2)",
-                &[&id.as_str(), &claim.token()],
-            )
-            .await
-            .map_err(pg)?
-            .try_get(0)
-            .map_err(pg)?;
-        if !held {
-            return Err(JobsError::ClaimLost { id: id.to_string() });
-        }
-        facts.check(id, claim.candidate_digest())?;
+        facts.check_unpublished(id)?;
+        let held = one(
+            &tx,
+            "SELECT EXISTS (SELECT 1 FROM publication_claims
+             WHERE job_id = $1 AND claim_token = $2)",
+            &[&id.as_str(), &claim.token()],
+            first,
+        )
+        .await?;
+        facts.check_held(id, held, claim.candidate_digest())?;
         tx.execute(
             &format!(
                 "INSERT INTO publications (job_id, candidate_digest, record, created_at)
@@ -1124,15 +948,8 @@ impl PgStore {
 
     pub(crate) async fn publication(&self, id: JobId) -> Result<Option<Vec<u8>>> {
         let client = self.client().await?;
-        client
-            .query_opt(
-                "SELECT record FROM publications WHERE job_id = $1",
-                &[&id.as_str()],
-            )
-            .await
-            .map_err(pg)?
-            .map(|r| r.try_get(0).map_err(pg))
-            .transpose()
+        let sql = "SELECT record FROM publications WHERE job_id = $1";
+        one_opt(&client, sql, &[&id.as_str()], first).await
     }
 
     pub(crate) async fn create_token(&self, name: TokenName, hash: TokenHash) -> Result<()> {
@@ -1158,22 +975,13 @@ impl PgStore {
 
     pub(crate) async fn tokens(&self) -> Result<Vec<TokenInfo>> {
         let client = self.client().await?;
-        let rows = client
-            .query(
-                "SELECT name, created_at, revoked_at FROM api_tokens ORDER BY name",
-                &[],
-            )
-            .await
-            .map_err(pg)?;
-        rows.iter()
-            .map(|r| {
-                Ok(TokenInfo {
-                    name: r.try_get(0).map_err(pg)?,
-                    created_at_ms: r.try_get(1).map_err(pg)?,
-                    revoked_at_ms: r.try_get(2).map_err(pg)?,
-                })
-            })
-            .collect()
+        all(
+            &client,
+            "SELECT name, created_at, revoked_at FROM api_tokens ORDER BY name",
+            &[],
+            token_row,
+        )
+        .await
     }
 
     pub(crate) async fn revoke_token(&self, name: TokenName) -> Result<bool> {
@@ -1192,14 +1000,7 @@ impl PgStore {
 
     pub(crate) async fn token_principal(&self, hash: TokenHash) -> Result<Option<String>> {
         let client = self.client().await?;
-        client
-            .query_opt(
-                "SELECT name FROM api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL",
-                &[&hash.as_str()],
-            )
-            .await
-            .map_err(pg)?
-            .map(|r| r.try_get(0).map_err(pg))
-            .transpose()
+        let sql = "SELECT name FROM api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL";
+        one_opt(&client, sql, &[&hash.as_str()], first).await
     }
 }

@@ -172,17 +172,21 @@ impl StoredDecisionRow {
     }
 }
 
-/// A decision's job: completed, with the candidate the decision names.
+/// A decision's job (its state and candidate digest as read, `None` when there is no such job):
+/// completed, with the candidate the decision names.
 pub(crate) fn check_target(
     id: &JobId,
-    state: &str,
-    digest: Option<&str>,
+    found: Option<(String, Option<String>)>,
     row: &DecisionRow,
 ) -> Result<()> {
+    let Some((state, digest)) = found else {
+        return Err(JobsError::NotFound { id: id.to_string() });
+    };
+    let digest = digest.as_deref();
     if state != "completed" {
         return Err(JobsError::State {
             id: id.to_string(),
-            state: crate::model::JobState::parse(state).map_or("other", |s| s.as_str()),
+            state: crate::model::JobState::parse(&state).map_or("other", |s| s.as_str()),
             detail: "only a completed job's candidate takes review decisions",
         });
     }
@@ -307,6 +311,22 @@ impl PublishFacts {
             Some((decision, named)) if decision == "accept" && named == digest => Ok(()),
             _ => Err(JobsError::NotAccepted { id: id.to_string() }),
         }
+    }
+
+    /// Recording a publication: the job is not published yet.
+    pub(crate) fn check_unpublished(&self, id: &JobId) -> Result<()> {
+        if self.published {
+            return Err(JobsError::Published { id: id.to_string() });
+        }
+        Ok(())
+    }
+
+    /// Recording a publication: the claim is still `held`, then [`PublishFacts::check`].
+    pub(crate) fn check_held(&self, id: &JobId, held: bool, digest: &str) -> Result<()> {
+        if !held {
+            return Err(JobsError::ClaimLost { id: id.to_string() });
+        }
+        self.check(id, digest)
     }
 }
 

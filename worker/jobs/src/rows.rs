@@ -1,12 +1,34 @@
 //! What both backends share about rows: the stored spec document, the raw job row and its
-//! checked conversion into a [`Job`], the checked host and attempt rows, the event codes the
+//! checked conversion into a [`Job`], the checked decoding of every other row the store reads
+//! (through [`DbRow`], which each backend implements for its own row type), the event codes the
 //! store writes itself.
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{JobsError, Result};
-use crate::model::{FollowUp, HostInfo, Job, JobFailure, JobKind, JobSpec, JobState, LiveJob};
+use crate::evidence::EvidenceDocument;
+use crate::model::{
+    FollowUp, HostInfo, Job, JobEvent, JobFailure, JobKind, JobSpec, JobState, LiveJob,
+};
+use crate::review::{StoredDecisionRow, TokenInfo};
 use vocab::{AttemptId, HostId, JobId};
+
+/// A column value both backends decode: text, integers, bytes, booleans (an SQLite integer is
+/// true when it is not zero) and their `Option`s for nullable columns.
+pub(crate) trait Column:
+    rusqlite::types::FromSql + for<'a> tokio_postgres::types::FromSql<'a>
+{
+}
+
+impl<T> Column for T where T: rusqlite::types::FromSql + for<'a> tokio_postgres::types::FromSql<'a> {}
+
+/// A result row of either backend; a column that cannot be read is the backend's database error.
+pub(crate) trait DbRow {
+    /// The column at `index` (from 0).
+    fn at<T: Column>(&self, index: usize) -> Result<T>;
+    /// The column named `name`.
+    fn named<T: Column>(&self, name: &str) -> Result<T>;
+}
 
 /// Event code of a submission.
 pub const EVENT_SUBMITTED: &str = "PATCH_CANDIDATE_JOB_SUBMITTED";
@@ -96,6 +118,31 @@ fn corrupt<E>(field: &'static str) -> impl FnOnce(E) -> JobsError {
 }
 
 impl RawJob {
+    /// Reads a row of [`job_columns`].
+    pub(crate) fn read(row: &impl DbRow) -> Result<Self> {
+        Ok(Self {
+            seq: row.named("seq")?,
+            id: row.named("id")?,
+            kind: row.named("kind")?,
+            state: row.named("state")?,
+            idempotency_key: row.named("idempotency_key")?,
+            spec_json: row.named("spec_json")?,
+            approval_json: row.named("approval_json")?,
+            attempts: row.named("attempts")?,
+            max_attempts: row.named("max_attempts")?,
+            run_at: row.named("run_at")?,
+            created_at: row.named("created_at")?,
+            updated_at: row.named("updated_at")?,
+            attempt_id: row.named("attempt_id")?,
+            host_id: row.named("host_id")?,
+            lease_until: row.named("lease_until")?,
+            cancel_requested: row.named("cancel_requested")?,
+            error_code: row.named("error_code")?,
+            error_message: row.named("error_message")?,
+            candidate_digest: row.named("candidate_digest")?,
+        })
+    }
+
     /// Checks every field and builds the job; any failure is `PATCH_CANDIDATE_JOBS_CORRUPT`.
     pub(crate) fn into_job(self) -> Result<Job> {
         let row: SpecRow = serde_json::from_str(&self.spec_json).map_err(corrupt("spec_json"))?;
@@ -197,30 +244,109 @@ pub(crate) fn check_batch(field: &'static str, n: usize) -> Result<i64> {
     i64::try_from(n).map_err(|_| JobsError::input(field, "out of range"))
 }
 
-/// A `hosts` row, checked; any failure is `PATCH_CANDIDATE_JOBS_CORRUPT`.
-pub(crate) fn host_info(
-    host: String,
-    max_turns: i64,
-    meta: &str,
-    started: i64,
-    seen: i64,
-) -> Result<HostInfo> {
+/// A row of [`job_columns`], checked; see [`RawJob::into_job`].
+pub(crate) fn job(row: &impl DbRow) -> Result<Job> {
+    RawJob::read(row)?.into_job()
+}
+
+/// The first column of a row.
+pub(crate) fn first<T: Column>(row: &impl DbRow) -> Result<T> {
+    row.at(0)
+}
+
+/// The first two columns of a row.
+pub(crate) fn pair<A: Column, B: Column>(row: &impl DbRow) -> Result<(A, B)> {
+    Ok((row.at(0)?, row.at(1)?))
+}
+
+/// A `hosts` row (`host_id, max_turns, meta_json, started_at, seen_at`), checked; any failure
+/// is `PATCH_CANDIDATE_JOBS_CORRUPT`.
+pub(crate) fn host_info(row: &impl DbRow) -> Result<HostInfo> {
+    let (host, max_turns, meta): (String, i64, String) = (row.at(0)?, row.at(1)?, row.at(2)?);
+    let (started_at_ms, seen_at_ms) = (row.at(3)?, row.at(4)?);
     Ok(HostInfo {
         host: HostId::parse(&host).map_err(|_| JobsError::Corrupt { field: "host_id" })?,
         max_turns: u32::try_from(max_turns)
             .map_err(|_| JobsError::Corrupt { field: "max_turns" })?,
-        meta: serde_json::from_str(meta).map_err(|_| JobsError::Corrupt { field: "meta_json" })?,
-        started_at_ms: started,
-        seen_at_ms: seen,
+        meta: serde_json::from_str(&meta).map_err(|_| JobsError::Corrupt { field: "meta_json" })?,
+        started_at_ms,
+        seen_at_ms,
     })
 }
 
 /// A running job's `(id, attempt_id)`, checked; any failure is `PATCH_CANDIDATE_JOBS_CORRUPT`.
-pub(crate) fn attempt_pair(id: &str, attempt: &str) -> Result<(JobId, AttemptId)> {
+pub(crate) fn attempt_pair(row: &impl DbRow) -> Result<(JobId, AttemptId)> {
+    let id: String = row.at(0)?;
+    let attempt: String = row.at(1)?;
     Ok((
-        JobId::parse(id).map_err(|_| JobsError::Corrupt { field: "id" })?,
-        AttemptId::parse(attempt).map_err(|_| JobsError::Corrupt {
+        JobId::parse(&id).map_err(|_| JobsError::Corrupt { field: "id" })?,
+        AttemptId::parse(&attempt).map_err(|_| JobsError::Corrupt {
             field: "attempt_id",
         })?,
     ))
+}
+
+/// A `usage` row (`attempt_id, usage_json`), checked.
+pub(crate) fn usage_row(row: &impl DbRow) -> Result<(AttemptId, String)> {
+    let attempt: String = row.at(0)?;
+    let usage: String = row.at(1)?;
+    let attempt = AttemptId::parse(&attempt).map_err(|_| JobsError::Corrupt {
+        field: "usage.attempt_id",
+    })?;
+    Ok((attempt, usage))
+}
+
+/// An `events` row of job `id` (`seq, attempt_id, at, code, message`), checked.
+pub(crate) fn event_row(id: &JobId, row: &impl DbRow) -> Result<JobEvent> {
+    let (seq, attempt, at_ms): (i64, Option<String>, i64) = (row.at(0)?, row.at(1)?, row.at(2)?);
+    let (code, message) = (row.at(3)?, row.at(4)?);
+    Ok(JobEvent {
+        seq,
+        job_id: id.clone(),
+        attempt_id: attempt
+            .as_deref()
+            .map(AttemptId::parse)
+            .transpose()
+            .map_err(|_| JobsError::Corrupt {
+                field: "events.attempt_id",
+            })?,
+        at_ms,
+        code,
+        message,
+    })
+}
+
+/// A `gate_evidence` row (`gate, outcome, digest, wall_ms, bytes`), checked.
+pub(crate) fn evidence_row(row: &impl DbRow) -> Result<EvidenceDocument> {
+    let (gate, outcome, digest): (String, String, String) = (row.at(0)?, row.at(1)?, row.at(2)?);
+    EvidenceDocument::from_row(&gate, &outcome, &digest, row.at(3)?, row.at(4)?)
+}
+
+/// A `review_decisions` row (`job_id, seq, candidate_digest, decision, actor, forced, at_ms,
+/// record, follow_up_job_id`), checked.
+pub(crate) fn decision_row(row: &impl DbRow) -> Result<StoredDecisionRow> {
+    let (job, seq, digest): (String, i64, String) = (row.at(0)?, row.at(1)?, row.at(2)?);
+    let (decision, actor, forced): (String, String, bool) = (row.at(3)?, row.at(4)?, row.at(5)?);
+    let (at_ms, record, follow): (i64, Vec<u8>, Option<String>) =
+        (row.at(6)?, row.at(7)?, row.at(8)?);
+    StoredDecisionRow::from_row(
+        &job,
+        seq,
+        &digest,
+        &decision,
+        &actor,
+        forced,
+        at_ms,
+        record,
+        follow.as_deref(),
+    )
+}
+
+/// An `api_tokens` row (`name, created_at, revoked_at`).
+pub(crate) fn token_row(row: &impl DbRow) -> Result<TokenInfo> {
+    Ok(TokenInfo {
+        name: row.at(0)?,
+        created_at_ms: row.at(1)?,
+        revoked_at_ms: row.at(2)?,
+    })
 }

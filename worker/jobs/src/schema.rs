@@ -15,6 +15,8 @@
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: i64 = 5;
 
+/// The schema version recorded (0 before the first migration).
+pub(crate) const SELECT_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM schema_migrations";
 /// Reads the store id.
 pub(crate) const SELECT_STORE_ID: &str = "SELECT store_id FROM store_identity WHERE singleton = 1";
 

@@ -15,16 +15,26 @@ use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, duration_ms,
 };
 use crate::review::{
-    DecisionRow, PublicationClaim, PublishFacts, StoredDecisionRow, TokenHash, TokenInfo, TokenName,
+    DecisionRow, PublicationClaim, PublishFacts, StoredDecisionRow, TokenHash, TokenInfo,
+    TokenName, check_target,
 };
 use crate::rows::{
-    EVENT_CANCELLED, EVENT_CLAIMED, EVENT_RETRIED, EVENT_SUBMITTED, LEASE_EXPIRED,
-    LEASE_EXPIRED_MESSAGE, RawJob, SpecRow, attempt_pair, host_info, job_columns,
+    Column, DbRow, EVENT_CANCELLED, EVENT_CLAIMED, EVENT_RETRIED, EVENT_SUBMITTED, LEASE_EXPIRED,
+    LEASE_EXPIRED_MESSAGE, SpecRow, attempt_pair, decision_row, event_row, evidence_row, first,
+    host_info, job, job_columns, pair, token_row, usage_row,
 };
-use crate::schema::{MIGRATIONS, SCHEMA_VERSION, SELECT_STORE_ID, stored_store_id};
+use crate::schema::{MIGRATIONS, SCHEMA_VERSION, SELECT_STORE_ID, SELECT_VERSION, stored_store_id};
 use crate::transition::{FencedWrite, fenced_update};
 use vocab::StoreId;
 use vocab::{AttemptId, HostId, JobId, now_unix_ms};
+
+/// A job's state and candidate digest (`?1`: its ID).
+const JOB_FACTS: &str = "SELECT state, candidate_digest FROM jobs WHERE id = ?1";
+/// Whether job `?1` is published.
+const PUBLISHED: &str = "SELECT EXISTS (SELECT 1 FROM publications WHERE job_id = ?1)";
+/// Job `?1`'s last decision and the digest it names.
+const LAST_DECISION: &str = "SELECT decision, candidate_digest FROM review_decisions
+     WHERE job_id = ?1 ORDER BY seq DESC LIMIT 1";
 
 /// The fenced `UPDATE`: numbered `?` parameters, the host clock bound as `?12`, the new `run_at`
 /// computed on the host (`now + delay`, saturating) and bound as `?7`.
@@ -59,28 +69,60 @@ fn cols() -> String {
     job_columns("", "approval_json")
 }
 
-fn raw(row: &Row<'_>) -> rusqlite::Result<RawJob> {
-    Ok(RawJob {
-        seq: row.get("seq")?,
-        id: row.get("id")?,
-        kind: row.get("kind")?,
-        state: row.get("state")?,
-        idempotency_key: row.get("idempotency_key")?,
-        spec_json: row.get("spec_json")?,
-        approval_json: row.get("approval_json")?,
-        attempts: row.get("attempts")?,
-        max_attempts: row.get("max_attempts")?,
-        run_at: row.get("run_at")?,
-        created_at: row.get("created_at")?,
-        updated_at: row.get("updated_at")?,
-        attempt_id: row.get("attempt_id")?,
-        host_id: row.get("host_id")?,
-        lease_until: row.get("lease_until")?,
-        cancel_requested: row.get::<_, i64>("cancel_requested")? != 0,
-        error_code: row.get("error_code")?,
-        error_message: row.get("error_message")?,
-        candidate_digest: row.get("candidate_digest")?,
-    })
+impl DbRow for Row<'_> {
+    fn at<T: Column>(&self, index: usize) -> Result<T> {
+        self.get(index).map_err(map_err)
+    }
+
+    fn named<T: Column>(&self, name: &str) -> Result<T> {
+        self.get(name).map_err(map_err)
+    }
+}
+
+/// Every row of a (cached) statement, decoded.
+fn all<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    decode: impl Fn(&Row<'_>) -> Result<T>,
+) -> Result<Vec<T>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(map_err)?;
+    let mut rows = stmt.query(params).map_err(map_err)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(map_err)? {
+        out.push(decode(row)?);
+    }
+    Ok(out)
+}
+
+/// The first row of a statement, decoded, if there is one.
+fn one_opt<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    decode: impl FnOnce(&Row<'_>) -> Result<T>,
+) -> Result<Option<T>> {
+    conn.query_row(sql, params, |r| Ok(decode(r)))
+        .optional()
+        .map_err(map_err)?
+        .transpose()
+}
+
+/// The first row of a statement, decoded; no row is a database error.
+fn one<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    decode: impl FnOnce(&Row<'_>) -> Result<T>,
+) -> Result<T> {
+    conn.query_row(sql, params, |r| Ok(decode(r)))
+        .map_err(map_err)?
+}
+
+/// A transaction that takes the write lock up front.
+fn immediate(conn: &mut Connection) -> Result<rusqlite::Transaction<'_>> {
+    conn.transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(map_err)
 }
 
 fn event(
@@ -100,15 +142,12 @@ fn event(
 }
 
 fn get_job(conn: &Connection, id: &str) -> Result<Option<Job>> {
-    conn.query_row(
+    one_opt(
+        conn,
         &format!("SELECT {} FROM jobs WHERE id = ?1", cols()),
         params![id],
-        raw,
+        |r| job(r),
     )
-    .optional()
-    .map_err(map_err)?
-    .map(RawJob::into_job)
-    .transpose()
 }
 
 /// The SQLite job store.
@@ -210,9 +249,7 @@ impl SqliteStore {
         let spec_json = SpecRow::text(&spec)?;
         let key = spec.idempotency_key();
         self.run(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_err)?;
+            let tx = immediate(conn)?;
             let now = now_unix_ms();
             let inserted = tx
                 .execute(
@@ -242,14 +279,12 @@ impl SqliteStore {
                     "job submitted",
                 )?;
             }
-            let job = tx
-                .query_row(
-                    &format!("SELECT {} FROM jobs WHERE idempotency_key = ?1", cols()),
-                    params![key],
-                    raw,
-                )
-                .map_err(map_err)?
-                .into_job()?;
+            let job = one(
+                &tx,
+                &format!("SELECT {} FROM jobs WHERE idempotency_key = ?1", cols()),
+                params![key],
+                |r| job(r),
+            )?;
             tx.commit().map_err(map_err)?;
             Ok((job, inserted == 1))
         })
@@ -264,23 +299,16 @@ impl SqliteStore {
         attempts: Vec<AttemptId>,
     ) -> Result<Vec<Claimed>> {
         self.run(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_err)?;
+            let tx = immediate(conn)?;
             let now = now_unix_ms();
             let lease_until = now.saturating_add(duration_ms(lease));
-            let ids: Vec<String> = {
-                let mut stmt = tx
-                    .prepare_cached(
-                        "SELECT id FROM jobs WHERE state = 'queued' AND run_at <= ?1
-                         ORDER BY run_at, seq LIMIT ?2",
-                    )
-                    .map_err(map_err)?;
-                let rows = stmt
-                    .query_map(params![now, max], |r| r.get::<_, String>(0))
-                    .map_err(map_err)?;
-                rows.collect::<rusqlite::Result<_>>().map_err(map_err)?
-            };
+            let ids: Vec<String> = all(
+                &tx,
+                "SELECT id FROM jobs WHERE state = 'queued' AND run_at <= ?1
+                 ORDER BY run_at, seq LIMIT ?2",
+                params![now, max],
+                |r| first(r),
+            )?;
             let mut claimed = Vec::with_capacity(ids.len());
             let sql = format!(
                 "UPDATE jobs SET state = 'running', attempts = attempts + 1, attempt_id = ?1,
@@ -289,14 +317,12 @@ impl SqliteStore {
                 cols()
             );
             for (id, attempt_id) in ids.iter().zip(attempts) {
-                let job = tx
-                    .query_row(
-                        &sql,
-                        params![attempt_id.as_str(), host.as_str(), lease_until, now, id],
-                        raw,
-                    )
-                    .map_err(map_err)?
-                    .into_job()?;
+                let job = one(
+                    &tx,
+                    &sql,
+                    params![attempt_id.as_str(), host.as_str(), lease_until, now, id],
+                    |r| job(r),
+                )?;
                 event(
                     &tx,
                     id,
@@ -326,25 +352,21 @@ impl SqliteStore {
     ) -> Result<Heartbeat> {
         self.run(move |conn| {
             let now = now_unix_ms();
-            let cancel: Option<i64> = conn
-                .query_row(
-                    "UPDATE jobs SET lease_until = ?1, updated_at = ?2
-                     WHERE id = ?3 AND attempt_id = ?4 AND state = 'running'
-                     RETURNING cancel_requested",
-                    params![
-                        now.saturating_add(duration_ms(lease)),
-                        now,
-                        id.as_str(),
-                        attempt.as_str()
-                    ],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(map_err)?;
+            let cancel: Option<bool> = one_opt(
+                conn,
+                "UPDATE jobs SET lease_until = ?1, updated_at = ?2
+                 WHERE id = ?3 AND attempt_id = ?4 AND state = 'running'
+                 RETURNING cancel_requested",
+                params![
+                    now.saturating_add(duration_ms(lease)),
+                    now,
+                    id.as_str(),
+                    attempt.as_str()
+                ],
+                |r| first(r),
+            )?;
             Ok(match cancel {
-                Some(c) => Heartbeat::Renewed {
-                    cancel_requested: c != 0,
-                },
+                Some(cancel_requested) => Heartbeat::Renewed { cancel_requested },
                 None => Heartbeat::Lost,
             })
         })
@@ -361,9 +383,7 @@ impl SqliteStore {
         write: FencedWrite,
     ) -> Result<Fenced> {
         self.run(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_err)?;
+            let tx = immediate(conn)?;
             let now = now_unix_ms();
             let due = write.delay_ms.map(|d| now.saturating_add(d));
             let n = tx
@@ -462,51 +482,35 @@ impl SqliteStore {
 
     pub(crate) async fn usage(&self, id: JobId) -> Result<Vec<(AttemptId, String)>> {
         self.run(move |conn| {
-            let mut stmt = conn
-                .prepare("SELECT attempt_id, usage_json FROM usage WHERE job_id = ?1 ORDER BY recorded_at, attempt_id")
-                .map_err(map_err)?;
-            let rows = stmt
-                .query_map(params![id.as_str()], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-                .map_err(map_err)?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (attempt, usage) = row.map_err(map_err)?;
-                let attempt = AttemptId::parse(&attempt)
-                    .map_err(|_| JobsError::Corrupt { field: "usage.attempt_id" })?;
-                out.push((attempt, usage));
-            }
-            Ok(out)
+            all(
+                conn,
+                "SELECT attempt_id, usage_json FROM usage WHERE job_id = ?1
+                 ORDER BY recorded_at, attempt_id",
+                params![id.as_str()],
+                |r| usage_row(r),
+            )
         })
         .await
     }
 
     pub(crate) async fn rescue_expired(&self) -> Result<u64> {
         self.run(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_err)?;
+            let tx = immediate(conn)?;
             let now = now_unix_ms();
             // The one guarded statement: the condition and the change are evaluated together.
-            let rescued: Vec<(String, Option<String>)> = {
-                let mut stmt = tx
-                    .prepare_cached(
-                        "UPDATE jobs SET
-                             state = CASE WHEN cancel_requested = 1 THEN 'cancelled'
-                                          WHEN attempts >= max_attempts THEN 'failed'
-                                          ELSE 'queued' END,
-                             run_at = ?1, lease_until = NULL, error_code = ?2, error_message = ?3,
-                             updated_at = ?1
-                         WHERE state = 'running' AND lease_until < ?1
-                         RETURNING id, attempt_id",
-                    )
-                    .map_err(map_err)?;
-                let rows = stmt
-                    .query_map(params![now, LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE], |r| {
-                        Ok((r.get(0)?, r.get(1)?))
-                    })
-                    .map_err(map_err)?;
-                rows.collect::<rusqlite::Result<_>>().map_err(map_err)?
-            };
+            let rescued: Vec<(String, Option<String>)> = all(
+                &tx,
+                "UPDATE jobs SET
+                     state = CASE WHEN cancel_requested = 1 THEN 'cancelled'
+                                  WHEN attempts >= max_attempts THEN 'failed'
+                                  ELSE 'queued' END,
+                     run_at = ?1, lease_until = NULL, error_code = ?2, error_message = ?3,
+                     updated_at = ?1
+                 WHERE state = 'running' AND lease_until < ?1
+                 RETURNING id, attempt_id",
+                params![now, LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE],
+                |r| pair(r),
+            )?;
             for (id, attempt) in &rescued {
                 event(
                     &tx,
@@ -525,23 +529,19 @@ impl SqliteStore {
 
     pub(crate) async fn cancel(&self, id: JobId) -> Result<Job> {
         self.run(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_err)?;
+            let tx = immediate(conn)?;
             let now = now_unix_ms();
-            let state: Option<String> = tx
-                .query_row(
-                    "UPDATE jobs SET
-                         state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END,
-                         cancel_requested = CASE WHEN state = 'running' THEN 1 ELSE cancel_requested END,
-                         updated_at = ?1
-                     WHERE id = ?2 AND (state = 'queued' OR (state = 'running' AND cancel_requested = 0))
-                     RETURNING state",
-                    params![now, id.as_str()],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(map_err)?;
+            let state: Option<String> = one_opt(
+                &tx,
+                "UPDATE jobs SET
+                     state = CASE WHEN state = 'queued' THEN 'cancelled' ELSE state END,
+                     cancel_requested = CASE WHEN state = 'running' THEN 1 ELSE cancel_requested END,
+                     updated_at = ?1
+                 WHERE id = ?2 AND (state = 'queued' OR (state = 'running' AND cancel_requested = 0))
+                 RETURNING state",
+                params![now, id.as_str()],
+                |r| first(r),
+            )?;
             if let Some(state) = state {
                 let message = if state == "cancelled" {
                     "cancelled while queued"
@@ -559,9 +559,7 @@ impl SqliteStore {
 
     pub(crate) async fn retry(&self, id: JobId) -> Result<Job> {
         self.run(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_err)?;
+            let tx = immediate(conn)?;
             let now = now_unix_ms();
             let n = tx
                 .execute(
@@ -601,98 +599,49 @@ impl SqliteStore {
                  ORDER BY seq DESC LIMIT ?2",
                 job_columns("", "NULL")
             );
-            let mut stmt = conn.prepare_cached(&sql).map_err(map_err)?;
-            let rows = stmt
-                .query_map(params![state.map(JobState::as_str), limit], raw)
-                .map_err(map_err)?;
-            let mut out = Vec::new();
-            for row in rows {
-                out.push(row.map_err(map_err)?.into_job()?);
-            }
-            Ok(out)
+            all(
+                conn,
+                &sql,
+                params![state.map(JobState::as_str), limit],
+                |r| job(r),
+            )
         })
         .await
     }
 
     pub(crate) async fn candidate(&self, id: JobId) -> Result<Option<Vec<u8>>> {
         self.run(move |conn| {
-            conn.query_row(
+            one_opt(
+                conn,
                 "SELECT bytes FROM candidates WHERE job_id = ?1",
                 params![id.as_str()],
-                |r| r.get(0),
+                |r| first(r),
             )
-            .optional()
-            .map_err(map_err)
         })
         .await
     }
 
     pub(crate) async fn evidence(&self, id: JobId) -> Result<Vec<EvidenceDocument>> {
         self.run(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT gate, outcome, digest, wall_ms, bytes FROM gate_evidence
-                     WHERE job_id = ?1 ORDER BY gate",
-                )
-                .map_err(map_err)?;
-            let rows = stmt
-                .query_map(params![id.as_str()], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, i64>(3)?,
-                        r.get::<_, Vec<u8>>(4)?,
-                    ))
-                })
-                .map_err(map_err)?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (gate, outcome, digest, wall_ms, bytes) = row.map_err(map_err)?;
-                out.push(EvidenceDocument::from_row(
-                    &gate, &outcome, &digest, wall_ms, bytes,
-                )?);
-            }
-            Ok(out)
+            all(
+                conn,
+                "SELECT gate, outcome, digest, wall_ms, bytes FROM gate_evidence
+                 WHERE job_id = ?1 ORDER BY gate",
+                params![id.as_str()],
+                |r| evidence_row(r),
+            )
         })
         .await
     }
 
     pub(crate) async fn events(&self, id: JobId) -> Result<Vec<JobEvent>> {
         self.run(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT seq, attempt_id, at, code, message FROM events WHERE job_id = ?1 ORDER BY seq",
-                )
-                .map_err(map_err)?;
-            let rows = stmt
-                .query_map(params![id.as_str()], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, Option<String>>(1)?,
-                        r.get::<_, i64>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, String>(4)?,
-                    ))
-                })
-                .map_err(map_err)?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (seq, attempt, at, code, message) = row.map_err(map_err)?;
-                out.push(JobEvent {
-                    seq,
-                    job_id: id.clone(),
-                    attempt_id: attempt
-                        .as_deref()
-                        .map(AttemptId::parse)
-                        .transpose()
-                        .map_err(|_| JobsError::Corrupt { field: "events.attempt_id" })?,
-                    at_ms: at,
-                    code,
-                    message,
-                });
-            }
-            Ok(out)
+            all(
+                conn,
+                "SELECT seq, attempt_id, at, code, message FROM events WHERE job_id = ?1 ORDER BY seq",
+                params![id.as_str()],
+                |r| event_row(&id, r),
+            )
         })
         .await
     }
@@ -763,48 +712,24 @@ impl SqliteStore {
 
     pub(crate) async fn hosts(&self) -> Result<Vec<HostInfo>> {
         self.run(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT host_id, max_turns, meta_json, started_at, seen_at FROM hosts ORDER BY host_id",
-                )
-                .map_err(map_err)?;
-            let rows = stmt
-                .query_map([], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, i64>(3)?,
-                        r.get::<_, i64>(4)?,
-                    ))
-                })
-                .map_err(map_err)?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (host, max_turns, meta, started, seen) = row.map_err(map_err)?;
-                out.push(host_info(host, max_turns, &meta, started, seen)?);
-            }
-            Ok(out)
+            all(
+                conn,
+                "SELECT host_id, max_turns, meta_json, started_at, seen_at FROM hosts ORDER BY host_id",
+                [],
+                |r| host_info(r),
+            )
         })
         .await
     }
 
     pub(crate) async fn current_attempts(&self) -> Result<Vec<(JobId, AttemptId)>> {
         self.run(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT id, attempt_id FROM jobs WHERE state = 'running' ORDER BY id",
-                )
-                .map_err(map_err)?;
-            let rows = stmt
-                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-                .map_err(map_err)?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (id, attempt) = row.map_err(map_err)?;
-                out.push(attempt_pair(&id, &attempt)?);
-            }
-            Ok(out)
+            all(
+                conn,
+                "SELECT id, attempt_id FROM jobs WHERE state = 'running' ORDER BY id",
+                [],
+                |r| attempt_pair(r),
+            )
         })
         .await
     }
@@ -846,12 +771,7 @@ fn create_private(path: &Path) -> Result<()> {
 }
 
 fn current_version(conn: &Connection) -> Result<i64> {
-    conn.query_row(
-        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
-        [],
-        |r| r.get(0),
-    )
-    .map_err(map_err)
+    one(conn, SELECT_VERSION, [], |r| first(r))
 }
 
 /// Applies the pending migrations and makes sure the store has its identity, in one
@@ -890,9 +810,7 @@ fn migrate(conn: &mut Connection) -> Result<StoreId> {
         params![crate::ids::random_store_id()?.as_str()],
     )
     .map_err(map_err)?;
-    let stored: String = tx
-        .query_row(SELECT_STORE_ID, [], |r| r.get(0))
-        .map_err(map_err)?;
+    let stored: String = one(&tx, SELECT_STORE_ID, [], |r| first(r))?;
     let store_id = stored_store_id(&stored)?;
     tx.commit().map_err(map_err)?;
     Ok(store_id)
@@ -909,18 +827,10 @@ impl SqliteStore {
         follow_up: Option<JobId>,
     ) -> Result<i64> {
         self.run(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_err)?;
-            check_decision_target(&tx, &id, &row)?;
-            let published: bool = tx
-                .query_row(
-                    "SELECT EXISTS (SELECT 1 FROM publications WHERE job_id = ?1)",
-                    params![id.as_str()],
-                    |r| r.get(0),
-                )
-                .map_err(map_err)?;
-            if published {
+            let tx = immediate(conn)?;
+            let found = one_opt(&tx, JOB_FACTS, params![id.as_str()], |r| pair(r))?;
+            check_target(&id, found, &row)?;
+            if one(&tx, PUBLISHED, params![id.as_str()], |r| first(r))? {
                 return Err(JobsError::Published { id: id.to_string() });
             }
             let seq: i64 = tx
@@ -951,45 +861,14 @@ impl SqliteStore {
 
     pub(crate) async fn decisions(&self, id: JobId) -> Result<Vec<StoredDecisionRow>> {
         self.run(move |conn| {
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT job_id, seq, candidate_digest, decision, actor, forced, at_ms, record,
-                         follow_up_job_id
-                     FROM review_decisions WHERE job_id = ?1 ORDER BY seq",
-                )
-                .map_err(map_err)?;
-            let rows = stmt
-                .query_map(params![id.as_str()], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, String>(4)?,
-                        r.get::<_, i64>(5)?,
-                        r.get::<_, i64>(6)?,
-                        r.get::<_, Vec<u8>>(7)?,
-                        r.get::<_, Option<String>>(8)?,
-                    ))
-                })
-                .map_err(map_err)?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (job, seq, digest, decision, actor, forced, at, record, follow) =
-                    row.map_err(map_err)?;
-                out.push(StoredDecisionRow::from_row(
-                    &job,
-                    seq,
-                    &digest,
-                    &decision,
-                    &actor,
-                    forced != 0,
-                    at,
-                    record,
-                    follow.as_deref(),
-                )?);
-            }
-            Ok(out)
+            all(
+                conn,
+                "SELECT job_id, seq, candidate_digest, decision, actor, forced, at_ms, record,
+                     follow_up_job_id
+                 FROM review_decisions WHERE job_id = ?1 ORDER BY seq",
+                params![id.as_str()],
+                |r| decision_row(r),
+            )
         })
         .await
     }
@@ -1000,21 +879,17 @@ impl SqliteStore {
         lease: Duration,
     ) -> Result<PublicationClaim> {
         self.run(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_err)?;
+            let tx = immediate(conn)?;
             let id = claim.job_id();
             publish_facts(&tx, id)?.check(id, claim.candidate_digest())?;
             let now = now_unix_ms();
-            let live: Option<(String, String)> = tx
-                .query_row(
-                    "SELECT holder, branch FROM publication_claims
-                     WHERE job_id = ?1 AND lease_until > ?2",
-                    params![id.as_str(), now],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()
-                .map_err(map_err)?;
+            let live: Option<(String, String)> = one_opt(
+                &tx,
+                "SELECT holder, branch FROM publication_claims
+                 WHERE job_id = ?1 AND lease_until > ?2",
+                params![id.as_str(), now],
+                |r| pair(r),
+            )?;
             if let Some((holder, branch)) = live {
                 return Err(JobsError::Publishing {
                     id: id.to_string(),
@@ -1053,9 +928,7 @@ impl SqliteStore {
         lease: Duration,
     ) -> Result<()> {
         self.run(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_err)?;
+            let tx = immediate(conn)?;
             let id = claim.job_id();
             publish_facts(&tx, id)?.check(id, claim.candidate_digest())?;
             let n = tx
@@ -1096,26 +969,18 @@ impl SqliteStore {
         record: Vec<u8>,
     ) -> Result<()> {
         self.run(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(map_err)?;
+            let tx = immediate(conn)?;
             let id = claim.job_id();
             let facts = publish_facts(&tx, id)?;
-            if facts.published {
-                return Err(JobsError::Published { id: id.to_string() });
-            }
-            let held: bool = tx
-                .query_row(
-                    "SELECT EXISTS (SELECT 1 FROM publication_claims
-                     WHERE job_id = ?1 AND claim_token = ?2)",
-                    params![id.as_str(), claim.token()],
-                    |r| r.get(0),
-                )
-                .map_err(map_err)?;
-            if !held {
-                return Err(JobsError::ClaimLost { id: id.to_string() });
-            }
-            facts.check(id, claim.candidate_digest())?;
+            facts.check_unpublished(id)?;
+            let held = one(
+                &tx,
+                "SELECT EXISTS (SELECT 1 FROM publication_claims
+                 WHERE job_id = ?1 AND claim_token = ?2)",
+                params![id.as_str(), claim.token()],
+                |r| first(r),
+            )?;
+            facts.check_held(id, held, claim.candidate_digest())?;
             tx.execute(
                 "INSERT INTO publications (job_id, candidate_digest, record, created_at)
                  VALUES (?1, ?2, ?3, ?4)",
@@ -1134,13 +999,12 @@ impl SqliteStore {
 
     pub(crate) async fn publication(&self, id: JobId) -> Result<Option<Vec<u8>>> {
         self.run(move |conn| {
-            conn.query_row(
+            one_opt(
+                conn,
                 "SELECT record FROM publications WHERE job_id = ?1",
                 params![id.as_str()],
-                |r| r.get(0),
+                |r| first(r),
             )
-            .optional()
-            .map_err(map_err)
         })
         .await
     }
@@ -1167,19 +1031,12 @@ impl SqliteStore {
 
     pub(crate) async fn tokens(&self) -> Result<Vec<TokenInfo>> {
         self.run(move |conn| {
-            let mut stmt = conn
-                .prepare_cached("SELECT name, created_at, revoked_at FROM api_tokens ORDER BY name")
-                .map_err(map_err)?;
-            let rows = stmt
-                .query_map([], |r| {
-                    Ok(TokenInfo {
-                        name: r.get(0)?,
-                        created_at_ms: r.get(1)?,
-                        revoked_at_ms: r.get(2)?,
-                    })
-                })
-                .map_err(map_err)?;
-            rows.map(|r| r.map_err(map_err)).collect()
+            all(
+                conn,
+                "SELECT name, created_at, revoked_at FROM api_tokens ORDER BY name",
+                [],
+                |r| token_row(r),
+            )
         })
         .await
     }
@@ -1199,13 +1056,12 @@ impl SqliteStore {
 
     pub(crate) async fn token_principal(&self, hash: TokenHash) -> Result<Option<String>> {
         self.run(move |conn| {
-            conn.query_row(
+            one_opt(
+                conn,
                 "SELECT name FROM api_tokens WHERE token_sha256 = ?1 AND revoked_at IS NULL",
                 params![hash.as_str()],
-                |r| r.get(0),
+                |r| first(r),
             )
-            .optional()
-            .map_err(map_err)
         })
         .await
     }
@@ -1213,51 +1069,11 @@ impl SqliteStore {
 
 /// What a publication step checks of job `id`, read inside its transaction.
 fn publish_facts(conn: &Connection, id: &JobId) -> Result<PublishFacts> {
-    let job: Option<(String, Option<String>)> = conn
-        .query_row(
-            "SELECT state, candidate_digest FROM jobs WHERE id = ?1",
-            params![id.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-        .map_err(map_err)?;
-    let published: bool = conn
-        .query_row(
-            "SELECT EXISTS (SELECT 1 FROM publications WHERE job_id = ?1)",
-            params![id.as_str()],
-            |r| r.get(0),
-        )
-        .map_err(map_err)?;
-    let last: Option<(String, String)> = conn
-        .query_row(
-            "SELECT decision, candidate_digest FROM review_decisions WHERE job_id = ?1
-             ORDER BY seq DESC LIMIT 1",
-            params![id.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-        .map_err(map_err)?;
     Ok(PublishFacts {
-        job,
-        published,
-        last,
+        job: one_opt(conn, JOB_FACTS, params![id.as_str()], |r| pair(r))?,
+        published: one(conn, PUBLISHED, params![id.as_str()], |r| first(r))?,
+        last: one_opt(conn, LAST_DECISION, params![id.as_str()], |r| pair(r))?,
     })
-}
-
-/// A decision belongs to a completed job and names that job's candidate digest.
-fn check_decision_target(conn: &Connection, id: &JobId, row: &DecisionRow) -> Result<()> {
-    let found: Option<(String, Option<String>)> = conn
-        .query_row(
-            "SELECT state, candidate_digest FROM jobs WHERE id = ?1",
-            params![id.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-        .map_err(map_err)?;
-    let Some((state, digest)) = found else {
-        return Err(JobsError::NotFound { id: id.to_string() });
-    };
-    crate::review::check_target(id, &state, digest.as_deref(), row)
 }
 
 #[cfg(test)]

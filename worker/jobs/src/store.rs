@@ -385,8 +385,7 @@ impl JobStore {
         attempt: &AttemptId,
         usage: Option<&serde_json::Value>,
     ) -> Result<Fenced> {
-        let usage = usage.map(|u| document_text("usage", u)).transpose()?;
-        self.transition(id, attempt, Transition::Release { usage })
+        self.usage_transition(id, attempt, usage, |usage| Transition::Release { usage })
             .await
     }
 
@@ -402,9 +401,20 @@ impl JobStore {
         attempt: &AttemptId,
         usage: Option<&serde_json::Value>,
     ) -> Result<Fenced> {
-        let usage = usage.map(|u| document_text("usage", u)).transpose()?;
-        self.transition(id, attempt, Transition::Cancelled { usage })
+        self.usage_transition(id, attempt, usage, |usage| Transition::Cancelled { usage })
             .await
+    }
+
+    /// A transition whose only argument is the attempt's usage row, when given.
+    async fn usage_transition(
+        &self,
+        id: &JobId,
+        attempt: &AttemptId,
+        usage: Option<&serde_json::Value>,
+        transition: fn(Option<String>) -> Transition,
+    ) -> Result<Fenced> {
+        let usage = usage.map(|u| document_text("usage", u)).transpose()?;
+        self.transition(id, attempt, transition(usage)).await
     }
 
     /// Performs a transition of a running attempt: the backend's one fenced write, then a

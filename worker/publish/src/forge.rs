@@ -6,14 +6,11 @@
 //! taken from it, both checked.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full, Limited};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use https_client::ClientOptions;
 use serde::{Deserialize, Serialize};
 
 use crate::credential::read_token_file;
@@ -217,7 +214,8 @@ pub async fn open_pull_request(
     let request = request
         .body(Full::new(Bytes::from(json)))
         .map_err(|_| forge_error("cannot build the request"))?;
-    let client = client()?;
+    let client = https_client::client(ClientOptions::default())
+        .map_err(|_| forge_error("TLS cannot be set up"))?;
     let exchange = async {
         let response = client
             .request(request)
@@ -258,30 +256,6 @@ pub async fn open_pull_request(
         number: answer.number,
         url: answer.html_url,
     })
-}
-
-type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
-
-/// An HTTP/1.1 client: rustls (ring provider, webpki roots) for https, plain http for loopback.
-fn client() -> Result<HttpClient, PublishError> {
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|_| forge_error("TLS cannot be set up"))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http);
-    Ok(Client::builder(TokioExecutor::new()).build(connector))
 }
 
 #[cfg(test)]

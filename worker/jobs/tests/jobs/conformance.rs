@@ -1630,6 +1630,50 @@ fn decision_row(n: u8, decision: &str, actor: &str, forced: bool) -> jobs::Decis
     jobs::DecisionRow::new(&digest(n), decision, actor, forced, 42, record).unwrap()
 }
 
+/// Records `decision` of `digest(n)` by `actor` (not forced, no follow-up) on job `id`.
+async fn decide(
+    store: &JobStore,
+    id: &JobId,
+    n: u8,
+    decision: &str,
+    actor: &str,
+) -> jobs::Result<i64> {
+    store
+        .record_decision(id, decision_row(n, decision, actor, false), None)
+        .await
+}
+
+/// A completed job holding the candidate `digest(n)`, accepted by alice.
+async fn accepted_with(store: &JobStore, nonce: &str, n: u8) -> JobId {
+    let id = completed_with(store, nonce, n).await;
+    decide(store, &id, n, "accept", "alice").await.unwrap();
+    id
+}
+
+/// Takes the publication claim of job `id`'s `digest(n)` for host `holder` and `branch`.
+async fn claim_as(
+    store: &JobStore,
+    id: &JobId,
+    n: u8,
+    holder: &str,
+    branch: &str,
+    lease: Duration,
+) -> jobs::Result<jobs::PublicationClaim> {
+    store
+        .claim_publication(id, &digest(n), &host(holder), branch, lease)
+        .await
+}
+
+/// Records `{"branch":"<branch>"}` as the publication of `claim`.
+async fn record_branch(
+    store: &JobStore,
+    claim: &jobs::PublicationClaim,
+    branch: &str,
+) -> jobs::Result<()> {
+    let record = format!(r#"{{"branch":"{branch}"}}"#).into_bytes();
+    store.record_publication(claim, record).await
+}
+
 /// Raw SQL on the store's database, as a second client would send it.
 async fn raw_sql(location: &Location, sql: &str) -> Result<(), String> {
     match location {
@@ -1660,21 +1704,16 @@ pub async fn review_decisions_are_append_only_and_bound_to_the_candidate(
     let id = completed_with(store, "review", 5).await;
     let other = completed_with(store, "review-other", 6).await;
     // A decision naming another candidate (digest 6 sent for the job holding 5): refused.
-    let e = store
-        .record_decision(&id, decision_row(6, "accept", "alice", false), None)
-        .await
-        .unwrap_err();
+    let e = decide(store, &id, 6, "accept", "alice").await.unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_STATE");
     // A job that is not completed takes no decision.
     let queued = submit(store, "review-queued", 1).await;
-    let e = store
-        .record_decision(&queued, decision_row(5, "reject", "alice", false), None)
+    let e = decide(store, &queued, 5, "reject", "alice")
         .await
         .unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_STATE");
     let missing = random_job_id().unwrap();
-    let e = store
-        .record_decision(&missing, decision_row(5, "reject", "alice", false), None)
+    let e = decide(store, &missing, 5, "reject", "alice")
         .await
         .unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_NOT_FOUND");
@@ -1711,10 +1750,7 @@ pub async fn review_decisions_are_append_only_and_bound_to_the_candidate(
         let store = location.open().await;
         let id = id.clone();
         tasks.push(tokio::spawn(async move {
-            store
-                .record_decision(&id, decision_row(5, "retry", "carol", false), None)
-                .await
-                .unwrap()
+            decide(&store, &id, 5, "retry", "carol").await.unwrap()
         }));
     }
     let mut seqs = BTreeSet::new();
@@ -1745,10 +1781,7 @@ pub async fn a_publication_is_recorded_once(store: &JobStore, location: &Locatio
         .await
         .unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED");
-    store
-        .record_decision(&id, decision_row(9, "accept", "alice", false), None)
-        .await
-        .unwrap();
+    decide(store, &id, 9, "accept", "alice").await.unwrap();
     // Another digest than the job's, a missing job, malformed input: refused.
     let e = store
         .claim_publication(&id, &digest(8), &h, "b", LONG)
@@ -1790,21 +1823,12 @@ pub async fn a_publication_is_recorded_once(store: &JobStore, location: &Locatio
         .unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_INPUT");
     store.renew_publication_claim(&claim, LONG).await.unwrap();
-    store
-        .record_publication(&claim, br#"{"branch":"b"}"#.to_vec())
-        .await
-        .unwrap();
+    record_branch(store, &claim, "b").await.unwrap();
     // Recorded once: the claim is spent, a new claim and a second record are refused.
-    let e = store
-        .record_publication(&claim, br#"{"branch":"c"}"#.to_vec())
-        .await
-        .unwrap_err();
+    let e = record_branch(store, &claim, "c").await.unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_PUBLISHED");
     let other = location.open().await;
-    let e = other
-        .claim_publication(&id, &digest(9), &host("h2"), "c", LONG)
-        .await
-        .unwrap_err();
+    let e = claim_as(&other, &id, 9, "h2", "c", LONG).await.unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_PUBLISHED");
     assert!(!store.release_publication_claim(&claim).await.unwrap());
     assert_eq!(
@@ -1818,59 +1842,30 @@ pub async fn a_publication_is_recorded_once(store: &JobStore, location: &Locatio
 /// (the check right before the push) is refused, and an accept recorded again later lets a new
 /// claim record.
 pub async fn a_reject_during_a_publication_stops_its_record(store: &JobStore, location: &Location) {
-    let id = completed_with(store, "reject-during-publish", 11).await;
-    store
-        .record_decision(&id, decision_row(11, "accept", "alice", false), None)
-        .await
-        .unwrap();
-    let claim = store
-        .claim_publication(&id, &digest(11), &host("h1"), "b", LONG)
-        .await
-        .unwrap();
+    let id = accepted_with(store, "reject-during-publish", 11).await;
+    let claim = claim_as(store, &id, 11, "h1", "b", LONG).await.unwrap();
     // The publish runs on this handle; a reviewer on another host rejects meanwhile.
     let reviewer = location.open().await;
-    reviewer
-        .record_decision(&id, decision_row(11, "reject", "bob", false), None)
-        .await
-        .unwrap();
+    decide(&reviewer, &id, 11, "reject", "bob").await.unwrap();
     let e = store
         .renew_publication_claim(&claim, LONG)
         .await
         .unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED");
-    let e = store
-        .record_publication(&claim, br#"{"branch":"b"}"#.to_vec())
-        .await
-        .unwrap_err();
+    let e = record_branch(store, &claim, "b").await.unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED");
     assert_eq!(store.publication(&id).await.unwrap(), None);
     // A retry after the accept stops it the same way.
-    reviewer
-        .record_decision(&id, decision_row(11, "accept", "alice", false), None)
-        .await
-        .unwrap();
-    reviewer
-        .record_decision(&id, decision_row(11, "retry", "carol", false), None)
-        .await
-        .unwrap();
-    let e = store
-        .record_publication(&claim, br#"{"branch":"b"}"#.to_vec())
-        .await
-        .unwrap_err();
+    decide(&reviewer, &id, 11, "accept", "alice").await.unwrap();
+    decide(&reviewer, &id, 11, "retry", "carol").await.unwrap();
+    let e = record_branch(store, &claim, "b").await.unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED");
     assert!(store.release_publication_claim(&claim).await.unwrap());
-    reviewer
-        .record_decision(&id, decision_row(11, "accept", "alice", false), None)
+    decide(&reviewer, &id, 11, "accept", "alice").await.unwrap();
+    let again = claim_as(&reviewer, &id, 11, "h2", "b2", LONG)
         .await
         .unwrap();
-    let again = reviewer
-        .claim_publication(&id, &digest(11), &host("h2"), "b2", LONG)
-        .await
-        .unwrap();
-    reviewer
-        .record_publication(&again, br#"{"branch":"b2"}"#.to_vec())
-        .await
-        .unwrap();
+    record_branch(&reviewer, &again, "b2").await.unwrap();
     assert_eq!(
         store.publication(&id).await.unwrap().unwrap(),
         br#"{"branch":"b2"}"#.to_vec()
@@ -1880,25 +1875,12 @@ pub async fn a_reject_during_a_publication_stops_its_record(store: &JobStore, lo
 /// Once a publication is recorded, the candidate's history is closed: no decision of any kind
 /// is appended after it, from any handle, nor by raw SQL (a trigger refuses it).
 pub async fn no_decision_after_a_publication(store: &JobStore, location: &Location) {
-    let id = completed_with(store, "decide-after-publish", 12).await;
-    store
-        .record_decision(&id, decision_row(12, "accept", "alice", false), None)
-        .await
-        .unwrap();
-    let claim = store
-        .claim_publication(&id, &digest(12), &host("h1"), "b", LONG)
-        .await
-        .unwrap();
-    store
-        .record_publication(&claim, br#"{"branch":"b"}"#.to_vec())
-        .await
-        .unwrap();
+    let id = accepted_with(store, "decide-after-publish", 12).await;
+    let claim = claim_as(store, &id, 12, "h1", "b", LONG).await.unwrap();
+    record_branch(store, &claim, "b").await.unwrap();
     let other = location.open().await;
     for decision in ["reject", "retry", "accept"] {
-        let e = other
-            .record_decision(&id, decision_row(12, decision, "bob", false), None)
-            .await
-            .unwrap_err();
+        let e = decide(&other, &id, 12, decision, "bob").await.unwrap_err();
         assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_PUBLISHED", "{decision}");
     }
     let refused = raw_sql(
@@ -1926,24 +1908,12 @@ pub async fn two_hosts_racing_a_publication_record_exactly_one(
 ) {
     // A live claim fences the other host; after its lease runs out the other takes it over, and
     // the first holder's record is refused.
-    let id = completed_with(store, "race-takeover", 13).await;
-    store
-        .record_decision(&id, decision_row(13, "accept", "alice", false), None)
-        .await
-        .unwrap();
+    let id = accepted_with(store, "race-takeover", 13).await;
     let host_b = location.open().await;
-    let first = store
-        .claim_publication(
-            &id,
-            &digest(13),
-            &host("a"),
-            "from-a",
-            Duration::from_millis(300),
-        )
+    let first = claim_as(store, &id, 13, "a", "from-a", Duration::from_millis(300))
         .await
         .unwrap();
-    match host_b
-        .claim_publication(&id, &digest(13), &host("b"), "from-b", LONG)
+    match claim_as(&host_b, &id, 13, "b", "from-b", LONG)
         .await
         .unwrap_err()
     {
@@ -1960,8 +1930,7 @@ pub async fn two_hosts_racing_a_publication_record_exactly_one(
     // Renewing a lapsed claim nobody took over is allowed (it is still the job's claim).
     assert_eq!(e.unwrap(), "renewed");
     tokio::time::sleep(Duration::from_millis(1)).await;
-    let e = host_b
-        .claim_publication(&id, &digest(13), &host("b"), "from-b", LONG)
+    let e = claim_as(&host_b, &id, 13, "b", "from-b", LONG)
         .await
         .unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_PUBLISHING");
@@ -1970,14 +1939,10 @@ pub async fn two_hosts_racing_a_publication_record_exactly_one(
         .await
         .unwrap();
     expire().await;
-    let second = host_b
-        .claim_publication(&id, &digest(13), &host("b"), "from-b", LONG)
+    let second = claim_as(&host_b, &id, 13, "b", "from-b", LONG)
         .await
         .unwrap();
-    let e = store
-        .record_publication(&first, br#"{"branch":"from-a"}"#.to_vec())
-        .await
-        .unwrap_err();
+    let e = record_branch(store, &first, "from-a").await.unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_CLAIM_LOST");
     let e = store
         .renew_publication_claim(&first, LONG)
@@ -1985,10 +1950,7 @@ pub async fn two_hosts_racing_a_publication_record_exactly_one(
         .unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_CLAIM_LOST");
     assert!(!store.release_publication_claim(&first).await.unwrap());
-    host_b
-        .record_publication(&second, br#"{"branch":"from-b"}"#.to_vec())
-        .await
-        .unwrap();
+    record_branch(&host_b, &second, "from-b").await.unwrap();
     assert_eq!(
         store.publication(&id).await.unwrap().unwrap(),
         br#"{"branch":"from-b"}"#.to_vec()
@@ -2007,11 +1969,7 @@ pub async fn two_hosts_racing_a_publication_record_exactly_one(
         (3, Duration::from_millis(1)),
     ] {
         let n = 20 + round;
-        let id = completed_with(store, &format!("race-{round}"), n).await;
-        store
-            .record_decision(&id, decision_row(n, "accept", "alice", false), None)
-            .await
-            .unwrap();
+        let id = accepted_with(store, &format!("race-{round}"), n).await;
         let barrier = Arc::new(tokio::sync::Barrier::new(hosts.len()));
         let mut tasks = Vec::new();
         for (i, h) in hosts.iter().enumerate() {

@@ -21,22 +21,38 @@ pub async fn sqlite_store() -> (tempfile::TempDir, JobStore) {
     (dir, store)
 }
 
-/// A store on a fresh PostgreSQL database, or `None` (with a note on stderr) when PostgreSQL is
-/// neither configured nor required. Panics when it is required and unusable.
-pub async fn postgres_store() -> Option<(String, JobStore)> {
-    match fresh_postgres_url().await {
-        Ok(url) => {
-            let store = JobStore::open(Some(&url), std::path::Path::new("/nonexistent"))
-                .await
-                .unwrap();
-            Some((url, store))
-        }
+/// A store on a fresh SQLite file opened with `options`, and the outage of its file.
+async fn sqlite_store_with(
+    options: &jobs::StoreOptions,
+) -> (tempfile::TempDir, JobStore, conformance::SqliteOutage) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JobStore::open_with(None, dir.path(), options)
+        .await
+        .unwrap();
+    let path = store.sqlite_path().unwrap().to_owned();
+    (dir, store, conformance::SqliteOutage::new(path))
+}
+
+/// The PostgreSQL resource, or `None` (with a note on stderr) when PostgreSQL is neither
+/// configured nor required. Panics when it is required and unusable.
+fn postgres_or_skip<T>(found: Result<T, Unavailable>) -> Option<T> {
+    match found {
+        Ok(found) => Some(found),
         Err(Unavailable::Skip(reason)) => {
             eprintln!("{}", Unavailable::Skip(reason));
             None
         }
         Err(e @ Unavailable::Fail(_)) => panic!("{e}"),
     }
+}
+
+/// A store on a fresh PostgreSQL database, or `None` as [`postgres_or_skip`].
+pub async fn postgres_store() -> Option<(String, JobStore)> {
+    let url = postgres_or_skip(fresh_postgres_url().await)?;
+    let store = JobStore::open(Some(&url), std::path::Path::new("/nonexistent"))
+        .await
+        .unwrap();
+    Some((url, store))
 }
 
 /// Runs one conformance body against both backends, as two tests `<name>::sqlite` and
@@ -104,13 +120,8 @@ mod first_opens_race {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn postgres() {
-        let url = match jobs::testkit::fresh_postgres_url().await {
-            Ok(url) => url,
-            Err(jobs::testkit::Unavailable::Skip(reason)) => {
-                eprintln!("{}", jobs::testkit::Unavailable::Skip(reason));
-                return;
-            }
-            Err(e) => panic!("{e}"),
+        let Some(url) = crate::postgres_or_skip(jobs::testkit::fresh_postgres_url().await) else {
+            return;
         };
         crate::conformance::first_opens_race(crate::conformance::Location::Postgres(url)).await;
     }
@@ -122,21 +133,16 @@ mod first_opens_race {
 mod database_goes_away_and_comes_back {
     use std::time::Duration;
 
-    use jobs::testkit::{PrivateCluster, Unavailable};
+    use jobs::testkit::PrivateCluster;
     use jobs::{JobStore, StoreOptions};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn sqlite() {
-        let dir = tempfile::tempdir().unwrap();
         let options = StoreOptions {
             busy_timeout: Duration::from_millis(200),
             ..StoreOptions::default()
         };
-        let store = JobStore::open_with(None, dir.path(), &options)
-            .await
-            .unwrap();
-        let path = store.sqlite_path().unwrap().to_owned();
-        let mut outage = crate::conformance::SqliteOutage::new(path);
+        let (_dir, store, mut outage) = crate::sqlite_store_with(&options).await;
         crate::conformance::outage(&store, &mut outage).await;
     }
 
@@ -147,16 +153,11 @@ mod database_goes_away_and_comes_back {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn sqlite_calls_given_up_while_queued_do_nothing() {
         use crate::conformance::Outage as _;
-        let dir = tempfile::tempdir().unwrap();
         let options = StoreOptions {
             busy_timeout: Duration::from_secs(30),
             ..StoreOptions::default()
         };
-        let store = JobStore::open_with(None, dir.path(), &options)
-            .await
-            .unwrap();
-        let path = store.sqlite_path().unwrap().to_owned();
-        let mut outage = crate::conformance::SqliteOutage::new(path);
+        let (_dir, store, mut outage) = crate::sqlite_store_with(&options).await;
         outage.go_away();
         // The first call takes the connection and waits for the lock; the next two queue
         // behind it, and their callers give up.
@@ -185,13 +186,8 @@ mod database_goes_away_and_comes_back {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn postgres() {
-        let cluster = match PrivateCluster::start() {
-            Ok(c) => c,
-            Err(Unavailable::Skip(reason)) => {
-                eprintln!("{}", Unavailable::Skip(reason));
-                return;
-            }
-            Err(e @ Unavailable::Fail(_)) => panic!("{e}"),
+        let Some(cluster) = crate::postgres_or_skip(PrivateCluster::start()) else {
+            return;
         };
         let options = StoreOptions {
             connect_timeout: Duration::from_secs(2),
