@@ -533,7 +533,7 @@ impl Mirror {
     }
 
     /// The object id `git rev-parse --verify` gives for `spec`.
-    fn rev_parse(&self, spec: &str, failure: &str) -> Result<String, PublishError> {
+    fn rev_parse(&self, spec: &str, failure: &'static str) -> Result<String, PublishError> {
         let mut cmd = self.git("");
         cmd.args(["rev-parse", "--verify", "--end-of-options"])
             .arg(spec);
