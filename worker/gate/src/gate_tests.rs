@@ -89,16 +89,28 @@ async fn evaluate(
     behaviour: Behaviour,
     cand: &finalizer::RepositoryPatchCandidate,
 ) -> (GateResult, Vec<Received>, Vec<String>) {
-    let defs = definitions("");
-    let def = defs.get("unit").unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let rt = simulated(behaviour, Arc::clone(&seen));
-    let cache = BaselineCache::open(f.state.path()).unwrap();
-    let result = evaluate_gate(&rt, def, &f.base, cand, &cache, RunContext::default())
-        .await
-        .unwrap();
+    let result = evaluate_with(&rt, f, cand).await.unwrap();
     let seen = seen.lock().unwrap().clone();
     (result, seen, rt.calls())
+}
+
+/// The `unit` gate on `cand` over `f`'s tree and baseline cache, run by `rt`.
+async fn evaluate_with(
+    rt: &container::testkit::FakeRuntime,
+    f: &Fixture,
+    cand: &finalizer::RepositoryPatchCandidate,
+) -> Result<GateResult, GateError> {
+    let defs = definitions("");
+    let def = defs.get("unit").unwrap();
+    let cache = BaselineCache::open(f.state.path()).unwrap();
+    evaluate_gate(rt, def, &f.base, cand, &cache, RunContext::default()).await
+}
+
+/// A candidate that adds one new Python file to `f`'s commit.
+fn new_file_candidate(f: &Fixture) -> finalizer::RepositoryPatchCandidate {
+    candidate(&f.commit, &[Change::Create("src/new.py", "x = 1\n")])
 }
 
 #[tokio::test]
@@ -157,7 +169,7 @@ async fn fixing_a_failing_test_is_fixed_and_the_second_candidate_hits_the_cache(
     assert!(!c.regression);
     assert_eq!(r.containers_run, 2);
     // A second candidate at the same commit: one run, the cached baseline.
-    let other = candidate(&f.commit, &[Change::Create("src/new.py", "x = 1\n")]);
+    let other = new_file_candidate(&f);
     let (r2, seen, _) = evaluate(&f, suite(), &other).await;
     assert_eq!(r2.baseline, BaselineUse::Cached);
     assert_eq!(r2.containers_run, 1);
@@ -288,12 +300,8 @@ async fn forged_and_contradictory_reports_are_errors_never_passes() {
 #[tokio::test]
 async fn the_container_spec_is_the_turns_with_the_gates_limits() {
     let f = fixture();
-    let cand = candidate(&f.commit, &[Change::Create("src/new.py", "x = 1\n")]);
-    let defs = definitions("");
-    let def = defs.get("unit").unwrap();
     let rt = simulated(suite(), Arc::default());
-    let cache = BaselineCache::open(f.state.path()).unwrap();
-    evaluate_gate(&rt, def, &f.base, &cand, &cache, RunContext::default())
+    evaluate_with(&rt, &f, &new_file_candidate(&f))
         .await
         .unwrap();
     let body = rt.created_body();
@@ -318,15 +326,10 @@ async fn the_container_spec_is_the_turns_with_the_gates_limits() {
 #[tokio::test]
 async fn a_missing_or_other_image_fails_before_create() {
     let f = fixture();
-    let cand = candidate(&f.commit, &[Change::Create("src/new.py", "x = 1\n")]);
-    let defs = definitions("");
-    let def = defs.get("unit").unwrap();
-    let cache = BaselineCache::open(f.state.path()).unwrap();
+    let cand = new_file_candidate(&f);
     let mut rt = simulated(suite(), Arc::default());
     rt.image = Err(container::RuntimeError::NotFound);
-    let e = evaluate_gate(&rt, def, &f.base, &cand, &cache, RunContext::default())
-        .await
-        .unwrap_err();
+    let e = evaluate_with(&rt, &f, &cand).await.unwrap_err();
     assert_eq!(e.code(), "REPOSITORY_DOCKER_IMAGE_MISSING");
     assert!(e.is_environment());
     let mut rt = simulated(suite(), Arc::default());
@@ -334,9 +337,7 @@ async fn a_missing_or_other_image_fails_before_create() {
         id: format!("sha256:{}", "cd".repeat(32)),
         env: Vec::new(),
     });
-    let e = evaluate_gate(&rt, def, &f.base, &cand, &cache, RunContext::default())
-        .await
-        .unwrap_err();
+    let e = evaluate_with(&rt, &f, &cand).await.unwrap_err();
     assert_eq!(e.code(), "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH");
     assert!(!rt.calls().iter().any(|c| c == "create"));
 }
@@ -348,19 +349,8 @@ async fn a_candidate_for_another_tree_is_refused() {
         &f.commit,
         &[Change::Update("src/calc.py", "other\n", BROKEN)],
     );
-    let cache = BaselineCache::open(f.state.path()).unwrap();
-    let defs = definitions("");
     let rt = simulated(suite(), Arc::default());
-    let e = evaluate_gate(
-        &rt,
-        defs.get("unit").unwrap(),
-        &f.base,
-        &stale,
-        &cache,
-        RunContext::default(),
-    )
-    .await
-    .unwrap_err();
+    let e = evaluate_with(&rt, &f, &stale).await.unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_GATE_CANDIDATE_MISMATCH");
     assert!(rt.calls().is_empty());
 }
@@ -571,7 +561,7 @@ async fn a_run_that_ran_far_fewer_tests_than_its_baseline_says_so() {
 #[tokio::test]
 async fn the_baseline_cache_is_keyed_by_the_container_runtime() {
     let f = fixture();
-    let cand = candidate(&f.commit, &[Change::Create("src/new.py", "x = 1\n")]);
+    let cand = new_file_candidate(&f);
     let (r, _, _) = evaluate(&f, suite(), &cand).await;
     assert_eq!(r.baseline, BaselineUse::Ran);
     let defs = definitions("");

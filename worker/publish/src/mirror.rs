@@ -518,28 +518,26 @@ impl Mirror {
 
     /// The tree of a commit.
     pub(crate) fn tree_of(&self, commit: &str) -> Result<String, PublishError> {
-        let mut cmd = self.git("");
-        cmd.args(["rev-parse", "--verify", "--end-of-options"])
-            .arg(format!("{commit}^{{tree}}"));
-        object_id_line(&run_ok(
-            &mut cmd,
-            None,
-            ID_CAP,
+        self.rev_parse(
+            &format!("{commit}^{{tree}}"),
             "git rev-parse of a tree failed",
-        )?)
+        )
     }
 
     /// The commit a ref of the mirror points at.
     pub(crate) fn resolve_ref(&self, name: &str) -> Result<String, PublishError> {
+        self.rev_parse(
+            &format!("{name}^{{commit}}"),
+            "git rev-parse of a ref failed",
+        )
+    }
+
+    /// The object id `git rev-parse --verify` gives for `spec`.
+    fn rev_parse(&self, spec: &str, failure: &'static str) -> Result<String, PublishError> {
         let mut cmd = self.git("");
         cmd.args(["rev-parse", "--verify", "--end-of-options"])
-            .arg(format!("{name}^{{commit}}"));
-        object_id_line(&run_ok(
-            &mut cmd,
-            None,
-            ID_CAP,
-            "git rev-parse of a ref failed",
-        )?)
+            .arg(spec);
+        object_id_line(&run_ok(&mut cmd, None, ID_CAP, failure)?)
     }
 }
 
