@@ -258,7 +258,7 @@ impl<'a> Const<'a> {
 fn consts(src: &str) -> Vec<Const<'_>> {
     let bytes = src.as_bytes();
     let mut out = Vec::new();
-    for (at, _) in src.match_indices("const ") {
+    for at in code_matches(src, "const ") {
         if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_') {
             continue;
         }

@@ -140,7 +140,7 @@ pub fn check_coded_samples<E: CodedEnum>(samples: &[E]) -> Result<(), String> {
 /// One code table made of others, joined in order at compile time, for a crate whose
 /// `ERROR_CODES` holds more than one enum's `CODES` (or codes of types that do not derive
 /// [`Coded`](derive@crate::Coded)):
-/// `pub const ERROR_CODES: &[&str] = vocab::code_table!(GatewayError::CODES, &["X_Y"]);`
+/// `ERROR_CODES` = `vocab::code_table!(GatewayError::CODES, &["PATCH_CANDIDATE_GATEWAY_PROVIDER"])`.
 #[macro_export]
 macro_rules! code_table {
     ($($part:expr),+ $(,)?) => {{
