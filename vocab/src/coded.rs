@@ -195,6 +195,7 @@ pub mod __private {
         while let Some((part, tail)) = rest.split_first() {
             let mut codes = *part;
             while let Some((code, more)) = codes.split_first() {
+                #[expect(clippy::mem_replace_with_default, reason = "`mem::take` is not const")]
                 let taken = core::mem::replace(&mut free, &mut []);
                 if let Some((slot, others)) = taken.split_first_mut() {
                     *slot = *code;
