@@ -13,21 +13,7 @@ pub const ENVELOPE_CODE: &str = "REPOSITORY_PATCH_ARCHIVE_ENVELOPE";
 
 /// Every code [`ArchiveError::code`] can return (snapshot errors keep the snapshot's codes), for
 /// documentation and contract tests.
-pub const ERROR_CODES: &[&str] = &[
-    ENVELOPE_CODE,
-    "REPOSITORY_PATCH_ARCHIVE_FORMAT",
-    "REPOSITORY_PATCH_ARCHIVE_BUDGET",
-    "REPOSITORY_PATCH_ARCHIVE_SET",
-    "REPOSITORY_PATCH_ARCHIVE_HASH",
-    "REPOSITORY_PATCH_ARCHIVE_UTF8",
-    "REPOSITORY_PATCH_ARCHIVE_SCOPE",
-    "REPOSITORY_PATCH_ARCHIVE_OP",
-    "REPOSITORY_PATCH_ARCHIVE_WORKSPACE",
-    "REPOSITORY_PATCH_ARCHIVE_GRANTS",
-    "WORKSPACE_UNSAFE_PATH",
-    "WORKSPACE_SECRET_PATH",
-    "CODING_WORKSPACE_CLEANUP",
-];
+pub const ERROR_CODES: &[&str] = ArchiveError::CODES;
 
 /// An entry name as it appears in a message: [`Untrusted::quoted`] (Python `repr` spelling,
 /// `'a.txt'`, every control, bidi and zero-width character escaped, capped at
@@ -64,12 +50,13 @@ impl fmt::Display for EntryName {
 pub(crate) const MAX_LISTED_VIOLATIONS: usize = 10;
 
 /// Errors of the envelope, the workspace, export and staging.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum ArchiveError {
     /// The bytes are not the canonical envelope. `message` is the reference message (without a
     /// code), e.g. `link entry not permitted: 'a.txt'`.
     #[error("REPOSITORY_PATCH_ARCHIVE_ENVELOPE: {message}")]
+    #[coded(code = ENVELOPE_CODE)]
     Envelope { message: String },
     /// The raw end record or central directory is malformed.
     #[error("REPOSITORY_PATCH_ARCHIVE_FORMAT: {detail}")]
@@ -109,6 +96,7 @@ pub enum ArchiveError {
     WorkspaceSecretPath { path: EntryName },
     /// Removing a workspace tree failed; the tree (or part of it) remains.
     #[error("CODING_WORKSPACE_CLEANUP: could not remove workspace: {detail}")]
+    #[coded(environment)]
     Cleanup { detail: String },
     /// An approval, selection, path-policy or content-gate error, with its own code.
     #[error(transparent)]
@@ -116,27 +104,6 @@ pub enum ArchiveError {
 }
 
 impl ArchiveError {
-    /// The stable wire code (the message prefix before `": "`); snapshot errors keep their code.
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Envelope { .. } => ENVELOPE_CODE,
-            Self::Format { .. } => "REPOSITORY_PATCH_ARCHIVE_FORMAT",
-            Self::Budget { .. } => "REPOSITORY_PATCH_ARCHIVE_BUDGET",
-            Self::Set => "REPOSITORY_PATCH_ARCHIVE_SET",
-            Self::Hash { .. } => "REPOSITORY_PATCH_ARCHIVE_HASH",
-            Self::Utf8 { .. } => "REPOSITORY_PATCH_ARCHIVE_UTF8",
-            Self::Scope { .. } => "REPOSITORY_PATCH_ARCHIVE_SCOPE",
-            Self::Op { .. } => "REPOSITORY_PATCH_ARCHIVE_OP",
-            Self::Workspace { .. } => "REPOSITORY_PATCH_ARCHIVE_WORKSPACE",
-            Self::Grants { .. } => "REPOSITORY_PATCH_ARCHIVE_GRANTS",
-            Self::WorkspaceUnsafePath { .. } => "WORKSPACE_UNSAFE_PATH",
-            Self::WorkspaceSecretPath { .. } => "WORKSPACE_SECRET_PATH",
-            Self::Cleanup { .. } => "CODING_WORKSPACE_CLEANUP",
-            Self::Snapshot(e) => e.code(),
-        }
-    }
-
     /// True for failures of the environment (file system, I/O) rather than of the input: the
     /// same answer as [`Coded::class`].
     #[must_use]
@@ -165,26 +132,11 @@ impl ArchiveError {
     }
 }
 
-impl Coded for ArchiveError {
-    fn code(&self) -> &'static str {
-        ArchiveError::code(self)
-    }
-
-    fn class(&self) -> FailureClass {
-        match self {
-            Self::Cleanup { .. } => FailureClass::Environment,
-            Self::Snapshot(e) => e.class(),
-            _ => FailureClass::Rejected,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// One sample of every variant; [`variant_index`] is an exhaustive `match`, so a new variant
-    /// does not compile until it has an index and this test fails until it has a sample.
+    /// One sample of every variant (the all-variants test fails until a new variant has one).
     fn samples() -> Vec<ArchiveError> {
         let name = || EntryName::from_str("a.txt");
         vec![
@@ -220,31 +172,10 @@ mod tests {
         ]
     }
 
-    const VARIANTS: usize = 14;
-
-    fn variant_index(e: &ArchiveError) -> usize {
-        match e {
-            ArchiveError::Envelope { .. } => 0,
-            ArchiveError::Format { .. } => 1,
-            ArchiveError::Budget { .. } => 2,
-            ArchiveError::Set => 3,
-            ArchiveError::Hash { .. } => 4,
-            ArchiveError::Utf8 { .. } => 5,
-            ArchiveError::Scope { .. } => 6,
-            ArchiveError::Op { .. } => 7,
-            ArchiveError::Workspace { .. } => 8,
-            ArchiveError::Grants { .. } => 9,
-            ArchiveError::WorkspaceUnsafePath { .. } => 10,
-            ArchiveError::WorkspaceSecretPath { .. } => 11,
-            ArchiveError::Cleanup { .. } => 12,
-            ArchiveError::Snapshot(_) => 13,
-        }
-    }
-
     #[test]
     fn every_variant_starts_with_its_code_once() {
         let samples = samples();
-        vocab::check_samples(&samples, VARIANTS, variant_index).unwrap();
+        vocab::check_coded_samples(&samples).unwrap();
         for e in &samples {
             let expected = if matches!(e, ArchiveError::Cleanup { .. }) {
                 FailureClass::Environment
@@ -254,16 +185,6 @@ mod tests {
             assert_eq!(e.class(), expected, "{}", e.code());
             assert_eq!(e.is_environment(), e.class() == FailureClass::Environment);
         }
-    }
-
-    #[test]
-    fn the_table_lists_every_own_code_once() {
-        let samples = samples();
-        let own = samples
-            .iter()
-            .filter(|e| !matches!(e, ArchiveError::Snapshot(_)))
-            .map(ArchiveError::code);
-        vocab::check_code_table(ERROR_CODES, own).unwrap();
     }
 
     /// Reference messages are unchanged for ordinary names.

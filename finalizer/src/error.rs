@@ -11,37 +11,10 @@ pub const PROPOSAL_STATUS_CODE: &str = "REPOSITORY_PATCH_PROPOSAL_STATUS";
 
 /// Every code [`FinalizeError::code`] can return (snapshot and archive errors keep their own
 /// codes), for documentation and contract tests.
-pub const ERROR_CODES: &[&str] = &[
-    "REPOSITORY_PATCH_WORKSPACE_BASELINE",
-    "REPOSITORY_PATCH_WORKSPACE_SCOPE",
-    "REPOSITORY_PATCH_WORKSPACE_SET",
-    "REPOSITORY_PATCH_WORKSPACE_OP",
-    "REPOSITORY_PATCH_WORKSPACE_HASH",
-    PROPOSAL_STATUS_CODE,
-    "REPOSITORY_PATCH_PROPOSAL_SCOPE",
-    "REPOSITORY_PATCH_PROPOSAL_MISMATCH",
-    "REPOSITORY_PATCH_OWNERSHIP",
-    "REPOSITORY_PATCH_DIGEST_INPUT",
-    "REPOSITORY_PATCH_DIGEST_HASH",
-    "REPOSITORY_PATCH_DIGEST_PATH",
-    "REPOSITORY_PATCH_DIGEST_BUDGET",
-    "REPOSITORY_PATCH_STORE_IO",
-    "REPOSITORY_PATCH_STORE_CONFLICT",
-    "REPOSITORY_PATCH_STORE_DIGEST",
-    "REPOSITORY_PATCH_STORE_MISSING",
-    "REPOSITORY_PATCH_VERIFY_BASELINE",
-    "REPOSITORY_PATCH_VERIFY_DIFF",
-    "REPOSITORY_PATCH_VERIFY_APPLY",
-    "REPOSITORY_PATCH_VERIFY_RESULT",
-    "REPOSITORY_PATCH_VERIFY_GIT",
-    "REPOSITORY_PATCH_VERIFY_DIGEST",
-    "REPOSITORY_PATCH_VERIFY_SNAPSHOT",
-    "REPOSITORY_PATCH_VERIFY_DERIVED",
-    "REPOSITORY_PATCH_EXPORT_DIFF",
-];
+pub const ERROR_CODES: &[&str] = FinalizeError::CODES;
 
 /// Errors from finalisation, candidate validation, digesting and the candidate store.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum FinalizeError {
     /// A shared selection / path check failed; keeps the snapshot code.
@@ -62,6 +35,7 @@ pub enum FinalizeError {
     #[error("REPOSITORY_PATCH_WORKSPACE_HASH: {}", Untrusted::quoted(.path))]
     WorkspaceHash { path: String },
     #[error("REPOSITORY_PATCH_PROPOSAL_STATUS: completed nonempty edit required")]
+    #[coded(code = PROPOSAL_STATUS_CODE)]
     ProposalStatus,
     #[error("REPOSITORY_PATCH_PROPOSAL_SCOPE: {}", Untrusted::quoted(.path))]
     ProposalScope { path: String },
@@ -80,6 +54,7 @@ pub enum FinalizeError {
     DigestBudget,
     /// The store could not be read or written (environment).
     #[error("REPOSITORY_PATCH_STORE_IO: {detail}")]
+    #[coded(environment)]
     StoreIo { detail: String },
     /// A different file already occupies the candidate's name.
     #[error("REPOSITORY_PATCH_STORE_CONFLICT: {digest} is already stored with different bytes")]
@@ -101,6 +76,7 @@ pub enum FinalizeError {
     VerifyResult { path: String },
     /// git could not be run (environment).
     #[error("REPOSITORY_PATCH_VERIFY_GIT: {detail}")]
+    #[coded(environment)]
     VerifyGit { detail: String },
     /// No stored candidate has this digest.
     #[error("REPOSITORY_PATCH_STORE_MISSING: {digest}")]
@@ -125,41 +101,6 @@ pub enum FinalizeError {
 }
 
 impl FinalizeError {
-    /// The stable wire code (the message prefix before `": "`).
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Snapshot(e) => e.code(),
-            Self::Archive(e) => e.code(),
-            Self::WorkspaceBaseline => "REPOSITORY_PATCH_WORKSPACE_BASELINE",
-            Self::WorkspaceScope { .. } => "REPOSITORY_PATCH_WORKSPACE_SCOPE",
-            Self::WorkspaceSet => "REPOSITORY_PATCH_WORKSPACE_SET",
-            Self::WorkspaceOp { .. } => "REPOSITORY_PATCH_WORKSPACE_OP",
-            Self::WorkspaceHash { .. } => "REPOSITORY_PATCH_WORKSPACE_HASH",
-            Self::ProposalStatus => PROPOSAL_STATUS_CODE,
-            Self::ProposalScope { .. } => "REPOSITORY_PATCH_PROPOSAL_SCOPE",
-            Self::ProposalMismatch => "REPOSITORY_PATCH_PROPOSAL_MISMATCH",
-            Self::Ownership { .. } => "REPOSITORY_PATCH_OWNERSHIP",
-            Self::DigestInput { .. } => "REPOSITORY_PATCH_DIGEST_INPUT",
-            Self::DigestHash { .. } => "REPOSITORY_PATCH_DIGEST_HASH",
-            Self::DigestPath => "REPOSITORY_PATCH_DIGEST_PATH",
-            Self::DigestBudget => "REPOSITORY_PATCH_DIGEST_BUDGET",
-            Self::StoreIo { .. } => "REPOSITORY_PATCH_STORE_IO",
-            Self::StoreConflict { .. } => "REPOSITORY_PATCH_STORE_CONFLICT",
-            Self::StoreDigest { .. } => "REPOSITORY_PATCH_STORE_DIGEST",
-            Self::StoreMissing { .. } => "REPOSITORY_PATCH_STORE_MISSING",
-            Self::VerifyBaseline { .. } => "REPOSITORY_PATCH_VERIFY_BASELINE",
-            Self::VerifyDiff { .. } => "REPOSITORY_PATCH_VERIFY_DIFF",
-            Self::VerifyApply => "REPOSITORY_PATCH_VERIFY_APPLY",
-            Self::VerifyResult { .. } => "REPOSITORY_PATCH_VERIFY_RESULT",
-            Self::VerifyGit { .. } => "REPOSITORY_PATCH_VERIFY_GIT",
-            Self::VerifyDigest { .. } => "REPOSITORY_PATCH_VERIFY_DIGEST",
-            Self::VerifySnapshot => "REPOSITORY_PATCH_VERIFY_SNAPSHOT",
-            Self::VerifyDerived { .. } => "REPOSITORY_PATCH_VERIFY_DERIVED",
-            Self::ExportDiff { .. } => "REPOSITORY_PATCH_EXPORT_DIFF",
-        }
-    }
-
     /// True for failures of the environment (I/O, git) rather than of the input: the same answer
     /// as [`Coded::class`].
     #[must_use]
@@ -174,27 +115,11 @@ impl FinalizeError {
     }
 }
 
-impl Coded for FinalizeError {
-    fn code(&self) -> &'static str {
-        FinalizeError::code(self)
-    }
-
-    fn class(&self) -> FailureClass {
-        match self {
-            Self::StoreIo { .. } | Self::VerifyGit { .. } => FailureClass::Environment,
-            Self::Snapshot(e) => e.class(),
-            Self::Archive(e) => e.class(),
-            _ => FailureClass::Rejected,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// One sample of every variant; [`variant_index`] is an exhaustive `match`, so a new variant
-    /// does not compile until it has an index and the test fails until it has a sample.
+    /// One sample of every variant (the all-variants test fails until a new variant has one).
     fn samples() -> Vec<FinalizeError> {
         let path = || "app/x.py".to_owned();
         let digest = || format!("sha256:{}", "0".repeat(64));
@@ -245,45 +170,10 @@ mod tests {
         ]
     }
 
-    const VARIANTS: usize = 28;
-
-    fn variant_index(e: &FinalizeError) -> usize {
-        match e {
-            FinalizeError::Snapshot(_) => 0,
-            FinalizeError::Archive(_) => 1,
-            FinalizeError::WorkspaceBaseline => 2,
-            FinalizeError::WorkspaceScope { .. } => 3,
-            FinalizeError::WorkspaceSet => 4,
-            FinalizeError::WorkspaceOp { .. } => 5,
-            FinalizeError::WorkspaceHash { .. } => 6,
-            FinalizeError::ProposalStatus => 7,
-            FinalizeError::ProposalScope { .. } => 8,
-            FinalizeError::ProposalMismatch => 9,
-            FinalizeError::Ownership { .. } => 10,
-            FinalizeError::DigestInput { .. } => 11,
-            FinalizeError::DigestHash { .. } => 12,
-            FinalizeError::DigestPath => 13,
-            FinalizeError::DigestBudget => 14,
-            FinalizeError::StoreIo { .. } => 15,
-            FinalizeError::StoreConflict { .. } => 16,
-            FinalizeError::StoreDigest { .. } => 17,
-            FinalizeError::VerifyBaseline { .. } => 18,
-            FinalizeError::VerifyDiff { .. } => 19,
-            FinalizeError::VerifyApply => 20,
-            FinalizeError::VerifyResult { .. } => 21,
-            FinalizeError::VerifyGit { .. } => 22,
-            FinalizeError::StoreMissing { .. } => 23,
-            FinalizeError::VerifyDigest { .. } => 24,
-            FinalizeError::VerifySnapshot => 25,
-            FinalizeError::VerifyDerived { .. } => 26,
-            FinalizeError::ExportDiff { .. } => 27,
-        }
-    }
-
     #[test]
     fn every_variant_starts_with_its_code_once() {
         let samples = samples();
-        vocab::check_samples(&samples, VARIANTS, variant_index).unwrap();
+        vocab::check_coded_samples(&samples).unwrap();
         for e in &samples {
             let environment = matches!(
                 e,
@@ -294,16 +184,6 @@ mod tests {
             assert_eq!(e.is_environment(), environment, "{}", e.code());
             assert_eq!(e.is_environment(), e.class() == FailureClass::Environment);
         }
-    }
-
-    #[test]
-    fn the_table_lists_every_own_code_once() {
-        let samples = samples();
-        let own = samples
-            .iter()
-            .filter(|e| !matches!(e, FinalizeError::Snapshot(_) | FinalizeError::Archive(_)))
-            .map(FinalizeError::code);
-        vocab::check_code_table(ERROR_CODES, own).unwrap();
     }
 
     /// Reference `{path!r}` spelling; hostile names escaped.

@@ -10,41 +10,10 @@ use vocab::Untrusted;
 pub const SELECTION_CODE: &str = "REPOSITORY_PATCH_SELECTION";
 
 /// Every code [`SnapshotError::code`] can return, for documentation and contract tests.
-pub const ERROR_CODES: &[&str] = &[
-    "REPOSITORY_PATCH_UNSAFE_PATH",
-    "REPOSITORY_PATCH_CONTEXT_INVALID",
-    "REPOSITORY_PATCH_SNAPSHOT_INVALID",
-    "REPOSITORY_PATCH_CONTEXT_VERSION",
-    "REPOSITORY_PATCH_SNAPSHOT_IDENTITY",
-    SELECTION_CODE,
-    "REPOSITORY_PATCH_GRANTS",
-    "REPOSITORY_PATCH_HOST_POLICY",
-    "REPOSITORY_PATCH_BASELINE_SET",
-    "REPOSITORY_PATCH_MANIFEST_COLLISION",
-    "REPOSITORY_PATCH_SECRET_PATH",
-    "REPOSITORY_PATCH_ENV_TEMPLATE",
-    "REPOSITORY_PATCH_SECRET_CONTRACT",
-    "REPOSITORY_PATCH_CREATE_EXISTS",
-    "REPOSITORY_PATCH_CREATE_PROOF",
-    "REPOSITORY_PATCH_SCOPE",
-    "REPOSITORY_PATCH_BASELINE_HASH",
-    "REPOSITORY_PATCH_INSPECTION_BUDGET",
-    "REPOSITORY_PATCH_INSPECTION_SELECTION",
-    "REPOSITORY_PATCH_INSPECTION_SET",
-    "REPOSITORY_PATCH_INSPECTION_SCOPE",
-    "REPOSITORY_PATCH_POLICY_CONFIG",
-    "REPOSITORY_SNAPSHOT_REPOSITORY",
-    "REPOSITORY_SNAPSHOT_COMMIT",
-    "REPOSITORY_SNAPSHOT_GIT",
-    "REPOSITORY_SNAPSHOT_PATH",
-    "PATCH_CANDIDATE_APPROVE_PATH",
-    "PATCH_CANDIDATE_APPROVE_GRANTS",
-    "PATCH_CANDIDATE_APPROVE_COMMIT",
-    "PATCH_CANDIDATE_APPROVE_VALUE",
-];
+pub const ERROR_CODES: &[&str] = SnapshotError::CODES;
 
 /// Errors from path, approval, snapshot and selection checks.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum SnapshotError {
     /// A path failed the canonical / portable profile.
@@ -52,9 +21,11 @@ pub enum SnapshotError {
     UnsafePath { path: String, reason: PathRejection },
     /// A digest was not `sha256:` + 64 lowercase hex.
     #[error("REPOSITORY_PATCH_MANIFEST_HASH: invalid sha256 digest")]
+    #[coded(foreign = vocab::MANIFEST_HASH_CODE)]
     DigestFormat,
     /// A snapshot manifest value was not a canonical digest.
     #[error("REPOSITORY_PATCH_MANIFEST_HASH: {}", Untrusted::quoted(.path))]
+    #[coded(foreign = vocab::MANIFEST_HASH_CODE)]
     ManifestHash { path: String },
     /// The approval document failed its model validation.
     #[error("REPOSITORY_PATCH_CONTEXT_INVALID: {detail}")]
@@ -67,6 +38,7 @@ pub enum SnapshotError {
     #[error("REPOSITORY_PATCH_SNAPSHOT_IDENTITY: snapshot does not match approval")]
     SnapshotIdentity,
     #[error("REPOSITORY_PATCH_SELECTION: {detail}")]
+    #[coded(code = SELECTION_CODE)]
     Selection { detail: &'static str },
     #[error("REPOSITORY_PATCH_GRANTS: {detail}")]
     Grants { detail: &'static str },
@@ -111,6 +83,7 @@ pub enum SnapshotError {
     Commit { detail: String },
     /// Running or reading `git` failed (environment problem).
     #[error("REPOSITORY_SNAPSHOT_GIT: {detail}")]
+    #[coded(environment)]
     Git { detail: String },
     /// A requested path is not a manifest file of the snapshot.
     #[error("REPOSITORY_SNAPSHOT_PATH: {} is not a manifest file at the commit", Untrusted::quoted(.path))]
@@ -118,6 +91,7 @@ pub enum SnapshotError {
     /// A path an `approve` flag names cannot be granted as given (not in the tree at the commit,
     /// not a portable path, outside the scopes it needs).
     #[error("PATCH_CANDIDATE_APPROVE_PATH: {flag} {}: {reason}", Untrusted::quoted(.path))]
+    #[coded(usage)]
     ApprovePath {
         flag: &'static str,
         path: String,
@@ -129,6 +103,7 @@ pub enum SnapshotError {
         Untrusted::quoted(.path),
         Untrusted::quoted(.other)
     )]
+    #[coded(usage)]
     ApproveGrants {
         flag: &'static str,
         path: String,
@@ -138,9 +113,11 @@ pub enum SnapshotError {
     },
     /// `approve --commit` does not name a commit of the repository.
     #[error("PATCH_CANDIDATE_APPROVE_COMMIT: --commit {}: {reason}", Untrusted::quoted(.rev))]
+    #[coded(usage)]
     ApproveCommit { rev: String, reason: String },
     /// An `approve` text flag (task, ids) is empty or otherwise unusable.
     #[error("PATCH_CANDIDATE_APPROVE_VALUE: {flag} {reason}")]
+    #[coded(usage)]
     ApproveValue {
         flag: &'static str,
         reason: &'static str,
@@ -148,44 +125,6 @@ pub enum SnapshotError {
 }
 
 impl SnapshotError {
-    /// The stable wire code (the message prefix before `": "`).
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::UnsafePath { .. } => "REPOSITORY_PATCH_UNSAFE_PATH",
-            Self::DigestFormat | Self::ManifestHash { .. } => vocab::MANIFEST_HASH_CODE,
-            Self::ContextInvalid { .. } => "REPOSITORY_PATCH_CONTEXT_INVALID",
-            Self::SnapshotInvalid { .. } => "REPOSITORY_PATCH_SNAPSHOT_INVALID",
-            Self::ContextVersion => "REPOSITORY_PATCH_CONTEXT_VERSION",
-            Self::SnapshotIdentity => "REPOSITORY_PATCH_SNAPSHOT_IDENTITY",
-            Self::Selection { .. } => SELECTION_CODE,
-            Self::Grants { .. } => "REPOSITORY_PATCH_GRANTS",
-            Self::HostPolicy { .. } => "REPOSITORY_PATCH_HOST_POLICY",
-            Self::BaselineSet => "REPOSITORY_PATCH_BASELINE_SET",
-            Self::ManifestCollision => "REPOSITORY_PATCH_MANIFEST_COLLISION",
-            Self::SecretPath { .. } => "REPOSITORY_PATCH_SECRET_PATH",
-            Self::EnvTemplate { .. } => "REPOSITORY_PATCH_ENV_TEMPLATE",
-            Self::SecretContract { .. } => "REPOSITORY_PATCH_SECRET_CONTRACT",
-            Self::CreateExists { .. } => "REPOSITORY_PATCH_CREATE_EXISTS",
-            Self::CreateProof { .. } => "REPOSITORY_PATCH_CREATE_PROOF",
-            Self::Scope { .. } => "REPOSITORY_PATCH_SCOPE",
-            Self::BaselineHash { .. } => "REPOSITORY_PATCH_BASELINE_HASH",
-            Self::InspectionBudget { .. } => "REPOSITORY_PATCH_INSPECTION_BUDGET",
-            Self::InspectionSelection => "REPOSITORY_PATCH_INSPECTION_SELECTION",
-            Self::InspectionSet => "REPOSITORY_PATCH_INSPECTION_SET",
-            Self::InspectionScope { .. } => "REPOSITORY_PATCH_INSPECTION_SCOPE",
-            Self::PolicyConfig { .. } => "REPOSITORY_PATCH_POLICY_CONFIG",
-            Self::Repository { .. } => "REPOSITORY_SNAPSHOT_REPOSITORY",
-            Self::Commit { .. } => "REPOSITORY_SNAPSHOT_COMMIT",
-            Self::Git { .. } => "REPOSITORY_SNAPSHOT_GIT",
-            Self::SnapshotPath { .. } => "REPOSITORY_SNAPSHOT_PATH",
-            Self::ApprovePath { .. } => "PATCH_CANDIDATE_APPROVE_PATH",
-            Self::ApproveGrants { .. } => "PATCH_CANDIDATE_APPROVE_GRANTS",
-            Self::ApproveCommit { .. } => "PATCH_CANDIDATE_APPROVE_COMMIT",
-            Self::ApproveValue { .. } => "PATCH_CANDIDATE_APPROVE_VALUE",
-        }
-    }
-
     /// True for failures of the environment (git missing or past its deadline, I/O) rather than
     /// of the input: the same answer as [`vocab::Coded::class`].
     #[must_use]
@@ -209,30 +148,12 @@ impl From<Collision> for SnapshotError {
     }
 }
 
-impl vocab::Coded for SnapshotError {
-    fn code(&self) -> &'static str {
-        SnapshotError::code(self)
-    }
-
-    fn class(&self) -> vocab::FailureClass {
-        match self {
-            Self::Git { .. } => vocab::FailureClass::Environment,
-            Self::ApprovePath { .. }
-            | Self::ApproveGrants { .. }
-            | Self::ApproveCommit { .. }
-            | Self::ApproveValue { .. } => vocab::FailureClass::Usage,
-            _ => vocab::FailureClass::Rejected,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vocab::{Coded as _, FailureClass, check_code_table};
+    use vocab::{Coded as _, FailureClass};
 
-    /// One sample of every variant. [`variant_index`] is an exhaustive `match`: a new variant does
-    /// not compile until it has an index, and the all-variants test fails until it has a sample.
+    /// One sample of every variant (the all-variants test fails until a new variant has one).
     fn samples() -> Vec<SnapshotError> {
         let path = || "app/x.py".to_owned();
         vec![
@@ -303,63 +224,14 @@ mod tests {
         ]
     }
 
-    const VARIANTS: usize = 32;
-
-    fn variant_index(e: &SnapshotError) -> usize {
-        match e {
-            SnapshotError::UnsafePath { .. } => 0,
-            SnapshotError::DigestFormat => 1,
-            SnapshotError::ManifestHash { .. } => 2,
-            SnapshotError::ContextInvalid { .. } => 3,
-            SnapshotError::SnapshotInvalid { .. } => 4,
-            SnapshotError::ContextVersion => 5,
-            SnapshotError::SnapshotIdentity => 6,
-            SnapshotError::Selection { .. } => 7,
-            SnapshotError::Grants { .. } => 8,
-            SnapshotError::HostPolicy { .. } => 9,
-            SnapshotError::BaselineSet => 10,
-            SnapshotError::ManifestCollision => 11,
-            SnapshotError::SecretPath { .. } => 12,
-            SnapshotError::EnvTemplate { .. } => 13,
-            SnapshotError::SecretContract { .. } => 14,
-            SnapshotError::CreateExists { .. } => 15,
-            SnapshotError::CreateProof { .. } => 16,
-            SnapshotError::Scope { .. } => 17,
-            SnapshotError::BaselineHash { .. } => 18,
-            SnapshotError::InspectionBudget { .. } => 19,
-            SnapshotError::InspectionSelection => 20,
-            SnapshotError::InspectionSet => 21,
-            SnapshotError::InspectionScope { .. } => 22,
-            SnapshotError::PolicyConfig { .. } => 23,
-            SnapshotError::Repository { .. } => 24,
-            SnapshotError::Commit { .. } => 25,
-            SnapshotError::Git { .. } => 26,
-            SnapshotError::SnapshotPath { .. } => 27,
-            SnapshotError::ApprovePath { .. } => 28,
-            SnapshotError::ApproveGrants { .. } => 29,
-            SnapshotError::ApproveCommit { .. } => 30,
-            SnapshotError::ApproveValue { .. } => 31,
-        }
-    }
-
     #[test]
     fn every_variant_starts_with_its_code_once() {
         let samples = samples();
-        vocab::check_samples(&samples, VARIANTS, variant_index).unwrap();
+        // Also the table: the digest codes are the vocabulary's (`vocab::MANIFEST_HASH_CODE`).
+        vocab::check_coded_samples(&samples).unwrap();
         for e in &samples {
             assert_eq!(e.is_environment(), e.class() == FailureClass::Environment);
         }
-    }
-
-    #[test]
-    fn the_table_lists_every_code_once() {
-        let samples = samples();
-        // The digest codes are the vocabulary's (`vocab::MANIFEST_HASH_CODE`).
-        let own = samples
-            .iter()
-            .map(SnapshotError::code)
-            .filter(|c| *c != vocab::MANIFEST_HASH_CODE);
-        check_code_table(ERROR_CODES, own).unwrap();
     }
 
     /// Only git failures are the environment's and only `approve`'s flag errors are usage

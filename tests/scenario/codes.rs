@@ -1,7 +1,8 @@
 //! The wire codes of the whole workspace, read from its sources (no build, no Docker): every crate
-//! that has a `fn code(` keeps one code table (a `const …CODES: &[&str]`, `ERROR_CODES` by
-//! convention) next to it, every code is defined by exactly one crate's table, and every code is
-//! named in the documentation (README.md or docs/*.md).
+//! that has a `fn code(` or an error enum that derives `vocab::Coded` keeps its code table (a
+//! `const …CODES: &[&str]`, `ERROR_CODES` by convention, or the derived enum's own table: the
+//! codes of its `#[error("CODE: …")]` messages), every code is defined by exactly one crate's
+//! tables, and every code is named in the documentation (README.md or docs/*.md).
 //!
 //! The scan is textual and deliberately simple: `#[cfg(test)] mod … { … }` blocks and test-only
 //! files (`tests.rs`, `*_tests.rs`, `tests_*.rs`, `test_*.rs`) are left out; string literals,
@@ -237,13 +238,19 @@ impl<'a> Const<'a> {
         (is_str_type(self.ty) && self.value.starts_with('"')).then(|| self.value.trim_matches('"'))
     }
 
-    /// The literals and identifiers between the brackets of a code table.
+    /// The literals and identifiers between the brackets of a code table; for a table joined
+    /// from others (`Enum::CODES`, `vocab::code_table!(Enum::CODES, &["X_Y", Z_CODE])`), those
+    /// of the whole value (a derived enum's table is read from the enum).
     fn table_entries(&self) -> Option<(Vec<String>, Vec<&'a str>)> {
         if !(self.name.ends_with("CODES") && is_table_type(self.ty)) {
             return None;
         }
         let list = self.value.trim_start_matches('&').trim();
-        let inner = &list[1..list.len() - 1];
+        let inner = if list.starts_with('[') {
+            &list[1..list.len() - 1]
+        } else {
+            self.value
+        };
         Some((string_literals(inner), identifiers(inner)))
     }
 }
@@ -251,7 +258,7 @@ impl<'a> Const<'a> {
 fn consts(src: &str) -> Vec<Const<'_>> {
     let bytes = src.as_bytes();
     let mut out = Vec::new();
-    for (at, _) in src.match_indices("const ") {
+    for at in code_matches(src, "const ") {
         if at > 0 && (bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_') {
             continue;
         }
@@ -287,6 +294,101 @@ fn consts(src: &str) -> Vec<Const<'_>> {
         });
     }
     out
+}
+
+/// Where `pattern` starts in `src` outside literals and comments.
+fn code_matches(src: &str, pattern: &str) -> Vec<usize> {
+    let bytes = src.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(end) = skip_token(bytes, i) {
+            i = end;
+        } else {
+            if src[i..].starts_with(pattern) {
+                out.push(i);
+            }
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The code tables of the enums in `src` that derive `Coded`, as the derive builds them: per
+/// variant, the code its `#[error("CODE: …")]` message starts with, each once, unless the
+/// variant wraps an error (`#[error(transparent)]`, `#[coded(delegate)]`) or returns another
+/// crate's code or a field (`#[coded(foreign = …)]`, `#[coded(field = …)]`).
+fn derived_tables(src: &str) -> Vec<Vec<String>> {
+    let mut tables = Vec::new();
+    for at in code_matches(src, "#[derive(") {
+        let end = matching(src, at + 1);
+        if !identifiers(&src[at..end]).contains(&"Coded") {
+            continue;
+        }
+        let Some(item) = code_matches(&src[end..], "enum ").first().map(|e| end + e) else {
+            continue;
+        };
+        let open = item + src[item..].find('{').unwrap();
+        let body = &src[open + 1..matching(src, open) - 1];
+        let mut table: Vec<String> = Vec::new();
+        for attrs in variant_attributes(body) {
+            let find = |name: &str| {
+                attrs
+                    .iter()
+                    .filter(|a| identifiers(a).first() == Some(&name))
+                    .flat_map(|a| identifiers(a))
+                    .collect::<Vec<_>>()
+            };
+            let coded = find("coded");
+            if find("error").contains(&"transparent")
+                || ["foreign", "field", "delegate"]
+                    .iter()
+                    .any(|k| coded.contains(k))
+            {
+                continue;
+            }
+            let message = attrs
+                .iter()
+                .find(|a| identifiers(a).first() == Some(&"error"))
+                .and_then(|a| string_literals(a).into_iter().next())
+                .unwrap_or_default();
+            let code = message.split(':').next().unwrap_or_default().to_owned();
+            if !table.contains(&code) {
+                table.push(code);
+            }
+        }
+        tables.push(table);
+    }
+    tables
+}
+
+/// The attributes (`#[…]`, doc comments left out) of each variant of an enum body.
+fn variant_attributes(body: &str) -> Vec<Vec<&str>> {
+    let bytes = body.as_bytes();
+    let mut variants = Vec::new();
+    let mut attrs = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(end) = skip_token(bytes, i) {
+            i = end;
+        } else if bytes[i] == b'#' && bytes.get(i + 1) == Some(&b'[') {
+            let end = matching(body, i + 1);
+            attrs.push(&body[i..end]);
+            i = end;
+        } else if bytes[i].is_ascii_alphabetic() || bytes[i] == b'_' {
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+            let fields = i + (body[i..].len() - body[i..].trim_start().len());
+            if matches!(bytes.get(fields), Some(b'{' | b'(')) {
+                i = matching(body, fields);
+            }
+            variants.push(std::mem::take(&mut attrs));
+        } else {
+            i += 1;
+        }
+    }
+    variants
 }
 
 fn is_str_type(ty: &str) -> bool {
@@ -388,6 +490,13 @@ fn scan(krate: &Crate) -> Found {
             let resolved = idents.iter().filter_map(|i| str_consts.get(i).copied());
             for code in literals.iter().map(String::as_str).chain(resolved) {
                 *found.tables.entry(code.to_owned()).or_default() += 1;
+            }
+        }
+        for table in derived_tables(src) {
+            has_table = true;
+            found.has_code_fn = true;
+            for code in table {
+                *found.tables.entry(code).or_default() += 1;
             }
         }
         if has_table {
@@ -628,4 +737,60 @@ fn g<'a>(x: &'a str) -> &'a str { r#"F_"SIX"#; x }
     assert!(names("see `A_ONE`.", "A_ONE"));
     assert!(!names("A_ONE_MORE", "A_ONE"));
     assert!(is_code_shaped("PATCH_CANDIDATE_IO") && !is_code_shaped("io_error"));
+}
+
+/// A derived enum's table, as the derive builds it.
+#[test]
+fn the_scan_reads_derived_tables() {
+    let src = r##"
+/// `#[derive(Coded)]` in a comment is no enum.
+#[derive(Debug, thiserror::Error, vocab::Coded)]
+#[non_exhaustive]
+pub enum E {
+    /// A doc with a brace { and "quotes".
+    #[error("A_ONE: {detail}")]
+    One { detail: String },
+    #[error("A_ONE: again")]
+    Again,
+    #[error("B_TWO: {0}")]
+    #[coded(code = B_CODE, environment)]
+    Two(u32),
+    #[error(transparent)]
+    Wrapped(#[from] Other),
+    #[error("C_THREE: elsewhere")]
+    #[coded(foreign = other::C_CODE)]
+    Foreign,
+    #[error("{code}: x")]
+    #[coded(field = code)]
+    Field { code: &'static str },
+    #[error("{0}")]
+    #[coded(delegate)]
+    Delegated(Other),
+    #[error("D_FOUR: x")]
+    Last,
+}
+#[derive(Debug)]
+enum NotCoded { #[error("E_FIVE: x")] X }
+"##;
+    assert_eq!(derived_tables(src), [["A_ONE", "B_TWO", "D_FOUR"]]);
+    let krate = Crate {
+        dir: "x".to_owned(),
+        files: vec![(PathBuf::from("x.rs"), src.to_owned())],
+    };
+    let found = scan(&krate);
+    assert!(found.has_code_fn);
+    assert_eq!(
+        found.tables.into_iter().collect::<Vec<_>>(),
+        [
+            ("A_ONE".to_owned(), 1),
+            ("B_TWO".to_owned(), 1),
+            ("D_FOUR".to_owned(), 1)
+        ]
+    );
+    let joined = r#"pub const ERROR_CODES: &[&str] = vocab::code_table!(E::CODES, &["F_SIX", G_CODE]);
+const G_CODE: &str = "G_SEVEN";"#;
+    let c = consts(joined);
+    let (literals, idents) = c[0].table_entries().unwrap();
+    assert_eq!(literals, ["F_SIX"]);
+    assert!(idents.contains(&"G_CODE"));
 }

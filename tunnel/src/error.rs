@@ -2,35 +2,10 @@
 //! sizes); no error ever carries payload bytes.
 
 /// Every code [`TunnelError::code`] can return, for documentation and contract tests.
-pub const ERROR_CODES: &[&str] = &[
-    "PATCH_CANDIDATE_TUNNEL_FRAME_SIZE",
-    "PATCH_CANDIDATE_TUNNEL_FRAME_TYPE",
-    "PATCH_CANDIDATE_TUNNEL_FRAME_CHANNEL",
-    "PATCH_CANDIDATE_TUNNEL_FRAME_PAYLOAD",
-    "PATCH_CANDIDATE_TUNNEL_HELLO",
-    "PATCH_CANDIDATE_TUNNEL_HELLO_MISSING",
-    "PATCH_CANDIDATE_TUNNEL_HELLO_REPEATED",
-    "PATCH_CANDIDATE_TUNNEL_DIRECTION",
-    "PATCH_CANDIDATE_TUNNEL_REQUEST_ORDER",
-    "PATCH_CANDIDATE_TUNNEL_OPEN_ORDER",
-    "PATCH_CANDIDATE_TUNNEL_CHANNEL_UNKNOWN",
-    "PATCH_CANDIDATE_TUNNEL_CHANNEL_CLOSED",
-    "PATCH_CANDIDATE_TUNNEL_OPEN_CHANNELS",
-    "PATCH_CANDIDATE_TUNNEL_CHANNELS",
-    "PATCH_CANDIDATE_TUNNEL_CHANNEL_BYTES",
-    "PATCH_CANDIDATE_TUNNEL_CHANNEL_BACKLOG",
-    "PATCH_CANDIDATE_TUNNEL_TOTAL_BYTES",
-    "PATCH_CANDIDATE_TUNNEL_EVENT",
-    "PATCH_CANDIDATE_TUNNEL_EVENTS",
-    "PATCH_CANDIDATE_TUNNEL_REQUEST_BYTES",
-    "PATCH_CANDIDATE_TUNNEL_RESULT_BYTES",
-    "PATCH_CANDIDATE_TUNNEL_AFTER_END",
-    "PATCH_CANDIDATE_TUNNEL_TRUNCATED",
-    "PATCH_CANDIDATE_TUNNEL_NO_RESULT_END",
-];
+pub const ERROR_CODES: &[&str] = TunnelError::CODES;
 
 /// A violation of the framed stdio protocol (or of one of its caps).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum TunnelError {
     /// A frame declared a payload above the frame bound (checked before any payload byte).
@@ -203,43 +178,4 @@ pub enum TunnelError {
     /// The byte stream ended before RESULT_END.
     #[error("PATCH_CANDIDATE_TUNNEL_NO_RESULT_END: the stream ended before RESULT_END")]
     NoResultEnd,
-}
-
-impl TunnelError {
-    /// The stable wire code.
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::FrameSize { .. } => "PATCH_CANDIDATE_TUNNEL_FRAME_SIZE",
-            Self::FrameType { .. } => "PATCH_CANDIDATE_TUNNEL_FRAME_TYPE",
-            Self::Channel { .. } => "PATCH_CANDIDATE_TUNNEL_FRAME_CHANNEL",
-            Self::Payload { .. } => "PATCH_CANDIDATE_TUNNEL_FRAME_PAYLOAD",
-            Self::Hello => "PATCH_CANDIDATE_TUNNEL_HELLO",
-            Self::HelloMissing { .. } => "PATCH_CANDIDATE_TUNNEL_HELLO_MISSING",
-            Self::HelloRepeated => "PATCH_CANDIDATE_TUNNEL_HELLO_REPEATED",
-            Self::Direction { .. } => "PATCH_CANDIDATE_TUNNEL_DIRECTION",
-            Self::RequestOrder { .. } => "PATCH_CANDIDATE_TUNNEL_REQUEST_ORDER",
-            Self::OpenOrder { .. } => "PATCH_CANDIDATE_TUNNEL_OPEN_ORDER",
-            Self::ChannelUnknown { .. } => "PATCH_CANDIDATE_TUNNEL_CHANNEL_UNKNOWN",
-            Self::ChannelClosed { .. } => "PATCH_CANDIDATE_TUNNEL_CHANNEL_CLOSED",
-            Self::OpenChannels { .. } => "PATCH_CANDIDATE_TUNNEL_OPEN_CHANNELS",
-            Self::Channels { .. } => "PATCH_CANDIDATE_TUNNEL_CHANNELS",
-            Self::ChannelBytes { .. } => "PATCH_CANDIDATE_TUNNEL_CHANNEL_BYTES",
-            Self::ChannelBacklog { .. } => "PATCH_CANDIDATE_TUNNEL_CHANNEL_BACKLOG",
-            Self::TotalBytes { .. } => "PATCH_CANDIDATE_TUNNEL_TOTAL_BYTES",
-            Self::Event { .. } => "PATCH_CANDIDATE_TUNNEL_EVENT",
-            Self::Events { .. } => "PATCH_CANDIDATE_TUNNEL_EVENTS",
-            Self::RequestBytes { .. } => "PATCH_CANDIDATE_TUNNEL_REQUEST_BYTES",
-            Self::ResultBytes { .. } => "PATCH_CANDIDATE_TUNNEL_RESULT_BYTES",
-            Self::AfterEnd { .. } => "PATCH_CANDIDATE_TUNNEL_AFTER_END",
-            Self::Truncated { .. } => "PATCH_CANDIDATE_TUNNEL_TRUNCATED",
-            Self::NoResultEnd => "PATCH_CANDIDATE_TUNNEL_NO_RESULT_END",
-        }
-    }
-}
-
-impl vocab::Coded for TunnelError {
-    fn code(&self) -> &'static str {
-        TunnelError::code(self)
-    }
 }

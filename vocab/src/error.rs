@@ -1,6 +1,5 @@
 //! The one error of this crate's fallible constructors.
 
-use crate::coded::Coded;
 use crate::text::Untrusted;
 
 /// `REPOSITORY_PATCH_MANIFEST_HASH`: a digest that is not `sha256:` + 64 lowercase hex (also the
@@ -12,41 +11,28 @@ pub const MANIFEST_HASH_CODE: &str = "REPOSITORY_PATCH_MANIFEST_HASH";
 pub const ID_CODE: &str = "PATCH_CANDIDATE_JOBS_ID";
 
 /// Every code [`VocabError::code`] can return.
-pub const ERROR_CODES: &[&str] = &[MANIFEST_HASH_CODE, ID_CODE];
+pub const ERROR_CODES: &[&str] = VocabError::CODES;
 
 /// Why a word could not be parsed. Messages quote the input only bounded and escaped
 /// ([`Untrusted`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, crate::Coded)]
 pub enum VocabError {
     /// A digest was not `sha256:` + 64 lowercase hex (the snapshot crate's code for it).
     #[error("REPOSITORY_PATCH_MANIFEST_HASH: invalid sha256 digest")]
+    #[coded(code = MANIFEST_HASH_CODE)]
     DigestFormat,
     /// An ID failed its format check (the job store's code for it).
     #[error("PATCH_CANDIDATE_JOBS_ID: invalid {kind} id {}", Untrusted::quoted(.value).limit(80))]
+    #[coded(code = ID_CODE)]
     Id { kind: &'static str, value: String },
 }
 
 impl VocabError {
-    /// The stable wire code.
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::DigestFormat => MANIFEST_HASH_CODE,
-            Self::Id { .. } => ID_CODE,
-        }
-    }
-
     pub(crate) fn id(kind: &'static str, value: &str) -> Self {
         Self::Id {
             kind,
             value: value.to_owned(),
         }
-    }
-}
-
-impl Coded for VocabError {
-    fn code(&self) -> &'static str {
-        VocabError::code(self)
     }
 }
 
@@ -57,10 +43,7 @@ mod tests {
     #[test]
     fn every_variant_keeps_the_message_convention_and_is_in_the_table() {
         let samples = [VocabError::DigestFormat, VocabError::id("job", "../etc")];
-        for e in &samples {
-            crate::check_message_convention(e).unwrap();
-        }
-        crate::check_code_table(ERROR_CODES, samples.iter().map(VocabError::code)).unwrap();
+        crate::check_coded_samples(&samples).unwrap();
     }
 
     #[test]

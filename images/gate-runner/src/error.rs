@@ -1,39 +1,27 @@
 //! The crate's one error type. Messages never quote request values, file contents or the child's
 //! output: they name the field or rule and the limit.
 
-use vocab::{Coded, FailureClass, StrictJsonError};
+use vocab::StrictJsonError;
 
 /// Every code [`GateRunnerError::code`] and `JunitRefusal::code`
 /// can return, for documentation and contract tests.
-pub const ERROR_CODES: &[&str] = &[
-    "GATE_WIRE_FRAME_LENGTH",
-    "GATE_WIRE_FRAME_TRUNCATED",
-    "GATE_WIRE_TRAILING_DATA",
-    "GATE_WIRE_JSON",
-    "GATE_WIRE_NOT_CANONICAL",
-    "GATE_WIRE_FIELD",
-    "GATE_WIRE_VERSION",
-    "GATE_WIRE_REPORT_SHAPE",
-    "GATE_RUNNER_TREE",
-    "GATE_RUNNER_CWD",
-    "GATE_RUNNER_SPAWN",
-    "GATE_RUNNER_HARDEN",
-    "GATE_RUNNER_ROOT",
-    "GATE_RUNNER_USAGE",
-    "GATE_RUNNER_IO",
-    "GATE_JUNIT_NOT_A_FILE",
-    "GATE_JUNIT_TOO_LARGE",
-    "GATE_JUNIT_DOCTYPE",
-    "GATE_JUNIT_ENTITY",
-    "GATE_JUNIT_TOO_DEEP",
-    "GATE_JUNIT_SYNTAX",
-    "GATE_JUNIT_CASE_ID",
-    "GATE_JUNIT_IO",
-];
+pub const ERROR_CODES: &[&str] = vocab::code_table!(
+    GateRunnerError::CODES,
+    &[
+        "GATE_JUNIT_NOT_A_FILE",
+        "GATE_JUNIT_TOO_LARGE",
+        "GATE_JUNIT_DOCTYPE",
+        "GATE_JUNIT_ENTITY",
+        "GATE_JUNIT_TOO_DEEP",
+        "GATE_JUNIT_SYNTAX",
+        "GATE_JUNIT_CASE_ID",
+        "GATE_JUNIT_IO",
+    ],
+);
 
 /// Why a wire document was refused, or why the runner could not run the gate. Every message
 /// starts with its code.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum GateRunnerError {
     /// A frame's length prefix is 0 or above the cap.
@@ -76,18 +64,23 @@ pub enum GateRunnerError {
     Cwd,
     /// The child could not be started.
     #[error("GATE_RUNNER_SPAWN: gate command could not be started: {kind}")]
+    #[coded(environment)]
     Spawn { kind: std::io::ErrorKind },
     /// Process hardening (`prctl`, signals) failed.
     #[error("GATE_RUNNER_HARDEN: process hardening failed: {step}")]
+    #[coded(environment)]
     Harden { step: &'static str },
     /// The extraction root could not be opened.
     #[error("GATE_RUNNER_ROOT: extraction root cannot be opened: {kind}")]
+    #[coded(environment)]
     Root { kind: std::io::ErrorKind },
     /// The command line of the runner itself is wrong.
     #[error("GATE_RUNNER_USAGE: {reason}")]
+    #[coded(usage)]
     Usage { reason: &'static str },
     /// Any other I/O failure.
     #[error("GATE_RUNNER_IO: i/o failure: {kind}")]
+    #[coded(environment)]
     Io { kind: std::io::ErrorKind },
 }
 
@@ -98,46 +91,8 @@ impl From<std::io::Error> for GateRunnerError {
 }
 
 impl GateRunnerError {
-    /// The stable code.
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::FrameLength { .. } => "GATE_WIRE_FRAME_LENGTH",
-            Self::FrameTruncated => "GATE_WIRE_FRAME_TRUNCATED",
-            Self::TrailingData => "GATE_WIRE_TRAILING_DATA",
-            Self::Json(_) => "GATE_WIRE_JSON",
-            Self::NotCanonical => "GATE_WIRE_NOT_CANONICAL",
-            Self::Field { .. } => "GATE_WIRE_FIELD",
-            Self::Version { .. } => "GATE_WIRE_VERSION",
-            Self::ReportShape { .. } => "GATE_WIRE_REPORT_SHAPE",
-            Self::Tree { .. } => "GATE_RUNNER_TREE",
-            Self::Cwd => "GATE_RUNNER_CWD",
-            Self::Spawn { .. } => "GATE_RUNNER_SPAWN",
-            Self::Harden { .. } => "GATE_RUNNER_HARDEN",
-            Self::Root { .. } => "GATE_RUNNER_ROOT",
-            Self::Usage { .. } => "GATE_RUNNER_USAGE",
-            Self::Io { .. } => "GATE_RUNNER_IO",
-        }
-    }
-
     pub(crate) fn field(field: &'static str, rule: &'static str) -> Self {
         Self::Field { field, rule }
-    }
-}
-
-impl Coded for GateRunnerError {
-    fn code(&self) -> &'static str {
-        GateRunnerError::code(self)
-    }
-
-    fn class(&self) -> FailureClass {
-        match self {
-            Self::Spawn { .. } | Self::Harden { .. } | Self::Root { .. } | Self::Io { .. } => {
-                FailureClass::Environment
-            }
-            Self::Usage { .. } => FailureClass::Usage,
-            _ => FailureClass::Rejected,
-        }
     }
 }
 
@@ -146,26 +101,6 @@ mod tests {
     use super::*;
     use crate::junit::JunitRefusal;
     use crate::tree::TreeRule;
-
-    fn variant_index(e: &GateRunnerError) -> usize {
-        match e {
-            GateRunnerError::FrameLength { .. } => 0,
-            GateRunnerError::FrameTruncated => 1,
-            GateRunnerError::TrailingData => 2,
-            GateRunnerError::Json(_) => 3,
-            GateRunnerError::NotCanonical => 4,
-            GateRunnerError::Field { .. } => 5,
-            GateRunnerError::Version { .. } => 6,
-            GateRunnerError::ReportShape { .. } => 7,
-            GateRunnerError::Tree { .. } => 8,
-            GateRunnerError::Cwd => 9,
-            GateRunnerError::Spawn { .. } => 10,
-            GateRunnerError::Harden { .. } => 11,
-            GateRunnerError::Root { .. } => 12,
-            GateRunnerError::Usage { .. } => 13,
-            GateRunnerError::Io { .. } => 14,
-        }
-    }
 
     #[test]
     fn every_variant_follows_the_message_convention_with_a_unique_code() {
@@ -201,14 +136,11 @@ mod tests {
                 kind: std::io::ErrorKind::BrokenPipe,
             },
         ];
-        let mut seen = vec![false; samples.len()];
+        vocab::check_coded_samples(&samples).unwrap();
         let mut codes = std::collections::BTreeSet::new();
         for e in &samples {
-            seen[variant_index(e)] = true;
-            vocab::check_message_convention(e).unwrap();
             assert!(codes.insert(e.code()), "{} twice", e.code());
         }
-        assert!(seen.iter().all(|s| *s));
         let junit = [
             JunitRefusal::NotAFile,
             JunitRefusal::TooLarge,

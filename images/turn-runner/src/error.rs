@@ -1,39 +1,31 @@
 //! The crate's one error type. Messages never quote file contents or agent output.
 
-use vocab::{Coded, FailureClass, Untrusted};
+use vocab::Untrusted;
 
 /// Every code [`ProofError::code`] can return (archive and tunnel errors keep their crate's
 /// code), and the codes of the runner's refusals of the agent's file requests (`FsRefusal`), for
 /// documentation and contract tests.
-pub const ERROR_CODES: &[&str] = &[
-    "PROOF_WORKER_REQUEST_BUDGET",
-    "PROOF_WORKER_REQUEST_FORMAT",
-    "PROOF_WORKER_REQUEST_PATH",
-    "PROOF_WORKER_GRANTS",
-    "PROOF_WORKER_FILE_BUDGET",
-    "PROOF_WORKER_INSPECTION_BUDGET",
-    "PROOF_WORKER_WORKSPACE",
-    "PROOF_WORKER_AGENT_SPAWN",
-    "ACP_PROOF_ISOLATION_FAILED",
-    "PROOF_WORKER_OUTPUT",
-    "PROOF_WORKER_IO",
-    "PROOF_WORKER_LIVE_REQUEST",
-    "PROOF_WORKER_LIVE_LISTEN",
-    "FS_OUTSIDE_WORKSPACE",
-    "FS_UNSAFE_PATH",
-    "FS_NOT_IN_SCOPE",
-    "FS_READ_ONLY",
-    "FS_SYMLINK",
-    "FS_NOT_A_FILE",
-    "FS_TOO_LARGE",
-    "FS_NOT_UTF8",
-    "FS_NOT_FOUND",
-    "FS_IO",
-];
+pub const ERROR_CODES: &[&str] = vocab::code_table!(
+    ProofError::CODES,
+    &[
+        "FS_OUTSIDE_WORKSPACE",
+        "FS_UNSAFE_PATH",
+        "FS_NOT_IN_SCOPE",
+        "FS_READ_ONLY",
+        "FS_SYMLINK",
+        "FS_NOT_A_FILE",
+        "FS_TOO_LARGE",
+        "FS_NOT_UTF8",
+        "FS_NOT_FOUND",
+        "FS_IO",
+    ],
+);
 
 /// Why a turn could not be run or reported. Every message starts with its code (see
-/// [`vocab::Coded`]); names are shown only through [`Untrusted`].
-#[derive(Debug, thiserror::Error)]
+/// [`vocab::Coded`]); names are shown only through [`Untrusted`]. The class separates the
+/// runner's environment (I/O, workspace setup, starting the agent) from a refused request.
+/// Isolation failures are refusals here; the runner gives them their own exit status.
+#[derive(Debug, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum ProofError {
     #[error("PROOF_WORKER_REQUEST_BUDGET: request exceeds {limit} bytes")]
@@ -50,8 +42,10 @@ pub enum ProofError {
     #[error("PROOF_WORKER_INSPECTION_BUDGET: read-only inspection files exceed {limit} bytes")]
     InspectionBudget { limit: usize },
     #[error("PROOF_WORKER_WORKSPACE: workspace setup failed: {reason}")]
+    #[coded(environment)]
     Workspace { reason: String },
     #[error("PROOF_WORKER_AGENT_SPAWN: agent could not be started")]
+    #[coded(environment)]
     AgentSpawn,
     /// `exposures` include names the agent reported: each is shown escaped and capped.
     #[error("ACP_PROOF_ISOLATION_FAILED: isolation exposure: {}", list_bare(.exposures))]
@@ -61,15 +55,18 @@ pub enum ProofError {
     #[error(transparent)]
     Archive(#[from] archive::ArchiveError),
     #[error("PROOF_WORKER_IO: i/o failure: {kind}")]
+    #[coded(environment)]
     Io { kind: std::io::ErrorKind },
     /// The `live` object is missing where required, present where not, or invalid.
     #[error("PROOF_WORKER_LIVE_REQUEST: invalid live turn settings: {reason}")]
     LiveRequest { reason: &'static str },
     /// The worker broke the framed protocol (or the stream ended early).
     #[error(transparent)]
+    #[coded(rejected)]
     Tunnel(#[from] tunnel::TunnelError),
     /// The loopback listener for the agent's model requests could not be opened.
     #[error("PROOF_WORKER_LIVE_LISTEN: cannot listen on 127.0.0.1:{port}")]
+    #[coded(environment)]
     LiveListen { port: u16 },
 }
 
@@ -94,55 +91,11 @@ impl From<std::io::Error> for ProofError {
     }
 }
 
-impl ProofError {
-    /// The stable code.
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::RequestBudget { .. } => "PROOF_WORKER_REQUEST_BUDGET",
-            Self::RequestFormat { .. } => "PROOF_WORKER_REQUEST_FORMAT",
-            Self::RequestPath { .. } => "PROOF_WORKER_REQUEST_PATH",
-            Self::Grants { .. } => "PROOF_WORKER_GRANTS",
-            Self::FileBudget { .. } => "PROOF_WORKER_FILE_BUDGET",
-            Self::InspectionBudget { .. } => "PROOF_WORKER_INSPECTION_BUDGET",
-            Self::Workspace { .. } => "PROOF_WORKER_WORKSPACE",
-            Self::AgentSpawn => "PROOF_WORKER_AGENT_SPAWN",
-            Self::Isolation { .. } => "ACP_PROOF_ISOLATION_FAILED",
-            Self::Output => "PROOF_WORKER_OUTPUT",
-            Self::Archive(e) => e.code(),
-            Self::Io { .. } => "PROOF_WORKER_IO",
-            Self::LiveRequest { .. } => "PROOF_WORKER_LIVE_REQUEST",
-            Self::Tunnel(e) => e.code(),
-            Self::LiveListen { .. } => "PROOF_WORKER_LIVE_LISTEN",
-        }
-    }
-}
-
-impl Coded for ProofError {
-    fn code(&self) -> &'static str {
-        ProofError::code(self)
-    }
-
-    /// The runner's environment (I/O, workspace setup, starting the agent) versus a refused
-    /// request. Isolation failures are refusals here; the runner gives them their own exit status.
-    fn class(&self) -> FailureClass {
-        match self {
-            Self::Io { .. }
-            | Self::AgentSpawn
-            | Self::Workspace { .. }
-            | Self::LiveListen { .. } => FailureClass::Environment,
-            Self::Archive(e) => e.class(),
-            _ => FailureClass::Rejected,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// One sample of every variant; [`variant_index`] is an exhaustive `match`, so a new variant
-    /// does not compile until it has an index and the test fails until it has a sample.
+    /// One sample of every variant (the all-variants test fails until a new variant has one).
     fn samples() -> Vec<ProofError> {
         vec![
             ProofError::RequestBudget { limit: 10 },
@@ -180,32 +133,10 @@ mod tests {
         ]
     }
 
-    const VARIANTS: usize = 15;
-
-    fn variant_index(e: &ProofError) -> usize {
-        match e {
-            ProofError::RequestBudget { .. } => 0,
-            ProofError::RequestFormat { .. } => 1,
-            ProofError::RequestPath { .. } => 2,
-            ProofError::Grants { .. } => 3,
-            ProofError::FileBudget { .. } => 4,
-            ProofError::InspectionBudget { .. } => 5,
-            ProofError::Workspace { .. } => 6,
-            ProofError::AgentSpawn => 7,
-            ProofError::Isolation { .. } => 8,
-            ProofError::Output => 9,
-            ProofError::Archive(_) => 10,
-            ProofError::Io { .. } => 11,
-            ProofError::LiveRequest { .. } => 12,
-            ProofError::Tunnel(_) => 13,
-            ProofError::LiveListen { .. } => 14,
-        }
-    }
-
     #[test]
     fn every_variant_starts_with_its_code_once() {
         let samples = samples();
-        vocab::check_samples(&samples, VARIANTS, variant_index).unwrap();
+        vocab::check_coded_samples(&samples).unwrap();
     }
 
     #[test]

@@ -10,32 +10,25 @@ use crate::ids::{ContainerName, EXPECTED_IMAGE_ID_CODE, IdError};
 pub const CLEANUP_FAILED_CODE: &str = "REPOSITORY_DOCKER_CLEANUP_FAILED";
 /// Every code [`ContainerError::code`] and [`IdError::code`] can return, for documentation and
 /// contract tests. The state directory's failures keep the `state` crate's code.
-pub const ERROR_CODES: &[&str] = &[
-    "REPOSITORY_DOCKER_IMAGE",
-    EXPECTED_IMAGE_ID_CODE,
-    "REPOSITORY_DOCKER_RUNTIME",
-    "REPOSITORY_DOCKER_IMAGE_ID",
-    "REPOSITORY_DOCKER_CONTAINER_ID",
-    "REPOSITORY_DOCKER_CONTEXT_MISMATCH",
-    "REPOSITORY_DOCKER_RUNTIME_MISMATCH",
-    "REPOSITORY_DOCKER_UNAVAILABLE",
-    "REPOSITORY_DOCKER_COMMAND_FAILED",
-    "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH",
-    "REPOSITORY_DOCKER_IMAGE_MISSING",
-    "REPOSITORY_DOCKER_INSPECT_FORMAT",
-    "REPOSITORY_DOCKER_ISOLATION_MISMATCH",
-    "REPOSITORY_DOCKER_TIMEOUT",
-    "REPOSITORY_DOCKER_KILLED_EXTERNALLY",
-    CLEANUP_FAILED_CODE,
-];
+pub const ERROR_CODES: &[&str] = vocab::code_table!(
+    &[
+        "REPOSITORY_DOCKER_IMAGE",
+        EXPECTED_IMAGE_ID_CODE,
+        "REPOSITORY_DOCKER_RUNTIME",
+        "REPOSITORY_DOCKER_IMAGE_ID",
+        "REPOSITORY_DOCKER_CONTAINER_ID",
+    ],
+    ContainerError::CODES,
+);
 
 /// Errors of the Docker seam: connecting, image and container inspection, pre-start
 /// verification, waiting, removal and the sweeper.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum ContainerError {
     /// An image reference, image ID, container ID or runtime name failed its constructor.
     #[error(transparent)]
+    #[coded(rejected)]
     Id(#[from] IdError),
     /// A label value (job or attempt binding) is not host-owned.
     #[error("REPOSITORY_DOCKER_CONTEXT_MISMATCH: request does not match the approval ({field})")]
@@ -48,15 +41,18 @@ pub enum ContainerError {
     RuntimeMismatch { field: &'static str },
     /// The daemon could not be reached (socket missing, refused, API negotiation failed).
     #[error("REPOSITORY_DOCKER_UNAVAILABLE: Docker daemon unavailable ({detail})")]
+    #[coded(environment)]
     Unavailable { detail: &'static str },
     /// A Docker call failed or returned an unexpected status.
     #[error("REPOSITORY_DOCKER_COMMAND_FAILED: {operation} failed")]
+    #[coded(environment)]
     CommandFailed { operation: &'static str },
     /// The image tag no longer resolves to the approved image ID.
     #[error("REPOSITORY_DOCKER_IMAGE_ID_MISMATCH: image does not resolve to the approved id")]
     ImageIdMismatch,
     /// The image does not exist locally (it is never pulled).
     #[error("REPOSITORY_DOCKER_IMAGE_MISSING: image is not present on the daemon")]
+    #[coded(environment)]
     ImageMissing,
     #[error("REPOSITORY_DOCKER_INSPECT_FORMAT: container inspection has an unexpected shape")]
     InspectFormat,
@@ -72,64 +68,25 @@ pub enum ContainerError {
     #[error(
         "REPOSITORY_DOCKER_KILLED_EXTERNALLY: container was killed from outside (status {status})"
     )]
+    #[coded(environment)]
     KilledExternally { status: i64 },
     /// A container could not be removed (or its absence proven).
     #[error("REPOSITORY_DOCKER_CLEANUP_FAILED: container {name} could not be removed")]
+    #[coded(code = CLEANUP_FAILED_CODE, environment)]
     CleanupFailed { name: ContainerName },
     /// Local state (the state directory) could not be located or prepared, or one of its
     /// records read (the `state` crate's code).
     #[error(transparent)]
+    #[coded(environment)]
     State(#[from] state::StateError),
 }
 
 impl ContainerError {
-    /// The stable wire code (the message prefix before `": "`).
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Id(e) => e.code(),
-            Self::ContextMismatch { .. } => "REPOSITORY_DOCKER_CONTEXT_MISMATCH",
-            Self::RuntimeMismatch { .. } => "REPOSITORY_DOCKER_RUNTIME_MISMATCH",
-            Self::Unavailable { .. } => "REPOSITORY_DOCKER_UNAVAILABLE",
-            Self::CommandFailed { .. } => "REPOSITORY_DOCKER_COMMAND_FAILED",
-            Self::ImageIdMismatch => "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH",
-            Self::ImageMissing => "REPOSITORY_DOCKER_IMAGE_MISSING",
-            Self::InspectFormat => "REPOSITORY_DOCKER_INSPECT_FORMAT",
-            Self::IsolationMismatch { .. } => "REPOSITORY_DOCKER_ISOLATION_MISMATCH",
-            Self::Timeout { .. } => "REPOSITORY_DOCKER_TIMEOUT",
-            Self::KilledExternally { .. } => "REPOSITORY_DOCKER_KILLED_EXTERNALLY",
-            Self::CleanupFailed { .. } => CLEANUP_FAILED_CODE,
-            Self::State(e) => e.code(),
-        }
-    }
-
     /// True for failures of the environment (daemon unreachable, a Docker call failing, a missing
     /// image, cleanup, local state) rather than a rejection.
     #[must_use]
     pub fn is_environment(&self) -> bool {
-        matches!(
-            self,
-            Self::Unavailable { .. }
-                | Self::CommandFailed { .. }
-                | Self::ImageMissing
-                | Self::KilledExternally { .. }
-                | Self::CleanupFailed { .. }
-                | Self::State(_)
-        )
-    }
-}
-
-impl Coded for ContainerError {
-    fn code(&self) -> &'static str {
-        ContainerError::code(self)
-    }
-
-    fn class(&self) -> FailureClass {
-        if self.is_environment() {
-            FailureClass::Environment
-        } else {
-            FailureClass::Rejected
-        }
+        Coded::class(self) == FailureClass::Environment
     }
 }
 
@@ -190,11 +147,7 @@ mod tests {
     fn every_variant_follows_the_message_convention() {
         let all = samples();
         assert_eq!(all.len(), 17);
-        for e in &all {
-            if let Err(violation) = vocab::check_message_convention(e) {
-                panic!("{violation}");
-            }
-        }
+        vocab::check_coded_samples(&all).unwrap();
     }
 
     #[test]

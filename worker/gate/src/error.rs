@@ -7,25 +7,10 @@ use vocab::{Coded, FailureClass};
 use container::ContainerError;
 
 /// Every code [`GateError::code`] can return (wrapped errors keep their crate's code), for documentation and contract tests.
-pub const ERROR_CODES: &[&str] = &[
-    "PATCH_CANDIDATE_GATE_DEFINITION",
-    "PATCH_CANDIDATE_GATE_UNKNOWN",
-    "PATCH_CANDIDATE_GATE_TREE",
-    "PATCH_CANDIDATE_GATE_TREE_BUDGET",
-    "PATCH_CANDIDATE_GATE_CANDIDATE_MISMATCH",
-    "PATCH_CANDIDATE_GATE_REQUEST",
-    "PATCH_CANDIDATE_GATE_REPORT",
-    "PATCH_CANDIDATE_GATE_RUNNER",
-    "PATCH_CANDIDATE_GATE_CONTRADICTION",
-    "PATCH_CANDIDATE_GATE_OOM",
-    "PATCH_CANDIDATE_GATE_CONTAINER_EXIT",
-    "PATCH_CANDIDATE_GATE_EVIDENCE",
-    "PATCH_CANDIDATE_GATE_EVIDENCE_BINDING",
-    "PATCH_CANDIDATE_GATE_STATE",
-];
+pub const ERROR_CODES: &[&str] = GateError::CODES;
 
 /// Errors of the gate host side: definitions, the tree, the run, the baseline cache, evidence.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum GateError {
     /// The operator's gate definition file is unreadable, too large or invalid.
@@ -57,9 +42,11 @@ pub enum GateError {
     Contradiction { detail: &'static str },
     /// The container was killed by the out-of-memory killer before it reported.
     #[error("PATCH_CANDIDATE_GATE_OOM: the gate container exceeded its memory limit")]
+    #[coded(environment)]
     OutOfMemory,
     /// The container itself exited non-zero.
     #[error("PATCH_CANDIDATE_GATE_CONTAINER_EXIT: gate container exited with status {status}")]
+    #[coded(environment)]
     ContainerExit { status: i64 },
     /// An evidence document failed its strict parse or its checks.
     #[error("PATCH_CANDIDATE_GATE_EVIDENCE: {detail}")]
@@ -69,67 +56,28 @@ pub enum GateError {
     EvidenceBinding { detail: &'static str },
     /// The baseline cache or an evidence file could not be read or written.
     #[error("PATCH_CANDIDATE_GATE_STATE: {detail}")]
+    #[coded(environment)]
     State { detail: &'static str },
     /// The Docker seam's own failures, unchanged.
     #[error(transparent)]
+    #[coded(usage_as_rejected)]
     Container(#[from] ContainerError),
     /// The snapshot loader's failures (git), unchanged.
     #[error(transparent)]
+    #[coded(usage_as_rejected)]
     Snapshot(#[from] snapshot::SnapshotError),
     /// The candidate's own failures (digest), unchanged.
     #[error(transparent)]
+    #[coded(usage_as_rejected)]
     Finalize(#[from] finalizer::FinalizeError),
 }
 
 impl GateError {
-    /// The stable wire code (the message prefix before `": "`).
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Definition { .. } => "PATCH_CANDIDATE_GATE_DEFINITION",
-            Self::Unknown { .. } => "PATCH_CANDIDATE_GATE_UNKNOWN",
-            Self::Tree { .. } => "PATCH_CANDIDATE_GATE_TREE",
-            Self::TreeBudget { .. } => "PATCH_CANDIDATE_GATE_TREE_BUDGET",
-            Self::CandidateMismatch { .. } => "PATCH_CANDIDATE_GATE_CANDIDATE_MISMATCH",
-            Self::Request { .. } => "PATCH_CANDIDATE_GATE_REQUEST",
-            Self::Report { .. } => "PATCH_CANDIDATE_GATE_REPORT",
-            Self::Runner => "PATCH_CANDIDATE_GATE_RUNNER",
-            Self::Contradiction { .. } => "PATCH_CANDIDATE_GATE_CONTRADICTION",
-            Self::OutOfMemory => "PATCH_CANDIDATE_GATE_OOM",
-            Self::ContainerExit { .. } => "PATCH_CANDIDATE_GATE_CONTAINER_EXIT",
-            Self::Evidence { .. } => "PATCH_CANDIDATE_GATE_EVIDENCE",
-            Self::EvidenceBinding { .. } => "PATCH_CANDIDATE_GATE_EVIDENCE_BINDING",
-            Self::State { .. } => "PATCH_CANDIDATE_GATE_STATE",
-            Self::Container(e) => e.code(),
-            Self::Snapshot(e) => e.code(),
-            Self::Finalize(e) => e.code(),
-        }
-    }
-
     /// True for failures of the environment (Docker, git, local state) rather than a verdict or
     /// a rejection of the input.
     #[must_use]
     pub fn is_environment(&self) -> bool {
-        match self {
-            Self::State { .. } | Self::OutOfMemory | Self::ContainerExit { .. } => true,
-            Self::Container(e) => e.is_environment(),
-            Self::Snapshot(e) => e.class() == FailureClass::Environment,
-            Self::Finalize(e) => e.is_environment(),
-            _ => false,
-        }
-    }
-}
-
-impl Coded for GateError {
-    fn code(&self) -> &'static str {
-        GateError::code(self)
-    }
-    fn class(&self) -> FailureClass {
-        if self.is_environment() {
-            FailureClass::Environment
-        } else {
-            FailureClass::Rejected
-        }
+        Coded::class(self) == FailureClass::Environment
     }
 }
 
@@ -157,10 +105,27 @@ mod tests {
             GateError::Evidence { detail: "x".into() },
             GateError::EvidenceBinding { detail: "x" },
             GateError::State { detail: "x" },
+            GateError::Container(ContainerError::ImageMissing),
+            GateError::Snapshot(snapshot::SnapshotError::ApproveValue {
+                flag: "--task",
+                reason: "must not be empty",
+            }),
+            GateError::Finalize(finalizer::FinalizeError::DigestPath),
         ];
-        for e in &all {
-            assert_eq!(vocab::check_message_convention(e), Ok(()), "{e}");
-        }
-        vocab::check_code_table(ERROR_CODES, all.iter().map(GateError::code)).unwrap();
+        vocab::check_coded_samples(&all).unwrap();
+    }
+
+    /// A wrapped usage error is a rejection of the gate's input; the environment stays the
+    /// environment's.
+    #[test]
+    fn wrapped_errors_are_the_environment_or_rejections() {
+        let usage = GateError::Snapshot(snapshot::SnapshotError::ApproveValue {
+            flag: "--task",
+            reason: "must not be empty",
+        });
+        assert_eq!(Coded::class(&usage), FailureClass::Rejected);
+        let docker = GateError::Container(ContainerError::ImageMissing);
+        assert_eq!(Coded::class(&docker), FailureClass::Environment);
+        assert!(docker.is_environment() && !usage.is_environment());
     }
 }

@@ -9,54 +9,14 @@ pub const CONFIG_CODE: &str = "PATCH_CANDIDATE_GATEWAY_CONFIG";
 /// Every code [`GatewayError::code`], [`GatewaySetupError::code`] and
 /// `UnknownProvider::code` can return, for documentation and
 /// contract tests.
-pub const ERROR_CODES: &[&str] = &[
-    "PATCH_CANDIDATE_GATEWAY_REQUEST_LINE",
-    "PATCH_CANDIDATE_GATEWAY_METHOD",
-    "PATCH_CANDIDATE_GATEWAY_TARGET",
-    "PATCH_CANDIDATE_GATEWAY_PATH",
-    "PATCH_CANDIDATE_GATEWAY_QUERY",
-    "PATCH_CANDIDATE_GATEWAY_SIDE_CALL",
-    "PATCH_CANDIDATE_GATEWAY_UPGRADE",
-    "PATCH_CANDIDATE_GATEWAY_VERSION",
-    "PATCH_CANDIDATE_GATEWAY_HEADER",
-    "PATCH_CANDIDATE_GATEWAY_HEADERS_SIZE",
-    "PATCH_CANDIDATE_GATEWAY_HEADER_DUPLICATE",
-    "PATCH_CANDIDATE_GATEWAY_TRANSFER_ENCODING",
-    "PATCH_CANDIDATE_GATEWAY_CONTENT_LENGTH",
-    "PATCH_CANDIDATE_GATEWAY_HEADER_REFUSED",
-    "PATCH_CANDIDATE_GATEWAY_BODY_SIZE",
-    "PATCH_CANDIDATE_GATEWAY_READ_TIMEOUT",
-    "PATCH_CANDIDATE_GATEWAY_INCOMPLETE",
-    "PATCH_CANDIDATE_GATEWAY_BODY",
-    "PATCH_CANDIDATE_GATEWAY_BODY_VALUES",
-    "PATCH_CANDIDATE_GATEWAY_BODY_DEPTH",
-    "PATCH_CANDIDATE_GATEWAY_BODY_STRING",
-    "PATCH_CANDIDATE_GATEWAY_BODY_KEY",
-    "PATCH_CANDIDATE_GATEWAY_CONTENT_URL",
-    "PATCH_CANDIDATE_GATEWAY_CONTENT_FILE",
-    "PATCH_CANDIDATE_GATEWAY_STORED_STATE",
-    "PATCH_CANDIDATE_GATEWAY_STREAM",
-    "PATCH_CANDIDATE_GATEWAY_MODEL",
-    "PATCH_CANDIDATE_GATEWAY_TOOL",
-    "PATCH_CANDIDATE_GATEWAY_BUDGET_REQUESTS",
-    "PATCH_CANDIDATE_GATEWAY_BUDGET_REQUEST_BYTES",
-    "PATCH_CANDIDATE_GATEWAY_BUDGET_RESPONSE_BYTES",
-    "PATCH_CANDIDATE_GATEWAY_BUDGET_TOKENS",
-    "PATCH_CANDIDATE_GATEWAY_USAGE_MISSING",
-    "PATCH_CANDIDATE_GATEWAY_UPSTREAM",
-    "PATCH_CANDIDATE_GATEWAY_UPSTREAM_ENCODING",
-    "PATCH_CANDIDATE_GATEWAY_UPSTREAM_TIMEOUT",
-    "PATCH_CANDIDATE_GATEWAY_UPSTREAM_STATUS",
-    "PATCH_CANDIDATE_GATEWAY_CANCELLED",
-    CONFIG_CODE,
-    "PATCH_CANDIDATE_GATEWAY_CREDENTIAL",
-    "PATCH_CANDIDATE_GATEWAY_UPSTREAM_URL",
-    "PATCH_CANDIDATE_GATEWAY_TLS",
-    "PATCH_CANDIDATE_GATEWAY_PROVIDER",
-];
+pub const ERROR_CODES: &[&str] = vocab::code_table!(
+    GatewayError::CODES,
+    GatewaySetupError::CODES,
+    &["PATCH_CANDIDATE_GATEWAY_PROVIDER"],
+);
 
 /// Why the gateway refused or cut a tunnelled model request.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum GatewayError {
     /// The request line is not `METHOD SP TARGET SP HTTP/x.y CRLF`.
@@ -244,51 +204,6 @@ pub enum GatewayError {
 }
 
 impl GatewayError {
-    /// The stable wire code.
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::RequestLine => "PATCH_CANDIDATE_GATEWAY_REQUEST_LINE",
-            Self::Method => "PATCH_CANDIDATE_GATEWAY_METHOD",
-            Self::Target => "PATCH_CANDIDATE_GATEWAY_TARGET",
-            Self::Path => "PATCH_CANDIDATE_GATEWAY_PATH",
-            Self::Query => "PATCH_CANDIDATE_GATEWAY_QUERY",
-            Self::SideCall => "PATCH_CANDIDATE_GATEWAY_SIDE_CALL",
-            Self::Upgrade => "PATCH_CANDIDATE_GATEWAY_UPGRADE",
-            Self::Version => "PATCH_CANDIDATE_GATEWAY_VERSION",
-            Self::Header => "PATCH_CANDIDATE_GATEWAY_HEADER",
-            Self::HeadersSize { .. } => "PATCH_CANDIDATE_GATEWAY_HEADERS_SIZE",
-            Self::HeaderDuplicate => "PATCH_CANDIDATE_GATEWAY_HEADER_DUPLICATE",
-            Self::TransferEncoding => "PATCH_CANDIDATE_GATEWAY_TRANSFER_ENCODING",
-            Self::ContentLength => "PATCH_CANDIDATE_GATEWAY_CONTENT_LENGTH",
-            Self::HeaderRefused => "PATCH_CANDIDATE_GATEWAY_HEADER_REFUSED",
-            Self::BodySize { .. } => "PATCH_CANDIDATE_GATEWAY_BODY_SIZE",
-            Self::ReadTimeout { .. } => "PATCH_CANDIDATE_GATEWAY_READ_TIMEOUT",
-            Self::Incomplete => "PATCH_CANDIDATE_GATEWAY_INCOMPLETE",
-            Self::Body => "PATCH_CANDIDATE_GATEWAY_BODY",
-            Self::BodyValues { .. } => "PATCH_CANDIDATE_GATEWAY_BODY_VALUES",
-            Self::BodyDepth { .. } => "PATCH_CANDIDATE_GATEWAY_BODY_DEPTH",
-            Self::BodyString { .. } => "PATCH_CANDIDATE_GATEWAY_BODY_STRING",
-            Self::BodyKey => "PATCH_CANDIDATE_GATEWAY_BODY_KEY",
-            Self::ContentUrl => "PATCH_CANDIDATE_GATEWAY_CONTENT_URL",
-            Self::ContentFile => "PATCH_CANDIDATE_GATEWAY_CONTENT_FILE",
-            Self::StoredState => "PATCH_CANDIDATE_GATEWAY_STORED_STATE",
-            Self::Stream => "PATCH_CANDIDATE_GATEWAY_STREAM",
-            Self::Model => "PATCH_CANDIDATE_GATEWAY_MODEL",
-            Self::Tool => "PATCH_CANDIDATE_GATEWAY_TOOL",
-            Self::BudgetRequests { .. } => "PATCH_CANDIDATE_GATEWAY_BUDGET_REQUESTS",
-            Self::BudgetRequestBytes { .. } => "PATCH_CANDIDATE_GATEWAY_BUDGET_REQUEST_BYTES",
-            Self::BudgetResponseBytes { .. } => "PATCH_CANDIDATE_GATEWAY_BUDGET_RESPONSE_BYTES",
-            Self::BudgetTokens { .. } => "PATCH_CANDIDATE_GATEWAY_BUDGET_TOKENS",
-            Self::UsageMissing => "PATCH_CANDIDATE_GATEWAY_USAGE_MISSING",
-            Self::Upstream => "PATCH_CANDIDATE_GATEWAY_UPSTREAM",
-            Self::UpstreamEncoding => "PATCH_CANDIDATE_GATEWAY_UPSTREAM_ENCODING",
-            Self::UpstreamTimeout { .. } => "PATCH_CANDIDATE_GATEWAY_UPSTREAM_TIMEOUT",
-            Self::UpstreamStatus { .. } => "PATCH_CANDIDATE_GATEWAY_UPSTREAM_STATUS",
-            Self::Cancelled => "PATCH_CANDIDATE_GATEWAY_CANCELLED",
-        }
-    }
-
     /// The HTTP status the agent receives for this refusal.
     #[must_use]
     pub fn status(&self) -> u16 {
@@ -327,18 +242,13 @@ impl GatewayError {
     }
 }
 
-impl vocab::Coded for GatewayError {
-    fn code(&self) -> &'static str {
-        GatewayError::code(self)
-    }
-}
-
 /// Why the gateway could not be set up (operator input: config, credential, upstream URL).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum GatewaySetupError {
     /// The operator config is not valid.
     #[error("PATCH_CANDIDATE_GATEWAY_CONFIG: invalid gateway configuration at {path}: {reason}")]
+    #[coded(code = CONFIG_CODE, usage)]
     Config {
         /// JSON path of the problem (never the value).
         path: String,
@@ -349,42 +259,20 @@ pub enum GatewaySetupError {
     #[error(
         "PATCH_CANDIDATE_GATEWAY_CREDENTIAL: the credential {source_name} is missing or not a single visible-ASCII token"
     )]
+    #[coded(usage)]
     Credential {
         /// Where it was to come from (the variable or file name, never the value).
         source_name: String,
     },
     /// The upstream URL is not an http(s) base URL the gateway accepts.
     #[error("PATCH_CANDIDATE_GATEWAY_UPSTREAM_URL: {reason}")]
+    #[coded(usage)]
     UpstreamUrl {
         /// What is wrong.
         reason: &'static str,
     },
     /// The TLS client could not be built.
     #[error("PATCH_CANDIDATE_GATEWAY_TLS: the TLS client could not be set up")]
+    #[coded(environment)]
     Tls,
-}
-
-impl GatewaySetupError {
-    /// The stable wire code.
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Config { .. } => CONFIG_CODE,
-            Self::Credential { .. } => "PATCH_CANDIDATE_GATEWAY_CREDENTIAL",
-            Self::UpstreamUrl { .. } => "PATCH_CANDIDATE_GATEWAY_UPSTREAM_URL",
-            Self::Tls => "PATCH_CANDIDATE_GATEWAY_TLS",
-        }
-    }
-}
-
-impl vocab::Coded for GatewaySetupError {
-    fn code(&self) -> &'static str {
-        GatewaySetupError::code(self)
-    }
-    fn class(&self) -> vocab::FailureClass {
-        match self {
-            Self::Tls => vocab::FailureClass::Environment,
-            _ => vocab::FailureClass::Usage,
-        }
-    }
 }

@@ -26,30 +26,15 @@ pub const NOT_FOUND_CODE: &str = "PATCH_CANDIDATE_JOBS_NOT_FOUND";
 
 /// Every code [`JobsError::code`] can return, for documentation and contract tests.
 /// (A malformed ID is the vocabulary's `PATCH_CANDIDATE_JOBS_ID`, [`vocab::ID_CODE`].)
-pub const ERROR_CODES: &[&str] = &[
-    "PATCH_CANDIDATE_JOBS_SPEC",
-    "PATCH_CANDIDATE_JOBS_INPUT",
-    "PATCH_CANDIDATE_JOBS_DATABASE_URL",
-    NOT_FOUND_CODE,
-    "PATCH_CANDIDATE_JOBS_STATE",
-    "PATCH_CANDIDATE_JOBS_UNAVAILABLE",
-    "PATCH_CANDIDATE_JOBS_DATABASE",
-    "PATCH_CANDIDATE_JOBS_SCHEMA",
-    "PATCH_CANDIDATE_JOBS_CORRUPT",
-    "PATCH_CANDIDATE_JOBS_IO",
-    "PATCH_CANDIDATE_JOBS_CONFLICT",
-    "PATCH_CANDIDATE_JOBS_PUBLISHED",
-    "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED",
-    "PATCH_CANDIDATE_JOBS_PUBLISHING",
-    "PATCH_CANDIDATE_JOBS_CLAIM_LOST",
-];
+pub const ERROR_CODES: &[&str] = JobsError::CODES;
 
 /// Errors of the job store.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum JobsError {
     /// A job, attempt, host or store ID failed its format check (`PATCH_CANDIDATE_JOBS_ID`).
     #[error(transparent)]
+    #[coded(rejected)]
     Vocab(#[from] VocabError),
     /// A submitted job specification failed a check.
     #[error("PATCH_CANDIDATE_JOBS_SPEC: {field}: {detail}")]
@@ -65,9 +50,11 @@ pub enum JobsError {
     },
     /// The `--database` value is neither a SQLite path nor a `postgres://` URL it can use.
     #[error("PATCH_CANDIDATE_JOBS_DATABASE_URL: {detail}")]
+    #[coded(usage)]
     DatabaseUrl { detail: String },
     /// No job has this ID.
     #[error("PATCH_CANDIDATE_JOBS_NOT_FOUND: no job {id}")]
+    #[coded(code = NOT_FOUND_CODE)]
     NotFound { id: String },
     /// The job is in a state the operation does not apply to.
     #[error("PATCH_CANDIDATE_JOBS_STATE: job {id} is {state}: {detail}")]
@@ -80,17 +67,21 @@ pub enum JobsError {
     /// down, SQLite locked past the busy timeout). Retrying later is the remedy; the store
     /// reconnects by itself.
     #[error("PATCH_CANDIDATE_JOBS_UNAVAILABLE: {backend} database unavailable: {}", Untrusted::quoted(.detail))]
+    #[coded(environment)]
     Unavailable { backend: Backend, detail: String },
     /// Any other database failure.
     #[error("PATCH_CANDIDATE_JOBS_DATABASE: {backend}: {}", Untrusted::quoted(.detail))]
+    #[coded(environment)]
     Database { backend: Backend, detail: String },
     /// The database schema is newer than this program knows.
     #[error(
         "PATCH_CANDIDATE_JOBS_SCHEMA: database schema version {found} is newer than the supported {supported}"
     )]
+    #[coded(environment)]
     Schema { found: i64, supported: i64 },
     /// A stored row failed its check when read back.
     #[error("PATCH_CANDIDATE_JOBS_CORRUPT: stored {field} is invalid")]
+    #[coded(environment)]
     Corrupt { field: &'static str },
     /// The write would replace what is written once: a token name already taken (revoked
     /// names included), a second publication of one job's candidate.
@@ -123,33 +114,11 @@ pub enum JobsError {
     ClaimLost { id: String },
     /// Creating or opening the SQLite file failed.
     #[error("PATCH_CANDIDATE_JOBS_IO: {what}: {}", Untrusted::quoted(.detail))]
+    #[coded(environment)]
     Io { what: &'static str, detail: String },
 }
 
 impl JobsError {
-    /// The stable wire code.
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Vocab(e) => e.code(),
-            Self::Spec { .. } => "PATCH_CANDIDATE_JOBS_SPEC",
-            Self::Input { .. } => "PATCH_CANDIDATE_JOBS_INPUT",
-            Self::DatabaseUrl { .. } => "PATCH_CANDIDATE_JOBS_DATABASE_URL",
-            Self::NotFound { .. } => NOT_FOUND_CODE,
-            Self::State { .. } => "PATCH_CANDIDATE_JOBS_STATE",
-            Self::Unavailable { .. } => "PATCH_CANDIDATE_JOBS_UNAVAILABLE",
-            Self::Database { .. } => "PATCH_CANDIDATE_JOBS_DATABASE",
-            Self::Schema { .. } => "PATCH_CANDIDATE_JOBS_SCHEMA",
-            Self::Corrupt { .. } => "PATCH_CANDIDATE_JOBS_CORRUPT",
-            Self::Io { .. } => "PATCH_CANDIDATE_JOBS_IO",
-            Self::Conflict { .. } => "PATCH_CANDIDATE_JOBS_CONFLICT",
-            Self::Published { .. } => "PATCH_CANDIDATE_JOBS_PUBLISHED",
-            Self::NotAccepted { .. } => "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED",
-            Self::Publishing { .. } => "PATCH_CANDIDATE_JOBS_PUBLISHING",
-            Self::ClaimLost { .. } => "PATCH_CANDIDATE_JOBS_CLAIM_LOST",
-        }
-    }
-
     /// True for failures of the environment (the database), which a service waits out.
     #[must_use]
     pub fn is_environment(&self) -> bool {
@@ -172,33 +141,6 @@ impl JobsError {
     }
 }
 
-impl Coded for JobsError {
-    fn code(&self) -> &'static str {
-        JobsError::code(self)
-    }
-
-    fn class(&self) -> FailureClass {
-        match self {
-            Self::Vocab(_)
-            | Self::Spec { .. }
-            | Self::Input { .. }
-            | Self::NotFound { .. }
-            | Self::State { .. }
-            | Self::Conflict { .. }
-            | Self::Published { .. }
-            | Self::NotAccepted { .. }
-            | Self::Publishing { .. }
-            | Self::ClaimLost { .. } => FailureClass::Rejected,
-            Self::DatabaseUrl { .. } => FailureClass::Usage,
-            Self::Unavailable { .. }
-            | Self::Database { .. }
-            | Self::Schema { .. }
-            | Self::Corrupt { .. }
-            | Self::Io { .. } => FailureClass::Environment,
-        }
-    }
-}
-
 /// The crate's result type.
 pub type Result<T, E = JobsError> = std::result::Result<T, E>;
 
@@ -206,8 +148,7 @@ pub type Result<T, E = JobsError> = std::result::Result<T, E>;
 mod tests {
     use super::*;
 
-    /// One sample of every variant; [`variant_index`] is an exhaustive `match`, so a new variant
-    /// does not compile until it has an index, and the test fails until it has a sample.
+    /// One sample of every variant (the all-variants test fails until a new variant has one).
     fn samples() -> Vec<JobsError> {
         vec![
             JobsError::from(vocab::JobId::parse("../etc").unwrap_err()),
@@ -261,48 +202,15 @@ mod tests {
         ]
     }
 
-    const VARIANTS: usize = 16;
-
-    fn variant_index(e: &JobsError) -> usize {
-        match e {
-            JobsError::Vocab(_) => 0,
-            JobsError::Spec { .. } => 1,
-            JobsError::Input { .. } => 2,
-            JobsError::DatabaseUrl { .. } => 3,
-            JobsError::NotFound { .. } => 4,
-            JobsError::State { .. } => 5,
-            JobsError::Unavailable { .. } => 6,
-            JobsError::Database { .. } => 7,
-            JobsError::Schema { .. } => 8,
-            JobsError::Corrupt { .. } => 9,
-            JobsError::Io { .. } => 10,
-            JobsError::Conflict { .. } => 11,
-            JobsError::Published { .. } => 12,
-            JobsError::NotAccepted { .. } => 13,
-            JobsError::Publishing { .. } => 14,
-            JobsError::ClaimLost { .. } => 15,
-        }
-    }
-
     #[test]
     fn every_variant_starts_with_its_code_once() {
         let samples = samples();
-        vocab::check_samples(&samples, VARIANTS, variant_index).unwrap();
+        // Also the table: the ID code is the vocabulary's (`vocab::ID_CODE`).
+        vocab::check_coded_samples(&samples).unwrap();
         for e in &samples {
             assert_eq!(e.is_environment(), e.class() == FailureClass::Environment);
             assert!(e.code().starts_with("PATCH_CANDIDATE_JOBS_"));
         }
-    }
-
-    #[test]
-    fn the_table_lists_every_code_once() {
-        let samples = samples();
-        // The ID code is the vocabulary's (`vocab::ID_CODE`).
-        let own = samples
-            .iter()
-            .map(JobsError::code)
-            .filter(|c| *c != vocab::ID_CODE);
-        vocab::check_code_table(ERROR_CODES, own).unwrap();
     }
 
     #[test]

@@ -1,19 +1,11 @@
 //! The crate's error type. Every variant has a stable wire code ([`PolicyError::code`]); messages
 //! never quote candidate content, a file name, a matched value or a report's fields.
 
-use vocab::{Coded, FailureClass};
-
 /// Every code [`PolicyError::code`] can return (the candidate's own failures keep the finalizer's code), for documentation and contract tests.
-pub const ERROR_CODES: &[&str] = &[
-    "PATCH_CANDIDATE_POLICY_RULES",
-    "PATCH_CANDIDATE_POLICY_BUDGET",
-    "PATCH_CANDIDATE_POLICY_REPORT",
-    "PATCH_CANDIDATE_POLICY_RULES_VERSION",
-    "PATCH_CANDIDATE_POLICY_BINDING",
-];
+pub const ERROR_CODES: &[&str] = PolicyError::CODES;
 
 /// Errors of the content policy.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum PolicyError {
     /// The shipped rule file does not parse or a rule does not compile (a build defect, never
@@ -34,34 +26,8 @@ pub enum PolicyError {
     Binding { detail: &'static str },
     /// The candidate's own failures (its digest), unchanged.
     #[error(transparent)]
+    #[coded(usage_as_rejected)]
     Finalize(#[from] finalizer::FinalizeError),
-}
-
-impl PolicyError {
-    /// The stable wire code (the message prefix before `": "`).
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Rules { .. } => "PATCH_CANDIDATE_POLICY_RULES",
-            Self::Budget { .. } => "PATCH_CANDIDATE_POLICY_BUDGET",
-            Self::Report { .. } => "PATCH_CANDIDATE_POLICY_REPORT",
-            Self::RulesVersion => "PATCH_CANDIDATE_POLICY_RULES_VERSION",
-            Self::Binding { .. } => "PATCH_CANDIDATE_POLICY_BINDING",
-            Self::Finalize(e) => e.code(),
-        }
-    }
-}
-
-impl Coded for PolicyError {
-    fn code(&self) -> &'static str {
-        PolicyError::code(self)
-    }
-    fn class(&self) -> FailureClass {
-        match self {
-            Self::Finalize(e) if e.is_environment() => FailureClass::Environment,
-            _ => FailureClass::Rejected,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -76,10 +42,8 @@ mod tests {
             PolicyError::Report { detail: "x" },
             PolicyError::RulesVersion,
             PolicyError::Binding { detail: "x" },
+            PolicyError::Finalize(finalizer::FinalizeError::DigestPath),
         ];
-        for e in &all {
-            assert_eq!(vocab::check_message_convention(e), Ok(()), "{e}");
-        }
-        vocab::check_code_table(ERROR_CODES, all.iter().map(PolicyError::code)).unwrap();
+        vocab::check_coded_samples(&all).unwrap();
     }
 }

@@ -6,29 +6,11 @@
 use vocab::{Coded, FailureClass};
 
 /// Every code [`PublishError::code`] can return (the candidate's own failures keep the finalizer's code), for documentation and contract tests.
-pub const ERROR_CODES: &[&str] = &[
-    "PATCH_CANDIDATE_PUBLISH_INPUT",
-    "PATCH_CANDIDATE_PUBLISH_CANDIDATE_MISMATCH",
-    "PATCH_CANDIDATE_PUBLISH_BASELINE_MISSING",
-    "PATCH_CANDIDATE_PUBLISH_BASE_MISSING",
-    "PATCH_CANDIDATE_PUBLISH_BASE_MOVED",
-    "PATCH_CANDIDATE_PUBLISH_GIT_VERSION",
-    "PATCH_CANDIDATE_PUBLISH_REBASE_CONFLICT",
-    "PATCH_CANDIDATE_PUBLISH_REGATE_FAILED",
-    "PATCH_CANDIDATE_PUBLISH_REGATE_UNAVAILABLE",
-    "PATCH_CANDIDATE_PUBLISH_BRANCH_EXISTS",
-    "PATCH_CANDIDATE_PUBLISH_PUSH_REJECTED",
-    "PATCH_CANDIDATE_PUBLISH_AUTH",
-    "PATCH_CANDIDATE_PUBLISH_REMOTE_UNREACHABLE",
-    "PATCH_CANDIDATE_PUBLISH_CREDENTIAL",
-    "PATCH_CANDIDATE_PUBLISH_MIRROR",
-    "PATCH_CANDIDATE_PUBLISH_GIT",
-    "PATCH_CANDIDATE_PUBLISH_FORGE",
-];
+pub const ERROR_CODES: &[&str] = PublishError::CODES;
 
 /// Errors of publication: the request, the mirror and its commit, the destination recheck, the
 /// rebase and its gate re-run, the push, and the forge pull request.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum PublishError {
     /// A request field is not acceptable (remote, branch, identity, candidate fields).
@@ -51,6 +33,7 @@ pub enum PublishError {
     BaseMoved { expected: String, seen: String },
     /// Rebasing onto the moved base needs `git merge-tree --write-tree` (git 2.38 or newer).
     #[error("PATCH_CANDIDATE_PUBLISH_GIT_VERSION: rebase needs git {need} or newer")]
+    #[coded(environment)]
     GitVersion { need: &'static str },
     /// The candidate does not merge cleanly onto the moved base.
     #[error("PATCH_CANDIDATE_PUBLISH_REBASE_CONFLICT: the candidate conflicts with the moved base")]
@@ -64,6 +47,7 @@ pub enum PublishError {
     #[error(
         "PATCH_CANDIDATE_PUBLISH_REGATE_UNAVAILABLE: the gates could not run on the merged tree"
     )]
+    #[coded(environment)]
     RegateUnavailable,
     /// The branch already exists on the remote, holding another commit.
     #[error("PATCH_CANDIDATE_PUBLISH_BRANCH_EXISTS: the branch already exists on the remote")]
@@ -76,76 +60,34 @@ pub enum PublishError {
     Auth,
     /// The remote cannot be reached or is not a Git repository.
     #[error("PATCH_CANDIDATE_PUBLISH_REMOTE_UNREACHABLE: {detail}")]
+    #[coded(environment)]
     Unreachable { detail: &'static str },
     /// The credential file is missing, too large, malformed or readable by others.
     #[error("PATCH_CANDIDATE_PUBLISH_CREDENTIAL: {detail}")]
     Credential { detail: &'static str },
     /// The private mirror could not be created or written.
     #[error("PATCH_CANDIDATE_PUBLISH_MIRROR: {detail}")]
+    #[coded(environment)]
     Mirror { detail: &'static str },
     /// git could not run, ran past its deadline or printed something unexpected.
     #[error("PATCH_CANDIDATE_PUBLISH_GIT: {detail}")]
+    #[coded(environment)]
     Git { detail: &'static str },
     /// The forge API refused the pull request or answered outside its documented shape.
     #[error("PATCH_CANDIDATE_PUBLISH_FORGE: {detail}")]
     Forge { detail: &'static str },
     /// The candidate's own failures (its digest), unchanged.
     #[error(transparent)]
+    #[coded(usage_as_rejected)]
     Finalize(#[from] finalizer::FinalizeError),
 }
 
 impl PublishError {
-    /// The stable wire code (the message prefix before `": "`).
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Input { .. } => "PATCH_CANDIDATE_PUBLISH_INPUT",
-            Self::CandidateMismatch { .. } => "PATCH_CANDIDATE_PUBLISH_CANDIDATE_MISMATCH",
-            Self::BaselineMissing => "PATCH_CANDIDATE_PUBLISH_BASELINE_MISSING",
-            Self::BaseMissing => "PATCH_CANDIDATE_PUBLISH_BASE_MISSING",
-            Self::BaseMoved { .. } => "PATCH_CANDIDATE_PUBLISH_BASE_MOVED",
-            Self::GitVersion { .. } => "PATCH_CANDIDATE_PUBLISH_GIT_VERSION",
-            Self::RebaseConflict => "PATCH_CANDIDATE_PUBLISH_REBASE_CONFLICT",
-            Self::RegateFailed => "PATCH_CANDIDATE_PUBLISH_REGATE_FAILED",
-            Self::RegateUnavailable => "PATCH_CANDIDATE_PUBLISH_REGATE_UNAVAILABLE",
-            Self::BranchExists => "PATCH_CANDIDATE_PUBLISH_BRANCH_EXISTS",
-            Self::PushRejected { .. } => "PATCH_CANDIDATE_PUBLISH_PUSH_REJECTED",
-            Self::Auth => "PATCH_CANDIDATE_PUBLISH_AUTH",
-            Self::Unreachable { .. } => "PATCH_CANDIDATE_PUBLISH_REMOTE_UNREACHABLE",
-            Self::Credential { .. } => "PATCH_CANDIDATE_PUBLISH_CREDENTIAL",
-            Self::Mirror { .. } => "PATCH_CANDIDATE_PUBLISH_MIRROR",
-            Self::Git { .. } => "PATCH_CANDIDATE_PUBLISH_GIT",
-            Self::Forge { .. } => "PATCH_CANDIDATE_PUBLISH_FORGE",
-            Self::Finalize(e) => e.code(),
-        }
-    }
-
     /// True for failures of the environment (git, the network, local state) rather than a
     /// refusal of the request.
     #[must_use]
     pub fn is_environment(&self) -> bool {
-        match self {
-            Self::Mirror { .. }
-            | Self::Git { .. }
-            | Self::GitVersion { .. }
-            | Self::Unreachable { .. }
-            | Self::RegateUnavailable => true,
-            Self::Finalize(e) => e.is_environment(),
-            _ => false,
-        }
-    }
-}
-
-impl Coded for PublishError {
-    fn code(&self) -> &'static str {
-        PublishError::code(self)
-    }
-    fn class(&self) -> FailureClass {
-        if self.is_environment() {
-            FailureClass::Environment
-        } else {
-            FailureClass::Rejected
-        }
+        Coded::class(self) == FailureClass::Environment
     }
 }
 
@@ -184,10 +126,8 @@ mod tests {
             PublishError::Mirror { detail: "x" },
             PublishError::Git { detail: "x" },
             PublishError::Forge { detail: "x" },
+            PublishError::Finalize(finalizer::FinalizeError::DigestPath),
         ];
-        for e in &all {
-            assert_eq!(vocab::check_message_convention(e), Ok(()), "{e}");
-        }
-        vocab::check_code_table(ERROR_CODES, all.iter().map(PublishError::code)).unwrap();
+        vocab::check_coded_samples(&all).unwrap();
     }
 }

@@ -1,25 +1,13 @@
 //! The crate's error type. Every variant has a stable wire code ([`ReviewError::code`]); messages
 //! name gates, fields and digests, never a reason's text, a file's content or agent output.
 
-use vocab::{Coded, FailureClass, Sha256, Untrusted};
+use vocab::{Sha256, Untrusted};
 
 /// Every code [`ReviewError::code`] can return, for documentation and contract tests.
-pub const ERROR_CODES: &[&str] = &[
-    "PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH",
-    "PATCH_CANDIDATE_REVIEW_REASON_REQUIRED",
-    "PATCH_CANDIDATE_REVIEW_REASON",
-    "PATCH_CANDIDATE_REVIEW_PRINCIPAL",
-    "PATCH_CANDIDATE_REVIEW_GATES_UNMET",
-    "PATCH_CANDIDATE_REVIEW_POLICY_UNCLEAN",
-    "PATCH_CANDIDATE_REVIEW_PUBLISHED",
-    "PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED",
-    "PATCH_CANDIDATE_REVIEW_RECORD",
-    "PATCH_CANDIDATE_REVIEW_INPUT",
-    "PATCH_CANDIDATE_REVIEW_STATE",
-];
+pub const ERROR_CODES: &[&str] = ReviewError::CODES;
 
 /// Errors of review decisions and their records.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum ReviewError {
     /// The decision names another candidate digest than the candidate it is applied to (a stale
@@ -58,44 +46,12 @@ pub enum ReviewError {
     Record { detail: &'static str },
     /// An argument that fails its checks (an unknown decision name).
     #[error("PATCH_CANDIDATE_REVIEW_INPUT: {field}: {}", Untrusted::quoted(.detail).limit(80))]
+    #[coded(usage)]
     Input { field: &'static str, detail: String },
     /// The local review store cannot be read or written.
     #[error("PATCH_CANDIDATE_REVIEW_STATE: {detail}")]
+    #[coded(environment)]
     State { detail: &'static str },
-}
-
-impl ReviewError {
-    /// The stable wire code (the message prefix before `": "`).
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::DigestMismatch { .. } => "PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH",
-            Self::ReasonRequired { .. } => "PATCH_CANDIDATE_REVIEW_REASON_REQUIRED",
-            Self::Reason { .. } => "PATCH_CANDIDATE_REVIEW_REASON",
-            Self::Principal { .. } => "PATCH_CANDIDATE_REVIEW_PRINCIPAL",
-            Self::GatesUnmet { .. } => "PATCH_CANDIDATE_REVIEW_GATES_UNMET",
-            Self::PolicyUnclean { .. } => "PATCH_CANDIDATE_REVIEW_POLICY_UNCLEAN",
-            Self::Published => "PATCH_CANDIDATE_REVIEW_PUBLISHED",
-            Self::NotAccepted { .. } => "PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED",
-            Self::Record { .. } => "PATCH_CANDIDATE_REVIEW_RECORD",
-            Self::Input { .. } => "PATCH_CANDIDATE_REVIEW_INPUT",
-            Self::State { .. } => "PATCH_CANDIDATE_REVIEW_STATE",
-        }
-    }
-}
-
-impl Coded for ReviewError {
-    fn code(&self) -> &'static str {
-        ReviewError::code(self)
-    }
-
-    fn class(&self) -> FailureClass {
-        match self {
-            Self::State { .. } => FailureClass::Environment,
-            Self::Input { .. } => FailureClass::Usage,
-            _ => FailureClass::Rejected,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -126,10 +82,9 @@ mod tests {
             },
             ReviewError::State { detail: "x" },
         ];
+        vocab::check_coded_samples(&all).unwrap();
         for e in &all {
-            vocab::check_message_convention(e).unwrap();
             assert!(!e.to_string().contains('\u{1b}'));
         }
-        vocab::check_code_table(ERROR_CODES, all.iter().map(ReviewError::code)).unwrap();
     }
 }

@@ -19,25 +19,11 @@ pub const LIVE_AGENT_CODE: &str = "PATCH_CANDIDATE_LIVE_AGENT";
 /// ([`finalizer::PROPOSAL_STATUS_CODE`]), the snapshot ([`snapshot::SELECTION_CODE`]) and the
 /// Docker seam ([`container::EXPECTED_IMAGE_ID_CODE`]); a refusal of the model gateway keeps the
 /// gateway's code.
-pub const ERROR_CODES: &[&str] = &[
-    "REPOSITORY_DOCKER_WALL_BUDGET",
-    "REPOSITORY_DOCKER_ARCHIVE_BUDGET",
-    "REPOSITORY_DOCKER_FILE_BUDGET",
-    "REPOSITORY_DOCKER_CONTEXT_REQUIRED",
-    "REPOSITORY_DOCKER_REQUEST_BUDGET",
-    "REPOSITORY_DOCKER_OUTPUT_LIMIT",
-    "REPOSITORY_DOCKER_OOM",
-    "REPOSITORY_DOCKER_WORKER_FAILED",
-    "REPOSITORY_DOCKER_INVALID_OUTPUT",
-    "REPOSITORY_USAGE_LEDGER",
-    "REPOSITORY_USAGE_IDENTITY",
-    "PATCH_CANDIDATE_REVIEW_FEEDBACK",
-    LIVE_AGENT_CODE,
-];
+pub const ERROR_CODES: &[&str] = TurnError::CODES;
 
 /// Errors of the turn: its configuration and request, the container's output, staging,
 /// finalising and the usage ledger; the Docker seam's own errors are wrapped unchanged.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum TurnError {
     #[error(
@@ -58,6 +44,7 @@ pub enum TurnError {
     RequestBudget { limit: usize },
     /// A live turn's container broke the framed stdio protocol (or one of its caps).
     #[error("{0}")]
+    #[coded(delegate, rejected)]
     Tunnel(tunnel::TunnelError),
     /// stdout or stderr exceeded its cap while streaming.
     #[error("REPOSITORY_DOCKER_OUTPUT_LIMIT: {stream} exceeded {limit} bytes")]
@@ -73,17 +60,20 @@ pub enum TurnError {
     InvalidOutput { reason: &'static str },
     /// The usage ledger could not be opened or written.
     #[error("REPOSITORY_USAGE_LEDGER: {detail}")]
+    #[coded(environment)]
     Ledger { detail: String },
     /// A usage receipt argument was not host-owned or malformed.
     #[error("REPOSITORY_USAGE_IDENTITY: {field} is invalid")]
     UsageIdentity { field: &'static str },
     /// The turn ended without a completed proposal (nothing to stage).
     #[error("REPOSITORY_PATCH_PROPOSAL_STATUS: isolated coding turn reported {status}")]
+    #[coded(foreign = finalizer::PROPOSAL_STATUS_CODE)]
     TurnNotCompleted { status: &'static str },
     /// A live turn ended without a completed proposal after the model gateway refused or cut one
     /// of its model requests: the gateway's own code (`PATCH_CANDIDATE_GATEWAY_*`, or the
     /// tunnel's backlog reset), the first such refusal of the turn.
     #[error("{code}: the model gateway refused or cut a model request; the turn reported {status}")]
+    #[coded(field = code)]
     GatewayRefused {
         code: &'static str,
         status: &'static str,
@@ -93,6 +83,7 @@ pub enum TurnError {
     Feedback { detail: &'static str },
     /// No editable file could be selected from the approval's scopes.
     #[error("REPOSITORY_PATCH_SELECTION: {detail}")]
+    #[coded(foreign = snapshot::SELECTION_CODE)]
     Selection { detail: &'static str },
     /// No approved image ID was given and `image build` recorded none for the image: an
     /// environment failure of this host (the recorded build is missing), not of the input.
@@ -101,6 +92,7 @@ pub enum TurnError {
         if .live_flags.is_some() { " live" } else { "" },
         .live_flags.unwrap_or("")
     )]
+    #[coded(foreign = container::EXPECTED_IMAGE_ID_CODE, environment)]
     ImageNotRecorded {
         /// `None` for the proof image; a live image's `image build` flags
         /// ([`crate::Agent::image_build_flags`]).
@@ -108,67 +100,31 @@ pub enum TurnError {
     },
     /// A live turn named an agent that is none of the built-in ones.
     #[error("PATCH_CANDIDATE_LIVE_AGENT: unknown agent (codex, claude, gemini)")]
+    #[coded(code = LIVE_AGENT_CODE)]
     UnknownAgent,
     /// An approval / selection check failed before any Docker call.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
     /// Staging the returned archive failed.
     #[error(transparent)]
+    #[coded(usage_as_rejected)]
     Archive(#[from] archive::ArchiveError),
     /// Finalising, digesting or storing the candidate failed.
     #[error(transparent)]
+    #[coded(usage_as_rejected)]
     Finalize(#[from] finalizer::FinalizeError),
     /// A Docker seam failure (connect, inspect, create, wait, remove, state directory).
     #[error(transparent)]
+    #[coded(usage_as_rejected)]
     Container(#[from] ContainerError),
 }
 
 impl TurnError {
-    /// The stable wire code (the message prefix before `": "`).
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::WallBudget => "REPOSITORY_DOCKER_WALL_BUDGET",
-            Self::ArchiveBudget => "REPOSITORY_DOCKER_ARCHIVE_BUDGET",
-            Self::FileBudget => "REPOSITORY_DOCKER_FILE_BUDGET",
-            Self::ContextRequired => "REPOSITORY_DOCKER_CONTEXT_REQUIRED",
-            Self::RequestBudget { .. } => "REPOSITORY_DOCKER_REQUEST_BUDGET",
-            Self::OutputLimit { .. } => "REPOSITORY_DOCKER_OUTPUT_LIMIT",
-            Self::Tunnel(e) => e.code(),
-            Self::Container(e) => e.code(),
-            Self::OutOfMemory => "REPOSITORY_DOCKER_OOM",
-            Self::WorkerFailed { .. } => "REPOSITORY_DOCKER_WORKER_FAILED",
-            Self::InvalidOutput { .. } => "REPOSITORY_DOCKER_INVALID_OUTPUT",
-            Self::Ledger { .. } => "REPOSITORY_USAGE_LEDGER",
-            Self::UsageIdentity { .. } => "REPOSITORY_USAGE_IDENTITY",
-            Self::TurnNotCompleted { .. } => finalizer::PROPOSAL_STATUS_CODE,
-            Self::GatewayRefused { code, .. } => code,
-            Self::Selection { .. } => snapshot::SELECTION_CODE,
-            Self::Feedback { .. } => "PATCH_CANDIDATE_REVIEW_FEEDBACK",
-            Self::ImageNotRecorded { .. } => container::EXPECTED_IMAGE_ID_CODE,
-            Self::UnknownAgent => LIVE_AGENT_CODE,
-            Self::Snapshot(e) => e.code(),
-            Self::Archive(e) => e.code(),
-            Self::Finalize(e) => e.code(),
-        }
-    }
-
     /// True for failures of the environment (daemon unreachable, a Docker call failing, cleanup)
     /// rather than a rejection of the input or of the container's output.
     #[must_use]
     pub fn is_environment(&self) -> bool {
         self.class() == FailureClass::Environment
-    }
-
-    fn environment(&self) -> bool {
-        match self {
-            Self::Ledger { .. } | Self::ImageNotRecorded { .. } => true,
-            Self::Container(e) => e.is_environment(),
-            Self::Snapshot(e) => e.is_environment(),
-            Self::Archive(e) => e.is_environment(),
-            Self::Finalize(e) => e.is_environment(),
-            _ => false,
-        }
     }
 }
 
@@ -181,20 +137,6 @@ impl From<IdError> for TurnError {
 impl From<state::StateError> for TurnError {
     fn from(e: state::StateError) -> Self {
         Self::Container(ContainerError::State(e))
-    }
-}
-
-impl Coded for TurnError {
-    fn code(&self) -> &'static str {
-        TurnError::code(self)
-    }
-
-    fn class(&self) -> FailureClass {
-        match self {
-            Self::Snapshot(e) => Coded::class(e),
-            _ if self.environment() => FailureClass::Environment,
-            _ => FailureClass::Rejected,
-        }
     }
 }
 
@@ -302,11 +244,7 @@ mod tests {
     fn every_variant_follows_the_message_convention() {
         let all = samples();
         assert_eq!(all.len(), 40);
-        for e in &all {
-            if let Err(violation) = vocab::check_message_convention(e) {
-                panic!("{violation}");
-            }
-        }
+        vocab::check_coded_samples(&all).unwrap();
     }
 
     #[test]

@@ -1,16 +1,10 @@
 //! The UI crate's errors, each with a stable code.
 
 /// Every code [`UiError::code`] can return, for documentation and contract tests.
-pub const ERROR_CODES: &[&str] = &[
-    "PATCH_CANDIDATE_UI_RENDER",
-    "PATCH_CANDIDATE_UI_RANDOM",
-    "PATCH_CANDIDATE_UI_SIGN_IN_LIMIT",
-    "PATCH_CANDIDATE_UI_CSRF",
-    "PATCH_CANDIDATE_UI_FORM",
-];
+pub const ERROR_CODES: &[&str] = UiError::CODES;
 
 /// What can go wrong in the UI's own primitives (rendering, sessions, sign-in).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, vocab::Coded)]
 #[non_exhaustive]
 pub enum UiError {
     /// A template failed to render (a bug, never the data's fault: every value is escaped).
@@ -32,20 +26,6 @@ pub enum UiError {
     Form { detail: &'static str },
 }
 
-impl UiError {
-    /// The stable code.
-    #[must_use]
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Render => "PATCH_CANDIDATE_UI_RENDER",
-            Self::Random => "PATCH_CANDIDATE_UI_RANDOM",
-            Self::SignInLimit { .. } => "PATCH_CANDIDATE_UI_SIGN_IN_LIMIT",
-            Self::Csrf => "PATCH_CANDIDATE_UI_CSRF",
-            Self::Form { .. } => "PATCH_CANDIDATE_UI_FORM",
-        }
-    }
-}
-
 impl From<askama::Error> for UiError {
     fn from(_: askama::Error) -> Self {
         Self::Render
@@ -65,17 +45,6 @@ mod tests {
             UiError::Csrf,
             UiError::Form { detail: "x" },
         ];
-        for e in &all {
-            match e {
-                UiError::Render
-                | UiError::Random
-                | UiError::SignInLimit { .. }
-                | UiError::Csrf
-                | UiError::Form { .. } => {}
-            }
-            let message = e.to_string();
-            assert!(message.starts_with(&format!("{}: ", e.code())), "{message}");
-        }
-        vocab::check_code_table(ERROR_CODES, all.iter().map(UiError::code)).unwrap();
+        vocab::check_coded_samples(&all).unwrap();
     }
 }
