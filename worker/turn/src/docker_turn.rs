@@ -113,7 +113,7 @@ async fn execute_turn<R: ContainerRuntime + Clone + 'static>(
         Ok(Err(RuntimeError::NotFound)) => {
             return Err(TurnError::from(ContainerError::ImageMissing));
         }
-        Ok(Err(e)) => return Err(runtime_failure(&e, "image inspect")),
+        Ok(Err(e)) => return Err(TurnError::runtime(&e, "image inspect")),
         Ok(Ok(image)) => image,
     };
     let image_id = ImageId::from_daemon(image.id.trim())?;
@@ -266,7 +266,7 @@ async fn exchange<R: ContainerRuntime>(
             waited = &mut waiter => break waited,
         }
     };
-    let status = status.map_err(|e| runtime_failure(&e, "wait"))?;
+    let status = status.map_err(|e| TurnError::runtime(&e, "wait"))?;
     let stdout = match stdout {
         Some(out) => out,
         None => match tokio::time::timeout(DRAIN_GRACE, &mut drain).await {
@@ -352,19 +352,10 @@ pub async fn drain_output(
                     });
                 }
             }
-            Err(e) => return Err(runtime_failure(&e, "attach stream")),
+            Err(e) => return Err(TurnError::runtime(&e, "attach stream")),
         }
     }
     Ok(stdout)
-}
-
-/// A Docker call of `operation` that failed (other than by its deadline): the daemon gone, or
-/// the call refused.
-pub(crate) fn runtime_failure(e: &RuntimeError, operation: &'static str) -> TurnError {
-    TurnError::from(match e {
-        RuntimeError::Unavailable => ContainerError::Unavailable { detail: operation },
-        _ => ContainerError::CommandFailed { operation },
-    })
 }
 
 #[cfg(test)]

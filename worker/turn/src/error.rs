@@ -5,7 +5,7 @@ use snapshot::SnapshotError;
 
 use vocab::{Coded, FailureClass};
 
-use container::{ContainerError, IdError, MAX_WALL_SECONDS};
+use container::{ContainerError, IdError, MAX_WALL_SECONDS, RuntimeError};
 
 use crate::limits::MAX_TURN_ARCHIVE_BYTES;
 
@@ -120,6 +120,15 @@ pub enum TurnError {
 }
 
 impl TurnError {
+    /// A Docker call of `operation` that failed (other than by its deadline): the daemon gone, or
+    /// the call refused.
+    pub(crate) fn runtime(e: &RuntimeError, operation: &'static str) -> Self {
+        Self::from(match e {
+            RuntimeError::Unavailable => ContainerError::Unavailable { detail: operation },
+            _ => ContainerError::CommandFailed { operation },
+        })
+    }
+
     /// True for failures of the environment (daemon unreachable, a Docker call failing, cleanup)
     /// rather than a rejection of the input or of the container's output.
     #[must_use]

@@ -32,7 +32,6 @@ use tunnel::{ChannelId, Decoder, Disposition, Frame, ResetCode, Role, Session};
 
 use crate::agent::Agent;
 use crate::config::TurnConfig;
-use crate::docker_turn::runtime_failure;
 use crate::error::TurnError;
 use crate::live_event_gate::EventGate;
 use crate::live_inbox::{BacklogMeter, ChannelInbox, MAX_CHANNEL_BACKLOG, PATIENCE};
@@ -340,7 +339,7 @@ pub(crate) async fn live_exchange<R: ContainerRuntime>(
                             break Err(e);
                         }
                     }
-                    Some(Err(e)) => break Err(runtime_failure(&e, "attach stream")),
+                    Some(Err(e)) => break Err(TurnError::runtime(&e, "attach stream")),
                 }
             }
             Some((n, report)) = ends.recv() => {
