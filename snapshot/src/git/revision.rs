@@ -139,7 +139,7 @@ pub fn work_tree_state(repo: &Path) -> Result<WorkTreeState, SnapshotError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::git;
+    use crate::testkit::git;
     use super::*;
 
     fn repo() -> (tempfile::TempDir, String, String) {
