@@ -41,7 +41,12 @@ pub fn git_command(dir: &Path) -> Command {
         .env("GIT_COMMITTER_DATE", GIT_DATE)
         .args(["-c", &format!("user.name={GIT_NAME}")])
         .args(["-c", &format!("user.email={GIT_EMAIL}")])
-        .args(["-c", "commit.gpgsign=false", "-c", "protocol.file.allow=always"])
+        .args([
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "protocol.file.allow=always",
+        ])
         .args(["-c", "core.autocrlf=false", "-c", "apply.whitespace=nowarn"]);
     cmd
 }
