@@ -53,13 +53,8 @@ pub fn git_command(dir: &Path) -> Command {
 
 /// Runs [`git_command`]`ARGS` in `dir`; panics (with git's stderr) unless it succeeds; returns
 /// stdout as it is.
-pub fn git_bytes<I, S>(dir: &Path, args: I) -> Vec<u8>
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
-    let args: Vec<S> = args.into_iter().collect();
-    let out = git_command(dir).args(&args).output().unwrap();
+pub fn git_bytes(dir: &Path, args: &[impl AsRef<OsStr>]) -> Vec<u8> {
+    let out = git_command(dir).args(args).output().unwrap();
     assert!(
         out.status.success(),
         "git {:?}: {}",
@@ -70,20 +65,12 @@ where
 }
 
 /// [`git_bytes`] as UTF-8 text, as it is.
-pub fn git_text<I, S>(dir: &Path, args: I) -> String
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
+pub fn git_text(dir: &Path, args: &[impl AsRef<OsStr>]) -> String {
     String::from_utf8(git_bytes(dir, args)).unwrap()
 }
 
 /// [`git_text`] without trailing white space (a commit id, a ref, the last line's newline).
-pub fn git<I, S>(dir: &Path, args: I) -> String
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
+pub fn git(dir: &Path, args: &[impl AsRef<OsStr>]) -> String {
     git_text(dir, args).trim_end().to_owned()
 }
 
@@ -104,9 +91,9 @@ pub fn write_files<'a>(dir: &Path, files: impl IntoIterator<Item = (&'a str, &'a
 
 /// `git add -A` and a commit of it (empty allowed) with `message`; returns the new commit id.
 pub fn commit(dir: &Path, message: &str) -> String {
-    git(dir, ["add", "-A"]);
-    git(dir, ["commit", "-q", "--allow-empty", "-m", message]);
-    git(dir, ["rev-parse", "HEAD"])
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "--allow-empty", "-m", message]);
+    git(dir, &["rev-parse", "HEAD"])
 }
 
 /// A new repository in `dir` on branch `main` holding `files` (see [`write_files`]) in one
@@ -116,7 +103,7 @@ pub fn init_repo<'a>(
     files: impl IntoIterator<Item = (&'a str, &'a [u8], bool)>,
     message: &str,
 ) -> String {
-    git(dir, ["init", "-q", "-b", "main"]);
+    git(dir, &["init", "-q", "-b", "main"]);
     write_files(dir, files);
     commit(dir, message)
 }

@@ -111,7 +111,7 @@ impl TempRepo {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        testkit::git_bytes(self.path(), args)
+        testkit::git_bytes(self.path(), &args.into_iter().collect::<Vec<_>>())
     }
 
     pub fn git_text<I, S>(&self, args: I) -> String
@@ -119,7 +119,7 @@ impl TempRepo {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        testkit::git(self.path(), args)
+        testkit::git(self.path(), &args.into_iter().collect::<Vec<_>>())
     }
 
     #[expect(
