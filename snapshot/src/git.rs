@@ -1245,29 +1245,9 @@ mod tests {
         assert_eq!(excluded, crate::context::EXCLUDED_ENTRY_KINDS);
     }
 
-    /// Runs `git ARGS` in `dir` with no system or user configuration and a fixed identity;
-    /// panics unless it succeeds; returns stdout without the trailing newline.
-    pub(super) fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .args(["-c", "user.name=T", "-c", "user.email=t@example.invalid"])
-            .args(["-c", "commit.gpgsign=false"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}");
-        String::from_utf8(out.stdout).unwrap().trim_end().to_owned()
-    }
-
     /// A repository with `a.txt` (`"hello\n"`) committed; returns the commit.
     fn small_repo(dir: &Path) -> String {
-        git(dir, &["init", "-q"]);
-        std::fs::write(dir.join("a.txt"), "hello\n").unwrap();
-        git(dir, &["add", "a.txt"]);
-        git(dir, &["commit", "-q", "-m", "one"]);
-        git(dir, &["rev-parse", "HEAD"])
+        crate::testkit::init_repo(dir, [("a.txt", b"hello\n".as_slice(), false)], "one")
     }
 
     /// A `git` on a fresh `PATH` that runs `body` (a shell script), then the system directories.

@@ -13,7 +13,8 @@
 //! `effects` (default) adds the Git snapshot loader ([`GitSnapshot`]), the one git launcher of
 //! the workspace ([`Git`]: deadline, stdin, bounded output, isolated or explicit host
 //! environment), and building an approval's grants against a snapshot ([`Grants`]).
-//! Without it the crate spawns no process and writes no file.
+//! Without it the crate spawns no process and writes no file. `testkit` (implies `effects`) adds
+//! the `testkit` Git fixtures for tests (this crate's and the crates above it); never in a binary.
 #![forbid(unsafe_code)]
 
 // Modules are private; the items other crates need are re-exported below (the curated surface).
@@ -29,6 +30,8 @@ mod guard;
 mod path;
 mod proposal;
 mod selection;
+#[cfg(all(feature = "effects", any(test, feature = "testkit")))]
+pub mod testkit;
 
 pub use approved::ApprovedTurn;
 pub use classify::{

@@ -139,8 +139,8 @@ pub fn work_tree_state(repo: &Path) -> Result<WorkTreeState, SnapshotError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::git;
     use super::*;
+    use crate::testkit::git;
 
     fn repo() -> (tempfile::TempDir, String, String) {
         let dir = tempfile::tempdir().unwrap();

@@ -6,6 +6,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 use snapshot::context_from_value;
+use snapshot::testkit;
 use snapshot::{ApprovedExecutionContext, RepoPath, RepositorySnapshotEvidence};
 use vocab::Sha256;
 
@@ -102,20 +103,7 @@ impl TempRepo {
     }
 
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new("git");
-        cmd.current_dir(self.path())
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.path())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_AUTHOR_NAME", "Test")
-            .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
-            .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
-            .env("GIT_COMMITTER_NAME", "Test")
-            .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
-            .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z");
-        cmd
+        testkit::git_command(self.path())
     }
 
     pub fn git<I, S>(&self, args: I) -> Vec<u8>
@@ -123,13 +111,7 @@ impl TempRepo {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let out = self.command().args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "git failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out.stdout
+        testkit::git_bytes(self.path(), &args.into_iter().collect::<Vec<_>>())
     }
 
     pub fn git_text<I, S>(&self, args: I) -> String
@@ -137,10 +119,7 @@ impl TempRepo {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        String::from_utf8(self.git(args))
-            .unwrap()
-            .trim_end()
-            .to_owned()
+        testkit::git(self.path(), &args.into_iter().collect::<Vec<_>>())
     }
 
     #[expect(
@@ -156,9 +135,7 @@ impl TempRepo {
 
     /// `git add -A` and commit; returns the new commit id.
     pub fn commit(&self, message: &str) -> String {
-        self.git(["add", "-A"]);
-        self.git(["commit", "-q", "--allow-empty", "-m", message]);
-        self.head()
+        testkit::commit(self.path(), message)
     }
 
     pub fn head(&self) -> String {

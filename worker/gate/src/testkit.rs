@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
 use container::OutputChunk;
@@ -25,43 +24,16 @@ use vocab::Sha256;
 
 use crate::definition::GateDefinitions;
 
+/// `git ARGS` in `dir`, isolated from the host (see [`snapshot::testkit::git_command`]), which
+/// must succeed; its stdout, trimmed.
 pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}");
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    snapshot::testkit::git_text(dir, args).trim().to_owned()
 }
 
 /// A repository with one commit holding `files` (path, content, executable); returns the commit.
 pub fn repo(dir: &Path, files: &[(&str, &str, bool)]) -> String {
-    git(dir, &["init", "-q", "-b", "main"]);
-    for (path, content, exec) in files {
-        let p = dir.join(path);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .create(p.parent().unwrap())
-            .unwrap();
-        std::fs::write(&p, content).unwrap();
-        if *exec {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-    }
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-q", "-m", "base"]);
-    git(dir, &["rev-parse", "HEAD"])
+    let files = files.iter().map(|(p, c, x)| (*p, c.as_bytes(), *x));
+    snapshot::testkit::init_repo(dir, files, "base")
 }
 
 pub enum Change<'a> {

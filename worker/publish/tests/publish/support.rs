@@ -4,61 +4,27 @@
 //! repository (work tree and `.git`).
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
 use publish::{BranchName, CommitIdentity, CredentialSource, PublishRequest, Remote};
 use sha2::Digest as _;
+use snapshot::testkit;
 
 /// Runs git in `dir` with a clean configuration; stdout trimmed. Panics on failure.
 pub fn git(dir: &Path, args: &[&str]) -> String {
-    let out = git_output(dir, args);
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    testkit::git_text(dir, args).trim().to_owned()
 }
 
+/// Runs git in `dir` with a clean configuration, as [`git`] does; its output, whatever the exit.
 pub fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .args([
-            "-c",
-            "user.name=Test",
-            "-c",
-            "user.email=test@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "protocol.file.allow=always",
-        ])
-        .args(args)
-        .output()
-        .unwrap()
+    testkit::git_command(dir).args(args).output().unwrap()
 }
 
 /// Writes `files` (path, content, executable) into `dir` and commits them; returns the commit.
 pub fn commit_files(dir: &Path, files: &[(&str, &str, bool)], message: &str) -> String {
-    for (path, content, exec) in files {
-        let p = dir.join(path);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .create(p.parent().unwrap())
-            .unwrap();
-        std::fs::write(&p, content).unwrap();
-        let mode = if *exec { 0o755 } else { 0o644 };
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
-    }
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-q", "-m", message]);
-    git(dir, &["rev-parse", "HEAD"])
+    testkit::write_files(dir, files.iter().map(|(p, c, x)| (*p, c.as_bytes(), *x)));
+    testkit::commit(dir, message)
 }
 
 /// The user's baseline files.

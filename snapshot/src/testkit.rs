@@ -1,0 +1,109 @@
+//! Git fixtures for tests: a `git` isolated from the host's configuration, and throwaway
+//! repositories made with it. Compiled for this crate's tests and, with the `testkit` feature,
+//! for the tests of the crates above it; never enabled by a binary.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::process::Command;
+
+/// The author and committer name of every fixture commit.
+pub const GIT_NAME: &str = "Test";
+/// The author and committer e-mail of every fixture commit.
+pub const GIT_EMAIL: &str = "test@example.invalid";
+/// The author and committer date of every fixture commit, so that commit ids reproduce.
+pub const GIT_DATE: &str = "2026-01-01T00:00:00Z";
+
+/// `git` in `dir`, isolated from the host: an empty environment but `PATH` (and `HOME` set to
+/// `dir`), no system or global configuration, the fixed identity and date ([`GIT_NAME`],
+/// [`GIT_EMAIL`], [`GIT_DATE`]) as author and committer, and `-c` options for no commit signing,
+/// the `file` transport allowed, no line-ending conversion and no whitespace warnings from
+/// `git apply`. Arguments and stdin are the caller's.
+pub fn git_command(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", GIT_NAME)
+        .env("GIT_AUTHOR_EMAIL", GIT_EMAIL)
+        .env("GIT_AUTHOR_DATE", GIT_DATE)
+        .env("GIT_COMMITTER_NAME", GIT_NAME)
+        .env("GIT_COMMITTER_EMAIL", GIT_EMAIL)
+        .env("GIT_COMMITTER_DATE", GIT_DATE)
+        .args(["-c", &format!("user.name={GIT_NAME}")])
+        .args(["-c", &format!("user.email={GIT_EMAIL}")])
+        .args([
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "protocol.file.allow=always",
+        ])
+        .args(["-c", "core.autocrlf=false", "-c", "apply.whitespace=nowarn"]);
+    cmd
+}
+
+/// Runs [`git_command`]`ARGS` in `dir`; panics (with git's stderr) unless it succeeds; returns
+/// stdout as it is.
+pub fn git_bytes(dir: &Path, args: &[impl AsRef<OsStr>]) -> Vec<u8> {
+    let out = git_command(dir).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "git {:?}: {}",
+        args.iter().map(AsRef::as_ref).collect::<Vec<_>>(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// [`git_bytes`] as UTF-8 text, as it is.
+pub fn git_text(dir: &Path, args: &[impl AsRef<OsStr>]) -> String {
+    String::from_utf8(git_bytes(dir, args)).unwrap()
+}
+
+/// [`git_text`] without trailing white space (a commit id, a ref, the last line's newline).
+pub fn git(dir: &Path, args: &[impl AsRef<OsStr>]) -> String {
+    git_text(dir, args).trim_end().to_owned()
+}
+
+/// Writes each `(path, content, executable)` below `dir`, making parent directories, with mode
+/// 0755 when executable and 0644 otherwise.
+pub fn write_files<'a>(dir: &Path, files: impl IntoIterator<Item = (&'a str, &'a [u8], bool)>) {
+    for (path, content, executable) in files {
+        let full = dir.join(path);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .create(full.parent().unwrap())
+            .unwrap();
+        std::fs::write(&full, content).unwrap();
+        let mode = if executable { 0o755 } else { 0o644 };
+        std::fs::set_permissions(&full, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
+/// `git add -A` and a commit of it (empty allowed) with `message`; returns the new commit id.
+pub fn commit(dir: &Path, message: &str) -> String {
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "--allow-empty", "-m", message]);
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+/// A new repository in `dir` on branch `main` holding `files` (see [`write_files`]) in one
+/// commit with `message`; returns the commit id.
+pub fn init_repo<'a>(
+    dir: &Path,
+    files: impl IntoIterator<Item = (&'a str, &'a [u8], bool)>,
+    message: &str,
+) -> String {
+    git(dir, &["init", "-q", "-b", "main"]);
+    write_files(dir, files);
+    commit(dir, message)
+}
