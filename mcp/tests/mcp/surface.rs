@@ -23,7 +23,7 @@ pub fn spawn_stdio_server(bin: &str, root: &Path, store: Option<&Path>) -> Child
 }
 
 /// One read-only call of every tool against the fixture workspace, in `mcp::TOOL_NAMES` order.
-
+///
 /// `(tool, arguments)` for every tool: `resolve_path` is resolved and the stored candidate
 /// `digest` fetched; the other tools read the fixture's review files.
 pub fn every_tool_call(resolve_path: &str, digest: &str) -> Vec<(&'static str, Value)> {
