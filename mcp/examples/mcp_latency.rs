@@ -13,10 +13,15 @@
 #![allow(clippy::disallowed_methods)]
 
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+#[path = "../tests/mcp/surface.rs"]
+mod surface;
+use surface::{every_tool_call, spawn_stdio_server};
 
 struct Session {
     child: Child,
@@ -27,13 +32,7 @@ struct Session {
 
 impl Session {
     fn start(bin: &str, root: &str, store: &str) -> Self {
-        let mut child = Command::new(bin)
-            .args(["--workspace-root", root, "--candidate-store", store])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_stdio_server(bin, Path::new(root), Some(Path::new(store)));
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         Self {
@@ -140,32 +139,11 @@ fn main() {
     }
     report("baseline: ping round trip (transport floor)", ping);
 
-    let tools: Vec<(&str, Value)> = vec![
-        ("get_workspace_identity", json!({})),
-        ("get_canonical_layout", json!({})),
-        (
-            "resolve_artifact_location",
-            json!({"path": "app/modules/notes/module.yaml"}),
-        ),
-        ("list_modules", json!({})),
-        ("list_pages", json!({})),
-        ("validate_app_bundle", json!({})),
-        ("plan_validation_commands", json!({})),
-        ("list_patch_candidates", json!({})),
-        ("get_patch_candidate", json!({"digest": digest})),
-        (
-            "verify_patch_candidate",
-            json!({"path": "review/candidate.json"}),
-        ),
-        (
-            "inspect_workspace_archive",
-            json!({"path": "review/workspace-archive.zip"}),
-        ),
-        (
-            "resolve_artifact_location (refused: traversal)",
-            json!({"path": "../x"}),
-        ),
-    ];
+    let mut tools = every_tool_call("app/modules/notes/module.yaml", &digest);
+    tools.push((
+        "resolve_artifact_location (refused: traversal)",
+        json!({"path": "../x"}),
+    ));
     for (label, arguments) in tools {
         let name = label.split_whitespace().next().unwrap();
         let mut samples = Vec::with_capacity(calls);

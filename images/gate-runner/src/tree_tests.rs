@@ -47,6 +47,16 @@ fn lone(name: &str, kind: tar::EntryType, mode: u32) -> Vec<u8> {
     stream(&[E::Raw(header(name, kind, mode, 0), b"")])
 }
 
+/// A case of one header-only entry, refused with `rule` under a one-entry, zero-byte budget.
+fn lone_case(
+    name: &str,
+    kind: tar::EntryType,
+    mode: u32,
+    rule: TreeRule,
+) -> (Vec<u8>, u64, u64, TreeRule) {
+    (lone(name, kind, mode), 1, 0, rule)
+}
+
 fn pax(path: &str) -> (tar::Header, Vec<u8>) {
     let body_len = " path=\n".len() + path.len();
     let mut len = body_len + 1;
@@ -163,42 +173,12 @@ fn refuses_every_rule_before_writing() {
         two_records.len() as u64,
     );
     let cases: Vec<(Vec<u8>, u64, u64, TreeRule)> = vec![
-        (
-            lone("l", tar::EntryType::Symlink, 0o777),
-            1,
-            0,
-            TreeRule::Symlink,
-        ),
-        (
-            lone("l", tar::EntryType::Link, 0o644),
-            1,
-            0,
-            TreeRule::HardLink,
-        ),
-        (
-            lone("c", tar::EntryType::Char, 0o644),
-            1,
-            0,
-            TreeRule::Special,
-        ),
-        (
-            lone("b", tar::EntryType::Block, 0o644),
-            1,
-            0,
-            TreeRule::Special,
-        ),
-        (
-            lone("f", tar::EntryType::Fifo, 0o644),
-            1,
-            0,
-            TreeRule::Special,
-        ),
-        (
-            lone("o", tar::EntryType::new(b'7'), 0o644),
-            1,
-            0,
-            TreeRule::Special,
-        ),
+        lone_case("l", tar::EntryType::Symlink, 0o777, TreeRule::Symlink),
+        lone_case("l", tar::EntryType::Link, 0o644, TreeRule::HardLink),
+        lone_case("c", tar::EntryType::Char, 0o644, TreeRule::Special),
+        lone_case("b", tar::EntryType::Block, 0o644, TreeRule::Special),
+        lone_case("f", tar::EntryType::Fifo, 0o644, TreeRule::Special),
+        lone_case("o", tar::EntryType::new(b'7'), 0o644, TreeRule::Special),
         (
             stream(&[E::Raw(
                 header("L", tar::EntryType::GNULongName, 0o644, 2),
@@ -208,12 +188,7 @@ fn refuses_every_rule_before_writing() {
             0,
             TreeRule::Gnu,
         ),
-        (
-            lone("g", tar::EntryType::XGlobalHeader, 0o644),
-            1,
-            0,
-            TreeRule::PaxKey,
-        ),
+        lone_case("g", tar::EntryType::XGlobalHeader, 0o644, TreeRule::PaxKey),
         (
             stream(&[E::Raw(other_key_h, &other_key), E::File("a", b"")]),
             1,
@@ -270,24 +245,9 @@ fn refuses_every_rule_before_writing() {
             0,
             TreeRule::Parent,
         ),
-        (
-            lone("a", tar::EntryType::Regular, 0o4755),
-            1,
-            0,
-            TreeRule::Mode,
-        ),
-        (
-            lone("a", tar::EntryType::Regular, 0o600),
-            1,
-            0,
-            TreeRule::Mode,
-        ),
-        (
-            lone("a", tar::EntryType::Directory, 0o777),
-            1,
-            0,
-            TreeRule::Mode,
-        ),
+        lone_case("a", tar::EntryType::Regular, 0o4755, TreeRule::Mode),
+        lone_case("a", tar::EntryType::Regular, 0o600, TreeRule::Mode),
+        lone_case("a", tar::EntryType::Directory, 0o777, TreeRule::Mode),
         (
             stream(&[E::File("a", b""), E::File("b", b"")]),
             1,

@@ -20,6 +20,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::{Copy, diagnostic_codes, failure_message, fixture_copy, store_dir};
+use crate::surface::spawn_stdio_server;
 
 const BIN: &str = env!("CARGO_BIN_EXE_patch-candidate-mcp");
 /// The documented memory budget of the server (docs/MCP.md, "Limits").
@@ -38,17 +39,7 @@ struct Server {
 
 impl Server {
     fn start(root: &Path, store: Option<&Path>) -> Self {
-        let mut command = Command::new(BIN);
-        command.arg("--workspace-root").arg(root);
-        if let Some(store) = store {
-            command.arg("--candidate-store").arg(store);
-        }
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_stdio_server(BIN, root, store);
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = channel();
         std::thread::spawn(move || {

@@ -22,5 +22,6 @@ mod paths;
 mod python_parity;
 mod stdio;
 mod support;
+mod surface;
 mod tools;
 mod upstream;

@@ -7,10 +7,9 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::time::SystemTime;
 
-use serde_json::json;
-
 use crate::fixture::candidate_digest;
 use crate::support::{connect_root, fixture_copy};
+use crate::surface::every_tool_call;
 
 type State = BTreeMap<String, (bool, u32, SystemTime, Vec<u8>)>;
 
@@ -77,28 +76,7 @@ async fn the_whole_surface_writes_nothing() {
     assert!(before.len() > 15);
 
     let client = connect_root(&copy.root, true).await;
-    let calls = [
-        ("get_workspace_identity", json!({})),
-        ("get_canonical_layout", json!({})),
-        (
-            "resolve_artifact_location",
-            json!({"path": "app/modules/new-module/module.yaml"}),
-        ),
-        ("list_modules", json!({})),
-        ("list_pages", json!({})),
-        ("validate_app_bundle", json!({})),
-        ("plan_validation_commands", json!({})),
-        ("list_patch_candidates", json!({})),
-        ("get_patch_candidate", json!({"digest": candidate_digest()})),
-        (
-            "verify_patch_candidate",
-            json!({"path": "review/candidate.json"}),
-        ),
-        (
-            "inspect_workspace_archive",
-            json!({"path": "review/workspace-archive.zip"}),
-        ),
-    ];
+    let calls = every_tool_call("app/modules/new-module/module.yaml", &candidate_digest());
     assert_eq!(calls.len(), mcp::TOOL_NAMES.len());
     for _ in 0..3 {
         for (tool, args) in &calls {

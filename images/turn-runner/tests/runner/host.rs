@@ -111,6 +111,18 @@ fn ended_with(
     (out, root)
 }
 
+/// Like [`ended_with`], and the turn exported no workspace archive; its workspace root.
+fn ended_without_archive(
+    task: &str,
+    extra: &[&str],
+    status: ProposalStatus,
+    code: &str,
+) -> tempfile::TempDir {
+    let (out, root) = ended_with(task, extra, status, code);
+    assert_eq!(out.workspace_archive_base64, None, "{task}");
+    root
+}
+
 fn rejected(task: &str, expected_violation: &str) -> turn_runner::TurnOutput {
     let (run, _root) = run_turn(&standard(task), &[]);
     let out = run.output();
@@ -168,13 +180,12 @@ fn symlink_is_rejected_and_never_followed() {
 
 #[test]
 fn invalid_utf8_is_rejected_by_the_export() {
-    let (out, _root) = ended_with(
+    ended_without_archive(
         "mode: invalid-utf8",
         &[],
         ProposalStatus::RejectedScope,
         "REPOSITORY_PATCH_ARCHIVE_UTF8",
     );
-    assert_eq!(out.workspace_archive_base64, None);
 }
 
 #[test]
@@ -256,13 +267,12 @@ fn sleeping_past_the_deadline_times_out() {
 #[test]
 fn flooding_the_channel_exceeds_the_budget() {
     // Total inbound bytes (256 KiB here) reached before the 1 MiB reply cap.
-    let (out, _root) = ended_with(
+    ended_without_archive(
         "mode: flood=16",
         &["--max-inbound-bytes", "262144"],
         ProposalStatus::BudgetExceeded,
         "PROOF_WORKER_CHANNEL_BUDGET",
     );
-    assert_eq!(out.workspace_archive_base64, None);
     // One message over the per-message cap.
     ended_with(
         "mode: giant-message",
@@ -366,13 +376,12 @@ fn strict_stdin_refuses_bad_payloads_with_nothing_on_stdout() {
 
 #[test]
 fn an_agent_that_dies_mid_turn_fails_the_turn() {
-    let (out, root) = ended_with(
+    let root = ended_without_archive(
         "mode: exit",
         &[],
         ProposalStatus::Failed,
         "PROOF_WORKER_AGENT_FAILED",
     );
-    assert_eq!(out.workspace_archive_base64, None);
     assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
 }
 
