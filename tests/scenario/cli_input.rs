@@ -95,23 +95,10 @@ fn hostile() -> Hostile {
     let work = tempfile::tempdir().unwrap();
     let approval_path = write_approval(work.path(), &context);
 
-    let out = run(bin()
-        .args(["--json", "snapshot", "--repo"])
-        .arg(&repo)
-        .args([
-            "--commit",
-            &commit,
-            "--repository-full-name",
-            "acme/fixture",
-            "--plan-id",
-            "plan-t",
-            "--request-id",
-            "request-t",
-            "--app-id",
-            "app-t",
-        ]));
+    let out = run(&mut snapshot_cmd(&["--json"], &repo, &commit));
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_clean("snapshot", &stdout(&bin_text_snapshot(&repo, &commit)));
+    let text = run(&mut snapshot_cmd(&[], &repo, &commit));
+    assert_clean("snapshot", &stdout(&text));
     let mut evidence: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     evidence.as_object_mut().unwrap().remove("excluded");
     let snapshot = work.path().join("snapshot.json");
@@ -149,19 +136,25 @@ fn hostile() -> Hostile {
     }
 }
 
-fn bin_text_snapshot(repo: &Path, commit: &str) -> Output {
-    run(bin().args(["snapshot", "--repo"]).arg(repo).args([
-        "--commit",
-        commit,
-        "--repository-full-name",
-        "acme/fixture",
-        "--plan-id",
-        "plan-t",
-        "--request-id",
-        "request-t",
-        "--app-id",
-        "app-t",
-    ]))
+/// `snapshot` of `repo` at `commit` with the fixture's identifiers, after the global `flags`.
+fn snapshot_cmd(flags: &[&str], repo: &Path, commit: &str) -> Command {
+    let mut cmd = bin();
+    cmd.args(flags)
+        .args(["snapshot", "--repo"])
+        .arg(repo)
+        .args([
+            "--commit",
+            commit,
+            "--repository-full-name",
+            "acme/fixture",
+            "--plan-id",
+            "plan-t",
+            "--request-id",
+            "request-t",
+            "--app-id",
+            "app-t",
+        ]);
+    cmd
 }
 
 fn finalize_cmd(h: &Hostile) -> Command {
@@ -341,6 +334,11 @@ fn r_errors_never_quote_input_values_and_carry_the_code_once() {
     assert_clean("error", &stderr(&out));
 }
 
+/// Command-line arguments of mixed kinds (words, paths), in order.
+fn os_args(parts: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<std::ffi::OsString> {
+    parts.iter().map(|p| p.as_ref().to_owned()).collect()
+}
+
 /// One rule for every flag of every command: a named path that does not exist is exit 2 with
 /// `PATCH_CANDIDATE_PATH_MISSING` (the Docker socket aside: an absent daemon is the environment).
 #[test]
@@ -401,170 +399,139 @@ fn r_missing_named_paths_exit_2_with_one_code_for_every_flag() {
             v.push(with.clone().into());
         }
     };
-    let cases: Vec<(&str, Vec<std::ffi::OsString>)> = vec![
-        ("run --repo", run_base(&missing, &h.approval)),
-        ("run --approval", run_base(&h.repo, &missing)),
-        ("run --policy", {
-            let mut v = run_base(&h.repo, &h.approval);
-            v.extend(["--policy".into(), missing.clone().into()]);
-            v
-        }),
-        ("run --store", {
-            let mut v = run_base(&h.repo, &h.approval);
-            v.extend(["--store".into(), missing_parent.clone().into()]);
-            v
-        }),
-        (
-            "finalize --approval",
-            finalize_base(&replace("--approval", missing.clone())),
-        ),
-        (
-            "finalize --snapshot",
-            finalize_base(&replace("--snapshot", missing.clone())),
-        ),
-        (
-            "finalize --baseline-dir",
-            finalize_base(&replace("--baseline-dir", missing.clone())),
-        ),
-        (
-            "finalize --staged",
-            finalize_base(&replace("--staged", missing.clone())),
-        ),
-        (
-            "finalize --proposal",
-            finalize_base(&replace("--proposal", missing.clone())),
-        ),
-        (
-            "finalize --repo",
-            finalize_base(&append("--repo", missing.clone())),
-        ),
-        (
-            "finalize --policy",
-            finalize_base(&append("--policy", missing.clone())),
-        ),
-        (
-            "finalize --store",
-            finalize_base(&append("--store", missing_parent.clone())),
-        ),
-        ("digest FILE", vec!["digest".into(), missing.clone().into()]),
-        ("verify FILE", vec!["verify".into(), missing.clone().into()]),
-        (
-            "verify --repo",
-            vec![
-                "verify".into(),
-                candidate.clone().into(),
-                "--repo".into(),
-                missing.clone().into(),
-            ],
-        ),
-        ("show FILE", vec!["show".into(), missing.clone().into()]),
-        (
-            "export FILE",
-            vec![
-                "export".into(),
-                missing.clone().into(),
-                "--format".into(),
-                "git".into(),
-            ],
-        ),
-        (
-            "export --repo",
-            vec![
-                "export".into(),
-                candidate.clone().into(),
-                "--format".into(),
-                "git".into(),
-                "--repo".into(),
-                missing.clone().into(),
-            ],
-        ),
-        (
-            "export --out",
-            vec![
-                "export".into(),
-                candidate.clone().into(),
-                "--format".into(),
-                "git".into(),
-                "--out".into(),
-                missing_parent.clone().into(),
-            ],
-        ),
-        (
-            "archive inspect FILE",
-            vec!["archive".into(), "inspect".into(), missing.clone().into()],
-        ),
-        (
-            "archive pack DIR",
-            vec![
-                "archive".into(),
-                "pack".into(),
-                missing.clone().into(),
-                "--out".into(),
-                state.path().join("x.zip").into(),
-            ],
-        ),
-        (
-            "archive pack --out",
-            vec![
-                "archive".into(),
-                "pack".into(),
-                h.baseline.clone().into(),
-                "--out".into(),
-                missing_parent.clone().into(),
-            ],
-        ),
-        (
-            "snapshot --repo",
-            vec![
-                "snapshot".into(),
-                "--repo".into(),
-                missing.clone().into(),
-                "--commit".into(),
-                commit.clone().into(),
-                "--repository-full-name".into(),
-                "a/b".into(),
-                "--plan-id".into(),
-                "p".into(),
-                "--request-id".into(),
-                "r".into(),
-                "--app-id".into(),
-                "a".into(),
-            ],
-        ),
-        (
-            "usage --ledger",
-            vec!["usage".into(), "--ledger".into(), missing.clone().into()],
-        ),
-        (
-            "image build --source",
-            vec![
-                "image".into(),
-                "build".into(),
-                "--source".into(),
-                missing.clone().into(),
-            ],
-        ),
-        (
-            "demo --source",
-            vec![
-                "demo".into(),
-                "--source".into(),
-                missing.clone().into(),
-                "--docker-socket".into(),
-                "/nonexistent/docker.sock".into(),
-            ],
-        ),
-        (
-            "demo --dir",
-            vec![
-                "demo".into(),
-                "--dir".into(),
-                missing_parent.clone().into(),
-                "--docker-socket".into(),
-                "/nonexistent/docker.sock".into(),
-            ],
-        ),
-    ];
+    let mut cases: Vec<(String, Vec<std::ffi::OsString>)> = Vec::new();
+    let mut case = |name: &str, args: Vec<std::ffi::OsString>| cases.push((name.to_owned(), args));
+    case("run --repo", run_base(&missing, &h.approval));
+    case("run --approval", run_base(&h.repo, &missing));
+    case("run --policy", {
+        let mut v = run_base(&h.repo, &h.approval);
+        v.extend(["--policy".into(), missing.clone().into()]);
+        v
+    });
+    case("run --store", {
+        let mut v = run_base(&h.repo, &h.approval);
+        v.extend(["--store".into(), missing_parent.clone().into()]);
+        v
+    });
+    for flag in [
+        "--approval",
+        "--snapshot",
+        "--baseline-dir",
+        "--staged",
+        "--proposal",
+    ] {
+        case(
+            &format!("finalize {flag}"),
+            finalize_base(&replace(flag, missing.clone())),
+        );
+    }
+    for (flag, path) in [
+        ("--repo", &missing),
+        ("--policy", &missing),
+        ("--store", &missing_parent),
+    ] {
+        case(
+            &format!("finalize {flag}"),
+            finalize_base(&append(flag, path.clone())),
+        );
+    }
+    case("digest FILE", os_args(&[&"digest", &missing]));
+    case("verify FILE", os_args(&[&"verify", &missing]));
+    case(
+        "verify --repo",
+        os_args(&[&"verify", &candidate, &"--repo", &missing]),
+    );
+    case("show FILE", os_args(&[&"show", &missing]));
+    case(
+        "export FILE",
+        os_args(&[&"export", &missing, &"--format", &"git"]),
+    );
+    case(
+        "export --repo",
+        os_args(&[
+            &"export",
+            &candidate,
+            &"--format",
+            &"git",
+            &"--repo",
+            &missing,
+        ]),
+    );
+    case(
+        "export --out",
+        os_args(&[
+            &"export",
+            &candidate,
+            &"--format",
+            &"git",
+            &"--out",
+            &missing_parent,
+        ]),
+    );
+    case(
+        "archive inspect FILE",
+        os_args(&[&"archive", &"inspect", &missing]),
+    );
+    case(
+        "archive pack DIR",
+        os_args(&[
+            &"archive",
+            &"pack",
+            &missing,
+            &"--out",
+            &state.path().join("x.zip"),
+        ]),
+    );
+    case(
+        "archive pack --out",
+        os_args(&[&"archive", &"pack", &h.baseline, &"--out", &missing_parent]),
+    );
+    case(
+        "snapshot --repo",
+        os_args(&[
+            &"snapshot",
+            &"--repo",
+            &missing,
+            &"--commit",
+            &commit,
+            &"--repository-full-name",
+            &"a/b",
+            &"--plan-id",
+            &"p",
+            &"--request-id",
+            &"r",
+            &"--app-id",
+            &"a",
+        ]),
+    );
+    case(
+        "usage --ledger",
+        os_args(&[&"usage", &"--ledger", &missing]),
+    );
+    case(
+        "image build --source",
+        os_args(&[&"image", &"build", &"--source", &missing]),
+    );
+    case(
+        "demo --source",
+        os_args(&[
+            &"demo",
+            &"--source",
+            &missing,
+            &"--docker-socket",
+            &"/nonexistent/docker.sock",
+        ]),
+    );
+    case(
+        "demo --dir",
+        os_args(&[
+            &"demo",
+            &"--dir",
+            &missing_parent,
+            &"--docker-socket",
+            &"/nonexistent/docker.sock",
+        ]),
+    );
     for (name, args) in cases {
         let out = run(bin()
             .arg("--json")

@@ -10,33 +10,22 @@ use crate::support::*;
 
 const KEY: &str = "sk-cli-live-9b2f4e";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_cli_run_live_produces_a_verified_candidate_through_the_gateway() {
-    let Some(docker) = docker().await else { return };
-    live_round_trip(&docker, None).await;
-    tally("docker_cli_run_live_produces_a_verified_candidate_through_the_gateway");
-}
-
-/// The same Codex turn with `--runtime runsc`: under gVisor, with the runsc turn profile.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_cli_run_live_runsc_produces_a_verified_candidate_through_the_gateway() {
-    let Some(docker) = crate::runtimes::docker_for("runsc").await else {
-        return;
-    };
-    live_round_trip(&docker, Some("runsc")).await;
-    tally("docker_cli_run_live_runsc_produces_a_verified_candidate_through_the_gateway");
-}
+runc_and_runsc_tests!(
+    live_round_trip,
+    docker_cli_run_live_produces_a_verified_candidate_through_the_gateway,
+    /// The same Codex turn with `--runtime runsc`: under gVisor, with the runsc turn profile.
+    docker_cli_run_live_runsc_produces_a_verified_candidate_through_the_gateway,
+);
 
 async fn live_round_trip(docker: &container::BollardRuntime, runtime: Option<&'static str>) {
-    let _guard = docker_lock().lock().await;
     let upstream = ScriptedUpstream::start([
         Reply::edit_file("app/service.py", "    return 1", "    return 2"),
         Reply::create_file("app/new.py", "VALUE = 1"),
     ])
     .await
     .unwrap();
-    let turn = CliLiveTurn {
-        agent: "codex",
+    let turn = LiveAgentUnderTest {
+        agent: turn::Agent::Codex,
         model: "gpt-5.3-codex",
         image: TEST_LIVE_IMAGE,
         image_id: live_image(),
@@ -51,16 +40,6 @@ async fn live_round_trip(docker: &container::BollardRuntime, runtime: Option<&'s
     }
 }
 
-/// One agent's `run --live` under test: the agent's wire name, its model, its live image and
-/// the key the CLI reads from its environment.
-pub(crate) struct CliLiveTurn<'a> {
-    pub agent: &'a str,
-    pub model: &'a str,
-    pub image: &'a str,
-    pub image_id: String,
-    pub key: &'a str,
-}
-
 /// Runs `patch-candidate --json run --live --agent A --model M` against `upstream` on the
 /// one-file fixture (`app/service.py` editable, `app/new.py` granted), and checks what holds for
 /// every agent: the CLI succeeds, the candidate changes exactly `app/service.py` and creates
@@ -68,7 +47,7 @@ pub(crate) struct CliLiveTurn<'a> {
 /// in nothing the CLI printed, and no turn container is left. Returns the `--json` document.
 pub(crate) async fn run_live_cli(
     docker: &container::BollardRuntime,
-    turn: &CliLiveTurn<'_>,
+    turn: &LiveAgentUnderTest,
     upstream: &ScriptedUpstream,
     runtime: Option<&'static str>,
 ) -> serde_json::Value {
@@ -82,7 +61,7 @@ pub(crate) async fn run_live_cli(
         "run",
         "--live",
         "--agent",
-        turn.agent,
+        turn.agent.name(),
         "--model",
         turn.model,
         "--upstream",

@@ -19,8 +19,9 @@ use serde_json::json;
 use turn::{Agent, LiveNote};
 
 use crate::live_gemini::{
-    agent_pipeline, agent_pipeline_with, assert_edited_and_created, assert_refused_and_empty,
-    assert_service_updated_only, build_live_image, search_container_for_key,
+    agent_pipeline_with, agent_turn, assert_disallowed_model_refused, assert_edited_and_created,
+    assert_refused_and_empty, assert_service_updated_only, build_live_image,
+    search_container_for_key,
 };
 use crate::support::*;
 
@@ -43,24 +44,6 @@ fn claude_image() -> String {
         })
         .clone()
         .expect("Claude live image build failed")
-}
-
-async fn claude_pipeline(
-    docker: &container::BollardRuntime,
-    upstream: &ScriptedUpstream,
-    gateway_config: GatewayConfig,
-    wall: u64,
-    runtime: Option<&str>,
-) -> LiveRun {
-    agent_pipeline(
-        docker,
-        &claude_agent(),
-        upstream,
-        gateway_config,
-        wall,
-        runtime,
-    )
-    .await
 }
 
 /// Claude Code in its live image, with the model and key of these tests.
@@ -142,44 +125,39 @@ async fn claude_upstream(steps: Vec<Reply>) -> ScriptedUpstream {
     upstream
 }
 
+/// Claude Code's `Read` of the workspace file `path`.
+fn read(path: &str, usage: Usage) -> Reply {
+    let input = json!({"file_path": format!("{{workdir}}/{path}")});
+    anthropic::tool_use(MODEL, "Read", &input, usage)
+}
+
+/// Claude Code's `Edit` of the workspace file `path`: `old` becomes `new`.
+fn edit(path: &str, old: &str, new: &str, usage: Usage) -> Reply {
+    let input = json!({"file_path": format!("{{workdir}}/{path}"), "old_string": old,
+                       "new_string": new});
+    anthropic::tool_use(MODEL, "Edit", &input, usage)
+}
+
+/// Claude Code's `Write` of `content` to the workspace file `path`.
+fn write(path: &str, content: &str, usage: Usage) -> Reply {
+    let input = json!({"file_path": format!("{{workdir}}/{path}"), "content": content});
+    anthropic::tool_use(MODEL, "Write", &input, usage)
+}
+
 /// Read, edit, create, done: Claude Code's own tools (it must read a file before it edits it).
 async fn edit_and_create_upstream() -> ScriptedUpstream {
     claude_upstream(vec![
-        anthropic::tool_use(
-            MODEL,
-            "Read",
-            &json!({"file_path": "{workdir}/app/service.py"}),
-            USAGES[0],
-        ),
-        anthropic::tool_use(
-            MODEL,
-            "Edit",
-            &json!({"file_path": "{workdir}/app/service.py", "old_string": "return 1",
-                    "new_string": "return 2"}),
-            USAGES[1],
-        ),
-        anthropic::tool_use(
-            MODEL,
-            "Write",
-            &json!({"file_path": "{workdir}/app/new.py", "content": "X = 1\n"}),
-            USAGES[2],
-        ),
+        read("app/service.py", USAGES[0]),
+        edit("app/service.py", "return 1", "return 2", USAGES[1]),
+        write("app/new.py", "X = 1\n", USAGES[2]),
         anthropic::text(MODEL, "Changed answer and added app/new.py.", USAGES[3]),
     ])
     .await
 }
 
 async fn edits_and_creates(docker: &container::BollardRuntime, runtime: Option<&str>) {
-    let _guard = docker_lock().lock().await;
     let upstream = edit_and_create_upstream().await;
-    let run = claude_pipeline(
-        docker,
-        &upstream,
-        GatewayConfig::for_model(MODEL),
-        240,
-        runtime,
-    )
-    .await;
+    let run = agent_turn(docker, &claude_agent(), &upstream, 240, runtime).await;
     let log = log_of(&run);
     let outcome = match run.outcome {
         Ok(o) => o,
@@ -223,22 +201,12 @@ async fn edits_and_creates(docker: &container::BollardRuntime, runtime: Option<&
     assert_no_turn_containers(docker).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_live_claude_edits_and_creates_through_the_gateway() {
-    let Some(docker) = docker().await else { return };
-    edits_and_creates(&docker, None).await;
-    tally("docker_live_claude_edits_and_creates_through_the_gateway");
-}
-
-/// The same turn under gVisor's runsc, with the runsc turn seccomp profile.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_live_claude_runsc_edits_and_creates_through_the_gateway() {
-    let Some(docker) = crate::runtimes::docker_for("runsc").await else {
-        return;
-    };
-    edits_and_creates(&docker, Some("runsc")).await;
-    tally("docker_live_claude_runsc_edits_and_creates_through_the_gateway");
-}
+runc_and_runsc_tests!(
+    edits_and_creates,
+    docker_live_claude_edits_and_creates_through_the_gateway,
+    /// The same turn under gVisor's runsc, with the runsc turn seccomp profile.
+    docker_live_claude_runsc_edits_and_creates_through_the_gateway,
+);
 
 /// A model outside the allowlist: the gateway refuses the first request with its own code, and
 /// the turn ends with that code, not a generic one; nothing reaches the upstream.
@@ -248,24 +216,12 @@ async fn docker_live_claude_a_disallowed_model_is_refused_with_the_gateway_code(
         return;
     };
     let upstream = edit_and_create_upstream().await;
-    let run = claude_pipeline(
+    assert_disallowed_model_refused(
         &docker,
+        &claude_agent(),
         &upstream,
-        GatewayConfig::for_model("claude-opus-4-1"),
+        "claude-opus-4-1",
         240,
-        None,
-    )
-    .await;
-    match &run.outcome {
-        Err(e) => assert_eq!(e.code(), "PATCH_CANDIDATE_GATEWAY_MODEL"),
-        Ok(o) => panic!(
-            "a disallowed model produced a candidate ({} files)",
-            o.candidate.changed_files().len()
-        ),
-    }
-    assert!(upstream.requests().is_empty(), "a refused request went out");
-    assert_clean_and_tally(
-        &docker,
         "docker_live_claude_a_disallowed_model_is_refused_with_the_gateway_code",
     )
     .await;
@@ -279,36 +235,13 @@ async fn docker_live_claude_an_ungranted_create_and_a_read_only_edit_are_refused
         return;
     };
     let upstream = claude_upstream(vec![
-        anthropic::tool_use(
-            MODEL,
-            "Write",
-            &json!({"file_path": "{workdir}/app/other.py", "content": "Y = 2\n"}),
-            USAGES[0],
-        ),
-        anthropic::tool_use(
-            MODEL,
-            "Read",
-            &json!({"file_path": "{workdir}/docs/readme.md"}),
-            USAGES[1],
-        ),
-        anthropic::tool_use(
-            MODEL,
-            "Edit",
-            &json!({"file_path": "{workdir}/docs/readme.md", "old_string": "read me",
-                    "new_string": "changed"}),
-            USAGES[2],
-        ),
+        write("app/other.py", "Y = 2\n", USAGES[0]),
+        read("docs/readme.md", USAGES[1]),
+        edit("docs/readme.md", "read me", "changed", USAGES[2]),
         anthropic::text(MODEL, "Done.", USAGES[3]),
     ])
     .await;
-    let run = claude_pipeline(
-        &docker,
-        &upstream,
-        GatewayConfig::for_model(MODEL),
-        240,
-        None,
-    )
-    .await;
+    let run = agent_turn(&docker, &claude_agent(), &upstream, 240, None).await;
     assert_refused_and_empty(&run, 2);
     assert_eq!(
         messages(&upstream).len(),
@@ -333,32 +266,16 @@ async fn docker_live_claude_a_stalled_stream_is_ended_by_the_wall_budget() {
         return;
     };
     let upstream = claude_upstream(vec![
-        anthropic::tool_use(
-            MODEL,
-            "Read",
-            &json!({"file_path": "{workdir}/app/service.py"}),
-            USAGES[0],
-        ),
-        anthropic::tool_use(
-            MODEL,
-            "Edit",
-            &json!({"file_path": "{workdir}/app/service.py", "old_string": "return 1",
-                    "new_string": "return 2"}),
-            USAGES[1],
-        ),
+        read("app/service.py", USAGES[0]),
+        edit("app/service.py", "return 1", "return 2", USAGES[1]),
         Reply::Stall(vec![anthropic::message_start(MODEL, 3200, 0)]),
     ])
     .await;
     let started = std::time::Instant::now();
     // While the stream stalls, the running container is searched for the key from outside.
+    let agent = claude_agent();
     let (run, found) = tokio::join!(
-        claude_pipeline(
-            &docker,
-            &upstream,
-            GatewayConfig::for_model(MODEL),
-            45,
-            None,
-        ),
+        agent_turn(&docker, &agent, &upstream, 45, None),
         search_container_for_key(&docker, || messages(&upstream).len() >= 3, KEY)
     );
     let elapsed = started.elapsed();
@@ -403,25 +320,9 @@ async fn docker_live_claude_a_count_tokens_side_call_is_forwarded_and_not_counte
         .collect();
     assert!(big.len() > 45_000);
     let upstream = claude_upstream(vec![
-        anthropic::tool_use(
-            MODEL,
-            "Read",
-            &json!({"file_path": "{workdir}/docs/big.md"}),
-            USAGES[0],
-        ),
-        anthropic::tool_use(
-            MODEL,
-            "Read",
-            &json!({"file_path": "{workdir}/app/service.py"}),
-            USAGES[1],
-        ),
-        anthropic::tool_use(
-            MODEL,
-            "Edit",
-            &json!({"file_path": "{workdir}/app/service.py", "old_string": "return 1",
-                    "new_string": "return 2"}),
-            USAGES[2],
-        ),
+        read("docs/big.md", USAGES[0]),
+        read("app/service.py", USAGES[1]),
+        edit("app/service.py", "return 1", "return 2", USAGES[2]),
     ])
     .await;
     let run = agent_pipeline_with(
@@ -481,36 +382,18 @@ async fn docker_live_claude_a_count_tokens_side_call_is_forwarded_and_not_counte
     .await;
 }
 
-/// `patch-candidate run --live --agent claude` end to end (runc): a verified candidate from the
-/// real Claude Code, the key only in `x-api-key`, the CLI's gateway count the upstream's.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_cli_run_live_claude_produces_a_verified_candidate() {
-    let Some(docker) = docker().await else { return };
-    cli_round_trip(&docker, None).await;
-    tally("docker_cli_run_live_claude_produces_a_verified_candidate");
-}
-
-/// The same `run --live --agent claude` with `--runtime runsc`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_cli_run_live_claude_runsc_produces_a_verified_candidate() {
-    let Some(docker) = crate::runtimes::docker_for("runsc").await else {
-        return;
-    };
-    cli_round_trip(&docker, Some("runsc")).await;
-    tally("docker_cli_run_live_claude_runsc_produces_a_verified_candidate");
-}
+runc_and_runsc_tests!(
+    cli_round_trip,
+    /// `patch-candidate run --live --agent claude` end to end (runc): a verified candidate from
+    /// the real Claude Code, the key only in `x-api-key`, the CLI's gateway count the upstream's.
+    docker_cli_run_live_claude_produces_a_verified_candidate,
+    /// The same `run --live --agent claude` with `--runtime runsc`.
+    docker_cli_run_live_claude_runsc_produces_a_verified_candidate,
+);
 
 async fn cli_round_trip(docker: &container::BollardRuntime, runtime: Option<&'static str>) {
-    let _guard = docker_lock().lock().await;
     let upstream = edit_and_create_upstream().await;
-    let turn = crate::cli_live::CliLiveTurn {
-        agent: "claude",
-        model: MODEL,
-        image: TEST_CLAUDE_IMAGE,
-        image_id: claude_image(),
-        key: KEY,
-    };
-    let doc = crate::cli_live::run_live_cli(docker, &turn, &upstream, runtime).await;
+    let doc = crate::cli_live::run_live_cli(docker, &claude_agent(), &upstream, runtime).await;
     assert_key_only_upstream(&upstream);
     assert_eq!(messages(&upstream).len(), 4);
     // message_start's input plus the last message_delta output per answer, title included.
@@ -546,14 +429,7 @@ async fn docker_live_claude_a_shell_write_outside_the_workspace_is_refused() {
         anthropic::text(MODEL, "Done.", USAGES[1]),
     ])
     .await;
-    let run = claude_pipeline(
-        &docker,
-        &upstream,
-        GatewayConfig::for_model(MODEL),
-        240,
-        None,
-    )
-    .await;
+    let run = agent_turn(&docker, &claude_agent(), &upstream, 240, None).await;
     assert_refused_and_empty(&run, 1);
     assert_eq!(messages(&upstream).len(), 2);
     assert_key_only_upstream(&upstream);

@@ -22,8 +22,8 @@ use snapshot::ProposalStatus;
 use tunnel::{ChannelId, Decoder, Frame};
 
 use crate::support::{
-    LOCKED_DOWN, TMPFS_AND_USER, TURN_SECCOMP_OPT, container_exists, docker_lock, tally,
-    target_dir, workspace_bin,
+    LOCKED_DOWN, TMPFS_AND_USER, TURN_SECCOMP_OPT, container_exists, docker_cli_case, docker_lock,
+    tally, target_dir, workspace_bin,
 };
 
 pub const TEST_LIVE_IMAGE: &str = "patch-candidate-live:selftest";
@@ -480,12 +480,10 @@ fn permission_events(run: &LiveRun, decision: &str) -> usize {
 
 #[test]
 fn docker_live_container_edits_an_approved_file_and_creates_a_granted_one() {
-    if !crate::support::docker_cli_ready() {
-        return;
-    }
-    let _lock = docker_lock().blocking_lock();
-    assert_edits_and_creates(None);
-    tally("docker_live_container_edits_an_approved_file_and_creates_a_granted_one");
+    docker_cli_case(
+        "docker_live_container_edits_an_approved_file_and_creates_a_granted_one",
+        || assert_edits_and_creates(None),
+    );
 }
 
 /// The same Codex cases under runsc (gVisor, the runsc turn profile): an edit and a granted
@@ -512,6 +510,18 @@ fn docker_live_container_runsc_codex_cases() {
     tally("docker_live_container_runsc_codex_cases");
 }
 
+/// The runner exited 0 with a completed proposal.
+fn assert_completed(run: &LiveRun) {
+    assert_eq!(run.exit, Some(0), "stderr: {}", run.stderr);
+    assert_eq!(
+        run.status(),
+        ProposalStatus::Completed,
+        "{}\nstderr: {}",
+        run.document(),
+        run.stderr
+    );
+}
+
 /// An edit of an approved file and a granted create under `runtime`: a completed proposal with
 /// both, two Responses requests without a credential, one permission allowed.
 fn assert_edits_and_creates(runtime: Option<&'static str>) {
@@ -521,14 +531,7 @@ fn assert_edits_and_creates(runtime: Option<&'static str>) {
         &["src/new.txt"],
     );
     let run = run_live(&request, &Harness::new(edit_and_create()).under(runtime));
-    assert_eq!(run.exit, Some(0), "stderr: {}", run.stderr);
-    assert_eq!(
-        run.status(),
-        ProposalStatus::Completed,
-        "{}\nstderr: {}",
-        run.document(),
-        run.stderr
-    );
+    assert_completed(&run);
     assert_eq!(
         run.archive(),
         vec![
@@ -613,44 +616,38 @@ fn refused_calls() -> Vec<Value> {
     ]
 }
 
+/// Docker test `name`: the runner refuses [`refused_calls`]`[index]` (skipped without a daemon).
+fn refused_case(index: usize, name: &str) {
+    docker_cli_case(name, || assert_refused(refused_calls().swap_remove(index)));
+}
+
 #[test]
 fn docker_live_container_refuses_an_ungranted_create() {
-    if !crate::support::docker_cli_ready() {
-        return;
-    }
-    let _lock = docker_lock().blocking_lock();
-    assert_refused(refused_calls().swap_remove(0));
-    tally("docker_live_container_refuses_an_ungranted_create");
+    refused_case(0, "docker_live_container_refuses_an_ungranted_create");
 }
 
 #[test]
 fn docker_live_container_refuses_an_edit_of_a_read_only_file() {
-    if !crate::support::docker_cli_ready() {
-        return;
-    }
-    let _lock = docker_lock().blocking_lock();
-    assert_refused(refused_calls().swap_remove(1));
-    tally("docker_live_container_refuses_an_edit_of_a_read_only_file");
+    refused_case(
+        1,
+        "docker_live_container_refuses_an_edit_of_a_read_only_file",
+    );
 }
 
 #[test]
 fn docker_live_container_refuses_a_shell_command_writing_outside_the_workspace() {
-    if !crate::support::docker_cli_ready() {
-        return;
-    }
-    let _lock = docker_lock().blocking_lock();
-    assert_refused(refused_calls().swap_remove(2));
-    tally("docker_live_container_refuses_a_shell_command_writing_outside_the_workspace");
+    refused_case(
+        2,
+        "docker_live_container_refuses_a_shell_command_writing_outside_the_workspace",
+    );
 }
 
 #[test]
 fn docker_live_container_stops_a_stalled_turn_and_harvests() {
-    if !crate::support::docker_cli_ready() {
-        return;
-    }
-    let _lock = docker_lock().blocking_lock();
-    assert_stops_and_harvests(None);
-    tally("docker_live_container_stops_a_stalled_turn_and_harvests");
+    docker_cli_case(
+        "docker_live_container_stops_a_stalled_turn_and_harvests",
+        || assert_stops_and_harvests(None),
+    );
 }
 
 /// A stall after the first edit under `runtime`: STOP halts the agent, the edit is harvested.
@@ -660,15 +657,8 @@ fn assert_stops_and_harvests(runtime: Option<&'static str>) {
     script.truncate(1);
     script.push(Step::Stall);
     let run = run_live(&request, &Harness::new(script).under(runtime));
-    assert_eq!(run.exit, Some(0), "stderr: {}", run.stderr);
     // STOP halts the agent mid-turn; the edit made before the stall is harvested.
-    assert_eq!(
-        run.status(),
-        ProposalStatus::Completed,
-        "{}\nstderr: {}",
-        run.document(),
-        run.stderr
-    );
+    assert_completed(&run);
     let summaries: Vec<Value> = run.document()["proposal"]["provider_events"]
         .as_array()
         .unwrap()
@@ -684,34 +674,34 @@ fn assert_stops_and_harvests(runtime: Option<&'static str>) {
 
 #[test]
 fn docker_live_container_ends_without_a_result_on_a_protocol_violation() {
-    if !crate::support::docker_cli_ready() {
-        return;
-    }
-    let _lock = docker_lock().blocking_lock();
-    let image = live_image();
-    // A frame type from the container's own direction (OPEN) sent by the worker.
-    let mut input = Frame::Hello.to_bytes();
-    input.extend(Frame::Open(ChannelId::try_from(1).unwrap()).to_bytes());
-    let out = Command::new("docker")
-        .args(["run", "-i", "--rm"])
-        .args(hardened(None))
-        .arg(&image)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            c.stdin.take().unwrap().write_all(&input)?;
-            c.wait_with_output()
-        })
-        .unwrap();
-    let frames = Decoder::new().push(&out.stdout).unwrap();
-    assert_eq!(frames, vec![Frame::Hello], "only HELLO, never a result");
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("PATCH_CANDIDATE_TUNNEL_DIRECTION"),
-        "{stderr}"
+    docker_cli_case(
+        "docker_live_container_ends_without_a_result_on_a_protocol_violation",
+        || {
+            let image = live_image();
+            // A frame type from the container's own direction (OPEN) sent by the worker.
+            let mut input = Frame::Hello.to_bytes();
+            input.extend(Frame::Open(ChannelId::try_from(1).unwrap()).to_bytes());
+            let out = Command::new("docker")
+                .args(["run", "-i", "--rm"])
+                .args(hardened(None))
+                .arg(&image)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .and_then(|mut c| {
+                    c.stdin.take().unwrap().write_all(&input)?;
+                    c.wait_with_output()
+                })
+                .unwrap();
+            let frames = Decoder::new().push(&out.stdout).unwrap();
+            assert_eq!(frames, vec![Frame::Hello], "only HELLO, never a result");
+            assert_eq!(out.status.code(), Some(2));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains("PATCH_CANDIDATE_TUNNEL_DIRECTION"),
+                "{stderr}"
+            );
+        },
     );
-    tally("docker_live_container_ends_without_a_result_on_a_protocol_violation");
 }

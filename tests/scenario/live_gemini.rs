@@ -79,24 +79,6 @@ pub(crate) fn build_live_image(
     Ok(live.image_id.as_str().to_owned())
 }
 
-async fn gemini_pipeline(
-    docker: &container::BollardRuntime,
-    upstream: &ScriptedUpstream,
-    gateway_config: GatewayConfig,
-    wall: u64,
-    runtime: Option<&str>,
-) -> LiveRun {
-    agent_pipeline(
-        docker,
-        &gemini_agent(),
-        upstream,
-        gateway_config,
-        wall,
-        runtime,
-    )
-    .await
-}
-
 /// Gemini CLI in its live image, with the model and key of these tests.
 fn gemini_agent() -> LiveAgentUnderTest {
     LiveAgentUnderTest {
@@ -119,6 +101,18 @@ pub(crate) async fn agent_pipeline(
     runtime: Option<&str>,
 ) -> LiveRun {
     agent_pipeline_with(docker, agent, upstream, gateway_config, wall, runtime, &[]).await
+}
+
+/// [`agent_pipeline`] with the gateway allowing the agent's own model.
+pub(crate) async fn agent_turn(
+    docker: &container::BollardRuntime,
+    agent: &LiveAgentUnderTest,
+    upstream: &ScriptedUpstream,
+    wall: u64,
+    runtime: Option<&str>,
+) -> LiveRun {
+    let gateway_config = GatewayConfig::for_model(agent.model);
+    agent_pipeline(docker, agent, upstream, gateway_config, wall, runtime).await
 }
 
 /// As [`agent_pipeline`], with `extra` files (path, content) in the repository too.
@@ -162,26 +156,16 @@ fn assert_key_only_upstream(upstream: &ScriptedUpstream) {
     });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_live_gemini_edits_and_creates_through_the_gateway() {
-    let Some(docker) = docker().await else { return };
-    edits_and_creates(&docker, None).await;
-    tally("docker_live_gemini_edits_and_creates_through_the_gateway");
-}
-
-/// The same turn under gVisor's runsc (its own turn seccomp profile): Node starts its threads,
-/// Gemini edits and creates through the tunnelled gateway, and the candidate verifies.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_live_gemini_runsc_edits_and_creates_through_the_gateway() {
-    let Some(docker) = crate::runtimes::docker_for("runsc").await else {
-        return;
-    };
-    edits_and_creates(&docker, Some("runsc")).await;
-    tally("docker_live_gemini_runsc_edits_and_creates_through_the_gateway");
-}
+runc_and_runsc_tests!(
+    edits_and_creates,
+    docker_live_gemini_edits_and_creates_through_the_gateway,
+    /// The same turn under gVisor's runsc (its own turn seccomp profile): Node starts its
+    /// threads, Gemini edits and creates through the tunnelled gateway, and the candidate
+    /// verifies.
+    docker_live_gemini_runsc_edits_and_creates_through_the_gateway,
+);
 
 async fn edits_and_creates(docker: &container::BollardRuntime, runtime: Option<&str>) {
-    let _guard = docker_lock().lock().await;
     let usages = [
         Usage {
             input: 900,
@@ -202,14 +186,7 @@ async fn edits_and_creates(docker: &container::BollardRuntime, runtime: Option<&
     ])
     .await
     .unwrap();
-    let run = gemini_pipeline(
-        docker,
-        &upstream,
-        GatewayConfig::for_model(MODEL),
-        180,
-        runtime,
-    )
-    .await;
+    let run = agent_turn(docker, &gemini_agent(), &upstream, 180, runtime).await;
     let log = log_of(&run);
     let outcome = match run.outcome {
         Ok(o) => o,
@@ -256,24 +233,12 @@ async fn docker_live_gemini_a_disallowed_path_model_is_refused_with_the_gateway_
     let upstream = ScriptedUpstream::start([gemini::text("never", DEFAULT_USAGE)])
         .await
         .unwrap();
-    let run = gemini_pipeline(
+    assert_disallowed_model_refused(
         &docker,
+        &gemini_agent(),
         &upstream,
-        GatewayConfig::for_model("gemini-2.5-pro"),
+        "gemini-2.5-pro",
         180,
-        None,
-    )
-    .await;
-    match &run.outcome {
-        Err(e) => assert_eq!(e.code(), "PATCH_CANDIDATE_GATEWAY_MODEL"),
-        Ok(o) => panic!(
-            "a turn with a refused model produced a candidate: {:?}",
-            o.live
-        ),
-    }
-    assert!(upstream.requests().is_empty());
-    assert_clean_and_tally(
-        &docker,
         "docker_live_gemini_a_disallowed_path_model_is_refused_with_the_gateway_code",
     )
     .await;
@@ -304,29 +269,11 @@ async fn docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused
     .await
     .unwrap();
     upstream.set_fallback(gemini::text("Done.", DEFAULT_USAGE));
-    let run = gemini_pipeline(
-        &docker,
-        &upstream,
-        GatewayConfig::for_model(MODEL),
-        180,
-        None,
-    )
-    .await;
-    match &run.outcome {
-        Ok(o) => panic!(
-            "a turn with only refused writes produced a candidate: {:?}",
-            o.candidate
-                .changed_files()
-                .iter()
-                .map(|f| f.path().as_str().to_owned())
-                .collect::<Vec<_>>()
-        ),
-        // Unlike Codex, Gemini survives a refused permission: the refusal goes back to the model
-        // and the turn goes on; with both writes refused the workspace is unchanged, so the
-        // proposal is empty and there is nothing to stage.
-        Err(TurnError::TurnNotCompleted { status }) => assert_eq!(*status, "empty"),
-        Err(e) => panic!("unexpected turn error {}", e.code()),
-    }
+    let run = agent_turn(&docker, &gemini_agent(), &upstream, 180, None).await;
+    // Unlike Codex, Gemini survives a refused permission: the refusal goes back to the model
+    // and the turn goes on; with both writes refused the workspace is unchanged, so the
+    // proposal is empty and there is nothing to stage.
+    assert_empty_proposal(&run);
     let requests = upstream.requests().len();
     assert!(
         requests >= 2,
@@ -340,27 +287,17 @@ async fn docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused
     .await;
 }
 
-/// `patch-candidate run --live --agent gemini` end to end (runc): a verified candidate from the
-/// real Gemini CLI, the key only in `x-goog-api-key`, the CLI's gateway count the upstream's.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_cli_run_live_gemini_produces_a_verified_candidate() {
-    let Some(docker) = docker().await else { return };
-    cli_round_trip(&docker, None).await;
-    tally("docker_cli_run_live_gemini_produces_a_verified_candidate");
-}
-
-/// The same `run --live --agent gemini` with `--runtime runsc`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_cli_run_live_gemini_runsc_produces_a_verified_candidate() {
-    let Some(docker) = crate::runtimes::docker_for("runsc").await else {
-        return;
-    };
-    cli_round_trip(&docker, Some("runsc")).await;
-    tally("docker_cli_run_live_gemini_runsc_produces_a_verified_candidate");
-}
+runc_and_runsc_tests!(
+    cli_round_trip,
+    /// `patch-candidate run --live --agent gemini` end to end (runc): a verified candidate from
+    /// the real Gemini CLI, the key only in `x-goog-api-key`, the CLI's gateway count the
+    /// upstream's.
+    docker_cli_run_live_gemini_produces_a_verified_candidate,
+    /// The same `run --live --agent gemini` with `--runtime runsc`.
+    docker_cli_run_live_gemini_runsc_produces_a_verified_candidate,
+);
 
 async fn cli_round_trip(docker: &container::BollardRuntime, runtime: Option<&'static str>) {
-    let _guard = docker_lock().lock().await;
     let upstream = ScriptedUpstream::start([
         edit_service(DEFAULT_USAGE),
         create_new_py("VALUE = 1\n", DEFAULT_USAGE),
@@ -368,14 +305,7 @@ async fn cli_round_trip(docker: &container::BollardRuntime, runtime: Option<&'st
     ])
     .await
     .unwrap();
-    let turn = crate::cli_live::CliLiveTurn {
-        agent: "gemini",
-        model: MODEL,
-        image: TEST_GEMINI_IMAGE,
-        image_id: gemini_image(),
-        key: KEY,
-    };
-    let doc = crate::cli_live::run_live_cli(docker, &turn, &upstream, runtime).await;
+    let doc = crate::cli_live::run_live_cli(docker, &gemini_agent(), &upstream, runtime).await;
     let requests = upstream.requests();
     assert_eq!(requests.len(), 3);
     assert_key_only_upstream(&upstream);
@@ -407,14 +337,7 @@ async fn docker_live_gemini_a_shell_write_outside_the_workspace_is_refused() {
     .await
     .unwrap();
     upstream.set_fallback(gemini::text("Done.", DEFAULT_USAGE));
-    let run = gemini_pipeline(
-        &docker,
-        &upstream,
-        GatewayConfig::for_model(MODEL),
-        180,
-        None,
-    )
-    .await;
+    let run = agent_turn(&docker, &gemini_agent(), &upstream, 180, None).await;
     assert_refused_and_empty(&run, 1);
     assert!(
         upstream.requests().len() >= 2,
@@ -552,14 +475,9 @@ async fn docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget() {
     .unwrap();
     let started = std::time::Instant::now();
     // While the stream stalls, the running container is searched for the key from outside.
+    let agent = gemini_agent();
     let (run, found) = tokio::join!(
-        gemini_pipeline(
-            &docker,
-            &upstream,
-            GatewayConfig::for_model(MODEL),
-            45,
-            None,
-        ),
+        agent_turn(&docker, &agent, &upstream, 45, None),
         search_container_for_key(&docker, || upstream.requests().len() >= 2, KEY)
     );
     let elapsed = started.elapsed();
@@ -589,6 +507,21 @@ async fn docker_live_gemini_a_stalled_stream_is_ended_by_the_wall_budget() {
 /// Code and Gemini survive a refused permission: the refusal goes back to the model as a failed
 /// tool call and the turn goes on) an unchanged workspace, so the proposal is empty.
 pub(crate) fn assert_refused_and_empty(run: &LiveRun, refusals: usize) {
+    assert_empty_proposal(run);
+    let refused = run
+        .notes
+        .iter()
+        .filter(|n| {
+            matches!(n, LiveNote::AgentEvent(e)
+                if e["event"] == "permission" && e["decision"] == "refused")
+        })
+        .count();
+    assert_eq!(refused, refusals, "{:?}", run.notes);
+}
+
+/// A turn that ended with an empty proposal (nothing changed, so nothing to stage), not with a
+/// candidate or another error.
+fn assert_empty_proposal(run: &LiveRun) {
     match &run.outcome {
         Ok(o) => panic!(
             "a turn with only refused actions produced a candidate: {:?}",
@@ -601,15 +534,31 @@ pub(crate) fn assert_refused_and_empty(run: &LiveRun, refusals: usize) {
         Err(TurnError::TurnNotCompleted { status }) => assert_eq!(*status, "empty"),
         Err(e) => panic!("unexpected turn error {}", e.code()),
     }
-    let refused = run
-        .notes
-        .iter()
-        .filter(|n| {
-            matches!(n, LiveNote::AgentEvent(e)
-                if e["event"] == "permission" && e["decision"] == "refused")
-        })
-        .count();
-    assert_eq!(refused, refusals, "{:?}", run.notes);
+}
+
+/// A turn of `agent` through a gateway that allows only `allowed`, another model than the
+/// agent's: the gateway refuses the first request with its own code, the turn ends with that
+/// code, and nothing reaches the upstream; then no turn container is left and test `name` is
+/// tallied.
+pub(crate) async fn assert_disallowed_model_refused(
+    docker: &container::BollardRuntime,
+    agent: &LiveAgentUnderTest,
+    upstream: &ScriptedUpstream,
+    allowed: &str,
+    wall: u64,
+    name: &str,
+) {
+    let config = GatewayConfig::for_model(allowed);
+    let run = agent_pipeline(docker, agent, upstream, config, wall, None).await;
+    match &run.outcome {
+        Err(e) => assert_eq!(e.code(), "PATCH_CANDIDATE_GATEWAY_MODEL"),
+        Ok(o) => panic!(
+            "a turn with a refused model produced a candidate: {:?}",
+            o.live
+        ),
+    }
+    assert!(upstream.requests().is_empty(), "a refused request went out");
+    assert_clean_and_tally(docker, name).await;
 }
 
 /// Searches the running live container from outside while its model stream stalls (once

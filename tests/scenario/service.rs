@@ -458,13 +458,8 @@ async fn docker_service_cancel_retry_and_drain() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_three_hosts_on_postgres() {
     let Some(docker) = docker().await else { return };
-    let url = match jobs::testkit::fresh_postgres_url().await {
-        Ok(url) => url,
-        Err(e) if jobs::testkit::postgres_required() => panic!("PostgreSQL required: {e:?}"),
-        Err(e) => {
-            eprintln!("SKIPPED (PostgreSQL unavailable): {e:?}");
-            return;
-        }
+    let Some(url) = postgres_url_or_skip().await else {
+        return;
     };
     let _guard = docker_lock().lock().await;
     let db = Some(url.as_str());

@@ -56,6 +56,16 @@ fn decide(
     )
 }
 
+/// Asserts that an answer (`got`, `body`) is an error with `status` and the error code `code`.
+#[track_caller]
+fn assert_refused(got: u16, body: &serde_json::Value, status: u16, code: &str) {
+    assert_eq!(
+        (got, body["error"]["code"].as_str()),
+        (status, Some(code)),
+        "{body}"
+    );
+}
+
 fn tokens(state: &Path, args: &[&str]) -> std::process::Output {
     bin()
         .env("PATCH_CANDIDATE_STATE_DIR", state)
@@ -128,57 +138,45 @@ async fn docker_service_review_decisions_are_bound_to_the_digest_and_the_princip
     assert_eq!(review["policy"]["clean"], true);
     assert_eq!(review["available_actions"][0], "accept_forced");
 
-    // Accept without passing gates: refused.
-    let (status, body) = decide(
-        &service,
-        &alice,
-        &gated_job,
-        serde_json::json!({"decision": "accept", "candidate_digest": gated_digest}),
-    );
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("PATCH_CANDIDATE_REVIEW_GATES_UNMET"))
-    );
-    // A decision made against digest A (the plain candidate) sent for the job holding B.
-    let (status, body) = decide(
-        &service,
-        &alice,
-        &gated_job,
-        serde_json::json!({"decision": "reject", "candidate_digest": plain_digest, "reason": "x"}),
-    );
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH"))
-    );
-    // The digest is required; unknown fields are refused.
-    let (status, body) = decide(
-        &service,
-        &alice,
-        &gated_job,
-        serde_json::json!({"decision": "retry"}),
-    );
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (400, Some("PATCH_CANDIDATE_SERVICE_BODY"))
-    );
-    let (status, _) = decide(
-        &service,
-        &alice,
-        &gated_job,
-        serde_json::json!({"decision": "retry", "candidate_digest": gated_digest, "forced": true}),
-    );
-    assert_eq!(status, 400);
-    // Force without a reason: refused; with one: recorded as forced, by alice.
-    let (status, body) = decide(
-        &service,
-        &alice,
-        &gated_job,
-        serde_json::json!({"decision": "accept", "candidate_digest": gated_digest, "force": true}),
-    );
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (400, Some("PATCH_CANDIDATE_REVIEW_REASON_REQUIRED"))
-    );
+    // Refused decisions on the gated job, in order.
+    for (decision, status, code) in [
+        // Accept without passing gates.
+        (
+            serde_json::json!({"decision": "accept", "candidate_digest": gated_digest}),
+            409,
+            Some("PATCH_CANDIDATE_REVIEW_GATES_UNMET"),
+        ),
+        // A decision made against digest A (the plain candidate) sent for the job holding B.
+        (
+            serde_json::json!({"decision": "reject", "candidate_digest": plain_digest, "reason": "x"}),
+            409,
+            Some("PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH"),
+        ),
+        // The digest is required; unknown fields are refused.
+        (
+            serde_json::json!({"decision": "retry"}),
+            400,
+            Some("PATCH_CANDIDATE_SERVICE_BODY"),
+        ),
+        (
+            serde_json::json!({"decision": "retry", "candidate_digest": gated_digest, "forced": true}),
+            400,
+            None,
+        ),
+        // Force without a reason.
+        (
+            serde_json::json!({"decision": "accept", "candidate_digest": gated_digest, "force": true}),
+            400,
+            Some("PATCH_CANDIDATE_REVIEW_REASON_REQUIRED"),
+        ),
+    ] {
+        let (got, body) = decide(&service, &alice, &gated_job, decision);
+        match code {
+            Some(code) => assert_refused(got, &body, status, code),
+            None => assert_eq!(got, status),
+        }
+    }
+    // Force with a reason: recorded as forced, by alice.
     let (status, body) = decide(
         &service,
         &alice,
@@ -323,9 +321,11 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
             &job,
             serde_json::json!({"candidate_digest": first_digest, "branch": "c/one"}),
         );
-        assert_eq!(
-            (status, body["error"]["code"].as_str()),
-            (409, Some("PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED"))
+        assert_refused(
+            status,
+            &body,
+            409,
+            "PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED",
         );
     }
 
@@ -345,10 +345,7 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
         )
     };
     let (status, body) = publish_one("c/one", &first_digest);
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED"))
-    );
+    assert_refused(status, &body, 409, "PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED");
     let (status, body) = decide(
         &service,
         &token,
@@ -358,10 +355,7 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
     assert_eq!(status, 201, "{body}");
     // A publish naming another digest than the job's candidate.
     let (status, body) = publish_one("c/one", &second_digest);
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH"))
-    );
+    assert_refused(status, &body, 409, "PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH");
     // A branch name git refuses is refused before anything runs.
     let (status, body) = publish_one("c/../x", &first_digest);
     assert_eq!(status, 400, "{body}");
@@ -385,10 +379,7 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
     );
     assert_eq!(view["job"]["review"]["state"], "accepted");
     let (status, body) = publish_one("c/two", &first_digest);
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("PATCH_CANDIDATE_REVIEW_PUBLISHED"))
-    );
+    assert_refused(status, &body, 409, "PATCH_CANDIDATE_REVIEW_PUBLISHED");
     assert!(git_out(&remote, &["for-each-ref", "refs/heads/c/two"]).is_empty());
 
     // The base moved: the second job's accepted candidate is refused without --rebase.
@@ -417,10 +408,7 @@ async fn docker_service_publish_lands_an_accepted_candidate_on_the_operators_rem
         &moved_job,
         serde_json::json!({"candidate_digest": second_digest, "branch": "c/three"}),
     );
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("PATCH_CANDIDATE_PUBLISH_BASE_MOVED"))
-    );
+    assert_refused(status, &body, 409, "PATCH_CANDIDATE_PUBLISH_BASE_MOVED");
     // With rebase (the candidate requires no gate): merged onto the moved base and published.
     let (status, body) = publish_call(
         &service,
@@ -803,11 +791,7 @@ fn client_gone_mid_push(database: Option<&str>) {
                 serde_json::json!({"candidate_digest": second_digest, "branch": "c/second"}),
             )
         });
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("PATCH_CANDIDATE_JOBS_PUBLISHING")),
-        "{body}"
-    );
+    assert_refused(status, &body, 409, "PATCH_CANDIDATE_JOBS_PUBLISHING");
     assert!(in_time, "the second publish waited for the first push");
     assert!(error_message(&body).contains("c/first"), "{body}");
     assert_eq!(pushes(&marks), 1);
@@ -917,11 +901,7 @@ fn two_hosts_publishing_one_job(database: Option<&str>) {
         Duration::from_secs(10),
         call(host_b.addr, token_b.clone(), "c/from-b"),
     );
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("PATCH_CANDIDATE_JOBS_PUBLISHING")),
-        "{body}"
-    );
+    assert_refused(status, &body, 409, "PATCH_CANDIDATE_JOBS_PUBLISHING");
     assert!(in_time, "host b waited for host a's push");
     let message = error_message(&body);
     assert!(
@@ -942,11 +922,7 @@ fn two_hosts_publishing_one_job(database: Option<&str>) {
     assert_eq!(seen_by_b["branch"], "c/from-a");
     assert_eq!(seen_by_b["commit_id"], commit_id.as_str());
     let (status, body) = call(host_b.addr, token_b.clone(), "c/from-b")();
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("PATCH_CANDIDATE_REVIEW_PUBLISHED")),
-        "{body}"
-    );
+    assert_refused(status, &body, 409, "PATCH_CANDIDATE_REVIEW_PUBLISHED");
     assert_eq!(
         git_out(&remote, &["rev-parse", "refs/heads/c/from-a"]),
         commit_id
@@ -1000,11 +976,7 @@ async fn docker_service_a_reject_during_the_push_is_not_published_over() {
     assert_eq!(status, 201, "{body}");
     std::fs::write(marks.join("release"), b"").unwrap();
     let (status, body) = publishing.join().unwrap();
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (409, Some("PATCH_CANDIDATE_JOBS_NOT_ACCEPTED")),
-        "{body}"
-    );
+    assert_refused(status, &body, 409, "PATCH_CANDIDATE_JOBS_NOT_ACCEPTED");
     assert!(error_message(&body).contains("withdrawn"), "{body}");
     assert!(publication_of(&service, &token, &job).is_null());
     assert!(git_out(&remote, &["for-each-ref", "refs/heads/c/rejected"]).is_empty());

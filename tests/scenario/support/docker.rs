@@ -90,6 +90,41 @@ pub async fn assert_clean_and_tally(docker: &BollardRuntime, name: &str) {
     tally(name);
 }
 
+/// Two Docker tests of one body, an `async fn(&BollardRuntime, Option<&'static str>)` given
+/// the runtime: `$runc` on the daemon's default runtime (`None`), `$runsc` under gVisor's runsc
+/// (`Some("runsc")`; skipped like [`crate::runtimes::docker_for`] says). Each holds the Docker
+/// lock while its body runs and is tallied under its own name.
+macro_rules! runc_and_runsc_tests {
+    (
+        $body:path,
+        $(#[$runc_attr:meta])* $runc:ident,
+        $(#[$runsc_attr:meta])* $runsc:ident $(,)?
+    ) => {
+        $(#[$runc_attr])*
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $runc() {
+            let Some(docker) = $crate::support::docker().await else {
+                return;
+            };
+            let _guard = $crate::support::docker_lock().lock().await;
+            $body(&docker, None).await;
+            $crate::support::tally(stringify!($runc));
+        }
+
+        $(#[$runsc_attr])*
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $runsc() {
+            let Some(docker) = $crate::runtimes::docker_for("runsc").await else {
+                return;
+            };
+            let _guard = $crate::support::docker_lock().lock().await;
+            $body(&docker, Some("runsc")).await;
+            $crate::support::tally(stringify!($runsc));
+        }
+    };
+}
+pub(crate) use runc_and_runsc_tests;
+
 /// Records that Docker test `name` ran to completion.
 pub fn tally(name: &str) {
     if let Some(path) = std::env::var_os("PATCH_CANDIDATE_DOCKER_TALLY") {
@@ -331,6 +366,17 @@ pub fn docker_cli_ready() -> bool {
         eprintln!("SKIPPED: Docker daemon unavailable and PATCH_CANDIDATE_REQUIRE_DOCKER is not 1");
     }
     ok
+}
+
+/// A synchronous Docker test: `body` under the process-wide Docker lock, then test `name` is
+/// tallied; skipped without a daemon ([`docker_cli_ready`]).
+pub fn docker_cli_case(name: &str, body: impl FnOnce()) {
+    if !docker_cli_ready() {
+        return;
+    }
+    let _lock = docker_lock().blocking_lock();
+    body();
+    tally(name);
 }
 
 /// Whether a container named exactly `name` exists (running or not).

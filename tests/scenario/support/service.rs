@@ -427,3 +427,16 @@ pub fn event_codes(state: &Path, database: Option<&str>, id: &str) -> Vec<String
         .map(str::to_owned)
         .collect()
 }
+
+/// A fresh PostgreSQL database's URL. Without PostgreSQL: panics when it is required, else
+/// `None` (the test skips, and says so).
+pub async fn postgres_url_or_skip() -> Option<String> {
+    match jobs::testkit::fresh_postgres_url().await {
+        Ok(url) => Some(url),
+        Err(e) if jobs::testkit::postgres_required() => panic!("PostgreSQL required: {e:?}"),
+        Err(e) => {
+            eprintln!("SKIPPED (PostgreSQL unavailable): {e:?}");
+            None
+        }
+    }
+}
