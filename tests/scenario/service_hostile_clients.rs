@@ -124,10 +124,20 @@ const LOCAL: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 1);
 const OTHER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 const WAIT: Duration = Duration::from_secs(30);
 
+/// A GET from `from`, read to the end within [`WAIT`].
+fn get(from: Ipv4Addr, to: SocketAddr, path: &str, headers: &[String]) -> Answer {
+    request(from, to, "GET", path, headers, None, WAIT)
+}
+
+/// A form POST from `from`, read to the end within [`WAIT`].
+fn post(from: Ipv4Addr, to: SocketAddr, path: &str, headers: &[String], body: &str) -> Answer {
+    request(from, to, "POST", path, headers, Some(body), WAIT)
+}
+
 /// The sign-in form as a browser gets it: the pre-session cookie (`name=value`) and the form's
 /// CSRF token, each when the page has one.
 fn sign_in_form(from: Ipv4Addr, to: SocketAddr) -> (Option<String>, Option<String>) {
-    let page = request(from, to, "GET", "/ui/sign-in", &[], None, WAIT);
+    let page = get(from, to, "/ui/sign-in", &[]);
     assert_eq!(page.status, 200, "{page:?}");
     let cookie = page
         .cookie("pc_sign_in")
@@ -144,7 +154,7 @@ fn sign_in(from: Ipv4Addr, to: SocketAddr, token: &str) -> Answer {
         Some(t) => format!("csrf={t}&token={token}"),
         None => format!("token={token}"),
     };
-    request(from, to, "POST", "/ui/sign-in", &headers, Some(&body), WAIT)
+    post(from, to, "/ui/sign-in", &headers, &body)
 }
 
 /// The session cookie (`name=value`) of a successful sign-in.
@@ -265,7 +275,7 @@ async fn docker_slow_body_flood_leaves_healthz_and_the_api_answering() {
     }
     assert!(timed_out > 0, "no slow body reached a handler");
     // And the sign-in page answers again once the flood is gone.
-    let page = request(LOCAL, addr, "GET", "/ui/sign-in", &[], None, WAIT);
+    let page = get(LOCAL, addr, "/ui/sign-in", &[]);
     assert_eq!(page.status, 200);
     assert!(service.logged("PATCH_CANDIDATE_SERVICE_BODY_TIMEOUT"));
     tally("docker_slow_body_flood_leaves_healthz_and_the_api_answering");
@@ -306,7 +316,7 @@ async fn docker_header_read_timeout_closes_idle_connections() {
         }
     }
     // The service still answers.
-    let answer = request(LOCAL, addr, "GET", "/healthz", &[], None, WAIT);
+    let answer = get(LOCAL, addr, "/healthz", &[]);
     assert_eq!(answer.status, 200);
     tally("docker_header_read_timeout_closes_idle_connections");
 }
@@ -335,15 +345,7 @@ async fn docker_failed_sign_ins_never_lock_out_the_right_token() {
     let _ = session_of(&elsewhere);
     let same = sign_in(OTHER, addr, &token);
     let session = session_of(&same);
-    let jobs = request(
-        OTHER,
-        addr,
-        "GET",
-        "/ui/jobs",
-        &[format!("Cookie: {session}")],
-        None,
-        WAIT,
-    );
+    let jobs = get(OTHER, addr, "/ui/jobs", &[format!("Cookie: {session}")]);
     assert_eq!(jobs.status, 200, "{jobs:?}");
     // The throttled address's wrong tokens are still refused, with a time to retry.
     let refused = sign_in(OTHER, addr, &wrong);
@@ -367,15 +369,7 @@ async fn docker_sign_in_and_out_need_their_csrf_token_and_the_cookie_is_host_onl
     let token = service.token();
 
     // Sign-in without the form's cookie and token (what another site's page can send).
-    let bare = request(
-        LOCAL,
-        addr,
-        "POST",
-        "/ui/sign-in",
-        &[],
-        Some(&format!("token={token}")),
-        WAIT,
-    );
+    let bare = post(LOCAL, addr, "/ui/sign-in", &[], &format!("token={token}"));
     assert_eq!(bare.status, 403, "{bare:?}");
     assert!(bare.body.contains("PATCH_CANDIDATE_UI_CSRF"), "{bare:?}");
     assert!(bare.cookie("pc_session").is_none());
@@ -395,15 +389,7 @@ async fn docker_sign_in_and_out_need_their_csrf_token_and_the_cookie_is_host_onl
             format!("token={token}"),
         ),
     ] {
-        let answer = request(
-            LOCAL,
-            addr,
-            "POST",
-            "/ui/sign-in",
-            &headers,
-            Some(&body),
-            WAIT,
-        );
+        let answer = post(LOCAL, addr, "/ui/sign-in", &headers, &body);
         assert_eq!(answer.status, 403, "{answer:?}");
         assert!(answer.cookie("pc_session").is_none());
     }
@@ -434,42 +420,30 @@ async fn docker_sign_in_and_out_need_their_csrf_token_and_the_cookie_is_host_onl
 
     // Sign-out without its token leaves the session alone.
     let cookie = format!("Cookie: {session}");
-    let out = request(
+    let out = post(
         LOCAL,
         addr,
-        "POST",
         "/ui/sign-out",
         std::slice::from_ref(&cookie),
-        Some(""),
-        WAIT,
+        "",
     );
     assert_eq!(out.status, 403, "{out:?}");
     assert!(out.body.contains("PATCH_CANDIDATE_UI_CSRF"), "{out:?}");
-    let jobs = request(
-        LOCAL,
-        addr,
-        "GET",
-        "/ui/jobs",
-        std::slice::from_ref(&cookie),
-        None,
-        WAIT,
-    );
+    let jobs = get(LOCAL, addr, "/ui/jobs", std::slice::from_ref(&cookie));
     assert_eq!(jobs.status, 200, "still signed in: {jobs:?}");
     // With the token of the page's sign-out form it ends the session.
     let csrf = jobs.csrf().expect("the sign-out form carries a csrf field");
-    let out = request(
+    let out = post(
         LOCAL,
         addr,
-        "POST",
         "/ui/sign-out",
         std::slice::from_ref(&cookie),
-        Some(&format!("csrf={csrf}")),
-        WAIT,
+        &format!("csrf={csrf}"),
     );
     assert_eq!(out.status, 303, "{out:?}");
     let cleared = out.cookie("pc_session").unwrap();
     assert!(cleared.contains("Max-Age=0"), "{cleared}");
-    let jobs = request(LOCAL, addr, "GET", "/ui/jobs", &[cookie], None, WAIT);
+    let jobs = get(LOCAL, addr, "/ui/jobs", &[cookie]);
     assert_eq!(jobs.status, 303, "signed out: {jobs:?}");
     tally("docker_sign_in_and_out_need_their_csrf_token_and_the_cookie_is_host_only");
 }
