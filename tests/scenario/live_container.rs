@@ -11,7 +11,7 @@
 
 use std::io::{Read as _, Write as _};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -20,6 +20,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use snapshot::ProposalStatus;
 use tunnel::{ChannelId, Decoder, Frame};
+use turn_runner::testkit::{spawn_piped, text_map};
 
 use crate::support::{
     LOCKED_DOWN, TMPFS_AND_USER, TURN_SECCOMP_OPT, container_exists, docker_cli_case, docker_lock,
@@ -234,18 +235,10 @@ pub fn live_request(
     read_only: &[(&str, &str)],
     creates: &[&str],
 ) -> Vec<u8> {
-    let map = |pairs: &[(&str, &str)]| {
-        Value::Object(
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), json!(v)))
-                .collect(),
-        )
-    };
     let mut request = json!({
         "app_id": "app", "build_family": "app_bundle", "build_record_id": "build-1",
         "change_class": "patch", "raw_user_request": "Edit the files as asked.",
-        "files": map(files), "read_only_files": map(read_only),
+        "files": text_map(files), "read_only_files": text_map(read_only),
         "live": {"agent": "codex", "model": MODEL, "port": PORT},
     });
     if !creates.is_empty() {
@@ -312,16 +305,12 @@ pub fn run_live(request: &[u8], harness: &Harness) -> LiveRun {
         COUNTER.fetch_add(1, Ordering::SeqCst)
     );
     let started = Instant::now();
-    let mut child: Child = Command::new("docker")
-        .args(["run", "-i", "--rm", "--name", &name])
-        .args(hardened(harness.runtime))
-        .arg(&image)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let (mut child, mut stdin) = spawn_piped(
+        Command::new("docker")
+            .args(["run", "-i", "--rm", "--name", &name])
+            .args(hardened(harness.runtime))
+            .arg(&image),
+    );
     let mut stdout = child.stdout.take().unwrap();
     let mut stderr_pipe = child.stderr.take().unwrap();
     let stderr_thread = std::thread::spawn(move || {

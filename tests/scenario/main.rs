@@ -39,7 +39,6 @@ mod live_gemini;
 mod live_worker;
 mod proof;
 mod proof_image;
-mod proof_io;
 mod real_turn;
 mod review_page_bench;
 mod runtimes;

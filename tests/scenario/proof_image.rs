@@ -2,16 +2,15 @@
 //! §10.4 via plain `docker run -i`. With `PATCH_CANDIDATE_REQUIRE_DOCKER=1` a missing daemon fails
 //! these tests; otherwise they print that they skipped.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{LazyLock, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use snapshot::ProposalStatus;
+use turn_runner::testkit::{Run, archive_entries, outcomes, spawn_fed, standard};
 
-use crate::proof_io::{Run, archive_entries, outcomes, standard};
 use crate::support::{
     LOCKED_DOWN, TMPFS_AND_USER, TURN_SECCOMP_OPT, container_exists, docker_cli_case, target_dir,
     workspace_bin,
@@ -94,17 +93,7 @@ fn docker_run(flags: &[&str], image: &str, args: &[&str], stdin: &[u8], deadline
         .arg(image)
         .args(args);
     let start = Instant::now();
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = input.write_all(&data);
-    });
+    let (child, writer) = spawn_fed(&mut cmd, stdin);
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let watch_name = name.clone();
     let watcher = std::thread::spawn(move || {

@@ -21,6 +21,8 @@ mod prompt;
 mod request;
 mod runner;
 mod synthetic_agent;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 mod transport;
 
 // The surface the binaries and the tests use, and the types their fields name; nothing else.

@@ -4,10 +4,11 @@
 //! it would refuse; the turn still ends with RESULT… RESULT_END.
 
 use std::io::{Read as _, Write as _};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
 use tunnel::{Decoder, Frame};
+use turn_runner::testkit::spawn_piped;
 
 const FLOOD: usize = 40;
 
@@ -31,18 +32,14 @@ fn live_runner_refuses_a_flood_of_channels_locally() {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_turn-runner"))
-        .arg("--live")
-        .args(["--workspace-root", workspace.path().to_str().unwrap()])
-        .args(["--agent", "python3", "--agent-arg", agent, "--agent-arg"])
-        .arg(FLOOD.to_string())
-        .args(["--turn-timeout-ms", "60000"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let (mut child, mut stdin) = spawn_piped(
+        Command::new(env!("CARGO_BIN_EXE_turn-runner"))
+            .arg("--live")
+            .args(["--workspace-root", workspace.path().to_str().unwrap()])
+            .args(["--agent", "python3", "--agent-arg", agent, "--agent-arg"])
+            .arg(FLOOD.to_string())
+            .args(["--turn-timeout-ms", "60000"]),
+    );
     let mut input = Frame::Hello.to_bytes();
     for f in Frame::request_frames(&live_request(port)) {
         input.extend(f.to_bytes());
