@@ -12,7 +12,6 @@
 //! in `service_review`. Without Chromium/chromedriver the test fails under
 //! `PATCH_CANDIDATE_REQUIRE_BROWSER=1` (or `…_DOCKER=1`), else says SKIPPED.
 
-use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -224,28 +223,18 @@ fn ui_http_with(
     form: Option<&str>,
     extra: &str,
 ) -> (u16, String, Vec<u8>) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
-    head.push_str(extra);
+    let mut headers = extra.to_owned();
     if let Some(c) = cookie {
-        head.push_str(&format!("Cookie: __Host-pc_session={c}\r\n"));
+        headers.push_str(&format!("Cookie: __Host-pc_session={c}\r\n"));
     }
-    if let Some(b) = form {
-        head.push_str(&format!(
-            "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n",
-            b.len()
-        ));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    if let Some(b) = form {
-        stream.write_all(b.as_bytes()).unwrap();
-    }
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw);
+    let raw = exchange(
+        addr,
+        method,
+        path,
+        &headers,
+        form.map(|b| ("application/x-www-form-urlencoded", b.as_bytes())),
+        Duration::from_secs(60),
+    );
     parse_answer(&raw)
 }
 

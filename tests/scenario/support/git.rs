@@ -37,14 +37,12 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
 pub fn git_repo(files: &BTreeMap<&str, String>) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     git_out(dir.path(), &["init", "-q"]);
-    for (path, content) in files {
-        let full = dir.path().join(path);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .create(full.parent().unwrap())
-            .unwrap();
-        std::fs::write(full, content).unwrap();
-    }
+    snapshot::testkit::write_files(
+        dir.path(),
+        files
+            .iter()
+            .map(|(path, content)| (*path, content.as_bytes(), false)),
+    );
     git_out(dir.path(), &["add", "-A"]);
     git(dir.path(), &["commit", "-q", "-m", "fixture"]);
     let commit = git_out(dir.path(), &["rev-parse", "HEAD"]);

@@ -1,4 +1,41 @@
-//! Raw HTTP/1.1 answers read to the end (the requests say `Connection: close`).
+//! Raw HTTP/1.1 exchanges: one request, its answer read to the end (the requests say
+//! `Connection: close`).
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// Sends one request to `addr` (`Host: localhost`, `Connection: close`) with the header lines
+/// `headers` (each ending in CRLF) and, if any, `body` as (content type, bytes); returns what came
+/// back until the server closed or `timeout` passed. A body the server does not read to the end
+/// (it may answer, say 413, and close first) is no error.
+pub fn exchange(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &str,
+    body: Option<(&str, &[u8])>,
+    timeout: Duration,
+) -> Vec<u8> {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(timeout)).unwrap();
+    let mut head =
+        format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{headers}");
+    if let Some((content_type, bytes)) = body {
+        head.push_str(&format!(
+            "Content-Type: {content_type}\r\nContent-Length: {}\r\n",
+            bytes.len()
+        ));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    if let Some((_, bytes)) = body {
+        let _ = stream.write_all(bytes);
+    }
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    raw
+}
 
 /// Splits a whole answer into its status, its head (as sent) and its body (de-chunked).
 pub fn parse_answer(raw: &[u8]) -> (u16, String, Vec<u8>) {

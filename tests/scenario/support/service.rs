@@ -1,8 +1,8 @@
 //! A running `patch-candidate serve` process, its job store, and the job commands and HTTP API
 //! it answers; completed jobs planted in the store without a turn.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead as _, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::cli::{bin, json_of};
 use super::git::git_repo;
-use super::http::parse_answer;
+use super::http::{exchange, parse_answer};
 use super::json::field_strs;
 use super::state::app_approval;
 use crate::proof::demo_files;
@@ -346,28 +346,17 @@ pub fn http(
     token: Option<&str>,
     body: Option<&[u8]>,
 ) -> (u16, Vec<u8>) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(120)))
-        .unwrap();
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
-    if let Some(t) = token {
-        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
-    }
-    if let Some(b) = body {
-        head.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            b.len()
-        ));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    if let Some(b) = body {
-        // The server may answer (413) and close before reading everything.
-        let _ = stream.write_all(b);
-    }
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw);
+    let headers = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let raw = exchange(
+        addr,
+        method,
+        path,
+        &headers,
+        body.map(|b| ("application/json", b)),
+        Duration::from_secs(120),
+    );
     let (status, _, body) = parse_answer(&raw);
     (status, body)
 }
