@@ -20,8 +20,7 @@ use turn::{Agent, LiveNote};
 
 use crate::live_gemini::{
     agent_pipeline_with, agent_turn, assert_disallowed_model_refused, assert_edited_and_created,
-    assert_refused_and_empty, assert_service_updated_only, build_live_image,
-    search_container_for_key,
+    assert_refused_and_empty, assert_service_updated_only, search_container_for_key,
 };
 use crate::support::*;
 

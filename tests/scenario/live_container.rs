@@ -10,7 +10,6 @@
 //! `PATCH_CANDIDATE_REQUIRE_DOCKER=1` a missing daemon or a failed build fails these tests.
 
 use std::io::{Read as _, Write as _};
-use std::path::Path;
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -20,11 +19,12 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use snapshot::ProposalStatus;
 use tunnel::{ChannelId, Decoder, Frame};
+use turn::Agent;
 use turn_runner::testkit::{spawn_piped, text_map};
 
 use crate::support::{
-    LOCKED_DOWN, TMPFS_AND_USER, TURN_SECCOMP_OPT, container_exists, docker_cli_case, docker_lock,
-    tally, target_dir, workspace_bin,
+    LOCKED_DOWN, TMPFS_AND_USER, TURN_SECCOMP_OPT, build_live_image, container_exists,
+    docker_cli_case, docker_lock, tally,
 };
 
 pub const TEST_LIVE_IMAGE: &str = "patch-candidate-live:selftest";
@@ -107,29 +107,7 @@ static COUNTER: AtomicUsize = AtomicUsize::new(0);
 /// Builds the live image with a throwaway tag from the runner under test.
 pub fn live_image() -> String {
     IMAGE
-        .get_or_init(|| {
-            workspace_bin("turn-runner");
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/build.sh");
-            let state = tempfile::tempdir().unwrap();
-            let out = Command::new("bash")
-                .arg(&script)
-                .arg("--live")
-                .arg("--bin-dir")
-                .arg(target_dir())
-                .env("PATCH_CANDIDATE_STATE_DIR", state.path())
-                .env("LIVE_IMAGE_TAG", TEST_LIVE_IMAGE)
-                .output()
-                .map_err(|e| e.to_string())?;
-            if !out.status.success() {
-                return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-            }
-            let live = turn::LiveImageState::load(state.path())
-                .unwrap()
-                .expect("live-image.json");
-            assert_eq!(live.image.as_str(), TEST_LIVE_IMAGE);
-            assert_eq!(live.agent_version, "0.16.0");
-            Ok(live.image_id.as_str().to_owned())
-        })
+        .get_or_init(|| build_live_image(Agent::Codex, TEST_LIVE_IMAGE, "codex-acp", "0.16.0"))
         .clone()
         .expect("live image build failed")
 }
