@@ -131,6 +131,16 @@ impl Default for Posture {
     }
 }
 
+impl Posture {
+    /// The default posture with a memory limit of `memory`.
+    fn with_memory(memory: &'static str) -> Self {
+        Self {
+            memory,
+            ..Self::default()
+        }
+    }
+}
+
 /// What one container run gave: the report (or why there is none) and the facts.
 #[derive(Debug)]
 struct Run {
@@ -377,10 +387,7 @@ fn hostile_fork_and_thread_bombs_end_honestly_under_the_pids_limit() {
 #[test]
 fn hostile_memory_balloon_is_killed_and_reported_as_a_signal() {
     let img = need!(PYTHON_BASE);
-    let posture = Posture {
-        memory: "256m",
-        ..Posture::default()
-    };
+    let posture = Posture::with_memory("256m");
     let req = py("b = []\nwhile True:\n    b.append(bytearray(16 << 20))\n");
     let run = run_in(img, &req, &tree(&[]), &posture);
     let report = run.report();
@@ -406,10 +413,7 @@ fn hostile_log_flood_is_counted_and_bounded_in_a_small_memory_limit() {
     let img = need!(PYTHON_BASE);
     // 512 MiB through the pipe with 64 MiB of memory for the whole container: the runner keeps
     // only its ring.
-    let posture = Posture {
-        memory: "64m",
-        ..Posture::default()
-    };
+    let posture = Posture::with_memory("64m");
     let req = Req::sh("head -c 536870912 /dev/zero; echo; echo TAIL-END >&2")
         .tail(4096)
         .wall(120_000);
