@@ -29,6 +29,12 @@
 #                                   binary, Node as for Gemini, a static busybox; recorded in
 #                                   live-image-claude.json. The native claude is proprietary: the
 #                                   image is for this machine, never to be pushed or published
+#   images/build.sh --live --agent A --env NAME
+#                                   a live image on an environment: the gate image recorded as
+#                                   NAME in gate-images.json (python, rust, or an environment
+#                                   built with --requirements) plus the runner and the agent,
+#                                   so the agent's commands find the repository's toolchain and
+#                                   packages; the record names the environment
 #   images/build.sh --gate python|rust
 #                                   build a gate image instead (images/gate/): the static
 #                                   gate-runner on a root file system made of pinned Debian packages
@@ -36,6 +42,15 @@
 #                                   host toolchain, images/gate/rust.toolchain), imported with
 #                                   `docker import`; cached outside the repository like the live
 #                                   image's download; recorded in gate-images.json
+#   images/build.sh --gate python --requirements FILE [--name NAME]
+#                                   a python environment image: the python gate image plus the
+#                                   packages of a hash-pinned requirements file (every line
+#                                   `name==version --hash=sha256:...`, pip-compile
+#                                   --generate-hashes output), wheels only, downloaded once and
+#                                   cached by SHA-256, installed with `docker build --network
+#                                   none`; recorded in gate-images.json under NAME (default
+#                                   python-env) with the digest of its inputs, so a second build
+#                                   of the same inputs is a lookup (images/gate/build-env.sh)
 #
 # Prints the image IDs on stdout (`<tag> <id>` per line); progress goes to stderr.
 #
@@ -53,6 +68,10 @@ HOSTILE_IMAGE="${PROOF_HOSTILE_IMAGE_TAG:-patch-candidate-proof-hostile:local}"
 LIVE=0
 AGENT=codex
 GATE=""
+REQUIREMENTS=""
+ENV_NAME=python-env
+LIVE_ENV_NAME=""
+LIVE_ENV_BASE=""
 BIN_DIR=""
 CACHE=(--no-cache=false)
 
@@ -73,18 +92,36 @@ while [ $# -gt 0 ]; do
         *) echo "build.sh: --gate takes python or rust" >&2; exit 2 ;;
       esac
       shift 2 ;;
+    --env) LIVE_ENV_NAME="${2:-}"; shift 2 ;;
+    --requirements) REQUIREMENTS="${2:-}"; shift 2 ;;
+    --name) ENV_NAME="${2:-}"; shift 2 ;;
     *) echo "build.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+
+if [ -n "$REQUIREMENTS" ] && [ "$GATE" != python ]; then
+  echo "build.sh: --requirements needs --gate python" >&2
+  exit 2
+fi
+# An environment's name is a gate image name of its own; python and rust stay the stacks' images.
+if ! [[ "$ENV_NAME" =~ ^[a-z][a-z0-9_-]{0,63}$ ]] || [ "$ENV_NAME" = python ] || [ "$ENV_NAME" = rust ]; then
+  echo "build.sh: --name must be [a-z][a-z0-9_-]{0,63}, other than python and rust" >&2
+  exit 2
+fi
 
 if [ "$AGENT" != codex ] && [ "$LIVE" != 1 ]; then
   echo "build.sh: --agent needs --live" >&2
   exit 2
 fi
-# Each agent's live image has its own default tag (LIVE_IMAGE_TAG overrides, for tests).
+if [ -n "$LIVE_ENV_NAME" ] && [ "$LIVE" != 1 ]; then
+  echo "build.sh: --env needs --live" >&2
+  exit 2
+fi
+# Each agent's live image has its own default tag (LIVE_IMAGE_TAG overrides, for tests); on an
+# environment the environment's name is part of it.
 case "$AGENT" in
-  codex) LIVE_IMAGE="${LIVE_IMAGE_TAG:-patch-candidate-live:local}" ;;
-  *) LIVE_IMAGE="${LIVE_IMAGE_TAG:-patch-candidate-live-$AGENT:local}" ;;
+  codex) LIVE_IMAGE="${LIVE_IMAGE_TAG:-patch-candidate-live${LIVE_ENV_NAME:+-$LIVE_ENV_NAME}:local}" ;;
+  *) LIVE_IMAGE="${LIVE_IMAGE_TAG:-patch-candidate-live-$AGENT${LIVE_ENV_NAME:+-$LIVE_ENV_NAME}:local}" ;;
 esac
 
 CTX="$(mktemp -d)"
@@ -163,6 +200,26 @@ record_state() {
 }
 
 if [ "$LIVE" = 1 ]; then
+  if [ -n "$LIVE_ENV_NAME" ]; then
+    # The environment: a gate image recorded in gate-images.json (built here or approved), by
+    # the ID recorded there, which the daemon must hold.
+    LIVE_ENV_BASE="$(python3 - "$STATE_DIR/gate-images.json" "$LIVE_ENV_NAME" <<'PY'
+import json, re, sys
+
+try:
+    with open(sys.argv[1], encoding="utf-8") as f:
+        image_id = json.load(f)["gates"][sys.argv[2]]["image_id"]
+except (OSError, ValueError, KeyError, TypeError):
+    sys.exit(0)
+if re.fullmatch(r"sha256:[0-9a-f]{64}", image_id):
+    print(image_id)
+PY
+)"
+    if [ -z "$LIVE_ENV_BASE" ] || [ "$(docker_cli image inspect --format '{{.Id}}' "$LIVE_ENV_BASE" 2>/dev/null)" != "$LIVE_ENV_BASE" ]; then
+      echo "build.sh: no environment $LIVE_ENV_NAME in gate-images.json whose image this daemon holds (build it with --gate python [--requirements FILE --name NAME])" >&2
+      exit 3
+    fi
+  fi
   case "$AGENT" in
     codex) source images/live/build-live.sh ;;
     gemini) source images/live/build-gemini.sh ;;
@@ -171,6 +228,10 @@ if [ "$LIVE" = 1 ]; then
   exit 0
 fi
 
+if [ -n "$REQUIREMENTS" ]; then
+  source images/gate/build-env.sh
+  exit 0
+fi
 if [ -n "$GATE" ]; then
   source images/gate/build-gate.sh
   exit 0

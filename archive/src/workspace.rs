@@ -426,6 +426,63 @@ impl StagedWorkspace {
         Ok(())
     }
 
+    /// Removes the build byproducts a command in the turn left in the tree, before the harvest:
+    /// every directory named one of `names` (for example `__pycache__`, `.pytest_cache`) that
+    /// holds no file of either manifest, with everything under it. Links are never followed (a
+    /// link with such a name is left for the harvest to report). Returns how many directories
+    /// were removed.
+    ///
+    /// # Errors
+    /// `REPOSITORY_PATCH_ARCHIVE_WORKSPACE` when the tree cannot be read or a byproduct cannot
+    /// be removed; `REPOSITORY_PATCH_ARCHIVE_BUDGET` past the harvest's entry or depth limits.
+    pub fn remove_byproducts(&self, names: &[&str]) -> Result<u32, ArchiveError> {
+        let root = open_root(&self.root)?;
+        let io = |e: std::io::Error| ArchiveError::workspace_io("cannot read workspace", &e);
+        let over = || ArchiveError::Budget {
+            detail: "staged tree exceeds harvest limit",
+        };
+        let holds_manifest_file = |prefix: &str| {
+            self.editable
+                .keys()
+                .chain(self.read_only.keys())
+                .any(|p| p.as_str().starts_with(prefix))
+        };
+        let mut removed = 0_u32;
+        let mut visited = 0_usize;
+        let mut stack: Vec<(Dir, String, usize)> = vec![(root, String::new(), 0)];
+        while let Some((dir, prefix, depth)) = stack.pop() {
+            let mut subdirs = Vec::new();
+            for entry in dir.entries().map_err(io)? {
+                let entry = entry.map_err(io)?;
+                visited += 1;
+                if visited > MAX_HARVEST_ENTRIES {
+                    return Err(over());
+                }
+                if !entry.file_type().map_err(io)?.is_dir() {
+                    continue;
+                }
+                let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                    continue;
+                };
+                subdirs.push(name);
+            }
+            for name in subdirs {
+                let rel = format!("{prefix}{name}/");
+                if names.contains(&name.as_str()) && !holds_manifest_file(&rel) {
+                    dir.remove_dir_all(&name).map_err(io)?;
+                    removed += 1;
+                    continue;
+                }
+                if depth + 1 > MAX_HARVEST_DEPTH {
+                    return Err(over());
+                }
+                let sub = dir.open_dir_nofollow(&name).map_err(io)?;
+                stack.push((sub, rel, depth + 1));
+            }
+        }
+        Ok(removed)
+    }
+
     /// Reference `harvest_coding_workspace`: walks the whole tree without following links and
     /// classifies every entry against the manifests (see [`WorkspaceHarvest`], [`ViolationKind`]).
     ///

@@ -30,11 +30,23 @@ const MAX_REPORTED_VIOLATIONS: usize = 20;
 /// `kind:path, …` as in the reference, bounded in length; (possibly hostile, non-portable) names
 /// are shown through [`vocab::Untrusted::bare`], so a message cannot drive a terminal, reorder
 /// text with bidi controls or forge log lines.
-fn describe_violations(violations: &[archive::Violation]) -> String {
+///
+/// An `outside_allowlist` path that the host's own snapshot holds is followed by why it is not
+/// editable: an entry the snapshot excluded (`committed executable (100755)`, `symlink`, …) can
+/// never be edited, a manifest file outside the selection is simply not granted. The kind and
+/// its `kind:path` prefix stay as they were; only the host's snapshot is consulted, never the
+/// staged tree's claims.
+fn describe_violations(approved: &ApprovedTurn<'_>, violations: &[archive::Violation]) -> String {
     let mut parts: Vec<String> = violations
         .iter()
         .take(MAX_REPORTED_VIOLATIONS)
-        .map(|v| format!("{}:{}", v.kind, vocab::Untrusted::bare(&v.path)))
+        .map(|v| {
+            let named = format!("{}:{}", v.kind, vocab::Untrusted::bare(&v.path));
+            match why_not_editable(approved, v) {
+                Some(why) => format!("{named} ({why})"),
+                None => named,
+            }
+        })
         .collect();
     if violations.len() > MAX_REPORTED_VIOLATIONS {
         parts.push(format!(
@@ -43,6 +55,27 @@ fn describe_violations(violations: &[archive::Violation]) -> String {
         ));
     }
     parts.join(", ")
+}
+
+/// Why an `outside_allowlist` path is not editable, when the host's snapshot knows the path.
+fn why_not_editable(approved: &ApprovedTurn<'_>, violation: &archive::Violation) -> Option<String> {
+    if violation.kind != archive::ViolationKind::OutsideAllowlist {
+        return None;
+    }
+    if let Some(reason) = approved
+        .create_absence()
+        .and_then(|tree| tree.excluded_reason(&violation.path))
+    {
+        return Some(format!(
+            "{reason}, excluded from the snapshot, never editable"
+        ));
+    }
+    let path = RepoPath::parse(&violation.path).ok()?;
+    approved
+        .snapshot()
+        .file_manifest()
+        .contains_key(&path)
+        .then(|| "in the snapshot but not editable under this approval".to_owned())
 }
 
 type Observed = (FileOp, Option<(String, Sha256)>);
@@ -93,7 +126,7 @@ pub fn finalize_repository_patch(
     // 5. No violations.
     if !harvest.violations.is_empty() {
         return Err(FinalizeError::WorkspaceScope {
-            violations: describe_violations(&harvest.violations),
+            violations: describe_violations(approved, &harvest.violations),
         });
     }
     // 6. Nothing outside the selection and the create grants.

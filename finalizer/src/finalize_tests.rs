@@ -74,6 +74,20 @@ impl CreateAbsence for Tree {
     }
 }
 
+/// A tree that holds the fixture's files plus entries the snapshot excluded (by kind).
+#[derive(Debug)]
+struct Excluding(BTreeMap<&'static str, snapshot::EntryKind>);
+
+impl CreateAbsence for Excluding {
+    fn prove_absent(&self, _path: &RepoPath) -> Result<(), SnapshotError> {
+        Ok(())
+    }
+
+    fn excluded_reason(&self, path: &str) -> Option<&'static str> {
+        self.0.get(path).copied().map(snapshot::EntryKind::reason)
+    }
+}
+
 fn context_value() -> Value {
     json!({
         "schema_version": "managed_refinement.execution_context.v1",
@@ -600,7 +614,17 @@ fn violation_messages_are_bounded_and_escaped() {
             path: format!("x{i}"),
         })
         .collect();
-    let text = describe_violations(&many);
+    let f = Fixture::standard();
+    let approved = ApprovedTurn::new(
+        &f.context,
+        &f.snapshot,
+        &f.policy,
+        None,
+        f.selected.clone(),
+        &f.baseline,
+    )
+    .unwrap();
+    let text = describe_violations(&approved, &many);
     assert!(text.starts_with("outside_allowlist:x0, outside_allowlist:x1"));
     assert!(text.ends_with("outside_allowlist:x19, and 5 more"));
     let hostile = [Violation {
@@ -609,8 +633,88 @@ fn violation_messages_are_bounded_and_escaped() {
     }];
     // Bidi and zero-width characters used to pass through (only C0/C1 were escaped).
     assert_eq!(
-        describe_violations(&hostile),
+        describe_violations(&approved, &hostile),
         "unsafe_path:a\\x1b[2J\\nb\\u202ec\\u200b"
+    );
+}
+
+/// A staged tree that writes a path the snapshot excluded (a committed executable, a symlink)
+/// keeps the `WORKSPACE_SCOPE` code and `outside_allowlist` kind, and says why the path can never
+/// be edited; the reason comes from the host's tree, not from the staged tree.
+#[test]
+fn an_excluded_entry_written_in_the_tree_names_the_real_reason() {
+    use snapshot::EntryKind;
+    let script = "app/modules/support/run.sh";
+    let link = "app/modules/support/current";
+    let other = "app/modules/support/new.py";
+    let f = Fixture::standard();
+    f.write(SERVICE, AFTER.as_bytes());
+    for path in [script, link, other] {
+        f.write(path, b"echo hi\n");
+    }
+    let tree = Excluding(BTreeMap::from([
+        (script, EntryKind::Executable),
+        (link, EntryKind::Symlink),
+    ]));
+    let err = finalize(&f, Some(&tree)).unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_PATCH_WORKSPACE_SCOPE");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!(
+            "outside_allowlist:{script} (committed executable (100755), excluded from the snapshot, never editable)"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "outside_allowlist:{link} (symlink (120000), excluded from the snapshot, never editable)"
+        )),
+        "{text}"
+    );
+    // A path the tree does not hold is named as before.
+    assert!(
+        text.contains(&format!("outside_allowlist:{other}")),
+        "{text}"
+    );
+    assert!(!text.contains(&format!("{other} (")), "{text}");
+    assert!(!text.contains("echo"), "{text}");
+
+    // Without a tree to ask, the message is the old one.
+    let err = finalize(&f, None).unwrap_err();
+    assert_eq!(err.code(), "REPOSITORY_PATCH_WORKSPACE_SCOPE");
+    assert!(!err.to_string().contains("never editable"), "{err}");
+}
+
+#[test]
+fn a_manifest_file_outside_the_selection_is_said_to_be_not_granted() {
+    use archive::{Violation, ViolationKind};
+    let f = Fixture::standard();
+    let mut manifest = f.snapshot.file_manifest().clone();
+    manifest.insert(p("docs/guide.md"), Sha256::of(b"guide\n"));
+    let snapshot = evidence("plan-1", manifest);
+    let approved = ApprovedTurn::new(
+        &f.context,
+        &snapshot,
+        &f.policy,
+        None,
+        f.selected.clone(),
+        &f.baseline,
+    )
+    .unwrap();
+    let violations = [
+        Violation {
+            kind: ViolationKind::OutsideAllowlist,
+            path: "docs/guide.md".into(),
+        },
+        Violation {
+            kind: ViolationKind::Symlink,
+            path: "docs/guide.md".into(),
+        },
+    ];
+    assert_eq!(
+        describe_violations(&approved, &violations),
+        "outside_allowlist:docs/guide.md (in the snapshot but not editable under this approval), \
+         symlink:docs/guide.md"
     );
 }
 

@@ -36,7 +36,7 @@ live_build_image "$ROOT" turn-runner bin/node bin/busybox opt/claude/claude lib6
 echo "build.sh: $LIVE_IMAGE is $LIVE_SIZE bytes (node $NODE_VERSION sha256:$NODE_SHA256; lockfile sha256:$LOCK_SHA256)" >&2
 echo "build.sh: $LIVE_IMAGE holds Anthropic's proprietary claude binary: never push or publish it" >&2
 
-printf '{"image": "%s", "image_id": "%s", "agent": "claude-agent-acp", "agent_version": "%s", "agent_tarball_sha256": "sha256:%s", "source_revision": "%s"}\n' \
-  "$LIVE_IMAGE" "$LIVE_ID" "$AGENT_VERSION" "$AGENT_SHA256" "$REV" | record_state live-image-claude.json
+printf '{"image": "%s", "image_id": "%s", "agent": "claude-agent-acp", "agent_version": "%s", "agent_tarball_sha256": "sha256:%s", "source_revision": "%s"%s}\n' \
+  "$LIVE_IMAGE" "$LIVE_ID" "$AGENT_VERSION" "$AGENT_SHA256" "$REV" "$(live_env_fields)" | record_state live-image-claude.json
 
 echo "$LIVE_IMAGE $LIVE_ID"

@@ -44,7 +44,7 @@ live_busybox_into "$ROOT"
 live_build_image "$ROOT" turn-runner bin/node bin/busybox lib64/ld-linux-x86-64.so.2
 echo "build.sh: $LIVE_IMAGE is $LIVE_SIZE bytes (node $NODE_VERSION sha256:$NODE_SHA256)" >&2
 
-printf '{"image": "%s", "image_id": "%s", "agent": "gemini-cli", "agent_version": "%s", "agent_tarball_sha256": "sha256:%s", "source_revision": "%s"}\n' \
-  "$LIVE_IMAGE" "$LIVE_ID" "$AGENT_VERSION" "$AGENT_SHA256" "$REV" | record_state live-image-gemini.json
+printf '{"image": "%s", "image_id": "%s", "agent": "gemini-cli", "agent_version": "%s", "agent_tarball_sha256": "sha256:%s", "source_revision": "%s"%s}\n' \
+  "$LIVE_IMAGE" "$LIVE_ID" "$AGENT_VERSION" "$AGENT_SHA256" "$REV" "$(live_env_fields)" | record_state live-image-gemini.json
 
 echo "$LIVE_IMAGE $LIVE_ID"

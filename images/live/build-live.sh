@@ -66,7 +66,7 @@ live_busybox_into "$ROOT"
 live_build_image "$ROOT" turn-runner codex-acp bin/busybox "${interp#/}"
 echo "build.sh: $LIVE_IMAGE is $LIVE_SIZE bytes" >&2
 
-printf '{"image": "%s", "image_id": "%s", "agent": "codex-acp", "agent_version": "%s", "agent_tarball_sha256": "sha256:%s", "source_revision": "%s"}\n' \
-  "$LIVE_IMAGE" "$LIVE_ID" "$AGENT_VERSION" "$AGENT_SHA256" "$REV" | record_state live-image.json
+printf '{"image": "%s", "image_id": "%s", "agent": "codex-acp", "agent_version": "%s", "agent_tarball_sha256": "sha256:%s", "source_revision": "%s"%s}\n' \
+  "$LIVE_IMAGE" "$LIVE_ID" "$AGENT_VERSION" "$AGENT_SHA256" "$REV" "$(live_env_fields)" | record_state live-image.json
 
 echo "$LIVE_IMAGE $LIVE_ID"

@@ -167,8 +167,10 @@ live_node_into() {
   rm -rf "$CTX/wheel"
 }
 
-# The agent's shell: a static busybox as $1/bin/busybox and /bin/sh.
+# The agent's shell: a static busybox as $1/bin/busybox and /bin/sh. On an environment
+# (LIVE_ENV_BASE) nothing: the environment brings its own shells (bash, dash) and tools.
 live_busybox_into() {
+  [ -z "${LIVE_ENV_BASE:-}" ] || return 0
   local root="$1" busybox="${PATCH_CANDIDATE_BUSYBOX:-/bin/busybox}"
   live_require_static "$busybox" "is missing or not static (Debian: apt-get install busybox-static)"
   mkdir -p "$root/bin"
@@ -184,21 +186,63 @@ live_build_image() {
   shift
   find "$root" -type f -exec chmod 0444 {} +
   local exe
-  for exe in "$@"; do chmod 0555 "$root/$exe"; done
+  for exe in "$@"; do
+    # On an environment busybox is not added (live_busybox_into).
+    [ -n "${LIVE_ENV_BASE:-}" ] && [ ! -e "$root/$exe" ] && continue
+    chmod 0555 "$root/$exe"
+  done
+  local dockerfile=images/live/Dockerfile build_args=()
+  if [ -n "${LIVE_ENV_BASE:-}" ]; then
+    live_onto_environment "$root"
+    dockerfile=images/live/env.Dockerfile
+    build_args=(--build-arg "BASE=$LIVE_ENV_BASE")
+  fi
   find "$root" -type d -exec chmod 0755 {} +
   find "$root" -exec touch -h -d @0 {} +
   mkdir -p "$CTX/layout/workspace" "$CTX/layout/home/sandbox" "$CTX/layout/tmp"
   chmod 0755 "$CTX/layout" "$CTX/layout/home"
   chmod 1777 "$CTX/layout/workspace" "$CTX/layout/home/sandbox" "$CTX/layout/tmp"
   find "$CTX/layout" -exec touch -h -d @0 {} +
-  cp images/live/Dockerfile "$CTX/Dockerfile"
+  cp "$dockerfile" "$CTX/Dockerfile"
   printf 'Dockerfile\n' > "$CTX/.dockerignore"
   echo "build.sh: docker build $LIVE_IMAGE" >&2
-  DOCKER_BUILDKIT=0 docker_cli build --quiet "${CACHE[@]}" --tag "$LIVE_IMAGE" --file "$CTX/Dockerfile" "$CTX" >&2
+  DOCKER_BUILDKIT=0 docker_cli build --quiet "${CACHE[@]}" "${build_args[@]}" --tag "$LIVE_IMAGE" \
+    --file "$CTX/Dockerfile" "$CTX" >&2
   LIVE_ID="$(docker_cli image inspect --format '{{.Id}}' "$LIVE_IMAGE")"
   if ! [[ "$LIVE_ID" =~ ^sha256:[0-9a-f]{64}$ ]]; then
     echo "build.sh: unexpected image id" >&2
     exit 3
   fi
   LIVE_SIZE="$(docker_cli image inspect --format '{{.Size}}' "$LIVE_IMAGE")"
+}
+
+# Lays the live root $1 out for an environment image (LIVE_ENV_BASE, a merged-/usr Debian root):
+# /bin, /lib and /lib64 move under /usr (the environment's /bin, /lib and /lib64 are links
+# there, which a COPY must not replace), and every file the environment already holds at the same
+# path (its glibc and the other libraries of its own pinned packages) is dropped, so the layer
+# adds the runner, the agent and what the agent links that the environment lacks, and never
+# replaces a file of the environment.
+live_onto_environment() {
+  local root="$1" d present
+  for d in bin lib lib64; do
+    if [ -d "$root/$d" ]; then
+      mkdir -p "$root/usr/$d"
+      cp -a "$root/$d/." "$root/usr/$d/"
+      rm -rf "${root:?}/$d"
+    fi
+  done
+  local files=()
+  [ -d "$root/usr" ] && mapfile -t files < <(cd "$root" && find usr -type f -printf '/%p\n' | LC_ALL=C sort)
+  [ "${#files[@]}" -gt 0 ] || return 0
+  mapfile -t present < <(docker_cli run --rm --network none --entrypoint /bin/sh "$LIVE_ENV_BASE" \
+    -c 'for f; do [ -e "$f" ] && echo "$f"; done; exit 0' sh "${files[@]}")
+  for d in "${present[@]}"; do
+    [ -n "$d" ] && rm -f "$root$d"
+  done
+}
+
+# The record's environment fields (after source_revision): empty without an environment.
+live_env_fields() {
+  [ -n "${LIVE_ENV_BASE:-}" ] || return 0
+  printf ', "environment": {"name": "%s", "image_id": "%s"}' "$LIVE_ENV_NAME" "$LIVE_ENV_BASE"
 }

@@ -153,6 +153,23 @@ impl EntryKind {
         }
     }
 
+    /// Why an entry of this kind is (or is not) kept out of the manifest, in words a person
+    /// reads next to the path: `committed executable (100755)`, `symlink (120000)`, …
+    #[must_use]
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::File => "regular file (100644)",
+            Self::NonUtf8Path => "name is not UTF-8",
+            Self::NonPortablePath => "name is not a portable path",
+            Self::Submodule => "submodule (160000)",
+            Self::Symlink => "symlink (120000)",
+            Self::Executable => "committed executable (100755)",
+            Self::UnsupportedMode => "unsupported git mode",
+            Self::CaseFoldCollision => "case-fold collision with another entry",
+            Self::NonUtf8Content => "content is not UTF-8",
+        }
+    }
+
     /// True for every kind except [`Self::File`].
     #[must_use]
     pub fn is_excluded(self) -> bool {
@@ -408,7 +425,7 @@ impl GitSnapshot {
         digest_prefix.update(commit.as_bytes());
         digest_prefix.update(b"\",\"entries\":");
         let canonical: Vec<CanonicalEntry<'_>> = entries.iter().map(TreeEntry::canonical).collect();
-        serde_json::to_writer(HashWriter(&mut digest_prefix), &canonical)
+        serde_json::to_writer(vocab::Sha256Writer(&mut digest_prefix), &canonical)
             .map_err(|_| git_error("tree entries could not be serialised"))?;
         digest_prefix.update(b",\"repository_full_name\":");
 
@@ -451,6 +468,18 @@ impl GitSnapshot {
     /// The entries kept out of the manifest, in tree order, each with its [`EntryKind`].
     pub fn excluded(&self) -> impl Iterator<Item = &TreeEntry> + '_ {
         self.entries.iter().filter(|e| e.kind.is_excluded())
+    }
+
+    /// The kind of the entry at `path` when the tree holds one there that is kept out of the
+    /// manifest (`None` for a manifest file or a path the tree does not hold).
+    #[must_use]
+    pub fn excluded_kind(&self, path: &str) -> Option<EntryKind> {
+        let i = self
+            .entries
+            .binary_search_by(|e| e.raw_path.as_slice().cmp(path.as_bytes()))
+            .ok()?;
+        let kind = self.entries.get(i)?.kind;
+        kind.is_excluded().then_some(kind)
     }
 
     /// `sha256:` over the canonical snapshot document (`docs/SNAPSHOT.md`): the schema id,
@@ -631,6 +660,10 @@ impl GitSnapshot {
 }
 
 impl CreateAbsence for GitSnapshot {
+    fn excluded_reason(&self, path: &str) -> Option<&'static str> {
+        GitSnapshot::excluded_kind(self, path).map(EntryKind::reason)
+    }
+
     /// Absence over the complete tree (excluded entries included): no entry at the path or at a
     /// case-folded twin (`REPOSITORY_PATCH_CREATE_EXISTS`), no entry where a parent directory of
     /// the path would be, and no directory at the path or its case fold
@@ -1187,19 +1220,6 @@ impl Utf8Stream {
 
     fn finish(self) -> bool {
         !self.invalid && self.carry.is_empty()
-    }
-}
-
-/// Feeds serialised bytes into a hasher.
-struct HashWriter<'a>(&'a mut sha2::Sha256);
-
-impl Write for HashWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 

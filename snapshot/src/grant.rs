@@ -260,19 +260,23 @@ impl Grants {
         &self.delete
     }
 
-    /// Why a tree entry inside the approved scopes is neither editable nor read-only context.
+    /// Why a tree entry inside the approved scopes is neither editable nor read-only context:
+    /// the snapshot excluded it ([`crate::EntryKind::reason`]: `committed executable (100755)`,
+    /// `symlink (120000)`, …), a `--prohibit` scope, a secret-sensitive name, or the host path
+    /// policy. A name that is not UTF-8 is scope-checked in its lossy form.
     #[must_use]
     pub fn exclusion_reason(
         &self,
         entry: &TreeEntry,
         policy: &dyn PathGuard,
     ) -> Option<&'static str> {
-        let path = entry.path()?;
+        let lossy = String::from_utf8_lossy(entry.raw_path());
+        let path: &str = &lossy;
         if !in_scope(path, &self.allow, false) && !in_scope(path, &self.read_only, false) {
             return None;
         }
         if entry.kind().is_excluded() {
-            return Some(entry.kind().as_str());
+            return Some(entry.kind().reason());
         }
         let repo_path = RepoPath::parse(path).ok()?;
         Some(if in_scope(path, &self.prohibit, true) {

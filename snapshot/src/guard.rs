@@ -125,6 +125,14 @@ pub trait CreateAbsence: Debug + Send + Sync {
     /// `REPOSITORY_PATCH_CREATE_PROOF` (or `REPOSITORY_PATCH_CREATE_EXISTS`) when the path, a
     /// case-folded twin, a file at a parent directory, or a directory at the path exists.
     fn prove_absent(&self, path: &RepoPath) -> Result<(), SnapshotError>;
+
+    /// Why the tree keeps the entry at `path` out of the manifest (a committed executable, a
+    /// symlink, a submodule, …: the excluded kind's reason), so a refusal can name the real
+    /// reason; `None` when unknown (the default) or when the entry is a manifest file.
+    fn excluded_reason(&self, path: &str) -> Option<&'static str> {
+        let _ = path;
+        None
+    }
 }
 
 #[cfg(test)]

@@ -274,6 +274,107 @@ fn approve_bad_input_has_stable_codes_and_writes_nothing() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A file committed executable (100755) under an allowed path, like `more.py` in a PyPI sdist:
+/// `approve` lists it as not editable with why (text and `--json`), and a staged tree that
+/// changes it anyway fails with the old code and kind, and the real reason.
+#[test]
+fn approve_lists_a_committed_executable_and_finalize_names_why_it_is_refused() {
+    let repo_dir = tempfile::tempdir().unwrap();
+    let repo = repo_dir.path();
+    snapshot::testkit::init_repo(
+        repo,
+        [
+            (
+                "pkg/lib.py",
+                b"def one():\n    return 1\n".as_slice(),
+                false,
+            ),
+            (
+                "pkg/more.py",
+                b"def more():\n    return 1\n".as_slice(),
+                true,
+            ),
+            (
+                "pkg/run.sh",
+                b"#!/bin/sh\necho secret-content\n".as_slice(),
+                true,
+            ),
+            ("README.md", b"# mine\n".as_slice(), false),
+        ],
+        "fixture",
+    );
+    let work = tempfile::tempdir().unwrap();
+    let approval = work.path().join("approval.json");
+    let out = bin()
+        .args(["--json", "approve", "--repo"])
+        .arg(repo)
+        .args(["--allow", "pkg/", "--task", "Make one return two.", "--out"])
+        .arg(&approval)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_text(&out));
+    let text = stderr_text(&out);
+    for expected in [
+        "editable (1):\n  pkg/lib.py\n",
+        "not editable inside the scopes (2):\n",
+        "  pkg/more.py  [committed executable (100755)]\n",
+        "  pkg/run.sh  [committed executable (100755)]\n",
+    ] {
+        assert!(text.contains(expected), "{expected:?} in:\n{text}");
+    }
+    let doc = json_of(&out);
+    assert_eq!(
+        doc["not_editable"],
+        serde_json::json!([
+            {"path": "pkg/more.py", "reason": "committed executable (100755)"},
+            {"path": "pkg/run.sh", "reason": "committed executable (100755)"},
+        ])
+    );
+    assert_eq!(doc["not_editable_count"], 2);
+    // The approval file itself is unchanged in form: no such field.
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&approval).unwrap()).unwrap();
+    assert!(written.get("not_editable").is_none(), "{written}");
+    assert_eq!(doc["approval"], written);
+
+    // A staged edit of the executable: the refusal keeps its code and kind and says why.
+    let staged = work.path().join("staged");
+    std::fs::create_dir(&staged).unwrap();
+    stage(
+        repo,
+        &staged,
+        "pkg/lib.py",
+        Some("def one():\n    return 2\n"),
+    );
+    stage(
+        repo,
+        &staged,
+        "pkg/more.py",
+        Some("def more():\n    return 2\n"),
+    );
+    let out = bin()
+        .args(["--json", "finalize", "--repo"])
+        .arg(repo)
+        .arg("--approval")
+        .arg(&approval)
+        .arg("--staged")
+        .arg(&staged)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", stderr_text(&out));
+    let doc = json_of(&out);
+    assert_eq!(doc["error"]["code"], "REPOSITORY_PATCH_WORKSPACE_SCOPE");
+    let message = doc["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(
+            "outside_allowlist:pkg/more.py (committed executable (100755), excluded from the snapshot, never editable)"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains("return"), "{message}");
+    assert_eq!(git(repo, &["status", "--porcelain", "--ignored"]), "");
+}
+
 /// A dirty work tree is no error: the approval binds the commit, and stderr says so.
 #[test]
 fn approve_on_a_dirty_work_tree_binds_the_commit_and_says_so() {

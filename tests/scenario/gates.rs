@@ -38,7 +38,7 @@ pub(crate) fn python_image() -> Option<String> {
     None
 }
 
-fn definitions(image: &str, wall_seconds: u64, extra_pinned: &str) -> GateDefinitions {
+pub(crate) fn definitions(image: &str, wall_seconds: u64, extra_pinned: &str) -> GateDefinitions {
     GateDefinitions::parse(definitions_text(image, wall_seconds, extra_pinned).as_bytes()).unwrap()
 }
 
@@ -105,7 +105,7 @@ pub fn candidate(commit: &str, changes: &[(&str, Option<&str>, &str)]) -> Reposi
 }
 
 /// Gate containers this process owns (never another test process's).
-async fn own_containers(docker: &container::BollardRuntime) -> usize {
+pub(crate) async fn own_containers(docker: &container::BollardRuntime) -> usize {
     let me = format!("{}:", std::process::id());
     docker
         .list_turns()
@@ -132,13 +132,13 @@ fn small_repo() -> (tempfile::TempDir, String) {
     ]))
 }
 
-struct Env {
-    docker: container::BollardRuntime,
-    image: String,
-    state: tempfile::TempDir,
+pub(crate) struct Env {
+    pub docker: container::BollardRuntime,
+    pub image: String,
+    pub state: tempfile::TempDir,
 }
 
-async fn env() -> Option<Env> {
+pub(crate) async fn env() -> Option<Env> {
     let docker = docker().await?;
     let image = python_image()?;
     Some(Env {
@@ -148,7 +148,7 @@ async fn env() -> Option<Env> {
     })
 }
 
-async fn run(
+pub(crate) async fn run(
     env: &Env,
     defs: &GateDefinitions,
     repo: &Path,
@@ -267,17 +267,17 @@ async fn docker_gate_runsc_verdicts_match_runc() {
 }
 
 /// The fetched real projects (`fixtures/gates/fetch.sh`, run here when the cache lacks them).
-fn fixtures() -> PathBuf {
+pub(crate) fn fixtures() -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/gates/fetch.sh");
     let out = run_ok(std::process::Command::new("bash").arg(script));
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
-fn rev(repo: &Path, name: &str) -> String {
+pub(crate) fn rev(repo: &Path, name: &str) -> String {
     git_out(repo, &["rev-parse", &format!("{name}^{{commit}}")])
 }
 
-fn show(repo: &Path, commit: &str, path: &str) -> String {
+pub(crate) fn show(repo: &Path, commit: &str, path: &str) -> String {
     git_text(repo, &["show", &format!("{commit}:{path}")])
 }
 

@@ -410,10 +410,12 @@ async fn cli_round_trip(docker: &container::BollardRuntime, runtime: Option<&'st
     assert_eq!(doc["gateway"]["gateway"]["total_tokens"], total);
 }
 
-/// A shell command writing outside the workspace: the runner's policy refuses Claude Code's
-/// `Bash` permission request, nothing runs, and with nothing written the proposal is empty.
+/// A shell command in the image `FROM scratch`: the runner allows Claude Code's `Bash`
+/// permission request (the container is the sandbox), but that image holds no `bash`, so the
+/// tool fails, nothing is written, and the proposal is empty. (With a toolchain, in a live image
+/// on an environment, commands run: `live_commands.rs`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_live_claude_a_shell_write_outside_the_workspace_is_refused() {
+async fn docker_live_claude_a_shell_command_without_bash_changes_nothing() {
     let Some((docker, _guard)) = locked_docker().await else {
         return;
     };
@@ -429,12 +431,17 @@ async fn docker_live_claude_a_shell_write_outside_the_workspace_is_refused() {
     ])
     .await;
     let run = agent_turn(&docker, &claude_agent(), &upstream, 240, None).await;
-    assert_refused_and_empty(&run, 1);
+    assert_refused_and_empty(&run, 0);
+    let failed = run.notes.iter().any(|n| {
+        matches!(n, LiveNote::AgentEvent(e) if e.get("event") == Some(&json!("tool_call"))
+            && e.get("status") == Some(&json!("failed")))
+    });
+    assert!(failed, "{:?}", run.notes);
     assert_eq!(messages(&upstream).len(), 2);
     assert_key_only_upstream(&upstream);
     assert_clean_and_tally(
         &docker,
-        "docker_live_claude_a_shell_write_outside_the_workspace_is_refused",
+        "docker_live_claude_a_shell_command_without_bash_changes_nothing",
     )
     .await;
 }

@@ -567,8 +567,7 @@ fn assert_refused_under(call: Value, runtime: Option<&'static str>) {
     assert_eq!(run.requests.len(), 1);
 }
 
-/// The actions the runner's policy refuses: an ungranted create, an edit of a read-only file, a
-/// shell command writing outside the workspace.
+/// The actions the runner's policy refuses: an ungranted create, an edit of a read-only file.
 fn refused_calls() -> Vec<Value> {
     vec![
         apply_patch(
@@ -579,7 +578,6 @@ fn refused_calls() -> Vec<Value> {
             "call-1",
             "*** Begin Patch\n*** Update File: docs/readme.md\n@@\n-read me\n+changed\n*** End Patch",
         ),
-        exec_command("call-1", "echo x > /tmp/outside.txt"),
     ]
 }
 
@@ -601,11 +599,39 @@ fn docker_live_container_refuses_an_edit_of_a_read_only_file() {
     );
 }
 
+/// A command is allowed (the container is the sandbox): Codex asks, the runner allows, the
+/// command runs. Its write outside the workspace is never harvested; its write to a file outside
+/// the grants fails the turn at the harvest, exactly as an edit tool's would.
 #[test]
-fn docker_live_container_refuses_a_shell_command_writing_outside_the_workspace() {
-    refused_case(
-        2,
-        "docker_live_container_refuses_a_shell_command_writing_outside_the_workspace",
+fn docker_live_container_allows_a_shell_command_and_the_harvest_refuses_its_ungranted_write() {
+    docker_cli_case(
+        "docker_live_container_allows_a_shell_command_and_the_harvest_refuses_its_ungranted_write",
+        || {
+            let request = live_request(&files(), &[("docs/readme.md", "read me\n")], &[]);
+            let run = run_live(
+                &request,
+                &Harness::new(vec![
+                    Step::Items(vec![exec_command(
+                        "call-1",
+                        "echo x > /tmp/outside.txt && echo y > src/other.txt && printf 'ran-%s' ok",
+                    )]),
+                    Step::Items(vec![message("Done.")]),
+                ]),
+            );
+            assert_eq!(run.exit, Some(0), "stderr: {}", run.stderr);
+            let doc = run.document();
+            assert_eq!(run.status(), ProposalStatus::RejectedScope, "{doc}");
+            assert_eq!(doc["proposal"]["error"], "REPOSITORY_PATCH_ARCHIVE_SCOPE");
+            assert_eq!(doc["workspace_archive_base64"], Value::Null);
+            assert_eq!(permission_events(&run, "allowed"), 1, "{:?}", run.events);
+            assert_eq!(permission_events(&run, "refused"), 0);
+            // The command's output went back to the model: it ran.
+            assert_eq!(run.requests.len(), 2);
+            assert!(
+                run.requests[1].body.to_string().contains("ran-ok"),
+                "the command did not run"
+            );
+        },
     );
 }
 

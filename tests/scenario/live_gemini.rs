@@ -99,6 +99,15 @@ pub(crate) async fn agent_pipeline_with(
     live_pipeline(docker, agent, repo, upstream, gateway_config, wall, runtime).await
 }
 
+/// A scripted Gemini model answering with `replies`, then `Done.` to anything more.
+pub(crate) async fn gemini_script(
+    replies: impl IntoIterator<Item = gateway::testkit::Reply>,
+) -> ScriptedUpstream {
+    let upstream = ScriptedUpstream::start(replies).await.unwrap();
+    upstream.set_fallback(gemini::text("Done.", DEFAULT_USAGE));
+    upstream
+}
+
 /// Every forwarded request went to the model's path (Gemini CLI sent
 /// `/v1beta/models/{model}:streamGenerateContent?alt=sse`) with the SSE query and carried the key in
 /// Gemini's own header (and no other credential header); no tunnelled byte contains the key.
@@ -211,7 +220,7 @@ async fn docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused
     let Some((docker, _guard)) = locked_docker().await else {
         return;
     };
-    let upstream = ScriptedUpstream::start([
+    let upstream = gemini_script([
         gemini::function_call(
             "write_file",
             &json!({"file_path": "app/other.py", "content": "Y = 1\n"}),
@@ -225,9 +234,7 @@ async fn docker_live_gemini_an_ungranted_create_and_a_read_only_edit_are_refused
         ),
         gemini::text("Done.", DEFAULT_USAGE),
     ])
-    .await
-    .unwrap();
-    upstream.set_fallback(gemini::text("Done.", DEFAULT_USAGE));
+    .await;
     let run = agent_turn(&docker, &gemini_agent(), &upstream, 180, None).await;
     // Unlike Codex, Gemini survives a refused permission: the refusal goes back to the model
     // and the turn goes on; with both writes refused the workspace is unchanged, so the
@@ -276,15 +283,16 @@ async fn cli_round_trip(docker: &container::BollardRuntime, runtime: Option<&'st
     );
 }
 
-/// A shell command writing outside the workspace (and into a granted file): the runner's policy
-/// refuses Gemini's `run_shell_command` permission request (kind `execute`), nothing runs, and
-/// with nothing written the proposal is empty.
+/// A shell command in the image `FROM scratch`: the runner allows the command (the container is
+/// the sandbox), but that image holds no `bash`, which Gemini's shell tool runs, so nothing runs,
+/// nothing is written, and the proposal is empty. (With a toolchain, in a live image on an
+/// environment, commands run: `live_commands.rs`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_live_gemini_a_shell_write_outside_the_workspace_is_refused() {
+async fn docker_live_gemini_a_shell_command_without_a_shell_changes_nothing() {
     let Some((docker, _guard)) = locked_docker().await else {
         return;
     };
-    let upstream = ScriptedUpstream::start([
+    let upstream = gemini_script([
         gemini::function_call(
             "run_shell_command",
             &json!({"command": "echo owned > /tmp/outside && echo owned > app/service.py",
@@ -293,19 +301,17 @@ async fn docker_live_gemini_a_shell_write_outside_the_workspace_is_refused() {
         ),
         gemini::text("Done.", DEFAULT_USAGE),
     ])
-    .await
-    .unwrap();
-    upstream.set_fallback(gemini::text("Done.", DEFAULT_USAGE));
+    .await;
     let run = agent_turn(&docker, &gemini_agent(), &upstream, 180, None).await;
-    assert_refused_and_empty(&run, 1);
-    assert!(
-        upstream.requests().len() >= 2,
-        "the turn ended at the refusal"
-    );
+    assert_refused_and_empty(&run, 0);
+    let requests = upstream.requests();
+    assert!(requests.len() >= 2, "the turn ended at the command");
+    let second = String::from_utf8_lossy(&requests[1].body).into_owned();
+    assert!(second.contains("functionResponse"), "no tool result sent");
     assert_key_only_upstream(&upstream);
     assert_clean_and_tally(
         &docker,
-        "docker_live_gemini_a_shell_write_outside_the_workspace_is_refused",
+        "docker_live_gemini_a_shell_command_without_a_shell_changes_nothing",
     )
     .await;
 }

@@ -67,6 +67,22 @@ impl Sha256 {
     }
 }
 
+/// An [`std::io::Write`] that feeds every byte to a SHA-256 hasher, so a serialiser or a blob
+/// copy is hashed as it streams and never buffered whole.
+#[derive(Debug)]
+pub struct Sha256Writer<'a>(pub &'a mut Sha256Hasher);
+
+impl std::io::Write for Sha256Writer<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// True for `0-9a-f`.
 #[must_use]
 pub fn is_lower_hex(b: u8) -> bool {

@@ -99,7 +99,9 @@ pub use coded::{
     Coded, CodedEnum, FailureClass, check_code_table, check_coded_samples,
     check_message_convention, check_samples,
 };
-pub use digest::{SHA256_PREFIX, Sha256, is_lower_hex, is_typed_sha256, sha256_bare_hex};
+pub use digest::{
+    SHA256_PREFIX, Sha256, Sha256Writer, is_lower_hex, is_typed_sha256, sha256_bare_hex,
+};
 pub use error::{ERROR_CODES, ID_CODE, MANIFEST_HASH_CODE, VocabError};
 pub use id::{AttemptId, HostId, InstanceId, JobId, RANDOM_ID_BYTES, StoreId};
 pub use json::{MAX_JSON_DEPTH, ShapeKind, StrictJsonError, from_slice_strict};

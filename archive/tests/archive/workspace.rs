@@ -343,3 +343,59 @@ fn harvest_is_bounded_in_entries_and_bytes() {
     ws.cleanup().unwrap();
     assert!(!root.exists());
 }
+
+#[test]
+fn build_byproducts_are_removed_before_the_harvest_and_nothing_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("ws");
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::create_dir(outside.join("keep")).unwrap();
+    // A committed file under a byproduct name is part of the approval: never removed.
+    let ro = files(&[("vendored/__pycache__/kept.py", "K = 1\n")]);
+    let ws = materialize_workspace(&root, &editable(), &ro).unwrap();
+    let backend = root.join("app/modules/support/backend");
+    for dir in [
+        backend.join("__pycache__"),
+        root.join(".pytest_cache"),
+        root.join(".pytest_cache/v"),
+        root.join("app/__pycache__"),
+        root.join("app/__pycache__/nested"),
+        root.join("app/__pycache__/nested/__pycache__"),
+    ] {
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("x.pyc"), b"\0bytecode").unwrap();
+    }
+    std::fs::write(root.join("vendored/__pycache__/new.pyc"), b"\0").unwrap();
+    // A link with a byproduct name is never followed nor removed: the harvest reports it.
+    std::os::unix::fs::symlink(&outside, backend.join(".pytest_cache")).unwrap();
+
+    let removed = ws
+        .remove_byproducts(&["__pycache__", ".pytest_cache"])
+        .unwrap();
+    assert_eq!(removed, 3);
+    assert!(outside.join("keep").is_dir());
+    assert!(!backend.join("__pycache__").exists());
+    assert!(!root.join(".pytest_cache").exists());
+    assert!(!root.join("app/__pycache__").exists());
+    let h = ws.harvest(HarvestOptions::default()).unwrap();
+    assert_eq!(
+        h.violations,
+        violations(&[
+            (
+                ViolationKind::Symlink,
+                "app/modules/support/backend/.pytest_cache"
+            ),
+            (
+                ViolationKind::OutsideAllowlist,
+                "vendored/__pycache__/new.pyc"
+            ),
+        ])
+    );
+    // Nothing left to remove the second time.
+    assert_eq!(
+        ws.remove_byproducts(&["__pycache__", ".pytest_cache"])
+            .unwrap(),
+        0
+    );
+}

@@ -63,6 +63,11 @@ pub fn live_config(cfg: &RunnerConfig, spec: &LiveSpec) -> RunnerConfig {
     // Test-only arguments (an interpreter's script) come first, the agent's settings after.
     turn_cfg.agent_args.extend(adapter.args);
     turn_cfg.agent_env.extend(adapter.env);
+    turn_cfg.agent_env.extend(
+        crate::runner::COMMAND_ENV
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
     turn_cfg.acp = adapter.acp;
     turn_cfg
 }

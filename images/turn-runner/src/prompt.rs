@@ -30,6 +30,39 @@ fn review_section(feedback: &ReviewFeedback, lines: &mut Vec<String>) {
     lines.push(String::new());
 }
 
+/// The create and delete grants under their reference headings.
+fn grant_sections(request: &TurnRequest, lines: &mut Vec<String>) {
+    lines.push("Approved creation paths:".to_owned());
+    lines.extend(request.create_paths.iter().map(|p| format!("- {p}")));
+    lines.push(String::new());
+    lines.push("Approved deletion paths:".to_owned());
+    lines.extend(request.delete_paths.iter().map(|p| format!("- {p}")));
+    lines.push(String::new());
+}
+
+/// The first words of the validation section of a live turn's prompt.
+pub const VALIDATION_HEADING: &str = "How this repository is checked";
+
+/// A live turn's grants, the validation hints and the closing instruction: commands are allowed
+/// there (the container is the sandbox), and what may change is still only the listed files.
+fn live_sections(request: &TurnRequest, lines: &mut Vec<String>) {
+    grant_sections(request, lines);
+    if !request.validation_hints.is_empty() {
+        lines.push(format!(
+            "{VALIDATION_HEADING} (the operator's gate commands, run from the workspace root; the \
+             same commands judge your change afterwards):"
+        ));
+        lines.extend(request.validation_hints.iter().map(|h| format!("$ {h}")));
+        lines.push(String::new());
+    }
+    lines.push(
+        "You may run commands to build and test your change: they run offline, inside this \
+         sandbox. Edit the editable files, create or delete only the exact paths listed above \
+         (anything else you write, by any means, fails the turn), and reply with a short summary."
+            .to_owned(),
+    );
+}
+
 /// Builds the one prompt of the turn.
 #[must_use]
 pub fn build_prompt(request: &TurnRequest) -> String {
@@ -54,6 +87,10 @@ pub fn build_prompt(request: &TurnRequest) -> String {
         lines.extend(request.read_only_files.keys().map(|p| format!("- {p}")));
     }
     lines.push(String::new());
+    if request.live.is_some() {
+        live_sections(request, &mut lines);
+        return lines.join("\n");
+    }
     if request.create_paths.is_empty() && request.delete_paths.is_empty() {
         lines.push(
             "Edit the editable files in place. Create and delete nothing, run no commands, and \
@@ -61,12 +98,7 @@ pub fn build_prompt(request: &TurnRequest) -> String {
                 .to_owned(),
         );
     } else {
-        lines.push("Approved creation paths:".to_owned());
-        lines.extend(request.create_paths.iter().map(|p| format!("- {p}")));
-        lines.push(String::new());
-        lines.push("Approved deletion paths:".to_owned());
-        lines.extend(request.delete_paths.iter().map(|p| format!("- {p}")));
-        lines.push(String::new());
+        grant_sections(request, &mut lines);
         lines.push(
             "Create or delete only the exact paths listed above. Run no commands, and reply with \
              a short summary."
@@ -92,6 +124,40 @@ mod tests {
         assert!(prompt.contains("Approved deletion paths:\n- app/ui/pages/Dashboard.jsx\n"));
         assert!(prompt.contains("inspection files (do not modify):\n(none)\n"));
         assert!(!prompt.contains(REVIEW_HEADING));
+    }
+
+    #[test]
+    fn a_live_prompt_allows_commands_and_lists_the_validation_hints() {
+        let payload = br#"{"app_id":"a","build_family":"app_bundle","build_record_id":"b","change_class":"patch","raw_user_request":"fix it","files":{"app/a.py":"x"},"read_only_files":{"tests/test_a.py":"y"},"live":{"agent":"gemini","model":"m","port":4000},"validation_hints":["python3 -m pytest -q tests"]}"#;
+        let request = TurnRequest::parse(payload).unwrap();
+        let prompt = build_prompt(&request);
+        assert!(prompt.contains(&format!("{VALIDATION_HEADING} (")));
+        assert!(prompt.contains("\n$ python3 -m pytest -q tests\n"));
+        assert!(prompt.contains("You may run commands"));
+        assert!(!prompt.contains("run no commands"));
+        let scope = crate::synthetic_agent::parse_scope(&prompt);
+        assert_eq!(scope.editable, vec!["app/a.py".to_owned()]);
+        // Without hints, no section; an offline turn never carries them.
+        let plain = String::from_utf8(payload.to_vec())
+            .unwrap()
+            .replace(r#","validation_hints":["python3 -m pytest -q tests"]"#, "");
+        let prompt = build_prompt(&TurnRequest::parse(plain.as_bytes()).unwrap());
+        assert!(!prompt.contains(VALIDATION_HEADING));
+        let offline = String::from_utf8(payload.to_vec())
+            .unwrap()
+            .replace(r#""live":{"agent":"gemini","model":"m","port":4000},"#, "");
+        for doc in [
+            offline,
+            String::from_utf8(payload.to_vec())
+                .unwrap()
+                .replace("python3 -m pytest -q tests", "a\nb"),
+            String::from_utf8(payload.to_vec())
+                .unwrap()
+                .replace(r#"["python3 -m pytest -q tests"]"#, "[]"),
+        ] {
+            let e = TurnRequest::parse(doc.as_bytes()).unwrap_err();
+            assert_eq!(e.code(), "PROOF_WORKER_REQUEST_FORMAT", "{doc}");
+        }
     }
 
     #[test]

@@ -41,6 +41,41 @@ struct WireRequest {
     /// Follow-up turns only: the review of the candidate a reviewer asked to retry.
     #[serde(default)]
     review_feedback: Option<WireFeedback>,
+    /// Live turns only, optional: how the repository is checked (the operator's gate commands).
+    #[serde(default)]
+    validation_hints: Option<Vec<String>>,
+}
+
+/// The most validation hints (the host's cap).
+pub const MAX_VALIDATION_HINTS: usize = 16;
+/// The longest validation hint, in bytes.
+pub const MAX_VALIDATION_HINT_BYTES: usize = 1024;
+
+/// The validation hints, checked: at most [`MAX_VALIDATION_HINTS`], each 1 to
+/// [`MAX_VALIDATION_HINT_BYTES`] bytes of printable text (no control character, so no hint can
+/// start a line of its own in the prompt); only in a live turn.
+fn validation_hints(hints: Option<Vec<String>>, live: bool) -> Result<Vec<String>, ProofError> {
+    let Some(hints) = hints else {
+        return Ok(Vec::new());
+    };
+    let bad = |reason: &str| ProofError::RequestFormat {
+        reason: format!("validation_hints: {reason}"),
+    };
+    if !live {
+        return Err(bad("only a live turn carries them"));
+    }
+    if hints.is_empty() || hints.len() > MAX_VALIDATION_HINTS {
+        return Err(bad("empty or too many"));
+    }
+    for hint in &hints {
+        if hint.is_empty()
+            || hint.len() > MAX_VALIDATION_HINT_BYTES
+            || hint.chars().any(char::is_control)
+        {
+            return Err(bad("a hint is empty, too long or has control characters"));
+        }
+    }
+    Ok(hints)
 }
 
 #[derive(Debug, Deserialize)]
@@ -198,6 +233,8 @@ pub struct TurnRequest {
     pub live: Option<LiveSpec>,
     /// Present exactly in follow-up turns.
     pub review_feedback: Option<ReviewFeedback>,
+    /// Live turns: the operator's gate commands, as hints for the agent (empty when none).
+    pub validation_hints: Vec<String>,
 }
 
 fn repo_path(raw: &str) -> Result<RepoPath, ProofError> {
@@ -259,7 +296,9 @@ impl TurnRequest {
                 });
             }
         };
+        let validation_hints = validation_hints(wire.validation_hints, wire.live.is_some())?;
         let request = Self {
+            validation_hints,
             app_id: wire.app_id,
             build_family: wire.build_family,
             build_record_id: wire.build_record_id,

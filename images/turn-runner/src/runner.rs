@@ -46,6 +46,17 @@ const MAX_LISTED_NAMES: usize = 8;
 /// Highest token count a usage field may carry (reference §11).
 pub const MAX_USAGE_TOKENS: u64 = 10_000_000;
 
+/// Directories a live turn's commands leave behind that are dropped before the harvest (when
+/// they hold no approved file): Python's bytecode caches and pytest's cache. The agent's
+/// environment already asks both tools not to write them ([`COMMAND_ENV`]); this catches the rest.
+pub const BYPRODUCT_DIRS: &[&str] = &["__pycache__", ".pytest_cache"];
+
+/// Settings every live agent's commands inherit, steering build byproducts out of the workspace.
+pub const COMMAND_ENV: &[(&str, &str)] = &[
+    ("PYTHONDONTWRITEBYTECODE", "1"),
+    ("PYTEST_ADDOPTS", "-p no:cacheprovider"),
+];
+
 /// Most EVENT objects one live turn sends (the protocol allows more; progress needs fewer).
 pub const MAX_LIVE_EVENTS: u32 = 2_000;
 /// Longest string field in an EVENT object, in characters.
@@ -83,9 +94,10 @@ impl std::fmt::Debug for TurnHooks {
 enum PermissionPolicy {
     /// The offline proof: reject once when offered, otherwise cancel. Never allow.
     RejectAll,
-    /// Live turns: allow once an edit whose every path (diffs and locations) is an approved
-    /// editable file or granted create inside the workspace root; refuse everything else
-    /// (shell commands, reads the agent asks about, edits anywhere else).
+    /// Live turns: allow once a command (`execute`: the container is the sandbox, and the
+    /// harvest, not the answer, decides what leaves it) and an edit whose every path (diffs and
+    /// locations) is an approved editable file or granted create inside the workspace root;
+    /// refuse everything else (reads the agent asks about, fetches, edits anywhere else).
     ApprovedEdits {
         root: PathBuf,
         writable: std::collections::BTreeSet<RepoPath>,
@@ -98,6 +110,9 @@ impl PermissionPolicy {
             return false;
         };
         let fields = &req.tool_call.fields;
+        if fields.kind == Some(ToolKind::Execute) {
+            return true;
+        }
         if fields.kind != Some(ToolKind::Edit) {
             return false;
         }
@@ -377,6 +392,11 @@ async fn run_in_workspace(
         ),
         Ended::Failed => builder.finish(ProposalStatus::Failed, Some("PROOF_WORKER_AGENT_FAILED")),
         Ended::Stopped(StopReason::EndTurn) | Ended::Halted => {
+            if hooks.live {
+                // What the agent's commands built is never part of a candidate (docs/LIVE.md).
+                // A failure leaves them in place, and the harvest below refuses them.
+                let _removed = ws.remove_byproducts(BYPRODUCT_DIRS);
+            }
             harvest_and_export(cfg, request, ws, &mut builder)?
         }
         // Codex offers no "deny and continue": a refused permission aborts its turn. The agent
@@ -902,4 +922,60 @@ async fn stop_agent(child: &mut tokio::process::Child, group: Option<u32>) {
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
     let _ = child.kill().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use agent_client_protocol::v1::schema::{
+        PermissionOption, ToolCallLocation, ToolCallUpdate, ToolCallUpdateFields,
+    };
+
+    use super::*;
+
+    fn request(kind: ToolKind, paths: &[&str]) -> RequestPermissionRequest {
+        let mut fields = ToolCallUpdateFields::default();
+        fields.kind = Some(kind);
+        fields.locations = Some(paths.iter().map(ToolCallLocation::new).collect());
+        RequestPermissionRequest::new(
+            "session-1".to_owned(),
+            ToolCallUpdate::new("tool-1", fields),
+            vec![PermissionOption::new(
+                "allow",
+                "Allow",
+                PermissionOptionKind::AllowOnce,
+            )],
+        )
+    }
+
+    #[test]
+    fn live_turns_allow_commands_and_approved_edits_only() {
+        let live = PermissionPolicy::ApprovedEdits {
+            root: PathBuf::from("/workspace/turn-1"),
+            writable: [RepoPath::parse("app/service.py").unwrap()]
+                .into_iter()
+                .collect(),
+        };
+        // The container is the sandbox: a command is allowed whatever it names.
+        assert!(live.allows(&request(ToolKind::Execute, &[])));
+        assert!(live.allows(&request(ToolKind::Execute, &["/etc/passwd"])));
+        assert!(live.allows(&request(
+            ToolKind::Edit,
+            &["/workspace/turn-1/app/service.py"]
+        )));
+        for (kind, paths) in [
+            (ToolKind::Edit, vec!["/workspace/turn-1/app/other.py"]),
+            (
+                ToolKind::Edit,
+                vec!["/workspace/turn-1/../turn-1/app/service.py"],
+            ),
+            (ToolKind::Edit, vec![]),
+            (ToolKind::Read, vec!["/workspace/turn-1/app/service.py"]),
+            (ToolKind::Fetch, vec![]),
+            (ToolKind::Other, vec![]),
+        ] {
+            assert!(!live.allows(&request(kind, &paths)), "{kind:?} {paths:?}");
+        }
+        // Offline turns allow nothing, commands included.
+        assert!(!PermissionPolicy::RejectAll.allows(&request(ToolKind::Execute, &[])));
+    }
 }

@@ -121,6 +121,28 @@ fn every_other_entry_is_typed_excluded_evidence() {
     assert_eq!(kinds(&snap), want);
     let excluded: Vec<_> = snap.excluded().collect();
     assert_eq!(excluded.len(), 12);
+    // Asked by path (also through the `CreateAbsence` view a finaliser holds): the excluded kind,
+    // never a manifest file or a path the tree does not hold.
+    let absence: &dyn CreateAbsence = &snap;
+    for (path, kind) in [
+        ("run.sh", Some(EntryKind::Executable)),
+        ("link.rs", Some(EntryKind::Symlink)),
+        ("vendor/sub", Some(EntryKind::Submodule)),
+        ("src/lib.rs", None),
+        ("nothing.txt", None),
+        ("vendor", None),
+    ] {
+        assert_eq!(snap.excluded_kind(path), kind, "{path}");
+        assert_eq!(
+            absence.excluded_reason(path),
+            kind.map(EntryKind::reason),
+            "{path}"
+        );
+    }
+    assert_eq!(
+        EntryKind::Executable.reason(),
+        "committed executable (100755)"
+    );
     let sub = excluded
         .iter()
         .find(|e| e.kind() == EntryKind::Submodule)

@@ -33,6 +33,11 @@ const NOT_COMPUTED: &str = "not-computed:patch-candidate-approve";
 const STRATEGY: &str = "patch-candidate.single-turn";
 /// Most names listed per section of the summary.
 const MAX_LISTED: usize = 20;
+/// Most entries listed (text and JSON) that lie inside the scopes but will not be editable; the
+/// rest are counted.
+const MAX_NOT_EDITABLE_LISTED: usize = 50;
+/// The summary section of entries inside the scopes that will not be editable.
+const NOT_EDITABLE_TITLE: &str = "not editable inside the scopes";
 
 /// `approve` arguments.
 #[derive(Debug, Args)]
@@ -150,8 +155,12 @@ fn plan_digest(plan: &serde_json::Value) -> String {
 }
 
 fn list_section(text: &mut String, title: &str, items: &[(String, Option<&str>)]) {
+    list_bounded(text, title, items, MAX_LISTED);
+}
+
+fn list_bounded(text: &mut String, title: &str, items: &[(String, Option<&str>)], max: usize) {
     let _ = writeln!(text, "{title} ({}):", items.len());
-    for (name, why) in items.iter().take(MAX_LISTED) {
+    for (name, why) in items.iter().take(max) {
         match why {
             Some(why) => {
                 let _ = writeln!(text, "  {}  [{why}]", render::name(name));
@@ -161,8 +170,8 @@ fn list_section(text: &mut String, title: &str, items: &[(String, Option<&str>)]
             }
         }
     }
-    if items.len() > MAX_LISTED {
-        let _ = writeln!(text, "  … and {} more", items.len() - MAX_LISTED);
+    if items.len() > max {
+        let _ = writeln!(text, "  … and {} more", items.len() - max);
     }
 }
 
@@ -170,6 +179,36 @@ fn plain(paths: &[RepoPath]) -> Vec<(String, Option<&'static str>)> {
     paths
         .iter()
         .map(|p| (p.as_str().to_owned(), None))
+        .collect()
+}
+
+/// The entries inside the allowed and read-only scopes that will not be editable, each with
+/// why (the snapshot excluded it, a `--prohibit` scope, a secret-sensitive name, the host path
+/// policy), in tree order. A name that is not UTF-8 is shown lossily (and escaped when printed).
+fn not_editable(
+    snap: &GitSnapshot,
+    grants: &Grants,
+    policy: &DefaultPathGuard,
+) -> Vec<(String, Option<&'static str>)> {
+    snap.entries()
+        .iter()
+        .filter_map(|e| {
+            let why = grants.exclusion_reason(e, policy)?;
+            Some((
+                String::from_utf8_lossy(e.raw_path()).into_owned(),
+                Some(why),
+            ))
+        })
+        .collect()
+}
+
+/// The `--json` form of [`not_editable`]: at most [`MAX_NOT_EDITABLE_LISTED`] `{path, reason}`
+/// objects (paths as text, to be escaped by whoever prints them).
+fn not_editable_json(excluded: &[(String, Option<&'static str>)]) -> serde_json::Value {
+    excluded
+        .iter()
+        .take(MAX_NOT_EDITABLE_LISTED)
+        .map(|(path, why)| serde_json::json!({"path": path, "reason": why}))
         .collect()
 }
 
@@ -197,7 +236,12 @@ fn summary(
     list_section(&mut text, "read-only", &plain(read_only));
     list_section(&mut text, "may create", &plain(context.create_paths()));
     list_section(&mut text, "may delete", &plain(context.delete_paths()));
-    list_section(&mut text, "excluded inside the scopes", excluded);
+    list_bounded(
+        &mut text,
+        NOT_EDITABLE_TITLE,
+        excluded,
+        MAX_NOT_EDITABLE_LISTED,
+    );
     for (field, id) in generated {
         let _ = writeln!(text, "generated {field}: {}", render::name(id));
     }
@@ -362,14 +406,7 @@ pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
         ));
     }
 
-    let excluded: Vec<(String, Option<&'static str>)> = snap
-        .entries()
-        .iter()
-        .filter_map(|e| {
-            let why = grants.exclusion_reason(e, &policy)?;
-            Some((e.path()?.to_owned(), Some(why)))
-        })
-        .collect();
+    let excluded = not_editable(&snap, &grants, &policy);
     stderr_text.push_str(&summary(
         &context, editable, read_only, &excluded, &generated,
     ));
@@ -386,6 +423,8 @@ pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
                     "snapshot_digest": context.snapshot_digest(),
                     "editable_paths": strs(editable),
                     "read_only_paths": strs(read_only),
+                    "not_editable": not_editable_json(&excluded),
+                    "not_editable_count": excluded.len(),
                     "generated": generated.iter().map(|(f, _)| *f).collect::<Vec<_>>(),
                     "approval": value,
                 }),

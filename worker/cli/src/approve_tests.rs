@@ -9,8 +9,8 @@ use super::*;
 use crate::outfile::tests::names;
 use crate::test_git::git;
 
-/// A fresh repository: two editable sources, a secret-named file, a symlink, a test file and a
-/// README; returns (dir, HEAD).
+/// A fresh repository: two editable sources, a secret-named file, a symlink, a committed
+/// executable, a test file and a README; returns (dir, HEAD).
 fn repo() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
@@ -21,6 +21,12 @@ fn repo() -> (tempfile::TempDir, String) {
     std::fs::write(root.join("src/b.rs"), "fn b() {}\n").unwrap();
     std::fs::write(root.join("src/api_token.txt"), "x\n").unwrap();
     std::os::unix::fs::symlink("a.rs", root.join("src/link.rs")).unwrap();
+    std::fs::write(root.join("src/run.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(
+        root.join("src/run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
     std::fs::write(root.join("tests/t.rs"), "#[test] fn t() {}\n").unwrap();
     std::fs::write(root.join("README.md"), "# r\n").unwrap();
     git(root, &["add", "-A"]);
@@ -93,6 +99,16 @@ fn an_approval_binds_the_commit_its_snapshot_and_the_grants() {
         outcome.json["read_only_paths"],
         serde_json::json!(["tests/t.rs"])
     );
+    // … and what inside the scopes will not be editable, with why.
+    assert_eq!(
+        outcome.json["not_editable"],
+        serde_json::json!([
+            {"path": "src/api_token.txt", "reason": "secret-sensitive name (never sent)"},
+            {"path": "src/link.rs", "reason": "symlink (120000)"},
+            {"path": "src/run.sh", "reason": "committed executable (100755)"},
+        ])
+    );
+    assert_eq!(outcome.json["not_editable_count"], 3);
     assert_eq!(
         outcome.json["generated"],
         serde_json::json!(["request_id", "app_id", "handoff_id", "build_registry_id"])
@@ -118,16 +134,7 @@ fn the_summary_lists_grants_and_why_in_scope_entries_are_excluded() {
     let a = args(dir.path());
     let grants = Grants::check(&a.grant_input(), &snap).unwrap();
     let policy = DefaultPathGuard::default();
-    let excluded: Vec<(String, Option<&str>)> = snap
-        .entries()
-        .iter()
-        .filter_map(|e| {
-            Some((
-                e.path()?.to_owned(),
-                Some(grants.exclusion_reason(e, &policy)?),
-            ))
-        })
-        .collect();
+    let excluded = not_editable(&snap, &grants, &policy);
     assert_eq!(
         excluded,
         [
@@ -135,7 +142,11 @@ fn the_summary_lists_grants_and_why_in_scope_entries_are_excluded() {
                 "src/api_token.txt".to_owned(),
                 Some("secret-sensitive name (never sent)")
             ),
-            ("src/link.rs".to_owned(), Some("symlink")),
+            ("src/link.rs".to_owned(), Some("symlink (120000)")),
+            (
+                "src/run.sh".to_owned(),
+                Some("committed executable (100755)")
+            ),
         ]
     );
     let context = snapshot::context_from_value(serde_json::json!({
@@ -156,8 +167,65 @@ fn the_summary_lists_grants_and_why_in_scope_entries_are_excluded() {
         &[("app_id", "app-\u{1b}]0;x\u{7}".to_owned())],
     );
     assert!(text.contains("editable (1):\n  src/a.rs\n"), "{text}");
-    assert!(text.contains("  src/link.rs  [symlink]\n"), "{text}");
+    assert!(
+        text.contains("not editable inside the scopes (3):\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  src/link.rs  [symlink (120000)]\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  src/run.sh  [committed executable (100755)]\n"),
+        "{text}"
+    );
     for c in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!text.contains(c), "{text}");
+    }
+}
+
+/// The list of entries that will not be editable is bounded (the rest counted), and hostile or
+/// non-UTF-8 names are escaped.
+#[test]
+fn the_not_editable_list_is_bounded_and_escaped() {
+    let excluded: Vec<(String, Option<&'static str>)> = (0..60)
+        .map(|i| {
+            (
+                format!("src/x{i:02}.sh"),
+                Some("committed executable (100755)"),
+            )
+        })
+        .chain([(
+            "src/\u{1b}[2J\u{202e}\u{fffd}.sh".to_owned(),
+            Some("committed executable (100755)"),
+        )])
+        .collect();
+    let mut text = String::new();
+    list_bounded(
+        &mut text,
+        NOT_EDITABLE_TITLE,
+        &excluded,
+        MAX_NOT_EDITABLE_LISTED,
+    );
+    assert!(
+        text.starts_with("not editable inside the scopes (61):\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  src/x49.sh  [committed executable (100755)]\n"),
+        "{text}"
+    );
+    assert!(!text.contains("src/x50.sh"), "{text}");
+    assert!(text.ends_with("  … and 11 more\n"), "{text}");
+    assert_eq!(not_editable_json(&excluded).as_array().unwrap().len(), 50);
+    let mut text = String::new();
+    list_bounded(
+        &mut text,
+        NOT_EDITABLE_TITLE,
+        &excluded[60..],
+        MAX_NOT_EDITABLE_LISTED,
+    );
+    for c in ['\u{1b}', '\u{202e}'] {
         assert!(!text.contains(c), "{text}");
     }
 }

@@ -80,10 +80,35 @@ pub(crate) struct BuildArgs {
     /// (live-image.json, live-image-claude.json, live-image-gemini.json).
     #[arg(long, value_name = "NAME", requires = "live")]
     agent: Option<String>,
+    /// With `--live`: layer the runner and the agent onto this environment, a gate image recorded
+    /// in gate-images.json (python, rust, or one built with `--gate python --requirements`), so
+    /// the agent's commands find the repository's toolchain and packages; the record names it.
+    #[arg(long = "env", value_name = "NAME", requires = "live")]
+    environment: Option<String>,
     /// Build a gate image instead: the static gate runner on a root file system made of pinned
     /// Debian packages (SHA-256 checked), imported locally; nothing is pulled.
     #[arg(long, value_enum, value_name = "STACK")]
     gate: Option<GateStack>,
+    /// With `--gate python`: build an environment image instead, the python gate image plus the
+    /// packages of this hash-pinned requirements file (every line `name==version
+    /// --hash=sha256:…`, as `pip-compile --generate-hashes` writes it; wheels only, downloaded
+    /// once on this host and cached by SHA-256, installed with the build's network off). A second
+    /// build of the same inputs is a lookup.
+    #[arg(long, value_name = "FILE", requires = "gate")]
+    requirements: Option<PathBuf>,
+    /// The environment image's name in gate-images.json, which gate definitions refer to through
+    /// its ID (`[a-z][a-z0-9_-]{0,63}`, not python or rust; default python-env).
+    #[arg(long, value_name = "NAME", requires = "requirements")]
+    name: Option<String>,
+}
+
+/// What `image build --gate` builds: a stack's gate image, or an environment on top of it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GateBuild<'a> {
+    /// The stack.
+    pub stack: GateStack,
+    /// The requirements file and the environment's name, for an environment image.
+    pub environment: Option<(&'a Path, &'a str)>,
 }
 
 /// The build script, relative to a source checkout.
@@ -139,8 +164,22 @@ pub(crate) fn build_live_image(
     source: &Path,
     state: &Path,
     agent: turn::Agent,
+    environment: Option<&str>,
 ) -> Result<LiveImageState, CliError> {
-    run_build_script(source, state, &["--live", "--agent", agent.name()])?;
+    let mut args = vec!["--live", "--agent", agent.name()];
+    if let Some(env) = environment {
+        let known = GateImagesState::load(state)?
+            .zip(GateImageName::parse(env))
+            .is_some_and(|(s, n)| s.get(&n).is_some());
+        if !known {
+            return Err(CliError::usage(
+                IMAGE_BUILD_CODE,
+                "--env names no gate image in gate-images.json (build one with image build --gate)",
+            ));
+        }
+        args.extend(["--env", env]);
+    }
+    run_build_script(source, state, &args)?;
     LiveImageState::load_for(state, agent)?.ok_or_else(|| {
         CliError::environment(
             IMAGE_BUILD_CODE,
@@ -149,20 +188,71 @@ pub(crate) fn build_live_image(
     })
 }
 
-/// Runs `images/build.sh --gate STACK`; the gate image's record is read back strictly.
+/// Runs `images/build.sh --gate STACK [--requirements FILE --name NAME]`; the gate image's record
+/// is read back strictly.
 pub(crate) fn build_gate_image(
     source: &Path,
     state: &Path,
-    stack: GateStack,
+    build: GateBuild<'_>,
 ) -> Result<(GateImageName, GateImageRecord), CliError> {
-    run_build_script(source, state, &["--gate", stack.as_str()])?;
+    let stack = build.stack.as_str();
+    let mut record_name = stack;
+    match build.environment {
+        None => run_build_script(source, state, &["--gate", stack])?,
+        Some((requirements, env_name)) => {
+            if build.stack != GateStack::Python {
+                return Err(CliError::usage(
+                    IMAGE_BUILD_CODE,
+                    "--requirements needs --gate python",
+                ));
+            }
+            if GateImageName::parse(env_name).is_none()
+                || env_name == "python"
+                || env_name == "rust"
+            {
+                return Err(CliError::usage(
+                    IMAGE_BUILD_CODE,
+                    "--name must be [a-z][a-z0-9_-]{0,63}, other than python and rust",
+                ));
+            }
+            if !requirements.is_file() {
+                return Err(CliError::usage(
+                    IMAGE_BUILD_CODE,
+                    format!(
+                        "--requirements {} is not a file",
+                        display_path(requirements)
+                    ),
+                ));
+            }
+            // The script runs in the source checkout: a relative path is the caller's.
+            let requirements = std::path::absolute(requirements).map_err(|_| {
+                CliError::environment(IMAGE_BUILD_CODE, "cannot resolve --requirements")
+            })?;
+            let requirements = requirements.to_str().ok_or_else(|| {
+                CliError::usage(IMAGE_BUILD_CODE, "--requirements must be a UTF-8 path")
+            })?;
+            run_build_script(
+                source,
+                state,
+                &[
+                    "--gate",
+                    stack,
+                    "--requirements",
+                    requirements,
+                    "--name",
+                    env_name,
+                ],
+            )?;
+            record_name = env_name;
+        }
+    }
     let missing = || {
         CliError::environment(
             IMAGE_BUILD_CODE,
             "images/build.sh --gate recorded no gate image",
         )
     };
-    let name = GateImageName::parse(stack.as_str()).ok_or_else(missing)?;
+    let name = GateImageName::parse(record_name).ok_or_else(missing)?;
     let record = GateImagesState::load(state)?
         .and_then(|s| s.get(&name).cloned())
         .ok_or_else(missing)?;
@@ -235,6 +325,15 @@ fn gate_text(gate: &GateImageName, record: &GateImageRecord, state: &Path) -> St
     if let (Some(pins), Some(count)) = (record.pins_sha256(), record.packages()) {
         text.push_str(&format!("pins:         {count} packages ({pins})\n"));
     }
+    if let Some(env) = record.environment() {
+        text.push_str(&format!(
+            "environment:  {} wheels (requirements {}), on {}\ninputs:       {}\n",
+            env.wheels,
+            env.requirements_sha256,
+            name(env.base_image_id.as_str()),
+            env.inputs_sha256
+        ));
+    }
     if let Some(t) = record.toolchain() {
         text.push_str(&format!(
             "toolchain:    {} ({})\n",
@@ -281,11 +380,19 @@ pub(crate) fn run(command: &ImageCommand) -> Result<Outcome, CliError> {
         ImageCommand::Build(BuildArgs {
             gate: Some(stack),
             source,
+            requirements,
+            name: env_name,
             ..
         }) => {
             let state = state_dir()?;
             let source = source_dir(source.as_deref())?;
-            let (gate, record) = build_gate_image(&source, &state, *stack)?;
+            let build = GateBuild {
+                stack: *stack,
+                environment: requirements
+                    .as_deref()
+                    .map(|r| (r, env_name.as_deref().unwrap_or("python-env"))),
+            };
+            let (gate, record) = build_gate_image(&source, &state, build)?;
             let text = gate_text(&gate, &record, &state);
             let json = serde_json::json!({ "gate": gate, "record": record });
             Ok(Outcome { json, text })
@@ -294,16 +401,26 @@ pub(crate) fn run(command: &ImageCommand) -> Result<Outcome, CliError> {
             let state = state_dir()?;
             let agent = super::live_args::parse_agent(args.agent.as_deref())?;
             let source = source_dir(args.source.as_deref())?;
-            let live = build_live_image(&source, &state, agent)?;
-            let text = format!(
-                "live image:   {}\nimage id:     {}\nagent:        {} {} (tarball {})\nrecorded in:  {}\n",
+            let live = build_live_image(&source, &state, agent, args.environment.as_deref())?;
+            let mut text = format!(
+                "live image:   {}\nimage id:     {}\nagent:        {} {} (tarball {})\n",
                 name(live.image.as_str()),
                 name(live.image_id.as_str()),
                 name(&live.agent),
                 name(&live.agent_version),
                 live.agent_tarball_sha256,
-                display_path(&agent.image_record_entry().path_in(&state))
             );
+            if let Some(env) = &live.environment {
+                text.push_str(&format!(
+                    "environment:  {} ({})\n",
+                    name(&env.name),
+                    name(env.image_id.as_str())
+                ));
+            }
+            text.push_str(&format!(
+                "recorded in:  {}\n",
+                display_path(&agent.image_record_entry().path_in(&state))
+            ));
             let json = serde_json::to_value(&live).unwrap_or_default();
             Ok(Outcome { json, text })
         }

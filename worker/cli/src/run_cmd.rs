@@ -75,9 +75,18 @@ pub(crate) fn execute(
         require_parent("--store", store)?;
     }
     let context = load_approval(&args.approval)?;
+    // The gates' commands become a live agent's validation hints: the approval's required gates,
+    // or every gate of the file when it requires none.
+    let mut hints = Vec::new();
     if let Some(gates) = &args.gates {
         let defs = super::gate_cmd::load_definitions(gates)?;
         gate::check_required_gates(context.required_validation_gates(), &defs)?;
+        let required = context.required_validation_gates();
+        hints = defs
+            .iter()
+            .filter(|d| required.is_empty() || required.iter().any(|r| r == d.name().as_str()))
+            .map(|d| d.command_hint())
+            .collect();
     }
     let agent = args
         .live
@@ -104,7 +113,7 @@ pub(crate) fn execute(
         live.as_ref()
             .map(|(settings, _)| (settings.model.as_str(), settings.agent)),
     );
-    let plan = TurnPlan::lower(context, image, &inputs)?;
+    let plan = TurnPlan::lower(context, image, &inputs)?.with_validation_hints(hints);
     let store_dir = args
         .store
         .clone()

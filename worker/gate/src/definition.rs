@@ -132,6 +132,19 @@ impl GateDefinition {
     pub fn cwd(&self) -> &str {
         &self.cwd
     }
+
+    /// The gate's command as one shell line an agent can run from the repository's root (`cd
+    /// CWD && ARGV…`, each word quoted for a POSIX shell when it needs it): the validation hint a
+    /// live turn's prompt shows.
+    #[must_use]
+    pub fn command_hint(&self) -> String {
+        let words: Vec<String> = self.argv.iter().map(|w| shell_word(w)).collect();
+        if self.cwd == "." {
+            words.join(" ")
+        } else {
+            format!("cd {} && {}", shell_word(&self.cwd), words.join(" "))
+        }
+    }
     #[must_use]
     pub fn wall_ms(&self) -> u64 {
         self.wall_seconds.saturating_mul(1000)
@@ -500,6 +513,20 @@ fn validate(name: GateName, raw: RawGate) -> Result<GateDefinition, GateError> {
     };
     def.digest = domain_digest(DEFINITION_DIGEST_SCHEMA, "definition", &def.canonical());
     Ok(def)
+}
+
+/// `word` for a POSIX shell: as it is when it holds only characters no shell treats specially,
+/// else in single quotes (a quote inside as `'\''`).
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-./:=@%+,".contains(&b));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 /// The stacks `gate init` knows.

@@ -132,3 +132,28 @@ fn starter_templates_cannot_be_shadowed_and_pin_the_runners_configuration() {
     }
     assert!(!cargo.is_pinned("crates/a/src/lib.rs"));
 }
+
+#[test]
+fn a_gate_command_is_one_shell_line_from_the_repository_root() {
+    let rs = GateDefinitions::parse(init_definitions(GateKind::Rust, &image()).as_bytes()).unwrap();
+    assert_eq!(
+        rs.get("cargo-test").unwrap().command_hint(),
+        "cargo test --offline --frozen --quiet"
+    );
+    let py =
+        GateDefinitions::parse(init_definitions(GateKind::Python, &image()).as_bytes()).unwrap();
+    let hint = py.get("pytest").unwrap().command_hint();
+    assert!(
+        hint.starts_with("python3 -P -s -c 'import os, sys, pytest; "),
+        "{hint}"
+    );
+    // Another working directory, and a quote inside a word.
+    let text = init_definitions(GateKind::Rust, &image())
+        .replace("cwd = \".\"", "cwd = \"crates/core\"")
+        .replace("\"--quiet\"]", "\"--quiet\", \"it's\"]");
+    let def = GateDefinitions::parse(text.as_bytes()).unwrap();
+    assert_eq!(
+        def.get("cargo-test").unwrap().command_hint(),
+        "cd crates/core && cargo test --offline --frozen --quiet 'it'\\''s'"
+    );
+}

@@ -67,6 +67,33 @@ pub struct GateToolchain {
     pub manifest_sha256: vocab::Sha256,
 }
 
+/// The stacks an environment image is built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvironmentStack {
+    /// The python gate image plus the wheels of a hash-pinned requirements file.
+    Python,
+}
+
+/// What an environment image (`images/build.sh --gate python --requirements FILE --name NAME`)
+/// was built from: the stack's gate image underneath and the digest of every input, which is the
+/// key of its cache (a second build of the same inputs is a lookup).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateEnvironment {
+    /// The stack.
+    pub stack: EnvironmentStack,
+    /// The stack's gate image the environment was built on.
+    pub base_image_id: ImageId,
+    /// `sha256:` of the requirements file as the operator gave it.
+    pub requirements_sha256: vocab::Sha256,
+    /// How many wheels were installed (requirements whose marker holds on the image).
+    pub wheels: u32,
+    /// `sha256:` over the requirements, the pip pin, the stack's pins, the gate runner and the
+    /// build's scripts and Dockerfiles.
+    pub inputs_sha256: vocab::Sha256,
+}
+
 /// One gate image's record. A built image carries its tag, source revision and the digest of
 /// its pins; an approved one only its ID (the operator vouches for its contents).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,6 +111,10 @@ struct RawGateImage {
     pins_sha256: Option<vocab::Sha256>,
     packages: Option<u32>,
     toolchain: Option<GateToolchain>,
+    /// Only on an environment image; absent (not `null`) on the stacks' own images, so records
+    /// written before environments existed read unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    environment: Option<GateEnvironment>,
 }
 
 impl TryFrom<RawGateImage> for GateImageRecord {
@@ -97,7 +128,8 @@ impl TryFrom<RawGateImage> for GateImageRecord {
             && r.source_revision.is_none()
             && r.pins_sha256.is_none()
             && r.packages.is_none()
-            && r.toolchain.is_none();
+            && r.toolchain.is_none()
+            && r.environment.is_none();
         match r.origin {
             GateImageOrigin::Built if !built_fields => {
                 return Err(
@@ -147,6 +179,7 @@ impl GateImageRecord {
             pins_sha256: None,
             packages: None,
             toolchain: None,
+            environment: None,
         })
     }
     /// Built here or approved.
@@ -183,6 +216,11 @@ impl GateImageRecord {
     #[must_use]
     pub fn toolchain(&self) -> Option<&GateToolchain> {
         self.0.toolchain.as_ref()
+    }
+    /// What an environment image was built from; `None` for a stack's own image.
+    #[must_use]
+    pub fn environment(&self) -> Option<&GateEnvironment> {
+        self.0.environment.as_ref()
     }
 }
 
@@ -271,6 +309,24 @@ mod tests {
         // What it writes, it reads back.
         records.save(dir.path()).unwrap();
         assert_eq!(GateImagesState::load(dir.path()).unwrap().unwrap(), records);
+        // An environment image: the stack's fields plus what it was built from.
+        let environment = format!(
+            r#""environment": {{"stack": "python", "base_image_id": "{id}", "requirements_sha256": "{id}", "wheels": 3, "inputs_sha256": "{id}"}}"#
+        );
+        let with_env = built.replace(
+            r#""toolchain": null}, "mine""#,
+            &format!(r#""toolchain": null, {environment}}}, "mine""#),
+        );
+        std::fs::write(dir.path().join(state::GATE_IMAGES.name), &with_env).unwrap();
+        let records = GateImagesState::load(dir.path()).unwrap().unwrap();
+        let env = records
+            .get(&GateImageName::parse("python").unwrap())
+            .unwrap()
+            .environment()
+            .unwrap();
+        assert_eq!((env.stack, env.wheels), (EnvironmentStack::Python, 3));
+        records.save(dir.path()).unwrap();
+        assert_eq!(GateImagesState::load(dir.path()).unwrap().unwrap(), records);
         let refused = [
             built.replace(r#""toolchain": null}, "mine""#, r#""toolchain": null, "x": 1}, "mine""#),
             built.replace(r#""origin": "approved", "image": null"#, r#""origin": "approved", "image": "a:b""#),
@@ -281,6 +337,9 @@ mod tests {
             built.replace(&format!(r#""image_id": "{id}", "origin": "built""#), r#""image_id": "sha256:1", "origin": "built""#),
             built.replace(r#"{"gates": "#, r#"{"extra": 1, "gates": "#),
             built.replace(r#""toolchain": null}, "mine""#, &format!(r#""toolchain": {{"rustc": "rustc\u001b[2J", "manifest_sha256": "{id}"}}}}, "mine""#)),
+            built.replace(r#""toolchain": null}}}"#, &format!(r#""toolchain": null, {environment}}}}}}}"#)),
+            with_env.replace(r#""wheels": 3"#, r#""wheels": 3, "x": 1"#),
+            with_env.replace(r#""stack": "python""#, r#""stack": "ruby""#),
         ];
         for doc in refused {
             assert_ne!(doc, built);

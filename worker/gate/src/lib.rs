@@ -42,7 +42,10 @@ pub use evidence::{
 pub use gate::{
     BaselineUse, GateResult, evaluate_commit_all, evaluate_gate, evidence_file_name, verdict_line,
 };
-pub use images::{GateImageName, GateImageOrigin, GateImageRecord, GateImagesState};
+pub use images::{
+    EnvironmentStack, GateEnvironment, GateImageName, GateImageOrigin, GateImageRecord,
+    GateImagesState,
+};
 
 pub use run::{RunContext, run_gate};
 pub use store::{find_evidence, store_evidence};

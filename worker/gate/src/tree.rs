@@ -148,12 +148,9 @@ impl BaselineTree {
         }
         let mut reader = BlobReader::start(&self.git_dir, wanted.iter().map(|w| w.1).collect())?;
         for (path, oid, size) in wanted {
-            let mut hasher = HashWriter(sha2::Sha256::new());
-            reader.copy_next(oid, size, &mut hasher)?;
-            out.insert(
-                path.to_owned(),
-                Sha256::from_raw(hasher.0.finalize().into()),
-            );
+            let mut hasher = sha2::Sha256::new();
+            reader.copy_next(oid, size, &mut vocab::Sha256Writer(&mut hasher))?;
+            out.insert(path.to_owned(), Sha256::from_raw(hasher.finalize().into()));
         }
         reader.finish()?;
         Ok(out)
@@ -505,20 +502,6 @@ impl BlobReader {
         if !status.success() {
             return Err(git_failed());
         }
-        Ok(())
-    }
-}
-
-/// Feeds written bytes to a hasher (blobs are hashed as they stream, never buffered whole).
-struct HashWriter(sha2::Sha256);
-
-impl Write for HashWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
 }

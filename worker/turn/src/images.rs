@@ -49,6 +49,20 @@ pub struct LiveImageState {
     /// `sha256:<hex>` of the npm tarball the agent came from.
     pub agent_tarball_sha256: vocab::Sha256,
     pub source_revision: String,
+    /// The environment the image was layered onto (`images/build.sh --live --env NAME`); absent
+    /// for an image `FROM scratch`, whose agent finds no toolchain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<LiveEnvironment>,
+}
+
+/// The environment under a live image: its name in `gate-images.json` and the ID it had there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveEnvironment {
+    /// The gate image name (`python`, `rust`, or an environment built from requirements).
+    pub name: String,
+    /// The environment image's immutable ID, which the live image is built on.
+    pub image_id: ImageId,
 }
 
 impl LiveImageState {

@@ -46,7 +46,7 @@ pub use config::TurnConfig;
 pub use docker_turn::{RepositoryDockerTurn, execute_live_turn, execute_repository_docker_turn};
 pub use error::{ERROR_CODES, LIVE_AGENT_CODE, TurnError};
 pub use feedback::{MAX_FEEDBACK_GATES, MAX_FEEDBACK_NOTE_BYTES, ReviewFeedback};
-pub use images::{ImagesState, LiveImageState};
+pub use images::{ImagesState, LiveEnvironment, LiveImageState};
 pub use ledger::UsageLedger;
 pub use limits::{DEFAULT_WALL_SECONDS, MAX_TURN_ARCHIVE_BYTES};
 pub use live_exchange::{

@@ -64,6 +64,9 @@ pub struct LiveSettings {
     pub limits: tunnel::Limits,
     /// Grace after STOP.
     pub stop_grace: Duration,
+    /// How the repository is checked (the operator's gate commands), quoted in the agent's
+    /// prompt as `validation_hints`; empty when no gate definitions were given.
+    pub validation_hints: Vec<String>,
 }
 
 impl LiveSettings {
@@ -82,7 +85,21 @@ impl LiveSettings {
             port: DEFAULT_LIVE_PORT,
             limits: tunnel::Limits::default(),
             stop_grace: STOP_GRACE,
+            validation_hints: Vec::new(),
         }
+    }
+
+    /// The same settings with `hints` (trusted: the operator's gate commands) for the agent's
+    /// prompt: at most 16, each at most 1,024 bytes without control characters (the runner's
+    /// caps); any other is left out.
+    #[must_use]
+    pub fn with_validation_hints(mut self, hints: impl IntoIterator<Item = String>) -> Self {
+        self.validation_hints = hints
+            .into_iter()
+            .filter(|h| !h.is_empty() && h.len() <= 1024 && !h.chars().any(char::is_control))
+            .take(16)
+            .collect();
+        self
     }
 }
 
@@ -202,6 +219,12 @@ pub fn live_payload(offline: &[u8], settings: &LiveSettings) -> Result<Vec<u8>, 
             "port": settings.port,
         }),
     );
+    if !settings.validation_hints.is_empty() {
+        doc.insert(
+            "validation_hints".to_owned(),
+            serde_json::json!(settings.validation_hints),
+        );
+    }
     let bytes = serde_json::to_vec(&doc).map_err(|_| TurnError::RequestBudget {
         limit: crate::limits::MAX_REQUEST_BYTES,
     })?;
@@ -683,3 +706,35 @@ fn channel_ended(
 #[cfg(test)]
 #[path = "live_exchange_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+mod hint_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn validation_hints_travel_beside_the_live_object_within_the_runners_caps() {
+        let offline = br#"{"app_id":"a"}"#;
+        let plain = live_payload(offline, &LiveSettings::new(Agent::Gemini, "m")).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&plain).unwrap();
+        assert!(doc.get("validation_hints").is_none());
+        let long = "x".repeat(1025);
+        let settings = LiveSettings::new(Agent::Gemini, "m").with_validation_hints(
+            [
+                "pytest -q".to_owned(),
+                "a\nb".to_owned(),
+                long,
+                String::new(),
+            ]
+            .into_iter()
+            .chain((0..20).map(|i| format!("cmd {i}"))),
+        );
+        let doc: serde_json::Value =
+            serde_json::from_slice(&live_payload(offline, &settings).unwrap()).unwrap();
+        let hints = doc["validation_hints"].as_array().unwrap();
+        assert_eq!(hints.len(), 16);
+        assert_eq!(hints[0], "pytest -q");
+        assert_eq!(hints[1], "cmd 0");
+    }
+}

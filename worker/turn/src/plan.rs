@@ -214,6 +214,14 @@ impl TurnPlan {
         self
     }
 
+    /// Gives a live turn's agent the operator's gate commands as validation hints
+    /// ([`LiveSettings::with_validation_hints`]); nothing for an offline turn.
+    #[must_use]
+    pub fn with_validation_hints(mut self, hints: Vec<String>) -> Self {
+        self.live = self.live.map(|l| l.with_validation_hints(hints));
+        self
+    }
+
     /// The review feedback of a follow-up turn.
     #[must_use]
     pub fn review_feedback(&self) -> Option<&ReviewFeedback> {
