@@ -32,7 +32,7 @@
 #   images/build.sh --live --agent A --env NAME
 #                                   a live image on an environment: the gate image recorded as
 #                                   NAME in gate-images.json (python, rust, or an environment
-#                                   built with --requirements) plus the runner and the agent,
+#                                   built with --requirements or --cargo-lock) plus the runner and the agent,
 #                                   so the agent's commands find the repository's toolchain and
 #                                   packages; the record names the environment
 #   images/build.sh --gate python|rust
@@ -51,6 +51,13 @@
 #                                   none`; recorded in gate-images.json under NAME (default
 #                                   python-env) with the digest of its inputs, so a second build
 #                                   of the same inputs is a lookup (images/gate/build-env.sh)
+#   images/build.sh --gate rust --cargo-lock FILE [--name NAME]
+#                                   a rust environment image: the rust gate image plus the crates
+#                                   of a repository's Cargo.lock, each downloaded once from
+#                                   crates.io, checked against the lock's SHA-256, cached by it and
+#                                   vendored (as `cargo vendor` does) where cargo finds them
+#                                   offline; recorded like a python environment (default name
+#                                   rust-env)
 #
 # Prints the image IDs on stdout (`<tag> <id>` per line); progress goes to stderr.
 #
@@ -69,7 +76,8 @@ LIVE=0
 AGENT=codex
 GATE=""
 REQUIREMENTS=""
-ENV_NAME=python-env
+CARGO_LOCK=""
+ENV_NAME=""
 LIVE_ENV_NAME=""
 LIVE_ENV_BASE=""
 BIN_DIR=""
@@ -94,6 +102,7 @@ while [ $# -gt 0 ]; do
       shift 2 ;;
     --env) LIVE_ENV_NAME="${2:-}"; shift 2 ;;
     --requirements) REQUIREMENTS="${2:-}"; shift 2 ;;
+    --cargo-lock) CARGO_LOCK="${2:-}"; shift 2 ;;
     --name) ENV_NAME="${2:-}"; shift 2 ;;
     *) echo "build.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -103,8 +112,19 @@ if [ -n "$REQUIREMENTS" ] && [ "$GATE" != python ]; then
   echo "build.sh: --requirements needs --gate python" >&2
   exit 2
 fi
+if [ -n "$CARGO_LOCK" ] && [ "$GATE" != rust ]; then
+  echo "build.sh: --cargo-lock needs --gate rust" >&2
+  exit 2
+fi
+# The environment's lockfile: a python requirements file or a rust Cargo.lock.
+LOCKFILE="$REQUIREMENTS$CARGO_LOCK"
+if [ -n "$ENV_NAME" ] && [ -z "$LOCKFILE" ]; then
+  echo "build.sh: --name needs --requirements or --cargo-lock" >&2
+  exit 2
+fi
+ENV_NAME="${ENV_NAME:-$GATE-env}"
 # An environment's name is a gate image name of its own; python and rust stay the stacks' images.
-if ! [[ "$ENV_NAME" =~ ^[a-z][a-z0-9_-]{0,63}$ ]] || [ "$ENV_NAME" = python ] || [ "$ENV_NAME" = rust ]; then
+if [ -n "$LOCKFILE" ] && { ! [[ "$ENV_NAME" =~ ^[a-z][a-z0-9_-]{0,63}$ ]] || [ "$ENV_NAME" = python ] || [ "$ENV_NAME" = rust ]; }; then
   echo "build.sh: --name must be [a-z][a-z0-9_-]{0,63}, other than python and rust" >&2
   exit 2
 fi
@@ -203,20 +223,25 @@ if [ "$LIVE" = 1 ]; then
   if [ -n "$LIVE_ENV_NAME" ]; then
     # The environment: a gate image recorded in gate-images.json (built here or approved), by
     # the ID recorded there, which the daemon must hold.
-    LIVE_ENV_BASE="$(python3 - "$STATE_DIR/gate-images.json" "$LIVE_ENV_NAME" <<'PY'
+    # A rust environment (the rust gate image, or one built from a Cargo.lock) compiles in the
+    # turn: its record asks for a build /tmp of LIVE_ENV_BUILD_TMP_MIB, mounted exec.
+    read -r LIVE_ENV_BASE LIVE_ENV_BUILD_TMP_MIB < <(python3 - "$STATE_DIR/gate-images.json" "$LIVE_ENV_NAME" <<'PY'
 import json, re, sys
 
 try:
     with open(sys.argv[1], encoding="utf-8") as f:
-        image_id = json.load(f)["gates"][sys.argv[2]]["image_id"]
-except (OSError, ValueError, KeyError, TypeError):
+        record = json.load(f)["gates"][sys.argv[2]]
+    image_id = record["image_id"]
+    environment = record.get("environment") or {}
+    rust = record.get("toolchain") is not None or environment.get("stack") == "rust"
+except (OSError, ValueError, KeyError, TypeError, AttributeError):
     sys.exit(0)
-if re.fullmatch(r"sha256:[0-9a-f]{64}", image_id):
-    print(image_id)
+if isinstance(image_id, str) and re.fullmatch(r"sha256:[0-9a-f]{64}", image_id):
+    print(image_id, 512 if rust else "")
 PY
-)"
+) || true
     if [ -z "$LIVE_ENV_BASE" ] || [ "$(docker_cli image inspect --format '{{.Id}}' "$LIVE_ENV_BASE" 2>/dev/null)" != "$LIVE_ENV_BASE" ]; then
-      echo "build.sh: no environment $LIVE_ENV_NAME in gate-images.json whose image this daemon holds (build it with --gate python [--requirements FILE --name NAME])" >&2
+      echo "build.sh: no environment $LIVE_ENV_NAME in gate-images.json whose image this daemon holds (build it with --gate python|rust [--requirements FILE|--cargo-lock FILE --name NAME])" >&2
       exit 3
     fi
   fi
@@ -228,7 +253,7 @@ PY
   exit 0
 fi
 
-if [ -n "$REQUIREMENTS" ]; then
+if [ -n "$LOCKFILE" ]; then
   source images/gate/build-env.sh
   exit 0
 fi

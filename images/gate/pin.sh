@@ -12,7 +12,7 @@ set -euo pipefail
 stack="${1:-}"
 case "$stack" in
   python) top=(python3 python3-pytest dash bash coreutils) ;;
-  rust) top=(gcc libc6-dev dash coreutils zlib1g libgcc-s1) ;;
+  rust) top=(gcc libc6-dev dash bash coreutils zlib1g libgcc-s1) ;;
   *) echo "pin.sh: usage: pin.sh python|rust" >&2; exit 2 ;;
 esac
 empty="$(mktemp)"

@@ -10,7 +10,9 @@ RUN ["/usr/local/bin/rustc", "-V"]
 RUN ["/usr/local/bin/cargo", "-V"]
 COPY gate-runner /gate-runner
 COPY layout/ /
-ENV PATH=/usr/local/bin:/usr/bin:/bin HOME=/tmp CARGO_HOME=/tmp/cargo
+# No CARGO_HOME: cargo uses $HOME/.cargo, and a live image on this image passes the turn's
+# closed list of image environment names (gates set CARGO_HOME in their definitions).
+ENV PATH=/usr/local/bin:/usr/bin:/bin HOME=/tmp
 USER 10001:10001
 WORKDIR /workspace
 ENTRYPOINT ["/gate-runner"]

@@ -244,5 +244,6 @@ live_onto_environment() {
 # The record's environment fields (after source_revision): empty without an environment.
 live_env_fields() {
   [ -n "${LIVE_ENV_BASE:-}" ] || return 0
-  printf ', "environment": {"name": "%s", "image_id": "%s"}' "$LIVE_ENV_NAME" "$LIVE_ENV_BASE"
+  printf ', "environment": {"name": "%s", "image_id": "%s"%s}' "$LIVE_ENV_NAME" "$LIVE_ENV_BASE" \
+    "${LIVE_ENV_BUILD_TMP_MIB:+, \"build_tmp_mib\": $LIVE_ENV_BUILD_TMP_MIB}"
 }

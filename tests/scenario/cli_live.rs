@@ -30,6 +30,7 @@ async fn live_round_trip(docker: &container::BollardRuntime, runtime: Option<&'s
         image: TEST_LIVE_IMAGE,
         image_id: live_image(),
         key: KEY,
+        build_tmp_mib: None,
     };
     let doc = run_live_cli(docker, &turn, &upstream, runtime).await;
     // The trusted count: three answers of 120 tokens each (two tool calls, then "Done.").

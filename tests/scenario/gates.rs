@@ -74,6 +74,15 @@ max_depth = 16
 
 /// A candidate at `commit` changing `path` from `old` (None: create) to `new`.
 pub fn candidate(commit: &str, changes: &[(&str, Option<&str>, &str)]) -> RepositoryPatchCandidate {
+    candidate_for("pytest", commit, changes)
+}
+
+/// [`candidate`] requiring the gate `gate`.
+pub fn candidate_for(
+    gate: &str,
+    commit: &str,
+    changes: &[(&str, Option<&str>, &str)],
+) -> RepositoryPatchCandidate {
     let files = changes
         .iter()
         .map(|(path, old, new)| {
@@ -96,7 +105,7 @@ pub fn candidate(commit: &str, changes: &[(&str, Option<&str>, &str)]) -> Reposi
         CandidateFields {
             baseline_commit_sha: commit.to_owned(),
             summary: "gate scenario".to_owned(),
-            required_validation_gates: vec!["pytest".to_owned()],
+            required_validation_gates: vec![gate.to_owned()],
             ..CandidateFields::default()
         },
         files,
@@ -157,9 +166,31 @@ pub(crate) async fn run(
     run_under(env, defs, repo, cand, RunContext::default()).await
 }
 
+/// [`run`] for the gate `name` of `defs`.
+pub(crate) async fn run_gate(
+    env: &Env,
+    defs: &GateDefinitions,
+    name: &str,
+    repo: &Path,
+    cand: &RepositoryPatchCandidate,
+) -> gate::GateResult {
+    run_named(env, defs, name, repo, cand, RunContext::default()).await
+}
+
 async fn run_under(
     env: &Env,
     defs: &GateDefinitions,
+    repo: &Path,
+    cand: &RepositoryPatchCandidate,
+    ctx: RunContext<'_>,
+) -> gate::GateResult {
+    run_named(env, defs, "pytest", repo, cand, ctx).await
+}
+
+async fn run_named(
+    env: &Env,
+    defs: &GateDefinitions,
+    name: &str,
     repo: &Path,
     cand: &RepositoryPatchCandidate,
     ctx: RunContext<'_>,
@@ -168,7 +199,7 @@ async fn run_under(
     let cache = BaselineCache::open(env.state.path()).unwrap();
     evaluate_gate(
         &env.docker,
-        defs.get("pytest").unwrap(),
+        defs.get(name).unwrap(),
         &base,
         cand,
         &cache,

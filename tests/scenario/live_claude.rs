@@ -53,6 +53,7 @@ fn claude_agent() -> LiveAgentUnderTest {
         image_id: claude_image(),
         model: MODEL,
         key: KEY,
+        build_tmp_mib: None,
     }
 }
 

@@ -31,8 +31,10 @@ const CALC_BROKEN: &str =
 const TESTS: &str = "from app.calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n";
 /// The repository's test command, as the gate runs it (`crate::gates::definitions_text`).
 const TEST_COMMAND: &str = "python3 -m pytest -q -p no:cacheprovider tests";
-/// The first run also leaves byproducts: bytecode compiled on purpose and a pytest cache.
-const TEST_AND_LITTER: &str = "python3 -m pytest -q -p no:cacheprovider tests; python3 -m compileall -q app tests; mkdir -p .pytest_cache/v && echo x > .pytest_cache/v/x";
+/// The first run also leaves byproducts: bytecode compiled on purpose and a pytest cache. The
+/// bytecode is checked by the source's hash: a timestamp-checked .pyc written in the same second
+/// as a same-size fix would be taken as current, and the second run would test the old code.
+const TEST_AND_LITTER: &str = "python3 -m pytest -q -p no:cacheprovider tests; python3 -m compileall -q --invalidation-mode checked-hash app tests; mkdir -p .pytest_cache/v && echo x > .pytest_cache/v/x";
 
 /// Each agent's model and key in these tests.
 fn model_and_key(agent: Agent) -> (&'static str, &'static str) {
@@ -140,6 +142,7 @@ fn agent_under_test(agent: Agent) -> LiveAgentUnderTest {
         image_id: live_image(agent),
         model,
         key,
+        build_tmp_mib: None,
     }
 }
 
@@ -325,6 +328,17 @@ async fn runs_the_tests_and_fixes(
     let upstream = fixing_upstream(agent, TEST_AND_LITTER).await;
     let run = turn(docker, agent, &upstream, runtime).await;
     let bodies = loop_bodies(&upstream);
+    // The worker counted both commands and timed them (pytest takes more than a millisecond).
+    if run.outcome.is_ok() {
+        let log = log_of(&run).expect("a live turn's log");
+        assert_eq!(log.commands.commands, 2, "{:?}", log.commands);
+        assert!(
+            log.commands.command_ms > 0,
+            "{:?} {:?}",
+            log.commands,
+            run.notes
+        );
+    }
     let outcome = match run.outcome {
         Ok(o) => o,
         Err(e) => panic!(
@@ -512,4 +526,194 @@ fn fix_mul() -> gateway::testkit::Reply {
                 "new_string": "def mul(a, b):\n    return a * b", "instruction": "multiply"}),
         DEFAULT_USAGE,
     )
+}
+
+/// The rust environment of the real crate either 1.13.0 (its Cargo.lock's crates vendored onto
+/// the rust gate image) and Gemini's live image on it, built once per test process; the state
+/// directory holds both records.
+static RUST_ENV: OnceLock<Result<(tempfile::TempDir, String, String), String>> = OnceLock::new();
+const RUST_GATE_TAG: &str = "patch-candidate-gate-rust:live-commands";
+const RUST_LIVE_TAG: &str = "patch-candidate-live-gemini-either:live-commands";
+/// The crate's test command as an agent runs it (the gate's is `cargo test --offline --frozen`).
+const CARGO_TEST: &str = "cargo test --offline --frozen 2>&1 | tail -n 12";
+const IS_LEFT_BROKEN: &str = "            Left(_) => false,\n            Right(_) => false,";
+const IS_LEFT_FIXED: &str = "            Left(_) => true,\n            Right(_) => false,";
+
+/// (state directory, environment image ID, live image ID).
+fn rust_environment() -> &'static (tempfile::TempDir, String, String) {
+    RUST_ENV
+        .get_or_init(|| {
+            let state = tempfile::tempdir().unwrap();
+            let lock =
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/gates/either-Cargo.lock");
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/build.sh");
+            let out = Command::new("bash")
+                .arg(&script)
+                .args(["--gate", "rust", "--cargo-lock"])
+                .arg(&lock)
+                .args(["--name", "either", "--bin-dir"])
+                .arg(target_dir())
+                .env("PATCH_CANDIDATE_STATE_DIR", state.path())
+                .env("GATE_IMAGE_TAG", RUST_GATE_TAG)
+                .env("ENV_IMAGE_TAG", "patch-candidate-env-either:live-commands")
+                .output()
+                .map_err(|e| e.to_string())?;
+            if !out.status.success() {
+                return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+            }
+            let env_id = gate::GateImagesState::load(state.path())
+                .unwrap()
+                .unwrap()
+                .get(&gate::GateImageName::parse("either").unwrap())
+                .unwrap()
+                .image_id()
+                .as_str()
+                .to_owned();
+            build_script(
+                state.path(),
+                RUST_LIVE_TAG,
+                &["--live", "--agent", "gemini", "--env", "either"],
+            )?;
+            let live = turn::LiveImageState::load_for(state.path(), Agent::Gemini)
+                .unwrap()
+                .expect("the live record");
+            let recorded = live
+                .environment
+                .expect("the live record names its environment");
+            assert_eq!(recorded.name, "either");
+            assert_eq!(recorded.image_id.as_str(), env_id);
+            // A rust environment compiles in the turn: its record asks for a build /tmp.
+            assert_eq!(recorded.build_tmp_mib, Some(512));
+            Ok((state, env_id, live.image_id.as_str().to_owned()))
+        })
+        .as_ref()
+        .expect("rust environment build failed")
+}
+
+/// Gemini CLI in the rust environment, on the real crate either with `is_left` broken: it runs
+/// `cargo test --offline --frozen` (the crate's dependencies, serde_json among them, come from
+/// the vendored crates; nothing is fetched), the next model request holds cargo's real output
+/// naming the failing doctests, it fixes `is_left`, runs the tests again and sees them pass; the
+/// candidate verifies, no build output is in it (the target directory is in the build /tmp), and
+/// the repository's `cargo-test` gate passes in the same environment image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_gemini_rust_environment_runs_cargo_test_fixes_and_the_gate_passes() {
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
+    let (_, env_id, live_id) = rust_environment();
+    let fixture = crate::gates::fixtures().join("either");
+    let broken = crate::gates::rev(&fixture, "broken");
+    let listing = git_text(&fixture, &["ls-tree", "-r", "--name-only", &broken]);
+    // Its .gitignore names Cargo.lock, which the fixture commits on purpose: left out here, so
+    // the test repository commits the lock too.
+    let paths: Vec<&str> = listing.lines().filter(|p| *p != ".gitignore").collect();
+    let files: BTreeMap<&str, String> = paths
+        .iter()
+        .map(|p| (*p, crate::gates::show(&fixture, &broken, p)))
+        .collect();
+    assert!(files["src/lib.rs"].contains(IS_LEFT_BROKEN));
+    let upstream = gemini_script([
+        shell(CARGO_TEST),
+        gemini::function_call(
+            "replace",
+            &json!({"file_path": "src/lib.rs", "old_string": IS_LEFT_BROKEN,
+                    "new_string": IS_LEFT_FIXED, "instruction": "a Left is left"}),
+            DEFAULT_USAGE,
+        ),
+        shell(CARGO_TEST),
+        gemini::text("Fixed is_left; the tests pass.", DEFAULT_USAGE),
+    ])
+    .await;
+    let (model, key) = model_and_key(Agent::Gemini);
+    let agent = LiveAgentUnderTest {
+        agent: Agent::Gemini,
+        image: RUST_LIVE_TAG,
+        image_id: live_id.clone(),
+        model,
+        key,
+        build_tmp_mib: Some(512),
+    };
+    let repo = LiveRepo {
+        files,
+        task: TASK,
+        allowed: &["src/", "Cargo.toml", "Cargo.lock"],
+        read_only: &["Cargo.toml", "Cargo.lock"],
+        create: &[],
+    };
+    let run = live_pipeline(
+        &docker,
+        &agent,
+        repo,
+        &upstream,
+        gateway::GatewayConfig::for_model(model),
+        600,
+        None,
+    )
+    .await;
+    let bodies = loop_bodies(&upstream);
+    if run.outcome.is_ok() {
+        let log = log_of(&run).expect("a live turn's log");
+        assert_eq!(log.commands.commands, 2, "{:?}", log.commands);
+        assert!(log.commands.command_ms > 0, "{:?}", log.commands);
+    }
+    let outcome = match run.outcome {
+        Ok(o) => o,
+        Err(e) => panic!(
+            "turn failed: {} ({} model requests; notes {:?})",
+            e.code(),
+            bodies.len(),
+            run.notes
+        ),
+    };
+    // cargo ran in the container, offline, with the vendored dependencies: the failing run names
+    // the broken doctests, the second run passes them all.
+    let failed = first_holding(&bodies, "2 failed;")
+        .unwrap_or_else(|| panic!("no request carried the failing run: {bodies:?}"));
+    assert!(
+        bodies[failed].contains("::is_left (line"),
+        "{}",
+        bodies[failed]
+    );
+    let passed = first_holding(&bodies, "test result: ok. 47 passed")
+        .unwrap_or_else(|| panic!("no request carried the passing run: {bodies:?}"));
+    assert!(passed > failed);
+    assert_eq!(
+        ops(&outcome.candidate),
+        vec![("src/lib.rs".to_owned(), FileOp::Update)]
+    );
+    finalizer::verify_against_repository(&outcome.candidate, run.repo.path()).unwrap();
+
+    // The crate's gate (`gate init rust`'s cargo-test) in the same environment image.
+    let image_id: container::ImageId = env_id.parse().unwrap();
+    let defs = gate::GateDefinitions::parse(
+        gate::init_definitions(gate::GateKind::Rust, &image_id).as_bytes(),
+    )
+    .unwrap();
+    let gate_env = crate::gates::Env {
+        docker: docker.clone(),
+        image: env_id.clone(),
+        state: tempfile::tempdir().unwrap(),
+    };
+    let result = crate::gates::run_gate(
+        &gate_env,
+        &defs,
+        "cargo-test",
+        run.repo.path(),
+        &outcome.candidate,
+    )
+    .await;
+    assert_eq!(
+        result.evidence.outcome,
+        GateVerdict::Passed,
+        "{:?} {}",
+        result.evidence.code,
+        result.evidence.log.tail
+    );
+    assert_key_hidden(Agent::Gemini, &upstream);
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_gemini_rust_environment_runs_cargo_test_fixes_and_the_gate_passes",
+    )
+    .await;
 }

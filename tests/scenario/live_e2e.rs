@@ -31,6 +31,7 @@ async fn live_pipeline(
         image_id: live_image(),
         model: MODEL,
         key: KEY,
+        build_tmp_mib: None,
     };
     let repo = LiveRepo {
         files: BTreeMap::from([

@@ -46,6 +46,7 @@ fn gemini_agent() -> LiveAgentUnderTest {
         image_id: gemini_image(),
         model: MODEL,
         key: KEY,
+        build_tmp_mib: None,
     }
 }
 

@@ -51,10 +51,14 @@ pub const MAX_USAGE_TOKENS: u64 = 10_000_000;
 /// environment already asks both tools not to write them ([`COMMAND_ENV`]); this catches the rest.
 pub const BYPRODUCT_DIRS: &[&str] = &["__pycache__", ".pytest_cache"];
 
-/// Settings every live agent's commands inherit, steering build byproducts out of the workspace.
+/// Settings every live agent's commands inherit, steering build byproducts out of the workspace:
+/// no Python bytecode, no pytest cache, and cargo's target directory in `/tmp` (which a rust
+/// environment's live image mounts `exec` and sized for builds), built without incremental data.
 pub const COMMAND_ENV: &[(&str, &str)] = &[
     ("PYTHONDONTWRITEBYTECODE", "1"),
     ("PYTEST_ADDOPTS", "-p no:cacheprovider"),
+    ("CARGO_TARGET_DIR", "/tmp/cargo-target"),
+    ("CARGO_INCREMENTAL", "0"),
 ];
 
 /// Most EVENT objects one live turn sends (the protocol allows more; progress needs fewer).
@@ -724,6 +728,7 @@ async fn drive_agent(
                         .unwrap_or(serde_json::Value::Null);
                     let mut event = serde_json::Map::new();
                     event.insert("event".to_owned(), "permission".into());
+                    event.insert("id".to_owned(), capped(&req.tool_call.tool_call_id.0));
                     event.insert("kind".to_owned(), kind);
                     let decision = if allow.is_some() {
                         "allowed"

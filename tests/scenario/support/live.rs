@@ -25,6 +25,8 @@ pub struct LiveAgentUnderTest {
     pub image_id: String,
     pub model: &'static str,
     pub key: &'static str,
+    /// The build `/tmp` its live record asks for (a rust environment's).
+    pub build_tmp_mib: Option<u64>,
 }
 
 /// A live pipeline's outcome, its repository and the progress notes it sent.
@@ -92,7 +94,8 @@ pub async fn live_pipeline(
     );
     let config = TurnConfig::parse(agent.image, &agent.image_id, wall, 700_000)
         .unwrap()
-        .with_runtime(runtime.map(|r| r.parse().unwrap()));
+        .with_runtime(runtime.map(|r| r.parse().unwrap()))
+        .with_build_tmp_mib(agent.build_tmp_mib);
     let sinks = PipelineSinks::fresh();
     let gateway = scripted_gateway(agent.agent, gateway_config, agent.key, upstream);
     let turn_gateway = gateway.start_turn();

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use clap::{Args, Subcommand, ValueEnum};
 use container::{ContainerRuntime as _, ImageId, ImageReference};
-use gate::{GateImageName, GateImageOrigin, GateImageRecord, GateImagesState};
+use gate::{EnvironmentStack, GateImageName, GateImageOrigin, GateImageRecord, GateImagesState};
 use turn::{ImagesState, LiveImageState};
 
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
@@ -81,7 +81,7 @@ pub(crate) struct BuildArgs {
     #[arg(long, value_name = "NAME", requires = "live")]
     agent: Option<String>,
     /// With `--live`: layer the runner and the agent onto this environment, a gate image recorded
-    /// in gate-images.json (python, rust, or one built with `--gate python --requirements`), so
+    /// in gate-images.json (python, rust, or one built with `--requirements` or `--cargo-lock`), so
     /// the agent's commands find the repository's toolchain and packages; the record names it.
     #[arg(long = "env", value_name = "NAME", requires = "live")]
     environment: Option<String>,
@@ -94,11 +94,23 @@ pub(crate) struct BuildArgs {
     /// --hash=sha256:…`, as `pip-compile --generate-hashes` writes it; wheels only, downloaded
     /// once on this host and cached by SHA-256, installed with the build's network off). A second
     /// build of the same inputs is a lookup.
-    #[arg(long, value_name = "FILE", requires = "gate")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "gate",
+        conflicts_with = "cargo_lock"
+    )]
     requirements: Option<PathBuf>,
+    /// With `--gate rust`: build an environment image instead, the rust gate image plus the
+    /// crates of this `Cargo.lock` (crates.io packages with checksums only; each `.crate`
+    /// downloaded once on this host, checked against the lock and cached by SHA-256, vendored as
+    /// `cargo vendor` does), so `cargo test --offline --frozen` builds the repository's
+    /// dependencies with the network off. A second build of the same inputs is a lookup.
+    #[arg(long, value_name = "FILE", requires = "gate")]
+    cargo_lock: Option<PathBuf>,
     /// The environment image's name in gate-images.json, which gate definitions refer to through
-    /// its ID (`[a-z][a-z0-9_-]{0,63}`, not python or rust; default python-env).
-    #[arg(long, value_name = "NAME", requires = "requirements")]
+    /// its ID (`[a-z][a-z0-9_-]{0,63}`, not python or rust; default python-env or rust-env).
+    #[arg(long, value_name = "NAME")]
     name: Option<String>,
 }
 
@@ -107,7 +119,8 @@ pub(crate) struct BuildArgs {
 pub(crate) struct GateBuild<'a> {
     /// The stack.
     pub stack: GateStack,
-    /// The requirements file and the environment's name, for an environment image.
+    /// The lockfile (a requirements file for python, `Cargo.lock` for rust) and the
+    /// environment's name, for an environment image.
     pub environment: Option<(&'a Path, &'a str)>,
 }
 
@@ -188,7 +201,8 @@ pub(crate) fn build_live_image(
     })
 }
 
-/// Runs `images/build.sh --gate STACK [--requirements FILE --name NAME]`; the gate image's record
+/// Runs `images/build.sh --gate STACK [--requirements FILE | --cargo-lock FILE] [--name NAME]`; the
+/// gate image's record
 /// is read back strictly.
 pub(crate) fn build_gate_image(
     source: &Path,
@@ -199,13 +213,11 @@ pub(crate) fn build_gate_image(
     let mut record_name = stack;
     match build.environment {
         None => run_build_script(source, state, &["--gate", stack])?,
-        Some((requirements, env_name)) => {
-            if build.stack != GateStack::Python {
-                return Err(CliError::usage(
-                    IMAGE_BUILD_CODE,
-                    "--requirements needs --gate python",
-                ));
-            }
+        Some((lockfile, env_name)) => {
+            let flag = match build.stack {
+                GateStack::Python => "--requirements",
+                GateStack::Rust => "--cargo-lock",
+            };
             if GateImageName::parse(env_name).is_none()
                 || env_name == "python"
                 || env_name == "rust"
@@ -215,33 +227,23 @@ pub(crate) fn build_gate_image(
                     "--name must be [a-z][a-z0-9_-]{0,63}, other than python and rust",
                 ));
             }
-            if !requirements.is_file() {
+            if !lockfile.is_file() {
                 return Err(CliError::usage(
                     IMAGE_BUILD_CODE,
-                    format!(
-                        "--requirements {} is not a file",
-                        display_path(requirements)
-                    ),
+                    format!("{flag} {} is not a file", display_path(lockfile)),
                 ));
             }
             // The script runs in the source checkout: a relative path is the caller's.
-            let requirements = std::path::absolute(requirements).map_err(|_| {
-                CliError::environment(IMAGE_BUILD_CODE, "cannot resolve --requirements")
+            let lockfile = std::path::absolute(lockfile).map_err(|_| {
+                CliError::environment(IMAGE_BUILD_CODE, format!("cannot resolve {flag}"))
             })?;
-            let requirements = requirements.to_str().ok_or_else(|| {
-                CliError::usage(IMAGE_BUILD_CODE, "--requirements must be a UTF-8 path")
+            let lockfile = lockfile.to_str().ok_or_else(|| {
+                CliError::usage(IMAGE_BUILD_CODE, format!("{flag} must be a UTF-8 path"))
             })?;
             run_build_script(
                 source,
                 state,
-                &[
-                    "--gate",
-                    stack,
-                    "--requirements",
-                    requirements,
-                    "--name",
-                    env_name,
-                ],
+                &["--gate", stack, flag, lockfile, "--name", env_name],
             )?;
             record_name = env_name;
         }
@@ -327,9 +329,13 @@ fn gate_text(gate: &GateImageName, record: &GateImageRecord, state: &Path) -> St
     }
     if let Some(env) = record.environment() {
         text.push_str(&format!(
-            "environment:  {} wheels (requirements {}), on {}\ninputs:       {}\n",
-            env.wheels,
-            env.requirements_sha256,
+            "environment:  {} {} (lockfile {}), on {}\ninputs:       {}\n",
+            env.packages,
+            match env.stack {
+                EnvironmentStack::Python => "wheels",
+                EnvironmentStack::Rust => "crates",
+            },
+            env.lockfile_sha256,
             name(env.base_image_id.as_str()),
             env.inputs_sha256
         ));
@@ -381,16 +387,40 @@ pub(crate) fn run(command: &ImageCommand) -> Result<Outcome, CliError> {
             gate: Some(stack),
             source,
             requirements,
+            cargo_lock,
             name: env_name,
             ..
         }) => {
+            let lockfile = match (stack, requirements, cargo_lock) {
+                (GateStack::Python, Some(r), None) => Some(r.as_path()),
+                (GateStack::Rust, None, Some(l)) => Some(l.as_path()),
+                (_, None, None) if env_name.is_none() => None,
+                (_, None, None) => {
+                    return Err(CliError::usage(
+                        IMAGE_BUILD_CODE,
+                        "--name needs --requirements or --cargo-lock",
+                    ));
+                }
+                (GateStack::Python, ..) => {
+                    return Err(CliError::usage(
+                        IMAGE_BUILD_CODE,
+                        "--cargo-lock needs --gate rust",
+                    ));
+                }
+                (GateStack::Rust, ..) => {
+                    return Err(CliError::usage(
+                        IMAGE_BUILD_CODE,
+                        "--requirements needs --gate python",
+                    ));
+                }
+            };
             let state = state_dir()?;
             let source = source_dir(source.as_deref())?;
+            let default_name = format!("{}-env", stack.as_str());
             let build = GateBuild {
                 stack: *stack,
-                environment: requirements
-                    .as_deref()
-                    .map(|r| (r, env_name.as_deref().unwrap_or("python-env"))),
+                environment: lockfile
+                    .map(|l| (l, env_name.as_deref().unwrap_or(default_name.as_str()))),
             };
             let (gate, record) = build_gate_image(&source, &state, build)?;
             let text = gate_text(&gate, &record, &state);

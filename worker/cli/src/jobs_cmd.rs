@@ -343,6 +343,7 @@ fn submit(args: &SubmitArgs) -> Result<Outcome, CliError> {
         Some(jobs::LiveJob {
             model: require_model(args.model.as_deref())?.to_owned(),
             agent: agent.stored().map(str::to_owned),
+            environment: None,
         })
     } else {
         None

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use clap::Args;
 use finalizer::CandidateStore;
@@ -81,12 +82,7 @@ pub(crate) fn execute(
     if let Some(gates) = &args.gates {
         let defs = super::gate_cmd::load_definitions(gates)?;
         gate::check_required_gates(context.required_validation_gates(), &defs)?;
-        let required = context.required_validation_gates();
-        hints = defs
-            .iter()
-            .filter(|d| required.is_empty() || required.iter().any(|r| r == d.name().as_str()))
-            .map(|d| d.command_hint())
-            .collect();
+        hints = defs.command_hints(context.required_validation_gates());
     }
     let agent = args
         .live
@@ -113,7 +109,9 @@ pub(crate) fn execute(
         live.as_ref()
             .map(|(settings, _)| (settings.model.as_str(), settings.agent)),
     );
-    let plan = TurnPlan::lower(context, image, &inputs)?.with_validation_hints(hints);
+    let plan = TurnPlan::lower(context, image, &inputs)?
+        .with_validation_hints(hints)
+        .with_recorded_environment(ImageKind::for_live(agent), &state)?;
     let store_dir = args
         .store
         .clone()
@@ -250,6 +248,16 @@ fn create_private_dir(dir: &Path) -> Result<(), CliError> {
 pub(crate) fn outcome_text(outcome: &PipelineOutcome, store: &Path) -> String {
     let mut text = render::summary(&outcome.candidate, &outcome.digest.to_string());
     let _ = writeln!(text, "stored in: {}", display_path(store));
+    if let Some(live) = &outcome.live {
+        let c = live.commands;
+        let _ = writeln!(
+            text,
+            "commands: {} run, {} failed, {:.1} s (the agent's reports, timed by the worker)",
+            c.commands,
+            c.failed,
+            Duration::from_millis(c.command_ms).as_secs_f64()
+        );
+    }
     text.push_str(&render::diffs(&outcome.candidate, render::colour_wanted()));
     text
 }

@@ -106,6 +106,9 @@ pub struct SpecInput<'a> {
     pub runtime: Option<&'a RuntimeName>,
     /// A gate container's limits; `None` for a turn.
     pub gate: Option<GateLimits>,
+    /// A turn on an environment that compiles code (rust): `/tmp` of this many MiB, and `exec`,
+    /// for the build's target directory; `None` keeps the turn's [`TMPFS`]. Unused for a gate.
+    pub build_tmp_mib: Option<u64>,
 }
 
 impl SpecInput<'_> {
@@ -128,12 +131,21 @@ impl SpecInput<'_> {
         self.gate.map_or(NANO_CPUS, |g| g.nano_cpus)
     }
 
-    /// The tmpfs mounts: the turn's [`TMPFS`], or a gate's `/tmp` and `/workspace`.
+    /// The tmpfs mounts: the turn's [`TMPFS`] (with a build's `/tmp`), or a gate's `/tmp` and
+    /// `/workspace`.
     fn tmpfs(&self) -> Vec<(String, String)> {
         match self.gate {
             None => TMPFS
                 .iter()
-                .map(|(p, o)| ((*p).to_owned(), (*o).to_owned()))
+                .map(|(p, o)| match self.build_tmp_mib {
+                    // `exec`: the agent's build runs what it compiled (`cargo test` with
+                    // `CARGO_TARGET_DIR` in /tmp); the turn runs agent-written code anyway.
+                    Some(mib) if *p == "/tmp" => (
+                        (*p).to_owned(),
+                        format!("rw,exec,nosuid,nodev,size={mib}m,mode=1777"),
+                    ),
+                    _ => ((*p).to_owned(), (*o).to_owned()),
+                })
                 .collect(),
             Some(g) => vec![
                 (

@@ -312,6 +312,17 @@ impl GateDefinitions {
         self.gates.values()
     }
 
+    /// The validation hints of a live turn whose approval requires `required`: the command
+    /// ([`GateDefinition::command_hint`]) of each required gate, or of every gate when the
+    /// approval requires none.
+    #[must_use]
+    pub fn command_hints(&self, required: &[String]) -> Vec<String> {
+        self.iter()
+            .filter(|d| required.is_empty() || required.iter().any(|r| r == d.name().as_str()))
+            .map(GateDefinition::command_hint)
+            .collect()
+    }
+
     /// The definitions of `required`, in that order; the first unknown name fails.
     ///
     /// This is the check `approve`, `run` and `jobs submit` make before anything runs.

@@ -73,10 +73,12 @@ pub struct GateToolchain {
 pub enum EnvironmentStack {
     /// The python gate image plus the wheels of a hash-pinned requirements file.
     Python,
+    /// The rust gate image plus the crates of a `Cargo.lock`, vendored.
+    Rust,
 }
 
-/// What an environment image (`images/build.sh --gate python --requirements FILE --name NAME`)
-/// was built from: the stack's gate image underneath and the digest of every input, which is the
+/// What an environment image (`images/build.sh --gate python --requirements FILE` or `--gate rust
+/// --cargo-lock FILE`, with `--name NAME`) was built from: the stack's gate image underneath and the digest of every input, which is the
 /// key of its cache (a second build of the same inputs is a lookup).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -85,12 +87,13 @@ pub struct GateEnvironment {
     pub stack: EnvironmentStack,
     /// The stack's gate image the environment was built on.
     pub base_image_id: ImageId,
-    /// `sha256:` of the requirements file as the operator gave it.
-    pub requirements_sha256: vocab::Sha256,
-    /// How many wheels were installed (requirements whose marker holds on the image).
-    pub wheels: u32,
-    /// `sha256:` over the requirements, the pip pin, the stack's pins, the gate runner and the
-    /// build's scripts and Dockerfiles.
+    /// `sha256:` of the lockfile as the operator gave it: the requirements file or `Cargo.lock`.
+    pub lockfile_sha256: vocab::Sha256,
+    /// How many third-party packages the image holds: wheels installed (requirements whose
+    /// marker holds on the image), or crates vendored.
+    pub packages: u32,
+    /// `sha256:` over the lockfile, the stack's pins, the gate runner and the build's scripts and
+    /// Dockerfiles.
     pub inputs_sha256: vocab::Sha256,
 }
 
@@ -311,7 +314,7 @@ mod tests {
         assert_eq!(GateImagesState::load(dir.path()).unwrap().unwrap(), records);
         // An environment image: the stack's fields plus what it was built from.
         let environment = format!(
-            r#""environment": {{"stack": "python", "base_image_id": "{id}", "requirements_sha256": "{id}", "wheels": 3, "inputs_sha256": "{id}"}}"#
+            r#""environment": {{"stack": "python", "base_image_id": "{id}", "lockfile_sha256": "{id}", "packages": 3, "inputs_sha256": "{id}"}}"#
         );
         let with_env = built.replace(
             r#""toolchain": null}, "mine""#,
@@ -324,7 +327,7 @@ mod tests {
             .unwrap()
             .environment()
             .unwrap();
-        assert_eq!((env.stack, env.wheels), (EnvironmentStack::Python, 3));
+        assert_eq!((env.stack, env.packages), (EnvironmentStack::Python, 3));
         records.save(dir.path()).unwrap();
         assert_eq!(GateImagesState::load(dir.path()).unwrap().unwrap(), records);
         let refused = [
@@ -338,9 +341,19 @@ mod tests {
             built.replace(r#"{"gates": "#, r#"{"extra": 1, "gates": "#),
             built.replace(r#""toolchain": null}, "mine""#, &format!(r#""toolchain": {{"rustc": "rustc\u001b[2J", "manifest_sha256": "{id}"}}}}, "mine""#)),
             built.replace(r#""toolchain": null}}}"#, &format!(r#""toolchain": null, {environment}}}}}}}"#)),
-            with_env.replace(r#""wheels": 3"#, r#""wheels": 3, "x": 1"#),
+            with_env.replace(r#""packages": 3,"#, r#""packages": 3, "x": 1,"#),
             with_env.replace(r#""stack": "python""#, r#""stack": "ruby""#),
         ];
+        // A rust environment reads like a python one.
+        let rust_env = with_env.replace(r#""stack": "python""#, r#""stack": "rust""#);
+        std::fs::write(dir.path().join(state::GATE_IMAGES.name), &rust_env).unwrap();
+        let records = GateImagesState::load(dir.path()).unwrap().unwrap();
+        let env = records
+            .get(&GateImageName::parse("python").unwrap())
+            .unwrap()
+            .environment()
+            .unwrap();
+        assert_eq!(env.stack, EnvironmentStack::Rust);
         for doc in refused {
             assert_ne!(doc, built);
             std::fs::write(dir.path().join(state::GATE_IMAGES.name), &doc).unwrap();

@@ -139,6 +139,7 @@ pub async fn run_gate<R: ContainerRuntime + Clone + 'static>(
             workspace_mib: def.workspace_mib(),
             tmp_mib: def.tmp_mib(),
         }),
+        build_tmp_mib: None,
     };
     let started = Instant::now();
     let run = run_container(runtime, &mut guard, &spec, frame, tree);

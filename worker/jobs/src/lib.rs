@@ -37,8 +37,8 @@ pub use evidence::EvidenceDocument;
 pub use ids::{random_attempt_id, random_job_id};
 pub use model::{
     Claimed, Fenced, FollowUp, FollowUpGate, Heartbeat, Job, JobKind, JobSpec, JobState, LiveJob,
-    MAX_DOCUMENT_BYTES, MAX_FOLLOW_UP_GATES, MAX_FOLLOW_UP_NOTE_BYTES, Retry, StoreOptions,
-    backoff,
+    LiveJobEnvironment, MAX_DOCUMENT_BYTES, MAX_FOLLOW_UP_GATES, MAX_FOLLOW_UP_NOTE_BYTES, Retry,
+    StoreOptions, backoff,
 };
 pub use review::{
     DecisionRow, OPERATOR_PRINCIPAL, PublicationClaim, StoredDecisionRow, TokenHash, TokenName,

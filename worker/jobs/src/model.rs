@@ -265,6 +265,65 @@ pub struct LiveJob {
     /// a choice). The service maps the name to an agent; this crate checks only its shape.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// The environment the live image was layered onto, as its record named it when the job was
+    /// submitted; absent for an image without one (a job stored before environments existed
+    /// reads unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<LiveJobEnvironment>,
+}
+
+/// The environment under a live job's image: its name and ID, and the build `/tmp` its turns get.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LiveJobEnvironment {
+    /// The environment's gate image name (`[a-z][a-z0-9_-]{0,63}`).
+    pub name: String,
+    /// The environment image's ID (`sha256:` + 64 lowercase hex).
+    pub image_id: String,
+    /// The turn's `/tmp` in MiB, mounted `exec` (1 to [`MAX_BUILD_TMP_MIB`]), when the
+    /// environment builds code in the turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_tmp_mib: Option<u64>,
+}
+
+/// Largest build `/tmp` a live job may ask for, in MiB.
+pub const MAX_BUILD_TMP_MIB: u64 = 4096;
+
+impl LiveJobEnvironment {
+    fn validate(&self) -> Result<()> {
+        let name = self.name.as_bytes();
+        let name_ok = name.first().is_some_and(u8::is_ascii_lowercase)
+            && name.len() <= 64
+            && name
+                .iter()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_-".contains(b));
+        if !name_ok {
+            return Err(JobsError::spec(
+                "live.environment.name",
+                "must be [a-z][a-z0-9_-]{0,63}",
+            ));
+        }
+        check_typed_digest("live.environment.image_id", &self.image_id)?;
+        if self
+            .build_tmp_mib
+            .is_some_and(|m| !(1..=MAX_BUILD_TMP_MIB).contains(&m))
+        {
+            return Err(JobsError::spec(
+                "live.environment.build_tmp_mib",
+                "must be 1 to 4096",
+            ));
+        }
+        Ok(())
+    }
+
+    fn hash_into(&self, hasher: &mut Sha256) {
+        hasher.update(b"environment\0");
+        for field in [self.name.as_bytes(), self.image_id.as_bytes()] {
+            hasher.update((field.len() as u64).to_be_bytes());
+            hasher.update(field);
+        }
+        hasher.update(self.build_tmp_mib.unwrap_or(0).to_be_bytes());
+    }
 }
 
 /// Longest agent name of a live job.
@@ -276,6 +335,9 @@ impl LiveJob {
     /// # Errors
     /// `PATCH_CANDIDATE_JOBS_SPEC` naming `live.model` or `live.agent`.
     pub fn validate(&self) -> Result<()> {
+        if let Some(environment) = &self.environment {
+            environment.validate()?;
+        }
         if let Some(agent) = &self.agent {
             let ok = !agent.is_empty()
                 && agent.len() <= MAX_AGENT_CHARS
@@ -482,6 +544,10 @@ impl JobSpec {
                 hasher.update(b"agent\0");
                 hasher.update((agent.len() as u64).to_be_bytes());
                 hasher.update(agent.as_bytes());
+            }
+            // Only a job on an environment has one: every other key is unchanged.
+            if let Some(environment) = &live.environment {
+                environment.hash_into(&mut hasher);
             }
         }
         // Only a follow-up job has one: every other key is unchanged.
@@ -694,12 +760,14 @@ mod tests {
         live.live = Some(LiveJob {
             model: "m".to_owned(),
             agent: None,
+            environment: None,
         });
         assert_ne!(live.idempotency_key(), turn.idempotency_key());
         let mut other = live.clone();
         other.live = Some(LiveJob {
             model: "n".to_owned(),
             agent: None,
+            environment: None,
         });
         assert_ne!(live.idempotency_key(), other.idempotency_key());
     }
@@ -713,6 +781,7 @@ mod tests {
         codex.live = Some(LiveJob {
             model: "gpt-5.3-codex".to_owned(),
             agent: None,
+            environment: None,
         });
         codex.validate().unwrap();
         assert_eq!(codex.idempotency_key(), GOLDEN_CODEX_LIVE_KEY);
@@ -720,6 +789,7 @@ mod tests {
         gemini.live = Some(LiveJob {
             model: "gpt-5.3-codex".to_owned(),
             agent: Some("gemini".to_owned()),
+            environment: None,
         });
         gemini.validate().unwrap();
         assert_ne!(gemini.idempotency_key(), codex.idempotency_key());
@@ -739,6 +809,73 @@ mod tests {
         // The stored form of a Codex job has no agent key at all.
         let json = serde_json::to_value(codex.live.as_ref().unwrap()).unwrap();
         assert_eq!(json, serde_json::json!({"model": "gpt-5.3-codex"}));
+    }
+
+    #[test]
+    fn a_live_job_on_an_environment_names_it_in_its_key_and_is_checked() {
+        let mut plain = JobSpec::noop("env", 1);
+        plain.kind = JobKind::Turn;
+        plain.live = Some(LiveJob {
+            model: "gemini-2.5-flash".to_owned(),
+            agent: Some("gemini".to_owned()),
+            environment: None,
+        });
+        let mut on_env = plain.clone();
+        let environment = LiveJobEnvironment {
+            name: "either".to_owned(),
+            image_id: format!("sha256:{}", "a".repeat(64)),
+            build_tmp_mib: Some(512),
+        };
+        on_env.live.as_mut().unwrap().environment = Some(environment.clone());
+        on_env.validate().unwrap();
+        assert_ne!(on_env.idempotency_key(), plain.idempotency_key());
+        let mut smaller = on_env.clone();
+        smaller
+            .live
+            .as_mut()
+            .unwrap()
+            .environment
+            .as_mut()
+            .unwrap()
+            .build_tmp_mib = Some(256);
+        assert_ne!(smaller.idempotency_key(), on_env.idempotency_key());
+        // Read back from its stored form; a job stored before environments reads unchanged.
+        let json = serde_json::to_string(on_env.live.as_ref().unwrap()).unwrap();
+        let back: LiveJob = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.environment, Some(environment.clone()));
+        let old: LiveJob = serde_json::from_str(r#"{"model": "m"}"#).unwrap();
+        assert_eq!(old.environment, None);
+        let bad = [
+            LiveJobEnvironment {
+                name: "Either".to_owned(),
+                ..environment.clone()
+            },
+            LiveJobEnvironment {
+                name: String::new(),
+                ..environment.clone()
+            },
+            LiveJobEnvironment {
+                image_id: "latest".to_owned(),
+                ..environment.clone()
+            },
+            LiveJobEnvironment {
+                build_tmp_mib: Some(0),
+                ..environment.clone()
+            },
+            LiveJobEnvironment {
+                build_tmp_mib: Some(MAX_BUILD_TMP_MIB + 1),
+                ..environment
+            },
+        ];
+        for env in bad {
+            let mut spec = on_env.clone();
+            spec.live.as_mut().unwrap().environment = Some(env.clone());
+            assert_eq!(
+                spec.validate().unwrap_err().code(),
+                "PATCH_CANDIDATE_JOBS_SPEC",
+                "{env:?}"
+            );
+        }
     }
 
     /// What the key encoding before agents existed gives for that spec (computed by an

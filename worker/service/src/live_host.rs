@@ -168,6 +168,7 @@ mod tests {
         jobs::LiveJob {
             model: "m".to_owned(),
             agent: agent.map(str::to_owned),
+            environment: None,
         }
     }
 

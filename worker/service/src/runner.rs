@@ -188,7 +188,7 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
     }
     // A live job needs this host's gateway; a host without live settings (or whose gateway
     // cannot serve this job now) snoozes it without spending the attempt.
-    let live: Option<LiveTurn> = match (&claimed.job.spec.live, &sh.opts.live) {
+    let mut live: Option<LiveTurn> = match (&claimed.job.spec.live, &sh.opts.live) {
         (None, _) => None,
         (Some(_), None) => {
             let e = ServiceError::LiveUnavailable;
@@ -239,6 +239,14 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
         return;
     }
     inputs.plan = inputs.plan.with_job(Some(binding.clone()));
+    // The agent learns how the repository is checked: the operator's commands of the required
+    // gates, as `run --live --gates` gives them.
+    if let (Some(turn), Some(defs)) = (live.as_mut(), sh.opts.gates.as_deref()) {
+        turn.settings = turn
+            .settings
+            .clone()
+            .with_validation_hints(defs.command_hints(&required));
+    }
 
     // The turn starts here: from now on the attempt ends with one usage row, unless its lease is
     // lost or it is snoozed (both give nothing to record).

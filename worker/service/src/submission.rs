@@ -211,7 +211,14 @@ pub fn reverify(spec: &jobs::JobSpec) -> Result<JobInputs, ServiceError> {
     let inputs = selections.plan_inputs(Some(&spec.commit), None, spec.runtime.as_deref(), live);
     let locator = Locator::parse(&spec.repository)?;
     let feedback = spec.follow_up.as_ref().map(review_feedback).transpose()?;
-    let plan = TurnPlan::lower(context, image, &inputs)?.with_review_feedback(feedback);
+    let build_tmp_mib = spec
+        .live
+        .as_ref()
+        .and_then(|l| l.environment.as_ref())
+        .and_then(|e| e.build_tmp_mib);
+    let plan = TurnPlan::lower(context, image, &inputs)?
+        .with_review_feedback(feedback)
+        .with_build_tmp_mib(build_tmp_mib);
     Ok(JobInputs { plan, locator })
 }
 
@@ -305,6 +312,19 @@ pub async fn prepare(
         sub.image_id.as_deref(),
         state,
     )?;
+    // The environment is this host's record of the live image, never the client's word: the
+    // job names it when it runs exactly the recorded image.
+    if let (Some(live), Some(agent)) = (sub.live.as_mut(), agent) {
+        live.environment = turn::LiveImageState::load_for(state, agent)?
+            .filter(|record| record.image_id == image.1)
+            .and_then(|record| record.environment)
+            .map(|e| jobs::LiveJobEnvironment {
+                name: e.name,
+                image_id: e.image_id.as_str().to_owned(),
+                build_tmp_mib: e.build_tmp_mib.map(|m| m.min(turn::MAX_BUILD_TMP_MIB)),
+            });
+        live.validate()?;
+    }
     let max_attempts = sub.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
     if !(1..=MAX_ATTEMPTS).contains(&max_attempts) {
         return Err(ServiceError::Spec {
@@ -411,6 +431,7 @@ mod tests {
             Some(jobs::LiveJob {
                 model: "gpt-5.3-codex".to_owned(),
                 agent: None,
+                environment: None,
             })
         );
         let body =

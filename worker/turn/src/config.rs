@@ -21,7 +21,12 @@ pub struct TurnConfig {
     max_stdout_bytes: usize,
     max_stderr_bytes: usize,
     job: Option<JobBinding>,
+    build_tmp_mib: Option<u64>,
 }
+
+/// The largest build `/tmp` a live image's environment may ask for, in MiB (its pages count
+/// against the turn's memory limit).
+pub const MAX_BUILD_TMP_MIB: u64 = 4096;
 
 impl TurnConfig {
     /// Validates the budgets; the image reference and ID are already typed (parse them in the
@@ -51,6 +56,7 @@ impl TurnConfig {
             max_stdout_bytes: MAX_STDOUT_BYTES,
             max_stderr_bytes: MAX_STDERR_BYTES,
             job: None,
+            build_tmp_mib: None,
         })
     }
 
@@ -87,6 +93,20 @@ impl TurnConfig {
     pub fn with_job(mut self, job: Option<JobBinding>) -> Self {
         self.job = job;
         self
+    }
+
+    /// Gives the turn's `/tmp` `mib` MiB and `exec`, for an environment whose agent builds code
+    /// there (clamped to [`MAX_BUILD_TMP_MIB`]); `None` keeps the turn's default `/tmp`.
+    #[must_use]
+    pub fn with_build_tmp_mib(mut self, mib: Option<u64>) -> Self {
+        self.build_tmp_mib = mib.map(|m| m.clamp(1, MAX_BUILD_TMP_MIB));
+        self
+    }
+
+    /// The build `/tmp` size in MiB, when the turn's environment asks for one.
+    #[must_use]
+    pub fn build_tmp_mib(&self) -> Option<u64> {
+        self.build_tmp_mib
     }
 
     /// The job binding of a service turn.

@@ -146,6 +146,7 @@ async fn execute_turn<R: ContainerRuntime + Clone + 'static>(
         labels: &labels,
         runtime: config.runtime(),
         gate: None,
+        build_tmp_mib: config.build_tmp_mib(),
     };
     let run = run_container(runtime, &mut guard, &spec_input, &payload, config, live);
     let outcome = match tokio::time::timeout(lifetime, run).await {

@@ -63,6 +63,11 @@ pub struct LiveEnvironment {
     pub name: String,
     /// The environment image's immutable ID, which the live image is built on.
     pub image_id: ImageId,
+    /// The `/tmp` in MiB, mounted `exec`, that the agent's builds need on this environment (a
+    /// rust environment's `CARGO_TARGET_DIR`); absent keeps the turn's default `/tmp`. At most
+    /// [`crate::MAX_BUILD_TMP_MIB`] takes effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_tmp_mib: Option<u64>,
 }
 
 impl LiveImageState {

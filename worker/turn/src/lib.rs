@@ -29,6 +29,7 @@ mod feedback;
 mod images;
 mod ledger;
 mod limits;
+mod live_commands;
 mod live_event_gate;
 mod live_exchange;
 mod live_inbox;
@@ -42,13 +43,14 @@ mod testkit;
 
 pub use acp_usage::IsolatedAcpUsage;
 pub use agent::Agent;
-pub use config::TurnConfig;
+pub use config::{MAX_BUILD_TMP_MIB, TurnConfig};
 pub use docker_turn::{RepositoryDockerTurn, execute_live_turn, execute_repository_docker_turn};
 pub use error::{ERROR_CODES, LIVE_AGENT_CODE, TurnError};
 pub use feedback::{MAX_FEEDBACK_GATES, MAX_FEEDBACK_NOTE_BYTES, ReviewFeedback};
 pub use images::{ImagesState, LiveEnvironment, LiveImageState};
 pub use ledger::UsageLedger;
 pub use limits::{DEFAULT_WALL_SECONDS, MAX_TURN_ARCHIVE_BYTES};
+pub use live_commands::CommandCounts;
 pub use live_exchange::{
     DEFAULT_LIVE_PORT, LiveContext, LiveLog, LiveNote, LiveProgress, LiveSettings,
 };

@@ -33,6 +33,7 @@ use tunnel::{ChannelId, Decoder, Disposition, Frame, ResetCode, Role, Session};
 use crate::agent::Agent;
 use crate::config::TurnConfig;
 use crate::error::TurnError;
+use crate::live_commands::{CommandCounts, CommandTally};
 use crate::live_event_gate::EventGate;
 use crate::live_inbox::{BacklogMeter, ChannelInbox, MAX_CHANNEL_BACKLOG, PATIENCE};
 use container::ContainerError;
@@ -178,6 +179,8 @@ pub struct LiveLog {
     pub stopped: bool,
     /// The gateway's trusted usage.
     pub gateway: GatewayUsage,
+    /// The agent's commands, counted and timed by the worker from the runner's events.
+    pub commands: CommandCounts,
 }
 
 impl LiveLog {
@@ -329,6 +332,7 @@ pub(crate) async fn live_exchange<R: ContainerRuntime>(
         meter: Arc::new(BacklogMeter::default()),
     };
     let mut events = EventGate::new(tokio::time::Instant::now());
+    let mut tally = CommandTally::default();
     let mut log = LiveLog::default();
     let mut result = Vec::new();
     let mut stderr_len = 0usize;
@@ -353,7 +357,7 @@ pub(crate) async fn live_exchange<R: ContainerRuntime>(
                         let mut failed = None;
                         let next_deadline = give_up_at.unwrap_or(stop_at);
                         for frame in frames {
-                            if let Err(e) = dispatch(frame, &session, &mut channels, &mut result, &mut log, &mut events, live, &out, next_deadline).await {
+                            if let Err(e) = dispatch(frame, &session, &mut channels, &mut result, &mut log, (&mut events, &mut tally), live, &out, next_deadline).await {
                                 failed = Some(e);
                                 break;
                             }
@@ -397,6 +401,7 @@ pub(crate) async fn live_exchange<R: ContainerRuntime>(
     drop(out);
     // Answers of channels reset or torn down are drained to their usage first (bounded).
     log.gateway = live.gateway.settle().await;
+    log.commands = tally.counts();
     log.backlog_peak_bytes = u64::try_from(channels.meter.peak()).unwrap_or(u64::MAX);
     let suppressed = events.suppressed();
     log.agent_events_suppressed = suppressed.events;
@@ -527,7 +532,7 @@ async fn dispatch(
     channels: &mut Channels,
     result: &mut Vec<u8>,
     log: &mut LiveLog,
-    events: &mut EventGate,
+    (events, tally): (&mut EventGate, &mut CommandTally),
     live: &LiveContext<'_>,
     out: &Outbound,
     next_deadline: tokio::time::Instant,
@@ -578,8 +583,12 @@ async fn dispatch(
         Frame::Reset(n, _) => channels.tear_down(n),
         Frame::Event(payload) => {
             log.agent_events += 1;
-            if events.admit(payload.as_bytes().len(), tokio::time::Instant::now()) {
-                (live.progress)(&LiveNote::AgentEvent(payload.object()));
+            let object = payload.object();
+            let now = tokio::time::Instant::now();
+            // Counted whether or not the progress sink is shown the event.
+            tally.observe(&object, now);
+            if events.admit(payload.as_bytes().len(), now) {
+                (live.progress)(&LiveNote::AgentEvent(object));
             }
         }
         Frame::Result(chunk) => result.extend_from_slice(chunk.as_bytes()),

@@ -222,6 +222,34 @@ impl TurnPlan {
         self
     }
 
+    /// Applies what the recorded live image of `kind` asks of its environment (a build `/tmp`),
+    /// when the turn runs exactly that image (the recorded ID); nothing otherwise.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_STATE` for an unreadable or malformed record.
+    pub fn with_recorded_environment(
+        mut self,
+        kind: ImageKind,
+        state: &Path,
+    ) -> Result<Self, TurnError> {
+        if let ImageKind::Live(agent) = kind
+            && let Some(record) = LiveImageState::load_for(state, agent)?
+            && &record.image_id == self.config.expected_image_id()
+        {
+            let mib = record.environment.and_then(|e| e.build_tmp_mib);
+            self = self.with_build_tmp_mib(mib);
+        }
+        Ok(self)
+    }
+
+    /// Gives the turn a build `/tmp` of `mib` MiB, mounted `exec` ([`TurnConfig::with_build_tmp_mib`]),
+    /// as a stored job's environment asks; `None` keeps the turn's default `/tmp`.
+    #[must_use]
+    pub fn with_build_tmp_mib(mut self, mib: Option<u64>) -> Self {
+        self.config = self.config.with_build_tmp_mib(mib);
+        self
+    }
+
     /// The review feedback of a follow-up turn.
     #[must_use]
     pub fn review_feedback(&self) -> Option<&ReviewFeedback> {

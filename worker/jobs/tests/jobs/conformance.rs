@@ -1202,6 +1202,7 @@ fn live_spec(nonce: &str, model: &str) -> JobSpec {
     spec.live = Some(jobs::LiveJob {
         model: model.to_owned(),
         agent: None,
+        environment: None,
     });
     spec
 }
