@@ -1,6 +1,6 @@
-//! Git fixtures for tests: a `git` isolated from the host's configuration, and throwaway
-//! repositories made with it. Compiled for this crate's tests and, with the `testkit` feature,
-//! for the tests of the crates above it; never enabled by a binary.
+//! Fixtures for tests: a `git` isolated from the host's configuration and throwaway repositories
+//! made with it, and the fixture approval document. Compiled for this crate's tests and, with the
+//! `testkit` feature, for the tests of the crates above it; never enabled by a binary.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -12,6 +12,8 @@ use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::Command;
+
+use serde_json::Value;
 
 /// The author and committer name of every fixture commit.
 pub const GIT_NAME: &str = "Test";
@@ -106,4 +108,27 @@ pub fn init_repo<'a>(
     git(dir, &["init", "-q", "-b", "main"]);
     write_files(dir, files);
     commit(dir, message)
+}
+
+/// The baseline commit of the fixture approval ([`approval`]).
+pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// An approval document for the fixture handoff (`handoff-1`, `request-1`, `plan-1`, `app-1`,
+/// `build-1`, `acme/support` at [`COMMIT`]) with the caller's `fields` added: what the request
+/// asks, its scopes and gates.
+pub fn approval(fields: Value) -> Value {
+    let Value::Object(fields) = fields else {
+        panic!("approval fields must be a JSON object");
+    };
+    let mut doc = serde_json::json!({
+        "handoff_id": "handoff-1",
+        "request_id": "request-1",
+        "plan_id": "plan-1",
+        "app_id": "app-1",
+        "build_registry_id": "build-1",
+        "repository_full_name": "acme/support",
+        "baseline_commit_sha": COMMIT,
+    });
+    doc.as_object_mut().unwrap().extend(fields);
+    doc
 }
