@@ -1,6 +1,7 @@
 //! Fixtures for tests: a `git` isolated from the host's configuration and throwaway repositories
-//! made with it, and the fixture approval document. Compiled for this crate's tests and, with the
-//! `testkit` feature, for the tests of the crates above it; never enabled by a binary.
+//! made with it, the fixture approval document, and file-system traps (links, FIFOs). Compiled
+//! for this crate's tests and, with the `testkit` feature, for the tests of the crates above it;
+//! never enabled by a binary.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -10,8 +11,9 @@
 
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -131,4 +133,39 @@ pub fn approval(fields: Value) -> Value {
     });
     doc.as_object_mut().unwrap().extend(fields);
     doc
+}
+
+/// Below `dir`: a directory `real`, a symbolic link `link` to it and a regular file `file`.
+/// Returns their paths in that order.
+pub fn dir_link_and_file(dir: &Path) -> [PathBuf; 3] {
+    let real = dir.join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let file = dir.join("file");
+    std::fs::write(&file, b"x").unwrap();
+    [real, link, file]
+}
+
+/// Runs `op` on a thread of its own and returns its result; fails the test ("`what` blocked on a
+/// FIFO") when it has not returned after 60 s, after opening the write side of `fifo` so that a
+/// reader blocked in opening it is let go (the test fails instead of hanging).
+pub fn unless_blocked_on_fifo<T: Send + 'static>(
+    what: &str,
+    fifo: &Path,
+    op: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let out = op();
+        done_tx.send(()).unwrap();
+        out
+    });
+    let blocked = done_rx.recv_timeout(Duration::from_secs(60)).is_err();
+    if blocked {
+        let _unblock = std::fs::OpenOptions::new().write(true).open(fifo);
+    }
+    let out = worker.join().unwrap();
+    assert!(!blocked, "{what} blocked on a FIFO");
+    out
 }
