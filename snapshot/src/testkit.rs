@@ -1,7 +1,7 @@
 //! Fixtures for tests: a `git` isolated from the host's configuration and throwaway repositories
-//! made with it, the fixture approval document, and file-system traps (links, FIFOs). Compiled
-//! for this crate's tests and, with the `testkit` feature, for the tests of the crates above it;
-//! never enabled by a binary.
+//! made with it, the fixture approval document, file-system traps (links, FIFOs) and command
+//! output. Compiled for this crate's tests and, with the `testkit` feature, for the tests of the
+//! crates above it; never enabled by a binary.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -168,4 +168,21 @@ pub fn unless_blocked_on_fifo<T: Send + 'static>(
     let out = worker.join().unwrap();
     assert!(!blocked, "{what} blocked on a FIFO");
     out
+}
+
+/// Runs `command` to its end; panics with its stderr unless it succeeds; returns its stdout.
+pub fn stdout_of(command: &mut Command) -> Vec<u8> {
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+/// A FIFO at `path`, made with `mkfifo`.
+pub fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
 }
