@@ -1,7 +1,7 @@
 //! Fixtures for tests: a `git` isolated from the host's configuration and throwaway repositories
-//! made with it, the fixture approval document, file-system traps (links, FIFOs) and command
-//! output. Compiled for this crate's tests and, with the `testkit` feature, for the tests of the
-//! crates above it; never enabled by a binary.
+//! made with it, the fixture approval document, file-system traps (links, FIFOs), command output
+//! and the process's peak memory. Compiled for this crate's tests and, with the `testkit` feature,
+//! for the tests of the crates above it; never enabled by a binary.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -185,4 +185,15 @@ pub fn stdout_of(command: &mut Command) -> Vec<u8> {
 pub fn mkfifo(path: &Path) {
     let status = Command::new("mkfifo").arg(path).status().unwrap();
     assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// The peak resident set of this process so far, in KiB (`VmHWM` in `/proc/self/status`): what
+/// the memory benchmarks measure.
+pub fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
 }
