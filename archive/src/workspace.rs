@@ -794,8 +794,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("ws");
         let ws = materialize_workspace(&root, &baseline(), &BTreeMap::new()).unwrap();
-        let (done_tx, done_rx) = std::sync::mpsc::channel();
-        let harvester = std::thread::spawn(move || {
+        let fifo = root.join("app/a.txt");
+        let harvest = snapshot::testkit::unless_blocked_on_fifo("the harvest", &fifo, move || {
             failpoints::BEFORE_READ.with(|hook| {
                 *hook.borrow_mut() = Some(Box::new(|dir: &Dir, name: &str| {
                     if name == "a.txt" {
@@ -803,20 +803,8 @@ mod tests {
                     }
                 }));
             });
-            let harvest = ws.harvest(HarvestOptions::default());
-            done_tx.send(()).unwrap();
-            harvest
+            ws.harvest(HarvestOptions::default())
         });
-        let blocked = done_rx
-            .recv_timeout(std::time::Duration::from_secs(60))
-            .is_err();
-        if blocked {
-            let _unblock = std::fs::OpenOptions::new()
-                .write(true)
-                .open(root.join("app/a.txt"));
-        }
-        let harvest = harvester.join().unwrap();
-        assert!(!blocked, "the harvest blocked on a FIFO");
         let harvest = harvest.unwrap();
         // As for a FIFO seen in the listing: an unsafe path, and the editable file is gone.
         assert_eq!(
@@ -878,12 +866,7 @@ mod tests {
     #[test]
     fn r_open_root_refuses_links_on_the_handle() {
         let tmp = tempfile::tempdir().unwrap();
-        let real = tmp.path().join("real");
-        std::fs::create_dir(&real).unwrap();
-        let link = tmp.path().join("link");
-        std::os::unix::fs::symlink(&real, &link).unwrap();
-        let file = tmp.path().join("file");
-        std::fs::write(&file, b"x").unwrap();
+        let [real, link, file] = snapshot::testkit::dir_link_and_file(tmp.path());
         for bad in [&link, &file] {
             let e = open_root(bad).unwrap_err();
             assert_eq!(

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use archive::{StagedWorkspace, materialize_workspace};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use snapshot::testkit::COMMIT;
 use snapshot::{
     ApprovedExecutionContext, BaselineFiles, CreateAbsence, DefaultPathGuard, PathGuard,
     RepositorySnapshotEvidence,
@@ -18,7 +19,6 @@ const SCHEMAS: &str = "app/modules/support/backend/schemas.py";
 const BEFORE: &str = "def answer():\n    return 1\n";
 const AFTER: &str = "def answer():\n    return 2\n";
 const SCHEMAS_TEXT: &str = "class Schema:\n    pass\n";
-const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 const SNAPSHOT_DIGEST: &str =
     "sha256:1111111111111111111111111111111111111111111111111111111111111111";
 
@@ -89,15 +89,8 @@ impl CreateAbsence for Excluding {
 }
 
 fn context_value() -> Value {
-    json!({
+    snapshot::testkit::approval(json!({
         "schema_version": "managed_refinement.execution_context.v1",
-        "handoff_id": "handoff-1",
-        "request_id": "request-1",
-        "plan_id": "plan-1",
-        "app_id": "app-1",
-        "build_registry_id": "build-1",
-        "repository_full_name": "acme/support",
-        "baseline_commit_sha": COMMIT,
         "raw_request": "Make answer return 2",
         "request_type": "patch",
         "approved_plan_digest": "ab".repeat(32),
@@ -114,7 +107,7 @@ fn context_value() -> Value {
         "required_validation_gates": ["pytest", "lint", "pytest"],
         "required_security_gates": ["secret_scan"],
         "required_ci_checks": [],
-    })
+    }))
 }
 
 struct Fixture {

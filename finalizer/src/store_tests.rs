@@ -116,20 +116,9 @@ fn r_fifo_under_a_candidate_name_does_not_block() {
         0,
     )
     .unwrap();
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let got = store.get(&d).map(|_| ());
-        done_tx.send(()).unwrap();
-        got
+    let got = snapshot::testkit::unless_blocked_on_fifo("the store read", &path, move || {
+        store.get(&d).map(|_| ())
     });
-    let blocked = done_rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .is_err();
-    if blocked {
-        let _unblock = std::fs::OpenOptions::new().write(true).open(&path);
-    }
-    let got = reader.join().unwrap();
-    assert!(!blocked, "the store read blocked on a FIFO");
     assert_eq!(
         got.unwrap_err().to_string(),
         "REPOSITORY_PATCH_STORE_IO: stored candidate is not a regular file"
@@ -141,12 +130,7 @@ fn r_fifo_under_a_candidate_name_does_not_block() {
 #[test]
 fn open_existing_refuses_links_and_files_on_the_handle() {
     let tmp = tempfile::tempdir().unwrap();
-    let real = tmp.path().join("real");
-    std::fs::create_dir(&real).unwrap();
-    let link = tmp.path().join("link");
-    std::os::unix::fs::symlink(&real, &link).unwrap();
-    let file = tmp.path().join("file");
-    std::fs::write(&file, b"x").unwrap();
+    let [real, link, file] = snapshot::testkit::dir_link_and_file(tmp.path());
     for bad in [&link, &file, &tmp.path().join("missing")] {
         assert_eq!(
             CandidateStore::open_existing(bad).unwrap_err().code(),

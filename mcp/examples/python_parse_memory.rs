@@ -12,25 +12,18 @@
 
 use std::time::Instant;
 
-fn vm_hwm_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
+use snapshot::testkit::peak_rss_kib;
 
 fn main() {
     let path = std::env::args()
         .nth(1)
         .expect("usage: python_parse_memory FILE");
     let text = std::fs::read_to_string(&path).unwrap();
-    let before = vm_hwm_kib();
+    let before = peak_rss_kib();
     let started = Instant::now();
     let parsed = rustpython_parser::parse(&text, rustpython_parser::Mode::Module, &path);
     let elapsed = started.elapsed();
-    let after = vm_hwm_kib();
+    let after = peak_rss_kib();
     let ok = parsed.is_ok();
     drop(parsed);
     let grown = (after.saturating_sub(before)) * 1024;

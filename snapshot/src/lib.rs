@@ -14,7 +14,7 @@
 //! the workspace ([`Git`]: deadline, stdin, bounded output, isolated or explicit host
 //! environment), and building an approval's grants against a snapshot ([`Grants`]).
 //! Without it the crate spawns no process and writes no file. `testkit` (implies `effects`) adds
-//! the `testkit` Git fixtures for tests (this crate's and the crates above it); never in a binary.
+//! the `testkit` fixtures for tests (this crate's and the crates above it); never in a binary.
 #![forbid(unsafe_code)]
 
 // Modules are private; the items other crates need are re-exported below (the curated surface).

@@ -1,5 +1,6 @@
-//! Git fixtures for tests: a `git` isolated from the host's configuration, and throwaway
-//! repositories made with it. Compiled for this crate's tests and, with the `testkit` feature,
+//! Fixtures for tests: a `git` isolated from the host's configuration and throwaway repositories
+//! made with it, the fixture approval document, file-system traps (links, FIFOs), command output
+//! and the process's peak memory. Compiled for this crate's tests and, with the `testkit` feature,
 //! for the tests of the crates above it; never enabled by a binary.
 #![allow(
     clippy::unwrap_used,
@@ -10,8 +11,11 @@
 
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
 
 /// The author and committer name of every fixture commit.
 pub const GIT_NAME: &str = "Test";
@@ -106,4 +110,90 @@ pub fn init_repo<'a>(
     git(dir, &["init", "-q", "-b", "main"]);
     write_files(dir, files);
     commit(dir, message)
+}
+
+/// The baseline commit of the fixture approval ([`approval`]).
+pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// An approval document for the fixture handoff (`handoff-1`, `request-1`, `plan-1`, `app-1`,
+/// `build-1`, `acme/support` at [`COMMIT`]) with the caller's `fields` added: what the request
+/// asks, its scopes and gates.
+pub fn approval(fields: Value) -> Value {
+    let Value::Object(fields) = fields else {
+        panic!("approval fields must be a JSON object");
+    };
+    let mut doc = serde_json::json!({
+        "handoff_id": "handoff-1",
+        "request_id": "request-1",
+        "plan_id": "plan-1",
+        "app_id": "app-1",
+        "build_registry_id": "build-1",
+        "repository_full_name": "acme/support",
+        "baseline_commit_sha": COMMIT,
+    });
+    doc.as_object_mut().unwrap().extend(fields);
+    doc
+}
+
+/// Below `dir`: a directory `real`, a symbolic link `link` to it and a regular file `file`.
+/// Returns their paths in that order.
+pub fn dir_link_and_file(dir: &Path) -> [PathBuf; 3] {
+    let real = dir.join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let file = dir.join("file");
+    std::fs::write(&file, b"x").unwrap();
+    [real, link, file]
+}
+
+/// Runs `op` on a thread of its own and returns its result; fails the test ("`what` blocked on a
+/// FIFO") when it has not returned after 60 s, after opening the write side of `fifo` so that a
+/// reader blocked in opening it is let go (the test fails instead of hanging).
+pub fn unless_blocked_on_fifo<T: Send + 'static>(
+    what: &str,
+    fifo: &Path,
+    op: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let out = op();
+        done_tx.send(()).unwrap();
+        out
+    });
+    let blocked = done_rx.recv_timeout(Duration::from_secs(60)).is_err();
+    if blocked {
+        let _unblock = std::fs::OpenOptions::new().write(true).open(fifo);
+    }
+    let out = worker.join().unwrap();
+    assert!(!blocked, "{what} blocked on a FIFO");
+    out
+}
+
+/// Runs `command` to its end; panics with its stderr unless it succeeds; returns its stdout.
+pub fn stdout_of(command: &mut Command) -> Vec<u8> {
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+/// A FIFO at `path`, made with `mkfifo`.
+pub fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// The peak resident set of this process so far, in KiB (`VmHWM` in `/proc/self/status`): what
+/// the memory benchmarks measure.
+pub fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
 }

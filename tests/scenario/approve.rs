@@ -41,19 +41,27 @@ fn approve(repo: &Path, extra: &[&str]) -> Command {
     cmd
 }
 
-/// Copies `rel` from the repository's work tree into `staged` (the same relative path).
-fn stage(repo: &Path, staged: &Path, rel: &str, content: Option<&str>) {
-    let target = staged.join(rel);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .create(target.parent().unwrap())
-        .unwrap();
-    match content {
-        Some(text) => std::fs::write(&target, text).unwrap(),
-        None => {
-            std::fs::copy(repo.join(rel), &target).unwrap();
-        }
-    }
+/// A staged tree, `staged` below `work`, holding `files` (relative path, content); returns its path.
+fn staged_tree(work: &Path, files: &[(&str, &str)]) -> PathBuf {
+    let staged = work.join("staged");
+    std::fs::create_dir(&staged).unwrap();
+    let files = files
+        .iter()
+        .map(|(rel, text)| (*rel, text.as_bytes(), false));
+    snapshot::testkit::write_files(&staged, files);
+    staged
+}
+
+/// `--json finalize` of the tree `staged` against `repo` under `approval`.
+fn finalize_staged(repo: &Path, approval: &Path, staged: &Path) -> Command {
+    let mut cmd = bin();
+    cmd.args(["--json", "finalize", "--repo"])
+        .arg(repo)
+        .arg("--approval")
+        .arg(approval)
+        .arg("--staged")
+        .arg(staged);
+    cmd
 }
 
 #[test]
@@ -89,28 +97,15 @@ fn approve_finalize_staged_and_verify_on_a_fresh_repository() {
     assert_eq!(doc["baseline_commit_sha"], head.as_str());
 
     // The change, made by hand in a staged tree: no proposal or snapshot JSON to write.
-    let staged = work.path().join("staged");
-    std::fs::create_dir(&staged).unwrap();
-    stage(
-        repo,
-        &staged,
-        "src/lib.rs",
-        Some("pub fn one() -> u32 {\n    2\n}\n"),
-    );
-    stage(
-        repo,
-        &staged,
-        "src/two.rs",
-        Some("pub fn two() -> u32 {\n    2\n}\n"),
+    let staged = staged_tree(
+        work.path(),
+        &[
+            ("src/lib.rs", "pub fn one() -> u32 {\n    2\n}\n"),
+            ("src/two.rs", "pub fn two() -> u32 {\n    2\n}\n"),
+        ],
     );
     let store = work.path().join("candidates");
-    let out = bin()
-        .args(["--json", "finalize", "--repo"])
-        .arg(repo)
-        .arg("--approval")
-        .arg(&approval)
-        .arg("--staged")
-        .arg(&staged)
+    let out = finalize_staged(repo, &approval, &staged)
         .arg("--store")
         .arg(&store)
         .output()
@@ -338,29 +333,14 @@ fn approve_lists_a_committed_executable_and_finalize_names_why_it_is_refused() {
     assert_eq!(doc["approval"], written);
 
     // A staged edit of the executable: the refusal keeps its code and kind and says why.
-    let staged = work.path().join("staged");
-    std::fs::create_dir(&staged).unwrap();
-    stage(
-        repo,
-        &staged,
-        "pkg/lib.py",
-        Some("def one():\n    return 2\n"),
+    let staged = staged_tree(
+        work.path(),
+        &[
+            ("pkg/lib.py", "def one():\n    return 2\n"),
+            ("pkg/more.py", "def more():\n    return 2\n"),
+        ],
     );
-    stage(
-        repo,
-        &staged,
-        "pkg/more.py",
-        Some("def more():\n    return 2\n"),
-    );
-    let out = bin()
-        .args(["--json", "finalize", "--repo"])
-        .arg(repo)
-        .arg("--approval")
-        .arg(&approval)
-        .arg("--staged")
-        .arg(&staged)
-        .output()
-        .unwrap();
+    let out = finalize_staged(repo, &approval, &staged).output().unwrap();
     assert!(!out.status.success(), "{}", stderr_text(&out));
     let doc = json_of(&out);
     assert_eq!(doc["error"]["code"], "REPOSITORY_PATCH_WORKSPACE_SCOPE");

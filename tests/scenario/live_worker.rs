@@ -105,12 +105,7 @@ async fn docker_live_turn_tunnels_a_model_request_over_the_attached_stdio() {
     );
     assert_eq!(log.channels, 1);
     assert_eq!((log.gateway.requests, log.gateway.total_tokens), (1, 120));
-    let requests = upstream.requests();
-    assert_eq!(requests.len(), 1);
-    assert_eq!(
-        requests[0].header("authorization"),
-        Some(format!("Bearer {KEY}").as_str())
-    );
+    assert_eq!(upstream.authorizations(), [Some(format!("Bearer {KEY}"))]);
     assert_clean_and_tally(
         &docker,
         "docker_live_turn_tunnels_a_model_request_over_the_attached_stdio",
@@ -254,22 +249,8 @@ async fn docker_live_resetting_each_channel_as_text_starts_does_not_dodge_the_to
         return;
     };
     let upstream = ScriptedUpstream::start([]).await.unwrap();
-    upstream.set_fallback(Reply::Paced {
-        events: vec![
-            gateway::testkit::events::created("r"),
-            gateway::testkit::events::text_delta("partial answer"),
-            gateway::testkit::events::completed(
-                "r",
-                gateway::testkit::Usage {
-                    input: TOKENS - 10,
-                    output: 10,
-                    total: TOKENS,
-                },
-            ),
-        ],
-        // Room for the container's RESET to land before the usage event, however slow it is.
-        pause_ms: 1_000,
-    });
+    // Room for the container's RESET to land before the usage event, however slow it is.
+    upstream.set_fallback(Reply::paced_partial_answer(TOKENS, 1_000));
     let mut config = GatewayConfig::for_model(MODEL);
     config.budgets.tokens = 2_000_000;
     let (turn, log) = live_turn_with(

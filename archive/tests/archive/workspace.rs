@@ -255,13 +255,7 @@ fn harvest_flags_unsafe_names_special_files_secrets_and_read_only_changes() {
     std::fs::write(root.join("app/bad:name.txt"), "x").unwrap();
     std::fs::write(root.join("app/.env"), "TOKEN=1\n").unwrap();
     let fifo = root.join("app/pipe");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    snapshot::testkit::mkfifo(&fifo);
     let h = ws
         .harvest(HarvestOptions {
             allow_new_files: true,

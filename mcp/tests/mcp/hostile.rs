@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use snapshot::testkit::mkfifo;
 
 use crate::support::{Copy, diagnostic_codes, failure_message, fixture_copy, store_dir};
 use crate::surface::spawn_stdio_server;
@@ -216,11 +217,6 @@ fn assert_answer(line: &Value) {
         }
         assert!(structured["diagnostics"].is_array());
     }
-}
-
-fn mkfifo(path: &Path) {
-    let status = Command::new("mkfifo").arg(path).status().unwrap();
-    assert!(status.success(), "mkfifo {}", path.display());
 }
 
 /// A character device (the null device's numbers), or a FIFO where `mknod` is not permitted.

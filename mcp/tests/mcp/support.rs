@@ -2,7 +2,6 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use mcp::{McpServer, ServerOptions};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -174,16 +173,7 @@ pub fn assert_envelope(tool: &str, v: &Value, is_error: bool) {
     }
 }
 
-/// Runs a command to its end; it must succeed (its stderr is the failure message). Its stdout.
-pub fn stdout_of(command: &mut Command) -> Vec<u8> {
-    let output = command.output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output.stdout
-}
+pub use snapshot::testkit::stdout_of;
 
 /// The fallback check `name` of a `validate_app_bundle` result.
 pub fn fallback_check<'a>(r: &'a Value, name: &str) -> &'a Value {

@@ -307,13 +307,7 @@ async fn hostile_workspace_files_fail_closed_without_hanging() {
     let copy = fixture_copy();
     // A FIFO would block a naive open: it is reported, never opened.
     let fifo = copy.root.join("app/config/pipe.json");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    snapshot::testkit::mkfifo(&fifo);
     // Oversized archive (sparse): refused before it is read.
     let big = fs::File::create(copy.root.join("review/big.zip")).unwrap();
     big.set_len(u64::try_from(archive::MAX_ARCHIVE_BYTES).unwrap() + 1)

@@ -335,19 +335,14 @@ fn an_independent_python_implementation_recomputes_the_digest() {
     let (repo, head) = hostile_repo();
     let snap = load(&repo, &head);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshot/recompute_digest.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(repo.path())
-        .arg(&head)
-        .arg(NAME)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = snapshot::testkit::stdout_of(
+        Command::new("python3")
+            .arg(script)
+            .arg(repo.path())
+            .arg(&head)
+            .arg(NAME),
     );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = String::from_utf8(stdout).unwrap();
     let mut lines = text.lines();
     let digest = lines.next().unwrap();
     let document = lines.next().unwrap();

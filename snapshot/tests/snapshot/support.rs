@@ -7,10 +7,10 @@ use std::process::Command;
 use serde_json::{Value, json};
 use snapshot::context_from_value;
 use snapshot::testkit;
+pub use snapshot::testkit::COMMIT;
 use snapshot::{ApprovedExecutionContext, RepoPath, RepositorySnapshotEvidence};
 use vocab::Sha256;
 
-pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 pub const SNAPSHOT_DIGEST: &str =
     "sha256:1111111111111111111111111111111111111111111111111111111111111111";
 pub const SERVICE: &str = "app/modules/support/backend/service.py";
@@ -24,14 +24,7 @@ pub fn p(s: &str) -> RepoPath {
 
 /// The common reference fixture as an approval JSON value.
 pub fn context_value() -> Value {
-    json!({
-        "handoff_id": "handoff-1",
-        "request_id": "request-1",
-        "plan_id": "plan-1",
-        "app_id": "app-1",
-        "build_registry_id": "build-1",
-        "repository_full_name": "acme/support",
-        "baseline_commit_sha": COMMIT,
+    testkit::approval(json!({
         "raw_request": "make answer return 2",
         "request_type": "patch",
         "approved_plan_digest": "a".repeat(64),
@@ -44,7 +37,7 @@ pub fn context_value() -> Value {
         "required_validation_gates": ["pytest"],
         "required_security_gates": ["secret_scan"],
         "required_ci_checks": ["lint"]
-    })
+    }))
 }
 
 pub fn context_with(

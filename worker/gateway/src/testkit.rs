@@ -503,6 +503,27 @@ impl Reply {
         Self::function_call("exec_command", &json!({"cmd": cmd}))
     }
 
+    /// A [`Reply::Paced`] answer, `pause_ms` between two events: `response.created`, the text
+    /// `partial answer`, then `response.completed` charging `total` tokens (10 of them output).
+    #[must_use]
+    pub fn paced_partial_answer(total: u64, pause_ms: u64) -> Self {
+        Self::Paced {
+            events: vec![
+                events::created("r"),
+                events::text_delta("partial answer"),
+                events::completed(
+                    "r",
+                    Usage {
+                        input: total.saturating_sub(10),
+                        output: 10,
+                        total,
+                    },
+                ),
+            ],
+            pause_ms,
+        }
+    }
+
     /// The same reply reporting `usage` in its `response.completed` event.
     #[must_use]
     pub fn with_usage(self, usage: Usage) -> Self {
@@ -638,6 +659,15 @@ impl ScriptedUpstream {
             .lock()
             .map(|r| r.clone())
             .unwrap_or_default()
+    }
+
+    /// The `authorization` header of every request received so far, in arrival order.
+    #[must_use]
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.requests()
+            .iter()
+            .map(|r| r.header("authorization").map(str::to_owned))
+            .collect()
     }
 
     /// Appends a reply to the script.

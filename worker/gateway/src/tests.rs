@@ -849,24 +849,15 @@ async fn reset_once_seen(
 }
 
 fn paced(total: u64, with_usage: bool) -> Reply {
-    let mut events = vec![
-        crate::testkit::events::created("r"),
-        crate::testkit::events::text_delta("partial answer"),
-    ];
     if with_usage {
-        events.push(crate::testkit::events::completed(
-            "r",
-            Usage {
-                input: total - 10,
-                output: 10,
-                total,
-            },
-        ));
-    } else {
-        events.push(crate::testkit::events::text_delta("more"));
+        return Reply::paced_partial_answer(total, 300);
     }
     Reply::Paced {
-        events,
+        events: vec![
+            crate::testkit::events::created("r"),
+            crate::testkit::events::text_delta("partial answer"),
+            crate::testkit::events::text_delta("more"),
+        ],
         pause_ms: 300,
     }
 }

@@ -25,6 +25,7 @@ use container::{
 use futures::StreamExt as _;
 use gateway::testkit::{Reply, ScriptedUpstream, events};
 use gateway::{Credential, Gateway, GatewayConfig, OpenAiResponses};
+use snapshot::testkit::peak_rss_kib;
 use snapshot::{
     ApprovedExecutionContext, ApprovedTurn, DefaultPathGuard, RepoPath, RepositorySnapshotEvidence,
 };
@@ -59,15 +60,6 @@ fn http_request() -> Vec<u8> {
         body.len()
     )
     .into_bytes()
-}
-
-fn vm_hwm_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }
 
 // One thread: the simulated container then writes only when the loop has taken its last chunk,
@@ -267,6 +259,6 @@ async fn main() {
     println!(
         "{name}: {code} in {:.1} s, VmHWM {} KiB",
         started.elapsed().as_secs_f64(),
-        vm_hwm_kib()
+        peak_rss_kib()
     );
 }

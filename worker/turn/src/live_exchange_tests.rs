@@ -262,12 +262,7 @@ async fn a_live_turn_tunnels_model_requests_and_parses_the_result_like_offline_s
     assert_eq!(log.events, Vec::<LiveEvent>::new());
     assert!(!log.stopped);
     assert_eq!((log.gateway.requests, log.gateway.total_tokens), (1, 120));
-    let requests = upstream.requests();
-    assert_eq!(requests.len(), 1);
-    assert_eq!(
-        requests[0].header("authorization"),
-        Some(format!("Bearer {KEY}").as_str())
-    );
+    assert_eq!(upstream.authorizations(), [Some(format!("Bearer {KEY}"))]);
     assert!(removed(&fake));
     let calls = fake.calls();
     let at = |c: &str| calls.iter().position(|x| x == c).unwrap();
@@ -1159,21 +1154,7 @@ async fn a_full_backlog_waits_for_a_reading_consumer_and_gives_up_on_a_stalled_o
 #[tokio::test]
 async fn r_resetting_each_channel_as_text_starts_does_not_dodge_the_token_budget() {
     let upstream = ScriptedUpstream::start([]).await.unwrap();
-    upstream.set_fallback(Reply::Paced {
-        events: vec![
-            gateway::testkit::events::created("r"),
-            gateway::testkit::events::text_delta("partial answer"),
-            gateway::testkit::events::completed(
-                "r",
-                gateway::testkit::Usage {
-                    input: 1_499_990,
-                    output: 10,
-                    total: 1_500_000,
-                },
-            ),
-        ],
-        pause_ms: 300,
-    });
+    upstream.set_fallback(Reply::paced_partial_answer(1_500_000, 300));
     let mut config = GatewayConfig::for_model(MODEL);
     config.budgets.tokens = 2_000_000;
     let gateway = gateway_for(&upstream, config).await;

@@ -26,7 +26,7 @@ pub const SERVICE: &str = "app/modules/support/backend/service.py";
 pub const SCHEMAS: &str = "app/modules/support/backend/schemas.py";
 pub const READ_ONLY_TEST: &str = "tests/test_dashboard.py";
 pub const NEW_PAGE: &str = "app/modules/support/ui/New.jsx";
-pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+pub use snapshot::testkit::COMMIT;
 
 /// Binds `request`'s editable files as the approved turn, after the request's own checks (the
 /// order the pipeline checks in).
@@ -71,15 +71,8 @@ pub fn baseline() -> BTreeMap<&'static str, &'static str> {
 }
 
 pub fn context(create: &[&str], delete: &[&str]) -> ApprovedExecutionContext {
-    let doc = serde_json::json!({
+    let doc = snapshot::testkit::approval(serde_json::json!({
         "schema_version": "managed_refinement.execution_context.v1",
-        "handoff_id": "handoff-1",
-        "request_id": "request-1",
-        "plan_id": "plan-1",
-        "app_id": "app-1",
-        "build_registry_id": "build-1",
-        "repository_full_name": "acme/support",
-        "baseline_commit_sha": COMMIT,
         "raw_request": "Return 2 from answer.",
         "request_type": "change",
         "approved_plan_digest": "a".repeat(64),
@@ -93,7 +86,7 @@ pub fn context(create: &[&str], delete: &[&str]) -> ApprovedExecutionContext {
         "read_only_paths": ["tests/"],
         "create_paths": create,
         "delete_paths": delete,
-    });
+    }));
     ApprovedExecutionContext::from_json(&doc.to_string()).unwrap()
 }
 
