@@ -107,7 +107,7 @@ pub struct SpecInput<'a> {
     /// A gate container's limits; `None` for a turn.
     pub gate: Option<GateLimits>,
     /// A turn on an environment that compiles code (rust): `/tmp` of this many MiB, and `exec`,
-    /// for the build's target directory; `None` keeps the turn's [`TMPFS`]. Unused for a gate.
+    /// for the build's target directory; `None` keeps the turn's default tmpfs. Unused for a gate.
     pub build_tmp_mib: Option<u64>,
 }
 

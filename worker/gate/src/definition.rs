@@ -313,7 +313,7 @@ impl GateDefinitions {
     }
 
     /// The validation hints of a live turn whose approval requires `required`: the command
-    /// ([`GateDefinition::command_hint`]) of each required gate, or of every gate when the
+    /// (`command_hint`) of each required gate, or of every gate when the
     /// approval requires none.
     #[must_use]
     pub fn command_hints(&self, required: &[String]) -> Vec<String> {

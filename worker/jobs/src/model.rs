@@ -280,14 +280,14 @@ pub struct LiveJobEnvironment {
     pub name: String,
     /// The environment image's ID (`sha256:` + 64 lowercase hex).
     pub image_id: String,
-    /// The turn's `/tmp` in MiB, mounted `exec` (1 to [`MAX_BUILD_TMP_MIB`]), when the
+    /// The turn's `/tmp` in MiB, mounted `exec` (1 to 4,096), when the
     /// environment builds code in the turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_tmp_mib: Option<u64>,
 }
 
 /// Largest build `/tmp` a live job may ask for, in MiB.
-pub const MAX_BUILD_TMP_MIB: u64 = 4096;
+const MAX_BUILD_TMP_MIB: u64 = 4096;
 
 impl LiveJobEnvironment {
     fn validate(&self) -> Result<()> {
