@@ -46,7 +46,10 @@ tree="$(PATCH_CANDIDATE_CACHE_DIR="$cache_root" bash fixtures/gates/fetch.sh)/is
 tar_of_tree="$(mktemp)"
 git -C "$tree" archive --format=tar pristine > "$tar_of_tree"
 run_suite='mkdir -p /tmp/w && tar -x -C /tmp/w && cd /tmp/w && python3 -m pytest -q -p no:cacheprovider >/dev/null'
-hyperfine --warmup 2 --runs 15 --export-markdown /dev/stdout \
+# The table goes to a file of its own: /dev/stdout redirected to a file would be truncated.
+md="$(mktemp)"
+hyperfine --warmup 2 --runs 15 --export-markdown "$md" \
   -n bare "docker run --rm -i --entrypoint /bin/sh $env_id -c '$run_suite' < $tar_of_tree" \
   -n hardened "docker run --rm -i --network none --read-only --tmpfs /tmp:size=64m --tmpfs /workspace:size=64m --cap-drop ALL --security-opt no-new-privileges --pids-limit 64 --memory 768m --cpus 1 --user 10001:10001 --entrypoint /bin/sh $env_id -c '$run_suite' < $tar_of_tree"
-rm -f "$tar_of_tree"
+cat "$md"
+rm -f "$tar_of_tree" "$md"

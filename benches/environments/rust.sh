@@ -48,7 +48,9 @@ tree="$(PATCH_CANDIDATE_CACHE_DIR="$cache_root" bash fixtures/gates/fetch.sh)/ei
 tar_of_tree="$(mktemp)"
 git -C "$tree" archive --format=tar pristine > "$tar_of_tree"
 run_suite='mkdir -p /tmp/w && tar -x -C /tmp/w && cd /tmp/w && CARGO_TARGET_DIR=/tmp/cargo-target CARGO_INCREMENTAL=0 cargo test --offline --frozen --quiet >/dev/null 2>&1'
-hyperfine --warmup 1 --runs 5 --export-markdown /dev/stdout \
+md="$(mktemp)"
+hyperfine --warmup 1 --runs 5 --export-markdown "$md" \
   -n bare "docker run --rm -i --cpus 1 --memory 768m --entrypoint /bin/sh $env_id -c '$run_suite' < $tar_of_tree" \
   -n hardened "docker run --rm -i --network none --read-only --tmpfs /tmp:rw,exec,size=512m --tmpfs /workspace:size=64m --tmpfs /home/sandbox:size=16m -e HOME=/home/sandbox --cap-drop ALL --security-opt no-new-privileges --pids-limit 64 --memory 768m --cpus 1 --user 10001:10001 --entrypoint /bin/sh $env_id -c '$run_suite' < $tar_of_tree"
-rm -f "$tar_of_tree"
+cat "$md"
+rm -f "$tar_of_tree" "$md"
