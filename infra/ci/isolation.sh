@@ -17,7 +17,7 @@ bash infra/ci/ensure-docker.sh
 targets=(--workspace --lib --bins --tests)
 cargo build --release --locked --workspace --bins ${PATCH_CANDIDATE_CARGO_WITH_TESTS:+--tests}
 cargo test --release --locked "${targets[@]}" --no-run
-bash images/build.sh --bin-dir target/x86_64-unknown-linux-gnu/release >/dev/null
+bash images/build.sh --bin-dir "${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release" >/dev/null
 
 export PATCH_CANDIDATE_REQUIRE_DOCKER=1
 listing="$(mktemp)"

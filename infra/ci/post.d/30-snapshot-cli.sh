@@ -6,7 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
 cargo build --release --locked --quiet --workspace --bins ${PATCH_CANDIDATE_CARGO_WITH_TESTS:+--tests}
-bin="$PWD/target/x86_64-unknown-linux-gnu/release/patch-candidate"
+# CARGO_TARGET_DIR, relative or absolute, is honoured as cargo honours it.
+target="${CARGO_TARGET_DIR:-target}"
+case "$target" in /*) ;; *) target="$PWD/$target" ;; esac
+bin="$target/x86_64-unknown-linux-gnu/release/patch-candidate"
 recompute="$PWD/snapshot/tests/snapshot/recompute_digest.py"
 
 work=$(mktemp -d)

@@ -13,8 +13,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 
 REQUIREMENTS="mcp/tests/client/requirements.txt"
-BIN="target/x86_64-unknown-linux-gnu/release/patch-candidate-mcp"
-VENV="target/mcp-client-venv"
+# CARGO_TARGET_DIR, relative or absolute, is honoured as cargo honours it.
+TARGET="${CARGO_TARGET_DIR:-target}"
+BIN="$TARGET/x86_64-unknown-linux-gnu/release/patch-candidate-mcp"
+VENV="$TARGET/mcp-client-venv"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -8,7 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 ROOT=$(pwd)
 cargo build --release --locked --quiet --workspace --bins ${PATCH_CANDIDATE_CARGO_WITH_TESTS:+--tests}
-export PATH="$ROOT/target/x86_64-unknown-linux-gnu/release:$PATH"
+# CARGO_TARGET_DIR, relative or absolute, is honoured as cargo honours it.
+TARGET="${CARGO_TARGET_DIR:-target}"
+case "$TARGET" in /*) ;; *) TARGET="$ROOT/$TARGET" ;; esac
+export PATH="$TARGET/x86_64-unknown-linux-gnu/release:$PATH"
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
 
 # The commands, from the README itself.

@@ -7,7 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 # A no-op after `cargo test --release` unless the binary is stale.
 cargo build --release --locked --workspace --bins ${PATCH_CANDIDATE_CARGO_WITH_TESTS:+--tests}
-BIN=$(pwd)/target/x86_64-unknown-linux-gnu/release/patch-candidate
+# CARGO_TARGET_DIR, relative or absolute, is honoured as cargo honours it.
+TARGET="${CARGO_TARGET_DIR:-target}"
+case "$TARGET" in /*) ;; *) TARGET="$(pwd)/$TARGET" ;; esac
+BIN=$TARGET/x86_64-unknown-linux-gnu/release/patch-candidate
 ORACLE=$(pwd)/finalizer/tests/py/digest_oracle.py
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
