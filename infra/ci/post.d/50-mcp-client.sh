@@ -15,6 +15,7 @@ cd "$(dirname "$0")/../../.."
 REQUIREMENTS="mcp/tests/client/requirements.txt"
 # CARGO_TARGET_DIR, relative or absolute, is honoured as cargo honours it.
 TARGET="${CARGO_TARGET_DIR:-target}"
+case "$TARGET" in /*) ;; *) TARGET="$PWD/$TARGET" ;; esac
 BIN="$TARGET/x86_64-unknown-linux-gnu/release/patch-candidate-mcp"
 VENV="$TARGET/mcp-client-venv"
 
@@ -44,4 +45,4 @@ cp -R fixtures/mcp-workspace "$work/ws"
 cp -R fixtures/mcp-bundles "$work/bundles"
 ln -s /etc "$work/ws/etc-link"   # a link that leads out of the root: must fail closed
 
-"$VENV/bin/python" mcp/tests/client/mcp_client.py "$PWD/$BIN" "$work/ws" "$work/bundles"
+"$VENV/bin/python" mcp/tests/client/mcp_client.py "$BIN" "$work/ws" "$work/bundles"
