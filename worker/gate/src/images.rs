@@ -320,13 +320,19 @@ mod tests {
             r#""toolchain": null}, "mine""#,
             &format!(r#""toolchain": null, {environment}}}, "mine""#),
         );
-        std::fs::write(dir.path().join(state::GATE_IMAGES.name), &with_env).unwrap();
-        let records = GateImagesState::load(dir.path()).unwrap().unwrap();
-        let env = records
-            .get(&GateImageName::parse("python").unwrap())
-            .unwrap()
-            .environment()
-            .unwrap();
+        // The file `doc` as read back, and the environment of its `python` entry.
+        let read_env = |doc: &str| {
+            std::fs::write(dir.path().join(state::GATE_IMAGES.name), doc).unwrap();
+            let records = GateImagesState::load(dir.path()).unwrap().unwrap();
+            let env = records
+                .get(&GateImageName::parse("python").unwrap())
+                .unwrap()
+                .environment()
+                .unwrap()
+                .clone();
+            (records, env)
+        };
+        let (records, env) = read_env(&with_env);
         assert_eq!((env.stack, env.packages), (EnvironmentStack::Python, 3));
         records.save(dir.path()).unwrap();
         assert_eq!(GateImagesState::load(dir.path()).unwrap().unwrap(), records);
@@ -345,14 +351,7 @@ mod tests {
             with_env.replace(r#""stack": "python""#, r#""stack": "ruby""#),
         ];
         // A rust environment reads like a python one.
-        let rust_env = with_env.replace(r#""stack": "python""#, r#""stack": "rust""#);
-        std::fs::write(dir.path().join(state::GATE_IMAGES.name), &rust_env).unwrap();
-        let records = GateImagesState::load(dir.path()).unwrap().unwrap();
-        let env = records
-            .get(&GateImageName::parse("python").unwrap())
-            .unwrap()
-            .environment()
-            .unwrap();
+        let (_, env) = read_env(&with_env.replace(r#""stack": "python""#, r#""stack": "rust""#));
         assert_eq!(env.stack, EnvironmentStack::Rust);
         for doc in refused {
             assert_ne!(doc, built);

@@ -100,46 +100,39 @@ mod tests {
 
     #[test]
     fn commands_are_counted_once_timed_and_failures_told_apart() {
+        use serde_json::json;
         let mut tally = CommandTally::default();
         let t0 = Instant::now();
-        let ms = |n| t0 + Duration::from_millis(n);
-        let call = |id: &str, status: &str| {
-            event(
-                serde_json::json!({"event": "tool_call", "id": id, "kind": "execute", "status": status}),
-            )
-        };
-        let update = |id: &str, status: &str| {
-            event(serde_json::json!({"event": "tool_call", "id": id, "status": status}))
-        };
-        tally.observe(&call("a", "pending"), ms(0));
-        tally.observe(&call("a", "in_progress"), ms(10));
-        tally.observe(&update("a", "failed"), ms(1500));
-        tally.observe(&call("b", "in_progress"), ms(2000));
-        tally.observe(&update("b", "completed"), ms(2250));
-        // An edit, a read and a permission event are not commands.
-        tally.observe(
-            &event(serde_json::json!({"event": "tool_call", "id": "c", "kind": "edit", "status": "completed"})),
-            ms(2300),
-        );
-        tally.observe(
-            &event(serde_json::json!({"event": "permission", "id": "d", "kind": "execute", "decision": "refused"})),
-            ms(2300),
-        );
-        // An agent that asks first: the command starts at the allowed request, and the tool
-        // call that reports it (once, already completed) ends it.
-        tally.observe(
-            &event(serde_json::json!({"event": "permission", "id": "f", "kind": "execute", "decision": "allowed"})),
-            ms(4000),
-        );
-        tally.observe(
-            &event(serde_json::json!({"event": "tool_call", "id": "f", "kind": "execute", "status": "completed"})),
-            ms(4400),
-        );
-        // Still running at the end: started, not ended.
-        tally.observe(&call("e", "in_progress"), ms(3000));
-        // An end for a command never started, or ended twice, changes nothing.
-        tally.observe(&update("zz", "failed"), ms(3100));
-        tally.observe(&update("a", "failed"), ms(3200));
+        let exec = |id: &str, status: &str| json!({"event": "tool_call", "id": id, "kind": "execute", "status": status});
+        let update =
+            |id: &str, status: &str| json!({"event": "tool_call", "id": id, "status": status});
+        let permission = |id: &str, decision: &str| json!({"event": "permission", "id": id, "kind": "execute", "decision": decision});
+        // (event, milliseconds after t0), in the order the worker receives them.
+        let steps = [
+            (exec("a", "pending"), 0),
+            (exec("a", "in_progress"), 10),
+            (update("a", "failed"), 1500),
+            (exec("b", "in_progress"), 2000),
+            (update("b", "completed"), 2250),
+            // An edit and a refused permission are not commands.
+            (
+                json!({"event": "tool_call", "id": "c", "kind": "edit", "status": "completed"}),
+                2300,
+            ),
+            (permission("d", "refused"), 2300),
+            // Still running at the end: started, not ended.
+            (exec("e", "in_progress"), 3000),
+            // An end for a command never started, or ended twice, changes nothing.
+            (update("zz", "failed"), 3100),
+            (update("a", "failed"), 3200),
+            // An agent that asks first: the command starts at the allowed request, and the tool
+            // call that reports it (once, already completed) ends it.
+            (permission("f", "allowed"), 4000),
+            (exec("f", "completed"), 4400),
+        ];
+        for (value, at) in steps {
+            tally.observe(&event(value), t0 + Duration::from_millis(at));
+        }
         assert_eq!(
             tally.counts(),
             CommandCounts {
