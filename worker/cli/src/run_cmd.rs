@@ -89,7 +89,7 @@ pub(crate) fn execute(
         .live
         .then(|| parse_agent(args.live.agent.as_deref()))
         .transpose()?;
-    let image = turn::resolve_image(
+    let (image, environment) = turn::resolve_image_environment(
         ImageKind::for_live(agent),
         args.image.image.as_deref(),
         args.image.image_id.as_deref(),
@@ -111,7 +111,7 @@ pub(crate) fn execute(
     );
     let plan = TurnPlan::lower(context, image, &inputs)?
         .with_validation_hints(hints)
-        .with_recorded_environment(ImageKind::for_live(agent), &state)?;
+        .with_build_tmp_mib(environment.and_then(|e| e.build_tmp_mib));
     let store_dir = args
         .store
         .clone()

@@ -306,7 +306,7 @@ pub async fn prepare(
         }
         None => None,
     };
-    let image = turn::resolve_image(
+    let (image, environment) = turn::resolve_image_environment(
         ImageKind::for_live(agent),
         sub.image.as_deref(),
         sub.image_id.as_deref(),
@@ -314,15 +314,12 @@ pub async fn prepare(
     )?;
     // The environment is this host's record of the live image, never the client's word: the
     // job names it when it runs exactly the recorded image.
-    if let (Some(live), Some(agent)) = (sub.live.as_mut(), agent) {
-        live.environment = turn::LiveImageState::load_for(state, agent)?
-            .filter(|record| record.image_id == image.1)
-            .and_then(|record| record.environment)
-            .map(|e| jobs::LiveJobEnvironment {
-                name: e.name,
-                image_id: e.image_id.as_str().to_owned(),
-                build_tmp_mib: e.build_tmp_mib.map(|m| m.min(turn::MAX_BUILD_TMP_MIB)),
-            });
+    if let Some(live) = sub.live.as_mut() {
+        live.environment = environment.map(|e| jobs::LiveJobEnvironment {
+            name: e.name,
+            image_id: e.image_id.as_str().to_owned(),
+            build_tmp_mib: e.build_tmp_mib.map(|m| m.clamp(1, turn::MAX_BUILD_TMP_MIB)),
+        });
         live.validate()?;
     }
     let max_attempts = sub.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);

@@ -62,5 +62,6 @@ pub use pipeline::{
 };
 pub use plan::{
     ImageKind, MAX_PATH_GUARD_BYTES, PlanInputs, TurnPlan, host_path_guard, resolve_image,
+    resolve_image_environment,
 };
 pub use request::{CodingWorkerRequest, stdin_payload};

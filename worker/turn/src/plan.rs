@@ -22,7 +22,7 @@ use crate::agent::Agent;
 use crate::config::TurnConfig;
 use crate::error::TurnError;
 use crate::feedback::ReviewFeedback;
-use crate::images::{ImagesState, LiveImageState, PROOF_IMAGE};
+use crate::images::{ImagesState, LiveEnvironment, LiveImageState, PROOF_IMAGE};
 use crate::ledger::UsageLedger;
 use crate::live_exchange::LiveSettings;
 use crate::pipeline::PipelineRequest;
@@ -65,25 +65,50 @@ pub fn resolve_image(
     image_id: Option<&str>,
     state: &Path,
 ) -> Result<(ImageReference, ImageId), TurnError> {
-    let (recorded, default) = match kind {
+    resolve_image_environment(kind, image, image_id, state).map(|(resolved, _)| resolved)
+}
+
+/// [`resolve_image`], and the environment a live image's record names when the turn runs exactly
+/// the recorded image (its build `/tmp` is what [`TurnPlan::with_build_tmp_mib`] applies); the
+/// record is read once.
+///
+/// # Errors
+/// As [`resolve_image`].
+pub fn resolve_image_environment(
+    kind: ImageKind,
+    image: Option<&str>,
+    image_id: Option<&str>,
+    state: &Path,
+) -> Result<((ImageReference, ImageId), Option<LiveEnvironment>), TurnError> {
+    let (recorded, environment, default) = match kind {
         ImageKind::Proof => (
             ImagesState::load(state)?.map(|r| (r.image, r.image_id)),
+            None,
             PROOF_IMAGE,
         ),
-        ImageKind::Live(agent) => (
-            LiveImageState::load_for(state, agent)?.map(|r| (r.image, r.image_id)),
-            agent.default_image(),
-        ),
+        ImageKind::Live(agent) => {
+            let record = LiveImageState::load_for(state, agent)?;
+            let environment = record.as_ref().and_then(|r| r.environment.clone());
+            (
+                record.map(|r| (r.image, r.image_id)),
+                environment,
+                agent.default_image(),
+            )
+        }
     };
     let image: ImageReference = match (image, &recorded) {
         (Some(image), _) => image.parse()?,
         (None, Some((r, _))) => r.clone(),
         (None, None) => default.parse()?,
     };
-    let id = match (image_id, recorded) {
+    let recorded_id = recorded
+        .as_ref()
+        .filter(|(r, _)| *r == image)
+        .map(|(_, id)| id.clone());
+    let id = match (image_id, recorded_id.clone()) {
         (Some(id), _) => id.parse()?,
-        (None, Some((r, id))) if r == image => id,
-        _ => {
+        (None, Some(id)) => id,
+        (None, None) => {
             return Err(TurnError::ImageNotRecorded {
                 live_flags: match kind {
                     ImageKind::Proof => None,
@@ -92,7 +117,8 @@ pub fn resolve_image(
             });
         }
     };
-    Ok((image, id))
+    let environment = environment.filter(|_| recorded_id.as_ref() == Some(&id));
+    Ok(((image, id), environment))
 }
 
 /// The raw inputs of a turn plan, as the operator (or a stored job) gave them.
@@ -220,26 +246,6 @@ impl TurnPlan {
     pub fn with_validation_hints(mut self, hints: Vec<String>) -> Self {
         self.live = self.live.map(|l| l.with_validation_hints(hints));
         self
-    }
-
-    /// Applies what the recorded live image of `kind` asks of its environment (a build `/tmp`),
-    /// when the turn runs exactly that image (the recorded ID); nothing otherwise.
-    ///
-    /// # Errors
-    /// `PATCH_CANDIDATE_STATE` for an unreadable or malformed record.
-    pub fn with_recorded_environment(
-        mut self,
-        kind: ImageKind,
-        state: &Path,
-    ) -> Result<Self, TurnError> {
-        if let ImageKind::Live(agent) = kind
-            && let Some(record) = LiveImageState::load_for(state, agent)?
-            && &record.image_id == self.config.expected_image_id()
-        {
-            let mib = record.environment.and_then(|e| e.build_tmp_mib);
-            self = self.with_build_tmp_mib(mib);
-        }
-        Ok(self)
     }
 
     /// Gives the turn a build `/tmp` of `mib` MiB, mounted `exec` ([`TurnConfig::with_build_tmp_mib`]),
@@ -421,6 +427,23 @@ mod tests {
         assert_eq!(live_id.as_str(), id('b'));
         let e = resolve_image(ImageKind::Live(Agent::Gemini), None, None, dir.path()).unwrap_err();
         assert!(e.to_string().contains("image build --live --agent gemini"));
+        // A live image on an environment: its record's environment comes with the recorded
+        // image, and not with another ID the operator names.
+        std::fs::write(
+            dir.path().join("live-image.json"),
+            serde_json::json!({
+                "image": crate::agent::LIVE_IMAGE, "image_id": id('b'), "agent": "codex-acp",
+                "agent_version": "1", "agent_tarball_sha256": id('c'), "source_revision": "x",
+                "environment": {"name": "either", "image_id": id('d'), "build_tmp_mib": 512},
+            })
+            .to_string(),
+        )
+        .unwrap();
+        let live = ImageKind::Live(Agent::Codex);
+        let (_, env) = resolve_image_environment(live, None, None, dir.path()).unwrap();
+        assert_eq!(env.and_then(|e| e.build_tmp_mib), Some(512));
+        let (_, env) = resolve_image_environment(live, None, Some(&id('e')), dir.path()).unwrap();
+        assert_eq!(env, None);
         let e = resolve_image(ImageKind::Proof, None, Some("latest"), dir.path()).unwrap_err();
         assert_eq!(e.code(), "REPOSITORY_DOCKER_EXPECTED_IMAGE_ID");
         assert_eq!(vocab::Coded::class(&e), FailureClass::Rejected);
