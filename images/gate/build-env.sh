@@ -47,7 +47,10 @@ fi
 ENV_KEY="$( {
   echo "stack $GATE"
   echo "lockfile $LOCKFILE_SHA256"
-  echo "gate-runner $(strip --strip-all -o - "$BIN_DIR/gate-runner" | sha256sum | cut -d' ' -f1)"
+  # `strip -o -` would write a file named `-`: the stripped copy goes to the build context.
+  strip --strip-all -o "$CTX/gate-runner.key" "$BIN_DIR/gate-runner"
+  echo "gate-runner $(sha_of "$CTX/gate-runner.key")"
+  rm -f "$CTX/gate-runner.key"
   for f in "${ENV_PINS[@]}" "images/gate/$GATE.Dockerfile" "images/gate/$GATE-env.Dockerfile" \
     images/gate/build-gate.sh images/gate/build-env.sh "$ENV_TOOL"; do
     echo "$f $(sha_of "$f")"
