@@ -45,5 +45,6 @@ pub use stage::{StageLimits, stage_verified_archive, stage_workspace_archive};
 #[cfg(feature = "effects")]
 pub use workspace::{
     HarvestOptions, HarvestedFile, MAX_HARVEST_BYTES, MAX_HARVEST_ENTRIES, StagedWorkspace,
-    Violation, ViolationKind, WorkspaceHarvest, materialize_workspace,
+    StartOverlay, Violation, ViolationKind, WorkspaceHarvest, materialize_workspace,
+    materialize_workspace_from,
 };

@@ -325,14 +325,49 @@ pub fn materialize_workspace(
     editable: &BaselineFiles,
     read_only: &BaselineFiles,
 ) -> Result<StagedWorkspace, ArchiveError> {
-    for path in editable.keys().chain(read_only.keys()) {
+    materialize_workspace_from(root, editable, read_only, &StartOverlay::new())
+}
+
+/// A follow-up turn's starting tree over the baseline: `path → Some(content)` writes `content`
+/// there (an update of a baseline file, or a file an earlier attempt created), `path → None`
+/// leaves a baseline file out (an earlier attempt deleted it).
+pub type StartOverlay = BTreeMap<RepoPath, Option<String>>;
+
+/// [`materialize_workspace`] for a follow-up turn: the manifests are the baseline's, so a
+/// [`StagedWorkspace::harvest`] still reports every change against the baseline, while the tree
+/// written is the baseline with `start` applied (see [`StartOverlay`]).
+///
+/// # Errors
+/// As [`materialize_workspace`]; `WORKSPACE_UNSAFE_PATH` also when an overlay path is a
+/// read-only file, or an absent entry names no baseline file.
+///
+/// # Security
+/// As [`materialize_workspace`]: every path (overlay paths included) is checked before anything
+/// is created.
+pub fn materialize_workspace_from(
+    root: &Path,
+    editable: &BaselineFiles,
+    read_only: &BaselineFiles,
+    start: &StartOverlay,
+) -> Result<StagedWorkspace, ArchiveError> {
+    let created = start.keys().filter(|p| !editable.contains_key(*p));
+    for path in editable.keys().chain(read_only.keys()).chain(created.clone()) {
         if is_secret_sensitive_path(path.as_str()) {
             return Err(ArchiveError::WorkspaceSecretPath {
                 path: EntryName::from_str(path.as_str()),
             });
         }
     }
-    if let Err(c) = detect_collisions(editable.keys().chain(read_only.keys())) {
+    // An overlay never writes a read-only file, and leaves out only baseline files.
+    let misplaced = start.iter().find(|(p, content)| {
+        read_only.contains_key(*p) || (content.is_none() && !editable.contains_key(*p))
+    });
+    if let Some((path, _)) = misplaced {
+        return Err(ArchiveError::WorkspaceUnsafePath {
+            path: EntryName::from_str(path.as_str()),
+        });
+    }
+    if let Err(c) = detect_collisions(editable.keys().chain(read_only.keys()).chain(created)) {
         let path = match &c {
             snapshot::Collision::Duplicate(p)
             | snapshot::Collision::CaseFold(p, _)
@@ -357,7 +392,15 @@ pub fn materialize_workspace(
         removed: AtomicBool::new(false),
     };
     let written = open_root(root).and_then(|dir| {
-        for (path, content) in editable.iter().chain(read_only.iter()) {
+        let baseline = editable
+            .iter()
+            .filter(|(p, _)| !start.contains_key(*p))
+            .map(|(p, c)| (p, c.as_str()));
+        let started = start
+            .iter()
+            .filter_map(|(p, c)| c.as_deref().map(|c| (p, c)));
+        let read_only = read_only.iter().map(|(p, c)| (p, c.as_str()));
+        for (path, content) in baseline.chain(started).chain(read_only) {
             write_file(&dir, path, content.as_bytes(), true)
                 .map_err(|e| ArchiveError::workspace_io("cannot write workspace file", &e))?;
         }
@@ -770,6 +813,60 @@ mod tests {
         assert_eq!(e.code(), "CODING_WORKSPACE_CLEANUP");
         assert!(root.join("app/a.txt").exists());
         assert!(!root.join("app/b/c.txt").exists());
+    }
+
+    /// A follow-up's starting tree: the overlay's updates, creates and absences are on disk,
+    /// while the harvest of that untouched tree reports them against the baseline.
+    #[test]
+    fn a_starting_tree_is_written_and_harvested_against_the_baseline() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        let path = |p: &str| RepoPath::parse(p).unwrap();
+        let start: StartOverlay = [
+            (path("app/a.txt"), Some("a2\n".to_owned())),
+            (path("app/b/c.txt"), None),
+            (path("app/new.txt"), Some("n\n".to_owned())),
+        ]
+        .into_iter()
+        .collect();
+        let ws = materialize_workspace_from(&root, &baseline(), &BTreeMap::new(), &start).unwrap();
+        assert_eq!(std::fs::read_to_string(root.join("app/a.txt")).unwrap(), "a2\n");
+        assert!(!root.join("app/b/c.txt").exists());
+        assert_eq!(std::fs::read_to_string(root.join("app/new.txt")).unwrap(), "n\n");
+        assert_eq!(ws.editable_manifest().len(), 2);
+        let harvest = ws
+            .harvest(HarvestOptions {
+                allow_new_files: true,
+                allow_deletes: true,
+            })
+            .unwrap();
+        let ops: Vec<(&str, &str)> = harvest
+            .files
+            .iter()
+            .map(|f| (f.path.as_str(), f.op.as_str()))
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                ("app/a.txt", "update"),
+                ("app/new.txt", "create"),
+                ("app/b/c.txt", "delete")
+            ]
+        );
+        ws.cleanup().unwrap();
+
+        // An overlay never writes a read-only file, nor leaves out a file that is not in the
+        // baseline; nothing is created then.
+        let read_only: BaselineFiles = [(path("docs/r.txt"), "r\n".to_owned())].into();
+        for bad in [
+            [(path("docs/r.txt"), Some("x".to_owned()))],
+            [(path("app/none.txt"), None)],
+        ] {
+            let e = materialize_workspace_from(&root, &baseline(), &read_only, &bad.into())
+                .unwrap_err();
+            assert_eq!(e.code(), "WORKSPACE_UNSAFE_PATH");
+            assert!(!root.exists());
+        }
     }
 
     /// Replaces `name` in `dir` by a FIFO (between the harvest's listing and its read).

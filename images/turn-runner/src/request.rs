@@ -44,6 +44,58 @@ struct WireRequest {
     /// Live turns only, optional: how the repository is checked (the operator's gate commands).
     #[serde(default)]
     validation_hints: Option<Vec<String>>,
+    /// Follow-up turns only: the starting tree, an overlay of the baseline `files`.
+    #[serde(default)]
+    start_from: Option<WireStart>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireStart {
+    candidate: String,
+    files: BTreeMap<String, String>,
+    #[serde(default)]
+    absent: Vec<String>,
+}
+
+/// A follow-up turn's starting tree: the candidate it continues and the overlay of the baseline
+/// that candidate's post-images make (written content, or absent). The workspace's manifests stay
+/// the baseline's, so the proposal's changes are still claimed against the baseline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartFrom {
+    /// The `sha256:` digest of the candidate the turn continues.
+    pub candidate: String,
+    pub overlay: archive::StartOverlay,
+}
+
+impl StartFrom {
+    fn parse(w: WireStart) -> Result<Self, ProofError> {
+        if !vocab::is_typed_sha256(&w.candidate) {
+            return Err(ProofError::RequestFormat {
+                reason: "start_from: candidate is not a sha256: digest".to_owned(),
+            });
+        }
+        let mut overlay = archive::StartOverlay::new();
+        for (path, content) in w.files {
+            overlay.insert(repo_path(&path)?, Some(content));
+        }
+        for path in w.absent {
+            if overlay.insert(repo_path(&path)?, None).is_some() {
+                return Err(ProofError::Grants {
+                    reason: "start_from names a path twice",
+                });
+            }
+        }
+        if overlay.is_empty() {
+            return Err(ProofError::Grants {
+                reason: "start_from changes nothing",
+            });
+        }
+        Ok(Self {
+            candidate: w.candidate,
+            overlay,
+        })
+    }
 }
 
 /// The most validation hints (the host's cap).
@@ -92,12 +144,56 @@ struct WireFeedback {
 struct WireGate {
     gate: String,
     verdict: String,
+    #[serde(default)]
+    new_failures: Option<Vec<String>>,
+    #[serde(default)]
+    excerpt: Option<String>,
 }
 
 /// The longest reviewer note (the host's cap).
 pub const MAX_FEEDBACK_NOTE_BYTES: usize = 8192;
 /// The most gate verdicts (the host's cap).
 pub const MAX_FEEDBACK_GATES: usize = 64;
+/// The most failing test ids of one gate (the host's cap).
+pub const MAX_FEEDBACK_FAILURES: usize = 32;
+/// The longest failing test id, in bytes.
+pub const MAX_FEEDBACK_FAILURE_BYTES: usize = 512;
+/// The longest output excerpt of one gate, in bytes (the host's cap).
+pub const MAX_FEEDBACK_EXCERPT_BYTES: usize = 4096;
+
+/// One gate of the review: its verdict, the test ids that newly fail, and the tail of its output
+/// (escaped printable ASCII, already checked by the host's content policy). All untrusted text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedbackGate {
+    pub gate: String,
+    pub verdict: String,
+    pub new_failures: Vec<String>,
+    pub excerpt: Option<String>,
+}
+
+impl FeedbackGate {
+    fn parse(w: WireGate) -> Option<Self> {
+        let failures = w.new_failures.unwrap_or_default();
+        let failures_ok = failures.len() <= MAX_FEEDBACK_FAILURES
+            && failures.iter().all(|f| {
+                (1..=MAX_FEEDBACK_FAILURE_BYTES).contains(&f.len())
+                    && !f.chars().any(char::is_control)
+            });
+        // The host's excerpt is the gate evidence's escaped log: printable ASCII, newline, tab.
+        let excerpt_ok = w.excerpt.as_ref().is_none_or(|e| {
+            (1..=MAX_FEEDBACK_EXCERPT_BYTES).contains(&e.len())
+                && e
+                    .bytes()
+                    .all(|b| b == b'\n' || b == b'\t' || (0x20..0x7f).contains(&b))
+        });
+        (is_token(&w.gate) && is_token(&w.verdict) && failures_ok && excerpt_ok).then_some(Self {
+            gate: w.gate,
+            verdict: w.verdict,
+            new_failures: failures,
+            excerpt: w.excerpt,
+        })
+    }
+}
 
 /// A follow-up turn's review feedback, validated: untrusted context the prompt quotes, never
 /// scope.
@@ -106,8 +202,8 @@ pub struct ReviewFeedback {
     /// The superseded candidate's `sha256:` digest.
     pub supersedes_candidate: String,
     pub note: Option<String>,
-    /// `(gate, verdict)` pairs, both plain tokens.
-    pub gates: Vec<(String, String)>,
+    /// The gates, each name and verdict a plain token.
+    pub gates: Vec<FeedbackGate>,
 }
 
 fn is_token(text: &str) -> bool {
@@ -134,18 +230,19 @@ impl TryFrom<WireFeedback> for ReviewFeedback {
                 return Err(bad("the note is empty, too long or has control characters"));
             }
         }
-        if w.gates.len() > MAX_FEEDBACK_GATES
-            || !w
-                .gates
-                .iter()
-                .all(|g| is_token(&g.gate) && is_token(&g.verdict))
-        {
+        if w.gates.len() > MAX_FEEDBACK_GATES {
             return Err(bad("the gate verdicts are malformed"));
         }
+        let gates = w
+            .gates
+            .into_iter()
+            .map(FeedbackGate::parse)
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| bad("the gate verdicts are malformed"))?;
         Ok(Self {
             supersedes_candidate: w.supersedes_candidate,
             note: w.note,
-            gates: w.gates.into_iter().map(|g| (g.gate, g.verdict)).collect(),
+            gates,
         })
     }
 }
@@ -235,6 +332,8 @@ pub struct TurnRequest {
     pub review_feedback: Option<ReviewFeedback>,
     /// Live turns: the operator's gate commands, as hints for the agent (empty when none).
     pub validation_hints: Vec<String>,
+    /// Follow-up turns that continue an earlier candidate: the starting tree.
+    pub start_from: Option<StartFrom>,
 }
 
 fn repo_path(raw: &str) -> Result<RepoPath, ProofError> {
@@ -313,6 +412,7 @@ impl TurnRequest {
                 .review_feedback
                 .map(ReviewFeedback::try_from)
                 .transpose()?,
+            start_from: wire.start_from.map(StartFrom::parse).transpose()?,
         };
         request.check_scope()?;
         Ok(request)
@@ -370,6 +470,33 @@ impl TurnRequest {
         {
             return Err(ProofError::Grants {
                 reason: "deletion is not a selected editable path",
+            });
+        }
+        self.check_start()
+    }
+
+    /// A starting tree stays inside the grants (it writes editable files and granted creates,
+    /// and leaves out only granted deletions) and continues the candidate the review names.
+    fn check_start(&self) -> Result<(), ProofError> {
+        let Some(start) = &self.start_from else {
+            return Ok(());
+        };
+        let granted = start.overlay.iter().all(|(path, content)| match content {
+            Some(_) => self.files.contains_key(path) || self.create_paths.contains(path),
+            None => self.delete_paths.contains(path),
+        });
+        if !granted {
+            return Err(ProofError::Grants {
+                reason: "start_from leaves the grants",
+            });
+        }
+        if self
+            .review_feedback
+            .as_ref()
+            .is_none_or(|r| r.supersedes_candidate != start.candidate)
+        {
+            return Err(ProofError::Grants {
+                reason: "start_from continues a candidate the review does not name",
             });
         }
         Ok(())

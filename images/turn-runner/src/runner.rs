@@ -290,7 +290,14 @@ pub async fn run_turn_with(
     let own_probe = probing.then(|| probes::collect(&selection));
 
     let turn_dir = cfg.workspace_root.join(turn_dir_name(stdin));
-    let ws = archive::materialize_workspace(&turn_dir, &request.files, &request.read_only_files)?;
+    let no_start = archive::StartOverlay::new();
+    let start = request.start_from.as_ref().map_or(&no_start, |s| &s.overlay);
+    let ws = archive::materialize_workspace_from(
+        &turn_dir,
+        &request.files,
+        &request.read_only_files,
+        start,
+    )?;
     let result = run_in_workspace(cfg, &request, &ws, stdin, hooks).await;
     let cleanup = ws.cleanup();
     let (output, agent_report) = result?;

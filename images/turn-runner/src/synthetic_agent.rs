@@ -63,7 +63,11 @@ pub struct PromptScope {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReviewSeen {
     pub gates: Vec<String>,
+    /// The failing test ids the gates listed, in order.
+    pub new_failures: Vec<String>,
     pub first_note_line: Option<String>,
+    /// The prompt says the workspace continues the earlier attempt.
+    pub continues: bool,
 }
 
 fn review_seen(prompt: &str) -> Option<ReviewSeen> {
@@ -73,6 +77,10 @@ fn review_seen(prompt: &str) -> Option<ReviewSeen> {
     for line in lines.take_while(|l| !l.is_empty()) {
         if let Some(gate) = line.strip_prefix("* ") {
             seen.gates.push(gate.to_owned());
+        } else if let Some(ids) = line.strip_prefix("  new failures: ") {
+            seen.new_failures.extend(ids.split(", ").map(str::to_owned));
+        } else if line.starts_with(crate::prompt::CONTINUES_LINE) {
+            seen.continues = true;
         } else if let Some(note) = line.strip_prefix("> ") {
             seen.first_note_line.get_or_insert_with(|| note.to_owned());
         }
@@ -330,12 +338,19 @@ async fn run_prompt(
 }
 
 /// The default edit: one marker line appended. After a review it says what reached the agent
-/// (the gate verdicts and the note's first line, capped), so a follow-up's tests can check it.
+/// (the gate verdicts, the failing test ids, the note's first line, capped, and whether the
+/// workspace continued the earlier attempt), so a follow-up's tests can check it.
 fn edited(original: &str, path: &str, review: Option<&ReviewSeen>) -> String {
     let after = review.map_or_else(String::new, |r| {
         let note = r.first_note_line.as_deref().unwrap_or("(none)");
+        let failures = if r.new_failures.is_empty() {
+            String::new()
+        } else {
+            format!("; new failures: {}", r.new_failures.join(", "))
+        };
+        let start = if r.continues { "continued" } else { "restarted" };
         let said = format!(
-            " after review (gates: {}; note: {note})",
+            " after review ({start}; gates: {}{failures}; note: {note})",
             r.gates.join(", ")
         );
         said.chars().take(512).collect()
