@@ -32,7 +32,9 @@ pub use report::{
     POLICY_REPORT_SCHEMA, PolicyReport, Severity, parse_report,
 };
 pub use rules::rule_set_info;
-pub use scan::{scan, scan_with_digest, verify};
+pub use scan::{
+    CheckedText, WITHHELD_LINE, WITHHELD_TEXT, scan, scan_with_digest, verify, withhold_flagged_lines,
+};
 
 /// Measurement only (`examples/policy_bench.rs`): a scan with another rule file, to compare rule
 /// sets side by side in one process. Not part of the crate's surface; reports it makes are bound

@@ -447,6 +447,66 @@ pub(crate) fn scan_with_rules(
     }
 }
 
+/// The line that stands in for a withheld line of [`withhold_flagged_lines`].
+pub const WITHHELD_LINE: &str = "[line withheld by the content policy]";
+/// What stands in for the whole text when its findings are too many to place line by line.
+pub const WITHHELD_TEXT: &str = "[output withheld by the content policy]";
+/// The file name the secret rules see for a text checked by [`withhold_flagged_lines`] (rules
+/// bound to other paths do not apply to it).
+const OUTPUT_PATH: &str = "gate-output.log";
+
+/// A text after [`withhold_flagged_lines`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedText {
+    /// The text, each flagged line replaced by [`WITHHELD_LINE`] (or the whole of it by
+    /// [`WITHHELD_TEXT`]).
+    pub text: String,
+    /// How many lines were withheld (every line when the whole text was).
+    pub withheld_lines: usize,
+}
+
+/// The content policy over an untrusted text that is about to be shown to an agent (a gate's
+/// output tail in a follow-up turn's prompt): every line in which a secret rule fires by value,
+/// or that holds hidden text, a terminal escape or a NUL, is replaced by [`WITHHELD_LINE`]. When
+/// a line's findings could not all be placed (more than the per-file finding cap), the whole text
+/// is withheld instead. Lines are split at `\n`.
+///
+/// # Errors
+/// `PATCH_CANDIDATE_POLICY_RULES` if the shipped rule file does not compile (a build defect).
+///
+/// # Security
+/// The result never holds a line the policy flags; the flagged values are not kept anywhere.
+pub fn withhold_flagged_lines(text: &str) -> Result<CheckedText, PolicyError> {
+    let rules = crate::rules::shipped()?;
+    let bytes = text.as_bytes();
+    let mut out = FileFindings::new(0);
+    scan_segment(rules, (bytes, OUTPUT_PATH), (0, 0, bytes.len()), &mut out);
+    let line_count = text.split('\n').count();
+    if out.found.len() < out.total.len() {
+        return Ok(CheckedText {
+            text: WITHHELD_TEXT.to_owned(),
+            withheld_lines: line_count,
+        });
+    }
+    let flagged: std::collections::BTreeSet<u64> =
+        out.found.iter().filter_map(|(_, _, line)| *line).collect();
+    let kept: Vec<&str> = text
+        .split('\n')
+        .zip(1_u64..)
+        .map(|(line, number)| {
+            if flagged.contains(&number) {
+                WITHHELD_LINE
+            } else {
+                line
+            }
+        })
+        .collect();
+    Ok(CheckedText {
+        text: kept.join("\n"),
+        withheld_lines: flagged.len(),
+    })
+}
+
 /// Checks that `report` is the report this build makes for `candidate`: the same rule file,
 /// the candidate's digest, and a rescan equal in every field.
 ///

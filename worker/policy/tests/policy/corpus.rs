@@ -187,3 +187,68 @@ fn the_review_docs_rule_table_matches_the_rule_file() {
     assert_eq!(rows, expected);
     assert_eq!(rows.len(), 224);
 }
+
+/// Rules the policy applies only under some file names (`path` in the rule file): a gate's output
+/// is not such a file, so [`policy::withhold_flagged_lines`] does not apply them.
+fn path_bound_rules() -> BTreeSet<String> {
+    let file: toml::Value = toml::from_str(RULE_FILE).unwrap();
+    file["secret"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r.get("path").is_some())
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_secret_in_untrusted_output_is_withheld_by_its_line_and_the_rest_is_kept() {
+    let path_bound = path_bound_rules();
+    assert_eq!(path_bound.len(), 4);
+    let mut kept_secret = Vec::new();
+    for case in cases().iter().filter(|c| c.kind == "generated") {
+        if path_bound.contains(&case.rule) || NOT_BY_VALUE.contains(&case.rule.as_str()) {
+            continue;
+        }
+        let text = format!("FAILED tests/test_a.py::test_x\n{}\nE   assert 1 == 2", case.line);
+        let checked = policy::withhold_flagged_lines(&text).unwrap();
+        if checked.text.contains(&case.line) {
+            kept_secret.push(case.rule.clone());
+            continue;
+        }
+        assert_eq!(
+            checked.text,
+            format!(
+                "FAILED tests/test_a.py::test_x\n{}\nE   assert 1 == 2",
+                policy::WITHHELD_LINE
+            ),
+            "{}",
+            case.rule
+        );
+        assert_eq!(checked.withheld_lines, 1);
+    }
+    assert_eq!(kept_secret, Vec::<String>::new());
+    // Benign output passes unchanged.
+    let benign: String = BENIGN.lines().take(200).collect::<Vec<_>>().join("\n");
+    let checked = policy::withhold_flagged_lines(&benign).unwrap();
+    assert_eq!((checked.text.as_str(), checked.withheld_lines), (benign.as_str(), 0));
+    // A terminal escape or a NUL is withheld too (a gate's escaped tail never holds one, but the
+    // function takes any text).
+    let checked = policy::withhold_flagged_lines("a\n\u{1b}[2Jb\nc\0\nd").unwrap();
+    assert_eq!(
+        checked.text,
+        format!("a\n{0}\n{0}\nd", policy::WITHHELD_LINE)
+    );
+    // Too many findings to place line by line: the whole text is withheld.
+    let sample = cases()
+        .into_iter()
+        .find(|c| c.kind == "generated" && c.rule == "github-pat")
+        .unwrap()
+        .line;
+    let many = format!("{sample}\n").repeat(200);
+    let checked = policy::withhold_flagged_lines(&many).unwrap();
+    assert_eq!(
+        (checked.text.as_str(), checked.withheld_lines),
+        (policy::WITHHELD_TEXT, 201)
+    );
+}
