@@ -56,6 +56,7 @@ async fn one(
             ledger: None,
             user_id: "bench",
             review_feedback: None,
+            parent: None,
         },
     )
     .await;

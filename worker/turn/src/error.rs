@@ -81,6 +81,10 @@ pub enum TurnError {
     /// Review feedback for a follow-up turn is malformed.
     #[error("PATCH_CANDIDATE_REVIEW_FEEDBACK: {detail}")]
     Feedback { detail: &'static str },
+    /// The candidate a follow-up turn would continue is not one of this approval at this
+    /// baseline, or its changes leave the approval's selection and grants.
+    #[error("PATCH_CANDIDATE_FOLLOW_UP_PARENT: {detail}")]
+    FollowUpParent { detail: &'static str },
     /// No editable file could be selected from the approval's scopes.
     #[error("REPOSITORY_PATCH_SELECTION: {detail}")]
     #[coded(foreign = snapshot::SELECTION_CODE)]
@@ -199,6 +203,7 @@ mod tests {
             },
             TurnError::Selection { detail: "x" },
             TurnError::Feedback { detail: "x" },
+            TurnError::FollowUpParent { detail: "x" },
             TurnError::ImageNotRecorded { live_flags: None },
             TurnError::ImageNotRecorded {
                 live_flags: Some(" --live"),
@@ -237,6 +242,7 @@ mod tests {
                 | TurnError::GatewayRefused { .. }
                 | TurnError::Selection { .. }
                 | TurnError::Feedback { .. }
+                | TurnError::FollowUpParent { .. }
                 | TurnError::ImageNotRecorded { .. }
                 | TurnError::UnknownAgent
                 | TurnError::Tunnel(_)

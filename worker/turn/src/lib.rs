@@ -26,6 +26,7 @@ mod docker_turn;
 mod error;
 pub mod fault;
 mod feedback;
+mod follow_up;
 mod images;
 mod ledger;
 mod limits;
@@ -46,7 +47,11 @@ pub use agent::Agent;
 pub use config::{MAX_BUILD_TMP_MIB, TurnConfig};
 pub use docker_turn::{RepositoryDockerTurn, execute_live_turn, execute_repository_docker_turn};
 pub use error::{ERROR_CODES, LIVE_AGENT_CODE, TurnError};
-pub use feedback::{MAX_FEEDBACK_GATES, MAX_FEEDBACK_NOTE_BYTES, ReviewFeedback};
+pub use feedback::{
+    MAX_FEEDBACK_EXCERPT_BYTES, MAX_FEEDBACK_FAILURES, MAX_FEEDBACK_GATES, MAX_FEEDBACK_NOTE_BYTES,
+    ReviewFeedback, excerpt_tail,
+};
+pub use follow_up::{ParentCandidate, StartFrom, same_changes};
 pub use images::{ImagesState, LiveEnvironment, LiveImageState};
 pub use ledger::UsageLedger;
 pub use limits::{DEFAULT_WALL_SECONDS, MAX_TURN_ARCHIVE_BYTES};

@@ -21,6 +21,7 @@ use crate::config::TurnConfig;
 use crate::docker_turn::{execute_live_turn, execute_repository_docker_turn};
 use crate::error::TurnError;
 use crate::feedback::ReviewFeedback;
+use crate::follow_up::{ParentCandidate, StartFrom};
 use crate::ledger::{UsageIdentity, UsageLedger, record_isolated_acp_usage};
 use crate::live_exchange::{LiveContext, LiveLog};
 use crate::request::{CodingWorkerRequest, check_request_fields, verify_turn_request};
@@ -48,6 +49,9 @@ pub struct PipelineRequest<'a> {
     pub user_id: &'a str,
     /// A follow-up turn's review feedback, given to the agent as untrusted context.
     pub review_feedback: Option<&'a ReviewFeedback>,
+    /// The candidate a follow-up continues: the turn starts from its post-images (the review
+    /// feedback must name it).
+    pub parent: Option<&'a ParentCandidate>,
 }
 
 /// Wall time of each phase.
@@ -260,6 +264,21 @@ fn prepare<'a>(
         req.read_only.clone(),
     )?;
     prepared.request.review_feedback = req.review_feedback.cloned();
+    if let Some(parent) = req.parent {
+        let named = req
+            .review_feedback
+            .is_some_and(|f| f.supersedes_candidate() == parent.digest().to_string());
+        if !named {
+            return Err(TurnError::FollowUpParent {
+                detail: "the review does not name the candidate the turn continues",
+            });
+        }
+        prepared.request.start_from = Some(StartFrom::of_parent(
+            parent,
+            req.context,
+            &prepared.request.files,
+        )?);
+    }
     Ok(prepared)
 }
 

@@ -22,6 +22,7 @@ use crate::agent::Agent;
 use crate::config::TurnConfig;
 use crate::error::TurnError;
 use crate::feedback::ReviewFeedback;
+use crate::follow_up::ParentCandidate;
 use crate::images::{ImagesState, LiveEnvironment, LiveImageState, PROOF_IMAGE};
 use crate::ledger::UsageLedger;
 use crate::live_exchange::LiveSettings;
@@ -161,6 +162,7 @@ pub struct TurnPlan {
     read_only: Option<Vec<RepoPath>>,
     live: Option<LiveSettings>,
     review_feedback: Option<ReviewFeedback>,
+    parent: Option<ParentCandidate>,
 }
 
 fn repo_paths(raw: Option<&[String]>) -> Result<Option<Vec<RepoPath>>, TurnError> {
@@ -229,6 +231,7 @@ impl TurnPlan {
                 .live_model
                 .map(|model| LiveSettings::new(inputs.live_agent, model)),
             review_feedback: None,
+            parent: None,
         })
     }
 
@@ -238,6 +241,20 @@ impl TurnPlan {
     pub fn with_review_feedback(mut self, feedback: Option<ReviewFeedback>) -> Self {
         self.review_feedback = feedback;
         self
+    }
+
+    /// Makes the follow-up continue `parent`: the turn starts from its post-images (its review
+    /// feedback must name it; the pipeline checks the parent against the approval and baseline).
+    #[must_use]
+    pub fn with_parent(mut self, parent: Option<ParentCandidate>) -> Self {
+        self.parent = parent;
+        self
+    }
+
+    /// The candidate a follow-up continues.
+    #[must_use]
+    pub fn parent(&self) -> Option<&ParentCandidate> {
+        self.parent.as_ref()
     }
 
     /// Gives a live turn's agent the operator's gate commands as validation hints
@@ -341,6 +358,7 @@ impl TurnPlan {
             ledger,
             user_id,
             review_feedback: self.review_feedback.as_ref(),
+            parent: self.parent.as_ref(),
         }
     }
 }

@@ -12,6 +12,7 @@ use snapshot::{
 
 use crate::error::TurnError;
 use crate::feedback::ReviewFeedback;
+use crate::follow_up::{StartFrom, WireStart};
 use crate::limits::MAX_REQUEST_BYTES;
 use container::ContainerError;
 
@@ -36,6 +37,9 @@ pub struct CodingWorkerRequest {
     /// A follow-up turn's review feedback (untrusted context for the agent); `None` otherwise,
     /// and then the stdin payload is exactly the reference's.
     pub review_feedback: Option<ReviewFeedback>,
+    /// A follow-up turn that continues an earlier candidate: its starting tree (the container
+    /// starts from it; `files` stays the baseline every host check uses).
+    pub start_from: Option<StartFrom>,
 }
 
 impl CodingWorkerRequest {
@@ -57,6 +61,7 @@ impl CodingWorkerRequest {
             files,
             read_only_files,
             review_feedback: None,
+            start_from: None,
         }
     }
 }
@@ -77,6 +82,8 @@ struct StdinPayload<'a> {
     delete_paths: Option<Vec<&'a str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     review_feedback: Option<&'a ReviewFeedback>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_from: Option<WireStart<'a>>,
 }
 
 fn sorted_paths(paths: &[RepoPath]) -> Vec<&str> {
@@ -113,6 +120,7 @@ pub fn stdin_payload(
         create_paths: grants.then(|| sorted_paths(context.create_paths())),
         delete_paths: grants.then(|| sorted_paths(context.delete_paths())),
         review_feedback: request.review_feedback.as_ref(),
+        start_from: request.start_from.as_ref().map(StartFrom::wire),
     };
     let bytes = serde_json::to_vec(&doc).map_err(|_| TurnError::RequestBudget {
         limit: MAX_REQUEST_BYTES,
