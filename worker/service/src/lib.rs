@@ -10,6 +10,7 @@
 //! at once. The HTTP API (`http`) serves beside them.
 
 mod error;
+mod follow_up;
 mod gates;
 mod http;
 mod live_host;
@@ -33,6 +34,7 @@ use vocab::HostId;
 
 pub use error::ERROR_CODES;
 pub(crate) use error::ServiceError;
+pub use follow_up::{ChainEnd, ChainLimits, Step, follow_up_feedback, next_step, output_excerpt};
 pub use http::{PublishTarget, job_view, job_view_with_gates, mint_token, review_summary};
 pub use live_host::{CredentialSource, LiveHost};
 pub use metrics::Metrics;
