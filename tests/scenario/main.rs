@@ -28,6 +28,7 @@ mod cli_input;
 mod cli_live;
 mod cli_review;
 mod codes;
+mod follow_ups;
 mod gate_environments;
 mod gates;
 mod hostile;

@@ -522,7 +522,14 @@ async fn docker_service_retry_queues_a_follow_up_under_the_same_approval() {
     assert_eq!(candidate.changed_files().len(), 1);
     let content = candidate.changed_files()[0].content().unwrap_or_default();
     assert!(
-        content.ends_with("after review (gates: ; note: keep the public API)\n"),
+        content.ends_with("after review (continued; gates: ; note: keep the public API)\n"),
+        "{content}"
+    );
+    // The follow-up continued the reviewed candidate: its edit is still there, below the
+    // follow-up's own, and the one diff is against the baseline.
+    assert_eq!(
+        content.matches("fake-agent: edited").count(),
+        2,
         "{content}"
     );
 

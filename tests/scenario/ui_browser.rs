@@ -910,7 +910,7 @@ async fn a_retry_queues_a_follow_up_that_sees_the_note(r: &Review, c: &Client) {
     };
     assert!(
         String::from_utf8_lossy(&follow_bytes)
-            .contains("after review (gates: ; note: try a smaller change)"),
+            .contains("after review (continued; gates: ; note: try a smaller change)"),
         "the follow-up's agent did not see the note"
     );
     r.goto(c, &format!("/ui/jobs/{follow_up}/candidate")).await;

@@ -232,10 +232,20 @@ mod tests {
         let ok_gate = r#"{"gate":"pytest","verdict":"failed"}"#;
         let grants = r#","create_paths":["app/new.py"],"delete_paths":["app/b.py"]"#;
         let start = |files: &str, absent: &str, candidate: &str| {
-            format!(r#","start_from":{{"candidate":"{candidate}","files":{files},"absent":{absent}}}"#)
+            format!(
+                r#","start_from":{{"candidate":"{candidate}","files":{files},"absent":{absent}}}"#
+            )
         };
         // The well-formed ones parse: an update, a create and a deletion within the grants.
-        let good = doc(ok_gate, grants, &start(r#"{"app/a.py":"x2","app/new.py":"n"}"#, r#"["app/b.py"]"#, &digest));
+        let good = doc(
+            ok_gate,
+            grants,
+            &start(
+                r#"{"app/a.py":"x2","app/new.py":"n"}"#,
+                r#"["app/b.py"]"#,
+                &digest,
+            ),
+        );
         let request = TurnRequest::parse(good.as_bytes()).unwrap();
         assert_eq!(request.start_from.unwrap().overlay.len(), 3);
         let many = format!(
@@ -248,21 +258,53 @@ mod tests {
         );
         let cases = [
             doc(&many, "", ""),
-            doc(r#"{"gate":"pytest","verdict":"failed","new_failures":["a\nb"]}"#, "", ""),
-            doc(r#"{"gate":"pytest","verdict":"failed","new_failures":[""]}"#, "", ""),
+            doc(
+                r#"{"gate":"pytest","verdict":"failed","new_failures":["a\nb"]}"#,
+                "",
+                "",
+            ),
+            doc(
+                r#"{"gate":"pytest","verdict":"failed","new_failures":[""]}"#,
+                "",
+                "",
+            ),
             doc(&long_excerpt, "", ""),
-            doc(r#"{"gate":"pytest","verdict":"failed","excerpt":"\u001b[2J"}"#, "", ""),
-            doc(r#"{"gate":"pytest","verdict":"failed","excerpt":"caf\u00e9"}"#, "", ""),
-            doc(r#"{"gate":"pytest","verdict":"failed","excerpt":""}"#, "", ""),
+            doc(
+                r#"{"gate":"pytest","verdict":"failed","excerpt":"\u001b[2J"}"#,
+                "",
+                "",
+            ),
+            doc(
+                r#"{"gate":"pytest","verdict":"failed","excerpt":"caf\u00e9"}"#,
+                "",
+                "",
+            ),
+            doc(
+                r#"{"gate":"pytest","verdict":"failed","excerpt":""}"#,
+                "",
+                "",
+            ),
             // Starting trees: a read-only file, an ungranted create or deletion, a path twice,
             // nothing at all, another candidate than the review's, a malformed digest.
             doc(ok_gate, "", &start(r#"{"tests/t.py":"t2"}"#, "[]", &digest)),
             doc(ok_gate, "", &start(r#"{"app/new.py":"n"}"#, "[]", &digest)),
             doc(ok_gate, "", &start("{}", r#"["app/b.py"]"#, &digest)),
-            doc(ok_gate, grants, &start(r#"{"app/b.py":"y2"}"#, r#"["app/b.py"]"#, &digest)),
+            doc(
+                ok_gate,
+                grants,
+                &start(r#"{"app/b.py":"y2"}"#, r#"["app/b.py"]"#, &digest),
+            ),
             doc(ok_gate, grants, &start("{}", "[]", &digest)),
-            doc(ok_gate, grants, &start(r#"{"app/a.py":"x2"}"#, "[]", &other)),
-            doc(ok_gate, grants, &start(r#"{"app/a.py":"x2"}"#, "[]", "sha256:x")),
+            doc(
+                ok_gate,
+                grants,
+                &start(r#"{"app/a.py":"x2"}"#, "[]", &other),
+            ),
+            doc(
+                ok_gate,
+                grants,
+                &start(r#"{"app/a.py":"x2"}"#, "[]", "sha256:x"),
+            ),
         ];
         for case in cases {
             let e = TurnRequest::parse(case.as_bytes()).unwrap_err();

@@ -182,8 +182,7 @@ impl FeedbackGate {
         // The host's excerpt is the gate evidence's escaped log: printable ASCII, newline, tab.
         let excerpt_ok = w.excerpt.as_ref().is_none_or(|e| {
             (1..=MAX_FEEDBACK_EXCERPT_BYTES).contains(&e.len())
-                && e
-                    .bytes()
+                && e.bytes()
                     .all(|b| b == b'\n' || b == b'\t' || (0x20..0x7f).contains(&b))
         });
         (is_token(&w.gate) && is_token(&w.verdict) && failures_ok && excerpt_ok).then_some(Self {

@@ -291,7 +291,10 @@ pub async fn run_turn_with(
 
     let turn_dir = cfg.workspace_root.join(turn_dir_name(stdin));
     let no_start = archive::StartOverlay::new();
-    let start = request.start_from.as_ref().map_or(&no_start, |s| &s.overlay);
+    let start = request
+        .start_from
+        .as_ref()
+        .map_or(&no_start, |s| &s.overlay);
     let ws = archive::materialize_workspace_from(
         &turn_dir,
         &request.files,

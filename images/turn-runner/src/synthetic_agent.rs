@@ -348,7 +348,11 @@ fn edited(original: &str, path: &str, review: Option<&ReviewSeen>) -> String {
         } else {
             format!("; new failures: {}", r.new_failures.join(", "))
         };
-        let start = if r.continues { "continued" } else { "restarted" };
+        let start = if r.continues {
+            "continued"
+        } else {
+            "restarted"
+        };
         let said = format!(
             " after review ({start}; gates: {}{failures}; note: {note})",
             r.gates.join(", ")
@@ -388,6 +392,14 @@ async fn run_mode(turn: &mut Turn<'_>, scope: &PromptScope, modes: &[String], mo
     match name {
         "noop" => turn.note("noop", "ok"),
         "edit" => update_via_acp(turn, &first_editable, None).await,
+        // A first attempt edits; a follow-up (the prompt holds a review) changes nothing more.
+        "edit-once" => {
+            if scope.review.is_none() {
+                update_via_acp(turn, &first_editable, None).await;
+            } else {
+                turn.note("edit-once", "follow-up: no change");
+            }
+        }
         "edit-all" => {
             for rel in &scope.editable {
                 update_via_acp(turn, rel, None).await;

@@ -54,6 +54,7 @@ impl PipelineSinks {
             ledger: Some(&self.ledger),
             user_id: "tester",
             review_feedback: None,
+            parent: None,
         }
     }
 

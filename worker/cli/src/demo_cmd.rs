@@ -194,8 +194,10 @@ pub(crate) fn demo_in(
         docker: docker.clone(),
         live: super::live_args::LiveArgs::default(),
         gates: None,
+        max_follow_ups: 0,
+        follow_up_token_budget: None,
     };
-    let (outcome, store) = execute(&run_args, true)?;
+    let (outcome, store) = execute(&run_args, true, None)?;
     let patch_path = dir.join("candidate.patch");
     let patch: String = outcome
         .candidate

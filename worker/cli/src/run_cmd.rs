@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use clap::Args;
 use finalizer::CandidateStore;
+use service::{ChainEnd, ChainLimits, Step, follow_up_feedback, next_step};
 use snapshot::{ApprovedExecutionContext, MAX_CONTEXT_JSON_BYTES, RepoPath};
 use turn::{
-    ImageKind, LiveContext, PipelineOutcome, TurnPlan, UsageLedger, run_live_pipeline, run_pipeline,
+    ImageKind, LiveContext, ParentCandidate, PipelineOutcome, ReviewFeedback, TurnPlan,
+    UsageLedger, run_live_pipeline, run_pipeline, same_changes,
 };
 
 use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
@@ -57,7 +59,26 @@ pub(crate) struct RunArgs {
     /// the store. A required gate they do not define is refused before anything runs.
     #[arg(long = "gates", value_name = "FILE")]
     pub gates: Option<PathBuf>,
+    /// With --gates: when a required gate fails with new failures, run up to N follow-up turns,
+    /// each continuing the candidate just judged, with the failing test ids and the end of the
+    /// gate's output (through the content policy) as untrusted context; the chain ends green,
+    /// at N, at the token budget, when a follow-up changes nothing, or when a gate cannot judge
+    /// (docs/REVIEW.md, "Iterating to green").
+    #[arg(long = "max-follow-ups", value_name = "N", default_value_t = 0, requires = "gates",
+          value_parser = clap::value_parser!(u32).range(0..=MAX_FOLLOW_UPS as i64))]
+    pub max_follow_ups: u32,
+    /// With --max-follow-ups: start no follow-up once the chain's live turns have used this many
+    /// tokens (the gateway's own count, summed over the chain).
+    #[arg(
+        long = "follow-up-token-budget",
+        value_name = "TOKENS",
+        requires = "max_follow_ups"
+    )]
+    pub follow_up_token_budget: Option<u64>,
 }
+
+/// The most follow-ups `run --max-follow-ups` allows.
+pub(crate) const MAX_FOLLOW_UPS: u32 = 10;
 
 /// Parses an approval with the one approval parser (strict JSON, every validator).
 pub(crate) fn load_approval(path: &Path) -> Result<ApprovedExecutionContext, CliError> {
@@ -69,6 +90,7 @@ pub(crate) fn load_approval(path: &Path) -> Result<ApprovedExecutionContext, Cli
 pub(crate) fn execute(
     args: &RunArgs,
     progress: bool,
+    follow_up: Option<(ReviewFeedback, ParentCandidate)>,
 ) -> Result<(PipelineOutcome, PathBuf), CliError> {
     let state = state_dir()?;
     require_dir("--repo", &args.repo)?;
@@ -109,9 +131,12 @@ pub(crate) fn execute(
         live.as_ref()
             .map(|(settings, _)| (settings.model.as_str(), settings.agent)),
     );
+    let (feedback, parent) = follow_up.unzip();
     let plan = TurnPlan::lower(context, image, &inputs)?
         .with_validation_hints(hints)
-        .with_build_tmp_mib(environment.and_then(|e| e.build_tmp_mib));
+        .with_build_tmp_mib(environment.and_then(|e| e.build_tmp_mib))
+        .with_review_feedback(feedback)
+        .with_parent(parent);
     let store_dir = args
         .store
         .clone()
@@ -290,27 +315,111 @@ pub(crate) fn outcome_json(
     Ok(doc)
 }
 
+/// The gateway's trusted token count of a live attempt (0 offline).
+fn tokens_of(outcome: &PipelineOutcome) -> u64 {
+    outcome.live.as_ref().map_or(0, |l| l.gateway.total_tokens)
+}
+
 pub(crate) fn run(args: &RunArgs) -> Result<Outcome, CliError> {
-    let (outcome, store) = execute(args, true)?;
+    let (mut outcome, store) = execute(args, true, None)?;
     let mut text = outcome_text(&outcome, &store);
+    let Some(gates) = &args.gates else {
+        let json = outcome_json(&outcome, &store)?;
+        return Ok(Outcome { json, text });
+    };
+    if outcome.candidate.required_validation_gates().is_empty() {
+        text.push_str("gates: the approval requires none\n");
+        let json = outcome_json(&outcome, &store)?;
+        return Ok(Outcome { json, text });
+    }
+    let gate_args = super::gate_cmd::GateRunArgs {
+        repo: Some(args.repo.clone()),
+        gates: Some(gates.clone()),
+        gate: Vec::new(),
+        runtime: args.turn.runtime.clone(),
+        docker: args.docker.clone(),
+    };
+    let limits = ChainLimits {
+        max_follow_ups: args.max_follow_ups,
+        token_budget: args.follow_up_token_budget,
+    };
+    let (mut follow_ups, mut tokens) = (0_u32, tokens_of(&outcome));
+    let mut attempts = Vec::new();
+    let (last_gates, end) = loop {
+        let run = super::gate_cmd::execute(&gate_args, &outcome.candidate, &store)?;
+        text.push_str(&super::gate_cmd::verdict_text(&run));
+        let verdicts = super::gate_cmd::verdict_json(&run);
+        attempts.push(serde_json::json!({
+            "attempt": follow_ups + 1,
+            "digest": outcome.digest.to_string(),
+            "gates": verdicts,
+            "tokens": tokens_of(&outcome),
+        }));
+        let evidence: Vec<&gate::GateEvidence> = run.results.iter().map(|r| &r.evidence).collect();
+        if let Step::End(end) = next_step(&evidence, limits, follow_ups, tokens) {
+            break (Some(verdicts), end);
+        }
+        let parent = ParentCandidate::new(outcome.candidate.clone())?;
+        let feedback = follow_up_feedback(parent.digest(), None, &evidence)?;
+        follow_ups += 1;
+        let _ = writeln!(
+            text,
+            "follow-up {follow_ups} of {}: continuing {} with the failing gates as context",
+            limits.max_follow_ups,
+            parent.digest()
+        );
+        let (next, _) = execute(args, true, Some((feedback, parent.clone())))?;
+        tokens = tokens.saturating_add(tokens_of(&next));
+        text.push_str(&outcome_text(&next, &store));
+        let unchanged = same_changes(parent.candidate(), &next.candidate);
+        outcome = next;
+        if unchanged {
+            attempts.push(serde_json::json!({
+                "attempt": follow_ups + 1,
+                "digest": outcome.digest.to_string(),
+                "gates": null,
+                "tokens": tokens_of(&outcome),
+            }));
+            break (None, ChainEnd::NoChange);
+        }
+    };
     let mut json = outcome_json(&outcome, &store)?;
-    if let Some(gates) = &args.gates {
-        let gate_args = super::gate_cmd::GateRunArgs {
-            repo: Some(args.repo.clone()),
-            gates: Some(gates.clone()),
-            gate: Vec::new(),
-            runtime: args.turn.runtime.clone(),
-            docker: args.docker.clone(),
-        };
-        if outcome.candidate.required_validation_gates().is_empty() {
-            text.push_str("gates: the approval requires none\n");
-        } else {
-            let run = super::gate_cmd::execute(&gate_args, &outcome.candidate, &store)?;
-            text.push_str(&super::gate_cmd::verdict_text(&run));
-            if let Some(map) = json.as_object_mut() {
-                map.insert("gates".to_owned(), super::gate_cmd::verdict_json(&run));
-            }
+    if let Some(map) = json.as_object_mut() {
+        if let Some(gates) = last_gates {
+            map.insert("gates".to_owned(), gates);
+        }
+        // `chain` only when follow-ups were allowed: `run --gates` alone keeps its shape.
+        if limits.max_follow_ups > 0 {
+            map.insert(
+                "chain".to_owned(),
+                serde_json::json!({
+                    "end": end.as_str(),
+                    "follow_ups": follow_ups,
+                    "tokens": tokens,
+                    "attempts": attempts,
+                }),
+            );
         }
     }
+    if limits.max_follow_ups > 0 {
+        let _ = writeln!(
+            text,
+            "chain: {} after {follow_ups} follow-up(s); last candidate {}",
+            end_text(end),
+            outcome.digest
+        );
+    }
     Ok(Outcome { json, text })
+}
+
+fn end_text(end: ChainEnd) -> &'static str {
+    match end {
+        ChainEnd::Green => "green",
+        ChainEnd::Cap => "stopped at the follow-up cap",
+        ChainEnd::Budget => "stopped at the token budget",
+        ChainEnd::NoChange => "stopped: the last follow-up changed nothing",
+        ChainEnd::GateError => "stopped: a gate could not judge the candidate",
+        ChainEnd::PolicyRefused => "stopped: the content policy refused the candidate",
+        ChainEnd::NoNewFailure => "stopped: no new failure against the baseline",
+    }
 }

@@ -33,7 +33,8 @@ pub use report::{
 };
 pub use rules::rule_set_info;
 pub use scan::{
-    CheckedText, WITHHELD_LINE, WITHHELD_TEXT, scan, scan_with_digest, verify, withhold_flagged_lines,
+    CheckedText, WITHHELD_LINE, WITHHELD_TEXT, scan, scan_with_digest, verify,
+    withhold_flagged_lines,
 };
 
 /// Measurement only (`examples/policy_bench.rs`): a scan with another rule file, to compare rule

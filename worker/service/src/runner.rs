@@ -239,6 +239,15 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
         return;
     }
     inputs.plan = inputs.plan.with_job(Some(binding.clone()));
+    // A follow-up continues the candidate it supersedes, read from this service's store (which
+    // re-checks its digest); the pipeline checks it against the approval and the baseline.
+    match super::submission::parent_of(&inputs.plan, &sh.candidates) {
+        Ok(parent) => inputs.plan = inputs.plan.with_parent(parent),
+        Err(e) => {
+            finish(sh, claimed, Ended::Done(Box::new(Err(e))), None).await;
+            return;
+        }
+    }
     // The agent learns how the repository is checked: the operator's commands of the required
     // gates, as `run --live --gates` gives them.
     if let (Some(turn), Some(defs)) = (live.as_mut(), sh.opts.gates.as_deref()) {

@@ -222,6 +222,26 @@ pub fn reverify(spec: &jobs::JobSpec) -> Result<JobInputs, ServiceError> {
     Ok(JobInputs { plan, locator })
 }
 
+/// The candidate a follow-up plan continues (the one its review feedback supersedes), read from
+/// `store`; `None` for a first turn.
+///
+/// # Errors
+/// `PATCH_CANDIDATE_SERVICE_BINDING` for a malformed digest; the store's codes when the
+/// candidate is missing or no longer matches its digest.
+pub fn parent_of(
+    plan: &TurnPlan,
+    store: &finalizer::CandidateStore,
+) -> Result<Option<turn::ParentCandidate>, ServiceError> {
+    let Some(feedback) = plan.review_feedback() else {
+        return Ok(None);
+    };
+    let digest: vocab::Sha256 = feedback
+        .supersedes_candidate()
+        .parse()
+        .map_err(|_| ServiceError::Binding { field: "follow_up" })?;
+    Ok(Some(turn::ParentCandidate::load(store, &digest)?))
+}
+
 /// The review feedback a follow-up job gives its agent (untrusted context; the scope is the
 /// approval's).
 fn review_feedback(follow_up: &jobs::FollowUp) -> Result<turn::ReviewFeedback, ServiceError> {

@@ -210,7 +210,10 @@ fn a_secret_in_untrusted_output_is_withheld_by_its_line_and_the_rest_is_kept() {
         if path_bound.contains(&case.rule) || NOT_BY_VALUE.contains(&case.rule.as_str()) {
             continue;
         }
-        let text = format!("FAILED tests/test_a.py::test_x\n{}\nE   assert 1 == 2", case.line);
+        let text = format!(
+            "FAILED tests/test_a.py::test_x\n{}\nE   assert 1 == 2",
+            case.line
+        );
         let checked = policy::withhold_flagged_lines(&text).unwrap();
         if checked.text.contains(&case.line) {
             kept_secret.push(case.rule.clone());
@@ -231,7 +234,10 @@ fn a_secret_in_untrusted_output_is_withheld_by_its_line_and_the_rest_is_kept() {
     // Benign output passes unchanged.
     let benign: String = BENIGN.lines().take(200).collect::<Vec<_>>().join("\n");
     let checked = policy::withhold_flagged_lines(&benign).unwrap();
-    assert_eq!((checked.text.as_str(), checked.withheld_lines), (benign.as_str(), 0));
+    assert_eq!(
+        (checked.text.as_str(), checked.withheld_lines),
+        (benign.as_str(), 0)
+    );
     // A terminal escape or a NUL is withheld too (a gate's escaped tail never holds one, but the
     // function takes any text).
     let checked = policy::withhold_flagged_lines("a\n\u{1b}[2Jb\nc\0\nd").unwrap();
