@@ -351,7 +351,11 @@ pub fn materialize_workspace_from(
     start: &StartOverlay,
 ) -> Result<StagedWorkspace, ArchiveError> {
     let created = start.keys().filter(|p| !editable.contains_key(*p));
-    for path in editable.keys().chain(read_only.keys()).chain(created.clone()) {
+    for path in editable
+        .keys()
+        .chain(read_only.keys())
+        .chain(created.clone())
+    {
         if is_secret_sensitive_path(path.as_str()) {
             return Err(ArchiveError::WorkspaceSecretPath {
                 path: EntryName::from_str(path.as_str()),
@@ -830,9 +834,15 @@ mod tests {
         .into_iter()
         .collect();
         let ws = materialize_workspace_from(&root, &baseline(), &BTreeMap::new(), &start).unwrap();
-        assert_eq!(std::fs::read_to_string(root.join("app/a.txt")).unwrap(), "a2\n");
+        assert_eq!(
+            std::fs::read_to_string(root.join("app/a.txt")).unwrap(),
+            "a2\n"
+        );
         assert!(!root.join("app/b/c.txt").exists());
-        assert_eq!(std::fs::read_to_string(root.join("app/new.txt")).unwrap(), "n\n");
+        assert_eq!(
+            std::fs::read_to_string(root.join("app/new.txt")).unwrap(),
+            "n\n"
+        );
         assert_eq!(ws.editable_manifest().len(), 2);
         let harvest = ws
             .harvest(HarvestOptions {
