@@ -29,7 +29,7 @@ impl ParentCandidate {
     pub fn load(store: &CandidateStore, digest: &Sha256) -> Result<Self, TurnError> {
         Ok(Self {
             candidate: store.get(digest)?,
-            digest: digest.clone(),
+            digest: *digest,
         })
     }
 
@@ -122,7 +122,7 @@ impl StartFrom {
             return Err(refuse("the candidate changes nothing"));
         }
         Ok(Self {
-            candidate: parent.digest.clone(),
+            candidate: parent.digest,
             overlay,
         })
     }
