@@ -49,6 +49,37 @@ pub(crate) enum JobsCommand {
     Logs(IdArgs),
 }
 
+/// The bounds of automatic follow-ups stored with a job (`jobs submit`, `serve`).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct FollowUpArgs {
+    /// When a required gate fails with new failures, queue up to N follow-up jobs, each
+    /// continuing the candidate just judged with the failing test ids and the end of the
+    /// gate's output (through the content policy) as untrusted context; the chain ends green,
+    /// at N, at the token budget, when a follow-up changes nothing, or when a gate cannot judge
+    /// (docs/REVIEW.md, "Iterating to green"). 0: never.
+    #[arg(long = "max-follow-ups", value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(jobs::MAX_CHAIN_FOLLOW_UPS)))]
+    pub max_follow_ups: u32,
+    /// With --max-follow-ups: queue no follow-up once the chain's live turns have used this many
+    /// tokens (the gateway's own count, summed over the chain).
+    #[arg(
+        long = "follow-up-token-budget",
+        value_name = "TOKENS",
+        requires = "max_follow_ups"
+    )]
+    pub follow_up_token_budget: Option<u64>,
+}
+
+impl FollowUpArgs {
+    /// The stored policy; `None` for `--max-follow-ups 0`.
+    pub(crate) fn policy(&self) -> Option<jobs::FollowUpPolicy> {
+        (self.max_follow_ups > 0).then_some(jobs::FollowUpPolicy {
+            max_follow_ups: self.max_follow_ups,
+            token_budget: self.follow_up_token_budget,
+        })
+    }
+}
+
 /// `jobs submit` arguments: `run`'s flags where they mean the same (reworded for a queued job).
 #[derive(Debug, Clone, Args)]
 #[command(mut_args(submit_help))]
@@ -75,6 +106,8 @@ pub(crate) struct SubmitArgs {
     /// rejections never do).
     #[arg(long, default_value_t = service::DEFAULT_MAX_ATTEMPTS)]
     pub max_attempts: u32,
+    #[command(flatten)]
+    pub follow_ups: FollowUpArgs,
     /// Queue a live turn: a real ACP agent (Codex unless --agent) in its live image (default: the
     /// one recorded by `image build --live [--agent A]`), its model requests served by the
     /// gateway of a host that runs that agent (`serve --live-upstream … --live-agent A`). The job
@@ -375,7 +408,8 @@ fn submit(args: &SubmitArgs) -> Result<Outcome, CliError> {
     let mirrors = MirrorCache::new(state::MIRRORS.path_in(&state));
     let (job, created) = rt.block_on(async {
         // Verified completely before the store is even opened.
-        let spec = service::prepare(sub, &state, &mirrors, gates.as_ref()).await?;
+        let mut spec = service::prepare(sub, &state, &mirrors, gates.as_ref()).await?;
+        spec.follow_ups = args.follow_ups.policy();
         let store = JobStore::open(args.store.database.as_deref(), &state).await?;
         Ok::<_, CliError>(store.submit(spec).await?)
     })?;

@@ -65,7 +65,7 @@ pub(crate) struct RunArgs {
     /// at N, at the token budget, when a follow-up changes nothing, or when a gate cannot judge
     /// (docs/REVIEW.md, "Iterating to green").
     #[arg(long = "max-follow-ups", value_name = "N", default_value_t = 0, requires = "gates",
-          value_parser = clap::value_parser!(u32).range(0..=MAX_FOLLOW_UPS as i64))]
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(jobs::MAX_CHAIN_FOLLOW_UPS)))]
     pub max_follow_ups: u32,
     /// With --max-follow-ups: start no follow-up once the chain's live turns have used this many
     /// tokens (the gateway's own count, summed over the chain).
@@ -76,9 +76,6 @@ pub(crate) struct RunArgs {
     )]
     pub follow_up_token_budget: Option<u64>,
 }
-
-/// The most follow-ups `run --max-follow-ups` allows.
-pub(crate) const MAX_FOLLOW_UPS: u32 = 10;
 
 /// Parses an approval with the one approval parser (strict JSON, every validator).
 pub(crate) fn load_approval(path: &Path) -> Result<ApprovedExecutionContext, CliError> {
@@ -421,5 +418,6 @@ fn end_text(end: ChainEnd) -> &'static str {
         ChainEnd::GateError => "stopped: a gate could not judge the candidate",
         ChainEnd::PolicyRefused => "stopped: the content policy refused the candidate",
         ChainEnd::NoNewFailure => "stopped: no new failure against the baseline",
+        ChainEnd::FollowUpRefused => "stopped: the follow-up could not be made",
     }
 }

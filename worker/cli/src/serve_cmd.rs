@@ -79,6 +79,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub gates: Option<std::path::PathBuf>,
     #[command(flatten)]
+    pub follow_ups: super::jobs_cmd::FollowUpArgs,
+    #[command(flatten)]
     pub publish: ServePublishArgs,
     #[command(flatten)]
     pub live: ServeLiveArgs,
@@ -180,6 +182,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<Outcome, CliError> {
         live,
         gates,
         publish,
+        follow_ups: args.follow_ups.policy(),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)

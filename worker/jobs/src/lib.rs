@@ -36,9 +36,10 @@ pub use error::{Backend, ERROR_CODES, JobsError, NOT_FOUND_CODE, Result};
 pub use evidence::EvidenceDocument;
 pub use ids::{random_attempt_id, random_job_id};
 pub use model::{
-    Claimed, Fenced, FollowUp, FollowUpGate, Heartbeat, Job, JobKind, JobSpec, JobState, LiveJob,
-    LiveJobEnvironment, MAX_DOCUMENT_BYTES, MAX_FOLLOW_UP_GATES, MAX_FOLLOW_UP_NOTE_BYTES, Retry,
-    StoreOptions, backoff,
+    Claimed, Fenced, FollowUp, FollowUpGate, FollowUpPolicy, Heartbeat, Job, JobKind, JobSpec,
+    JobState, LiveJob, LiveJobEnvironment, MAX_CHAIN_FOLLOW_UPS, MAX_DOCUMENT_BYTES,
+    MAX_FOLLOW_UP_EXCERPT_BYTES, MAX_FOLLOW_UP_FAILURES, MAX_FOLLOW_UP_GATES,
+    MAX_FOLLOW_UP_NOTE_BYTES, Retry, StoreOptions, backoff,
 };
 pub use review::{
     DecisionRow, OPERATOR_PRINCIPAL, PublicationClaim, StoredDecisionRow, TokenHash, TokenName,

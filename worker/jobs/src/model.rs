@@ -162,6 +162,51 @@ pub struct JobSpec {
     /// reviewer's context for the agent. `None` for every other job.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub follow_up: Option<FollowUp>,
+    /// Automatic follow-ups: when a required gate fails with new failures, the service queues a
+    /// follow-up continuing the job's candidate, within these bounds (the operator's setting at
+    /// submission; inherited by every follow-up of the chain). `None`: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_ups: Option<FollowUpPolicy>,
+}
+
+/// The most automatic follow-ups one chain may run.
+pub const MAX_CHAIN_FOLLOW_UPS: u32 = 10;
+/// The longest excerpt of a gate's output a follow-up job carries, in bytes.
+pub const MAX_FOLLOW_UP_EXCERPT_BYTES: usize = 4096;
+/// The most failing test ids per gate a follow-up job carries.
+pub const MAX_FOLLOW_UP_FAILURES: usize = 32;
+/// The longest failing test id a follow-up job carries, in bytes.
+pub const MAX_FOLLOW_UP_FAILURE_BYTES: usize = 512;
+
+/// The bounds of a chain of automatic follow-ups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FollowUpPolicy {
+    /// Follow-ups after the first attempt: 1 to [`MAX_CHAIN_FOLLOW_UPS`].
+    pub max_follow_ups: u32,
+    /// No new follow-up once the chain's attempts have used this many tokens (the gateway's
+    /// count); `None`: no token bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
+}
+
+impl FollowUpPolicy {
+    fn validate(&self) -> Result<()> {
+        if !(1..=MAX_CHAIN_FOLLOW_UPS).contains(&self.max_follow_ups) {
+            return Err(JobsError::spec(
+                "follow_ups.max_follow_ups",
+                "must be 1 to 10",
+            ));
+        }
+        Ok(())
+    }
+
+    fn hash_into(&self, hasher: &mut Sha256) {
+        hasher.update(b"follow_ups\0");
+        hasher.update(u64::from(self.max_follow_ups).to_be_bytes());
+        hasher.update([u8::from(self.token_budget.is_some())]);
+        hasher.update(self.token_budget.unwrap_or(0).to_be_bytes());
+    }
 }
 
 /// The longest reviewer note a follow-up job carries, in bytes.
@@ -187,15 +232,52 @@ pub struct FollowUp {
     /// The superseded candidate's gate verdicts (at most [`MAX_FOLLOW_UP_GATES`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gates: Vec<FollowUpGate>,
+    /// An automatic follow-up's place in its chain (1 for the first); 0 for a reviewer's retry.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub round: u32,
+    /// The tokens the chain's earlier attempts used (the gateway's count).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub chain_tokens: u64,
 }
 
-/// One gate verdict of a superseded candidate.
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One gate verdict of a superseded candidate, and for a failed gate of an automatic follow-up
+/// what it said: the newly failing test ids and an excerpt of its output (already through the
+/// content policy). Untrusted text, for the agent only.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FollowUpGate {
     /// The gate's name (`[a-z0-9][a-z0-9_-]*`, at most 64).
     pub gate: String,
     pub verdict: GateVerdict,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub new_failures: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excerpt: Option<String>,
+}
+
+impl FollowUpGate {
+    fn context_ok(&self) -> bool {
+        self.new_failures.len() <= MAX_FOLLOW_UP_FAILURES
+            && self.new_failures.iter().all(|id| {
+                (1..=MAX_FOLLOW_UP_FAILURE_BYTES).contains(&id.len())
+                    && !id.chars().any(char::is_control)
+            })
+            && self.excerpt.as_ref().is_none_or(|e| {
+                (1..=MAX_FOLLOW_UP_EXCERPT_BYTES).contains(&e.len())
+                    && e.bytes()
+                        .all(|b| b == b'\n' || b == b'\t' || (0x20..0x7f).contains(&b))
+            })
+    }
 }
 
 impl FollowUp {
@@ -229,6 +311,15 @@ impl FollowUp {
                 "a gate name must be 1 to 64 of a-z 0-9 _ - starting with a letter or digit",
             ));
         }
+        if !self.gates.iter().all(FollowUpGate::context_ok) {
+            return Err(JobsError::spec(
+                "follow_up.gates",
+                "failing ids or an excerpt out of bounds",
+            ));
+        }
+        if self.round > MAX_CHAIN_FOLLOW_UPS {
+            return Err(JobsError::spec("follow_up.round", "more than 10"));
+        }
         Ok(())
     }
 
@@ -246,6 +337,21 @@ impl FollowUp {
         for g in &self.gates {
             field(g.gate.as_bytes());
             field(g.verdict.as_str().as_bytes());
+            // Only an automatic follow-up's gates carry context: every other key is unchanged.
+            if !g.new_failures.is_empty() || g.excerpt.is_some() {
+                field(b"context");
+                field(&(g.new_failures.len() as u64).to_be_bytes());
+                for id in &g.new_failures {
+                    field(id.as_bytes());
+                }
+                field(g.excerpt.as_deref().unwrap_or("").as_bytes());
+                field(&[u8::from(g.excerpt.is_some())]);
+            }
+        }
+        if self.round > 0 || self.chain_tokens > 0 {
+            field(b"chain");
+            field(&u64::from(self.round).to_be_bytes());
+            field(&self.chain_tokens.to_be_bytes());
         }
     }
 }
@@ -502,6 +608,12 @@ impl JobSpec {
             }
             follow_up.validate()?;
         }
+        if let Some(policy) = &self.follow_ups {
+            if self.kind != JobKind::Turn {
+                return Err(JobsError::spec("follow_ups", "only a turn can follow up"));
+            }
+            policy.validate()?;
+        }
         Ok(())
     }
 
@@ -555,6 +667,10 @@ impl JobSpec {
             hasher.update(b"follow_up\0");
             follow_up.hash_into(&mut hasher);
         }
+        // Only a job with automatic follow-ups has a policy: every other key is unchanged.
+        if let Some(policy) = &self.follow_ups {
+            policy.hash_into(&mut hasher);
+        }
         format!("{}{}", vocab::SHA256_PREFIX, hex::encode(hasher.finalize()))
     }
 
@@ -585,6 +701,7 @@ impl JobSpec {
             max_attempts,
             live: None,
             follow_up: None,
+            follow_ups: None,
         }
     }
 }

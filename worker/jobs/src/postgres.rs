@@ -37,8 +37,9 @@ const NOW: &str = "(extract(epoch FROM now()) * 1000)::bigint";
 
 /// The fenced write as one statement of data-modifying CTEs: the guarded `UPDATE` (the delay
 /// `$7` added to the database clock), then the candidate (`$12`), the usage row (`$13`) and the
-/// log line (`$14`, `$15`) and the gate evidence rows (`$16`..`$20`, parallel arrays) for the row
-/// it changed, if any; it returns how many rows it changed.
+/// log line (`$14`, `$15`), the gate evidence rows (`$16`..`$20`, parallel arrays) and an
+/// automatic follow-up job (`$21`..`$26`, its `submitted` line `$27`; skipped when its
+/// idempotency key exists) for the row it changed, if any; it returns how many rows it changed.
 static FENCED_WRITE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH u AS (
@@ -59,7 +60,18 @@ static FENCED_WRITE: LazyLock<String> = LazyLock::new(|| {
                  (job_id, attempt_id, gate, outcome, digest, wall_ms, bytes, created_at)
              SELECT u.id, u.attempt_id, e.gate, e.outcome, e.digest, e.wall_ms, e.bytes, {NOW}
              FROM u, unnest($16::text[], $17::text[], $18::text[], $19::bigint[], $20::bytea[])
-                  AS e (gate, outcome, digest, wall_ms, bytes))
+                  AS e (gate, outcome, digest, wall_ms, bytes)),
+         fu AS (
+             INSERT INTO jobs (id, kind, state, idempotency_key, spec_json, approval_json,
+                 attempts, max_attempts, run_at, created_at, updated_at)
+             SELECT $21::text, $22::text, 'queued', $23::text, $24::text, $25::bytea, 0,
+                 $26::bigint, {NOW}, {NOW}, {NOW}
+             FROM u WHERE $21::text IS NOT NULL
+             ON CONFLICT (idempotency_key) DO NOTHING
+             RETURNING id),
+         fe AS (
+             INSERT INTO events (job_id, attempt_id, at, code, message)
+             SELECT id, NULL, {NOW}, $27, 'job submitted' FROM fu)
          SELECT count(*) FROM u",
         update = fenced_update('$', NOW, &format!("{NOW} + $7"))
     )
@@ -465,6 +477,7 @@ impl PgStore {
             .map(EvidenceDocument::wall_ms_i64)
             .collect();
         let bytes: Vec<&[u8]> = write.evidence.iter().map(EvidenceDocument::bytes).collect();
+        let next = write.follow_up.as_ref();
         let client = self.client().await?;
         let stmt = client.prepare_cached(&FENCED_WRITE).await.map_err(pg)?;
         let n: i64 = one(
@@ -491,6 +504,13 @@ impl PgStore {
                 &digests,
                 &walls,
                 &bytes,
+                &next.map(|r| r.id.as_str()),
+                &next.map(|r| r.kind),
+                &next.map(|r| r.key.as_str()),
+                &next.map(|r| r.spec_json.as_str()),
+                &next.map(|r| r.approval_json.as_slice()),
+                &next.map(|r| r.max_attempts),
+                &EVENT_SUBMITTED,
             ],
             first,
         )

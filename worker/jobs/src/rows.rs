@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{JobsError, Result};
 use crate::evidence::EvidenceDocument;
 use crate::model::{
-    FollowUp, HostInfo, Job, JobEvent, JobFailure, JobKind, JobSpec, JobState, LiveJob,
+    FollowUp, FollowUpPolicy, HostInfo, Job, JobEvent, JobFailure, JobKind, JobSpec, JobState,
+    LiveJob,
 };
 use crate::review::{StoredDecisionRow, TokenInfo};
 use vocab::{AttemptId, HostId, JobId};
@@ -68,6 +69,9 @@ pub(crate) struct SpecRow {
     /// Absent for every job but a follow-up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     follow_up: Option<FollowUp>,
+    /// Absent for every job without automatic follow-ups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    follow_ups: Option<FollowUpPolicy>,
 }
 
 impl SpecRow {
@@ -84,6 +88,7 @@ impl SpecRow {
             runtime: spec.runtime.clone(),
             live: spec.live.clone(),
             follow_up: spec.follow_up.clone(),
+            follow_ups: spec.follow_ups,
         };
         serde_json::to_string(&row).map_err(|_| JobsError::spec("selections", "not encodable"))
     }
@@ -160,6 +165,7 @@ impl RawJob {
             runtime: row.runtime,
             live: row.live,
             follow_up: row.follow_up,
+            follow_ups: row.follow_ups,
             max_attempts: u32::try_from(self.max_attempts).map_err(corrupt("max_attempts"))?,
         };
         let last_error = match (self.error_code, self.error_message) {

@@ -24,7 +24,7 @@ use crate::rows::{
     host_info, job, job_columns, pair, token_row, usage_row,
 };
 use crate::schema::{MIGRATIONS, SCHEMA_VERSION, SELECT_STORE_ID, SELECT_VERSION, stored_store_id};
-use crate::transition::{FencedWrite, fenced_update};
+use crate::transition::{FencedWrite, NewJobRow, fenced_update};
 use vocab::StoreId;
 use vocab::{AttemptId, HostId, JobId, now_unix_ms};
 
@@ -246,39 +246,19 @@ impl SqliteStore {
     }
 
     pub(crate) async fn submit(&self, spec: JobSpec, id: JobId) -> Result<(Job, bool)> {
-        let spec_json = SpecRow::text(&spec)?;
-        let key = spec.idempotency_key();
+        let row = NewJobRow {
+            id: id.to_string(),
+            kind: spec.kind.as_str(),
+            key: spec.idempotency_key(),
+            spec_json: SpecRow::text(&spec)?,
+            approval_json: spec.approval_json,
+            max_attempts: i64::from(spec.max_attempts),
+        };
+        let key = row.key.clone();
         self.run(move |conn| {
             let tx = immediate(conn)?;
             let now = now_unix_ms();
-            let inserted = tx
-                .execute(
-                    "INSERT INTO jobs (id, seq, kind, state, idempotency_key, spec_json,
-                         approval_json, attempts, max_attempts, run_at, created_at, updated_at)
-                     VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs), ?2, 'queued', ?3,
-                         ?4, ?5, 0, ?6, ?7, ?7, ?7)
-                     ON CONFLICT (idempotency_key) DO NOTHING",
-                    params![
-                        id.as_str(),
-                        spec.kind.as_str(),
-                        key,
-                        spec_json,
-                        spec.approval_json,
-                        i64::from(spec.max_attempts),
-                        now
-                    ],
-                )
-                .map_err(map_err)?;
-            if inserted == 1 {
-                event(
-                    &tx,
-                    id.as_str(),
-                    None,
-                    now,
-                    EVENT_SUBMITTED,
-                    "job submitted",
-                )?;
-            }
+            let inserted = insert_job(&tx, &row, now)?;
             let job = one(
                 &tx,
                 &format!("SELECT {} FROM jobs WHERE idempotency_key = ?1", cols()),
@@ -286,7 +266,7 @@ impl SqliteStore {
                 |r| job(r),
             )?;
             tx.commit().map_err(map_err)?;
-            Ok((job, inserted == 1))
+            Ok((job, inserted))
         })
         .await
     }
@@ -450,6 +430,9 @@ impl SqliteStore {
                 &write.event_code,
                 &write.event_message,
             )?;
+            if let Some(row) = &write.follow_up {
+                insert_job(&tx, row, now)?;
+            }
             tx.commit().map_err(map_err)?;
             Ok(Fenced::Applied)
         })
@@ -733,6 +716,33 @@ impl SqliteStore {
         })
         .await
     }
+}
+
+/// Queues `row` unless a job with its idempotency key exists (then nothing is written), with
+/// its `submitted` log line; returns whether it was inserted.
+fn insert_job(tx: &rusqlite::Transaction<'_>, row: &NewJobRow, now: i64) -> Result<bool> {
+    let inserted = tx
+        .execute(
+            "INSERT INTO jobs (id, seq, kind, state, idempotency_key, spec_json,
+                 approval_json, attempts, max_attempts, run_at, created_at, updated_at)
+             VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs), ?2, 'queued', ?3,
+                 ?4, ?5, 0, ?6, ?7, ?7, ?7)
+             ON CONFLICT (idempotency_key) DO NOTHING",
+            params![
+                row.id,
+                row.kind,
+                row.key,
+                row.spec_json,
+                row.approval_json,
+                row.max_attempts,
+                now
+            ],
+        )
+        .map_err(map_err)?;
+    if inserted == 1 {
+        event(tx, &row.id, None, now, EVENT_SUBMITTED, "job submitted")?;
+    }
+    Ok(inserted == 1)
 }
 
 fn upsert_usage(

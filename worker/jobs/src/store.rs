@@ -16,9 +16,9 @@ use crate::review::{
     DecisionRow, MAX_CLAIM_LEASE, PublicationClaim, StoredDecisionRow, TokenHash, TokenInfo,
     TokenName, check_claim_branch, check_publication,
 };
-use crate::rows::check_batch;
+use crate::rows::{SpecRow, check_batch};
 use crate::sqlite::SqliteStore;
-use crate::transition::{FencedWrite, Transition};
+use crate::transition::{FencedWrite, NewJobRow, Transition};
 use crate::wake::{Wake, WorkSignal};
 use vocab::{AttemptId, HostId, JobId, StoreId};
 
@@ -293,6 +293,57 @@ impl JobStore {
         usage: &serde_json::Value,
         evidence: Vec<EvidenceDocument>,
     ) -> Result<Fenced> {
+        self.complete_and_follow_up(
+            id,
+            attempt,
+            (candidate, candidate_digest),
+            usage,
+            evidence,
+            None,
+        )
+        .await
+    }
+
+    /// [`JobStore::complete_with_evidence`] that also queues `follow_up` (an automatic
+    /// follow-up of this job's candidate) in the same transaction: the result and the follow-up
+    /// are stored together or not at all, and a follow-up whose idempotency key exists is not
+    /// queued twice. Returns the fenced outcome; the follow-up's job is found by its key.
+    ///
+    /// # Errors
+    /// As [`JobStore::complete_with_evidence`], and the spec's `PATCH_CANDIDATE_JOBS_SPEC` when
+    /// `follow_up` is malformed or is not a follow-up of `id`.
+    pub async fn complete_and_follow_up(
+        &self,
+        id: &JobId,
+        attempt: &AttemptId,
+        (candidate, candidate_digest): (Vec<u8>, &str),
+        usage: &serde_json::Value,
+        evidence: Vec<EvidenceDocument>,
+        follow_up: Option<JobSpec>,
+    ) -> Result<Fenced> {
+        let follow_up = match follow_up {
+            None => None,
+            Some(spec) => {
+                spec.validate()?;
+                let supersedes = spec.follow_up.as_ref().is_some_and(|f| {
+                    f.supersedes_job == *id && f.supersedes_candidate == candidate_digest
+                });
+                if !supersedes {
+                    return Err(JobsError::spec(
+                        "follow_up",
+                        "must supersede this job's candidate",
+                    ));
+                }
+                Some(NewJobRow {
+                    id: crate::ids::random_job_id()?.to_string(),
+                    kind: spec.kind.as_str(),
+                    key: spec.idempotency_key(),
+                    spec_json: SpecRow::text(&spec)?,
+                    max_attempts: i64::from(spec.max_attempts),
+                    approval_json: spec.approval_json,
+                })
+            }
+        };
         check_evidence_set(&evidence)?;
         if !vocab::is_typed_sha256(candidate_digest) {
             return Err(JobsError::input(
@@ -312,6 +363,7 @@ impl JobStore {
                 digest: candidate_digest.to_owned(),
                 usage,
                 evidence,
+                follow_up,
             },
         )
         .await
@@ -426,7 +478,7 @@ impl JobStore {
         transition: Transition,
     ) -> Result<Fenced> {
         let write = FencedWrite::from(transition);
-        let may_queue = write.target.may_queue();
+        let may_queue = write.target.may_queue() || write.follow_up.is_some();
         let fenced = dispatch!(self.fenced_write(id.clone(), attempt.clone(), write))?;
         if fenced == Fenced::Applied && may_queue {
             self.announce().await;

@@ -23,6 +23,7 @@ pub(crate) enum Transition {
         digest: String,
         usage: String,
         evidence: Vec<EvidenceDocument>,
+        follow_up: Option<NewJobRow>,
     },
     /// A failure: dead letter, or queued again after a delay with the attempt spent.
     Fail {
@@ -121,6 +122,20 @@ pub(crate) struct FencedWrite {
     pub(crate) event_code: String,
     /// The log line's message.
     pub(crate) event_message: String,
+    /// An automatic follow-up job queued with the result (only with a candidate): inserted
+    /// unless a job with its idempotency key exists, in the same transaction.
+    pub(crate) follow_up: Option<NewJobRow>,
+}
+
+/// A job row to insert (a follow-up queued by a completion).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NewJobRow {
+    pub(crate) id: String,
+    pub(crate) kind: &'static str,
+    pub(crate) key: String,
+    pub(crate) spec_json: String,
+    pub(crate) approval_json: Vec<u8>,
+    pub(crate) max_attempts: i64,
 }
 
 impl From<Transition> for FencedWrite {
@@ -131,8 +146,10 @@ impl From<Transition> for FencedWrite {
                 digest,
                 usage,
                 evidence,
+                follow_up,
             } => Self {
                 evidence,
+                follow_up,
                 target: Target::Completed,
                 give_back_attempt: false,
                 delay_ms: None,
@@ -165,6 +182,7 @@ impl From<Transition> for FencedWrite {
                     candidate: None,
                     evidence: Vec::new(),
                     usage,
+                    follow_up: None,
                 }
             }
             Transition::Snooze { delay, code } => {
@@ -182,6 +200,7 @@ impl From<Transition> for FencedWrite {
                     candidate: None,
                     evidence: Vec::new(),
                     usage: None,
+                    follow_up: None,
                 }
             }
             Transition::Release { usage } => Self {
@@ -192,6 +211,7 @@ impl From<Transition> for FencedWrite {
                 candidate: None,
                 evidence: Vec::new(),
                 usage,
+                follow_up: None,
                 event_code: EVENT_RELEASED.to_owned(),
                 event_message: "released on drain".to_owned(),
             },
@@ -203,6 +223,7 @@ impl From<Transition> for FencedWrite {
                 candidate: None,
                 evidence: Vec::new(),
                 usage,
+                follow_up: None,
                 event_code: EVENT_CANCELLED.to_owned(),
                 event_message: "running attempt stopped".to_owned(),
             },
@@ -296,6 +317,7 @@ mod tests {
             digest: "sha256:ab".to_owned(),
             usage: "{}".to_owned(),
             evidence: Vec::new(),
+            follow_up: None,
         };
         assert_eq!(
             summary(complete),

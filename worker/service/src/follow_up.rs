@@ -26,6 +26,9 @@ pub enum ChainEnd {
     /// A required gate failed without a new failure against the baseline (nothing for a
     /// follow-up to fix that the baseline does not fail too).
     NoNewFailure,
+    /// The follow-up could not be made (its spec no longer checks, e.g. the approval does not
+    /// re-derive on this host); the completion stands.
+    FollowUpRefused,
 }
 
 impl ChainEnd {
@@ -40,6 +43,7 @@ impl ChainEnd {
             Self::GateError => "gate_error",
             Self::PolicyRefused => "policy_refused",
             Self::NoNewFailure => "no_new_failure",
+            Self::FollowUpRefused => "follow_up_refused",
         }
     }
 }

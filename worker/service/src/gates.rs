@@ -20,6 +20,8 @@ use crate::error::ServiceError;
 /// One gate's result, for the completion and the metrics.
 pub(crate) struct GateRan {
     pub document: EvidenceDocument,
+    /// The same evidence, parsed: what the next step of a chain reads.
+    pub evidence: Box<gate::GateEvidence>,
     pub elapsed: Duration,
 }
 
@@ -116,6 +118,7 @@ pub(crate) async fn run_required<R: ContainerRuntime + Clone + 'static>(
         );
         ran.push(GateRan {
             document,
+            evidence: Box::new(result.evidence),
             elapsed: started.elapsed(),
         });
     }

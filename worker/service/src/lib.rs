@@ -40,7 +40,7 @@ pub use live_host::{CredentialSource, LiveHost};
 pub use metrics::Metrics;
 pub use mirror::{Locator, MirrorCache};
 pub use serve::serve;
-pub use submission::{DEFAULT_MAX_ATTEMPTS, Submission, prepare};
+pub use submission::{DEFAULT_MAX_ATTEMPTS, Submission, chain_follow_up_spec, prepare};
 
 use container::BollardRuntime;
 
@@ -93,6 +93,9 @@ pub struct ServeOptions {
     /// Where the publish action pushes (`--publish-remote`); `None`: publication is refused
     /// with `PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED`.
     pub publish: Option<PublishTarget>,
+    /// Automatic follow-ups (`--max-follow-ups`): stored with every job this host accepts, so
+    /// whichever host runs a job continues it within these bounds; `None`: never.
+    pub follow_ups: Option<jobs::FollowUpPolicy>,
 }
 
 /// The claim loop's phase.

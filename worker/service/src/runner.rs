@@ -14,7 +14,8 @@ use vocab::{Coded, FailureClass};
 use super::gates::{GateRan, precheck, run_required};
 use super::live_host::{LiveTurn, log_note};
 use super::metrics::AttemptOutcome;
-use super::submission::reverify;
+use super::follow_up::{ChainEnd, ChainLimits, Step, follow_up_feedback, next_step};
+use super::submission::{chain_follow_up_spec, reverify};
 use super::{Phase, ServiceError, Shared};
 use container::{ContainerError, JobBinding};
 use turn::fault;
@@ -453,7 +454,8 @@ async fn completed(
     for g in &gates {
         sh.metrics.gate_finished(g.document.outcome(), g.elapsed);
     }
-    let evidence: Vec<jobs::EvidenceDocument> = gates.into_iter().map(|g| g.document).collect();
+    let (evidence, judged): (Vec<jobs::EvidenceDocument>, Vec<gate::GateEvidence>) =
+        gates.into_iter().map(|g| (g.document, *g.evidence)).unzip();
 
     let bytes = match outcome.candidate.to_json_pretty() {
         Ok(b) => b,
@@ -468,23 +470,113 @@ async fn completed(
         None => serde_json::json!({ "outcome": "completed", "usage": outcome.usage }),
     };
     let digest = outcome.digest.to_string();
+    let chain = chain_step(sh, claimed, &outcome, &judged, ran);
+    let follow_up = match &chain {
+        Some(Chained::FollowUp(spec)) => Some((**spec).clone()),
+        _ => None,
+    };
     fault::point(fault::BEFORE_COMPLETE).await;
     let w = retrying(sh, "complete", || {
-        sh.store.complete_with_evidence(
+        sh.store.complete_and_follow_up(
             id,
             attempt_id,
-            bytes.clone(),
-            &digest,
+            (bytes.clone(), &digest),
             &usage,
             evidence.clone(),
+            follow_up.clone(),
         )
     })
     .await;
     if matches!(w, Ok(Fenced::Applied)) {
-        // The store records the completion event in the same transaction.
+        // The store records the completion event (and queues the follow-up) in the same
+        // transaction; the chain's line follows it.
         tracing::info!(code = "PATCH_CANDIDATE_JOB_COMPLETED", digest = %digest, "completed");
+        match chain {
+            Some(Chained::FollowUp(spec)) => {
+                sh.wake.notify_one();
+                let round = spec.follow_up.as_ref().map_or(0, |f| f.round);
+                let max = spec.follow_ups.map_or(0, |p| p.max_follow_ups);
+                tracing::info!(code = CHAIN_FOLLOW_UP, round, max, "follow-up queued");
+                let message = format!("follow-up {round} of {max} queued");
+                event(sh, claimed, CHAIN_FOLLOW_UP, &message).await;
+            }
+            Some(Chained::End(end)) => {
+                tracing::info!(code = CHAIN_END, end = end.as_str(), "chain ended");
+                event(sh, claimed, CHAIN_END, end.as_str()).await;
+            }
+            None => {}
+        }
     }
     (AttemptOutcome::Completed, w)
+}
+
+/// The job log's line when a completion queued its automatic follow-up.
+const CHAIN_FOLLOW_UP: &str = "PATCH_CANDIDATE_CHAIN_FOLLOW_UP";
+/// The job log's line when a job with automatic follow-ups ends its chain (the message is
+/// [`ChainEnd::as_str`]).
+const CHAIN_END: &str = "PATCH_CANDIDATE_CHAIN_END";
+
+/// What a completion means for a job's chain of automatic follow-ups.
+enum Chained {
+    /// Queue this follow-up with the completion.
+    FollowUp(Box<jobs::JobSpec>),
+    /// The chain ends here.
+    End(ChainEnd),
+}
+
+/// The next step of the job's chain after its attempt produced `outcome` and its required gates
+/// said `judged`: `None` when the job has no automatic follow-ups. The attempt's tokens are the
+/// gateway's own count; the step is [`next_step`]'s rule, and a follow-up whose candidate
+/// changes nothing its parent did not ends the chain first.
+fn chain_step(
+    sh: &Shared,
+    claimed: &Claimed,
+    outcome: &turn::PipelineOutcome,
+    judged: &[gate::GateEvidence],
+    ran: Option<&Ran>,
+) -> Option<Chained> {
+    let job = &claimed.job;
+    let policy = job.spec.follow_ups?;
+    let prior = job.spec.follow_up.as_ref();
+    let round = prior.map_or(0, |f| f.round);
+    let spent = ran
+        .and_then(|r| r.live.as_ref())
+        .map_or(0, |(_, usage)| usage.total_tokens);
+    let tokens = prior.map_or(0, |f| f.chain_tokens).saturating_add(spent);
+    // A follow-up that changed nothing its parent did not: another round would see the same.
+    if let Some(prior) = prior {
+        let parent = prior
+            .supersedes_candidate
+            .parse::<vocab::Sha256>()
+            .ok()
+            .and_then(|d| sh.candidates.get(&d).ok());
+        if parent.is_some_and(|p| turn::same_changes(&p, &outcome.candidate)) {
+            return Some(Chained::End(ChainEnd::NoChange));
+        }
+    }
+    let evidence: Vec<&gate::GateEvidence> = judged.iter().collect();
+    let limits = ChainLimits {
+        max_follow_ups: policy.max_follow_ups,
+        token_budget: policy.token_budget,
+    };
+    match next_step(&evidence, limits, round, tokens) {
+        Step::End(end) => Some(Chained::End(end)),
+        Step::FollowUp => {
+            let spec = follow_up_feedback(&outcome.digest, None, &evidence)
+                .map_err(ServiceError::from)
+                .and_then(|feedback| {
+                    chain_follow_up_spec(job, &feedback, round.saturating_add(1), tokens)
+                });
+            match spec {
+                Ok(spec) => Some(Chained::FollowUp(Box::new(spec))),
+                Err(e) => {
+                    // The completion stands; only the chain stops (never a half-made job).
+                    tracing::warn!(code = e.code(), "follow-up not queued: the chain ends");
+                    Some(Chained::End(ChainEnd::FollowUpRefused))
+                }
+            }
+        }
+    }
 }
 
 async fn failed(sh: &Shared, claimed: &Claimed, e: ServiceError, ran: Option<&Ran>) -> Written {

@@ -249,11 +249,17 @@ fn review_feedback(follow_up: &jobs::FollowUp) -> Result<turn::ReviewFeedback, S
         .supersedes_candidate
         .parse()
         .map_err(|_| ServiceError::Binding { field: "follow_up" })?;
-    Ok(turn::ReviewFeedback::new(
+    let mut feedback = turn::ReviewFeedback::new(
         &supersedes,
         follow_up.note.as_deref(),
         follow_up.gates.iter().map(|g| (g.gate.as_str(), g.verdict)),
-    )?)
+    )?;
+    for g in &follow_up.gates {
+        if !g.new_failures.is_empty() || g.excerpt.is_some() {
+            feedback = feedback.with_gate_context(&g.gate, &g.new_failures, g.excerpt.as_deref())?;
+        }
+    }
+    Ok(feedback)
 }
 
 /// The follow-up job a `retry` decision on `parent`'s candidate `candidate` queues: the parent's
@@ -277,6 +283,45 @@ pub fn follow_up_spec(
         supersedes_candidate: candidate.to_string(),
         note: note.map(str::to_owned),
         gates,
+        // A person's retry starts a new chain: its automatic follow-ups count from here.
+        round: 0,
+        chain_tokens: 0,
+    });
+    spec.validate()?;
+    reverify(&spec)?;
+    Ok(spec)
+}
+
+/// The automatic follow-up of `parent`, whose candidate `feedback` supersedes: the parent's spec
+/// unchanged (its chain bounds included), the gates' verdicts with their failing ids and checked
+/// output excerpts, its place `round` in the chain and the tokens `chain_tokens` the chain has
+/// used so far. Checked as [`follow_up_spec`].
+///
+/// # Errors
+/// As [`follow_up_spec`].
+pub fn chain_follow_up_spec(
+    parent: &jobs::Job,
+    feedback: &turn::ReviewFeedback,
+    round: u32,
+    chain_tokens: u64,
+) -> Result<jobs::JobSpec, ServiceError> {
+    let mut spec = parent.spec.clone();
+    spec.follow_up = Some(jobs::FollowUp {
+        supersedes_job: parent.id.clone(),
+        supersedes_candidate: feedback.supersedes_candidate().to_owned(),
+        note: None,
+        gates: feedback
+            .gates()
+            .iter()
+            .map(|g| jobs::FollowUpGate {
+                gate: g.gate().to_owned(),
+                verdict: g.verdict(),
+                new_failures: g.new_failures().to_vec(),
+                excerpt: g.excerpt().map(str::to_owned),
+            })
+            .collect(),
+        round,
+        chain_tokens,
     });
     spec.validate()?;
     reverify(&spec)?;
@@ -385,6 +430,7 @@ pub async fn prepare(
         max_attempts,
         live: sub.live,
         follow_up: None,
+        follow_ups: None,
         approval_json,
     })
 }

@@ -182,6 +182,38 @@ impl ReviewFeedback {
     pub fn gate_count(&self) -> usize {
         self.gates.len()
     }
+
+    /// The gate verdicts, with what each failed gate said.
+    #[must_use]
+    pub fn gates(&self) -> &[FeedbackGate] {
+        &self.gates
+    }
+}
+
+impl FeedbackGate {
+    /// The gate's name.
+    #[must_use]
+    pub fn gate(&self) -> &str {
+        &self.gate
+    }
+
+    /// Its verdict.
+    #[must_use]
+    pub fn verdict(&self) -> GateVerdict {
+        self.verdict
+    }
+
+    /// The checked test ids that newly failed.
+    #[must_use]
+    pub fn new_failures(&self) -> &[String] {
+        &self.new_failures
+    }
+
+    /// The checked excerpt of its output.
+    #[must_use]
+    pub fn excerpt(&self) -> Option<&str> {
+        self.excerpt.as_deref()
+    }
 }
 
 #[cfg(test)]

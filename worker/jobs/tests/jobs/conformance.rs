@@ -1297,7 +1297,11 @@ pub async fn follow_up_jobs_bind_what_they_supersede(store: &JobStore, location:
         gates: vec![jobs::FollowUpGate {
             gate: "unit".to_owned(),
             verdict: vocab::GateVerdict::Failed,
+            new_failures: Vec::new(),
+            excerpt: None,
         }],
+        round: 0,
+        chain_tokens: 0,
     };
     let mut child = parent.clone();
     child.follow_up = Some(follow_up.clone());
@@ -1606,6 +1610,146 @@ pub async fn gate_evidence_is_written_once_with_the_candidate(
         .unwrap();
     assert_eq!(plain_done, Fenced::Applied);
     assert!(store.evidence(&plain).await.unwrap().is_empty());
+}
+
+/// A turn job with automatic follow-ups, claimed: its spec and attempt.
+async fn claimed_chain_turn(store: &JobStore, nonce: &str) -> (JobSpec, jobs::Claimed) {
+    let mut spec = JobSpec::noop(nonce, 2);
+    spec.kind = jobs::JobKind::Turn;
+    spec.follow_ups = Some(jobs::FollowUpPolicy {
+        max_follow_ups: 2,
+        token_budget: Some(10_000),
+    });
+    store.submit(spec.clone()).await.unwrap();
+    let claimed = store.claim(&host("h1"), 1, LONG).await.unwrap().remove(0);
+    (spec, claimed)
+}
+
+/// `parent`'s first automatic follow-up of the candidate `digest(n)` of job `id`.
+fn chain_follow_up(parent: &JobSpec, id: &JobId, n: u8) -> JobSpec {
+    let mut spec = parent.clone();
+    spec.follow_up = Some(jobs::FollowUp {
+        supersedes_job: id.clone(),
+        supersedes_candidate: digest(n),
+        note: None,
+        gates: vec![jobs::FollowUpGate {
+            gate: "unit".to_owned(),
+            verdict: vocab::GateVerdict::Failed,
+            new_failures: vec!["tests/test_app.py::test_total".to_owned()],
+            excerpt: Some("E   assert 41 == 42\n1 failed, 3 passed\n".to_owned()),
+        }],
+        round: 1,
+        chain_tokens: 1_200,
+    });
+    spec
+}
+
+/// A completion that queues an automatic follow-up writes both or neither: a follow-up of
+/// another candidate or with bad context writes nothing, a stale attempt queues nothing, the
+/// current one queues exactly one job (with its `submitted` line, readable from another
+/// handle), and a follow-up that already exists by its key is not queued twice.
+pub async fn a_completion_queues_its_follow_up_in_the_same_write(
+    store: &JobStore,
+    location: &Location,
+) {
+    let (parent, a1) = claimed_chain_turn(store, "chain").await;
+    let id = a1.job.id.clone();
+    let count = || async { store.list(None, 100).await.unwrap().len() };
+    let before = count().await;
+    let complete = |attempt: jobs::Claimed, follow_up: JobSpec, n: u8| {
+        let id = id.clone();
+        async move {
+            store
+                .complete_and_follow_up(
+                    &id,
+                    &attempt.attempt_id,
+                    (vec![n], &digest(n)),
+                    &serde_json::json!({"total_tokens": 800}),
+                    Vec::new(),
+                    Some(follow_up),
+                )
+                .await
+        }
+    };
+    // Not a follow-up of this candidate, or context out of bounds: refused, nothing written.
+    let mut bad = vec![chain_follow_up(&parent, &id, 6)];
+    let mut control = chain_follow_up(&parent, &id, 5);
+    if let Some(f) = control.follow_up.as_mut() {
+        f.gates[0].excerpt = Some("clear\u{1b}[2J".to_owned());
+    }
+    bad.push(control);
+    let mut no_link = chain_follow_up(&parent, &id, 5);
+    no_link.follow_up = None;
+    bad.push(no_link);
+    for (i, spec) in bad.into_iter().enumerate() {
+        let e = complete(a1.clone(), spec, 5).await.unwrap_err();
+        assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_SPEC", "case {i}");
+        assert_eq!(state(store, &id).await, JobState::Running, "case {i}");
+        assert_eq!(count().await, before, "case {i}");
+    }
+    // The attempt is lost: its late completion queues nothing.
+    let child = chain_follow_up(&parent, &id, 5);
+    store
+        .heartbeat(&id, &a1.attempt_id, Duration::ZERO)
+        .await
+        .unwrap();
+    expire().await;
+    assert_eq!(store.rescue_expired().await.unwrap(), 1);
+    let a2 = store.claim(&host("h2"), 1, LONG).await.unwrap().remove(0);
+    assert_eq!(
+        complete(a1.clone(), child.clone(), 5).await.unwrap(),
+        Fenced::Lost
+    );
+    assert_eq!(count().await, before);
+    // The current attempt: the candidate and exactly one queued follow-up.
+    assert_eq!(
+        complete(a2.clone(), child.clone(), 5).await.unwrap(),
+        Fenced::Applied
+    );
+    let other = location.open().await;
+    let jobs_now = other.list(None, 100).await.unwrap();
+    assert_eq!(jobs_now.len(), before + 1);
+    let queued = jobs_now
+        .iter()
+        .find(|j| j.idempotency_key == child.idempotency_key())
+        .unwrap();
+    assert_eq!(queued.state, JobState::Queued);
+    assert_eq!(
+        other.get(&queued.id).await.unwrap().unwrap().spec,
+        child,
+        "stored in full, context and chain included"
+    );
+    assert_eq!(state(&other, &id).await, JobState::Completed);
+    assert_eq!(other.candidate(&id).await.unwrap(), Some(vec![5]));
+    let events = other.events(&queued.id).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].code, "PATCH_CANDIDATE_JOB_SUBMITTED");
+    // A repeated completion is stale and queues nothing more; submitting the same follow-up
+    // by hand is the same job.
+    assert_eq!(complete(a2, child.clone(), 5).await.unwrap(), Fenced::Lost);
+    let (same, created) = store.submit(child).await.unwrap();
+    assert!(!created);
+    assert_eq!(same.id, queued.id);
+    // A follow-up that exists already (submitted before the completion) is not queued twice.
+    let (parent2, b1) = claimed_chain_turn(store, "chain-2").await;
+    let child2 = chain_follow_up(&parent2, &b1.job.id, 9);
+    let (first, created) = store.submit(child2.clone()).await.unwrap();
+    assert!(created);
+    let n = count().await;
+    let applied = store
+        .complete_and_follow_up(
+            &b1.job.id,
+            &b1.attempt_id,
+            (vec![9], &digest(9)),
+            &serde_json::json!({}),
+            Vec::new(),
+            Some(child2.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied, Fenced::Applied);
+    assert_eq!(count().await, n);
+    assert_eq!(other.events(&first.id).await.unwrap().len(), 1);
 }
 
 /// A completed job holding the candidate `digest(n)`.

@@ -99,6 +99,7 @@ conformance!(
     follow_up_jobs_bind_what_they_supersede,
     outcome_writes_carry_one_usage_row_per_attempt,
     gate_evidence_is_written_once_with_the_candidate,
+    a_completion_queues_its_follow_up_in_the_same_write,
     review_decisions_are_append_only_and_bound_to_the_candidate,
     a_publication_is_recorded_once,
     a_reject_during_a_publication_stops_its_record,

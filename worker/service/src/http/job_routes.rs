@@ -51,13 +51,14 @@ pub(super) async fn submit(
     body: Body,
 ) -> ApiResult {
     let sub: Submission = json_body(&headers, body).await?;
-    let spec = prepare(
+    let mut spec = prepare(
         sub,
         &sh.opts.state_dir,
         &sh.mirrors,
         sh.opts.gates.as_deref(),
     )
     .await?;
+    spec.follow_ups = sh.opts.follow_ups;
     let (job, created) = sh.store.submit(spec).await?;
     sh.wake.notify_one();
     tracing::info!(code = "PATCH_CANDIDATE_JOB_SUBMITTED", job = %job.id, created, "submitted");

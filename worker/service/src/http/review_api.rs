@@ -246,6 +246,8 @@ pub(crate) async fn decide(
                 Ok(jobs::FollowUpGate {
                     gate: g.gate.clone(),
                     verdict: g.outcome,
+                    new_failures: Vec::new(),
+                    excerpt: None,
                 })
             })
             .collect::<Result<Vec<_>, jobs::JobsError>>()?;
