@@ -419,3 +419,201 @@ async fn docker_service_sigkill_during_the_gate_records_one_result_with_evidence
     )
     .await;
 }
+
+/// The gate of the chain test: the dashboard's last agent edit must answer a review that
+/// continued the earlier attempt. The baseline passes (no edit), a first attempt fails, a
+/// follow-up that started from that attempt's tree with its verdict in the prompt passes.
+const ANSWERS_THE_REVIEW: &str = "import sys\n\
+edits = [l for l in open('app/ui/pages/Dashboard.jsx').read().splitlines() if 'fake-agent: edited' in l]\n\
+sys.exit(0 if not edits or 'after review (continued; gates: check: failed' in edits[-1] else 1)\n";
+
+/// The job whose follow-up `follow_up` is (by its stored spec), if any.
+async fn follow_up_of(store: &jobs::JobStore, parent: &str) -> Option<jobs::Job> {
+    for job in store.list(None, 100).await.unwrap() {
+        let full = store.get(&job.id).await.unwrap().unwrap();
+        if full
+            .spec
+            .follow_up
+            .as_ref()
+            .is_some_and(|f| f.supersedes_job.as_str() == parent)
+        {
+            return Some(full);
+        }
+    }
+    None
+}
+
+/// Waits for job `parent`'s automatic follow-up to exist and finish; returns it.
+async fn wait_follow_up(state: &Path, store: &jobs::JobStore, parent: &str) -> jobs::Job {
+    let started = Instant::now();
+    let child = loop {
+        if let Some(child) = follow_up_of(store, parent).await {
+            break child;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "job {parent} queued no follow-up"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let done = wait_finished(state, None, child.id.as_str(), Duration::from_secs(180));
+    assert_eq!(done["state"], "completed", "{done}");
+    store.get(&child.id).await.unwrap().unwrap()
+}
+
+fn log_lines(state: &Path, id: &str) -> Vec<(String, String)> {
+    let logs = json_of(&jobs(state, None, &["logs", id]));
+    logs["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["code"].as_str().unwrap().to_owned(),
+                e["message"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn dashboard_of(candidate: &[u8]) -> String {
+    let doc: serde_json::Value = serde_json::from_slice(candidate).unwrap();
+    let files = doc["changed_files"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "{doc}");
+    assert_eq!(files[0]["path"], crate::proof::DASHBOARD);
+    files[0]["content"].as_str().unwrap().to_owned()
+}
+
+/// `serve --gates --max-follow-ups`: a job whose required gate fails with a new failure queues
+/// its follow-up in the same write as its result; the follow-up continues the judged candidate
+/// with the verdict in its prompt and the chain ends green. `jobs submit --max-follow-ups 1` of a
+/// job that never goes green stops at the cap. Every job ends with its own candidate and
+/// evidence, and nothing more is queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_follow_ups_continue_until_the_gate_is_green() {
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
+    let image = GateImage::build("chain");
+    let state = state_with_images();
+    let f = Fixture::new();
+    let defs = definitions(
+        state.path(),
+        &image.id,
+        &["python3", "-c", ANSWERS_THE_REVIEW],
+    );
+    let service = Service::start(
+        state.path(),
+        &ServeOpts {
+            extra: vec!["--gates", defs.to_str().unwrap(), "--max-follow-ups", "2"],
+            ..ServeOpts::default()
+        },
+    );
+    let store = open_store(state.path(), None).await;
+
+    // Over HTTP: the host's bounds are stored with the job.
+    let approval =
+        std::fs::read_to_string(gated_approval(&f, "Tidy the dashboard.", &["check"])).unwrap();
+    let body = serde_json::to_vec(&serde_json::json!({
+        "repository": f.repo.path().to_str().unwrap(),
+        "approval": approval,
+    }))
+    .unwrap();
+    let token = service.token();
+    let r = http(service.addr, "POST", "/v1/jobs", Some(&token), Some(&body));
+    assert_eq!(r.0, 201, "{}", String::from_utf8_lossy(&r.1));
+    let first = job_id(&serde_json::from_slice(&r.1).unwrap());
+    let done = wait_finished(state.path(), None, &first, Duration::from_secs(180));
+    assert_eq!(done["state"], "completed", "{done}");
+    let first_id = vocab::JobId::parse(&first).unwrap();
+    let stored = store.get(&first_id).await.unwrap().unwrap();
+    assert_eq!(
+        stored.spec.follow_ups,
+        Some(jobs::FollowUpPolicy {
+            max_follow_ups: 2,
+            token_budget: None
+        })
+    );
+    let evidence = stored_evidence(state.path(), &first).await;
+    assert_eq!(evidence[0].outcome(), vocab::GateVerdict::Failed);
+
+    let second = wait_follow_up(state.path(), &store, &first).await;
+    let chain = second.spec.follow_up.as_ref().unwrap();
+    assert_eq!(chain.round, 1);
+    assert_eq!(chain.chain_tokens, 0, "the proof agent spends no tokens");
+    assert_eq!(
+        Some(chain.supersedes_candidate.as_str()),
+        done["candidate_digest"].as_str()
+    );
+    assert_eq!(chain.gates.len(), 1);
+    assert_eq!(chain.gates[0].verdict, vocab::GateVerdict::Failed);
+    assert_eq!(second.spec.follow_ups, stored.spec.follow_ups);
+    let evidence = stored_evidence(state.path(), second.id.as_str()).await;
+    assert_eq!(evidence[0].outcome(), vocab::GateVerdict::Passed);
+    // The follow-up started from the judged tree: both edits, the second one answering.
+    let bytes = store.candidate(&second.id).await.unwrap().unwrap();
+    let dashboard = dashboard_of(&bytes);
+    let edits: Vec<&str> = dashboard
+        .lines()
+        .filter(|l| l.contains("fake-agent: edited"))
+        .collect();
+    assert_eq!(edits.len(), 2, "{dashboard}");
+    assert!(
+        edits[1].contains("after review (continued; gates: check: failed"),
+        "{}",
+        edits[1]
+    );
+    let codes = log_lines(state.path(), &first);
+    assert!(
+        codes.contains(&(
+            "PATCH_CANDIDATE_CHAIN_FOLLOW_UP".to_owned(),
+            "follow-up 1 of 2 queued".to_owned()
+        )),
+        "{codes:?}"
+    );
+    let codes = log_lines(state.path(), second.id.as_str());
+    assert!(
+        codes.contains(&("PATCH_CANDIDATE_CHAIN_END".to_owned(), "green".to_owned())),
+        "{codes:?}"
+    );
+    assert!(follow_up_of(&store, second.id.as_str()).await.is_none());
+
+    // `jobs submit --max-follow-ups 1`, an agent that never answers the review: one follow-up,
+    // then the cap.
+    let never = gated_approval(&f, "Tidy the dashboard.\nmode: edit\n", &["check"]);
+    let out = submit_raw(
+        state.path(),
+        None,
+        f.repo.path().to_str().unwrap(),
+        &never,
+        &["--gates", defs.to_str().unwrap(), "--max-follow-ups", "1"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let third = job_id(&json_of(&out));
+    let done = wait_finished(state.path(), None, &third, Duration::from_secs(180));
+    assert_eq!(done["state"], "completed", "{done}");
+    let fourth = wait_follow_up(state.path(), &store, &third).await;
+    assert_eq!(fourth.spec.follow_up.as_ref().unwrap().round, 1);
+    let evidence = stored_evidence(state.path(), fourth.id.as_str()).await;
+    assert_eq!(evidence[0].outcome(), vocab::GateVerdict::Failed);
+    let codes = log_lines(state.path(), fourth.id.as_str());
+    assert!(
+        codes.contains(&(
+            "PATCH_CANDIDATE_CHAIN_END".to_owned(),
+            "follow_up_cap".to_owned()
+        )),
+        "{codes:?}"
+    );
+    // Four jobs in all, every one completed: no chain queued more than its bounds.
+    let all = store.list(None, 100).await.unwrap();
+    assert_eq!(all.len(), 4, "{all:?}");
+    assert!(all.iter().all(|j| j.state == jobs::JobState::Completed));
+    assert_eq!(service.stop().code(), Some(0));
+    assert_no_turn_containers(&docker).await;
+    assert!(staging_left(state.path()).is_empty());
+    tally("docker_service_follow_ups_continue_until_the_gate_is_green");
+}

@@ -11,10 +11,10 @@ use tokio::sync::watch;
 use tracing::Instrument as _;
 use vocab::{Coded, FailureClass};
 
+use super::follow_up::{ChainEnd, ChainLimits, Step, follow_up_feedback, next_step};
 use super::gates::{GateRan, precheck, run_required};
 use super::live_host::{LiveTurn, log_note};
 use super::metrics::AttemptOutcome;
-use super::follow_up::{ChainEnd, ChainLimits, Step, follow_up_feedback, next_step};
 use super::submission::{chain_follow_up_spec, reverify};
 use super::{Phase, ServiceError, Shared};
 use container::{ContainerError, JobBinding};

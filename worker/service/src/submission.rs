@@ -256,7 +256,8 @@ fn review_feedback(follow_up: &jobs::FollowUp) -> Result<turn::ReviewFeedback, S
     )?;
     for g in &follow_up.gates {
         if !g.new_failures.is_empty() || g.excerpt.is_some() {
-            feedback = feedback.with_gate_context(&g.gate, &g.new_failures, g.excerpt.as_deref())?;
+            feedback =
+                feedback.with_gate_context(&g.gate, &g.new_failures, g.excerpt.as_deref())?;
         }
     }
     Ok(feedback)
