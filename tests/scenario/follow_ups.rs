@@ -74,8 +74,11 @@ fn chain(env: &crate::gates::Env, notes_test: &str, task: &str) -> Chain {
             .arg("--out")
             .arg(&approval),
     );
-    let store = work.path().join("store");
+    // One store per form (the work directory goes with its guard).
     let args = |json: bool| {
+        let store = work
+            .path()
+            .join(if json { "store-json" } else { "store-text" });
         let mut c = bin();
         if json {
             c.arg("--json");
@@ -94,9 +97,7 @@ fn chain(env: &crate::gates::Env, notes_test: &str, task: &str) -> Chain {
     let out = run_ok(&mut args(true));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // The text form of the same chain, into a second store: the same steps.
-    std::fs::remove_dir_all(&store).unwrap();
     let text = String::from_utf8(run_ok(&mut args(false)).stdout).unwrap();
-    let _ = std::fs::remove_dir_all(&store);
     Chain { json, text, repo }
 }
 
