@@ -461,6 +461,18 @@ async fn wait_follow_up(state: &Path, store: &jobs::JobStore, parent: &str) -> j
     store.get(&child.id).await.unwrap().unwrap()
 }
 
+/// `jobs ARGS…` in text form.
+fn jobs_text(state: &Path, args: &[&str]) -> String {
+    let out = bin()
+        .arg("jobs")
+        .args(args)
+        .env("PATCH_CANDIDATE_STATE_DIR", state)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 fn log_lines(state: &Path, id: &str) -> Vec<(String, String)> {
     let logs = json_of(&jobs(state, None, &["logs", id]));
     logs["events"]
@@ -548,6 +560,18 @@ async fn docker_service_follow_ups_continue_until_the_gate_is_green() {
     assert_eq!(chain.gates.len(), 1);
     assert_eq!(chain.gates[0].verdict, vocab::GateVerdict::Failed);
     assert_eq!(second.spec.follow_ups, stored.spec.follow_ups);
+    // The job view, `jobs show` and the API show its place in the chain.
+    let shown = show(state.path(), None, second.id.as_str());
+    assert_eq!(shown["chain"]["round"], 1, "{shown}");
+    assert_eq!(shown["chain"]["continues_job"], first.as_str(), "{shown}");
+    assert_eq!(shown["chain"]["max_follow_ups"], 2, "{shown}");
+    let view = get_json_ok(service.addr, &format!("/v1/jobs/{}", second.id), &token);
+    assert_eq!(view["job"]["chain"], shown["chain"], "{view}");
+    let text = jobs_text(state.path(), &["show", second.id.as_str()]);
+    assert!(
+        text.contains("chain: automatic follow-up 1 of at most 2 (0 tokens spent before it"),
+        "{text}"
+    );
     let evidence = stored_evidence(state.path(), second.id.as_str()).await;
     assert_eq!(evidence[0].outcome(), vocab::GateVerdict::Passed);
     // The follow-up started from the judged tree: both edits, the second one answering.
@@ -616,4 +640,93 @@ async fn docker_service_follow_ups_continue_until_the_gate_is_green() {
     assert_no_turn_containers(&docker).await;
     assert!(staging_left(state.path()).is_empty());
     tally("docker_service_follow_ups_continue_until_the_gate_is_green");
+}
+
+/// SIGKILL the service between a red gate and the write that queues the follow-up (before the
+/// gates, and right before the completion write), restart it: the job completes once and its
+/// chain has exactly one follow-up, which ends green.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_crash_before_the_follow_up_write_queues_exactly_one() {
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
+    let image = GateImage::build("chain-crash");
+    for point in [turn::fault::BEFORE_GATES, turn::fault::BEFORE_COMPLETE] {
+        let state = state_with_images();
+        let f = Fixture::new();
+        let defs = definitions(
+            state.path(),
+            &image.id,
+            &["python3", "-c", ANSWERS_THE_REVIEW],
+        );
+        let fault = format!("{point}:pause");
+        let extra = vec!["--gates", defs.to_str().unwrap()];
+        let crashing = Service::start(
+            state.path(),
+            &ServeOpts {
+                lease: "2s",
+                heartbeat: "300ms",
+                fault: Some(&fault),
+                extra: extra.clone(),
+                ..ServeOpts::default()
+            },
+        );
+        let approval = gated_approval(&f, "Tidy the dashboard.", &["check"]);
+        let out = submit_raw(
+            state.path(),
+            None,
+            f.repo.path().to_str().unwrap(),
+            &approval,
+            &["--gates", defs.to_str().unwrap(), "--max-follow-ups", "2"],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let first = job_id(&json_of(&out));
+        crashing.wait_logged("PATCH_CANDIDATE_FAULT", Duration::from_secs(60));
+        crashing.kill();
+        let store = open_store(state.path(), None).await;
+        assert_eq!(store.list(None, 100).await.unwrap().len(), 1, "{point}");
+
+        let restarted = Service::start(
+            state.path(),
+            &ServeOpts {
+                lease: "2s",
+                heartbeat: "300ms",
+                extra,
+                ..ServeOpts::default()
+            },
+        );
+        let done = wait_finished(state.path(), None, &first, Duration::from_secs(120));
+        assert_eq!(done["state"], "completed", "{point}: {done}");
+        assert_eq!(done["attempts"], 2, "{point}: {done}");
+        let second = wait_follow_up(state.path(), &store, &first).await;
+        let evidence = stored_evidence(state.path(), second.id.as_str()).await;
+        assert_eq!(evidence[0].outcome(), vocab::GateVerdict::Passed, "{point}");
+        let all = store.list(None, 100).await.unwrap();
+        assert_eq!(all.len(), 2, "{point}: exactly one follow-up: {all:?}");
+        let queued = event_codes(state.path(), None, &first)
+            .iter()
+            .filter(|c| *c == "PATCH_CANDIDATE_CHAIN_FOLLOW_UP")
+            .count();
+        assert_eq!(queued, 1, "{point}");
+        let codes = log_lines(state.path(), second.id.as_str());
+        assert!(
+            codes.contains(&("PATCH_CANDIDATE_CHAIN_END".to_owned(), "green".to_owned())),
+            "{point}: {codes:?}"
+        );
+        wait_own_turns_gone(
+            &docker,
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            &format!("{point}: containers left"),
+        )
+        .await;
+        assert_eq!(restarted.stop().code(), Some(0));
+        assert!(staging_left(state.path()).is_empty(), "{point}");
+    }
+    assert_no_turn_containers(&docker).await;
+    tally("docker_service_crash_before_the_follow_up_write_queues_exactly_one");
 }

@@ -269,12 +269,29 @@ pub(crate) fn run(command: &JobsCommand) -> Result<Outcome, CliError> {
                 }
             );
             if let Some(f) = &job.spec.follow_up {
+                let given = if f.round > 0 {
+                    "the failing gates' test ids and output given to the agent"
+                } else {
+                    "the reviewer's note and the gate verdicts given to the agent"
+                };
                 let _ = writeln!(
                     text,
-                    "follow-up of job {} (its candidate {}; the reviewer's note and {} gate verdict(s) given to the agent)",
+                    "follow-up of job {} (its candidate {}; {} gate verdict(s), {given})",
                     f.supersedes_job,
                     f.supersedes_candidate,
                     f.gates.len()
+                );
+            }
+            if let Some(p) = &job.spec.follow_ups {
+                let round = job.spec.follow_up.as_ref().map_or(0, |f| f.round);
+                let tokens = job.spec.follow_up.as_ref().map_or(0, |f| f.chain_tokens);
+                let budget = p
+                    .token_budget
+                    .map_or_else(|| "no token budget".to_owned(), |b| format!("budget {b} tokens"));
+                let _ = writeln!(
+                    text,
+                    "chain: automatic follow-up {round} of at most {} ({tokens} tokens spent before it, {budget})",
+                    p.max_follow_ups
                 );
             }
             for d in &decisions {

@@ -19,7 +19,26 @@ pub fn job_view(job: &Job) -> serde_json::Value {
         "cancel_requested": job.cancel_requested,
         "last_error": job.last_error.as_ref().map(|f| serde_json::json!({"code": f.code, "message": f.message})),
         "candidate_digest": job.candidate_digest,
+        "chain": chain_view(job),
         "spec": job.spec,
+    })
+}
+
+/// A job's place in its chain of follow-ups: `round` (0 for a first turn or a reviewer's retry),
+/// the job and candidate it continues, the chain's bounds and the tokens spent before it; `null`
+/// for a job that is neither a follow-up nor allowed any.
+fn chain_view(job: &Job) -> serde_json::Value {
+    let (follow_up, policy) = (job.spec.follow_up.as_ref(), job.spec.follow_ups);
+    if follow_up.is_none() && policy.is_none() {
+        return serde_json::Value::Null;
+    }
+    serde_json::json!({
+        "round": follow_up.map_or(0, |f| f.round),
+        "continues_job": follow_up.map(|f| f.supersedes_job.as_str()),
+        "continues_candidate": follow_up.map(|f| f.supersedes_candidate.as_str()),
+        "chain_tokens": follow_up.map_or(0, |f| f.chain_tokens),
+        "max_follow_ups": policy.map_or(0, |p| p.max_follow_ups),
+        "token_budget": policy.and_then(|p| p.token_budget),
     })
 }
 
