@@ -469,7 +469,11 @@ fn jobs_text(state: &Path, args: &[&str]) -> String {
         .env("PATCH_CANDIDATE_STATE_DIR", state)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 

@@ -285,9 +285,10 @@ pub(crate) fn run(command: &JobsCommand) -> Result<Outcome, CliError> {
             if let Some(p) = &job.spec.follow_ups {
                 let round = job.spec.follow_up.as_ref().map_or(0, |f| f.round);
                 let tokens = job.spec.follow_up.as_ref().map_or(0, |f| f.chain_tokens);
-                let budget = p
-                    .token_budget
-                    .map_or_else(|| "no token budget".to_owned(), |b| format!("budget {b} tokens"));
+                let budget = p.token_budget.map_or_else(
+                    || "no token budget".to_owned(),
+                    |b| format!("budget {b} tokens"),
+                );
                 let _ = writeln!(
                     text,
                     "chain: automatic follow-up {round} of at most {} ({tokens} tokens spent before it, {budget})",
