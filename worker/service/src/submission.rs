@@ -296,10 +296,10 @@ pub fn follow_up_spec(
 /// The automatic follow-up of `parent`, whose candidate `feedback` supersedes: the parent's spec
 /// unchanged (its chain bounds included), the gates' verdicts with their failing ids and checked
 /// output excerpts, its place `round` in the chain and the tokens `chain_tokens` the chain has
-/// used so far. Checked as [`follow_up_spec`].
+/// used so far. Checked as a reviewer's retry is (`follow_up_spec`).
 ///
 /// # Errors
-/// As [`follow_up_spec`].
+/// As a reviewer's retry: `PATCH_CANDIDATE_JOBS_SPEC`, and the codes of re-deriving the parent's inputs.
 pub fn chain_follow_up_spec(
     parent: &jobs::Job,
     feedback: &turn::ReviewFeedback,
