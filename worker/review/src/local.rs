@@ -102,7 +102,9 @@ impl LocalReviews {
         let dir = self
             .candidate_dir(&record.candidate_digest, true)?
             .ok_or_else(|| state("a candidate's review folder vanished"))?;
-        let mut seq = self.history(&record.candidate_digest)?.len() as u64 + 1;
+        // A first guess only (a listing taken while others append may miss their newest
+        // record): a taken number moves on to the next below.
+        let mut seq = list_seqs(&dir)?.len() as u64 + 1;
         let temp = write_temp(&dir, &bytes)?;
         let result = loop {
             if seq > MAX_DECISIONS {
@@ -129,32 +131,16 @@ impl LocalReviews {
         let Some(dir) = self.candidate_dir(candidate, false)? else {
             return Ok(Vec::new());
         };
-        let mut seqs = Vec::new();
-        let entries = dir
-            .entries()
-            .map_err(|_| state("a candidate's review folder cannot be listed"))?;
-        for entry in entries {
-            let entry = entry.map_err(|_| state("a candidate's review folder cannot be listed"))?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else {
-                return Err(ReviewError::Record {
-                    detail: "a file in the review folder has a non-UTF-8 name",
-                });
-            };
-            if name == PUBLICATION_FILE || name.starts_with(".tmp-") {
-                continue;
+        // A directory listing taken while another writer links its record can miss an earlier
+        // record and show a later one: a gap is believed only when a fresh listing shows it too.
+        let mut seqs = list_seqs(&dir)?;
+        for _ in 0..GAP_RELISTS {
+            if is_contiguous(&seqs) {
+                break;
             }
-            let seq = name
-                .strip_suffix(".json")
-                .filter(|s| s.len() == 8 && s.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|s| s.parse::<u64>().ok())
-                .filter(|&s| s >= 1)
-                .ok_or(ReviewError::Record {
-                    detail: "an unexpected file in the review folder",
-                })?;
-            seqs.push(seq);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            seqs = list_seqs(&dir)?;
         }
-        seqs.sort_unstable();
         let mut out = Vec::with_capacity(seqs.len());
         for (i, seq) in seqs.into_iter().enumerate() {
             if seq != i as u64 + 1 {
@@ -271,6 +257,45 @@ fn sync_dir(dir: &Dir) -> Result<(), ReviewError> {
     dir.open_with(".", &options)
         .and_then(|d| d.sync_all())
         .map_err(|_| state("the review folder cannot be synced"))
+}
+
+/// How many times [`LocalReviews::history`] lists a folder again before it believes a gap.
+const GAP_RELISTS: usize = 8;
+
+fn is_contiguous(seqs: &[u64]) -> bool {
+    seqs.iter().enumerate().all(|(i, &seq)| seq == i as u64 + 1)
+}
+
+/// The sequence numbers of a candidate's review folder, sorted (temporary files and the
+/// publication record left out).
+fn list_seqs(dir: &Dir) -> Result<Vec<u64>, ReviewError> {
+    let mut seqs = Vec::new();
+    let entries = dir
+        .entries()
+        .map_err(|_| state("a candidate's review folder cannot be listed"))?;
+    for entry in entries {
+        let entry = entry.map_err(|_| state("a candidate's review folder cannot be listed"))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            return Err(ReviewError::Record {
+                detail: "a file in the review folder has a non-UTF-8 name",
+            });
+        };
+        if name == PUBLICATION_FILE || name.starts_with(".tmp-") {
+            continue;
+        }
+        let seq = name
+            .strip_suffix(".json")
+            .filter(|s| s.len() == 8 && s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<u64>().ok())
+            .filter(|&s| s >= 1)
+            .ok_or(ReviewError::Record {
+                detail: "an unexpected file in the review folder",
+            })?;
+        seqs.push(seq);
+    }
+    seqs.sort_unstable();
+    Ok(seqs)
 }
 
 /// Reads `name` in `dir` (no link followed, a regular file, at most `limit` bytes).
