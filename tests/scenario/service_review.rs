@@ -991,3 +991,78 @@ async fn docker_service_a_reject_during_the_push_is_not_published_over() {
     assert_eq!(view["review"]["review_state"], "rejected");
     tally("docker_service_a_reject_during_the_push_is_not_published_over");
 }
+
+/// A follow-up runs on a host that did not make the candidate it continues: that host reads the
+/// parent candidate from the job store (its digest re-checked), not from its own candidate
+/// store, and the follow-up continues it. Two state directories share one job database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_a_follow_up_continues_a_candidate_made_on_another_host() {
+    let Some(docker) = docker().await else {
+        return;
+    };
+    let _guard = docker_lock().lock().await;
+    let first_host = crate::support::state_with_images();
+    let db = first_host.path().join("shared-jobs.sqlite3");
+    let db = db.to_str().unwrap();
+    let f = crate::support::Fixture::new();
+    let opts = ServeOpts {
+        database: Some(db),
+        ..ServeOpts::default()
+    };
+    let first = Service::start(first_host.path(), &opts);
+    let parent = job_id(&crate::support::submit(
+        first_host.path(),
+        Some(db),
+        &f,
+        "Update the dashboard.",
+    ));
+    let done = crate::support::wait_finished(
+        first_host.path(),
+        Some(db),
+        &parent,
+        Duration::from_secs(180),
+    );
+    assert_eq!(done["state"], "completed", "{done}");
+    let digest = done["candidate_digest"].as_str().unwrap().to_owned();
+    assert_eq!(first.stop().code(), Some(0));
+
+    // The second host has its own state directory: an empty candidate store.
+    let second_host = crate::support::state_with_images();
+    let second = Service::start(second_host.path(), &opts);
+    let token = second.token();
+    let (status, body) = decide(
+        &second,
+        &token,
+        &parent,
+        serde_json::json!({"decision": "retry", "candidate_digest": digest, "reason": "again"}),
+    );
+    assert_eq!(status, 201, "{body}");
+    let child = body["follow_up_job"].as_str().unwrap().to_owned();
+    let child_done = crate::support::wait_finished(
+        second_host.path(),
+        Some(db),
+        &child,
+        Duration::from_secs(180),
+    );
+    assert_eq!(child_done["state"], "completed", "{child_done}");
+    let store = open_store(second_host.path(), Some(db)).await;
+    let bytes = store
+        .candidate(&vocab::JobId::parse(&child).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let candidate = finalizer::validate_candidate_json(&bytes).unwrap();
+    let content = candidate.changed_files()[0].content().unwrap_or_default();
+    assert_eq!(
+        content.matches("fake-agent: edited").count(),
+        2,
+        "the first host's edit is still there: {content}"
+    );
+    assert!(
+        content.ends_with("after review (continued; gates: ; note: again)\n"),
+        "{content}"
+    );
+    assert_eq!(second.stop().code(), Some(0));
+    assert_no_turn_containers(&docker).await;
+    tally("docker_service_a_follow_up_continues_a_candidate_made_on_another_host");
+}

@@ -194,8 +194,7 @@ pub(crate) fn demo_in(
         docker: docker.clone(),
         live: super::live_args::LiveArgs::default(),
         gates: None,
-        max_follow_ups: 0,
-        follow_up_token_budget: None,
+        follow_ups: super::plan_args::FollowUpArgs::default(),
     };
     let (outcome, store) = execute(&run_args, true, None)?;
     let patch_path = dir.join("candidate.patch");

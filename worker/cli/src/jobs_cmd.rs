@@ -17,7 +17,7 @@ use super::docker_args::{state_dir, tokio_runtime};
 use super::live_args::{parse_agent, require_model};
 use super::outcome::{INPUT_CODE, IO_CODE, JOBS_NOT_FOUND_CODE};
 use super::paths::{read_text, require_dir};
-use super::plan_args::{ImageArgs, TurnArgs, submit_help};
+use super::plan_args::{FollowUpArgs, ImageArgs, TurnArgs, submit_help};
 use super::{CliError, Outcome};
 
 /// Where the job store is.
@@ -47,37 +47,6 @@ pub(crate) enum JobsCommand {
     Retry(IdArgs),
     /// Show a job's log: codes and short messages per attempt (never source text).
     Logs(IdArgs),
-}
-
-/// The bounds of automatic follow-ups stored with a job (`jobs submit`, `serve`).
-#[derive(Debug, Clone, Args)]
-pub(crate) struct FollowUpArgs {
-    /// When a required gate fails with new failures, queue up to N follow-up jobs, each
-    /// continuing the candidate just judged with the failing test ids and the end of the
-    /// gate's output (through the content policy) as untrusted context; the chain ends green,
-    /// at N, at the token budget, when a follow-up changes nothing, or when a gate cannot judge
-    /// (docs/REVIEW.md, "Iterating to green"). 0: never.
-    #[arg(long = "max-follow-ups", value_name = "N", default_value_t = 0,
-          value_parser = clap::value_parser!(u32).range(0..=i64::from(jobs::MAX_CHAIN_FOLLOW_UPS)))]
-    pub max_follow_ups: u32,
-    /// With --max-follow-ups: queue no follow-up once the chain's live turns have used this many
-    /// tokens (the gateway's own count, summed over the chain).
-    #[arg(
-        long = "follow-up-token-budget",
-        value_name = "TOKENS",
-        requires = "max_follow_ups"
-    )]
-    pub follow_up_token_budget: Option<u64>,
-}
-
-impl FollowUpArgs {
-    /// The stored policy; `None` for `--max-follow-ups 0`.
-    pub(crate) fn policy(&self) -> Option<jobs::FollowUpPolicy> {
-        (self.max_follow_ups > 0).then_some(jobs::FollowUpPolicy {
-            max_follow_ups: self.max_follow_ups,
-            token_budget: self.follow_up_token_budget,
-        })
-    }
 }
 
 /// `jobs submit` arguments: `run`'s flags where they mean the same (reworded for a queued job).

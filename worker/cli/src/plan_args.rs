@@ -129,3 +129,35 @@ impl TurnArgs {
         }
     }
 }
+
+/// The bounds of a chain of follow-ups (`run`, `jobs submit`, `serve`; each has `--gates`).
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct FollowUpArgs {
+    /// With --gates: when a required gate fails with new failures, run (or, for a queued job,
+    /// queue) up to N follow-up turns, each continuing the candidate just judged with the
+    /// failing test ids and the end of the gate's output (through the content policy) as
+    /// untrusted context; the chain ends green, at N, at the token budget, when a follow-up
+    /// changes nothing, or when a gate cannot judge (docs/REVIEW.md, "Iterating to green").
+    /// 0: never.
+    #[arg(long = "max-follow-ups", value_name = "N", default_value_t = 0, requires = "gates",
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(jobs::MAX_CHAIN_FOLLOW_UPS)))]
+    pub max_follow_ups: u32,
+    /// With --max-follow-ups: start no follow-up once the chain's live turns have used this many
+    /// tokens (the gateway's own count, summed over the chain).
+    #[arg(
+        long = "follow-up-token-budget",
+        value_name = "TOKENS",
+        requires = "max_follow_ups"
+    )]
+    pub follow_up_token_budget: Option<u64>,
+}
+
+impl FollowUpArgs {
+    /// The stored policy; `None` for `--max-follow-ups 0`.
+    pub(crate) fn policy(&self) -> Option<jobs::FollowUpPolicy> {
+        (self.max_follow_ups > 0).then_some(jobs::FollowUpPolicy {
+            max_follow_ups: self.max_follow_ups,
+            token_budget: self.follow_up_token_budget,
+        })
+    }
+}

@@ -19,7 +19,7 @@ use super::docker_args::{DockerArgs, state_dir, tokio_runtime};
 use super::live_args::{LiveArgs, live_setup, parse_agent, print_note};
 use super::outcome::{OUTPUT_CODE, STATE_CODE, display_path};
 use super::paths::{read_file, require_dir, require_parent};
-use super::plan_args::{ImageArgs, TurnArgs};
+use super::plan_args::{FollowUpArgs, ImageArgs, TurnArgs};
 use super::signals::Interruptible;
 use super::{CliError, Outcome, render};
 
@@ -59,22 +59,8 @@ pub(crate) struct RunArgs {
     /// the store. A required gate they do not define is refused before anything runs.
     #[arg(long = "gates", value_name = "FILE")]
     pub gates: Option<PathBuf>,
-    /// With --gates: when a required gate fails with new failures, run up to N follow-up turns,
-    /// each continuing the candidate just judged, with the failing test ids and the end of the
-    /// gate's output (through the content policy) as untrusted context; the chain ends green,
-    /// at N, at the token budget, when a follow-up changes nothing, or when a gate cannot judge
-    /// (docs/REVIEW.md, "Iterating to green").
-    #[arg(long = "max-follow-ups", value_name = "N", default_value_t = 0, requires = "gates",
-          value_parser = clap::value_parser!(u32).range(0..=i64::from(jobs::MAX_CHAIN_FOLLOW_UPS)))]
-    pub max_follow_ups: u32,
-    /// With --max-follow-ups: start no follow-up once the chain's live turns have used this many
-    /// tokens (the gateway's own count, summed over the chain).
-    #[arg(
-        long = "follow-up-token-budget",
-        value_name = "TOKENS",
-        requires = "max_follow_ups"
-    )]
-    pub follow_up_token_budget: Option<u64>,
+    #[command(flatten)]
+    pub follow_ups: FollowUpArgs,
 }
 
 /// Parses an approval with the one approval parser (strict JSON, every validator).
@@ -337,8 +323,8 @@ pub(crate) fn run(args: &RunArgs) -> Result<Outcome, CliError> {
         docker: args.docker.clone(),
     };
     let limits = ChainLimits {
-        max_follow_ups: args.max_follow_ups,
-        token_budget: args.follow_up_token_budget,
+        max_follow_ups: args.follow_ups.max_follow_ups,
+        token_budget: args.follow_ups.follow_up_token_budget,
     };
     let (mut follow_ups, mut tokens) = (0_u32, tokens_of(&outcome));
     let mut attempts = Vec::new();

@@ -79,7 +79,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub gates: Option<std::path::PathBuf>,
     #[command(flatten)]
-    pub follow_ups: super::jobs_cmd::FollowUpArgs,
+    pub follow_ups: super::plan_args::FollowUpArgs,
     #[command(flatten)]
     pub publish: ServePublishArgs,
     #[command(flatten)]

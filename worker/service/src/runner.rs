@@ -240,9 +240,17 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
         return;
     }
     inputs.plan = inputs.plan.with_job(Some(binding.clone()));
-    // A follow-up continues the candidate it supersedes, read from this service's store (which
-    // re-checks its digest); the pipeline checks it against the approval and the baseline.
-    match super::submission::parent_of(&inputs.plan, &sh.candidates) {
+    // A follow-up continues the candidate it supersedes, read from this host's candidate store
+    // (which re-checks its digest) or, when another host made it, from the job store; the
+    // pipeline checks it against the approval and the baseline.
+    let parent = match super::submission::parent_of(&inputs.plan, &sh.candidates) {
+        Ok(parent) => Ok(parent),
+        Err(local) => parent_from_jobs(sh, &claimed.job)
+            .await
+            .map(Some)
+            .ok_or(local),
+    };
+    match parent {
         Ok(parent) => inputs.plan = inputs.plan.with_parent(parent),
         Err(e) => {
             finish(sh, claimed, Ended::Done(Box::new(Err(e))), None).await;
@@ -350,6 +358,21 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
         live: live.map(|turn| (turn.settings.model, turn.gateway.usage())),
     };
     finish(sh, claimed, ended, Some(ran)).await;
+}
+
+/// The candidate a follow-up continues, read from the job store (another host made it): parsed
+/// by the one candidate parser, its digest the one the follow-up names, then kept in this host's
+/// candidate store. `None` when any of that fails (the caller reports the local store's error).
+async fn parent_from_jobs(sh: &Shared, job: &jobs::Job) -> Option<turn::ParentCandidate> {
+    let follow_up = job.spec.follow_up.as_ref()?;
+    let bytes = sh.store.candidate(&follow_up.supersedes_job).await.ok()??;
+    let candidate = finalizer::validate_candidate_json(&bytes).ok()?;
+    let parent = turn::ParentCandidate::new(candidate).ok()?;
+    if parent.digest().to_string() != follow_up.supersedes_candidate {
+        return None;
+    }
+    sh.candidates.put(parent.candidate()).ok()?;
+    Some(parent)
 }
 
 /// The retry delay of an environment failure: exponential with jitter, from the store's rule.
@@ -510,6 +533,17 @@ async fn completed(
     (AttemptOutcome::Completed, w)
 }
 
+/// Whether `outcome`'s candidate changes exactly what the candidate `follow_up` continued did
+/// (read from this host's candidate store, where the attempt put it).
+fn unchanged(sh: &Shared, follow_up: &jobs::FollowUp, outcome: &turn::PipelineOutcome) -> bool {
+    follow_up
+        .supersedes_candidate
+        .parse::<vocab::Sha256>()
+        .ok()
+        .and_then(|d| sh.candidates.get(&d).ok())
+        .is_some_and(|p| turn::same_changes(&p, &outcome.candidate))
+}
+
 /// The job log's line when a completion queued its automatic follow-up.
 const CHAIN_FOLLOW_UP: &str = "PATCH_CANDIDATE_CHAIN_FOLLOW_UP";
 /// The job log's line when a job with automatic follow-ups ends its chain (the message is
@@ -527,7 +561,7 @@ enum Chained {
 /// The next step of the job's chain after its attempt produced `outcome` and its required gates
 /// said `judged`: `None` when the job has no automatic follow-ups. The attempt's tokens are the
 /// gateway's own count; the step is [`next_step`]'s rule, and a follow-up whose candidate
-/// changes nothing its parent did not ends the chain first.
+/// changes nothing its parent did not ends the chain instead of queuing another.
 fn chain_step(
     sh: &Shared,
     claimed: &Claimed,
@@ -543,17 +577,6 @@ fn chain_step(
         .and_then(|r| r.live.as_ref())
         .map_or(0, |(_, usage)| usage.total_tokens);
     let tokens = prior.map_or(0, |f| f.chain_tokens).saturating_add(spent);
-    // A follow-up that changed nothing its parent did not: another round would see the same.
-    if let Some(prior) = prior {
-        let parent = prior
-            .supersedes_candidate
-            .parse::<vocab::Sha256>()
-            .ok()
-            .and_then(|d| sh.candidates.get(&d).ok());
-        if parent.is_some_and(|p| turn::same_changes(&p, &outcome.candidate)) {
-            return Some(Chained::End(ChainEnd::NoChange));
-        }
-    }
     let evidence: Vec<&gate::GateEvidence> = judged.iter().collect();
     let limits = ChainLimits {
         max_follow_ups: policy.max_follow_ups,
@@ -561,6 +584,10 @@ fn chain_step(
     };
     match next_step(&evidence, limits, round, tokens) {
         Step::End(end) => Some(Chained::End(end)),
+        // A follow-up that changed nothing its parent did not: another round would see the same.
+        Step::FollowUp if prior.is_some_and(|f| unchanged(sh, f, outcome)) => {
+            Some(Chained::End(ChainEnd::NoChange))
+        }
         Step::FollowUp => {
             let spec = follow_up_feedback(&outcome.digest, None, &evidence)
                 .map_err(ServiceError::from)
