@@ -185,6 +185,27 @@ fn turn_spec(f: &crate::support::Fixture, task: &str) -> jobs::JobSpec {
     })
 }
 
+/// A real turn job over `f`: [`turn_spec`] and the candidate `run` makes under the same
+/// approval, image and selection (its bytes and digest), so that a retry's follow-up can
+/// continue it.
+fn turn_job(f: &crate::support::Fixture, task: &str) -> (jobs::JobSpec, Vec<u8>, String) {
+    let spec = turn_spec(f, task);
+    let scratch = crate::support::state_with_images();
+    let out = run_ok(
+        bin()
+            .env("PATCH_CANDIDATE_STATE_DIR", scratch.path())
+            .args(["--json", "run", "--repo"])
+            .arg(f.repo.path())
+            .arg("--approval")
+            .arg(f.approval(task))
+            .arg("--store")
+            .arg(scratch.path().join("run-candidates")),
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bytes = serde_json::to_vec_pretty(&json["candidate"]).unwrap();
+    (spec, bytes, json["digest"].as_str().unwrap().to_owned())
+}
+
 fn plant(state: &Path, jobs_in: Vec<Planted>) -> Vec<String> {
     let ids = jobs_in
         .into_iter()
@@ -556,11 +577,6 @@ impl Review {
         );
         hostile_files.extend(named);
         let hostile = candidate(hostile_files, &["pytest"], &PAYLOADS.join(" "));
-        let retry = candidate(
-            vec![update_file("src/retry.py", "r = 0\n", "r = 1\n").unwrap()],
-            &[],
-            "A change to send back",
-        );
         let big = big_candidate();
         let hostile_evidence = evidence(
             &hostile.1,
@@ -575,7 +591,8 @@ impl Review {
         clean_spec.repository = repo.path().display().to_string();
         clean_spec.commit = commit.clone();
         let retry_fixture = Fixture::new();
-        let retry_spec = turn_spec(&retry_fixture, "Update the dashboard.");
+        let (retry_spec, retry_bytes, retry_digest) =
+            turn_job(&retry_fixture, "Update the dashboard.");
         let ids = plant(
             state.path(),
             vec![
@@ -595,8 +612,8 @@ impl Review {
                 ),
                 (
                     "retry".into(),
-                    retry.0,
-                    retry.1.clone(),
+                    retry_bytes,
+                    retry_digest.clone(),
                     vec![],
                     Some(retry_spec),
                 ),
@@ -633,7 +650,7 @@ impl Review {
             hostile_job,
             retry_job,
             big_job,
-            retry_digest: retry.1,
+            retry_digest,
             big_digest: big.1,
             commit,
             after,
