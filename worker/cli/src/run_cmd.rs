@@ -322,10 +322,11 @@ pub(crate) fn run(args: &RunArgs) -> Result<Outcome, CliError> {
         runtime: args.turn.runtime.clone(),
         docker: args.docker.clone(),
     };
-    let limits = ChainLimits {
-        max_follow_ups: args.follow_ups.max_follow_ups,
-        token_budget: args.follow_ups.follow_up_token_budget,
-    };
+    // `--max-follow-ups 0` (no policy): the default bounds, no follow-up.
+    let limits = args
+        .follow_ups
+        .policy()
+        .map_or_else(ChainLimits::default, ChainLimits::from);
     let (mut follow_ups, mut tokens) = (0_u32, tokens_of(&outcome));
     let mut attempts = Vec::new();
     let (last_gates, end) = loop {

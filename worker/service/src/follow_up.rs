@@ -66,6 +66,16 @@ pub struct ChainLimits {
     pub token_budget: Option<u64>,
 }
 
+impl From<jobs::FollowUpPolicy> for ChainLimits {
+    /// The bounds a job's stored policy sets.
+    fn from(policy: jobs::FollowUpPolicy) -> Self {
+        Self {
+            max_follow_ups: policy.max_follow_ups,
+            token_budget: policy.token_budget,
+        }
+    }
+}
+
 /// The step after an attempt whose required gates gave `evidence` (one per required gate), when
 /// `follow_ups` follow-ups have run so far and the chain has spent `tokens`.
 #[must_use]

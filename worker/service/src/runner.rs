@@ -578,10 +578,7 @@ fn chain_step(
         .map_or(0, |(_, usage)| usage.total_tokens);
     let tokens = prior.map_or(0, |f| f.chain_tokens).saturating_add(spent);
     let evidence: Vec<&gate::GateEvidence> = judged.iter().collect();
-    let limits = ChainLimits {
-        max_follow_ups: policy.max_follow_ups,
-        token_budget: policy.token_budget,
-    };
+    let limits = ChainLimits::from(policy);
     match next_step(&evidence, limits, round, tokens) {
         Step::End(end) => Some(Chained::End(end)),
         // A follow-up that changed nothing its parent did not: another round would see the same.
