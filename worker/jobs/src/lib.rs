@@ -39,7 +39,7 @@ pub use model::{
     Claimed, Fenced, FollowUp, FollowUpGate, FollowUpPolicy, Heartbeat, Job, JobKind, JobSpec,
     JobState, LiveJob, LiveJobEnvironment, MAX_CHAIN_FOLLOW_UPS, MAX_DOCUMENT_BYTES,
     MAX_FOLLOW_UP_EXCERPT_BYTES, MAX_FOLLOW_UP_FAILURES, MAX_FOLLOW_UP_GATES,
-    MAX_FOLLOW_UP_NOTE_BYTES, Retry, StoreOptions, backoff,
+    MAX_FOLLOW_UP_NOTE_BYTES, MAX_FOLLOW_UPS_LISTED, Retry, StoreOptions, backoff,
 };
 pub use review::{
     DecisionRow, OPERATOR_PRINCIPAL, PublicationClaim, StoredDecisionRow, TokenHash, TokenName,

@@ -660,6 +660,24 @@ impl PgStore {
         all(&client, &sql, &[&state.map(JobState::as_str), &limit], job).await
     }
 
+    pub(crate) async fn follow_ups_of(&self, id: JobId) -> Result<Vec<Job>> {
+        // The expression is the one `jobs_by_parent` indexes, so the index serves it.
+        let sql = format!(
+            "SELECT {} FROM jobs
+             WHERE ((spec_json::jsonb) -> 'follow_up' ->> 'supersedes_job') = $1
+             ORDER BY seq LIMIT $2",
+            job_columns("", "NULL::bytea")
+        );
+        let client = self.client().await?;
+        all(
+            &client,
+            &sql,
+            &[&id.as_str(), &crate::MAX_FOLLOW_UPS_LISTED],
+            job,
+        )
+        .await
+    }
+
     pub(crate) async fn candidate(&self, id: JobId) -> Result<Option<Vec<u8>>> {
         let client = self.client().await?;
         let sql = "SELECT bytes FROM candidates WHERE job_id = $1";

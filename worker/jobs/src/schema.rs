@@ -11,9 +11,13 @@
 //! Version 5 adds `publication_claims` (one live publish per job, across hosts) and a trigger
 //! that refuses a decision on a published job in the database itself; a version-4 database
 //! keeps every row.
+//!
+//! Version 6 indexes each job by the job whose candidate it continues (the spec's
+//! `follow_up.supersedes_job`), so a review finds the later attempts of a chain without a scan;
+//! it adds no column and keeps every row.
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The schema version recorded (0 before the first migration).
 pub(crate) const SELECT_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM schema_migrations";
@@ -304,6 +308,16 @@ BEGIN
 END $$;
 CREATE TRIGGER review_decisions_closed_by_publication BEFORE INSERT ON review_decisions
 FOR EACH ROW EXECUTE FUNCTION review_decisions_closed_by_publication();
+",
+    },
+    Migration {
+        version: 6,
+        name: "jobs by the job they continue",
+        sqlite: r"
+CREATE INDEX jobs_by_parent ON jobs (json_extract(spec_json, '$.follow_up.supersedes_job'));
+",
+        postgres: r"
+CREATE INDEX jobs_by_parent ON jobs (((spec_json::jsonb) -> 'follow_up' ->> 'supersedes_job'));
 ",
     },
 ];

@@ -592,6 +592,25 @@ impl SqliteStore {
         .await
     }
 
+    pub(crate) async fn follow_ups_of(&self, id: JobId) -> Result<Vec<Job>> {
+        self.run(move |conn| {
+            // The expression is the one `jobs_by_parent` indexes, so the index serves it.
+            let sql = format!(
+                "SELECT {} FROM jobs
+                 WHERE json_extract(spec_json, '$.follow_up.supersedes_job') = ?1
+                 ORDER BY seq LIMIT ?2",
+                job_columns("", "NULL")
+            );
+            all(
+                conn,
+                &sql,
+                params![id.as_str(), crate::MAX_FOLLOW_UPS_LISTED],
+                |r| job(r),
+            )
+        })
+        .await
+    }
+
     pub(crate) async fn candidate(&self, id: JobId) -> Result<Option<Vec<u8>>> {
         self.run(move |conn| {
             one_opt(
@@ -1210,7 +1229,7 @@ mod tests {
     /// a build without claims) upgrades to version 5 keeping its history; the accept still
     /// stands, a claim and a record work, and the closed history refuses a decision after.
     #[test]
-    fn a_version_4_database_file_upgrades_to_5_keeping_its_history() {
+    fn a_version_4_database_file_upgrades_keeping_its_history() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("jobs.sqlite3");
         let digest = format!("sha256:{}", "cd".repeat(32));
@@ -1246,7 +1265,7 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            assert_eq!(store.schema_version().await.unwrap(), 5);
+            assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
             let id = JobId::parse(id).unwrap();
             assert_eq!(store.decisions(id.clone()).await.unwrap().len(), 1);
             let claim = PublicationClaim::new(
@@ -1272,5 +1291,33 @@ mod tests {
             assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_PUBLISHED");
             assert_eq!(store.decisions(id).await.unwrap().len(), 1);
         });
+    }
+
+    /// The later attempts of a job are found through `jobs_by_parent`, not by a scan: the
+    /// query's expression is the indexed one.
+    #[test]
+    fn follow_ups_are_found_through_the_parent_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.sqlite3");
+        drop(SqliteStore::open(&path, Duration::from_secs(5)).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        let plan: Vec<String> = {
+            let mut stmt = conn
+                .prepare(
+                    "EXPLAIN QUERY PLAN SELECT id FROM jobs
+                     WHERE json_extract(spec_json, '$.follow_up.supersedes_job') = ?1
+                     ORDER BY seq",
+                )
+                .unwrap();
+            stmt.query_map(params!["job_x"], |r| r.get::<_, String>(3))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        assert!(
+            plan.iter()
+                .any(|d| d.contains("USING INDEX jobs_by_parent")),
+            "{plan:?}"
+        );
     }
 }

@@ -571,6 +571,16 @@ impl JobStore {
         dispatch!(self.list(state, limit))
     }
 
+    /// The jobs that continue job `id`'s candidate (its automatic follow-ups and the follow-ups
+    /// its reviewers' retries queued), oldest first, approval bytes left out; at most
+    /// [`MAX_FOLLOW_UPS_LISTED`]. Served by an index on the spec's `follow_up.supersedes_job`.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn follow_ups_of(&self, id: &JobId) -> Result<Vec<Job>> {
+        dispatch!(self.follow_ups_of(id.clone()))
+    }
+
     /// The stored candidate of a completed job.
     ///
     /// # Errors

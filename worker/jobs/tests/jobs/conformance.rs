@@ -1724,6 +1724,17 @@ pub async fn a_completion_queues_its_follow_up_in_the_same_write(
     let events = other.events(&queued.id).await.unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].code, "PATCH_CANDIDATE_JOB_SUBMITTED");
+    // The parent finds its follow-up by the job it continues (through the index), and the
+    // follow-up, which nothing continues yet, finds none.
+    let later: Vec<JobId> = other
+        .follow_ups_of(&id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(later, vec![queued.id.clone()]);
+    assert!(other.follow_ups_of(&queued.id).await.unwrap().is_empty());
     // A repeated completion is stale and queues nothing more; submitting the same follow-up
     // by hand is the same job.
     assert_eq!(complete(a2, child.clone(), 5).await.unwrap(), Fenced::Lost);
@@ -1750,6 +1761,9 @@ pub async fn a_completion_queues_its_follow_up_in_the_same_write(
     assert_eq!(applied, Fenced::Applied);
     assert_eq!(count().await, n);
     assert_eq!(other.events(&first.id).await.unwrap().len(), 1);
+    let later = other.follow_ups_of(&b1.job.id).await.unwrap();
+    assert_eq!(later.len(), 1);
+    assert_eq!(later[0].id, first.id);
 }
 
 /// A completed job holding the candidate `digest(n)`.
