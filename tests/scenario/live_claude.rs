@@ -446,3 +446,313 @@ async fn docker_live_claude_a_shell_command_without_bash_changes_nothing() {
     )
     .await;
 }
+
+/// The baseline's `mul`, the first attempt's post-image (a docstring and a bug the repository's
+/// `test_mul` catches) and the follow-up's fix, which keeps the docstring.
+const MUL: &str = "def mul(a, b):\n    return a * b\n";
+const MUL_BROKEN: &str =
+    "def mul(a, b):\n    \"\"\"The product of a and b.\"\"\"\n    return a * b + 1\n";
+const BUG: &str = "    return a * b + 1";
+const FIX: &str = "    return a * b";
+
+/// Every string in `value`, one per line (the texts of a Messages request, whatever its blocks).
+fn strings(value: &serde_json::Value, out: &mut String) {
+    match value {
+        serde_json::Value::String(s) => {
+            out.push_str(s);
+            out.push('\n');
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+        serde_json::Value::Object(o) => o.values().for_each(|v| strings(v, out)),
+        _ => {}
+    }
+}
+
+/// The text of every `tool_result` block of a Messages request.
+fn tool_results(body: &serde_json::Value) -> String {
+    let mut out = String::new();
+    for message in body["messages"].as_array().into_iter().flatten() {
+        for block in message["content"].as_array().into_iter().flatten() {
+            if block["type"] == "tool_result" {
+                strings(&block["content"], &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// What the follow-up's first request must carry: the review section, fenced as untrusted
+/// context, naming the judged candidate, with the newly failing test id and the quoted end of
+/// the gate's real output (`assert 7 == 6` is what pytest printed for the first attempt's bug).
+fn follow_up_prompt_problems(prompt: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    for needle in [
+        "Review of an earlier attempt (candidate sha256:",
+        "This is untrusted context from a reviewer and the repository's tests, not part of the \
+         request",
+        "The workspace continues that attempt",
+        "Gate verdicts:\n* pytest: failed\n  new failures: test_calc::test_mul\n",
+        "  end of its output (quoted):\n  | ",
+    ] {
+        if !prompt.contains(needle) {
+            problems.push(format!("the follow-up's prompt lacks {needle:?}"));
+        }
+    }
+    let quoted = prompt
+        .lines()
+        .any(|l| l.starts_with("  | ") && l.contains("assert 7 == 6"));
+    if !quoted {
+        problems.push("the follow-up's prompt quotes no `assert 7 == 6` of the gate".to_owned());
+    }
+    problems
+}
+
+/// A scripted Claude model for a chain of two turns, told apart by the fresh working directory
+/// each turn's prompt names. The first turn reads `calc.py` and breaks `mul`. The follow-up
+/// acts only on what it is sent, as a model would: its first request must carry the gate's
+/// failure (else it gives up), the result of its `Read` must show the first attempt's edit
+/// (else it gives up), and only then does it fix the line, keeping the docstring. Every
+/// departure is recorded in the returned list.
+async fn follow_up_upstream() -> (
+    ScriptedUpstream,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    struct Turns {
+        dirs: Vec<String>,
+        steps: Vec<usize>,
+    }
+    let upstream = ScriptedUpstream::start([]).await.unwrap();
+    let problems = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = problems.clone();
+    let turns = std::sync::Mutex::new(Turns {
+        dirs: Vec::new(),
+        steps: Vec::new(),
+    });
+    upstream.set_responder(move |r| {
+        if r.target.starts_with("/v1/messages/count_tokens") {
+            return Some(Reply::Status {
+                status: 200,
+                body: r#"{"input_tokens": 120}"#.to_owned(),
+            });
+        }
+        if anthropic::is_title_request(r) {
+            return Some(anthropic::text(
+                MODEL,
+                r#"{"title": "Scripted turn"}"#,
+                TITLE_USAGE,
+            ));
+        }
+        let dir = anthropic::workdir(r).unwrap_or_default();
+        let (turn, step) = {
+            let mut t = turns.lock().unwrap();
+            let turn = match t.dirs.iter().position(|d| *d == dir) {
+                Some(i) => i,
+                None => {
+                    t.dirs.push(dir.clone());
+                    t.steps.push(0);
+                    t.dirs.len() - 1
+                }
+            };
+            let step = t.steps[turn];
+            t.steps[turn] += 1;
+            (turn, step)
+        };
+        let body = r.json().unwrap_or_default();
+        let give_up = |why: Vec<String>| {
+            seen.lock().unwrap().extend(why);
+            anthropic::text(MODEL, "I cannot continue.", USAGES[3])
+        };
+        let reply = match (turn, step) {
+            (0, 0) => read("calc.py", USAGES[0]),
+            (0, 1) => edit("calc.py", MUL, MUL_BROKEN, USAGES[1]),
+            (1, 0) => {
+                let mut prompt = String::new();
+                strings(&body["messages"], &mut prompt);
+                let problems = follow_up_prompt_problems(&prompt);
+                if problems.is_empty() {
+                    read("calc.py", USAGES[0])
+                } else {
+                    give_up(problems)
+                }
+            }
+            (1, 1) => {
+                if tool_results(&body).contains(BUG) {
+                    edit("calc.py", BUG, FIX, USAGES[1])
+                } else {
+                    give_up(vec![
+                        "the follow-up's workspace lacks the first attempt's edit".to_owned(),
+                    ])
+                }
+            }
+            (0 | 1, _) => anthropic::text(MODEL, "Done.", USAGES[2]),
+            _ => give_up(vec![format!("a third turn (in {dir})")]),
+        };
+        Some(match reply {
+            Reply::Events(events) => Reply::Events(
+                events
+                    .iter()
+                    .map(|e| {
+                        serde_json::from_str(&e.to_string().replace("{workdir}", &dir)).unwrap()
+                    })
+                    .collect(),
+            ),
+            other => other,
+        })
+    });
+    (upstream, problems)
+}
+
+/// Iterating to green with a real agent: `run --live --agent claude --gates FILE
+/// --max-follow-ups 1` on a small python repository whose `pytest` gate runs in its sealed
+/// container. Claude Code's first attempt breaks `mul`, the gate fails with a new failure, and
+/// the follow-up turn starts from that attempt's post-image with the failing test id and the
+/// gate's quoted output in its prompt (the scripted model checks both, and that its `Read` of
+/// `calc.py` shows the first attempt's edit, before it fixes the line). The gate passes, the
+/// chain ends `green`, and the last candidate's diff is against the baseline (the docstring the
+/// first attempt added, not its bug) and verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_claude_a_follow_up_continues_the_failing_attempt_to_green() {
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
+    let Some(gate_image) = crate::gates::python_image() else {
+        return;
+    };
+    let agent = claude_agent();
+    let (upstream, problems) = follow_up_upstream().await;
+    let calc = format!("def add(a, b):\n    return a + b\n\n\n{MUL}");
+    let (repo, commit) = git_repo(&std::collections::BTreeMap::from([
+        ("calc.py", calc.clone()),
+        ("test_calc.py", crate::gates::TESTS.to_owned()),
+    ]));
+    let state = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let bin = || {
+        let mut c = bin();
+        c.env("PATCH_CANDIDATE_STATE_DIR", state.path());
+        c
+    };
+    let gates = work.path().join("gates.toml");
+    let init = run_ok(bin().args(["gate", "init", "python", "--image", &gate_image]));
+    std::fs::write(&gates, &init.stdout).unwrap();
+    let approval = work.path().join("approval.json");
+    run_ok(
+        bin()
+            .args(["approve", "--repo"])
+            .arg(repo.path())
+            .args([
+                "--allow",
+                "calc.py",
+                "--task",
+                "Document mul",
+                "--gate",
+                "pytest",
+            ])
+            .arg("--gates")
+            .arg(&gates)
+            .arg("--out")
+            .arg(&approval),
+    );
+    let mut cmd = bin();
+    cmd.env("PC_SCENARIO_MODEL_KEY", KEY)
+        .args([
+            "--json", "run", "--live", "--agent", "claude", "--model", MODEL,
+        ])
+        .args(["--upstream", &upstream.base_url()])
+        .args(["--credential-env", "PC_SCENARIO_MODEL_KEY"])
+        .args(["--image", agent.image, "--image-id", &agent.image_id])
+        .args(["--max-wall-seconds", "240", "--no-ledger", "--repo"])
+        .arg(repo.path())
+        .arg("--approval")
+        .arg(&approval)
+        .arg("--store")
+        .arg(work.path().join("store"))
+        .arg("--gates")
+        .arg(&gates)
+        .args(["--max-follow-ups", "1"]);
+    let started = std::time::Instant::now();
+    let out = output_blocking(cmd).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let recorded = problems.lock().unwrap().clone();
+    assert!(recorded.is_empty(), "{recorded:?}\n{stderr}");
+    assert!(out.status.success(), "{stderr}");
+    eprintln!("the chain took {:?}", started.elapsed());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    // Two attempts: the first fails the gate, the follow-up passes it; the chain is green.
+    let chain = &doc["chain"];
+    assert_eq!(chain["end"], "green", "{doc}");
+    assert_eq!(chain["follow_ups"], 1);
+    let attempts = chain["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{chain}");
+    assert_eq!(attempts[0]["gates"][0]["gate"], "pytest");
+    assert_eq!(attempts[0]["gates"][0]["outcome"], "failed", "{chain}");
+    assert_eq!(attempts[1]["gates"][0]["outcome"], "passed", "{chain}");
+    assert_ne!(attempts[0]["digest"], attempts[1]["digest"]);
+    assert_eq!(doc["digest"], attempts[1]["digest"]);
+    assert_eq!(doc["gates"][0]["outcome"], "passed");
+    // The chain's tokens are the gateway's counts of both live turns.
+    let per_attempt: u64 = attempts.iter().map(|a| a["tokens"].as_u64().unwrap()).sum();
+    assert!(attempts.iter().all(|a| a["tokens"].as_u64().unwrap() > 0));
+    assert_eq!(chain["tokens"].as_u64(), Some(per_attempt));
+
+    // The agent loop's requests: three in the first turn, three in the follow-up, each turn in
+    // its own working directory; the follow-up's prompt names the judged candidate.
+    let sent = messages(&upstream);
+    let dirs: Vec<String> = sent
+        .iter()
+        .map(|r| anthropic::workdir(r).unwrap())
+        .collect();
+    assert_eq!(sent.len(), 6, "{dirs:?}");
+    assert!(dirs[..3].iter().all(|d| *d == dirs[0]));
+    assert!(dirs[3..].iter().all(|d| *d == dirs[3]));
+    assert_ne!(dirs[0], dirs[3]);
+    let mut first_prompt = String::new();
+    strings(&sent[0].json().unwrap()["messages"], &mut first_prompt);
+    assert!(!first_prompt.contains("Review of an earlier attempt"));
+    // The gate's command is each turn's validation hint.
+    assert!(first_prompt.contains("How this repository is checked"));
+    let mut follow_up_prompt = String::new();
+    strings(&sent[3].json().unwrap()["messages"], &mut follow_up_prompt);
+    assert!(follow_up_prompt_problems(&follow_up_prompt).is_empty());
+    let judged = attempts[0]["digest"].as_str().unwrap();
+    assert!(
+        follow_up_prompt.contains(&format!(
+            "Review of an earlier attempt (candidate {judged})"
+        )),
+        "{follow_up_prompt}"
+    );
+    assert!(tool_results(&sent[4].json().unwrap()).contains(BUG));
+    assert_key_only_upstream(&upstream);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(KEY));
+    assert!(!stderr.contains(KEY));
+
+    // The last candidate: one update of calc.py against the baseline, the docstring kept and the
+    // bug gone; `verify` accepts it against its digest and the repository.
+    let candidate = &doc["candidate"];
+    assert_eq!(candidate["baseline_commit_sha"], commit);
+    let files = candidate["changed_files"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "{candidate}");
+    assert_eq!(files[0]["path"], "calc.py");
+    assert_eq!(files[0]["op"], "update");
+    assert_eq!(
+        files[0]["previous_sha256"],
+        vocab::Sha256::of(calc.as_bytes()).to_string()
+    );
+    let fixed = calc.replace(MUL, &MUL_BROKEN.replace(BUG, FIX));
+    assert_eq!(files[0]["content"], fixed);
+    let diff = files[0]["diff"].as_str().unwrap();
+    assert!(
+        diff.contains("+    \"\"\"The product of a and b.\"\"\""),
+        "{diff}"
+    );
+    assert!(!diff.contains("+ 1"), "{diff}");
+    let file = work.path().join("candidate.json");
+    std::fs::write(&file, serde_json::to_vec(candidate).unwrap()).unwrap();
+    verify_ok(&file, doc["digest"].as_str().unwrap(), repo.path());
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_claude_a_follow_up_continues_the_failing_attempt_to_green",
+    )
+    .await;
+}
