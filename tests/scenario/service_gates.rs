@@ -445,6 +445,16 @@ async fn follow_up_of(store: &jobs::JobStore, parent: &str) -> Option<jobs::Job>
 
 /// Waits for job `parent`'s automatic follow-up to exist and finish; returns it.
 async fn wait_follow_up(state: &Path, store: &jobs::JobStore, parent: &str) -> jobs::Job {
+    wait_follow_up_in(state, None, store, parent).await
+}
+
+/// [`wait_follow_up`] against the job store `database` (`None`: the state directory's SQLite).
+async fn wait_follow_up_in(
+    state: &Path,
+    database: Option<&str>,
+    store: &jobs::JobStore,
+    parent: &str,
+) -> jobs::Job {
     let started = Instant::now();
     let child = loop {
         if let Some(child) = follow_up_of(store, parent).await {
@@ -456,7 +466,7 @@ async fn wait_follow_up(state: &Path, store: &jobs::JobStore, parent: &str) -> j
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let done = wait_finished(state, None, child.id.as_str(), Duration::from_secs(180));
+    let done = wait_finished(state, database, child.id.as_str(), Duration::from_secs(180));
     assert_eq!(done["state"], "completed", "{done}");
     store.get(&child.id).await.unwrap().unwrap()
 }
@@ -478,7 +488,12 @@ fn jobs_text(state: &Path, args: &[&str]) -> String {
 }
 
 fn log_lines(state: &Path, id: &str) -> Vec<(String, String)> {
-    let logs = json_of(&jobs(state, None, &["logs", id]));
+    log_lines_in(state, None, id)
+}
+
+/// Job `id`'s events as (code, message), from the job store `database` (`None`: SQLite).
+fn log_lines_in(state: &Path, database: Option<&str>, id: &str) -> Vec<(String, String)> {
+    let logs = json_of(&jobs(state, database, &["logs", id]));
     logs["events"]
         .as_array()
         .unwrap()
@@ -646,6 +661,10 @@ async fn docker_service_follow_ups_continue_until_the_gate_is_green() {
     tally("docker_service_follow_ups_continue_until_the_gate_is_green");
 }
 
+/// The crash points of [`crash_before_the_follow_up_write`]: before the gates, and right
+/// before the write of the completion and its follow-up.
+const FOLLOW_UP_CRASH_POINTS: [&str; 2] = [turn::fault::BEFORE_GATES, turn::fault::BEFORE_COMPLETE];
+
 /// SIGKILL the service between a red gate and the write that queues the follow-up (before the
 /// gates, and right before the completion write), restart it: the job completes once and its
 /// chain has exactly one follow-up, which ends green.
@@ -655,82 +674,118 @@ async fn docker_service_crash_before_the_follow_up_write_queues_exactly_one() {
         return;
     };
     let image = GateImage::build("chain-crash");
-    for point in [turn::fault::BEFORE_GATES, turn::fault::BEFORE_COMPLETE] {
-        let state = state_with_images();
-        let f = Fixture::new();
-        let defs = definitions(
-            state.path(),
-            &image.id,
-            &["python3", "-c", ANSWERS_THE_REVIEW],
-        );
-        let fault = format!("{point}:pause");
-        let extra = vec!["--gates", defs.to_str().unwrap()];
-        let crashing = Service::start(
-            state.path(),
-            &ServeOpts {
-                lease: "2s",
-                heartbeat: "300ms",
-                fault: Some(&fault),
-                extra: extra.clone(),
-                ..ServeOpts::default()
-            },
-        );
-        let approval = gated_approval(&f, "Tidy the dashboard.", &["check"]);
-        let out = submit_raw(
-            state.path(),
-            None,
-            f.repo.path().to_str().unwrap(),
-            &approval,
-            &["--gates", defs.to_str().unwrap(), "--max-follow-ups", "2"],
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let first = job_id(&json_of(&out));
-        crashing.wait_logged("PATCH_CANDIDATE_FAULT", Duration::from_secs(60));
-        crashing.kill();
-        let store = open_store(state.path(), None).await;
-        assert_eq!(store.list(None, 100).await.unwrap().len(), 1, "{point}");
-
-        let restarted = Service::start(
-            state.path(),
-            &ServeOpts {
-                lease: "2s",
-                heartbeat: "300ms",
-                extra,
-                ..ServeOpts::default()
-            },
-        );
-        let done = wait_finished(state.path(), None, &first, Duration::from_secs(120));
-        assert_eq!(done["state"], "completed", "{point}: {done}");
-        assert_eq!(done["attempts"], 2, "{point}: {done}");
-        let second = wait_follow_up(state.path(), &store, &first).await;
-        let evidence = stored_evidence(state.path(), second.id.as_str()).await;
-        assert_eq!(evidence[0].outcome(), vocab::GateVerdict::Passed, "{point}");
-        let all = store.list(None, 100).await.unwrap();
-        assert_eq!(all.len(), 2, "{point}: exactly one follow-up: {all:?}");
-        let queued = event_codes(state.path(), None, &first)
-            .iter()
-            .filter(|c| *c == "PATCH_CANDIDATE_CHAIN_FOLLOW_UP")
-            .count();
-        assert_eq!(queued, 1, "{point}");
-        let codes = log_lines(state.path(), second.id.as_str());
-        assert!(
-            codes.contains(&("PATCH_CANDIDATE_CHAIN_END".to_owned(), "green".to_owned())),
-            "{point}: {codes:?}"
-        );
-        wait_own_turns_gone(
-            &docker,
-            Duration::from_secs(30),
-            Duration::from_millis(200),
-            &format!("{point}: containers left"),
-        )
-        .await;
-        assert_eq!(restarted.stop().code(), Some(0));
-        assert!(staging_left(state.path()).is_empty(), "{point}");
+    for point in FOLLOW_UP_CRASH_POINTS {
+        crash_before_the_follow_up_write(&docker, &image, point, None).await;
     }
     assert_no_turn_containers(&docker).await;
     tally("docker_service_crash_before_the_follow_up_write_queues_exactly_one");
+}
+
+/// [`docker_service_crash_before_the_follow_up_write_queues_exactly_one`] with the job store on
+/// PostgreSQL (a fresh database for each crash point): the completion and its follow-up are one
+/// transaction there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_crash_before_the_follow_up_write_queues_exactly_one_on_postgres() {
+    let Some(docker) = docker().await else { return };
+    let mut urls = Vec::new();
+    for _ in FOLLOW_UP_CRASH_POINTS {
+        let Some(url) = postgres_url_or_skip().await else {
+            return;
+        };
+        urls.push(url);
+    }
+    let _guard = docker_lock().lock().await;
+    let image = GateImage::build("chain-crash-pg");
+    for (point, url) in FOLLOW_UP_CRASH_POINTS.into_iter().zip(&urls) {
+        crash_before_the_follow_up_write(&docker, &image, point, Some(url)).await;
+    }
+    assert_no_turn_containers(&docker).await;
+    tally("docker_service_crash_before_the_follow_up_write_queues_exactly_one_on_postgres");
+}
+
+/// One crash point of the follow-up crash test with the gate image `image`, against the job
+/// store `database` (`None`: the state directory's SQLite file; a PostgreSQL database must be
+/// empty).
+async fn crash_before_the_follow_up_write(
+    docker: &container::BollardRuntime,
+    image: &GateImage,
+    point: &str,
+    database: Option<&str>,
+) {
+    let state = state_with_images();
+    let f = Fixture::new();
+    let defs = definitions(
+        state.path(),
+        &image.id,
+        &["python3", "-c", ANSWERS_THE_REVIEW],
+    );
+    let fault = format!("{point}:pause");
+    let extra = vec!["--gates", defs.to_str().unwrap()];
+    let crashing = Service::start(
+        state.path(),
+        &ServeOpts {
+            database,
+            lease: "2s",
+            heartbeat: "300ms",
+            fault: Some(&fault),
+            extra: extra.clone(),
+            ..ServeOpts::default()
+        },
+    );
+    let approval = gated_approval(&f, "Tidy the dashboard.", &["check"]);
+    let out = submit_raw(
+        state.path(),
+        database,
+        f.repo.path().to_str().unwrap(),
+        &approval,
+        &["--gates", defs.to_str().unwrap(), "--max-follow-ups", "2"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = job_id(&json_of(&out));
+    crashing.wait_logged("PATCH_CANDIDATE_FAULT", Duration::from_secs(60));
+    crashing.kill();
+    let store = open_store(state.path(), database).await;
+    assert_eq!(store.list(None, 100).await.unwrap().len(), 1, "{point}");
+
+    let restarted = Service::start(
+        state.path(),
+        &ServeOpts {
+            database,
+            lease: "2s",
+            heartbeat: "300ms",
+            extra,
+            ..ServeOpts::default()
+        },
+    );
+    let done = wait_finished(state.path(), database, &first, Duration::from_secs(120));
+    assert_eq!(done["state"], "completed", "{point}: {done}");
+    assert_eq!(done["attempts"], 2, "{point}: {done}");
+    let second = wait_follow_up_in(state.path(), database, &store, &first).await;
+    let evidence = stored_evidence_in(state.path(), database, second.id.as_str()).await;
+    assert_eq!(evidence[0].outcome(), vocab::GateVerdict::Passed, "{point}");
+    let all = store.list(None, 100).await.unwrap();
+    assert_eq!(all.len(), 2, "{point}: exactly one follow-up: {all:?}");
+    let queued = event_codes(state.path(), database, &first)
+        .iter()
+        .filter(|c| *c == "PATCH_CANDIDATE_CHAIN_FOLLOW_UP")
+        .count();
+    assert_eq!(queued, 1, "{point}");
+    let codes = log_lines_in(state.path(), database, second.id.as_str());
+    assert!(
+        codes.contains(&("PATCH_CANDIDATE_CHAIN_END".to_owned(), "green".to_owned())),
+        "{point}: {codes:?}"
+    );
+    wait_own_turns_gone(
+        docker,
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        &format!("{point}: containers left"),
+    )
+    .await;
+    assert_eq!(restarted.stop().code(), Some(0));
+    assert!(staging_left(state.path()).is_empty(), "{point}");
 }
