@@ -540,6 +540,64 @@ async fn docker_service_retry_queues_a_follow_up_under_the_same_approval() {
         serde_json::json!([child])
     );
     assert_eq!(view["job"]["review"]["state"], "retry_requested");
+    assert_eq!(view["job"]["review"]["superseded_by"], child.as_str());
+
+    // The chain: the parent is superseded by the follow-up, which is the one to accept; the
+    // follow-up names the attempt it continues, and shows what changed since.
+    let parent_review = get_json_ok(
+        service.addr,
+        &format!("/v1/jobs/{parent}/review"),
+        &operator,
+    );
+    assert_eq!(parent_review["review"]["route_decision"], "superseded");
+    assert_eq!(parent_review["review"]["superseded_by"], child.as_str());
+    assert_eq!(
+        parent_review["review"]["available_actions"],
+        serde_json::json!(["reject", "retry"])
+    );
+    let (status, body) = decide(
+        &service,
+        &operator,
+        &parent,
+        serde_json::json!({"decision": "accept", "candidate_digest": digest, "force": true,
+                           "reason": "the first one was fine"}),
+    );
+    assert_refused(status, &body, 409, "PATCH_CANDIDATE_REVIEW_SUPERSEDED");
+    let child_review = get_json_ok(service.addr, &format!("/v1/jobs/{child}/review"), &operator);
+    assert_eq!(child_review["review"]["continues"]["job"], parent.as_str());
+    assert_eq!(
+        child_review["review"]["continues"]["candidate_digest"],
+        digest.as_str()
+    );
+    assert!(child_review["review"]["superseded_by"].is_null());
+    let between = get_json_ok(
+        service.addr,
+        &format!("/v1/jobs/{child}/review/attempt-diff"),
+        &operator,
+    );
+    assert_eq!(between["earlier_job"], parent.as_str());
+    assert_eq!(between["earlier_candidate"], digest.as_str());
+    assert_eq!(between["candidate_digest"], child_digest);
+    let files = between["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "{between}");
+    assert_eq!(files[0]["change"], "changed");
+    // Only the follow-up's own line is new: the parent's edit is context, not an addition.
+    let added: Vec<&str> = files[0]["diff"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('+') && !l.starts_with("+++"))
+        .collect();
+    assert_eq!(added.len(), 1, "{between}");
+    assert!(added[0].contains("after review (continued;"), "{between}");
+    let (status, body) = http_json(
+        service.addr,
+        "GET",
+        &format!("/v1/jobs/{parent}/review/attempt-diff"),
+        Some(&operator),
+        None,
+    );
+    assert_refused(status, &body, 404, "PATCH_CANDIDATE_JOBS_NOT_FOUND");
     let shown = bin()
         .env("PATCH_CANDIDATE_STATE_DIR", state.path())
         .args(["jobs", "show", &child])

@@ -222,7 +222,9 @@ pub(crate) fn run(command: &JobsCommand) -> Result<Outcome, CliError> {
             }
             let decisions = rt.block_on(store.decisions(&id))?;
             let publication = rt.block_on(store.publication(&id))?;
-            let review = service::review_summary(&decisions, publication.as_deref());
+            let later = rt.block_on(store.later_attempt(&id))?.map(|j| j.id);
+            let review =
+                service::review_summary(&decisions, publication.as_deref(), later.as_ref());
             let _ = writeln!(
                 text,
                 "review: {} ({} decision(s){})",
@@ -268,6 +270,12 @@ pub(crate) fn run(command: &JobsCommand) -> Result<Outcome, CliError> {
                 if let Some(follow) = &d.follow_up_job_id {
                     let _ = writeln!(text, "superseded by job {follow} (retry {})", d.seq);
                 }
+            }
+            if let Some(later) = later.as_ref().filter(|_| publication.is_none()) {
+                let _ = writeln!(
+                    text,
+                    "superseded: job {later} continues this candidate (accept the chain's last candidate)"
+                );
             }
             if publication.is_some() {
                 let _ = writeln!(text, "published");

@@ -581,6 +581,21 @@ impl JobStore {
         dispatch!(self.follow_ups_of(id.clone()))
     }
 
+    /// The later attempt that continues job `id`'s candidate: the newest of
+    /// [`JobStore::follow_ups_of`] that has not failed or been cancelled. A follow-up that
+    /// failed leaves its parent the last candidate of the chain.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn later_attempt(&self, id: &JobId) -> Result<Option<Job>> {
+        Ok(self
+            .follow_ups_of(id)
+            .await?
+            .into_iter()
+            .rev()
+            .find(|j| !matches!(j.state, JobState::Failed | JobState::Cancelled)))
+    }
+
     /// The stored candidate of a completed job.
     ///
     /// # Errors

@@ -194,6 +194,21 @@ pub struct ReviewFacts {
     pub policy: Option<PolicyFact>,
     /// The candidate is already published.
     pub published: bool,
+    /// The attempt this candidate continues, when it is a follow-up (its job and candidate).
+    pub continues: Option<Continues>,
+    /// The later attempt that continues this candidate (its job), when there is one: the
+    /// candidate's route is then `superseded` and it cannot be accepted (a reject, or a retry that starts
+    /// a new chain from it, still can be recorded).
+    pub superseded_by: Option<String>,
+}
+
+/// The earlier attempt a follow-up's candidate continues.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Continues {
+    /// The earlier attempt's job.
+    pub job: String,
+    /// The earlier attempt's candidate digest.
+    pub candidate_digest: Sha256,
 }
 
 /// A decision as a reviewer asks for it.
@@ -409,7 +424,9 @@ pub(crate) fn accept_needs_force(facts: &ReviewFacts) -> bool {
 /// Applies the rules to one request and returns the record to append:
 ///
 /// 1. the request must name the candidate's own digest (`..._DIGEST_MISMATCH`);
-/// 2. a published candidate takes no more decisions (`..._PUBLISHED`);
+/// 2. a published candidate takes no more decisions (`..._PUBLISHED`); a superseded one (a
+///    later attempt of its chain continues it) is not accepted, forced or not
+///    (`..._SUPERSEDED`): the chain's last candidate is;
 /// 3. `reject` needs a reason (`..._REASON_REQUIRED`);
 /// 4. `accept` needs every required gate passed for this digest and a clean policy report
 ///    (`..._GATES_UNMET`, `..._POLICY_UNCLEAN`), unless `force` with a reason: then the record
@@ -434,6 +451,11 @@ pub fn decide(
     }
     if facts.published {
         return Err(ReviewError::Published);
+    }
+    if let Some(by) = &facts.superseded_by
+        && request.decision == Decision::Accept
+    {
+        return Err(ReviewError::Superseded { by: by.clone() });
     }
     if request.decision == Decision::Reject && request.reason.is_none() {
         return Err(ReviewError::ReasonRequired { what: "reject" });

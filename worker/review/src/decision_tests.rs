@@ -32,6 +32,8 @@ fn ready() -> ReviewFacts {
             clean: true,
         }),
         published: false,
+        continues: None,
+        superseded_by: None,
     }
 }
 

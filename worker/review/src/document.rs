@@ -11,7 +11,9 @@ use vocab::Sha256;
 
 use finalizer::{RepositoryPatchCandidate, repository_patch_digest};
 
-use crate::decision::{GateVerdict, ReviewFacts, ReviewState, StoredDecision, accept_needs_force};
+use crate::decision::{
+    Continues, GateVerdict, ReviewFacts, ReviewState, StoredDecision, accept_needs_force,
+};
 use crate::error::ReviewError;
 
 /// The review document's schema id.
@@ -31,7 +33,8 @@ pub enum RouteDecision {
     Published,
     /// Rejected.
     Closed,
-    /// A retry was requested: a follow-up candidate supersedes this one.
+    /// A retry was requested, or a later attempt of the chain continues this candidate: the
+    /// chain's last candidate is the one to decide on.
     Superseded,
 }
 
@@ -127,6 +130,10 @@ pub struct ReviewPackage {
     pub policy: Option<PolicyView>,
     pub decisions: Vec<StoredDecision>,
     pub publication: Option<serde_json::Value>,
+    /// The earlier attempt this candidate continues (a follow-up's), or `null`.
+    pub continues: Option<Continues>,
+    /// The later attempt (its job) that continues this candidate, or `null`.
+    pub superseded_by: Option<String>,
 }
 
 /// Builds the review document of `candidate` from the facts bound to its digest.
@@ -247,10 +254,12 @@ pub fn build_package(
             .map(|d| RiskNote::ForcedAccept { seq: d.seq }),
     );
 
-    let review_state = ReviewState::of(&history);
     let published = facts.published || publication.is_some();
+    let superseded = !published && facts.superseded_by.is_some();
+    let review_state = ReviewState::of(&history);
     let route_decision = match (published, review_state) {
         (true, _) => RouteDecision::Published,
+        (false, _) if superseded => RouteDecision::Superseded,
         (false, ReviewState::Accepted) => RouteDecision::Publish,
         (false, ReviewState::Rejected) => RouteDecision::Closed,
         (false, ReviewState::RetryRequested) => RouteDecision::Superseded,
@@ -261,6 +270,8 @@ pub fn build_package(
     };
     let available_actions = if published {
         Vec::new()
+    } else if superseded {
+        vec!["reject", "retry"]
     } else {
         let accept = if accept_needs_force(facts) {
             "accept_forced"
@@ -293,6 +304,8 @@ pub fn build_package(
         policy,
         decisions: history,
         publication,
+        continues: facts.continues.clone(),
+        superseded_by: facts.superseded_by.clone().filter(|_| superseded),
     })
 }
 
@@ -346,6 +359,8 @@ mod tests {
             gates: vec![],
             policy: None,
             published: false,
+            continues: None,
+            superseded_by: None,
         }
     }
 
@@ -463,5 +478,56 @@ mod tests {
                 .code(),
             "PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH"
         );
+    }
+
+    /// A candidate a later attempt continues is routed `superseded`: its document names that attempt
+    /// and offers no accept; an accept (forced or not) is refused, a reject or a retry (a new
+    /// chain from here) is recorded. A follow-up's document names the attempt it continues.
+    #[test]
+    fn a_superseded_candidate_is_not_accepted() {
+        let c = candidate();
+        let later = "job_0123456789abcdef0123456789abcdef".to_owned();
+        let f = ReviewFacts {
+            superseded_by: Some(later.clone()),
+            continues: Some(Continues {
+                job: "job_00000000000000000000000000000000".into(),
+                candidate_digest: Sha256::of(b"earlier"),
+            }),
+            ..facts(&c)
+        };
+        let p = build_package(&c, &f, &[], vec![], None).unwrap();
+        assert_eq!(p.review_state, ReviewState::Pending);
+        assert_eq!(p.route_decision, RouteDecision::Superseded);
+        assert_eq!(p.available_actions, vec!["reject", "retry"]);
+        assert_eq!(p.superseded_by.as_deref(), Some(later.as_str()));
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["route_decision"], "superseded");
+        assert_eq!(
+            json["continues"]["job"],
+            "job_00000000000000000000000000000000"
+        );
+        let actor = Actor {
+            kind: ActorKind::ApiToken,
+            principal: Principal::parse("alice").unwrap(),
+        };
+        let ask = |decision, force| DecisionRequest {
+            candidate_digest: f.candidate_digest,
+            decision,
+            reason: Some(Reason::parse("why").unwrap()),
+            force,
+        };
+        for force in [false, true] {
+            let e = decide(&f, &ask(Decision::Accept, force), actor.clone(), 1).unwrap_err();
+            assert_eq!(e.code(), "PATCH_CANDIDATE_REVIEW_SUPERSEDED");
+            assert!(e.to_string().contains(&later));
+        }
+        for decision in [Decision::Reject, Decision::Retry] {
+            let record = decide(&f, &ask(decision, false), actor.clone(), 1).unwrap();
+            assert_eq!(record.decision, decision);
+        }
+        // Published first: the publication stands and nothing is superseded.
+        let p = build_package(&c, &f, &[], vec![], Some(serde_json::json!({}))).unwrap();
+        assert_eq!(p.route_decision, RouteDecision::Published);
+        assert_eq!(p.superseded_by, None);
     }
 }

@@ -41,6 +41,15 @@ pub enum ReviewError {
     /// Publication of a candidate whose review state is not `accepted`.
     #[error("PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED: the candidate's review state is {state}")]
     NotAccepted { state: &'static str },
+    /// An `accept` (or a publication) of a candidate that a later attempt of its chain
+    /// continues: the chain's last candidate is the one to accept (`by` names that attempt).
+    #[error(
+        "PATCH_CANDIDATE_REVIEW_SUPERSEDED: a later attempt ({by}) continues this candidate; accept the chain's last candidate"
+    )]
+    Superseded { by: String },
+    /// Two candidates that are not attempts of one approval at one baseline commit.
+    #[error("PATCH_CANDIDATE_REVIEW_CHAIN: {detail}")]
+    Chain { detail: &'static str },
     /// A stored decision record that fails its strict parse or its checks.
     #[error("PATCH_CANDIDATE_REVIEW_RECORD: {detail}")]
     Record { detail: &'static str },
@@ -75,6 +84,10 @@ mod tests {
             ReviewError::PolicyUnclean { state: "missing" },
             ReviewError::Published,
             ReviewError::NotAccepted { state: "pending" },
+            ReviewError::Superseded {
+                by: "job_0123456789abcdef0123456789abcdef".into(),
+            },
+            ReviewError::Chain { detail: "x" },
             ReviewError::Record { detail: "x" },
             ReviewError::Input {
                 field: "decision",

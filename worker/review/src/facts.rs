@@ -56,6 +56,8 @@ impl ReviewFacts {
             gates,
             policy: Some(policy),
             published,
+            continues: None,
+            superseded_by: None,
         }
     }
 }

@@ -2,7 +2,9 @@
 //! the exact digest they were made against ([`decide`]), the candidate's review state (the last
 //! decision wins, every decision stays in the history: [`ReviewState::of`]), the review document
 //! every view renders ([`ReviewPackage`], `patch_candidate.review_package.v1`), and the local,
-//! append-only decision store of one-shot use ([`LocalReviews`]). The service keeps the same
+//! append-only decision store of one-shot use ([`LocalReviews`]), and the chain of attempts: a
+//! candidate a later attempt continues is `superseded`, and [`attempt_diff`] shows what changed
+//! from one attempt to the next. The service keeps the same
 //! records in its job store (the `jobs` crate's `review_decisions` table).
 //!
 //! The crate decides; it neither runs gates nor scans content. Its inputs are plain facts: the
@@ -20,15 +22,18 @@
 //! through fallible constructors and shown only through [`vocab::Untrusted`].
 #![forbid(unsafe_code)]
 
+mod attempts;
 mod decision;
 mod document;
 mod error;
 mod facts;
 mod local;
 
+pub use attempts::{AttemptChange, AttemptFileDiff, attempt_diff};
 pub use decision::{
-    Actor, ActorKind, Decision, DecisionRecord, DecisionRequest, GateFact, PolicyFact, Principal,
-    Reason, ReviewFacts, ReviewState, StoredDecision, decide, parse_record, require_accepted,
+    Actor, ActorKind, Continues, Decision, DecisionRecord, DecisionRequest, GateFact, PolicyFact,
+    Principal, Reason, ReviewFacts, ReviewState, StoredDecision, decide, parse_record,
+    require_accepted,
 };
 pub use document::{PolicyFinding, ReviewPackage, build_package};
 pub use error::{ERROR_CODES, ReviewError};

@@ -342,6 +342,8 @@ mod tests {
             gates: vec![],
             policy: None,
             published: false,
+            continues: None,
+            superseded_by: None,
         }
     }
 

@@ -256,6 +256,15 @@ pub struct CandidatePage {
     pub supersedes: Option<String>,
     /// The follow-up jobs `retry` decisions on this candidate queued (their ids).
     pub follow_ups: Vec<String>,
+    /// The follow-up's round in its chain of automatic follow-ups (0: a retry or a first turn).
+    pub round: u32,
+    /// The later attempt that continues this candidate (its job id), when there is one.
+    pub superseded_by: Option<String>,
+    /// The diff from the previous attempt's candidate to this one, file by file (`operation`:
+    /// `changed`, `added` or `reverted`); empty without a previous attempt.
+    pub attempt_files: Vec<FileItem>,
+    /// Whether an accept is open (not for a superseded candidate).
+    pub can_accept: bool,
     /// The outcome of the last form (a fixed sentence or an error code).
     pub notice: Option<Shown>,
     pub notice_error: bool,

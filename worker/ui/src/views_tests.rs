@@ -83,6 +83,30 @@ fn page(split: bool) -> CandidatePage {
         }],
         supersedes: Some(format!("job_{}", "a".repeat(32))),
         follow_ups: vec![format!("job_{}", "b".repeat(32))],
+        round: 1,
+        superseded_by: Some(format!("job_{}", "c".repeat(32))),
+        attempt_files: vec![{
+            let r = render(
+                &diff,
+                DiffOptions {
+                    split,
+                    ignore_whitespace: false,
+                },
+            );
+            FileItem {
+                index: 0,
+                path: short(HOSTILE),
+                operation: "changed",
+                new_bytes: None,
+                diff_bytes: diff.len() as u64,
+                added: r.added,
+                removed: r.removed,
+                hidden: r.hidden,
+                cut_lines: r.cut_lines,
+                body: r.body,
+            }
+        }],
+        can_accept: false,
         notice: Some(short(HOSTILE)),
         notice_error: true,
     }
@@ -106,6 +130,17 @@ fn agent_text_never_reaches_the_page_as_markup() {
             "href=\"/ui/jobs/{parent}/candidate\" id=\"supersedes\""
         )));
         assert!(html.contains(&format!("<a href=\"/ui/jobs/job_{}\">", "b".repeat(32))));
+        // The chain: the later attempt, no accept on a superseded candidate, and the diff from
+        // the previous attempt under its own anchors, escaped like the baseline diff.
+        assert!(html.contains(&format!(
+            "href=\"/ui/jobs/job_{}/candidate\" id=\"superseded-by\"",
+            "c".repeat(32)
+        )));
+        assert!(!html.contains("id=\"accept\""), "split={split}");
+        assert!(html.contains("id=\"reject\""), "split={split}");
+        assert!(html.contains("id=\"attempt-diff\""), "split={split}");
+        assert!(html.contains("id=\"a0\""), "split={split}");
+        assert!(html.contains("automatic follow-up 1"), "split={split}");
         // No inline script or style anywhere in the document.
         assert!(!html.contains("style="));
         assert!(!html.contains("<style"));

@@ -80,7 +80,9 @@ impl ApiStatus for review::ReviewError {
             | Self::GatesUnmet { .. }
             | Self::PolicyUnclean { .. }
             | Self::Published
-            | Self::NotAccepted { .. } => StatusCode::CONFLICT,
+            | Self::NotAccepted { .. }
+            | Self::Superseded { .. }
+            | Self::Chain { .. } => StatusCode::CONFLICT,
             Self::ReasonRequired { .. } | Self::Reason { .. } | Self::Input { .. } => {
                 StatusCode::BAD_REQUEST
             }

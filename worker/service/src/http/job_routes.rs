@@ -120,11 +120,12 @@ pub(super) async fn show(
             let evidence = sh.store.evidence(&id).await?;
             let decisions = sh.store.decisions(&id).await?;
             let publication = sh.store.publication(&id).await?;
+            let later = sh.store.later_attempt(&id).await?.map(|j| j.id);
             let mut view = job_view_with_gates(&job, &evidence);
             if let Some(map) = view.as_object_mut() {
                 map.insert(
                     "review".to_owned(),
-                    review_summary(&decisions, publication.as_deref()),
+                    review_summary(&decisions, publication.as_deref(), later.as_ref()),
                 );
             }
             Ok(axum::Json(serde_json::json!({"job": view})).into_response())

@@ -96,13 +96,20 @@ pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewCont
         .publication(id)
         .await?
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
-    let facts = review::ReviewFacts::assemble(
+    let mut facts = review::ReviewFacts::assemble(
         &candidate,
         digest,
         gates,
         checked.policy.clone(),
         publication.is_some(),
     );
+    facts.continues = job.spec.follow_up.as_ref().and_then(|f| {
+        Some(review::Continues {
+            job: f.supersedes_job.to_string(),
+            candidate_digest: f.supersedes_candidate.parse().ok()?,
+        })
+    });
+    facts.superseded_by = sh.store.later_attempt(id).await?.map(|j| j.id.to_string());
     Ok(ReviewContext {
         candidate,
         facts,
@@ -112,6 +119,90 @@ pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewCont
         job,
         follow_ups,
     })
+}
+
+/// The diff from the attempt a follow-up continues to the follow-up's own candidate.
+pub(crate) struct AttemptDiff {
+    /// The previous attempt's job.
+    pub earlier_job: JobId,
+    /// The previous attempt's candidate (checked against the digest its job records, and
+    /// against the digest the follow-up names).
+    pub earlier_candidate: vocab::Sha256,
+    pub files: Vec<review::AttemptFileDiff>,
+}
+
+/// [`AttemptDiff`] of `context`'s candidate, or `None` when its job continues no earlier
+/// attempt. The earlier candidate is read and checked like any reviewed candidate (the review
+/// cache keeps it by digest); the diffs are computed off the async runtime.
+///
+/// # Errors
+/// `PATCH_CANDIDATE_JOBS_CORRUPT` when the earlier job or its candidate is not what the
+/// follow-up names; `PATCH_CANDIDATE_REVIEW_CHAIN` when the two are not attempts of one
+/// approval; the candidate checks' codes; store errors.
+pub(crate) async fn attempt_diff(
+    sh: &Shared,
+    context: &ReviewContext,
+) -> Result<Option<AttemptDiff>, ApiError> {
+    let Some(f) = context.job.spec.follow_up.as_ref() else {
+        return Ok(None);
+    };
+    let corrupt = |field| -> ApiError { jobs::JobsError::Corrupt { field }.into() };
+    let earlier_job = f.supersedes_job.clone();
+    let job = sh
+        .store
+        .get(&earlier_job)
+        .await?
+        .ok_or_else(|| corrupt("follow_up.supersedes_job"))?;
+    let earlier = checked_candidate(sh, &earlier_job, &job).await?;
+    if earlier.digest.to_string() != f.supersedes_candidate {
+        return Err(corrupt("follow_up.supersedes_candidate"));
+    }
+    let (before, after) = (
+        Arc::clone(&earlier.candidate),
+        Arc::clone(&context.candidate),
+    );
+    let files = tokio::task::spawn_blocking(move || review::attempt_diff(&before, &after))
+        .await
+        .map_err(|_| blocking_failed())??;
+    Ok(Some(AttemptDiff {
+        earlier_job,
+        earlier_candidate: earlier.digest,
+        files,
+    }))
+}
+
+/// `GET /v1/jobs/{id}/review/attempt-diff`: what changed from the previous attempt.
+async fn attempt_diff_show(
+    State(sh): State<Arc<Shared>>,
+    id: Result<UrlPath<String>, PathRejection>,
+) -> ApiResult {
+    let id = parse_id(id)?;
+    let context = review_context(&sh, &id).await?;
+    let Some(d) = attempt_diff(&sh, &context).await? else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "PATCH_CANDIDATE_JOBS_NOT_FOUND",
+            "PATCH_CANDIDATE_JOBS_NOT_FOUND: this job continues no earlier attempt",
+        ));
+    };
+    Ok(axum::Json(serde_json::json!({
+        "candidate_digest": context.facts.candidate_digest,
+        "earlier_job": d.earlier_job.as_str(),
+        "earlier_candidate": d.earlier_candidate,
+        "files": d.files,
+    }))
+    .into_response())
+}
+
+/// Publication needs the last candidate of its chain, accepted: a superseded candidate is
+/// refused (`PATCH_CANDIDATE_REVIEW_SUPERSEDED`) even when its last decision is an accept (a
+/// retry and an accept raced), then `PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED`.
+fn require_publishable(context: &ReviewContext) -> Result<(), ApiError> {
+    if let Some(by) = &context.facts.superseded_by {
+        return Err(review::ReviewError::Superseded { by: by.clone() }.into());
+    }
+    review::require_accepted(&context.history)?;
+    Ok(())
 }
 
 /// The job's candidate checked against the digest it records, with its policy scan: from the
@@ -510,7 +601,7 @@ async fn publish_detached(
     if context.publication.is_some() {
         return Err(review::ReviewError::Published.into());
     }
-    review::require_accepted(&context.history)?;
+    require_publishable(&context)?;
     let claim = sh
         .store
         .claim_publication(
@@ -543,7 +634,7 @@ async fn publish_detached(
         // The history as it is now that this host's turn has come (the commit is dated at the
         // last accept).
         let context = review_context(&sh, &job.id).await?;
-        review::require_accepted(&context.history)?;
+        require_publishable(&context)?;
         push_under_claim(&sh, &job, &claim, context).await
     }
     .await;
@@ -738,5 +829,6 @@ pub(crate) fn routes() -> axum::Router<Arc<Shared>> {
     use axum::routing::{get, post};
     axum::Router::new()
         .route("/v1/jobs/{id}/review", get(review_show).post(review_decide))
+        .route("/v1/jobs/{id}/review/attempt-diff", get(attempt_diff_show))
         .route("/v1/jobs/{id}/publish", post(publish_candidate))
 }

@@ -28,7 +28,7 @@ use jobs::{Job, JobState};
 use ui::{Sessions, Shown};
 use vocab::JobId;
 
-use super::review_api::{self, ReviewContext, review_context};
+use super::review_api::{self, ReviewContext, attempt_diff, review_context};
 use super::{ApiError, token_principal};
 use crate::Shared;
 
@@ -877,6 +877,48 @@ async fn render_candidate(
             body: rendered.body,
         });
     }
+    // The diff from the previous attempt, on what is left of the page's budget.
+    let attempt = match attempt_diff(&ui.sh, context).await {
+        Ok(a) => a,
+        Err(e) => return api_error(s, &e, None),
+    };
+    let mut attempt_files = Vec::new();
+    for (index, f) in attempt.iter().flat_map(|a| a.files.iter()).enumerate() {
+        let rendered = if f.diff.len() > budget {
+            ui::Rendered {
+                body: ui::Body::TooBig(f.diff.len() as u64),
+                added: 0,
+                removed: 0,
+                hidden: 0,
+                cut_lines: 0,
+            }
+        } else {
+            budget -= f.diff.len();
+            ui::render_diff(&f.diff, opts)
+        };
+        let path = ui::short(&f.path);
+        let hidden = rendered.hidden + path.hidden;
+        if hidden > 0 {
+            hidden_total += hidden;
+            hidden_files += 1;
+        }
+        attempt_files.push(ui::FileItem {
+            index,
+            path,
+            operation: match f.change {
+                review::AttemptChange::Changed => "changed",
+                review::AttemptChange::Added => "added",
+                review::AttemptChange::Reverted => "reverted",
+            },
+            new_bytes: None,
+            diff_bytes: f.diff.len() as u64,
+            added: rendered.added,
+            removed: rendered.removed,
+            hidden,
+            cut_lines: rendered.cut_lines,
+            body: rendered.body,
+        });
+    }
     let summary = ui::short(context.candidate.summary());
     hidden_total += summary.hidden;
     let base = format!("/ui/jobs/{}/candidate", id.as_str());
@@ -891,7 +933,11 @@ async fn render_candidate(
     let can_decide = actions
         .iter()
         .any(|a| matches!(*a, "accept" | "accept_forced" | "reject" | "retry"));
-    let accepted = matches!(package.review_state, review::ReviewState::Accepted);
+    let can_accept = actions
+        .iter()
+        .any(|a| matches!(*a, "accept" | "accept_forced"));
+    let accepted = matches!(package.review_state, review::ReviewState::Accepted)
+        && package.superseded_by.is_none();
     let view = ui::CandidatePage {
         principal: Some(signed_in(s)),
         job_id: id.as_str().to_owned(),
@@ -944,6 +990,10 @@ async fn render_candidate(
             .iter()
             .map(|j| j.as_str().to_owned())
             .collect(),
+        round: context.job.spec.follow_up.as_ref().map_or(0, |f| f.round),
+        superseded_by: package.superseded_by.clone(),
+        attempt_files,
+        can_accept,
         notice_error: notice.as_ref().is_some_and(|n| n.1),
         notice: notice.map(|n| ui::short(&n.0)),
     };

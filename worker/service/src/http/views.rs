@@ -63,13 +63,16 @@ pub fn job_view_with_gates(job: &Job, evidence: &[jobs::EvidenceDocument]) -> se
     view
 }
 
-/// The review part of a job view: the state (the last decision wins), the number of
-/// decisions, whether one was forced, the follow-up jobs retries queued (each once, oldest first)
-/// and the publication record.
+/// The review part of a job view: the state (the last decision wins), the number of decisions, whether
+/// one was forced, the follow-up jobs retries queued (each once, oldest first), the later
+/// attempt (`superseded_by`, from [`jobs::JobStore::later_attempt`]) and the publication
+/// record.
 pub fn review_summary(
     decisions: &[jobs::StoredDecisionRow],
     publication: Option<&[u8]>,
+    later: Option<&JobId>,
 ) -> serde_json::Value {
+    let superseded_by = later.filter(|_| publication.is_none());
     let state = match decisions.last().map(|d| d.row.decision()) {
         None => "pending",
         Some("accept") => "accepted",
@@ -78,6 +81,7 @@ pub fn review_summary(
     };
     serde_json::json!({
         "state": state,
+        "superseded_by": superseded_by.map(JobId::as_str),
         "decisions": decisions.len(),
         "forced": decisions.iter().any(|d| d.row.forced()),
         "follow_up_jobs": decisions
