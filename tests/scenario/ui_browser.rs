@@ -935,7 +935,19 @@ async fn a_retry_queues_a_follow_up_that_sees_the_note(r: &Review, c: &Client) {
         text_of(c, Locator::Css("#supersedes code")).await,
         retry_job.as_str()
     );
+    // What changed since the attempt it continues: the one file, under its own anchor.
+    let between = text_of(c, Locator::Id("attempt-h")).await;
+    assert_eq!(between, "Changes since the previous attempt (1)");
+    assert!(c.find(Locator::Id("a0")).await.is_ok());
     shot(c, "09b-follow-up").await;
+    // The retried candidate is superseded: it names its later attempt and offers no accept.
+    r.goto(c, &format!("/ui/jobs/{retry_job}/candidate")).await;
+    assert_eq!(
+        text_of(c, Locator::Css("#superseded-by code")).await,
+        follow_up
+    );
+    assert!(c.find(Locator::Id("accept")).await.is_err());
+    assert!(c.find(Locator::Id("reject")).await.is_ok());
 }
 
 /// CSRF: a decision without a token, with another session's token, or against a stale digest
