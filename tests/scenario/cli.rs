@@ -1,5 +1,5 @@
-//! The `patch-candidate` binary: `run`, `demo`, `janitor`, `usage`, exit codes, and a killed
-//! `run` whose container the janitor then removes.
+//! The `patch-candidate` binary: `run`, `demo` (the whole loop), `janitor`, `usage`, exit codes,
+//! and a killed `run` whose container the janitor then removes.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -139,12 +139,29 @@ async fn docker_cli_exit_codes() {
     assert_clean_and_tally(&docker, "docker_cli_exit_codes").await;
 }
 
+/// `git -C repo ARGS`: its output.
+fn git_in(repo: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `demo` runs the whole loop on its fixture: the turn, the gates (pytest red on the first
+/// attempt, green after the follow-up; secret_scan green), `git apply --check`, the accept
+/// decision in the local review store, the publication to the fixture's bare repository (the
+/// branch holds the printed commit, whose tree is the candidate's), and the review page's
+/// commands. Once as JSON, once as text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn docker_cli_demo_shows_an_applicable_candidate() {
+async fn docker_cli_demo_runs_the_whole_loop() {
     let Some((docker, _guard)) = locked_docker().await else {
         return;
     };
-    let state = state_with_images();
+    let Some(state) = state_for_demo() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let demo_dir = dir.path().join("demo");
     let out = run_ok(
@@ -164,17 +181,143 @@ async fn docker_cli_demo_shows_an_applicable_candidate() {
             ("app/ui/pages/New.jsx".to_owned(), "create".to_owned()),
         ]
     );
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(demo_dir.join("repo"))
-        .args(["status", "--porcelain"])
-        .output()
+
+    // 1. The chain: red, one follow-up, green; the last candidate is the one reviewed.
+    let chain = &doc["chain"];
+    assert_eq!(chain["end"], "green", "{doc}");
+    assert_eq!(chain["follow_ups"], 1);
+    let verdicts = |attempt: &serde_json::Value| -> Vec<(String, String)> {
+        attempt["gates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                (
+                    g["gate"].as_str().unwrap().to_owned(),
+                    g["outcome"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let attempts = chain["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{chain}");
+    let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+    assert_eq!(
+        verdicts(&attempts[0]),
+        vec![pair("pytest", "failed"), pair("secret_scan", "passed")]
+    );
+    assert_eq!(attempts[0]["gates"][0]["regression"], true);
+    assert_eq!(
+        verdicts(&attempts[1]),
+        vec![pair("pytest", "passed"), pair("secret_scan", "passed")]
+    );
+    let digest = doc["digest"].as_str().unwrap();
+    assert_eq!(attempts[1]["digest"], digest);
+    assert_ne!(attempts[0]["digest"], digest);
+    let dashboard = doc["candidate"]["changed_files"][0]["content"]
+        .as_str()
         .unwrap();
+    assert_eq!(
+        dashboard.matches("fake-agent: edited").count(),
+        2,
+        "{dashboard}"
+    );
+
+    // 2. The review: accepted, not forced, against both gates' evidence of this digest.
+    let review = &doc["review"];
+    assert_eq!(review["decision"]["decision"], "accept", "{review}");
+    assert_eq!(review["decision"]["candidate_digest"], digest);
+    assert_eq!(review["decision"]["forced"], false);
+    let against = review["decision"]["against"]["gate_evidence"]
+        .as_object()
+        .unwrap();
+    assert_eq!(
+        against.keys().collect::<Vec<_>>(),
+        vec!["pytest", "secret_scan"]
+    );
+    assert_eq!(review["review"]["review_state"], "accepted");
+
+    // 3. The publication: the bare repository's branch is the printed commit, on the baseline,
+    // and its tree is the candidate's.
+    let publication = &doc["publication"];
+    let remote = std::path::PathBuf::from(publication["remote"].as_str().unwrap());
+    assert_eq!(remote, demo_dir.join("remote.git"));
+    let branch = publication["branch"].as_str().unwrap();
+    let commit = publication["record"]["commit_id"].as_str().unwrap();
+    assert_eq!(publication["record"]["branch"], branch);
+    assert_eq!(publication["record"]["created"], true);
+    assert_eq!(publication["branch_tip"], commit);
+    let tip = git_in(&remote, &["rev-parse", &format!("refs/heads/{branch}")]);
+    assert_eq!(String::from_utf8(tip.stdout).unwrap().trim(), commit);
+    let parent = git_in(&remote, &["rev-parse", &format!("{commit}^")]);
+    assert_eq!(
+        String::from_utf8(parent.stdout).unwrap().trim(),
+        doc["candidate"]["baseline_commit_sha"].as_str().unwrap()
+    );
+    for file in doc["candidate"]["changed_files"].as_array().unwrap() {
+        let path = file["path"].as_str().unwrap();
+        let shown = git_in(&remote, &["show", &format!("{commit}:{path}")]);
+        if file["op"] == "delete" {
+            assert!(!shown.status.success(), "{path} is still in {commit}");
+        } else {
+            assert!(shown.status.success(), "{path} is missing from {commit}");
+            assert_eq!(
+                String::from_utf8(shown.stdout).unwrap(),
+                file["content"].as_str().unwrap()
+            );
+        }
+    }
+    // The local review store holds the decision and the publication of this digest.
+    let shown = run_ok(
+        bin()
+            .args(["--json", "review", "show", digest, "--store"])
+            .arg(demo_dir.join("candidates"))
+            .env("PATCH_CANDIDATE_STATE_DIR", state.path()),
+    );
+    let shown = json_of(&shown);
+    assert_eq!(shown["publication"]["commit_id"], commit, "{shown}");
+
+    // 4. The review page.
+    assert_eq!(doc["review_page"]["url"], "http://127.0.0.1:8787/ui/");
+    assert!(
+        doc["review_page"]["serve"]
+            .as_str()
+            .unwrap()
+            .starts_with("patch-candidate serve --gates ")
+    );
+
+    let status = git_in(&demo_dir.join("repo"), &["status", "--porcelain"]);
     assert!(
         status.stdout.is_empty(),
         "demo modified its fixture repository"
     );
-    assert_clean_and_tally(&docker, "docker_cli_demo_shows_an_applicable_candidate").await;
+
+    // The text form: the same steps, each under its heading, ending with the page.
+    let text_dir = dir.path().join("demo-text");
+    let out = run_ok(
+        bin()
+            .args(["demo", "--dir"])
+            .arg(&text_dir)
+            .env("PATCH_CANDIDATE_STATE_DIR", state.path()),
+    );
+    let text = stdout_text(&out);
+    for needle in [
+        "== 1. the turn, its gates and the follow-up ==",
+        "gate pytest: failed",
+        "follow-up 1 of 2: continuing sha256:",
+        "gate pytest: passed",
+        "chain: green after 1 follow-up(s); last candidate sha256:",
+        "git apply --check: ok",
+        "== 2. review ==",
+        "review: accepted  validation: passed",
+        "== 3. publication ==",
+        "on branch patch-candidate/demo-",
+        "== 4. the review page ==",
+        "http://127.0.0.1:8787/ui/",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+    }
+    assert_clean_and_tally(&docker, "docker_cli_demo_runs_the_whole_loop").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

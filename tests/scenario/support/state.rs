@@ -18,6 +18,20 @@ pub fn state_with_images() -> tempfile::TempDir {
     state
 }
 
+/// [`state_with_images`] plus the python gate image approved as gate image `python` (`image
+/// approve`), which `demo` runs its gates in: `None` when the image is missing (a failure when
+/// Docker is required). The demo then builds nothing.
+pub fn state_for_demo() -> Option<tempfile::TempDir> {
+    let id = crate::gates::python_image()?;
+    let state = state_with_images();
+    super::cli::run_ok(
+        super::cli::bin()
+            .args(["image", "approve", "--gate", "python", "--id", &id])
+            .env("PATCH_CANDIDATE_STATE_DIR", state.path()),
+    );
+    Some(state)
+}
+
 /// An approval for `repo@commit` with the snapshot digest computed from the repository.
 pub fn approval(
     repo: &Path,

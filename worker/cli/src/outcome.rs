@@ -53,6 +53,8 @@ pub(crate) const IMAGE_BUILD_CODE: &str = "PATCH_CANDIDATE_IMAGE_BUILD";
 pub(crate) const DEMO_CODE: &str = "PATCH_CANDIDATE_DEMO";
 /// `git apply --check` refused the demo's candidate.
 pub(crate) const DEMO_APPLY_CODE: &str = "PATCH_CANDIDATE_DEMO_APPLY";
+/// The demo's chain of attempts did not end green (exit status 1).
+pub(crate) const DEMO_CHAIN_CODE: &str = "PATCH_CANDIDATE_DEMO_CHAIN";
 /// A malformed `PATCH_CANDIDATE_FAULT` setting (exit status 2).
 pub(crate) const FAULT_CODE: &str = "PATCH_CANDIDATE_FAULT";
 /// An interrupted command (SIGINT / SIGTERM; exit status 130 / 143).
@@ -89,6 +91,7 @@ pub(crate) const ERROR_CODES: &[&str] = &[
     IMAGE_BUILD_CODE,
     DEMO_CODE,
     DEMO_APPLY_CODE,
+    DEMO_CHAIN_CODE,
     FAULT_CODE,
     INTERRUPTED_CODE,
     ARCHIVE_IO_CODE,

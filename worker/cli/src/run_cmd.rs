@@ -304,16 +304,45 @@ fn tokens_of(outcome: &PipelineOutcome) -> u64 {
 }
 
 pub(crate) fn run(args: &RunArgs) -> Result<Outcome, CliError> {
+    Ok(run_chain(args)?.shown)
+}
+
+/// What `run` did: its output, the last candidate of the chain and where it is stored, and how
+/// the chain ended (shared with `demo`).
+pub(crate) struct ChainRun {
+    /// The output `run` prints.
+    pub shown: Outcome,
+    /// The last attempt (the only one without follow-ups).
+    pub last: PipelineOutcome,
+    /// The candidate store, where the gate evidence is too.
+    pub store: PathBuf,
+    /// How the chain ended; `None` when no gate ran (no `--gates`, or none required).
+    pub end: Option<ChainEnd>,
+}
+
+/// `run`: the turn, then with `--gates` the required gates and up to `--max-follow-ups`
+/// follow-ups.
+pub(crate) fn run_chain(args: &RunArgs) -> Result<ChainRun, CliError> {
     let (mut outcome, store) = execute(args, true, None)?;
     let mut text = outcome_text(&outcome, &store);
     let Some(gates) = &args.gates else {
         let json = outcome_json(&outcome, &store)?;
-        return Ok(Outcome { json, text });
+        return Ok(ChainRun {
+            shown: Outcome { json, text },
+            last: outcome,
+            store,
+            end: None,
+        });
     };
     if outcome.candidate.required_validation_gates().is_empty() {
         text.push_str("gates: the approval requires none\n");
         let json = outcome_json(&outcome, &store)?;
-        return Ok(Outcome { json, text });
+        return Ok(ChainRun {
+            shown: Outcome { json, text },
+            last: outcome,
+            store,
+            end: None,
+        });
     }
     let gate_args = super::gate_cmd::GateRunArgs {
         repo: Some(args.repo.clone()),
@@ -393,10 +422,15 @@ pub(crate) fn run(args: &RunArgs) -> Result<Outcome, CliError> {
             outcome.digest
         );
     }
-    Ok(Outcome { json, text })
+    Ok(ChainRun {
+        shown: Outcome { json, text },
+        last: outcome,
+        store,
+        end: Some(end),
+    })
 }
 
-fn end_text(end: ChainEnd) -> &'static str {
+pub(crate) fn end_text(end: ChainEnd) -> &'static str {
     match end {
         ChainEnd::Green => "green",
         ChainEnd::Cap => "stopped at the follow-up cap",
