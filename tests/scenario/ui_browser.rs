@@ -948,6 +948,15 @@ async fn a_retry_queues_a_follow_up_that_sees_the_note(r: &Review, c: &Client) {
     );
     assert!(c.find(Locator::Id("accept")).await.is_err());
     assert!(c.find(Locator::Id("reject")).await.is_ok());
+    // The follow-up's job page lists the chain: the retried attempt, then itself.
+    r.goto(c, &format!("/ui/jobs/{follow_up}")).await;
+    let rows = c.find_all(Locator::Css("#chain tbody tr")).await.unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows[0].text().await.unwrap().contains(retry_job.as_str()));
+    assert_eq!(
+        rows[1].attr("aria-current").await.unwrap().as_deref(),
+        Some("true")
+    );
 }
 
 /// CSRF: a decision without a token, with another session's token, or against a stale digest

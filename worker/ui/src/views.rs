@@ -152,6 +152,24 @@ pub struct DecisionItem {
     pub forced: bool,
 }
 
+/// One attempt of a job's chain (the job page lists them, oldest first).
+#[derive(Debug)]
+pub struct ChainItem {
+    /// Its place: 1 for the chain's first turn.
+    pub attempt: usize,
+    pub job: String,
+    /// 0 for a first turn or a reviewer's retry, else the automatic follow-up's round.
+    pub round: u32,
+    pub state: &'static str,
+    pub digest: Option<String>,
+    /// `gate: outcome` of each gate evidence bound to its candidate.
+    pub gates: Vec<String>,
+    /// The tokens the chain's live turns spent before this attempt.
+    pub tokens_before: u64,
+    /// Whether this is the job the page is about.
+    pub current: bool,
+}
+
 /// The job page.
 #[derive(Debug, Template)]
 #[template(path = "job.html")]
@@ -175,6 +193,8 @@ pub struct JobPage {
     pub review: &'static str,
     pub decisions: Vec<DecisionItem>,
     pub publication: Vec<Shown>,
+    /// The attempts of the job's chain, oldest first; empty when the job is alone.
+    pub chain: Vec<ChainItem>,
 }
 
 /// One redacted policy finding.

@@ -766,6 +766,10 @@ async fn job_page(
         .unwrap_or_default();
     let publication =
         publication.and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+    let chain = match chain_items(sh, &job).await {
+        Ok(c) => c,
+        Err(e) => return api_error(&s, &ApiError::from(e), None),
+    };
     let view = ui::JobPage {
         principal: Some(signed_in(&s)),
         id: job.id.as_str().to_owned(),
@@ -795,8 +799,70 @@ async fn job_page(
         review: review_state_of(&decisions),
         decisions: decision_items(&history),
         publication: publication_lines(publication.as_ref()),
+        chain,
     };
     html(StatusCode::OK, view.render())
+}
+
+/// The most attempts the job page walks each way along a chain.
+const MAX_CHAIN_SHOWN: usize = 32;
+
+/// The attempts of `job`'s chain, oldest first: back through the jobs each follow-up continues,
+/// forward through each one's later attempt (at most [`MAX_CHAIN_SHOWN`] each way); empty when
+/// the job is alone.
+async fn chain_items(sh: &Shared, job: &jobs::Job) -> Result<Vec<ui::ChainItem>, jobs::JobsError> {
+    let mut earlier = Vec::new();
+    let mut at = job.clone();
+    while let Some(f) = at.spec.follow_up.as_ref() {
+        if earlier.len() == MAX_CHAIN_SHOWN {
+            break;
+        }
+        let Some(parent) = sh.store.get(&f.supersedes_job).await? else {
+            break;
+        };
+        earlier.push(parent.clone());
+        at = parent;
+    }
+    earlier.reverse();
+    let mut later = Vec::new();
+    let mut at = job.id.clone();
+    while later.len() < MAX_CHAIN_SHOWN {
+        let Some(next) = sh.store.later_attempt(&at).await? else {
+            break;
+        };
+        at = next.id.clone();
+        later.push(next);
+    }
+    if earlier.is_empty() && later.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut items = Vec::new();
+    for (i, j) in earlier
+        .iter()
+        .chain(std::iter::once(job))
+        .chain(later.iter())
+        .enumerate()
+    {
+        let gates = sh
+            .store
+            .evidence(&j.id)
+            .await?
+            .iter()
+            .map(|d| format!("{}: {}", d.gate(), d.outcome().as_str()))
+            .collect();
+        let follow_up = j.spec.follow_up.as_ref();
+        items.push(ui::ChainItem {
+            attempt: i + 1,
+            job: j.id.as_str().to_owned(),
+            round: follow_up.map_or(0, |f| f.round),
+            state: j.state.as_str(),
+            digest: j.candidate_digest.clone(),
+            gates,
+            tokens_before: follow_up.map_or(0, |f| f.chain_tokens),
+            current: j.id == job.id,
+        });
+    }
+    Ok(items)
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
