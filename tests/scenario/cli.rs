@@ -222,6 +222,20 @@ async fn docker_cli_demo_runs_the_whole_loop() {
         2,
         "{dashboard}"
     );
+    // The follow-up continued the first attempt, and the failing test's id reached the agent.
+    let last = dashboard
+        .lines()
+        .rev()
+        .find(|l| l.contains("fake-agent"))
+        .unwrap();
+    for said in [
+        "after review (continued; gates: ",
+        "pytest: failed",
+        "new failures: ",
+        "test_dashboard::test_the_last_edit_answers_this_test",
+    ] {
+        assert!(last.contains(said), "{said}: {last}");
+    }
 
     // 2. The review: accepted, not forced, against both gates' evidence of this digest.
     let review = &doc["review"];

@@ -392,6 +392,8 @@ async fn run_mode(turn: &mut Turn<'_>, scope: &PromptScope, modes: &[String], mo
     match name {
         "noop" => turn.note("noop", "ok"),
         "edit" => update_via_acp(turn, &first_editable, None).await,
+        // The default edit with what reached the agent after a review (`edit` ignores it).
+        "answer" => update_via_acp(turn, &first_editable, scope.review.as_ref()).await,
         // A first attempt edits; a follow-up (the prompt holds a review) changes nothing more.
         "edit-once" => {
             if scope.review.is_none() {
