@@ -174,6 +174,8 @@ async fn docker_service_api_needs_the_bearer_token_on_every_protected_route() {
         ("POST", format!("/v1/jobs/{SOME_ID}/cancel")),
         ("POST", format!("/v1/jobs/{SOME_ID}/retry")),
         ("GET", format!("/v1/jobs/{SOME_ID}/candidate")),
+        ("GET", format!("/v1/jobs/{SOME_ID}/review")),
+        ("GET", format!("/v1/jobs/{SOME_ID}/review/attempt-diff")),
     ];
     let bad_headers = [
         None,
