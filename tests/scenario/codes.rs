@@ -642,6 +642,62 @@ fn every_code_has_one_table_and_a_line_in_the_docs() {
     assert!(all_tables.contains("PATCH_CANDIDATE_SERVICE_ROUTE"));
 }
 
+/// Whether `literal` is shaped like one of the project's prefixed codes (`PATCH_CANDIDATE_…`,
+/// `PROOF_WORKER_…`, `REPOSITORY_PATCH_…`, `GATE_…`): the prefix, then upper-case letters,
+/// digits and underscores, ending in a letter or digit.
+fn is_prefixed_code(literal: &str) -> bool {
+    [
+        "PATCH_CANDIDATE_",
+        "PROOF_WORKER_",
+        "REPOSITORY_PATCH_",
+        "GATE_",
+    ]
+    .iter()
+    .any(|p| literal.len() > p.len() && literal.starts_with(p))
+        && literal
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+        && !literal.ends_with('_')
+}
+
+/// Every prefixed code the product's sources spell out (log lines' `code` fields, job events,
+/// result statuses, environment names, as well as error codes) is named in the documentation,
+/// not only the codes of the error tables.
+#[test]
+fn every_code_the_sources_spell_is_named_in_the_docs() {
+    let root = workspace_root();
+    let docs = documented(&root);
+    let mut seen = BTreeSet::new();
+    let mut missing = BTreeSet::new();
+    for krate in load(&root) {
+        for (path, src) in &krate.files {
+            for literal in string_literals(src) {
+                if is_prefixed_code(&literal) {
+                    seen.insert(literal.clone());
+                    if !names(&docs, &literal) {
+                        missing.insert(format!("{literal} ({})", path.display()));
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("{} prefixed codes spelled in sources", seen.len());
+    assert!(
+        missing.is_empty(),
+        "named nowhere in README.md or docs/*.md:\n{}",
+        missing.into_iter().collect::<Vec<_>>().join("\n")
+    );
+    // The scan sees log codes and job events, not only error tables.
+    for code in [
+        "PATCH_CANDIDATE_JOB_CLAIMED",
+        "PATCH_CANDIDATE_SERVICE_STOPPED",
+    ] {
+        assert!(seen.contains(code), "{code}");
+    }
+    assert!(is_prefixed_code("GATE_RUNNER_IO") && !is_prefixed_code("GATE_WIRE_"));
+    assert!(!is_prefixed_code("PATCH_CANDIDATE_x") && !is_prefixed_code("GATE_"));
+}
+
 /// mcp's parse-diagnostic codes (`PARSE_CODES`, not exported): the findings' codes, not errors.
 const MCP_PARSE_CODES: &[&str] = &["invalid_json", "invalid_python", "invalid_yaml", "not_utf8"];
 

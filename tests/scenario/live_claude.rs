@@ -83,6 +83,56 @@ fn messages(upstream: &ScriptedUpstream) -> Vec<RecordedRequest> {
         .collect()
 }
 
+/// What each request the upstream recorded was, for a failed count: target, model,
+/// `max_tokens`, whether it is a title request, its message count and the last message's
+/// content kinds (scripted test data only).
+fn describe(upstream: &ScriptedUpstream) -> String {
+    upstream
+        .requests()
+        .iter()
+        .map(|r| {
+            let body = r.json().unwrap_or_default();
+            let last = body["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .cloned()
+                .unwrap_or_default();
+            let kinds: Vec<String> = match &last["content"] {
+                serde_json::Value::String(t) => {
+                    vec![format!("text {:?}", t.chars().take(60).collect::<String>())]
+                }
+                serde_json::Value::Array(parts) => parts
+                    .iter()
+                    .map(|p| match p["type"].as_str() {
+                        Some("text") => format!(
+                            "text {:?}",
+                            p["text"]
+                                .as_str()
+                                .unwrap_or("")
+                                .chars()
+                                .take(60)
+                                .collect::<String>()
+                        ),
+                        Some(other) => other.to_owned(),
+                        None => "?".to_owned(),
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            format!(
+                "{} {} model={} max_tokens={} title={} messages={} last={kinds:?}",
+                r.method,
+                r.target,
+                body["model"],
+                body["max_tokens"],
+                anthropic::is_title_request(r),
+                body["messages"].as_array().map_or(0, Vec::len),
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 const TITLE_USAGE: Usage = Usage {
     input: 500,
     output: 9,
@@ -170,7 +220,12 @@ async fn edits_and_creates(docker: &container::BollardRuntime, runtime: Option<&
     assert_edited_and_created(&outcome, run.repo.path());
     assert_key_only_upstream(&upstream);
     let sent = messages(&upstream);
-    assert_eq!(sent.len(), 4, "one Messages request per scripted answer");
+    assert_eq!(
+        sent.len(),
+        4,
+        "one Messages request per scripted answer:\n{}",
+        describe(&upstream)
+    );
     for r in &sent {
         assert_eq!(r.json().unwrap()["model"], MODEL);
     }
@@ -358,7 +413,12 @@ async fn docker_live_claude_a_count_tokens_side_call_is_forwarded_and_not_counte
     }
     // The read's result reached the model after the count.
     let sent = messages(&upstream);
-    assert_eq!(sent.len(), 4, "one Messages request per scripted answer");
+    assert_eq!(
+        sent.len(),
+        4,
+        "one Messages request per scripted answer:\n{}",
+        describe(&upstream)
+    );
     assert!(String::from_utf8_lossy(&sent[1].body).contains("line 1599 of the long read-me"));
     let log = log.expect("live log");
     assert_eq!(log.gateway.requests as usize, requests.len());
@@ -395,7 +455,12 @@ async fn cli_round_trip(docker: &container::BollardRuntime, runtime: Option<&'st
     let upstream = edit_and_create_upstream().await;
     let doc = crate::cli_live::run_live_cli(docker, &claude_agent(), &upstream, runtime).await;
     assert_key_only_upstream(&upstream);
-    assert_eq!(messages(&upstream).len(), 4);
+    assert_eq!(
+        messages(&upstream).len(),
+        4,
+        "one Messages request per scripted answer:\n{}",
+        describe(&upstream)
+    );
     // message_start's input plus the last message_delta output per answer, title included.
     let titles = upstream
         .requests()
@@ -703,7 +768,7 @@ async fn docker_live_claude_a_follow_up_continues_the_failing_attempt_to_green()
         .iter()
         .map(|r| anthropic::workdir(r).unwrap())
         .collect();
-    assert_eq!(sent.len(), 6, "{dirs:?}");
+    assert_eq!(sent.len(), 6, "{dirs:?}\n{}", describe(&upstream));
     assert!(dirs[..3].iter().all(|d| *d == dirs[0]));
     assert!(dirs[3..].iter().all(|d| *d == dirs[3]));
     assert_ne!(dirs[0], dirs[3]);

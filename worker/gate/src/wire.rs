@@ -78,7 +78,7 @@ pub fn parse_report(
     let report = GateReport::read_stream(stdout).map_err(|e| match e.code() {
         "GATE_WIRE_NOT_CANONICAL" => bad("not canonical"),
         "GATE_WIRE_TRAILING_DATA" => bad("not exactly one frame"),
-        "GATE_WIRE_FRAME_LENGTH" | "GATE_WIRE_FRAME_TRUNCATED" | "GATE_WIRE_IO" => {
+        "GATE_WIRE_FRAME_LENGTH" | "GATE_WIRE_FRAME_TRUNCATED" | "GATE_RUNNER_IO" => {
             bad("no complete frame")
         }
         _ => bad("not a strict report"),

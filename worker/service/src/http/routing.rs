@@ -21,7 +21,9 @@ pub(super) fn route_name(path: &str) -> &'static str {
         ["", "v1", "jobs", _, "cancel"] => "job_cancel",
         ["", "v1", "jobs", _, "retry"] => "job_retry",
         ["", "v1", "jobs", _, "candidate"] => "job_candidate",
-        ["", "v1", "jobs", _, "review"] => "job_review",
+        ["", "v1", "jobs", _, "review"] | ["", "v1", "jobs", _, "review", "attempt-diff"] => {
+            "job_review"
+        }
         ["", "v1", "jobs", _, "publish"] => "job_publish",
         ["", "ui", ..] => "ui",
         _ => "other",
