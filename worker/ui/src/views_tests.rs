@@ -4,7 +4,8 @@ use crate::diff::{DiffOptions, render};
 const HOSTILE: &str =
     "<script>window.__xss=1</script>\"><img src=x onerror=alert(1)></textarea>&amp;\u{202E}";
 
-fn page(split: bool) -> CandidatePage {
+/// A hostile file item (path and diff lines), rendered unified or split.
+fn hostile_item(split: bool, operation: &'static str, new_bytes: Option<u64>) -> FileItem {
     let diff = format!("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-{HOSTILE}\n+{HOSTILE}x\n");
     let r = render(
         &diff,
@@ -13,6 +14,21 @@ fn page(split: bool) -> CandidatePage {
             ignore_whitespace: false,
         },
     );
+    FileItem {
+        index: 0,
+        path: short(HOSTILE),
+        operation,
+        new_bytes,
+        diff_bytes: diff.len() as u64,
+        added: r.added,
+        removed: r.removed,
+        hidden: r.hidden,
+        cut_lines: r.cut_lines,
+        body: r.body,
+    }
+}
+
+fn page(split: bool) -> CandidatePage {
     CandidatePage {
         principal: Some(SignedIn {
             name: short(HOSTILE),
@@ -34,7 +50,7 @@ fn page(split: bool) -> CandidatePage {
             path: Some(short(HOSTILE)),
             line: Some(1),
         }],
-        hidden_total: r.hidden,
+        hidden_total: hostile_item(split, "update", Some(1)).hidden,
         hidden_files: 1,
         gates: vec![GateItem {
             gate: short(HOSTILE),
@@ -51,18 +67,7 @@ fn page(split: bool) -> CandidatePage {
             wall_ms: 1,
             evidence_digest: None,
         }],
-        files: vec![FileItem {
-            index: 0,
-            path: short(HOSTILE),
-            operation: "update",
-            new_bytes: Some(1),
-            diff_bytes: diff.len() as u64,
-            added: r.added,
-            removed: r.removed,
-            hidden: r.hidden,
-            cut_lines: r.cut_lines,
-            body: r.body,
-        }],
+        files: vec![hostile_item(split, "update", Some(1))],
         split,
         ignore_ws: false,
         unified_href: "?view=unified".into(),
@@ -85,27 +90,7 @@ fn page(split: bool) -> CandidatePage {
         follow_ups: vec![format!("job_{}", "b".repeat(32))],
         round: 1,
         superseded_by: Some(format!("job_{}", "c".repeat(32))),
-        attempt_files: vec![{
-            let r = render(
-                &diff,
-                DiffOptions {
-                    split,
-                    ignore_whitespace: false,
-                },
-            );
-            FileItem {
-                index: 0,
-                path: short(HOSTILE),
-                operation: "changed",
-                new_bytes: None,
-                diff_bytes: diff.len() as u64,
-                added: r.added,
-                removed: r.removed,
-                hidden: r.hidden,
-                cut_lines: r.cut_lines,
-                body: r.body,
-            }
-        }],
+        attempt_files: vec![hostile_item(split, "changed", None)],
         can_accept: false,
         notice: Some(short(HOSTILE)),
         notice_error: true,

@@ -900,91 +900,46 @@ async fn render_candidate(
         Err(e) => return api_error(s, &ApiError::from(e), None),
     };
     let digest = package.candidate_digest.to_string();
-    let mut files = Vec::new();
-    let mut budget = ui::MAX_PAGE_DIFF_BYTES;
-    let mut hidden_total = 0;
-    let mut hidden_files = 0;
-    for (index, (file, listed)) in context
+    let mut page = PageDiffs::new(opts);
+    let files: Vec<ui::FileItem> = context
         .candidate
         .changed_files()
         .iter()
         .zip(package.changed_files.iter())
         .enumerate()
-    {
-        let diff = file.diff();
-        let rendered = if diff.len() > budget {
-            ui::Rendered {
-                body: ui::Body::TooBig(diff.len() as u64),
-                added: 0,
-                removed: 0,
-                hidden: 0,
-                cut_lines: 0,
-            }
-        } else {
-            budget -= diff.len();
-            ui::render_diff(diff, opts)
-        };
-        let path = ui::short(file.path().as_str());
-        let hidden = rendered.hidden + path.hidden;
-        if hidden > 0 {
-            hidden_total += hidden;
-            hidden_files += 1;
-        }
-        files.push(ui::FileItem {
-            index,
-            path,
-            operation: listed.operation,
-            new_bytes: listed.new_bytes,
-            diff_bytes: listed.diff_bytes,
-            added: rendered.added,
-            removed: rendered.removed,
-            hidden,
-            cut_lines: rendered.cut_lines,
-            body: rendered.body,
-        });
-    }
+        .map(|(index, (file, listed))| {
+            page.item(
+                index,
+                file.path().as_str(),
+                listed.operation,
+                listed.new_bytes,
+                file.diff(),
+            )
+        })
+        .collect();
     // The diff from the previous attempt, on what is left of the page's budget.
     let attempt = match attempt_diff(&ui.sh, context).await {
         Ok(a) => a,
         Err(e) => return api_error(s, &e, None),
     };
-    let mut attempt_files = Vec::new();
-    for (index, f) in attempt.iter().flat_map(|a| a.files.iter()).enumerate() {
-        let rendered = if f.diff.len() > budget {
-            ui::Rendered {
-                body: ui::Body::TooBig(f.diff.len() as u64),
-                added: 0,
-                removed: 0,
-                hidden: 0,
-                cut_lines: 0,
-            }
-        } else {
-            budget -= f.diff.len();
-            ui::render_diff(&f.diff, opts)
-        };
-        let path = ui::short(&f.path);
-        let hidden = rendered.hidden + path.hidden;
-        if hidden > 0 {
-            hidden_total += hidden;
-            hidden_files += 1;
-        }
-        attempt_files.push(ui::FileItem {
-            index,
-            path,
-            operation: match f.change {
+    let attempt_files: Vec<ui::FileItem> = attempt
+        .iter()
+        .flat_map(|a| a.files.iter())
+        .enumerate()
+        .map(|(index, f)| {
+            let change = match f.change {
                 review::AttemptChange::Changed => "changed",
                 review::AttemptChange::Added => "added",
                 review::AttemptChange::Reverted => "reverted",
-            },
-            new_bytes: None,
-            diff_bytes: f.diff.len() as u64,
-            added: rendered.added,
-            removed: rendered.removed,
-            hidden,
-            cut_lines: rendered.cut_lines,
-            body: rendered.body,
-        });
-    }
+            };
+            page.item(index, &f.path, change, None, &f.diff)
+        })
+        .collect();
+    let PageDiffs {
+        mut hidden_total,
+        hidden_files,
+        ..
+    } = page;
     let summary = ui::short(context.candidate.summary());
     hidden_total += summary.hidden;
     let base = format!("/ui/jobs/{}/candidate", id.as_str());
@@ -1064,6 +1019,68 @@ async fn render_candidate(
         notice: notice.map(|n| ui::short(&n.0)),
     };
     html(status, view.render())
+}
+
+/// The diffs of one candidate page, rendered within one byte budget
+/// ([`ui::MAX_PAGE_DIFF_BYTES`]: a diff past what is left is listed as too big), counting the
+/// hidden characters of the diffs and of the paths.
+struct PageDiffs {
+    opts: ui::DiffOptions,
+    budget: usize,
+    hidden_total: usize,
+    hidden_files: usize,
+}
+
+impl PageDiffs {
+    fn new(opts: ui::DiffOptions) -> Self {
+        Self {
+            opts,
+            budget: ui::MAX_PAGE_DIFF_BYTES,
+            hidden_total: 0,
+            hidden_files: 0,
+        }
+    }
+
+    /// The page's item for one file's `diff`.
+    fn item(
+        &mut self,
+        index: usize,
+        path: &str,
+        operation: &'static str,
+        new_bytes: Option<u64>,
+        diff: &str,
+    ) -> ui::FileItem {
+        let rendered = if diff.len() > self.budget {
+            ui::Rendered {
+                body: ui::Body::TooBig(diff.len() as u64),
+                added: 0,
+                removed: 0,
+                hidden: 0,
+                cut_lines: 0,
+            }
+        } else {
+            self.budget -= diff.len();
+            ui::render_diff(diff, self.opts)
+        };
+        let path = ui::short(path);
+        let hidden = rendered.hidden + path.hidden;
+        if hidden > 0 {
+            self.hidden_total += hidden;
+            self.hidden_files += 1;
+        }
+        ui::FileItem {
+            index,
+            path,
+            operation,
+            new_bytes,
+            diff_bytes: diff.len() as u64,
+            added: rendered.added,
+            removed: rendered.removed,
+            hidden,
+            cut_lines: rendered.cut_lines,
+            body: rendered.body,
+        }
+    }
 }
 
 fn diff_options(q: &CandidateQuery) -> ui::DiffOptions {
