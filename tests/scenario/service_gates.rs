@@ -91,6 +91,32 @@ PATH = "/usr/local/bin:/usr/bin:/bin"
     path
 }
 
+/// `jobs submit --gates DEFS --max-follow-ups MAX` of `approval` on the fixture's repository,
+/// which must succeed; the job's id.
+fn submit_chain(
+    state: &Path,
+    database: Option<&str>,
+    f: &Fixture,
+    approval: &Path,
+    defs: &Path,
+    max: u32,
+) -> String {
+    let max = max.to_string();
+    let out = submit_raw(
+        state,
+        database,
+        f.repo.path().to_str().unwrap(),
+        approval,
+        &["--gates", defs.to_str().unwrap(), "--max-follow-ups", &max],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    job_id(&json_of(&out))
+}
+
 /// The fixture's approval of `task`, requiring `gates`.
 fn gated_approval(f: &Fixture, task: &str, gates: &[&str]) -> PathBuf {
     let path = f.approval(task);
@@ -624,19 +650,7 @@ async fn docker_service_follow_ups_continue_until_the_gate_is_green() {
     // `jobs submit --max-follow-ups 1`, an agent that never answers the review: one follow-up,
     // then the cap.
     let never = gated_approval(&f, "Tidy the dashboard.\nmode: edit\n", &["check"]);
-    let out = submit_raw(
-        state.path(),
-        None,
-        f.repo.path().to_str().unwrap(),
-        &never,
-        &["--gates", defs.to_str().unwrap(), "--max-follow-ups", "1"],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let third = job_id(&json_of(&out));
+    let third = submit_chain(state.path(), None, &f, &never, &defs, 1);
     let done = wait_finished(state.path(), None, &third, Duration::from_secs(180));
     assert_eq!(done["state"], "completed", "{done}");
     let fourth = wait_follow_up(state.path(), &store, &third).await;
@@ -733,19 +747,7 @@ async fn crash_before_the_follow_up_write(
         },
     );
     let approval = gated_approval(&f, "Tidy the dashboard.", &["check"]);
-    let out = submit_raw(
-        state.path(),
-        database,
-        f.repo.path().to_str().unwrap(),
-        &approval,
-        &["--gates", defs.to_str().unwrap(), "--max-follow-ups", "2"],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let first = job_id(&json_of(&out));
+    let first = submit_chain(state.path(), database, &f, &approval, &defs, 2);
     crashing.wait_logged("PATCH_CANDIDATE_FAULT", Duration::from_secs(60));
     crashing.kill();
     let store = open_store(state.path(), database).await;
