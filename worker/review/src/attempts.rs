@@ -102,6 +102,10 @@ fn post_image(f: &RepositoryPatchFile) -> Option<&str> {
 /// added and added lines removed, each change block's removals first as in any unified diff.
 /// A `\ No newline at end of file` marker stays with the line it follows.
 fn reverse_diff(diff: &str) -> String {
+    if diff.is_empty() {
+        // No line differs (an empty file created): nothing differs the other way either.
+        return String::new();
+    }
     let mut lines = diff.split_inclusive('\n').peekable();
     let mut out = String::with_capacity(diff.len());
     let (mut from, mut to) = (None, None);

@@ -98,7 +98,8 @@ fn a_reversed_diff_is_the_diff_of_the_swapped_sides() {
     let edited = long
         .replace("line 2\n", "line two\nline two and a half\n")
         .replace("line 25\n", "");
-    let cases: [(Option<&str>, Option<&str>); 6] = [
+    let cases: [(Option<&str>, Option<&str>); 7] = [
+        (None, Some("")),
         (Some(BASE), Some("one\n2\nthree\n")),
         (None, Some("x\ny\n")),
         (Some("x\ny\n"), None),
