@@ -24,6 +24,7 @@
 
 // Modules are private; the items other crates need are re-exported below (the curated surface).
 mod consistency;
+#[cfg(feature = "effects")]
 mod derived;
 mod diff;
 mod digest;
