@@ -63,17 +63,23 @@ pub(crate) fn recorded_images_present(
     let Some(images) = ImagesState::load(state)? else {
         return Ok(None);
     };
-    let rt = tokio_runtime()?;
-    let present = rt.block_on(async {
-        let docker = docker.connect().await?;
-        Ok::<_, CliError>(
-            docker
-                .inspect_image(&images.image)
-                .await
-                .is_ok_and(|i| i.id == images.image_id.as_str()),
-        )
-    })?;
+    let present = daemon_holds(docker, &images.image, images.image_id.as_str())?;
     Ok(present.then_some(images))
+}
+
+/// Whether the daemon holds `reference` as exactly the image `id`.
+fn daemon_holds(
+    docker: &DockerArgs,
+    reference: &ImageReference,
+    id: &str,
+) -> Result<bool, CliError> {
+    tokio_runtime()?.block_on(async {
+        let docker = docker.connect().await?;
+        Ok(docker
+            .inspect_image(reference)
+            .await
+            .is_ok_and(|i| i.id == id))
+    })
 }
 
 /// The recorded images, built first when missing or no longer present on the daemon.
@@ -101,16 +107,7 @@ fn recorded_gate_image_present(
     let Ok(reference) = id.as_str().parse::<ImageReference>() else {
         return Ok(None);
     };
-    let rt = tokio_runtime()?;
-    let present = rt.block_on(async {
-        let docker = docker.connect().await?;
-        Ok::<_, CliError>(
-            docker
-                .inspect_image(&reference)
-                .await
-                .is_ok_and(|i| i.id == id.as_str()),
-        )
-    })?;
+    let present = daemon_holds(docker, &reference, id.as_str())?;
     Ok(present.then_some(id))
 }
 
