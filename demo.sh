@@ -23,4 +23,4 @@ fi
 # their build compiles nothing again; the gate image's `-p gate-runner` build may compile the
 # runner once more, a few seconds).
 cargo build --release --locked --workspace --bins
-exec target/x86_64-unknown-linux-gnu/release/patch-candidate demo "$@"
+exec "${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/patch-candidate" demo "$@"
