@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::provider::ANTHROPIC_VERSION;
+use crate::testkit::DEFAULT_USAGE as USAGE;
 use crate::testkit::{Reply, ScriptedUpstream, Usage, anthropic, gemini};
 use crate::{
     ChannelReport, Credential, Gateway, GatewayConfig, GatewayError, OpenAiResponses, Provider,
@@ -18,11 +19,6 @@ const KEY: &str = "sk-ant-test-7f3a9c1e5b2d4f6a8c0e";
 const CLAUDE: &str = "claude-sonnet-4-5";
 const HAIKU: &str = "claude-haiku-4-5";
 const FLASH: &str = "gemini-2.5-flash";
-const USAGE: Usage = Usage {
-    input: 100,
-    output: 20,
-    total: 120,
-};
 
 fn claude_config() -> GatewayConfig {
     let mut c = GatewayConfig::for_model(CLAUDE);

@@ -6,7 +6,8 @@
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::testkit::{Reply, ScriptedUpstream, Usage, anthropic, events, gemini};
+use crate::testkit::DEFAULT_USAGE as USAGE;
+use crate::testkit::{Reply, ScriptedUpstream, anthropic, events, gemini};
 use crate::tests_providers::{exchange_keeping, turn_gateway};
 use crate::{ChannelReport, GatewayConfig, GatewayError, ProviderKind, TurnGateway};
 
@@ -14,11 +15,6 @@ const KEY: &str = "sk-reach-test-7f3a9c1e5b2d4f6a8c0e";
 const CODEX: &str = "gpt-5.3-codex";
 const CLAUDE: &str = "claude-sonnet-4-5";
 const FLASH: &str = "gemini-2.5-flash";
-const USAGE: Usage = Usage {
-    input: 100,
-    output: 20,
-    total: 120,
-};
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
 async fn start(kind: ProviderKind, config: GatewayConfig) -> (ScriptedUpstream, TurnGateway) {
