@@ -122,6 +122,56 @@ fn removal(fake: &FakeRuntime) -> String {
     format!("remove:{name}")
 }
 
+/// How many removals the fake recorded.
+fn removals(fake: &FakeRuntime) -> usize {
+    fake.calls()
+        .iter()
+        .filter(|c| c.starts_with("remove:"))
+        .count()
+}
+
+/// The runtime calls of a turn that got as far as waiting for its container, then `rest`.
+fn through_wait<'a>(rest: &[&'a str]) -> Vec<&'a str> {
+    let mut calls = vec![
+        "image_inspect",
+        "create",
+        "inspect",
+        "attach",
+        "start",
+        "stdin",
+        "wait",
+    ];
+    calls.extend_from_slice(rest);
+    calls
+}
+
+/// The turn of the one editable file `SERVICE`, which must fail: its error.
+async fn failure(fake: &FakeRuntime, fx: &Fixture) -> TurnError {
+    run(fake, fx, &fx.request(&[SERVICE], &[]))
+        .await
+        .unwrap_err()
+}
+
+/// A runtime whose container answers with the update and exits 137, the daemon saying `oom`
+/// and recording `kill_events`.
+fn exit_137(oom: bool, kill_events: &[&str]) -> FakeRuntime {
+    let mut fake = FakeRuntime::new(&update_output());
+    fake.exit_code = 137;
+    fake.oom = oom;
+    fake.kill_events = kill_events.iter().map(|e| (*e).to_owned()).collect();
+    fake
+}
+
+/// The security options of an inspected container's host config.
+fn security_opt(i: &mut bollard::models::ContainerInspectResponse) -> &mut Vec<String> {
+    i.host_config
+        .as_mut()
+        .unwrap()
+        .security_opt
+        .as_mut()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn only_scoped_input_is_transmitted_and_output_is_scrubbed() {
     let fx = Fixture::new(&[], &[]);
@@ -129,20 +179,7 @@ async fn only_scoped_input_is_transmitted_and_output_is_scrubbed() {
     let turn = run(&fake, &fx, &fx.request(&[SERVICE], &[READ_ONLY_TEST]))
         .await
         .unwrap();
-    assert_eq!(
-        fake.calls(),
-        vec![
-            "image_inspect",
-            "create",
-            "inspect",
-            "attach",
-            "start",
-            "stdin",
-            "wait",
-            "inspect",
-            &removal(&fake)
-        ]
-    );
+    assert_eq!(fake.calls(), through_wait(&["inspect", &removal(&fake)]));
     let stdin = fake.stdin_json();
     // The key *set* (order is checked on the raw bytes below; serde_json's map order depends on
     // whether a workspace crate enables its `preserve_order` feature).
@@ -276,9 +313,7 @@ async fn changed_tag_is_rejected_after_image_inspect_only() {
         id: format!("sha256:{}", "cd".repeat(32)),
         env: vec![],
     });
-    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&fake, &fx).await;
     assert_eq!(err.code(), "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH");
     assert_eq!(fake.calls(), vec!["image_inspect"]);
     assert!(fake.stdin.lock().unwrap().is_none());
@@ -289,17 +324,13 @@ async fn missing_image_and_malformed_id() {
     let fx = Fixture::new(&[], &[]);
     let mut fake = FakeRuntime::new(b"");
     fake.image = Err(RuntimeError::NotFound);
-    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&fake, &fx).await;
     assert_eq!(err.code(), "REPOSITORY_DOCKER_IMAGE_MISSING");
     fake.image = Ok(ImageFacts {
         id: "sha256:XYZ".into(),
         env: vec![],
     });
-    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&fake, &fx).await;
     assert_eq!(err.code(), "REPOSITORY_DOCKER_IMAGE_ID");
 }
 
@@ -308,9 +339,7 @@ async fn container_from_another_image_is_removed_and_never_started() {
     let fx = Fixture::new(&[], &[]);
     let mut fake = FakeRuntime::new(&update_output());
     fake.tamper = Some(|i| i.image = Some(format!("sha256:{}", "ee".repeat(32))));
-    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&fake, &fx).await;
     assert_eq!(err.code(), "REPOSITORY_DOCKER_ISOLATION_MISMATCH");
     assert_eq!(
         fake.calls(),
@@ -355,25 +384,13 @@ async fn every_isolation_field_is_verified_before_start() {
             i.host_config.as_mut().unwrap().security_opt = Some(vec!["no-new-privileges".into()]);
         }),
         ("seccomp profile altered", |i| {
-            let opts = i
-                .host_config
-                .as_mut()
-                .unwrap()
-                .security_opt
-                .as_mut()
-                .unwrap();
+            let opts = security_opt(i);
             opts[1] = opts[1]
                 .replacen("\"ptrace\"", "\"ptrace\", \"ptrace\"", 1)
                 .replacen("SCMP_ACT_ERRNO", "SCMP_ACT_LOG", 1);
         }),
         ("seccomp extra option", |i| {
-            let opts = i
-                .host_config
-                .as_mut()
-                .unwrap()
-                .security_opt
-                .as_mut()
-                .unwrap();
+            let opts = security_opt(i);
             opts.push("apparmor=unconfined".into());
         }),
         ("shm size", |i| {
@@ -443,29 +460,18 @@ async fn every_isolation_field_is_verified_before_start() {
     for (label, tamper) in tampers {
         let mut fake = FakeRuntime::new(&update_output());
         fake.tamper = Some(tamper);
-        let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-            .await
-            .unwrap_err();
+        let err = failure(&fake, &fx).await;
         assert_eq!(
             err.code(),
             "REPOSITORY_DOCKER_ISOLATION_MISMATCH",
             "{label}"
         );
         assert!(!fake.calls().contains(&"start".to_owned()), "{label}");
-        assert_eq!(
-            fake.calls()
-                .iter()
-                .filter(|c| c.starts_with("remove:"))
-                .count(),
-            1,
-            "{label}"
-        );
+        assert_eq!(removals(&fake), 1, "{label}");
     }
     let mut fake = FakeRuntime::new(&update_output());
     fake.tamper = Some(|i| i.host_config = None);
-    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&fake, &fx).await;
     assert_eq!(err.code(), "REPOSITORY_DOCKER_INSPECT_FORMAT");
 }
 
@@ -483,9 +489,7 @@ async fn image_baked_secrets_are_rejected_before_create() {
             id: image_id(),
             env: vec!["PATH=/bin".into(), secret.into()],
         });
-        let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-            .await
-            .unwrap_err();
+        let err = failure(&fake, &fx).await;
         assert_eq!(
             err.code(),
             "REPOSITORY_DOCKER_ISOLATION_MISMATCH",
@@ -711,14 +715,7 @@ async fn ungranted_and_invalid_outputs_fail_closed_after_removal() {
         assert_eq!(err.code(), "REPOSITORY_DOCKER_INVALID_OUTPUT", "{label}");
         assert!(!err.to_string().contains("answer"), "{label}");
         assert_eq!(fake.calls().last().unwrap(), &removal(&fake), "{label}");
-        assert_eq!(
-            fake.calls()
-                .iter()
-                .filter(|c| c.starts_with("remove:"))
-                .count(),
-            1,
-            "{label}"
-        );
+        assert_eq!(removals(&fake), 1, "{label}");
     }
 }
 
@@ -771,18 +768,14 @@ async fn removed_by_name_when_start_fails_or_create_response_is_lost() {
     let fx = Fixture::new(&[], &[]);
     let mut fake = FakeRuntime::new(&update_output());
     fake.start_fails = true;
-    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&fake, &fx).await;
     assert_eq!(err.code(), "REPOSITORY_DOCKER_COMMAND_FAILED");
     assert_eq!(fake.calls().last().unwrap(), &removal(&fake));
 
     for mode in [CreateMode::LostResponse, CreateMode::BadId] {
         let mut fake = FakeRuntime::new(&update_output());
         fake.create_mode = mode;
-        let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-            .await
-            .unwrap_err();
+        let err = failure(&fake, &fx).await;
         let expected = if mode == CreateMode::BadId {
             "REPOSITORY_DOCKER_CONTAINER_ID"
         } else {
@@ -801,14 +794,10 @@ async fn cleanup_failure_replaces_the_turn_result() {
     let fx = Fixture::new(&[], &[]);
     let mut fake = FakeRuntime::new(&update_output());
     fake.remove_result = Err(RuntimeError::Failed { status: Some(500) });
-    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&fake, &fx).await;
     assert_eq!(err.code(), "REPOSITORY_DOCKER_CLEANUP_FAILED");
     fake.start_fails = true;
-    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&fake, &fx).await;
     assert_eq!(err.code(), "REPOSITORY_DOCKER_CLEANUP_FAILED");
     // Already gone counts as removed.
     let mut fake = FakeRuntime::new(&update_output());
@@ -835,9 +824,7 @@ async fn output_cap_applies_while_streaming() {
     let mut fake = FakeRuntime::new(&update_output());
     fake.output
         .push(OutputChunk::Stderr(vec![b'e'; MAX_STDERR_BYTES + 1]));
-    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&fake, &fx).await;
     assert_eq!(err.code(), "REPOSITORY_DOCKER_OUTPUT_LIMIT");
     // Bounded stderr is discarded, never part of the result.
     let mut fake = FakeRuntime::new(&update_output());
@@ -851,17 +838,10 @@ async fn nonzero_exit_and_oom_have_distinct_codes() {
     let fx = Fixture::new(&[], &[]);
     let mut fake = FakeRuntime::new(&update_output());
     fake.exit_code = 3;
-    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&fake, &fx).await;
     assert_eq!(err.code(), "REPOSITORY_DOCKER_WORKER_FAILED");
     assert_eq!(fake.calls().last().unwrap(), &removal(&fake));
-    let mut fake = FakeRuntime::new(&update_output());
-    fake.oom = true;
-    fake.exit_code = 137;
-    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&exit_137(true, &[]), &fx).await;
     assert_eq!(err.code(), "REPOSITORY_DOCKER_OOM");
 }
 
@@ -871,12 +851,8 @@ async fn nonzero_exit_and_oom_have_distinct_codes() {
 #[tokio::test]
 async fn r_outside_kill_is_an_environment_failure_not_the_agents() {
     let fx = Fixture::new(&[], &[]);
-    let mut fake = FakeRuntime::new(&update_output());
-    fake.exit_code = 137;
-    fake.kill_events = vec!["9".to_owned()];
-    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let fake = exit_137(false, &["9"]);
+    let err = failure(&fake, &fx).await;
     assert_eq!(err.code(), "REPOSITORY_DOCKER_KILLED_EXTERNALLY");
     assert!(err.is_environment());
     let calls = fake.calls();
@@ -887,31 +863,18 @@ async fn r_outside_kill_is_an_environment_failure_not_the_agents() {
         "OOM fact, then the daemon's kill events, then removal"
     );
 
-    let mut own = FakeRuntime::new(&update_output());
-    own.exit_code = 137;
-    let err = run(&own, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&exit_137(false, &[]), &fx).await;
     assert_eq!(err.code(), "REPOSITORY_DOCKER_WORKER_FAILED");
     assert!(!err.is_environment());
 
-    let mut oom = FakeRuntime::new(&update_output());
-    oom.exit_code = 137;
-    oom.oom = true;
-    oom.kill_events = vec!["9".to_owned()];
-    let err = run(&oom, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&exit_137(true, &["9"]), &fx).await;
     assert_eq!(err.code(), "REPOSITORY_DOCKER_OOM");
     assert!(!err.is_environment());
 
     // The daemon cannot say why: never blamed on the agent.
-    let mut unknown = FakeRuntime::new(&update_output());
-    unknown.exit_code = 137;
+    let mut unknown = exit_137(false, &[]);
     unknown.events_result = Err(RuntimeError::Unavailable);
-    let err = run(&unknown, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&unknown, &fx).await;
     assert_eq!(err.code(), "REPOSITORY_DOCKER_UNAVAILABLE");
     assert!(err.is_environment());
     assert_eq!(unknown.calls().last().unwrap(), &removal(&unknown));
@@ -923,9 +886,7 @@ async fn wall_deadline_kills_then_removes() {
     let mut fake = FakeRuntime::new(b"");
     fake.wait_hangs = true;
     let started = tokio::time::Instant::now();
-    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&fake, &fx).await;
     assert_eq!(
         err.code(),
         "REPOSITORY_DOCKER_TIMEOUT",
@@ -934,20 +895,7 @@ async fn wall_deadline_kills_then_removes() {
     );
     // Virtual time: exactly the wall budget plus the slack elapsed.
     assert_eq!(started.elapsed(), Duration::from_secs(75) + WALL_SLACK);
-    assert_eq!(
-        fake.calls(),
-        vec![
-            "image_inspect",
-            "create",
-            "inspect",
-            "attach",
-            "start",
-            "stdin",
-            "wait",
-            "kill",
-            &removal(&fake)
-        ]
-    );
+    assert_eq!(fake.calls(), through_wait(&["kill", &removal(&fake)]));
 }
 
 #[test]
@@ -971,7 +919,8 @@ fn base64_text_is_bounded_before_decoding() {
 
 /// Cancels a turn (drops its future) once the fake has recorded `call`, then waits for the
 /// removals the dropped guard handed off.
-async fn cancel_at(fake: &FakeRuntime, fx: &Fixture, call: &str) {
+async fn cancel_at(fake: &FakeRuntime, call: &str) {
+    let fx = Fixture::new(&[], &[]);
     let request = fx.request(&[SERVICE], &[]);
     let approved = fx.approved(&request);
     let cfg = config();
@@ -988,31 +937,17 @@ async fn cancel_at(fake: &FakeRuntime, fx: &Fixture, call: &str) {
 
 #[tokio::test]
 async fn a_turn_cancelled_mid_run_removes_its_container() {
-    let fx = Fixture::new(&[], &[]);
     let mut fake = FakeRuntime::new(b"");
     fake.wait_hangs = true;
-    cancel_at(&fake, &fx, "wait").await;
-    assert_eq!(
-        fake.calls(),
-        vec![
-            "image_inspect",
-            "create",
-            "inspect",
-            "attach",
-            "start",
-            "stdin",
-            "wait",
-            &removal(&fake)
-        ]
-    );
+    cancel_at(&fake, "wait").await;
+    assert_eq!(fake.calls(), through_wait(&[&removal(&fake)]));
 }
 
 #[tokio::test]
 async fn a_turn_cancelled_mid_create_removes_the_late_container_too() {
-    let fx = Fixture::new(&[], &[]);
     let mut fake = FakeRuntime::new(b"");
     fake.create_hangs = true;
-    cancel_at(&fake, &fx, "create").await;
+    cancel_at(&fake, "create").await;
     // The daemon may finish a create the turn stopped waiting for: removed, then removed again.
     assert_eq!(
         fake.calls(),
@@ -1037,19 +972,12 @@ async fn a_turn_cancelled_before_create_touches_nothing() {
 
 #[tokio::test]
 async fn a_failed_removal_of_a_cancelled_turn_is_not_retried_forever() {
-    let fx = Fixture::new(&[], &[]);
     let mut fake = FakeRuntime::new(b"");
     fake.wait_hangs = true;
     fake.remove_result = Err(RuntimeError::Failed { status: Some(500) });
-    cancel_at(&fake, &fx, "wait").await;
+    cancel_at(&fake, "wait").await;
     assert_eq!(fake.calls().last().unwrap(), &removal(&fake));
-    assert_eq!(
-        fake.calls()
-            .iter()
-            .filter(|c| c.starts_with("remove:"))
-            .count(),
-        1
-    );
+    assert_eq!(removals(&fake), 1);
 }
 
 #[tokio::test]
@@ -1072,14 +1000,7 @@ async fn every_explicit_path_removes_exactly_once_and_hands_nothing_off() {
             container::settle_pending_removals(Duration::from_secs(60)).await,
             0
         );
-        assert_eq!(
-            fake.calls()
-                .iter()
-                .filter(|c| c.starts_with("remove:"))
-                .count(),
-            1,
-            "{label}"
-        );
+        assert_eq!(removals(&fake), 1, "{label}");
         assert_eq!(fake.calls().last().unwrap(), &removal(&fake), "{label}");
     }
 }
@@ -1110,9 +1031,7 @@ async fn containers_carry_their_owner_and_deadline() {
             .unwrap()
             .remove(container::DEADLINE_LABEL_KEY);
     });
-    let err = run(&fake, &fx, &fx.request(&[SERVICE], &[]))
-        .await
-        .unwrap_err();
+    let err = failure(&fake, &fx).await;
     assert_eq!(
         err.to_string(),
         "REPOSITORY_DOCKER_ISOLATION_MISMATCH: Config.Labels"
