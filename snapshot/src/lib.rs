@@ -57,8 +57,8 @@ pub use path::{
     path_is_allowed, safe_artifact_relpath,
 };
 pub use proposal::{
-    FileOp, MAX_PROVIDER_EVENT_SUMMARY_CHARS, MAX_PROVIDER_EVENTS, ProposalStatus,
-    ProposedFileChange, ProviderEventKind, ProviderEventRecord, StagedPatchProposal,
+    FileOp, MAX_PROVIDER_EVENTS, ProposalStatus, ProposedFileChange, ProviderEventKind,
+    ProviderEventRecord, StagedPatchProposal,
 };
 pub use selection::{
     BaselineFiles, MAX_READ_ONLY_INSPECTION_BYTES, MAX_READ_ONLY_INSPECTION_FILES,

@@ -91,7 +91,7 @@ pub enum ProviderEventKind {
 /// Most provider events a proposal may carry.
 pub const MAX_PROVIDER_EVENTS: usize = 200;
 /// Longest provider event summary, in characters.
-pub const MAX_PROVIDER_EVENT_SUMMARY_CHARS: usize = 500;
+const MAX_PROVIDER_EVENT_SUMMARY_CHARS: usize = 500;
 
 /// `StagedPatchProposal`, field for field (unknown keys rejected). `usage` is a raw JSON value
 /// here; it is parsed strictly and separately, and malformed usage never invalidates a patch.

@@ -9,7 +9,7 @@ use crate::error::TunnelError;
 /// Bytes of a frame header: type (1), channel (4), length (4).
 pub const HEADER_LEN: usize = 9;
 /// The HELLO payload of protocol version 1.
-pub const HELLO: &[u8] = b"patch-candidate.tunnel.v1";
+pub(crate) const HELLO: &[u8] = b"patch-candidate.tunnel.v1";
 /// Largest payload of one frame (and of one DATA, REQUEST or RESULT chunk).
 pub const MAX_FRAME_PAYLOAD: usize = 65_536;
 /// Largest RESET code.

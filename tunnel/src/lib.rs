@@ -35,9 +35,7 @@ mod session;
 
 pub use codec::Decoder;
 pub use error::{ERROR_CODES, TunnelError};
-pub use frame::{
-    ChannelId, Chunk, EventPayload, Frame, HEADER_LEN, HELLO, MAX_FRAME_PAYLOAD, ResetCode,
-};
+pub use frame::{ChannelId, Chunk, EventPayload, Frame, HEADER_LEN, MAX_FRAME_PAYLOAD, ResetCode};
 pub use limits::Limits;
 pub use session::{Disposition, Role, Session};
 

@@ -1,10 +1,10 @@
 use pretty_assertions::assert_eq;
 
-use crate::frame::FrameType;
+use crate::frame::{FrameType, HELLO};
 use crate::session::Disposition;
 use crate::{
-    ChannelId, Chunk, Decoder, EventPayload, Frame, HELLO, Limits, MAX_FRAME_PAYLOAD, ResetCode,
-    Role, Session, TunnelError,
+    ChannelId, Chunk, Decoder, EventPayload, Frame, Limits, MAX_FRAME_PAYLOAD, ResetCode, Role,
+    Session, TunnelError,
 };
 
 fn ch(n: u32) -> ChannelId {

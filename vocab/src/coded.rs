@@ -90,7 +90,7 @@ pub fn check_code_table<'a>(
 ///
 /// # Errors
 /// A description of the first missing variant or violation.
-pub fn check_samples<E: Coded>(
+pub(crate) fn check_samples<E: Coded>(
     samples: &[E],
     variants: usize,
     variant_index: impl Fn(&E) -> usize,
@@ -124,8 +124,8 @@ pub trait CodedEnum: Coded + Sized {
 
 /// The all-variants test of an enum that derives [`Coded`](derive@crate::Coded), in one call:
 /// every variant has a sample and every sample follows the message convention
-/// ([`check_samples`]), and the enum's `CODES` are exactly the codes its own samples return
-/// ([`check_code_table`]).
+/// ([`check_message_convention`]), and the enum's `CODES` are exactly the codes its own samples
+/// return ([`check_code_table`]).
 ///
 /// # Errors
 /// A description of the first missing variant, violation or table mismatch.

@@ -49,8 +49,8 @@ mod tests {
     #[test]
     fn check_samples_finds_a_missing_or_stray_variant() {
         let samples = [VocabError::DigestFormat];
-        crate::check_samples(&samples, 1, |_| 0).unwrap();
-        assert!(crate::check_samples(&samples, 2, |_| 0).is_err());
-        assert!(crate::check_samples(&samples, 1, |_| 1).is_err());
+        crate::coded::check_samples(&samples, 1, |_| 0).unwrap();
+        assert!(crate::coded::check_samples(&samples, 2, |_| 0).is_err());
+        assert!(crate::coded::check_samples(&samples, 1, |_| 1).is_err());
     }
 }

@@ -16,7 +16,7 @@ use serde::de::{self, DeserializeOwned, Deserializer, MapAccess, SeqAccess, Visi
 use crate::Untrusted;
 
 /// Deepest accepted nesting of arrays and objects.
-pub const MAX_JSON_DEPTH: usize = 64;
+const MAX_JSON_DEPTH: usize = 64;
 
 /// Why a document was refused (never quotes the document).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

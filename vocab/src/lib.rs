@@ -96,15 +96,14 @@ pub use canonical::{canonical_bytes, domain_digest};
 #[doc(hidden)]
 pub use coded::__private;
 pub use coded::{
-    Coded, CodedEnum, FailureClass, check_code_table, check_coded_samples,
-    check_message_convention, check_samples,
+    Coded, CodedEnum, FailureClass, check_code_table, check_coded_samples, check_message_convention,
 };
 pub use digest::{
     SHA256_PREFIX, Sha256, Sha256Writer, is_lower_hex, is_typed_sha256, sha256_bare_hex,
 };
 pub use error::{ERROR_CODES, ID_CODE, MANIFEST_HASH_CODE, VocabError};
 pub use id::{AttemptId, HostId, InstanceId, JobId, RANDOM_ID_BYTES, StoreId};
-pub use json::{MAX_JSON_DEPTH, ShapeKind, StrictJsonError, from_slice_strict};
+pub use json::{ShapeKind, StrictJsonError, from_slice_strict};
 pub use text::{DEFAULT_QUOTED_CHARS, Untrusted, is_default_ignorable, is_printable, quote};
 pub use time::{now_unix, now_unix_ms, rfc3339_utc, utc_timestamp};
 pub use verdict::GateVerdict;

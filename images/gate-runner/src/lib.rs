@@ -20,7 +20,6 @@ pub use run::{DEFAULT_ROOT, harden, run_gate};
 
 pub use wire::{
     Argv, CaseId, CaseOutcome, Env, ExitStatus, GateReport, GateRequest, JunitCase, JunitReport,
-    JunitSpec, LogTail, MAX_ARG_BYTES, MAX_JUNIT_BYTES, MAX_JUNIT_CASES, MAX_JUNIT_DEPTH,
-    MAX_LOG_TAIL_BYTES, MAX_REPORT_BYTES, Nonce, RelPath, RunLimits, RunStatus, StableCode,
+    JunitSpec, LogTail, MAX_REPORT_BYTES, Nonce, RelPath, RunLimits, RunStatus, StableCode,
     TreeTotals, write_frame,
 };

@@ -24,7 +24,7 @@ pub const MAX_REPORT_BYTES: usize = 1_048_576;
 /// Most argv items.
 pub const MAX_ARGV_ITEMS: usize = 256;
 /// Longest argv item or environment value, in bytes.
-pub const MAX_ARG_BYTES: usize = 4096;
+const MAX_ARG_BYTES: usize = 4096;
 /// Most environment entries.
 pub const MAX_ENV_ENTRIES: usize = 128;
 /// Longest environment key.
@@ -38,13 +38,13 @@ pub const MAX_WALL_MS: u64 = 86_400_000;
 /// Longest grace between SIGTERM and SIGKILL.
 pub const MAX_KILL_GRACE_MS: u64 = 60_000;
 /// Largest log tail the runner keeps.
-pub const MAX_LOG_TAIL_BYTES: u64 = 262_144;
+const MAX_LOG_TAIL_BYTES: u64 = 262_144;
 /// Largest JUnit file the runner reads.
-pub const MAX_JUNIT_BYTES: u64 = 64 * 1024 * 1024;
+const MAX_JUNIT_BYTES: u64 = 64 * 1024 * 1024;
 /// Most JUnit test cases a report lists.
-pub const MAX_JUNIT_CASES: u64 = 1500;
+const MAX_JUNIT_CASES: u64 = 1500;
 /// Deepest JUnit element nesting accepted.
-pub const MAX_JUNIT_DEPTH: u64 = 64;
+const MAX_JUNIT_DEPTH: u64 = 64;
 /// Longest test-case id (`classname::name`), in bytes.
 pub const MAX_CASE_ID_BYTES: usize = 256;
 /// Most tree entries (directories and files).
@@ -891,7 +891,7 @@ struct RawReport {
 impl GateReport {
     /// Builds a report; checks that its fields agree: `runner_error` is set exactly when the
     /// status is `runner_error`; `completed` and `timed_out` carry the exit status; a JUnit case
-    /// list is at most [`MAX_JUNIT_CASES`] long.
+    /// list is at most `MAX_JUNIT_CASES` (1,500) long.
     ///
     /// # Errors
     /// `GATE_WIRE_REPORT_SHAPE` or `GATE_WIRE_FIELD`.

@@ -96,7 +96,7 @@ pub struct Adapter {
 
 /// The adapter of `agent` with `model`, its gateway at `127.0.0.1:port`.
 #[must_use]
-pub fn adapter(agent: LiveAgent, model: &str, port: u16) -> Adapter {
+pub(crate) fn adapter(agent: LiveAgent, model: &str, port: u16) -> Adapter {
     match agent {
         LiveAgent::Codex => Adapter {
             program: PathBuf::from(CODEX_AGENT),

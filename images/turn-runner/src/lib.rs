@@ -26,7 +26,6 @@ pub mod testkit;
 mod transport;
 
 // The surface the binaries and the tests use, and the types their fields name; nothing else.
-pub use agents::adapter;
 pub use error::{ERROR_CODES, ProofError};
 pub use live::{LIVE_TURN_TIMEOUT, run_live};
 pub use request::MAX_REQUEST_BYTES;

@@ -71,7 +71,7 @@ fn counts(report: &GateReport) -> Option<(TestCounts, BTreeSet<String>, BTreeSet
 
 /// Decides the outcome of one run.
 #[must_use]
-pub fn classify(facts: &RunFacts, junit_configured: bool) -> Classified {
+pub(crate) fn classify(facts: &RunFacts, junit_configured: bool) -> Classified {
     let error = |code: &str, exit: Option<ChildExit>, log: LogTail| Classified {
         outcome: GateVerdict::Error,
         code: Some(code.to_owned()),
@@ -241,7 +241,7 @@ fn in_deleted(id: &str, modules: &BTreeSet<String>) -> bool {
 /// `crate::evidence::MIN_RAN_PER_MILLE` per mille of the baseline's cases (those of deleted
 /// files excepted) is `too_few_ran`. Either is a regression.
 #[must_use]
-pub fn compare(
+pub(crate) fn compare(
     candidate: &Classified,
     baseline: &BaselineFacts,
     deleted: &BTreeSet<String>,

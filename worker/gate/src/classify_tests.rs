@@ -15,7 +15,6 @@ fn facts(
         oom_killed: oom,
         host_timed_out,
         wall_ms: 3,
-        container: container::ContainerName::generate(),
     }
 }
 

@@ -1,8 +1,9 @@
 //! Validation gates, the host side: operator gate definitions ([`GateDefinitions`]), the
-//! candidate's tree at its baseline commit ([`BaselineTree`], `GateTree`), the sealed gate run
-//! through the container crate's seam ([`run_gate`]), the host's classification ([`classify`]),
-//! the baseline cache ([`BaselineCache`]), the gate images' records ([`GateImagesState`]), and
-//! bound, verifiable evidence ([`GateEvidence`], [`parse_evidence`], [`verify_evidence`]). [`evaluate_gate`] is one gate for one candidate.
+//! candidate's tree at its baseline commit ([`BaselineTree`], `GateTree`), the baseline cache
+//! ([`BaselineCache`]), the gate images' records ([`GateImagesState`]), and bound, verifiable
+//! evidence ([`GateEvidence`], [`parse_evidence`], [`verify_evidence`]). [`evaluate_gate`] is one
+//! gate for one candidate: the sealed gate run through the container crate's seam, the host's
+//! classification of its report, and the comparison with the baseline's run.
 //!
 //! Modules are private; this list is the crate's surface.
 //!
@@ -30,10 +31,8 @@ mod tree;
 mod wire;
 
 pub use cache::BaselineCache;
-pub use classify::{LOG_CONTRADICTION_CODE, classify, compare};
-pub use definition::{
-    GateDefinitions, GateKind, GateName, JunitSpec, check_required_gates, init_definitions,
-};
+pub use classify::LOG_CONTRADICTION_CODE;
+pub use definition::{GateDefinitions, GateKind, GateName, check_required_gates, init_definitions};
 pub use error::{ERROR_CODES, GateError};
 pub use evidence::{
     Comparison, ComparisonBasis, EVIDENCE_SCHEMA, EvidenceSubject, GateEvidence, IdList, LogTail,
@@ -47,7 +46,6 @@ pub use images::{
     GateImagesState,
 };
 
-pub use run::{RunContext, run_gate};
+pub use run::RunContext;
 pub use store::{find_evidence, store_evidence};
-pub use tree::{BaselineTree, MAX_TREE_ENTRIES};
-pub use wire::parse_report;
+pub use tree::BaselineTree;

@@ -35,7 +35,7 @@ const STREAM_CHUNK: usize = 256 * 1024;
 const STOPPED_READING: &str = "the container stopped reading";
 
 /// What the host observed about one run; the outcome is decided from it by
-/// [`crate::classify`].
+/// [`crate::classify::classify`].
 #[derive(Debug)]
 pub struct RunFacts {
     /// The parsed, nonce-checked report, or why there is none.
@@ -48,8 +48,6 @@ pub struct RunFacts {
     pub host_timed_out: bool,
     /// Host-measured wall time of the container run.
     pub wall_ms: u64,
-    /// The generated container name (removed before this value exists).
-    pub container: ContainerName,
 }
 
 /// Where and as whom a gate runs.
@@ -91,7 +89,7 @@ fn map_runtime(e: RuntimeError, operation: &'static str) -> GateError {
 /// No container exists before the image ID and environment have been checked; the container is
 /// inspected before start and removed on every path (including cancellation of this future).
 /// The nonce comes from the OS RNG and reaches only the runner's stdin.
-pub async fn run_gate<R: ContainerRuntime + Clone + 'static>(
+pub(crate) async fn run_gate<R: ContainerRuntime + Clone + 'static>(
     runtime: &R,
     def: &GateDefinition,
     tree: &GateTree,
@@ -170,7 +168,6 @@ pub async fn run_gate<R: ContainerRuntime + Clone + 'static>(
         oom_killed,
         host_timed_out,
         wall_ms,
-        container: name,
     })
 }
 

@@ -21,7 +21,7 @@ use crate::error::GateError;
 use crate::evidence::TreeFacts as TreeTotals;
 
 /// Most entries (directories and files) one tree may have.
-pub const MAX_TREE_ENTRIES: u64 = 500_000;
+const MAX_TREE_ENTRIES: u64 = 500_000;
 const BLOCK: usize = 512;
 const COPY_BUFFER: usize = 256 * 1024;
 

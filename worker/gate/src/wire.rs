@@ -68,7 +68,7 @@ pub(crate) fn request_frame(
 ///
 /// # Errors
 /// `PATCH_CANDIDATE_GATE_REPORT` naming what is wrong (never quoting the bytes).
-pub fn parse_report(
+pub(crate) fn parse_report(
     stdout: &[u8],
     nonce: &Nonce,
     log_tail_bytes: u64,

@@ -20,8 +20,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-pub use rustls::Error as TlsError;
-
 /// The client: request bodies are whole buffers.
 pub type HttpsClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
@@ -51,7 +49,7 @@ impl ClientOptions {
 /// # Security
 /// Server certificates are checked against the webpki root set only (no system store, no
 /// client certificate); the callers refuse plain http to any host but a loopback one.
-pub fn client(options: ClientOptions) -> Result<HttpsClient, TlsError> {
+pub fn client(options: ClientOptions) -> Result<HttpsClient, rustls::Error> {
     let roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };

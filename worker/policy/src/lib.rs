@@ -28,8 +28,8 @@ mod scan;
 
 pub use error::{ERROR_CODES, PolicyError};
 pub use report::{
-    Finding, FindingKind, MAX_FINDINGS, MAX_FINDINGS_PER_FILE, MAX_REPORT_BYTES,
-    POLICY_REPORT_SCHEMA, PolicyReport, Severity, parse_report,
+    Finding, FindingKind, MAX_FINDINGS, MAX_FINDINGS_PER_FILE, POLICY_REPORT_SCHEMA, PolicyReport,
+    Severity, parse_report,
 };
 pub use rules::rule_set_info;
 pub use scan::{

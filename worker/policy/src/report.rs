@@ -24,7 +24,7 @@ pub const MAX_FINDINGS: usize = 1000;
 /// Most findings listed for one changed file.
 pub const MAX_FINDINGS_PER_FILE: usize = 100;
 /// Largest report file accepted by [`parse_report`].
-pub const MAX_REPORT_BYTES: usize = 1024 * 1024;
+const MAX_REPORT_BYTES: usize = 1024 * 1024;
 
 /// What a finding is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -1,4 +1,4 @@
-//! What the state directory holds: one [`Entry`] per file or folder, and [`ENTRIES`], the table
+//! What the state directory holds: one [`Entry`] per file or folder, and `ENTRIES`, the table
 //! of them all. Other crates name the state directory's files only through these constants;
 //! docs/WORKER.md's state-directory table lists exactly these entries with these modes (checked by
 //! this module's test).
@@ -170,8 +170,10 @@ pub const API_TOKEN: Entry = file(
     "the operator's API token (256 random bits, hex), generated at the first start",
 );
 
-/// Every file and folder the state directory holds.
-pub const ENTRIES: &[Entry] = &[
+/// Every file and folder the state directory holds: the table docs/WORKER.md lists (checked by
+/// the tests below).
+#[cfg(test)]
+const ENTRIES: &[Entry] = &[
     IMAGES,
     LIVE_IMAGE_CODEX,
     LIVE_IMAGE_CLAUDE,

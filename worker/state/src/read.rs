@@ -7,12 +7,12 @@ use crate::bounded::{BoundedReadError, read_bounded_file};
 use crate::error::StateError;
 
 /// The largest record file read.
-pub const MAX_RECORD_BYTES: usize = 64 * 1024;
+const MAX_RECORD_BYTES: usize = 64 * 1024;
 
 /// The details of a record's [`StateError`]s, naming the record (never its contents).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordDetails {
-    /// The file holds more than [`MAX_RECORD_BYTES`].
+    /// The file holds more than `MAX_RECORD_BYTES` (64 KiB).
     pub too_large: &'static str,
     /// The file is not a regular file or cannot be read.
     pub unreadable: &'static str,
@@ -24,8 +24,8 @@ pub struct RecordDetails {
 /// not exist.
 ///
 /// # Errors
-/// `PATCH_CANDIDATE_STATE` with the matching detail when it exceeds [`MAX_RECORD_BYTES`], cannot
-/// be read, or is malformed.
+/// `PATCH_CANDIDATE_STATE` with the matching detail when it exceeds `MAX_RECORD_BYTES` (64 KiB),
+/// cannot be read, or is malformed.
 pub fn read_record<T: serde::de::DeserializeOwned>(
     path: &Path,
     details: &RecordDetails,

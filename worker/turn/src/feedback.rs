@@ -10,15 +10,15 @@ use vocab::{GateVerdict, Sha256};
 use crate::error::TurnError;
 
 /// The longest reviewer note, in bytes.
-pub const MAX_FEEDBACK_NOTE_BYTES: usize = 8192;
+const MAX_FEEDBACK_NOTE_BYTES: usize = 8192;
 /// The most gate verdicts.
-pub const MAX_FEEDBACK_GATES: usize = 64;
+const MAX_FEEDBACK_GATES: usize = 64;
 /// The longest gate name.
 const MAX_GATE_NAME_CHARS: usize = 64;
 /// The most newly failing test ids one gate passes on (the first ones, in the evidence's order).
-pub const MAX_FEEDBACK_FAILURES: usize = 32;
+const MAX_FEEDBACK_FAILURES: usize = 32;
 /// The longest failing test id passed on, in bytes; longer ones are left out.
-pub const MAX_FEEDBACK_FAILURE_BYTES: usize = 512;
+const MAX_FEEDBACK_FAILURE_BYTES: usize = 512;
 /// The longest output excerpt of one gate, in bytes.
 pub const MAX_FEEDBACK_EXCERPT_BYTES: usize = 4096;
 
@@ -75,8 +75,8 @@ fn is_gate_name(name: &str) -> bool {
 }
 
 impl ReviewFeedback {
-    /// Checks and keeps the feedback: `note` 1 to [`MAX_FEEDBACK_NOTE_BYTES`] bytes with no
-    /// control character but newline and tab; at most [`MAX_FEEDBACK_GATES`] `(gate, verdict)`
+    /// Checks and keeps the feedback: `note` 1 to `MAX_FEEDBACK_NOTE_BYTES` (8,192) bytes with no
+    /// control character but newline and tab; at most `MAX_FEEDBACK_GATES` (64) `(gate, verdict)`
     /// pairs, each gate a gate name.
     ///
     /// # Errors
@@ -121,7 +121,7 @@ impl ReviewFeedback {
     }
 
     /// Adds what gate `gate` said of the superseded candidate: the test ids that newly failed
-    /// (the first [`MAX_FEEDBACK_FAILURES`] of at most [`MAX_FEEDBACK_FAILURE_BYTES`] bytes
+    /// (the first `MAX_FEEDBACK_FAILURES` (32) of at most `MAX_FEEDBACK_FAILURE_BYTES` (512) bytes
     /// without control characters; others are left out) and an excerpt of its output. The
     /// excerpt must be what [`excerpt_tail`] keeps of the gate evidence's escaped log, already
     /// through the content policy: printable ASCII, newline and tab only.

@@ -47,10 +47,7 @@ pub use agent::Agent;
 pub use config::{MAX_BUILD_TMP_MIB, TurnConfig};
 pub use docker_turn::{RepositoryDockerTurn, execute_live_turn, execute_repository_docker_turn};
 pub use error::{ERROR_CODES, LIVE_AGENT_CODE, TurnError};
-pub use feedback::{
-    FeedbackGate, MAX_FEEDBACK_EXCERPT_BYTES, MAX_FEEDBACK_FAILURE_BYTES, MAX_FEEDBACK_FAILURES,
-    MAX_FEEDBACK_GATES, MAX_FEEDBACK_NOTE_BYTES, ReviewFeedback, excerpt_tail,
-};
+pub use feedback::{FeedbackGate, MAX_FEEDBACK_EXCERPT_BYTES, ReviewFeedback, excerpt_tail};
 pub use follow_up::{ParentCandidate, StartFrom, same_changes};
 pub use images::{ImagesState, LiveEnvironment, LiveImageState};
 pub use ledger::UsageLedger;
@@ -66,7 +63,7 @@ pub use pipeline::{
     run_pipeline, verified_evidence, verify_pipeline_request,
 };
 pub use plan::{
-    ImageKind, MAX_PATH_GUARD_BYTES, PlanInputs, TurnPlan, host_path_guard, resolve_image,
+    ImageKind, MAX_PATH_GUARD_BYTES, PlanInputs, TurnPlan, host_path_guard,
     resolve_image_environment,
 };
 pub use request::{CodingWorkerRequest, stdin_payload};

@@ -2,11 +2,11 @@
 //! the HTTP API's submission, and of the service's per-attempt re-verification — becomes typed.
 //!
 //! The shape is raw inputs → one lowering → a typed value: [`PlanInputs`] holds the operator's
-//! text as given (borrowed), [`resolve_image`] turns an image choice into the image reference
-//! and its approved immutable ID (explicit values win, else the `image build` record), and
-//! [`TurnPlan::lower`] parses and validates everything else once — runtime, budgets
-//! ([`TurnConfig`]), the host path guard, the explicit selections, the commit and the task —
-//! in that order. A caller then only borrows the plan ([`TurnPlan::pipeline_request`]).
+//! text as given (borrowed), [`resolve_image_environment`] turns an image choice into the image
+//! reference and its approved immutable ID (explicit values win, else the `image build` record),
+//! and [`TurnPlan::lower`] parses and validates everything else once — runtime, budgets
+//! ([`TurnConfig`]), the host path guard, the explicit selections, the commit and the task — in
+//! that order. A caller then only borrows the plan ([`TurnPlan::pipeline_request`]).
 //!
 //! # Security
 //! The plan never takes an image ID from a request or from the daemon: it is either the
@@ -49,32 +49,20 @@ impl ImageKind {
     }
 }
 
-/// The image reference and the approved immutable image ID of a turn.
+/// The image reference and the approved immutable image ID of a turn, and the environment a live
+/// image's record names when the turn runs exactly the recorded image (its build `/tmp` is what
+/// [`TurnPlan::with_build_tmp_mib`] applies).
 ///
 /// Explicit values win; an omitted reference is the recorded one (or the default tag when
 /// nothing is recorded); an omitted ID is the recorded one only when the record is for the same
-/// reference. The record is read (and must be well-formed) even when both values are given.
+/// reference. The record is read once, and read (and must be well-formed) even when both values
+/// are given.
 ///
 /// # Errors
 /// `PATCH_CANDIDATE_STATE` for an unreadable or malformed record, `REPOSITORY_DOCKER_IMAGE` and
 /// `REPOSITORY_DOCKER_EXPECTED_IMAGE_ID` for malformed values, and
 /// `REPOSITORY_DOCKER_EXPECTED_IMAGE_ID` ([`TurnError::ImageNotRecorded`], an environment
 /// failure) when no approved ID is given or recorded for the reference.
-pub fn resolve_image(
-    kind: ImageKind,
-    image: Option<&str>,
-    image_id: Option<&str>,
-    state: &Path,
-) -> Result<(ImageReference, ImageId), TurnError> {
-    resolve_image_environment(kind, image, image_id, state).map(|(resolved, _)| resolved)
-}
-
-/// [`resolve_image`], and the environment a live image's record names when the turn runs exactly
-/// the recorded image (its build `/tmp` is what [`TurnPlan::with_build_tmp_mib`] applies); the
-/// record is read once.
-///
-/// # Errors
-/// As [`resolve_image`].
 pub fn resolve_image_environment(
     kind: ImageKind,
     image: Option<&str>,
@@ -185,8 +173,8 @@ pub fn host_path_guard(text: Option<&str>) -> Result<DefaultPathGuard, TurnError
 }
 
 impl TurnPlan {
-    /// Lowers the raw inputs once, for a turn in `image` (see [`resolve_image`]): the runtime
-    /// name, the budgets, the policy, the selected and the read-only paths, in that order.
+    /// Lowers the raw inputs once, for a turn in `image` (see [`resolve_image_environment`]): the
+    /// runtime name, the budgets, the policy, the selected and the read-only paths, in that order.
     /// Omitted, the commit and the task are the approval's own; given, they are kept as given
     /// (the snapshot identity and the turn request checks refuse a mismatch with their codes).
     ///
@@ -370,6 +358,16 @@ mod tests {
 
     fn id(c: char) -> String {
         format!("sha256:{}", c.to_string().repeat(64))
+    }
+
+    /// The image reference and ID of [`resolve_image_environment`], without the environment.
+    fn resolve_image(
+        kind: ImageKind,
+        image: Option<&str>,
+        image_id: Option<&str>,
+        state: &Path,
+    ) -> Result<(ImageReference, ImageId), TurnError> {
+        resolve_image_environment(kind, image, image_id, state).map(|(resolved, _)| resolved)
     }
 
     fn record(dir: &Path, image: &str, image_id: &str) {

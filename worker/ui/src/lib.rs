@@ -13,11 +13,11 @@ mod session;
 mod text;
 mod views;
 
-pub use diff::{Body, DiffOptions, Rendered, Row, render as render_diff};
+pub use diff::{Body, DiffOptions, Rendered, render as render_diff};
 pub use error::{ERROR_CODES, UiError};
 pub use headers::{COMMON, CSP_REPORT_PATH, PAGE_CSP, RAW_CSP, STYLESHEET};
 pub use session::{FAILURE_WINDOW, SESSION_LIFETIME, Session, Sessions, SignInForm};
-pub use text::{Segment, Shown};
+pub use text::Shown;
 pub use views::{
     CandidatePage, ChainItem, DecisionItem, EventItem, FileItem, FindingItem, GateItem, JobItem,
     JobPage, JobsPage, LONG_CHARS, MAX_PAGE_DIFF_BYTES, MessagePage, PAGE_SIZE, SignInPage,
