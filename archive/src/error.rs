@@ -98,7 +98,7 @@ pub enum ArchiveError {
     #[error("CODING_WORKSPACE_CLEANUP: could not remove workspace: {detail}")]
     #[coded(environment)]
     Cleanup { detail: String },
-    /// An approval, selection, path-policy or content-gate error, with its own code.
+    /// An approval, selection, host path guard or content-gate error, with its own code.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
 }
