@@ -182,26 +182,27 @@ mod tests {
     use super::*;
 
     fn write(dir: &Path, rel: &str, content: &str) {
-        let path = dir.join(rel);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .create(path.parent().unwrap())
-            .unwrap();
-        std::fs::write(path, content).unwrap();
+        snapshot::testkit::write_files(dir, [(rel, content.as_bytes(), false)]);
+    }
+
+    /// A temporary directory whose `src` holds `files` (path, content): (guard, `src`).
+    fn src_with(files: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        for (rel, content) in files {
+            write(&src, rel, content);
+        }
+        (tmp, src)
     }
 
     #[test]
     fn pack_then_inspect_round_trips_the_golden_vector() {
-        let tmp = tempfile::tempdir().unwrap();
-        let src = tmp.path().join("src");
-        write(&src, "app/config/shell.json", "{\"nav\": []}\n");
-        write(&src, "app/app.json", "{\"appName\": \"Golden\"}\n");
-        write(
-            &src,
-            "modules/reports/module.yaml",
-            "module:\n  id: reports\n",
-        );
-        write(&src, "ui/pages/reports.yaml", "name: Répörts\n");
+        let (tmp, src) = src_with(&[
+            ("app/config/shell.json", "{\"nav\": []}\n"),
+            ("app/app.json", "{\"appName\": \"Golden\"}\n"),
+            ("modules/reports/module.yaml", "module:\n  id: reports\n"),
+            ("ui/pages/reports.yaml", "name: Répörts\n"),
+        ]);
         let out = tmp.path().join("golden.zip");
         let packed = pack(&PackArgs {
             dir: src,
@@ -225,10 +226,7 @@ mod tests {
 
     #[test]
     fn inspect_rejects_with_the_code_and_honours_lower_budgets() {
-        let tmp = tempfile::tempdir().unwrap();
-        let src = tmp.path().join("src");
-        write(&src, "a.txt", "alpha\n");
-        write(&src, "b.txt", "bravo\n");
+        let (tmp, src) = src_with(&[("a.txt", "alpha\n"), ("b.txt", "bravo\n")]);
         let out = tmp.path().join("two.zip");
         pack(&PackArgs {
             dir: src,
@@ -278,9 +276,7 @@ mod tests {
 
     #[test]
     fn pack_refuses_links_and_non_portable_names() {
-        let tmp = tempfile::tempdir().unwrap();
-        let src = tmp.path().join("src");
-        write(&src, "a.txt", "alpha\n");
+        let (tmp, src) = src_with(&[("a.txt", "alpha\n")]);
         std::os::unix::fs::symlink("/etc/passwd", src.join("b.txt")).unwrap();
         let out = tmp.path().join("x.zip");
         let e = pack(&PackArgs {

@@ -325,24 +325,22 @@ pub(crate) struct ChainRun {
 pub(crate) fn run_chain(args: &RunArgs) -> Result<ChainRun, CliError> {
     let (mut outcome, store) = execute(args, true, None)?;
     let mut text = outcome_text(&outcome, &store);
-    let Some(gates) = &args.gates else {
+    // The turn alone: no gate ran.
+    let ungated = |outcome: PipelineOutcome, store: PathBuf, text: String| {
         let json = outcome_json(&outcome, &store)?;
-        return Ok(ChainRun {
+        Ok(ChainRun {
             shown: Outcome { json, text },
             last: outcome,
             store,
             end: None,
-        });
+        })
+    };
+    let Some(gates) = &args.gates else {
+        return ungated(outcome, store, text);
     };
     if outcome.candidate.required_validation_gates().is_empty() {
         text.push_str("gates: the approval requires none\n");
-        let json = outcome_json(&outcome, &store)?;
-        return Ok(ChainRun {
-            shown: Outcome { json, text },
-            last: outcome,
-            store,
-            end: None,
-        });
+        return ungated(outcome, store, text);
     }
     let gate_args = super::gate_cmd::GateRunArgs {
         repo: Some(args.repo.clone()),

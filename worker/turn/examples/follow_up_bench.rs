@@ -137,12 +137,7 @@ fn git(repo: &Path, args: &[&str]) -> String {
 /// The repository (one commit) and its commit id.
 fn make_repository(repo: &Path, args: &Args) -> String {
     let write = |rel: String, text: String| {
-        let full = repo.join(rel);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .create(full.parent().unwrap())
-            .unwrap();
-        std::fs::write(full, text).unwrap();
+        snapshot::testkit::write_files(repo, [(rel.as_str(), text.as_bytes(), false)]);
     };
     for i in 0..args.editable {
         write(format!("app/orders/m{i:02}.py"), module(i, 20));
@@ -211,12 +206,7 @@ fn make_parent(
         } else {
             text.clone()
         };
-        let full = after_dir.join(path.as_str());
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .create(full.parent().unwrap())
-            .unwrap();
-        std::fs::write(full, after).unwrap();
+        snapshot::testkit::write_files(after_dir, [(path.as_str(), after.as_bytes(), false)]);
     }
     let manifest = approved
         .baseline()
