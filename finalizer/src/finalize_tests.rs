@@ -168,6 +168,22 @@ impl Fixture {
         self.workspace.root()
     }
 
+    /// The approval of this fixture's selection over `snapshot`, `create_absence` the proof.
+    fn approve<'a>(
+        &'a self,
+        snapshot: &'a RepositorySnapshotEvidence,
+        create_absence: Option<&'a dyn CreateAbsence>,
+    ) -> Result<ApprovedTurn<'a>, snapshot::SnapshotError> {
+        ApprovedTurn::new(
+            &self.context,
+            snapshot,
+            &self.policy,
+            create_absence,
+            self.selected.clone(),
+            &self.baseline,
+        )
+    }
+
     #[allow(
         clippy::disallowed_methods,
         reason = "test writes into its own workspace tree"
@@ -535,14 +551,7 @@ fn finalize(
     f: &Fixture,
     create_absence: Option<&dyn CreateAbsence>,
 ) -> Result<RepositoryPatchCandidate, FinalizeError> {
-    let approved = ApprovedTurn::new(
-        &f.context,
-        &f.snapshot,
-        &f.policy,
-        create_absence,
-        f.selected.clone(),
-        &f.baseline,
-    )?;
+    let approved = f.approve(&f.snapshot, create_absence)?;
     finalize_repository_patch(&approved, &f.workspace, &f.proposal)
 }
 
@@ -608,15 +617,7 @@ fn violation_messages_are_bounded_and_escaped() {
         })
         .collect();
     let f = Fixture::standard();
-    let approved = ApprovedTurn::new(
-        &f.context,
-        &f.snapshot,
-        &f.policy,
-        None,
-        f.selected.clone(),
-        &f.baseline,
-    )
-    .unwrap();
+    let approved = f.approve(&f.snapshot, None).unwrap();
     let text = describe_violations(&approved, &many);
     assert!(text.starts_with("outside_allowlist:x0, outside_allowlist:x1"));
     assert!(text.ends_with("outside_allowlist:x19, and 5 more"));
@@ -685,15 +686,7 @@ fn a_manifest_file_outside_the_selection_is_said_to_be_not_granted() {
     let mut manifest = f.snapshot.file_manifest().clone();
     manifest.insert(p("docs/guide.md"), Sha256::of(b"guide\n"));
     let snapshot = evidence("plan-1", manifest);
-    let approved = ApprovedTurn::new(
-        &f.context,
-        &snapshot,
-        &f.policy,
-        None,
-        f.selected.clone(),
-        &f.baseline,
-    )
-    .unwrap();
+    let approved = f.approve(&snapshot, None).unwrap();
     let violations = [
         Violation {
             kind: ViolationKind::OutsideAllowlist,

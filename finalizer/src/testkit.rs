@@ -160,3 +160,33 @@ pub fn proposal(changes: &[Change<'_>]) -> StagedPatchProposal {
     }))
     .unwrap()
 }
+
+/// The candidate finalised from a staged workspace: the `selected` files of `snap` with `changes`
+/// applied, claimed by [`proposal`] of `changes`, approved under `context` and `evidence` with
+/// the default path guard and `snap` as the proof of absence.
+#[cfg(feature = "effects")]
+#[must_use]
+pub fn finalise_staged(
+    context: &snapshot::ApprovedExecutionContext,
+    evidence: &snapshot::RepositorySnapshotEvidence,
+    snap: &snapshot::GitSnapshot,
+    selected: Vec<RepoPath>,
+    changes: &[Change<'_>],
+) -> RepositoryPatchCandidate {
+    let baseline = snap.read_files(&selected).unwrap();
+    let ws_tmp = tempfile::tempdir().unwrap();
+    let ws = archive::materialize_workspace(
+        &ws_tmp.path().join("ws"),
+        &baseline,
+        &snapshot::BaselineFiles::new(),
+    )
+    .unwrap();
+    apply_changes(ws.root(), changes);
+    let policy = snapshot::DefaultPathGuard::default();
+    let approved =
+        snapshot::ApprovedTurn::new(context, evidence, &policy, Some(snap), selected, &baseline);
+    let candidate =
+        crate::finalize_repository_patch(&approved.unwrap(), &ws, &proposal(changes)).unwrap();
+    ws.cleanup().unwrap();
+    candidate
+}

@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use archive::materialize_workspace;
-use finalizer::{RepositoryPatchCandidate, finalize_repository_patch};
+use finalizer::RepositoryPatchCandidate;
+use finalizer::testkit::{finalise_staged, paths_with};
 use serde_json::{Value, json};
-use snapshot::{ApprovedTurn, BaselineFiles, DefaultPathGuard, GitSnapshot, RepoPath};
+use snapshot::{GitSnapshot, RepoPath};
 
 use crate::support::{approval, bin, git_repo, run_ok};
 
@@ -39,10 +39,6 @@ fn files() -> BTreeMap<&'static str, String> {
     FILES.iter().map(|(p, c)| (*p, (*c).to_owned())).collect()
 }
 
-fn paths_with(op: &str) -> Vec<&'static str> {
-    CHANGES.iter().filter(|c| c.1 == op).map(|c| c.0).collect()
-}
-
 /// `candidate` as pretty JSON in `candidate.json` of a fresh directory: (directory, file).
 fn written(candidate: &RepositoryPatchCandidate) -> (tempfile::TempDir, PathBuf) {
     let work = tempfile::tempdir().unwrap();
@@ -60,8 +56,8 @@ fn finalised() -> (tempfile::TempDir, String, RepositoryPatchCandidate) {
         "Edit the files.",
         &["app/"],
         &[],
-        &paths_with("create"),
-        &paths_with("delete"),
+        &paths_with(CHANGES, "create"),
+        &paths_with(CHANGES, "delete"),
     );
     let snap = GitSnapshot::load(repo.path(), &commit).unwrap();
     let evidence = snap
@@ -71,30 +67,7 @@ fn finalised() -> (tempfile::TempDir, String, RepositoryPatchCandidate) {
         .iter()
         .map(|(p, _)| RepoPath::parse(p).unwrap())
         .collect();
-    let baseline = snap.read_files(&selected).unwrap();
-    let ws_tmp = tempfile::tempdir().unwrap();
-    let ws =
-        materialize_workspace(&ws_tmp.path().join("ws"), &baseline, &BaselineFiles::new()).unwrap();
-    for (path, _, content) in CHANGES {
-        let full = ws.root().join(path);
-        match content {
-            Some(c) => std::fs::write(full, c).unwrap(),
-            None => std::fs::remove_file(full).unwrap(),
-        }
-    }
-    let changed: Vec<Value> = CHANGES
-        .iter()
-        .map(|(p, op, c)| json!({"path": p, "op": op, "content": c}))
-        .collect();
-    let proposal = serde_json::from_value(json!({
-        "proposal_id": "proposal-1", "provider_id": "synthetic", "status": "completed",
-        "changed_files": changed, "owned_paths": CHANGES.iter().map(|c| c.0).collect::<Vec<_>>(),
-    }))
-    .unwrap();
-    let policy = DefaultPathGuard::default();
-    let approved = ApprovedTurn::new(&ctx, &evidence, &policy, Some(&snap), selected, &baseline);
-    let candidate = finalize_repository_patch(&approved.unwrap(), &ws, &proposal).unwrap();
-    ws.cleanup().unwrap();
+    let candidate = finalise_staged(&ctx, &evidence, &snap, selected, CHANGES);
     (repo, commit, candidate)
 }
 

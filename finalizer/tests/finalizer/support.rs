@@ -4,12 +4,10 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use archive::materialize_workspace;
-use finalizer::testkit::{Change, apply_changes, proposal};
-use finalizer::{RepositoryPatchCandidate, finalize_repository_patch};
+use finalizer::RepositoryPatchCandidate;
+use finalizer::testkit::{Change, finalise_staged};
 use serde_json::Value;
-use snapshot::{ApprovedExecutionContext, ApprovedTurn, BaselineFiles, DefaultPathGuard};
-use snapshot::{GitSnapshot, RepoPath};
+use snapshot::{ApprovedExecutionContext, GitSnapshot, RepoPath};
 
 /// A small deterministic PRNG (xorshift64*), so failures reproduce exactly.
 pub struct Rng(u64);
@@ -150,14 +148,6 @@ pub fn finalised_with(
         .filter(|(p, _)| p.starts_with("app/"))
         .map(|(p, _)| RepoPath::parse(p).unwrap())
         .collect();
-    let baseline = snap.read_files(&selected).unwrap();
-    let ws_tmp = tempfile::tempdir().unwrap();
-    let ws =
-        materialize_workspace(&ws_tmp.path().join("ws"), &baseline, &BaselineFiles::new()).unwrap();
-    apply_changes(ws.root(), changes);
-    let policy = DefaultPathGuard::default();
-    let approved = ApprovedTurn::new(&ctx, &evidence, &policy, Some(&snap), selected, &baseline);
-    let candidate = finalize_repository_patch(&approved.unwrap(), &ws, &proposal(changes)).unwrap();
-    ws.cleanup().unwrap();
+    let candidate = finalise_staged(&ctx, &evidence, &snap, selected, changes);
     (repo, commit, candidate)
 }
