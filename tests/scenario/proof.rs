@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use container::BollardRuntime;
 use finalizer::{CandidateStore, RepositoryPatchCandidate};
@@ -118,21 +117,13 @@ pub fn assert_applies(repo: &Path, candidate: &RepositoryPatchCandidate) {
     let patch: String = candidate.changed_files().iter().map(|f| f.diff()).collect();
     let patch_file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(patch_file.path(), patch).unwrap();
-    run_ok(
-        Command::new("git")
-            .arg("-C")
-            .arg(repo)
-            .args(["apply", "--check"])
-            .arg(patch_file.path()),
+    git_text(
+        repo,
+        &["apply", "--check", patch_file.path().to_str().unwrap()],
     );
     finalizer::verify_against_repository(candidate, repo).unwrap();
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["status", "--porcelain"])
-        .output()
-        .unwrap();
-    assert!(status.stdout.is_empty(), "the repository was modified");
+    let status = git_text(repo, &["status", "--porcelain"]);
+    assert!(status.is_empty(), "the repository was modified");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

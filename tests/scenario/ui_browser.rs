@@ -296,15 +296,16 @@ fn http_sign_in(addr: SocketAddr, token: &str) -> String {
     let (status, head) = http_sign_in_answer(addr, token);
     assert_eq!(status, 303, "{head}");
     let cookie = set_cookie(&head, "__Host-pc_session").unwrap();
-    for part in [
-        "HttpOnly",
-        "SameSite=Strict",
-        "Path=/",
-        "Max-Age=",
-        "Secure",
-    ] {
-        assert!(cookie.contains(part), "{cookie}");
-    }
+    assert_contains_all(
+        cookie,
+        &[
+            "HttpOnly",
+            "SameSite=Strict",
+            "Path=/",
+            "Max-Age=",
+            "Secure",
+        ],
+    );
     assert!(!cookie.contains("Domain"), "host-only: {cookie}");
     cookie
         .split(';')
@@ -512,6 +513,7 @@ struct Review {
     big_job: String,
     retry_digest: String,
     big_digest: String,
+    clean_digest: String,
     /// The clean candidate's baseline commit and its new `src/app.py`.
     commit: String,
     after: &'static str,
@@ -586,6 +588,7 @@ impl Review {
             &hostile_text,
         );
         let clean_evidence = evidence(&clean.1, &commit, true, &[], "12 passed in 0.1s\n");
+        let clean_digest = clean.1.clone();
         let state = tempfile::tempdir().unwrap();
         let mut clean_spec = jobs::JobSpec::noop("clean", 1);
         clean_spec.repository = repo.path().display().to_string();
@@ -652,6 +655,7 @@ impl Review {
             big_job,
             retry_digest,
             big_digest: big.1,
+            clean_digest,
             commit,
             after,
             remote,
@@ -868,6 +872,93 @@ async fn the_clean_candidate_is_accepted(r: &Review, c: &Client) {
     assert_eq!(text_of(c, Locator::Id("notice")).await, "Recorded: accept.");
     assert_eq!(text_of(c, Locator::Id("review-state")).await, "accepted");
     shot(c, "08-candidate-accepted").await;
+}
+
+/// Signs the browser in with `token` (after dropping its cookies: a fresh session).
+async fn sign_in_as(r: &Review, c: &Client, token: &str) {
+    c.delete_all_cookies().await.unwrap();
+    r.goto(c, "/ui/sign-in").await;
+    type_into(c, Locator::Id("token"), token).await;
+    click(c, Locator::Css("form.sign-in button")).await;
+    assert!(path_ends_with(c, "/ui/jobs").await);
+}
+
+/// A named token created with `roles` (`tokens create NAME --role R…`); the token.
+fn token_with_roles(r: &Review, name: &str, roles: &[&str]) -> String {
+    let mut cmd = bin();
+    cmd.env("PATCH_CANDIDATE_STATE_DIR", r.state.path())
+        .args(["tokens", "create", name]);
+    for role in roles {
+        cmd.args(["--role", role]);
+    }
+    let out = run_ok(&mut cmd);
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// The page shows what the signed-in principal's roles allow, and the server refuses the rest:
+/// on the accepted clean candidate a `review`-only principal gets the decision form but no
+/// Publish button, and its publish POST (with a valid CSRF token) is refused 403
+/// `PATCH_CANDIDATE_SERVICE_FORBIDDEN`; a `submit`-only principal gets no Accept (no decision
+/// form at all) on an open candidate. The job page lists the accept in its audit trail. Ends
+/// signed in as the operator again, on the clean candidate's page.
+async fn role_limited_principals_see_only_their_buttons(r: &Review, c: &Client) {
+    let rita = token_with_roles(r, "rita", &["review"]);
+    let sam = token_with_roles(r, "sam", &["submit"]);
+    let clean = format!("/ui/jobs/{}/candidate", r.clean_job);
+
+    sign_in_as(r, c, &rita).await;
+    r.goto(c, &clean).await;
+    assert_eq!(text_of(c, Locator::Id("review-state")).await, "accepted");
+    assert!(c.find(Locator::Id("decision-form")).await.is_ok());
+    assert!(
+        c.find(Locator::Id("publish")).await.is_err(),
+        "review-only sees Publish"
+    );
+    assert!(
+        c.find(Locator::Id("force")).await.is_err(),
+        "review-only sees the override"
+    );
+    shot(c, "08a-candidate-review-only").await;
+    // The server is the check: the publish form's POST, with rita's own CSRF token, is refused.
+    let session = http_sign_in(r.addr, &rita);
+    let (_, _, page) = ui_http(r.addr, "GET", &clean, Some(&session), None);
+    let csrf = csrf_of(&String::from_utf8_lossy(&page));
+    let digest = r.clean_digest.replace(':', "%3A");
+    let (status, _, body) = ui_http(
+        r.addr,
+        "POST",
+        &format!("/ui/jobs/{}/publish", r.clean_job),
+        Some(&session),
+        Some(&format!(
+            "csrf={csrf}&candidate_digest={digest}&branch=rita-was-here"
+        )),
+    );
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("PATCH_CANDIDATE_SERVICE_FORBIDDEN"), "{body}");
+    assert!(body.contains("publish"), "{body}");
+
+    sign_in_as(r, c, &sam).await;
+    r.goto(c, &format!("/ui/jobs/{}/candidate", r.big_job))
+        .await;
+    assert!(
+        c.find(Locator::Id("accept")).await.is_err(),
+        "submit-only sees Accept"
+    );
+    assert!(c.find(Locator::Id("decision-form")).await.is_err());
+    let why = text_of(c, Locator::Id("no-decision")).await;
+    assert!(why.contains("roles do not include review"), "{why}");
+    shot(c, "08b-candidate-submit-only").await;
+
+    // The job page's audit trail names the operator's accept.
+    r.goto(c, &format!("/ui/jobs/{}", r.clean_job)).await;
+    let audit = text_of(c, Locator::Id("audit")).await;
+    assert!(audit.contains("review_accept"), "{audit}");
+    assert!(audit.contains("operator"), "{audit}");
+
+    sign_in_as(r, c, &r.token).await;
+    r.goto(c, &clean).await;
+    assert!(c.find(Locator::Id("publish")).await.is_ok());
 }
 
 /// Publishing the accepted candidate from its page lands a branch on the operator's remote: a
@@ -1140,6 +1231,7 @@ async fn docker_ui_review_in_a_real_browser() {
     the_raw_view_is_sandboxed_text(&r, &session);
     the_hostile_candidate_is_rejected_with_a_reason(&r, &c, &session).await;
     the_clean_candidate_is_accepted(&r, &c).await;
+    role_limited_principals_see_only_their_buttons(&r, &c).await;
     publishing_lands_a_branch_on_the_remote(&r, &c).await;
     a_retry_queues_a_follow_up_that_sees_the_note(&r, &c).await;
     decisions_need_the_sessions_token_and_the_current_digest(&r, &session);

@@ -51,6 +51,18 @@ pub fn json_of(out: &Output) -> serde_json::Value {
     })
 }
 
+/// Asserts that `text` contains each of `needles` (the missing one and `text` in the message).
+pub fn assert_contains_all(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+    }
+}
+
+/// Asserts that a finished command succeeded (its stderr in the message).
+pub fn assert_ok(out: &Output) {
+    assert!(out.status.success(), "{}", stderr_text(out));
+}
+
 /// Runs `cmd` to the end and asserts that it succeeded (its stderr in the message); returns its
 /// output.
 pub fn run_ok(cmd: &mut Command) -> Output {

@@ -2,13 +2,25 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use super::cli::run_ok;
 
+/// `git -C dir ARGS…`, not yet run.
+fn git_command(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(dir).args(args);
+    cmd
+}
+
+/// `git -C dir ARGS…`: its output, whether it succeeded or not.
+pub fn git_output(dir: &Path, args: &[&str]) -> Output {
+    git_command(dir, args).output().unwrap()
+}
+
 /// `git -C dir ARGS…`, which must succeed; its stdout as it is.
 pub fn git_text(dir: &Path, args: &[&str]) -> String {
-    let out = run_ok(Command::new("git").arg("-C").arg(dir).args(args));
+    let out = run_ok(&mut git_command(dir, args));
     String::from_utf8(out.stdout).unwrap()
 }
 

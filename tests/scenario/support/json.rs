@@ -12,14 +12,18 @@ pub fn field_strs<'a>(array: &'a Value, field: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// The string fields `first` and `second` of every element of the array `array`, as pairs.
+pub fn field_pairs(array: &Value, first: &str, second: &str) -> Vec<(String, String)> {
+    field_strs(array, first)
+        .into_iter()
+        .zip(field_strs(array, second))
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .collect()
+}
+
 /// A printed candidate's changed files as (path, operation), in the candidate's order.
 pub fn changed_files(doc: &Value) -> Vec<(String, String)> {
-    let files = &doc["candidate"]["changed_files"];
-    field_strs(files, "path")
-        .into_iter()
-        .zip(field_strs(files, "op"))
-        .map(|(path, op)| (path.to_owned(), op.to_owned()))
-        .collect()
+    field_pairs(&doc["candidate"]["changed_files"], "path", "op")
 }
 
 /// The message of an error document (`{"error": {"code": …, "message": …}}`).
