@@ -18,7 +18,10 @@ use super::live_args::{parse_agent, require_model};
 use super::outcome::{INPUT_CODE, IO_CODE, JOBS_NOT_FOUND_CODE};
 use super::paths::{read_text, require_dir};
 use super::plan_args::{FollowUpArgs, ImageArgs, TurnArgs, submit_help};
-use super::{CliError, Outcome};
+use super::{CliError, Outcome, render};
+
+/// The most audit entries `jobs show` lists (the job's latest acts).
+const SHOWN_AUDIT: usize = 100;
 
 /// Where the job store is.
 #[derive(Debug, Clone, Args)]
@@ -280,9 +283,27 @@ pub(crate) fn run(command: &JobsCommand) -> Result<Outcome, CliError> {
             if publication.is_some() {
                 let _ = writeln!(text, "published");
             }
+            if let Some(by) = &job.spec.submitted_by {
+                let _ = writeln!(text, "submitted by {}", render::name(by));
+            }
+            let audit = rt.block_on(store.audit_of(id.as_str(), SHOWN_AUDIT))?;
+            for a in &audit {
+                let _ = writeln!(
+                    text,
+                    "audit {}: {} by {} at {} ({})",
+                    a.seq,
+                    a.act.as_str(),
+                    render::name(&a.principal),
+                    a.at_ms,
+                    Untrusted::lines(&a.detail)
+                        .limit(jobs::MAX_AUDIT_DETAIL_BYTES)
+                        .render()
+                );
+            }
             let mut view = service::job_view_with_gates(&job, &evidence);
             if let Some(map) = view.as_object_mut() {
                 map.insert("review".to_owned(), review);
+                map.insert("audit".to_owned(), serde_json::json!(audit));
             }
             Ok(Outcome {
                 json: serde_json::json!({"job": view}),
@@ -405,6 +426,8 @@ fn submit(args: &SubmitArgs) -> Result<Outcome, CliError> {
         // Verified completely before the store is even opened.
         let mut spec = service::prepare(sub, &state, &mirrors, gates.as_ref()).await?;
         spec.follow_ups = args.follow_ups.policy();
+        // The command line opens the store itself: its acts are the operator's.
+        spec.submitted_by = Some(jobs::OPERATOR_PRINCIPAL.to_owned());
         let store = JobStore::open(args.store.database.as_deref(), &state).await?;
         Ok::<_, CliError>(store.submit(spec).await?)
     })?;

@@ -52,6 +52,14 @@ pub(crate) struct ServeArgs {
     /// Allow a non-loopback --listen address (the API still needs the bearer token).
     #[arg(long)]
     pub listen_public: bool,
+    /// The role a forced accept needs besides `review`: `submit`, `review`, `publish` or
+    /// `admin`.
+    #[arg(long, value_name = "ROLE", default_value = "admin", value_parser = super::tokens_cmd::parse_role)]
+    pub force_role: jobs::Role,
+    /// Two-person review: the principal who submitted a job may not accept its candidate (and a
+    /// job queued before roles existed, whose submitter is not recorded, cannot be accepted).
+    #[arg(long)]
+    pub two_person_review: bool,
     /// How often the claim loop asks for work when idle (a submission through the API wakes it
     /// at once).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
@@ -183,6 +191,8 @@ pub(crate) fn run(args: &ServeArgs) -> Result<Outcome, CliError> {
         gates,
         publish,
         follow_ups: args.follow_ups.policy(),
+        force_role: args.force_role,
+        two_person_review: args.two_person_review,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)

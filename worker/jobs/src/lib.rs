@@ -17,6 +17,7 @@
 //! loopback only.
 #![forbid(unsafe_code)]
 
+mod access;
 mod error;
 mod evidence;
 mod ids;
@@ -32,6 +33,9 @@ pub mod testkit;
 mod transition;
 mod wake;
 
+pub use access::{
+    AuditAct, AuditEntry, MAX_AUDIT_DETAIL_BYTES, MAX_AUDIT_LIST, Role, Roles, TokenAccess,
+};
 pub use error::{Backend, ERROR_CODES, JobsError, NOT_FOUND_CODE, Result};
 pub use evidence::EvidenceDocument;
 pub use ids::{random_attempt_id, random_job_id};

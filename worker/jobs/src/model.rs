@@ -167,6 +167,11 @@ pub struct JobSpec {
     /// submission; inherited by every follow-up of the chain). `None`: never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow_ups: Option<FollowUpPolicy>,
+    /// The principal whose submission created the job (`operator` for `jobs submit`); a
+    /// follow-up keeps its chain's. Not part of the job's identity: the same inputs submitted by
+    /// another principal find this job. `None` for jobs queued before schema version 7.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitted_by: Option<String>,
 }
 
 /// The most automatic follow-ups one chain may run.
@@ -617,6 +622,14 @@ impl JobSpec {
             }
             policy.validate()?;
         }
+        if let Some(by) = &self.submitted_by
+            && !crate::review::is_principal(by)
+        {
+            return Err(JobsError::spec(
+                "submitted_by",
+                "must be a principal: 1-64 of A-Z a-z 0-9 . _ @ -",
+            ));
+        }
         Ok(())
     }
 
@@ -705,6 +718,7 @@ impl JobSpec {
             live: None,
             follow_up: None,
             follow_ups: None,
+            submitted_by: None,
         }
     }
 }

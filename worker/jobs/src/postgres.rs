@@ -12,6 +12,7 @@ use deadpool_postgres::{
 };
 use tokio_postgres::{NoTls, Row, ToStatement};
 
+use crate::access::{AuditAct, AuditEntry, NewAuditEntry, Roles, TokenAccess, decision_act};
 use crate::error::{Backend, JobsError, Result};
 use crate::evidence::EvidenceDocument;
 use crate::model::{
@@ -24,8 +25,8 @@ use crate::review::{
 };
 use crate::rows::{
     Column, DbRow, EVENT_CANCELLED, EVENT_CLAIMED, EVENT_RETRIED, EVENT_SUBMITTED, LEASE_EXPIRED,
-    LEASE_EXPIRED_MESSAGE, SpecRow, attempt_pair, decision_row, event_row, evidence_row, first,
-    host_info, job, job_columns, pair, token_row, usage_row,
+    LEASE_EXPIRED_MESSAGE, SpecRow, attempt_pair, audit_row, decision_row, event_row, evidence_row,
+    first, host_info, job, job_columns, pair, token_access_row, token_row, usage_row,
 };
 use crate::schema::{MIGRATIONS, SCHEMA_VERSION, SELECT_STORE_ID, SELECT_VERSION, stored_store_id};
 use crate::transition::{FencedWrite, fenced_update};
@@ -844,6 +845,7 @@ impl PgStore {
             first,
         )
         .await?;
+        insert_audit(&tx, &decision_act(&id, &row, seq)?).await?;
         tx.commit().await.map_err(pg)?;
         Ok(seq)
     }
@@ -951,6 +953,7 @@ impl PgStore {
         &self,
         claim: PublicationClaim,
         record: Vec<u8>,
+        act: NewAuditEntry,
     ) -> Result<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg)?;
@@ -981,6 +984,7 @@ impl PgStore {
         )
         .await
         .map_err(pg)?;
+        insert_audit(&tx, &act).await?;
         tx.commit().await.map_err(pg)
     }
 
@@ -990,41 +994,51 @@ impl PgStore {
         one_opt(&client, sql, &[&id.as_str()], first).await
     }
 
-    pub(crate) async fn create_token(&self, name: TokenName, hash: TokenHash) -> Result<()> {
-        let client = self.client().await?;
-        let n = client
+    pub(crate) async fn create_token(
+        &self,
+        name: TokenName,
+        hash: TokenHash,
+        roles: Roles,
+        act: NewAuditEntry,
+    ) -> Result<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        let n = tx
             .execute(
                 &format!(
-                    "INSERT INTO api_tokens (name, token_sha256, created_at) VALUES ($1, $2, {NOW})
+                    "INSERT INTO api_tokens (name, token_sha256, created_at, roles, roles_migrated)
+                     VALUES ($1, $2, {NOW}, $3, FALSE)
                      ON CONFLICT DO NOTHING"
                 ),
-                &[&name.as_str(), &hash.as_str()],
+                &[&name.as_str(), &hash.as_str(), &roles.to_list()],
             )
             .await
             .map_err(pg)?;
-        if n == 1 {
-            Ok(())
-        } else {
-            Err(JobsError::Conflict {
+        if n != 1 {
+            return Err(JobsError::Conflict {
                 what: "the token name is taken (names are never reused)",
-            })
+            });
         }
+        insert_audit(&tx, &act).await?;
+        tx.commit().await.map_err(pg)
     }
 
     pub(crate) async fn tokens(&self) -> Result<Vec<TokenInfo>> {
         let client = self.client().await?;
         all(
             &client,
-            "SELECT name, created_at, revoked_at FROM api_tokens ORDER BY name",
+            "SELECT name, created_at, revoked_at, roles, roles_migrated FROM api_tokens
+             ORDER BY name",
             &[],
             token_row,
         )
         .await
     }
 
-    pub(crate) async fn revoke_token(&self, name: TokenName) -> Result<bool> {
-        let client = self.client().await?;
-        let n = client
+    pub(crate) async fn revoke_token(&self, name: TokenName, act: NewAuditEntry) -> Result<bool> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        let n = tx
             .execute(
                 &format!(
                     "UPDATE api_tokens SET revoked_at = {NOW} WHERE name = $1 AND revoked_at IS NULL"
@@ -1033,12 +1047,93 @@ impl PgStore {
             )
             .await
             .map_err(pg)?;
+        if n == 1 {
+            insert_audit(&tx, &act).await?;
+        }
+        tx.commit().await.map_err(pg)?;
         Ok(n == 1)
     }
 
-    pub(crate) async fn token_principal(&self, hash: TokenHash) -> Result<Option<String>> {
-        let client = self.client().await?;
-        let sql = "SELECT name FROM api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL";
-        one_opt(&client, sql, &[&hash.as_str()], first).await
+    pub(crate) async fn set_token_roles(
+        &self,
+        name: TokenName,
+        roles: Roles,
+        by: String,
+    ) -> Result<Option<Roles>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        // The row lock orders concurrent role changes of one token (each audits what it replaced).
+        let before: Option<String> = one_opt(
+            &tx,
+            "SELECT roles FROM api_tokens WHERE name = $1 AND revoked_at IS NULL FOR UPDATE",
+            &[&name.as_str()],
+            first,
+        )
+        .await?;
+        let Some(before) = before else {
+            return Ok(None);
+        };
+        let before = Roles::stored(&before)?;
+        tx.execute(
+            "UPDATE api_tokens SET roles = $1, roles_migrated = FALSE WHERE name = $2",
+            &[&roles.to_list(), &name.as_str()],
+        )
+        .await
+        .map_err(pg)?;
+        let act = NewAuditEntry::new(
+            &by,
+            AuditAct::TokenRoles,
+            name.as_str(),
+            format!("roles {roles} (was {before})"),
+        )?;
+        insert_audit(&tx, &act).await?;
+        tx.commit().await.map_err(pg)?;
+        Ok(Some(before))
     }
+
+    pub(crate) async fn token_access(&self, hash: TokenHash) -> Result<Option<TokenAccess>> {
+        let client = self.client().await?;
+        let sql =
+            "SELECT name, roles FROM api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL";
+        one_opt(&client, sql, &[&hash.as_str()], token_access_row).await
+    }
+
+    pub(crate) async fn audit(&self, after: i64, limit: i64) -> Result<Vec<AuditEntry>> {
+        let client = self.client().await?;
+        all(
+            &client,
+            "SELECT seq, at_ms, principal, act, subject, detail FROM audit
+             WHERE seq > $1 ORDER BY seq LIMIT $2",
+            &[&after, &limit],
+            audit_row,
+        )
+        .await
+    }
+
+    pub(crate) async fn audit_of(&self, subject: String, limit: i64) -> Result<Vec<AuditEntry>> {
+        let client = self.client().await?;
+        all(
+            &client,
+            "SELECT * FROM (SELECT seq, at_ms, principal, act, subject, detail FROM audit
+                 WHERE subject = $1 ORDER BY seq DESC LIMIT $2) AS latest
+             ORDER BY seq",
+            &[&subject, &limit],
+            audit_row,
+        )
+        .await
+    }
+}
+
+/// Appends one entry to the audit trail, inside the act's own transaction.
+async fn insert_audit(tx: &deadpool_postgres::Transaction<'_>, act: &NewAuditEntry) -> Result<()> {
+    tx.execute(
+        &format!(
+            "INSERT INTO audit (at_ms, principal, act, subject, detail)
+             VALUES ({NOW}, $1, $2, $3, $4)"
+        ),
+        &[&act.principal, &act.act.as_str(), &act.subject, &act.detail],
+    )
+    .await
+    .map_err(pg)?;
+    Ok(())
 }

@@ -28,7 +28,7 @@ pub const MAX_TOKEN_NAME_CHARS: usize = 64;
 /// The principal of the first-start token; no named token may take it.
 pub const OPERATOR_PRINCIPAL: &str = "operator";
 
-fn is_principal(text: &str) -> bool {
+pub(crate) fn is_principal(text: &str) -> bool {
     let mut chars = text.chars();
     text.len() <= MAX_TOKEN_NAME_CHARS
         && chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
@@ -403,6 +403,10 @@ pub struct TokenInfo {
     pub name: String,
     pub created_at_ms: i64,
     pub revoked_at_ms: Option<i64>,
+    pub roles: crate::access::Roles,
+    /// The token predates roles (schema version 7) and was migrated to every role; false once
+    /// its roles are set (`tokens roles`).
+    pub roles_migrated: bool,
 }
 
 #[cfg(test)]

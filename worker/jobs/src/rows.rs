@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::access::{AuditEntry, Roles, TokenAccess};
 use crate::error::{JobsError, Result};
 use crate::evidence::EvidenceDocument;
 use crate::model::{
@@ -72,6 +73,9 @@ pub(crate) struct SpecRow {
     /// Absent for every job without automatic follow-ups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     follow_ups: Option<FollowUpPolicy>,
+    /// Absent for jobs queued before schema version 7.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    submitted_by: Option<String>,
 }
 
 impl SpecRow {
@@ -89,6 +93,7 @@ impl SpecRow {
             live: spec.live.clone(),
             follow_up: spec.follow_up.clone(),
             follow_ups: spec.follow_ups,
+            submitted_by: spec.submitted_by.clone(),
         };
         serde_json::to_string(&row).map_err(|_| JobsError::spec("selections", "not encodable"))
     }
@@ -166,6 +171,7 @@ impl RawJob {
             live: row.live,
             follow_up: row.follow_up,
             follow_ups: row.follow_ups,
+            submitted_by: row.submitted_by,
             max_attempts: u32::try_from(self.max_attempts).map_err(corrupt("max_attempts"))?,
         };
         let last_error = match (self.error_code, self.error_message) {
@@ -348,11 +354,36 @@ pub(crate) fn decision_row(row: &impl DbRow) -> Result<StoredDecisionRow> {
     )
 }
 
-/// An `api_tokens` row (`name, created_at, revoked_at`).
+/// An `api_tokens` row (`name, created_at, revoked_at, roles, roles_migrated`), checked.
 pub(crate) fn token_row(row: &impl DbRow) -> Result<TokenInfo> {
+    let roles: String = row.at(3)?;
     Ok(TokenInfo {
         name: row.at(0)?,
         created_at_ms: row.at(1)?,
         revoked_at_ms: row.at(2)?,
+        roles: Roles::stored(&roles)?,
+        roles_migrated: row.at(4)?,
     })
+}
+
+/// A live token's `name, roles`, checked.
+pub(crate) fn token_access_row(row: &impl DbRow) -> Result<TokenAccess> {
+    let roles: String = row.at(1)?;
+    Ok(TokenAccess {
+        name: row.at(0)?,
+        roles: Roles::stored(&roles)?,
+    })
+}
+
+/// An `audit` row (`seq, at_ms, principal, act, subject, detail`), checked.
+pub(crate) fn audit_row(row: &impl DbRow) -> Result<AuditEntry> {
+    let act: String = row.at(3)?;
+    AuditEntry::from_row(
+        row.at(0)?,
+        row.at(1)?,
+        row.at(2)?,
+        &act,
+        row.at(4)?,
+        row.at(5)?,
+    )
 }

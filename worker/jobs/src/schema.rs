@@ -15,9 +15,13 @@
 //! Version 6 indexes each job by the job whose candidate it continues (the spec's
 //! `follow_up.supersedes_job`), so a review finds the later attempts of a chain without a scan;
 //! it adds no column and keeps every row.
+//!
+//! Version 7 gives every named token its roles (`api_tokens.roles`, the canonical list; the
+//! tokens of an older database get every role and `roles_migrated`) and adds the append-only
+//! `audit` table; it keeps every row.
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// The schema version recorded (0 before the first migration).
 pub(crate) const SELECT_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM schema_migrations";
@@ -320,6 +324,51 @@ CREATE INDEX jobs_by_parent ON jobs (json_extract(spec_json, '$.follow_up.supers
 CREATE INDEX jobs_by_parent ON jobs (((spec_json::jsonb) -> 'follow_up' ->> 'supersedes_job'));
 ",
     },
+    Migration {
+        version: 7,
+        name: "token roles, audit trail",
+        sqlite: r"
+ALTER TABLE api_tokens ADD COLUMN roles TEXT NOT NULL DEFAULT '';
+ALTER TABLE api_tokens ADD COLUMN roles_migrated INTEGER NOT NULL DEFAULT 0
+    CHECK (roles_migrated IN (0, 1));
+UPDATE api_tokens SET roles = 'submit,review,publish,admin', roles_migrated = 1;
+CREATE TABLE audit (
+    seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_ms     INTEGER NOT NULL,
+    principal TEXT NOT NULL,
+    act       TEXT NOT NULL CHECK (act IN ('token_created', 'token_revoked', 'token_roles',
+              'review_accept', 'review_reject', 'review_retry', 'review_forced_accept',
+              'published', 'policy_loaded')),
+    subject   TEXT NOT NULL,
+    detail    TEXT NOT NULL
+);
+CREATE INDEX audit_by_subject ON audit (subject, seq);
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only'); END;
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only'); END;
+",
+        postgres: r"
+ALTER TABLE api_tokens ADD COLUMN roles TEXT NOT NULL DEFAULT '';
+ALTER TABLE api_tokens ADD COLUMN roles_migrated BOOLEAN NOT NULL DEFAULT FALSE;
+UPDATE api_tokens SET roles = 'submit,review,publish,admin', roles_migrated = TRUE;
+CREATE TABLE audit (
+    seq       BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at_ms     BIGINT NOT NULL,
+    principal TEXT NOT NULL,
+    act       TEXT NOT NULL CHECK (act IN ('token_created', 'token_revoked', 'token_roles',
+              'review_accept', 'review_reject', 'review_retry', 'review_forced_accept',
+              'published', 'policy_loaded')),
+    subject   TEXT NOT NULL,
+    detail    TEXT NOT NULL
+);
+CREATE INDEX audit_by_subject ON audit (subject, seq);
+CREATE FUNCTION audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'the audit trail is append-only'; END $$;
+CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON audit
+FOR EACH ROW EXECUTE FUNCTION audit_append_only();
+",
+    },
 ];
 
 #[cfg(test)]
@@ -352,5 +401,21 @@ mod tests {
             }
         }
         assert!(seen >= 2, "the outcome CHECK was not found");
+    }
+
+    /// The audit table's act `CHECK` is exactly `AuditAct`'s wire names, on both backends.
+    #[test]
+    fn the_act_check_lists_exactly_the_audit_acts() {
+        let names: Vec<String> = crate::access::AuditAct::ALL
+            .iter()
+            .map(|a| format!("'{}'", a.as_str()))
+            .collect();
+        let m = MIGRATIONS.iter().find(|m| m.version == 7).unwrap();
+        for sql in [m.sqlite, m.postgres] {
+            let at = sql.find("CHECK (act IN (").unwrap() + "CHECK (act IN (".len();
+            let end = at + sql[at..].find("))").unwrap();
+            let listed: Vec<&str> = sql[at..end].split(',').map(str::trim).collect();
+            assert_eq!(listed, names);
+        }
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension as _, Row, TransactionBehavior, params};
 
+use crate::access::{AuditAct, AuditEntry, NewAuditEntry, Roles, TokenAccess, decision_act};
 use crate::error::{Backend, JobsError, Result};
 use crate::evidence::EvidenceDocument;
 use crate::model::{
@@ -20,8 +21,8 @@ use crate::review::{
 };
 use crate::rows::{
     Column, DbRow, EVENT_CANCELLED, EVENT_CLAIMED, EVENT_RETRIED, EVENT_SUBMITTED, LEASE_EXPIRED,
-    LEASE_EXPIRED_MESSAGE, SpecRow, attempt_pair, decision_row, event_row, evidence_row, first,
-    host_info, job, job_columns, pair, token_row, usage_row,
+    LEASE_EXPIRED_MESSAGE, SpecRow, attempt_pair, audit_row, decision_row, event_row, evidence_row,
+    first, host_info, job, job_columns, pair, token_access_row, token_row, usage_row,
 };
 use crate::schema::{MIGRATIONS, SCHEMA_VERSION, SELECT_STORE_ID, SELECT_VERSION, stored_store_id};
 use crate::transition::{FencedWrite, NewJobRow, fenced_update};
@@ -882,6 +883,7 @@ impl SqliteStore {
                     |r| r.get(0),
                 )
                 .map_err(map_err)?;
+            insert_audit(&tx, &decision_act(&id, &row, seq)?, now_unix_ms())?;
             tx.commit().map_err(map_err)?;
             Ok(seq)
         })
@@ -996,6 +998,7 @@ impl SqliteStore {
         &self,
         claim: PublicationClaim,
         record: Vec<u8>,
+        act: NewAuditEntry,
     ) -> Result<()> {
         self.run(move |conn| {
             let tx = immediate(conn)?;
@@ -1021,6 +1024,7 @@ impl SqliteStore {
                 params![id.as_str()],
             )
             .map_err(map_err)?;
+            insert_audit(&tx, &act, now_unix_ms())?;
             tx.commit().map_err(map_err)
         })
         .await
@@ -1038,22 +1042,31 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn create_token(&self, name: TokenName, hash: TokenHash) -> Result<()> {
+    pub(crate) async fn create_token(
+        &self,
+        name: TokenName,
+        hash: TokenHash,
+        roles: Roles,
+        act: NewAuditEntry,
+    ) -> Result<()> {
         self.run(move |conn| {
-            let n = conn
+            let tx = immediate(conn)?;
+            let now = now_unix_ms();
+            let n = tx
                 .execute(
-                    "INSERT INTO api_tokens (name, token_sha256, created_at) VALUES (?1, ?2, ?3)
+                    "INSERT INTO api_tokens (name, token_sha256, created_at, roles, roles_migrated)
+                     VALUES (?1, ?2, ?3, ?4, 0)
                      ON CONFLICT DO NOTHING",
-                    params![name.as_str(), hash.as_str(), now_unix_ms()],
+                    params![name.as_str(), hash.as_str(), now, roles.to_list()],
                 )
                 .map_err(map_err)?;
-            if n == 1 {
-                Ok(())
-            } else {
-                Err(JobsError::Conflict {
+            if n != 1 {
+                return Err(JobsError::Conflict {
                     what: "the token name is taken (names are never reused)",
-                })
+                });
             }
+            insert_audit(&tx, &act, now)?;
+            tx.commit().map_err(map_err)
         })
         .await
     }
@@ -1062,7 +1075,8 @@ impl SqliteStore {
         self.run(move |conn| {
             all(
                 conn,
-                "SELECT name, created_at, revoked_at FROM api_tokens ORDER BY name",
+                "SELECT name, created_at, revoked_at, roles, roles_migrated FROM api_tokens
+                 ORDER BY name",
                 [],
                 |r| token_row(r),
             )
@@ -1070,30 +1084,115 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn revoke_token(&self, name: TokenName) -> Result<bool> {
+    pub(crate) async fn revoke_token(&self, name: TokenName, act: NewAuditEntry) -> Result<bool> {
         self.run(move |conn| {
-            let n = conn
+            let tx = immediate(conn)?;
+            let now = now_unix_ms();
+            let n = tx
                 .execute(
                     "UPDATE api_tokens SET revoked_at = ?1 WHERE name = ?2 AND revoked_at IS NULL",
-                    params![now_unix_ms(), name.as_str()],
+                    params![now, name.as_str()],
                 )
                 .map_err(map_err)?;
+            if n == 1 {
+                insert_audit(&tx, &act, now)?;
+            }
+            tx.commit().map_err(map_err)?;
             Ok(n == 1)
         })
         .await
     }
 
-    pub(crate) async fn token_principal(&self, hash: TokenHash) -> Result<Option<String>> {
+    pub(crate) async fn set_token_roles(
+        &self,
+        name: TokenName,
+        roles: Roles,
+        by: String,
+    ) -> Result<Option<Roles>> {
+        self.run(move |conn| {
+            let tx = immediate(conn)?;
+            let before: Option<String> = one_opt(
+                &tx,
+                "SELECT roles FROM api_tokens WHERE name = ?1 AND revoked_at IS NULL",
+                params![name.as_str()],
+                |r| first(r),
+            )?;
+            let Some(before) = before else {
+                return Ok(None);
+            };
+            let before = Roles::stored(&before)?;
+            tx.execute(
+                "UPDATE api_tokens SET roles = ?1, roles_migrated = 0 WHERE name = ?2",
+                params![roles.to_list(), name.as_str()],
+            )
+            .map_err(map_err)?;
+            let act = NewAuditEntry::new(
+                &by,
+                AuditAct::TokenRoles,
+                name.as_str(),
+                format!("roles {roles} (was {before})"),
+            )?;
+            insert_audit(&tx, &act, now_unix_ms())?;
+            tx.commit().map_err(map_err)?;
+            Ok(Some(before))
+        })
+        .await
+    }
+
+    pub(crate) async fn token_access(&self, hash: TokenHash) -> Result<Option<TokenAccess>> {
         self.run(move |conn| {
             one_opt(
                 conn,
-                "SELECT name FROM api_tokens WHERE token_sha256 = ?1 AND revoked_at IS NULL",
+                "SELECT name, roles FROM api_tokens WHERE token_sha256 = ?1 AND revoked_at IS NULL",
                 params![hash.as_str()],
-                |r| first(r),
+                |r| token_access_row(r),
             )
         })
         .await
     }
+
+    pub(crate) async fn audit(&self, after: i64, limit: i64) -> Result<Vec<AuditEntry>> {
+        self.run(move |conn| {
+            all(
+                conn,
+                "SELECT seq, at_ms, principal, act, subject, detail FROM audit
+                 WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+                params![after, limit],
+                |r| audit_row(r),
+            )
+        })
+        .await
+    }
+
+    pub(crate) async fn audit_of(&self, subject: String, limit: i64) -> Result<Vec<AuditEntry>> {
+        self.run(move |conn| {
+            all(
+                conn,
+                "SELECT * FROM (SELECT seq, at_ms, principal, act, subject, detail FROM audit
+                     WHERE subject = ?1 ORDER BY seq DESC LIMIT ?2)
+                 ORDER BY seq",
+                params![subject, limit],
+                |r| audit_row(r),
+            )
+        })
+        .await
+    }
+}
+
+/// Appends one entry to the audit trail, inside the act's own transaction.
+fn insert_audit(conn: &Connection, act: &NewAuditEntry, now: i64) -> Result<()> {
+    conn.execute(
+        "INSERT INTO audit (at_ms, principal, act, subject, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            now,
+            act.principal,
+            act.act.as_str(),
+            act.subject,
+            act.detail
+        ],
+    )
+    .map_err(map_err)?;
+    Ok(())
 }
 
 /// What a publication step checks of job `id`, read inside its transaction.
@@ -1279,8 +1378,10 @@ mod tests {
                 .claim_publication(claim, Duration::from_secs(60))
                 .await
                 .unwrap();
+            let act = NewAuditEntry::new("alice", AuditAct::Published, id.as_str(), "b".to_owned())
+                .unwrap();
             store
-                .record_publication(claim, b"{}".to_vec())
+                .record_publication(claim, b"{}".to_vec(), act)
                 .await
                 .unwrap();
             let row = DecisionRow::new(&digest, "reject", "bob", false, 1, b"{}".to_vec()).unwrap();
@@ -1291,6 +1392,81 @@ mod tests {
             assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_PUBLISHED");
             assert_eq!(store.decisions(id).await.unwrap().len(), 1);
         });
+    }
+
+    /// A version-6 database (a live and a revoked named token) upgrades to version 7 keeping
+    /// both: each gets every role and the `roles_migrated` mark, the live one still
+    /// authenticates, setting its roles ends the mark and is audited, and the audit trail refuses
+    /// `UPDATE` and `DELETE` in the database itself.
+    #[test]
+    fn a_version_6_database_file_upgrades_its_tokens_to_every_role() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.sqlite3");
+        let (live, gone) = ("ab".repeat(32), "cd".repeat(32));
+        {
+            let conn = file_at_version(&path, 6, "00112233445566778899aabbccddeeff");
+            conn.execute(
+                "INSERT INTO api_tokens (name, token_sha256, created_at, revoked_at)
+                 VALUES ('ci', ?1, 5, NULL), ('old', ?2, 6, 9)",
+                params![live, gone],
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(&path, Duration::from_secs(5)).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
+            let tokens = store.tokens().await.unwrap();
+            assert_eq!(tokens.len(), 2);
+            for t in &tokens {
+                assert_eq!(
+                    (t.roles, t.roles_migrated),
+                    (Roles::ALL, true),
+                    "{}",
+                    t.name
+                );
+            }
+            assert_eq!(tokens[1].revoked_at_ms, Some(9));
+            let access = store
+                .token_access(TokenHash::parse(&live).unwrap())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                access,
+                TokenAccess {
+                    name: "ci".to_owned(),
+                    roles: Roles::ALL
+                }
+            );
+            let name = TokenName::parse("ci").unwrap();
+            let review = Roles::from_list(&[crate::Role::Review]).unwrap();
+            assert_eq!(
+                store
+                    .set_token_roles(name.clone(), review, "operator".to_owned())
+                    .await
+                    .unwrap(),
+                Some(Roles::ALL)
+            );
+            let tokens = store.tokens().await.unwrap();
+            assert_eq!((tokens[0].roles, tokens[0].roles_migrated), (review, false));
+            let trail = store.audit(0, 10).await.unwrap();
+            assert_eq!(trail.len(), 1);
+            assert_eq!(trail[0].act, AuditAct::TokenRoles);
+            assert_eq!(
+                trail[0].detail,
+                "roles review (was submit,review,publish,admin)"
+            );
+        });
+        drop(store);
+        let conn = Connection::open(&path).unwrap();
+        for sql in ["UPDATE audit SET principal = 'x'", "DELETE FROM audit"] {
+            let e = conn.execute(sql, []).unwrap_err();
+            assert!(e.to_string().contains("append-only"), "{sql}: {e}");
+        }
     }
 
     /// The later attempts of a job are found through `jobs_by_parent`, not by a scan: the

@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::access::{
+    AuditAct, AuditEntry, NewAuditEntry, Roles, TokenAccess, audit_limit, check_principal,
+};
 use crate::error::{JobsError, Result};
 use crate::evidence::{EvidenceDocument, check_set as check_evidence_set};
 use crate::model::{
@@ -684,7 +687,9 @@ impl JobStore {
     /// the job is completed, its candidate is the one the decision names and it is not
     /// published; returns the decision's sequence number (1, 2, …). `follow_up` is the job a
     /// retry queued. A decision recorded while a publish holds the claim is taken: it is what
-    /// that publish's record is checked against.
+    /// that publish's record is checked against. The same transaction audits it
+    /// (`review_accept`, `review_forced_accept`, `review_reject`, `review_retry` by the
+    /// decision's actor, with the digest and the sequence number).
     ///
     /// # Errors
     /// `PATCH_CANDIDATE_JOBS_NOT_FOUND`; `PATCH_CANDIDATE_JOBS_STATE` for a job that is not
@@ -766,7 +771,8 @@ impl JobStore {
     }
 
     /// Records the publication of the claim's job (the push's outcome: the publisher's record, a
-    /// JSON object), once, and releases the claim, in one transaction that checks the job is not
+    /// JSON object) on behalf of principal `by`, once, audits it (`published`) and releases the
+    /// claim, in one transaction that checks the job is not
     /// published, `claim` is still its claim (a lease that ran out and was taken over is lost),
     /// and the last decision still accepts the claim's digest (a `reject` or `retry` recorded
     /// while the push ran wins: nothing is recorded).
@@ -778,10 +784,17 @@ impl JobStore {
     pub async fn record_publication(
         &self,
         claim: &PublicationClaim,
+        by: &str,
         record: Vec<u8>,
     ) -> Result<()> {
         check_publication(&record)?;
-        dispatch!(self.record_publication(claim.clone(), record))
+        let act = NewAuditEntry::new(
+            by,
+            AuditAct::Published,
+            claim.job_id().as_str(),
+            format!("{} branch {}", claim.candidate_digest(), claim.branch()),
+        )?;
+        dispatch!(self.record_publication(claim.clone(), record, act))
     }
 
     /// The publication record of a job's candidate.
@@ -792,35 +805,85 @@ impl JobStore {
         dispatch!(self.publication(id.clone()))
     }
 
-    /// Stores a named API token by its hash (the token itself is never given to the store).
+    /// Stores a named API token by its hash (the token itself is never given to the store)
+    /// with its roles, and audits it (`token_created`, by principal `by`), in one transaction.
     ///
     /// # Errors
-    /// `PATCH_CANDIDATE_JOBS_CONFLICT` when the name was ever used; database errors.
-    pub async fn create_token(&self, name: &TokenName, hash: &TokenHash) -> Result<()> {
-        dispatch!(self.create_token(name.clone(), hash.clone()))
+    /// `PATCH_CANDIDATE_JOBS_CONFLICT` when the name was ever used; `PATCH_CANDIDATE_JOBS_INPUT`
+    /// for a malformed `by`; database errors.
+    pub async fn create_token(
+        &self,
+        name: &TokenName,
+        hash: &TokenHash,
+        roles: Roles,
+        by: &str,
+    ) -> Result<()> {
+        let act = NewAuditEntry::new(
+            by,
+            AuditAct::TokenCreated,
+            name.as_str(),
+            format!("roles {roles}"),
+        )?;
+        dispatch!(self.create_token(name.clone(), hash.clone(), roles, act))
     }
 
-    /// Every named token, by name (names and times only).
+    /// Every named token, by name (names, roles and times only).
     ///
     /// # Errors
-    /// Database errors.
+    /// Database errors; `PATCH_CANDIDATE_JOBS_CORRUPT` for stored roles that fail their check.
     pub async fn tokens(&self) -> Result<Vec<TokenInfo>> {
         dispatch!(self.tokens())
     }
 
-    /// Revokes a named token; false when no live token has the name.
+    /// Revokes a named token and audits it (`token_revoked`, by `by`) in one transaction; false
+    /// (and nothing audited) when no live token has the name.
     ///
     /// # Errors
-    /// Database errors.
-    pub async fn revoke_token(&self, name: &TokenName) -> Result<bool> {
-        dispatch!(self.revoke_token(name.clone()))
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed `by`; database errors.
+    pub async fn revoke_token(&self, name: &TokenName, by: &str) -> Result<bool> {
+        let act = NewAuditEntry::new(by, AuditAct::TokenRevoked, name.as_str(), String::new())?;
+        dispatch!(self.revoke_token(name.clone(), act))
     }
 
-    /// The principal (name) of the live token with this hash.
+    /// Sets a live named token's roles (which also ends its `roles_migrated` mark) and audits it
+    /// (`token_roles`, by `by`, naming the new and the previous roles) in one transaction;
+    /// returns the previous roles, `None` (nothing written) when no live token has the name.
     ///
     /// # Errors
-    /// Database errors.
-    pub async fn token_principal(&self, hash: &TokenHash) -> Result<Option<String>> {
-        dispatch!(self.token_principal(hash.clone()))
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed `by`; database errors.
+    pub async fn set_token_roles(
+        &self,
+        name: &TokenName,
+        roles: Roles,
+        by: &str,
+    ) -> Result<Option<Roles>> {
+        check_principal("principal", by)?;
+        dispatch!(self.set_token_roles(name.clone(), roles, by.to_owned()))
+    }
+
+    /// The principal (name) and roles of the live token with this hash.
+    ///
+    /// # Errors
+    /// Database errors; `PATCH_CANDIDATE_JOBS_CORRUPT` for stored roles that fail their check.
+    pub async fn token_access(&self, hash: &TokenHash) -> Result<Option<TokenAccess>> {
+        dispatch!(self.token_access(hash.clone()))
+    }
+
+    /// The audit trail after entry `after` (0: from the start), oldest first, at most `limit`
+    /// entries (1 to [`crate::MAX_AUDIT_LIST`]); page on with the last entry's `seq`.
+    ///
+    /// # Errors
+    /// Database errors; `PATCH_CANDIDATE_JOBS_CORRUPT` for a row that fails its checks.
+    pub async fn audit(&self, after: i64, limit: usize) -> Result<Vec<AuditEntry>> {
+        dispatch!(self.audit(after, audit_limit(limit)))
+    }
+
+    /// The latest `limit` audit entries about `subject` (a job id or a token name), oldest
+    /// first.
+    ///
+    /// # Errors
+    /// Database errors; `PATCH_CANDIDATE_JOBS_CORRUPT` for a row that fails its checks.
+    pub async fn audit_of(&self, subject: &str, limit: usize) -> Result<Vec<AuditEntry>> {
+        dispatch!(self.audit_of(subject.to_owned(), audit_limit(limit)))
     }
 }

@@ -88,6 +88,16 @@ pub enum ServiceError {
     )]
     #[coded(environment)]
     GatesUnavailable,
+    /// The caller's principal lacks the role the route or act needs (the role is named, never
+    /// the token).
+    #[error(
+        "PATCH_CANDIDATE_SERVICE_FORBIDDEN: this needs the role '{role}', which the caller does not hold"
+    )]
+    Forbidden { role: jobs::Role },
+    /// Two-person review (`serve --two-person-review`): the principal who submitted the job may
+    /// not accept its candidate, and a job without a recorded submitter cannot be accepted.
+    #[error("PATCH_CANDIDATE_SERVICE_TWO_PERSON: {detail} (serve --two-person-review)")]
+    TwoPerson { detail: &'static str },
     /// A gate's host-side failure (tree, cache, Docker around the run), unchanged.
     #[error(transparent)]
     Gate(#[from] gate::GateError),
@@ -133,6 +143,10 @@ mod tests {
             ServiceError::LiveModel,
             ServiceError::LiveAgent,
             ServiceError::GatesUnavailable,
+            ServiceError::Forbidden {
+                role: jobs::Role::Admin,
+            },
+            ServiceError::TwoPerson { detail: "x" },
             ServiceError::Gate(gate::GateError::Runner),
             ServiceError::Gateway(gateway::GatewaySetupError::Tls),
             ServiceError::Snapshot(snapshot::SnapshotError::ContextVersion),

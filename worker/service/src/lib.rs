@@ -96,6 +96,11 @@ pub struct ServeOptions {
     /// Automatic follow-ups (`--max-follow-ups`): stored with every job this host accepts, so
     /// whichever host runs a job continues it within these bounds; `None`: never.
     pub follow_ups: Option<jobs::FollowUpPolicy>,
+    /// The role a forced accept needs besides `review` (`--force-role`, default `admin`).
+    pub force_role: jobs::Role,
+    /// Two-person review (`--two-person-review`): the principal who submitted a job may not
+    /// accept its candidate.
+    pub two_person_review: bool,
 }
 
 /// The claim loop's phase.

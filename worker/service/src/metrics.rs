@@ -30,7 +30,7 @@ const OUTCOMES: [(AttemptOutcome, &str); 7] = [
 ];
 
 /// The API's route templates (what a request is counted under).
-pub const ROUTES: [&str; 11] = [
+pub const ROUTES: [&str; 12] = [
     "healthz",
     "readyz",
     "metrics",
@@ -41,6 +41,7 @@ pub const ROUTES: [&str; 11] = [
     "job_candidate",
     "job_review",
     "job_publish",
+    "audit",
     "other",
 ];
 /// Review decisions, by kind (the counter's `decision` label).

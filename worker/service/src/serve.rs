@@ -221,9 +221,34 @@ async fn start_up(
         backend = sh.store.backend_name(),
         max_turns,
         live = sh.opts.live.is_some(),
+        two_person_review = sh.opts.two_person_review,
+        force_role = sh.opts.force_role.as_str(),
         "serving"
     );
+    warn_migrated_tokens(&sh.store).await;
     Ok(Some(Started { sh, _lock: lock }))
+}
+
+/// Logs `PATCH_CANDIDATE_SERVICE_TOKENS_MIGRATED` (a warning) when live named tokens still
+/// carry every role because they predate roles (schema version 7), with how many: each should
+/// get the roles it needs (`patch-candidate tokens roles NAME --role …`).
+async fn warn_migrated_tokens(store: &jobs::JobStore) {
+    match store.tokens().await {
+        Ok(tokens) => {
+            let migrated = tokens
+                .iter()
+                .filter(|t| t.roles_migrated && t.revoked_at_ms.is_none())
+                .count();
+            if migrated > 0 {
+                tracing::warn!(
+                    code = "PATCH_CANDIDATE_SERVICE_TOKENS_MIGRATED",
+                    tokens = migrated,
+                    "named tokens from before roles carry every role; set each one's roles with `tokens roles NAME --role ...`"
+                );
+            }
+        }
+        Err(e) => tracing::warn!(code = e.code(), "the named tokens could not be listed"),
+    }
 }
 
 /// Claims into every free slot, then waits for a poll tick, a wake-up (a submission), a finished

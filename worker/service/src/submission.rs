@@ -432,6 +432,8 @@ pub async fn prepare(
         live: sub.live,
         follow_up: None,
         follow_ups: None,
+        // The front end names who submits (the API's caller, `operator` for `jobs submit`).
+        submitted_by: None,
         approval_json,
     })
 }

@@ -19,7 +19,7 @@ pub use headers::{COMMON, CSP_REPORT_PATH, PAGE_CSP, RAW_CSP, STYLESHEET};
 pub use session::{FAILURE_WINDOW, SESSION_LIFETIME, Session, Sessions, SignInForm};
 pub use text::Shown;
 pub use views::{
-    CandidatePage, ChainItem, DecisionItem, EventItem, FileItem, FindingItem, GateItem, JobItem,
-    JobPage, JobsPage, LONG_CHARS, MAX_PAGE_DIFF_BYTES, MessagePage, PAGE_SIZE, SignInPage,
-    SignedIn, StateCount, lines, short, utc,
+    AuditItem, CandidatePage, ChainItem, DecisionItem, EventItem, FileItem, FindingItem, GateItem,
+    JobItem, JobPage, JobsPage, LONG_CHARS, MAX_PAGE_DIFF_BYTES, MessagePage, PAGE_SIZE,
+    SignInPage, SignedIn, StateCount, lines, short, utc,
 };

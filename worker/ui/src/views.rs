@@ -152,6 +152,17 @@ pub struct DecisionItem {
     pub forced: bool,
 }
 
+/// One entry of the audit trail (the acts about a job, on its page).
+#[derive(Debug)]
+pub struct AuditItem {
+    pub seq: i64,
+    pub at: String,
+    pub principal: Shown,
+    /// The act's wire name (a closed set).
+    pub act: &'static str,
+    pub detail: Shown,
+}
+
 /// One attempt of a job's chain (the job page lists them, oldest first).
 #[derive(Debug)]
 pub struct ChainItem {
@@ -195,6 +206,10 @@ pub struct JobPage {
     pub publication: Vec<Shown>,
     /// The attempts of the job's chain, oldest first; empty when the job is alone.
     pub chain: Vec<ChainItem>,
+    /// The principal whose submission created the job (its chain's), when recorded.
+    pub submitted_by: Option<Shown>,
+    /// The latest privileged acts about the job (decisions, publication), oldest first.
+    pub audit: Vec<AuditItem>,
 }
 
 /// One redacted policy finding.
@@ -269,6 +284,8 @@ pub struct CandidatePage {
     pub csrf: String,
     pub actions: Vec<&'static str>,
     pub can_decide: bool,
+    /// The signed-in principal may force an accept (`serve --force-role`): the override box.
+    pub can_force: bool,
     pub can_publish: bool,
     pub published: Vec<Shown>,
     pub decisions: Vec<DecisionItem>,

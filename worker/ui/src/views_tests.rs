@@ -76,6 +76,7 @@ fn page(split: bool) -> CandidatePage {
         csrf: "t".into(),
         actions: vec!["accept_forced"],
         can_decide: true,
+        can_force: true,
         can_publish: true,
         published: vec![],
         decisions: vec![DecisionItem {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobs::{
-    Fenced, Heartbeat, JobSpec, JobState, JobStore, JobsError, Retry, random_attempt_id,
-    random_job_id, testkit::PrivateCluster,
+    AuditAct, Fenced, Heartbeat, JobSpec, JobState, JobStore, JobsError, Retry, Role, Roles,
+    random_attempt_id, random_job_id, testkit::PrivateCluster,
 };
 use pretty_assertions::assert_eq;
 use vocab::{HostId, JobId, StoreId};
@@ -1830,7 +1830,7 @@ async fn record_branch(
     branch: &str,
 ) -> jobs::Result<()> {
     let record = format!(r#"{{"branch":"{branch}"}}"#).into_bytes();
-    store.record_publication(claim, record).await
+    store.record_publication(claim, "carol", record).await
 }
 
 /// Raw SQL on the store's database, as a second client would send it.
@@ -1977,7 +1977,7 @@ pub async fn a_publication_is_recorded_once(store: &JobStore, location: &Locatio
         (&id, "b", &h)
     );
     let e = store
-        .record_publication(&claim, b"[]".to_vec())
+        .record_publication(&claim, "carol", b"[]".to_vec())
         .await
         .unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_INPUT");
@@ -2142,7 +2142,9 @@ pub async fn two_hosts_racing_a_publication_record_exactly_one(
                 // The push takes a moment.
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 let record = serde_json::to_vec(&serde_json::json!({"branch": branch})).unwrap();
-                h.record_publication(&claim, record).await.map(|()| branch)
+                h.record_publication(&claim, "carol", record)
+                    .await
+                    .map(|()| branch)
             }));
         }
         let mut recorded = Vec::new();
@@ -2167,32 +2169,223 @@ pub async fn two_hosts_racing_a_publication_record_exactly_one(
     }
 }
 
-/// Named tokens: stored by hash, one live principal per hash, revocable, names never reused.
+/// Named tokens: stored by hash with their roles, one live principal per hash, revocable,
+/// names never reused.
 pub async fn named_tokens_are_hashed_and_revocable(store: &JobStore, location: &Location) {
     let name = jobs::TokenName::parse("ci-bot").unwrap();
     let hash = jobs::TokenHash::parse(&"ab".repeat(32)).unwrap();
-    store.create_token(&name, &hash).await.unwrap();
+    let submit = Roles::from_list(&[Role::Submit]).unwrap();
+    store
+        .create_token(&name, &hash, submit, "operator")
+        .await
+        .unwrap();
     let e = store
-        .create_token(&name, &jobs::TokenHash::parse(&"cd".repeat(32)).unwrap())
+        .create_token(
+            &name,
+            &jobs::TokenHash::parse(&"cd".repeat(32)).unwrap(),
+            submit,
+            "operator",
+        )
         .await
         .unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_CONFLICT");
     let again = location.open().await;
     assert_eq!(
-        again.token_principal(&hash).await.unwrap().as_deref(),
-        Some("ci-bot")
+        again.token_access(&hash).await.unwrap(),
+        Some(jobs::TokenAccess {
+            name: "ci-bot".to_owned(),
+            roles: submit
+        })
     );
     let unknown = jobs::TokenHash::parse(&"ef".repeat(32)).unwrap();
-    assert_eq!(again.token_principal(&unknown).await.unwrap(), None);
+    assert_eq!(again.token_access(&unknown).await.unwrap(), None);
     let listed = store.tokens().await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].name, "ci-bot");
     assert_eq!(listed[0].revoked_at_ms, None);
-    assert!(store.revoke_token(&name).await.unwrap());
-    assert!(!store.revoke_token(&name).await.unwrap());
-    assert_eq!(again.token_principal(&hash).await.unwrap(), None);
+    assert_eq!((listed[0].roles, listed[0].roles_migrated), (submit, false));
+    assert!(store.revoke_token(&name, "operator").await.unwrap());
+    assert!(!store.revoke_token(&name, "operator").await.unwrap());
+    assert_eq!(again.token_access(&hash).await.unwrap(), None);
     assert!(store.tokens().await.unwrap()[0].revoked_at_ms.is_some());
+    // A revoked token's roles cannot be set.
+    assert_eq!(
+        store
+            .set_token_roles(&name, Roles::ALL, "operator")
+            .await
+            .unwrap(),
+        None
+    );
     // A revoked name is not reused.
-    let e = store.create_token(&name, &unknown).await.unwrap_err();
+    let e = store
+        .create_token(&name, &unknown, submit, "operator")
+        .await
+        .unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_CONFLICT");
+    // Create and the first revoke were audited; the refused acts were not.
+    let acts: Vec<_> = store
+        .audit(0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.principal, e.act, e.subject, e.detail))
+        .collect();
+    assert_eq!(
+        acts,
+        vec![
+            (
+                "operator".to_owned(),
+                AuditAct::TokenCreated,
+                "ci-bot".to_owned(),
+                "roles submit".to_owned()
+            ),
+            (
+                "operator".to_owned(),
+                AuditAct::TokenRevoked,
+                "ci-bot".to_owned(),
+                String::new()
+            ),
+        ]
+    );
+}
+
+/// A token's roles: created with any set (none included), changed by `set_token_roles` (seen at
+/// once by another handle's lookup), each change audited with the new and the previous roles;
+/// a malformed principal writes nothing.
+pub async fn token_roles_change_and_are_audited(store: &JobStore, location: &Location) {
+    let name = jobs::TokenName::parse("rev").unwrap();
+    let hash = jobs::TokenHash::parse(&"12".repeat(32)).unwrap();
+    store
+        .create_token(&name, &hash, Roles::NONE, "operator")
+        .await
+        .unwrap();
+    let other = location.open().await;
+    assert_eq!(
+        other.token_access(&hash).await.unwrap().unwrap().roles,
+        Roles::NONE
+    );
+    let review_publish = Roles::from_list(&[Role::Review, Role::Publish]).unwrap();
+    let before = store
+        .set_token_roles(&name, review_publish, "admin-1")
+        .await
+        .unwrap();
+    assert_eq!(before, Some(Roles::NONE));
+    assert_eq!(
+        other.token_access(&hash).await.unwrap().unwrap().roles,
+        review_publish
+    );
+    let e = store
+        .set_token_roles(&name, Roles::ALL, "not a principal")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_INPUT");
+    let e = store
+        .create_token(
+            &jobs::TokenName::parse("x").unwrap(),
+            &jobs::TokenHash::parse(&"34".repeat(32)).unwrap(),
+            Roles::ALL,
+            "",
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_INPUT");
+    assert_eq!(store.tokens().await.unwrap().len(), 1);
+    let trail = other.audit(0, 100).await.unwrap();
+    let details: Vec<(&str, AuditAct, &str)> = trail
+        .iter()
+        .map(|e| (e.principal.as_str(), e.act, e.detail.as_str()))
+        .collect();
+    assert_eq!(
+        details,
+        vec![
+            ("operator", AuditAct::TokenCreated, "roles none"),
+            (
+                "admin-1",
+                AuditAct::TokenRoles,
+                "roles review,publish (was none)"
+            ),
+        ]
+    );
+    assert!(trail.windows(2).all(|w| w[0].seq < w[1].seq));
+}
+
+/// Every decision and the publication are audited in their own transaction, by their
+/// principal, with the job as subject; refused ones are not. The trail pages by `seq`, and
+/// `audit_of` returns the latest acts of one subject, oldest first.
+pub async fn decisions_and_publications_are_audited(store: &JobStore, location: &Location) {
+    let id = completed_with(store, "audited", 7).await;
+    decide(store, &id, 7, "reject", "alice").await.unwrap();
+    store
+        .record_decision(&id, decision_row(7, "accept", "bob", true), None)
+        .await
+        .unwrap();
+    // Refused: another digest. Nothing audited.
+    assert!(decide(store, &id, 8, "accept", "bob").await.is_err());
+    let claim = claim_as(store, &id, 7, "h1", "feature", LONG)
+        .await
+        .unwrap();
+    record_branch(store, &claim, "feature").await.unwrap();
+    assert!(decide(store, &id, 7, "reject", "alice").await.is_err());
+    let other = location.open().await;
+    let acts: Vec<(String, AuditAct, String)> = other
+        .audit_of(id.as_str(), 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.principal, e.act, e.detail))
+        .collect();
+    assert_eq!(
+        acts,
+        vec![
+            (
+                "alice".to_owned(),
+                AuditAct::Reject,
+                format!("{} seq 1", digest(7))
+            ),
+            (
+                "bob".to_owned(),
+                AuditAct::ForcedAccept,
+                format!("{} seq 2", digest(7))
+            ),
+            (
+                "carol".to_owned(),
+                AuditAct::Published,
+                format!("{} branch feature", digest(7))
+            ),
+        ]
+    );
+    // The latest two, oldest first; paging through the whole trail by seq.
+    let latest = other.audit_of(id.as_str(), 2).await.unwrap();
+    assert_eq!(
+        latest.iter().map(|e| e.act).collect::<Vec<_>>(),
+        vec![AuditAct::ForcedAccept, AuditAct::Published]
+    );
+    let first = other.audit(0, 2).await.unwrap();
+    let rest = other.audit(first[1].seq, 1000).await.unwrap();
+    assert_eq!(first.len() + rest.len(), 3);
+    assert_eq!(rest[0].act, AuditAct::Published);
+    assert!(other.audit_of("job_none", 10).await.unwrap().is_empty());
+}
+
+/// The submitter is kept with the job (checked like a principal), inherited by a copy of the
+/// spec, and not part of the job's identity.
+pub async fn the_submitter_is_kept_and_not_part_of_the_key(store: &JobStore, _: &Location) {
+    let mut spec = JobSpec::noop("by-alice", 1);
+    spec.submitted_by = Some("alice".to_owned());
+    let (job, created) = store.submit(spec.clone()).await.unwrap();
+    assert!(created);
+    assert_eq!(job.spec.submitted_by.as_deref(), Some("alice"));
+    let mut by_bob = spec.clone();
+    by_bob.submitted_by = Some("bob".to_owned());
+    assert_eq!(by_bob.idempotency_key(), spec.idempotency_key());
+    let (same, created) = store.submit(by_bob).await.unwrap();
+    assert!(!created);
+    assert_eq!(same.id, job.id);
+    assert_eq!(same.spec.submitted_by.as_deref(), Some("alice"));
+    let mut bad = JobSpec::noop("bad-submitter", 1);
+    bad.submitted_by = Some("a b".to_owned());
+    let e = store.submit(bad).await.unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_SPEC");
+    let read = store.get(&job.id).await.unwrap().unwrap();
+    assert_eq!(read.spec.submitted_by.as_deref(), Some("alice"));
 }

@@ -106,6 +106,9 @@ conformance!(
     no_decision_after_a_publication,
     two_hosts_racing_a_publication_record_exactly_one,
     named_tokens_are_hashed_and_revocable,
+    token_roles_change_and_are_audited,
+    decisions_and_publications_are_audited,
+    the_submitter_is_kept_and_not_part_of_the_key,
 );
 
 /// Fresh databases opened by several handles at once.

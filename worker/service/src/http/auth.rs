@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq as _;
@@ -62,16 +62,23 @@ pub fn load_or_create_token(state: &Path) -> Result<Vec<u8>, ServiceError> {
 }
 
 /// Requires `Authorization: Bearer <token>`: the first-start token (compared in constant time)
-/// is the principal `operator`; any other token is looked up by its SHA-256 among the live
-/// named tokens of the job store. The principal rides in the request's extensions.
+/// is the principal `operator` with every role; any other token is looked up by its SHA-256
+/// among the live named tokens of the job store, with its roles. The caller rides in the
+/// request's extensions; a caller without the role the route needs ([`required_role`]) is
+/// refused with 403 `PATCH_CANDIDATE_SERVICE_FORBIDDEN` before the handler runs.
 pub(super) async fn require_token(
     State(sh): State<Arc<Shared>>,
     mut request: Request,
     next: Next,
 ) -> Response {
     match authenticate(&sh, request.headers()).await {
-        Ok(Some(principal)) => {
-            request.extensions_mut().insert(Caller(principal));
+        Ok(Some(caller)) => {
+            if let Some(role) = required_role(request.method(), request.uri().path())
+                && let Err(e) = caller.require(role)
+            {
+                return ApiError::from(e).into_response();
+            }
+            request.extensions_mut().insert(caller);
             next.run(request).await
         }
         Ok(None) => unauthorized().into_response(),
@@ -79,18 +86,66 @@ pub(super) async fn require_token(
     }
 }
 
-/// The authenticated principal of a request.
-#[derive(Clone, Debug)]
-pub(crate) struct Caller(pub(crate) review::Principal);
+/// The role a call of the API needs, by method and path (the route table of docs/SERVICE.md,
+/// "Roles"); `None`: any authenticated principal (the reads). A path this table does not know
+/// needs `admin`, so a route added without an entry is closed rather than open.
+pub(super) fn required_role(method: &Method, path: &str) -> Option<jobs::Role> {
+    use jobs::Role;
+    let segments: Vec<&str> = path.split('/').collect();
+    match (method.as_str(), segments.as_slice()) {
+        ("GET" | "HEAD", ["", "metrics"] | ["", "v1", "jobs"] | ["", "v1", "jobs", _])
+        | (
+            "GET" | "HEAD",
+            ["", "v1", "jobs", _, "candidate" | "review"]
+            | ["", "v1", "jobs", _, "review", "attempt-diff"],
+        ) => None,
+        ("POST", ["", "v1", "jobs"] | ["", "v1", "jobs", _, "cancel" | "retry"]) => {
+            Some(Role::Submit)
+        }
+        ("POST", ["", "v1", "jobs", _, "review"]) => Some(Role::Review),
+        ("POST", ["", "v1", "jobs", _, "publish"]) => Some(Role::Publish),
+        ("GET" | "HEAD", ["", "v1", "audit"]) => Some(Role::Admin),
+        _ => Some(Role::Admin),
+    }
+}
 
-/// The principal of the request's bearer token, `None` when it has none or an unknown or
-/// revoked one.
+/// The authenticated caller of a request: its principal and roles.
+#[derive(Clone, Debug)]
+pub(crate) struct Caller {
+    pub(crate) principal: review::Principal,
+    pub(crate) roles: jobs::Roles,
+}
+
+impl Caller {
+    /// The first-start token's caller: `operator`, every role.
+    fn operator() -> Option<Self> {
+        Some(Self {
+            principal: review::Principal::parse(jobs::OPERATOR_PRINCIPAL).ok()?,
+            roles: jobs::Roles::ALL,
+        })
+    }
+
+    /// `Ok` when the caller holds `role`.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_SERVICE_FORBIDDEN` naming the role.
+    pub(crate) fn require(&self, role: jobs::Role) -> Result<(), ServiceError> {
+        if self.roles.contains(role) {
+            Ok(())
+        } else {
+            Err(ServiceError::Forbidden { role })
+        }
+    }
+}
+
+/// The caller of the request's bearer token, `None` when it has none or an unknown or revoked
+/// one.
 pub(super) async fn authenticate(
     sh: &Shared,
     headers: &HeaderMap,
-) -> Result<Option<review::Principal>, jobs::JobsError> {
+) -> Result<Option<Caller>, jobs::JobsError> {
     if authorized(headers, &sh.token) {
-        return Ok(review::Principal::parse(jobs::OPERATOR_PRINCIPAL).ok());
+        return Ok(Caller::operator());
     }
     let Some(given) = headers
         .get(header::AUTHORIZATION)
@@ -98,33 +153,51 @@ pub(super) async fn authenticate(
     else {
         return Ok(None);
     };
-    named_token_principal(sh, given).await
+    named_token_caller(sh, given).await
 }
 
-/// The principal of a token given in a request (the bearer token, or the UI's sign-in form):
-/// the first-start token is `operator`, any other is looked up by its SHA-256 among the live
-/// named tokens.
-pub(crate) async fn token_principal(
+/// The caller of a token given in a request (the bearer token, or the UI's sign-in form): the
+/// first-start token is `operator` with every role, any other is looked up by its SHA-256
+/// among the live named tokens.
+pub(crate) async fn token_caller(
     sh: &Shared,
     given: &[u8],
-) -> Result<Option<review::Principal>, jobs::JobsError> {
+) -> Result<Option<Caller>, jobs::JobsError> {
     if given.len() == sh.token.len() && bool::from(given.ct_eq(&sh.token)) {
-        return Ok(review::Principal::parse(jobs::OPERATOR_PRINCIPAL).ok());
+        return Ok(Caller::operator());
     }
-    named_token_principal(sh, given).await
+    named_token_caller(sh, given).await
 }
 
-pub(super) async fn named_token_principal(
+pub(super) async fn named_token_caller(
     sh: &Shared,
     given: &[u8],
-) -> Result<Option<review::Principal>, jobs::JobsError> {
+) -> Result<Option<Caller>, jobs::JobsError> {
     if !(32..=256).contains(&given.len()) || !given.iter().all(u8::is_ascii_alphanumeric) {
         return Ok(None);
     }
     // The lookup is by hash: equality of SHA-256 digests reveals nothing usable about a token.
     let hash = jobs::TokenHash::parse(&vocab::sha256_bare_hex(given))?;
-    let name = sh.store.token_principal(&hash).await?;
-    Ok(name.and_then(|n| review::Principal::parse(&n).ok()))
+    named_hash_caller(sh, &hash).await
+}
+
+/// The caller of the live named token with SHA-256 `hash` (a UI session keeps the hash).
+pub(crate) async fn named_hash_caller(
+    sh: &Shared,
+    hash: &jobs::TokenHash,
+) -> Result<Option<Caller>, jobs::JobsError> {
+    let access = sh.store.token_access(hash).await?;
+    Ok(access.and_then(|a| {
+        Some(Caller {
+            principal: review::Principal::parse(&a.name).ok()?,
+            roles: a.roles,
+        })
+    }))
+}
+
+/// The caller of the first-start token (a UI session signed in with it).
+pub(crate) fn operator_caller() -> Option<Caller> {
+    Caller::operator()
 }
 
 /// A new named token: 256 random bits as 64 hex digits (shown once), and the hash the store

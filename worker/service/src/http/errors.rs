@@ -108,6 +108,7 @@ impl ApiStatus for ServiceError {
     fn api_status(&self) -> StatusCode {
         match self {
             Self::Jobs(e) => e.api_status(),
+            Self::Forbidden { .. } | Self::TwoPerson { .. } => StatusCode::FORBIDDEN,
             _ => class_status(self.class()),
         }
     }

@@ -47,9 +47,11 @@ pub(super) async fn metrics(State(sh): State<Arc<Shared>>) -> Response {
 
 pub(super) async fn submit(
     State(sh): State<Arc<Shared>>,
+    axum::Extension(caller): axum::Extension<Caller>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult {
+    caller.require(jobs::Role::Submit)?;
     let sub: Submission = json_body(&headers, body).await?;
     let mut spec = prepare(
         sub,
@@ -59,6 +61,7 @@ pub(super) async fn submit(
     )
     .await?;
     spec.follow_ups = sh.opts.follow_ups;
+    spec.submitted_by = Some(caller.principal.as_str().to_owned());
     let (job, created) = sh.store.submit(spec).await?;
     sh.wake.notify_one();
     tracing::info!(code = "PATCH_CANDIDATE_JOB_SUBMITTED", job = %job.id, created, "submitted");
@@ -121,12 +124,14 @@ pub(super) async fn show(
             let decisions = sh.store.decisions(&id).await?;
             let publication = sh.store.publication(&id).await?;
             let later = sh.store.later_attempt(&id).await?.map(|j| j.id);
+            let audit = sh.store.audit_of(id.as_str(), MAX_JOB_AUDIT).await?;
             let mut view = job_view_with_gates(&job, &evidence);
             if let Some(map) = view.as_object_mut() {
                 map.insert(
                     "review".to_owned(),
                     review_summary(&decisions, publication.as_deref(), later.as_ref()),
                 );
+                map.insert("audit".to_owned(), serde_json::json!(audit));
             }
             Ok(axum::Json(serde_json::json!({"job": view})).into_response())
         }
@@ -136,6 +141,38 @@ pub(super) async fn show(
             "PATCH_CANDIDATE_JOBS_NOT_FOUND: no such job",
         )),
     }
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AuditQuery {
+    after: Option<i64>,
+    limit: Option<usize>,
+}
+
+/// `GET /v1/audit?after=SEQ&limit=N`: the audit trail after entry `after` (default 0), oldest
+/// first, at most `limit` entries (default 100, at most 1000); the next page starts after the
+/// last entry's `seq`. Needs `admin` (the route table).
+pub(super) async fn audit(State(sh): State<Arc<Shared>>, request: Request) -> ApiResult {
+    let query = request.uri().query().unwrap_or_default();
+    let q: AuditQuery = serde_urlencoded::from_str(query)
+        .ok()
+        .filter(|q: &AuditQuery| q.after.is_none_or(|a| a >= 0))
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "PATCH_CANDIDATE_SERVICE_QUERY",
+                "PATCH_CANDIDATE_SERVICE_QUERY: expected ?after=SEQ&limit=N (SEQ at least 0)",
+            )
+        })?;
+    let limit = q.limit.unwrap_or(100).clamp(1, jobs::MAX_AUDIT_LIST);
+    let entries = sh.store.audit(q.after.unwrap_or(0), limit).await?;
+    let next_after = entries.last().map(|e| e.seq);
+    Ok(axum::Json(serde_json::json!({
+        "audit": entries,
+        "next_after": next_after,
+    }))
+    .into_response())
 }
 
 pub(super) async fn cancel(

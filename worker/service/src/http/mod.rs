@@ -36,6 +36,8 @@ pub use views::{job_view, job_view_with_gates, review_summary};
 const MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
 /// Most jobs one list returns.
 const MAX_LIST: usize = 1000;
+/// Most audit entries a job's view carries (its latest acts).
+pub(crate) const MAX_JOB_AUDIT: usize = 100;
 #[cfg(test)]
 mod tests {
     use super::routing::*;
@@ -72,6 +74,9 @@ mod tests {
             | "PATCH_CANDIDATE_PUBLISH_BRANCH_EXISTS"
             | "PATCH_CANDIDATE_PUBLISH_REBASE_CONFLICT"
             | "PATCH_CANDIDATE_PUBLISH_REGATE_FAILED" => StatusCode::CONFLICT,
+            "PATCH_CANDIDATE_SERVICE_FORBIDDEN" | "PATCH_CANDIDATE_SERVICE_TWO_PERSON" => {
+                StatusCode::FORBIDDEN
+            }
             "PATCH_CANDIDATE_REVIEW_REASON_REQUIRED"
             | "PATCH_CANDIDATE_REVIEW_REASON"
             | "PATCH_CANDIDATE_REVIEW_INPUT"
@@ -215,6 +220,10 @@ mod tests {
         assert_documented(gate::GateError::Runner);
         assert_documented(ServiceError::Repository { detail: "x" });
         assert_documented(ServiceError::Locked);
+        assert_documented(ServiceError::Forbidden {
+            role: jobs::Role::Publish,
+        });
+        assert_documented(ServiceError::TwoPerson { detail: "x" });
         assert_documented(ServiceError::Finalize(snapshot_usage()));
     }
 
@@ -333,6 +342,56 @@ mod tests {
             call(addr, "GET", "/readyz", None).await,
             (200, "ready".to_owned())
         );
+    }
+
+    /// The route table of docs/SERVICE.md ("Roles"): reads need no role, submissions and
+    /// their cancel and re-queue `submit`, decisions `review`, publication `publish`, the audit
+    /// trail and any path the table does not know `admin`.
+    #[test]
+    fn every_route_needs_its_documented_role() {
+        use axum::http::Method;
+        use jobs::Role;
+        let id = "job_00000000000000000000000000000000";
+        let table = [
+            (Method::GET, "/metrics".to_owned(), None),
+            (Method::GET, "/v1/jobs".to_owned(), None),
+            (Method::GET, format!("/v1/jobs/{id}"), None),
+            (Method::GET, format!("/v1/jobs/{id}/candidate"), None),
+            (Method::GET, format!("/v1/jobs/{id}/review"), None),
+            (
+                Method::GET,
+                format!("/v1/jobs/{id}/review/attempt-diff"),
+                None,
+            ),
+            (Method::POST, "/v1/jobs".to_owned(), Some(Role::Submit)),
+            (
+                Method::POST,
+                format!("/v1/jobs/{id}/cancel"),
+                Some(Role::Submit),
+            ),
+            (
+                Method::POST,
+                format!("/v1/jobs/{id}/retry"),
+                Some(Role::Submit),
+            ),
+            (
+                Method::POST,
+                format!("/v1/jobs/{id}/review"),
+                Some(Role::Review),
+            ),
+            (
+                Method::POST,
+                format!("/v1/jobs/{id}/publish"),
+                Some(Role::Publish),
+            ),
+            (Method::GET, "/v1/audit".to_owned(), Some(Role::Admin)),
+            (Method::GET, "/v1/tokens".to_owned(), Some(Role::Admin)),
+            (Method::DELETE, format!("/v1/jobs/{id}"), Some(Role::Admin)),
+            (Method::POST, "/metrics".to_owned(), Some(Role::Admin)),
+        ];
+        for (method, path, role) in table {
+            assert_eq!(required_role(&method, &path), role, "{method} {path}");
+        }
     }
 
     #[test]

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use vocab::JobId;
 
-use super::super::ApiError;
 use super::super::review_api::{self, PublishBody};
+use super::super::{ApiError, Caller};
 use super::PublishForm;
 use crate::Shared;
 
@@ -23,7 +23,7 @@ pub(crate) fn configured(sh: &Shared) -> bool {
 pub(crate) async fn publish(
     sh: &Arc<Shared>,
     id: &JobId,
-    principal: &str,
+    caller: &Caller,
     form: &PublishForm,
 ) -> Result<(), ApiError> {
     if form.branch.trim().is_empty() {
@@ -39,8 +39,7 @@ pub(crate) async fn publish(
         base: None,
         rebase: false,
     };
-    let principal = review::Principal::parse(principal)?;
-    review_api::publish(sh, id, &principal, &body).await?;
+    review_api::publish(sh, id, caller, &body).await?;
     tracing::info!(code = "PATCH_CANDIDATE_UI_PUBLISHED", job = %id, "published from the review UI");
     Ok(())
 }

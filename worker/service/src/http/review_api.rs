@@ -297,23 +297,89 @@ pub(crate) struct Decided {
     pub follow_up: Option<JobId>,
 }
 
-/// Records `request` for job `id`'s candidate on behalf of `principal`, under the review rules
-/// ([`review::decide`]): refused for another digest, an `accept` refused without passing gates
-/// and a clean policy unless forced with a reason.
+/// Who may record `request` on `job`: the `review` role; for a forced accept also the role
+/// `serve --force-role` names (`admin` by default); under `serve --two-person-review`, an accept
+/// (forced or not) only by another principal than the job's submitter.
 ///
 /// # Errors
-/// The review crate's refusals; `PATCH_CANDIDATE_JOBS_NOT_FOUND` without a candidate; store
-/// errors.
+/// `PATCH_CANDIDATE_SERVICE_FORBIDDEN` naming the missing role;
+/// `PATCH_CANDIDATE_SERVICE_TWO_PERSON`.
+pub(crate) fn may_decide(
+    opts: &crate::ServeOptions,
+    caller: &Caller,
+    job: &jobs::Job,
+    decision: review::Decision,
+    force: bool,
+) -> Result<(), crate::ServiceError> {
+    may_decide_under(
+        (opts.force_role, opts.two_person_review),
+        caller,
+        job.spec.submitted_by.as_deref(),
+        decision,
+        force,
+    )
+}
+
+/// [`may_decide`] under `(force_role, two_person_review)` for a job submitted by
+/// `submitted_by`.
+fn may_decide_under(
+    (force_role, two_person_review): (jobs::Role, bool),
+    caller: &Caller,
+    submitted_by: Option<&str>,
+    decision: review::Decision,
+    force: bool,
+) -> Result<(), crate::ServiceError> {
+    caller.require(jobs::Role::Review)?;
+    if decision != review::Decision::Accept {
+        return Ok(());
+    }
+    if force {
+        caller.require(force_role)?;
+    }
+    if two_person_review {
+        match submitted_by {
+            Some(by) if by == caller.principal.as_str() => {
+                return Err(crate::ServiceError::TwoPerson {
+                    detail: "the principal who submitted the job may not accept its candidate",
+                });
+            }
+            Some(_) => {}
+            None => {
+                return Err(crate::ServiceError::TwoPerson {
+                    detail: "the job has no recorded submitter (queued before schema version 7), so no one may accept it",
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Records `request` for job `id`'s candidate on behalf of `caller`, once [`may_decide`]
+/// allows it, under the review rules ([`review::decide`]): refused for another digest, an
+/// `accept` refused without passing gates and a clean policy unless forced with a reason. The
+/// store audits the decision in the same transaction.
+///
+/// # Errors
+/// `PATCH_CANDIDATE_SERVICE_FORBIDDEN`, `PATCH_CANDIDATE_SERVICE_TWO_PERSON`; the review crate's
+/// refusals; `PATCH_CANDIDATE_JOBS_NOT_FOUND` without a candidate; store errors.
 pub(crate) async fn decide(
     sh: &Shared,
     id: &JobId,
-    principal: review::Principal,
+    caller: &Caller,
     request: &review::DecisionRequest,
 ) -> Result<Decided, ApiError> {
+    caller.require(jobs::Role::Review)?;
     let context = review_context(sh, id).await?;
+    may_decide(
+        &sh.opts,
+        caller,
+        &context.job,
+        request.decision,
+        request.force,
+    )?;
     let actor = review::Actor {
         kind: review::ActorKind::ApiToken,
-        principal,
+        principal: caller.principal.clone(),
     };
     let record = review::decide(&context.facts, request, actor, vocab::now_unix_ms())?;
     let row = jobs::DecisionRow::new(
@@ -384,7 +450,7 @@ pub(crate) async fn decide(
 
 async fn review_decide(
     State(sh): State<Arc<Shared>>,
-    axum::Extension(Caller(principal)): axum::Extension<Caller>,
+    axum::Extension(caller): axum::Extension<Caller>,
     JobJson { id, body }: JobJson<DecisionBody>,
 ) -> ApiResult {
     let request = review::DecisionRequest {
@@ -397,7 +463,7 @@ async fn review_decide(
             .transpose()?,
         force: body.force,
     };
-    let decided = decide(&sh, &id, principal, &request).await?;
+    let decided = decide(&sh, &id, &caller, &request).await?;
     let context = review_context(&sh, &id).await?;
     Ok((
         StatusCode::CREATED,
@@ -549,7 +615,11 @@ struct PublishJob {
 /// holds the pushed commit). The publish runs in a task of its own, holding this host's
 /// publication lock and the claim: a client that goes away does not stop it or release either.
 ///
+/// The caller needs the `publish` role; the store audits the publication in the transaction
+/// that records it.
+///
 /// # Errors
+/// `PATCH_CANDIDATE_SERVICE_FORBIDDEN`;
 /// `PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED`; `PATCH_CANDIDATE_REVIEW_DIGEST_MISMATCH`,
 /// `…_NOT_ACCEPTED`, `…_PUBLISHED`; `PATCH_CANDIDATE_JOBS_PUBLISHING`, `…_NOT_ACCEPTED`,
 /// `…_PUBLISHED`, `…_CLAIM_LOST`; the publish crate's codes (`…_BASE_MOVED`,
@@ -557,9 +627,11 @@ struct PublishJob {
 pub(crate) async fn publish(
     sh: &Arc<Shared>,
     id: &JobId,
-    principal: &review::Principal,
+    caller: &Caller,
     body: &PublishBody,
 ) -> Result<publish::PublicationRecord, ApiError> {
+    caller.require(jobs::Role::Publish)?;
+    let principal = &caller.principal;
     let Some(target) = sh.opts.publish.clone() else {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -733,7 +805,11 @@ async fn push_under_claim(
     // branch nor a released claim lets a second publish push another one.
     let mut tries = 0;
     loop {
-        match sh.store.record_publication(claim, bytes.clone()).await {
+        match sh
+            .store
+            .record_publication(claim, job.principal.as_str(), bytes.clone())
+            .await
+        {
             Ok(()) => break,
             Err(e) if e.is_environment() && tries < RECORD_RETRIES => {
                 tries += 1;
@@ -809,10 +885,10 @@ async fn not_recorded(
 
 async fn publish_candidate(
     State(sh): State<Arc<Shared>>,
-    axum::Extension(Caller(principal)): axum::Extension<Caller>,
+    axum::Extension(caller): axum::Extension<Caller>,
     JobJson { id, body }: JobJson<PublishBody>,
 ) -> ApiResult {
-    let record = publish(&sh, &id, &principal, &body).await?;
+    let record = publish(&sh, &id, &caller, &body).await?;
     let context = review_context(&sh, &id).await?;
     Ok((
         StatusCode::CREATED,
@@ -831,4 +907,101 @@ pub(crate) fn routes() -> axum::Router<Arc<Shared>> {
         .route("/v1/jobs/{id}/review", get(review_show).post(review_decide))
         .route("/v1/jobs/{id}/review/attempt-diff", get(attempt_diff_show))
         .route("/v1/jobs/{id}/publish", post(publish_candidate))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jobs::{Role, Roles};
+    use review::Decision::{Accept, Reject, Retry};
+
+    fn caller(name: &str, roles: &[Role]) -> Caller {
+        Caller {
+            principal: review::Principal::parse(name).unwrap(),
+            roles: Roles::from_list(roles).unwrap(),
+        }
+    }
+
+    fn code(r: Result<(), crate::ServiceError>) -> Option<String> {
+        r.err().map(|e| vocab::Coded::code(&e).to_owned())
+    }
+
+    /// Deciding needs `review`; forcing an accept also the force role; the two-person rule
+    /// refuses the submitter's accept (forced or not) and an unrecorded submitter, never a
+    /// reject or a retry.
+    #[test]
+    fn decisions_need_review_forced_accepts_the_force_role_and_two_persons() {
+        let forbidden = Some("PATCH_CANDIDATE_SERVICE_FORBIDDEN".to_owned());
+        let two = Some("PATCH_CANDIDATE_SERVICE_TWO_PERSON".to_owned());
+        let submit = caller("sam", &[Role::Submit]);
+        let reviewer = caller("rita", &[Role::Review]);
+        let admin = caller("ada", &[Role::Review, Role::Admin]);
+        let rules = (Role::Admin, false);
+        for d in [Accept, Reject, Retry] {
+            assert_eq!(
+                code(may_decide_under(rules, &submit, Some("x"), d, false)),
+                forbidden
+            );
+            assert_eq!(
+                code(may_decide_under(rules, &reviewer, Some("x"), d, false)),
+                None
+            );
+        }
+        assert_eq!(
+            code(may_decide_under(rules, &reviewer, None, Accept, true)),
+            forbidden
+        );
+        assert_eq!(
+            code(may_decide_under(rules, &admin, None, Accept, true)),
+            None
+        );
+        // The operator names another role for forced accepts.
+        assert_eq!(
+            code(may_decide_under(
+                (Role::Review, false),
+                &reviewer,
+                None,
+                Accept,
+                true
+            )),
+            None
+        );
+        let rules = (Role::Admin, true);
+        assert_eq!(
+            code(may_decide_under(
+                rules,
+                &reviewer,
+                Some("rita"),
+                Accept,
+                false
+            )),
+            two
+        );
+        assert_eq!(
+            code(may_decide_under(rules, &admin, Some("ada"), Accept, true)),
+            two
+        );
+        assert_eq!(
+            code(may_decide_under(rules, &reviewer, None, Accept, false)),
+            two
+        );
+        assert_eq!(
+            code(may_decide_under(
+                rules,
+                &reviewer,
+                Some("sam"),
+                Accept,
+                false
+            )),
+            None
+        );
+        for d in [Reject, Retry] {
+            assert_eq!(
+                code(may_decide_under(rules, &reviewer, Some("rita"), d, false)),
+                None
+            );
+        }
+        let e = may_decide_under(rules, &submit, Some("sam"), Accept, false).unwrap_err();
+        assert!(e.to_string().contains("'review'"), "{e}");
+    }
 }

@@ -25,6 +25,7 @@ pub(super) fn route_name(path: &str) -> &'static str {
             "job_review"
         }
         ["", "v1", "jobs", _, "publish"] => "job_publish",
+        ["", "v1", "audit"] => "audit",
         ["", "ui", ..] => "ui",
         _ => "other",
     }
@@ -40,6 +41,7 @@ pub(crate) fn router(sh: Arc<Shared>) -> Router {
         .route("/v1/jobs/{id}/cancel", post(cancel))
         .route("/v1/jobs/{id}/retry", post(retry))
         .route("/v1/jobs/{id}/candidate", get(candidate))
+        .route("/v1/audit", get(audit))
         .merge(review_api::routes())
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&sh),

@@ -29,7 +29,7 @@ use ui::{Sessions, Shown};
 use vocab::JobId;
 
 use super::review_api::{self, ReviewContext, attempt_diff, review_context};
-use super::{ApiError, token_principal};
+use super::{ApiError, Caller, named_hash_caller, operator_caller, token_caller};
 use crate::Shared;
 
 #[path = "publish_ui.rs"]
@@ -220,30 +220,27 @@ fn cookie_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
         })
 }
 
-/// The signed-in session of a request: its cookie names a live session whose token is still
-/// valid (a revoked named token ends its sessions at their next request).
-async fn session(ui: &UiState, headers: &HeaderMap) -> Option<ui::Session> {
+/// The signed-in session of a request and its caller: its cookie names a live session whose
+/// token is still valid (a revoked named token ends its sessions at their next request), with
+/// the token's roles as they are now (a role change applies at the next request).
+async fn session(ui: &UiState, headers: &HeaderMap) -> Option<(ui::Session, Caller)> {
     let s = ui.sessions.get(cookie_value(headers, COOKIE)?)?;
-    let still = if s.principal == jobs::OPERATOR_PRINCIPAL {
-        s.credential == vocab::sha256_bare_hex(&ui.sh.token)
+    let caller = if s.principal == jobs::OPERATOR_PRINCIPAL {
+        (s.credential == vocab::sha256_bare_hex(&ui.sh.token))
+            .then(operator_caller)
+            .flatten()
     } else {
         match jobs::TokenHash::parse(&s.credential) {
-            Ok(hash) => ui
-                .sh
-                .store
-                .token_principal(&hash)
-                .await
-                .ok()
-                .flatten()
-                .is_some_and(|p| p == s.principal),
-            Err(_) => false,
+            Ok(hash) => named_hash_caller(&ui.sh, &hash).await.ok().flatten(),
+            Err(_) => None,
         }
     };
-    if still {
-        Some(s)
-    } else {
-        ui.sessions.remove(&s.id);
-        None
+    match caller.filter(|c| c.principal.as_str() == s.principal) {
+        Some(caller) => Some((s, caller)),
+        None => {
+            ui.sessions.remove(&s.id);
+            None
+        }
     }
 }
 
@@ -395,8 +392,8 @@ async fn sign_in(State(ui): St, request: Request) -> Response {
     }
     let throttled = ui.sessions.sign_in_throttled(client).err();
     let token = f.token.trim().as_bytes();
-    let principal = match token_principal(&ui.sh, token).await {
-        Ok(Some(p)) => p,
+    let principal = match token_caller(&ui.sh, token).await {
+        Ok(Some(c)) => c.principal,
         Ok(None) => {
             ui.sessions.sign_in_failed(client);
             return match throttled {
@@ -483,7 +480,7 @@ async fn sign_out(State(ui): St, headers: HeaderMap, body: Body) -> Response {
         );
         r
     };
-    let Some(s) = session(&ui, &headers).await else {
+    let Some((s, _)) = session(&ui, &headers).await else {
         return signed_out();
     };
     let checked = match form::<SignOutForm>(&headers, body).await {
@@ -546,7 +543,7 @@ fn job_item(job: &Job) -> ui::JobItem {
 }
 
 async fn jobs_page(State(ui): St, headers: HeaderMap, request: Request) -> Response {
-    let Some(s) = session(&ui, &headers).await else {
+    let Some((s, _)) = session(&ui, &headers).await else {
         return signed_out_redirect();
     };
     let q: JobsQuery =
@@ -719,7 +716,7 @@ async fn job_page(
     headers: HeaderMap,
     id: Result<UrlPath<String>, PathRejection>,
 ) -> Response {
-    let Some(s) = session(&ui, &headers).await else {
+    let Some((s, _)) = session(&ui, &headers).await else {
         return signed_out_redirect();
     };
     let Some(id) = parse_id(id) else {
@@ -734,9 +731,10 @@ async fn job_page(
         let evidence = sh.store.evidence(&id).await?;
         let decisions = sh.store.decisions(&id).await?;
         let publication = sh.store.publication(&id).await?;
-        Ok::<_, jobs::JobsError>(Some((job, events, evidence, decisions, publication)))
+        let audit = sh.store.audit_of(id.as_str(), super::MAX_JOB_AUDIT).await?;
+        Ok::<_, jobs::JobsError>(Some((job, events, evidence, decisions, publication, audit)))
     };
-    let (job, events, evidence, decisions, publication) = match loaded.await {
+    let (job, events, evidence, decisions, publication, audit) = match loaded.await {
         Ok(Some(x)) => x,
         Ok(None) => return not_found(&s),
         Err(e) => return api_error(&s, &ApiError::from(e), None),
@@ -800,6 +798,17 @@ async fn job_page(
         decisions: decision_items(&history),
         publication: publication_lines(publication.as_ref()),
         chain,
+        submitted_by: job.spec.submitted_by.as_deref().map(ui::short),
+        audit: audit
+            .iter()
+            .map(|a| ui::AuditItem {
+                seq: a.seq,
+                at: ui::utc(a.at_ms),
+                principal: ui::short(&a.principal),
+                act: a.act.as_str(),
+                detail: ui::short(&a.detail),
+            })
+            .collect(),
     };
     html(StatusCode::OK, view.render())
 }
@@ -884,7 +893,7 @@ fn wire<T: serde::Serialize>(v: &T) -> String {
 #[expect(clippy::too_many_lines, reason = "one view model, field by field")]
 async fn render_candidate(
     ui: &UiState,
-    s: &ui::Session,
+    (s, caller): (&ui::Session, &Caller),
     id: &JobId,
     context: &ReviewContext,
     opts: ui::DiffOptions,
@@ -951,12 +960,26 @@ async fn render_candidate(
         format!("{base}?{}", q.join("&"))
     };
     let actions = package.available_actions.clone();
-    let can_decide = actions
-        .iter()
-        .any(|a| matches!(*a, "accept" | "accept_forced" | "reject" | "retry"));
-    let can_accept = actions
-        .iter()
-        .any(|a| matches!(*a, "accept" | "accept_forced"));
+    // What the caller may do is what the server allows ([`review_api::may_decide`], the
+    // `publish` role); the actions check it again when a form is posted.
+    let reviewer = caller.roles.contains(jobs::Role::Review);
+    let can_decide = reviewer
+        && actions
+            .iter()
+            .any(|a| matches!(*a, "accept" | "accept_forced" | "reject" | "retry"));
+    let may_accept = |force: bool| {
+        review_api::may_decide(
+            &ui.sh.opts,
+            caller,
+            &context.job,
+            review::Decision::Accept,
+            force,
+        )
+        .is_ok()
+    };
+    let can_accept = (actions.contains(&"accept") && may_accept(false))
+        || (actions.contains(&"accept_forced") && may_accept(true));
+    let can_force = reviewer && caller.roles.contains(ui.sh.opts.force_role);
     let accepted = matches!(package.review_state, review::ReviewState::Accepted)
         && package.superseded_by.is_none();
     let view = ui::CandidatePage {
@@ -997,7 +1020,11 @@ async fn render_candidate(
         csrf: ui.sessions.csrf_token(s, &digest),
         actions,
         can_decide,
-        can_publish: accepted && context.publication.is_none() && publish_ui::configured(&ui.sh),
+        can_force,
+        can_publish: accepted
+            && context.publication.is_none()
+            && publish_ui::configured(&ui.sh)
+            && caller.roles.contains(jobs::Role::Publish),
         published: publication_lines(context.publication.as_ref()),
         decisions: decision_items(&context.history),
         supersedes: context
@@ -1096,7 +1123,7 @@ async fn candidate_page(
     id: Result<UrlPath<String>, PathRejection>,
     request: Request,
 ) -> Response {
-    let Some(s) = session(&ui, &headers).await else {
+    let Some((s, caller)) = session(&ui, &headers).await else {
         return signed_out_redirect();
     };
     let Some(id) = parse_id(id) else {
@@ -1120,7 +1147,7 @@ async fn candidate_page(
     };
     render_candidate(
         &ui,
-        &s,
+        (&s, &caller),
         &id,
         &context,
         diff_options(&q),
@@ -1135,7 +1162,7 @@ async fn raw_diff(
     headers: HeaderMap,
     UrlPath((id, n)): UrlPath<(String, String)>,
 ) -> Response {
-    let Some(s) = session(&ui, &headers).await else {
+    let Some((s, _)) = session(&ui, &headers).await else {
         return signed_out_redirect();
     };
     let (Ok(id), Ok(n)) = (JobId::parse(&id), n.parse::<usize>()) else {
@@ -1182,12 +1209,12 @@ struct DecisionForm {
     force: Option<String>,
 }
 
-/// Records a decision through the service's one decision action ([`review_api::decide`]), with
-/// the session's principal (`api_token`: the session stands for the token).
+/// Records a decision through the service's one decision action ([`review_api::decide`], which
+/// checks the roles), with the session's caller (`api_token`: the session stands for the token).
 async fn record_decision(
     sh: &Shared,
     id: &JobId,
-    principal: &str,
+    caller: &Caller,
     f: &DecisionForm,
 ) -> Result<(), ApiError> {
     let named = review_api::named_digest(&f.candidate_digest)?;
@@ -1200,8 +1227,7 @@ async fn record_decision(
             .transpose()?,
         force: f.force.as_deref() == Some("true"),
     };
-    let decided =
-        review_api::decide(sh, id, review::Principal::parse(principal)?, &request).await?;
+    let decided = review_api::decide(sh, id, caller, &request).await?;
     tracing::info!(
         code = "PATCH_CANDIDATE_UI_DECISION",
         job = %id,
@@ -1229,13 +1255,13 @@ fn csrf_refused(s: &ui::Session, id: &JobId) -> Response {
 trait CandidateForm: serde::de::DeserializeOwned {
     fn csrf(&self) -> &str;
     fn candidate_digest(&self) -> &str;
-    /// Carries the action out for `principal`; `Ok` is the notice the candidate page then shows
-    /// (its `done`).
+    /// Carries the action out for `caller` (the service's one action checks its roles); `Ok`
+    /// is the notice the candidate page then shows (its `done`).
     fn act(
         &self,
         sh: &Arc<Shared>,
         id: &JobId,
-        principal: &str,
+        caller: &Caller,
     ) -> impl Future<Output = Result<&'static str, ApiError>> + Send;
 }
 
@@ -1250,9 +1276,9 @@ impl CandidateForm for DecisionForm {
         &self,
         sh: &Arc<Shared>,
         id: &JobId,
-        principal: &str,
+        caller: &Caller,
     ) -> Result<&'static str, ApiError> {
-        record_decision(sh, id, principal, self).await?;
+        record_decision(sh, id, caller, self).await?;
         Ok(match self.decision.as_str() {
             "accept" => "accept",
             "reject" => "reject",
@@ -1272,9 +1298,9 @@ impl CandidateForm for PublishForm {
         &self,
         sh: &Arc<Shared>,
         id: &JobId,
-        principal: &str,
+        caller: &Caller,
     ) -> Result<&'static str, ApiError> {
-        publish_ui::publish(sh, id, principal, self).await?;
+        publish_ui::publish(sh, id, caller, self).await?;
         Ok("publish")
     }
 }
@@ -1287,8 +1313,8 @@ async fn checked_post<F: CandidateForm>(
     headers: &HeaderMap,
     id: Result<UrlPath<String>, PathRejection>,
     body: Body,
-) -> Result<(ui::Session, JobId, F), Response> {
-    let Some(s) = session(ui, headers).await else {
+) -> Result<(ui::Session, Caller, JobId, F), Response> {
+    let Some((s, caller)) = session(ui, headers).await else {
         return Err(signed_out_post());
     };
     let Some(id) = parse_id(id) else {
@@ -1314,17 +1340,23 @@ async fn checked_post<F: CandidateForm>(
     {
         return Err(csrf_refused(&s, &id));
     }
-    Ok((s, id, f))
+    Ok((s, caller, id, f))
 }
 
 /// A refused action: the candidate page again with the refusal on it (or the error page when
 /// the candidate cannot be shown).
-async fn refused_action(ui: &UiState, s: &ui::Session, id: &JobId, e: &ApiError) -> Response {
+async fn refused_action(
+    ui: &UiState,
+    s: &ui::Session,
+    caller: &Caller,
+    id: &JobId,
+    e: &ApiError,
+) -> Response {
     match review_context(&ui.sh, id).await {
         Ok(context) => {
             render_candidate(
                 ui,
-                s,
+                (s, caller),
                 id,
                 &context,
                 ui::DiffOptions {
@@ -1348,16 +1380,16 @@ async fn candidate_action<F: CandidateForm>(
     id: Result<UrlPath<String>, PathRejection>,
     body: Body,
 ) -> Response {
-    let (s, id, f) = match checked_post::<F>(&ui, &headers, id, body).await {
+    let (s, caller, id, f) = match checked_post::<F>(&ui, &headers, id, body).await {
         Ok(checked) => checked,
         Err(refused) => return refused,
     };
-    match f.act(&ui.sh, &id, &s.principal).await {
+    match f.act(&ui.sh, &id, &caller).await {
         Ok(done) => see_other(&format!(
             "/ui/jobs/{}/candidate?done={done}#notice",
             id.as_str()
         )),
-        Err(e) => refused_action(&ui, &s, &id, &e).await,
+        Err(e) => refused_action(&ui, &s, &caller, &id, &e).await,
     }
 }
 
