@@ -1,7 +1,7 @@
 //! The pull request against a scripted forge speaking GitHub's and Gitea's documented shapes,
 //! and the hostile answers.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt as _;
 use std::sync::mpsc;
@@ -11,7 +11,7 @@ use publish::{
     BranchName, ForgeEndpoint, ForgeKind, PublicationRecord, PublishError, open_pull_request,
 };
 
-use crate::support::{AGENT_MARKER, secret};
+use crate::support::{AGENT_MARKER, RequestHead, read_request_head, secret};
 
 /// One request as the scripted forge saw it.
 #[derive(Debug)]
@@ -39,22 +39,11 @@ fn scripted_forge(status: u16, body: Vec<u8>) -> (u16, mpsc::Receiver<Seen>) {
     std::thread::spawn(move || {
         let (stream, _) = listener.accept().unwrap();
         let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        let mut parts = line.split_whitespace();
-        let method = parts.next().unwrap().to_owned();
-        let path = parts.next().unwrap().to_owned();
-        let mut headers = Vec::new();
-        loop {
-            let mut h = String::new();
-            reader.read_line(&mut h).unwrap();
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            let (n, v) = h.split_once(':').unwrap();
-            headers.push((n.trim().to_ascii_lowercase(), v.trim().to_owned()));
-        }
+        let RequestHead {
+            method,
+            target: path,
+            headers,
+        } = read_request_head(&mut reader).unwrap();
         let len: usize = headers
             .iter()
             .find(|(n, _)| n == "content-length")

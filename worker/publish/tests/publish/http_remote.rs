@@ -55,6 +55,35 @@ fn scan_proc(needle: &[u8]) -> Scan {
     scan
 }
 
+/// A request to publish the fixture's candidate to `branch` of the server's `remote.git`.
+fn served_request(server: &GitHttpServer, branch: &str) -> Request {
+    Request::new(Remote::parse(&server.url("remote.git")).unwrap(), branch)
+}
+
+/// [`served_request`] with the credential file `name` (private, in the fixture's directory)
+/// holding `content`.
+fn with_credential_file(
+    fx: &Fixture,
+    server: &GitHttpServer,
+    branch: &str,
+    name: &str,
+    content: &str,
+) -> Request {
+    let file = fx.tmp.path().join(name);
+    write_private(&file, content);
+    let mut request = served_request(server, branch);
+    request.credential = CredentialSource::file(&file);
+    request
+}
+
+/// Asserts that the remote's `branch` is at `commit`.
+fn assert_branch_at(fx: &Fixture, branch: &str, commit: &str) {
+    assert_eq!(
+        fx.remote_refs().get(&format!("refs/heads/{branch}")),
+        Some(&commit.to_owned())
+    );
+}
+
 fn served_fixture(server_credentials: &str) -> (Fixture, GitHttpServer) {
     let fx = Fixture::new();
     let creds = fx.tmp.path().join("server-credentials");
@@ -68,13 +97,13 @@ fn publishes_over_http_with_a_credential_file_never_visible_in_any_process() {
     let password = secret("http-password");
     let (fx, server) = served_fixture(&format!("publisher:{password}\n"));
     let before = hash_tree(&fx.user);
-    let client_creds = fx.tmp.path().join("client-credentials");
-    write_private(&client_creds, &format!("publisher:{password}\n"));
-    let mut request = Request::new(
-        Remote::parse(&server.url("remote.git")).unwrap(),
+    let request = with_credential_file(
+        &fx,
+        &server,
         "candidate/http",
+        "client-credentials",
+        &format!("publisher:{password}\n"),
     );
-    request.credential = CredentialSource::file(&client_creds);
 
     server.hold_next_push();
     let done = AtomicBool::new(false);
@@ -129,10 +158,7 @@ fn publishes_over_http_with_a_credential_file_never_visible_in_any_process() {
     assert!(record.created);
     assert_eq!(record.remote, server.url("remote.git"));
     assert!(!record.remote.contains(&password));
-    assert_eq!(
-        fx.remote_refs().get("refs/heads/candidate/http"),
-        Some(&record.commit_id)
-    );
+    assert_branch_at(&fx, "candidate/http", &record.commit_id);
     assert_eq!(
         git(
             &fx.remote_dir,
@@ -152,21 +178,18 @@ fn publishes_over_http_with_a_credential_file_never_visible_in_any_process() {
 fn a_token_alone_is_sent_as_the_password_of_the_token_user() {
     let token = secret("http-token");
     let (fx, server) = served_fixture(&format!("x-access-token:{token}\n"));
-    let client_creds = fx.tmp.path().join("token");
-    write_private(&client_creds, &format!("{token}\n"));
-    let mut request = Request::new(
-        Remote::parse(&server.url("remote.git")).unwrap(),
+    let request = with_credential_file(
+        &fx,
+        &server,
         "candidate/token",
+        "token",
+        &format!("{token}\n"),
     );
-    request.credential = CredentialSource::file(&client_creds);
     let mut req = request.build(&fx, None);
     // The baseline comes from the HTTP remote too.
     req.source = None;
     let record = publish(&req).unwrap();
-    assert_eq!(
-        fx.remote_refs().get("refs/heads/candidate/token"),
-        Some(&record.commit_id)
-    );
+    assert_branch_at(&fx, "candidate/token", &record.commit_id);
 }
 
 #[test]
@@ -176,12 +199,11 @@ fn a_wrong_or_missing_credential_is_an_auth_refusal_that_quotes_nothing() {
     let wrong = secret("wrong");
     let client_creds = fx.tmp.path().join("wrong");
     write_private(&client_creds, &format!("publisher:{wrong}\n"));
-    let remote = Remote::parse(&server.url("remote.git")).unwrap();
     for credential in [
         CredentialSource::file(&client_creds),
         CredentialSource::None,
     ] {
-        let mut request = Request::new(remote.clone(), "candidate/denied");
+        let mut request = served_request(&server, "candidate/denied");
         request.credential = credential;
         let err = publish(&request.build(&fx, None)).unwrap_err();
         assert_eq!(err.code(), "PATCH_CANDIDATE_PUBLISH_AUTH");
@@ -203,17 +225,11 @@ fn an_operator_named_credential_helper_is_used() {
         &store,
         &format!("http://publisher:{password}@127.0.0.1:{}\n", server.port),
     );
-    let mut request = Request::new(
-        Remote::parse(&server.url("remote.git")).unwrap(),
-        "candidate/helper",
-    );
+    let mut request = served_request(&server, "candidate/helper");
     request.credential =
         CredentialSource::helper(&format!("store --file={}", store.display())).unwrap();
     let record = publish(&request.build(&fx, None)).unwrap();
-    assert_eq!(
-        fx.remote_refs().get("refs/heads/candidate/helper"),
-        Some(&record.commit_id)
-    );
+    assert_branch_at(&fx, "candidate/helper", &record.commit_id);
 }
 
 #[test]
@@ -221,13 +237,13 @@ fn a_moved_base_over_http_is_refused() {
     let password = secret("moved");
     let (fx, server) = served_fixture(&format!("publisher:{password}\n"));
     fx.move_base(&[("CHANGELOG.md", "moved\n", false)]);
-    let client_creds = fx.tmp.path().join("c");
-    write_private(&client_creds, &format!("publisher:{password}\n"));
-    let mut request = Request::new(
-        Remote::parse(&server.url("remote.git")).unwrap(),
+    let request = with_credential_file(
+        &fx,
+        &server,
         "candidate/m",
+        "c",
+        &format!("publisher:{password}\n"),
     );
-    request.credential = CredentialSource::file(&client_creds);
     assert_eq!(
         request.refused(&fx, None),
         "PATCH_CANDIDATE_PUBLISH_BASE_MOVED"

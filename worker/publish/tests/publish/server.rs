@@ -13,6 +13,8 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use base64::Engine as _;
 
+use crate::support::{RequestHead, read_request_head};
+
 #[derive(Debug, Default)]
 struct Hold {
     enabled: bool,
@@ -118,23 +120,11 @@ struct Context {
 fn serve(ctx: &Context, stream: TcpStream) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut out = stream;
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
-    let mut parts = request_line.split_whitespace();
-    let method = parts.next().unwrap_or_default().to_owned();
-    let target = parts.next().unwrap_or_default().to_owned();
-    let mut headers = Vec::new();
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line)?;
-        let line = line.trim_end_matches(['\r', '\n']);
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':') {
-            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
-        }
-    }
+    let RequestHead {
+        method,
+        target,
+        headers,
+    } = read_request_head(&mut reader)?;
     let header = |name: &str| {
         headers
             .iter()
