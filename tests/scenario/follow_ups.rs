@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::gates::{CALC, TESTS, env};
-use crate::support::{docker_lock, git_repo, run_ok, tally, verify_ok};
+use crate::support::{approve_with_pytest, docker_lock, git_repo, run_ok, tally, verify_ok};
 
 /// The repository's tests of `NOTES.md` for each scenario.
 const ANSWERS: &str = r#"
@@ -60,19 +60,13 @@ fn chain(env: &crate::gates::Env, notes_test: &str, task: &str) -> Chain {
         ("NOTES.md", "notes\n".to_owned()),
     ]));
     let work = tempfile::tempdir().unwrap();
-    let gates = work.path().join("gates.toml");
-    let init = run_ok(bin().args(["gate", "init", "python", "--image", &env.image]));
-    std::fs::write(&gates, &init.stdout).unwrap();
-    let approval = work.path().join("approval.json");
-    run_ok(
-        bin()
-            .args(["approve", "--repo"])
-            .arg(repo.path())
-            .args(["--allow", "NOTES.md", "--task", task, "--gate", "pytest"])
-            .arg("--gates")
-            .arg(&gates)
-            .arg("--out")
-            .arg(&approval),
+    let (gates, approval) = approve_with_pytest(
+        env.state.path(),
+        work.path(),
+        &env.image,
+        repo.path(),
+        "NOTES.md",
+        task,
     );
     // One store per form (the work directory goes with its guard).
     let args = |json: bool| {

@@ -697,26 +697,13 @@ async fn docker_live_claude_a_follow_up_continues_the_failing_attempt_to_green()
         c.env("PATCH_CANDIDATE_STATE_DIR", state.path());
         c
     };
-    let gates = work.path().join("gates.toml");
-    let init = run_ok(bin().args(["gate", "init", "python", "--image", &gate_image]));
-    std::fs::write(&gates, &init.stdout).unwrap();
-    let approval = work.path().join("approval.json");
-    run_ok(
-        bin()
-            .args(["approve", "--repo"])
-            .arg(repo.path())
-            .args([
-                "--allow",
-                "calc.py",
-                "--task",
-                "Document mul",
-                "--gate",
-                "pytest",
-            ])
-            .arg("--gates")
-            .arg(&gates)
-            .arg("--out")
-            .arg(&approval),
+    let (gates, approval) = approve_with_pytest(
+        state.path(),
+        work.path(),
+        &gate_image,
+        repo.path(),
+        "calc.py",
+        "Document mul",
     );
     let mut cmd = bin();
     cmd.env("PC_SCENARIO_MODEL_KEY", KEY)

@@ -84,6 +84,39 @@ pub fn app_approval(repo: &Path, commit: &str, task: &str) -> ApprovedExecutionC
     )
 }
 
+/// `gate init python --image IMAGE` as `work/gates.toml`, then `approve` of `repo` granting
+/// `allow` for `task` and requiring gate `pytest` of those definitions, as `work/approval.json`;
+/// both through the binary with `state` as the state directory. Returns (gates, approval).
+pub fn approve_with_pytest(
+    state: &Path,
+    work: &Path,
+    image: &str,
+    repo: &Path,
+    allow: &str,
+    task: &str,
+) -> (PathBuf, PathBuf) {
+    let bin = || {
+        let mut c = super::cli::bin();
+        c.env("PATCH_CANDIDATE_STATE_DIR", state);
+        c
+    };
+    let gates = work.join("gates.toml");
+    let init = super::cli::run_ok(bin().args(["gate", "init", "python", "--image", image]));
+    std::fs::write(&gates, &init.stdout).unwrap();
+    let approval = work.join("approval.json");
+    super::cli::run_ok(
+        bin()
+            .args(["approve", "--repo"])
+            .arg(repo)
+            .args(["--allow", allow, "--task", task, "--gate", "pytest"])
+            .arg("--gates")
+            .arg(&gates)
+            .arg("--out")
+            .arg(&approval),
+    );
+    (gates, approval)
+}
+
 /// Writes an approval to a file for CLI tests.
 pub fn write_approval(dir: &Path, context: &ApprovedExecutionContext) -> PathBuf {
     let path = dir.join("approval.json");
