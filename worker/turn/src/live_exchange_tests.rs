@@ -139,14 +139,20 @@ impl Sim {
         serde_json::from_slice(&request).unwrap()
     }
 
-    /// Tunnels one HTTP request on channel `n`; returns the whole answer (until the worker's FIN
-    /// or RESET) and whether it was reset.
-    async fn tunnel(&mut self, n: u32, request: &[u8]) -> (Vec<u8>, bool) {
+    /// Opens channel `n` and sends `request` on it; the channel's id.
+    fn open_with(&self, n: u32, request: &[u8]) -> ChannelId {
         let id = ChannelId::try_from(n).unwrap();
         self.send(&Frame::Open(id));
         for f in Frame::data_frames(id, request) {
             self.send(&f);
         }
+        id
+    }
+
+    /// Tunnels one HTTP request on channel `n`; returns the whole answer (until the worker's FIN
+    /// or RESET) and whether it was reset.
+    async fn tunnel(&mut self, n: u32, request: &[u8]) -> (Vec<u8>, bool) {
+        let id = self.open_with(n, request);
         let mut answer = Vec::new();
         loop {
             match self.recv().await.unwrap() {
@@ -169,6 +175,16 @@ impl Sim {
     }
 }
 
+/// An upstream answer that starts (`response.created`) and then stalls.
+fn stalled() -> Reply {
+    Reply::Stall(vec![gateway::testkit::events::created("r")])
+}
+
+/// An answer's bytes as text.
+fn as_text(answer: Vec<u8>) -> String {
+    String::from_utf8(answer).unwrap()
+}
+
 fn http_request(model: &str) -> Vec<u8> {
     let body = serde_json::json!({"model": model, "stream": true, "input": []}).to_string();
     format!(
@@ -182,6 +198,24 @@ type Script = fn(Sim) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> 
 
 fn fake(script: Script) -> FakeRuntime {
     FakeRuntime::live(Arc::new(move |stdin, out| script(Sim::new(stdin, out))))
+}
+
+/// [`fake`] whose runner does the handshake (HELLO both ways, the whole request) before `script`.
+fn fake_after_hello(script: Script) -> FakeRuntime {
+    FakeRuntime::live(Arc::new(move |stdin, out| {
+        Box::pin(async move {
+            let mut sim = Sim::new(stdin, out);
+            sim.handshake().await;
+            script(sim).await;
+        })
+    }))
+}
+
+/// A scripted upstream answering with `replies`, and a turn's gateway to it allowing [`MODEL`].
+async fn started(replies: impl IntoIterator<Item = Reply>) -> (ScriptedUpstream, TurnGateway) {
+    let upstream = ScriptedUpstream::start(replies).await.unwrap();
+    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
+    (upstream, gateway)
 }
 
 async fn gateway_for(upstream: &ScriptedUpstream, config: GatewayConfig) -> TurnGateway {
@@ -219,6 +253,11 @@ async fn run_live(fake: &FakeRuntime, gateway: &TurnGateway, wall: u64, grace: D
     Run { result, notes }
 }
 
+/// [`run_live`] with the usual budget: 60 s of wall time, a 1 s grace after STOP.
+async fn run_usual(fake: &FakeRuntime, gateway: &TurnGateway) -> Run {
+    run_live(fake, gateway, 60, Duration::from_secs(1)).await
+}
+
 fn removed(fake: &FakeRuntime) -> bool {
     let (name, _) = fake.created.lock().unwrap().clone().unwrap();
     fake.calls().contains(&format!("remove:{name}"))
@@ -226,11 +265,8 @@ fn removed(fake: &FakeRuntime) -> bool {
 
 #[tokio::test]
 async fn a_live_turn_tunnels_model_requests_and_parses_the_result_like_offline_stdout() {
-    let upstream =
-        ScriptedUpstream::start([Reply::edit_file(SERVICE, "    return 1", "    return 2")])
-            .await
-            .unwrap();
-    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
+    let (upstream, gateway) =
+        started([Reply::edit_file(SERVICE, "    return 1", "    return 2")]).await;
     let fake = fake(|mut sim| {
         Box::pin(async move {
             let request = sim.handshake().await;
@@ -253,7 +289,7 @@ async fn a_live_turn_tunnels_model_requests_and_parses_the_result_like_offline_s
             sim.result(&update_output());
         })
     });
-    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let run = run_usual(&fake, &gateway).await;
     let (turn, log) = run.result.unwrap();
     assert_eq!(turn.proposal.status, snapshot::ProposalStatus::Completed);
     assert!(turn.workspace_archive.is_some());
@@ -281,25 +317,19 @@ async fn a_live_turn_tunnels_model_requests_and_parses_the_result_like_offline_s
 
 #[tokio::test]
 async fn gateway_refusals_reach_the_agent_and_the_events_but_do_not_fail_the_turn() {
-    let upstream = ScriptedUpstream::start([]).await.unwrap();
-    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
-    let fake = fake(|mut sim| {
+    let (upstream, gateway) = started([]).await;
+    let fake = fake_after_hello(|mut sim| {
         Box::pin(async move {
-            sim.handshake().await;
             let (answer, _) = sim.tunnel(1, &http_request("o3-pro")).await;
             let text = String::from_utf8(answer).unwrap();
             assert!(text.starts_with("HTTP/1.1 403 Forbidden\r\n"));
             assert!(text.contains("PATCH_CANDIDATE_GATEWAY_MODEL"));
             let (answer, _) = sim.tunnel(2, b"POST http://evil/v1/responses HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n").await;
-            assert!(
-                String::from_utf8(answer)
-                    .unwrap()
-                    .contains("PATCH_CANDIDATE_GATEWAY_TARGET")
-            );
+            assert!(as_text(answer).contains("PATCH_CANDIDATE_GATEWAY_TARGET"));
             sim.result(&update_output());
         })
     });
-    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let run = run_usual(&fake, &gateway).await;
     let (_, log) = run.result.unwrap();
     let codes: Vec<&str> = log.events.iter().map(|e| e.code).collect();
     assert_eq!(
@@ -324,10 +354,9 @@ async fn gateway_refusals_reach_the_agent_and_the_events_but_do_not_fail_the_tur
 }
 
 async fn hostile(script: Script) -> (TurnError, FakeRuntime) {
-    let upstream = ScriptedUpstream::start([]).await.unwrap();
-    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
+    let (_upstream, gateway) = started([]).await;
     let fake = fake(script);
-    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let run = run_usual(&fake, &gateway).await;
     let e = run.result.unwrap_err();
     assert!(removed(&fake), "container left behind after {}", e.code());
     (e, fake)
@@ -454,8 +483,7 @@ async fn hostile_frames_fail_the_turn_with_their_code_and_remove_the_container()
 /// names the cause (the environment), where its own early exit stays a protocol failure.
 #[tokio::test]
 async fn r_live_container_killed_from_outside_is_an_environment_failure() {
-    let upstream = ScriptedUpstream::start([]).await.unwrap();
-    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
+    let (upstream, gateway) = started([]).await;
     let cut_short: Script = |mut sim| {
         Box::pin(async move {
             sim.handshake().await;
@@ -467,10 +495,7 @@ async fn r_live_container_killed_from_outside_is_an_environment_failure() {
     let mut killed = fake(cut_short);
     killed.exit_code = 137;
     killed.kill_events = vec!["9".to_owned()];
-    let e = run_live(&killed, &gateway, 60, Duration::from_secs(1))
-        .await
-        .result
-        .unwrap_err();
+    let e = run_usual(&killed, &gateway).await.result.unwrap_err();
     assert_eq!(e.code(), "REPOSITORY_DOCKER_KILLED_EXTERNALLY");
     assert!(e.is_environment());
     assert!(removed(&killed));
@@ -478,21 +503,16 @@ async fn r_live_container_killed_from_outside_is_an_environment_failure() {
     let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
     let mut own = fake(cut_short);
     own.exit_code = 137;
-    let e = run_live(&own, &gateway, 60, Duration::from_secs(1))
-        .await
-        .result
-        .unwrap_err();
+    let e = run_usual(&own, &gateway).await.result.unwrap_err();
     assert_eq!(e.code(), "PATCH_CANDIDATE_TUNNEL_NO_RESULT_END");
     assert!(removed(&own));
 }
 
 #[tokio::test]
 async fn the_wall_budget_sends_stop_and_a_harvest_within_the_grace_completes_the_turn() {
-    let upstream = ScriptedUpstream::start([]).await.unwrap();
-    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
-    let fake = fake(|mut sim| {
+    let (_upstream, gateway) = started([]).await;
+    let fake = fake_after_hello(|mut sim| {
         Box::pin(async move {
-            sim.handshake().await;
             assert_eq!(sim.recv().await, Some(Frame::Stop));
             sim.result(&update_output());
         })
@@ -506,11 +526,11 @@ async fn the_wall_budget_sends_stop_and_a_harvest_within_the_grace_completes_the
 
 #[tokio::test]
 async fn a_container_that_ignores_stop_is_killed_and_removed_after_the_grace() {
-    let upstream = ScriptedUpstream::start([]).await.unwrap();
-    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
-    let fake = fake(|mut sim| {
+    let (_upstream, gateway) = started([]).await;
+    let fake = fake_after_hello(|sim| {
         Box::pin(async move {
-            sim.handshake().await;
+            // The container keeps its stdio open and never answers.
+            let _sim = sim;
             std::future::pending::<()>().await;
         })
     });
@@ -521,29 +541,21 @@ async fn a_container_that_ignores_stop_is_killed_and_removed_after_the_grace() {
 
 #[tokio::test]
 async fn a_stalled_upstream_resets_the_channel_and_the_turn_goes_on() {
-    let upstream =
-        ScriptedUpstream::start([Reply::Stall(vec![gateway::testkit::events::created("r")])])
-            .await
-            .unwrap();
+    let upstream = ScriptedUpstream::start([stalled()]).await.unwrap();
     let config = GatewayConfig {
         upstream_idle_timeout_ms: 100,
         ..GatewayConfig::for_model(MODEL)
     };
     let gateway = gateway_for(&upstream, config).await;
-    let fake = fake(|mut sim| {
+    let fake = fake_after_hello(|mut sim| {
         Box::pin(async move {
-            sim.handshake().await;
             let (answer, reset) = sim.tunnel(1, &http_request(MODEL)).await;
             assert!(reset);
-            assert!(
-                String::from_utf8(answer)
-                    .unwrap()
-                    .contains("response.created")
-            );
+            assert!(as_text(answer).contains("response.created"));
             sim.result(&update_output());
         })
     });
-    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let run = run_usual(&fake, &gateway).await;
     let (_, log) = run.result.unwrap();
     assert_eq!(
         log.events,
@@ -556,11 +568,9 @@ async fn a_stalled_upstream_resets_the_channel_and_the_turn_goes_on() {
 
 #[tokio::test]
 async fn concurrent_channels_are_served_and_their_bytes_never_carry_the_key() {
-    let upstream = ScriptedUpstream::start([]).await.unwrap();
-    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
-    let fake = fake(|mut sim| {
+    let (upstream, gateway) = started([]).await;
+    let fake = fake_after_hello(|mut sim| {
         Box::pin(async move {
-            sim.handshake().await;
             let request = http_request(MODEL);
             // Open eight channels at once, interleaving their bytes.
             for n in 1..=8u32 {
@@ -599,33 +609,22 @@ async fn concurrent_channels_are_served_and_their_bytes_never_carry_the_key() {
             sim.result(&update_output());
         })
     });
-    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let run = run_usual(&fake, &gateway).await;
     let (_, log) = run.result.unwrap();
     assert_eq!(log.channels, 8);
     assert_eq!(upstream.requests().len(), 8);
-    assert!(
-        upstream
-            .requests()
-            .iter()
-            .all(|r| r.header("authorization") == Some(&format!("Bearer {KEY}")))
+    assert_eq!(
+        upstream.authorizations(),
+        vec![Some(format!("Bearer {KEY}")); 8]
     );
 }
 
 #[tokio::test]
 async fn a_result_while_a_channel_is_open_ends_the_turn_and_tears_the_channel_down() {
-    let upstream =
-        ScriptedUpstream::start([Reply::Stall(vec![gateway::testkit::events::created("r")])])
-            .await
-            .unwrap();
-    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
-    let fake = fake(|mut sim| {
+    let (_upstream, gateway) = started([stalled()]).await;
+    let fake = fake_after_hello(|mut sim| {
         Box::pin(async move {
-            sim.handshake().await;
-            let id = ChannelId::try_from(1).unwrap();
-            sim.send(&Frame::Open(id));
-            for f in Frame::data_frames(id, &http_request(MODEL)) {
-                sim.send(&f);
-            }
+            sim.open_with(1, &http_request(MODEL));
             // Wait for the start of the (stalled) answer, then end the turn with the channel open.
             loop {
                 if let Some(Frame::Data(..)) = sim.recv().await {
@@ -635,7 +634,7 @@ async fn a_result_while_a_channel_is_open_ends_the_turn_and_tears_the_channel_do
             sim.result(&update_output());
         })
     });
-    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let run = run_usual(&fake, &gateway).await;
     let (turn, log) = run.result.unwrap();
     assert_eq!(turn.proposal.status, snapshot::ProposalStatus::Completed);
     assert_eq!(log.channels, 1);
@@ -654,11 +653,7 @@ impl Sim {
     /// Opens channel `n`, sends a model request the (stalled) upstream will hold, and waits for
     /// the start of its answer: the gateway is now serving it and reads nothing more.
     async fn open_stalled(&mut self, n: u32) {
-        let id = ChannelId::try_from(n).unwrap();
-        self.send(&Frame::Open(id));
-        for f in Frame::data_frames(id, &http_request(MODEL)) {
-            self.send(&f);
-        }
+        let id = self.open_with(n, &http_request(MODEL));
         loop {
             match self.recv().await.unwrap() {
                 Frame::Data(m, _) if m == id => return,
@@ -730,14 +725,9 @@ async fn r_one_byte_frames_to_stalled_channels_are_bounded_by_bytes_and_reset_on
     // Two channels whose requests the upstream holds, each flooded with ~8 M one-byte DATA
     // frames (under the per-channel cap, so no tunnel cap fires), interleaved; then a third
     // channel must still be answered at once.
-    let stall = || Reply::Stall(vec![gateway::testkit::events::created("r")]);
-    let upstream = ScriptedUpstream::start([stall(), stall(), Reply::message("ok")])
-        .await
-        .unwrap();
-    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
-    let fake = fake(|mut sim| {
+    let (upstream, gateway) = started([stalled(), stalled(), Reply::message("ok")]).await;
+    let fake = fake_after_hello(|mut sim| {
         Box::pin(async move {
-            sim.handshake().await;
             sim.open_stalled(1).await;
             sim.open_stalled(2).await;
             sim.flood(&[1, 2], flood_frames()).await;
@@ -792,11 +782,10 @@ async fn r_many_flooded_channels_hold_at_most_one_backlog_each() {
     // Sixteen channels open at once (the open cap), all stalled, flooded round robin with 1.5 MiB
     // of one-byte frames each (24 M frames in all).
     let upstream = ScriptedUpstream::start([]).await.unwrap();
-    upstream.set_fallback(Reply::Stall(vec![gateway::testkit::events::created("r")]));
+    upstream.set_fallback(stalled());
     let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
-    let fake = fake(|mut sim| {
+    let fake = fake_after_hello(|mut sim| {
         Box::pin(async move {
-            sim.handshake().await;
             let ids: Vec<u32> = (1..=16).collect();
             for n in &ids {
                 sim.open_stalled(*n).await;
@@ -873,20 +862,13 @@ fn a_channel_backlog_counts_blocks_not_frames_and_refuses_past_its_cap() {
 async fn r_stop_is_not_stuck_behind_a_container_that_stopped_reading_its_stdin() {
     // The container reads the request, opens a channel whose answer is far larger than every
     // buffer on the way (pipe, queue, stdin), then never reads its stdin again.
-    let upstream = ScriptedUpstream::start([Reply::Huge {
+    let (upstream, gateway) = started([Reply::Huge {
         bytes: 16 * 1_048_576,
     }])
-    .await
-    .unwrap();
-    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
-    let fake = fake(|mut sim| {
+    .await;
+    let fake = fake_after_hello(|sim| {
         Box::pin(async move {
-            sim.handshake().await;
-            let id = ChannelId::try_from(1).unwrap();
-            sim.send(&Frame::Open(id));
-            for f in Frame::data_frames(id, &http_request(MODEL)) {
-                sim.send(&f);
-            }
+            sim.open_with(1, &http_request(MODEL));
             std::future::pending::<()>().await;
         })
     });
@@ -909,20 +891,13 @@ async fn r_stop_is_not_stuck_behind_a_container_that_stopped_reading_its_stdin()
 async fn stop_goes_ahead_of_queued_data() {
     // The container stops reading while a large answer is queued, then starts again after STOP
     // was due: STOP must come before the rest of the queued data.
-    let upstream = ScriptedUpstream::start([Reply::Huge {
+    let (_upstream, gateway) = started([Reply::Huge {
         bytes: 16 * 1_048_576,
     }])
-    .await
-    .unwrap();
-    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
-    let fake = fake(|mut sim| {
+    .await;
+    let fake = fake_after_hello(|mut sim| {
         Box::pin(async move {
-            sim.handshake().await;
-            let id = ChannelId::try_from(1).unwrap();
-            sim.send(&Frame::Open(id));
-            for f in Frame::data_frames(id, &http_request(MODEL)) {
-                sim.send(&f);
-            }
+            let id = sim.open_with(1, &http_request(MODEL));
             tokio::time::sleep(Duration::from_millis(1500)).await;
             let mut data_before_stop = 0usize;
             loop {
@@ -979,11 +954,9 @@ async fn r_an_event_flood_reaches_the_progress_sink_within_the_byte_cap_then_one
     // then one summary with the count and bytes of the rest.
     const EVENTS: usize = 10_000;
     const LEN: usize = 4_000;
-    let upstream = ScriptedUpstream::start([]).await.unwrap();
-    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
-    let fake = fake(|mut sim| {
+    let (_upstream, gateway) = started([]).await;
+    let fake = fake_after_hello(|sim| {
         Box::pin(async move {
-            sim.handshake().await;
             let event = event_of(LEN);
             let mut chunk = Vec::new();
             for _ in 0..EVENTS {
@@ -997,7 +970,7 @@ async fn r_an_event_flood_reaches_the_progress_sink_within_the_byte_cap_then_one
             sim.result(&update_output());
         })
     });
-    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let run = run_usual(&fake, &gateway).await;
     let (_, log) = run.result.unwrap();
     let shown = shown_events(&run.notes);
     assert!(shown >= 1);
@@ -1021,11 +994,9 @@ async fn r_an_event_flood_reaches_the_progress_sink_within_the_byte_cap_then_one
 #[tokio::test]
 async fn small_events_are_rate_limited() {
     const EVENTS: usize = 2_000;
-    let upstream = ScriptedUpstream::start([]).await.unwrap();
-    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
-    let fake = fake(|mut sim| {
+    let (_upstream, gateway) = started([]).await;
+    let fake = fake_after_hello(|sim| {
         Box::pin(async move {
-            sim.handshake().await;
             for _ in 0..EVENTS {
                 sim.send(&Frame::Event(event_of(40)));
             }
@@ -1033,7 +1004,7 @@ async fn small_events_are_rate_limited() {
         })
     });
     let started = std::time::Instant::now();
-    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let run = run_usual(&fake, &gateway).await;
     let elapsed = started.elapsed();
     run.result.unwrap();
     let shown = shown_events(&run.notes);
@@ -1075,13 +1046,9 @@ fn the_event_gate_refills_at_its_rate_and_never_past_its_burst() {
 async fn a_large_request_sent_at_once_is_forwarded_not_reset() {
     // A legitimate request near the gateway's 8 MiB body cap, every byte queued at once: the
     // gateway reads it as it arrives, so the backlog cap must not cut it.
-    let upstream = ScriptedUpstream::start([Reply::message("ok")])
-        .await
-        .unwrap();
-    let gateway = gateway_for(&upstream, GatewayConfig::for_model(MODEL)).await;
-    let fake = fake(|mut sim| {
+    let (upstream, gateway) = started([Reply::message("ok")]).await;
+    let fake = fake_after_hello(|mut sim| {
         Box::pin(async move {
-            sim.handshake().await;
             // Seven 1 MiB strings (one string is capped at 4 MiB by the gateway's pre-scan).
             let text = "x".repeat(1_048_576);
             let content: Vec<_> = (0..7)
@@ -1099,15 +1066,11 @@ async fn a_large_request_sent_at_once_is_forwarded_not_reset() {
             );
             let (answer, reset) = sim.tunnel(1, request.as_bytes()).await;
             assert!(!reset);
-            assert!(
-                String::from_utf8(answer)
-                    .unwrap()
-                    .starts_with("HTTP/1.1 200 OK\r\n")
-            );
+            assert!(as_text(answer).starts_with("HTTP/1.1 200 OK\r\n"));
             sim.result(&update_output());
         })
     });
-    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let run = run_usual(&fake, &gateway).await;
     let (_, log) = run.result.unwrap();
     assert_eq!(log.events, Vec::<LiveEvent>::new());
     assert_eq!(upstream.requests().len(), 1);
@@ -1158,15 +1121,10 @@ async fn r_resetting_each_channel_as_text_starts_does_not_dodge_the_token_budget
     let mut config = GatewayConfig::for_model(MODEL);
     config.budgets.tokens = 2_000_000;
     let gateway = gateway_for(&upstream, config).await;
-    let fake = fake(|mut sim| {
+    let fake = fake_after_hello(|mut sim| {
         Box::pin(async move {
-            sim.handshake().await;
             for n in 1..=5u32 {
-                let id = ChannelId::try_from(n).unwrap();
-                sim.send(&Frame::Open(id));
-                for f in Frame::data_frames(id, &http_request(MODEL)) {
-                    sim.send(&f);
-                }
+                let id = sim.open_with(n, &http_request(MODEL));
                 let mut answer = Vec::new();
                 loop {
                     match sim.recv().await.unwrap() {
@@ -1188,7 +1146,7 @@ async fn r_resetting_each_channel_as_text_starts_does_not_dodge_the_token_budget
             sim.result(&update_output());
         })
     });
-    let run = run_live(&fake, &gateway, 60, Duration::from_secs(1)).await;
+    let run = run_usual(&fake, &gateway).await;
     let (_, log) = run.result.unwrap();
     assert_eq!(upstream.requests().len(), 2);
     assert_eq!(
