@@ -3,8 +3,8 @@
 # real Docker daemon and a real PostgreSQL required (their tests fail, never skip, when missing).
 #
 # Steps: ensure Docker → a throwaway PostgreSQL cluster (infra/ci/postgres.sh, stopped and removed
-# on every exit) → infra/ci/pre.d/*.sh (build images, fixtures) → cargo test (the scenario suite
-# by module, two processes at a time) →
+# on every exit) → infra/ci/pre.d/*.sh (build images, fixtures) → cargo test (every target but the
+# scenario suite, then doctests) → the scenario suite (by module, two processes at a time) →
 # infra/ci/post.d/*.sh (checks that drive built binaries, e.g. the independent MCP client).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -45,10 +45,21 @@ PATCH_CANDIDATE_DOCKER_TALLY="$(mktemp)"
 export PATCH_CANDIDATE_DOCKER_TALLY
 trap 'postgres_stop; rm -f "$PATCH_CANDIDATE_DOCKER_TALLY"' EXIT
 
-timed cargo test --workspace --release --locked --exclude scenario-tests
+# Every test target but the scenario suite. Selected by target, not with `--exclude
+# scenario-tests`: a package left out of the selection drops its dev-dependencies' features, and
+# every crate they reach would compile a second time (so would the scenario binary's build after
+# it). Integration test targets are named from cargo's metadata; doctests run on their own.
+mapfile -t unit_tests < <(cargo metadata --no-deps --locked --format-version 1 | python3 -c '
+import json, sys
+meta = json.load(sys.stdin)
+names = sorted({t["name"] for p in meta["packages"] for t in p["targets"]
+                if "test" in t["kind"] and t["name"] != "scenario"})
+print("\n".join("--test=" + n for n in names))')
+timed cargo test --workspace --release --locked --lib --bins "${unit_tests[@]}"
+timed cargo test --workspace --release --locked --doc
 # The scenario suite (one test binary, most of the Docker cases) runs as one process per module,
-# one at a time by default (PATCH_CANDIDATE_SCENARIO_JOBS=2 runs two; see infra/ci/scenario.py for
-# why two is not the default yet).
+# two at a time, each in its own PID namespace (infra/ci/scenario.py says why;
+# PATCH_CANDIDATE_SCENARIO_JOBS=1 runs them one after another).
 timed python3 infra/ci/scenario.py
 export PATCH_CANDIDATE_DOCKER_TALLY_DONE=1
 

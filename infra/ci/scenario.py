@@ -8,14 +8,17 @@ run at once (longest first, by the weights below). The modules in EXCLUSIVE asse
 every container on the daemon (a janitor's whole sweep, every job-labelled container): they run
 first, alone.
 
-One process at a time by default (`--jobs`, PATCH_CANDIDATE_SCENARIO_JOBS): a module that kills
-its `serve` child leaves turn containers of a dead owner until the restarted host's janitor removes
-them, and a module running beside it counts those as its own; under two processes the load also
-made a live agent's request count differ. Until those are scoped, two at a time is opt-in.
+With more than one job, each module process runs in its own PID namespace (`unshare --pid
+--fork --mount-proc`, as root): the container crate labels every turn with its owner's PID
+namespace, so a module counts only the turns of its own namespace, never those a killed `serve` of
+a module beside it left behind (owner dead, not yet swept). Per-process names on the daemon (image
+tags, container names) carry the namespace too (tests/scenario/support/docker.rs, `process_tag`).
+Two at a time by default (`--jobs`, PATCH_CANDIDATE_SCENARIO_JOBS; 1 runs every module in this
+PID namespace, one after another).
 
 Usage: infra/ci/scenario.py [--jobs N] [--binary PATH] [MODULE ...]
-Without --binary, the test binary is built (release, locked) and found through cargo's JSON
-messages. The environment passes through (PATCH_CANDIDATE_REQUIRE_DOCKER, the Docker tally, ...).
+Without --binary, the test binary is built (release, locked, workspace-wide as the rest of the
+test run builds, so nothing compiles again) and found through cargo's JSON messages. The environment passes through (PATCH_CANDIDATE_REQUIRE_DOCKER, the Docker tally, ...).
 Each module's output goes to a log that is printed when the module fails; exit status 1 when any
 module failed, 2 on a usage or build error.
 """
@@ -48,7 +51,9 @@ WEIGHTS = {
 
 def build_binary():
     cmd = [
-        "cargo", "test", "--release", "--locked", "-p", "scenario-tests",
+        # --workspace, not -p scenario-tests: the features of the whole workspace's test build
+        # (images/build.sh, the unit tests), so no crate compiles a second time.
+        "cargo", "test", "--release", "--locked", "--workspace",
         "--test", "scenario", "--no-run", "--message-format", "json",
     ]
     proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, check=False)
@@ -81,15 +86,22 @@ def list_tests(binary):
     return modules
 
 
+# PID 1 of a module's namespace is a shell that runs the test binary as its child and reaps the
+# processes orphaned to it; --kill-child ends the namespace when `unshare` itself is killed.
+NAMESPACED = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "--",
+              "sh", "-c", '"$@"; exit $?', "sh"]
+
+
 class Run:
-    def __init__(self, binary, module, names, logdir):
+    def __init__(self, binary, module, names, logdir, namespaced):
         self.module = module
         self.count = len(names)
         self.log_path = os.path.join(logdir, f"{module}.log")
         self.log = open(self.log_path, "wb")
         self.started = time.monotonic()
         # --exact with every full name: a module filter as a substring could match another's.
-        self.proc = subprocess.Popen([binary, "--exact", *names], cwd=TESTS_DIR,
+        cmd = [binary, "--exact", *names]
+        self.proc = subprocess.Popen(NAMESPACED + cmd if namespaced else cmd, cwd=TESTS_DIR,
                                      stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
 
@@ -117,12 +129,15 @@ class Run:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int,
-                        default=int(os.environ.get("PATCH_CANDIDATE_SCENARIO_JOBS", "1")))
+                        default=int(os.environ.get("PATCH_CANDIDATE_SCENARIO_JOBS", "2")))
     parser.add_argument("--binary")
     parser.add_argument("modules", nargs="*")
     args = parser.parse_args()
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    namespaced = args.jobs > 1
+    if namespaced and os.geteuid() != 0:
+        parser.error("--jobs above 1 needs root (a PID namespace per module); use --jobs 1")
     binary = os.path.abspath(args.binary) if args.binary else build_binary()
     modules = list_tests(binary)
     if args.modules:
@@ -151,7 +166,7 @@ def main():
         busy = sum(need for _, need in ((r.module, r.need) for r in running))
         if queue and busy + queue[0][1] <= args.jobs:
             module, need = queue.pop(0)
-            r = Run(binary, module, modules[module], logdir)
+            r = Run(binary, module, modules[module], logdir, namespaced)
             r.need = need
             running.append(r)
             continue

@@ -113,7 +113,8 @@ pub fn candidate_for(
     .unwrap()
 }
 
-/// Gate containers this process owns (never another test process's).
+/// Gate containers this process owns (never another test process's, nor those of another PID
+/// namespace, where the same PID may own others).
 pub(crate) async fn own_containers(docker: &container::BollardRuntime) -> usize {
     let me = format!("{}:", std::process::id());
     docker
@@ -122,9 +123,10 @@ pub(crate) async fn own_containers(docker: &container::BollardRuntime) -> usize 
         .unwrap()
         .iter()
         .filter(|c| {
-            c.labels
-                .get("mozaiks.refinement.repository_turn.owner")
-                .is_some_and(|o| o.starts_with(&me))
+            !crate::support::from_another_pid_namespace(&c.labels)
+                && c.labels
+                    .get("mozaiks.refinement.repository_turn.owner")
+                    .is_some_and(|o| o.starts_with(&me))
         })
         .count()
 }

@@ -279,7 +279,7 @@ pub fn run_live(request: &[u8], harness: &Harness) -> LiveRun {
     let image = live_image();
     let name = format!(
         "patch-candidate-live-test-{}-{}",
-        std::process::id(),
+        crate::support::process_tag(),
         COUNTER.fetch_add(1, Ordering::SeqCst)
     );
     let started = Instant::now();

@@ -84,7 +84,7 @@ fn images() -> Images {
 fn docker_run(flags: &[&str], image: &str, args: &[&str], stdin: &[u8], deadline: Duration) -> Run {
     let name = format!(
         "turn-runner-test-{}-{}",
-        std::process::id(),
+        crate::support::process_tag(),
         COUNTER.fetch_add(1, Ordering::SeqCst)
     );
     let mut cmd = Command::new("docker");

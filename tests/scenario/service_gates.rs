@@ -36,7 +36,7 @@ impl GateImage {
             .as_nanos();
         let tag = format!(
             "patch-candidate-gate-svc-{name}:t{}-{nanos}",
-            std::process::id()
+            crate::support::process_tag()
         );
         let ctx = tempfile::tempdir().unwrap();
         std::fs::write(

@@ -134,8 +134,11 @@ async fn docker_service_snoozes_while_the_approved_image_is_missing() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos();
-    let unique = format!("{}-{nanos}", std::process::id());
-    let tag = format!("patch-candidate-proof-snooze:t{}", std::process::id());
+    let unique = format!("{}-{nanos}", crate::support::process_tag());
+    let tag = format!(
+        "patch-candidate-proof-snooze:t{}",
+        crate::support::process_tag()
+    );
     let approved = distinct_proof_image(&tag, &unique);
     let saved = tempfile::tempdir().unwrap();
     let tar = saved.path().join("approved.tar");

@@ -184,13 +184,52 @@ fn owned_by_another_live_process(labels: &std::collections::HashMap<String, Stri
         })
 }
 
+/// A name for this test process that is unique on the shared daemon: its PID, and its PID
+/// namespace's inode when it has its own (module processes in separate PID namespaces may share
+/// a PID). For per-process image tags and container names.
+pub fn process_tag() -> String {
+    match own_pid_namespace() {
+        Some(ns) => format!("{}-{ns}", std::process::id()),
+        None => std::process::id().to_string(),
+    }
+}
+
+/// The PID-namespace label of a turn container (see the container crate's label table).
+const TURN_PID_NAMESPACE_LABEL: &str = "mozaiks.refinement.repository_turn.pid_namespace";
+
+/// The inode of this process's PID namespace, as the container crate writes it in its label
+/// (`/proc/self/ns/pid` reads `pid:[<inode>]`).
+fn own_pid_namespace() -> Option<&'static str> {
+    static NS: OnceLock<Option<String>> = OnceLock::new();
+    NS.get_or_init(|| {
+        let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+        let text = link.to_str()?;
+        Some(text.strip_prefix("pid:[")?.strip_suffix(']')?.to_owned())
+    })
+    .as_deref()
+}
+
+/// Whether a turn container was started in another PID namespace than this process's. The
+/// scenario runner (infra/ci/scenario.py) gives each module process its own PID namespace when
+/// it runs several at once, so a turn that another module's killed `serve` left behind (owner
+/// dead, not yet swept) is never counted as this module's.
+pub fn from_another_pid_namespace(labels: &std::collections::HashMap<String, String>) -> bool {
+    match (own_pid_namespace(), labels.get(TURN_PID_NAMESPACE_LABEL)) {
+        (Some(mine), Some(theirs)) => theirs != mine,
+        _ => false,
+    }
+}
+
 /// The labelled turn containers of this test process: its own, its children's (running or
-/// exited), never those of another live process on the shared daemon.
+/// exited), never those of another live process on the shared daemon or of another PID
+/// namespace.
 pub async fn own_turns(
     docker: &BollardRuntime,
 ) -> Result<Vec<container::TurnContainer>, container::RuntimeError> {
     let mut turns = docker.list_turns().await?;
-    turns.retain(|c| !owned_by_another_live_process(&c.labels));
+    turns.retain(|c| {
+        !from_another_pid_namespace(&c.labels) && !owned_by_another_live_process(&c.labels)
+    });
     Ok(turns)
 }
 
@@ -270,10 +309,7 @@ pub fn fixture_mode_image(mode: &str) -> (String, String) {
         ),
     )
     .unwrap();
-    let tag = format!(
-        "patch-candidate-turn-fixture-{mode}:test-{}",
-        std::process::id()
-    );
+    let tag = format!("patch-candidate-turn-fixture-{mode}:test-{}", process_tag());
     let id = docker_cli(
         &["build", "-q", "-t", &tag, ctx.path().to_str().unwrap()],
         None,
