@@ -807,21 +807,16 @@ async fn serve_connection(mut stream: TcpStream, state: &State) -> std::io::Resu
             }
         }
         Reply::Reflect { status, split } => {
-            let body = if (200..300).contains(&status) {
+            let (kind, body) = if (200..300).contains(&status) {
                 let id = next_id("resp");
                 let mut body = sse_event(&events::created(&id));
                 body.extend_from_slice(&sse_event(&events::text_delta(&reflected)));
                 body.extend_from_slice(&sse_event(&events::completed(&id, DEFAULT_USAGE)));
-                body
+                ("text/event-stream", body)
             } else {
-                json!({"error": {"message": reflected, "type": "invalid_request_error"}})
-                    .to_string()
-                    .into_bytes()
-            };
-            let kind = if (200..300).contains(&status) {
-                "text/event-stream"
-            } else {
-                "application/json"
+                let error =
+                    json!({"error": {"message": reflected, "type": "invalid_request_error"}});
+                ("application/json", error.to_string().into_bytes())
             };
             let head = format!(
                 "HTTP/1.1 {status} Reflected\r\ncontent-type: {kind}\r\nconnection: close\r\n\r\n"
@@ -834,15 +829,8 @@ async fn serve_connection(mut stream: TcpStream, state: &State) -> std::io::Resu
             stream.write_all(second).await?;
         }
         Reply::ReflectPatch { path } => {
-            let mut patch = format!("*** Begin Patch\n*** Add File: {path}\n");
-            for line in reflected.lines() {
-                patch.push('+');
-                patch.push_str(line);
-                patch.push('\n');
-            }
-            patch.push_str("*** End Patch\n");
             stream.write_all(sse_head).await?;
-            if let Reply::Events(events) = Reply::apply_patch(&patch) {
+            if let Reply::Events(events) = Reply::create_file(&path, &reflected) {
                 for e in &events {
                     stream.write_all(&sse_event(e)).await?;
                 }

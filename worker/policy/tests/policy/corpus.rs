@@ -46,15 +46,20 @@ fn secret_rules_on_line_1(report: &PolicyReport) -> Vec<&str> {
         .collect()
 }
 
-fn ported_rules() -> BTreeSet<String> {
+/// The ids of the rule file's secret rules that `keep` keeps.
+fn secret_rule_ids(keep: impl Fn(&toml::Value) -> bool) -> BTreeSet<String> {
     let file: toml::Value = toml::from_str(RULE_FILE).unwrap();
     file["secret"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|r| r["origin"].as_str().unwrap().starts_with("gitleaks"))
+        .filter(|r| keep(r))
         .map(|r| r["id"].as_str().unwrap().to_owned())
         .collect()
+}
+
+fn ported_rules() -> BTreeSet<String> {
+    secret_rule_ids(|r| r["origin"].as_str().unwrap().starts_with("gitleaks"))
 }
 
 #[test]
@@ -191,14 +196,7 @@ fn the_review_docs_rule_table_matches_the_rule_file() {
 /// Rules the policy applies only under some file names (`path` in the rule file): a gate's output
 /// is not such a file, so [`policy::withhold_flagged_lines`] does not apply them.
 fn path_bound_rules() -> BTreeSet<String> {
-    let file: toml::Value = toml::from_str(RULE_FILE).unwrap();
-    file["secret"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r.get("path").is_some())
-        .map(|r| r["id"].as_str().unwrap().to_owned())
-        .collect()
+    secret_rule_ids(|r| r.get("path").is_some())
 }
 
 #[test]
