@@ -201,24 +201,33 @@ fn string_literals(s: &str) -> Vec<String> {
     out
 }
 
+/// Walks `bytes` past literals and comments, calling `visit` at each position of code; `visit`
+/// returns how many bytes it read there (at least one).
+fn walk_code(bytes: &[u8], mut visit: impl FnMut(usize) -> usize) {
+    let mut i = 0;
+    while i < bytes.len() {
+        i = match skip_token(bytes, i) {
+            Some(end) => end,
+            None => i + visit(i),
+        };
+    }
+}
+
 /// Identifiers in `s` outside literals and comments.
 fn identifiers(s: &str) -> Vec<&str> {
     let bytes = s.as_bytes();
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if let Some(end) = skip_token(bytes, i) {
-            i = end;
-        } else if bytes[i].is_ascii_alphabetic() || bytes[i] == b'_' {
-            let start = i;
-            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
-                i += 1;
-            }
-            out.push(&s[start..i]);
-        } else {
-            i += 1;
+    walk_code(bytes, |start| {
+        if !(bytes[start].is_ascii_alphabetic() || bytes[start] == b'_') {
+            return 1;
         }
-    }
+        let mut end = start;
+        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+            end += 1;
+        }
+        out.push(&s[start..end]);
+        end - start
+    });
     out
 }
 
@@ -298,19 +307,13 @@ fn consts(src: &str) -> Vec<Const<'_>> {
 
 /// Where `pattern` starts in `src` outside literals and comments.
 fn code_matches(src: &str, pattern: &str) -> Vec<usize> {
-    let bytes = src.as_bytes();
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if let Some(end) = skip_token(bytes, i) {
-            i = end;
-        } else {
-            if src[i..].starts_with(pattern) {
-                out.push(i);
-            }
-            i += 1;
+    walk_code(src.as_bytes(), |i| {
+        if src[i..].starts_with(pattern) {
+            out.push(i);
         }
-    }
+        1
+    });
     out
 }
 

@@ -243,13 +243,20 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
     );
 }
 
-/// Waits until a turn container exists.
-/// Waits until job `id` runs and its turn container is there.
-async fn wait_running_turn(docker: &container::BollardRuntime, state: &std::path::Path, id: &str) {
-    wait_state(state, None, id, &["running"], Duration::from_secs(60));
+/// Submits `task` and waits until its job runs and its turn container is there; the job's id.
+async fn submit_running(
+    docker: &container::BollardRuntime,
+    state: &std::path::Path,
+    f: &Fixture,
+    task: &str,
+) -> String {
+    let id = submit_id(state, None, f, task);
+    wait_state(state, None, &id, &["running"], Duration::from_secs(60));
     wait_for_container(docker).await;
+    id
 }
 
+/// Waits until a turn container exists.
 async fn wait_for_container(docker: &container::BollardRuntime) {
     wait_for_own_turn(
         docker,
@@ -298,13 +305,13 @@ async fn docker_service_records_one_usage_row_per_attempt_that_ran() {
     assert!(row.get("live").is_none(), "{row}");
 
     // Cancelled while running: one row.
-    let slow_id = submit_id(
+    let slow_id = submit_running(
+        &docker,
         state.path(),
-        None,
         &f,
         "Update the dashboard.\nmode: sleep=60\n",
-    );
-    wait_running_turn(&docker, state.path(), &slow_id).await;
+    )
+    .await;
     assert!(
         jobs(state.path(), None, &["cancel", &slow_id])
             .status
@@ -324,13 +331,13 @@ async fn docker_service_records_one_usage_row_per_attempt_that_ran() {
     assert_eq!(row["code"], "PATCH_CANDIDATE_SERVICE_CANCELLED", "{row}");
 
     // Released at drain: one row for that attempt too, the attempt given back.
-    let slower_id = submit_id(
+    let slower_id = submit_running(
+        &docker,
         state.path(),
-        None,
         &f,
         "Update the dashboard.\nmode: sleep=61\n",
-    );
-    wait_running_turn(&docker, state.path(), &slower_id).await;
+    )
+    .await;
     assert_eq!(service.stop().code(), Some(0));
     let job = show(state.path(), None, &slower_id);
     assert_eq!(
