@@ -176,6 +176,9 @@ async fn docker_service_api_needs_the_bearer_token_on_every_protected_route() {
         ("GET", format!("/v1/jobs/{SOME_ID}/candidate")),
         ("GET", format!("/v1/jobs/{SOME_ID}/review")),
         ("GET", format!("/v1/jobs/{SOME_ID}/review/attempt-diff")),
+        ("POST", format!("/v1/jobs/{SOME_ID}/review")),
+        ("POST", format!("/v1/jobs/{SOME_ID}/publish")),
+        ("GET", "/v1/audit".to_owned()),
     ];
     let bad_headers = [
         None,

@@ -105,8 +105,11 @@ async fn docker_service_review_decisions_are_bound_to_the_digest_and_the_princip
     let gated_job = plant(state.path(), "gated", gated);
     let plain_job = plant(state.path(), "plain", plain);
 
-    // A named token, printed once; stored nowhere in clear.
-    let out = tokens(state.path(), &["create", "alice"]);
+    // A named token, printed once; stored nowhere in clear. Alice reviews and may force.
+    let out = tokens(
+        state.path(),
+        &["create", "alice", "--role", "review", "--role", "admin"],
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -240,6 +243,10 @@ async fn docker_service_review_decisions_are_bound_to_the_digest_and_the_princip
     let listed = tokens(state.path(), &["--json", "list"]);
     let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(listed["tokens"][0]["name"], "alice");
+    assert_eq!(
+        listed["tokens"][0]["roles"],
+        serde_json::json!(["review", "admin"])
+    );
     assert!(listed["tokens"][0]["revoked_at_ms"].is_i64());
     assert!(!listed.to_string().contains(&alice));
 
@@ -252,6 +259,298 @@ async fn docker_service_review_decisions_are_bound_to_the_digest_and_the_princip
         );
     }
     tally("docker_service_review_decisions_are_bound_to_the_digest_and_the_principal");
+}
+
+/// The principals of the roles case: each named token's roles.
+const ROLE_TOKENS: [(&str, &[&str]); 5] = [
+    ("sam", &["submit"]),
+    ("rita", &["review"]),
+    ("pat", &["publish"]),
+    ("ada", &["review", "admin"]),
+    ("reader", &[]),
+];
+
+/// Roles bound every route of the real API, on SQLite and on PostgreSQL: each named token
+/// ([`ROLE_TOKENS`]) gets 403 `PATCH_CANDIDATE_SERVICE_FORBIDDEN` (naming the role) on exactly
+/// the routes its roles do not cover, before the handler reads the body; a submit-only token
+/// cannot accept or publish, a review token cannot publish, a forced accept without `admin` is
+/// refused; under `--two-person-review` the submitter cannot accept its job (a reject is
+/// fine), another reviewer can, and a job without a recorded submitter cannot be accepted; a
+/// role change applies at the next request. The audit trail (`GET /v1/audit`, admin only,
+/// paged; the job view; `jobs show`) lists exactly the acts that were recorded, with their
+/// principals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_roles_bound_every_route_and_two_person_review() {
+    on_backend(
+        false,
+        "docker_service_roles_bound_every_route_and_two_person_review",
+        roles_bound_every_route,
+    )
+    .await;
+}
+
+/// [`docker_service_roles_bound_every_route_and_two_person_review`] with the job store on
+/// PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_on_postgres_roles_bound_every_route_and_two_person_review() {
+    on_backend(
+        true,
+        "docker_service_on_postgres_roles_bound_every_route_and_two_person_review",
+        roles_bound_every_route,
+    )
+    .await;
+}
+
+/// `tokens ARGS` against the job store `database` (`None`: the state directory's SQLite file),
+/// which must succeed; its stdout.
+fn tokens_ok(state: &Path, database: Option<&str>, args: &[&str]) -> String {
+    let mut cmd = bin();
+    cmd.env("PATCH_CANDIDATE_STATE_DIR", state)
+        .arg("tokens")
+        .args(args);
+    if let Some(url) = database {
+        cmd.args(["--database", url]);
+    }
+    String::from_utf8(run_ok(&mut cmd).stdout).unwrap()
+}
+
+fn roles_bound_every_route(database: Option<&str>) {
+    let state = tempfile::tempdir().unwrap();
+    let st = state.path();
+    let spec_by = |nonce: &str, by: Option<&str>| {
+        let mut spec = jobs::JobSpec::noop(nonce, 1);
+        spec.submitted_by = by.map(str::to_owned);
+        spec
+    };
+    let (gated, plain, legacy) = (
+        candidate(&["pytest"], "print('g')\n"),
+        candidate(&[], "print('p')\n"),
+        candidate(&[], "print('l')\n"),
+    );
+    let (gated_digest, plain_digest, legacy_digest) =
+        (gated.1.clone(), plain.1.clone(), legacy.1.clone());
+    let gated_job = plant_spec_in(st, database, spec_by("gated", Some("sam")), gated);
+    let plain_job = plant_spec_in(st, database, spec_by("plain", Some("rita")), plain);
+    let legacy_job = plant_spec_in(st, database, spec_by("legacy", None), legacy);
+    let mut token = std::collections::BTreeMap::new();
+    for (name, roles) in ROLE_TOKENS {
+        let mut args = vec!["create", name];
+        for r in roles {
+            args.extend(["--role", r]);
+        }
+        token.insert(name, tokens_ok(st, database, &args).trim().to_owned());
+    }
+    let service = Service::start(
+        st,
+        &ServeOpts {
+            database,
+            extra: vec!["--two-person-review"],
+            ..ServeOpts::default()
+        },
+    );
+    let addr = service.addr;
+
+    // Every route, every token: 403 exactly where the route's role is missing.
+    let routes: [(&str, String, Option<&str>); 12] = [
+        ("GET", "/metrics".to_owned(), None),
+        ("GET", "/v1/jobs".to_owned(), None),
+        ("POST", "/v1/jobs".to_owned(), Some("submit")),
+        ("GET", format!("/v1/jobs/{plain_job}"), None),
+        (
+            "POST",
+            format!("/v1/jobs/{plain_job}/cancel"),
+            Some("submit"),
+        ),
+        (
+            "POST",
+            format!("/v1/jobs/{plain_job}/retry"),
+            Some("submit"),
+        ),
+        ("GET", format!("/v1/jobs/{plain_job}/candidate"), None),
+        ("GET", format!("/v1/jobs/{plain_job}/review"), None),
+        (
+            "GET",
+            format!("/v1/jobs/{plain_job}/review/attempt-diff"),
+            None,
+        ),
+        (
+            "POST",
+            format!("/v1/jobs/{plain_job}/review"),
+            Some("review"),
+        ),
+        (
+            "POST",
+            format!("/v1/jobs/{plain_job}/publish"),
+            Some("publish"),
+        ),
+        ("GET", "/v1/audit".to_owned(), Some("admin")),
+    ];
+    for (name, roles) in ROLE_TOKENS {
+        for (method, path, need) in &routes {
+            let body: Option<&[u8]> = (*method == "POST").then_some(b"{}");
+            let (status, answer) = http(addr, method, path, Some(token[name].as_str()), body);
+            let answer: serde_json::Value =
+                serde_json::from_slice(&answer).unwrap_or(serde_json::Value::Null);
+            let what = format!("{name} {method} {path}: {answer}");
+            match need {
+                Some(role) if !roles.contains(role) => {
+                    assert_refused(status, &answer, 403, "PATCH_CANDIDATE_SERVICE_FORBIDDEN");
+                    let message = answer["error"]["message"].as_str().unwrap();
+                    assert!(message.contains(&format!("'{role}'")), "{what}");
+                    assert!(!message.contains(&token[name]), "{what}");
+                }
+                _ => assert!(![401, 403].contains(&status), "{what}"),
+            }
+        }
+    }
+
+    let decide_as =
+        |name: &str, job: &str, body: serde_json::Value| decide(&service, &token[name], job, body);
+    let publish_as = |name: &str, job: &str, digest: &str| {
+        http_json(
+            addr,
+            "POST",
+            &format!("/v1/jobs/{job}/publish"),
+            Some(token[name].as_str()),
+            Some(&serde_json::json!({"candidate_digest": digest, "branch": "b"})),
+        )
+    };
+    let forbidden = "PATCH_CANDIDATE_SERVICE_FORBIDDEN";
+    let two_person = "PATCH_CANDIDATE_SERVICE_TWO_PERSON";
+    let accept =
+        |digest: &str| serde_json::json!({"decision": "accept", "candidate_digest": digest});
+    let forced = serde_json::json!({"decision": "accept", "candidate_digest": gated_digest,
+                                    "force": true, "reason": "pytest is down"});
+    // A submit-only token can neither accept nor publish; a review token cannot publish; a
+    // forced accept without admin is refused.
+    let (status, body) = decide_as("sam", &plain_job, accept(&plain_digest));
+    assert_refused(status, &body, 403, forbidden);
+    let (status, body) = publish_as("sam", &plain_job, &plain_digest);
+    assert_refused(status, &body, 403, forbidden);
+    let (status, body) = publish_as("rita", &plain_job, &plain_digest);
+    assert_refused(status, &body, 403, forbidden);
+    let (status, body) = decide_as("rita", &gated_job, forced.clone());
+    assert_refused(status, &body, 403, forbidden);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("'admin'")
+    );
+    // Two persons: rita submitted the plain job, so she may reject it but not accept it; ada
+    // accepts it; nobody accepts the job without a recorded submitter.
+    let (status, body) = decide_as("rita", &plain_job, accept(&plain_digest));
+    assert_refused(status, &body, 403, two_person);
+    let (status, body) = decide_as(
+        "rita",
+        &plain_job,
+        serde_json::json!({"decision": "reject", "candidate_digest": plain_digest, "reason": "no"}),
+    );
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = decide_as("ada", &plain_job, accept(&plain_digest));
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = decide_as("ada", &legacy_job, accept(&legacy_digest));
+    assert_refused(status, &body, 403, two_person);
+    let (status, body) = decide(
+        &service,
+        &service.token(),
+        &legacy_job,
+        accept(&legacy_digest),
+    );
+    assert_refused(status, &body, 403, two_person);
+    // Ada holds admin: her forced accept of sam's job is recorded as forced.
+    let (status, body) = decide_as("ada", &gated_job, forced);
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["decision"]["forced"], true);
+    // The publish token passes the role check (this host has no remote to publish to).
+    let (status, body) = publish_as("pat", &plain_job, &plain_digest);
+    assert_refused(
+        status,
+        &body,
+        409,
+        "PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED",
+    );
+    // A role change applies at the next request, and is audited.
+    let out = tokens_ok(
+        st,
+        database,
+        &["roles", "rita", "--role", "review", "--role", "publish"],
+    );
+    assert!(out.contains("roles review,publish (were review)"), "{out}");
+    let (status, body) = publish_as("rita", &plain_job, &plain_digest);
+    assert_refused(
+        status,
+        &body,
+        409,
+        "PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED",
+    );
+
+    // The audit trail: exactly the recorded acts, in order, paged; admin only.
+    let (status, body) = http_json(addr, "GET", "/v1/audit", Some(token["rita"].as_str()), None);
+    assert_refused(status, &body, 403, forbidden);
+    let trail = get_json_ok(addr, "/v1/audit?limit=1000", &token["ada"]);
+    let acts: Vec<(String, String, String)> = trail["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["principal"].as_str().unwrap().to_owned(),
+                e["act"].as_str().unwrap().to_owned(),
+                e["subject"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let mut want: Vec<(String, String, String)> = ROLE_TOKENS
+        .iter()
+        .map(|(n, _)| ("operator".into(), "token_created".into(), (*n).to_owned()))
+        .collect();
+    want.extend([
+        ("rita".into(), "review_reject".into(), plain_job.clone()),
+        ("ada".into(), "review_accept".into(), plain_job.clone()),
+        (
+            "ada".into(),
+            "review_forced_accept".into(),
+            gated_job.clone(),
+        ),
+        ("operator".into(), "token_roles".into(), "rita".into()),
+    ]);
+    assert_eq!(acts, want);
+    let first = get_json_ok(addr, "/v1/audit?limit=2", &token["ada"]);
+    let after = first["next_after"].as_i64().unwrap();
+    let rest = get_json_ok(addr, &format!("/v1/audit?after={after}"), &token["ada"]);
+    assert_eq!(rest["audit"].as_array().unwrap().len(), want.len() - 2);
+    let (status, body) = http_json(
+        addr,
+        "GET",
+        "/v1/audit?after=-1",
+        Some(token["ada"].as_str()),
+        None,
+    );
+    assert_refused(status, &body, 400, "PATCH_CANDIDATE_SERVICE_QUERY");
+    // The job's view and `jobs show` carry its acts and its submitter.
+    let view = get_json_ok(addr, &format!("/v1/jobs/{plain_job}"), &token["reader"]);
+    assert_eq!(view["job"]["spec"]["submitted_by"], "rita");
+    let job_acts: Vec<&str> = view["job"]["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["act"].as_str().unwrap())
+        .collect();
+    assert_eq!(job_acts, ["review_reject", "review_accept"]);
+    let mut show = bin();
+    show.env("PATCH_CANDIDATE_STATE_DIR", st)
+        .args(["jobs", "show", &plain_job]);
+    if let Some(url) = database {
+        show.args(["--database", url]);
+    }
+    let shown = String::from_utf8(run_ok(&mut show).stdout).unwrap();
+    assert!(shown.contains("submitted by rita"), "{shown}");
+    assert!(shown.contains("review_reject by rita"), "{shown}");
+    assert!(shown.contains("review_accept by ada"), "{shown}");
+    let listed = tokens_ok(st, database, &["list"]);
+    assert!(listed.contains("reader  roles none"), "{listed}");
+    assert!(!service.logged("PATCH_CANDIDATE_SERVICE_TOKENS_MIGRATED"));
 }
 
 fn publish_call(

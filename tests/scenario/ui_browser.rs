@@ -900,8 +900,8 @@ fn token_with_roles(r: &Review, name: &str, roles: &[&str]) -> String {
 /// Publish button, and its publish POST (with a valid CSRF token) is refused 403
 /// `PATCH_CANDIDATE_SERVICE_FORBIDDEN`; a `submit`-only principal gets no Accept (no decision
 /// form at all) on an open candidate. The job page lists the accept in its audit trail. Ends
-/// signed in as the operator again, on the clean candidate's page.
-async fn role_limited_principals_see_only_their_buttons(r: &Review, c: &Client) {
+/// signed in as the operator again, on the clean candidate's page; returns that session.
+async fn role_limited_principals_see_only_their_buttons(r: &Review, c: &Client) -> String {
     let rita = token_with_roles(r, "rita", &["review"]);
     let sam = token_with_roles(r, "sam", &["submit"]);
     let clean = format!("/ui/jobs/{}/candidate", r.clean_job);
@@ -918,17 +918,17 @@ async fn role_limited_principals_see_only_their_buttons(r: &Review, c: &Client) 
         c.find(Locator::Id("force")).await.is_err(),
         "review-only sees the override"
     );
-    shot(c, "08a-candidate-review-only").await;
+    shot(c, "08a1-candidate-review-only").await;
     // The server is the check: the publish form's POST, with rita's own CSRF token, is refused.
-    let session = http_sign_in(r.addr, &rita);
-    let (_, _, page) = ui_http(r.addr, "GET", &clean, Some(&session), None);
+    let rita_session = http_sign_in(r.addr, &rita);
+    let (_, _, page) = ui_http(r.addr, "GET", &clean, Some(&rita_session), None);
     let csrf = csrf_of(&String::from_utf8_lossy(&page));
     let digest = r.clean_digest.replace(':', "%3A");
     let (status, _, body) = ui_http(
         r.addr,
         "POST",
         &format!("/ui/jobs/{}/publish", r.clean_job),
-        Some(&session),
+        Some(&rita_session),
         Some(&format!(
             "csrf={csrf}&candidate_digest={digest}&branch=rita-was-here"
         )),
@@ -948,7 +948,7 @@ async fn role_limited_principals_see_only_their_buttons(r: &Review, c: &Client) 
     assert!(c.find(Locator::Id("decision-form")).await.is_err());
     let why = text_of(c, Locator::Id("no-decision")).await;
     assert!(why.contains("roles do not include review"), "{why}");
-    shot(c, "08b-candidate-submit-only").await;
+    shot(c, "08a2-candidate-submit-only").await;
 
     // The job page's audit trail names the operator's accept.
     r.goto(c, &format!("/ui/jobs/{}", r.clean_job)).await;
@@ -956,9 +956,18 @@ async fn role_limited_principals_see_only_their_buttons(r: &Review, c: &Client) 
     assert!(audit.contains("review_accept"), "{audit}");
     assert!(audit.contains("operator"), "{audit}");
 
+    // The operator signs in again: the later steps use (and end) this session.
     sign_in_as(r, c, &r.token).await;
     r.goto(c, &clean).await;
     assert!(c.find(Locator::Id("publish")).await.is_ok());
+    c.get_all_cookies()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|k| k.name() == "__Host-pc_session")
+        .unwrap()
+        .value()
+        .to_owned()
 }
 
 /// Publishing the accepted candidate from its page lands a branch on the operator's remote: a
@@ -1231,7 +1240,7 @@ async fn docker_ui_review_in_a_real_browser() {
     the_raw_view_is_sandboxed_text(&r, &session);
     the_hostile_candidate_is_rejected_with_a_reason(&r, &c, &session).await;
     the_clean_candidate_is_accepted(&r, &c).await;
-    role_limited_principals_see_only_their_buttons(&r, &c).await;
+    let session = role_limited_principals_see_only_their_buttons(&r, &c).await;
     publishing_lands_a_branch_on_the_remote(&r, &c).await;
     a_retry_queues_a_follow_up_that_sees_the_note(&r, &c).await;
     decisions_need_the_sessions_token_and_the_current_digest(&r, &session);
