@@ -1,6 +1,5 @@
+use finalizer::testkit;
 use pretty_assertions::assert_eq;
-use snapshot::{FileOp, RepoPath};
-use vocab::Sha256;
 
 use super::*;
 
@@ -8,20 +7,12 @@ const BASE: &str = "one\ntwo\nthree\n";
 
 /// A file entry as the finalizer writes it: the diff from `before` (the baseline) to `after`.
 fn file(path: &str, before: Option<&str>, after: Option<&str>) -> RepositoryPatchFile {
-    let op = match (before, after) {
-        (None, Some(_)) => FileOp::Create,
-        (Some(_), Some(_)) => FileOp::Update,
-        _ => FileOp::Delete,
-    };
-    RepositoryPatchFile::new(
-        RepoPath::parse(path).unwrap(),
-        op,
-        before.map(|b| Sha256::of(b.as_bytes())),
-        after.map(|a| Sha256::of(a.as_bytes())),
-        after.map(str::to_owned),
-        unified_diff(path, before, after),
-    )
-    .unwrap()
+    match (before, after) {
+        (None, Some(after)) => testkit::create(path, after),
+        (Some(before), Some(after)) => testkit::update(path, before, after),
+        (Some(before), None) => testkit::delete(path, before),
+        (None, None) => panic!("{path}: a file entry has a before, an after or both"),
+    }
 }
 
 fn attempt(approval: &str, files: Vec<RepositoryPatchFile>) -> RepositoryPatchCandidate {
