@@ -114,6 +114,83 @@ pub async fn create_database(admin_url: &str) -> Result<String, String> {
     Ok(with_database(admin_url, &name))
 }
 
+/// Builds, in the empty PostgreSQL database at `url`, the schema an older build left: this
+/// crate's own statements for the migrations up to `version`, each recorded as applied, then
+/// `seed` (rows that build would have written). Opening a [`crate::JobStore`] on it runs the
+/// upgrades after `version`.
+///
+/// # Errors
+/// The connection or statement failure, as text.
+pub async fn postgres_schema_at_version(url: &str, version: i64, seed: &str) -> Result<(), String> {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let task = tokio::spawn(connection);
+    let built = async {
+        client
+            .batch_execute(
+                "CREATE TABLE schema_migrations (
+                     version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL
+                 )",
+            )
+            .await?;
+        for m in crate::schema::MIGRATIONS
+            .iter()
+            .filter(|m| m.version <= version)
+        {
+            client.batch_execute(m.postgres).await?;
+            client
+                .execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, 0)",
+                    &[&m.version, &m.name],
+                )
+                .await?;
+        }
+        client.batch_execute(seed).await
+    }
+    .await
+    .map_err(|e| format!("schema version {version}: {e}"));
+    drop(client);
+    let _ = task.await;
+    built
+}
+
+/// [`postgres_schema_at_version`] for a SQLite file at `path` (created, mode 0600): the job
+/// store file of a state directory as an older build left it.
+///
+/// # Errors
+/// The file or statement failure, as text.
+pub fn sqlite_schema_at_version(
+    path: &std::path::Path,
+    version: i64,
+    seed: &str,
+) -> Result<(), String> {
+    let conn = rusqlite::Connection::open(path).map_err(|e| format!("open: {e}"))?;
+    let built = (|| {
+        conn.execute_batch(
+            "CREATE TABLE schema_migrations (
+                 version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL
+             )",
+        )?;
+        for m in crate::schema::MIGRATIONS
+            .iter()
+            .filter(|m| m.version <= version)
+        {
+            conn.execute_batch(m.sqlite)?;
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, 0)",
+                rusqlite::params![m.version, m.name],
+            )?;
+        }
+        conn.execute_batch(seed)
+    })()
+    .map_err(|e| format!("schema version {version}: {e}"));
+    drop(conn);
+    built?;
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .map_err(|e| format!("mode: {e}"))
+}
+
 /// A fresh database on the shared cluster: `Err(Skip)` when unconfigured and not required.
 ///
 /// # Errors

@@ -2389,3 +2389,99 @@ pub async fn the_submitter_is_kept_and_not_part_of_the_key(store: &JobStore, _: 
     let read = store.get(&job.id).await.unwrap().unwrap();
     assert_eq!(read.spec.submitted_by.as_deref(), Some("alice"));
 }
+
+/// A version-6 PostgreSQL database (a live and a revoked named token, built with the
+/// schema's own statements for versions 1 to 6) upgrades to the current version keeping both:
+/// each gets every role and the `roles_migrated` mark, the live one still authenticates with
+/// every role, setting its roles ends the mark and is audited, and the audit trail refuses
+/// `UPDATE` and `DELETE` in the database itself. The PostgreSQL twin of the SQLite unit test
+/// `a_version_6_database_file_upgrades_its_tokens_to_every_role`.
+pub async fn a_version_6_postgres_database_upgrades_its_tokens_to_every_role(url: &str) {
+    let (live, gone) = ("ab".repeat(32), "cd".repeat(32));
+    jobs::testkit::postgres_schema_at_version(
+        url,
+        6,
+        &format!(
+            "INSERT INTO api_tokens (name, token_sha256, created_at, revoked_at)
+             VALUES ('ci', '{live}', 5, NULL), ('old', '{gone}', 6, 9)"
+        ),
+    )
+    .await
+    .unwrap();
+    let location = Location::Postgres(url.to_owned());
+    let store = location.open().await;
+    assert_eq!(store.schema_version().await.unwrap(), jobs::SCHEMA_VERSION);
+    assert_eq!(
+        jobs::SCHEMA_VERSION,
+        7,
+        "extend this test for the next version"
+    );
+    let tokens = store.tokens().await.unwrap();
+    let listed: Vec<(&str, Option<i64>, Roles, bool)> = tokens
+        .iter()
+        .map(|t| (t.name.as_str(), t.revoked_at_ms, t.roles, t.roles_migrated))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            ("ci", None, Roles::ALL, true),
+            ("old", Some(9), Roles::ALL, true),
+        ]
+    );
+    let access = store
+        .token_access(&jobs::TokenHash::parse(&live).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((access.name.as_str(), access.roles), ("ci", Roles::ALL));
+    assert_eq!(
+        store
+            .token_access(&jobs::TokenHash::parse(&gone).unwrap())
+            .await
+            .unwrap(),
+        None
+    );
+    // Opening again (another host, or a restart) migrates nothing twice.
+    let other = location.open().await;
+    assert_eq!(other.tokens().await.unwrap(), tokens);
+
+    let name = jobs::TokenName::parse("ci").unwrap();
+    let review = Roles::from_list(&[Role::Review]).unwrap();
+    assert_eq!(
+        store
+            .set_token_roles(&name, review, "operator")
+            .await
+            .unwrap(),
+        Some(Roles::ALL)
+    );
+    let tokens = other.tokens().await.unwrap();
+    assert_eq!(
+        tokens
+            .iter()
+            .map(|t| (t.name.as_str(), t.roles, t.roles_migrated))
+            .collect::<Vec<_>>(),
+        vec![("ci", review, false), ("old", Roles::ALL, true)]
+    );
+    let trail = other.audit(0, 10).await.unwrap();
+    assert_eq!(
+        trail
+            .iter()
+            .map(|e| (
+                e.act,
+                e.principal.as_str(),
+                e.subject.as_str(),
+                e.detail.as_str()
+            ))
+            .collect::<Vec<_>>(),
+        vec![(
+            AuditAct::TokenRoles,
+            "operator",
+            "ci",
+            "roles review (was submit,review,publish,admin)"
+        )]
+    );
+    for sql in ["UPDATE audit SET principal = 'x'", "DELETE FROM audit"] {
+        let refused = raw_sql(&location, sql).await.unwrap_err();
+        assert!(refused.contains("append-only"), "{sql}: {refused}");
+    }
+}

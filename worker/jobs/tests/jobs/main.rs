@@ -131,6 +131,19 @@ mod first_opens_race {
     }
 }
 
+/// A PostgreSQL database left by a schema-6 build upgrades its named tokens (the SQLite twin is
+/// a unit test beside the SQLite store, which can build its file at any version).
+mod a_version_6_database_upgrades_its_tokens_to_every_role {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        let Some(url) = crate::postgres_or_skip(jobs::testkit::fresh_postgres_url().await) else {
+            return;
+        };
+        crate::conformance::a_version_6_postgres_database_upgrades_its_tokens_to_every_role(&url)
+            .await;
+    }
+}
+
 /// The database goes away and comes back: SQLite locked by another process past the busy
 /// timeout; PostgreSQL stopped and restarted (a private cluster). The store returns
 /// `PATCH_CANDIDATE_JOBS_UNAVAILABLE` meanwhile and works again without being reopened.
