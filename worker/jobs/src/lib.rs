@@ -39,11 +39,11 @@ pub use access::{
 pub use error::{Backend, ERROR_CODES, JobsError, NOT_FOUND_CODE, Result};
 pub use evidence::EvidenceDocument;
 pub use ids::{random_attempt_id, random_job_id};
+pub(crate) use model::MAX_FOLLOW_UPS_LISTED;
 pub use model::{
     Claimed, Fenced, FollowUp, FollowUpGate, FollowUpPolicy, Heartbeat, Job, JobKind, JobSpec,
     JobState, LiveJob, LiveJobEnvironment, MAX_CHAIN_FOLLOW_UPS, MAX_DOCUMENT_BYTES,
-    MAX_FOLLOW_UP_EXCERPT_BYTES, MAX_FOLLOW_UP_FAILURES, MAX_FOLLOW_UP_GATES,
-    MAX_FOLLOW_UP_NOTE_BYTES, MAX_FOLLOW_UPS_LISTED, Retry, StoreOptions, backoff,
+    MAX_FOLLOW_UP_GATES, MAX_FOLLOW_UP_NOTE_BYTES, Retry, StoreOptions, backoff,
 };
 pub use review::{
     DecisionRow, OPERATOR_PRINCIPAL, PublicationClaim, StoredDecisionRow, TokenHash, TokenName,

@@ -178,11 +178,11 @@ pub struct JobSpec {
 pub const MAX_CHAIN_FOLLOW_UPS: u32 = 10;
 /// The most follow-ups of one job [`crate::JobStore::follow_ups_of`] lists (each reviewer's
 /// retry queues one; repeats of the same retry find the same job).
-pub const MAX_FOLLOW_UPS_LISTED: i64 = 256;
+pub(crate) const MAX_FOLLOW_UPS_LISTED: i64 = 256;
 /// The longest excerpt of a gate's output a follow-up job carries, in bytes.
-pub const MAX_FOLLOW_UP_EXCERPT_BYTES: usize = 4096;
+pub(crate) const MAX_FOLLOW_UP_EXCERPT_BYTES: usize = 4096;
 /// The most failing test ids per gate a follow-up job carries.
-pub const MAX_FOLLOW_UP_FAILURES: usize = 32;
+pub(crate) const MAX_FOLLOW_UP_FAILURES: usize = 32;
 /// The longest failing test id a follow-up job carries, in bytes.
 pub const MAX_FOLLOW_UP_FAILURE_BYTES: usize = 512;
 

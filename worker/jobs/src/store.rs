@@ -576,7 +576,7 @@ impl JobStore {
 
     /// The jobs that continue job `id`'s candidate (its automatic follow-ups and the follow-ups
     /// its reviewers' retries queued), oldest first, approval bytes left out; at most
-    /// [`crate::MAX_FOLLOW_UPS_LISTED`]. Served by an index on the spec's `follow_up.supersedes_job`.
+    /// `MAX_FOLLOW_UPS_LISTED` (256). Served by an index on the spec's `follow_up.supersedes_job`.
     ///
     /// # Errors
     /// Database errors.

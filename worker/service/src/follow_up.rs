@@ -114,15 +114,15 @@ pub fn next_step(
 /// log ([`excerpt_tail`]), every line the content policy flags withheld, bounded again. `None`
 /// when the log is empty or the policy's rules cannot be loaded (nothing is shown unchecked).
 #[must_use]
-pub fn output_excerpt(evidence: &GateEvidence) -> Option<String> {
+pub(crate) fn output_excerpt(evidence: &GateEvidence) -> Option<String> {
     let tail = excerpt_tail(&evidence.log.tail)?;
     let checked = policy::withhold_flagged_lines(tail).ok()?;
     excerpt_tail(&checked.text).map(str::to_owned)
 }
 
 /// The review feedback of a follow-up that continues candidate `parent`: every gate's verdict,
-/// and for each failed one its newly failing test ids and [`output_excerpt`]; `note` is a
-/// reviewer's note when a person asked.
+/// and for each failed one its newly failing test ids and its output excerpt (the checked tail
+/// of the gate log); `note` is a reviewer's note when a person asked.
 ///
 /// # Errors
 /// `PATCH_CANDIDATE_REVIEW_FEEDBACK` for a malformed note or gate name.

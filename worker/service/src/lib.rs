@@ -34,15 +34,15 @@ use vocab::HostId;
 
 pub use error::ERROR_CODES;
 pub(crate) use error::ServiceError;
-pub use follow_up::{ChainEnd, ChainLimits, Step, follow_up_feedback, next_step, output_excerpt};
+pub use follow_up::{ChainEnd, ChainLimits, Step, follow_up_feedback, next_step};
 pub use http::{PublishTarget, job_view, job_view_with_gates, mint_token, review_summary};
 pub use live_host::{CredentialSource, LiveHost};
-pub use metrics::Metrics;
 pub use mirror::{Locator, MirrorCache};
 pub use serve::serve;
-pub use submission::{DEFAULT_MAX_ATTEMPTS, Submission, chain_follow_up_spec, prepare};
+pub use submission::{DEFAULT_MAX_ATTEMPTS, Submission, prepare};
 
 use container::BollardRuntime;
+use metrics::Metrics;
 
 /// Default lease of one attempt.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);

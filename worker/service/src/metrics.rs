@@ -56,7 +56,7 @@ pub const STORE_FAILURES_UNREACHABLE: u64 = 3;
 
 /// Every counter and gauge of one serve process.
 #[derive(Debug, Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     claimed: AtomicU64,
     outcomes: [AtomicU64; 7],
     store_errors: AtomicU64,

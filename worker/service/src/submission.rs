@@ -300,7 +300,7 @@ pub fn follow_up_spec(
 ///
 /// # Errors
 /// As a reviewer's retry: `PATCH_CANDIDATE_JOBS_SPEC`, and the codes of re-deriving the parent's inputs.
-pub fn chain_follow_up_spec(
+pub(crate) fn chain_follow_up_spec(
     parent: &jobs::Job,
     feedback: &turn::ReviewFeedback,
     round: u32,
