@@ -341,23 +341,21 @@ impl AuditEntry {
     }
 }
 
-/// The audit entry of decision `row`, number `seq` of job `id`.
-pub(crate) fn decision_act(
-    id: &vocab::JobId,
-    row: &crate::review::DecisionRow,
-    seq: i64,
-) -> Result<NewAuditEntry> {
-    NewAuditEntry::new(
-        row.actor(),
-        AuditAct::of_decision(row.decision(), row.forced())?,
-        id.as_str(),
-        format!("{} seq {seq}", row.candidate_digest()),
-    )
+/// The longest token (principal) name.
+const MAX_TOKEN_NAME_CHARS: usize = 64;
+
+/// Whether `text` is a principal name: 1-64 of `A-Z a-z 0-9 . _ @ -`, starting with a letter
+/// or digit.
+pub(crate) fn is_principal(text: &str) -> bool {
+    let mut chars = text.chars();
+    text.len() <= MAX_TOKEN_NAME_CHARS
+        && chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'))
 }
 
 /// A principal name: 1-64 of `A-Z a-z 0-9 . _ @ -`, starting with a letter or digit.
 pub(crate) fn check_principal(field: &'static str, text: &str) -> Result<()> {
-    if crate::review::is_principal(text) {
+    if is_principal(text) {
         Ok(())
     } else {
         Err(JobsError::input(

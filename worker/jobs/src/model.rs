@@ -623,7 +623,7 @@ impl JobSpec {
             policy.validate()?;
         }
         if let Some(by) = &self.submitted_by
-            && !crate::review::is_principal(by)
+            && !crate::access::is_principal(by)
         {
             return Err(JobsError::spec(
                 "submitted_by",

@@ -12,13 +12,14 @@ use deadpool_postgres::{
 };
 use tokio_postgres::{NoTls, Row, ToStatement};
 
-use crate::access::{AuditAct, AuditEntry, NewAuditEntry, Roles, TokenAccess, decision_act};
+use crate::access::{AuditAct, AuditEntry, NewAuditEntry, Roles, TokenAccess};
 use crate::error::{Backend, JobsError, Result};
 use crate::evidence::EvidenceDocument;
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, StoreOptions,
     duration_ms,
 };
+use crate::review::decision_act;
 use crate::review::{
     DecisionRow, PublicationClaim, PublishFacts, StoredDecisionRow, TokenHash, TokenInfo,
     TokenName, check_target,

@@ -23,17 +23,8 @@ use vocab::{HostId, JobId};
 pub const MAX_DECISION_RECORD_BYTES: usize = 256 * 1024;
 /// The largest publication record, in bytes.
 pub const MAX_PUBLICATION_RECORD_BYTES: usize = 64 * 1024;
-/// The longest token (principal) name.
-pub const MAX_TOKEN_NAME_CHARS: usize = 64;
 /// The principal of the first-start token; no named token may take it.
 pub const OPERATOR_PRINCIPAL: &str = "operator";
-
-pub(crate) fn is_principal(text: &str) -> bool {
-    let mut chars = text.chars();
-    text.len() <= MAX_TOKEN_NAME_CHARS
-        && chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'))
-}
 
 /// One decision to append. Built only through [`DecisionRow::new`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -74,7 +65,7 @@ impl DecisionRow {
                 "must be accept, reject or retry",
             ));
         }
-        if !is_principal(actor) {
+        if !crate::access::is_principal(actor) {
             return Err(JobsError::input(
                 "actor",
                 "must be 1-64 of A-Z a-z 0-9 . _ @ -, starting with a letter or digit",
@@ -351,7 +342,7 @@ impl TokenName {
     /// # Errors
     /// `PATCH_CANDIDATE_JOBS_INPUT`.
     pub fn parse(text: &str) -> Result<Self> {
-        if !is_principal(text) {
+        if !crate::access::is_principal(text) {
             return Err(JobsError::input(
                 "token name",
                 "must be 1-64 of A-Z a-z 0-9 . _ @ -, starting with a letter or digit",
@@ -395,6 +386,20 @@ impl TokenHash {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// The audit entry of decision `row`, number `seq` of job `id`.
+pub(crate) fn decision_act(
+    id: &vocab::JobId,
+    row: &DecisionRow,
+    seq: i64,
+) -> Result<crate::access::NewAuditEntry> {
+    crate::access::NewAuditEntry::new(
+        row.actor(),
+        crate::access::AuditAct::of_decision(row.decision(), row.forced())?,
+        id.as_str(),
+        format!("{} seq {seq}", row.candidate_digest()),
+    )
 }
 
 /// A named token as listed (never its hash).

@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension as _, Row, TransactionBehavior, params};
 
-use crate::access::{AuditAct, AuditEntry, NewAuditEntry, Roles, TokenAccess, decision_act};
+use crate::access::{AuditAct, AuditEntry, NewAuditEntry, Roles, TokenAccess};
 use crate::error::{Backend, JobsError, Result};
 use crate::evidence::EvidenceDocument;
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, duration_ms,
 };
+use crate::review::decision_act;
 use crate::review::{
     DecisionRow, PublicationClaim, PublishFacts, StoredDecisionRow, TokenHash, TokenInfo,
     TokenName, check_target,
