@@ -262,8 +262,9 @@ async fn docker_service_review_decisions_are_bound_to_the_digest_and_the_princip
 }
 
 /// The principals of the roles case: each named token's roles.
-const ROLE_TOKENS: [(&str, &[&str]); 5] = [
+const ROLE_TOKENS: [(&str, &[&str]); 6] = [
     ("sam", &["submit"]),
+    ("sue", &["submit", "review"]),
     ("rita", &["review"]),
     ("pat", &["publish"]),
     ("ada", &["review", "admin"]),
@@ -276,7 +277,10 @@ const ROLE_TOKENS: [(&str, &[&str]); 5] = [
 /// cannot accept or publish, a review token cannot publish, a forced accept without `admin` is
 /// refused; under `--two-person-review` the submitter cannot accept its job (a reject is
 /// fine), another reviewer can, and a job without a recorded submitter cannot be accepted; a
-/// role change applies at the next request. The audit trail (`GET /v1/audit`, admin only,
+/// role change applies at the next request. A job submitted over the API with a named token
+/// records that principal as its submitter (in the job view; the same inputs from another
+/// principal find the job, its submitter unchanged), and the two-person rule holds the job
+/// against that principal only. The audit trail (`GET /v1/audit`, admin only,
 /// paged; the job view; `jobs show`) lists exactly the acts that were recorded, with their
 /// principals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -301,6 +305,69 @@ async fn docker_service_on_postgres_roles_bound_every_route_and_two_person_revie
     .await;
 }
 
+/// A state directory whose job store predates roles (schema version 6: a live and a revoked
+/// named token): `serve` upgrades it, the live token keeps every role (it reads the admin-only
+/// audit trail) and the start logs `PATCH_CANDIDATE_SERVICE_TOKENS_MIGRATED` with the number of
+/// live migrated tokens (the revoked one is not counted); once that token's roles are set, the
+/// token has exactly them and the next start logs no such warning.
+#[test]
+fn service_warns_of_migrated_tokens_until_each_has_its_roles() {
+    const MIGRATED: &str = "PATCH_CANDIDATE_SERVICE_TOKENS_MIGRATED";
+    let state = tempfile::tempdir().unwrap();
+    let st = state.path();
+    // Named tokens are 32 to 256 ASCII letters and digits.
+    let (live, gone) = (&"a1".repeat(20), &"b2".repeat(20));
+    jobs::testkit::sqlite_schema_at_version(
+        &st.join(jobs::DEFAULT_SQLITE_FILE),
+        6,
+        &format!(
+            "INSERT INTO api_tokens (name, token_sha256, created_at, revoked_at)
+             VALUES ('ci', '{}', 5, NULL), ('old', '{}', 6, 9)",
+            vocab::sha256_bare_hex(live.as_bytes()),
+            vocab::sha256_bare_hex(gone.as_bytes())
+        ),
+    )
+    .unwrap();
+
+    let service = Service::start(st, &ServeOpts::default());
+    service.wait_logged(MIGRATED, Duration::from_secs(30));
+    let counts: Vec<serde_json::Value> = service
+        .lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["fields"]["code"] == MIGRATED)
+        .map(|v| v["fields"]["tokens"].clone())
+        .collect();
+    assert_eq!(counts, [serde_json::json!(1)]);
+    let (status, body) = http_json(service.addr, "GET", "/v1/audit", Some(live), None);
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = http_json(service.addr, "GET", "/v1/jobs", Some(gone), None);
+    assert_eq!(status, 401);
+    let listed = tokens_ok(st, None, &["list"]);
+    assert!(listed.contains("(migrated: every role"), "{listed}");
+    assert!(service.stop().success());
+
+    tokens_ok(st, None, &["roles", "ci", "--role", "review"]);
+    let service = Service::start(st, &ServeOpts::default());
+    let (status, body) = http_json(service.addr, "GET", "/v1/audit", Some(live), None);
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("PATCH_CANDIDATE_SERVICE_FORBIDDEN")),
+        "{body}"
+    );
+    // The warning would come after the start line and before the stop line.
+    service.signal("-TERM");
+    service.wait_logged("PATCH_CANDIDATE_SERVICE_STOPPED", Duration::from_secs(60));
+    assert!(
+        !service.logged(MIGRATED),
+        "{:?}",
+        service.lines.lock().unwrap()
+    );
+    assert!(service.wait().success());
+}
+
 /// `tokens ARGS` against the job store `database` (`None`: the state directory's SQLite file),
 /// which must succeed; its stdout.
 fn tokens_ok(state: &Path, database: Option<&str>, args: &[&str]) -> String {
@@ -315,7 +382,8 @@ fn tokens_ok(state: &Path, database: Option<&str>, args: &[&str]) -> String {
 }
 
 fn roles_bound_every_route(database: Option<&str>) {
-    let state = tempfile::tempdir().unwrap();
+    // The proof images: the job submitted over the API runs a real turn.
+    let state = state_with_images();
     let st = state.path();
     let spec_by = |nonce: &str, by: Option<&str>| {
         let mut spec = jobs::JobSpec::noop(nonce, 1);
@@ -485,6 +553,45 @@ fn roles_bound_every_route(database: Option<&str>) {
         "PATCH_CANDIDATE_SERVICE_PUBLISH_DISABLED",
     );
 
+    // Submitted over the API by sue (submit and review): she is the job's submitter, whoever
+    // submits the same inputs after her, so she may not accept its candidate and rita may.
+    let f = Fixture::new();
+    let submission = serde_json::json!({
+        "repository": f.repo.path().to_str().unwrap(),
+        "approval": std::fs::read_to_string(f.approval("Update the dashboard.")).unwrap(),
+    });
+    let submit_as = |name: &str| {
+        http_json(
+            addr,
+            "POST",
+            "/v1/jobs",
+            Some(token[name].as_str()),
+            Some(&submission),
+        )
+    };
+    let (status, body) = submit_as("sue");
+    assert_eq!(status, 201, "{body}");
+    let sue_job = job_id(&body);
+    assert_eq!(body["job"]["spec"]["submitted_by"], "sue", "{body}");
+    let (status, body) = submit_as("sam");
+    assert_eq!(
+        (status, &body["created"]),
+        (200, &serde_json::json!(false)),
+        "{body}"
+    );
+    assert_eq!(body["job"]["id"], sue_job.as_str(), "{body}");
+    assert_eq!(body["job"]["spec"]["submitted_by"], "sue", "{body}");
+    let done = wait_finished(st, database, &sue_job, Duration::from_secs(180));
+    assert_eq!(done["state"], "completed", "{done}");
+    let view = get_json_ok(addr, &format!("/v1/jobs/{sue_job}"), &token["reader"]);
+    assert_eq!(view["job"]["spec"]["submitted_by"], "sue", "{view}");
+    let sue_digest = done["candidate_digest"].as_str().unwrap().to_owned();
+    let (status, body) = decide_as("sue", &sue_job, accept(&sue_digest));
+    assert_refused(status, &body, 403, two_person);
+    let (status, body) = decide_as("rita", &sue_job, accept(&sue_digest));
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["decision"]["actor"]["principal"], "rita", "{body}");
+
     // The audit trail: exactly the recorded acts, in order, paged; admin only.
     let (status, body) = http_json(addr, "GET", "/v1/audit", Some(token["rita"].as_str()), None);
     assert_refused(status, &body, 403, forbidden);
@@ -514,6 +621,7 @@ fn roles_bound_every_route(database: Option<&str>) {
             gated_job.clone(),
         ),
         ("operator".into(), "token_roles".into(), "rita".into()),
+        ("rita".into(), "review_accept".into(), sue_job.clone()),
     ]);
     assert_eq!(acts, want);
     let first = get_json_ok(addr, "/v1/audit?limit=2", &token["ada"]);
