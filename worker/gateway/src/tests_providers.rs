@@ -58,24 +58,30 @@ pub(crate) fn turn_gateway(
     Arc::new(gateway).start_turn()
 }
 
+/// The base path of `kind`'s upstream: `/v1beta` for Gemini, `/v1` for the others.
+pub(crate) fn base_path(kind: ProviderKind) -> &'static str {
+    if kind == ProviderKind::Gemini {
+        "/v1beta"
+    } else {
+        "/v1"
+    }
+}
+
+/// [`setup`] for the provider of `kind`, at its base path.
+async fn setup_kind(
+    kind: ProviderKind,
+    replies: Vec<Reply>,
+    config: GatewayConfig,
+) -> (ScriptedUpstream, TurnGateway) {
+    setup(kind.provider(), base_path(kind), replies, config).await
+}
+
 async fn claude(replies: Vec<Reply>) -> (ScriptedUpstream, TurnGateway) {
-    setup(
-        ProviderKind::AnthropicMessages.provider(),
-        "/v1",
-        replies,
-        claude_config(),
-    )
-    .await
+    setup_kind(ProviderKind::AnthropicMessages, replies, claude_config()).await
 }
 
 async fn gem(replies: Vec<Reply>) -> (ScriptedUpstream, TurnGateway) {
-    setup(
-        ProviderKind::Gemini.provider(),
-        "/v1beta",
-        replies,
-        gemini_config(),
-    )
-    .await
+    setup_kind(ProviderKind::Gemini, replies, gemini_config()).await
 }
 
 async fn exchange(turn: &TurnGateway, bytes: &[u8]) -> (ChannelReport, String) {
@@ -155,6 +161,11 @@ fn gemini_body(tools: &Value) -> String {
     .to_string()
 }
 
+/// A Gemini CLI request to `target` offering `tools`.
+fn gemini_post(target: &str, tools: &Value) -> Vec<u8> {
+    post(target, &gemini_body(tools), GEMINI_HEADERS)
+}
+
 fn gemini_tools() -> Value {
     json!([{"functionDeclarations": [{"name": "write_file", "parameters": {"type": "object"}}]}])
 }
@@ -164,6 +175,30 @@ const GEMINI_HEADERS: &str = "x-goog-api-key: \r\nauthorization: Bearer agent-ma
 fn usage_of(turn: &TurnGateway) -> (u64, u64, u64) {
     let u = turn.usage();
     (u.input_tokens, u.output_tokens, u.total_tokens)
+}
+
+/// Each `(target, code)`: a POST of `body` there is refused with `code`; then `get` (a whole
+/// GET request) is refused for its method.
+async fn assert_routes_refused(
+    turn: &TurnGateway,
+    upstream: &ScriptedUpstream,
+    body: &str,
+    get: &str,
+    cases: &[(&str, &str)],
+) {
+    for (target, code) in cases {
+        let (e, _) = refused_by(turn, upstream, &post(target, body, "")).await;
+        assert_eq!(e.code(), *code, "{target}");
+    }
+    let (e, _) = refused_by(turn, upstream, get.as_bytes()).await;
+    assert_eq!(e, GatewayError::Method);
+}
+
+/// Asserts that an exchange was forwarded for `model` and answered with an event stream.
+fn assert_streamed(report: &ChannelReport, text: &str, model: &str) {
+    assert_eq!(report.error, None);
+    assert_eq!(report.model.as_deref(), Some(model));
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"));
 }
 
 /// The refusal's code, status and provider-shaped body; nothing forwarded.
@@ -206,9 +241,7 @@ async fn a_claude_stream_is_forwarded_with_x_api_key_and_its_usage_counted_from_
     let (upstream, turn) = claude(vec![Reply::Events(events)]).await;
     let body = claude_body();
     let (report, text) = exchange(&turn, &post(MESSAGES, &body, CLAUDE_HEADERS)).await;
-    assert_eq!(report.error, None);
-    assert_eq!(report.model.as_deref(), Some(CLAUDE));
-    assert!(text.starts_with("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"));
+    assert_streamed(&report, &text, CLAUDE);
     assert!(text.contains("event: message_stop"));
     assert_eq!(usage_of(&turn), (100, 20, 120));
     let forwarded = &upstream.requests()[0];
@@ -409,21 +442,13 @@ async fn count_tokens_is_forwarded_within_the_budget_and_spends_no_tokens() {
     assert_eq!(report.error, None);
     assert_eq!(usage_of(&turn), (100, 20, 120));
     // Its model is checked too, and server tools refused.
+    let count_tokens =
+        |body: &str| post("/v1/messages/count_tokens?beta=true", body, CLAUDE_HEADERS);
     let bad = json!({"model": "claude-opus-4-1", "messages": []}).to_string();
-    let (e, _) = refused_by(
-        &turn,
-        &upstream,
-        &post("/v1/messages/count_tokens?beta=true", &bad, CLAUDE_HEADERS),
-    )
-    .await;
+    let (e, _) = refused_by(&turn, &upstream, &count_tokens(&bad)).await;
     assert_eq!(e, GatewayError::Model);
     let bad = json!({"model": HAIKU, "messages": [], "tools": [{"type": "web_search_20250305", "name": "web_search"}]}).to_string();
-    let (e, _) = refused_by(
-        &turn,
-        &upstream,
-        &post("/v1/messages/count_tokens?beta=true", &bad, CLAUDE_HEADERS),
-    )
-    .await;
+    let (e, _) = refused_by(&turn, &upstream, &count_tokens(&bad)).await;
     assert_eq!(e, GatewayError::Tool);
 }
 
@@ -449,30 +474,32 @@ async fn the_model_listing_is_answered_by_the_gateway_with_a_404() {
 async fn claude_routes_are_exact_in_method_path_and_query() {
     let (upstream, turn) = claude(vec![]).await;
     let body = claude_body();
-    for (target, code) in [
-        ("/v1/messages", "PATCH_CANDIDATE_GATEWAY_QUERY"),
-        ("/v1/messages?beta=false", "PATCH_CANDIDATE_GATEWAY_QUERY"),
-        (
-            "/v1/messages?beta=true&x=1",
-            "PATCH_CANDIDATE_GATEWAY_QUERY",
-        ),
-        ("/v1/messages?", "PATCH_CANDIDATE_GATEWAY_QUERY"),
-        ("/v1/messages/count_tokens", "PATCH_CANDIDATE_GATEWAY_QUERY"),
-        ("/v1/messages/?beta=true", "PATCH_CANDIDATE_GATEWAY_PATH"),
-        ("/v1/complete", "PATCH_CANDIDATE_GATEWAY_PATH"),
-        (
-            "/v1/messages/batches?beta=true",
-            "PATCH_CANDIDATE_GATEWAY_PATH",
-        ),
-        ("/v1/files", "PATCH_CANDIDATE_GATEWAY_PATH"),
-        ("/v1/responses", "PATCH_CANDIDATE_GATEWAY_PATH"),
-    ] {
-        let (e, _) = refused_by(&turn, &upstream, &post(target, &body, "")).await;
-        assert_eq!(e.code(), code, "{target}");
-    }
     let get = "GET /v1/messages?beta=true HTTP/1.1\r\nhost: x\r\n\r\n";
-    let (e, _) = refused_by(&turn, &upstream, get.as_bytes()).await;
-    assert_eq!(e, GatewayError::Method);
+    assert_routes_refused(
+        &turn,
+        &upstream,
+        &body,
+        get,
+        &[
+            ("/v1/messages", "PATCH_CANDIDATE_GATEWAY_QUERY"),
+            ("/v1/messages?beta=false", "PATCH_CANDIDATE_GATEWAY_QUERY"),
+            (
+                "/v1/messages?beta=true&x=1",
+                "PATCH_CANDIDATE_GATEWAY_QUERY",
+            ),
+            ("/v1/messages?", "PATCH_CANDIDATE_GATEWAY_QUERY"),
+            ("/v1/messages/count_tokens", "PATCH_CANDIDATE_GATEWAY_QUERY"),
+            ("/v1/messages/?beta=true", "PATCH_CANDIDATE_GATEWAY_PATH"),
+            ("/v1/complete", "PATCH_CANDIDATE_GATEWAY_PATH"),
+            (
+                "/v1/messages/batches?beta=true",
+                "PATCH_CANDIDATE_GATEWAY_PATH",
+            ),
+            ("/v1/files", "PATCH_CANDIDATE_GATEWAY_PATH"),
+            ("/v1/responses", "PATCH_CANDIDATE_GATEWAY_PATH"),
+        ],
+    )
+    .await;
     let post_models = post("/v1/models", "{}", "");
     let (e, _) = refused_by(&turn, &upstream, &post_models).await;
     assert_eq!(e, GatewayError::Method);
@@ -559,9 +586,7 @@ async fn a_gemini_stream_is_forwarded_with_x_goog_api_key_and_the_last_chunk_cou
     let (upstream, turn) = gem(vec![gemini::text("Done.", USAGE)]).await;
     let body = gemini_body(&gemini_tools());
     let (report, text) = exchange(&turn, &post(&stream_target(FLASH), &body, GEMINI_HEADERS)).await;
-    assert_eq!(report.error, None);
-    assert_eq!(report.model.as_deref(), Some(FLASH));
-    assert!(text.starts_with("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"));
+    assert_streamed(&report, &text, FLASH);
     assert!(text.contains("\"finishReason\":\"STOP\""));
     // The first chunk reported 100 prompt tokens, the last the cumulative 100/20/120.
     assert_eq!(usage_of(&turn), (100, 20, 120));
@@ -641,52 +666,54 @@ async fn the_gemini_model_in_the_path_is_parsed_strictly_and_allow_listed() {
 async fn gemini_routes_are_exact_in_method_path_and_query() {
     let (upstream, turn) = gem(vec![]).await;
     let body = gemini_body(&gemini_tools());
-    for (target, code) in [
-        (
-            "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
-            "PATCH_CANDIDATE_GATEWAY_QUERY",
-        ),
-        (
-            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=json",
-            "PATCH_CANDIDATE_GATEWAY_QUERY",
-        ),
-        (
-            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key=x",
-            "PATCH_CANDIDATE_GATEWAY_QUERY",
-        ),
-        (
-            "/v1beta/models/gemini-2.5-flash:generateContent?alt=sse",
-            "PATCH_CANDIDATE_GATEWAY_QUERY",
-        ),
-        (
-            "/v1beta/models/gemini-2.5-flash:countTokens?key=x",
-            "PATCH_CANDIDATE_GATEWAY_QUERY",
-        ),
-        (
-            "/v1beta/models/gemini-2.5-flash:embedContent",
-            "PATCH_CANDIDATE_GATEWAY_PATH",
-        ),
-        (
-            "/v1beta/models/gemini-2.5-flash",
-            "PATCH_CANDIDATE_GATEWAY_PATH",
-        ),
-        (
-            "/v1/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
-            "PATCH_CANDIDATE_GATEWAY_PATH",
-        ),
-        (
-            "/v1beta/tunedModels/x:generateContent",
-            "PATCH_CANDIDATE_GATEWAY_PATH",
-        ),
-        ("/v1beta/models", "PATCH_CANDIDATE_GATEWAY_PATH"),
-        ("/upload/v1beta/files", "PATCH_CANDIDATE_GATEWAY_PATH"),
-    ] {
-        let (e, _) = refused_by(&turn, &upstream, &post(target, &body, "")).await;
-        assert_eq!(e.code(), code, "{target}");
-    }
     let get = format!("GET {} HTTP/1.1\r\nhost: x\r\n\r\n", stream_target(FLASH));
-    let (e, _) = refused_by(&turn, &upstream, get.as_bytes()).await;
-    assert_eq!(e, GatewayError::Method);
+    assert_routes_refused(
+        &turn,
+        &upstream,
+        &body,
+        &get,
+        &[
+            (
+                "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+                "PATCH_CANDIDATE_GATEWAY_QUERY",
+            ),
+            (
+                "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=json",
+                "PATCH_CANDIDATE_GATEWAY_QUERY",
+            ),
+            (
+                "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key=x",
+                "PATCH_CANDIDATE_GATEWAY_QUERY",
+            ),
+            (
+                "/v1beta/models/gemini-2.5-flash:generateContent?alt=sse",
+                "PATCH_CANDIDATE_GATEWAY_QUERY",
+            ),
+            (
+                "/v1beta/models/gemini-2.5-flash:countTokens?key=x",
+                "PATCH_CANDIDATE_GATEWAY_QUERY",
+            ),
+            (
+                "/v1beta/models/gemini-2.5-flash:embedContent",
+                "PATCH_CANDIDATE_GATEWAY_PATH",
+            ),
+            (
+                "/v1beta/models/gemini-2.5-flash",
+                "PATCH_CANDIDATE_GATEWAY_PATH",
+            ),
+            (
+                "/v1/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+                "PATCH_CANDIDATE_GATEWAY_PATH",
+            ),
+            (
+                "/v1beta/tunedModels/x:generateContent",
+                "PATCH_CANDIDATE_GATEWAY_PATH",
+            ),
+            ("/v1beta/models", "PATCH_CANDIDATE_GATEWAY_PATH"),
+            ("/upload/v1beta/files", "PATCH_CANDIDATE_GATEWAY_PATH"),
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -736,11 +763,7 @@ async fn generate_content_is_forwarded_and_its_usage_metadata_counted() {
     ])
     .await;
     let target = format!("/v1beta/models/{FLASH}:generateContent");
-    let (report, text) = exchange(
-        &turn,
-        &post(&target, &gemini_body(&json!([])), GEMINI_HEADERS),
-    )
-    .await;
+    let (report, text) = exchange(&turn, &gemini_post(&target, &json!([]))).await;
     assert_eq!(report.error, None);
     assert!(text.starts_with("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"));
     assert_eq!(report.usage.map(|u| u.total_tokens), Some(35));
@@ -749,23 +772,11 @@ async fn generate_content_is_forwarded_and_its_usage_metadata_counted() {
     assert_eq!(upstream.requests()[0].header("x-goog-api-key"), Some(KEY));
     // countTokens: forwarded, no tokens, not an answer without usage.
     let count = format!("/v1beta/models/{FLASH}:countTokens");
-    let (report, text) = exchange(
-        &turn,
-        &post(&count, &gemini_body(&json!([])), GEMINI_HEADERS),
-    )
-    .await;
+    let (report, text) = exchange(&turn, &gemini_post(&count, &json!([]))).await;
     assert_eq!(report.error, None);
     assert!(text.ends_with(r#"{"totalTokens": 77}"#));
     assert_eq!(usage_of(&turn), (30, 5, 35));
-    let (report, _) = exchange(
-        &turn,
-        &post(
-            &stream_target(FLASH),
-            &gemini_body(&gemini_tools()),
-            GEMINI_HEADERS,
-        ),
-    )
-    .await;
+    let (report, _) = exchange(&turn, &gemini_post(&stream_target(FLASH), &gemini_tools())).await;
     assert_eq!(report.error, None);
     assert_eq!(usage_of(&turn), (130, 25, 155));
     let u = turn.usage();
@@ -826,15 +837,8 @@ async fn a_reflecting_gemini_upstream_never_gets_x_goog_api_key_into_the_channel
         split: 17,
     }])
     .await;
-    let (report, text) = exchange(
-        &turn,
-        &post(
-            &stream_target(FLASH),
-            &gemini_body(&gemini_tools()),
-            GEMINI_HEADERS,
-        ),
-    )
-    .await;
+    let (report, text) =
+        exchange(&turn, &gemini_post(&stream_target(FLASH), &gemini_tools())).await;
     assert!(report.scrubbed >= 2);
     assert!(text.contains(crate::SCRUB_MARKER));
 }

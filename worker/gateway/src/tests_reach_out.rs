@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::testkit::DEFAULT_USAGE as USAGE;
 use crate::testkit::{Reply, ScriptedUpstream, anthropic, events, gemini};
-use crate::tests_providers::{exchange_keeping, turn_gateway};
+use crate::tests_providers::{base_path, exchange_keeping, turn_gateway};
 use crate::{ChannelReport, GatewayConfig, GatewayError, ProviderKind, TurnGateway};
 
 const KEY: &str = "sk-reach-test-7f3a9c1e5b2d4f6a8c0e";
@@ -19,13 +19,8 @@ const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z
 
 async fn start(kind: ProviderKind, config: GatewayConfig) -> (ScriptedUpstream, TurnGateway) {
     let upstream = ScriptedUpstream::start(vec![]).await.unwrap();
-    let base = if kind == ProviderKind::Gemini {
-        "/v1beta"
-    } else {
-        "/v1"
-    };
     upstream.set_fallback(fallback(kind));
-    let turn = turn_gateway(&upstream, base, kind.provider(), config, KEY);
+    let turn = turn_gateway(&upstream, base_path(kind), kind.provider(), config, KEY);
     (upstream, turn)
 }
 
@@ -84,6 +79,11 @@ fn with_parts(kind: ProviderKind, parts: &Value, tools: &Value) -> Value {
             "tools": tools
         }),
     }
+}
+
+/// [`with_parts`] of one text part, offering `kind`'s client tools: a body every check passes.
+fn plain_body(kind: ProviderKind) -> Value {
+    with_parts(kind, &json!([text_part(kind)]), &client_tools(kind))
 }
 
 fn text_part(kind: ProviderKind) -> Value {
@@ -163,6 +163,32 @@ async fn assert_part_refused(
     assert_value_refused(turn, upstream, kind, &body, expected).await;
 }
 
+/// A gateway for `kind` that refused each of `tools`, offered next to `kind`'s client tools, for
+/// its tool; its upstream and turn.
+async fn refusing_each_tool(
+    kind: ProviderKind,
+    tools: &[Value],
+) -> (ScriptedUpstream, TurnGateway) {
+    let (upstream, turn) = start(kind, config(kind)).await;
+    for tool in tools {
+        let mut offered = client_tools(kind);
+        offered.as_array_mut().unwrap().push(tool.clone());
+        let body = with_parts(kind, &json!([text_part(kind)]), &offered).to_string();
+        assert_refused(&turn, &upstream, kind, &body, "", &GatewayError::Tool).await;
+    }
+    (upstream, turn)
+}
+
+/// A gateway for `kind` refuses each of `parts` (next to a text part) with `expected`, and
+/// forwards nothing.
+async fn assert_parts_refused(kind: ProviderKind, parts: Vec<Value>, expected: &GatewayError) {
+    let (upstream, turn) = start(kind, config(kind)).await;
+    for part in parts {
+        assert_part_refused(&turn, &upstream, kind, part, expected).await;
+    }
+    assert!(upstream.requests().is_empty());
+}
+
 /// Sends `body` and expects it forwarded as sent and answered.
 async fn assert_forwarded(
     turn: &TurnGateway,
@@ -184,29 +210,27 @@ async fn assert_forwarded(
 #[tokio::test]
 async fn r_responses_tools_other_than_client_executed_ones_are_refused() {
     let kind = ProviderKind::OpenAiResponses;
-    let (upstream, turn) = start(kind, config(kind)).await;
-    for tool in [
-        json!({"type": "web_search"}),
-        json!({"type": "web_search_2025_08_26"}),
-        json!({"type": "web_search_preview"}),
-        json!({"type": "web_search_preview_2025_03_11"}),
-        json!({"type": "code_interpreter", "container": {"type": "auto"}}),
-        json!({"type": "file_search", "vector_store_ids": ["vs_1"]}),
-        json!({"type": "mcp", "server_label": "x", "server_url": "https://attacker.example/mcp"}),
-        json!({"type": "image_generation"}),
-        json!({"type": "computer_use_preview", "display_width": 1, "display_height": 1, "environment": "browser"}),
-        json!({"type": "not_yet_invented_2027_01_01"}),
-        json!({"type": "Function", "name": "shell"}),
-        json!({"type": "function ", "name": "shell"}),
-        json!({"name": "shell"}),
-        json!({"type": null, "name": "shell"}),
-        json!({"type": 1, "name": "shell"}),
-    ] {
-        let mut tools = client_tools(kind);
-        tools.as_array_mut().unwrap().push(tool.clone());
-        let body = with_parts(kind, &json!([text_part(kind)]), &tools).to_string();
-        assert_refused(&turn, &upstream, kind, &body, "", &GatewayError::Tool).await;
-    }
+    let (upstream, turn) = refusing_each_tool(
+        kind,
+        &[
+            json!({"type": "web_search"}),
+            json!({"type": "web_search_2025_08_26"}),
+            json!({"type": "web_search_preview"}),
+            json!({"type": "web_search_preview_2025_03_11"}),
+            json!({"type": "code_interpreter", "container": {"type": "auto"}}),
+            json!({"type": "file_search", "vector_store_ids": ["vs_1"]}),
+            json!({"type": "mcp", "server_label": "x", "server_url": "https://attacker.example/mcp"}),
+            json!({"type": "image_generation"}),
+            json!({"type": "computer_use_preview", "display_width": 1, "display_height": 1, "environment": "browser"}),
+            json!({"type": "not_yet_invented_2027_01_01"}),
+            json!({"type": "Function", "name": "shell"}),
+            json!({"type": "function ", "name": "shell"}),
+            json!({"name": "shell"}),
+            json!({"type": null, "name": "shell"}),
+            json!({"type": 1, "name": "shell"}),
+        ],
+    )
+    .await;
     // Escaped, it is the same type.
     let body = with_parts(kind, &json!([text_part(kind)]), &json!([]))
         .to_string()
@@ -219,7 +243,7 @@ async fn r_responses_tools_other_than_client_executed_ones_are_refused() {
     // Function and custom tools pass, whatever their schemas hold, and so do the built-in tools
     // the client executes itself and the search over the request's own tools (which Codex
     // declares).
-    let body = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind)).to_string();
+    let body = plain_body(kind).to_string();
     assert_forwarded(&turn, &upstream, kind, &body).await;
     let mut tools = client_tools(kind);
     for builtin in ["local_shell", "shell", "apply_patch", "tool_search"] {
@@ -232,52 +256,48 @@ async fn r_responses_tools_other_than_client_executed_ones_are_refused() {
 #[tokio::test]
 async fn r_anthropic_and_gemini_server_tools_are_refused_by_allowlist() {
     let kind = ProviderKind::AnthropicMessages;
-    let (upstream, turn) = start(kind, config(kind)).await;
-    for tool in [
-        json!({"type": "web_search_20250305", "name": "web_search"}),
-        json!({"type": "web_search_20260209", "name": "web_search"}),
-        json!({"type": "web_fetch_20250910", "name": "web_fetch"}),
-        json!({"type": "code_execution_20250522", "name": "code_execution"}),
-        json!({"type": "code_execution_20250825", "name": "code_execution"}),
-        json!({"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}),
-        json!({"type": "mcp_toolset", "mcp_server_name": "x"}),
-        json!({"type": "Custom", "name": "x"}),
-        json!({"type": "url", "name": "x"}),
-    ] {
-        let mut tools = client_tools(kind);
-        tools.as_array_mut().unwrap().push(tool.clone());
-        let body = with_parts(kind, &json!([text_part(kind)]), &tools).to_string();
-        assert_refused(&turn, &upstream, kind, &body, "", &GatewayError::Tool).await;
-    }
-    let body = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind)).to_string();
+    let (upstream, turn) = refusing_each_tool(
+        kind,
+        &[
+            json!({"type": "web_search_20250305", "name": "web_search"}),
+            json!({"type": "web_search_20260209", "name": "web_search"}),
+            json!({"type": "web_fetch_20250910", "name": "web_fetch"}),
+            json!({"type": "code_execution_20250522", "name": "code_execution"}),
+            json!({"type": "code_execution_20250825", "name": "code_execution"}),
+            json!({"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}),
+            json!({"type": "mcp_toolset", "mcp_server_name": "x"}),
+            json!({"type": "Custom", "name": "x"}),
+            json!({"type": "url", "name": "x"}),
+        ],
+    )
+    .await;
+    let body = plain_body(kind).to_string();
     assert_forwarded(&turn, &upstream, kind, &body).await;
 
     let kind = ProviderKind::Gemini;
-    let (upstream, turn) = start(kind, config(kind)).await;
-    for tool in [
-        json!({"googleSearch": {}}),
-        json!({"google_search": {}}),
-        json!({"googleSearchRetrieval": {}}),
-        json!({"google_search_retrieval": {}}),
-        json!({"codeExecution": {}}),
-        json!({"urlContext": {}}),
-        json!({"url_context": {}}),
-        json!({"fileSearch": {"fileSearchStoreNames": ["fileSearchStores/x"]}}),
-        json!({"file_search": {}}),
-        json!({"googleMaps": {}}),
-        json!({"google_maps": {}}),
-        json!({"computerUse": {"environment": "ENVIRONMENT_BROWSER"}}),
-        json!({"enterpriseWebSearch": {}}),
-        json!({"retrieval": {"externalApi": {"endpoint": "https://attacker.example"}}}),
-        json!({"mcpServers": [{"name": "x"}]}),
-        json!({"FunctionDeclarations": []}),
-    ] {
-        let mut tools = client_tools(kind);
-        tools.as_array_mut().unwrap().push(tool.clone());
-        let body = with_parts(kind, &json!([text_part(kind)]), &tools).to_string();
-        assert_refused(&turn, &upstream, kind, &body, "", &GatewayError::Tool).await;
-    }
-    let body = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind)).to_string();
+    let (upstream, turn) = refusing_each_tool(
+        kind,
+        &[
+            json!({"googleSearch": {}}),
+            json!({"google_search": {}}),
+            json!({"googleSearchRetrieval": {}}),
+            json!({"google_search_retrieval": {}}),
+            json!({"codeExecution": {}}),
+            json!({"urlContext": {}}),
+            json!({"url_context": {}}),
+            json!({"fileSearch": {"fileSearchStoreNames": ["fileSearchStores/x"]}}),
+            json!({"file_search": {}}),
+            json!({"googleMaps": {}}),
+            json!({"google_maps": {}}),
+            json!({"computerUse": {"environment": "ENVIRONMENT_BROWSER"}}),
+            json!({"enterpriseWebSearch": {}}),
+            json!({"retrieval": {"externalApi": {"endpoint": "https://attacker.example"}}}),
+            json!({"mcpServers": [{"name": "x"}]}),
+            json!({"FunctionDeclarations": []}),
+        ],
+    )
+    .await;
+    let body = plain_body(kind).to_string();
     assert_forwarded(&turn, &upstream, kind, &body).await;
 }
 
@@ -366,11 +386,7 @@ fn file_parts(kind: ProviderKind) -> Vec<Value> {
 #[tokio::test]
 async fn r_url_content_parts_are_refused_by_every_provider() {
     for kind in ProviderKind::ALL {
-        let (upstream, turn) = start(kind, config(kind)).await;
-        for part in url_parts(kind) {
-            assert_part_refused(&turn, &upstream, kind, part, &GatewayError::ContentUrl).await;
-        }
-        assert!(upstream.requests().is_empty());
+        assert_parts_refused(kind, url_parts(kind), &GatewayError::ContentUrl).await;
     }
 }
 
@@ -414,11 +430,7 @@ async fn r_escaped_urls_and_keys_are_read_as_the_provider_reads_them() {
 #[tokio::test]
 async fn r_stored_file_parts_are_refused_unless_the_operator_allows_the_id() {
     for kind in ProviderKind::ALL {
-        let (upstream, turn) = start(kind, config(kind)).await;
-        for part in file_parts(kind) {
-            assert_part_refused(&turn, &upstream, kind, part, &GatewayError::ContentFile).await;
-        }
-        assert!(upstream.requests().is_empty());
+        assert_parts_refused(kind, file_parts(kind), &GatewayError::ContentFile).await;
         // Allowed by exact id: forwarded; another id still refused.
         let mut allowing = config(kind);
         allowing.allowed_file_ids = vec![
@@ -500,7 +512,7 @@ async fn inline_data_parts_pass_for_every_provider() {
 async fn r_stored_state_references_and_background_runs_are_refused() {
     let kind = ProviderKind::OpenAiResponses;
     let (upstream, turn) = start(kind, config(kind)).await;
-    let base = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind));
+    let base = plain_body(kind);
     for (key, value) in [
         ("previous_response_id", json!("resp_123")),
         ("conversation", json!("conv_123")),
@@ -559,7 +571,7 @@ async fn r_stored_state_references_and_background_runs_are_refused() {
     let kind = ProviderKind::Gemini;
     let (upstream, turn) = start(kind, config(kind)).await;
     for key in ["cachedContent", "cached_content"] {
-        let mut body = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind));
+        let mut body = plain_body(kind);
         body[key] = json!("cachedContents/abc");
         assert_value_refused(&turn, &upstream, kind, &body, &GatewayError::StoredState).await;
     }
@@ -583,7 +595,7 @@ async fn r_keys_that_case_fold_to_a_policy_key_are_refused() {
         (ProviderKind::Gemini, "CachedContent"),
     ] {
         let (upstream, turn) = start(kind, config(kind)).await;
-        let mut body = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind));
+        let mut body = plain_body(kind);
         body[key] = json!([{"type": "web_search"}]);
         assert_value_refused(&turn, &upstream, kind, &body, &GatewayError::BodyKey).await;
     }
@@ -676,7 +688,7 @@ async fn r_a_compressed_answer_is_refused_and_identity_is_asked_for() {
                 transfer,
                 events: encoded_events(kind),
             });
-            let body = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind));
+            let body = plain_body(kind);
             let (report, text) = exchange(&turn, &post(kind, &body.to_string(), "")).await;
             assert_eq!(
                 report.error,
@@ -702,7 +714,7 @@ async fn r_a_compressed_answer_is_refused_and_identity_is_asked_for() {
             transfer: false,
             events: encoded_events(kind),
         });
-        let body = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind));
+        let body = plain_body(kind);
         let (report, text) = exchange(&turn, &post(kind, &body.to_string(), "")).await;
         assert_eq!(report.error, None, "{kind}");
         assert!(text.contains("scrubber cannot read"));
@@ -713,7 +725,7 @@ async fn r_a_compressed_answer_is_refused_and_identity_is_asked_for() {
 async fn the_agents_accept_encoding_never_reaches_the_upstream() {
     for kind in ProviderKind::ALL {
         let (upstream, turn) = start(kind, config(kind)).await;
-        let body = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind));
+        let body = plain_body(kind);
         let (report, _) = exchange(
             &turn,
             &post(
@@ -751,7 +763,7 @@ async fn beta_and_feature_headers_pass_only_by_allowlist() {
     // Anthropic: known flags forwarded, unknown ones dropped, server-side ones refused.
     let kind = ProviderKind::AnthropicMessages;
     let (upstream, turn) = start(kind, config(kind)).await;
-    let body = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind)).to_string();
+    let body = plain_body(kind).to_string();
     let (report, _) = exchange(
         &turn,
         &post(
@@ -792,7 +804,7 @@ async fn beta_and_feature_headers_pass_only_by_allowlist() {
     // Responses: `openai-beta` only as `responses=experimental`; other values dropped.
     let kind = ProviderKind::OpenAiResponses;
     let (upstream, turn) = start(kind, config(kind)).await;
-    let body = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind)).to_string();
+    let body = plain_body(kind).to_string();
     for (sent, forwarded) in [
         ("responses=experimental", Some("responses=experimental")),
         ("assistants=v2", None),
@@ -815,7 +827,7 @@ async fn beta_and_feature_headers_pass_only_by_allowlist() {
     // Gemini: `x-goog-api-client` only; every other `x-goog-*` dropped.
     let kind = ProviderKind::Gemini;
     let (upstream, turn) = start(kind, config(kind)).await;
-    let body = with_parts(kind, &json!([text_part(kind)]), &client_tools(kind)).to_string();
+    let body = plain_body(kind).to_string();
     let (report, _) = exchange(
         &turn,
         &post(
