@@ -10,7 +10,7 @@ use jobs::{
     random_attempt_id, random_job_id, testkit::PrivateCluster,
 };
 use pretty_assertions::assert_eq;
-use vocab::{HostId, JobId, StoreId};
+use vocab::{AttemptId, HostId, JobId, StoreId};
 
 /// Where the store under test lives, to open a second handle ("another host").
 pub enum Location {
@@ -69,6 +69,27 @@ async fn submit(store: &JobStore, nonce: &str, max_attempts: u32) -> JobId {
         .unwrap();
     assert!(created);
     job.id
+}
+
+/// The one job host `on` claims (at most one, for the long lease): there must be one.
+async fn claim_one(store: &JobStore, on: &str) -> jobs::Claimed {
+    store.claim(&host(on), 1, LONG).await.unwrap().remove(0)
+}
+
+/// An environment failure (`PATCH_CANDIDATE_DOCKER`, `message`) of `attempt` of job `id`, retried
+/// at once, with no usage row: whether the write applied.
+async fn fail_env(store: &JobStore, id: &JobId, attempt: &AttemptId, message: &str) -> Fenced {
+    store
+        .fail(
+            id,
+            attempt,
+            "PATCH_CANDIDATE_DOCKER",
+            message,
+            Retry::After(Duration::ZERO),
+            None,
+        )
+        .await
+        .unwrap()
 }
 
 async fn state(store: &JobStore, id: &JobId) -> JobState {
@@ -142,7 +163,7 @@ pub async fn malformed_input_is_refused_before_storage(store: &JobStore, _: &Loc
     assert_eq!(store.list(None, 10).await.unwrap(), vec![]);
 
     let id = submit(store, "ok", 1).await;
-    let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let c = claim_one(store, "h").await;
     for (code, message) in [("lower", "m"), ("OK", "a\u{1b}[2Jb")] {
         let e = store
             .fail(&id, &c.attempt_id, code, message, Retry::Never, None)
@@ -305,7 +326,7 @@ pub async fn no_double_claim_under_concurrency(store: &JobStore, location: &Loca
 
 pub async fn heartbeat_renews_then_is_lost_after_rescue(store: &JobStore, _: &Location) {
     let id = submit(store, "hb", 3).await;
-    let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let c = claim_one(store, "h").await;
     assert_eq!(
         store.heartbeat(&id, &c.attempt_id, LONG).await.unwrap(),
         Heartbeat::Renewed {
@@ -332,7 +353,7 @@ pub async fn heartbeat_renews_then_is_lost_after_rescue(store: &JobStore, _: &Lo
     assert_eq!(job.state, JobState::Queued);
     assert_eq!(job.attempts, 1, "a lost lease spends its attempt");
     assert_eq!(job.last_error.unwrap().code, jobs::LEASE_EXPIRED);
-    let again = store.claim(&host("h2"), 1, LONG).await.unwrap().remove(0);
+    let again = claim_one(store, "h2").await;
     assert_eq!(again.attempt, 2);
     assert_ne!(again.attempt_id, c.attempt_id);
     // The new attempt renews; the old one is still lost.
@@ -360,7 +381,7 @@ pub async fn stale_attempt_writes_are_refused(store: &JobStore, _: &Location) {
         .remove(0);
     expire().await;
     assert_eq!(store.rescue_expired().await.unwrap(), 1);
-    let new = store.claim(&host("b"), 1, LONG).await.unwrap().remove(0);
+    let new = claim_one(store, "b").await;
     let usage = serde_json::json!({"total_tokens": 1});
     let stale = &old.attempt_id;
     assert_eq!(
@@ -433,19 +454,9 @@ pub async fn stale_attempt_writes_are_refused(store: &JobStore, _: &Location) {
 pub async fn retry_backoff_and_dead_letter(store: &JobStore, _: &Location) {
     // Environment failures retry until the attempts are spent, then dead-letter.
     let id = submit(store, "retry", 2).await;
-    let a1 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let a1 = claim_one(store, "h").await;
     assert_eq!(
-        store
-            .fail(
-                &id,
-                &a1.attempt_id,
-                "PATCH_CANDIDATE_DOCKER",
-                "daemon gone",
-                Retry::After(Duration::ZERO),
-                None
-            )
-            .await
-            .unwrap(),
+        fail_env(store, &id, &a1.attempt_id, "daemon gone").await,
         Fenced::Applied
     );
     let job = store.get(&id).await.unwrap().unwrap();
@@ -454,20 +465,10 @@ pub async fn retry_backoff_and_dead_letter(store: &JobStore, _: &Location) {
         job.last_error.as_ref().unwrap().code,
         "PATCH_CANDIDATE_DOCKER"
     );
-    let a2 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let a2 = claim_one(store, "h").await;
     assert_eq!(a2.attempt, 2);
     assert_eq!(
-        store
-            .fail(
-                &id,
-                &a2.attempt_id,
-                "PATCH_CANDIDATE_DOCKER",
-                "again",
-                Retry::After(Duration::ZERO),
-                None
-            )
-            .await
-            .unwrap(),
+        fail_env(store, &id, &a2.attempt_id, "again").await,
         Fenced::Applied
     );
     assert_eq!(
@@ -478,7 +479,7 @@ pub async fn retry_backoff_and_dead_letter(store: &JobStore, _: &Location) {
 
     // A rejection goes straight to the dead letter.
     let rejected = submit(store, "rejected", 5).await;
-    let a = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let a = claim_one(store, "h").await;
     assert_eq!(
         store
             .fail(
@@ -498,7 +499,7 @@ pub async fn retry_backoff_and_dead_letter(store: &JobStore, _: &Location) {
 
     // Backoff: queued with run_at in the future, not claimable before it.
     let later = submit(store, "later", 5).await;
-    let a = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let a = claim_one(store, "h").await;
     let before = store.get(&later).await.unwrap().unwrap().updated_at_ms;
     assert_eq!(
         store
@@ -525,7 +526,7 @@ pub async fn retry_backoff_and_dead_letter(store: &JobStore, _: &Location) {
         (job.state, job.attempts, job.max_attempts),
         (JobState::Queued, 2, 3)
     );
-    let a3 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let a3 = claim_one(store, "h").await;
     assert_eq!((a3.job.id.clone(), a3.attempt), (id.clone(), 3));
     assert_eq!(
         store
@@ -553,7 +554,7 @@ pub async fn retry_backoff_and_dead_letter(store: &JobStore, _: &Location) {
 pub async fn snooze_and_release_do_not_spend_attempts(store: &JobStore, _: &Location) {
     let id = submit(store, "snooze", 1).await;
     for _ in 0..3 {
-        let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+        let c = claim_one(store, "h").await;
         assert_eq!(c.attempt, 1);
         assert_eq!(
             store
@@ -573,14 +574,14 @@ pub async fn snooze_and_release_do_not_spend_attempts(store: &JobStore, _: &Loca
             job.last_error.unwrap().code,
             "PATCH_CANDIDATE_IMAGE_MISSING"
         );
-        let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+        let c = claim_one(store, "h").await;
         assert_eq!(
             store.release(&id, &c.attempt_id, None).await.unwrap(),
             Fenced::Applied
         );
         assert_eq!(store.get(&id).await.unwrap().unwrap().attempts, 0);
     }
-    let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let c = claim_one(store, "h").await;
     assert_eq!(
         store
             .snooze(
@@ -622,7 +623,7 @@ pub async fn cancel_queued_and_running(store: &JobStore, _: &Location) {
     assert_eq!(store.claim(&host("h"), 5, LONG).await.unwrap(), vec![]);
 
     let running = submit(store, "cr", 1).await;
-    let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let c = claim_one(store, "h").await;
     let job = store.cancel(&running).await.unwrap();
     assert_eq!((job.state, job.cancel_requested), (JobState::Running, true));
     assert_eq!(
@@ -652,20 +653,10 @@ pub async fn cancel_queued_and_running(store: &JobStore, _: &Location) {
 
     // A cancelled running job never goes back to the queue, whatever the runner reports.
     let r2 = submit(store, "cr2", 3).await;
-    let c2 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let c2 = claim_one(store, "h").await;
     store.cancel(&r2).await.unwrap();
     assert_eq!(
-        store
-            .fail(
-                &r2,
-                &c2.attempt_id,
-                "PATCH_CANDIDATE_DOCKER",
-                "killed",
-                Retry::After(Duration::ZERO),
-                None
-            )
-            .await
-            .unwrap(),
+        fail_env(store, &r2, &c2.attempt_id, "killed").await,
         Fenced::Applied
     );
     assert_eq!(state(store, &r2).await, JobState::Cancelled);
@@ -680,7 +671,7 @@ pub async fn cancel_queued_and_running(store: &JobStore, _: &Location) {
         (back.state, back.cancel_requested),
         (JobState::Queued, false)
     );
-    let c3 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let c3 = claim_one(store, "h").await;
     assert_eq!(c3.job.id, queued);
     let events = store.events(&queued).await.unwrap();
     let codes: Vec<&str> = events.iter().map(|e| e.code.as_str()).collect();
@@ -705,7 +696,7 @@ pub async fn rescue_is_one_guarded_statement(store: &JobStore, location: &Locati
         by_id.insert(c.job.id.clone(), c);
     }
     assert_eq!(by_id.len(), 3);
-    let live_claim = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let live_claim = claim_one(store, "h").await;
     assert_eq!(live_claim.job.id, live);
     store.cancel(&cancelling).await.unwrap();
     expire().await;
@@ -742,26 +733,16 @@ pub async fn candidate_readable_from_another_handle_and_usage_idempotent(
     location: &Location,
 ) {
     let id = submit(store, "cand", 3).await;
-    let a1 = store.claim(&host("h1"), 1, LONG).await.unwrap().remove(0);
+    let a1 = claim_one(store, "h1").await;
     // The first attempt ran, then failed: its usage is recorded, twice (a retried write).
     let u1 = serde_json::json!({"prompt_tokens": 10, "total_tokens": 12});
     store.record_usage(&id, &a1.attempt_id, &u1).await.unwrap();
     store.record_usage(&id, &a1.attempt_id, &u1).await.unwrap();
     assert_eq!(
-        store
-            .fail(
-                &id,
-                &a1.attempt_id,
-                "PATCH_CANDIDATE_DOCKER",
-                "x",
-                Retry::After(Duration::ZERO),
-                None
-            )
-            .await
-            .unwrap(),
+        fail_env(store, &id, &a1.attempt_id, "x").await,
         Fenced::Applied
     );
-    let a2 = store.claim(&host("h2"), 1, LONG).await.unwrap().remove(0);
+    let a2 = claim_one(store, "h2").await;
     let u2 = serde_json::json!({"total_tokens": 7});
     // Usage recorded before the completion (a crash in between), then by the completion.
     store.record_usage(&id, &a2.attempt_id, &u2).await.unwrap();
@@ -799,7 +780,7 @@ pub async fn candidate_readable_from_another_handle_and_usage_idempotent(
 
 pub async fn events_hosts_and_current_attempts(store: &JobStore, _: &Location) {
     let id = submit(store, "ev", 1).await;
-    let c = store.claim(&host("h1"), 1, LONG).await.unwrap().remove(0);
+    let c = claim_one(store, "h1").await;
     store
         .append_event(
             &id,
@@ -1002,7 +983,7 @@ fn is_unavailable(e: &JobsError) -> bool {
 
 pub async fn outage(store: &JobStore, outage: &mut dyn Outage) {
     let before = submit(store, "before", 3).await;
-    let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let c = claim_one(store, "h").await;
     outage.go_away();
     let e = store.submit(JobSpec::noop("during", 1)).await.unwrap_err();
     assert!(is_unavailable(&e), "{e}");
@@ -1063,20 +1044,10 @@ pub async fn work_signal_wakes_idle_runners(store: &JobStore, location: &Locatio
     let id = submit(store, "wake-2", 2).await;
     assert!(waiter.await.unwrap());
     // A retrying failure and a rescue wake it too; a claim or a completion does not.
-    let c = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let c = claim_one(store, "h").await;
     drain(&mut signal).await;
     assert_eq!(
-        store
-            .fail(
-                &c.job.id,
-                &c.attempt_id,
-                "PATCH_CANDIDATE_DOCKER",
-                "x",
-                Retry::After(Duration::ZERO),
-                None
-            )
-            .await
-            .unwrap(),
+        fail_env(store, &c.job.id, &c.attempt_id, "x").await,
         Fenced::Applied
     );
     assert!(signal.wait(BOUND).await);
@@ -1382,7 +1353,7 @@ pub async fn outcome_writes_carry_one_usage_row_per_attempt(store: &JobStore, _:
     let row = |n: u64| serde_json::json!({"outcome": "x", "wall_ms": n});
     let id = submit(store, "usage-rows", 5).await;
     // A failed attempt that is retried: its row lands with the failure.
-    let a1 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let a1 = claim_one(store, "h").await;
     assert_eq!(
         store
             .fail(
@@ -1398,7 +1369,7 @@ pub async fn outcome_writes_carry_one_usage_row_per_attempt(store: &JobStore, _:
         Fenced::Applied
     );
     // A released attempt (drain): its row lands with the release, the attempt is given back.
-    let a2 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let a2 = claim_one(store, "h").await;
     assert_eq!(
         store
             .release(&id, &a2.attempt_id, Some(&row(2)))
@@ -1408,7 +1379,7 @@ pub async fn outcome_writes_carry_one_usage_row_per_attempt(store: &JobStore, _:
     );
     assert_eq!(store.get(&id).await.unwrap().unwrap().attempts, 1);
     // A snoozed attempt did not run: no row.
-    let a3 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let a3 = claim_one(store, "h").await;
     assert_eq!(
         store
             .snooze(&id, &a3.attempt_id, Duration::ZERO, "PATCH_CANDIDATE_X")
@@ -1417,7 +1388,7 @@ pub async fn outcome_writes_carry_one_usage_row_per_attempt(store: &JobStore, _:
         Fenced::Applied
     );
     // An oversized usage document is refused and nothing is written: the attempt still runs.
-    let a4 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let a4 = claim_one(store, "h").await;
     let huge = serde_json::json!({"pad": "x".repeat(jobs::MAX_DOCUMENT_BYTES)});
     assert_eq!(
         store
@@ -1455,7 +1426,7 @@ pub async fn outcome_writes_carry_one_usage_row_per_attempt(store: &JobStore, _:
         assert_eq!(fenced, Fenced::Lost);
     }
     // A cancelled running attempt: its row lands with the cancellation.
-    let a5 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let a5 = claim_one(store, "h").await;
     store.cancel(&id).await.unwrap();
     assert_eq!(
         store
@@ -1467,7 +1438,7 @@ pub async fn outcome_writes_carry_one_usage_row_per_attempt(store: &JobStore, _:
     assert_eq!(state(store, &id).await, JobState::Cancelled);
     // Retried by the operator, a dead-lettered attempt's row lands with the failure.
     store.retry(&id).await.unwrap();
-    let a6 = store.claim(&host("h"), 1, LONG).await.unwrap().remove(0);
+    let a6 = claim_one(store, "h").await;
     assert_eq!(
         store
             .fail(
@@ -1541,7 +1512,7 @@ pub async fn gate_evidence_is_written_once_with_the_candidate(
     // The attempt is lost (rescued); its late completion writes neither candidate nor evidence.
     expire().await;
     let _ = store.rescue_expired().await.unwrap();
-    let a2 = store.claim(&host("h2"), 1, LONG).await.unwrap().remove(0);
+    let a2 = claim_one(store, "h2").await;
     let docs = vec![
         evidence_doc("pytest", GateVerdict::Failed, 3, 1234),
         evidence_doc("cargo-test", GateVerdict::Passed, 4, 99),
@@ -1597,7 +1568,7 @@ pub async fn gate_evidence_is_written_once_with_the_candidate(
     assert_eq!(state(&other, &id).await, JobState::Completed);
     // A completion without gates stores no evidence.
     let plain = submit(store, "plain", 1).await;
-    let a = store.claim(&host("h1"), 1, LONG).await.unwrap().remove(0);
+    let a = claim_one(store, "h1").await;
     let plain_done = store
         .complete(
             &plain,
@@ -1621,7 +1592,7 @@ async fn claimed_chain_turn(store: &JobStore, nonce: &str) -> (JobSpec, jobs::Cl
         token_budget: Some(10_000),
     });
     store.submit(spec.clone()).await.unwrap();
-    let claimed = store.claim(&host("h1"), 1, LONG).await.unwrap().remove(0);
+    let claimed = claim_one(store, "h1").await;
     (spec, claimed)
 }
 
@@ -1695,7 +1666,7 @@ pub async fn a_completion_queues_its_follow_up_in_the_same_write(
         .unwrap();
     expire().await;
     assert_eq!(store.rescue_expired().await.unwrap(), 1);
-    let a2 = store.claim(&host("h2"), 1, LONG).await.unwrap().remove(0);
+    let a2 = claim_one(store, "h2").await;
     assert_eq!(
         complete(a1.clone(), child.clone(), 5).await.unwrap(),
         Fenced::Lost
@@ -1769,7 +1740,7 @@ pub async fn a_completion_queues_its_follow_up_in_the_same_write(
 /// A completed job holding the candidate `digest(n)`.
 async fn completed_with(store: &JobStore, nonce: &str, n: u8) -> JobId {
     let id = submit(store, nonce, 1).await;
-    let claimed = store.claim(&host("h1"), 1, LONG).await.unwrap().remove(0);
+    let claimed = claim_one(store, "h1").await;
     let applied = store
         .complete(
             &id,

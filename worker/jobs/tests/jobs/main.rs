@@ -21,12 +21,17 @@ pub async fn sqlite_store() -> (tempfile::TempDir, JobStore) {
     (dir, store)
 }
 
-/// A store on a fresh SQLite file opened with `options`, and the outage of its file.
+/// A store on a fresh SQLite file whose busy timeout is `busy_timeout` (the other options the
+/// defaults), and the outage of its file.
 async fn sqlite_store_with(
-    options: &jobs::StoreOptions,
+    busy_timeout: std::time::Duration,
 ) -> (tempfile::TempDir, JobStore, conformance::SqliteOutage) {
+    let options = jobs::StoreOptions {
+        busy_timeout,
+        ..jobs::StoreOptions::default()
+    };
     let dir = tempfile::tempdir().unwrap();
-    let store = JobStore::open_with(None, dir.path(), options)
+    let store = JobStore::open_with(None, dir.path(), &options)
         .await
         .unwrap();
     let path = store.sqlite_path().unwrap().to_owned();
@@ -155,11 +160,7 @@ mod database_goes_away_and_comes_back {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn sqlite() {
-        let options = StoreOptions {
-            busy_timeout: Duration::from_millis(200),
-            ..StoreOptions::default()
-        };
-        let (_dir, store, mut outage) = crate::sqlite_store_with(&options).await;
+        let (_dir, store, mut outage) = crate::sqlite_store_with(Duration::from_millis(200)).await;
         crate::conformance::outage(&store, &mut outage).await;
     }
 
@@ -170,11 +171,7 @@ mod database_goes_away_and_comes_back {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn sqlite_calls_given_up_while_queued_do_nothing() {
         use crate::conformance::Outage as _;
-        let options = StoreOptions {
-            busy_timeout: Duration::from_secs(30),
-            ..StoreOptions::default()
-        };
-        let (_dir, store, mut outage) = crate::sqlite_store_with(&options).await;
+        let (_dir, store, mut outage) = crate::sqlite_store_with(Duration::from_secs(30)).await;
         outage.go_away();
         // The first call takes the connection and waits for the lock; the next two queue
         // behind it, and their callers give up.
