@@ -454,11 +454,17 @@ fn arb_report() -> impl Strategy<Value = GateReport> {
         })
 }
 
+/// The bytes `write` puts in an empty buffer.
+fn framed(write: impl FnOnce(&mut Vec<u8>) -> Result<(), GateRunnerError>) -> Vec<u8> {
+    let mut buf = Vec::new();
+    write(&mut buf).unwrap();
+    buf
+}
+
 proptest! {
     #[test]
     fn requests_round_trip_through_frames(req in arb_request()) {
-        let mut buf = Vec::new();
-        req.write_frame(&mut buf).unwrap();
+        let buf = framed(|b| req.write_frame(b));
         let back = GateRequest::read_frame(&buf[..]).unwrap();
         prop_assert_eq!(&back, &req);
         prop_assert_eq!(back.to_json().unwrap(), req.to_json().unwrap());
@@ -466,8 +472,7 @@ proptest! {
 
     #[test]
     fn reports_round_trip_and_are_canonical(rep in arb_report()) {
-        let mut buf = Vec::new();
-        rep.write_frame(&mut buf).unwrap();
+        let buf = framed(|b| rep.write_frame(b));
         let back = GateReport::read_stream(&buf[..]).unwrap();
         prop_assert_eq!(&back, &rep);
         // Any serde_json re-encoding that differs from the canonical bytes is refused.
@@ -477,8 +482,7 @@ proptest! {
 
     #[test]
     fn truncated_frames_are_refused(rep in arb_report(), cut in any::<proptest::sample::Index>()) {
-        let mut buf = Vec::new();
-        rep.write_frame(&mut buf).unwrap();
+        let buf = framed(|b| rep.write_frame(b));
         let at = cut.index(buf.len());
         prop_assert!(GateReport::read_stream(&buf[..at]).is_err());
     }
