@@ -48,23 +48,10 @@ pub(crate) fn run(args: &PolicyArgs) -> Result<Outcome, CliError> {
 
 #[cfg(test)]
 mod tests {
-    use finalizer::{CandidateFields, RepositoryPatchCandidate, RepositoryPatchFile};
-    use snapshot::{FileOp, RepoPath};
-    use vocab::Sha256;
+    use finalizer::testkit::create;
+    use finalizer::{CandidateFields, RepositoryPatchCandidate};
 
     use super::*;
-
-    fn create(path: &str, text: &str) -> RepositoryPatchFile {
-        RepositoryPatchFile::new(
-            RepoPath::parse(path).unwrap(),
-            FileOp::Create,
-            None,
-            Some(Sha256::of(text.as_bytes())),
-            Some(text.to_owned()),
-            finalizer::unified_diff(path, None, Some(text)),
-        )
-        .unwrap()
-    }
 
     #[test]
     fn findings_are_printed_as_rule_path_line_never_the_value() {
