@@ -156,12 +156,9 @@ fn service_api_refuses_a_public_listen_address_without_listen_public() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_api_needs_the_bearer_token_on_every_protected_route() {
-    let Some((_docker, _guard)) = locked_docker().await else {
+    let Some((_guard, _state, service, addr, token)) = serve_fresh().await else {
         return;
     };
-    let (_state, service) = serve_fresh();
-    let addr = service.addr;
-    let token = service.token();
     let wrong_same_length: String = token
         .chars()
         .map(|c| if c == 'a' { 'b' } else { 'a' })
@@ -287,12 +284,9 @@ async fn docker_service_api_token_file_is_private_and_reused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_api_refuses_bad_bodies_and_writes_nothing() {
-    let Some((_docker, _guard)) = locked_docker().await else {
+    let Some((_guard, state, service, addr, token)) = serve_fresh().await else {
         return;
     };
-    let (state, service) = serve_fresh();
-    let addr = service.addr;
-    let token = service.token();
     let json = Some("application/json");
     let shaped = |extra: &str| {
         format!(r#"{{"repository":"/nonexistent/repo","approval":"{{}}"{extra}}}"#).into_bytes()
@@ -404,12 +398,9 @@ async fn docker_service_api_refuses_bad_bodies_and_writes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_api_refuses_path_tricks_and_unknown_routes() {
-    let Some((_docker, _guard)) = locked_docker().await else {
+    let Some((_guard, state, service, addr, token)) = serve_fresh().await else {
         return;
     };
-    let (state, service) = serve_fresh();
-    let addr = service.addr;
-    let token = service.token();
     let overlong = format!("job_{}", "a".repeat(10_000));
     let tricks = [
         "..".to_owned(),
@@ -514,12 +505,9 @@ async fn docker_service_api_refuses_path_tricks_and_unknown_routes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_service_api_answers_1000_concurrent_requests_in_bounded_memory() {
-    let Some((_docker, _guard)) = locked_docker().await else {
+    let Some((_guard, state, service, addr, token)) = serve_fresh().await else {
         return;
     };
-    let (state, service) = serve_fresh();
-    let addr = service.addr;
-    let token = service.token();
     let pid = service.child.id();
 
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(1000));

@@ -201,12 +201,9 @@ fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> (Vec<u8>, Optio
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_slow_body_flood_leaves_healthz_and_the_api_answering() {
-    let Some((_docker, _guard)) = locked_docker().await else {
+    let Some((_guard, _state, service, addr, token)) = serve_fresh().await else {
         return;
     };
-    let (_state, service) = serve_fresh();
-    let addr = service.addr;
-    let token = service.token();
     let flood_started = Instant::now();
     let mut flood = Vec::new();
     for _ in 0..FLOOD {
@@ -283,11 +280,9 @@ async fn docker_slow_body_flood_leaves_healthz_and_the_api_answering() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_header_read_timeout_closes_idle_connections() {
-    let Some((_docker, _guard)) = locked_docker().await else {
+    let Some((_guard, _state, _service, addr, _token)) = serve_fresh().await else {
         return;
     };
-    let (_state, service) = serve_fresh();
-    let addr = service.addr;
     let limit = HEADER_READ_TIMEOUT + Duration::from_secs(5);
     // Nothing at all, and half a head.
     let mut silent = connect_from(LOCAL, addr);
@@ -323,12 +318,9 @@ async fn docker_header_read_timeout_closes_idle_connections() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_failed_sign_ins_never_lock_out_the_right_token() {
-    let Some((_docker, _guard)) = locked_docker().await else {
+    let Some((_guard, _state, service, addr, token)) = serve_fresh().await else {
         return;
     };
-    let (_state, service) = serve_fresh();
-    let addr = service.addr;
-    let token = service.token();
     let wrong = "1".repeat(64);
     let mut statuses = Vec::new();
     for _ in 0..12 {
@@ -361,12 +353,9 @@ async fn docker_failed_sign_ins_never_lock_out_the_right_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn docker_sign_in_and_out_need_their_csrf_token_and_the_cookie_is_host_only() {
-    let Some((_docker, _guard)) = locked_docker().await else {
+    let Some((_guard, _state, service, addr, token)) = serve_fresh().await else {
         return;
     };
-    let (_state, service) = serve_fresh();
-    let addr = service.addr;
-    let token = service.token();
 
     // Sign-in without the form's cookie and token (what another site's page can send).
     let bare = post(LOCAL, addr, "/ui/sign-in", &[], &format!("token={token}"));

@@ -331,11 +331,24 @@ impl Drop for Service {
     }
 }
 
-/// A serve process on a fresh state directory (no images: for tests that accept no job).
-pub fn serve_fresh() -> (tempfile::TempDir, Service) {
+/// A fresh service under the Docker lock: the lock's guard, the state directory, the service,
+/// its address and its API token.
+pub type FreshService = (
+    tokio::sync::MutexGuard<'static, ()>,
+    tempfile::TempDir,
+    Service,
+    SocketAddr,
+    String,
+);
+
+/// A serve process on a fresh state directory (no images: for tests that accept no job), started
+/// under the Docker lock; `None` where Docker is not there.
+pub async fn serve_fresh() -> Option<FreshService> {
+    let (_docker, guard) = super::docker::locked_docker().await?;
     let state = tempfile::tempdir().unwrap();
     let service = Service::start(state.path(), &ServeOpts::default());
-    (state, service)
+    let (addr, token) = (service.addr, service.token());
+    Some((guard, state, service, addr, token))
 }
 
 /// One HTTP/1.1 request (Connection: close); returns the status and body.
