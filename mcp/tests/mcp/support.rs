@@ -206,12 +206,13 @@ pub fn failure_message(r: &Value, path: &str) -> Option<String> {
         .map(|f| f["message"].as_str().unwrap().to_owned())
 }
 
+/// The string field `field` of every element of the array `array`, in order.
+pub fn field_strs<'a>(array: &'a Value, field: &str) -> Vec<&'a str> {
+    let items = array.as_array().unwrap();
+    items.iter().map(|e| e[field].as_str().unwrap()).collect()
+}
+
 /// The codes of an envelope's diagnostics, in order.
 pub fn diagnostic_codes(env: &Value) -> Vec<&str> {
-    env["diagnostics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["code"].as_str().unwrap())
-        .collect()
+    field_strs(&env["diagnostics"], "code")
 }

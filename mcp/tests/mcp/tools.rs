@@ -7,7 +7,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::fixture::candidate_digest;
-use crate::support::{connect_root, diagnostic_codes, fixture_copy};
+use crate::support::{connect_root, diagnostic_codes, field_strs, fixture_copy};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_identity_and_capabilities() {
@@ -172,12 +172,7 @@ async fn inspect_workspace_archive() {
         json!("mozaiks.deterministic_archive.v1")
     );
     assert_eq!(r["empty_marker"], json!(false));
-    let paths: Vec<&str> = r["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["path"].as_str().unwrap())
-        .collect();
+    let paths = field_strs(&r["entries"], "path");
     assert_eq!(
         paths,
         vec!["app/modules/search/__init__.py", "app/ui/pages/search.json"]

@@ -9,7 +9,8 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Copy, connect_root, copy_tree, diagnostic_codes, failed_paths, fallback_check, fixture_copy,
+    Copy, connect_root, copy_tree, diagnostic_codes, failed_paths, fallback_check, field_strs,
+    fixture_copy,
 };
 
 /// `mkdir -p` one level at a time (test setup only).
@@ -36,16 +37,11 @@ fn bundle_copy(name: &str) -> Copy {
 }
 
 fn statuses(r: &Value) -> Vec<(String, String)> {
-    r["fallback_checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["name"].as_str().unwrap().to_owned(),
-                c["status"].as_str().unwrap().to_owned(),
-            )
-        })
+    let checks = &r["fallback_checks"];
+    field_strs(checks, "name")
+        .into_iter()
+        .zip(field_strs(checks, "status"))
+        .map(|(name, status)| (name.to_owned(), status.to_owned()))
         .collect()
 }
 
@@ -504,12 +500,7 @@ async fn pages_are_discovered_like_upstream() {
     fs::write(copy.root.join("app/ui/pages/README.md"), "x").unwrap();
     fs::write(copy.root.join("app/ui/pages/about.YML"), "name: about\n").unwrap();
     let r = client.ok("list_pages", json!({})).await;
-    let names: Vec<&str> = r["pages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
+    let names = field_strs(&r["pages"], "name");
     assert_eq!(names, vec!["about", "note-detail", "notes"]);
     let init = bundle_copy("init-chat");
     let init_client = connect_root(&init.root, false).await;
