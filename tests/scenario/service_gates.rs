@@ -520,17 +520,7 @@ fn log_lines(state: &Path, id: &str) -> Vec<(String, String)> {
 /// Job `id`'s events as (code, message), from the job store `database` (`None`: SQLite).
 fn log_lines_in(state: &Path, database: Option<&str>, id: &str) -> Vec<(String, String)> {
     let logs = json_of(&jobs(state, database, &["logs", id]));
-    logs["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["code"].as_str().unwrap().to_owned(),
-                e["message"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    field_pairs(&logs["events"], "code", "message")
 }
 
 fn dashboard_of(candidate: &[u8]) -> String {

@@ -596,17 +596,11 @@ fn roles_bound_every_route(database: Option<&str>) {
     let (status, body) = http_json(addr, "GET", "/v1/audit", Some(token["rita"].as_str()), None);
     assert_refused(status, &body, 403, forbidden);
     let trail = get_json_ok(addr, "/v1/audit?limit=1000", &token["ada"]);
-    let acts: Vec<(String, String, String)> = trail["audit"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["principal"].as_str().unwrap().to_owned(),
-                e["act"].as_str().unwrap().to_owned(),
-                e["subject"].as_str().unwrap().to_owned(),
-            )
-        })
+    let audit = &trail["audit"];
+    let acts: Vec<(String, String, String)> = field_pairs(audit, "principal", "act")
+        .into_iter()
+        .zip(field_strs(audit, "subject"))
+        .map(|((principal, act), subject)| (principal, act, subject.to_owned()))
         .collect();
     let mut want: Vec<(String, String, String)> = ROLE_TOKENS
         .iter()
@@ -639,12 +633,7 @@ fn roles_bound_every_route(database: Option<&str>) {
     // The job's view and `jobs show` carry its acts and its submitter.
     let view = get_json_ok(addr, &format!("/v1/jobs/{plain_job}"), &token["reader"]);
     assert_eq!(view["job"]["spec"]["submitted_by"], "rita");
-    let job_acts: Vec<&str> = view["job"]["audit"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["act"].as_str().unwrap())
-        .collect();
+    let job_acts = field_strs(&view["job"]["audit"], "act");
     assert_eq!(job_acts, ["review_reject", "review_accept"]);
     let mut show = bin();
     show.env("PATCH_CANDIDATE_STATE_DIR", st)
