@@ -261,11 +261,10 @@ async fn docker_cli_demo_runs_the_whole_loop() {
 
     // 4. The review page.
     assert_eq!(doc["review_page"]["url"], "http://127.0.0.1:8787/ui/");
+    let serve = doc["review_page"]["serve"].as_str().unwrap();
     assert!(
-        doc["review_page"]["serve"]
-            .as_str()
-            .unwrap()
-            .starts_with("patch-candidate serve --gates ")
+        serve.starts_with("patch-candidate serve --gates "),
+        "{serve}"
     );
 
     let status = git_text(&demo_dir.join("repo"), &["status", "--porcelain"]);

@@ -13,7 +13,7 @@ use finalizer::testkit::{finalise_staged, paths_with};
 use serde_json::{Value, json};
 use snapshot::{GitSnapshot, RepoPath};
 
-use crate::support::{approval, bin, git_repo, run_ok};
+use crate::support::{approval, assert_ok, bin, git_repo, run_ok};
 
 const FILES: &[(&str, &str)] = &[
     ("app/a.txt", "one\ntwo\n"),
@@ -151,18 +151,10 @@ fn cli_verify_digest_refuses_every_single_field_edit() {
             .unwrap()
     };
     let out = verify(&file, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let repo_arg = repo.path().to_str().unwrap();
     let out = verify(&file, &["--repo", repo_arg]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["digest_bound"], true);
     assert_eq!(
@@ -231,11 +223,7 @@ fn cli_export_git_applies_on_a_fresh_repository_and_guards_its_output() {
     let patch: PathBuf = work.path().join("candidate.patch");
     let patch_arg = patch.to_str().unwrap().to_owned();
     let out = export(&["--out", &patch_arg, "--repo", &repo_arg]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let bytes = std::fs::read(&patch).unwrap();
     // Piped stdout carries the same exact bytes.
     let piped = bin()

@@ -93,11 +93,7 @@ pub(crate) async fn run_live_cli(
         .arg("--approval")
         .arg(&approval_path);
     let out = output_blocking(cmd).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let mut changed: Vec<(String, String)> = doc["candidate"]["changed_files"]
         .as_array()

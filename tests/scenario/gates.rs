@@ -17,7 +17,7 @@ use snapshot::{FileOp, RepoPath};
 use vocab::GateVerdict;
 use vocab::Sha256;
 
-use crate::support::{docker, docker_lock, git_out, git_repo, git_text, run_ok, tally};
+use crate::support::{assert_ok, docker, docker_lock, git_out, git_repo, git_text, run_ok, tally};
 
 pub const PYTHON_GATE_IMAGE: &str = "patch-candidate-gate-python:local";
 
@@ -832,11 +832,7 @@ async fn docker_gate_cli_run_gates_prints_verdicts_that_verify_accepts() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let line = text
         .lines()
         .find(|l| l.starts_with("gate pytest: "))

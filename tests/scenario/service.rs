@@ -405,11 +405,7 @@ async fn docker_service_cancel_retry_and_drain() {
     .await;
     // Retry brings the cancelled job back with one more attempt; cancel it again while queued.
     let out = jobs(state.path(), None, &["retry", &slow_id]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     wait_state(
         state.path(),
         None,

@@ -109,11 +109,7 @@ fn submit_chain(
         approval,
         &["--gates", defs.to_str().unwrap(), "--max-follow-ups", &max],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     job_id(&json_of(&out))
 }
 
@@ -146,11 +142,7 @@ fn submit_gated_to(
         &approval,
         &["--gates", gates_file.to_str().unwrap()],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     json_of(&out)["job"]["id"].as_str().unwrap().to_owned()
 }
 
@@ -505,11 +497,7 @@ fn jobs_text(state: &Path, args: &[&str]) -> String {
         .env("PATCH_CANDIDATE_STATE_DIR", state)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     String::from_utf8(out.stdout).unwrap()
 }
 

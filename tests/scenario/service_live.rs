@@ -92,11 +92,7 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
     let mut live_args = vec!["--live", "--model", MODEL];
     live_args.extend(live_image_args);
     let out = submit_raw(state.path(), None, &repo_str, &approval_path, &live_args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let submitted = json_of(&out);
     let id = job_id(&submitted);
     assert_eq!(
@@ -376,11 +372,7 @@ async fn docker_service_cancels_a_live_turn_mid_stream_and_keeps_its_spent_token
             image_id.as_str(),
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let id = json_of(&out)["job"]["id"].as_str().unwrap().to_owned();
 
     // One answered request (an edit, 120 tokens), then a stream that opens and goes silent: the

@@ -155,11 +155,7 @@ async fn docker_service_snoozes_while_the_approved_image_is_missing() {
         &f.approval("Update the dashboard."),
         &["--image", &tag, "--image-id", &approved],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let id = json_of(&out)["job"]["id"].as_str().unwrap().to_owned();
 
     // 1. The daemon does not have the approved image at all.

@@ -110,11 +110,7 @@ async fn docker_service_review_decisions_are_bound_to_the_digest_and_the_princip
         state.path(),
         &["create", "alice", "--role", "review", "--role", "admin"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let alice = String::from_utf8(out.stdout).unwrap().trim().to_owned();
     assert_eq!(alice.len(), 64);
     let again = tokens(state.path(), &["create", "alice"]);
@@ -233,11 +229,7 @@ async fn docker_service_review_decisions_are_bound_to_the_digest_and_the_princip
 
     // Revoked: 401 on the next request.
     let out = tokens(state.path(), &["revoke", "alice"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let (status, _) = http(service.addr, "GET", "/v1/jobs", Some(&alice), None);
     assert_eq!(status, 401);
     let listed = tokens(state.path(), &["--json", "list"]);
