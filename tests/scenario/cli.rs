@@ -320,13 +320,7 @@ async fn docker_killed_run_leaves_a_container_the_janitor_removes() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for_own_turn(
-        &docker,
-        Duration::from_secs(60),
-        Duration::from_millis(100),
-        "the turn container never appeared",
-    )
-    .await;
+    wait_turn_container(&docker, 60, "the turn container never appeared").await;
     // Give the run time to start the container, then kill it without any chance to clean up.
     tokio::time::sleep(Duration::from_millis(500)).await;
     child.kill().unwrap();

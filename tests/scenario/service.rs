@@ -378,13 +378,7 @@ async fn docker_service_cancel_retry_and_drain() {
         Duration::from_secs(60),
     );
     // Let the container start.
-    wait_for_own_turn(
-        &docker,
-        Duration::from_secs(30),
-        Duration::from_millis(100),
-        "no turn container",
-    )
-    .await;
+    wait_turn_container(&docker, 30, "no turn container").await;
     let out = jobs(state.path(), None, &["cancel", &slow_id]);
     assert!(out.status.success());
     assert_eq!(json_of(&out)["job"]["cancel_requested"], true);

@@ -254,13 +254,7 @@ async fn submit_running(
 
 /// Waits until a turn container exists.
 async fn wait_for_container(docker: &container::BollardRuntime) {
-    wait_for_own_turn(
-        docker,
-        Duration::from_secs(60),
-        Duration::from_millis(100),
-        "no turn container",
-    )
-    .await;
+    wait_turn_container(docker, 60, "no turn container").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

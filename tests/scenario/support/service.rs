@@ -331,6 +331,13 @@ impl Drop for Service {
     }
 }
 
+/// Waits until a turn container of this process exists, polling every 100 ms; panics with
+/// `what` after `limit_secs` seconds.
+pub async fn wait_turn_container(docker: &container::BollardRuntime, limit_secs: u64, what: &str) {
+    let (limit, poll) = (Duration::from_secs(limit_secs), Duration::from_millis(100));
+    super::docker::wait_for_own_turn(docker, limit, poll, what).await;
+}
+
 /// A fresh service under the Docker lock: the lock's guard, the state directory, the service,
 /// its address and its API token.
 pub type FreshService = (
