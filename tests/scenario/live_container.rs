@@ -438,6 +438,17 @@ fn edit_and_create() -> Vec<Step> {
     ]
 }
 
+/// Asserts that `run` exited 0 with a `rejected_scope` proposal carrying `error` and no
+/// workspace archive; its document.
+fn assert_rejected_scope(run: &LiveRun, error: &str) -> Value {
+    assert_eq!(run.exit, Some(0), "stderr: {}", run.stderr);
+    let doc = run.document();
+    assert_eq!(run.status(), ProposalStatus::RejectedScope, "{doc}");
+    assert_eq!(doc["proposal"]["error"], error);
+    assert_eq!(doc["workspace_archive_base64"], Value::Null);
+    doc
+}
+
 fn permission_events(run: &LiveRun, decision: &str) -> usize {
     run.events
         .iter()
@@ -550,11 +561,7 @@ fn assert_refused_under(call: Value, runtime: Option<&'static str>) {
         &request,
         &Harness::new(vec![Step::Items(vec![call])]).under(runtime),
     );
-    assert_eq!(run.exit, Some(0), "stderr: {}", run.stderr);
-    let doc = run.document();
-    assert_eq!(run.status(), ProposalStatus::RejectedScope, "{doc}");
-    assert_eq!(doc["proposal"]["error"], "PROOF_WORKER_PERMISSION_REFUSED");
-    assert_eq!(doc["workspace_archive_base64"], Value::Null);
+    let doc = assert_rejected_scope(&run, "PROOF_WORKER_PERMISSION_REFUSED");
     assert_eq!(permission_events(&run, "refused"), 1, "{:?}", run.events);
     assert_eq!(permission_events(&run, "allowed"), 0);
     let refused = doc["proposal"]["provider_events"]
@@ -618,11 +625,7 @@ fn docker_live_container_allows_a_shell_command_and_the_harvest_refuses_its_ungr
                     Step::Items(vec![message("Done.")]),
                 ]),
             );
-            assert_eq!(run.exit, Some(0), "stderr: {}", run.stderr);
-            let doc = run.document();
-            assert_eq!(run.status(), ProposalStatus::RejectedScope, "{doc}");
-            assert_eq!(doc["proposal"]["error"], "REPOSITORY_PATCH_ARCHIVE_SCOPE");
-            assert_eq!(doc["workspace_archive_base64"], Value::Null);
+            assert_rejected_scope(&run, "REPOSITORY_PATCH_ARCHIVE_SCOPE");
             assert_eq!(permission_events(&run, "allowed"), 1, "{:?}", run.events);
             assert_eq!(permission_events(&run, "refused"), 0);
             // The command's output went back to the model: it ran.
