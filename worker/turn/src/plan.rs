@@ -518,7 +518,7 @@ mod tests {
                 .code()
         };
         let dotdot = vec!["../x".to_owned()];
-        let all_bad = PlanInputs {
+        let mut all_bad = PlanInputs {
             runtime: Some("Bad Runtime"),
             max_wall_seconds: 0,
             policy: Some("{"),
@@ -526,20 +526,11 @@ mod tests {
             ..base
         };
         assert_eq!(bad(all_bad), "REPOSITORY_DOCKER_RUNTIME");
-        let all_bad = PlanInputs {
-            runtime: None,
-            ..all_bad
-        };
+        all_bad.runtime = None;
         assert_eq!(bad(all_bad), "REPOSITORY_DOCKER_WALL_BUDGET");
-        let all_bad = PlanInputs {
-            max_wall_seconds: 90,
-            ..all_bad
-        };
+        all_bad.max_wall_seconds = 90;
         assert_eq!(bad(all_bad), "REPOSITORY_PATCH_POLICY_CONFIG");
-        let all_bad = PlanInputs {
-            policy: None,
-            ..all_bad
-        };
+        all_bad.policy = None;
         assert_ne!(bad(all_bad), "REPOSITORY_PATCH_POLICY_CONFIG");
     }
 
