@@ -43,7 +43,7 @@ pub(crate) use model::MAX_FOLLOW_UPS_LISTED;
 pub use model::{
     Claimed, Fenced, FollowUp, FollowUpGate, FollowUpPolicy, Heartbeat, Job, JobKind, JobSpec,
     JobState, LiveJob, LiveJobEnvironment, MAX_CHAIN_FOLLOW_UPS, MAX_DOCUMENT_BYTES,
-    MAX_FOLLOW_UP_GATES, MAX_FOLLOW_UP_NOTE_BYTES, Retry, StoreOptions, backoff,
+    MAX_FOLLOW_UP_GATES, MAX_FOLLOW_UP_NOTE_BYTES, PolicyAdmission, Retry, StoreOptions, backoff,
 };
 pub use review::{
     DecisionRow, OPERATOR_PRINCIPAL, PublicationClaim, StoredDecisionRow, TokenHash, TokenName,

@@ -172,6 +172,11 @@ pub struct JobSpec {
     /// another principal find this job. `None` for jobs queued before schema version 7.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitted_by: Option<String>,
+    /// The operator's repository policy the job was admitted under (`serve
+    /// --repository-policy`); a follow-up keeps its chain's. Part of the job's identity: the same
+    /// inputs admitted under another policy are another job. `None`: no policy admitted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admitted_under: Option<PolicyAdmission>,
 }
 
 /// The most automatic follow-ups one chain may run.
@@ -214,6 +219,59 @@ impl FollowUpPolicy {
         hasher.update(u64::from(self.max_follow_ups).to_be_bytes());
         hasher.update([u8::from(self.token_budget.is_some())]);
         hasher.update(self.token_budget.unwrap_or(0).to_be_bytes());
+    }
+}
+
+/// The most gates a repository policy adds to one job.
+pub const MAX_POLICY_GATES: usize = 64;
+
+/// The operator's repository policy a job was admitted under: its digest and the gates it adds
+/// to the approval's (the job's required set is the union; a submitter cannot remove one).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyAdmission {
+    /// `sha256:` + 64 lowercase hex: the policy's canonical digest.
+    pub digest: String,
+    /// Gate names (`[a-z0-9][a-z0-9_-]{0,63}`), unique, at most [`MAX_POLICY_GATES`].
+    pub required_gates: Vec<String>,
+}
+
+impl PolicyAdmission {
+    fn validate(&self) -> Result<()> {
+        check_typed_digest("admitted_under.digest", &self.digest)?;
+        if self.required_gates.len() > MAX_POLICY_GATES {
+            return Err(JobsError::spec(
+                "admitted_under.required_gates",
+                "more than 64 gates",
+            ));
+        }
+        for (i, g) in self.required_gates.iter().enumerate() {
+            let ok = g.len() <= 64
+                && g.bytes()
+                    .next()
+                    .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                && g.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-'
+                });
+            if !ok || self.required_gates[..i].contains(g) {
+                return Err(JobsError::spec(
+                    "admitted_under.required_gates",
+                    "must be unique gate names",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn hash_into(&self, hasher: &mut Sha256) {
+        hasher.update(b"admitted_under\0");
+        hasher.update((self.digest.len() as u64).to_be_bytes());
+        hasher.update(self.digest.as_bytes());
+        hasher.update((self.required_gates.len() as u64).to_be_bytes());
+        for g in &self.required_gates {
+            hasher.update((g.len() as u64).to_be_bytes());
+            hasher.update(g.as_bytes());
+        }
     }
 }
 
@@ -630,6 +688,9 @@ impl JobSpec {
                 "must be a principal: 1-64 of A-Z a-z 0-9 . _ @ -",
             ));
         }
+        if let Some(admission) = &self.admitted_under {
+            admission.validate()?;
+        }
         Ok(())
     }
 
@@ -687,6 +748,10 @@ impl JobSpec {
         if let Some(policy) = &self.follow_ups {
             policy.hash_into(&mut hasher);
         }
+        // Only a job a repository policy admitted has one: every other key is unchanged.
+        if let Some(admission) = &self.admitted_under {
+            admission.hash_into(&mut hasher);
+        }
         format!("{}{}", vocab::SHA256_PREFIX, hex::encode(hasher.finalize()))
     }
 
@@ -719,7 +784,23 @@ impl JobSpec {
             follow_up: None,
             follow_ups: None,
             submitted_by: None,
+            admitted_under: None,
         }
+    }
+
+    /// The gates the job must pass: the approval's `required` first, then those its repository
+    /// policy added, each once.
+    #[must_use]
+    pub fn required_gates(&self, required: &[String]) -> Vec<String> {
+        let mut all = required.to_vec();
+        if let Some(admission) = &self.admitted_under {
+            for g in &admission.required_gates {
+                if !all.contains(g) {
+                    all.push(g.clone());
+                }
+            }
+        }
+        all
     }
 }
 

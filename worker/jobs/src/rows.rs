@@ -10,7 +10,7 @@ use crate::error::{JobsError, Result};
 use crate::evidence::EvidenceDocument;
 use crate::model::{
     FollowUp, FollowUpPolicy, HostInfo, Job, JobEvent, JobFailure, JobKind, JobSpec, JobState,
-    LiveJob,
+    LiveJob, PolicyAdmission,
 };
 use crate::review::{StoredDecisionRow, TokenInfo};
 use vocab::{AttemptId, HostId, JobId};
@@ -76,6 +76,9 @@ pub(crate) struct SpecRow {
     /// Absent for jobs queued before schema version 7.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     submitted_by: Option<String>,
+    /// Absent for jobs no repository policy admitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    admitted_under: Option<PolicyAdmission>,
 }
 
 impl SpecRow {
@@ -94,6 +97,7 @@ impl SpecRow {
             follow_up: spec.follow_up.clone(),
             follow_ups: spec.follow_ups,
             submitted_by: spec.submitted_by.clone(),
+            admitted_under: spec.admitted_under.clone(),
         };
         serde_json::to_string(&row).map_err(|_| JobsError::spec("selections", "not encodable"))
     }
@@ -172,6 +176,7 @@ impl RawJob {
             follow_up: row.follow_up,
             follow_ups: row.follow_ups,
             submitted_by: row.submitted_by,
+            admitted_under: row.admitted_under,
             max_attempts: u32::try_from(self.max_attempts).map_err(corrupt("max_attempts"))?,
         };
         let last_error = match (self.error_code, self.error_message) {
