@@ -424,7 +424,7 @@ fn submit(args: &SubmitArgs) -> Result<Outcome, CliError> {
     let mirrors = MirrorCache::new(state::MIRRORS.path_in(&state));
     let (job, created) = rt.block_on(async {
         // Verified completely before the store is even opened.
-        let mut spec = service::prepare(sub, &state, &mirrors, gates.as_ref()).await?;
+        let mut spec = service::prepare(sub, &state, &mirrors, gates.as_ref(), None).await?;
         spec.follow_ups = args.follow_ups.policy();
         // The command line opens the store itself: its acts are the operator's.
         spec.submitted_by = Some(jobs::OPERATOR_PRINCIPAL.to_owned());

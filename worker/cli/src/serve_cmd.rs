@@ -60,6 +60,13 @@ pub(crate) struct ServeArgs {
     /// job queued before roles existed, whose submitter is not recorded, cannot be accepted).
     #[arg(long)]
     pub two_person_review: bool,
+    /// The operator's repository policy (TOML, see docs/SERVICE.md "Repository policy"): per
+    /// repository, a ceiling on approvals, required gates, allowed agents, models, budgets and
+    /// base branches, the publication rule, and daily token quotas. Checked at start-up (a bad
+    /// file refuses to start) and read again on SIGHUP (a bad file then keeps the policy in
+    /// force).
+    #[arg(long, value_name = "FILE")]
+    pub repository_policy: Option<std::path::PathBuf>,
     /// How often the claim loop asks for work when idle (a submission through the API wakes it
     /// at once).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
@@ -172,6 +179,16 @@ pub(crate) fn run(args: &ServeArgs) -> Result<Outcome, CliError> {
         .map(super::gate_cmd::load_definitions)
         .transpose()?
         .map(std::sync::Arc::new);
+    let repository_policy = args
+        .repository_policy
+        .as_ref()
+        .map(|path| {
+            Ok::<_, CliError>(service::PolicySource {
+                path: path.clone(),
+                loaded: std::sync::Arc::new(service::RepositoryPolicy::load(path)?),
+            })
+        })
+        .transpose()?;
     let host_id = service::host_id(args.host_id.as_deref(), &state)?;
     let opts = ServeOptions {
         database: args.database.clone(),
@@ -193,6 +210,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<Outcome, CliError> {
         follow_ups: args.follow_ups.policy(),
         force_role: args.force_role,
         two_person_review: args.two_person_review,
+        repository_policy,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)

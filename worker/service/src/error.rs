@@ -98,6 +98,23 @@ pub enum ServiceError {
     /// not accept its candidate, and a job without a recorded submitter cannot be accepted.
     #[error("PATCH_CANDIDATE_SERVICE_TWO_PERSON: {detail} (serve --two-person-review)")]
     TwoPerson { detail: &'static str },
+    /// The operator's repository policy file (`serve --repository-policy`) cannot be read or
+    /// fails a check (the detail names the check and the rule's place, never the file's text).
+    #[error("PATCH_CANDIDATE_SERVICE_POLICY_FILE: {detail}")]
+    #[coded(usage)]
+    PolicyFile { detail: String },
+    /// A job or a publication is outside the operator's repository policy: the field named
+    /// (`repository`, `allowed_paths`, `create_paths`, `delete_paths`, `agent`, `model`,
+    /// `max_wall_seconds`, `max_archive_bytes`, `max_attempts`, `required_gates`,
+    /// `publication.remote`, `base`, `branch`), never a value.
+    #[error("PATCH_CANDIDATE_SERVICE_POLICY: the repository policy does not allow this {field}")]
+    PolicyRefused { field: &'static str },
+    /// A daily token quota of the repository policy is spent (`principal` or `repository`):
+    /// refused at submit; a queued job waits at claim until the next UTC day or a higher quota.
+    #[error(
+        "PATCH_CANDIDATE_SERVICE_QUOTA: the {scope}'s daily token quota is spent (it resets at 00:00 UTC)"
+    )]
+    Quota { scope: &'static str },
     /// A gate's host-side failure (tree, cache, Docker around the run), unchanged.
     #[error(transparent)]
     Gate(#[from] gate::GateError),
@@ -147,6 +164,11 @@ mod tests {
                 role: jobs::Role::Admin,
             },
             ServiceError::TwoPerson { detail: "x" },
+            ServiceError::PolicyFile {
+                detail: "x".to_owned(),
+            },
+            ServiceError::PolicyRefused { field: "x" },
+            ServiceError::Quota { scope: "x" },
             ServiceError::Gate(gate::GateError::Runner),
             ServiceError::Gateway(gateway::GatewaySetupError::Tls),
             ServiceError::Snapshot(snapshot::SnapshotError::ContextVersion),

@@ -60,8 +60,9 @@ pub(crate) async fn precheck<R: ContainerRuntime>(
     Ok(())
 }
 
-/// After the turn: runs every gate `candidate` requires over the tree of `repo` at its baseline
-/// commit, in the order required; returns one evidence document per gate.
+/// After the turn: runs every gate of `required` (the candidate's and those the job's repository
+/// policy added) over the tree of `repo` at its baseline commit, in that order; returns one
+/// evidence document per gate.
 ///
 /// # Errors
 /// As [`precheck`], and the gate crate's host-side failures ([`gate::GateError`]): a run that
@@ -75,10 +76,10 @@ pub(crate) async fn run_required<R: ContainerRuntime + Clone + 'static>(
     state_dir: &Path,
     repo: &Path,
     candidate: &RepositoryPatchCandidate,
+    required: &[String],
     job: &JobBinding,
     container_runtime: Option<&RuntimeName>,
 ) -> Result<Vec<GateRan>, ServiceError> {
-    let required = candidate.required_validation_gates();
     if required.is_empty() {
         return Ok(Vec::new());
     }

@@ -16,6 +16,7 @@ mod http;
 mod live_host;
 mod metrics;
 mod mirror;
+mod repository_policy;
 mod review_cache;
 mod runner;
 mod serve;
@@ -38,6 +39,7 @@ pub use follow_up::{ChainEnd, ChainLimits, Step, follow_up_feedback, next_step};
 pub use http::{PublishTarget, job_view, job_view_with_gates, mint_token, review_summary};
 pub use live_host::{CredentialSource, LiveHost};
 pub use mirror::{Locator, MirrorCache};
+pub use repository_policy::{MAX_REPOSITORY_POLICY_BYTES, RepositoryPolicy};
 pub use serve::serve;
 pub use submission::{DEFAULT_MAX_ATTEMPTS, Submission, prepare};
 
@@ -101,6 +103,18 @@ pub struct ServeOptions {
     /// Two-person review (`--two-person-review`): the principal who submitted a job may not
     /// accept its candidate.
     pub two_person_review: bool,
+    /// The operator's repository policy (`--repository-policy FILE`): the file, read again on
+    /// SIGHUP, and the policy read at start-up. `None`: no policy (every repository, no quota).
+    pub repository_policy: Option<PolicySource>,
+}
+
+/// The operator's repository policy file and the policy read from it.
+#[derive(Debug, Clone)]
+pub struct PolicySource {
+    /// The file, read again on SIGHUP.
+    pub path: PathBuf,
+    /// The policy as read at start-up.
+    pub loaded: std::sync::Arc<RepositoryPolicy>,
 }
 
 /// The claim loop's phase.
@@ -127,6 +141,60 @@ pub(crate) struct Shared {
     pub publishing: tokio::sync::Mutex<()>,
     /// Candidates checked against their digest, with their policy scan, by digest.
     pub review_cache: review_cache::ReviewCache,
+    /// The repository policy in force (replaced whole on SIGHUP).
+    pub repository_policy: std::sync::RwLock<Option<std::sync::Arc<RepositoryPolicy>>>,
+}
+
+impl Shared {
+    /// Checks the daily token quotas `policy` sets for `principal` and `repository` against the
+    /// ledger of today (UTC): refused once the day's spend has reached the quota (a turn that
+    /// starts below it may end above it, by at most its own budget). `at` is `submit` or
+    /// `claim`, for the metrics.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_SERVICE_QUOTA` naming `principal` or `repository`; store errors.
+    pub(crate) async fn check_quota(
+        &self,
+        policy: &RepositoryPolicy,
+        principal: &str,
+        repository: &str,
+        at: &'static str,
+    ) -> Result<(), ServiceError> {
+        let quotas = (
+            policy.principal_quota(principal),
+            policy.repository_quota(repository),
+        );
+        if quotas == (None, None) {
+            return Ok(());
+        }
+        let spent = self
+            .store
+            .spend_on(jobs::UtcDay::today(), principal, repository)
+            .await?;
+        let over = if quotas.0.is_some_and(|q| spent.principal.total_tokens >= q) {
+            Some("principal")
+        } else if quotas.1.is_some_and(|q| spent.repository.total_tokens >= q) {
+            Some("repository")
+        } else {
+            None
+        };
+        match over {
+            None => Ok(()),
+            Some(scope) => {
+                self.metrics.quota_refused(scope, at);
+                Err(ServiceError::Quota { scope })
+            }
+        }
+    }
+
+    /// The repository policy in force now, if any.
+    pub(crate) fn policy(&self) -> Option<std::sync::Arc<RepositoryPolicy>> {
+        // A poisoned lock still holds a whole policy: replacing it is one assignment.
+        match self.repository_policy.read() {
+            Ok(guard) => guard.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Shared {

@@ -79,9 +79,29 @@ pub(crate) struct Metrics {
     /// Gate runs by verdict ([`GateVerdict::ALL`] order): count and summed wall milliseconds.
     gates: [AtomicU64; 5],
     gate_ms: [AtomicU64; 5],
+    /// Quota refusals, by [`QUOTA_LABELS`] (scope × where).
+    quota_refused: [AtomicU64; 4],
 }
 
+/// The labels of the quota refusal counter: (scope, at).
+const QUOTA_LABELS: [(&str, &str); 4] = [
+    ("principal", "submit"),
+    ("principal", "claim"),
+    ("repository", "submit"),
+    ("repository", "claim"),
+];
+
 impl Metrics {
+    /// A daily token quota refused a submission or held a claimed job (`scope`: `principal` or
+    /// `repository`; `at`: `submit` or `claim`).
+    pub fn quota_refused(&self, scope: &str, at: &str) {
+        if let Some(i) = QUOTA_LABELS.iter().position(|l| *l == (scope, at))
+            && let Some(c) = self.quota_refused.get(i)
+        {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     pub fn claimed(&self, n: usize) {
         self.claimed
             .fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
@@ -219,6 +239,16 @@ impl Metrics {
                 .iter()
                 .zip(&self.outcomes)
                 .map(|((_, name), c)| (format!("{{outcome=\"{name}\"}}"), load(c)))
+                .collect(),
+        );
+        counter(
+            "patch_candidate_quota_refusals_total",
+            "Submissions refused and claimed jobs held by a daily token quota, by scope and where.",
+            "counter",
+            QUOTA_LABELS
+                .iter()
+                .zip(&self.quota_refused)
+                .map(|((scope, at), c)| (format!("{{scope=\"{scope}\",at=\"{at}\"}}"), load(c)))
                 .collect(),
         );
         counter(

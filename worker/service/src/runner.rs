@@ -15,7 +15,7 @@ use super::follow_up::{ChainEnd, ChainLimits, Step, follow_up_feedback, next_ste
 use super::gates::{GateRan, precheck, run_required};
 use super::live_host::{LiveTurn, log_note};
 use super::metrics::AttemptOutcome;
-use super::submission::{chain_follow_up_spec, reverify};
+use super::submission::{chain_follow_up_spec, readmit, reverify};
 use super::{Phase, ServiceError, Shared};
 use container::{ContainerError, JobBinding};
 use turn::fault;
@@ -232,9 +232,31 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
             return;
         }
     };
+    // The repository policy in force now admits the job again (it may have changed since the job
+    // was queued: a job it no longer admits fails, never half-runs), and its quotas must not be
+    // spent (a job over quota waits: snoozed, attempt not spent).
+    if let Some(policy) = sh.policy() {
+        let spec = &claimed.job.spec;
+        let checked = match readmit(&policy, spec, &inputs) {
+            Ok(()) => {
+                let principal = spec.submitted_by.as_deref().unwrap_or_default();
+                sh.check_quota(&policy, principal, &spec.repository, "claim")
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = checked {
+            finish(sh, claimed, Ended::Done(Box::new(Err(e))), None).await;
+            return;
+        }
+    }
     // A job whose gates this host cannot run (no definition, no approved gate image) is snoozed
-    // before its turn starts.
-    let required = inputs.plan.context().required_validation_gates().to_vec();
+    // before its turn starts. The job's gates are its approval's and those its repository
+    // policy added when it was admitted.
+    let required = claimed
+        .job
+        .spec
+        .required_gates(inputs.plan.context().required_validation_gates());
     if let Err(e) = precheck(&sh.docker, sh.opts.gates.as_deref(), &required).await {
         finish(sh, claimed, Ended::Done(Box::new(Err(e))), None).await;
         return;
@@ -298,6 +320,7 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
             &sh.opts.state_dir,
             &repo,
             &outcome.candidate,
+            &required,
             &binding,
             inputs.plan.config().runtime(),
         )
@@ -626,6 +649,7 @@ async fn failed(sh: &Shared, claimed: &Claimed, e: ServiceError, ran: Option<&Ra
             | ServiceError::LiveAgent
             | ServiceError::Gateway(_)
             | ServiceError::GatesUnavailable
+            | ServiceError::Quota { .. }
             | ServiceError::Gate(gate::GateError::Container(
                 ContainerError::ImageMissing | ContainerError::ImageIdMismatch
             ))

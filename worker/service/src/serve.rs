@@ -102,6 +102,10 @@ async fn start_up(
     opts: ServeOptions,
     signals: &mut Signals,
 ) -> Result<Option<Started>, ServiceError> {
+    // SIGHUP reloads the repository policy: installed first, so a hangup never ends the process.
+    let hangup = signal(SignalKind::hangup()).map_err(|_| ServiceError::State {
+        detail: "cannot install signal handlers",
+    })?;
     if !opts.listen.ip().is_loopback() && !opts.listen_public {
         return Err(ServiceError::Listen {
             detail: "a non-loopback address needs --listen-public",
@@ -182,6 +186,7 @@ async fn start_up(
         );
     }
     let max_turns = opts.max_turns.max(1);
+    let opts_policy = opts.repository_policy.clone();
     let meta = serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
         "backend": store.backend_name(),
@@ -199,6 +204,9 @@ async fn start_up(
         token,
         publishing: tokio::sync::Mutex::new(()),
         review_cache: crate::review_cache::ReviewCache::default(),
+        repository_policy: std::sync::RwLock::new(
+            opts_policy.as_ref().map(|p| Arc::clone(&p.loaded)),
+        ),
     });
     sh.metrics.set_max_turns(max_turns);
     let registered = runner::retrying(&sh, "register_host", || {
@@ -223,10 +231,71 @@ async fn start_up(
         live = sh.opts.live.is_some(),
         two_person_review = sh.opts.two_person_review,
         force_role = sh.opts.force_role.as_str(),
+        repository_policy = sh.policy().map(|p| p.digest().to_string()),
         "serving"
     );
     warn_migrated_tokens(&sh.store).await;
+    if let Some(policy) = sh.policy() {
+        audit_policy_loaded(&sh, &policy).await;
+    }
+    tokio::spawn(reload_on_hangup(Arc::clone(&sh), hangup));
     Ok(Some(Started { sh, _lock: lock }))
+}
+
+/// Reads the repository policy file again on each SIGHUP: a file that passes every check
+/// replaces the policy whole (logged with its digest, and audited as `policy_loaded`); one that
+/// fails keeps the policy in force (logged with `PATCH_CANDIDATE_SERVICE_POLICY_FILE`). Jobs
+/// already queued are re-admitted under the new policy when a host claims them.
+async fn reload_on_hangup(sh: Arc<Shared>, mut hangup: Signal) {
+    while hangup.recv().await.is_some() {
+        let Some(source) = sh.opts.repository_policy.as_ref() else {
+            tracing::info!(
+                code = "PATCH_CANDIDATE_SERVICE_POLICY_RELOAD",
+                "SIGHUP: no repository policy to reload (serve --repository-policy)"
+            );
+            continue;
+        };
+        let path = source.path.clone();
+        let read = tokio::task::spawn_blocking(move || crate::RepositoryPolicy::load(&path)).await;
+        match read {
+            Ok(Ok(policy)) => {
+                let policy = Arc::new(policy);
+                let previous = sh.policy().map(|p| p.digest().to_string());
+                match sh.repository_policy.write() {
+                    Ok(mut guard) => *guard = Some(Arc::clone(&policy)),
+                    Err(poisoned) => *poisoned.into_inner() = Some(Arc::clone(&policy)),
+                }
+                tracing::info!(
+                    code = "PATCH_CANDIDATE_SERVICE_POLICY_RELOAD",
+                    digest = %policy.digest(),
+                    previous = previous.as_deref().unwrap_or("none"),
+                    rules = policy.rule_count(),
+                    "repository policy reloaded"
+                );
+                audit_policy_loaded(&sh, &policy).await;
+            }
+            Ok(Err(e)) => tracing::error!(
+                code = vocab::Coded::code(&e),
+                error = %e,
+                "repository policy not reloaded: the policy in force stays"
+            ),
+            Err(_) => tracing::error!(
+                code = "PATCH_CANDIDATE_SERVICE_POLICY_FILE",
+                "repository policy not reloaded: the reader failed"
+            ),
+        }
+    }
+}
+
+/// Records the policy this host loaded in the audit trail (`policy_loaded`, by the host).
+async fn audit_policy_loaded(sh: &Shared, policy: &crate::RepositoryPolicy) {
+    let recorded = sh
+        .store
+        .audit_policy_loaded(sh.opts.host_id.as_str(), &policy.digest().to_string())
+        .await;
+    if let Err(e) = recorded {
+        tracing::warn!(code = e.code(), "policy load not audited");
+    }
 }
 
 /// Logs `PATCH_CANDIDATE_SERVICE_TOKENS_MIGRATED` (a warning) when live named tokens still

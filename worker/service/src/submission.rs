@@ -9,6 +9,7 @@ use snapshot::{ApprovedExecutionContext, MAX_CONTEXT_JSON_BYTES};
 
 use super::ServiceError;
 use super::mirror::{Locator, MirrorCache};
+use super::repository_policy::{JobAsk, RepositoryPolicy};
 use turn::{
     Agent, DEFAULT_WALL_SECONDS, ImageKind, MAX_PATH_GUARD_BYTES, MAX_TURN_ARCHIVE_BYTES,
     PipelineRequest, PlanInputs, TurnPlan,
@@ -155,6 +156,8 @@ pub struct JobInputs {
     /// The job's turn plan, lowered as `run` lowers its flags.
     pub plan: TurnPlan,
     pub locator: Locator,
+    /// The job's selections, parsed once.
+    pub selections: Selections,
 }
 
 impl JobInputs {
@@ -219,7 +222,11 @@ pub fn reverify(spec: &jobs::JobSpec) -> Result<JobInputs, ServiceError> {
     let plan = TurnPlan::lower(context, image, &inputs)?
         .with_review_feedback(feedback)
         .with_build_tmp_mib(build_tmp_mib);
-    Ok(JobInputs { plan, locator })
+    Ok(JobInputs {
+        plan,
+        locator,
+        selections,
+    })
 }
 
 /// The candidate a follow-up plan continues (the one its review feedback supersedes), read from
@@ -329,22 +336,90 @@ pub(crate) fn chain_follow_up_spec(
     Ok(spec)
 }
 
+/// Admits a job under the operator's repository `policy`: its repository's rule, the approval's
+/// grants within the rule's ceilings, its agent, model and budgets among those allowed. Returns
+/// what the job records (`JobSpec::admitted_under`).
+///
+/// # Errors
+/// `PATCH_CANDIDATE_SERVICE_POLICY` naming the field outside the policy.
+pub(crate) fn admit(
+    policy: &RepositoryPolicy,
+    repository: &str,
+    context: &ApprovedExecutionContext,
+    selections: &Selections,
+    live: Option<&jobs::LiveJob>,
+    max_attempts: u32,
+) -> Result<jobs::PolicyAdmission, ServiceError> {
+    let exact = |paths: &[snapshot::RepoPath]| -> Vec<String> {
+        paths.iter().map(|p| p.as_str().to_owned()).collect()
+    };
+    let (create, delete) = (exact(context.create_paths()), exact(context.delete_paths()));
+    let admission = policy.admit(&JobAsk {
+        repository,
+        allowed_paths: context.allowed_paths(),
+        create_paths: &create,
+        delete_paths: &delete,
+        agent: live.map_or("offline", |l| l.agent.as_deref().unwrap_or("codex")),
+        model: live.map(|l| l.model.as_str()),
+        max_wall_seconds: selections.max_wall_seconds,
+        max_archive_bytes: u64::try_from(selections.max_archive_bytes).unwrap_or(u64::MAX),
+        max_attempts,
+    })?;
+    Ok(jobs::PolicyAdmission {
+        digest: admission.digest.to_string(),
+        required_gates: admission.required_gates,
+    })
+}
+
+/// Re-admits a stored job under the policy a host holds when it claims it: the checks of
+/// [`admit`], and every gate the policy requires now among the gates the job was admitted with
+/// (a job admitted under no policy, or under one that required fewer gates, is refused naming
+/// `required_gates`: its candidate would not be judged by them).
+///
+/// # Errors
+/// `PATCH_CANDIDATE_SERVICE_POLICY` naming the field.
+pub(crate) fn readmit(
+    policy: &RepositoryPolicy,
+    spec: &jobs::JobSpec,
+    inputs: &JobInputs,
+) -> Result<(), ServiceError> {
+    let now = admit(
+        policy,
+        &spec.repository,
+        inputs.plan.context(),
+        &inputs.selections,
+        spec.live.as_ref(),
+        spec.max_attempts,
+    )?;
+    let had = spec.required_gates(inputs.plan.context().required_validation_gates());
+    if now.required_gates.iter().any(|g| !had.contains(g)) {
+        return Err(ServiceError::PolicyRefused {
+            field: "required_gates",
+        });
+    }
+    Ok(())
+}
+
 /// Checks a submission fully — the approval parsed by the one parser, the task and commit equal
 /// to the approval's, the repository fetched into this host's mirror and snapshotted at the
 /// commit, the approval's snapshot identity, the selection and every turn-request check `run`
 /// makes before Docker — and returns the job spec to enqueue.
 ///
 /// `gates` are the operator's gate definitions: a required gate they do not define (or any
-/// required gate without them) is refused before the repository is read.
+/// required gate without them) is refused before the repository is read. `policy`, the
+/// operator's repository policy, admits the job before the repository is read too; the spec
+/// records the admission (the policy's digest and the gates it adds, which must be defined).
 ///
 /// # Errors
 /// The first failing check's code (the codes `run` reports for the same input);
-/// `PATCH_CANDIDATE_GATE_UNKNOWN` / `PATCH_CANDIDATE_SERVICE_GATES_UNAVAILABLE` for gates.
+/// `PATCH_CANDIDATE_GATE_UNKNOWN` / `PATCH_CANDIDATE_SERVICE_GATES_UNAVAILABLE` for gates;
+/// `PATCH_CANDIDATE_SERVICE_POLICY` outside the repository policy.
 pub async fn prepare(
     mut sub: Submission,
     state: &Path,
     mirrors: &MirrorCache,
     gates: Option<&gate::GateDefinitions>,
+    policy: Option<&RepositoryPolicy>,
 ) -> Result<jobs::JobSpec, ServiceError> {
     if sub.approval.len() > MAX_CONTEXT_JSON_BYTES {
         return Err(ServiceError::Spec {
@@ -414,6 +489,24 @@ pub async fn prepare(
             .map(|(l, agent)| (l.model.as_str(), agent)),
     );
     let plan = TurnPlan::lower(context, image, &inputs)?;
+    let admitted_under = policy
+        .map(|policy| {
+            admit(
+                policy,
+                locator.as_str(),
+                plan.context(),
+                &selections,
+                sub.live.as_ref(),
+                max_attempts,
+            )
+        })
+        .transpose()?;
+    if let Some(added) = admitted_under.as_ref().map(|a| &a.required_gates)
+        && !added.is_empty()
+    {
+        let defs = gates.ok_or(ServiceError::GatesUnavailable)?;
+        gate::check_required_gates(added, defs)?;
+    }
     let repo = mirrors.ensure(&locator, plan.commit()).await?;
     let request = plan.pipeline_request(&repo, state, None, None, "service");
     turn::verify_pipeline_request(&request)?;
@@ -434,6 +527,7 @@ pub async fn prepare(
         follow_ups: None,
         // The front end names who submits (the API's caller, `operator` for `jobs submit`).
         submitted_by: None,
+        admitted_under,
         approval_json,
     })
 }

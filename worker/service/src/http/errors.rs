@@ -108,7 +108,10 @@ impl ApiStatus for ServiceError {
     fn api_status(&self) -> StatusCode {
         match self {
             Self::Jobs(e) => e.api_status(),
-            Self::Forbidden { .. } | Self::TwoPerson { .. } => StatusCode::FORBIDDEN,
+            Self::Forbidden { .. } | Self::TwoPerson { .. } | Self::PolicyRefused { .. } => {
+                StatusCode::FORBIDDEN
+            }
+            Self::Quota { .. } => StatusCode::TOO_MANY_REQUESTS,
             _ => class_status(self.class()),
         }
     }

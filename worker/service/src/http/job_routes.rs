@@ -53,11 +53,25 @@ pub(super) async fn submit(
 ) -> ApiResult {
     caller.require(jobs::Role::Submit)?;
     let sub: Submission = json_body(&headers, body).await?;
+    // The repository policy in force admits the job (in `prepare`, before the repository is
+    // read), and neither the caller's nor the repository's quota may be spent.
+    let policy = sh.policy();
+    if let Some(policy) = &policy {
+        let locator = crate::Locator::parse(&sub.repository)?;
+        sh.check_quota(
+            policy,
+            caller.principal.as_str(),
+            locator.as_str(),
+            "submit",
+        )
+        .await?;
+    }
     let mut spec = prepare(
         sub,
         &sh.opts.state_dir,
         &sh.mirrors,
         sh.opts.gates.as_deref(),
+        policy.as_deref(),
     )
     .await?;
     spec.follow_ups = sh.opts.follow_ups;

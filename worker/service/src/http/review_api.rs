@@ -110,6 +110,8 @@ pub(crate) async fn review_context(sh: &Shared, id: &JobId) -> Result<ReviewCont
         })
     });
     facts.superseded_by = sh.store.later_attempt(id).await?.map(|j| j.id.to_string());
+    // The job's required gates: the approval's and those its repository policy added.
+    facts.required_gates = job.spec.required_gates(&facts.required_gates);
     Ok(ReviewContext {
         candidate,
         facts,
@@ -674,6 +676,15 @@ async fn publish_detached(
         return Err(review::ReviewError::Published.into());
     }
     require_publishable(&context)?;
+    // The operator's repository policy decides where a branch may go, whatever the client asks.
+    if let Some(policy) = sh.policy() {
+        policy.check_publication(&crate::repository_policy::PublicationAsk {
+            repository: &context.job.spec.repository,
+            remote: job.target.remote.as_str(),
+            base: job.base.as_str(),
+            branch: job.branch.as_str(),
+        })?;
+    }
     let claim = sh
         .store
         .claim_publication(
@@ -747,7 +758,7 @@ async fn push_under_claim(
         .mirrors
         .ensure(&locator, context.candidate.baseline_commit_sha())
         .await?;
-    let required = context.candidate.required_validation_gates().to_vec();
+    let required = context.facts.required_gates.clone();
     let runtime = context.job.spec.runtime.clone();
     let candidate = context.candidate;
     let handle = tokio::runtime::Handle::current();

@@ -739,10 +739,11 @@ async fn job_page(
         Ok(None) => return not_found(&s),
         Err(e) => return api_error(&s, &ApiError::from(e), None),
     };
-    // The candidate's required gates (missing ones listed too); none without a candidate.
+    // The job's required gates (missing ones listed too): the approval's and its repository
+    // policy's; none without a candidate.
     let required: Vec<String> = match sh.store.candidate(&id).await {
         Ok(Some(bytes)) => finalizer::validate_candidate_json(&bytes)
-            .map(|c| c.required_validation_gates().to_vec())
+            .map(|c| job.spec.required_gates(c.required_validation_gates()))
             .unwrap_or_default(),
         _ => Vec::new(),
     };
@@ -1008,7 +1009,7 @@ async fn render_candidate(
         hidden_files,
         gates: gate_items(
             &evidence,
-            context.candidate.required_validation_gates(),
+            &context.facts.required_gates,
             Some(&package.candidate_digest),
         ),
         files,
