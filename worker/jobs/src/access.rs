@@ -201,7 +201,8 @@ pub enum AuditAct {
     ForcedAccept,
     /// A publication was recorded (detail: the candidate digest and the branch).
     Published,
-    /// Reserved for the operator's repository policy being loaded; not written by this build.
+    /// A host loaded the operator's repository policy, at start-up or on SIGHUP (subject: its
+    /// digest; principal: the host).
     PolicyLoaded,
 }
 
