@@ -112,6 +112,12 @@ pub enum JobsError {
         "PATCH_CANDIDATE_JOBS_CLAIM_LOST: job {id}: this publish no longer holds the publication claim"
     )]
     ClaimLost { id: String },
+    /// A UTC day (`YYYY-MM-DD`, days since the epoch, a range of days) failed its check.
+    #[error("PATCH_CANDIDATE_JOBS_DAY: {detail}")]
+    Day { detail: &'static str },
+    /// A usage rollup would return more groups than its cap: ask for fewer days or one principal.
+    #[error("PATCH_CANDIDATE_JOBS_ROLLUP_LIMIT: the usage rollup has more than {limit} rows")]
+    RollupLimit { limit: usize },
     /// Creating or opening the SQLite file failed.
     #[error("PATCH_CANDIDATE_JOBS_IO: {what}: {}", Untrusted::quoted(.detail))]
     #[coded(environment)]
@@ -199,6 +205,10 @@ mod tests {
             JobsError::ClaimLost {
                 id: "job_00000000000000000000000000000000".to_owned(),
             },
+            JobsError::Day {
+                detail: "must be YYYY-MM-DD",
+            },
+            JobsError::RollupLimit { limit: 10 },
         ]
     }
 

@@ -1,5 +1,6 @@
 //! The durable job store of the patch-candidate service: jobs bound at submission to an approval
-//! and a snapshot, leases with fencing tokens (attempt IDs), results, usage and a short log.
+//! and a snapshot, leases with fencing tokens (attempt IDs), results, usage (the spend ledger:
+//! [`JobStore::spend_on`], [`JobStore::usage_rollup`]) and a short log.
 //!
 //! One type, [`JobStore`], over two real backends: an embedded SQLite file (the default, zero
 //! set-up) and PostgreSQL (many hosts sharing one queue). Both pass one conformance suite.
@@ -21,6 +22,7 @@ mod access;
 mod error;
 mod evidence;
 mod ids;
+mod ledger;
 mod model;
 mod postgres;
 mod review;
@@ -39,6 +41,9 @@ pub use access::{
 pub use error::{Backend, ERROR_CODES, JobsError, NOT_FOUND_CODE, Result};
 pub use evidence::EvidenceDocument;
 pub use ids::{random_attempt_id, random_job_id};
+pub use ledger::{
+    MAX_LEDGER_COUNT, MAX_USAGE_ROLLUP_ROWS, Spend, SpendToday, UsageRollupRow, UtcDay,
+};
 pub(crate) use model::MAX_FOLLOW_UPS_LISTED;
 pub use model::{
     Claimed, Fenced, FollowUp, FollowUpGate, FollowUpPolicy, Heartbeat, Job, JobKind, JobSpec,

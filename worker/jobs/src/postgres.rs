@@ -15,6 +15,10 @@ use tokio_postgres::{NoTls, Row, ToStatement};
 use crate::access::{AuditAct, AuditEntry, NewAuditEntry, Roles, TokenAccess};
 use crate::error::{Backend, JobsError, Result};
 use crate::evidence::EvidenceDocument;
+use crate::ledger::{
+    DAY_MS, SpendToday, UsageDocument, UsageRollupRow, UtcDay, rollup_limit, rollup_row,
+    rollup_sql, spend_on_sql, spend_today,
+};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, StoreOptions,
     duration_ms,
@@ -37,8 +41,31 @@ use vocab::{AttemptId, HostId, JobId};
 /// The database clock in milliseconds (the transaction's start, so one statement sees one time).
 const NOW: &str = "(extract(epoch FROM now()) * 1000)::bigint";
 
+/// The ledger columns of a usage row after `usage_json, recorded_at`.
+const LEDGER_COLUMNS: &str =
+    "principal, repository, day, requests, input_tokens, output_tokens, total_tokens";
+/// The principal and repository of the job row in scope (its `spec_json`).
+const LEDGER_JOB: &str = "COALESCE(spec_json::jsonb ->> 'submitted_by', ''),
+     COALESCE(spec_json::jsonb ->> 'repository', '')";
+/// Recording an attempt again replaces its document and counts (its first day stays).
+const LEDGER_UPSERT: &str = "ON CONFLICT (job_id, attempt_id) DO UPDATE SET
+     usage_json = excluded.usage_json, principal = excluded.principal,
+     repository = excluded.repository, requests = excluded.requests,
+     input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
+     total_tokens = excluded.total_tokens";
+
+/// PostgreSQL's integer sum of a column (0 for no rows; `sum` of `bigint` is `numeric`).
+fn pg_sum(column: &str) -> String {
+    format!("LEAST(COALESCE(sum({column}), 0), 9223372036854775807)::bigint")
+}
+
+static SPEND_ON: LazyLock<String> = LazyLock::new(|| spend_on_sql('$', pg_sum));
+static ROLLUP: LazyLock<String> =
+    LazyLock::new(|| rollup_sql('$', pg_sum, "::text", " COLLATE \"C\""));
+
 /// The fenced write as one statement of data-modifying CTEs: the guarded `UPDATE` (the delay
-/// `$7` added to the database clock), then the candidate (`$12`), the usage row (`$13`) and the
+/// `$7` added to the database clock), then the candidate (`$12`), the usage row (`$13`, its
+/// counts `$28`..`$31`, its principal and repository from the updated job row) and the
 /// log line (`$14`, `$15`), the gate evidence rows (`$16`..`$20`, parallel arrays) and an
 /// automatic follow-up job (`$21`..`$26`, its `submitted` line `$27`; skipped when its
 /// idempotency key exists) for the row it changed, if any; it returns how many rows it changed.
@@ -46,14 +73,16 @@ static FENCED_WRITE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH u AS (
              {update}
-             RETURNING id, attempt_id),
+             RETURNING id, attempt_id, spec_json),
          c AS (
              INSERT INTO candidates (job_id, attempt_id, digest, bytes, created_at)
              SELECT id, attempt_id, $11, $12, {NOW} FROM u WHERE $12::bytea IS NOT NULL),
          us AS (
-             INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
-             SELECT id, attempt_id, $13::text, {NOW} FROM u WHERE $13::text IS NOT NULL
-             ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json),
+             INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at, {LEDGER_COLUMNS})
+             SELECT id, attempt_id, $13::text, {NOW}, {LEDGER_JOB}, {NOW} / {DAY_MS},
+                 $28::bigint, $29::bigint, $30::bigint, $31::bigint
+             FROM u WHERE $13::text IS NOT NULL
+             {LEDGER_UPSERT}),
          ev AS (
              INSERT INTO events (job_id, attempt_id, at, code, message)
              SELECT id, attempt_id, {NOW}, $14, $15 FROM u),
@@ -480,6 +509,7 @@ impl PgStore {
             .collect();
         let bytes: Vec<&[u8]> = write.evidence.iter().map(EvidenceDocument::bytes).collect();
         let next = write.follow_up.as_ref();
+        let counts = write.usage.as_ref().map(|u| u.counts).unwrap_or_default();
         let client = self.client().await?;
         let stmt = client.prepare_cached(&FENCED_WRITE).await.map_err(pg)?;
         let n: i64 = one(
@@ -498,7 +528,7 @@ impl PgStore {
                 &write.error_message(),
                 &write.candidate_digest(),
                 &write.candidate.as_ref().map(|c| c.bytes.as_slice()),
-                &write.usage,
+                &write.usage.as_ref().map(|u| u.text.as_str()),
                 &write.event_code,
                 &write.event_message,
                 &gates,
@@ -513,6 +543,10 @@ impl PgStore {
                 &next.map(|r| r.approval_json.as_slice()),
                 &next.map(|r| r.max_attempts),
                 &EVENT_SUBMITTED,
+                &counts.requests,
+                &counts.input_tokens,
+                &counts.output_tokens,
+                &counts.total_tokens,
             ],
             first,
         )
@@ -528,16 +562,29 @@ impl PgStore {
         &self,
         id: JobId,
         attempt: AttemptId,
-        usage: String,
+        usage: UsageDocument,
     ) -> Result<()> {
         let sql = format!(
-            "INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
-             SELECT $1, $2, $3, {NOW} WHERE EXISTS (SELECT 1 FROM jobs WHERE id = $1)
-             ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json"
+            "INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at, {LEDGER_COLUMNS})
+             SELECT $1, $2, $3, {NOW}, {LEDGER_JOB}, {NOW} / {DAY_MS}, $4, $5, $6, $7
+             FROM jobs WHERE id = $1
+             {LEDGER_UPSERT}"
         );
+        let c = usage.counts;
         let client = self.client().await?;
         let n = client
-            .execute(&sql, &[&id.as_str(), &attempt.as_str(), &usage])
+            .execute(
+                &sql,
+                &[
+                    &id.as_str(),
+                    &attempt.as_str(),
+                    &usage.text,
+                    &c.requests,
+                    &c.input_tokens,
+                    &c.output_tokens,
+                    &c.total_tokens,
+                ],
+            )
             .await
             .map_err(pg)?;
         if n == 0 {
@@ -553,6 +600,42 @@ impl PgStore {
             "SELECT attempt_id, usage_json FROM usage WHERE job_id = $1 ORDER BY recorded_at, attempt_id",
             &[&id.as_str()],
             usage_row,
+        )
+        .await
+    }
+
+    pub(crate) async fn spend_on(
+        &self,
+        day: UtcDay,
+        principal: String,
+        repository: String,
+    ) -> Result<SpendToday> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(&SPEND_ON).await.map_err(pg)?;
+        let rows = client
+            .query(&stmt, &[&day.days(), &principal, &repository])
+            .await
+            .map_err(pg)?;
+        let mut today = SpendToday::default();
+        for row in &rows {
+            spend_today(row, &mut today)?;
+        }
+        Ok(today)
+    }
+
+    pub(crate) async fn usage_rollup(
+        &self,
+        from: UtcDay,
+        to: UtcDay,
+        principal: Option<String>,
+    ) -> Result<Vec<UsageRollupRow>> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(&ROLLUP).await.map_err(pg)?;
+        all(
+            &client,
+            &stmt,
+            &[&from.days(), &to.days(), &principal, &rollup_limit()],
+            rollup_row,
         )
         .await
     }
@@ -1097,6 +1180,13 @@ impl PgStore {
         let sql =
             "SELECT name, roles FROM api_tokens WHERE token_sha256 = $1 AND revoked_at IS NULL";
         one_opt(&client, sql, &[&hash.as_str()], token_access_row).await
+    }
+
+    pub(crate) async fn append_audit(&self, act: NewAuditEntry) -> Result<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        insert_audit(&tx, &act).await?;
+        tx.commit().await.map_err(pg)
     }
 
     pub(crate) async fn audit(&self, after: i64, limit: i64) -> Result<Vec<AuditEntry>> {

@@ -19,9 +19,16 @@
 //! Version 7 gives every named token its roles (`api_tokens.roles`, the canonical list; the
 //! tokens of an older database get every role and `roles_migrated`) and adds the append-only
 //! `audit` table; it keeps every row.
+//!
+//! Version 8 makes the `usage` table the spend ledger: typed columns next to `usage_json` — the
+//! job's `principal` (`''` when unknown) and `repository`, the UTC `day` of `recorded_at`
+//! (milliseconds) and the live turn's `requests`, `input_tokens`, `output_tokens` and
+//! `total_tokens` (0 for an offline turn) — backfilled from each row's job and document, and the
+//! indexes of the two quota lookups, `(principal, day)` and `(repository, day)`, which also hold
+//! the counts (a lookup reads the index alone). See `crate::ledger`.
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// The schema version recorded (0 before the first migration).
 pub(crate) const SELECT_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM schema_migrations";
@@ -367,6 +374,77 @@ CREATE FUNCTION audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN RAISE EXCEPTION 'the audit trail is append-only'; END $$;
 CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON audit
 FOR EACH ROW EXECUTE FUNCTION audit_append_only();
+",
+    },
+    Migration {
+        version: 8,
+        name: "the spend ledger",
+        sqlite: r"
+ALTER TABLE usage ADD COLUMN principal TEXT NOT NULL DEFAULT '';
+ALTER TABLE usage ADD COLUMN repository TEXT NOT NULL DEFAULT '';
+ALTER TABLE usage ADD COLUMN day INTEGER NOT NULL DEFAULT 0 CHECK (day >= 0);
+ALTER TABLE usage ADD COLUMN requests INTEGER NOT NULL DEFAULT 0 CHECK (requests >= 0);
+ALTER TABLE usage ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0 CHECK (input_tokens >= 0);
+ALTER TABLE usage ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0 CHECK (output_tokens >= 0);
+ALTER TABLE usage ADD COLUMN total_tokens INTEGER NOT NULL DEFAULT 0 CHECK (total_tokens >= 0);
+UPDATE usage SET
+    principal = COALESCE((SELECT CAST(json_extract(j.spec_json, '$.submitted_by') AS TEXT)
+                          FROM jobs j WHERE j.id = usage.job_id), ''),
+    repository = COALESCE((SELECT CAST(json_extract(j.spec_json, '$.repository') AS TEXT)
+                           FROM jobs j WHERE j.id = usage.job_id), ''),
+    day = max(recorded_at, 0) / 86400000,
+    requests = CASE WHEN NOT json_valid(usage_json) THEN 0
+        WHEN json_type(usage_json, '$.live.requests') = 'integer'
+             AND json_extract(usage_json, '$.live.requests') >= 0
+        THEN min(json_extract(usage_json, '$.live.requests'), 1000000000000) ELSE 0 END,
+    input_tokens = CASE WHEN NOT json_valid(usage_json) THEN 0
+        WHEN json_type(usage_json, '$.live.input_tokens') = 'integer'
+             AND json_extract(usage_json, '$.live.input_tokens') >= 0
+        THEN min(json_extract(usage_json, '$.live.input_tokens'), 1000000000000) ELSE 0 END,
+    output_tokens = CASE WHEN NOT json_valid(usage_json) THEN 0
+        WHEN json_type(usage_json, '$.live.output_tokens') = 'integer'
+             AND json_extract(usage_json, '$.live.output_tokens') >= 0
+        THEN min(json_extract(usage_json, '$.live.output_tokens'), 1000000000000) ELSE 0 END,
+    total_tokens = CASE WHEN NOT json_valid(usage_json) THEN 0
+        WHEN json_type(usage_json, '$.live.total_tokens') = 'integer'
+             AND json_extract(usage_json, '$.live.total_tokens') >= 0
+        THEN min(json_extract(usage_json, '$.live.total_tokens'), 1000000000000) ELSE 0 END;
+CREATE INDEX usage_by_principal_day
+    ON usage (principal, day, requests, input_tokens, output_tokens, total_tokens);
+CREATE INDEX usage_by_repository_day
+    ON usage (repository, day, requests, input_tokens, output_tokens, total_tokens);
+",
+        postgres: r"
+ALTER TABLE usage
+    ADD COLUMN principal TEXT NOT NULL DEFAULT '',
+    ADD COLUMN repository TEXT NOT NULL DEFAULT '',
+    ADD COLUMN day BIGINT NOT NULL DEFAULT 0 CHECK (day >= 0),
+    ADD COLUMN requests BIGINT NOT NULL DEFAULT 0 CHECK (requests >= 0),
+    ADD COLUMN input_tokens BIGINT NOT NULL DEFAULT 0 CHECK (input_tokens >= 0),
+    ADD COLUMN output_tokens BIGINT NOT NULL DEFAULT 0 CHECK (output_tokens >= 0),
+    ADD COLUMN total_tokens BIGINT NOT NULL DEFAULT 0 CHECK (total_tokens >= 0);
+UPDATE usage SET
+    principal = COALESCE(j.spec_json::jsonb ->> 'submitted_by', ''),
+    repository = COALESCE(j.spec_json::jsonb ->> 'repository', '')
+FROM jobs j WHERE j.id = usage.job_id;
+UPDATE usage SET
+    day = GREATEST(recorded_at, 0) / 86400000,
+    requests = CASE WHEN jsonb_typeof(usage_json::jsonb -> 'live' -> 'requests') = 'number'
+             AND (usage_json::jsonb -> 'live' ->> 'requests') ~ '^[0-9]{1,18}$'
+        THEN LEAST((usage_json::jsonb -> 'live' ->> 'requests')::bigint, 1000000000000) ELSE 0 END,
+    input_tokens = CASE WHEN jsonb_typeof(usage_json::jsonb -> 'live' -> 'input_tokens') = 'number'
+             AND (usage_json::jsonb -> 'live' ->> 'input_tokens') ~ '^[0-9]{1,18}$'
+        THEN LEAST((usage_json::jsonb -> 'live' ->> 'input_tokens')::bigint, 1000000000000) ELSE 0 END,
+    output_tokens = CASE WHEN jsonb_typeof(usage_json::jsonb -> 'live' -> 'output_tokens') = 'number'
+             AND (usage_json::jsonb -> 'live' ->> 'output_tokens') ~ '^[0-9]{1,18}$'
+        THEN LEAST((usage_json::jsonb -> 'live' ->> 'output_tokens')::bigint, 1000000000000) ELSE 0 END,
+    total_tokens = CASE WHEN jsonb_typeof(usage_json::jsonb -> 'live' -> 'total_tokens') = 'number'
+             AND (usage_json::jsonb -> 'live' ->> 'total_tokens') ~ '^[0-9]{1,18}$'
+        THEN LEAST((usage_json::jsonb -> 'live' ->> 'total_tokens')::bigint, 1000000000000) ELSE 0 END;
+CREATE INDEX usage_by_principal_day ON usage (principal, day)
+    INCLUDE (requests, input_tokens, output_tokens, total_tokens);
+CREATE INDEX usage_by_repository_day ON usage (repository, day)
+    INCLUDE (requests, input_tokens, output_tokens, total_tokens);
 ",
     },
 ];

@@ -12,6 +12,10 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension as _, Row, TransactionBe
 use crate::access::{AuditAct, AuditEntry, NewAuditEntry, Roles, TokenAccess};
 use crate::error::{Backend, JobsError, Result};
 use crate::evidence::EvidenceDocument;
+use crate::ledger::{
+    SpendToday, UsageDocument, UsageRollupRow, UtcDay, rollup_limit, rollup_row, rollup_sql,
+    spend_on_sql, spend_today,
+};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, duration_ms,
 };
@@ -421,8 +425,10 @@ impl SqliteStore {
                 )
                 .map_err(map_err)?;
             }
-            if let Some(usage) = &write.usage {
-                upsert_usage(&tx, &id, &attempt, usage, now)?;
+            if let Some(usage) = &write.usage
+                && upsert_usage(&tx, &id, &attempt, usage, now)? == 0
+            {
+                return Err(JobsError::Corrupt { field: "usage" });
             }
             event(
                 &tx,
@@ -445,18 +451,10 @@ impl SqliteStore {
         &self,
         id: JobId,
         attempt: AttemptId,
-        usage: String,
+        usage: UsageDocument,
     ) -> Result<()> {
         self.run(move |conn| {
-            let now = now_unix_ms();
-            let n = conn
-                .execute(
-                    "INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
-                     SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?1)
-                     ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json",
-                    params![id.as_str(), attempt.as_str(), usage, now],
-                )
-                .map_err(map_err)?;
+            let n = upsert_usage(conn, &id, &attempt, &usage, now_unix_ms())?;
             if n == 0 {
                 return Err(JobsError::NotFound { id: id.to_string() });
             }
@@ -473,6 +471,43 @@ impl SqliteStore {
                  ORDER BY recorded_at, attempt_id",
                 params![id.as_str()],
                 |r| usage_row(r),
+            )
+        })
+        .await
+    }
+
+    pub(crate) async fn spend_on(
+        &self,
+        day: UtcDay,
+        principal: String,
+        repository: String,
+    ) -> Result<SpendToday> {
+        self.run(move |conn| {
+            let mut stmt = conn.prepare_cached(&SPEND_ON).map_err(map_err)?;
+            let mut rows = stmt
+                .query(params![day.days(), principal, repository])
+                .map_err(map_err)?;
+            let mut today = SpendToday::default();
+            while let Some(row) = rows.next().map_err(map_err)? {
+                spend_today(row, &mut today)?;
+            }
+            Ok(today)
+        })
+        .await
+    }
+
+    pub(crate) async fn usage_rollup(
+        &self,
+        from: UtcDay,
+        to: UtcDay,
+        principal: Option<String>,
+    ) -> Result<Vec<UsageRollupRow>> {
+        self.run(move |conn| {
+            all(
+                conn,
+                &ROLLUP,
+                params![from.days(), to.days(), principal, rollup_limit()],
+                |r| rollup_row(r),
             )
         })
         .await
@@ -766,21 +801,53 @@ fn insert_job(tx: &rusqlite::Transaction<'_>, row: &NewJobRow, now: i64) -> Resu
     Ok(inserted == 1)
 }
 
+/// Inserts or replaces the attempt's usage row with its ledger columns: the principal and
+/// repository from the job's own row, the day of `now`, the document's counts. The first
+/// recording's `recorded_at` and day stay. Returns the rows written: 0 when the job is unknown.
 fn upsert_usage(
     conn: &Connection,
     id: &JobId,
     attempt: &AttemptId,
-    usage: &str,
+    usage: &UsageDocument,
     now: i64,
-) -> Result<()> {
-    conn.execute(
-        "INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (job_id, attempt_id) DO UPDATE SET usage_json = excluded.usage_json",
-        params![id.as_str(), attempt.as_str(), usage, now],
+) -> Result<usize> {
+    let c = usage.counts;
+    conn.prepare_cached(
+        "INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at, principal, repository,
+             day, requests, input_tokens, output_tokens, total_tokens)
+         SELECT ?1, ?2, ?3, ?4,
+             COALESCE(CAST(json_extract(spec_json, '$.submitted_by') AS TEXT), ''),
+             COALESCE(CAST(json_extract(spec_json, '$.repository') AS TEXT), ''),
+             ?5, ?6, ?7, ?8, ?9
+         FROM jobs WHERE id = ?1
+         ON CONFLICT (job_id, attempt_id) DO UPDATE SET
+             usage_json = excluded.usage_json, principal = excluded.principal,
+             repository = excluded.repository, requests = excluded.requests,
+             input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
+             total_tokens = excluded.total_tokens",
     )
-    .map_err(map_err)?;
-    Ok(())
+    .map_err(map_err)?
+    .execute(params![
+        id.as_str(),
+        attempt.as_str(),
+        usage.text,
+        now,
+        UtcDay::from_unix_ms_saturating(now).days(),
+        c.requests,
+        c.input_tokens,
+        c.output_tokens,
+        c.total_tokens
+    ])
+    .map_err(map_err)
 }
+
+/// SQLite's integer sum of a column (0 for no rows).
+fn sqlite_sum(column: &str) -> String {
+    format!("COALESCE(sum({column}), 0)")
+}
+
+static SPEND_ON: LazyLock<String> = LazyLock::new(|| spend_on_sql('?', sqlite_sum));
+static ROLLUP: LazyLock<String> = LazyLock::new(|| rollup_sql('?', sqlite_sum, "", ""));
 
 /// Creates the file with mode 0600 when it does not exist (the database holds approvals and
 /// candidates), so SQLite never creates it with the process umask.
@@ -1150,6 +1217,11 @@ impl SqliteStore {
             )
         })
         .await
+    }
+
+    pub(crate) async fn append_audit(&self, act: NewAuditEntry) -> Result<()> {
+        self.run(move |conn| insert_audit(conn, &act, now_unix_ms()))
+            .await
     }
 
     pub(crate) async fn audit(&self, after: i64, limit: i64) -> Result<Vec<AuditEntry>> {

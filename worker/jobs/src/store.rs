@@ -10,6 +10,7 @@ use crate::access::{
 };
 use crate::error::{JobsError, Result};
 use crate::evidence::{EvidenceDocument, check_set as check_evidence_set};
+use crate::ledger::{SpendToday, UsageDocument, UsageRollupRow, UtcDay, check_range, check_rollup};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, MAX_CANDIDATE_BYTES,
     Retry, StoreOptions, check_code, check_message, document_text,
@@ -357,7 +358,7 @@ impl JobStore {
         if candidate.len() > MAX_CANDIDATE_BYTES {
             return Err(JobsError::input("candidate", "larger than 64 MiB"));
         }
-        let usage = document_text("usage", usage)?;
+        let usage = UsageDocument::new(usage)?;
         self.transition(
             id,
             attempt,
@@ -391,7 +392,7 @@ impl JobStore {
     ) -> Result<Fenced> {
         check_code(code)?;
         check_message(message)?;
-        let usage = usage.map(|u| document_text("usage", u)).transpose()?;
+        let usage = usage.map(UsageDocument::new).transpose()?;
         self.transition(
             id,
             attempt,
@@ -466,9 +467,9 @@ impl JobStore {
         id: &JobId,
         attempt: &AttemptId,
         usage: Option<&serde_json::Value>,
-        transition: fn(Option<String>) -> Transition,
+        transition: fn(Option<UsageDocument>) -> Transition,
     ) -> Result<Fenced> {
-        let usage = usage.map(|u| document_text("usage", u)).transpose()?;
+        let usage = usage.map(UsageDocument::new).transpose()?;
         self.transition(id, attempt, transition(usage)).await
     }
 
@@ -501,7 +502,7 @@ impl JobStore {
         attempt: &AttemptId,
         usage: &serde_json::Value,
     ) -> Result<()> {
-        let usage = document_text("usage", usage)?;
+        let usage = UsageDocument::new(usage)?;
         dispatch!(self.record_usage(id.clone(), attempt.clone(), usage))
     }
 
@@ -511,6 +512,42 @@ impl JobStore {
     /// Database errors.
     pub async fn usage(&self, id: &JobId) -> Result<Vec<(AttemptId, String)>> {
         dispatch!(self.usage(id.clone()))
+    }
+
+    /// The spend ledger of `day`: the sums of the usage rows of `principal`'s jobs and of
+    /// `repository`'s jobs recorded that day (UTC), for a quota check at submission and at
+    /// claim. One statement, one round trip, read from the `(principal, day)` and
+    /// `(repository, day)` indexes. A principal or repository with no rows spends zero.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn spend_on(
+        &self,
+        day: UtcDay,
+        principal: &str,
+        repository: &str,
+    ) -> Result<SpendToday> {
+        dispatch!(self.spend_on(day, principal.to_owned(), repository.to_owned()))
+    }
+
+    /// The usage report: the ledger's rows from `from` through `to` (UTC days, both included)
+    /// grouped by day, principal and repository, ordered by day, then principal and repository
+    /// (bytewise); only `principal`'s rows when given.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_DAY` when `to` is before `from`;
+    /// `PATCH_CANDIDATE_JOBS_ROLLUP_LIMIT` when there are more than
+    /// [`crate::MAX_USAGE_ROLLUP_ROWS`] groups (nothing is returned then: ask for fewer days or
+    /// one principal); database errors.
+    pub async fn usage_rollup(
+        &self,
+        from: UtcDay,
+        to: UtcDay,
+        principal: Option<&str>,
+    ) -> Result<Vec<UsageRollupRow>> {
+        check_range(from, to)?;
+        let rows = dispatch!(self.usage_rollup(from, to, principal.map(str::to_owned)))?;
+        check_rollup(rows)
     }
 
     /// Returns every expired lease to the queue in one guarded statement (attempt spent;
@@ -876,6 +913,21 @@ impl JobStore {
     /// Database errors; `PATCH_CANDIDATE_JOBS_CORRUPT` for a row that fails its checks.
     pub async fn audit(&self, after: i64, limit: usize) -> Result<Vec<AuditEntry>> {
         dispatch!(self.audit(after, audit_limit(limit)))
+    }
+
+    /// Audits the operator's repository policy loaded by host `host` (at start-up or on
+    /// SIGHUP): act `policy_loaded`, the policy's digest as the subject.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed host or digest; database errors.
+    pub async fn audit_policy_loaded(&self, host: &str, digest: &str) -> Result<()> {
+        let act = NewAuditEntry::new(
+            host,
+            AuditAct::PolicyLoaded,
+            digest,
+            "repository policy loaded".to_owned(),
+        )?;
+        dispatch!(self.append_audit(act))
     }
 
     /// The latest `limit` audit entries about `subject` (a job id or a token name), oldest

@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use crate::evidence::EvidenceDocument;
+use crate::ledger::UsageDocument;
 use crate::model::{JobState, Retry, duration_ms};
 use crate::rows::{EVENT_CANCELLED, EVENT_COMPLETED, EVENT_RELEASED, EVENT_SNOOZED};
 
@@ -21,7 +22,7 @@ pub(crate) enum Transition {
     Complete {
         candidate: Vec<u8>,
         digest: String,
-        usage: String,
+        usage: UsageDocument,
         evidence: Vec<EvidenceDocument>,
         follow_up: Option<NewJobRow>,
     },
@@ -30,14 +31,14 @@ pub(crate) enum Transition {
         code: String,
         message: String,
         retry: Retry,
-        usage: Option<String>,
+        usage: Option<UsageDocument>,
     },
     /// Queued again after `delay` with the attempt given back; `code` says why.
     Snooze { delay: Duration, code: String },
     /// Drain: queued again now with the attempt given back.
-    Release { usage: Option<String> },
+    Release { usage: Option<UsageDocument> },
     /// A running attempt whose cancellation was requested stopped: `cancelled`.
-    Cancelled { usage: Option<String> },
+    Cancelled { usage: Option<UsageDocument> },
 }
 
 /// Where a fenced write takes the job.
@@ -117,7 +118,7 @@ pub(crate) struct FencedWrite {
     /// The candidate's gate evidence rows (only with a candidate).
     pub(crate) evidence: Vec<EvidenceDocument>,
     /// The attempt's usage row (inserted, or replacing the attempt's earlier one).
-    pub(crate) usage: Option<String>,
+    pub(crate) usage: Option<UsageDocument>,
     /// The log line's code.
     pub(crate) event_code: String,
     /// The log line's message.
@@ -315,7 +316,7 @@ mod tests {
         let complete = Transition::Complete {
             candidate: vec![1],
             digest: "sha256:ab".to_owned(),
-            usage: "{}".to_owned(),
+            usage: UsageDocument::new(&serde_json::json!({})).unwrap(),
             evidence: Vec::new(),
             follow_up: None,
         };
@@ -386,7 +387,7 @@ mod tests {
         );
         assert_eq!(
             summary(Transition::Release {
-                usage: Some("{}".to_owned())
+                usage: Some(UsageDocument::new(&serde_json::json!({})).unwrap())
             }),
             (
                 Target::Queued,

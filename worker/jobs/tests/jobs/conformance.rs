@@ -2382,11 +2382,6 @@ pub async fn a_version_6_postgres_database_upgrades_its_tokens_to_every_role(url
     let location = Location::Postgres(url.to_owned());
     let store = location.open().await;
     assert_eq!(store.schema_version().await.unwrap(), jobs::SCHEMA_VERSION);
-    assert_eq!(
-        jobs::SCHEMA_VERSION,
-        7,
-        "extend this test for the next version"
-    );
     let tokens = store.tokens().await.unwrap();
     let listed: Vec<(&str, Option<i64>, Roles, bool)> = tokens
         .iter()
@@ -2455,4 +2450,432 @@ pub async fn a_version_6_postgres_database_upgrades_its_tokens_to_every_role(url
         let refused = raw_sql(&location, sql).await.unwrap_err();
         assert!(refused.contains("append-only"), "{sql}: {refused}");
     }
+}
+
+/// A live turn's usage document with the gateway's counts.
+fn live_usage(requests: u64, input: u64, output: u64) -> serde_json::Value {
+    serde_json::json!({
+        "outcome": "ok",
+        "live": {
+            "requests": requests, "forwarded": requests, "refused": 0,
+            "request_bytes": 10, "response_bytes": 20,
+            "input_tokens": input, "output_tokens": output, "total_tokens": input + output,
+            "usage_missing": 0, "drained": false, "scrubbed": 0, "model": "m"
+        }
+    })
+}
+
+/// A no-op job of `principal` on `repository`.
+fn ledger_spec(nonce: &str, principal: Option<&str>, repository: &str) -> JobSpec {
+    let mut spec = JobSpec::noop(nonce, 5);
+    spec.submitted_by = principal.map(str::to_owned);
+    spec.repository = repository.to_owned();
+    spec
+}
+
+async fn submit_spec(store: &JobStore, spec: JobSpec) -> JobId {
+    let (job, created) = store.submit(spec).await.unwrap();
+    assert!(created);
+    job.id
+}
+
+/// The spend the usage documents of `jobs` add up to, read back through `JobStore::usage`.
+async fn documented_spend(store: &JobStore, jobs: &[&JobId]) -> jobs::Spend {
+    let mut spend = jobs::Spend::default();
+    for id in jobs {
+        for (_, text) in store.usage(id).await.unwrap() {
+            let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let n = |f: &str| doc["live"][f].as_u64().unwrap_or(0);
+            spend = spend.saturating_add(jobs::Spend {
+                attempts: 1,
+                requests: n("requests"),
+                input_tokens: n("input_tokens"),
+                output_tokens: n("output_tokens"),
+                total_tokens: n("total_tokens"),
+            });
+        }
+    }
+    spend
+}
+
+fn spend(attempts: u64, requests: u64, input: u64, output: u64) -> jobs::Spend {
+    jobs::Spend {
+        attempts,
+        requests,
+        input_tokens: input,
+        output_tokens: output,
+        total_tokens: input + output,
+    }
+}
+
+/// Every fenced outcome write (complete, fail, release, cancel) and `record_usage` fill the
+/// ledger from the document they write and the job's own principal and repository; a stale
+/// attempt's writes add nothing; recording an attempt again replaces its counts; the day's sums
+/// per principal and per repository equal the documents' sums, from any handle.
+pub async fn the_ledger_counts_what_the_outcome_writes_record(
+    store: &JobStore,
+    location: &Location,
+) {
+    let today = jobs::UtcDay::today();
+    let a = submit_spec(store, ledger_spec("led-a", Some("alice"), "repo-one")).await;
+    // Fails and is retried, then released on drain, then completes.
+    let c1 = claim_one(store, "h").await;
+    assert_eq!(c1.job.id, a);
+    let fenced = store
+        .fail(
+            &a,
+            &c1.attempt_id,
+            "X",
+            "m",
+            Retry::After(Duration::ZERO),
+            Some(&live_usage(2, 100, 10)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(fenced, Fenced::Applied);
+    let c2 = claim_one(store, "h").await;
+    let fenced = store
+        .release(&a, &c2.attempt_id, Some(&live_usage(1, 50, 5)))
+        .await
+        .unwrap();
+    assert_eq!(fenced, Fenced::Applied);
+    let c3 = claim_one(store, "h").await;
+    // Recorded out of band first (a crash before the outcome), then by the completion: the
+    // completion's counts replace the first ones.
+    store
+        .record_usage(&a, &c3.attempt_id, &live_usage(9, 900, 90))
+        .await
+        .unwrap();
+    let fenced = store
+        .complete(
+            &a,
+            &c3.attempt_id,
+            vec![1],
+            &digest(1),
+            &live_usage(3, 300, 30),
+        )
+        .await
+        .unwrap();
+    assert_eq!(fenced, Fenced::Applied);
+
+    // Bob on the same repository: an offline attempt (no counts), then a cancelled one.
+    let b = submit_spec(store, ledger_spec("led-b", Some("bob"), "repo-one")).await;
+    let d1 = claim_one(store, "h").await;
+    assert_eq!(d1.job.id, b);
+    let offline = serde_json::json!({"outcome": "ok", "wall_ms": 5});
+    let fenced = store
+        .fail(
+            &b,
+            &d1.attempt_id,
+            "X",
+            "m",
+            Retry::After(Duration::ZERO),
+            Some(&offline),
+        )
+        .await
+        .unwrap();
+    assert_eq!(fenced, Fenced::Applied);
+    let d2 = claim_one(store, "h").await;
+    store.cancel(&b).await.unwrap();
+    let fenced = store
+        .finish_cancelled(&b, &d2.attempt_id, Some(&live_usage(4, 40, 4)))
+        .await
+        .unwrap();
+    assert_eq!(fenced, Fenced::Applied);
+    // A stale attempt's writes (lease lost to the rescuer) record nothing.
+    let e = submit_spec(store, ledger_spec("led-e", Some("bob"), "repo-two")).await;
+    let e1 = claim_one(store, "h").await;
+    assert_eq!(e1.job.id, e);
+    assert!(matches!(
+        store
+            .heartbeat(&e, &e1.attempt_id, Duration::ZERO)
+            .await
+            .unwrap(),
+        Heartbeat::Renewed { .. }
+    ));
+    expire().await;
+    assert_eq!(store.rescue_expired().await.unwrap(), 1);
+    let lost = store
+        .complete(
+            &e,
+            &e1.attempt_id,
+            vec![1],
+            &digest(2),
+            &live_usage(7, 7, 7),
+        )
+        .await
+        .unwrap();
+    assert_eq!(lost, Fenced::Lost);
+    // A malformed `live` object counts zero; the attempt's row still lands.
+    let e2 = claim_one(store, "h").await;
+    let malformed = serde_json::json!({"live": {"requests": -3, "input_tokens": "9",
+        "output_tokens": 1.5, "total_tokens": null}});
+    let fenced = store
+        .fail(&e, &e2.attempt_id, "X", "m", Retry::Never, Some(&malformed))
+        .await
+        .unwrap();
+    assert_eq!(fenced, Fenced::Applied);
+
+    let alice = spend(3, 2 + 1 + 3, 100 + 50 + 300, 10 + 5 + 30);
+    assert_eq!(documented_spend(store, &[&a]).await, alice);
+    let bob = spend(3, 4, 40, 4);
+    assert_eq!(documented_spend(store, &[&b, &e]).await, bob);
+    let repo_one = documented_spend(store, &[&a, &b]).await;
+    assert_eq!(repo_one, alice.saturating_add(spend(2, 4, 40, 4)));
+
+    // Any handle on the database reads the one ledger.
+    let other = location.open().await;
+    for s in [store, &other] {
+        let got = s.spend_on(today, "alice", "repo-one").await.unwrap();
+        assert_eq!(
+            got,
+            jobs::SpendToday {
+                principal: alice,
+                repository: repo_one
+            }
+        );
+        let got = s.spend_on(today, "bob", "repo-two").await.unwrap();
+        assert_eq!(got.principal, bob);
+        assert_eq!(got.repository, spend(1, 0, 0, 0));
+        // Nobody, another day: zero.
+        let none = s.spend_on(today, "carol", "repo-three").await.unwrap();
+        assert_eq!(none, jobs::SpendToday::default());
+        let yesterday = today.checked_sub_days(1).unwrap();
+        let none = s.spend_on(yesterday, "alice", "repo-one").await.unwrap();
+        assert_eq!(none, jobs::SpendToday::default());
+    }
+    // Recording again (the other handle, the same attempt) replaces: never double counted.
+    other
+        .record_usage(&a, &c3.attempt_id, &live_usage(3, 300, 30))
+        .await
+        .unwrap();
+    other
+        .record_usage(&b, &d1.attempt_id, &live_usage(1, 1, 1))
+        .await
+        .unwrap();
+    let got = store.spend_on(today, "bob", "repo-one").await.unwrap();
+    assert_eq!(got.principal, bob.saturating_add(spend(0, 1, 1, 1)));
+    assert_eq!(got.repository, repo_one.saturating_add(spend(0, 1, 1, 1)));
+    assert_eq!(
+        store.spend_on(today, "alice", "x").await.unwrap().principal,
+        alice
+    );
+    // The principal and repository are the job's own: a job without a principal is `""`.
+    let anon = submit_spec(store, ledger_spec("led-anon", None, "repo-one")).await;
+    let f1 = claim_one(store, "h").await;
+    assert_eq!(f1.job.id, anon);
+    store
+        .record_usage(&anon, &f1.attempt_id, &live_usage(1, 2, 3))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.spend_on(today, "", "none").await.unwrap().principal,
+        spend(1, 1, 2, 3)
+    );
+}
+
+/// The rollup groups the ledger by day, principal and repository, in that order (bytewise),
+/// within the range, for one principal when asked; a reversed range is refused.
+pub async fn the_usage_rollup_groups_filters_and_orders(store: &JobStore, location: &Location) {
+    let today = jobs::UtcDay::today();
+    let yesterday = today.checked_sub_days(1).unwrap();
+    let mut ids = Vec::new();
+    for (nonce, principal, repository, counts) in [
+        ("r1", "bob", "repo-b", (1, 10, 1)),
+        ("r2", "alice", "repo-b", (2, 20, 2)),
+        ("r3", "alice", "repo-a", (3, 30, 3)),
+        ("r4", "alice", "repo-a", (4, 40, 4)),
+        ("r5", "Zed", "repo-a", (5, 50, 5)),
+    ] {
+        let id = submit_spec(store, ledger_spec(nonce, Some(principal), repository)).await;
+        let c = claim_one(store, "h").await;
+        assert_eq!(c.job.id, id);
+        let (r, i, o) = counts;
+        let fenced = store
+            .complete(
+                &id,
+                &c.attempt_id,
+                vec![1],
+                &digest(3),
+                &live_usage(r, i, o),
+            )
+            .await
+            .unwrap();
+        assert_eq!(fenced, Fenced::Applied);
+        ids.push(id);
+    }
+    // Bob's row was recorded yesterday.
+    raw_sql(
+        location,
+        &format!(
+            "UPDATE usage SET day = {} WHERE job_id = '{}'",
+            yesterday.days(),
+            ids[0]
+        ),
+    )
+    .await
+    .unwrap();
+    let row = |day, principal: &str, repository: &str, s| jobs::UsageRollupRow {
+        day,
+        principal: principal.to_owned(),
+        repository: repository.to_owned(),
+        spend: s,
+    };
+    let all = store.usage_rollup(yesterday, today, None).await.unwrap();
+    assert_eq!(
+        all,
+        vec![
+            row(yesterday, "bob", "repo-b", spend(1, 1, 10, 1)),
+            row(today, "Zed", "repo-a", spend(1, 5, 50, 5)),
+            row(today, "alice", "repo-a", spend(2, 7, 70, 7)),
+            row(today, "alice", "repo-b", spend(1, 2, 20, 2)),
+        ]
+    );
+    let other = location.open().await;
+    assert_eq!(
+        other.usage_rollup(today, today, None).await.unwrap(),
+        all[1..].to_vec()
+    );
+    assert_eq!(
+        other
+            .usage_rollup(yesterday, today, Some("alice"))
+            .await
+            .unwrap(),
+        all[2..].to_vec()
+    );
+    assert_eq!(
+        store
+            .usage_rollup(yesterday, yesterday, Some("alice"))
+            .await
+            .unwrap(),
+        vec![]
+    );
+    assert_eq!(
+        store
+            .usage_rollup(jobs::UtcDay::MIN, jobs::UtcDay::MAX, Some("bob"))
+            .await
+            .unwrap(),
+        all[..1].to_vec()
+    );
+    let e = store
+        .usage_rollup(today, yesterday, None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "PATCH_CANDIDATE_JOBS_DAY");
+    // The day's sums agree with the rollup.
+    let got = store.spend_on(today, "alice", "repo-a").await.unwrap();
+    assert_eq!(got.principal, spend(3, 9, 90, 9));
+    assert_eq!(got.repository, spend(3, 12, 120, 12));
+}
+
+/// The rows a version-7 database holds for the ledger upgrade test: two jobs (one without a
+/// principal) and their usage rows, two days before `today`; returns the seed SQL.
+fn version_7_ledger_seed(postgres: bool, today: jobs::UtcDay) -> String {
+    let at = (today.days() - 2) * 86_400_000 + 3_600_000;
+    let spec = |principal: Option<&str>, repo: &str| {
+        let mut s = serde_json::json!({"repository": repo, "commit": "c"});
+        if let Some(p) = principal {
+            s["submitted_by"] = p.into();
+        }
+        s.to_string()
+    };
+    let job = |n: u8, id: &str, spec: String| {
+        let seq = if postgres {
+            String::new()
+        } else {
+            format!("{n}, ")
+        };
+        let seq_col = if postgres { "" } else { "seq, " };
+        let approval = if postgres { "'\\x7b7d'" } else { "x'7b7d'" };
+        format!(
+            "INSERT INTO jobs (id, {seq_col}kind, state, idempotency_key, spec_json, approval_json,
+                 attempts, max_attempts, run_at, created_at, updated_at)
+             VALUES ('{id}', {seq}'noop', 'failed', 'key{n}', '{spec}', {approval}, 1, 1, 0, 0, 0);"
+        )
+    };
+    let usage = |id: &str, attempt: &str, doc: serde_json::Value| {
+        format!(
+            "INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at)
+             VALUES ('{id}', '{attempt}', '{doc}', {at});"
+        )
+    };
+    let (j1, j2) = (
+        "job_00000000000000000000000000000001",
+        "job_00000000000000000000000000000002",
+    );
+    [
+        job(1, j1, spec(Some("alice"), "repo-one")),
+        job(2, j2, spec(None, "repo-one")),
+        usage(j1, "att_1", live_usage(2, 100, 10)),
+        usage(j1, "att_2", live_usage(1, 7, 3)),
+        usage(j1, "att_3", serde_json::json!({"outcome": "offline"})),
+        usage(
+            j2,
+            "att_4",
+            serde_json::json!({"live": {"requests": -1,
+            "input_tokens": "5", "output_tokens": 2.5, "total_tokens": 99_999_999_999_999_u64}}),
+        ),
+    ]
+    .concat()
+}
+
+/// A version-7 database (usage rows of a live, an offline and a malformed document, a job
+/// without a principal), built with the schema's own statements, upgrades to the ledger: each
+/// row's principal and repository come from its job, its day from `recorded_at`, its counts from
+/// its document (0 when absent or malformed, capped).
+pub async fn a_version_7_database_backfills_the_ledger(location: Location) {
+    let today = jobs::UtcDay::today();
+    let day = today.checked_sub_days(2).unwrap();
+    match &location {
+        Location::Sqlite(dir) => jobs::testkit::sqlite_schema_at_version(
+            &dir.join(jobs::DEFAULT_SQLITE_FILE),
+            7,
+            &version_7_ledger_seed(false, today),
+        )
+        .unwrap(),
+        Location::Postgres(url) => {
+            jobs::testkit::postgres_schema_at_version(url, 7, &version_7_ledger_seed(true, today))
+                .await
+                .unwrap()
+        }
+    }
+    let store = location.open().await;
+    assert_eq!(store.schema_version().await.unwrap(), jobs::SCHEMA_VERSION);
+    assert_eq!(
+        jobs::SCHEMA_VERSION,
+        8,
+        "extend this test for the next version"
+    );
+    let got = store.spend_on(day, "alice", "repo-one").await.unwrap();
+    assert_eq!(got.principal, spend(3, 3, 107, 13));
+    let capped = jobs::Spend {
+        attempts: 1,
+        total_tokens: jobs::MAX_LEDGER_COUNT.min(99_999_999_999_999),
+        ..jobs::Spend::default()
+    };
+    assert_eq!(got.repository, got.principal.saturating_add(capped));
+    assert_eq!(
+        store.spend_on(day, "", "x").await.unwrap().principal,
+        capped
+    );
+    assert_eq!(
+        store.usage_rollup(day, today, None).await.unwrap(),
+        vec![
+            jobs::UsageRollupRow {
+                day,
+                principal: String::new(),
+                repository: "repo-one".to_owned(),
+                spend: capped,
+            },
+            jobs::UsageRollupRow {
+                day,
+                principal: "alice".to_owned(),
+                repository: "repo-one".to_owned(),
+                spend: spend(3, 3, 107, 13),
+            },
+        ]
+    );
+    // Opening again (another host) migrates nothing twice.
+    let other = location.open().await;
+    assert_eq!(other.spend_on(day, "alice", "repo-one").await.unwrap(), got);
 }

@@ -114,7 +114,32 @@ conformance!(
     token_roles_change_and_are_audited,
     decisions_and_publications_are_audited,
     the_submitter_is_kept_and_not_part_of_the_key,
+    the_ledger_counts_what_the_outcome_writes_record,
+    the_usage_rollup_groups_filters_and_orders,
 );
+
+/// A database left by a schema-7 build gets its spend ledger filled in from its usage rows.
+mod a_version_7_database_backfills_the_ledger {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::conformance::a_version_7_database_backfills_the_ledger(
+            crate::conformance::Location::Sqlite(dir.path().to_owned()),
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres() {
+        let Some(url) = crate::postgres_or_skip(jobs::testkit::fresh_postgres_url().await) else {
+            return;
+        };
+        crate::conformance::a_version_7_database_backfills_the_ledger(
+            crate::conformance::Location::Postgres(url),
+        )
+        .await;
+    }
+}
 
 /// Fresh databases opened by several handles at once.
 mod first_opens_race {
