@@ -253,7 +253,7 @@ impl PolicyAdmission {
                 && g.bytes().all(|b| {
                     b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-'
                 });
-            if !ok || self.required_gates[..i].contains(g) {
+            if !ok || self.required_gates.iter().take(i).any(|seen| seen == g) {
                 return Err(JobsError::spec(
                     "admitted_under.required_gates",
                     "must be unique gate names",

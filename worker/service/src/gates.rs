@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use container::{ContainerError, ContainerRuntime, ImageReference, JobBinding, RuntimeName};
+use container::{ContainerError, ContainerRuntime, ImageReference};
 use finalizer::RepositoryPatchCandidate;
 use gate::{BaselineCache, BaselineTree, GateDefinitions, RunContext, evaluate_gate};
 use jobs::EvidenceDocument;
@@ -77,8 +77,7 @@ pub(crate) async fn run_required<R: ContainerRuntime + Clone + 'static>(
     repo: &Path,
     candidate: &RepositoryPatchCandidate,
     required: &[String],
-    job: &JobBinding,
-    container_runtime: Option<&RuntimeName>,
+    ctx: RunContext<'_>,
 ) -> Result<Vec<GateRan>, ServiceError> {
     if required.is_empty() {
         return Ok(Vec::new());
@@ -95,10 +94,6 @@ pub(crate) async fn run_required<R: ContainerRuntime + Clone + 'static>(
         .map_err(|_| ServiceError::State {
             detail: "the gate tree reader failed",
         })??;
-    let ctx = RunContext {
-        runtime: container_runtime,
-        job: Some(job),
-    };
     let mut ran = Vec::with_capacity(chosen.len());
     turn::fault::point(turn::fault::BEFORE_GATES).await;
     for def in chosen {

@@ -587,7 +587,7 @@ impl RepositoryPolicy {
             rule.check(ask)?;
         }
         Ok(Admission {
-            digest: self.digest.clone(),
+            digest: self.digest,
             required_gates: rule.map(|r| r.required_gates.clone()).unwrap_or_default(),
         })
     }

@@ -1,5 +1,7 @@
 use super::*;
-use vocab::Coded as _;
+
+/// One case: the field the refusal names, and how the ask is bent to cross it.
+type Bend = Box<dyn Fn(&mut JobAsk<'_>)>;
 
 const POLICY: &str = r#"
 version = 1
@@ -80,7 +82,7 @@ fn a_job_within_the_rule_is_admitted_with_the_rules_gates_once_each() {
 fn each_ceiling_budget_agent_and_model_is_refused_by_its_field_never_its_value() {
     let p = policy();
     let inside = strings(&["src"]);
-    let cases: Vec<(&str, Box<dyn Fn(&mut JobAsk<'_>)>)> = vec![
+    let cases: Vec<(&str, Bend)> = vec![
         ("allowed_paths", Box::new(|_| {})),
         ("create_paths", Box::new(|_| {})),
         ("agent", Box::new(|a| a.agent = "gemini")),

@@ -321,8 +321,10 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
             &repo,
             &outcome.candidate,
             &required,
-            &binding,
-            inputs.plan.config().runtime(),
+            gate::RunContext {
+                runtime: inputs.plan.config().runtime(),
+                job: Some(&binding),
+            },
         )
         .await?;
         Ok::<_, ServiceError>(Finished { outcome, gates })
