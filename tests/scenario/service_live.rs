@@ -203,6 +203,45 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
         job["attempt_id"].as_str().unwrap()
     );
 
+    // The spend ledger's report is that row, under the job's repository and today's UTC day, and
+    // the host's spend counters moved by the gateway's counts (the snooze recorded nothing).
+    let usage = get_json_ok(service.addr, "/v1/usage", &service.token());
+    let today = jobs::UtcDay::today().to_string();
+    let rows = usage["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{usage}");
+    assert_eq!(
+        (&rows[0]["day"], &rows[0]["repository"]),
+        (&today.clone().into(), &repo_str.clone().into()),
+        "{usage}"
+    );
+    for (field, want) in [
+        ("attempts", 1),
+        ("requests", 3),
+        (
+            "input_tokens",
+            row["live"]["input_tokens"].as_u64().unwrap(),
+        ),
+        (
+            "output_tokens",
+            row["live"]["output_tokens"].as_u64().unwrap(),
+        ),
+        ("total_tokens", 360),
+    ] {
+        assert_eq!(rows[0][field].as_u64(), Some(want), "{field}: {usage}");
+        assert_eq!(
+            usage["totals"][field].as_u64(),
+            Some(want),
+            "{field}: {usage}"
+        );
+    }
+    let metrics = metrics_text(service.addr, &service.token());
+    for line in [
+        "patch_candidate_spend_tokens_total{kind=\"total\"} 360\n",
+        "patch_candidate_spend_requests_total 3\n",
+    ] {
+        assert!(metrics.contains(line), "{line}: {metrics}");
+    }
+
     // The upstream saw the key on every request; nothing else ever held it.
     bearer_requests(&upstream, 3, KEY);
     let (status, view) = http(

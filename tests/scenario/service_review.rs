@@ -373,6 +373,137 @@ fn tokens_ok(state: &Path, database: Option<&str>, args: &[&str]) -> String {
     String::from_utf8(run_ok(&mut cmd).stdout).unwrap()
 }
 
+/// One `/v1/usage` row as compared: principal, repository and the five sums.
+type UsageRow = (String, String, [u64; 5]);
+
+/// The usage rows of today in a `/v1/usage` answer.
+fn usage_rows(answer: &serde_json::Value, today: &str) -> Vec<UsageRow> {
+    let n = |r: &serde_json::Value, f: &str| r[f].as_u64().unwrap();
+    answer["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["day"] == today)
+        .map(|r| {
+            (
+                r["principal"].as_str().unwrap().to_owned(),
+                r["repository"].as_str().unwrap().to_owned(),
+                [
+                    "attempts",
+                    "requests",
+                    "input_tokens",
+                    "output_tokens",
+                    "total_tokens",
+                ]
+                .map(|f| n(r, f)),
+            )
+        })
+        .collect()
+}
+
+/// The spend ledger through the real API: one more usage row with a live turn's counts is
+/// recorded for rita's job (the offline turns spend no tokens); `GET /v1/usage` then answers, for
+/// today, exactly the sums of the jobs' own usage rows (read from the store) by principal and
+/// repository; `admin` (ada) sees every principal, rita only hers; a malformed range is 400
+/// `PATCH_CANDIDATE_SERVICE_USAGE_RANGE`; `/metrics` carries the spend and quota counters with
+/// no principal or repository label.
+fn usage_is_the_ledger_of_the_jobs(
+    st: &Path,
+    database: Option<&str>,
+    service: &Service,
+    token: &std::collections::BTreeMap<&str, String>,
+    jobs: &[&String],
+) {
+    let plain_job = jobs[1].clone();
+    let ids: Vec<String> = jobs.iter().map(|j| (*j).clone()).collect();
+    let expected: std::collections::BTreeMap<(String, String), [u64; 5]> =
+        with_store(st, database, async move |store| {
+            let plain = vocab::JobId::parse(&plain_job).unwrap();
+            let live = serde_json::json!({"outcome": "failed", "live": {"model": "m",
+                "requests": 3, "input_tokens": 1200, "output_tokens": 80, "total_tokens": 1280}});
+            let attempt = jobs::random_attempt_id().unwrap();
+            store.record_usage(&plain, &attempt, &live).await.unwrap();
+            let mut sums = std::collections::BTreeMap::new();
+            for id in ids {
+                let id = vocab::JobId::parse(&id).unwrap();
+                let job = store.get(&id).await.unwrap().unwrap();
+                let key = (
+                    job.spec.submitted_by.clone().unwrap_or_default(),
+                    job.spec.repository.clone(),
+                );
+                let sum: &mut [u64; 5] = sums.entry(key).or_default();
+                for (_, text) in store.usage(&id).await.unwrap() {
+                    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    let n = |f: &str| doc["live"][f].as_u64().unwrap_or(0);
+                    let row = [
+                        1,
+                        n("requests"),
+                        n("input_tokens"),
+                        n("output_tokens"),
+                        n("total_tokens"),
+                    ];
+                    for (s, v) in sum.iter_mut().zip(row) {
+                        *s += v;
+                    }
+                }
+            }
+            sums
+        });
+    let today = jobs::UtcDay::today().to_string();
+    let want: Vec<UsageRow> = expected
+        .iter()
+        .map(|((p, r), s)| (p.clone(), r.clone(), *s))
+        .collect();
+    assert!(
+        want.iter().any(|(p, _, s)| p == "rita" && s[4] == 1280),
+        "{want:?}"
+    );
+    let all = get_json_ok(service.addr, "/v1/usage", &token["ada"]);
+    assert_eq!(all["principal"], serde_json::Value::Null, "{all}");
+    assert_eq!(all["to"], today.as_str(), "{all}");
+    assert_eq!(usage_rows(&all, &today), want, "{all}");
+    let total: u64 = want.iter().map(|(_, _, s)| s[4]).sum();
+    assert_eq!(all["totals"]["total_tokens"].as_u64(), Some(total), "{all}");
+    let range = format!("/v1/usage?from={today}&to={today}");
+    let rita = get_json_ok(service.addr, &range, &token["rita"]);
+    assert_eq!(rita["principal"], "rita", "{rita}");
+    let rita_want: Vec<UsageRow> = want
+        .iter()
+        .filter(|(p, _, _)| p == "rita")
+        .cloned()
+        .collect();
+    assert_eq!(usage_rows(&rita, &today), rita_want, "{rita}");
+    assert_eq!(
+        rita["rows"].as_array().unwrap().len(),
+        rita_want.len(),
+        "{rita}"
+    );
+    for bad in [
+        "/v1/usage?from=2026-02-30",
+        "/v1/usage?from=2020-01-01&to=2026-01-01",
+    ] {
+        let (status, body) = http_json(
+            service.addr,
+            "GET",
+            bad,
+            Some(token["reader"].as_str()),
+            None,
+        );
+        assert_refused(status, &body, 400, "PATCH_CANDIDATE_SERVICE_USAGE_RANGE");
+    }
+    let metrics = metrics_text(service.addr, &token["reader"]);
+    for line in [
+        "patch_candidate_spend_tokens_total{kind=\"input\"} ",
+        "patch_candidate_spend_tokens_total{kind=\"total\"} ",
+        "patch_candidate_spend_requests_total ",
+        "patch_candidate_quota_refusals_total{scope=\"principal\",at=\"submit\"} 0",
+        "patch_candidate_http_requests_total{route=\"usage\",status=\"2xx\"} ",
+    ] {
+        assert!(metrics.contains(line), "{line}: {metrics}");
+    }
+    assert!(!metrics.contains("rita"), "{metrics}");
+}
+
 fn roles_bound_every_route(database: Option<&str>) {
     // The proof images: the job submitted over the API runs a real turn.
     let state = state_with_images();
@@ -411,7 +542,7 @@ fn roles_bound_every_route(database: Option<&str>) {
     let addr = service.addr;
 
     // Every route, every token: 403 exactly where the route's role is missing.
-    let routes: [(&str, String, Option<&str>); 12] = [
+    let routes: [(&str, String, Option<&str>); 13] = [
         ("GET", "/metrics".to_owned(), None),
         ("GET", "/v1/jobs".to_owned(), None),
         ("POST", "/v1/jobs".to_owned(), Some("submit")),
@@ -444,6 +575,7 @@ fn roles_bound_every_route(database: Option<&str>) {
             Some("publish"),
         ),
         ("GET", "/v1/audit".to_owned(), Some("admin")),
+        ("GET", "/v1/usage".to_owned(), None),
     ];
     for (name, roles) in ROLE_TOKENS {
         for (method, path, need) in &routes {
@@ -637,6 +769,13 @@ fn roles_bound_every_route(database: Option<&str>) {
     assert!(shown.contains("submitted by rita"), "{shown}");
     assert!(shown.contains("review_reject by rita"), "{shown}");
     assert!(shown.contains("review_accept by ada"), "{shown}");
+    usage_is_the_ledger_of_the_jobs(
+        st,
+        database,
+        &service,
+        &token,
+        &[&gated_job, &plain_job, &legacy_job, &sue_job],
+    );
     let listed = tokens_ok(st, database, &["list"]);
     assert!(listed.contains("reader  roles none"), "{listed}");
     assert!(!service.logged("PATCH_CANDIDATE_SERVICE_TOKENS_MIGRATED"));

@@ -874,6 +874,55 @@ async fn the_clean_candidate_is_accepted(r: &Review, c: &Client) {
     shot(c, "08-candidate-accepted").await;
 }
 
+/// The usage page is the spend ledger's report: a live attempt's gateway counts recorded for the
+/// clean job appear under its repository and in the totals for the operator (`admin`: every
+/// principal), reached from the navigation; a `submit`-only principal sees only its own spend,
+/// none; a malformed range is a coded refusal. Ends signed in as that principal (the next step
+/// signs in again).
+async fn the_usage_page_is_the_ledger(r: &Review, c: &Client) {
+    let job = r.clean_job.clone();
+    with_store(r.state.path(), None, async move |store| {
+        let id = vocab::JobId::parse(&job).unwrap();
+        let usage = serde_json::json!({"outcome": "completed", "live": {"requests": 7,
+            "input_tokens": 4000, "output_tokens": 242, "total_tokens": 4242}});
+        let attempt = jobs::random_attempt_id().unwrap();
+        store.record_usage(&id, &attempt, &usage).await.unwrap();
+    });
+    r.goto(c, "/ui/jobs").await;
+    click(c, Locator::LinkText("Usage")).await;
+    assert!(path_ends_with(c, "/ui/usage").await);
+    let table = text_of(c, Locator::Css("table.usage")).await;
+    for cell in ["7", "4000", "242", "4242", "unknown"] {
+        assert!(
+            table.split_whitespace().any(|w| w == cell),
+            "{cell}: {table}"
+        );
+    }
+    let total = text_of(c, Locator::Css("table.usage tfoot")).await;
+    assert!(total.contains("4242"), "{total}");
+    assert!(
+        text_of(c, Locator::Css("main p.hint"))
+            .await
+            .starts_with("Every principal"),
+    );
+    shot(c, "08b1-usage-admin").await;
+
+    let uma = token_with_roles(r, "uma", &["submit"]);
+    sign_in_as(r, c, &uma).await;
+    r.goto(c, "/ui/usage").await;
+    let page = text_of(c, Locator::Css("main")).await;
+    assert!(page.contains("Your spend"), "{page}");
+    assert!(page.contains("No usage from"), "{page}");
+    assert!(c.find(Locator::Css("table.usage")).await.is_err());
+    shot(c, "08b2-usage-own").await;
+    r.goto(c, "/ui/usage?from=2026-02-30").await;
+    let page = text_of(c, Locator::Css("main")).await;
+    assert!(
+        page.contains("PATCH_CANDIDATE_SERVICE_USAGE_RANGE"),
+        "{page}"
+    );
+}
+
 /// Signs the browser in with `token` (after dropping its cookies: a fresh session).
 async fn sign_in_as(r: &Review, c: &Client, token: &str) {
     c.delete_all_cookies().await.unwrap();
@@ -1240,6 +1289,7 @@ async fn docker_ui_review_in_a_real_browser() {
     the_raw_view_is_sandboxed_text(&r, &session);
     the_hostile_candidate_is_rejected_with_a_reason(&r, &c, &session).await;
     the_clean_candidate_is_accepted(&r, &c).await;
+    the_usage_page_is_the_ledger(&r, &c).await;
     let session = role_limited_principals_see_only_their_buttons(&r, &c).await;
     publishing_lands_a_branch_on_the_remote(&r, &c).await;
     a_retry_queues_a_follow_up_that_sees_the_note(&r, &c).await;

@@ -30,7 +30,7 @@ const OUTCOMES: [(AttemptOutcome, &str); 7] = [
 ];
 
 /// The API's route templates (what a request is counted under).
-pub const ROUTES: [&str; 12] = [
+pub const ROUTES: [&str; 13] = [
     "healthz",
     "readyz",
     "metrics",
@@ -42,6 +42,7 @@ pub const ROUTES: [&str; 12] = [
     "job_review",
     "job_publish",
     "audit",
+    "usage",
     "other",
 ];
 /// Review decisions, by kind (the counter's `decision` label).
@@ -79,9 +80,16 @@ pub(crate) struct Metrics {
     /// Gate runs by verdict ([`GateVerdict::ALL`] order): count and summed wall milliseconds.
     gates: [AtomicU64; 5],
     gate_ms: [AtomicU64; 5],
+    /// Tokens of the usage rows this host recorded, by [`SPEND_TOKEN_KINDS`].
+    spend_tokens: [AtomicU64; 3],
+    /// Model requests of the usage rows this host recorded.
+    spend_requests: AtomicU64,
     /// Quota refusals, by [`QUOTA_LABELS`] (scope × where).
     quota_refused: [AtomicU64; 4],
 }
+
+/// The `kind` labels of the spend token counter, in the order of `Metrics::spend_tokens`.
+const SPEND_TOKEN_KINDS: [&str; 3] = ["input", "output", "total"];
 
 /// The labels of the quota refusal counter: (scope, at).
 const QUOTA_LABELS: [(&str, &str); 4] = [
@@ -99,6 +107,15 @@ impl Metrics {
             && let Some(c) = self.quota_refused.get(i)
         {
             c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// This host recorded an attempt's usage row (the write applied) with these gateway counts
+    /// (all 0 for an offline turn): the spend ledger's counts, without principal or repository.
+    pub(crate) fn spend_recorded(&self, requests: u64, input: u64, output: u64, total: u64) {
+        self.spend_requests.fetch_add(requests, Ordering::Relaxed);
+        for (c, n) in self.spend_tokens.iter().zip([input, output, total]) {
+            c.fetch_add(n, Ordering::Relaxed);
         }
     }
 
@@ -252,6 +269,22 @@ impl Metrics {
                 .collect(),
         );
         counter(
+            "patch_candidate_spend_tokens_total",
+            "Tokens of the live turns' usage rows this host recorded, by kind.",
+            "counter",
+            SPEND_TOKEN_KINDS
+                .iter()
+                .zip(&self.spend_tokens)
+                .map(|(kind, c)| (format!("{{kind=\"{kind}\"}}"), load(c)))
+                .collect(),
+        );
+        counter(
+            "patch_candidate_spend_requests_total",
+            "Model requests of the live turns' usage rows this host recorded.",
+            "counter",
+            vec![(String::new(), load(&self.spend_requests))],
+        );
+        counter(
             "patch_candidate_store_errors_total",
             "Job store calls that failed (database unavailable or erroring).",
             "counter",
@@ -394,6 +427,36 @@ mod tests {
         assert!(text.contains("patch_candidate_review_forced_total 1"));
         assert!(text.contains("patch_candidate_publications_total 1"));
         assert!(!text.contains("sha256"));
+    }
+
+    #[test]
+    fn spend_and_quota_refusals_are_counted_without_principals() {
+        let m = Metrics::default();
+        m.spend_recorded(3, 100, 20, 120);
+        m.spend_recorded(1, 5, 1, 6);
+        m.spend_recorded(0, 0, 0, 0);
+        m.quota_refused("principal", "claim");
+        m.quota_refused("repository", "submit");
+        m.quota_refused("alice", "submit");
+        let text = m.render();
+        assert!(text.contains("patch_candidate_spend_tokens_total{kind=\"input\"} 105"));
+        assert!(text.contains("patch_candidate_spend_tokens_total{kind=\"output\"} 21"));
+        assert!(text.contains("patch_candidate_spend_tokens_total{kind=\"total\"} 126"));
+        assert!(text.contains("patch_candidate_spend_requests_total 4"));
+        assert!(
+            text.contains(
+                "patch_candidate_quota_refusals_total{scope=\"principal\",at=\"claim\"} 1"
+            )
+        );
+        assert!(text.contains(
+            "patch_candidate_quota_refusals_total{scope=\"repository\",at=\"submit\"} 1"
+        ));
+        assert!(
+            text.contains(
+                "patch_candidate_quota_refusals_total{scope=\"principal\",at=\"submit\"} 0"
+            )
+        );
+        assert!(!text.contains("alice"));
     }
 
     #[test]

@@ -470,7 +470,24 @@ async fn finish(sh: &Shared, claimed: &Claimed, ended: Ended, ran: Option<Ran>) 
         }
     };
     match write {
-        Ok(Fenced::Applied) => sh.metrics.outcome(outcome),
+        Ok(Fenced::Applied) => {
+            sh.metrics.outcome(outcome);
+            // The usage row just written carries the gateway's counts of a live turn (a snooze
+            // writes none): the host's spend counters follow the ledger.
+            if outcome != AttemptOutcome::Snoozed
+                && let Some(Ran {
+                    live: Some((_, counts)),
+                    ..
+                }) = &ran
+            {
+                sh.metrics.spend_recorded(
+                    counts.requests,
+                    counts.input_tokens,
+                    counts.output_tokens,
+                    counts.total_tokens,
+                );
+            }
+        }
         Ok(Fenced::Lost) => {
             tracing::warn!(
                 code = "PATCH_CANDIDATE_JOB_LEASE_LOST",

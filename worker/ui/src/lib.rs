@@ -21,5 +21,5 @@ pub use text::Shown;
 pub use views::{
     AuditItem, CandidatePage, ChainItem, DecisionItem, EventItem, FileItem, FindingItem, GateItem,
     JobItem, JobPage, JobsPage, LONG_CHARS, MAX_PAGE_DIFF_BYTES, MessagePage, PAGE_SIZE,
-    SignInPage, SignedIn, StateCount, lines, short, utc,
+    SignInPage, SignedIn, StateCount, UsageItem, UsagePage, lines, short, utc,
 };

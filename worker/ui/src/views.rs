@@ -307,6 +307,39 @@ pub struct CandidatePage {
     pub notice_error: bool,
 }
 
+/// One row of the usage page: a UTC day, a principal and a repository, and their spend (or
+/// the totals, without day, principal and repository).
+#[derive(Debug)]
+pub struct UsageItem {
+    /// `YYYY-MM-DD`.
+    pub day: String,
+    /// The jobs' principal; `None` for jobs queued before principals were recorded.
+    pub principal: Option<Shown>,
+    /// The jobs' repository locator.
+    pub repository: Shown,
+    pub attempts: u64,
+    pub requests: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+}
+
+/// The usage page: the spend ledger's report of a range of UTC days.
+#[derive(Debug, Template)]
+#[template(path = "usage.html")]
+pub struct UsagePage {
+    pub principal: Option<SignedIn>,
+    /// The first day shown, `YYYY-MM-DD`.
+    pub from: String,
+    /// The last day shown, `YYYY-MM-DD`.
+    pub to: String,
+    /// Whether every principal's rows are shown (`admin`), else only the caller's own.
+    pub everyone: bool,
+    pub rows: Vec<UsageItem>,
+    /// The sums of the rows (`day`, `principal`, `repository` unused).
+    pub totals: UsageItem,
+}
+
 #[cfg(test)]
 #[path = "views_tests.rs"]
 mod tests;

@@ -146,3 +146,44 @@ fn timestamps_are_utc() {
     assert_eq!(utc(0), "1970-01-01 00:00:00Z");
     assert_eq!(utc(1_796_083_200_000), "2026-12-01 00:00:00Z");
 }
+
+#[test]
+fn the_usage_page_escapes_principals_and_repositories_and_links_from_the_navigation() {
+    let item = |principal: Option<&str>, n: u64| UsageItem {
+        day: "2026-12-07".into(),
+        principal: principal.map(short),
+        repository: short(HOSTILE),
+        attempts: n,
+        requests: n,
+        input_tokens: 10 * n,
+        output_tokens: n,
+        total_tokens: 11 * n,
+    };
+    let view = UsagePage {
+        principal: Some(SignedIn {
+            name: short("alice"),
+            sign_out_csrf: "ab".repeat(32),
+        }),
+        from: "2026-11-08".into(),
+        to: "2026-12-07".into(),
+        everyone: true,
+        rows: vec![item(Some(HOSTILE), 2), item(None, 1)],
+        totals: item(None, 3),
+    };
+    let html = view.render().unwrap();
+    assert!(!html.contains("<script"));
+    assert!(!html.contains("<img"));
+    assert!(html.contains("&#60;script&#62;"));
+    assert!(html.contains("<a href=\"/ui/usage\">Usage</a>"));
+    assert!(html.contains("<td>33</td>"), "the totals row");
+    assert!(html.contains("unknown"), "a job without a principal");
+    assert!(html.contains("value=\"2026-11-08\""));
+    let empty = UsagePage {
+        rows: Vec::new(),
+        everyone: false,
+        ..view
+    };
+    let html = empty.render().unwrap();
+    assert!(html.contains("No usage from 2026-11-08 to 2026-12-07."));
+    assert!(html.contains("Your spend"));
+}

@@ -105,6 +105,8 @@ pub(super) fn required_role(method: &Method, path: &str) -> Option<jobs::Role> {
         ("POST", ["", "v1", "jobs", _, "review"]) => Some(Role::Review),
         ("POST", ["", "v1", "jobs", _, "publish"]) => Some(Role::Publish),
         ("GET" | "HEAD", ["", "v1", "audit"]) => Some(Role::Admin),
+        // The usage report: every caller, limited to its own principal without `admin`.
+        ("GET" | "HEAD", ["", "v1", "usage"]) => None,
         _ => Some(Role::Admin),
     }
 }

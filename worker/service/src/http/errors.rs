@@ -67,7 +67,9 @@ impl ApiStatus for jobs::JobsError {
             | Self::NotAccepted { .. }
             | Self::Publishing { .. }
             | Self::ClaimLost { .. } => StatusCode::CONFLICT,
-            Self::Vocab(_) | Self::Input { .. } => StatusCode::BAD_REQUEST,
+            Self::Vocab(_) | Self::Input { .. } | Self::Day { .. } | Self::RollupLimit { .. } => {
+                StatusCode::BAD_REQUEST
+            }
             _ => class_status(self.class()),
         }
     }

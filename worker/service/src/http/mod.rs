@@ -10,7 +10,8 @@
 //! deadlines, route slots), `auth` (tokens and the authentication middleware), `errors` (the
 //! error body and each code's status), `body` (ids in paths, strict JSON bodies), `views` (job
 //! and review JSON views), `job_routes` (probes, metrics, `/v1/jobs…`), `review_api` (review,
-//! decisions, publication) and `ui_routes` (the review web UI).
+//! decisions, publication), `usage_routes` (the spend ledger's report) and `ui_routes` (the review
+//! web UI).
 
 mod auth;
 mod body;
@@ -20,6 +21,7 @@ mod limits;
 pub(crate) mod review_api;
 mod routing;
 mod ui_routes;
+mod usage_routes;
 mod views;
 
 use crate::{ServiceError, Shared};
@@ -30,6 +32,7 @@ use errors::*;
 use job_routes::*;
 pub use review_api::PublishTarget;
 pub(crate) use routing::{serve_api, serve_waiting};
+use usage_routes::usage;
 pub use views::{job_view, job_view_with_gates, review_summary};
 
 /// Largest request body: an approval (1 MiB) and a policy (1 MiB) as JSON strings, escaped.
@@ -82,6 +85,8 @@ mod tests {
             | "PATCH_CANDIDATE_REVIEW_INPUT"
             | "PATCH_CANDIDATE_JOBS_ID"
             | "PATCH_CANDIDATE_JOBS_INPUT"
+            | "PATCH_CANDIDATE_JOBS_DAY"
+            | "PATCH_CANDIDATE_JOBS_ROLLUP_LIMIT"
             | "PATCH_CANDIDATE_PUBLISH_INPUT" => StatusCode::BAD_REQUEST,
             _ => class_status(class),
         }
@@ -129,6 +134,8 @@ mod tests {
                 branch: "b".into(),
             },
             J::ClaimLost { id: id() },
+            J::Day { detail: "x" },
+            J::RollupLimit { limit: 1 },
             J::Io {
                 what: "x",
                 detail: "x".into(),
@@ -385,6 +392,8 @@ mod tests {
                 Some(Role::Publish),
             ),
             (Method::GET, "/v1/audit".to_owned(), Some(Role::Admin)),
+            (Method::GET, "/v1/usage".to_owned(), None),
+            (Method::POST, "/v1/usage".to_owned(), Some(Role::Admin)),
             (Method::GET, "/v1/tokens".to_owned(), Some(Role::Admin)),
             (Method::DELETE, format!("/v1/jobs/{id}"), Some(Role::Admin)),
             (Method::POST, "/metrics".to_owned(), Some(Role::Admin)),
@@ -399,5 +408,6 @@ mod tests {
         assert_eq!(route_name("/v1/jobs/job_0123/cancel"), "job_cancel");
         assert_eq!(route_name("/v1/jobs/../../etc"), "other");
         assert_eq!(route_name("/v1/jobs"), "jobs");
+        assert_eq!(route_name("/v1/usage"), "usage");
     }
 }

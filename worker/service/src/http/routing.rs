@@ -26,6 +26,7 @@ pub(super) fn route_name(path: &str) -> &'static str {
         }
         ["", "v1", "jobs", _, "publish"] => "job_publish",
         ["", "v1", "audit"] => "audit",
+        ["", "v1", "usage"] => "usage",
         ["", "ui", ..] => "ui",
         _ => "other",
     }
@@ -42,6 +43,7 @@ pub(crate) fn router(sh: Arc<Shared>) -> Router {
         .route("/v1/jobs/{id}/retry", post(retry))
         .route("/v1/jobs/{id}/candidate", get(candidate))
         .route("/v1/audit", get(audit))
+        .route("/v1/usage", get(usage))
         .merge(review_api::routes())
         .route_layer(middleware::from_fn_with_state(
             Arc::clone(&sh),

@@ -29,6 +29,7 @@ use ui::{Sessions, Shown};
 use vocab::JobId;
 
 use super::review_api::{self, ReviewContext, attempt_diff, review_context};
+use super::usage_routes::{usage_range, usage_report};
 use super::{ApiError, Caller, named_hash_caller, operator_caller, token_caller};
 use crate::Shared;
 
@@ -78,6 +79,7 @@ pub(crate) fn router<S: Clone + Send + Sync + 'static>(sh: Arc<Shared>) -> Route
         .route("/ui/sign-in", get(sign_in_page).post(sign_in))
         .route("/ui/sign-out", post(sign_out))
         .route("/ui/jobs", get(jobs_page))
+        .route("/ui/usage", get(usage_page))
         .route("/ui/jobs/{id}", get(job_page))
         .route("/ui/jobs/{id}/candidate", get(candidate_page))
         .route("/ui/jobs/{id}/raw/{n}", get(raw_diff))
@@ -589,6 +591,55 @@ async fn jobs_page(State(ui): St, headers: HeaderMap, request: Request) -> Respo
         pages,
         prev: (page > 1).then(|| href(page - 1)),
         next: (page < pages).then(|| href(page + 1)),
+    };
+    html(StatusCode::OK, view.render())
+}
+
+/// One row of the usage page.
+fn usage_item(row: &jobs::UsageRollupRow) -> ui::UsageItem {
+    let mut item = usage_totals(row.spend);
+    item.day = row.day.to_string();
+    item.principal = (!row.principal.is_empty()).then(|| ui::short(&row.principal));
+    item.repository = ui::short(&row.repository);
+    item
+}
+
+/// The usage page's totals row.
+fn usage_totals(spend: jobs::Spend) -> ui::UsageItem {
+    ui::UsageItem {
+        day: String::new(),
+        principal: None,
+        repository: ui::short(""),
+        attempts: spend.attempts,
+        requests: spend.requests,
+        input_tokens: spend.input_tokens,
+        output_tokens: spend.output_tokens,
+        total_tokens: spend.total_tokens,
+    }
+}
+
+/// `/ui/usage?from=YYYY-MM-DD&to=YYYY-MM-DD`: the report of `GET /v1/usage`, same range rules,
+/// same role rule (`admin` sees every principal, any other caller its own).
+async fn usage_page(State(ui): St, headers: HeaderMap, request: Request) -> Response {
+    let Some((s, caller)) = session(&ui, &headers).await else {
+        return signed_out_redirect();
+    };
+    let query = request.uri().query().unwrap_or_default();
+    let report = match usage_range(query, jobs::UtcDay::today()) {
+        Ok((from, to)) => usage_report(&ui.sh, &caller, from, to).await,
+        Err(e) => Err(e),
+    };
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => return api_error(&s, &e, Some("/ui/usage".to_owned())),
+    };
+    let view = ui::UsagePage {
+        principal: Some(signed_in(&s)),
+        from: report.from.to_string(),
+        to: report.to.to_string(),
+        everyone: report.principal.is_none(),
+        rows: report.rows.iter().map(usage_item).collect(),
+        totals: usage_totals(report.totals),
     };
     html(StatusCode::OK, view.render())
 }
