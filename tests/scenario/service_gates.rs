@@ -769,3 +769,319 @@ async fn crash_before_the_follow_up_write(
     assert_eq!(restarted.stop().code(), Some(0));
     assert!(staging_left(state.path()).is_empty(), "{point}");
 }
+
+/// The operator's repository policy for the fixture's repository: approvals may grant at most
+/// `ceiling`, every job must pass gate `check`, the operator may spend `operator_quota` tokens a
+/// day, and branches go under `agent/`.
+fn write_policy(path: &Path, repo: &str, ceiling: &str, operator_quota: u64) {
+    let text = format!(
+        r#"version = 1
+
+[quotas]
+principals = {{ operator = {operator_quota} }}
+
+[[repository]]
+match = "{repo}"
+allowed_paths = [{ceiling}]
+required_gates = ["check"]
+
+[repository.publication]
+branch_prefix = "agent/"
+"#
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+/// `POST /v1/jobs` of the fixture's approval of `task` (which names no gate); status and answer.
+fn post_job(service: &Service, f: &Fixture, task: &str) -> (u16, serde_json::Value) {
+    let approval = std::fs::read_to_string(f.approval(task)).unwrap();
+    let body = serde_json::json!({
+        "repository": f.repo.path().to_str().unwrap(),
+        "approval": approval,
+    });
+    http_json(
+        service.addr,
+        "POST",
+        "/v1/jobs",
+        Some(&service.token()),
+        Some(&body),
+    )
+}
+
+/// SIGHUP, then waits for the `n`th reload line.
+fn reload(service: &Service, n: usize) {
+    service.signal("-HUP");
+    let started = Instant::now();
+    loop {
+        let reloads = service
+            .lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains("PATCH_CANDIDATE_SERVICE_POLICY_RELOAD"))
+            .count();
+        if reloads >= n {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no reload {n}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_repository_policy_bounds_submissions_gates_and_quotas() {
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
+    repository_policy(&docker, None).await;
+    tally("docker_service_repository_policy_bounds_submissions_gates_and_quotas");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_service_repository_policy_on_postgres() {
+    let Some(docker) = docker().await else { return };
+    let Some(url) = postgres_url_or_skip().await else {
+        return;
+    };
+    let _guard = docker_lock().lock().await;
+    repository_policy(&docker, Some(&url)).await;
+    tally("docker_service_repository_policy_on_postgres");
+}
+
+/// Admission at submit (a ceiling refuses before anything is queued), the policy's gate run and
+/// recorded for a job whose approval names none, a SIGHUP reload (audited), a daily quota
+/// refusing a submission (429) and holding a queued job at claim until a reload raises it, and a
+/// queued job the policy in force no longer admits failing at claim.
+async fn repository_policy(docker: &container::BollardRuntime, database: Option<&str>) {
+    let image = GateImage::build("policy");
+    let state = state_with_images();
+    let st = state.path();
+    let f = Fixture::new();
+    let repo = f.repo.path().to_str().unwrap().to_owned();
+    let defs = definitions(st, &image.id, &["python3", "-c", "pass"]);
+    let policy = st.join("repository-policy.toml");
+    write_policy(&policy, &repo, r#""docs""#, 100);
+    let service = Service::start(
+        st,
+        &ServeOpts {
+            database,
+            extra: vec![
+                "--gates",
+                defs.to_str().unwrap(),
+                "--repository-policy",
+                policy.to_str().unwrap(),
+            ],
+            ..ServeOpts::default()
+        },
+    );
+    let store = open_store(st, database).await;
+
+    // The fixture's approval grants app/ and tests/: outside the ceiling, refused before queueing.
+    let (status, body) = post_job(&service, &f, "Update the dashboard.\nmode: edit\n");
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "PATCH_CANDIDATE_SERVICE_POLICY: the repository policy does not allow this allowed_paths"
+    );
+    assert!(store.list(None, 10).await.unwrap().is_empty());
+
+    // Reloaded with a ceiling that holds the grant: admitted, with the policy's gate.
+    write_policy(&policy, &repo, r#""app", "tests""#, 100);
+    reload(&service, 1);
+    let (status, body) = post_job(&service, &f, "Update the dashboard.\nmode: edit\n");
+    assert_eq!(status, 201, "{body}");
+    let admitted = &body["job"]["spec"]["admitted_under"];
+    assert_eq!(
+        admitted["required_gates"],
+        serde_json::json!(["check"]),
+        "{body}"
+    );
+    let digest = admitted["digest"].as_str().unwrap().to_owned();
+    let first = job_id(&body);
+    let done = wait_finished(st, database, &first, Duration::from_secs(180));
+    assert_eq!(done["state"], "completed", "{done}");
+    let evidence = stored_evidence_in(st, database, &first).await;
+    assert_eq!(evidence.len(), 1, "{evidence:?}");
+    assert_eq!(evidence[0].gate(), "check");
+    assert_eq!(evidence[0].outcome(), vocab::GateVerdict::Passed);
+    let review = get_json_ok(
+        service.addr,
+        &format!("/v1/jobs/{first}/review"),
+        &service.token(),
+    );
+    let text = review.to_string();
+    assert!(
+        text.contains(r#""gate":"check""#) && text.contains(r#""required":true"#),
+        "{review}"
+    );
+
+    // The operator's spend today reaches its quota (a usage row of 150 trusted tokens).
+    let mut spent = jobs::JobSpec::noop("policy-spend", 1);
+    spent.repository.clone_from(&repo);
+    spent.submitted_by = Some(jobs::OPERATOR_PRINCIPAL.to_owned());
+    let (planted, _) = store.submit(spent).await.unwrap();
+    store.cancel(&planted.id).await.unwrap();
+    let usage = serde_json::json!({
+        "outcome": "completed",
+        "live": {"requests": 2, "input_tokens": 100, "output_tokens": 50, "total_tokens": 150},
+    });
+    let attempt = jobs::random_attempt_id().unwrap();
+    store
+        .record_usage(&planted.id, &attempt, &usage)
+        .await
+        .unwrap();
+    let (status, body) = post_job(&service, &f, "Update the dashboard again.\nmode: edit\n");
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(
+        body["error"]["code"], "PATCH_CANDIDATE_SERVICE_QUOTA",
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("principal")
+    );
+    if let Some(shared) = database {
+        // A second host on the same database reads the same ledger: the same refusal, the same
+        // usage report.
+        let state_b = state_with_images();
+        let host_b = Service::start(
+            state_b.path(),
+            &ServeOpts {
+                database: Some(shared),
+                host_id: Some("policy-host-b"),
+                extra: vec![
+                    "--gates",
+                    defs.to_str().unwrap(),
+                    "--repository-policy",
+                    policy.to_str().unwrap(),
+                ],
+                ..ServeOpts::default()
+            },
+        );
+        let (status, body) = post_job(&host_b, &f, "Update the dashboard on b.\nmode: edit\n");
+        assert_eq!(status, 429, "{body}");
+        assert_eq!(body["error"]["code"], "PATCH_CANDIDATE_SERVICE_QUOTA");
+        let usage_a = get_json_ok(service.addr, "/v1/usage", &service.token());
+        let usage_b = get_json_ok(host_b.addr, "/v1/usage", &host_b.token());
+        assert_eq!(usage_a, usage_b);
+        assert_eq!(usage_b["totals"]["total_tokens"], 150, "{usage_b}");
+        assert_eq!(host_b.stop().code(), Some(0));
+    }
+
+    // The operator's own command queues without the quota check (admitted under the policy
+    // file); the claim holds the job (snoozed, no attempt spent) until a reload raises the quota.
+    let admit = [
+        "--gates",
+        defs.to_str().unwrap(),
+        "--repository-policy",
+        policy.to_str().unwrap(),
+    ];
+    let approval = f.approval("Update the dashboard, held.\nmode: edit\n");
+    let out = submit_raw(st, database, &repo, &approval, &admit);
+    assert_ok(&out);
+    let held = job_id(&json_of(&out));
+    let started = Instant::now();
+    while !event_codes(st, database, &held)
+        .iter()
+        .any(|c| c == "PATCH_CANDIDATE_SERVICE_QUOTA")
+    {
+        assert!(started.elapsed() < Duration::from_secs(60), "no quota wait");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let waiting = show(st, database, &held);
+    assert_eq!(waiting["state"], "queued", "{waiting}");
+    assert_eq!(waiting["attempts"], 0, "{waiting}");
+    let metrics = metrics_text(service.addr, &service.token());
+    assert!(
+        metrics
+            .contains("patch_candidate_quota_refusals_total{scope=\"principal\",at=\"submit\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics
+            .contains("patch_candidate_quota_refusals_total{scope=\"principal\",at=\"claim\"} 0"),
+        "{metrics}"
+    );
+    write_policy(&policy, &repo, r#""app", "tests""#, 1_000_000);
+    reload(&service, 2);
+    let done = wait_finished(st, database, &held, Duration::from_secs(180));
+    assert_eq!(done["state"], "completed", "{done}");
+    let evidence = stored_evidence_in(st, database, &held).await;
+    assert_eq!(evidence.len(), 1, "the policy's gate ran: {evidence:?}");
+
+    // A job queued without an admission, under a policy that requires a gate: refused at claim
+    // (`required_gates`), as is one admitted under a policy the one in force no longer matches.
+    let bare = submit_id(
+        st,
+        database,
+        &f,
+        "Update the dashboard, bare.\nmode: edit\n",
+    );
+    let failed = wait_finished(st, database, &bare, Duration::from_secs(120));
+    assert_eq!(failed["state"], "failed", "{failed}");
+    assert_eq!(
+        failed["last_error"]["code"],
+        "PATCH_CANDIDATE_SERVICE_POLICY"
+    );
+    assert!(
+        failed["last_error"]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("required_gates"),
+        "{failed}"
+    );
+    write_policy(&policy, &repo, r#""docs""#, 1_000_000);
+    reload(&service, 3);
+    let permissive = st.join("permissive-policy.toml");
+    write_policy(&permissive, &repo, r#""app", "tests""#, 1_000_000);
+    let admit = [
+        "--gates",
+        defs.to_str().unwrap(),
+        "--repository-policy",
+        permissive.to_str().unwrap(),
+    ];
+    let approval = f.approval("Update the dashboard, refused.\nmode: edit\n");
+    let out = submit_raw(st, database, &repo, &approval, &admit);
+    assert_ok(&out);
+    let refused = job_id(&json_of(&out));
+    let failed = wait_finished(st, database, &refused, Duration::from_secs(120));
+    assert_eq!(failed["state"], "failed", "{failed}");
+    assert_eq!(
+        failed["last_error"]["code"], "PATCH_CANDIDATE_SERVICE_POLICY",
+        "{failed}"
+    );
+    let job = store
+        .get(&vocab::JobId::parse(&refused).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        store.usage(&job.id).await.unwrap().is_empty(),
+        "no turn ran"
+    );
+
+    // Every load is audited with the policy's digest, by the host that loaded it (the second
+    // host's start-up load too, on PostgreSQL).
+    let audit = get_json_ok(service.addr, "/v1/audit", &service.token());
+    let loads: Vec<&serde_json::Value> = audit["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["act"] == "policy_loaded")
+        .collect();
+    let by_b = loads
+        .iter()
+        .filter(|e| e["principal"] == "policy-host-b")
+        .count();
+    assert_eq!(by_b, usize::from(database.is_some()), "{audit}");
+    let loads: Vec<&&serde_json::Value> = loads
+        .iter()
+        .filter(|e| e["principal"] != "policy-host-b")
+        .collect();
+    assert_eq!(loads.len(), 4, "{audit}");
+    assert_eq!(loads[1]["subject"], digest.as_str(), "{audit}");
+    assert_eq!(service.stop().code(), Some(0));
+    assert_no_turn_containers(docker).await;
+}

@@ -97,6 +97,12 @@ pub(crate) struct SubmitArgs {
     /// (checked before the job is queued; a job that requires a gate needs it).
     #[arg(long, value_name = "FILE")]
     pub gates: Option<PathBuf>,
+    /// The operator's repository policy (`serve --repository-policy`): the job is admitted under
+    /// it before it is queued (refused outside it; its required gates are added to the job's).
+    /// Without it the job records no admission, and a host holding a policy that requires a gate
+    /// refuses it at claim.
+    #[arg(long, value_name = "FILE")]
+    pub repository_policy: Option<PathBuf>,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -420,11 +426,17 @@ fn submit(args: &SubmitArgs) -> Result<Outcome, CliError> {
         .as_deref()
         .map(super::gate_cmd::load_definitions)
         .transpose()?;
+    let policy = args
+        .repository_policy
+        .as_deref()
+        .map(service::RepositoryPolicy::load)
+        .transpose()?;
     let rt = tokio_runtime()?;
     let mirrors = MirrorCache::new(state::MIRRORS.path_in(&state));
     let (job, created) = rt.block_on(async {
         // Verified completely before the store is even opened.
-        let mut spec = service::prepare(sub, &state, &mirrors, gates.as_ref(), None).await?;
+        let mut spec =
+            service::prepare(sub, &state, &mirrors, gates.as_ref(), policy.as_ref()).await?;
         spec.follow_ups = args.follow_ups.policy();
         // The command line opens the store itself: its acts are the operator's.
         spec.submitted_by = Some(jobs::OPERATOR_PRINCIPAL.to_owned());

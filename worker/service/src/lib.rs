@@ -39,7 +39,7 @@ pub use follow_up::{ChainEnd, ChainLimits, Step, follow_up_feedback, next_step};
 pub use http::{PublishTarget, job_view, job_view_with_gates, mint_token, review_summary};
 pub use live_host::{CredentialSource, LiveHost};
 pub use mirror::{Locator, MirrorCache};
-pub use repository_policy::{MAX_REPOSITORY_POLICY_BYTES, RepositoryPolicy};
+pub use repository_policy::{JobAsk, MAX_REPOSITORY_POLICY_BYTES, RepositoryPolicy};
 pub use serve::serve;
 pub use submission::{DEFAULT_MAX_ATTEMPTS, Submission, prepare};
 
