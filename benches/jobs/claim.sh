@@ -6,6 +6,10 @@
 #
 #   benches/jobs/claim.sh [JOBS] [LOOPS]       (defaults: 20000 jobs, 100 loops)
 #
+# With PATCH_CANDIDATE_BENCH_QUOTA=1 every run is made twice, on fresh databases, side by side:
+# without and with the quota check at claim (`claim_bench --quota`: each claim also reads the
+# claimed job's spend of the day, BENCHMARKS.md "Quota check at claim").
+#
 # PostgreSQL: a throwaway cluster (infra/ci/postgres.sh) on a unix socket; durable commits
 # (fsync on) with PATCH_CANDIDATE_PG_DURABLE=1, otherwise the test cluster's fsync=off.
 # SQLite: a file in a temp dir, as the service opens it (WAL, synchronous=FULL).
@@ -24,10 +28,20 @@ trap 'postgres_stop; rm -rf -- "$work"' EXIT
 trap 'exit 130' INT TERM
 postgres_start
 
+modes=("")
+if [[ ${PATCH_CANDIDATE_BENCH_QUOTA:-0} == 1 ]]; then
+  modes=("" --quota)
+fi
+
 for pool in 8 32 100; do
-  db=bench_pool_$pool
-  pg_as_owner "$PG_BIN/psql" -h "$PATCH_CANDIDATE_TEST_POSTGRES_DIR" -d postgres -qc "CREATE DATABASE $db" >&2
-  url=${PATCH_CANDIDATE_TEST_POSTGRES%/postgres}/$db
-  "$BIN" --database "$url" --jobs "$JOBS" --loops "$LOOPS" --pool "$pool"
+  for mode in "${modes[@]}"; do
+    db=bench_pool_$pool${mode:+_quota}
+    pg_as_owner "$PG_BIN/psql" -h "$PATCH_CANDIDATE_TEST_POSTGRES_DIR" -d postgres -qc "CREATE DATABASE $db" >&2
+    url=${PATCH_CANDIDATE_TEST_POSTGRES%/postgres}/$db
+    "$BIN" --database "$url" --jobs "$JOBS" --loops "$LOOPS" --pool "$pool" ${mode:+"$mode"}
+  done
 done
-"$BIN" --database "sqlite:$work/bench.sqlite3" --jobs "$JOBS" --loops "$LOOPS"
+for mode in "${modes[@]}"; do
+  "$BIN" --database "sqlite:$work/bench${mode:+_quota}.sqlite3" --jobs "$JOBS" --loops "$LOOPS" \
+    ${mode:+"$mode"}
+done

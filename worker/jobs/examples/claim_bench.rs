@@ -3,9 +3,15 @@
 //! empty. Prints claims per second, claim latency percentiles, and the double-claim check (every
 //! job completed exactly once, every attempt ID unique) as one JSON line on stdout.
 //!
+//! The jobs belong to a few principals and repositories, and the spend ledger is seeded with
+//! [`SEED_ROWS`] usage rows over the last 30 days. With `--quota`, each loop also reads the
+//! claimed job's spend of the day (`JobStore::spend_on` of its principal and repository) right
+//! after each claim, as the service does at claim ("Quota check at claim"); the claim latency then
+//! includes that read.
+//!
 //! ```text
 //! claim_bench --database postgres://postgres@%2Ftmp%2Fpg/postgres --jobs 20000 --loops 100
-//! claim_bench --database sqlite:/tmp/bench.sqlite3 --jobs 5000 --loops 100
+//! claim_bench --database sqlite:/tmp/bench.sqlite3 --jobs 5000 --loops 100 --quota
 //! ```
 #![allow(
     clippy::print_stdout,
@@ -15,8 +21,22 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use jobs::{Fenced, JobSpec, JobState, JobStore, StoreOptions, random_job_id};
+use jobs::{Fenced, JobSpec, JobState, JobStore, StoreOptions, UtcDay, random_job_id};
 use vocab::{AttemptId, HostId, JobId};
+
+/// Usage rows seeded into the ledger before the run, spread over [`SEED_DAYS`] days.
+const SEED_ROWS: usize = 50_000;
+/// The days the seeded rows span, through today.
+const SEED_DAYS: i64 = 30;
+/// The principals the jobs (and the seeded rows) belong to.
+const PRINCIPALS: [&str; 5] = ["alice", "bob", "carol", "ci", "dave"];
+/// The repositories the jobs (and the seeded rows) are on.
+const REPOSITORIES: [&str; 4] = [
+    "https://forge.example/team/app.git",
+    "https://forge.example/team/lib.git",
+    "https://forge.example/ops/infra.git",
+    "/srv/git/tools",
+];
 
 struct Args {
     database: String,
@@ -24,6 +44,7 @@ struct Args {
     loops: usize,
     pool: usize,
     batch: usize,
+    quota: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -33,9 +54,14 @@ fn parse_args() -> Result<Args, String> {
         loops: 100,
         pool: 32,
         batch: 1,
+        quota: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--quota" {
+            args.quota = true;
+            continue;
+        }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let number = || value.parse::<usize>().map_err(|e| format!("{flag}: {e}"));
         match flag.as_str() {
@@ -71,7 +97,7 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 
 type LoopResult = Result<(Vec<(JobId, AttemptId)>, Vec<Duration>), String>;
 
-async fn worker(store: JobStore, host: HostId, batch: usize) -> LoopResult {
+async fn worker(store: JobStore, host: HostId, batch: usize, quota: bool) -> LoopResult {
     let mut done = Vec::new();
     let mut latencies = Vec::new();
     let lease = Duration::from_secs(600);
@@ -81,6 +107,16 @@ async fn worker(store: JobStore, host: HostId, batch: usize) -> LoopResult {
             .claim(&host, batch, lease)
             .await
             .map_err(|e| e.to_string())?;
+        if quota {
+            let today = UtcDay::today();
+            for c in &claimed {
+                let principal = c.job.spec.submitted_by.as_deref().unwrap_or("");
+                store
+                    .spend_on(today, principal, &c.job.spec.repository)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+        }
         latencies.push(started.elapsed());
         if claimed.is_empty() {
             // The last, empty claim is not a claim: it only ends the loop.
@@ -128,7 +164,7 @@ async fn run(args: Args) -> Result<serde_json::Value, String> {
         tasks.push(tokio::spawn(async move {
             for i in (chunk..n).step_by(16) {
                 store
-                    .submit(JobSpec::noop(&format!("{run_id}-{i}"), 1))
+                    .submit(spec(&format!("{run_id}-{i}"), i))
                     .await
                     .map_err(|e| e.to_string())?;
             }
@@ -139,12 +175,18 @@ async fn run(args: Args) -> Result<serde_json::Value, String> {
         t.await.map_err(|e| e.to_string())??;
     }
     let submit_s = submitted.elapsed().as_secs_f64();
+    seed_ledger(&store, &args.database, &run_id).await?;
 
     let start = Instant::now();
     let mut loops = Vec::new();
     for w in 0..args.loops {
         let host = HostId::parse(&format!("bench-{w}")).map_err(|e| e.to_string())?;
-        loops.push(tokio::spawn(worker(store.clone(), host, args.batch)));
+        loops.push(tokio::spawn(worker(
+            store.clone(),
+            host,
+            args.batch,
+            args.quota,
+        )));
     }
     let mut per_job: BTreeMap<JobId, usize> = BTreeMap::new();
     let mut attempts = BTreeSet::new();
@@ -183,6 +225,8 @@ async fn run(args: Args) -> Result<serde_json::Value, String> {
         "loops": args.loops,
         "pool": args.pool,
         "batch": args.batch,
+        "quota_check": args.quota,
+        "ledger_rows_seeded": SEED_ROWS,
         "submit_s": (submit_s * 100.0).round() / 100.0,
         "wall_s": (wall * 100.0).round() / 100.0,
         "claims": claimed,
@@ -197,6 +241,76 @@ async fn run(args: Args) -> Result<serde_json::Value, String> {
         "ok": claimed == args.jobs && per_job.len() == args.jobs && double_claims == 0
             && duplicate_attempts == 0 && queued == 0 && running == 0,
     }))
+}
+
+/// The `i`th job: a no-op of one of the principals on one of the repositories.
+fn spec(nonce: &str, i: usize) -> JobSpec {
+    let mut spec = JobSpec::noop(nonce, 1);
+    spec.submitted_by = PRINCIPALS
+        .get(i % PRINCIPALS.len())
+        .map(|p| (*p).to_owned());
+    spec.repository = REPOSITORIES
+        .get(i % REPOSITORIES.len())
+        .map_or("noop", |r| r)
+        .to_owned();
+    spec
+}
+
+/// Seeds the ledger: one cancelled job per principal and repository, and [`SEED_ROWS`] usage
+/// rows of those jobs over the last [`SEED_DAYS`] days, written in SQL (the store writes a row
+/// on the day it is recorded only).
+async fn seed_ledger(store: &JobStore, database: &str, run_id: &JobId) -> Result<(), String> {
+    let pairs = PRINCIPALS.len() * REPOSITORIES.len();
+    let per_pair = SEED_ROWS / pairs;
+    let today = UtcDay::today().days();
+    let mut sql = String::new();
+    for p in 0..PRINCIPALS.len() {
+        for r in 0..REPOSITORIES.len() {
+            let mut s = spec(&format!("{run_id}-seed-{p}-{r}"), 0);
+            s.submitted_by = PRINCIPALS.get(p).map(|p| (*p).to_owned());
+            s.repository = REPOSITORIES.get(r).map_or("noop", |r| r).to_owned();
+            let (principal, repository) = (
+                s.submitted_by.clone().unwrap_or_default(),
+                s.repository.clone(),
+            );
+            let (job, _) = store.submit(s).await.map_err(|e| e.to_string())?;
+            store.cancel(&job.id).await.map_err(|e| e.to_string())?;
+            sql.push_str(&format!(
+                "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < {per_pair})
+                 INSERT INTO usage (job_id, attempt_id, usage_json, recorded_at, principal,
+                     repository, day, requests, input_tokens, output_tokens, total_tokens)
+                 SELECT '{id}', 'seed' || n, '{{}}', CAST({today} - n % {SEED_DAYS} AS BIGINT) * 86400000,
+                     '{principal}', '{repository}', {today} - n % {SEED_DAYS}, 3, 12000, 800, 12800
+                 FROM g;\n",
+                id = job.id
+            ));
+        }
+    }
+    if let Some(path) = database.strip_prefix("sqlite:") {
+        sql.push_str("ANALYZE usage;\n");
+        let conn = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
+        conn.execute_batch(&sql).map_err(|e| e.to_string())
+    } else {
+        // What autovacuum does after a bulk insert (PostgreSQL 13 and later vacuum after
+        // inserts too): the visibility map lets the quota read scan the index alone. VACUUM
+        // cannot run in the batch's implicit transaction, so it is a statement of its own.
+        let (client, connection) = tokio_postgres::connect(database, tokio_postgres::NoTls)
+            .await
+            .map_err(|e| e.to_string())?;
+        let task = tokio::spawn(connection);
+        let mut done = client.batch_execute(&sql).await;
+        if done.is_ok() {
+            done = client.batch_execute("VACUUM ANALYZE usage").await;
+        }
+        let done = done.map_err(|e| {
+            e.as_db_error()
+                .map_or_else(|| e.to_string(), |d| d.message().to_owned())
+        });
+        drop(client);
+        let _ = task.await;
+        done?;
+        Ok(())
+    }
 }
 
 fn main() -> std::process::ExitCode {

@@ -301,17 +301,25 @@ impl UsageDocument {
     }
 }
 
-/// One day's sums for a principal (tagged `p`) and a repository (tagged `r`), in one statement:
-/// `?1`/`$1` the day, `?2`/`$2` the principal, `?3`/`$3` the repository. `sum` is the backend's
-/// integer sum expression for a column.
+/// One day's spend of a principal (tagged `p`) and a repository (tagged `r`), in one statement:
+/// `?1`/`$1` the day, `?2`/`$2` the principal, `?3`/`$3` the repository. It reads the daily
+/// totals (`spend_daily`, schema version 9), which triggers on the usage table keep equal to
+/// the sums of its rows, so the check costs two primary-key lookups however many attempts the
+/// day holds; `sum` (the backend's integer sum expression) turns a missing total into zeros.
 pub(crate) fn spend_on_sql(p: char, sum: fn(&str) -> String) -> String {
-    let sums = ["requests", "input_tokens", "output_tokens", "total_tokens"]
-        .map(sum)
-        .join(", ");
+    let sums = [
+        "attempts",
+        "requests",
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+    ]
+    .map(sum)
+    .join(", ");
     format!(
-        "SELECT 'p', count(*), {sums} FROM usage WHERE principal = {p}2 AND day = {p}1
+        "SELECT 'p', {sums} FROM spend_daily WHERE scope = 'p' AND name = {p}2 AND day = {p}1
          UNION ALL
-         SELECT 'r', count(*), {sums} FROM usage WHERE repository = {p}3 AND day = {p}1"
+         SELECT 'r', {sums} FROM spend_daily WHERE scope = 'r' AND name = {p}3 AND day = {p}1"
     )
 }
 

@@ -28,7 +28,7 @@
 //! the counts (a lookup reads the index alone). See `crate::ledger`.
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// The schema version recorded (0 before the first migration).
 pub(crate) const SELECT_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM schema_migrations";
@@ -445,6 +445,174 @@ CREATE INDEX usage_by_principal_day ON usage (principal, day)
     INCLUDE (requests, input_tokens, output_tokens, total_tokens);
 CREATE INDEX usage_by_repository_day ON usage (repository, day)
     INCLUDE (requests, input_tokens, output_tokens, total_tokens);
+",
+    },
+    Migration {
+        version: 9,
+        name: "daily spend totals",
+        sqlite: r"
+CREATE TABLE spend_daily (
+    scope         TEXT NOT NULL CHECK (scope IN ('p', 'r')),
+    name          TEXT NOT NULL,
+    day           INTEGER NOT NULL CHECK (day >= 0),
+    attempts      INTEGER NOT NULL CHECK (attempts >= 0),
+    requests      INTEGER NOT NULL CHECK (requests >= 0),
+    input_tokens  INTEGER NOT NULL CHECK (input_tokens >= 0),
+    output_tokens INTEGER NOT NULL CHECK (output_tokens >= 0),
+    total_tokens  INTEGER NOT NULL CHECK (total_tokens >= 0),
+    PRIMARY KEY (scope, name, day)
+) WITHOUT ROWID;
+INSERT INTO spend_daily (scope, name, day, attempts, requests, input_tokens, output_tokens,
+    total_tokens)
+SELECT 'p', principal, day, count(*), sum(requests), sum(input_tokens), sum(output_tokens), sum(total_tokens)
+FROM usage GROUP BY principal, day;
+INSERT INTO spend_daily (scope, name, day, attempts, requests, input_tokens, output_tokens,
+    total_tokens)
+SELECT 'r', repository, day, count(*), sum(requests), sum(input_tokens), sum(output_tokens), sum(total_tokens)
+FROM usage GROUP BY repository, day;
+CREATE TRIGGER usage_spend_insert AFTER INSERT ON usage
+BEGIN
+    INSERT INTO spend_daily (scope, name, day, attempts, requests, input_tokens, output_tokens,
+        total_tokens)
+    VALUES ('p', NEW.principal, NEW.day, 1, NEW.requests, NEW.input_tokens, NEW.output_tokens,
+        NEW.total_tokens)
+    ON CONFLICT (scope, name, day) DO UPDATE SET
+        attempts = attempts + 1,
+        requests = requests + excluded.requests,
+        input_tokens = input_tokens + excluded.input_tokens,
+        output_tokens = output_tokens + excluded.output_tokens,
+        total_tokens = total_tokens + excluded.total_tokens;
+    INSERT INTO spend_daily (scope, name, day, attempts, requests, input_tokens, output_tokens,
+        total_tokens)
+    VALUES ('r', NEW.repository, NEW.day, 1, NEW.requests, NEW.input_tokens, NEW.output_tokens,
+        NEW.total_tokens)
+    ON CONFLICT (scope, name, day) DO UPDATE SET
+        attempts = attempts + 1,
+        requests = requests + excluded.requests,
+        input_tokens = input_tokens + excluded.input_tokens,
+        output_tokens = output_tokens + excluded.output_tokens,
+        total_tokens = total_tokens + excluded.total_tokens;
+END;
+CREATE TRIGGER usage_spend_update AFTER UPDATE ON usage
+BEGIN
+    UPDATE spend_daily SET
+        attempts = max(attempts - 1, 0),
+        requests = max(requests - OLD.requests, 0),
+        input_tokens = max(input_tokens - OLD.input_tokens, 0),
+        output_tokens = max(output_tokens - OLD.output_tokens, 0),
+        total_tokens = max(total_tokens - OLD.total_tokens, 0)
+    WHERE scope = 'p' AND name = OLD.principal AND day = OLD.day;
+    UPDATE spend_daily SET
+        attempts = max(attempts - 1, 0),
+        requests = max(requests - OLD.requests, 0),
+        input_tokens = max(input_tokens - OLD.input_tokens, 0),
+        output_tokens = max(output_tokens - OLD.output_tokens, 0),
+        total_tokens = max(total_tokens - OLD.total_tokens, 0)
+    WHERE scope = 'r' AND name = OLD.repository AND day = OLD.day;
+    INSERT INTO spend_daily (scope, name, day, attempts, requests, input_tokens, output_tokens,
+        total_tokens)
+    VALUES ('p', NEW.principal, NEW.day, 1, NEW.requests, NEW.input_tokens, NEW.output_tokens,
+        NEW.total_tokens)
+    ON CONFLICT (scope, name, day) DO UPDATE SET
+        attempts = attempts + 1,
+        requests = requests + excluded.requests,
+        input_tokens = input_tokens + excluded.input_tokens,
+        output_tokens = output_tokens + excluded.output_tokens,
+        total_tokens = total_tokens + excluded.total_tokens;
+    INSERT INTO spend_daily (scope, name, day, attempts, requests, input_tokens, output_tokens,
+        total_tokens)
+    VALUES ('r', NEW.repository, NEW.day, 1, NEW.requests, NEW.input_tokens, NEW.output_tokens,
+        NEW.total_tokens)
+    ON CONFLICT (scope, name, day) DO UPDATE SET
+        attempts = attempts + 1,
+        requests = requests + excluded.requests,
+        input_tokens = input_tokens + excluded.input_tokens,
+        output_tokens = output_tokens + excluded.output_tokens,
+        total_tokens = total_tokens + excluded.total_tokens;
+END;
+CREATE TRIGGER usage_spend_delete AFTER DELETE ON usage
+BEGIN
+    UPDATE spend_daily SET
+        attempts = max(attempts - 1, 0),
+        requests = max(requests - OLD.requests, 0),
+        input_tokens = max(input_tokens - OLD.input_tokens, 0),
+        output_tokens = max(output_tokens - OLD.output_tokens, 0),
+        total_tokens = max(total_tokens - OLD.total_tokens, 0)
+    WHERE scope = 'p' AND name = OLD.principal AND day = OLD.day;
+    UPDATE spend_daily SET
+        attempts = max(attempts - 1, 0),
+        requests = max(requests - OLD.requests, 0),
+        input_tokens = max(input_tokens - OLD.input_tokens, 0),
+        output_tokens = max(output_tokens - OLD.output_tokens, 0),
+        total_tokens = max(total_tokens - OLD.total_tokens, 0)
+    WHERE scope = 'r' AND name = OLD.repository AND day = OLD.day;
+END;
+",
+        postgres: r"
+CREATE TABLE spend_daily (
+    scope         TEXT NOT NULL CHECK (scope IN ('p', 'r')),
+    name          TEXT NOT NULL,
+    day           BIGINT NOT NULL CHECK (day >= 0),
+    attempts      BIGINT NOT NULL CHECK (attempts >= 0),
+    requests      BIGINT NOT NULL CHECK (requests >= 0),
+    input_tokens  BIGINT NOT NULL CHECK (input_tokens >= 0),
+    output_tokens BIGINT NOT NULL CHECK (output_tokens >= 0),
+    total_tokens  BIGINT NOT NULL CHECK (total_tokens >= 0),
+    PRIMARY KEY (scope, name, day)
+);
+INSERT INTO spend_daily (scope, name, day, attempts, requests, input_tokens, output_tokens,
+    total_tokens)
+SELECT 'p', principal, day, count(*), LEAST(sum(requests), 9223372036854775807)::bigint, LEAST(sum(input_tokens), 9223372036854775807)::bigint, LEAST(sum(output_tokens), 9223372036854775807)::bigint, LEAST(sum(total_tokens), 9223372036854775807)::bigint
+FROM usage GROUP BY principal, day;
+INSERT INTO spend_daily (scope, name, day, attempts, requests, input_tokens, output_tokens,
+    total_tokens)
+SELECT 'r', repository, day, count(*), LEAST(sum(requests), 9223372036854775807)::bigint, LEAST(sum(input_tokens), 9223372036854775807)::bigint, LEAST(sum(output_tokens), 9223372036854775807)::bigint, LEAST(sum(total_tokens), 9223372036854775807)::bigint
+FROM usage GROUP BY repository, day;
+CREATE FUNCTION usage_spend() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        UPDATE spend_daily SET
+            attempts = GREATEST(attempts - 1, 0),
+            requests = GREATEST(requests - OLD.requests, 0),
+            input_tokens = GREATEST(input_tokens - OLD.input_tokens, 0),
+            output_tokens = GREATEST(output_tokens - OLD.output_tokens, 0),
+            total_tokens = GREATEST(total_tokens - OLD.total_tokens, 0)
+        WHERE scope = 'p' AND name = OLD.principal AND day = OLD.day;
+        UPDATE spend_daily SET
+            attempts = GREATEST(attempts - 1, 0),
+            requests = GREATEST(requests - OLD.requests, 0),
+            input_tokens = GREATEST(input_tokens - OLD.input_tokens, 0),
+            output_tokens = GREATEST(output_tokens - OLD.output_tokens, 0),
+            total_tokens = GREATEST(total_tokens - OLD.total_tokens, 0)
+        WHERE scope = 'r' AND name = OLD.repository AND day = OLD.day;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO spend_daily (scope, name, day, attempts, requests, input_tokens,
+            output_tokens, total_tokens)
+        VALUES ('p', NEW.principal, NEW.day, 1, NEW.requests, NEW.input_tokens,
+            NEW.output_tokens, NEW.total_tokens)
+        ON CONFLICT (scope, name, day) DO UPDATE SET
+            attempts = LEAST(spend_daily.attempts::numeric + 1, 9223372036854775807)::bigint,
+            requests = LEAST(spend_daily.requests::numeric + EXCLUDED.requests, 9223372036854775807)::bigint,
+            input_tokens = LEAST(spend_daily.input_tokens::numeric + EXCLUDED.input_tokens, 9223372036854775807)::bigint,
+            output_tokens = LEAST(spend_daily.output_tokens::numeric + EXCLUDED.output_tokens, 9223372036854775807)::bigint,
+            total_tokens = LEAST(spend_daily.total_tokens::numeric + EXCLUDED.total_tokens, 9223372036854775807)::bigint;
+        INSERT INTO spend_daily (scope, name, day, attempts, requests, input_tokens,
+            output_tokens, total_tokens)
+        VALUES ('r', NEW.repository, NEW.day, 1, NEW.requests, NEW.input_tokens,
+            NEW.output_tokens, NEW.total_tokens)
+        ON CONFLICT (scope, name, day) DO UPDATE SET
+            attempts = LEAST(spend_daily.attempts::numeric + 1, 9223372036854775807)::bigint,
+            requests = LEAST(spend_daily.requests::numeric + EXCLUDED.requests, 9223372036854775807)::bigint,
+            input_tokens = LEAST(spend_daily.input_tokens::numeric + EXCLUDED.input_tokens, 9223372036854775807)::bigint,
+            output_tokens = LEAST(spend_daily.output_tokens::numeric + EXCLUDED.output_tokens, 9223372036854775807)::bigint,
+            total_tokens = LEAST(spend_daily.total_tokens::numeric + EXCLUDED.total_tokens, 9223372036854775807)::bigint;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+CREATE TRIGGER usage_spend AFTER INSERT OR UPDATE OR DELETE ON usage
+FOR EACH ROW EXECUTE FUNCTION usage_spend();
 ",
     },
 ];

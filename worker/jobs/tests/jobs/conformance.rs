@@ -2820,7 +2820,8 @@ fn version_7_ledger_seed(postgres: bool, today: jobs::UtcDay) -> String {
 }
 
 /// A version-7 database (usage rows of a live, an offline and a malformed document, a job
-/// without a principal), built with the schema's own statements, upgrades to the ledger: each
+/// without a principal), built with the schema's own statements, upgrades to the ledger and its
+/// daily totals: each
 /// row's principal and repository come from its job, its day from `recorded_at`, its counts from
 /// its document (0 when absent or malformed, capped).
 pub async fn a_version_7_database_backfills_the_ledger(location: Location) {
@@ -2843,9 +2844,11 @@ pub async fn a_version_7_database_backfills_the_ledger(location: Location) {
     assert_eq!(store.schema_version().await.unwrap(), jobs::SCHEMA_VERSION);
     assert_eq!(
         jobs::SCHEMA_VERSION,
-        8,
+        9,
         "extend this test for the next version"
     );
+    // `spend_on` reads the daily totals of version 9: these reads check their backfill from the
+    // rows version 8 filled, too.
     let got = store.spend_on(day, "alice", "repo-one").await.unwrap();
     assert_eq!(got.principal, spend(3, 3, 107, 13));
     let capped = jobs::Spend {
