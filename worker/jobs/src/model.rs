@@ -223,7 +223,7 @@ impl FollowUpPolicy {
 }
 
 /// The most gates a repository policy adds to one job.
-pub const MAX_POLICY_GATES: usize = 64;
+pub(crate) const MAX_POLICY_GATES: usize = 64;
 
 /// The operator's repository policy a job was admitted under: its digest and the gates it adds
 /// to the approval's (the job's required set is the union; a submitter cannot remove one).
@@ -232,7 +232,7 @@ pub const MAX_POLICY_GATES: usize = 64;
 pub struct PolicyAdmission {
     /// `sha256:` + 64 lowercase hex: the policy's canonical digest.
     pub digest: String,
-    /// Gate names (`[a-z0-9][a-z0-9_-]{0,63}`), unique, at most [`MAX_POLICY_GATES`].
+    /// Gate names (`[a-z0-9][a-z0-9_-]{0,63}`), unique, at most 64 (`MAX_POLICY_GATES`).
     pub required_gates: Vec<String>,
 }
 
