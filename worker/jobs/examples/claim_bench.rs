@@ -4,10 +4,10 @@
 //! job completed exactly once, every attempt ID unique) as one JSON line on stdout.
 //!
 //! The jobs belong to a few principals and repositories, and the spend ledger is seeded with
-//! [`SEED_ROWS`] usage rows over the last 30 days. With `--quota`, each loop also reads the
-//! claimed job's spend of the day (`JobStore::spend_on` of its principal and repository) right
-//! after each claim, as the service does at claim ("Quota check at claim"); the claim latency then
-//! includes that read.
+//! [`SEED_ROWS`] usage rows over the last 30 days. With `--quota`, each claim also reads the
+//! claimed job's spend of the day (`JobStore::claim_reading_spend`: the daily totals of its
+//! principal and repository joined into the claim statement), as the service does at claim under
+//! a quota ("Quota check at claim"); the claim latency then includes that read.
 //!
 //! ```text
 //! claim_bench --database postgres://postgres@%2Ftmp%2Fpg/postgres --jobs 20000 --loops 100
@@ -103,19 +103,16 @@ async fn worker(store: JobStore, host: HostId, batch: usize, quota: bool) -> Loo
     let lease = Duration::from_secs(600);
     loop {
         let started = Instant::now();
-        let claimed = store
-            .claim(&host, batch, lease)
-            .await
-            .map_err(|e| e.to_string())?;
-        if quota {
-            let today = UtcDay::today();
-            for c in &claimed {
-                let principal = c.job.spec.submitted_by.as_deref().unwrap_or("");
-                store
-                    .spend_on(today, principal, &c.job.spec.repository)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
+        // With `--quota` the claim reads each claimed job's spend of the day in the same
+        // statement, as the service does under a quota.
+        let claimed = if quota {
+            store.claim_reading_spend(&host, batch, lease).await
+        } else {
+            store.claim(&host, batch, lease).await
+        }
+        .map_err(|e| e.to_string())?;
+        if quota && claimed.iter().any(|c| c.spend_today.is_none()) {
+            return Err("a claim reading spend returned none".to_owned());
         }
         latencies.push(started.elapsed());
         if claimed.is_empty() {

@@ -323,6 +323,22 @@ pub(crate) fn spend_on_sql(p: char, sum: fn(&str) -> String) -> String {
     )
 }
 
+/// The claimed job's spend of the claim's day as ten more columns of the claim's answer, for
+/// PostgreSQL's claim statement: `p` and `r` are the joined `spend_daily` rows of its principal
+/// and repository (missing rows read as zeros); see [`spend_columns_at`].
+pub(crate) const CLAIM_SPEND_COLUMNS: &str = "COALESCE(p.attempts, 0), COALESCE(p.requests, 0),
+     COALESCE(p.input_tokens, 0), COALESCE(p.output_tokens, 0), COALESCE(p.total_tokens, 0),
+     COALESCE(r.attempts, 0), COALESCE(r.requests, 0), COALESCE(r.input_tokens, 0),
+     COALESCE(r.output_tokens, 0), COALESCE(r.total_tokens, 0)";
+
+/// The ten columns of [`CLAIM_SPEND_COLUMNS`] from `at`: the principal's, then the repository's.
+pub(crate) fn spend_columns_at(row: &impl DbRow, at: usize) -> Result<SpendToday> {
+    Ok(SpendToday {
+        principal: Spend::read(row, at)?,
+        repository: Spend::read(row, at + 5)?,
+    })
+}
+
 /// Adds one tagged row of [`spend_on_sql`] to `today`.
 pub(crate) fn spend_today(row: &impl DbRow, today: &mut SpendToday) -> Result<()> {
     let tag: String = row.at(0)?;

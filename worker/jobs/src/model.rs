@@ -856,6 +856,9 @@ pub struct Claimed {
     /// 1-based number of this attempt among the spent ones.
     pub attempt: u32,
     pub lease_until_ms: i64,
+    /// The day's spend of the job's principal and repository, read in the claim itself on the
+    /// store's clock ([`crate::JobStore::claim_reading_spend`]); `None` from a plain claim.
+    pub spend_today: Option<crate::SpendToday>,
 }
 
 /// The answer to a lease renewal.

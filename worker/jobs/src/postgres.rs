@@ -16,8 +16,8 @@ use crate::access::{AuditAct, AuditEntry, NewAuditEntry, Roles, TokenAccess};
 use crate::error::{Backend, JobsError, Result};
 use crate::evidence::EvidenceDocument;
 use crate::ledger::{
-    DAY_MS, SpendToday, UsageDocument, UsageRollupRow, UtcDay, rollup_limit, rollup_row,
-    rollup_sql, spend_on_sql, spend_today,
+    CLAIM_SPEND_COLUMNS, DAY_MS, SpendToday, UsageDocument, UsageRollupRow, UtcDay, rollup_limit,
+    rollup_row, rollup_sql, spend_columns_at, spend_on_sql, spend_today,
 };
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, StoreOptions,
@@ -29,9 +29,10 @@ use crate::review::{
     TokenName, check_target,
 };
 use crate::rows::{
-    Column, DbRow, EVENT_CANCELLED, EVENT_CLAIMED, EVENT_RETRIED, EVENT_SUBMITTED, LEASE_EXPIRED,
-    LEASE_EXPIRED_MESSAGE, SpecRow, attempt_pair, audit_row, decision_row, event_row, evidence_row,
-    first, host_info, job, job_columns, pair, token_access_row, token_row, usage_row,
+    Column, DbRow, EVENT_CANCELLED, EVENT_CLAIMED, EVENT_RETRIED, EVENT_SUBMITTED,
+    JOB_COLUMN_COUNT, LEASE_EXPIRED, LEASE_EXPIRED_MESSAGE, SpecRow, attempt_pair, audit_row,
+    decision_row, event_row, evidence_row, first, host_info, job, job_columns, pair,
+    token_access_row, token_row, usage_row,
 };
 use crate::schema::{MIGRATIONS, SCHEMA_VERSION, SELECT_STORE_ID, SELECT_VERSION, stored_store_id};
 use crate::transition::{FencedWrite, fenced_update};
@@ -59,6 +60,48 @@ fn pg_sum(column: &str) -> String {
     format!("LEAST(COALESCE(sum({column}), 0), 9223372036854775807)::bigint")
 }
 
+/// The claim as one statement: the oldest due queued jobs (`$1` of them, skipping rows other
+/// hosts hold) become running with their attempt ids (`$2`), host (`$3`) and lease (`$4` ms),
+/// each with a `claimed` log line (`$5`); `spend_join` adds columns after the job's and joins
+/// (empty for the plain claim).
+fn claim_sql(spend_columns: &str, spend_join: &str) -> String {
+    format!(
+        "WITH picked AS (
+             SELECT id, row_number() OVER () AS n FROM (
+                 SELECT id FROM jobs
+                 WHERE state = 'queued' AND run_at <= {NOW}
+                 ORDER BY run_at, seq
+                 LIMIT $1
+                 FOR UPDATE SKIP LOCKED) s),
+         upd AS (
+             UPDATE jobs j SET state = 'running', attempts = j.attempts + 1,
+                 attempt_id = ($2::text[])[picked.n], host_id = $3,
+                 lease_until = {NOW} + $4, updated_at = {NOW}
+             FROM picked WHERE j.id = picked.id
+             RETURNING {}),
+         ev AS (
+             INSERT INTO events (job_id, attempt_id, at, code, message)
+             SELECT id, attempt_id, {NOW}, $5, 'claimed by host ' || $3 FROM upd)
+         SELECT upd.*{spend_columns} FROM upd{spend_join} ORDER BY upd.run_at, upd.seq",
+        job_columns("j.", "j.approval_json")
+    )
+}
+
+static CLAIM: LazyLock<String> = LazyLock::new(|| claim_sql("", ""));
+/// The claim that also reads each claimed job's daily totals (day on the database clock, the
+/// principal and repository as the ledger takes them from the job's spec: [`LEDGER_JOB`]).
+static CLAIM_SPEND: LazyLock<String> = LazyLock::new(|| {
+    claim_sql(
+        &format!(", {CLAIM_SPEND_COLUMNS}"),
+        &format!(
+            "
+             LEFT JOIN spend_daily p ON p.scope = 'p' AND p.day = {NOW} / {DAY_MS}
+                 AND p.name = COALESCE(upd.spec_json::jsonb ->> 'submitted_by', '')
+             LEFT JOIN spend_daily r ON r.scope = 'r' AND r.day = {NOW} / {DAY_MS}
+                 AND r.name = COALESCE(upd.spec_json::jsonb ->> 'repository', '')"
+        ),
+    )
+});
 static SPEND_ON: LazyLock<String> = LazyLock::new(|| spend_on_sql('$', pg_sum));
 static ROLLUP: LazyLock<String> =
     LazyLock::new(|| rollup_sql('$', pg_sum, "::text", " COLLATE \"C\""));
@@ -406,30 +449,12 @@ impl PgStore {
         max: i64,
         lease: Duration,
         attempts: Vec<AttemptId>,
+        spend: bool,
     ) -> Result<Vec<Claimed>> {
         let attempts: Vec<String> = attempts.into_iter().map(|a| a.to_string()).collect();
-        let sql = format!(
-            "WITH picked AS (
-                 SELECT id, row_number() OVER () AS n FROM (
-                     SELECT id FROM jobs
-                     WHERE state = 'queued' AND run_at <= {NOW}
-                     ORDER BY run_at, seq
-                     LIMIT $1
-                     FOR UPDATE SKIP LOCKED) s),
-             upd AS (
-                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1,
-                     attempt_id = ($2::text[])[picked.n], host_id = $3,
-                     lease_until = {NOW} + $4, updated_at = {NOW}
-                 FROM picked WHERE j.id = picked.id
-                 RETURNING {}),
-             ev AS (
-                 INSERT INTO events (job_id, attempt_id, at, code, message)
-                 SELECT id, attempt_id, {NOW}, $5, 'claimed by host ' || $3 FROM upd)
-             SELECT * FROM upd ORDER BY run_at, seq",
-            job_columns("j.", "j.approval_json")
-        );
+        let sql = if spend { &*CLAIM_SPEND } else { &*CLAIM };
         let client = self.client().await?;
-        let stmt = client.prepare_cached(&sql).await.map_err(pg)?;
+        let stmt = client.prepare_cached(sql).await.map_err(pg)?;
         let rows = client
             .query(
                 &stmt,
@@ -452,11 +477,17 @@ impl PgStore {
             let lease_until_ms = job.lease_until_ms.ok_or(JobsError::Corrupt {
                 field: "lease_until",
             })?;
+            let spend_today = if spend {
+                Some(spend_columns_at(row, JOB_COLUMN_COUNT)?)
+            } else {
+                None
+            };
             out.push(Claimed {
                 attempt: job.attempts,
                 attempt_id,
                 lease_until_ms,
                 job,
+                spend_today,
             });
         }
         Ok(out)

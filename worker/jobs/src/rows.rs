@@ -220,28 +220,8 @@ impl RawJob {
 /// The job's columns in [`RawJob`] order; `approval` is the expression for the approval column
 /// (the column itself, or a typed NULL for list views).
 pub(crate) fn job_columns(prefix: &str, approval: &str) -> String {
-    let cols = [
-        "id",
-        "seq",
-        "kind",
-        "state",
-        "idempotency_key",
-        "spec_json",
-        "",
-        "attempts",
-        "max_attempts",
-        "run_at",
-        "created_at",
-        "updated_at",
-        "attempt_id",
-        "host_id",
-        "lease_until",
-        "cancel_requested",
-        "error_code",
-        "error_message",
-        "candidate_digest",
-    ];
-    cols.iter()
+    JOB_COLUMNS
+        .iter()
         .map(|c| {
             if c.is_empty() {
                 format!("{approval} AS approval_json")
@@ -252,6 +232,32 @@ pub(crate) fn job_columns(prefix: &str, approval: &str) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+/// How many columns [`job_columns`] lists (a statement's further columns start there).
+pub(crate) const JOB_COLUMN_COUNT: usize = JOB_COLUMNS.len();
+
+/// The job's columns in [`RawJob`] order (`""`: the approval column's expression).
+const JOB_COLUMNS: [&str; 19] = [
+    "id",
+    "seq",
+    "kind",
+    "state",
+    "idempotency_key",
+    "spec_json",
+    "",
+    "attempts",
+    "max_attempts",
+    "run_at",
+    "created_at",
+    "updated_at",
+    "attempt_id",
+    "host_id",
+    "lease_until",
+    "cancel_requested",
+    "error_code",
+    "error_message",
+    "candidate_digest",
+];
 
 /// Checks a claim or list limit.
 pub(crate) fn check_batch(field: &'static str, n: usize) -> Result<i64> {

@@ -283,6 +283,7 @@ impl SqliteStore {
         max: i64,
         lease: Duration,
         attempts: Vec<AttemptId>,
+        spend: bool,
     ) -> Result<Vec<Claimed>> {
         self.run(move |conn| {
             let tx = immediate(conn)?;
@@ -317,11 +318,31 @@ impl SqliteStore {
                     EVENT_CLAIMED,
                     &format!("claimed by host {host}"),
                 )?;
+                // The day's totals in the claim's transaction, on the claim's clock; the
+                // principal and repository as the ledger takes them from the spec.
+                let spend_today = if spend {
+                    let mut stmt = tx.prepare_cached(&SPEND_ON).map_err(map_err)?;
+                    let mut rows = stmt
+                        .query(params![
+                            UtcDay::from_unix_ms_saturating(now).days(),
+                            job.spec.submitted_by.as_deref().unwrap_or_default(),
+                            job.spec.repository.as_str()
+                        ])
+                        .map_err(map_err)?;
+                    let mut today = SpendToday::default();
+                    while let Some(row) = rows.next().map_err(map_err)? {
+                        spend_today(row, &mut today)?;
+                    }
+                    Some(today)
+                } else {
+                    None
+                };
                 claimed.push(Claimed {
                     attempt: job.attempts,
                     attempt_id,
                     lease_until_ms: lease_until,
                     job,
+                    spend_today,
                 });
             }
             tx.commit().map_err(map_err)?;

@@ -247,7 +247,28 @@ impl JobStore {
             return Ok(Vec::new());
         }
         let attempts = attempts_for(max)?;
-        dispatch!(self.claim(host.clone(), limit, lease, attempts))
+        dispatch!(self.claim(host.clone(), limit, lease, attempts, false))
+    }
+
+    /// [`JobStore::claim`], and in the same statement (PostgreSQL) or transaction (SQLite) each
+    /// claimed job's spend of the day on the store's clock: the daily totals of its principal
+    /// and of its repository ([`JobStore::spend_on`]), in [`Claimed::spend_today`]. A quota check
+    /// at claim then needs no further round trip.
+    ///
+    /// # Errors
+    /// As [`JobStore::claim`].
+    pub async fn claim_reading_spend(
+        &self,
+        host: &HostId,
+        max: usize,
+        lease: Duration,
+    ) -> Result<Vec<Claimed>> {
+        let limit = check_batch("max", max)?;
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let attempts = attempts_for(max)?;
+        dispatch!(self.claim(host.clone(), limit, lease, attempts, true))
     }
 
     /// Renews the lease of a running attempt. `Lost` means the attempt is no longer current.

@@ -149,7 +149,8 @@ impl Shared {
     /// Checks the daily token quotas `policy` sets for `principal` and `repository` against the
     /// ledger of today (UTC): refused once the day's spend has reached the quota (a turn that
     /// starts below it may end above it, by at most its own budget). `at` is `submit` or
-    /// `claim`, for the metrics.
+    /// `claim`, for the metrics. `read`: the day's spend when the claim already read it (on the
+    /// store's clock, [`jobs::JobStore::claim_reading_spend`]); `None` reads it now.
     ///
     /// # Errors
     /// `PATCH_CANDIDATE_SERVICE_QUOTA` naming `principal` or `repository`; store errors.
@@ -159,6 +160,7 @@ impl Shared {
         principal: &str,
         repository: &str,
         at: &'static str,
+        read: Option<jobs::SpendToday>,
     ) -> Result<(), ServiceError> {
         let quotas = (
             policy.principal_quota(principal),
@@ -167,10 +169,14 @@ impl Shared {
         if quotas == (None, None) {
             return Ok(());
         }
-        let spent = self
-            .store
-            .spend_on(jobs::UtcDay::today(), principal, repository)
-            .await?;
+        let spent = match read {
+            Some(spent) => spent,
+            None => {
+                self.store
+                    .spend_on(jobs::UtcDay::today(), principal, repository)
+                    .await?
+            }
+        };
         let over = if quotas.0.is_some_and(|q| spent.principal.total_tokens >= q) {
             Some("principal")
         } else if quotas.1.is_some_and(|q| spent.repository.total_tokens >= q) {
@@ -185,6 +191,11 @@ impl Shared {
                 Err(ServiceError::Quota { scope })
             }
         }
+    }
+
+    /// Whether the policy in force sets a quota (claims then read the day's spend with the job).
+    pub(crate) fn quotas_in_force(&self) -> bool {
+        self.policy().is_some_and(|p| p.has_quotas())
     }
 
     /// The repository policy in force now, if any.

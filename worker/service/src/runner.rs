@@ -240,8 +240,14 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
         let checked = match readmit(&policy, spec, &inputs) {
             Ok(()) => {
                 let principal = spec.submitted_by.as_deref().unwrap_or_default();
-                sh.check_quota(&policy, principal, &spec.repository, "claim")
-                    .await
+                sh.check_quota(
+                    &policy,
+                    principal,
+                    &spec.repository,
+                    "claim",
+                    claimed.spend_today,
+                )
+                .await
             }
             Err(e) => Err(e),
         };

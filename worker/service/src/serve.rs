@@ -335,7 +335,15 @@ async fn claim_loop(
     loop {
         let free = max_turns.saturating_sub(tasks.len());
         if free > 0 {
-            match sh.store.claim(&sh.opts.host_id, free, sh.opts.lease).await {
+            // Under a quota the claim also reads each job's spend of the day (no second trip).
+            let claimed = if sh.quotas_in_force() {
+                sh.store
+                    .claim_reading_spend(&sh.opts.host_id, free, sh.opts.lease)
+                    .await
+            } else {
+                sh.store.claim(&sh.opts.host_id, free, sh.opts.lease).await
+            };
+            match claimed {
                 Ok(claimed) => {
                     sh.metrics.store_ok();
                     if !pause.is_zero() {

@@ -2674,6 +2674,66 @@ pub async fn the_ledger_counts_what_the_outcome_writes_record(
     );
 }
 
+/// A claim that reads spend returns, for each claimed job, exactly what `spend_on` reads for its
+/// principal and repository today (zeros for nobody, `""` for a job without a principal); a plain
+/// claim reads none.
+pub async fn a_claim_reading_spend_returns_the_days_totals(store: &JobStore, _: &Location) {
+    let today = jobs::UtcDay::today();
+    let a = submit_spec(store, ledger_spec("crs-a", Some("alice"), "repo-one")).await;
+    let c = claim_one(store, "h").await;
+    assert_eq!(c.job.id, a);
+    assert_eq!(c.spend_today, None);
+    let fenced = store
+        .complete(
+            &a,
+            &c.attempt_id,
+            vec![1],
+            &digest(4),
+            &live_usage(2, 20, 5),
+        )
+        .await
+        .unwrap();
+    assert_eq!(fenced, Fenced::Applied);
+    let b = submit_spec(store, ledger_spec("crs-b", Some("bob"), "repo-one")).await;
+    let anon = submit_spec(store, ledger_spec("crs-anon", None, "repo-two")).await;
+    let claimed = store
+        .claim_reading_spend(&host("h"), 5, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(
+        claimed.iter().map(|c| c.job.id.clone()).collect::<Vec<_>>(),
+        vec![b.clone(), anon.clone()]
+    );
+    let bob = claimed[0].spend_today.unwrap();
+    assert_eq!(bob, store.spend_on(today, "bob", "repo-one").await.unwrap());
+    assert_eq!(bob.principal, jobs::Spend::default());
+    assert_eq!(bob.repository, spend(1, 2, 20, 5));
+    let nobody = claimed[1].spend_today.unwrap();
+    assert_eq!(nobody, jobs::SpendToday::default());
+    // The anonymous job's usage lands under `""`; the next claim of that principal sees it.
+    store
+        .record_usage(&anon, &claimed[1].attempt_id, &live_usage(1, 1, 1))
+        .await
+        .unwrap();
+    let next = submit_spec(store, ledger_spec("crs-next", None, "repo-one")).await;
+    let again = store
+        .claim_reading_spend(&host("h"), 1, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].job.id, next);
+    let seen = again[0].spend_today.unwrap();
+    assert_eq!(seen.principal, spend(1, 1, 1, 1));
+    assert_eq!(seen.repository, spend(1, 2, 20, 5));
+    assert_eq!(seen, store.spend_on(today, "", "repo-one").await.unwrap());
+    // Nothing due: nothing claimed, nothing read.
+    let empty = store
+        .claim_reading_spend(&host("h"), 3, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(empty.is_empty());
+}
+
 /// The rollup groups the ledger by day, principal and repository, in that order (bytewise),
 /// within the range, for one principal when asked; a reversed range is refused.
 pub async fn the_usage_rollup_groups_filters_and_orders(store: &JobStore, location: &Location) {

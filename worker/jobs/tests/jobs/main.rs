@@ -116,6 +116,7 @@ conformance!(
     the_submitter_is_kept_and_not_part_of_the_key,
     the_ledger_counts_what_the_outcome_writes_record,
     the_usage_rollup_groups_filters_and_orders,
+    a_claim_reading_spend_returns_the_days_totals,
 );
 
 /// A database left by a schema-7 build gets its spend ledger filled in from its usage rows.

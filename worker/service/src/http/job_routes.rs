@@ -63,6 +63,7 @@ pub(super) async fn submit(
             caller.principal.as_str(),
             locator.as_str(),
             "submit",
+            None,
         )
         .await?;
     }
