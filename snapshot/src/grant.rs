@@ -292,3 +292,90 @@ impl Grants {
         })
     }
 }
+
+/// The `request_type` of every approval a tool writes.
+const REQUEST_TYPE: &str = "change";
+
+/// The identity and wording of an approval written by a tool (`patch-candidate approve`, or a
+/// forge trigger of the service): ids, the repository's full name, and fixed texts.
+#[derive(Debug, Clone, Copy)]
+pub struct ApprovalFields<'a> {
+    pub handoff_id: &'a str,
+    pub request_id: &'a str,
+    pub plan_id: &'a str,
+    pub app_id: &'a str,
+    pub build_registry_id: &'a str,
+    /// The repository's `owner/name` (part of the snapshot digest).
+    pub repository_full_name: &'a str,
+    /// The change asked for (`raw_request`).
+    pub task: &'a str,
+    /// `execution_strategy_id`.
+    pub strategy: &'a str,
+    /// The identity digests nothing computes (dependency graph, impact report).
+    pub not_computed: &'a str,
+    /// `rationale`: host-owned text saying who approved what.
+    pub rationale: &'a str,
+    /// `required_validation_gates`.
+    pub gates: &'a [String],
+}
+
+/// The approval document for `grants` at the snapshot's commit: every identity field filled,
+/// the snapshot digest computed from the tree, `approved_plan_digest` the SHA-256 of the
+/// canonical JSON of what is approved. A read-only scope is also listed as an allowed one (a
+/// turn selects read-only context only inside the allowed scopes, and never edits it). The
+/// caller turns it into an approval with [`crate::context_from_value`] and checks it as `run`
+/// does.
+#[must_use]
+pub fn approval_document(
+    snap: &GitSnapshot,
+    grants: &Grants,
+    fields: &ApprovalFields<'_>,
+) -> serde_json::Value {
+    let strs = |v: &[RepoPath]| v.iter().map(|p| p.as_str().to_owned()).collect::<Vec<_>>();
+    let commit = snap.commit();
+    let full_name = fields.repository_full_name;
+    let snapshot_digest = snap.snapshot_digest(full_name).to_string();
+    let allowed: std::collections::BTreeSet<String> = strs(grants.allow())
+        .into_iter()
+        .chain(strs(grants.read_only()))
+        .collect();
+    let plan = serde_json::json!({
+        "allowed_paths": allowed,
+        "baseline_commit_sha": commit,
+        "create_paths": strs(grants.create()),
+        "delete_paths": strs(grants.delete()),
+        "prohibited_paths": strs(grants.prohibit()),
+        "raw_request": fields.task,
+        "read_only_paths": strs(grants.read_only()),
+        "repository_full_name": full_name,
+        "snapshot_digest": snapshot_digest,
+    });
+    // Canonical: serde_json's map keeps keys sorted, and `to_string` is compact.
+    let plan_digest = vocab::Sha256::of(plan.to_string().as_bytes()).bare_hex();
+    serde_json::json!({
+        "schema_version": crate::EXECUTION_CONTEXT_SCHEMA_VERSION,
+        "handoff_id": fields.handoff_id,
+        "request_id": fields.request_id,
+        "plan_id": fields.plan_id,
+        "app_id": fields.app_id,
+        "build_registry_id": fields.build_registry_id,
+        "repository_full_name": full_name,
+        "baseline_commit_sha": commit,
+        "raw_request": fields.task,
+        "request_type": REQUEST_TYPE,
+        "approved_plan_digest": plan_digest,
+        "snapshot_digest": snapshot_digest,
+        "graph_identity_digest": fields.not_computed,
+        "impact_report_digest": fields.not_computed,
+        "execution_strategy_id": fields.strategy,
+        "rationale": fields.rationale,
+        "allowed_paths": allowed,
+        "prohibited_paths": strs(grants.prohibit()),
+        "read_only_paths": strs(grants.read_only()),
+        "create_paths": strs(grants.create()),
+        "delete_paths": strs(grants.delete()),
+        "required_validation_gates": fields.gates,
+        "required_security_gates": [],
+        "required_ci_checks": [],
+    })
+}

@@ -50,7 +50,7 @@ pub use git::{
     TreeListing, WorkTreeState, resolve_commit, work_tree_state,
 };
 #[cfg(feature = "effects")]
-pub use grant::{GrantInput, Grants};
+pub use grant::{ApprovalFields, GrantInput, Grants, approval_document};
 pub use guard::{CreateAbsence, DefaultPathGuard, PathGuard};
 pub use path::{
     Collision, PathRejection, RepoPath, casefold, check_portable, detect_collisions, in_scope,

@@ -6,26 +6,22 @@
 //! stdout, or atomically to `--out` (0600, never inside the repository, never over an existing
 //! file without `--force`); a short summary of what it grants goes to stderr.
 
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use snapshot::{
-    ApprovedExecutionContext, DefaultPathGuard, EXECUTION_CONTEXT_SCHEMA_VERSION, GitSnapshot,
-    GrantInput, Grants, RepoPath, SnapshotError, WorkTreeState,
+    ApprovedExecutionContext, DefaultPathGuard, GitSnapshot, GrantInput, Grants, RepoPath,
+    SnapshotError, WorkTreeState,
 };
 use turn::PreparedTurn;
-use vocab::Sha256;
 
 use super::outcome::{OUTPUT_CODE, display_path};
 use super::outfile::{check_output, dir_id, write_private};
 use super::paths::require_dir;
 use super::{CliError, Outcome, render};
 
-/// The `request_type` of every approval written here.
-const REQUEST_TYPE: &str = "change";
 /// Identity digests this command has nothing to compute from (no dependency graph, no impact
 /// report): a fixed, self-describing value.
 const NOT_COMPUTED: &str = "not-computed:patch-candidate-approve";
@@ -147,11 +143,6 @@ fn default_full_name(repo: &Path) -> String {
         .filter(|n| !n.is_empty() && n != "." && n != "..")
         .unwrap_or_else(|| "repository".to_owned());
     format!("local/{name}")
-}
-
-/// 64 hex: sha256 over the canonical (sorted-key, compact) JSON of what was approved.
-fn plan_digest(plan: &serde_json::Value) -> String {
-    Sha256::of(plan.to_string().as_bytes()).bare_hex()
 }
 
 fn list_section(text: &mut String, title: &str, items: &[(String, Option<&str>)]) {
@@ -339,56 +330,30 @@ pub(crate) fn run(args: &ApproveArgs) -> Result<Outcome, CliError> {
         .repository_full_name
         .clone()
         .unwrap_or_else(|| default_full_name(&args.repo));
-    let snapshot_digest = snap.snapshot_digest(&full_name).to_string();
+    let rationale = format!("Approved with patch-candidate approve at commit {commit}.");
+    let document = snapshot::approval_document(
+        &snap,
+        &grants,
+        &snapshot::ApprovalFields {
+            handoff_id: &handoff_id,
+            request_id: &request_id,
+            plan_id: &plan_id,
+            app_id: &app_id,
+            build_registry_id: &build_id,
+            repository_full_name: &full_name,
+            task: &args.task,
+            strategy: STRATEGY,
+            not_computed: NOT_COMPUTED,
+            rationale: &rationale,
+            gates: &args.gate,
+        },
+    );
     let strs = |v: &[RepoPath]| {
         v.iter()
             .map(RepoPath::as_str)
             .map(str::to_owned)
             .collect::<Vec<_>>()
     };
-    // A read-only scope is also an allowed one: `run` selects read-only context only inside the
-    // allowed scopes (and never edits it).
-    let allowed: BTreeSet<String> = strs(grants.allow())
-        .into_iter()
-        .chain(strs(grants.read_only()))
-        .collect();
-    let plan = serde_json::json!({
-        "allowed_paths": allowed,
-        "baseline_commit_sha": commit,
-        "create_paths": strs(grants.create()),
-        "delete_paths": strs(grants.delete()),
-        "prohibited_paths": strs(grants.prohibit()),
-        "raw_request": args.task,
-        "read_only_paths": strs(grants.read_only()),
-        "repository_full_name": full_name,
-        "snapshot_digest": snapshot_digest,
-    });
-    let document = serde_json::json!({
-        "schema_version": EXECUTION_CONTEXT_SCHEMA_VERSION,
-        "handoff_id": handoff_id,
-        "request_id": request_id,
-        "plan_id": plan_id,
-        "app_id": app_id,
-        "build_registry_id": build_id,
-        "repository_full_name": full_name,
-        "baseline_commit_sha": commit,
-        "raw_request": args.task,
-        "request_type": REQUEST_TYPE,
-        "approved_plan_digest": plan_digest(&plan),
-        "snapshot_digest": snapshot_digest,
-        "graph_identity_digest": NOT_COMPUTED,
-        "impact_report_digest": NOT_COMPUTED,
-        "execution_strategy_id": STRATEGY,
-        "rationale": format!("Approved with patch-candidate approve at commit {commit}."),
-        "allowed_paths": allowed,
-        "prohibited_paths": strs(grants.prohibit()),
-        "read_only_paths": strs(grants.read_only()),
-        "create_paths": strs(grants.create()),
-        "delete_paths": strs(grants.delete()),
-        "required_validation_gates": args.gate,
-        "required_security_gates": [],
-        "required_ci_checks": [],
-    });
     // The one approval constructor, then exactly the checks `run` makes before any Docker call.
     let context = snapshot::context_from_value(document)?;
     let policy = DefaultPathGuard::default();
