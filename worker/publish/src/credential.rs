@@ -9,7 +9,7 @@
 //! holds it. The only argv that mentions the credential is the helper's path.
 
 use std::ffi::OsString;
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 
 use cap_std::fs::{OpenOptions, OpenOptionsExt as _};
 
@@ -17,8 +17,6 @@ use crate::error::PublishError;
 use crate::mirror::Mirror;
 use crate::types::CredentialSource;
 
-/// Largest credential file accepted.
-const MAX_CREDENTIAL_BYTES: u64 = 4096;
 /// The user sent with a token-only credential (GitHub, Gitea and Forgejo accept any name).
 const TOKEN_USER: &str = "x-access-token";
 
@@ -88,49 +86,14 @@ fn read_credential_file(path: &std::path::Path) -> Result<(String, String), Publ
     }
 }
 
-/// The one line of a secret file: a regular file (no link followed), 0600 or stricter, at most
-/// 4 KiB, UTF-8 without control characters.
+/// The one line of a secret file, by the house's one reader (`forge::read_secret_file`): a
+/// regular file (no link followed), 0600 or stricter, at most 4 KiB, UTF-8 without control
+/// characters.
 fn read_secret_line(path: &std::path::Path) -> Result<String, PublishError> {
-    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
-    // The operator names this file: ambient access by design; no link is followed.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|_| credential_error("the credential file cannot be opened"))?;
-    let meta = file
-        .metadata()
-        .map_err(|_| credential_error("the credential file cannot be read"))?;
-    if !meta.is_file() {
-        return Err(credential_error(
-            "the credential file is not a regular file",
-        ));
-    }
-    if meta.mode() & 0o077 != 0 {
-        return Err(credential_error(
-            "the credential file is readable or writable by others (use mode 0600)",
-        ));
-    }
-    if meta.len() > MAX_CREDENTIAL_BYTES {
-        return Err(credential_error("the credential file is larger than 4 KiB"));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_CREDENTIAL_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|_| credential_error("the credential file cannot be read"))?;
-    if bytes.len() as u64 > MAX_CREDENTIAL_BYTES {
-        return Err(credential_error("the credential file is larger than 4 KiB"));
-    }
-    let text = String::from_utf8(bytes)
-        .map_err(|_| credential_error("the credential file is not UTF-8 text"))?;
-    let line = text.strip_suffix('\n').unwrap_or(&text);
-    let line = line.strip_suffix('\r').unwrap_or(line);
-    if line.is_empty() || line.chars().any(char::is_control) {
-        return Err(credential_error(
-            "the credential file must hold one non-empty line without control characters",
-        ));
-    }
-    Ok(line.to_owned())
+    ::forge::read_secret_file(path).map_err(|e| match e {
+        ::forge::ForgeError::Secret { detail } => credential_error(detail),
+        _ => credential_error("the credential file cannot be read"),
+    })
 }
 
 /// Writes the credential (0600) and the helper (0700) into the private directory.

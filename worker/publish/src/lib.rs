@@ -18,8 +18,9 @@
 //! Every git process runs through [`snapshot::Git`] (cleared environment, no system or
 //! global config, no replace refs, no prompts) with exactly one transport allowed, hooks off, a
 //! deadline and bounded output; git's stderr is classified into stable codes and never echoed.
-//! The optional pull request ([`open_pull_request`]) speaks GitHub's or Gitea/Forgejo's REST
-//! API with a token from a file and a host-owned title and body.
+//! The optional pull request ([`open_pull_request`]; a GitLab merge request), comments
+//! ([`post_comment`]) and commit statuses ([`set_commit_status`]) speak GitHub's, Gitea/Forgejo's
+//! or GitLab's REST API with a token from a file and host-owned text.
 //!
 //! Credentials come from a 0600 file through a private credential helper (never in an argv or an
 //! environment) or from a helper the operator names. Remote URLs cannot carry credentials. The
@@ -36,8 +37,12 @@ mod publish;
 mod run;
 mod types;
 
+pub use ::forge::CommentTarget;
 pub use error::{ERROR_CODES, PublishError};
-pub use forge::{ForgeEndpoint, ForgeKind, open_pull_request};
+pub use forge::{
+    CommitStatus, ForgeEndpoint, ForgeKind, PullRequest, StatusState, open_pull_request,
+    post_comment, set_commit_status,
+};
 pub use mirror::sweep_abandoned_mirrors;
 pub use publish::{
     MergedCommit, MergedTreeGate, PreparedPublication, PublishRequest, RegateVerdict, prepare,

@@ -1,5 +1,5 @@
-//! The pull request against a scripted forge speaking GitHub's and Gitea's documented shapes,
-//! and the hostile answers.
+//! The pull / merge request, comments and commit statuses against a scripted forge speaking
+//! GitHub's, Gitea's and GitLab's documented shapes, and the hostile answers.
 
 use std::io::{BufReader, Read, Write};
 use std::net::TcpListener;
@@ -8,7 +8,8 @@ use std::sync::mpsc;
 
 use pretty_assertions::assert_eq;
 use publish::{
-    BranchName, ForgeEndpoint, ForgeKind, PublicationRecord, PublishError, open_pull_request,
+    BranchName, CommentTarget, CommitStatus, ForgeEndpoint, ForgeKind, PublicationRecord,
+    PublishError, StatusState, open_pull_request, post_comment, set_commit_status,
 };
 
 use crate::support::{AGENT_MARKER, RequestHead, read_request_head, secret};
@@ -254,4 +255,301 @@ async fn hostile_or_refusing_forges_are_clean_refusals_that_quote_nothing() {
         refusal(&endpoint, &file, DIGEST).await,
         "PATCH_CANDIDATE_PUBLISH_CREDENTIAL"
     );
+}
+
+#[tokio::test]
+async fn gitlab_merge_request_on_a_nested_project() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = secret("gitlab-token");
+    let answer = serde_json::json!({
+        "id": 99, "iid": 4, "state": "opened",
+        "web_url": "https://gitlab.example/g/sub/p/-/merge_requests/4"
+    });
+    let (port, seen) = scripted_forge(201, serde_json::to_vec(&answer).unwrap());
+    let project = forge::ProjectPath::parse(ForgeKind::GitLab, "g/sub/p").unwrap();
+    let endpoint = ForgeEndpoint::for_project(
+        ForgeKind::GitLab,
+        &format!("http://127.0.0.1:{port}"),
+        &project,
+    )
+    .unwrap();
+    let (number, url) = open(&endpoint, &token_file(dir.path(), &token), DIGEST)
+        .await
+        .unwrap();
+    assert_eq!(
+        (number, url.as_str()),
+        (4, "https://gitlab.example/g/sub/p/-/merge_requests/4")
+    );
+    let seen = seen.recv().unwrap();
+    assert_eq!(seen.method, "POST");
+    assert_eq!(seen.path, "/api/v4/projects/g%2Fsub%2Fp/merge_requests");
+    assert_eq!(seen.header("private-token"), Some(token.as_str()));
+    assert_eq!(seen.header("authorization"), None);
+    assert_eq!(seen.body["source_branch"], "patch-candidate/abc");
+    assert_eq!(seen.body["target_branch"], "main");
+    assert_eq!(seen.body["title"], "Patch candidate 0123456789ab");
+    assert!(seen.body["description"].as_str().unwrap().contains(DIGEST));
+    let mut keys: Vec<_> = seen.body.as_object().unwrap().keys().cloned().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        ["description", "source_branch", "target_branch", "title"]
+    );
+}
+
+fn endpoint_of(kind: ForgeKind, port: u16) -> ForgeEndpoint {
+    let path = if kind == ForgeKind::GitLab {
+        "grp/sub/proj"
+    } else {
+        "o/r"
+    };
+    let project = forge::ProjectPath::parse(kind, path).unwrap();
+    ForgeEndpoint::for_project(kind, &format!("http://127.0.0.1:{port}"), &project).unwrap()
+}
+
+/// The token header each forge is sent.
+fn token_header(kind: ForgeKind, token: &str) -> (&'static str, String) {
+    match kind {
+        ForgeKind::GitHub => ("authorization", format!("Bearer {token}")),
+        ForgeKind::Gitea => ("authorization", format!("token {token}")),
+        _ => ("private-token", token.to_owned()),
+    }
+}
+
+#[tokio::test]
+async fn comments_on_issues_and_pull_requests_of_every_forge() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = secret("comment-token");
+    let file = token_file(dir.path(), &token);
+    let n = |v| std::num::NonZeroU64::new(v).unwrap();
+    for (kind, target, path) in [
+        (
+            ForgeKind::GitHub,
+            CommentTarget::Issue(n(7)),
+            "/repos/o/r/issues/7/comments",
+        ),
+        (
+            ForgeKind::GitHub,
+            CommentTarget::PullRequest(n(8)),
+            "/repos/o/r/issues/8/comments",
+        ),
+        (
+            ForgeKind::Gitea,
+            CommentTarget::Issue(n(7)),
+            "/api/v1/repos/o/r/issues/7/comments",
+        ),
+        (
+            ForgeKind::Gitea,
+            CommentTarget::PullRequest(n(8)),
+            "/api/v1/repos/o/r/issues/8/comments",
+        ),
+        (
+            ForgeKind::GitLab,
+            CommentTarget::Issue(n(7)),
+            "/api/v4/projects/grp%2Fsub%2Fproj/issues/7/notes",
+        ),
+        (
+            ForgeKind::GitLab,
+            CommentTarget::PullRequest(n(8)),
+            "/api/v4/projects/grp%2Fsub%2Fproj/merge_requests/8/notes",
+        ),
+    ] {
+        let answer = serde_json::json!({"id": 1234, "body": "ignored"});
+        let (port, seen) = scripted_forge(201, serde_json::to_vec(&answer).unwrap());
+        let id = post_comment(
+            &endpoint_of(kind, port),
+            &file,
+            target,
+            "Job queued.\nDetails follow.",
+        )
+        .await
+        .unwrap();
+        assert_eq!(id.get(), 1234);
+        let seen = seen.recv().unwrap();
+        assert_eq!(
+            (seen.method.as_str(), seen.path.as_str()),
+            ("POST", path),
+            "{kind:?}"
+        );
+        let (name, value) = token_header(kind, &token);
+        assert_eq!(seen.header(name), Some(value.as_str()), "{kind:?}");
+        assert_eq!(seen.header("content-type"), Some("application/json"));
+        assert_eq!(
+            seen.body,
+            serde_json::json!({"body": "Job queued.\nDetails follow."})
+        );
+    }
+}
+
+#[tokio::test]
+async fn commit_statuses_of_every_forge_in_their_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = secret("status-token");
+    let file = token_file(dir.path(), &token);
+    let commit = "a".repeat(40);
+    let status = |state| CommitStatus {
+        state,
+        context: "patch-candidate/gates".into(),
+        description: "2 of 3 gates passed".into(),
+        target_url: Some("https://host.example/ui/jobs/1".into()),
+    };
+    for (kind, state, word) in [
+        (ForgeKind::GitHub, StatusState::Running, "pending"),
+        (ForgeKind::GitHub, StatusState::Failure, "failure"),
+        (ForgeKind::Gitea, StatusState::Error, "error"),
+        (ForgeKind::Gitea, StatusState::Success, "success"),
+        (ForgeKind::GitLab, StatusState::Running, "running"),
+        (ForgeKind::GitLab, StatusState::Error, "failed"),
+    ] {
+        let (port, seen) = scripted_forge(201, b"{\"id\": 77, \"state\": \"x\"}".to_vec());
+        set_commit_status(&endpoint_of(kind, port), &file, &commit, &status(state))
+            .await
+            .unwrap();
+        let seen = seen.recv().unwrap();
+        let (path, name_field) = match kind {
+            ForgeKind::GitHub => (format!("/repos/o/r/statuses/{commit}"), "context"),
+            ForgeKind::Gitea => (format!("/api/v1/repos/o/r/statuses/{commit}"), "context"),
+            _ => (
+                format!("/api/v4/projects/grp%2Fsub%2Fproj/statuses/{commit}"),
+                "name",
+            ),
+        };
+        assert_eq!(seen.path, path);
+        let (name, value) = token_header(kind, &token);
+        assert_eq!(seen.header(name), Some(value.as_str()));
+        let mut expected = serde_json::json!({
+            "state": word,
+            "description": "2 of 3 gates passed",
+            "target_url": "https://host.example/ui/jobs/1",
+        });
+        expected[name_field] = "patch-candidate/gates".into();
+        assert_eq!(seen.body, expected, "{kind:?} {state:?}");
+    }
+    // Refused before any request: a short commit, a bad context, a long description, a bad URL.
+    let endpoint = forge_at(ForgeKind::GitHub, "http://127.0.0.1:9");
+    let bad = [
+        ("abc".to_owned(), status(StatusState::Success)),
+        ("A".repeat(40), status(StatusState::Success)),
+        (
+            commit.clone(),
+            CommitStatus {
+                context: String::new(),
+                ..status(StatusState::Success)
+            },
+        ),
+        (
+            commit.clone(),
+            CommitStatus {
+                context: "a\nb".into(),
+                ..status(StatusState::Success)
+            },
+        ),
+        (
+            commit.clone(),
+            CommitStatus {
+                description: "d".repeat(141),
+                ..status(StatusState::Success)
+            },
+        ),
+        (
+            commit.clone(),
+            CommitStatus {
+                target_url: Some("javascript:alert(1)".into()),
+                ..status(StatusState::Success)
+            },
+        ),
+    ];
+    for (commit, status) in bad {
+        let err = set_commit_status(&endpoint, &file, &commit, &status)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "PATCH_CANDIDATE_PUBLISH_INPUT", "{status:?}");
+    }
+    for body in ["", "a\u{1b}[2J", &"x".repeat(64 * 1024 + 1)] {
+        let n = std::num::NonZeroU64::new(1).unwrap();
+        let err = post_comment(&endpoint, &file, CommentTarget::Issue(n), body)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "PATCH_CANDIDATE_PUBLISH_INPUT");
+    }
+}
+
+#[tokio::test]
+async fn hostile_answers_to_comments_statuses_and_merge_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = secret("hostile-rest-token");
+    let file = token_file(dir.path(), &token);
+    let huge = format!(
+        "{{\"id\": 1, \"iid\": 1, \"pad\": \"{}\"}}",
+        "a".repeat(2 * 1024 * 1024)
+    );
+    let cases: Vec<(u16, Vec<u8>, &str)> = vec![
+        (
+            401,
+            b"{\"message\":\"401 Unauthorized\"}".to_vec(),
+            "PATCH_CANDIDATE_PUBLISH_AUTH",
+        ),
+        (403, b"{}".to_vec(), "PATCH_CANDIDATE_PUBLISH_AUTH"),
+        (
+            422,
+            b"{\"message\":\"No commit found for SHA\"}".to_vec(),
+            "PATCH_CANDIDATE_PUBLISH_FORGE",
+        ),
+        (404, b"{}".to_vec(), "PATCH_CANDIDATE_PUBLISH_FORGE"),
+        (201, b"[]".to_vec(), "PATCH_CANDIDATE_PUBLISH_FORGE"),
+        (
+            201,
+            b"{\"id\": 0}".to_vec(),
+            "PATCH_CANDIDATE_PUBLISH_FORGE",
+        ),
+        (
+            201,
+            b"{\"id\": \"5\"}".to_vec(),
+            "PATCH_CANDIDATE_PUBLISH_FORGE",
+        ),
+        (201, huge.into_bytes(), "PATCH_CANDIDATE_PUBLISH_FORGE"),
+    ];
+    let n = std::num::NonZeroU64::new(3).unwrap();
+    let status = CommitStatus {
+        state: StatusState::Pending,
+        context: "ctx".into(),
+        description: String::new(),
+        target_url: None,
+    };
+    for kind in [ForgeKind::GitHub, ForgeKind::Gitea, ForgeKind::GitLab] {
+        for (code, body, expected) in &cases {
+            let (port, _seen) = scripted_forge(*code, body.clone());
+            let err = post_comment(
+                &endpoint_of(kind, port),
+                &file,
+                CommentTarget::Issue(n),
+                "hi",
+            )
+            .await
+            .unwrap_err();
+            assert_eq!(err.code(), *expected, "{kind:?} comment {code}");
+            let shown = format!("{err} {err:?}");
+            assert!(
+                !shown.contains(&token) && !shown.contains("Unauthorized"),
+                "{shown}"
+            );
+            let (port, _seen) = scripted_forge(*code, body.clone());
+            let err = set_commit_status(&endpoint_of(kind, port), &file, &"b".repeat(64), &status)
+                .await
+                .unwrap_err();
+            assert_eq!(err.code(), *expected, "{kind:?} status {code}");
+        }
+    }
+    // A GitLab merge request answer in GitHub's shape, or with a zero iid.
+    for answer in [
+        serde_json::json!({"number": 4, "html_url": "https://x/4"}),
+        serde_json::json!({"iid": 0, "web_url": "https://x/0"}),
+        serde_json::json!({"iid": 4, "web_url": "ftp://x/4"}),
+    ] {
+        let (port, _seen) = scripted_forge(201, serde_json::to_vec(&answer).unwrap());
+        let err = open(&endpoint_of(ForgeKind::GitLab, port), &file, DIGEST)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "PATCH_CANDIDATE_PUBLISH_FORGE", "{answer}");
+    }
 }
