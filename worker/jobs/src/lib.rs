@@ -22,6 +22,7 @@ mod access;
 mod error;
 mod evidence;
 mod ids;
+mod intake;
 mod ledger;
 mod model;
 mod postgres;
@@ -41,6 +42,9 @@ pub use access::{
 pub use error::{Backend, ERROR_CODES, JobsError, NOT_FOUND_CODE, Result};
 pub use evidence::EvidenceDocument;
 pub use ids::{random_attempt_id, random_job_id};
+pub use intake::{
+    DeliveryOutcome, DeliveryState, ForgeDelivery, MAX_TRIGGER_BYTES, NewForgeDelivery,
+};
 pub use ledger::{
     MAX_LEDGER_COUNT, MAX_USAGE_ROLLUP_ROWS, Spend, SpendToday, UsageRollupRow, UtcDay,
 };

@@ -15,6 +15,9 @@ use tokio_postgres::{NoTls, Row, ToStatement};
 use crate::access::{AuditAct, AuditEntry, NewAuditEntry, Roles, TokenAccess};
 use crate::error::{Backend, JobsError, Result};
 use crate::evidence::EvidenceDocument;
+use crate::intake::{
+    DELIVERY_COLUMNS, DeliveryOutcome, ForgeDelivery, NewForgeDelivery, delivery_row,
+};
 use crate::ledger::{
     CLAIM_SPEND_COLUMNS, DAY_MS, SpendToday, UsageDocument, UsageRollupRow, UtcDay, rollup_limit,
     rollup_row, rollup_sql, spend_columns_at, spend_on_sql, spend_today,
@@ -1258,4 +1261,149 @@ async fn insert_audit(tx: &deadpool_postgres::Transaction<'_>, act: &NewAuditEnt
     .await
     .map_err(pg)?;
     Ok(())
+}
+
+/// Forge deliveries (`crate::intake`).
+impl PgStore {
+    pub(crate) async fn record_forge_delivery(
+        &self,
+        new: NewForgeDelivery,
+        trigger: Option<String>,
+    ) -> Result<(ForgeDelivery, bool)> {
+        let client = self.client().await?;
+        // A duplicate delivery id or subject inserts nothing (either unique key); the row is then
+        // read by the delivery id, else by the subject (committed by the other writer).
+        let inserted = client
+            .execute(
+                &format!(
+                    "INSERT INTO forge_deliveries (forge, delivery, received_at, state, reason,
+                         subject, trigger_json, updated_at)
+                     VALUES ($1, $2, {NOW}, $3, $4, $5, $6, {NOW}) ON CONFLICT DO NOTHING"
+                ),
+                &[
+                    &new.forge,
+                    &new.delivery,
+                    &new.state.as_str(),
+                    &new.reason,
+                    &new.subject,
+                    &trigger,
+                ],
+            )
+            .await
+            .map_err(pg)?;
+        let by_delivery = one_opt(
+            &client,
+            &format!(
+                "SELECT {DELIVERY_COLUMNS} FROM forge_deliveries
+                 WHERE forge = $1 AND delivery = $2"
+            ),
+            &[&new.forge, &new.delivery],
+            delivery_row,
+        )
+        .await?;
+        let row = match by_delivery {
+            Some(row) => row,
+            None => {
+                one(
+                    &client,
+                    &format!(
+                        "SELECT {DELIVERY_COLUMNS} FROM forge_deliveries
+                         WHERE forge = $1 AND subject = $2"
+                    ),
+                    &[&new.forge, &new.subject],
+                    delivery_row,
+                )
+                .await?
+            }
+        };
+        Ok((row, inserted == 1))
+    }
+
+    pub(crate) async fn forge_delivery(
+        &self,
+        forge: String,
+        delivery: String,
+    ) -> Result<Option<ForgeDelivery>> {
+        let client = self.client().await?;
+        one_opt(
+            &client,
+            &format!(
+                "SELECT {DELIVERY_COLUMNS} FROM forge_deliveries
+                 WHERE forge = $1 AND delivery = $2"
+            ),
+            &[&forge, &delivery],
+            delivery_row,
+        )
+        .await
+    }
+
+    pub(crate) async fn claim_forge_delivery(
+        &self,
+        host: HostId,
+        lease: Duration,
+    ) -> Result<Option<ForgeDelivery>> {
+        let client = self.client().await?;
+        one_opt(
+            &client,
+            &format!(
+                "UPDATE forge_deliveries SET holder = $1, lease_until = {NOW} + $2,
+                     attempts = attempts + 1, updated_at = {NOW}
+                 WHERE (forge, delivery) = (
+                     SELECT forge, delivery FROM forge_deliveries
+                     WHERE state = 'queued' AND (lease_until IS NULL OR lease_until <= {NOW})
+                     ORDER BY received_at, forge, delivery LIMIT 1
+                     FOR UPDATE SKIP LOCKED)
+                 RETURNING {DELIVERY_COLUMNS}"
+            ),
+            &[&host.as_str(), &duration_ms(lease)],
+            delivery_row,
+        )
+        .await
+    }
+
+    pub(crate) async fn pin_forge_base(
+        &self,
+        forge: String,
+        delivery: String,
+        host: HostId,
+        commit: String,
+    ) -> Result<Option<String>> {
+        let client = self.client().await?;
+        one_opt(
+            &client,
+            "UPDATE forge_deliveries SET base_commit = COALESCE(base_commit, $3)
+             WHERE forge = $1 AND delivery = $2 AND holder = $4 AND state = 'queued'
+             RETURNING base_commit",
+            &[&forge, &delivery, &commit, &host.as_str()],
+            first,
+        )
+        .await
+    }
+
+    pub(crate) async fn finish_forge_delivery(
+        &self,
+        forge: String,
+        delivery: String,
+        host: HostId,
+        outcome: DeliveryOutcome,
+    ) -> Result<Fenced> {
+        let client = self.client().await?;
+        let (state, reason, job) = outcome.columns();
+        let n = client
+            .execute(
+                &format!(
+                    "UPDATE forge_deliveries SET state = $3, reason = $4, job_id = $5,
+                         holder = NULL, lease_until = NULL, updated_at = {NOW}
+                     WHERE forge = $1 AND delivery = $2 AND holder = $6 AND state = 'queued'"
+                ),
+                &[&forge, &delivery, &state, &reason, &job, &host.as_str()],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(if n == 1 {
+            Fenced::Applied
+        } else {
+            Fenced::Lost
+        })
+    }
 }

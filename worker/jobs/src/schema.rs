@@ -26,9 +26,13 @@
 //! `total_tokens` (0 for an offline turn) — backfilled from each row's job and document, and the
 //! indexes of the two quota lookups, `(principal, day)` and `(repository, day)`, which also hold
 //! the counts (a lookup reads the index alone). See `crate::ledger`.
+//!
+//! Version 10 adds `forge_deliveries`: every accepted forge webhook delivery once, by the
+//! forge's delivery id and, for one that starts a job, by its subject; and the small queue of
+//! those deliveries that hosts work off (see `crate::intake`). It keeps every row.
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// The schema version recorded (0 before the first migration).
 pub(crate) const SELECT_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM schema_migrations";
@@ -613,6 +617,50 @@ END;
 $$;
 CREATE TRIGGER usage_spend AFTER INSERT OR UPDATE OR DELETE ON usage
 FOR EACH ROW EXECUTE FUNCTION usage_spend();
+",
+    },
+    Migration {
+        version: 10,
+        name: "forge deliveries",
+        sqlite: r"
+CREATE TABLE forge_deliveries (
+    forge        TEXT NOT NULL,
+    delivery     TEXT NOT NULL,
+    received_at  INTEGER NOT NULL,
+    state        TEXT NOT NULL CHECK (state IN ('ignored', 'queued', 'submitted', 'refused')),
+    reason       TEXT NOT NULL,
+    subject      TEXT,
+    trigger_json TEXT,
+    base_commit  TEXT,
+    holder       TEXT,
+    lease_until  INTEGER,
+    attempts     INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    job_id       TEXT REFERENCES jobs (id),
+    updated_at   INTEGER NOT NULL,
+    PRIMARY KEY (forge, delivery),
+    UNIQUE (forge, subject)
+);
+CREATE INDEX forge_deliveries_queued ON forge_deliveries (received_at) WHERE state = 'queued';
+",
+        postgres: r"
+CREATE TABLE forge_deliveries (
+    forge        TEXT NOT NULL,
+    delivery     TEXT NOT NULL,
+    received_at  BIGINT NOT NULL,
+    state        TEXT NOT NULL CHECK (state IN ('ignored', 'queued', 'submitted', 'refused')),
+    reason       TEXT NOT NULL,
+    subject      TEXT,
+    trigger_json TEXT,
+    base_commit  TEXT,
+    holder       TEXT,
+    lease_until  BIGINT,
+    attempts     BIGINT NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    job_id       TEXT REFERENCES jobs (id),
+    updated_at   BIGINT NOT NULL,
+    PRIMARY KEY (forge, delivery),
+    UNIQUE (forge, subject)
+);
+CREATE INDEX forge_deliveries_queued ON forge_deliveries (received_at) WHERE state = 'queued';
 ",
     },
 ];

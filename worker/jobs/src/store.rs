@@ -10,6 +10,7 @@ use crate::access::{
 };
 use crate::error::{JobsError, Result};
 use crate::evidence::{EvidenceDocument, check_set as check_evidence_set};
+use crate::intake::{DeliveryOutcome, DeliveryState, ForgeDelivery, NewForgeDelivery};
 use crate::ledger::{SpendToday, UsageDocument, UsageRollupRow, UtcDay, check_range, check_rollup};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, MAX_CANDIDATE_BYTES,
@@ -269,6 +270,100 @@ impl JobStore {
         }
         let attempts = attempts_for(max)?;
         dispatch!(self.claim(host.clone(), limit, lease, attempts, true))
+    }
+
+    /// Records a forge webhook delivery once: `true` when this call recorded it, `false` when
+    /// the delivery id or (for a queued one) its subject was recorded before — the stored row is
+    /// returned and nothing changes.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed field or an oversized trigger; database
+    /// errors.
+    pub async fn record_forge_delivery(
+        &self,
+        new: NewForgeDelivery,
+    ) -> Result<(ForgeDelivery, bool)> {
+        let trigger = new.checked()?;
+        let (row, created) = dispatch!(self.record_forge_delivery(new, trigger))?;
+        if created && row.state == DeliveryState::Queued {
+            self.announce().await;
+        }
+        Ok((row, created))
+    }
+
+    /// The recorded delivery, if any.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed key; database errors.
+    pub async fn forge_delivery(
+        &self,
+        forge: &str,
+        delivery: &str,
+    ) -> Result<Option<ForgeDelivery>> {
+        crate::intake::check_key(forge, delivery)?;
+        dispatch!(self.forge_delivery(forge.to_owned(), delivery.to_owned()))
+    }
+
+    /// Takes the oldest queued delivery no other host holds (or whose holder's lease ran out)
+    /// for `lease`, counting the attempt.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn claim_forge_delivery(
+        &self,
+        host: &HostId,
+        lease: Duration,
+    ) -> Result<Option<ForgeDelivery>> {
+        dispatch!(self.claim_forge_delivery(host.clone(), lease))
+    }
+
+    /// Pins the base commit of a delivery this host holds: the first pinned one stays and is
+    /// returned (`None`: the host no longer holds it).
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a commit that is not 40 lower-hex digits; database
+    /// errors.
+    pub async fn pin_forge_base(
+        &self,
+        forge: &str,
+        delivery: &str,
+        host: &HostId,
+        commit: &str,
+    ) -> Result<Option<String>> {
+        crate::intake::check_key(forge, delivery)?;
+        if commit.len() != 40 || !commit.bytes().all(vocab::is_lower_hex) {
+            return Err(JobsError::input(
+                "commit",
+                "must be 40 lowercase hex digits",
+            ));
+        }
+        dispatch!(self.pin_forge_base(
+            forge.to_owned(),
+            delivery.to_owned(),
+            host.clone(),
+            commit.to_owned()
+        ))
+    }
+
+    /// Ends a delivery this host holds; `Lost` when it no longer holds it.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed key or code; database errors.
+    pub async fn finish_forge_delivery(
+        &self,
+        forge: &str,
+        delivery: &str,
+        host: &HostId,
+        outcome: DeliveryOutcome,
+    ) -> Result<Fenced> {
+        crate::intake::check_key(forge, delivery)?;
+        outcome.check()?;
+        dispatch!(self.finish_forge_delivery(
+            forge.to_owned(),
+            delivery.to_owned(),
+            host.clone(),
+            outcome
+        ))
     }
 
     /// Renews the lease of a running attempt. `Lost` means the attempt is no longer current.

@@ -2734,6 +2734,215 @@ pub async fn a_claim_reading_spend_returns_the_days_totals(store: &JobStore, _: 
     assert!(empty.is_empty());
 }
 
+fn delivery(id: &str, subject: Option<char>) -> jobs::NewForgeDelivery {
+    jobs::NewForgeDelivery {
+        forge: "github".into(),
+        delivery: id.into(),
+        state: if subject.is_some() {
+            jobs::DeliveryState::Queued
+        } else {
+            jobs::DeliveryState::Ignored
+        },
+        reason: if subject.is_some() { "label" } else { "event" }.into(),
+        subject: subject.map(|c| c.to_string().repeat(64)),
+        trigger: subject.map(|c| serde_json::json!({"subject": c.to_string()})),
+    }
+}
+
+/// A forge delivery is recorded once by its id and once by its subject (a replay under a new
+/// id changes nothing); queued ones are taken by one host at a time under a lease, their base
+/// commit pinned once, and finished only by their holder.
+pub async fn forge_deliveries_are_recorded_once_and_worked_off_under_leases(
+    store: &JobStore,
+    location: &Location,
+) {
+    let (first, created) = store
+        .record_forge_delivery(delivery("d-1", Some('a')))
+        .await
+        .unwrap();
+    assert!(created);
+    assert_eq!(first.state, jobs::DeliveryState::Queued);
+    assert_eq!(first.attempts, 0);
+    // The same id again, the same subject under a new id: the first row, unchanged.
+    let (again, created) = store
+        .record_forge_delivery(delivery("d-1", Some('b')))
+        .await
+        .unwrap();
+    assert!(!created);
+    assert_eq!(again, first);
+    let (replay, created) = store
+        .record_forge_delivery(delivery("d-2", Some('a')))
+        .await
+        .unwrap();
+    assert!(!created);
+    assert_eq!(replay, first);
+    assert_eq!(store.forge_delivery("github", "d-2").await.unwrap(), None);
+    // Ignored deliveries are recorded without a subject, any number of them.
+    for id in ["i-1", "i-2"] {
+        let (row, created) = store
+            .record_forge_delivery(delivery(id, None))
+            .await
+            .unwrap();
+        assert!(created);
+        assert_eq!(row.state, jobs::DeliveryState::Ignored);
+    }
+    let (_, created) = store
+        .record_forge_delivery(delivery("d-3", Some('c')))
+        .await
+        .unwrap();
+    assert!(created);
+    // Malformed fields are refused before the database.
+    let mut bad = delivery("x y", Some('d'));
+    assert!(store.record_forge_delivery(bad.clone()).await.is_err());
+    bad.delivery = "d-4".into();
+    bad.subject = Some("z".repeat(64));
+    assert!(store.record_forge_delivery(bad).await.is_err());
+
+    // Oldest first, one holder at a time, across handles.
+    let other = location.open().await;
+    let lease = Duration::from_secs(60);
+    let a = store
+        .claim_forge_delivery(&host("a"), lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(a.delivery, "d-1");
+    assert_eq!(a.attempts, 1);
+    let b = other
+        .claim_forge_delivery(&host("b"), lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(b.delivery, "d-3");
+    assert_eq!(
+        other.claim_forge_delivery(&host("b"), lease).await.unwrap(),
+        None
+    );
+    // The base is pinned once; only the holder pins.
+    let c1 = "1".repeat(40);
+    let c2 = "2".repeat(40);
+    assert_eq!(
+        store
+            .pin_forge_base("github", "d-1", &host("a"), &c1)
+            .await
+            .unwrap(),
+        Some(c1.clone())
+    );
+    assert_eq!(
+        store
+            .pin_forge_base("github", "d-1", &host("a"), &c2)
+            .await
+            .unwrap(),
+        Some(c1.clone())
+    );
+    assert_eq!(
+        store
+            .pin_forge_base("github", "d-1", &host("b"), &c2)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(
+        store
+            .pin_forge_base("github", "d-1", &host("a"), "HEAD")
+            .await
+            .is_err()
+    );
+    // Only the holder finishes; a finished delivery is not taken again.
+    let job = submit(store, "forge-job", 1).await;
+    let done = jobs::DeliveryOutcome::Submitted(job.clone());
+    assert_eq!(
+        other
+            .finish_forge_delivery("github", "d-1", &host("b"), done.clone())
+            .await
+            .unwrap(),
+        Fenced::Lost
+    );
+    assert_eq!(
+        store
+            .finish_forge_delivery("github", "d-1", &host("a"), done.clone())
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    assert_eq!(
+        store
+            .finish_forge_delivery("github", "d-1", &host("a"), done)
+            .await
+            .unwrap(),
+        Fenced::Lost
+    );
+    let row = other
+        .forge_delivery("github", "d-1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.state, jobs::DeliveryState::Submitted);
+    assert_eq!(row.job_id, Some(job));
+    assert_eq!(row.base_commit, Some(c1));
+    // A holder that dies: its lease runs out and another host takes the delivery again, and the
+    // first holder can no longer finish it.
+    store
+        .record_forge_delivery(delivery("d-5", Some('e')))
+        .await
+        .unwrap();
+    let c = store
+        .claim_forge_delivery(&host("c"), Duration::from_millis(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(c.delivery, "d-5");
+    expire().await;
+    let d = other
+        .claim_forge_delivery(&host("d"), lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((d.delivery.as_str(), d.attempts), ("d-5", 2));
+    let late = jobs::DeliveryOutcome::Refused {
+        code: "PATCH_CANDIDATE_SERVICE_UNREACHABLE".into(),
+    };
+    assert_eq!(
+        store
+            .finish_forge_delivery("github", "d-5", &host("c"), late)
+            .await
+            .unwrap(),
+        Fenced::Lost
+    );
+    // A malformed code is refused.
+    assert!(
+        store
+            .finish_forge_delivery(
+                "github",
+                "d-3",
+                &host("b"),
+                jobs::DeliveryOutcome::Refused {
+                    code: "bad code".into()
+                }
+            )
+            .await
+            .is_err()
+    );
+    let refused = jobs::DeliveryOutcome::Refused {
+        code: "PATCH_CANDIDATE_SERVICE_POLICY".into(),
+    };
+    assert_eq!(
+        other
+            .finish_forge_delivery("github", "d-3", &host("b"), refused)
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    let row = store
+        .forge_delivery("github", "d-3")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.state, jobs::DeliveryState::Refused);
+    assert_eq!(row.reason, "PATCH_CANDIDATE_SERVICE_POLICY");
+    assert_eq!(row.job_id, None);
+}
+
 /// The rollup groups the ledger by day, principal and repository, in that order (bytewise),
 /// within the range, for one principal when asked; a reversed range is refused.
 pub async fn the_usage_rollup_groups_filters_and_orders(store: &JobStore, location: &Location) {
@@ -2904,9 +3113,11 @@ pub async fn a_version_7_database_backfills_the_ledger(location: Location) {
     assert_eq!(store.schema_version().await.unwrap(), jobs::SCHEMA_VERSION);
     assert_eq!(
         jobs::SCHEMA_VERSION,
-        9,
+        10,
         "extend this test for the next version"
     );
+    // Version 10's table starts empty and works on the upgraded database.
+    assert_eq!(store.forge_delivery("github", "d").await.unwrap(), None);
     // `spend_on` reads the daily totals of version 9: these reads check their backfill from the
     // rows version 8 filled, too.
     let got = store.spend_on(day, "alice", "repo-one").await.unwrap();
@@ -2941,4 +3152,16 @@ pub async fn a_version_7_database_backfills_the_ledger(location: Location) {
     // Opening again (another host) migrates nothing twice.
     let other = location.open().await;
     assert_eq!(other.spend_on(day, "alice", "repo-one").await.unwrap(), got);
+    let (_, created) = other
+        .record_forge_delivery(jobs::NewForgeDelivery {
+            forge: "github".into(),
+            delivery: "d".into(),
+            state: jobs::DeliveryState::Ignored,
+            reason: "event".into(),
+            subject: None,
+            trigger: None,
+        })
+        .await
+        .unwrap();
+    assert!(created);
 }
