@@ -116,6 +116,17 @@ pub enum ServiceError {
         "PATCH_CANDIDATE_SERVICE_QUOTA: the {scope}'s daily token quota is spent (it resets at 00:00 UTC)"
     )]
     Quota { scope: &'static str },
+    /// No forge of this name in the repository policy in force (or its secret is not loaded).
+    #[error("PATCH_CANDIDATE_SERVICE_FORGE_UNKNOWN: no forge of this name is configured")]
+    #[coded(usage)]
+    ForgeUnknown,
+    /// A forge delivery queued to start a job cannot become one (its forge or project left
+    /// the policy, its trigger document is unreadable, the host lost it).
+    #[error("PATCH_CANDIDATE_SERVICE_FORGE_TRIGGER: {detail}")]
+    ForgeTrigger { detail: &'static str },
+    /// A webhook delivery's verification or payload, unchanged.
+    #[error(transparent)]
+    Forge(#[from] forge::ForgeError),
     /// A gate's host-side failure (tree, cache, Docker around the run), unchanged.
     #[error(transparent)]
     Gate(#[from] gate::GateError),
@@ -170,6 +181,9 @@ mod tests {
             },
             ServiceError::PolicyRefused { field: "x" },
             ServiceError::Quota { scope: "x" },
+            ServiceError::ForgeUnknown,
+            ServiceError::ForgeTrigger { detail: "x" },
+            ServiceError::Forge(forge::ForgeError::SignatureWrong),
             ServiceError::Gate(gate::GateError::Runner),
             ServiceError::Gateway(gateway::GatewaySetupError::Tls),
             ServiceError::Snapshot(snapshot::SnapshotError::ContextVersion),

@@ -11,6 +11,8 @@
 
 mod error;
 mod follow_up;
+mod forge_intake;
+mod forge_policy;
 mod gates;
 mod http;
 mod live_host;
@@ -36,6 +38,7 @@ use vocab::HostId;
 pub use error::ERROR_CODES;
 pub(crate) use error::ServiceError;
 pub use follow_up::{ChainEnd, ChainLimits, Step, follow_up_feedback, next_step};
+pub use forge_policy::{ForgeConfig, ProjectTemplate};
 pub use http::{PublishTarget, job_view, job_view_with_gates, mint_token, review_summary};
 pub use live_host::{CredentialSource, LiveHost};
 pub use mirror::{Locator, MirrorCache};
@@ -141,6 +144,8 @@ pub(crate) struct Shared {
     pub publishing: tokio::sync::Mutex<()>,
     /// Candidates checked against their digest, with their policy scan, by digest.
     pub review_cache: review_cache::ReviewCache,
+    /// Wakes this host's forge intake when a webhook queued a delivery.
+    pub forge_wake: tokio::sync::Notify,
     /// The repository policy in force (replaced whole on SIGHUP).
     pub repository_policy: std::sync::RwLock<Option<std::sync::Arc<RepositoryPolicy>>>,
 }

@@ -86,7 +86,14 @@ pub(crate) struct Metrics {
     spend_requests: AtomicU64,
     /// Quota refusals, by [`QUOTA_LABELS`] (scope × where).
     quota_refused: [AtomicU64; 4],
+    /// Forge webhook deliveries this host recorded, by [`FORGE_DELIVERY_LABELS`], and the
+    /// redeliveries it answered without a change.
+    forge_deliveries: [AtomicU64; 2],
+    forge_duplicates: AtomicU64,
 }
+
+/// The `state` labels of the forge delivery counter.
+const FORGE_DELIVERY_LABELS: [&str; 2] = ["queued", "ignored"];
 
 /// The `kind` labels of the spend token counter, in the order of `Metrics::spend_tokens`.
 const SPEND_TOKEN_KINDS: [&str; 3] = ["input", "output", "total"];
@@ -116,6 +123,19 @@ impl Metrics {
         self.spend_requests.fetch_add(requests, Ordering::Relaxed);
         for (c, n) in self.spend_tokens.iter().zip([input, output, total]) {
             c.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// A verified forge delivery was answered: recorded now (`created`) in `state`, or seen
+    /// before.
+    pub(crate) fn forge_delivery(&self, state: jobs::DeliveryState, created: bool) {
+        if !created {
+            self.forge_duplicates.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let i = usize::from(state != jobs::DeliveryState::Queued);
+        if let Some(c) = self.forge_deliveries.get(i) {
+            c.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -267,6 +287,22 @@ impl Metrics {
                 .zip(&self.quota_refused)
                 .map(|((scope, at), c)| (format!("{{scope=\"{scope}\",at=\"{at}\"}}"), load(c)))
                 .collect(),
+        );
+        counter(
+            "patch_candidate_forge_deliveries_total",
+            "Verified forge webhook deliveries this host recorded, by state (queued: starts a job).",
+            "counter",
+            FORGE_DELIVERY_LABELS
+                .iter()
+                .zip(&self.forge_deliveries)
+                .map(|(state, c)| (format!("{{state=\"{state}\"}}"), load(c)))
+                .collect(),
+        );
+        counter(
+            "patch_candidate_forge_redeliveries_total",
+            "Forge webhook deliveries answered as seen before (nothing changed).",
+            "counter",
+            vec![(String::new(), load(&self.forge_duplicates))],
         );
         counter(
             "patch_candidate_spend_tokens_total",

@@ -135,47 +135,115 @@ impl MirrorCache {
     /// fetched, or does not have the commit after a fetch; `PATCH_CANDIDATE_SERVICE_GIT` when git
     /// cannot run; `PATCH_CANDIDATE_SERVICE_STATE` when the cache cannot be created.
     pub async fn ensure(&self, locator: &Locator, commit: &str) -> Result<PathBuf, ServiceError> {
-        let key = vocab::sha256_bare_hex(locator.as_str().as_bytes());
-        let lock = {
-            let mut locks = self.locks.lock().await;
-            locks.entry(key.clone()).or_default().clone()
-        };
-        let _held = lock.lock().await;
-        let dir = self.root.join(format!("{key}.git"));
-        let protocol = locator.protocol();
-        if !dir.is_dir() {
-            super::create_private_dir(&self.root)?;
-            let tmp = self
-                .root
-                .join(format!("{key}.tmp-{}", uuid::Uuid::new_v4().simple()));
-            let mut clone = git(None, protocol);
-            clone
-                .args(["clone", "--mirror", "--quiet", "--no-hardlinks", "--"])
-                .arg(locator.as_str())
-                .arg(&tmp);
-            let cloned = status(clone).await?;
-            if !cloned {
-                let _ = tokio::fs::remove_dir_all(&tmp).await;
-                return Err(ServiceError::Unreachable);
-            }
-            if tokio::fs::rename(&tmp, &dir).await.is_err() {
-                let _ = tokio::fs::remove_dir_all(&tmp).await;
-                if !dir.is_dir() {
-                    return Err(ServiceError::State {
-                        detail: "cannot place the mirror",
-                    });
-                }
-            }
-        }
+        let (_held, dir, cloned) = self.cloned(locator).await?;
         if has_commit(&dir, commit).await? {
             return Ok(dir);
         }
-        let mut fetch = git(Some(&dir), protocol);
-        fetch.args(["fetch", "--quiet", "--prune", "origin"]);
-        if !status(fetch).await? || !has_commit(&dir, commit).await? {
+        if cloned {
+            return Err(ServiceError::Unreachable);
+        }
+        fetch(&dir, locator).await?;
+        if !has_commit(&dir, commit).await? {
             return Err(ServiceError::Unreachable);
         }
         Ok(dir)
+    }
+
+    /// The mirror of `locator`, fetched now, and the commit its branch `branch` points at (a
+    /// forge trigger builds its job on the base branch's tip).
+    ///
+    /// # Errors
+    /// As [`MirrorCache::ensure`]; `PATCH_CANDIDATE_SERVICE_REPOSITORY_UNREACHABLE` also when the
+    /// branch does not exist.
+    pub async fn fetch_branch(
+        &self,
+        locator: &Locator,
+        branch: &publish::BranchName,
+    ) -> Result<(PathBuf, String), ServiceError> {
+        let (_held, dir, cloned) = self.cloned(locator).await?;
+        if !cloned {
+            fetch(&dir, locator).await?;
+        }
+        let mut cmd = git(Some(&dir), "");
+        cmd.args([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{}^{{commit}}", branch.as_str()),
+        ]);
+        let out = output(cmd).await?;
+        let text = std::str::from_utf8(&out).unwrap_or_default().trim();
+        if snapshot_commit_text(text) {
+            Ok((dir, text.to_owned()))
+        } else {
+            Err(ServiceError::Unreachable)
+        }
+    }
+
+    /// Holds the locator's lock and returns its mirror directory, cloned now when missing
+    /// (`true`: cloned by this call, so it is fresh).
+    async fn cloned(
+        &self,
+        locator: &Locator,
+    ) -> Result<(tokio::sync::OwnedMutexGuard<()>, PathBuf, bool), ServiceError> {
+        let key = vocab::sha256_bare_hex(locator.as_str().as_bytes());
+        let lock = {
+            let mut locks = self.locks.lock().await;
+            Arc::clone(locks.entry(key.clone()).or_default())
+        };
+        let held = lock.lock_owned().await;
+        let dir = self.root.join(format!("{key}.git"));
+        if dir.is_dir() {
+            return Ok((held, dir, false));
+        }
+        super::create_private_dir(&self.root)?;
+        let tmp = self
+            .root
+            .join(format!("{key}.tmp-{}", uuid::Uuid::new_v4().simple()));
+        let mut clone = git(None, locator.protocol());
+        clone
+            .args(["clone", "--mirror", "--quiet", "--no-hardlinks", "--"])
+            .arg(locator.as_str())
+            .arg(&tmp);
+        let cloned = status(clone).await?;
+        if !cloned {
+            let _ = tokio::fs::remove_dir_all(&tmp).await;
+            return Err(ServiceError::Unreachable);
+        }
+        if tokio::fs::rename(&tmp, &dir).await.is_err() {
+            let _ = tokio::fs::remove_dir_all(&tmp).await;
+            if !dir.is_dir() {
+                return Err(ServiceError::State {
+                    detail: "cannot place the mirror",
+                });
+            }
+        }
+        Ok((held, dir, true))
+    }
+}
+
+/// Fetches every ref of the mirror from its locator.
+async fn fetch(dir: &Path, locator: &Locator) -> Result<(), ServiceError> {
+    let mut fetch = git(Some(dir), locator.protocol());
+    fetch.args(["fetch", "--quiet", "--prune", "origin"]);
+    if status(fetch).await? {
+        Ok(())
+    } else {
+        Err(ServiceError::Unreachable)
+    }
+}
+
+/// Runs `git` like [`status`] and returns its stdout when it succeeded (empty otherwise).
+async fn output(mut git: snapshot::Git) -> Result<Vec<u8>, ServiceError> {
+    let cancel = snapshot::GitCancel::new();
+    git.deadline(GIT_NETWORK_TIMEOUT).cancel_with(&cancel);
+    let _cancel = CancelOnDrop(cancel);
+    match tokio::task::spawn_blocking(move || git.run(None)).await {
+        Ok(Ok(out)) if out.success() => Ok(out.stdout),
+        Ok(Ok(_) | Err(snapshot::GitLaunchError::Deadline(_))) => Ok(Vec::new()),
+        Ok(Err(_)) | Err(_) => Err(ServiceError::Git {
+            detail: "git cannot be run",
+        }),
     }
 }
 

@@ -20,6 +20,7 @@ use serde_json::json;
 use vocab::Sha256;
 
 use crate::ServiceError;
+use crate::forge_policy::ForgeConfig;
 
 /// Largest policy file read.
 pub const MAX_REPOSITORY_POLICY_BYTES: u64 = 1024 * 1024;
@@ -45,6 +46,8 @@ struct PolicyFile {
     quotas: Option<QuotasFile>,
     #[serde(default, rename = "repository")]
     repositories: Vec<RuleFile>,
+    #[serde(default, rename = "forge")]
+    forges: Vec<crate::forge_policy::ForgeFile>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -131,6 +134,7 @@ pub struct RepositoryPolicy {
     principals: BTreeMap<String, u64>,
     rules: Vec<RepositoryRule>,
     patterns: GlobSet,
+    forges: Vec<ForgeConfig>,
 }
 
 /// What a job asks for, in the terms the policy checks: its repository, the approval's grants,
@@ -441,7 +445,11 @@ impl RepositoryPolicy {
         file.take(MAX_REPOSITORY_POLICY_BYTES + 1)
             .read_to_end(&mut bytes)
             .map_err(|_| file_error("the repository policy file cannot be read"))?;
-        Self::parse(&bytes)
+        let mut policy = Self::parse(&bytes)?;
+        for forge in &mut policy.forges {
+            forge.read_secret()?;
+        }
+        Ok(policy)
     }
 
     /// Parses and checks a policy document.
@@ -521,7 +529,8 @@ impl RepositoryPolicy {
         let patterns = patterns
             .build()
             .map_err(|_| file_error("the repository patterns cannot be compiled"))?;
-        let canonical = json!({
+        let forges = ForgeConfig::from_files(file.forges)?;
+        let mut canonical = json!({
             "version": 1,
             "unmatched": if refuse_unmatched { "refuse" } else { "allow" },
             "quotas": {
@@ -531,6 +540,15 @@ impl RepositoryPolicy {
             },
             "repositories": canonical_rules,
         });
+        // A policy without forges keeps the digest it had before forges existed.
+        if !forges.is_empty()
+            && let Some(map) = canonical.as_object_mut()
+        {
+            map.insert(
+                "forges".to_owned(),
+                forges.iter().map(ForgeConfig::canonical).collect(),
+            );
+        }
         let digest = vocab::domain_digest(REPOSITORY_POLICY_DIGEST_SCHEMA, "policy", &canonical);
         Ok(Self {
             digest,
@@ -540,7 +558,14 @@ impl RepositoryPolicy {
             principals,
             rules,
             patterns,
+            forges,
         })
+    }
+
+    /// The forge named `name` (its webhook route), if the policy has it.
+    #[must_use]
+    pub fn forge(&self, name: &str) -> Option<&ForgeConfig> {
+        self.forges.iter().find(|f| f.name() == name)
     }
 
     /// The policy's canonical digest.

@@ -71,6 +71,10 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
     let Started { sh, _lock } = started;
     let (phase_tx, phase_rx) = watch::channel(Phase::Run);
     let upkeep = tokio::spawn(maintenance(Arc::clone(&sh), phase_rx.clone()));
+    let intake = tokio::spawn(crate::forge_intake::intake_loop(
+        Arc::clone(&sh),
+        phase_rx.clone(),
+    ));
     let mut tasks: JoinSet<()> = JoinSet::new();
     let name = claim_loop(&sh, &mut tasks, &phase_rx, &mut signals).await;
     tracing::info!(
@@ -83,6 +87,7 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
     // drain began).
     let _ = phase_tx.send(Phase::Drain);
     let _ = upkeep.await;
+    let _ = intake.await;
     drain(&sh, tasks, &phase_tx, &mut signals).await;
     Ok(ServeExit::Drained)
 }
@@ -201,6 +206,7 @@ async fn start_up(
         metrics: Metrics::default(),
         ready: AtomicBool::new(true),
         wake: Notify::new(),
+        forge_wake: Notify::new(),
         token,
         publishing: tokio::sync::Mutex::new(()),
         review_cache: crate::review_cache::ReviewCache::default(),

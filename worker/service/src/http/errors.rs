@@ -114,6 +114,15 @@ impl ApiStatus for ServiceError {
                 StatusCode::FORBIDDEN
             }
             Self::Quota { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::ForgeUnknown => StatusCode::NOT_FOUND,
+            Self::Forge(e) => match e {
+                forge::ForgeError::SignatureMissing { .. }
+                | forge::ForgeError::SignatureMalformed { .. }
+                | forge::ForgeError::SignatureWrong => StatusCode::UNAUTHORIZED,
+                forge::ForgeError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                forge::ForgeError::Secret { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::BAD_REQUEST,
+            },
             _ => class_status(self.class()),
         }
     }

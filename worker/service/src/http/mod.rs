@@ -16,6 +16,7 @@
 mod auth;
 mod body;
 mod errors;
+mod forge_routes;
 mod job_routes;
 mod limits;
 pub(crate) mod review_api;

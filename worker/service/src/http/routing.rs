@@ -27,6 +27,7 @@ pub(super) fn route_name(path: &str) -> &'static str {
         ["", "v1", "jobs", _, "publish"] => "job_publish",
         ["", "v1", "audit"] => "audit",
         ["", "v1", "usage"] => "usage",
+        ["", "v1", "forge", _] => "forge_webhook",
         ["", "ui", ..] => "ui",
         _ => "other",
     }
@@ -52,6 +53,8 @@ pub(crate) fn router(sh: Arc<Shared>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        // The forge's signature authenticates a webhook, not a bearer token.
+        .route("/v1/forge/{name}", post(forge_routes::webhook))
         .merge(protected)
         .merge(ui_routes::router(Arc::clone(&sh)))
         .fallback(not_found)
