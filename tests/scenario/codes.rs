@@ -721,6 +721,7 @@ fn the_scanned_tables_are_the_compiled_tables() {
         ("worker/jobs", jobs::ERROR_CODES),
         ("worker/gate", gate::ERROR_CODES),
         ("worker/publish", publish::ERROR_CODES),
+        ("worker/forge", forge::ERROR_CODES),
         ("worker/policy", policy::ERROR_CODES),
         ("worker/review", review::ERROR_CODES),
         ("worker/ui", ui::ERROR_CODES),

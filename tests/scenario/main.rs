@@ -49,6 +49,7 @@ mod service;
 mod service_api;
 mod service_database;
 mod service_deaths;
+mod service_forge;
 mod service_gates;
 mod service_hostile_clients;
 mod service_janitor;

@@ -303,7 +303,7 @@ async fn work(sh: &Shared, delivery: ForgeDelivery) {
         .await;
     match (finished, outcome) {
         (Ok(jobs::Fenced::Applied), DeliveryOutcome::Submitted(job)) => tracing::info!(
-            code = "PATCH_CANDIDATE_FORGE_JOB",
+            code = "PATCH_CANDIDATE_JOB_SUBMITTED",
             forge = %delivery.forge,
             delivery = %delivery.delivery,
             job = %job,

@@ -171,6 +171,8 @@ impl MirrorCache {
             "--quiet",
             &format!("refs/heads/{}^{{commit}}", branch.as_str()),
         ]);
+        // One object id and a newline.
+        cmd.capture_stdout(64);
         let out = output(cmd).await?;
         let text = std::str::from_utf8(&out).unwrap_or_default().trim();
         if snapshot_commit_text(text) {
@@ -291,6 +293,46 @@ mod tests {
         ] {
             assert!(Locator::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    fn run_git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    /// The branch's tip, cloned the first time and fetched again after it moved; a missing
+    /// branch is unreachable.
+    #[tokio::test]
+    async fn a_branch_tip_is_fetched_into_the_mirror() {
+        let repo = tempfile::tempdir().unwrap();
+        std::fs::write(repo.path().join("a"), "1").unwrap();
+        run_git(repo.path(), &["init", "-q", "-b", "main"]);
+        run_git(repo.path(), &["add", "-A"]);
+        run_git(repo.path(), &["commit", "-qm", "one"]);
+        let first = run_git(repo.path(), &["rev-parse", "HEAD"]);
+        let cache_dir = tempfile::tempdir().unwrap();
+        let cache = MirrorCache::new(cache_dir.path().join("mirrors"));
+        let locator = Locator::parse(repo.path().to_str().unwrap()).unwrap();
+        let main = publish::BranchName::parse("main").unwrap();
+        let (dir, tip) = cache.fetch_branch(&locator, &main).await.unwrap();
+        assert_eq!(tip, first);
+        std::fs::write(repo.path().join("a"), "2").unwrap();
+        run_git(repo.path(), &["commit", "-qam", "two"]);
+        let second = run_git(repo.path(), &["rev-parse", "HEAD"]);
+        let (again, tip) = cache.fetch_branch(&locator, &main).await.unwrap();
+        assert_eq!((again, tip), (dir, second));
+        let other = publish::BranchName::parse("release").unwrap();
+        assert!(matches!(
+            cache.fetch_branch(&locator, &other).await,
+            Err(ServiceError::Unreachable)
+        ));
     }
 
     /// r_mirror_keeps_the_hosts_home: the mirror's git gets nothing of the host's environment
