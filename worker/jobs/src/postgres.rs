@@ -49,8 +49,8 @@ const NOW: &str = "(extract(epoch FROM now()) * 1000)::bigint";
 const LEDGER_COLUMNS: &str =
     "principal, repository, day, requests, input_tokens, output_tokens, total_tokens";
 /// The principal and repository of the job row in scope (its `spec_json`).
-const LEDGER_JOB: &str = "COALESCE(spec_json::jsonb ->> 'submitted_by', ''),
-     COALESCE(spec_json::jsonb ->> 'repository', '')";
+const LEDGER_JOB: &str = "COALESCE(spec_json::json ->> 'submitted_by', ''),
+     COALESCE(spec_json::json ->> 'repository', '')";
 /// Recording an attempt again replaces its document and counts (its first day stays).
 const LEDGER_UPSERT: &str = "ON CONFLICT (job_id, attempt_id) DO UPDATE SET
      usage_json = excluded.usage_json, principal = excluded.principal,
@@ -99,9 +99,9 @@ static CLAIM_SPEND: LazyLock<String> = LazyLock::new(|| {
         &format!(
             "
              LEFT JOIN spend_daily p ON p.scope = 'p' AND p.day = {NOW} / {DAY_MS}
-                 AND p.name = COALESCE(upd.spec_json::jsonb ->> 'submitted_by', '')
+                 AND p.name = COALESCE(upd.spec_json::json ->> 'submitted_by', '')
              LEFT JOIN spend_daily r ON r.scope = 'r' AND r.day = {NOW} / {DAY_MS}
-                 AND r.name = COALESCE(upd.spec_json::jsonb ->> 'repository', '')"
+                 AND r.name = COALESCE(upd.spec_json::json ->> 'repository', '')"
         ),
     )
 });

@@ -1,8 +1,8 @@
 //! From a verified forge delivery to a job.
 //!
-//! [`accept`] runs in the webhook request: the delivery is looked up (a redelivery answers with
-//! what was recorded and changes nothing), parsed, and judged against the forge's entry in the
-//! repository policy: a label or a command word, from a forge user the policy maps to a
+//! [`accept`] runs in the webhook request: the delivery is parsed and judged against the forge's
+//! entry in the repository policy, then recorded (a redelivery answers with what was recorded
+//! and changes nothing): a label or a command word, from a forge user the policy maps to a
 //! principal whose token has the `submit` role, on a project the policy has a template for.
 //! Anything else is recorded as ignored with a reason. A trigger is recorded as queued with a
 //! small trigger document (never the payload) and a subject key, so the forge hears back within
@@ -197,13 +197,9 @@ pub(crate) async fn accept(
     delivery: &Delivery,
     body: &[u8],
 ) -> Result<(ForgeDelivery, bool), ServiceError> {
-    if let Some(row) = sh
-        .store
-        .forge_delivery(forge.name(), delivery.id.as_str())
-        .await?
-    {
-        return Ok((row, false));
-    }
+    // No lookup first: the insert below is the dedupe (a known delivery id or subject inserts
+    // nothing and returns the recorded row), and a new delivery, the common case, costs one
+    // round trip less.
     let decision = match forge::parse_event(delivery, body)? {
         None => Decision::Ignore("event"),
         Some(event) => decide(forge, event, |p| async move { may_submit(sh, &p).await }).await?,
