@@ -274,10 +274,9 @@ async fn forge_webhooks(database: Option<&str>) {
         assert_eq!(store.forge_delivery("github", id).await.unwrap(), None);
     }
 
-    // An unmapped user, a mapped principal without `submit`, another label: ignored.
+    // An unmapped user, another label: ignored.
     for (id, login, label, reason) in [
         ("d-unmapped", "octo-stranger", "bug", "unmapped_user"),
-        ("d-reviewer", "mallory", "bug", "no_submit_role"),
         ("d-label", "Codertocat", "wontfix", "other_label"),
     ] {
         let mut other = labeled.clone();
@@ -294,6 +293,23 @@ async fn forge_webhooks(database: Option<&str>) {
         assert_eq!(answer["state"], "ignored", "{answer}");
         assert_eq!(answer["reason"], reason, "{answer}");
     }
+    // A mapped principal without `submit`: queued, then refused when its job would be built.
+    let mut other = labeled.clone();
+    other["sender"]["login"] = "mallory".into();
+    other["issue"]["number"] = 2.into();
+    let body = serde_json::to_vec(&other).unwrap();
+    let (status, answer) = deliver(
+        &service,
+        "github",
+        &github_headers("issues", "d-reviewer", &body),
+        &body,
+    );
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(answer["state"], "queued", "{answer}");
+    let row = wait_delivery(&store, "github", "d-reviewer").await;
+    assert_eq!(row.state, jobs::DeliveryState::Refused, "{row:?}");
+    assert_eq!(row.reason, "PATCH_CANDIDATE_SERVICE_FORBIDDEN");
+    assert_eq!(row.job_id, None);
     // An event we do not act on: acknowledged and ignored.
     let ping = br#"{"zen": "Keep it logically awesome.", "hook_id": 1}"#;
     let (status, answer) = deliver(
@@ -340,7 +356,7 @@ async fn forge_webhooks(database: Option<&str>) {
     assert_eq!(store.list(None, 100).await.unwrap().len(), 3);
     let metrics = metrics_text(service.addr, &service.token());
     assert!(
-        metrics.contains("patch_candidate_forge_deliveries_total{state=\"queued\"} 3"),
+        metrics.contains("patch_candidate_forge_deliveries_total{state=\"queued\"} 4"),
         "{metrics}"
     );
     assert!(

@@ -1,14 +1,15 @@
 //! From a verified forge delivery to a job.
 //!
 //! [`accept`] runs in the webhook request: the delivery is parsed and judged against the forge's
-//! entry in the repository policy, then recorded (a redelivery answers with what was recorded
-//! and changes nothing): a label or a command word, from a forge user the policy maps to a
-//! principal whose token has the `submit` role, on a project the policy has a template for.
+//! entry in the repository policy, with no store access, then recorded (a redelivery answers
+//! with what was recorded and changes nothing). A trigger is a label or a command word, from a
+//! forge user the policy maps to a principal, on a project the policy has a template for.
 //! Anything else is recorded as ignored with a reason. A trigger is recorded as queued with a
 //! small trigger document (never the payload) and a subject key, so the forge hears back within
 //! milliseconds and a replay under another delivery id is a duplicate too.
 //!
-//! [`intake_loop`] (one per host) works the queued deliveries off under a lease: it fetches the
+//! [`intake_loop`] (one per host) works the queued deliveries off under a lease: it checks that
+//! the principal's live token has the `submit` role (else the delivery is refused), fetches the
 //! project's base branch, pins its tip in the delivery's row (first host wins, so a retry builds
 //! the same job), writes the approval from the template ([`snapshot::approval_document`]) and
 //! submits the job through the same checks as `POST /v1/jobs` (repository policy, quotas,
@@ -82,17 +83,9 @@ fn after_command<'a>(text: &'a str, command: &str) -> Option<&'a str> {
     }
 }
 
-/// Judges an event against the forge's policy entry; `may_submit` says whether a principal's
-/// live token has the `submit` role.
-async fn decide<F, Fut>(
-    forge: &ForgeConfig,
-    event: ForgeEvent,
-    may_submit: F,
-) -> Result<Decision, ServiceError>
-where
-    F: FnOnce(String) -> Fut,
-    Fut: std::future::Future<Output = Result<bool, ServiceError>>,
-{
+/// Judges an event against the forge's policy entry (no store access: the principal's role is
+/// checked when the job is built).
+fn decide(forge: &ForgeConfig, event: ForgeEvent) -> Result<Decision, ServiceError> {
     let (repository, issue, sender, kind, text, subject_key) = match event {
         ForgeEvent::IssueLabeled {
             repository,
@@ -156,9 +149,6 @@ where
     if forge.project(repository.path.as_str()).is_none() {
         return Ok(Decision::Ignore("no_project"));
     }
-    if !may_submit(principal.to_owned()).await? {
-        return Ok(Decision::Ignore("no_submit_role"));
-    }
     // The content policy: lines that hold a secret, hidden text or an escape never reach the
     // agent, the job store or a log.
     let task = policy::withhold_flagged_lines(&text)
@@ -202,7 +192,7 @@ pub(crate) async fn accept(
     // round trip less.
     let decision = match forge::parse_event(delivery, body)? {
         None => Decision::Ignore("event"),
-        Some(event) => decide(forge, event, |p| async move { may_submit(sh, &p).await }).await?,
+        Some(event) => decide(forge, event)?,
     };
     let new = match decision {
         Decision::Ignore(reason) => NewForgeDelivery {
@@ -332,6 +322,13 @@ async fn build_job(sh: &Shared, delivery: &ForgeDelivery) -> Result<vocab::JobId
         .clone()
         .and_then(|t| serde_json::from_value(t).ok())
         .ok_or_else(|| trigger_error("the delivery's trigger document is unreadable"))?;
+    // The mapped principal must hold `submit` now, when its job is built (a revoked token or a
+    // lost role refuses the delivery).
+    if !may_submit(sh, &trigger.principal).await? {
+        return Err(ServiceError::Forbidden {
+            role: jobs::Role::Submit,
+        });
+    }
     let policy = sh
         .policy()
         .ok_or_else(|| trigger_error("no repository policy is in force"))?;
