@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Forge webhook handling against a real `serve`: signed GitHub `issues` deliveries (an issue
-labelled by a mapped user with `submit`: verify, dedupe, parse, judge, enqueue) sent open-loop
+labelled by a mapped user: verify, parse, judge, dedupe and enqueue in one insert) sent open-loop
 at RATE per second for SECONDS, each with a new delivery id and issue number, from 8 keep-alive
 connections. `GET /healthz` on the same listener, interleaved at 20 per second, is the HTTP
 floor of the same run. Prints one JSON line per database: p50, p90, p99 and max of each, the
