@@ -1301,6 +1301,162 @@ fn publish_facts(conn: &Connection, id: &JobId) -> Result<PublishFacts> {
     })
 }
 
+/// Forge deliveries (`crate::intake`).
+impl SqliteStore {
+    pub(crate) async fn record_forge_delivery(
+        &self,
+        new: NewForgeDelivery,
+        trigger: Option<String>,
+    ) -> Result<(ForgeDelivery, bool)> {
+        self.run(move |conn| {
+            let tx = immediate(conn)?;
+            let now = now_unix_ms();
+            // A duplicate delivery id or subject inserts nothing (either unique key).
+            let inserted = tx
+                .execute(
+                    "INSERT INTO forge_deliveries (forge, delivery, received_at, state, reason,
+                         subject, trigger_json, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?3) ON CONFLICT DO NOTHING",
+                    params![
+                        new.forge,
+                        new.delivery,
+                        now,
+                        new.state.as_str(),
+                        new.reason,
+                        new.subject,
+                        trigger
+                    ],
+                )
+                .map_err(map_err)?;
+            let by_delivery = one_opt(
+                &tx,
+                &format!(
+                    "SELECT {DELIVERY_COLUMNS} FROM forge_deliveries
+                     WHERE forge = ?1 AND delivery = ?2"
+                ),
+                params![new.forge, new.delivery],
+                |r| delivery_row(r),
+            )?;
+            let row = match by_delivery {
+                Some(row) => row,
+                None => one(
+                    &tx,
+                    &format!(
+                        "SELECT {DELIVERY_COLUMNS} FROM forge_deliveries
+                         WHERE forge = ?1 AND subject = ?2"
+                    ),
+                    params![new.forge, new.subject],
+                    |r| delivery_row(r),
+                )?,
+            };
+            tx.commit().map_err(map_err)?;
+            Ok((row, inserted == 1))
+        })
+        .await
+    }
+
+    pub(crate) async fn forge_delivery(
+        &self,
+        forge: String,
+        delivery: String,
+    ) -> Result<Option<ForgeDelivery>> {
+        self.run(move |conn| {
+            one_opt(
+                conn,
+                &format!(
+                    "SELECT {DELIVERY_COLUMNS} FROM forge_deliveries
+                     WHERE forge = ?1 AND delivery = ?2"
+                ),
+                params![forge, delivery],
+                |r| delivery_row(r),
+            )
+        })
+        .await
+    }
+
+    pub(crate) async fn claim_forge_delivery(
+        &self,
+        host: HostId,
+        lease: Duration,
+    ) -> Result<Option<ForgeDelivery>> {
+        self.run(move |conn| {
+            let tx = immediate(conn)?;
+            let now = now_unix_ms();
+            let row = one_opt(
+                &tx,
+                &format!(
+                    "UPDATE forge_deliveries SET holder = ?1, lease_until = ?2,
+                         attempts = attempts + 1, updated_at = ?3
+                     WHERE (forge, delivery) IN (
+                         SELECT forge, delivery FROM forge_deliveries
+                         WHERE state = 'queued' AND (lease_until IS NULL OR lease_until <= ?3)
+                         ORDER BY received_at, forge, delivery LIMIT 1)
+                     RETURNING {DELIVERY_COLUMNS}"
+                ),
+                params![host.as_str(), now.saturating_add(duration_ms(lease)), now],
+                |r| delivery_row(r),
+            )?;
+            tx.commit().map_err(map_err)?;
+            Ok(row)
+        })
+        .await
+    }
+
+    pub(crate) async fn pin_forge_base(
+        &self,
+        forge: String,
+        delivery: String,
+        host: HostId,
+        commit: String,
+    ) -> Result<Option<String>> {
+        self.run(move |conn| {
+            one_opt(
+                conn,
+                "UPDATE forge_deliveries SET base_commit = COALESCE(base_commit, ?3)
+                 WHERE forge = ?1 AND delivery = ?2 AND holder = ?4 AND state = 'queued'
+                 RETURNING base_commit",
+                params![forge, delivery, commit, host.as_str()],
+                |r| first(r),
+            )
+        })
+        .await
+    }
+
+    pub(crate) async fn finish_forge_delivery(
+        &self,
+        forge: String,
+        delivery: String,
+        host: HostId,
+        outcome: DeliveryOutcome,
+    ) -> Result<Fenced> {
+        self.run(move |conn| {
+            let (state, reason, job) = outcome.columns();
+            let n = conn
+                .execute(
+                    "UPDATE forge_deliveries SET state = ?3, reason = ?4, job_id = ?5,
+                         holder = NULL, lease_until = NULL, updated_at = ?6
+                     WHERE forge = ?1 AND delivery = ?2 AND holder = ?7 AND state = 'queued'",
+                    params![
+                        forge,
+                        delivery,
+                        state,
+                        reason,
+                        job,
+                        now_unix_ms(),
+                        host.as_str()
+                    ],
+                )
+                .map_err(map_err)?;
+            Ok(if n == 1 {
+                Fenced::Applied
+            } else {
+                Fenced::Lost
+            })
+        })
+        .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1592,161 +1748,5 @@ mod tests {
                 .any(|d| d.contains("USING INDEX jobs_by_parent")),
             "{plan:?}"
         );
-    }
-}
-
-/// Forge deliveries (`crate::intake`).
-impl SqliteStore {
-    pub(crate) async fn record_forge_delivery(
-        &self,
-        new: NewForgeDelivery,
-        trigger: Option<String>,
-    ) -> Result<(ForgeDelivery, bool)> {
-        self.run(move |conn| {
-            let tx = immediate(conn)?;
-            let now = now_unix_ms();
-            // A duplicate delivery id or subject inserts nothing (either unique key).
-            let inserted = tx
-                .execute(
-                    "INSERT INTO forge_deliveries (forge, delivery, received_at, state, reason,
-                         subject, trigger_json, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?3) ON CONFLICT DO NOTHING",
-                    params![
-                        new.forge,
-                        new.delivery,
-                        now,
-                        new.state.as_str(),
-                        new.reason,
-                        new.subject,
-                        trigger
-                    ],
-                )
-                .map_err(map_err)?;
-            let by_delivery = one_opt(
-                &tx,
-                &format!(
-                    "SELECT {DELIVERY_COLUMNS} FROM forge_deliveries
-                     WHERE forge = ?1 AND delivery = ?2"
-                ),
-                params![new.forge, new.delivery],
-                |r| delivery_row(r),
-            )?;
-            let row = match by_delivery {
-                Some(row) => row,
-                None => one(
-                    &tx,
-                    &format!(
-                        "SELECT {DELIVERY_COLUMNS} FROM forge_deliveries
-                         WHERE forge = ?1 AND subject = ?2"
-                    ),
-                    params![new.forge, new.subject],
-                    |r| delivery_row(r),
-                )?,
-            };
-            tx.commit().map_err(map_err)?;
-            Ok((row, inserted == 1))
-        })
-        .await
-    }
-
-    pub(crate) async fn forge_delivery(
-        &self,
-        forge: String,
-        delivery: String,
-    ) -> Result<Option<ForgeDelivery>> {
-        self.run(move |conn| {
-            one_opt(
-                conn,
-                &format!(
-                    "SELECT {DELIVERY_COLUMNS} FROM forge_deliveries
-                     WHERE forge = ?1 AND delivery = ?2"
-                ),
-                params![forge, delivery],
-                |r| delivery_row(r),
-            )
-        })
-        .await
-    }
-
-    pub(crate) async fn claim_forge_delivery(
-        &self,
-        host: HostId,
-        lease: Duration,
-    ) -> Result<Option<ForgeDelivery>> {
-        self.run(move |conn| {
-            let tx = immediate(conn)?;
-            let now = now_unix_ms();
-            let row = one_opt(
-                &tx,
-                &format!(
-                    "UPDATE forge_deliveries SET holder = ?1, lease_until = ?2,
-                         attempts = attempts + 1, updated_at = ?3
-                     WHERE (forge, delivery) IN (
-                         SELECT forge, delivery FROM forge_deliveries
-                         WHERE state = 'queued' AND (lease_until IS NULL OR lease_until <= ?3)
-                         ORDER BY received_at, forge, delivery LIMIT 1)
-                     RETURNING {DELIVERY_COLUMNS}"
-                ),
-                params![host.as_str(), now.saturating_add(duration_ms(lease)), now],
-                |r| delivery_row(r),
-            )?;
-            tx.commit().map_err(map_err)?;
-            Ok(row)
-        })
-        .await
-    }
-
-    pub(crate) async fn pin_forge_base(
-        &self,
-        forge: String,
-        delivery: String,
-        host: HostId,
-        commit: String,
-    ) -> Result<Option<String>> {
-        self.run(move |conn| {
-            one_opt(
-                conn,
-                "UPDATE forge_deliveries SET base_commit = COALESCE(base_commit, ?3)
-                 WHERE forge = ?1 AND delivery = ?2 AND holder = ?4 AND state = 'queued'
-                 RETURNING base_commit",
-                params![forge, delivery, commit, host.as_str()],
-                |r| first(r),
-            )
-        })
-        .await
-    }
-
-    pub(crate) async fn finish_forge_delivery(
-        &self,
-        forge: String,
-        delivery: String,
-        host: HostId,
-        outcome: DeliveryOutcome,
-    ) -> Result<Fenced> {
-        self.run(move |conn| {
-            let (state, reason, job) = outcome.columns();
-            let n = conn
-                .execute(
-                    "UPDATE forge_deliveries SET state = ?3, reason = ?4, job_id = ?5,
-                         holder = NULL, lease_until = NULL, updated_at = ?6
-                     WHERE forge = ?1 AND delivery = ?2 AND holder = ?7 AND state = 'queued'",
-                    params![
-                        forge,
-                        delivery,
-                        state,
-                        reason,
-                        job,
-                        now_unix_ms(),
-                        host.as_str()
-                    ],
-                )
-                .map_err(map_err)?;
-            Ok(if n == 1 {
-                Fenced::Applied
-            } else {
-                Fenced::Lost
-            })
-        })
-        .await
     }
 }
