@@ -429,7 +429,7 @@ fn submit(args: &SubmitArgs) -> Result<Outcome, CliError> {
     let policy = args
         .repository_policy
         .as_deref()
-        .map(service::RepositoryPolicy::load)
+        .map(service::RepositoryPolicy::load_rules)
         .transpose()?;
     let rt = tokio_runtime()?;
     let mirrors = MirrorCache::new(state::MIRRORS.path_in(&state));

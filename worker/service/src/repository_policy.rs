@@ -433,11 +433,27 @@ impl RepositoryRule {
 }
 
 impl RepositoryPolicy {
-    /// Reads and checks the policy file at `path` (at most [`MAX_REPOSITORY_POLICY_BYTES`]).
+    /// Reads and checks the policy file at `path` (at most [`MAX_REPOSITORY_POLICY_BYTES`]) and
+    /// the webhook secret file of each of its forges (what `serve` runs under).
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_SERVICE_POLICY_FILE` when it or a secret file cannot be read or fails a
+    /// check.
+    pub fn load(path: &Path) -> Result<Self, ServiceError> {
+        let mut policy = Self::load_rules(path)?;
+        for forge in &mut policy.forges {
+            forge.read_secret()?;
+        }
+        Ok(policy)
+    }
+
+    /// Reads and checks the policy file at `path` like [`RepositoryPolicy::load`], without
+    /// reading its forges' webhook secrets: what `jobs submit --repository-policy` admits a job
+    /// under (it needs the rules, never a secret; its forges answer no webhook).
     ///
     /// # Errors
     /// `PATCH_CANDIDATE_SERVICE_POLICY_FILE` when it cannot be read or fails a check.
-    pub fn load(path: &Path) -> Result<Self, ServiceError> {
+    pub fn load_rules(path: &Path) -> Result<Self, ServiceError> {
         use std::io::Read as _;
         let file = std::fs::File::open(path)
             .map_err(|_| file_error("the repository policy file cannot be opened"))?;
@@ -445,11 +461,7 @@ impl RepositoryPolicy {
         file.take(MAX_REPOSITORY_POLICY_BYTES + 1)
             .read_to_end(&mut bytes)
             .map_err(|_| file_error("the repository policy file cannot be read"))?;
-        let mut policy = Self::parse(&bytes)?;
-        for forge in &mut policy.forges {
-            forge.read_secret()?;
-        }
-        Ok(policy)
+        Self::parse(&bytes)
     }
 
     /// Parses and checks a policy document.

@@ -329,3 +329,36 @@ fn a_policy_file_is_loaded_from_disk_and_a_missing_one_is_a_file_error() {
         "PATCH_CANDIDATE_SERVICE_POLICY_FILE"
     );
 }
+
+/// `load` reads every forge's webhook secret (a missing one fails, naming the field, never the
+/// path's content); `load_rules` reads the rules alone.
+#[test]
+fn forge_secrets_are_read_by_load_only() {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("github.secret");
+    let file = dir.path().join("policy.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "version = 1\n[[forge]]\nname = \"github\"\nkind = \"github\"\nsecret_file = \"{}\"\nlabel = \"agent\"\n",
+            secret.display()
+        ),
+    )
+    .unwrap();
+    let err = RepositoryPolicy::load(&file).unwrap_err().to_string();
+    assert!(err.contains("forge.secret_file"), "{err}");
+    let rules = RepositoryPolicy::load_rules(&file).unwrap();
+    assert!(rules.forge("github").unwrap().secret().is_none());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&secret)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"s3cret"))
+        .unwrap();
+    let loaded = RepositoryPolicy::load(&file).unwrap();
+    assert!(loaded.forge("github").unwrap().secret().is_some());
+    assert!(loaded.forge("gitlab").is_none());
+    assert_eq!(loaded.digest(), rules.digest());
+}
