@@ -404,3 +404,143 @@ pub fn gateway_sse(data: &[u8]) {
         assert_eq!(answer.usage(), oracle, "JSON answer and oracle disagree");
     }
 }
+
+/// The webhook secret of [`forge_webhook`], read once from a private file (the only way a
+/// `forge::WebhookSecret` is made).
+fn forge_secret() -> &'static forge::WebhookSecret {
+    static SECRET: std::sync::OnceLock<forge::WebhookSecret> = std::sync::OnceLock::new();
+    SECRET.get_or_init(|| {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let path = std::env::temp_dir().join(format!(
+            "patch-candidate-fuzz-forge-{}.secret",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .expect("the secret file is created");
+        f.write_all(FORGE_SECRET).expect("the secret is written");
+        drop(f);
+        let secret = forge::WebhookSecret::from_file(&path).expect("the secret file is read");
+        let _ = std::fs::remove_file(&path);
+        secret
+    })
+}
+
+const FORGE_SECRET: &[u8] = b"fuzz-secret-0123456789";
+
+/// Forge webhooks: byte 0 picks the forge, byte 1 the event header, the rest is the body.
+///
+/// Invariants, beyond "no panic":
+/// * a body signed with the secret (an independent HMAC, the `hmac` crate used directly) is
+///   verified, and names the delivery and event it was sent with;
+/// * the same delivery with one signature bit flipped (GitLab: another token) is refused with
+///   `PATCH_CANDIDATE_FORGE_SIGNATURE_WRONG`, never accepted;
+/// * a parsed event keeps every text within its bound (title, body, comment, labels) and every
+///   label non-empty, and parsing is deterministic.
+pub fn forge_webhook(data: &[u8]) {
+    use hmac::Mac as _;
+    let (Some(&k), Some(&e)) = (data.first(), data.get(1)) else {
+        return;
+    };
+    let body = data.get(2..).unwrap_or_default();
+    let kind = match k % 3 {
+        0 => forge::ForgeKind::GitHub,
+        1 => forge::ForgeKind::Gitea,
+        _ => forge::ForgeKind::GitLab,
+    };
+    let events: &[&str] = match kind {
+        forge::ForgeKind::GitHub => &["issues", "issue_comment", "ping", "push"],
+        forge::ForgeKind::Gitea => &[
+            "issues",
+            "issue_label",
+            "issue_comment",
+            "pull_request_comment",
+        ],
+        _ => &["Issue Hook", "Note Hook", "Merge Request Hook", "Push Hook"],
+    };
+    let event = events[usize::from(e) % events.len()];
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(FORGE_SECRET).expect("any key");
+    mac.update(body);
+    let hex: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let headers = |signature: &str| {
+        let mut h = http::HeaderMap::new();
+        let mut put = |name: &'static str, value: &str| {
+            h.insert(name, http::HeaderValue::from_str(value).expect("ascii"));
+        };
+        match kind {
+            forge::ForgeKind::GitHub => {
+                put("x-github-event", event);
+                put("x-github-delivery", "fuzz-1");
+                put("x-hub-signature-256", &format!("sha256={signature}"));
+            }
+            forge::ForgeKind::Gitea => {
+                put("x-gitea-event", event);
+                put("x-gitea-delivery", "fuzz-1");
+                put("x-gitea-signature", signature);
+            }
+            _ => {
+                put("x-gitlab-event", event);
+                put("x-gitlab-event-uuid", "fuzz-1");
+                put("x-gitlab-token", signature);
+            }
+        }
+        h
+    };
+    let good = match kind {
+        forge::ForgeKind::GitLab => std::str::from_utf8(FORGE_SECRET).expect("ascii").to_owned(),
+        _ => hex.clone(),
+    };
+    let verified = forge::verify(kind, &headers(&good), body, forge_secret());
+    if body.len() > forge::MAX_WEBHOOK_BODY_BYTES {
+        assert!(verified.is_err(), "an oversized body is refused");
+        return;
+    }
+    let delivery = verified.expect("a correctly signed delivery verifies");
+    assert_eq!(delivery.id.as_str(), "fuzz-1");
+    assert_eq!(delivery.event.as_str(), event);
+    let bad = match kind {
+        forge::ForgeKind::GitLab => "another-token".to_owned(),
+        _ => {
+            let flip = if hex.starts_with('0') { "1" } else { "0" };
+            format!("{flip}{}", hex.get(1..).unwrap_or_default())
+        }
+    };
+    let refused = forge::verify(kind, &headers(&bad), body, forge_secret())
+        .expect_err("a wrong signature is refused");
+    assert_eq!(refused.code(), "PATCH_CANDIDATE_FORGE_SIGNATURE_WRONG");
+
+    let parsed = forge::parse_event(&delivery, body);
+    let again = forge::parse_event(&delivery, body);
+    assert_eq!(parsed.is_ok(), again.is_ok(), "parsing is deterministic");
+    match parsed {
+        Ok(Some(forge::ForgeEvent::IssueLabeled {
+            issue,
+            labels_added,
+            ..
+        })) => {
+            assert!(issue.title.len() <= forge::MAX_TITLE_BYTES);
+            assert!(issue.body.len() <= forge::MAX_TEXT_BYTES);
+            assert!(!labels_added.is_empty());
+            assert!(labels_added.iter().all(|l| !l.is_empty() && l.len() <= 255));
+        }
+        Ok(Some(forge::ForgeEvent::Comment { body, .. })) => {
+            assert!(body.len() <= forge::MAX_TEXT_BYTES);
+        }
+        Ok(_) => {}
+        Err(e) => assert!(
+            e.code().starts_with("PATCH_CANDIDATE_FORGE_"),
+            "{}",
+            e.code()
+        ),
+    }
+}

@@ -77,6 +77,7 @@ fn parse_args() -> Result<Args, String> {
         "tunnel_decoder" => patch_candidate_fuzz::tunnel_decoder,
         "gateway_http" => patch_candidate_fuzz::gateway_http,
         "gateway_sse" => patch_candidate_fuzz::gateway_sse,
+        "forge_webhook" => patch_candidate_fuzz::forge_webhook,
         other => return Err(format!("unknown target {other}")),
     };
     let mut args = Args {

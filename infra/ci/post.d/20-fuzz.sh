@@ -17,7 +17,7 @@ cd "$(dirname "$0")/../../.."
 manifest=fuzz/Cargo.toml
 target_dir=target/fuzz
 cargo build --release --locked --manifest-path "$manifest" --target-dir "$target_dir" --bins
-echo "fuzz: archive_reader, archive_paths, gate_wire, tunnel_decoder, gateway_http and gateway_sse compile with $(rustc --version)" >&2
+echo "fuzz: archive_reader, archive_paths, gate_wire, tunnel_decoder, gateway_http, gateway_sse and forge_webhook compile with $(rustc --version)" >&2
 
 corpora() {
   local target=$1
@@ -145,6 +145,35 @@ runner gateway_http --mutations 256 --random 4000 "${http_seeds[@]}"
 runner gateway_sse --mutations 256 --random 4000 "${sse_seeds[@]}"
 rm -rf "$live_seeds"
 
+# Forge webhooks: the forge crate's documented payload fixtures as seeds, each prefixed with its
+# forge and event header bytes (byte 0: 0 GitHub, 1 Gitea, 2 GitLab; byte 1: the event's index
+# in the target's list), then their mutations and random inputs. Every input is signed by the
+# target itself, so the mutations reach the payload parser.
+forge_seeds="$(mktemp -d)"
+python3 - "$forge_seeds" <<'PY'
+import os, sys
+out = sys.argv[1]
+src = "worker/forge/tests/fixtures"
+prefix = {
+    "github-issues-labeled.json": (0, 0),
+    "github-issue-comment-issue.json": (0, 1),
+    "github-issue-comment-pull.json": (0, 1),
+    "gitea-issue-label-updated.json": (1, 1),
+    "gitea-issue-comment.json": (1, 2),
+    "gitlab-issue-hook-labels.json": (2, 0),
+    "gitlab-note-issue.json": (2, 1),
+    "gitlab-note-merge-request.json": (2, 1),
+}
+for name, (kind, event) in prefix.items():
+    with open(os.path.join(src, name), "rb") as f:
+        data = f.read()
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(bytes([kind, event]) + data)
+PY
+mapfile -t forge_seed_dirs < <(corpora forge_webhook "$forge_seeds")
+runner forge_webhook --mutations 64 --random 2000 "${forge_seed_dirs[@]}"
+rm -rf "$forge_seeds"
+
 if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
   echo "fuzz: no nightly toolchain; coverage-guided fuzzing skipped (the stable runs above passed)" >&2
   exit 0
@@ -178,7 +207,7 @@ run archive_reader 45 "corpus/archive_reader"
 run archive_paths 15 "corpus/archive_paths"
 mkdir -p corpus/gate_wire
 run gate_wire 15 "corpus/gate_wire"
-for target in tunnel_decoder gateway_http gateway_sse; do
+for target in tunnel_decoder gateway_http gateway_sse forge_webhook; do
   mkdir -p "corpus/$target"
   run "$target" 15 "corpus/$target"
 done
