@@ -265,6 +265,21 @@ fn comment_event(kind: ForgeKind, event: Commented, pull: bool) -> Result<ForgeE
     })
 }
 
+impl IssueRef {
+    /// An issue with its title and body checked ([`title`], [`text`]).
+    fn checked(
+        number: NonZeroU64,
+        title_text: String,
+        body: Option<String>,
+    ) -> Result<Self, ForgeError> {
+        Ok(Self {
+            number,
+            title: title(title_text)?,
+            body: text(body)?,
+        })
+    }
+}
+
 fn github(event: &str, body: &[u8]) -> Result<Option<ForgeEvent>, ForgeError> {
     let kind = ForgeKind::GitHub;
     match event {
@@ -275,11 +290,7 @@ fn github(event: &str, body: &[u8]) -> Result<Option<ForgeEvent>, ForgeError> {
             }
             Ok(Some(ForgeEvent::IssueLabeled {
                 repository: event.repository.typed(kind)?,
-                issue: IssueRef {
-                    number: event.issue.number,
-                    title: title(event.issue.title)?,
-                    body: text(event.issue.body)?,
-                },
+                issue: IssueRef::checked(event.issue.number, event.issue.title, event.issue.body)?,
                 labels_added: labels([event.label.name])?,
                 sender: event.sender.typed(kind)?,
             }))
@@ -305,11 +316,7 @@ fn gitea(event: &str, body: &[u8]) -> Result<Option<ForgeEvent>, ForgeError> {
             }
             Ok(Some(ForgeEvent::IssueLabeled {
                 repository: event.repository.typed(kind)?,
-                issue: IssueRef {
-                    number: event.issue.number,
-                    title: title(event.issue.title)?,
-                    body: text(event.issue.body)?,
-                },
+                issue: IssueRef::checked(event.issue.number, event.issue.title, event.issue.body)?,
                 labels_added: added,
                 sender: event.sender.typed(kind)?,
             }))
@@ -438,11 +445,11 @@ fn gitlab(event: &str, body: &[u8]) -> Result<Option<ForgeEvent>, ForgeError> {
             }
             Ok(Some(ForgeEvent::IssueLabeled {
                 repository: hook.project.typed()?,
-                issue: IssueRef {
-                    number: hook.object_attributes.iid,
-                    title: title(hook.object_attributes.title)?,
-                    body: text(hook.object_attributes.description)?,
-                },
+                issue: IssueRef::checked(
+                    hook.object_attributes.iid,
+                    hook.object_attributes.title,
+                    hook.object_attributes.description,
+                )?,
                 labels_added: added,
                 sender: ForgeUser::parse(kind, &hook.user.username)?,
             }))

@@ -1271,26 +1271,31 @@ impl PgStore {
         trigger: Option<String>,
     ) -> Result<(ForgeDelivery, bool)> {
         let client = self.client().await?;
-        // A duplicate delivery id or subject inserts nothing (either unique key); the row is then
-        // read by the delivery id, else by the subject (committed by the other writer).
-        let inserted = client
-            .execute(
-                &format!(
-                    "INSERT INTO forge_deliveries (forge, delivery, received_at, state, reason,
-                         subject, trigger_json, updated_at)
-                     VALUES ($1, $2, {NOW}, $3, $4, $5, $6, {NOW}) ON CONFLICT DO NOTHING"
-                ),
-                &[
-                    &new.forge,
-                    &new.delivery,
-                    &new.state.as_str(),
-                    &new.reason,
-                    &new.subject,
-                    &trigger,
-                ],
-            )
-            .await
-            .map_err(pg)?;
+        // A duplicate delivery id or subject inserts nothing (either unique key); only then is
+        // the recorded row read, by the delivery id, else by the subject (committed by the other
+        // writer). A new delivery costs one statement.
+        let inserted = one_opt(
+            &client,
+            &format!(
+                "INSERT INTO forge_deliveries (forge, delivery, received_at, state, reason,
+                     subject, trigger_json, updated_at)
+                 VALUES ($1, $2, {NOW}, $3, $4, $5, $6, {NOW}) ON CONFLICT DO NOTHING
+                 RETURNING {DELIVERY_COLUMNS}"
+            ),
+            &[
+                &new.forge,
+                &new.delivery,
+                &new.state.as_str(),
+                &new.reason,
+                &new.subject,
+                &trigger,
+            ],
+            delivery_row,
+        )
+        .await?;
+        if let Some(row) = inserted {
+            return Ok((row, true));
+        }
         let by_delivery = one_opt(
             &client,
             &format!(
@@ -1316,7 +1321,7 @@ impl PgStore {
                 .await?
             }
         };
-        Ok((row, inserted == 1))
+        Ok((row, false))
     }
 
     pub(crate) async fn forge_delivery(

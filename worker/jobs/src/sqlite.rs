@@ -324,19 +324,12 @@ impl SqliteStore {
                 // The day's totals in the claim's transaction, on the claim's clock; the
                 // principal and repository as the ledger takes them from the spec.
                 let spend_today = if spend {
-                    let mut stmt = tx.prepare_cached(&SPEND_ON).map_err(map_err)?;
-                    let mut rows = stmt
-                        .query(params![
-                            UtcDay::from_unix_ms_saturating(now).days(),
-                            job.spec.submitted_by.as_deref().unwrap_or_default(),
-                            job.spec.repository.as_str()
-                        ])
-                        .map_err(map_err)?;
-                    let mut today = SpendToday::default();
-                    while let Some(row) = rows.next().map_err(map_err)? {
-                        spend_today(row, &mut today)?;
-                    }
-                    Some(today)
+                    Some(spend_on(
+                        &tx,
+                        UtcDay::from_unix_ms_saturating(now),
+                        job.spec.submitted_by.as_deref().unwrap_or_default(),
+                        &job.spec.repository,
+                    )?)
                 } else {
                     None
                 };
@@ -506,18 +499,8 @@ impl SqliteStore {
         principal: String,
         repository: String,
     ) -> Result<SpendToday> {
-        self.run(move |conn| {
-            let mut stmt = conn.prepare_cached(&SPEND_ON).map_err(map_err)?;
-            let mut rows = stmt
-                .query(params![day.days(), principal, repository])
-                .map_err(map_err)?;
-            let mut today = SpendToday::default();
-            while let Some(row) = rows.next().map_err(map_err)? {
-                spend_today(row, &mut today)?;
-            }
-            Ok(today)
-        })
-        .await
+        self.run(move |conn| spend_on(conn, day, &principal, &repository))
+            .await
     }
 
     pub(crate) async fn usage_rollup(
@@ -871,6 +854,25 @@ fn sqlite_sum(column: &str) -> String {
 }
 
 static SPEND_ON: LazyLock<String> = LazyLock::new(|| spend_on_sql('?', sqlite_sum));
+
+/// One day's spend of a principal and a repository ([`SPEND_ON`]), on `conn` (a claim reads it
+/// inside its own transaction).
+fn spend_on(
+    conn: &Connection,
+    day: UtcDay,
+    principal: &str,
+    repository: &str,
+) -> Result<SpendToday> {
+    let mut stmt = conn.prepare_cached(&SPEND_ON).map_err(map_err)?;
+    let mut rows = stmt
+        .query(params![day.days(), principal, repository])
+        .map_err(map_err)?;
+    let mut today = SpendToday::default();
+    while let Some(row) = rows.next().map_err(map_err)? {
+        spend_today(row, &mut today)?;
+    }
+    Ok(today)
+}
 static ROLLUP: LazyLock<String> = LazyLock::new(|| rollup_sql('?', sqlite_sum, "", ""));
 
 /// Creates the file with mode 0600 when it does not exist (the database holds approvals and
@@ -1301,6 +1303,29 @@ fn publish_facts(conn: &Connection, id: &JobId) -> Result<PublishFacts> {
     })
 }
 
+/// The recorded delivery a new one collided with: by its delivery id, else by its subject.
+fn recorded_delivery(conn: &Connection, new: &NewForgeDelivery) -> Result<ForgeDelivery> {
+    let by_delivery = one_opt(
+        conn,
+        &format!(
+            "SELECT {DELIVERY_COLUMNS} FROM forge_deliveries WHERE forge = ?1 AND delivery = ?2"
+        ),
+        params![new.forge, new.delivery],
+        |r| delivery_row(r),
+    )?;
+    match by_delivery {
+        Some(row) => Ok(row),
+        None => one(
+            conn,
+            &format!(
+                "SELECT {DELIVERY_COLUMNS} FROM forge_deliveries WHERE forge = ?1 AND subject = ?2"
+            ),
+            params![new.forge, new.subject],
+            |r| delivery_row(r),
+        ),
+    }
+}
+
 /// Forge deliveries (`crate::intake`).
 impl SqliteStore {
     pub(crate) async fn record_forge_delivery(
@@ -1311,46 +1336,33 @@ impl SqliteStore {
         self.run(move |conn| {
             let tx = immediate(conn)?;
             let now = now_unix_ms();
-            // A duplicate delivery id or subject inserts nothing (either unique key).
-            let inserted = tx
-                .execute(
-                    "INSERT INTO forge_deliveries (forge, delivery, received_at, state, reason,
-                         subject, trigger_json, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?3) ON CONFLICT DO NOTHING",
-                    params![
-                        new.forge,
-                        new.delivery,
-                        now,
-                        new.state.as_str(),
-                        new.reason,
-                        new.subject,
-                        trigger
-                    ],
-                )
-                .map_err(map_err)?;
-            let by_delivery = one_opt(
+            // A duplicate delivery id or subject inserts nothing (either unique key); only then
+            // is the recorded row read, by the delivery id, else by the subject.
+            let inserted = one_opt(
                 &tx,
                 &format!(
-                    "SELECT {DELIVERY_COLUMNS} FROM forge_deliveries
-                     WHERE forge = ?1 AND delivery = ?2"
+                    "INSERT INTO forge_deliveries (forge, delivery, received_at, state, reason,
+                         subject, trigger_json, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?3) ON CONFLICT DO NOTHING
+                     RETURNING {DELIVERY_COLUMNS}"
                 ),
-                params![new.forge, new.delivery],
+                params![
+                    new.forge,
+                    new.delivery,
+                    now,
+                    new.state.as_str(),
+                    new.reason,
+                    new.subject,
+                    trigger
+                ],
                 |r| delivery_row(r),
             )?;
-            let row = match by_delivery {
-                Some(row) => row,
-                None => one(
-                    &tx,
-                    &format!(
-                        "SELECT {DELIVERY_COLUMNS} FROM forge_deliveries
-                         WHERE forge = ?1 AND subject = ?2"
-                    ),
-                    params![new.forge, new.subject],
-                    |r| delivery_row(r),
-                )?,
+            let (row, created) = match inserted {
+                Some(row) => (row, true),
+                None => (recorded_delivery(&tx, &new)?, false),
             };
             tx.commit().map_err(map_err)?;
-            Ok((row, inserted == 1))
+            Ok((row, created))
         })
         .await
     }

@@ -354,16 +354,15 @@ async fn build_job(sh: &Shared, delivery: &ForgeDelivery) -> Result<vocab::JobId
     };
     let ids = Ids::of(forge, delivery, &trigger, policy.digest());
     let approval = {
-        let template = template.clone();
-        let trigger = trigger.clone();
+        let (template, trigger, commit) = (template.clone(), trigger.clone(), commit.clone());
         tokio::task::spawn_blocking(move || approval(&mirror, &commit, &template, &trigger, &ids))
             .await
             .map_err(|_| trigger_error("the approval could not be written"))??
     };
     let sub = Submission {
         repository: locator.as_str().to_owned(),
-        approval: approval.text,
-        commit: Some(approval.commit),
+        approval,
+        commit: Some(commit),
         task: Some(trigger.task.clone()),
         image: None,
         image_id: None,
@@ -402,8 +401,8 @@ async fn build_job(sh: &Shared, delivery: &ForgeDelivery) -> Result<vocab::JobId
 /// The approval's ids and host-owned rationale, all derived from the delivery (so a retry
 /// writes the same approval).
 struct Ids {
-    handoff: String,
-    request: String,
+    /// The approval's `handoff_id` and `request_id`: the forge and its delivery id.
+    delivery: String,
     plan: String,
     app: String,
     rationale: String,
@@ -418,8 +417,7 @@ impl Ids {
     ) -> Self {
         let name = forge.name();
         Self {
-            handoff: format!("forge-{name}-{}", delivery.delivery),
-            request: format!("forge-{name}-{}", delivery.delivery),
+            delivery: format!("forge-{name}-{}", delivery.delivery),
             plan: format!("forge-{name}-issue-{}", trigger.issue),
             app: format!("forge-{name}"),
             rationale: format!(
@@ -435,20 +433,14 @@ impl Ids {
     }
 }
 
-/// A written approval: its JSON text and the commit it binds.
-struct WrittenApproval {
-    text: String,
-    commit: String,
-}
-
-/// Writes the approval of the template's scopes at `commit` of the mirror.
+/// Writes the approval of the template's scopes at `commit` of the mirror: its JSON text.
 fn approval(
     mirror: &std::path::Path,
     commit: &str,
     template: &ProjectTemplate,
     trigger: &Trigger,
     ids: &Ids,
-) -> Result<WrittenApproval, ServiceError> {
+) -> Result<String, ServiceError> {
     let snap = snapshot::GitSnapshot::load(mirror, commit)?;
     let grants = snapshot::Grants::check(
         &snapshot::GrantInput {
@@ -464,8 +456,8 @@ fn approval(
         &snap,
         &grants,
         &snapshot::ApprovalFields {
-            handoff_id: &ids.handoff,
-            request_id: &ids.request,
+            handoff_id: &ids.delivery,
+            request_id: &ids.delivery,
             plan_id: &ids.plan,
             app_id: &ids.app,
             build_registry_id: "patch-candidate",
@@ -478,12 +470,7 @@ fn approval(
         },
     );
     let context = snapshot::context_from_value(document)?;
-    let text = serde_json::to_string(&context)
-        .map_err(|_| trigger_error("the approval cannot be encoded"))?;
-    Ok(WrittenApproval {
-        text,
-        commit: commit.to_owned(),
-    })
+    serde_json::to_string(&context).map_err(|_| trigger_error("the approval cannot be encoded"))
 }
 
 #[cfg(test)]

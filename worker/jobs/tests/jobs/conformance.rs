@@ -2900,7 +2900,7 @@ pub async fn forge_deliveries_are_recorded_once_and_worked_off_under_leases(
         .unwrap();
     assert_eq!((d.delivery.as_str(), d.attempts), ("d-5", 2));
     let late = jobs::DeliveryOutcome::Refused {
-        code: "PATCH_CANDIDATE_SERVICE_UNREACHABLE".into(),
+        code: "PATCH_CANDIDATE_SERVICE_REPOSITORY_UNREACHABLE".into(),
     };
     assert_eq!(
         store
