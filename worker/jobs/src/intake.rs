@@ -97,9 +97,16 @@ pub struct ForgeDelivery {
     /// Hosts that took it so far.
     pub attempts: u32,
     pub job_id: Option<JobId>,
+    /// Whether the report back to the forge is still open (a submitted delivery's, from schema
+    /// version 11 on; see `crate::report`).
+    pub report_open: bool,
+    /// Failed looks at the report in a row (reset by every recorded call).
+    pub report_failures: u32,
+    /// Why the report closed (a short word or a code).
+    pub report_reason: Option<String>,
 }
 
-fn check_text(field: &'static str, text: &str, max: usize) -> Result<()> {
+pub(crate) fn check_text(field: &'static str, text: &str, max: usize) -> Result<()> {
     let ok = !text.is_empty()
         && text.len() <= max
         && text
@@ -180,7 +187,7 @@ impl DeliveryOutcome {
 
 /// The columns [`delivery_row`] reads.
 pub(crate) const DELIVERY_COLUMNS: &str = "forge, delivery, received_at, state, reason, \
-     trigger_json, base_commit, attempts, job_id";
+     trigger_json, base_commit, attempts, job_id, report, report_failures, report_reason";
 
 /// A row of [`DELIVERY_COLUMNS`].
 pub(crate) fn delivery_row(row: &impl DbRow) -> Result<ForgeDelivery> {
@@ -191,6 +198,8 @@ pub(crate) fn delivery_row(row: &impl DbRow) -> Result<ForgeDelivery> {
         .transpose()?;
     let attempts: i64 = row.at(7)?;
     let job_id: Option<String> = row.at(8)?;
+    let report: Option<String> = row.at(9)?;
+    let report_failures: i64 = row.at(10)?;
     Ok(ForgeDelivery {
         forge: row.at(0)?,
         delivery: row.at(1)?,
@@ -203,6 +212,9 @@ pub(crate) fn delivery_row(row: &impl DbRow) -> Result<ForgeDelivery> {
         job_id: job_id
             .map(|id| JobId::parse(&id).map_err(|_| JobsError::Corrupt { field: "job_id" }))
             .transpose()?,
+        report_open: report.as_deref() == Some("open"),
+        report_failures: u32::try_from(report_failures).unwrap_or(u32::MAX),
+        report_reason: row.at(11)?,
     })
 }
 

@@ -26,6 +26,7 @@ mod intake;
 mod ledger;
 mod model;
 mod postgres;
+mod report;
 mod review;
 mod rows;
 mod schema;
@@ -42,6 +43,7 @@ pub use access::{
 pub use error::{Backend, ERROR_CODES, JobsError, NOT_FOUND_CODE, Result};
 pub use evidence::EvidenceDocument;
 pub use ids::{random_attempt_id, random_job_id};
+pub use report::{ForgeCall, ForgePull, MAX_CALL_RESULT_BYTES};
 pub use intake::{
     DeliveryOutcome, DeliveryState, ForgeDelivery, MAX_TRIGGER_BYTES, NewForgeDelivery,
 };

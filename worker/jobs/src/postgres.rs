@@ -18,6 +18,9 @@ use crate::evidence::EvidenceDocument;
 use crate::intake::{
     DELIVERY_COLUMNS, DeliveryOutcome, ForgeDelivery, NewForgeDelivery, delivery_row,
 };
+use crate::report::{
+    ForgeCall, ForgePull, PULL_COLUMNS, call_row, pull_row,
+};
 use crate::ledger::{
     CLAIM_SPEND_COLUMNS, DAY_MS, SpendToday, UsageDocument, UsageRollupRow, UtcDay, rollup_limit,
     rollup_row, rollup_sql, spend_columns_at, spend_on_sql, spend_today,
@@ -1398,7 +1401,8 @@ impl PgStore {
             .execute(
                 &format!(
                     "UPDATE forge_deliveries SET state = $3, reason = $4, job_id = $5,
-                         holder = NULL, lease_until = NULL, updated_at = {NOW}
+                         holder = NULL, lease_until = NULL, updated_at = {NOW},
+                         report = CASE WHEN $3 = 'submitted' THEN 'open' END, report_at = {NOW}
                      WHERE forge = $1 AND delivery = $2 AND holder = $6 AND state = 'queued'"
                 ),
                 &[&forge, &delivery, &state, &reason, &job, &host.as_str()],
@@ -1410,5 +1414,234 @@ impl PgStore {
         } else {
             Fenced::Lost
         })
+    }
+}
+
+/// Reports back to the forge (`crate::report`).
+impl PgStore {
+    pub(crate) async fn claim_forge_report(
+        &self,
+        host: HostId,
+        lease: Duration,
+    ) -> Result<Option<ForgeDelivery>> {
+        let client = self.client().await?;
+        one_opt(
+            &client,
+            &format!(
+                "UPDATE forge_deliveries SET holder = $1, lease_until = {NOW} + $2,
+                     updated_at = {NOW}
+                 WHERE (forge, delivery) = (
+                     SELECT forge, delivery FROM forge_deliveries
+                     WHERE report = 'open' AND report_at <= {NOW}
+                       AND (lease_until IS NULL OR lease_until <= {NOW})
+                     ORDER BY report_at, forge, delivery LIMIT 1
+                     FOR UPDATE SKIP LOCKED)
+                 RETURNING {DELIVERY_COLUMNS}"
+            ),
+            &[&host.as_str(), &duration_ms(lease)],
+            delivery_row,
+        )
+        .await
+    }
+
+    pub(crate) async fn forge_calls(
+        &self,
+        forge: String,
+        delivery: String,
+    ) -> Result<Vec<ForgeCall>> {
+        let client = self.client().await?;
+        all(
+            &client,
+            "SELECT call, result_json, recorded_at FROM forge_calls
+             WHERE forge = $1 AND delivery = $2 ORDER BY recorded_at, call",
+            &[&forge, &delivery],
+            call_row,
+        )
+        .await
+    }
+
+    pub(crate) async fn record_forge_call(
+        &self,
+        forge: String,
+        delivery: String,
+        host: HostId,
+        call: String,
+        result: String,
+    ) -> Result<Option<ForgeCall>> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        let held = tx
+            .execute(
+                &format!(
+                    "UPDATE forge_deliveries SET report_failures = 0, updated_at = {NOW}
+                     WHERE forge = $1 AND delivery = $2 AND holder = $3 AND report = 'open'"
+                ),
+                &[&forge, &delivery, &host.as_str()],
+            )
+            .await
+            .map_err(pg)?;
+        if held != 1 {
+            return Ok(None);
+        }
+        tx.execute(
+            &format!(
+                "INSERT INTO forge_calls (forge, delivery, call, result_json, recorded_at)
+                 VALUES ($1, $2, $3, $4, {NOW}) ON CONFLICT DO NOTHING"
+            ),
+            &[&forge, &delivery, &call, &result],
+        )
+        .await
+        .map_err(pg)?;
+        let stored = one(
+            &tx,
+            "SELECT call, result_json, recorded_at FROM forge_calls
+             WHERE forge = $1 AND delivery = $2 AND call = $3",
+            &[&forge, &delivery, &call],
+            call_row,
+        )
+        .await?;
+        tx.commit().await.map_err(pg)?;
+        Ok(Some(stored))
+    }
+
+    pub(crate) async fn defer_forge_report(
+        &self,
+        forge: String,
+        delivery: String,
+        host: HostId,
+        after: Duration,
+        failed: bool,
+    ) -> Result<Fenced> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                &format!(
+                    "UPDATE forge_deliveries SET holder = NULL, lease_until = NULL,
+                         report_at = {NOW} + $4, updated_at = {NOW},
+                         report_failures = report_failures + $5
+                     WHERE forge = $1 AND delivery = $2 AND holder = $3 AND report = 'open'"
+                ),
+                &[
+                    &forge,
+                    &delivery,
+                    &host.as_str(),
+                    &duration_ms(after),
+                    &i64::from(failed),
+                ],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(fenced(n))
+    }
+
+    pub(crate) async fn close_forge_report(
+        &self,
+        forge: String,
+        delivery: String,
+        host: HostId,
+        reason: String,
+    ) -> Result<Fenced> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                &format!(
+                    "UPDATE forge_deliveries SET holder = NULL, lease_until = NULL,
+                         report = 'closed', report_reason = $4, updated_at = {NOW}
+                     WHERE forge = $1 AND delivery = $2 AND holder = $3 AND report = 'open'"
+                ),
+                &[&forge, &delivery, &host.as_str(), &reason],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(fenced(n))
+    }
+
+    pub(crate) async fn forge_pull(
+        &self,
+        forge: String,
+        project: String,
+        number: i64,
+    ) -> Result<Option<ForgePull>> {
+        let client = self.client().await?;
+        one_opt(
+            &client,
+            &format!(
+                "SELECT {PULL_COLUMNS} FROM forge_pulls
+                 WHERE forge = $1 AND project = $2 AND number = $3"
+            ),
+            &[&forge, &project, &number],
+            pull_row,
+        )
+        .await
+    }
+
+    pub(crate) async fn set_forge_pull(
+        &self,
+        pull: ForgePull,
+        expected_head: Option<String>,
+    ) -> Result<ForgePull> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        let number = pull.number_i64();
+        let job = pull.job_id.as_str();
+        match &expected_head {
+            None => tx
+                .execute(
+                    &format!(
+                        "INSERT INTO forge_pulls (forge, project, number, job_id, branch, head,
+                             updated_at)
+                         VALUES ($1, $2, $3, $4, $5, $6, {NOW}) ON CONFLICT DO NOTHING"
+                    ),
+                    &[
+                        &pull.forge,
+                        &pull.project,
+                        &number,
+                        &job,
+                        &pull.branch,
+                        &pull.head,
+                    ],
+                )
+                .await
+                .map_err(pg)?,
+            Some(old) => tx
+                .execute(
+                    &format!(
+                        "UPDATE forge_pulls SET job_id = $4, head = $5, updated_at = {NOW}
+                         WHERE forge = $1 AND project = $2 AND number = $3 AND head = $6
+                           AND branch = $7"
+                    ),
+                    &[
+                        &pull.forge,
+                        &pull.project,
+                        &number,
+                        &job,
+                        &pull.head,
+                        old,
+                        &pull.branch,
+                    ],
+                )
+                .await
+                .map_err(pg)?,
+        };
+        let stored = one(
+            &tx,
+            &format!(
+                "SELECT {PULL_COLUMNS} FROM forge_pulls
+                 WHERE forge = $1 AND project = $2 AND number = $3"
+            ),
+            &[&pull.forge, &pull.project, &number],
+            pull_row,
+        )
+        .await?;
+        tx.commit().await.map_err(pg)?;
+        Ok(stored)
+    }
+}
+
+fn fenced(n: u64) -> Fenced {
+    if n == 1 {
+        Fenced::Applied
+    } else {
+        Fenced::Lost
     }
 }

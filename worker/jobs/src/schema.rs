@@ -30,9 +30,16 @@
 //! Version 10 adds `forge_deliveries`: every accepted forge webhook delivery once, by the
 //! forge's delivery id and, for one that starts a job, by its subject; and the small queue of
 //! those deliveries that hosts work off (see `crate::intake`). It keeps every row.
+//!
+//! Version 11 adds the report back to the forge of a submitted delivery (`crate::report`): on
+//! `forge_deliveries` whether its report is `open` or `closed`, when it is looked at next, its
+//! failures in a row and why it closed; `forge_calls`, each call back to the forge recorded once
+//! with what the forge answered; and `forge_pulls`, the pull / merge requests this service
+//! opened, each with the job and commit its branch holds now. Deliveries submitted before keep
+//! no report (`report` stays NULL). It keeps every row.
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// The schema version recorded (0 before the first migration).
 pub(crate) const SELECT_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM schema_migrations";
@@ -661,6 +668,64 @@ CREATE TABLE forge_deliveries (
     UNIQUE (forge, subject)
 );
 CREATE INDEX forge_deliveries_queued ON forge_deliveries (received_at) WHERE state = 'queued';
+",
+    },
+    Migration {
+        version: 11,
+        name: "forge reports",
+        sqlite: r"
+ALTER TABLE forge_deliveries ADD COLUMN report TEXT CHECK (report IN ('open', 'closed'));
+ALTER TABLE forge_deliveries ADD COLUMN report_at INTEGER;
+ALTER TABLE forge_deliveries ADD COLUMN report_failures INTEGER NOT NULL DEFAULT 0
+    CHECK (report_failures >= 0);
+ALTER TABLE forge_deliveries ADD COLUMN report_reason TEXT;
+CREATE INDEX forge_deliveries_reports ON forge_deliveries (report_at) WHERE report = 'open';
+CREATE TABLE forge_calls (
+    forge       TEXT NOT NULL,
+    delivery    TEXT NOT NULL,
+    call        TEXT NOT NULL,
+    result_json TEXT NOT NULL,
+    recorded_at INTEGER NOT NULL,
+    PRIMARY KEY (forge, delivery, call),
+    FOREIGN KEY (forge, delivery) REFERENCES forge_deliveries (forge, delivery)
+);
+CREATE TABLE forge_pulls (
+    forge      TEXT NOT NULL,
+    project    TEXT NOT NULL,
+    number     INTEGER NOT NULL CHECK (number > 0),
+    job_id     TEXT NOT NULL REFERENCES jobs (id),
+    branch     TEXT NOT NULL,
+    head       TEXT NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (forge, project, number)
+);
+",
+        postgres: r"
+ALTER TABLE forge_deliveries ADD COLUMN report TEXT CHECK (report IN ('open', 'closed'));
+ALTER TABLE forge_deliveries ADD COLUMN report_at BIGINT;
+ALTER TABLE forge_deliveries ADD COLUMN report_failures BIGINT NOT NULL DEFAULT 0
+    CHECK (report_failures >= 0);
+ALTER TABLE forge_deliveries ADD COLUMN report_reason TEXT;
+CREATE INDEX forge_deliveries_reports ON forge_deliveries (report_at) WHERE report = 'open';
+CREATE TABLE forge_calls (
+    forge       TEXT NOT NULL,
+    delivery    TEXT NOT NULL,
+    call        TEXT NOT NULL,
+    result_json TEXT NOT NULL,
+    recorded_at BIGINT NOT NULL,
+    PRIMARY KEY (forge, delivery, call),
+    FOREIGN KEY (forge, delivery) REFERENCES forge_deliveries (forge, delivery)
+);
+CREATE TABLE forge_pulls (
+    forge      TEXT NOT NULL,
+    project    TEXT NOT NULL,
+    number     BIGINT NOT NULL CHECK (number > 0),
+    job_id     TEXT NOT NULL REFERENCES jobs (id),
+    branch     TEXT NOT NULL,
+    head       TEXT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (forge, project, number)
+);
 ",
     },
 ];

@@ -15,6 +15,9 @@ use crate::evidence::EvidenceDocument;
 use crate::intake::{
     DELIVERY_COLUMNS, DeliveryOutcome, ForgeDelivery, NewForgeDelivery, delivery_row,
 };
+use crate::report::{
+    ForgeCall, ForgePull, PULL_COLUMNS, call_row, pull_row,
+};
 use crate::ledger::{
     SpendToday, UsageDocument, UsageRollupRow, UtcDay, rollup_limit, rollup_row, rollup_sql,
     spend_on_sql, spend_today,
@@ -1446,7 +1449,8 @@ impl SqliteStore {
             let n = conn
                 .execute(
                     "UPDATE forge_deliveries SET state = ?3, reason = ?4, job_id = ?5,
-                         holder = NULL, lease_until = NULL, updated_at = ?6
+                         holder = NULL, lease_until = NULL, updated_at = ?6,
+                         report = CASE WHEN ?3 = 'submitted' THEN 'open' END, report_at = ?6
                      WHERE forge = ?1 AND delivery = ?2 AND holder = ?7 AND state = 'queued'",
                     params![
                         forge,
@@ -1466,6 +1470,230 @@ impl SqliteStore {
             })
         })
         .await
+    }
+}
+
+/// Reports back to the forge (`crate::report`).
+impl SqliteStore {
+    pub(crate) async fn claim_forge_report(
+        &self,
+        host: HostId,
+        lease: Duration,
+    ) -> Result<Option<ForgeDelivery>> {
+        self.run(move |conn| {
+            let tx = immediate(conn)?;
+            let now = now_unix_ms();
+            let row = one_opt(
+                &tx,
+                &format!(
+                    "UPDATE forge_deliveries SET holder = ?1, lease_until = ?2, updated_at = ?3
+                     WHERE (forge, delivery) IN (
+                         SELECT forge, delivery FROM forge_deliveries
+                         WHERE report = 'open' AND report_at <= ?3
+                           AND (lease_until IS NULL OR lease_until <= ?3)
+                         ORDER BY report_at, forge, delivery LIMIT 1)
+                     RETURNING {DELIVERY_COLUMNS}"
+                ),
+                params![host.as_str(), now.saturating_add(duration_ms(lease)), now],
+                |r| delivery_row(r),
+            )?;
+            tx.commit().map_err(map_err)?;
+            Ok(row)
+        })
+        .await
+    }
+
+    pub(crate) async fn forge_calls(
+        &self,
+        forge: String,
+        delivery: String,
+    ) -> Result<Vec<ForgeCall>> {
+        self.run(move |conn| {
+            all(
+                conn,
+                "SELECT call, result_json, recorded_at FROM forge_calls
+                 WHERE forge = ?1 AND delivery = ?2 ORDER BY recorded_at, call",
+                params![forge, delivery],
+                |r| call_row(r),
+            )
+        })
+        .await
+    }
+
+    pub(crate) async fn record_forge_call(
+        &self,
+        forge: String,
+        delivery: String,
+        host: HostId,
+        call: String,
+        result: String,
+    ) -> Result<Option<ForgeCall>> {
+        self.run(move |conn| {
+            let tx = immediate(conn)?;
+            let now = now_unix_ms();
+            let held = tx
+                .execute(
+                    "UPDATE forge_deliveries SET report_failures = 0, updated_at = ?4
+                     WHERE forge = ?1 AND delivery = ?2 AND holder = ?3 AND report = 'open'",
+                    params![forge, delivery, host.as_str(), now],
+                )
+                .map_err(map_err)?;
+            if held != 1 {
+                return Ok(None);
+            }
+            tx.execute(
+                "INSERT INTO forge_calls (forge, delivery, call, result_json, recorded_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING",
+                params![forge, delivery, call, result, now],
+            )
+            .map_err(map_err)?;
+            let stored = one(
+                &tx,
+                "SELECT call, result_json, recorded_at FROM forge_calls
+                 WHERE forge = ?1 AND delivery = ?2 AND call = ?3",
+                params![forge, delivery, call],
+                |r| call_row(r),
+            )?;
+            tx.commit().map_err(map_err)?;
+            Ok(Some(stored))
+        })
+        .await
+    }
+
+    pub(crate) async fn defer_forge_report(
+        &self,
+        forge: String,
+        delivery: String,
+        host: HostId,
+        after: Duration,
+        failed: bool,
+    ) -> Result<Fenced> {
+        self.run(move |conn| {
+            let now = now_unix_ms();
+            let n = conn
+                .execute(
+                    "UPDATE forge_deliveries SET holder = NULL, lease_until = NULL,
+                         report_at = ?4, updated_at = ?5,
+                         report_failures = report_failures + ?6
+                     WHERE forge = ?1 AND delivery = ?2 AND holder = ?3 AND report = 'open'",
+                    params![
+                        forge,
+                        delivery,
+                        host.as_str(),
+                        now.saturating_add(duration_ms(after)),
+                        now,
+                        i64::from(failed)
+                    ],
+                )
+                .map_err(map_err)?;
+            Ok(fenced(n))
+        })
+        .await
+    }
+
+    pub(crate) async fn close_forge_report(
+        &self,
+        forge: String,
+        delivery: String,
+        host: HostId,
+        reason: String,
+    ) -> Result<Fenced> {
+        self.run(move |conn| {
+            let n = conn
+                .execute(
+                    "UPDATE forge_deliveries SET holder = NULL, lease_until = NULL,
+                         report = 'closed', report_reason = ?4, updated_at = ?5
+                     WHERE forge = ?1 AND delivery = ?2 AND holder = ?3 AND report = 'open'",
+                    params![forge, delivery, host.as_str(), reason, now_unix_ms()],
+                )
+                .map_err(map_err)?;
+            Ok(fenced(n))
+        })
+        .await
+    }
+
+    pub(crate) async fn forge_pull(
+        &self,
+        forge: String,
+        project: String,
+        number: i64,
+    ) -> Result<Option<ForgePull>> {
+        self.run(move |conn| {
+            one_opt(
+                conn,
+                &format!(
+                    "SELECT {PULL_COLUMNS} FROM forge_pulls
+                     WHERE forge = ?1 AND project = ?2 AND number = ?3"
+                ),
+                params![forge, project, number],
+                |r| pull_row(r),
+            )
+        })
+        .await
+    }
+
+    pub(crate) async fn set_forge_pull(
+        &self,
+        pull: ForgePull,
+        expected_head: Option<String>,
+    ) -> Result<ForgePull> {
+        self.run(move |conn| {
+            let tx = immediate(conn)?;
+            let now = now_unix_ms();
+            let number = pull.number_i64();
+            match &expected_head {
+                None => tx.execute(
+                    "INSERT INTO forge_pulls (forge, project, number, job_id, branch, head,
+                         updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
+                    params![
+                        pull.forge,
+                        pull.project,
+                        number,
+                        pull.job_id.as_str(),
+                        pull.branch,
+                        pull.head,
+                        now
+                    ],
+                ),
+                Some(old) => tx.execute(
+                    "UPDATE forge_pulls SET job_id = ?4, head = ?5, updated_at = ?6
+                     WHERE forge = ?1 AND project = ?2 AND number = ?3 AND head = ?7
+                       AND branch = ?8",
+                    params![
+                        pull.forge,
+                        pull.project,
+                        number,
+                        pull.job_id.as_str(),
+                        pull.head,
+                        now,
+                        old,
+                        pull.branch
+                    ],
+                ),
+            }
+            .map_err(map_err)?;
+            let stored = one(
+                &tx,
+                &format!(
+                    "SELECT {PULL_COLUMNS} FROM forge_pulls
+                     WHERE forge = ?1 AND project = ?2 AND number = ?3"
+                ),
+                params![pull.forge, pull.project, number],
+                |r| pull_row(r),
+            )?;
+            tx.commit().map_err(map_err)?;
+            Ok(stored)
+        })
+        .await
+    }
+}
+
+fn fenced(n: usize) -> Fenced {
+    if n == 1 {
+        Fenced::Applied
+    } else {
+        Fenced::Lost
     }
 }
 

@@ -11,6 +11,7 @@ use crate::access::{
 use crate::error::{JobsError, Result};
 use crate::evidence::{EvidenceDocument, check_set as check_evidence_set};
 use crate::intake::{DeliveryOutcome, DeliveryState, ForgeDelivery, NewForgeDelivery};
+use crate::report::{ForgeCall, ForgePull};
 use crate::ledger::{SpendToday, UsageDocument, UsageRollupRow, UtcDay, check_range, check_rollup};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, MAX_CANDIDATE_BYTES,
@@ -364,6 +365,134 @@ impl JobStore {
             host.clone(),
             outcome
         ))
+    }
+
+    /// Takes the open forge report that is due soonest and no other host holds (or whose
+    /// holder's lease ran out) for `lease`.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn claim_forge_report(
+        &self,
+        host: &HostId,
+        lease: Duration,
+    ) -> Result<Option<ForgeDelivery>> {
+        dispatch!(self.claim_forge_report(host.clone(), lease))
+    }
+
+    /// The calls back to the forge recorded for a delivery, oldest first.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed key; database errors.
+    pub async fn forge_calls(&self, forge: &str, delivery: &str) -> Result<Vec<ForgeCall>> {
+        crate::intake::check_key(forge, delivery)?;
+        dispatch!(self.forge_calls(forge.to_owned(), delivery.to_owned()))
+    }
+
+    /// Records a call back to the forge once, while this host holds the delivery's report (and
+    /// resets its failures in a row): the recorded call (the first record stands), or `None`
+    /// when the host no longer holds the report.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed key or call name, or a result over
+    /// [`crate::MAX_CALL_RESULT_BYTES`]; database errors.
+    pub async fn record_forge_call(
+        &self,
+        forge: &str,
+        delivery: &str,
+        host: &HostId,
+        call: &str,
+        result: &serde_json::Value,
+    ) -> Result<Option<ForgeCall>> {
+        crate::intake::check_key(forge, delivery)?;
+        crate::report::check_call(call)?;
+        let result = crate::report::encode_result(result)?;
+        dispatch!(self.record_forge_call(
+            forge.to_owned(),
+            delivery.to_owned(),
+            host.clone(),
+            call.to_owned(),
+            result
+        ))
+    }
+
+    /// Hands a held report back, due again `after` from now; `failed` counts one more failure
+    /// in a row. `Lost` when this host no longer holds it.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed key; database errors.
+    pub async fn defer_forge_report(
+        &self,
+        forge: &str,
+        delivery: &str,
+        host: &HostId,
+        after: Duration,
+        failed: bool,
+    ) -> Result<Fenced> {
+        crate::intake::check_key(forge, delivery)?;
+        dispatch!(self.defer_forge_report(
+            forge.to_owned(),
+            delivery.to_owned(),
+            host.clone(),
+            after,
+            failed
+        ))
+    }
+
+    /// Closes a held report for good with `reason` (a word or a code). `Lost` when this host no
+    /// longer holds it.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed key or reason; database errors.
+    pub async fn close_forge_report(
+        &self,
+        forge: &str,
+        delivery: &str,
+        host: &HostId,
+        reason: &str,
+    ) -> Result<Fenced> {
+        crate::intake::check_key(forge, delivery)?;
+        crate::intake::check_text("reason", reason, 64)?;
+        dispatch!(self.close_forge_report(
+            forge.to_owned(),
+            delivery.to_owned(),
+            host.clone(),
+            reason.to_owned()
+        ))
+    }
+
+    /// The pull / merge request `number` of `project` this service opened on `forge`, if any.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for a malformed key; database errors.
+    pub async fn forge_pull(
+        &self,
+        forge: &str,
+        project: &str,
+        number: u64,
+    ) -> Result<Option<ForgePull>> {
+        crate::intake::check_text("forge", forge, 64)?;
+        let number = crate::report::pull_number(number)?;
+        dispatch!(self.forge_pull(forge.to_owned(), project.to_owned(), number))
+    }
+
+    /// Records a pull request (`expected_head == None`: once, the first record stands) or moves
+    /// its head and job from `expected_head` (compare and set on the same branch). Returns the
+    /// row as stored: the caller compares it with what it asked for.
+    ///
+    /// # Errors
+    /// `PATCH_CANDIDATE_JOBS_INPUT` for malformed fields; database errors (a pull request not
+    /// recorded before, for a move).
+    pub async fn set_forge_pull(
+        &self,
+        pull: &ForgePull,
+        expected_head: Option<&str>,
+    ) -> Result<ForgePull> {
+        pull.check()?;
+        if let Some(old) = expected_head {
+            crate::report::check_commit("expected_head", old)?;
+        }
+        dispatch!(self.set_forge_pull(pull.clone(), expected_head.map(str::to_owned)))
     }
 
     /// Renews the lease of a running attempt. `Lost` means the attempt is no longer current.

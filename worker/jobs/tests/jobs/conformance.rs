@@ -2943,6 +2943,233 @@ pub async fn forge_deliveries_are_recorded_once_and_worked_off_under_leases(
     assert_eq!(row.job_id, None);
 }
 
+/// A submitted delivery opens its report; one host at a time holds it under a lease; each call
+/// back is recorded once (the first record stands) and only by the holder; a deferred report is
+/// not due before its time and counts failures in a row until a call is recorded; a closed one
+/// is never taken again. A pull request is recorded once and its head moves only from the head
+/// recorded.
+pub async fn forge_reports_record_each_call_once_under_leases(
+    store: &JobStore,
+    location: &Location,
+) {
+    let other = location.open().await;
+    let lease = Duration::from_secs(60);
+    // Nothing is open before a delivery is submitted; a refused one opens nothing.
+    store
+        .record_forge_delivery(delivery("r-1", Some('a')))
+        .await
+        .unwrap();
+    store
+        .record_forge_delivery(delivery("r-2", Some('b')))
+        .await
+        .unwrap();
+    assert_eq!(store.claim_forge_report(&host("a"), lease).await.unwrap(), None);
+    let job = submit(store, "report-job", 1).await;
+    for (id, outcome) in [
+        ("r-1", jobs::DeliveryOutcome::Submitted(job.clone())),
+        (
+            "r-2",
+            jobs::DeliveryOutcome::Refused {
+                code: "PATCH_CANDIDATE_SERVICE_POLICY".into(),
+            },
+        ),
+    ] {
+        let held = store
+            .claim_forge_delivery(&host("a"), lease)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(held.delivery, id);
+        store
+            .finish_forge_delivery("github", id, &host("a"), outcome)
+            .await
+            .unwrap();
+    }
+    let held = store
+        .claim_forge_report(&host("a"), lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((held.delivery.as_str(), held.report_open), ("r-1", true));
+    assert_eq!(other.claim_forge_report(&host("b"), lease).await.unwrap(), None);
+    // Only the holder records; the first record stands.
+    let first = serde_json::json!({"number": 7});
+    assert_eq!(
+        other
+            .record_forge_call("github", "r-1", &host("b"), "pull_request", &first)
+            .await
+            .unwrap(),
+        None
+    );
+    let call = store
+        .record_forge_call("github", "r-1", &host("a"), "pull_request", &first)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(call.result, first);
+    let again = store
+        .record_forge_call(
+            "github",
+            "r-1",
+            &host("a"),
+            "pull_request",
+            &serde_json::json!({"number": 8}),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.result, first);
+    assert!(
+        store
+            .record_forge_call("github", "r-1", &host("a"), "bad call", &first)
+            .await
+            .is_err()
+    );
+    // Deferred with a failure: not due before its time, failures counted, and reset by the
+    // next recorded call.
+    assert_eq!(
+        other
+            .defer_forge_report("github", "r-1", &host("b"), lease, true)
+            .await
+            .unwrap(),
+        Fenced::Lost
+    );
+    assert_eq!(
+        store
+            .defer_forge_report("github", "r-1", &host("a"), lease, true)
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    assert_eq!(other.claim_forge_report(&host("b"), lease).await.unwrap(), None);
+    let row = other.forge_delivery("github", "r-1").await.unwrap().unwrap();
+    assert_eq!(row.report_failures, 1);
+    assert_eq!(
+        store
+            .defer_forge_report("github", "r-1", &host("a"), Duration::ZERO, true)
+            .await
+            .unwrap(),
+        Fenced::Lost
+    );
+    // Not held: the deferral above released it, so this one is lost and counts nothing.
+    let row = other.forge_delivery("github", "r-1").await.unwrap().unwrap();
+    assert_eq!(row.report_failures, 1);
+    // A holder whose lease runs out is fenced off by the next one.
+    let c = store
+        .claim_forge_report(&host("c"), Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(c, None, "deferred a minute: not due yet");
+    let calls = other.forge_calls("github", "r-1").await.unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].call, "pull_request");
+    // Close: a second report of another delivery, due now, held, closed, never taken again.
+    store
+        .record_forge_delivery(delivery("r-3", Some('c')))
+        .await
+        .unwrap();
+    store
+        .claim_forge_delivery(&host("a"), lease)
+        .await
+        .unwrap()
+        .unwrap();
+    store
+        .finish_forge_delivery(
+            "github",
+            "r-3",
+            &host("a"),
+            jobs::DeliveryOutcome::Submitted(job.clone()),
+        )
+        .await
+        .unwrap();
+    let short = other
+        .claim_forge_report(&host("d"), Duration::from_millis(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(short.delivery, "r-3");
+    expire().await;
+    let taken = store
+        .claim_forge_report(&host("e"), lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.delivery, "r-3");
+    assert_eq!(
+        other
+            .close_forge_report("github", "r-3", &host("d"), "done")
+            .await
+            .unwrap(),
+        Fenced::Lost
+    );
+    assert_eq!(
+        store
+            .close_forge_report("github", "r-3", &host("e"), "done")
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
+    let row = other.forge_delivery("github", "r-3").await.unwrap().unwrap();
+    assert!(!row.report_open);
+    assert_eq!(row.report_reason.as_deref(), Some("done"));
+    expire().await;
+    assert_eq!(store.claim_forge_report(&host("e"), lease).await.unwrap(), None);
+
+    // Pull requests: recorded once; the head moves only from the recorded head.
+    let pull = jobs::ForgePull {
+        forge: "github".into(),
+        project: "acme/app".into(),
+        number: 12,
+        job_id: job.clone(),
+        branch: "agent/issue-12".into(),
+        head: "1".repeat(40),
+    };
+    assert_eq!(store.forge_pull("github", "acme/app", 12).await.unwrap(), None);
+    assert_eq!(store.set_forge_pull(&pull, None).await.unwrap(), pull);
+    let rival = jobs::ForgePull {
+        head: "9".repeat(40),
+        ..pull.clone()
+    };
+    assert_eq!(other.set_forge_pull(&rival, None).await.unwrap(), pull);
+    let follow = submit(store, "report-follow", 1).await;
+    let moved = jobs::ForgePull {
+        job_id: follow,
+        head: "2".repeat(40),
+        ..pull.clone()
+    };
+    // From a head that is not the recorded one: unchanged.
+    assert_eq!(
+        other
+            .set_forge_pull(&moved, Some(&"9".repeat(40)))
+            .await
+            .unwrap(),
+        pull
+    );
+    assert_eq!(
+        other
+            .set_forge_pull(&moved, Some(&"1".repeat(40)))
+            .await
+            .unwrap(),
+        moved
+    );
+    assert_eq!(
+        store.forge_pull("github", "acme/app", 12).await.unwrap(),
+        Some(moved.clone())
+    );
+    assert!(
+        store
+            .set_forge_pull(
+                &jobs::ForgePull {
+                    number: 0,
+                    ..moved
+                },
+                None
+            )
+            .await
+            .is_err()
+    );
+}
+
 /// The rollup groups the ledger by day, principal and repository, in that order (bytewise),
 /// within the range, for one principal when asked; a reversed range is refused.
 pub async fn the_usage_rollup_groups_filters_and_orders(store: &JobStore, location: &Location) {
@@ -3113,11 +3340,21 @@ pub async fn a_version_7_database_backfills_the_ledger(location: Location) {
     assert_eq!(store.schema_version().await.unwrap(), jobs::SCHEMA_VERSION);
     assert_eq!(
         jobs::SCHEMA_VERSION,
-        10,
+        11,
         "extend this test for the next version"
     );
-    // Version 10's table starts empty and works on the upgraded database.
+    // Version 10's table starts empty and works on the upgraded database, and so do version
+    // 11's columns and tables.
     assert_eq!(store.forge_delivery("github", "d").await.unwrap(), None);
+    assert_eq!(
+        store
+            .claim_forge_report(&host("h"), Duration::from_secs(1))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(store.forge_pull("github", "a/b", 1).await.unwrap(), None);
+    assert!(store.forge_calls("github", "d").await.unwrap().is_empty());
     // `spend_on` reads the daily totals of version 9: these reads check their backfill from the
     // rows version 8 filled, too.
     let got = store.spend_on(day, "alice", "repo-one").await.unwrap();

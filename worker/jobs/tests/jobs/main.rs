@@ -118,6 +118,7 @@ conformance!(
     the_usage_rollup_groups_filters_and_orders,
     a_claim_reading_spend_returns_the_days_totals,
     forge_deliveries_are_recorded_once_and_worked_off_under_leases,
+    forge_reports_record_each_call_once_under_leases,
 );
 
 /// A database left by a schema-7 build gets its spend ledger filled in from its usage rows.
