@@ -1433,7 +1433,7 @@ impl PgStore {
                  WHERE (forge, delivery) = (
                      SELECT forge, delivery FROM forge_deliveries
                      WHERE report = 'open' AND report_at <= {NOW}
-                       AND (lease_until IS NULL OR lease_until <= {NOW})
+                       AND (lease_until IS NULL OR lease_until <= {NOW} OR holder = $1)
                      ORDER BY report_at, forge, delivery LIMIT 1
                      FOR UPDATE SKIP LOCKED)
                  RETURNING {DELIVERY_COLUMNS}"

@@ -1490,7 +1490,7 @@ impl SqliteStore {
                      WHERE (forge, delivery) IN (
                          SELECT forge, delivery FROM forge_deliveries
                          WHERE report = 'open' AND report_at <= ?3
-                           AND (lease_until IS NULL OR lease_until <= ?3)
+                           AND (lease_until IS NULL OR lease_until <= ?3 OR holder = ?1)
                          ORDER BY report_at, forge, delivery LIMIT 1)
                      RETURNING {DELIVERY_COLUMNS}"
                 ),

@@ -368,7 +368,9 @@ impl JobStore {
     }
 
     /// Takes the open forge report that is due soonest and no other host holds (or whose
-    /// holder's lease ran out) for `lease`.
+    /// holder's lease ran out) for `lease`. A report this host id holds is taken again at once:
+    /// a host works its reports one at a time, so that is a report its previous run left when
+    /// it was killed.
     ///
     /// # Errors
     /// Database errors.

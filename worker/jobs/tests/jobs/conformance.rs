@@ -2980,10 +2980,13 @@ pub async fn forge_reports_record_each_call_once_under_leases(
             .unwrap()
             .unwrap();
         assert_eq!(held.delivery, id);
-        store
-            .finish_forge_delivery("github", id, &host("a"), outcome)
-            .await
-            .unwrap();
+        assert_eq!(
+            store
+                .finish_forge_delivery("github", id, &host("a"), outcome)
+                .await
+                .unwrap(),
+            Fenced::Applied
+        );
     }
     let held = store
         .claim_forge_report(&host("a"), lease)
@@ -2992,6 +2995,13 @@ pub async fn forge_reports_record_each_call_once_under_leases(
         .unwrap();
     assert_eq!((held.delivery.as_str(), held.report_open), ("r-1", true));
     assert_eq!(other.claim_forge_report(&host("b"), lease).await.unwrap(), None);
+    // The same host id takes its own held report again at once (its previous run was killed).
+    let again = other
+        .claim_forge_report(&host("a"), lease)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.delivery, "r-1");
     // Only the holder records; the first record stands.
     let first = serde_json::json!({"number": 7});
     assert_eq!(
@@ -3073,15 +3083,18 @@ pub async fn forge_reports_record_each_call_once_under_leases(
         .await
         .unwrap()
         .unwrap();
-    store
-        .finish_forge_delivery(
-            "github",
-            "r-3",
-            &host("a"),
-            jobs::DeliveryOutcome::Submitted(job.clone()),
-        )
-        .await
-        .unwrap();
+    assert_eq!(
+        store
+            .finish_forge_delivery(
+                "github",
+                "r-3",
+                &host("a"),
+                jobs::DeliveryOutcome::Submitted(job.clone()),
+            )
+            .await
+            .unwrap(),
+        Fenced::Applied
+    );
     let short = other
         .claim_forge_report(&host("d"), Duration::from_millis(1))
         .await
