@@ -193,6 +193,7 @@ pub(crate) fn run(args: &PublishArgs) -> Result<Outcome, CliError> {
         identity: &identity,
         credential: &credential,
         rebase: if args.rebase { Some(&gate) } else { None },
+        extends: None,
     };
     let prepared = publish::prepare(&request)?;
     eprintln!(

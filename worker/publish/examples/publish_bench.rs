@@ -88,6 +88,7 @@ fn publish_once(repo: &Path, remote: &str, branch: &str, candidate: &Path) -> Re
         identity: &identity,
         credential: &CredentialSource::None,
         rebase: None,
+        extends: None,
     })?;
     println!("{}", record.commit_id);
     Ok(())

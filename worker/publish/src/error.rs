@@ -52,6 +52,12 @@ pub enum PublishError {
     /// The branch already exists on the remote, holding another commit.
     #[error("PATCH_CANDIDATE_PUBLISH_BRANCH_EXISTS: the branch already exists on the remote")]
     BranchExists,
+    /// An extension's branch no longer holds the commit it extends (someone else pushed to it,
+    /// or it was deleted): nothing is overwritten.
+    #[error(
+        "PATCH_CANDIDATE_PUBLISH_BRANCH_MOVED: the branch no longer holds the commit it was to extend"
+    )]
+    BranchMoved,
     /// The remote refused the push for another reason (a hook, a protected namespace).
     #[error("PATCH_CANDIDATE_PUBLISH_PUSH_REJECTED: {detail}")]
     PushRejected { detail: &'static str },
@@ -119,6 +125,7 @@ mod tests {
             PublishError::RegateFailed,
             PublishError::RegateUnavailable,
             PublishError::BranchExists,
+            PublishError::BranchMoved,
             PublishError::PushRejected { detail: "x" },
             PublishError::Auth,
             PublishError::Unreachable { detail: "x" },

@@ -2,7 +2,8 @@
 //! private bare mirror from the candidate's post-images (deterministic id, recorded before the
 //! push; no work tree; the user's repository only read), the destination rechecked (the base
 //! branch must still point at the approved baseline, or the candidate is merged onto the moved
-//! base and gated again), and a create-only atomic push.
+//! base and gated again), and a create-only atomic push; or, for a follow-up, a fast-forward
+//! push of a new commit onto the one our earlier publication left on the branch.
 //!
 //! ```text
 //! prepare(request)  ─► mirror (0700 temp dir, bare) ◄─ source repo's objects read in place
@@ -12,6 +13,7 @@
 //!                      ls-remote base: tip == baseline?  else BASE_MOVED, or with rebase:
 //!                        fetch tip ─► merge-tree --write-tree ─► commit ─► gate.rerun(merged)
 //! prepared.push()   ─► push --atomic --porcelain --force-with-lease=refs/heads/B:  (create-only)
+//! extends = P      ─► B at P, else BRANCH_MOVED; fetch B; parent P; lease refs/heads/B:P (ff)
 //! ```
 //!
 //! # Security

@@ -1,5 +1,6 @@
 //! One publication: the commit in a private mirror, the destination recheck (and, when asked,
-//! the rebase onto a moved base with its gate re-run), then the create-only atomic push.
+//! the rebase onto a moved base with its gate re-run), then the create-only atomic push; or,
+//! for an extension, a fast-forward push of a new commit onto our own earlier one.
 //!
 //! [`prepare`] does everything up to the push and returns the deterministic commit id, so the
 //! caller records it before anything leaves the machine; [`PreparedPublication::push`] pushes it.
@@ -31,6 +32,8 @@ const MERGE_TREE_CAP: usize = 1024 * 1024;
 const MAX_HANDOFF_ID_BYTES: usize = 128;
 /// The mirror ref the moved base is fetched into.
 const FETCHED_BASE_REF: &str = "refs/publish/base";
+/// The mirror ref the extended commit is fetched into.
+const FETCHED_EXTENDS_REF: &str = "refs/publish/extends";
 
 /// What the gate re-run on a merged tree concluded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,9 +103,10 @@ pub struct PublishRequest<'a> {
     pub source: Option<&'a Path>,
     /// Where the branch is created.
     pub remote: &'a Remote,
-    /// The branch to create (it must not exist).
+    /// The branch to create (it must not exist), or, with [`Self::extends`], to extend.
     pub branch: &'a BranchName,
-    /// The branch whose tip must still be the candidate's baseline commit.
+    /// The branch whose tip must still be the candidate's baseline commit (for an extension,
+    /// only read: a moved base is not refused).
     pub base: &'a BranchName,
     /// The fixed author, committer and date.
     pub identity: &'a CommitIdentity,
@@ -111,6 +115,13 @@ pub struct PublishRequest<'a> {
     /// `None`: a moved base is refused. `Some(gate)`: the candidate is merged onto the moved
     /// base and published only if `gate` passes on exactly the merged tree.
     pub rebase: Option<&'a dyn MergedTreeGate>,
+    /// `None`: the branch is created (it must not exist). `Some(prev)`: the commit (40 or 64
+    /// lowercase hex digits) our previous publication pushed to [`Self::branch`], which must
+    /// still be its tip; the candidate (against the same baseline) becomes a new commit whose
+    /// tree is the baseline's with the post-images applied and whose single parent is `prev`,
+    /// pushed fast-forward under a lease on `prev`. A moved base is not refused then, and
+    /// `rebase` must be `None`.
+    pub extends: Option<&'a str>,
 }
 
 impl std::fmt::Debug for PublishRequest<'_> {
@@ -122,6 +133,7 @@ impl std::fmt::Debug for PublishRequest<'_> {
             .field("branch", &self.branch.as_str())
             .field("base", &self.base.as_str())
             .field("rebase", &self.rebase.is_some())
+            .field("extends", &self.extends)
             .finish_non_exhaustive()
     }
 }
@@ -138,11 +150,14 @@ pub struct PreparedPublication {
     commit_id: String,
     base_tip_seen: String,
     rebased: bool,
+    /// For an extension: the commit the branch must hold before the push (the new commit's
+    /// parent).
+    extends: Option<String>,
 }
 
 impl PreparedPublication {
     /// The commit that [`Self::push`] publishes (deterministic: the same candidate, baseline,
-    /// base tip and identity give the same id).
+    /// base tip (for an extension, extended commit) and identity give the same id).
     #[must_use]
     pub fn commit_id(&self) -> &str {
         &self.commit_id
@@ -157,6 +172,12 @@ impl PreparedPublication {
     pub fn rebased(&self) -> bool {
         self.rebased
     }
+    /// For an extension, the commit [`Self::push`] fast-forwards the branch from (the new
+    /// commit's parent).
+    #[must_use]
+    pub fn extends(&self) -> Option<&str> {
+        self.extends.as_deref()
+    }
     /// The private mirror holding the commit (read-only use, e.g. a test comparing trees).
     #[must_use]
     pub fn git_dir(&self) -> &Path {
@@ -169,8 +190,13 @@ impl PreparedPublication {
     /// concurrent or repeated publish of the same candidate), the publication is the same one
     /// and succeeds with `created: false`.
     ///
+    /// For an extension, moves the branch fast-forward from the extended commit to this one
+    /// instead (no `+`, a lease on the extended commit): a branch that holds anything else is
+    /// never overwritten.
+    ///
     /// # Errors
     /// `PATCH_CANDIDATE_PUBLISH_BRANCH_EXISTS` (the branch holds another commit),
+    /// `…_BRANCH_MOVED` (an extension's branch no longer holds the extended commit),
     /// `…_PUSH_REJECTED`, `…_AUTH`, `…_REMOTE_UNREACHABLE`, `…_GIT`.
     ///
     /// # Security
@@ -189,6 +215,10 @@ impl PreparedPublication {
     /// # Errors
     /// As [`Self::push`].
     pub fn push_keeping_mirror(&self) -> Result<PublicationRecord, PublishError> {
+        if let Some(prev) = &self.extends {
+            let created = self.push_extension(prev)?;
+            return Ok(self.record(created));
+        }
         let target = self.branch.full_ref();
         let base = self.base.full_ref();
         let mut cmd = self.mirror.git(self.remote.protocol());
@@ -244,11 +274,52 @@ impl PreparedPublication {
             }
             (false, _) => return Err(classify_network_failure(&out.stderr)),
         };
+        Ok(self.record(created))
+    }
+
+    /// The fast-forward push of an extension: `push --atomic --porcelain` of the commit to the
+    /// branch under `--force-with-lease=refs/heads/B:<prev>`, without `+`. The base branch does
+    /// not ride along (a moved base is not refused for an extension). `true` when the branch
+    /// moved; `false` when it already held exactly this commit.
+    fn push_extension(&self, prev: &str) -> Result<bool, PublishError> {
+        let target = self.branch.full_ref();
+        let mut cmd = self.mirror.git(self.remote.protocol());
+        cmd.args(&self.transport)
+            .args(["push", "--atomic", "--porcelain", "--no-verify"])
+            .arg(format!("--force-with-lease={target}:{prev}"))
+            .arg("--end-of-options")
+            .arg(self.remote.as_str())
+            .arg(format!("{}:{target}", self.commit_id));
+        let out = run(&mut cmd, None, PUSH_CAP, NETWORK_DEADLINE)?;
+        match (
+            out.status.success(),
+            porcelain_outcome(&out.stdout, &target),
+        ) {
+            (true, Some(PushFlag::FastForward)) => Ok(true),
+            // The branch already holds exactly this commit: the same publication.
+            (true, Some(PushFlag::UpToDate)) => Ok(false),
+            (true, _) => Err(git_error("git push printed an unexpected result")),
+            (false, Some(PushFlag::Rejected)) => {
+                match ls_remote(&self.mirror, &self.remote, &self.transport, &target)? {
+                    Some(tip) if tip == self.commit_id => Ok(false),
+                    // The lease held, so the remote itself refused (a hook, a protection).
+                    Some(tip) if tip == prev => Err(PublishError::PushRejected {
+                        detail: "the remote refused to update the branch",
+                    }),
+                    _ => Err(PublishError::BranchMoved),
+                }
+            }
+            (false, _) => Err(classify_network_failure(&out.stderr)),
+        }
+    }
+
+    /// The record of this publication, pushed now.
+    fn record(&self, created: bool) -> PublicationRecord {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        Ok(PublicationRecord {
+        PublicationRecord {
             remote: self.remote.as_str().to_owned(),
             branch: self.branch.clone(),
             commit_id: self.commit_id.clone(),
@@ -256,7 +327,8 @@ impl PreparedPublication {
             pushed_at: rfc3339_utc(now),
             rebased: self.rebased,
             created,
-        })
+            extends: self.extends.clone(),
+        }
     }
 
     /// Deletes the branch [`Self::push`] created, only while it still holds exactly this
@@ -264,9 +336,14 @@ impl PreparedPublication {
     /// be recorded (the candidate was rejected while it ran). `true` when the branch was
     /// deleted; `false` when it no longer exists or holds another commit (left as it is).
     ///
+    /// An extension's branch is never deleted (it held our earlier, recorded publication):
+    /// withdraw moves it back to the extended commit, again only while it holds exactly this
+    /// commit (`--force-with-lease=refs/heads/B:<this commit> <extended>:refs/heads/B`), so a
+    /// later push by anyone else is never clobbered. `true` when it was moved back.
+    ///
     /// # Errors
-    /// `PATCH_CANDIDATE_PUBLISH_PUSH_REJECTED` (the remote refused the deletion), `…_AUTH`,
-    /// `…_REMOTE_UNREACHABLE`, `…_GIT`.
+    /// `PATCH_CANDIDATE_PUBLISH_PUSH_REJECTED` (the remote refused the deletion or the move
+    /// back), `…_AUTH`, `…_REMOTE_UNREACHABLE`, `…_GIT`.
     pub fn withdraw(&self) -> Result<bool, PublishError> {
         let target = self.branch.full_ref();
         let mut cmd = self.mirror.git(self.remote.protocol());
@@ -275,17 +352,32 @@ impl PreparedPublication {
             .arg(format!("--force-with-lease={target}:{}", self.commit_id))
             .arg("--end-of-options")
             .arg(self.remote.as_str())
-            .arg(format!(":{target}"));
+            .arg(match &self.extends {
+                // Back to the extended commit: not a fast-forward, allowed by the lease alone.
+                Some(prev) => format!("{prev}:{target}"),
+                None => format!(":{target}"),
+            });
         let out = run(&mut cmd, None, PUSH_CAP, NETWORK_DEADLINE)?;
+        let undone = if self.extends.is_some() {
+            PushFlag::Forced
+        } else {
+            PushFlag::Deleted
+        };
         match (
             out.status.success(),
             porcelain_outcome(&out.stdout, &target),
         ) {
-            (true, Some(PushFlag::Deleted)) => Ok(true),
+            (true, Some(flag)) if flag == undone => Ok(true),
+            // An extension's branch already back at the extended commit: nothing to undo.
+            (true, Some(PushFlag::UpToDate)) if self.extends.is_some() => Ok(false),
             (false, Some(PushFlag::Rejected)) => {
                 match ls_remote(&self.mirror, &self.remote, &self.transport, &target)? {
                     Some(tip) if tip == self.commit_id => Err(PublishError::PushRejected {
-                        detail: "the remote refused to delete the branch",
+                        detail: if self.extends.is_some() {
+                            "the remote refused to move the branch back"
+                        } else {
+                            "the remote refused to delete the branch"
+                        },
                     }),
                     _ => Ok(false),
                 }
@@ -299,6 +391,8 @@ impl PreparedPublication {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PushFlag {
     Created,
+    FastForward,
+    Forced,
     UpToDate,
     Rejected,
     Deleted,
@@ -315,6 +409,8 @@ fn porcelain_outcome(stdout: &[u8], target: &str) -> Option<PushFlag> {
         let (_, to) = refs.split_once(':')?;
         (to == target).then_some(match flag {
             "*" => PushFlag::Created,
+            " " => PushFlag::FastForward,
+            "+" => PushFlag::Forced,
             "=" => PushFlag::UpToDate,
             "!" => PushFlag::Rejected,
             "-" => PushFlag::Deleted,
@@ -330,29 +426,49 @@ fn ls_remote(
     transport: &[OsString],
     full_ref: &str,
 ) -> Result<Option<String>, PublishError> {
+    let [tip] = ls_remote_refs(mirror, remote, transport, [full_ref])?;
+    Ok(tip)
+}
+
+/// The tips of `full_refs` on the remote, in order, read by one `ls-remote` (`None` for a ref
+/// that does not exist).
+fn ls_remote_refs<const N: usize>(
+    mirror: &Mirror,
+    remote: &Remote,
+    transport: &[OsString],
+    full_refs: [&str; N],
+) -> Result<[Option<String>; N], PublishError> {
     let mut cmd = mirror.git(remote.protocol());
     cmd.args(transport)
         .args(["ls-remote", "--refs", "--end-of-options"])
         .arg(remote.as_str())
-        .arg(full_ref);
+        .args(full_refs);
     let out = run(&mut cmd, None, LS_REMOTE_CAP, NETWORK_DEADLINE)?;
     if !out.status.success() {
         return Err(classify_network_failure(&out.stderr));
     }
     let text = std::str::from_utf8(&out.stdout)
         .map_err(|_| git_error("git ls-remote printed non-text"))?;
+    let mut tips = [const { None }; N];
     for line in text.lines() {
         let (id, name) = line
             .split_once('\t')
             .ok_or_else(|| git_error("git ls-remote printed an unexpected line"))?;
-        if name == full_ref {
-            if !is_object_id(id) {
-                return Err(git_error("git ls-remote printed an unexpected id"));
+        for (full_ref, tip) in full_refs.iter().zip(tips.iter_mut()) {
+            if name == *full_ref && tip.is_none() {
+                if !is_object_id(id) {
+                    return Err(git_error("git ls-remote printed an unexpected id"));
+                }
+                *tip = Some(id.to_owned());
             }
-            return Ok(Some(id.to_owned()));
         }
     }
-    Ok(None)
+    Ok(tips)
+}
+
+/// 40 (SHA-1) or 64 (SHA-256) lowercase hex digits: the form an extended commit is named in.
+fn is_commit_text(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// The handoff id as it may appear in a commit message: 1..=128 of `[A-Za-z0-9._:-]`.
@@ -373,36 +489,57 @@ fn message_handoff_id(candidate: &RepositoryPatchCandidate) -> Result<&str, Publ
 }
 
 /// The commit message: host-owned fields only (never the summary, rationale or any diff).
+/// `rebased_onto` and `continues` (an extension's parent) are never both given.
 fn commit_message(
     digest: &str,
     handoff_id: &str,
     baseline: &str,
     rebased_onto: Option<&str>,
+    continues: Option<&str>,
 ) -> String {
     let mut message = format!(
         "Publish patch candidate {digest}\n\nCandidate-Digest: {digest}\nHandoff-Id: {handoff_id}\nBaseline-Commit: {baseline}\n"
     );
-    if let Some(tip) = rebased_onto {
-        message.push_str("Rebased-Onto: ");
-        message.push_str(tip);
-        message.push('\n');
+    for (trailer, value) in [("Rebased-Onto", rebased_onto), ("Continues", continues)] {
+        if let Some(id) = value {
+            message.push_str(trailer);
+            message.push_str(": ");
+            message.push_str(id);
+            message.push('\n');
+        }
     }
     message
 }
 
 /// Builds the commit and rechecks the destination (see the module docs); nothing is pushed.
 ///
+/// With [`PublishRequest::extends`], the branch is read too and must hold exactly the extended
+/// commit (or already this very commit: a repeat); the branch is fetched into the mirror so the
+/// parent exists, and the commit is built on it. The base is read for
+/// [`PreparedPublication::base_tip_seen`] but a moved base is not refused.
+///
 /// # Errors
 /// `PATCH_CANDIDATE_PUBLISH_INPUT`, `…_CANDIDATE_MISMATCH`, `…_BASELINE_MISSING`,
 /// `…_BASE_MISSING`, `…_BASE_MOVED` (no rebase asked), `…_GIT_VERSION`, `…_REBASE_CONFLICT`,
-/// `…_REGATE_FAILED`, `…_REGATE_UNAVAILABLE`, `…_AUTH`, `…_REMOTE_UNREACHABLE`,
-/// `…_CREDENTIAL`, `…_MIRROR`, `…_GIT`; the candidate digest's own codes.
+/// `…_REGATE_FAILED`, `…_REGATE_UNAVAILABLE`, `…_BRANCH_MOVED` (an extension's branch holds
+/// something else or is gone), `…_AUTH`, `…_REMOTE_UNREACHABLE`, `…_CREDENTIAL`, `…_MIRROR`,
+/// `…_GIT`; the candidate digest's own codes.
 ///
 /// # Security
 /// The source repository is only fetched from; every object is written to a fresh private
 /// mirror. Commit message and identity hold no agent text.
 pub fn prepare(request: &PublishRequest<'_>) -> Result<PreparedPublication, PublishError> {
     let candidate = request.candidate;
+    if let Some(prev) = request.extends {
+        if !is_commit_text(prev) {
+            return Err(input(
+                "the extended commit must be 40 or 64 lowercase hex digits",
+            ));
+        }
+        if request.rebase.is_some() {
+            return Err(input("an extension of a branch cannot also be a rebase"));
+        }
+    }
     // The digest also proves every post-image matches its `new_sha256`.
     let digest = finalizer::repository_patch_digest(candidate)?.to_string();
     // What was reviewed (the diffs) must be the change committed (the post-images), from the
@@ -436,22 +573,18 @@ pub fn prepare(request: &PublishRequest<'_>) -> Result<PreparedPublication, Publ
             Err(e) => return Err(e),
         },
     }
+    if let Some(prev) = request.extends {
+        let message = commit_message(&digest, handoff_id, baseline, None, Some(prev));
+        return prepare_extension(request, mirror, transport, prev, &message);
+    }
     let base_ref = request.base.full_ref();
     // The destination is read while the commit is built (the push checks it again, atomically).
     let (built, tip) = std::thread::scope(|scope| {
         let tip = scope.spawn(|| ls_remote(&mirror, remote, &transport, &base_ref));
-        let built = (|| {
-            let tree = match mirror.candidate_tree(candidate, baseline) {
-                Ok(tree) => tree,
-                // Told apart only on failure (one process fewer on the common path).
-                Err(_) if !mirror.has_commit(baseline)? => {
-                    return Err(PublishError::BaselineMissing);
-                }
-                Err(e) => return Err(e),
-            };
-            let message = commit_message(&digest, handoff_id, baseline, None);
+        let built = baseline_tree(&mirror, candidate).and_then(|tree| {
+            let message = commit_message(&digest, handoff_id, baseline, None, None);
             mirror.commit(&tree, baseline, request.identity, &message)
-        })();
+        });
         let tip = tip
             .join()
             .unwrap_or_else(|_| Err(git_error("the destination recheck panicked")));
@@ -473,6 +606,7 @@ pub fn prepare(request: &PublishRequest<'_>) -> Result<PreparedPublication, Publ
             commit_id,
             base_tip_seen,
             rebased,
+            extends: None,
         }
     };
     if tip == baseline {
@@ -497,7 +631,7 @@ pub fn prepare(request: &PublishRequest<'_>) -> Result<PreparedPublication, Publ
         return Ok(prepared(mirror, transport, commit, tip, false));
     }
     let merged_tree = merge_tree(&mirror, &tip, &commit)?;
-    let message = commit_message(&digest, handoff_id, baseline, Some(&tip));
+    let message = commit_message(&digest, handoff_id, baseline, Some(&tip), None);
     let rebased = mirror.commit(&merged_tree, &tip, request.identity, &message)?;
     let verdict = gate.rerun(&MergedCommit {
         git_dir: mirror.git_dir(),
@@ -517,6 +651,96 @@ pub fn prepare(request: &PublishRequest<'_>) -> Result<PreparedPublication, Publ
         ));
     }
     Ok(prepared(mirror, transport, rebased, tip, true))
+}
+
+/// The baseline's tree with the candidate applied, in the mirror.
+fn baseline_tree(
+    mirror: &Mirror,
+    candidate: &RepositoryPatchCandidate,
+) -> Result<String, PublishError> {
+    let baseline = candidate.baseline_commit_sha();
+    match mirror.candidate_tree(candidate, baseline) {
+        Ok(tree) => Ok(tree),
+        // Told apart only on failure (one process fewer on the common path).
+        Err(_) if !mirror.has_commit(baseline)? => Err(PublishError::BaselineMissing),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`prepare`] for an extension of `prev` on the request's branch: the tree built while the
+/// base and the branch are read (one `ls-remote`), then the branch fetched into the mirror (so
+/// the parent exists, and the tip read is the fetched one), then the commit on `prev`.
+fn prepare_extension(
+    request: &PublishRequest<'_>,
+    mirror: Mirror,
+    transport: Vec<OsString>,
+    prev: &str,
+    message: &str,
+) -> Result<PreparedPublication, PublishError> {
+    let remote = request.remote;
+    let base_ref = request.base.full_ref();
+    let branch_ref = request.branch.full_ref();
+    let (tree, tips) = std::thread::scope(|scope| {
+        let tips = scope.spawn(|| {
+            ls_remote_refs(
+                &mirror,
+                remote,
+                &transport,
+                [base_ref.as_str(), branch_ref.as_str()],
+            )
+        });
+        let tree = baseline_tree(&mirror, request.candidate);
+        let tips = tips
+            .join()
+            .unwrap_or_else(|_| Err(git_error("the destination recheck panicked")));
+        (tree, tips)
+    });
+    let tree = tree?;
+    let [base_tip, branch_tip] = tips?;
+    let base_tip = base_tip.ok_or(PublishError::BaseMissing)?;
+    if request.branch == request.base {
+        return Err(PublishError::BranchExists);
+    }
+    // A deleted branch is never recreated by an extension.
+    if branch_tip.is_none() {
+        return Err(PublishError::BranchMoved);
+    }
+    // The branch itself (an advertised ref) rather than `prev` by id: its tip is `prev`, or
+    // `prev` is an ancestor when the tip is this very commit (a repeat).
+    let fetched = mirror.fetch(
+        OsStr::new(remote.as_str()),
+        remote.protocol(),
+        &transport,
+        &format!("+{branch_ref}:{FETCHED_EXTENDS_REF}"),
+    );
+    if let Err(e) = fetched {
+        // Deleted between the two reads: moved; anything else is the fetch's own failure.
+        return match ls_remote(&mirror, remote, &transport, &branch_ref)? {
+            None => Err(PublishError::BranchMoved),
+            Some(_) => Err(e),
+        };
+    }
+    let tip = mirror.resolve_ref(FETCHED_EXTENDS_REF)?;
+    // Someone else's history that does not hold `prev` at all: no commit to build or compare.
+    if tip != prev && !mirror.has_commit(prev)? {
+        return Err(PublishError::BranchMoved);
+    }
+    let commit = mirror.commit(&tree, prev, request.identity, message)?;
+    // The tip is `prev` (the push moves it) or already this commit (the push finds it there).
+    if tip != prev && tip != commit {
+        return Err(PublishError::BranchMoved);
+    }
+    Ok(PreparedPublication {
+        mirror,
+        transport,
+        remote: remote.clone(),
+        branch: request.branch.clone(),
+        base: request.base.clone(),
+        commit_id: commit,
+        base_tip_seen: base_tip,
+        rebased: false,
+        extends: Some(prev.to_owned()),
+    })
 }
 
 /// [`prepare`] then [`PreparedPublication::push`]: for callers that record the commit id only
@@ -611,7 +835,53 @@ mod tests {
             Some(PushFlag::Rejected)
         );
         assert_eq!(porcelain_outcome(out, "refs/heads/c"), None);
+        let out = b"To /srv/r.git\n \tabc:refs/heads/b\t1234567..abcdef0\nDone\n";
+        assert_eq!(
+            porcelain_outcome(out, "refs/heads/b"),
+            Some(PushFlag::FastForward)
+        );
+        let out = b"To /srv/r.git\n+\tabc:refs/heads/b\tabcdef0...1234567 (forced update)\n";
+        assert_eq!(
+            porcelain_outcome(out, "refs/heads/b"),
+            Some(PushFlag::Forced)
+        );
         assert_eq!(porcelain_outcome(b"\xff\n", "refs/heads/b"), None);
+    }
+
+    #[test]
+    fn an_extended_commit_is_named_by_full_lowercase_hex() {
+        assert!(is_commit_text(&"a".repeat(40)));
+        assert!(is_commit_text(&"0123456789abcdef".repeat(4)));
+        for bad in [
+            String::new(),
+            "a".repeat(39),
+            "a".repeat(41),
+            "A".repeat(40),
+            "g".repeat(40),
+            format!("-{}", "a".repeat(39)),
+            format!("{}\n", "a".repeat(39)),
+        ] {
+            assert!(!is_commit_text(&bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn an_extension_message_says_what_it_continues() {
+        let m = commit_message(
+            "sha256:ab",
+            "handoff-1",
+            &"c".repeat(40),
+            None,
+            Some(&"e".repeat(40)),
+        );
+        assert_eq!(
+            m,
+            format!(
+                "Publish patch candidate sha256:ab\n\nCandidate-Digest: sha256:ab\nHandoff-Id: handoff-1\nBaseline-Commit: {}\nContinues: {}\n",
+                "c".repeat(40),
+                "e".repeat(40)
+            )
+        );
     }
 
     #[test]
@@ -621,6 +891,7 @@ mod tests {
             "handoff-1",
             &"c".repeat(40),
             Some(&"d".repeat(40)),
+            None,
         );
         assert_eq!(
             m,

@@ -299,8 +299,9 @@ impl CredentialSource {
 }
 
 /// What one publication did: where, which branch, which commit, the base tip it checked, when
-/// the branch was pushed, and whether the commit was rebased onto a moved base. Strict JSON
-/// (unknown fields are refused).
+/// the branch was pushed, whether the commit was rebased onto a moved base, and the commit it
+/// extends (a follow-up pushed onto our own earlier commit). Strict JSON (unknown fields are
+/// refused); a record written before `extends` existed still parses.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PublicationRecord {
@@ -319,6 +320,10 @@ pub struct PublicationRecord {
     /// False when the branch already held exactly this commit (an idempotent repeat, e.g. a
     /// concurrent publish of the same candidate): nothing was pushed.
     pub created: bool,
+    /// For an extension: the commit this one was pushed on top of (its single parent, our
+    /// previous publication on the same branch). Absent for a branch created by this commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extends: Option<String>,
 }
 
 /// RFC 3339 (UTC, seconds) of a time since the epoch ([`vocab::rfc3339_utc`]).
@@ -428,8 +433,10 @@ mod tests {
             pushed_at: rfc3339_utc(0),
             rebased: false,
             created: true,
+            extends: None,
         };
         let json = serde_json::to_value(&record).unwrap();
+        assert!(json.get("extends").is_none(), "{json}");
         let back: PublicationRecord = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(back, record);
         let mut extra = json.clone();
@@ -438,5 +445,31 @@ mod tests {
         let mut bad = json;
         bad["branch"] = "a..b".into();
         assert!(serde_json::from_value::<PublicationRecord>(bad).is_err());
+    }
+
+    /// A record stored before extensions existed (no `extends` field) still parses; an
+    /// extension's record carries its parent and reads back the same.
+    #[test]
+    fn an_old_record_without_extends_still_parses() {
+        let old = format!(
+            r#"{{"remote":"/srv/r.git","branch":"b","commit_id":"{}","base_tip_seen":"{}","pushed_at":"2023-11-14T22:13:20Z","rebased":false,"created":true}}"#,
+            "a".repeat(40),
+            "b".repeat(40)
+        );
+        let record: PublicationRecord = serde_json::from_str(&old).unwrap();
+        assert_eq!(record.extends, None);
+        assert_eq!(record.commit_id, "a".repeat(40));
+        assert_eq!(serde_json::to_string(&record).unwrap(), old);
+
+        let extension = PublicationRecord {
+            extends: Some("c".repeat(40)),
+            ..record
+        };
+        let json = serde_json::to_value(&extension).unwrap();
+        assert_eq!(json["extends"], "c".repeat(40));
+        assert_eq!(
+            serde_json::from_value::<PublicationRecord>(json).unwrap(),
+            extension
+        );
     }
 }

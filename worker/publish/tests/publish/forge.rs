@@ -77,6 +77,7 @@ fn record() -> PublicationRecord {
         pushed_at: "2026-01-01T00:00:00Z".into(),
         rebased: false,
         created: true,
+        extends: None,
     }
 }
 

@@ -7,6 +7,7 @@
     clippy::indexing_slicing
 )]
 
+mod extend;
 mod forge;
 mod http_remote;
 mod path_remote;

@@ -249,6 +249,7 @@ impl Request {
             identity: &self.identity,
             credential: &self.credential,
             rebase,
+            extends: None,
         }
     }
 

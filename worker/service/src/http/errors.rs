@@ -98,6 +98,7 @@ impl ApiStatus for publish::PublishError {
         match self {
             Self::BaseMoved { .. }
             | Self::BranchExists
+            | Self::BranchMoved
             | Self::RebaseConflict
             | Self::RegateFailed => StatusCode::CONFLICT,
             Self::Input { .. } => StatusCode::BAD_REQUEST,

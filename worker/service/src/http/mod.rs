@@ -76,6 +76,7 @@ mod tests {
             | "PATCH_CANDIDATE_REVIEW_NOT_ACCEPTED"
             | "PATCH_CANDIDATE_PUBLISH_BASE_MOVED"
             | "PATCH_CANDIDATE_PUBLISH_BRANCH_EXISTS"
+            | "PATCH_CANDIDATE_PUBLISH_BRANCH_MOVED"
             | "PATCH_CANDIDATE_PUBLISH_REBASE_CONFLICT"
             | "PATCH_CANDIDATE_PUBLISH_REGATE_FAILED" => StatusCode::CONFLICT,
             "PATCH_CANDIDATE_SERVICE_FORBIDDEN" | "PATCH_CANDIDATE_SERVICE_TWO_PERSON" => {
@@ -208,6 +209,7 @@ mod tests {
             publish::PublishError::RegateFailed,
             publish::PublishError::RegateUnavailable,
             publish::PublishError::BranchExists,
+            publish::PublishError::BranchMoved,
             publish::PublishError::PushRejected { detail: "x" },
             publish::PublishError::Auth,
             publish::PublishError::Unreachable { detail: "x" },

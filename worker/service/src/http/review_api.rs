@@ -783,6 +783,7 @@ async fn push_under_claim(
             identity: &identity,
             credential: &target.credential,
             rebase: if rebase { Some(&gate) } else { None },
+            extends: None,
         };
         let prepared = publish::prepare(&request)?;
         tracing::info!(
