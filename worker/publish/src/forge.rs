@@ -232,6 +232,19 @@ async fn post_json(
     json: Vec<u8>,
     refusals: Refusals,
 ) -> Result<Bytes, PublishError> {
+    send_json(endpoint, token, http::Method::POST, url, json, refusals).await
+}
+
+/// Sends `json` (empty for a GET) to `url` with the endpoint's token header; the answer's body
+/// on 200/201.
+async fn send_json(
+    endpoint: &ForgeEndpoint,
+    token: &str,
+    method: http::Method,
+    url: String,
+    json: Vec<u8>,
+    refusals: Refusals,
+) -> Result<Bytes, PublishError> {
     let (name, scheme) = match endpoint.kind {
         ForgeKind::GitHub => (http::header::AUTHORIZATION, "Bearer "),
         ForgeKind::Gitea => (http::header::AUTHORIZATION, "token "),
@@ -244,7 +257,7 @@ async fn post_json(
     })?;
     auth.set_sensitive(true);
     let mut request = http::Request::builder()
-        .method(http::Method::POST)
+        .method(method)
         .uri(url)
         .header(http::header::CONTENT_TYPE, "application/json")
         .header(http::header::USER_AGENT, "patch-candidate-publish")
@@ -289,7 +302,9 @@ fn web_url_ok(url: &str) -> bool {
         && !url.chars().any(|c| c.is_control() || c.is_whitespace())
 }
 
-/// Opens a pull request (GitLab: a merge request) from the published branch onto `base`.
+/// Opens a pull request (GitLab: a merge request) from the published branch onto `base`. Its
+/// body is host-owned: the digest, the commit, the base tip, and `extra` (the caller's own
+/// lines, e.g. gate verdicts and a review link; never agent text).
 ///
 /// # Errors
 /// `PATCH_CANDIDATE_PUBLISH_INPUT` (`candidate_digest` not a `sha256:` digest),
@@ -307,9 +322,19 @@ pub async fn open_pull_request(
     record: &PublicationRecord,
     base: &BranchName,
     candidate_digest: &str,
+    extra: &str,
 ) -> Result<PullRequest, PublishError> {
     if !vocab::is_typed_sha256(candidate_digest) {
         return Err(input("the candidate digest is not a sha256 digest"));
+    }
+    if extra.len() > MAX_COMMENT_BYTES / 2
+        || extra
+            .chars()
+            .any(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+    {
+        return Err(input(
+            "the extra text must be at most 32 KiB without control characters but tab and line feed",
+        ));
     }
     let token = read_token_file(token_file)?;
     let short = candidate_digest.get(7..19).unwrap_or_default();
@@ -319,7 +344,7 @@ pub async fn open_pull_request(
          - Candidate digest: `{candidate_digest}`\n\
          - Commit: `{}`\n\
          - Base tip checked: `{}`\n\
-         - Rebased onto a moved base: {}\n",
+         - Rebased onto a moved base: {}\n{extra}",
         record.commit_id,
         record.base_tip_seen,
         if record.rebased { "yes" } else { "no" }
@@ -360,6 +385,154 @@ pub async fn open_pull_request(
         return Err(not_a_pull());
     }
     Ok(PullRequest { number, url })
+}
+
+/// A query value, percent-encoded (everything but unreserved characters and `/`).
+fn query_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// What is read of a Gitea / Forgejo pull request in a list.
+#[derive(Deserialize)]
+struct GiteaPullAnswer {
+    number: u64,
+    html_url: String,
+    head: GiteaHead,
+    base: GiteaHead,
+}
+
+#[derive(Deserialize)]
+struct GiteaHead {
+    #[serde(rename = "ref")]
+    name: String,
+}
+
+/// Most pages of a Gitea / Forgejo pull request list read (50 each), newest first.
+const MAX_LIST_PAGES: u32 = 10;
+
+/// The pull request (GitLab: merge request) from `branch` onto `base`, open or not, if the
+/// forge has one: what is looked up before one is opened, so a call repeated after an answer
+/// that was lost (a host killed between the forge's answer and its record) opens no second one.
+/// GitHub: `GET …/pulls?head={owner}:{branch}&base={base}&state=all`; GitLab:
+/// `GET …/merge_requests?source_branch=…&target_branch=…&state=all`; Gitea / Forgejo, whose list
+/// has no branch filter: `GET …/pulls?state=all&sort=newest&limit=50`, at most 10 pages.
+///
+/// # Errors
+/// As [`open_pull_request`].
+pub async fn find_pull_request(
+    endpoint: &ForgeEndpoint,
+    token_file: &Path,
+    branch: &BranchName,
+    base: &BranchName,
+) -> Result<Option<PullRequest>, PublishError> {
+    let token = read_token_file(token_file)?;
+    let refusals = Refusals {
+        conflict: "the forge refused the pull request lookup",
+        other: "the forge refused the pull request lookup",
+    };
+    let not_a_list = || forge_error("the forge's answer is not a list of pull requests");
+    let checked = |number: u64, url: String| {
+        if web_url_ok(&url) && number > 0 {
+            Ok(PullRequest { number, url })
+        } else {
+            Err(not_a_list())
+        }
+    };
+    match endpoint.kind {
+        ForgeKind::GitHub => {
+            let owner = endpoint
+                .project
+                .as_str()
+                .split('/')
+                .next()
+                .unwrap_or_default();
+            let url = format!(
+                "{}?head={}&base={}&state=all",
+                endpoint.pulls_url(),
+                query_value(&format!("{owner}:{}", branch.as_str())),
+                query_value(base.as_str())
+            );
+            let bytes = send_json(
+                endpoint,
+                &token,
+                http::Method::GET,
+                url,
+                Vec::new(),
+                refusals,
+            )
+            .await?;
+            let list: Vec<PullAnswer> = serde_json::from_slice(&bytes).map_err(|_| not_a_list())?;
+            list.into_iter()
+                .next()
+                .map(|p| checked(p.number, p.html_url))
+                .transpose()
+        }
+        ForgeKind::Gitea => {
+            for page in 1..=MAX_LIST_PAGES {
+                let url = format!(
+                    "{}?state=all&sort=newest&limit=50&page={page}",
+                    endpoint.pulls_url()
+                );
+                let refusals = Refusals {
+                    conflict: refusals.conflict,
+                    other: refusals.other,
+                };
+                let bytes = send_json(
+                    endpoint,
+                    &token,
+                    http::Method::GET,
+                    url,
+                    Vec::new(),
+                    refusals,
+                )
+                .await?;
+                let list: Vec<GiteaPullAnswer> =
+                    serde_json::from_slice(&bytes).map_err(|_| not_a_list())?;
+                let last = list.len() < 50;
+                if let Some(p) = list
+                    .into_iter()
+                    .find(|p| p.head.name == branch.as_str() && p.base.name == base.as_str())
+                {
+                    return checked(p.number, p.html_url).map(Some);
+                }
+                if last {
+                    break;
+                }
+            }
+            Ok(None)
+        }
+        _ => {
+            let url = format!(
+                "{}?source_branch={}&target_branch={}&state=all",
+                endpoint.pulls_url(),
+                query_value(branch.as_str()),
+                query_value(base.as_str())
+            );
+            let bytes = send_json(
+                endpoint,
+                &token,
+                http::Method::GET,
+                url,
+                Vec::new(),
+                refusals,
+            )
+            .await?;
+            let list: Vec<MergeRequestAnswer> =
+                serde_json::from_slice(&bytes).map_err(|_| not_a_list())?;
+            list.into_iter()
+                .next()
+                .map(|p| checked(p.iid, p.web_url))
+                .transpose()
+        }
+    }
 }
 
 #[derive(Serialize)]

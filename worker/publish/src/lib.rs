@@ -42,8 +42,8 @@ mod types;
 pub use ::forge::CommentTarget;
 pub use error::{ERROR_CODES, PublishError};
 pub use forge::{
-    CommitStatus, ForgeEndpoint, ForgeKind, PullRequest, StatusState, open_pull_request,
-    post_comment, set_commit_status,
+    CommitStatus, ForgeEndpoint, ForgeKind, PullRequest, StatusState, find_pull_request,
+    open_pull_request, post_comment, set_commit_status,
 };
 pub use mirror::sweep_abandoned_mirrors;
 pub use publish::{

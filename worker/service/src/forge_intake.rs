@@ -32,20 +32,24 @@ const INTAKE_LEASE: Duration = Duration::from_secs(600);
 /// Attempts at a delivery whose failure is the environment's (repository unreachable, store
 /// away) before it is refused.
 const MAX_INTAKE_ATTEMPTS: u32 = 5;
+/// The trigger kind of a command on one of our pull requests: a follow-up of the job whose
+/// publication it shows, published as a new commit on the same branch.
+pub(crate) const REVIEW_COMMENT: &str = "review_comment";
 /// `execution_strategy_id` of approvals written for forge triggers.
 const STRATEGY: &str = "patch-candidate.forge-trigger";
 /// Identity digests nothing computes for a forge trigger.
 const NOT_COMPUTED: &str = "not-computed:patch-candidate-forge";
 
-/// What a queued delivery's job is built from: host-checked values only.
+/// What a queued delivery's job is built from: host-checked values only (also what its report
+/// back to the forge reads).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Trigger {
-    /// `label` or `comment`.
+    /// `label`, `comment` (on an issue) or [`REVIEW_COMMENT`] (on one of our pull requests).
     pub kind: String,
     /// The forge's project path (a key of the forge's templates).
     pub project: String,
-    /// The issue's number on the forge.
+    /// The issue's number on the forge (for a review comment: the pull request's).
     pub issue: u64,
     /// The forge login that triggered it.
     pub sender: String,
@@ -119,8 +123,11 @@ fn decide(forge: &ForgeConfig, event: ForgeEvent) -> Result<Decision, ServiceErr
             body,
             sender,
         } => {
-            let CommentTarget::Issue(number) = target else {
-                return Ok(Decision::Ignore("pull_request_comment"));
+            let (number, kind) = match target {
+                CommentTarget::Issue(n) => (n, "comment"),
+                // A comment on a pull request continues the work of the job whose publication
+                // the pull request shows (checked when the job is built: ours or refused).
+                CommentTarget::PullRequest(n) => (n, REVIEW_COMMENT),
             };
             let Some(command) = forge.command() else {
                 return Ok(Decision::Ignore("commands_not_used"));
@@ -136,7 +143,7 @@ fn decide(forge: &ForgeConfig, event: ForgeEvent) -> Result<Decision, ServiceErr
                 repository,
                 number.get(),
                 sender,
-                "comment",
+                kind,
                 argument.to_owned(),
                 key,
             )
@@ -169,11 +176,14 @@ fn decide(forge: &ForgeConfig, event: ForgeEvent) -> Result<Decision, ServiceErr
     })
 }
 
-/// Whether `principal` names a live token with the `submit` role.
-async fn may_submit(sh: &Shared, principal: &str) -> Result<bool, ServiceError> {
-    Ok(sh.store.tokens().await?.iter().any(|t| {
-        t.name == principal && t.revoked_at_ms.is_none() && t.roles.contains(jobs::Role::Submit)
-    }))
+/// Whether `principal` names a live token with `role`.
+async fn holds(sh: &Shared, principal: &str, role: jobs::Role) -> Result<bool, ServiceError> {
+    Ok(sh
+        .store
+        .tokens()
+        .await?
+        .iter()
+        .any(|t| t.name == principal && t.revoked_at_ms.is_none() && t.roles.contains(role)))
 }
 
 /// Records a verified delivery: the stored row and whether this call recorded it.
@@ -323,11 +333,18 @@ async fn build_job(sh: &Shared, delivery: &ForgeDelivery) -> Result<vocab::JobId
         .and_then(|t| serde_json::from_value(t).ok())
         .ok_or_else(|| trigger_error("the delivery's trigger document is unreadable"))?;
     // The mapped principal must hold `submit` now, when its job is built (a revoked token or a
-    // lost role refuses the delivery).
-    if !may_submit(sh, &trigger.principal).await? {
-        return Err(ServiceError::Forbidden {
-            role: jobs::Role::Submit,
-        });
+    // lost role refuses the delivery); a comment on a pull request is a reviewer's retry and
+    // needs `review`.
+    let role = if trigger.kind == REVIEW_COMMENT {
+        jobs::Role::Review
+    } else {
+        jobs::Role::Submit
+    };
+    if !holds(sh, &trigger.principal, role).await? {
+        return Err(ServiceError::Forbidden { role });
+    }
+    if trigger.kind == REVIEW_COMMENT {
+        return build_follow_up(sh, delivery, &trigger).await;
     }
     let policy = sh
         .policy()
@@ -392,6 +409,48 @@ async fn build_job(sh: &Shared, delivery: &ForgeDelivery) -> Result<vocab::JobId
     )
     .await?;
     spec.follow_ups = sh.opts.follow_ups;
+    spec.submitted_by = Some(trigger.principal.clone());
+    let (job, _) = sh.store.submit(spec).await?;
+    sh.wake.notify_one();
+    Ok(job.id)
+}
+
+/// The follow-up a command on one of our pull requests queues: the job whose publication the
+/// pull request's branch holds, continued from its candidate with the comment as the
+/// reviewer's note, under the same approval (so the same scope), as the mapped principal.
+async fn build_follow_up(
+    sh: &Shared,
+    delivery: &ForgeDelivery,
+    trigger: &Trigger,
+) -> Result<vocab::JobId, ServiceError> {
+    let policy = sh
+        .policy()
+        .ok_or_else(|| trigger_error("no repository policy is in force"))?;
+    let pull = sh
+        .store
+        .forge_pull(&delivery.forge, &trigger.project, trigger.issue)
+        .await?
+        .ok_or_else(|| trigger_error("the pull request is not one this service opened"))?;
+    let parent = sh
+        .store
+        .get(&pull.job_id)
+        .await?
+        .ok_or_else(|| trigger_error("the pull request's job is gone"))?;
+    let digest: vocab::Sha256 = parent
+        .candidate_digest
+        .as_deref()
+        .and_then(|d| d.parse().ok())
+        .ok_or_else(|| trigger_error("the pull request's job has no candidate"))?;
+    sh.check_quota(
+        &policy,
+        &trigger.principal,
+        &parent.spec.repository,
+        "submit",
+        None,
+    )
+    .await?;
+    let mut spec =
+        crate::submission::follow_up_spec(&parent, &digest, Some(&trigger.task), Vec::new())?;
     spec.submitted_by = Some(trigger.principal.clone());
     let (job, _) = sh.store.submit(spec).await?;
     sh.wake.notify_one();

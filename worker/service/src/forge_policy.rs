@@ -13,6 +13,13 @@
 //! command = "/agent"              # so does an issue comment starting with this word
 //! users = { octocat = "alice" }   # forge login -> principal (a named token with `submit`)
 //!
+//! # Results back on the forge (all optional; off without `api_base` and `token_file`):
+//! api_base = "https://api.github.com"   # the forge's REST API
+//! token_file = "/etc/patch-candidate/github.token"   # comments, statuses, pull requests
+//! review_url = "https://review.example"  # this service's public address, for review links
+//! branch_prefix = "agent/"        # published branches: {prefix}{forge}-{issue}-{job}
+//! auto_accept = false             # accept a candidate whose required gates all passed
+//!
 //! [[forge.project]]
 //! path = "acme/app"               # the forge's project path
 //! repository = "https://git.example/acme/app.git"
@@ -49,6 +56,12 @@ pub(crate) struct ForgeFile {
     users: BTreeMap<String, String>,
     #[serde(default, rename = "project")]
     projects: Vec<ProjectFile>,
+    api_base: Option<String>,
+    token_file: Option<PathBuf>,
+    review_url: Option<String>,
+    branch_prefix: Option<String>,
+    #[serde(default)]
+    auto_accept: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -99,7 +112,23 @@ pub struct ForgeConfig {
     command: Option<String>,
     users: BTreeMap<String, String>,
     projects: BTreeMap<String, ProjectTemplate>,
+    reporting: Option<Reporting>,
 }
+
+/// How results go back to a forge: its API and token, this service's public review address,
+/// the prefix of published branches, and whether a candidate whose required gates all passed
+/// is accepted without a reviewer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reporting {
+    pub api_base: String,
+    pub token_file: PathBuf,
+    pub review_url: Option<String>,
+    pub branch_prefix: String,
+    pub auto_accept: bool,
+}
+
+/// The default prefix of published branches.
+const DEFAULT_BRANCH_PREFIX: &str = "agent/";
 
 fn bad(detail: impl Into<String>) -> ServiceError {
     ServiceError::PolicyFile {
@@ -201,6 +230,50 @@ impl ForgeConfig {
                 return Err(bad("a forge names each project path once"));
             }
         }
+        let reporting = match (f.api_base, f.token_file) {
+            (None, None) => {
+                if f.review_url.is_some() || f.branch_prefix.is_some() || f.auto_accept {
+                    return Err(bad(
+                        "forge.review_url, branch_prefix and auto_accept need api_base and token_file",
+                    ));
+                }
+                None
+            }
+            (Some(api_base), Some(token_file)) => {
+                publish::ForgeEndpoint::new(f.kind, &api_base, "owner", "repo").map_err(|_| {
+                    bad("forge.api_base must be an https URL (http for a loopback forge) without user info, query or fragment")
+                })?;
+                if !token_file.is_absolute() {
+                    return Err(bad("forge.token_file must be an absolute path"));
+                }
+                if let Some(url) = &f.review_url {
+                    let ok = (url.starts_with("https://") || url.starts_with("http://"))
+                        && url.len() <= 512
+                        && !url.chars().any(|c| c.is_control() || c.is_whitespace());
+                    if !ok {
+                        return Err(bad("forge.review_url must be an http(s) URL"));
+                    }
+                }
+                let branch_prefix = f
+                    .branch_prefix
+                    .unwrap_or_else(|| DEFAULT_BRANCH_PREFIX.to_owned());
+                if branch_prefix.len() > 64
+                    || publish::BranchName::parse(&format!("{branch_prefix}x")).is_err()
+                {
+                    return Err(bad(
+                        "forge.branch_prefix must start a branch name (at most 64 bytes)",
+                    ));
+                }
+                Some(Reporting {
+                    api_base,
+                    token_file,
+                    review_url: f.review_url.map(|u| u.trim_end_matches('/').to_owned()),
+                    branch_prefix,
+                    auto_accept: f.auto_accept,
+                })
+            }
+            _ => return Err(bad("forge.api_base and forge.token_file go together")),
+        };
         Ok(Self {
             name: f.name,
             kind: f.kind,
@@ -210,6 +283,7 @@ impl ForgeConfig {
             command: f.command,
             users: f.users,
             projects,
+            reporting,
         })
     }
 
@@ -265,7 +339,7 @@ impl ForgeConfig {
                 )
             })
             .collect();
-        json!({
+        let mut canonical = json!({
             "name": self.name,
             "kind": self.kind.as_str(),
             "secret_file": self.secret_file.to_string_lossy(),
@@ -273,7 +347,27 @@ impl ForgeConfig {
             "command": self.command,
             "users": self.users,
             "projects": projects,
-        })
+        });
+        // Only when present, so the digest of a policy without reporting is unchanged.
+        if let (Some(r), Some(map)) = (&self.reporting, canonical.as_object_mut()) {
+            map.insert(
+                "reporting".to_owned(),
+                json!({
+                    "api_base": r.api_base,
+                    "token_file": r.token_file.to_string_lossy(),
+                    "review_url": r.review_url,
+                    "branch_prefix": r.branch_prefix,
+                    "auto_accept": r.auto_accept,
+                }),
+            );
+        }
+        canonical
+    }
+
+    /// How results go back to this forge, if they do.
+    #[must_use]
+    pub fn reporting(&self) -> Option<&Reporting> {
+        self.reporting.as_ref()
     }
 
     /// The forge's name (its webhook route).
@@ -340,6 +434,9 @@ secret_file = "/etc/pc/github.secret"
 label = "agent"
 command = "/agent"
 users = { octocat = "alice" }
+api_base = "https://api.github.com"
+token_file = "/etc/pc/github.token"
+auto_accept = true
 
 [[forge.project]]
 path = "acme/app"
@@ -383,6 +480,11 @@ allowed_paths = ["lib/"]
             "release/1"
         );
         assert_eq!(gh.canonical()["projects"]["acme/app"]["base"], "main");
+        let r = gh.reporting().unwrap();
+        assert_eq!((r.branch_prefix.as_str(), r.auto_accept), ("agent/", true));
+        assert_eq!(gh.canonical()["reporting"]["auto_accept"], true);
+        assert!(forges[1].reporting().is_none());
+        assert!(forges[1].canonical().get("reporting").is_none());
     }
 
     #[test]
@@ -419,6 +521,17 @@ allowed_paths = ["lib/"]
                 "allowed_paths",
             ),
             ("name = \"lab\"", "name = \"github\"", "unique"),
+            (
+                "\"https://api.github.com\"",
+                "\"http://api.github.com\"",
+                "forge.api_base",
+            ),
+            ("token_file = \"/etc/pc/github.token\"\n", "", "go together"),
+            (
+                "auto_accept = true",
+                "branch_prefix = \"-x\"",
+                "branch_prefix",
+            ),
             (
                 "path = \"group/sub/app\"",
                 "path = \"acme/app\"\nextra = 1",

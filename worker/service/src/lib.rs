@@ -13,6 +13,7 @@ mod error;
 mod follow_up;
 mod forge_intake;
 mod forge_policy;
+mod forge_report;
 mod gates;
 mod http;
 mod live_host;

@@ -75,6 +75,10 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
         Arc::clone(&sh),
         phase_rx.clone(),
     ));
+    let report = tokio::spawn(crate::forge_report::report_loop(
+        Arc::clone(&sh),
+        phase_rx.clone(),
+    ));
     let mut tasks: JoinSet<()> = JoinSet::new();
     let name = claim_loop(&sh, &mut tasks, &phase_rx, &mut signals).await;
     tracing::info!(
@@ -88,6 +92,7 @@ pub async fn serve(opts: ServeOptions) -> Result<ServeExit, ServiceError> {
     let _ = phase_tx.send(Phase::Drain);
     let _ = upkeep.await;
     let _ = intake.await;
+    let _ = report.await;
     drain(&sh, tasks, &phase_tx, &mut signals).await;
     Ok(ServeExit::Drained)
 }

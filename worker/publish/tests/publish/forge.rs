@@ -100,7 +100,7 @@ async fn open(
     digest: &str,
 ) -> Result<(u64, String), PublishError> {
     let base = BranchName::parse("main").unwrap();
-    open_pull_request(endpoint, token_file, &record(), &base, digest)
+    open_pull_request(endpoint, token_file, &record(), &base, digest, "")
         .await
         .map(|pr| (pr.number, pr.url))
 }

@@ -26,9 +26,11 @@ mod usage_routes;
 mod views;
 
 use crate::{ServiceError, Shared};
+pub(crate) use auth::Caller;
 use auth::*;
 pub use auth::{load_or_create_token, mint_token};
 use body::*;
+pub(crate) use errors::ApiError;
 use errors::*;
 use job_routes::*;
 pub use review_api::PublishTarget;

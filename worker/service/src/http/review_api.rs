@@ -602,6 +602,9 @@ struct PublishJob {
     branch: publish::BranchName,
     base: publish::BranchName,
     rebase: bool,
+    /// The commit our previous publication pushed to `branch`: the candidate goes on it as a
+    /// new fast-forward commit (a follow-up from a pull request comment).
+    extends: Option<String>,
 }
 
 /// Publishes job `id`'s accepted candidate to this host's [`PublishTarget`] as one
@@ -632,6 +635,19 @@ pub(crate) async fn publish(
     caller: &Caller,
     body: &PublishBody,
 ) -> Result<publish::PublicationRecord, ApiError> {
+    publish_extending(sh, id, caller, body, None).await
+}
+
+/// [`publish`], or with `extends` (the commit our previous publication pushed to
+/// `body.branch`) a new fast-forward commit on that branch (`…_BRANCH_MOVED` when the branch
+/// holds anything else: nothing is overwritten). The forge report's publication.
+pub(crate) async fn publish_extending(
+    sh: &Arc<Shared>,
+    id: &JobId,
+    caller: &Caller,
+    body: &PublishBody,
+    extends: Option<String>,
+) -> Result<publish::PublicationRecord, ApiError> {
     caller.require(jobs::Role::Publish)?;
     let principal = &caller.principal;
     let Some(target) = sh.opts.publish.clone() else {
@@ -651,6 +667,7 @@ pub(crate) async fn publish(
         branch: publish::BranchName::parse(&body.branch)?,
         base: publish::BranchName::parse(body.base.as_deref().unwrap_or("main"))?,
         rebase: body.rebase,
+        extends,
     };
     // Detached from the request: dropping this future (the client went away) leaves the task
     // running with its lock and claim until its outcome is recorded or it gives up.
@@ -763,11 +780,12 @@ async fn push_under_claim(
     let candidate = context.candidate;
     let handle = tokio::runtime::Handle::current();
     let shared = Arc::clone(sh);
-    let (target, branch, base, rebase) = (
+    let (target, branch, base, rebase, extends) = (
         job.target.clone(),
         job.branch.clone(),
         job.base.clone(),
         job.rebase,
+        job.extends.clone(),
     );
     let claim_held = claim.clone();
     let (prepared, record) = tokio::task::spawn_blocking(move || {
@@ -783,7 +801,7 @@ async fn push_under_claim(
             identity: &identity,
             credential: &target.credential,
             rebase: if rebase { Some(&gate) } else { None },
-            extends: None,
+            extends: extends.as_deref(),
         };
         let prepared = publish::prepare(&request)?;
         tracing::info!(
