@@ -43,7 +43,6 @@ pub use access::{
 pub use error::{Backend, ERROR_CODES, JobsError, NOT_FOUND_CODE, Result};
 pub use evidence::EvidenceDocument;
 pub use ids::{random_attempt_id, random_job_id};
-pub use report::{ForgeCall, ForgePull, MAX_CALL_RESULT_BYTES};
 pub use intake::{
     DeliveryOutcome, DeliveryState, ForgeDelivery, MAX_TRIGGER_BYTES, NewForgeDelivery,
 };
@@ -56,6 +55,7 @@ pub use model::{
     JobState, LiveJob, LiveJobEnvironment, MAX_CHAIN_FOLLOW_UPS, MAX_DOCUMENT_BYTES,
     MAX_FOLLOW_UP_GATES, MAX_FOLLOW_UP_NOTE_BYTES, PolicyAdmission, Retry, StoreOptions, backoff,
 };
+pub use report::{ForgeCall, ForgePull, MAX_CALL_RESULT_BYTES};
 pub use review::{
     DecisionRow, OPERATOR_PRINCIPAL, PublicationClaim, StoredDecisionRow, TokenHash, TokenName,
 };

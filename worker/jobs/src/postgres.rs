@@ -18,9 +18,6 @@ use crate::evidence::EvidenceDocument;
 use crate::intake::{
     DELIVERY_COLUMNS, DeliveryOutcome, ForgeDelivery, NewForgeDelivery, delivery_row,
 };
-use crate::report::{
-    ForgeCall, ForgePull, PULL_COLUMNS, call_row, pull_row,
-};
 use crate::ledger::{
     CLAIM_SPEND_COLUMNS, DAY_MS, SpendToday, UsageDocument, UsageRollupRow, UtcDay, rollup_limit,
     rollup_row, rollup_sql, spend_columns_at, spend_on_sql, spend_today,
@@ -29,6 +26,7 @@ use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, StoreOptions,
     duration_ms,
 };
+use crate::report::{ForgeCall, ForgePull, PULL_COLUMNS, call_row, pull_row};
 use crate::review::decision_act;
 use crate::review::{
     DecisionRow, PublicationClaim, PublishFacts, StoredDecisionRow, TokenHash, TokenInfo,

@@ -80,7 +80,10 @@ fn printable(field: &'static str, text: &str) -> Result<()> {
         || text.len() > MAX_PULL_TEXT_BYTES
         || text.chars().any(|c| c.is_control() || c.is_whitespace())
     {
-        return Err(JobsError::input(field, "1 to 255 printable bytes, no spaces"));
+        return Err(JobsError::input(
+            field,
+            "1 to 255 printable bytes, no spaces",
+        ));
     }
     Ok(())
 }
@@ -90,7 +93,10 @@ pub(crate) fn check_commit(field: &'static str, commit: &str) -> Result<()> {
     if matches!(commit.len(), 40 | 64) && commit.bytes().all(vocab::is_lower_hex) {
         Ok(())
     } else {
-        Err(JobsError::input(field, "must be 40 or 64 lowercase hex digits"))
+        Err(JobsError::input(
+            field,
+            "must be 40 or 64 lowercase hex digits",
+        ))
     }
 }
 

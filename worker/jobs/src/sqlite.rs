@@ -15,9 +15,6 @@ use crate::evidence::EvidenceDocument;
 use crate::intake::{
     DELIVERY_COLUMNS, DeliveryOutcome, ForgeDelivery, NewForgeDelivery, delivery_row,
 };
-use crate::report::{
-    ForgeCall, ForgePull, PULL_COLUMNS, call_row, pull_row,
-};
 use crate::ledger::{
     SpendToday, UsageDocument, UsageRollupRow, UtcDay, rollup_limit, rollup_row, rollup_sql,
     spend_on_sql, spend_today,
@@ -25,6 +22,7 @@ use crate::ledger::{
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, duration_ms,
 };
+use crate::report::{ForgeCall, ForgePull, PULL_COLUMNS, call_row, pull_row};
 use crate::review::decision_act;
 use crate::review::{
     DecisionRow, PublicationClaim, PublishFacts, StoredDecisionRow, TokenHash, TokenInfo,

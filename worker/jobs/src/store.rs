@@ -11,13 +11,13 @@ use crate::access::{
 use crate::error::{JobsError, Result};
 use crate::evidence::{EvidenceDocument, check_set as check_evidence_set};
 use crate::intake::{DeliveryOutcome, DeliveryState, ForgeDelivery, NewForgeDelivery};
-use crate::report::{ForgeCall, ForgePull};
 use crate::ledger::{SpendToday, UsageDocument, UsageRollupRow, UtcDay, check_range, check_rollup};
 use crate::model::{
     Claimed, Fenced, Heartbeat, HostInfo, Job, JobEvent, JobSpec, JobState, MAX_CANDIDATE_BYTES,
     Retry, StoreOptions, check_code, check_message, document_text,
 };
 use crate::postgres::PgStore;
+use crate::report::{ForgeCall, ForgePull};
 use crate::review::{
     DecisionRow, MAX_CLAIM_LEASE, PublicationClaim, StoredDecisionRow, TokenHash, TokenInfo,
     TokenName, check_claim_branch, check_publication,

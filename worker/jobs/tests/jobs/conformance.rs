@@ -2963,7 +2963,10 @@ pub async fn forge_reports_record_each_call_once_under_leases(
         .record_forge_delivery(delivery("r-2", Some('b')))
         .await
         .unwrap();
-    assert_eq!(store.claim_forge_report(&host("a"), lease).await.unwrap(), None);
+    assert_eq!(
+        store.claim_forge_report(&host("a"), lease).await.unwrap(),
+        None
+    );
     let job = submit(store, "report-job", 1).await;
     for (id, outcome) in [
         ("r-1", jobs::DeliveryOutcome::Submitted(job.clone())),
@@ -2994,7 +2997,10 @@ pub async fn forge_reports_record_each_call_once_under_leases(
         .unwrap()
         .unwrap();
     assert_eq!((held.delivery.as_str(), held.report_open), ("r-1", true));
-    assert_eq!(other.claim_forge_report(&host("b"), lease).await.unwrap(), None);
+    assert_eq!(
+        other.claim_forge_report(&host("b"), lease).await.unwrap(),
+        None
+    );
     // The same host id takes its own held report again at once (its previous run was killed).
     let again = other
         .claim_forge_report(&host("a"), lease)
@@ -3051,8 +3057,15 @@ pub async fn forge_reports_record_each_call_once_under_leases(
             .unwrap(),
         Fenced::Applied
     );
-    assert_eq!(other.claim_forge_report(&host("b"), lease).await.unwrap(), None);
-    let row = other.forge_delivery("github", "r-1").await.unwrap().unwrap();
+    assert_eq!(
+        other.claim_forge_report(&host("b"), lease).await.unwrap(),
+        None
+    );
+    let row = other
+        .forge_delivery("github", "r-1")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(row.report_failures, 1);
     assert_eq!(
         store
@@ -3062,7 +3075,11 @@ pub async fn forge_reports_record_each_call_once_under_leases(
         Fenced::Lost
     );
     // Not held: the deferral above released it, so this one is lost and counts nothing.
-    let row = other.forge_delivery("github", "r-1").await.unwrap().unwrap();
+    let row = other
+        .forge_delivery("github", "r-1")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(row.report_failures, 1);
     // A holder whose lease runs out is fenced off by the next one.
     let c = store
@@ -3122,11 +3139,18 @@ pub async fn forge_reports_record_each_call_once_under_leases(
             .unwrap(),
         Fenced::Applied
     );
-    let row = other.forge_delivery("github", "r-3").await.unwrap().unwrap();
+    let row = other
+        .forge_delivery("github", "r-3")
+        .await
+        .unwrap()
+        .unwrap();
     assert!(!row.report_open);
     assert_eq!(row.report_reason.as_deref(), Some("done"));
     expire().await;
-    assert_eq!(store.claim_forge_report(&host("e"), lease).await.unwrap(), None);
+    assert_eq!(
+        store.claim_forge_report(&host("e"), lease).await.unwrap(),
+        None
+    );
 
     // Pull requests: recorded once; the head moves only from the recorded head.
     let pull = jobs::ForgePull {
@@ -3137,7 +3161,10 @@ pub async fn forge_reports_record_each_call_once_under_leases(
         branch: "agent/issue-12".into(),
         head: "1".repeat(40),
     };
-    assert_eq!(store.forge_pull("github", "acme/app", 12).await.unwrap(), None);
+    assert_eq!(
+        store.forge_pull("github", "acme/app", 12).await.unwrap(),
+        None
+    );
     assert_eq!(store.set_forge_pull(&pull, None).await.unwrap(), pull);
     let rival = jobs::ForgePull {
         head: "9".repeat(40),
@@ -3171,13 +3198,7 @@ pub async fn forge_reports_record_each_call_once_under_leases(
     );
     assert!(
         store
-            .set_forge_pull(
-                &jobs::ForgePull {
-                    number: 0,
-                    ..moved
-                },
-                None
-            )
+            .set_forge_pull(&jobs::ForgePull { number: 0, ..moved }, None)
             .await
             .is_err()
     );
