@@ -9,7 +9,8 @@ use std::sync::mpsc;
 use pretty_assertions::assert_eq;
 use publish::{
     BranchName, CommentTarget, CommitStatus, ForgeEndpoint, ForgeKind, PublicationRecord,
-    PublishError, StatusState, open_pull_request, post_comment, set_commit_status,
+    PublishError, StatusState, find_pull_request, open_pull_request, post_comment,
+    set_commit_status,
 };
 
 use crate::support::{AGENT_MARKER, RequestHead, read_request_head, secret};
@@ -62,7 +63,7 @@ fn scripted_forge(status: u16, body: Vec<u8>) -> (u16, mpsc::Receiver<Seen>) {
             method,
             path,
             headers,
-            body: serde_json::from_slice(&raw).unwrap(),
+            body: serde_json::from_slice(&raw).unwrap_or(serde_json::Value::Null),
         });
     });
     (port, rx)
@@ -552,5 +553,91 @@ async fn hostile_answers_to_comments_statuses_and_merge_requests() {
             .await
             .unwrap_err();
         assert_eq!(err.code(), "PATCH_CANDIDATE_PUBLISH_FORGE", "{answer}");
+    }
+}
+
+/// The lookup before a pull request is opened: by branch and base, in each forge's documented
+/// list shape (Gitea's, which has no branch filter, read page by page); none is `None`; an answer
+/// outside the shape is a clean refusal.
+#[tokio::test]
+async fn pull_requests_are_found_by_branch_and_base_on_every_forge() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = secret("lookup-token");
+    let file = token_file(dir.path(), &token);
+    let branch = BranchName::parse("agent/gh-1.x").unwrap();
+    let base = BranchName::parse("main").unwrap();
+    let gitea_page = serde_json::json!([
+        {"number": 4, "html_url": "https://forge.example/o/r/pulls/4",
+         "head": {"ref": "other"}, "base": {"ref": "main"}},
+        {"number": 5, "html_url": "https://forge.example/o/r/pulls/5",
+         "head": {"ref": "agent/gh-1.x"}, "base": {"ref": "release"}},
+        {"number": 6, "html_url": "https://forge.example/o/r/pulls/6", "state": "closed",
+         "head": {"ref": "agent/gh-1.x", "sha": "x"}, "base": {"ref": "main"}}
+    ]);
+    for (kind, answer, path, found) in [
+        (
+            ForgeKind::GitHub,
+            serde_json::json!([{"number": 7, "html_url": "https://forge.example/o/r/pull/7", "state": "open"}]),
+            "/repos/o/r/pulls?head=o%3Aagent/gh-1.x&base=main&state=all",
+            Some(7),
+        ),
+        (
+            ForgeKind::GitHub,
+            serde_json::json!([]),
+            "/repos/o/r/pulls?head=o%3Aagent/gh-1.x&base=main&state=all",
+            None,
+        ),
+        (
+            ForgeKind::Gitea,
+            gitea_page,
+            "/api/v1/repos/o/r/pulls?state=all&sort=newest&limit=50&page=1",
+            Some(6),
+        ),
+        (
+            ForgeKind::GitLab,
+            serde_json::json!([{"iid": 3, "web_url": "https://gitlab.example/grp/sub/proj/-/merge_requests/3"}]),
+            "/api/v4/projects/grp%2Fsub%2Fproj/merge_requests?source_branch=agent/gh-1.x&target_branch=main&state=all",
+            Some(3),
+        ),
+    ] {
+        let (port, seen) = scripted_forge(200, serde_json::to_vec(&answer).unwrap());
+        let got = find_pull_request(&endpoint_of(kind, port), &file, &branch, &base)
+            .await
+            .unwrap();
+        assert_eq!(got.map(|p| p.number), found, "{kind:?}");
+        let seen = seen.recv().unwrap();
+        assert_eq!((seen.method.as_str(), seen.path.as_str()), ("GET", path));
+        let (name, value) = token_header(kind, &token);
+        assert_eq!(seen.header(name), Some(value.as_str()));
+    }
+    // Not a list, a pull request without a web address, a refusal: clean errors.
+    for (status, answer, code) in [
+        (
+            200,
+            serde_json::json!({"number": 1}),
+            "PATCH_CANDIDATE_PUBLISH_FORGE",
+        ),
+        (
+            200,
+            serde_json::json!([{"number": 1, "html_url": "javascript:alert(1)"}]),
+            "PATCH_CANDIDATE_PUBLISH_FORGE",
+        ),
+        (
+            401,
+            serde_json::json!({"message": "Bad credentials"}),
+            "PATCH_CANDIDATE_PUBLISH_AUTH",
+        ),
+        (
+            500,
+            serde_json::json!({"message": "boom"}),
+            "PATCH_CANDIDATE_PUBLISH_FORGE",
+        ),
+    ] {
+        let (port, _seen) = scripted_forge(status, serde_json::to_vec(&answer).unwrap());
+        let err = find_pull_request(&endpoint_of(ForgeKind::GitHub, port), &file, &branch, &base)
+            .await
+            .unwrap_err();
+        assert_eq!(vocab::Coded::code(&err), code, "{answer}");
+        assert!(!err.to_string().contains("boom"), "{err}");
     }
 }
