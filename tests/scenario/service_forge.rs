@@ -609,9 +609,8 @@ fn accept(service: &Service, job: &str) -> String {
         &format!("/v1/jobs/{job}/review"),
         &service.token(),
     );
-    let digest = review["candidate"]["digest"]
+    let digest = review["review"]["candidate_digest"]
         .as_str()
-        .or_else(|| review["candidate_digest"].as_str())
         .unwrap_or_else(|| panic!("no digest in {review}"))
         .to_owned();
     let (status, answer) = http_json(
