@@ -410,9 +410,9 @@ struct ForgeState {
     released: bool,
 }
 
-/// A scripted GitHub REST API on loopback (std only, one thread per connection,
+/// A scripted GitHub and GitLab REST API on loopback (std only, one thread per connection,
 /// `Connection: close`), speaking the documented shapes of the calls the service makes: issue
-/// comments, pull request lookup and creation, commit statuses.
+/// comments (GitLab: notes), pull (merge) request lookup and creation, commit statuses.
 struct ScriptedGitHub {
     port: u16,
     state: std::sync::Arc<(std::sync::Mutex<ForgeState>, std::sync::Condvar)>,
@@ -559,6 +559,52 @@ fn serve_forge(
                 201,
                 serde_json::json!({"number": n,
                     "html_url": format!("http://127.0.0.1:{port}/{owner}/{repo}/pull/{n}")}),
+            )
+        }
+        // GitLab: notes, statuses and merge requests of a project named by its encoded path.
+        ("POST", ["api", "v4", "projects", _, "issues", _, "notes"])
+        | ("POST", ["api", "v4", "projects", _, "merge_requests", _, "notes"])
+        | ("POST", ["api", "v4", "projects", _, "statuses", _]) => {
+            s.next_id += 1;
+            (201, serde_json::json!({"id": s.next_id}))
+        }
+        ("GET", ["api", "v4", "projects", _, "merge_requests"]) => {
+            let field = |name: &str| {
+                query
+                    .split('&')
+                    .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let (head, base) = (field("source_branch"), field("target_branch"));
+            let list: Vec<serde_json::Value> = s
+                .pulls
+                .iter()
+                .filter(|(_, h, b)| *h == head && *b == base)
+                .map(|(n, _, _)| {
+                    serde_json::json!({"iid": n,
+                        "web_url": format!("http://127.0.0.1:{port}/-/merge_requests/{n}")})
+                })
+                .collect();
+            (200, serde_json::Value::Array(list))
+        }
+        ("POST", ["api", "v4", "projects", _, "merge_requests"]) => {
+            let n = u64::try_from(s.pulls.len()).unwrap() + 2;
+            s.pulls.push((
+                n,
+                body["source_branch"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                body["target_branch"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            ));
+            (
+                201,
+                serde_json::json!({"iid": n, "id": 1000 + n,
+                    "web_url": format!("http://127.0.0.1:{port}/-/merge_requests/{n}")}),
             )
         }
         _ => (404, serde_json::json!({"message": "Not Found"})),
@@ -955,4 +1001,165 @@ async fn docker_forge_results_on_postgres() {
     let _guard = docker_lock().lock().await;
     forge_results_back(Some(&url)).await;
     tally("docker_forge_results_on_postgres");
+}
+
+/// GitLab, with the policy's auto-accept: a labelled issue's job whose required gate passes is
+/// accepted by the forge's own principal (`forge-lab`, recorded in the history), published, and
+/// a merge request opened once, with notes on the issue and a `success` status named
+/// `patch-candidate`.
+async fn gitlab_auto_accept(database: Option<&str>) {
+    let image = crate::service_gates::GateImage::build("forge");
+    let state = state_with_images();
+    let st = state.path();
+    let defs = crate::service_gates::definitions(st, &image.id, &["python3", "-c", "pass"]);
+    let f = Fixture::new();
+    git_out(f.repo.path(), &["branch", "-M", "main"]);
+    let repo = f.repo.path().to_str().unwrap().to_owned();
+    let tmp = tempfile::tempdir().unwrap();
+    let remote = tmp.path().join("remote.git");
+    bare_clone(f.repo.path(), &remote);
+    let secrets = tempfile::tempdir().unwrap();
+    write_secret(&secrets.path().join("lab.secret"));
+    let token_file = secrets.path().join("lab.token");
+    write_private(&token_file, "glpat-scripted-0123456789");
+    let lab = ScriptedGitHub::start();
+    let policy: PathBuf = st.join("repository-policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"version = 1
+
+[[repository]]
+match = "{repo}"
+
+[[forge]]
+name = "lab"
+kind = "gitlab"
+secret_file = "{secret}"
+label = "patch-candidate"
+users = {{ "root" = "forger" }}
+api_base = "http://127.0.0.1:{port}"
+token_file = "{token}"
+branch_prefix = "bot/"
+auto_accept = true
+
+[[forge.project]]
+path = "gitlabhq/tools/gitlab-test"
+repository = "{repo}"
+base = "main"
+allowed_paths = ["app/"]
+read_only_paths = ["tests/"]
+required_gates = ["check"]
+"#,
+            secret = secrets.path().join("lab.secret").display(),
+            port = lab.port,
+            token = token_file.display(),
+        ),
+    )
+    .unwrap();
+    let remote_arg = remote.display().to_string();
+    let service = Service::start(
+        st,
+        &ServeOpts {
+            database,
+            extra: vec![
+                "--repository-policy",
+                policy.to_str().unwrap(),
+                "--publish-remote",
+                &remote_arg,
+                "--gates",
+                defs.to_str().unwrap(),
+            ],
+            ..ServeOpts::default()
+        },
+    );
+    token_with_roles(st, database, "forger", &["submit"]);
+    let store = open_store(st, database).await;
+    let mut hook = fixture("gitlab-issue-hook-labels.json");
+    hook["object_attributes"]["title"] = "Update the dashboard.".into();
+    hook["object_attributes"]["description"] = "mode: edit".into();
+    let body = serde_json::to_vec(&hook).unwrap();
+    let headers = format!(
+        "X-Gitlab-Event: Issue Hook\r\nX-Gitlab-Event-UUID: lab-auto-1\r\nX-Gitlab-Token: {SECRET}\r\n"
+    );
+    let (status, answer) = deliver(&service, "lab", &headers, &body);
+    assert_eq!(status, 202, "{answer}");
+    assert_eq!(answer["state"], "queued", "{answer}");
+    let row = wait_delivery(&store, "lab", "lab-auto-1").await;
+    assert_eq!(row.state, jobs::DeliveryState::Submitted, "{row:?}");
+    let job = row.job_id.clone().unwrap();
+    let started = Instant::now();
+    let reason = loop {
+        let row = store
+            .forge_delivery("lab", "lab-auto-1")
+            .await
+            .unwrap()
+            .unwrap();
+        if !row.report_open
+            && let Some(reason) = row.report_reason
+        {
+            break reason;
+        }
+        assert!(started.elapsed() < Duration::from_secs(240), "{row:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(reason, "published");
+    let decisions = store.decisions(&job).await.unwrap();
+    assert_eq!(decisions.len(), 1);
+    assert_eq!(decisions[0].row.actor(), "forge-lab");
+    let record: serde_json::Value =
+        serde_json::from_slice(&store.publication(&job).await.unwrap().unwrap()).unwrap();
+    let commit = record["commit_id"].as_str().unwrap();
+    let branch = record["branch"].as_str().unwrap();
+    assert!(branch.starts_with("bot/lab-23-"), "{branch}");
+    assert_eq!(branch_tip(&remote, branch).as_deref(), Some(commit));
+    let project = "/api/v4/projects/gitlabhq%2Ftools%2Fgitlab-test";
+    let opened = lab.matching("POST", &format!("{project}/merge_requests"));
+    assert_eq!(opened.len(), 1, "{:?}", lab.requests());
+    assert_eq!(opened[0].body["source_branch"], branch);
+    assert_eq!(opened[0].body["target_branch"], "main");
+    assert!(
+        opened[0].body["description"]
+            .as_str()
+            .unwrap()
+            .contains("- Gate `check`: passed")
+    );
+    let statuses = lab.matching("POST", &format!("{project}/statuses/{commit}"));
+    assert_eq!(statuses.len(), 1);
+    assert_eq!(statuses[0].body["state"], "success");
+    assert_eq!(statuses[0].body["name"], "patch-candidate");
+    assert_eq!(
+        lab.matching("POST", &format!("{project}/issues/23/notes"))
+            .len(),
+        3
+    );
+    for r in lab.requests() {
+        assert_eq!(
+            r.authorization, None,
+            "GitLab's token goes in PRIVATE-TOKEN"
+        );
+    }
+    service.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_forge_gitlab_auto_accept_opens_a_merge_request() {
+    let Some((_docker, _guard)) = locked_docker().await else {
+        return;
+    };
+    gitlab_auto_accept(None).await;
+    tally("docker_forge_gitlab_auto_accept_opens_a_merge_request");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_forge_gitlab_auto_accept_on_postgres() {
+    let Some(_docker) = docker().await else {
+        return;
+    };
+    let Some(url) = postgres_url_or_skip().await else {
+        return;
+    };
+    let _guard = docker_lock().lock().await;
+    gitlab_auto_accept(Some(&url)).await;
+    tally("docker_forge_gitlab_auto_accept_on_postgres");
 }

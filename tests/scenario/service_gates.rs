@@ -14,13 +14,13 @@ use crate::support::*;
 const GATE_BASE_IMAGE: &str = "patch-candidate-gate-python:local";
 
 /// A private copy of the gate image (its own label, so its own ID and tag); removed on drop.
-struct GateImage {
+pub(crate) struct GateImage {
     tag: String,
-    id: String,
+    pub(crate) id: String,
 }
 
 impl GateImage {
-    fn build(name: &str) -> Self {
+    pub(crate) fn build(name: &str) -> Self {
         // Never pulled: the base image is built here (`images/build.sh --gate python`).
         let present = std::process::Command::new("docker")
             .args(["image", "inspect", GATE_BASE_IMAGE])
@@ -62,7 +62,7 @@ impl Drop for GateImage {
 }
 
 /// A definitions file with one gate `check` running `argv` in `image`.
-fn definitions(dir: &Path, image: &str, argv: &[&str]) -> PathBuf {
+pub(crate) fn definitions(dir: &Path, image: &str, argv: &[&str]) -> PathBuf {
     let argv = serde_json::to_string(argv).unwrap();
     let text = format!(
         r#"version = 1
