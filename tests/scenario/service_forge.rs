@@ -734,6 +734,14 @@ async fn forge_results_back(database: Option<&str>) {
     let token_file = secrets.path().join("github.token");
     write_private(&token_file, "forge-api-token-0123456789");
     let github = ScriptedGitHub::start();
+    // The operator's remote over smart HTTP (`git http-backend` behind basic auth).
+    let password = "publisher-password-0123456789";
+    let server_credentials = secrets.path().join("server-credentials");
+    write_private(&server_credentials, &format!("publisher:{password}\n"));
+    let git_server =
+        crate::support::git_http::GitHttpServer::start(tmp.path(), &server_credentials);
+    let push_credentials = secrets.path().join("push-credentials");
+    write_private(&push_credentials, &format!("publisher:{password}\n"));
     let policy: PathBuf = st.join("repository-policy.toml");
     std::fs::write(
         &policy,
@@ -768,13 +776,16 @@ read_only_paths = ["tests/"]
     )
     .unwrap();
     let remote_arg = remote.display().to_string();
+    let remote_url = git_server.url("remote.git");
     let opts = ServeOpts {
         database,
         extra: vec![
             "--repository-policy",
             policy.to_str().unwrap(),
             "--publish-remote",
-            &remote_arg,
+            &remote_url,
+            "--publish-credential-file",
+            push_credentials.to_str().unwrap(),
         ],
         ..ServeOpts::default()
     };
@@ -977,6 +988,13 @@ read_only_paths = ["tests/"]
     assert!(
         refused.iter().any(|s| s.body["state"] == "failure"),
         "{refused:?}"
+    );
+    assert!(
+        git_server
+            .authorized
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0,
+        "the pushes went over smart HTTP"
     );
     service.stop();
 }

@@ -11,6 +11,10 @@
 pub mod cli;
 pub mod docker;
 pub mod git;
+/// The publish crate's Git HTTP remote (`git http-backend` behind basic auth): the same file.
+#[path = "../../../worker/publish/tests/publish/server.rs"]
+#[allow(dead_code, reason = "the forge scenario uses the server without its push hold")]
+pub mod git_http;
 pub mod http;
 pub mod json;
 pub mod live;

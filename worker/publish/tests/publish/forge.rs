@@ -13,7 +13,8 @@ use publish::{
     set_commit_status,
 };
 
-use crate::support::{AGENT_MARKER, RequestHead, read_request_head, secret};
+use crate::server::{RequestHead, read_request_head};
+use crate::support::{AGENT_MARKER, secret};
 
 /// One request as the scripted forge saw it.
 #[derive(Debug)]

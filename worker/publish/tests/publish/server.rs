@@ -3,6 +3,9 @@
 //! `git http-backend` as a CGI for every authenticated request. It can hold an authenticated
 //! `git-receive-pack` POST (the push itself) until the test releases it, so the test can look at
 //! every process while the push is in flight.
+//!
+//! Self-contained (std and base64 only): the scenario suite includes this same file for its
+//! forge tests' remote.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -12,8 +15,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use base64::Engine as _;
-
-use crate::support::{RequestHead, read_request_head};
 
 #[derive(Debug, Default)]
 struct Hold {
@@ -255,4 +256,39 @@ fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
         let mut crlf = [0; 2];
         reader.read_exact(&mut crlf)?;
     }
+}
+
+/// An HTTP/1.1 request's head: its method, target and headers (names lowercased, values
+/// trimmed).
+pub struct RequestHead {
+    pub method: String,
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+}
+
+/// Reads a request's head up to the blank line that ends it; a header line without a colon is
+/// skipped.
+pub fn read_request_head(reader: &mut impl std::io::BufRead) -> std::io::Result<RequestHead> {
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    let mut parts = request_line.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_owned();
+    let target = parts.next().unwrap_or_default().to_owned();
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line)?;
+        let line = line.trim_end_matches(['\r', '\n']);
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+        }
+    }
+    Ok(RequestHead {
+        method,
+        target,
+        headers,
+    })
 }

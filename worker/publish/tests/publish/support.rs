@@ -11,41 +11,6 @@ use publish::{BranchName, CommitIdentity, CredentialSource, PublishRequest, Remo
 use sha2::Digest as _;
 use snapshot::testkit;
 
-/// An HTTP/1.1 request's head: its method, target and headers (names lowercased, values
-/// trimmed).
-pub struct RequestHead {
-    pub method: String,
-    pub target: String,
-    pub headers: Vec<(String, String)>,
-}
-
-/// Reads a request's head up to the blank line that ends it; a header line without a colon is
-/// skipped.
-pub fn read_request_head(reader: &mut impl std::io::BufRead) -> std::io::Result<RequestHead> {
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
-    let mut parts = request_line.split_whitespace();
-    let method = parts.next().unwrap_or_default().to_owned();
-    let target = parts.next().unwrap_or_default().to_owned();
-    let mut headers = Vec::new();
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line)?;
-        let line = line.trim_end_matches(['\r', '\n']);
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':') {
-            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
-        }
-    }
-    Ok(RequestHead {
-        method,
-        target,
-        headers,
-    })
-}
-
 /// Runs git in `dir` with a clean configuration; stdout trimmed. Panics on failure.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     testkit::git_text(dir, args).trim().to_owned()
