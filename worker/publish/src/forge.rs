@@ -434,11 +434,6 @@ pub async fn find_pull_request(
     base: &BranchName,
 ) -> Result<Option<PullRequest>, PublishError> {
     let token = read_token_file(token_file)?;
-    let refusals = Refusals {
-        conflict: "the forge refused the pull request lookup",
-        other: "the forge refused the pull request lookup",
-    };
-    let not_a_list = || forge_error("the forge's answer is not a list of pull requests");
     let checked = |number: u64, url: String| {
         if web_url_ok(&url) && number > 0 {
             Ok(PullRequest { number, url })
@@ -460,16 +455,7 @@ pub async fn find_pull_request(
                 query_value(&format!("{owner}:{}", branch.as_str())),
                 query_value(base.as_str())
             );
-            let bytes = send_json(
-                endpoint,
-                &token,
-                http::Method::GET,
-                url,
-                Vec::new(),
-                refusals,
-            )
-            .await?;
-            let list: Vec<PullAnswer> = serde_json::from_slice(&bytes).map_err(|_| not_a_list())?;
+            let list: Vec<PullAnswer> = get_list(endpoint, &token, url).await?;
             list.into_iter()
                 .next()
                 .map(|p| checked(p.number, p.html_url))
@@ -481,21 +467,7 @@ pub async fn find_pull_request(
                     "{}?state=all&sort=newest&limit=50&page={page}",
                     endpoint.pulls_url()
                 );
-                let refusals = Refusals {
-                    conflict: refusals.conflict,
-                    other: refusals.other,
-                };
-                let bytes = send_json(
-                    endpoint,
-                    &token,
-                    http::Method::GET,
-                    url,
-                    Vec::new(),
-                    refusals,
-                )
-                .await?;
-                let list: Vec<GiteaPullAnswer> =
-                    serde_json::from_slice(&bytes).map_err(|_| not_a_list())?;
+                let list: Vec<GiteaPullAnswer> = get_list(endpoint, &token, url).await?;
                 let last = list.len() < 50;
                 if let Some(p) = list
                     .into_iter()
@@ -516,23 +488,39 @@ pub async fn find_pull_request(
                 query_value(branch.as_str()),
                 query_value(base.as_str())
             );
-            let bytes = send_json(
-                endpoint,
-                &token,
-                http::Method::GET,
-                url,
-                Vec::new(),
-                refusals,
-            )
-            .await?;
-            let list: Vec<MergeRequestAnswer> =
-                serde_json::from_slice(&bytes).map_err(|_| not_a_list())?;
+            let list: Vec<MergeRequestAnswer> = get_list(endpoint, &token, url).await?;
             list.into_iter()
                 .next()
                 .map(|p| checked(p.iid, p.web_url))
                 .transpose()
         }
     }
+}
+
+fn not_a_list() -> PublishError {
+    forge_error("the forge's answer is not a list of pull requests")
+}
+
+/// GETs `url` and reads the answer as a list of `T`.
+async fn get_list<T: serde::de::DeserializeOwned>(
+    endpoint: &ForgeEndpoint,
+    token: &str,
+    url: String,
+) -> Result<Vec<T>, PublishError> {
+    let refusals = Refusals {
+        conflict: "the forge refused the pull request lookup",
+        other: "the forge refused the pull request lookup",
+    };
+    let bytes = send_json(
+        endpoint,
+        token,
+        http::Method::GET,
+        url,
+        Vec::new(),
+        refusals,
+    )
+    .await?;
+    serde_json::from_slice(&bytes).map_err(|_| not_a_list())
 }
 
 #[derive(Serialize)]
