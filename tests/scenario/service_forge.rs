@@ -934,6 +934,12 @@ read_only_paths = ["tests/"]
     );
     let statuses = github.matching("POST", &format!("/statuses/{second_commit}"));
     assert_eq!(statuses[0].body["state"], "success");
+    // While the follow-up ran, the pull request's head showed it pending.
+    let pending = github.matching("POST", &format!("/statuses/{first_commit}"));
+    assert!(
+        pending.iter().any(|s| s.body["state"] == "pending"),
+        "{pending:?}"
+    );
     assert!(
         github
             .matching("POST", "/issues/2/comments")

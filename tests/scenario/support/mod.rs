@@ -13,7 +13,10 @@ pub mod docker;
 pub mod git;
 /// The publish crate's Git HTTP remote (`git http-backend` behind basic auth): the same file.
 #[path = "../../../worker/publish/tests/publish/server.rs"]
-#[allow(dead_code, reason = "the forge scenario uses the server without its push hold")]
+#[allow(
+    dead_code,
+    reason = "the forge scenario uses the server without its push hold"
+)]
 pub mod git_http;
 pub mod http;
 pub mod json;

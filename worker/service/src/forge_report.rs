@@ -1,7 +1,7 @@
 //! From a forge-started job back to the forge: comments on the issue (queued, ready for review,
 //! ended, published), the accepted candidate published as a branch, the pull request (GitLab:
 //! merge request) opened with a host-owned title and body, and a commit status on the
-//! published commit. A comment on one of our pull requests continues the work: its follow-up's
+//! published commit (for a follow-up, also `pending` on the pull request's head while it runs). A comment on one of our pull requests continues the work: its follow-up's
 //! accepted candidate goes onto the same branch as a new fast-forward commit, refused with a
 //! failure status when the branch holds anything else.
 //!
@@ -377,6 +377,22 @@ async fn step(sh: &Arc<Shared>, delivery: &ForgeDelivery) -> Result<Next, Failur
         r.review_line(&job0)
     );
     r.comment("comment:queued", queued).await?;
+    // A follow-up's progress shows on the pull request's head too.
+    if review_comment
+        && let Some(pull) = sh
+            .store
+            .forge_pull(&delivery.forge, &r.trigger.project, r.trigger.issue)
+            .await?
+    {
+        r.status(
+            &format!("status:pending:{job0}"),
+            &pull.head,
+            publish::StatusState::Pending,
+            "A follow-up of this commit is queued",
+            &job0,
+        )
+        .await?;
+    }
 
     let job = last_attempt(sh, &job0).await?;
     match job.state {
