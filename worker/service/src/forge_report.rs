@@ -535,6 +535,19 @@ async fn publish_and_open(
                         .await?;
                     return Ok(Next::Close("branch_moved".to_owned()));
                 }
+                // A refusal (a conflict on a moved base, a publication rule, …) is said on the
+                // issue once; a failure of the moment is tried again.
+                Err(e) if !e.status.is_server_error() => {
+                    let code = e.code;
+                    let text = format!(
+                        "Candidate `{digest}` of job `{}` was accepted but not published ({code}).\n{}",
+                        job.id,
+                        r.review_line(&job.id)
+                    );
+                    r.comment(&format!("comment:unpublished:{}", job.id), text)
+                        .await?;
+                    return Ok(Next::Close(code.to_owned()));
+                }
                 Err(e) => return Err(e.into()),
             }
         }
