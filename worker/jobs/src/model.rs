@@ -881,6 +881,17 @@ pub enum Fenced {
     Lost,
 }
 
+impl Fenced {
+    /// A guarded statement's outcome from the rows it changed: exactly one is `Applied`.
+    pub(crate) fn one_row(changed: u64) -> Self {
+        if changed == 1 {
+            Self::Applied
+        } else {
+            Self::Lost
+        }
+    }
+}
+
 /// What a failure does to the job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Retry {

@@ -1407,11 +1407,7 @@ impl PgStore {
             )
             .await
             .map_err(pg)?;
-        Ok(if n == 1 {
-            Fenced::Applied
-        } else {
-            Fenced::Lost
-        })
+        Ok(Fenced::one_row(n))
     }
 }
 
@@ -1529,7 +1525,7 @@ impl PgStore {
             )
             .await
             .map_err(pg)?;
-        Ok(fenced(n))
+        Ok(Fenced::one_row(n))
     }
 
     pub(crate) async fn close_forge_report(
@@ -1551,7 +1547,7 @@ impl PgStore {
             )
             .await
             .map_err(pg)?;
-        Ok(fenced(n))
+        Ok(Fenced::one_row(n))
     }
 
     pub(crate) async fn forge_pull(
@@ -1633,13 +1629,5 @@ impl PgStore {
         .await?;
         tx.commit().await.map_err(pg)?;
         Ok(stored)
-    }
-}
-
-fn fenced(n: u64) -> Fenced {
-    if n == 1 {
-        Fenced::Applied
-    } else {
-        Fenced::Lost
     }
 }

@@ -1461,11 +1461,7 @@ impl SqliteStore {
                     ],
                 )
                 .map_err(map_err)?;
-            Ok(if n == 1 {
-                Fenced::Applied
-            } else {
-                Fenced::Lost
-            })
+            Ok(Fenced::one_row(n as u64))
         })
         .await
     }
@@ -1584,7 +1580,7 @@ impl SqliteStore {
                     ],
                 )
                 .map_err(map_err)?;
-            Ok(fenced(n))
+            Ok(Fenced::one_row(n as u64))
         })
         .await
     }
@@ -1605,7 +1601,7 @@ impl SqliteStore {
                     params![forge, delivery, host.as_str(), reason, now_unix_ms()],
                 )
                 .map_err(map_err)?;
-            Ok(fenced(n))
+            Ok(Fenced::one_row(n as u64))
         })
         .await
     }
@@ -1684,14 +1680,6 @@ impl SqliteStore {
             Ok(stored)
         })
         .await
-    }
-}
-
-fn fenced(n: usize) -> Fenced {
-    if n == 1 {
-        Fenced::Applied
-    } else {
-        Fenced::Lost
     }
 }
 

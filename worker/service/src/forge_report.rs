@@ -377,15 +377,17 @@ async fn step(sh: &Arc<Shared>, delivery: &ForgeDelivery) -> Result<Next, Failur
         r.review_line(&job0)
     );
     r.comment("comment:queued", queued).await?;
-    // A follow-up's progress shows on the pull request's head too.
+    // A follow-up's progress shows on the pull request's head too (looked up until recorded).
+    let pending = format!("status:pending:{job0}");
     if review_comment
+        && !r.calls.contains_key(&pending)
         && let Some(pull) = sh
             .store
             .forge_pull(&delivery.forge, &r.trigger.project, r.trigger.issue)
             .await?
     {
         r.status(
-            &format!("status:pending:{job0}"),
+            &pending,
             &pull.head,
             publish::StatusState::Pending,
             "A follow-up of this commit is queued",
