@@ -442,6 +442,20 @@ pub(crate) fn sign_in_as_a_browser(addr: SocketAddr, token: &str) -> String {
     session_of(&sign_in(LOCAL, addr, token))
 }
 
+/// A browser's GET with its session cookie (`name=value`): the status and the body.
+pub(crate) fn browser_get(addr: SocketAddr, path: &str, cookie: &str) -> (u16, String) {
+    let answer = request(
+        LOCAL,
+        addr,
+        "GET",
+        path,
+        &[format!("Cookie: {cookie}")],
+        None,
+        Duration::from_secs(60),
+    );
+    (answer.status, answer.body)
+}
+
 /// A GET with an optional cookie (`name=value`) and bearer token: the status and the time to
 /// the whole answer, in milliseconds.
 pub(crate) fn timed_get(

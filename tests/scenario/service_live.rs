@@ -198,6 +198,12 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
     assert_eq!(row["live"]["total_tokens"], 360, "{row}");
     assert_eq!(row["usage"]["total_tokens"], 360, "{row}");
     assert!(row["wall_ms"].as_u64().unwrap() > 0, "{row}");
+    // The worker's count of the agent's commands (this script only edits): recorded, none run.
+    assert_eq!(
+        row["live"]["commands"],
+        serde_json::json!({"commands": 0, "failed": 0, "command_ms": 0}),
+        "{row}"
+    );
     assert_eq!(
         rows.keys().next().unwrap(),
         job["attempt_id"].as_str().unwrap()
@@ -262,6 +268,45 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout).into_owned();
     assert!(text.contains(&format!("live: model '{MODEL}'")), "{text}");
+    let attempt = job["attempt_id"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("attempt {attempt}: completed in "))
+            && text.contains(&format!(
+                "; model {MODEL}, 3 requests, 360 tokens; 0 commands (0 failed, 0.0 s)"
+            )),
+        "{text}"
+    );
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(
+        shown["job"]["attempt_usage"][0]["commands"]["commands"], 0,
+        "{shown}"
+    );
+    assert_eq!(
+        shown["job"]["attempt_usage"][0]["total_tokens"], 360,
+        "{shown}"
+    );
+    // The review UI's job page lists the attempt with the same numbers.
+    let session =
+        crate::service_hostile_clients::sign_in_as_a_browser(service.addr, &service.token());
+    let (status, page) = crate::service_hostile_clients::browser_get(
+        service.addr,
+        &format!("/ui/jobs/{id}"),
+        &session,
+    );
+    assert_eq!(status, 200, "{page}");
+    let table = page
+        .split("id=\"attempts\"")
+        .nth(1)
+        .expect("an attempts table");
+    let row = table.split("</tr>").nth(1).unwrap_or_default();
+    for cell in [
+        format!("<code>{attempt}</code>"),
+        "<td>completed</td>".to_owned(),
+        format!("<td>{MODEL}</td>"),
+        "<td>3</td><td>360</td><td>0</td><td>0</td><td>0.0 s</td>".to_owned(),
+    ] {
+        assert!(row.contains(&cell), "{cell}: {row}");
+    }
     assert!(service.logged("PATCH_CANDIDATE_GATEWAY_REQUEST"));
     let log = std::sync::Arc::clone(&service.lines);
     assert_eq!(service.stop().code(), Some(0));

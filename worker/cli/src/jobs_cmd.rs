@@ -306,10 +306,21 @@ pub(crate) fn run(command: &JobsCommand) -> Result<Outcome, CliError> {
                         .render()
                 );
             }
+            // Each attempt's usage row: outcome, wall time, a live turn's model requests and
+            // tokens, and the commands the agent ran (counts and time only).
+            let attempts: Vec<service::AttemptUsage> = rt
+                .block_on(store.usage(&id))?
+                .iter()
+                .map(|(attempt, row)| service::AttemptUsage::read(attempt.as_str(), row))
+                .collect();
+            for a in &attempts {
+                let _ = writeln!(text, "{}", a.line());
+            }
             let mut view = service::job_view_with_gates(&job, &evidence);
             if let Some(map) = view.as_object_mut() {
                 map.insert("review".to_owned(), review);
                 map.insert("audit".to_owned(), serde_json::json!(audit));
+                map.insert("attempt_usage".to_owned(), serde_json::json!(attempts));
             }
             Ok(Outcome {
                 json: serde_json::json!({"job": view}),

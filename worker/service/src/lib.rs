@@ -9,6 +9,7 @@
 //! longer current, the host heartbeat), and the **drain** after SIGTERM; a second signal stops
 //! at once. The HTTP API (`http`) serves beside them.
 
+mod attempt_usage;
 mod error;
 mod follow_up;
 mod forge_intake;
@@ -36,6 +37,7 @@ use jobs::{JobStore, JobsError};
 use tokio::sync::Notify;
 use vocab::HostId;
 
+pub use attempt_usage::{AttemptCommands, AttemptUsage, ms_as_seconds};
 pub use error::ERROR_CODES;
 pub(crate) use error::ServiceError;
 pub use follow_up::{ChainEnd, ChainLimits, Step, follow_up_feedback, next_step};

@@ -84,6 +84,8 @@ pub(crate) struct Metrics {
     spend_tokens: [AtomicU64; 3],
     /// Model requests of the usage rows this host recorded.
     spend_requests: AtomicU64,
+    /// The agents' commands in the live turns this host recorded: run, failed, milliseconds.
+    agent_commands: [AtomicU64; 3],
     /// Quota refusals, by [`QUOTA_LABELS`] (scope × where).
     quota_refused: [AtomicU64; 4],
     /// Forge webhook deliveries this host recorded, by [`FORGE_DELIVERY_LABELS`], and the
@@ -119,6 +121,13 @@ impl Metrics {
 
     /// This host recorded an attempt's usage row (the write applied) with these gateway counts
     /// (all 0 for an offline turn): the spend ledger's counts, without principal or repository.
+    /// Counts the commands of one recorded live turn.
+    pub(crate) fn agent_commands(&self, commands: u64, failed: u64, ms: u64) {
+        for (c, n) in self.agent_commands.iter().zip([commands, failed, ms]) {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn spend_recorded(&self, requests: u64, input: u64, output: u64, total: u64) {
         self.spend_requests.fetch_add(requests, Ordering::Relaxed);
         for (c, n) in self.spend_tokens.iter().zip([input, output, total]) {
@@ -321,6 +330,19 @@ impl Metrics {
             vec![(String::new(), load(&self.spend_requests))],
         );
         counter(
+            "patch_candidate_agent_commands_total",
+            "Commands the agents ran in the live turns this host recorded (counted by the worker).",
+            "counter",
+            vec![(String::new(), load(&self.agent_commands[0]))],
+        );
+        counter(
+            "patch_candidate_agent_commands_failed_total",
+            "Of those, commands that ended failed.",
+            "counter",
+            vec![(String::new(), load(&self.agent_commands[1]))],
+        );
+
+        counter(
             "patch_candidate_store_errors_total",
             "Job store calls that failed (database unavailable or erroring).",
             "counter",
@@ -391,6 +413,13 @@ impl Metrics {
             sum_ms / 1000,
             sum_ms % 1000,
             load(&self.turn_count)
+        );
+        let command_ms = load(&self.agent_commands[2]);
+        let _ = writeln!(
+            out,
+            "# HELP patch_candidate_agent_command_seconds_total The time those commands ran, summed.\n# TYPE patch_candidate_agent_command_seconds_total counter\npatch_candidate_agent_command_seconds_total {}.{:03}",
+            command_ms / 1000,
+            command_ms % 1000
         );
         let _ = writeln!(
             out,
@@ -471,6 +500,8 @@ mod tests {
         m.spend_recorded(3, 100, 20, 120);
         m.spend_recorded(1, 5, 1, 6);
         m.spend_recorded(0, 0, 0, 0);
+        m.agent_commands(4, 1, 2_500);
+        m.agent_commands(2, 0, 500);
         m.quota_refused("principal", "claim");
         m.quota_refused("repository", "submit");
         m.quota_refused("alice", "submit");
@@ -479,6 +510,9 @@ mod tests {
         assert!(text.contains("patch_candidate_spend_tokens_total{kind=\"output\"} 21"));
         assert!(text.contains("patch_candidate_spend_tokens_total{kind=\"total\"} 126"));
         assert!(text.contains("patch_candidate_spend_requests_total 4"));
+        assert!(text.contains("patch_candidate_agent_commands_total 6"));
+        assert!(text.contains("patch_candidate_agent_commands_failed_total 1"));
+        assert!(text.contains("patch_candidate_agent_command_seconds_total 3.000"));
         assert!(
             text.contains(
                 "patch_candidate_quota_refusals_total{scope=\"principal\",at=\"claim\"} 1"

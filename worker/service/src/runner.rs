@@ -52,6 +52,9 @@ struct Finished {
 struct Ran {
     wall: Duration,
     live: Option<(String, gateway::GatewayUsage)>,
+    /// The agent's commands as the worker counted them, for a live turn that reached its
+    /// harvest (a turn that failed before it leaves none).
+    commands: Option<turn::CommandCounts>,
 }
 
 impl Ran {
@@ -75,6 +78,12 @@ impl Ran {
             let mut live = serde_json::to_value(counters).unwrap_or_default();
             if let Some(live) = live.as_object_mut() {
                 live.insert("model".to_owned(), serde_json::Value::from(model.as_str()));
+                if let Some(commands) = &self.commands {
+                    live.insert(
+                        "commands".to_owned(),
+                        serde_json::to_value(commands).unwrap_or_default(),
+                    );
+                }
             }
             map.insert("live".to_owned(), live);
         }
@@ -384,9 +393,17 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
     // container (force: killed at once) and its staging tree removes itself.
     drop(work);
     // The gateway's channels went with the turn; its counters stay readable here.
+    let commands = match &ended {
+        Ended::Done(done) => match done.as_ref() {
+            Ok(finished) => finished.outcome.live.as_ref().map(|log| log.commands),
+            Err(_) => None,
+        },
+        _ => None,
+    };
     let ran = Ran {
         wall: turn_started.elapsed(),
         live: live.map(|turn| (turn.settings.model, turn.gateway.usage())),
+        commands,
     };
     finish(sh, claimed, ended, Some(ran)).await;
 }
@@ -492,6 +509,14 @@ async fn finish(sh: &Shared, claimed: &Claimed, ended: Ended, ran: Option<Ran>) 
                     counts.output_tokens,
                     counts.total_tokens,
                 );
+            }
+            if outcome != AttemptOutcome::Snoozed
+                && let Some(Ran {
+                    commands: Some(c), ..
+                }) = &ran
+            {
+                sh.metrics
+                    .agent_commands(u64::from(c.commands), u64::from(c.failed), c.command_ms);
             }
         }
         Ok(Fenced::Lost) => {

@@ -19,7 +19,8 @@ pub use headers::{COMMON, CSP_REPORT_PATH, PAGE_CSP, RAW_CSP, STYLESHEET};
 pub use session::{FAILURE_WINDOW, SESSION_LIFETIME, Session, Sessions, SignInForm};
 pub use text::Shown;
 pub use views::{
-    AuditItem, CandidatePage, ChainItem, DecisionItem, EventItem, FileItem, FindingItem, GateItem,
-    JobItem, JobPage, JobsPage, LONG_CHARS, MAX_PAGE_DIFF_BYTES, MessagePage, PAGE_SIZE,
-    SignInPage, SignedIn, StateCount, UsageItem, UsagePage, lines, short, utc,
+    AttemptItem, AuditItem, CandidatePage, ChainItem, DecisionItem, EventItem, FileItem,
+    FindingItem, GateItem, JobItem, JobPage, JobsPage, LONG_CHARS, MAX_PAGE_DIFF_BYTES,
+    MessagePage, PAGE_SIZE, SignInPage, SignedIn, StateCount, UsageItem, UsagePage, lines, short,
+    utc,
 };

@@ -210,6 +210,25 @@ pub struct JobPage {
     pub submitted_by: Option<Shown>,
     /// The latest privileged acts about the job (decisions, publication), oldest first.
     pub audit: Vec<AuditItem>,
+    /// Each recorded attempt's usage, oldest first.
+    pub usage: Vec<AttemptItem>,
+}
+
+/// One attempt's usage row on the job page; `—` where the row has no such value.
+#[derive(Debug)]
+pub struct AttemptItem {
+    pub attempt: String,
+    pub outcome: String,
+    /// The turn's wall time, e.g. `12.4 s`.
+    pub wall: String,
+    pub model: String,
+    pub requests: String,
+    pub tokens: String,
+    /// Commands the agent ran in the turn, as the worker counted them.
+    pub commands: String,
+    pub failed: String,
+    /// Their time, summed, e.g. `2.1 s`.
+    pub command_time: String,
 }
 
 /// One redacted policy finding.

@@ -783,9 +783,18 @@ async fn job_page(
         let decisions = sh.store.decisions(&id).await?;
         let publication = sh.store.publication(&id).await?;
         let audit = sh.store.audit_of(id.as_str(), super::MAX_JOB_AUDIT).await?;
-        Ok::<_, jobs::JobsError>(Some((job, events, evidence, decisions, publication, audit)))
+        let usage = sh.store.usage(&id).await?;
+        Ok::<_, jobs::JobsError>(Some((
+            job,
+            events,
+            evidence,
+            decisions,
+            publication,
+            audit,
+            usage,
+        )))
     };
-    let (job, events, evidence, decisions, publication, audit) = match loaded.await {
+    let (job, events, evidence, decisions, publication, audit, usage) = match loaded.await {
         Ok(Some(x)) => x,
         Ok(None) => return not_found(&s),
         Err(e) => return api_error(&s, &ApiError::from(e), None),
@@ -861,8 +870,31 @@ async fn job_page(
                 detail: ui::short(&a.detail),
             })
             .collect(),
+        usage: usage
+            .iter()
+            .map(|(attempt, row)| attempt_item(&crate::AttemptUsage::read(attempt.as_str(), row)))
+            .collect(),
     };
     html(StatusCode::OK, view.render())
+}
+
+/// One attempt's usage row for the job page.
+fn attempt_item(u: &crate::AttemptUsage) -> ui::AttemptItem {
+    let dash = || "—".to_owned();
+    let number = |n: Option<u64>| n.map_or_else(dash, |n| n.to_string());
+    ui::AttemptItem {
+        attempt: u.attempt.clone(),
+        outcome: u.outcome.clone().unwrap_or_else(dash),
+        wall: u.wall_ms.map_or_else(dash, crate::ms_as_seconds),
+        model: u.model.clone().unwrap_or_else(dash),
+        requests: number(u.requests),
+        tokens: number(u.total_tokens),
+        commands: number(u.commands.map(|c| c.commands)),
+        failed: number(u.commands.map(|c| c.failed)),
+        command_time: u
+            .commands
+            .map_or_else(dash, |c| crate::ms_as_seconds(c.command_ms)),
+    }
 }
 
 /// The most attempts the job page walks each way along a chain.
