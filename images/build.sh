@@ -35,6 +35,10 @@
 #                                   built with --requirements or --cargo-lock) plus the runner and the agent,
 #                                   so the agent's commands find the repository's toolchain and
 #                                   packages; the record names the environment
+#   images/build.sh --live --agent A --env NAME --build-tmp-mib N
+#                                   the same, its turns given a build /tmp of N MiB (1..4096,
+#                                   mounted exec) instead of the stack's default (512 for rust,
+#                                   none otherwise): e.g. an operator's environment approved by ID
 #   images/build.sh --gate python|rust
 #                                   build a gate image instead (images/gate/): the static
 #                                   gate-runner on a root file system made of pinned Debian packages
@@ -80,6 +84,11 @@ CARGO_LOCK=""
 ENV_NAME=""
 LIVE_ENV_NAME=""
 LIVE_ENV_BASE=""
+# The build /tmp a live image on an environment asks of its turns (MiB, 1..4096), when given: it
+# replaces the stack's default (512 for rust, none otherwise), e.g. for an operator's own
+# environment approved by ID.
+BUILD_TMP_MIB=""
+BUILD_TMP_GIVEN=0
 BIN_DIR=""
 CACHE=(--no-cache=false)
 
@@ -101,6 +110,7 @@ while [ $# -gt 0 ]; do
       esac
       shift 2 ;;
     --env) LIVE_ENV_NAME="${2:-}"; shift 2 ;;
+    --build-tmp-mib) BUILD_TMP_MIB="${2:-}"; BUILD_TMP_GIVEN=1; shift 2 ;;
     --requirements) REQUIREMENTS="${2:-}"; shift 2 ;;
     --cargo-lock) CARGO_LOCK="${2:-}"; shift 2 ;;
     --name) ENV_NAME="${2:-}"; shift 2 ;;
@@ -136,6 +146,16 @@ fi
 if [ -n "$LIVE_ENV_NAME" ] && [ "$LIVE" != 1 ]; then
   echo "build.sh: --env needs --live" >&2
   exit 2
+fi
+if [ "$BUILD_TMP_GIVEN" = 1 ]; then
+  if [ -z "$LIVE_ENV_NAME" ]; then
+    echo "build.sh: --build-tmp-mib needs --live --env" >&2
+    exit 2
+  fi
+  if ! [[ "$BUILD_TMP_MIB" =~ ^[1-9][0-9]{0,3}$ ]] || [ "$BUILD_TMP_MIB" -gt 4096 ]; then
+    echo "build.sh: --build-tmp-mib takes a whole number of MiB from 1 to 4096" >&2
+    exit 2
+  fi
 fi
 # Each agent's live image has its own default tag (LIVE_IMAGE_TAG overrides, for tests); on an
 # environment the environment's name is part of it.
@@ -244,6 +264,7 @@ PY
       echo "build.sh: no environment $LIVE_ENV_NAME in gate-images.json whose image this daemon holds (build it with --gate python|rust [--requirements FILE|--cargo-lock FILE --name NAME])" >&2
       exit 3
     fi
+    LIVE_ENV_BUILD_TMP_MIB="${BUILD_TMP_MIB:-$LIVE_ENV_BUILD_TMP_MIB}"
   fi
   case "$AGENT" in
     codex) source images/live/build-live.sh ;;

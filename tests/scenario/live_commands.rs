@@ -255,6 +255,56 @@ async fn fixing_upstream(agent: Agent, first: &str) -> ScriptedUpstream {
     }
 }
 
+/// A scripted model for `agent` that fixes `mul` and ends, running no command: the same turn as
+/// [`fixing_upstream`] without its two test runs (the benchmark's baseline).
+async fn editing_upstream(agent: Agent) -> ScriptedUpstream {
+    let (model, _) = model_and_key(agent);
+    match agent {
+        Agent::Gemini => {
+            gemini_script([fix_mul(), gemini::text("Fixed mul.", DEFAULT_USAGE)]).await
+        }
+        Agent::Claude => {
+            let upstream = ScriptedUpstream::start([]).await.unwrap();
+            anthropic::claude_code(
+                &upstream,
+                model,
+                vec![
+                    anthropic::tool_use(
+                        model,
+                        "Read",
+                        &json!({"file_path": "{workdir}/app/calc.py"}),
+                        DEFAULT_USAGE,
+                    ),
+                    anthropic::tool_use(
+                        model,
+                        "Edit",
+                        &json!({"file_path": "{workdir}/app/calc.py",
+                                "old_string": "def mul(a, b):\n    return a + b",
+                                "new_string": "def mul(a, b):\n    return a * b"}),
+                        DEFAULT_USAGE,
+                    ),
+                    anthropic::text(model, "Fixed mul.", DEFAULT_USAGE),
+                ],
+                DEFAULT_USAGE,
+                anthropic::text(model, "Done.", DEFAULT_USAGE),
+            );
+            upstream
+        }
+        Agent::Codex => {
+            let upstream = ScriptedUpstream::start([
+                Reply::apply_patch(
+                    "*** Begin Patch\n*** Update File: app/calc.py\n@@ def mul(a, b):\n-    return a + b\n+    return a * b\n*** End Patch\n",
+                ),
+                Reply::message("Fixed mul."),
+            ])
+            .await
+            .unwrap();
+            upstream.set_fallback(Reply::message("Done."));
+            upstream
+        }
+    }
+}
+
 /// The agent-loop requests the model received, in order, as text (Claude Code's title and
 /// token-count requests left out).
 fn loop_bodies(upstream: &ScriptedUpstream) -> Vec<String> {
@@ -716,4 +766,152 @@ async fn docker_live_gemini_rust_environment_runs_cargo_test_fixes_and_the_gate_
         "docker_live_gemini_rust_environment_runs_cargo_test_fixes_and_the_gate_passes",
     )
     .await;
+}
+
+/// An operator's environment sets its own build /tmp: `--build-tmp-mib` on a live image built on
+/// an environment replaces the stack's default in the live record (here 768 over the rust
+/// environment's 512), and out-of-range values and a missing `--env` are refused before any build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_live_image_on_an_environment_takes_the_operators_build_tmp() {
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
+    let (rust_state, env_id, _) = rust_environment();
+    let state = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        rust_state.path().join("gate-images.json"),
+        state.path().join("gate-images.json"),
+    )
+    .unwrap();
+    let tag = "patch-candidate-live-gemini-either:build-tmp";
+    build_script(
+        state.path(),
+        tag,
+        &[
+            "--live",
+            "--agent",
+            "gemini",
+            "--env",
+            "either",
+            "--build-tmp-mib",
+            "768",
+        ],
+    )
+    .unwrap();
+    let live = turn::LiveImageState::load_for(state.path(), Agent::Gemini)
+        .unwrap()
+        .expect("the live record");
+    let recorded = live.environment.expect("the record names its environment");
+    assert_eq!(recorded.image_id.as_str(), env_id.as_str());
+    assert_eq!(recorded.build_tmp_mib, Some(768));
+    // The record's build /tmp is what a turn on the image gets.
+    let (_, environment) = turn::resolve_image_environment(
+        turn::ImageKind::Live(Agent::Gemini),
+        None,
+        None,
+        state.path(),
+    )
+    .expect("the recorded image");
+    assert_eq!(environment.and_then(|e| e.build_tmp_mib), Some(768));
+
+    // Refused before anything is built: by the CLI (usage, exit 2) and by the script itself.
+    for args in [
+        &["--env", "either", "--build-tmp-mib", "0"][..],
+        &["--env", "either", "--build-tmp-mib", "4097"],
+        &["--build-tmp-mib", "256"],
+    ] {
+        let out = bin()
+            .args(["image", "build", "--live", "--agent", "gemini"])
+            .args(args)
+            .env("PATCH_CANDIDATE_STATE_DIR", state.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    for value in ["0", "4097", "12x", ""] {
+        let e = build_script(
+            state.path(),
+            tag,
+            &[
+                "--live",
+                "--agent",
+                "gemini",
+                "--env",
+                "either",
+                "--build-tmp-mib",
+                value,
+            ],
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("--build-tmp-mib takes a whole number"),
+            "{value}: {e}"
+        );
+    }
+    let e = build_script(state.path(), tag, &["--live", "--build-tmp-mib", "64"]).unwrap_err();
+    assert!(e.contains("--build-tmp-mib needs --live --env"), "{e}");
+    let _ = std::process::Command::new("docker")
+        .args(["image", "rm", tag])
+        .output();
+    assert_clean_and_tally(
+        &docker,
+        "docker_live_image_on_an_environment_takes_the_operators_build_tmp",
+    )
+    .await;
+}
+
+/// Rounds per agent and variant in [`bench_live_turn_running_the_tests_twice_vs_without_commands`].
+const BENCH_ROUNDS: usize = 5;
+
+/// The cost of running the tests in the turn: for each agent, the turn that runs the
+/// repository's tests, fixes `mul` and runs them again ([`fixing_upstream`]) against the same
+/// turn that only fixes `mul` ([`editing_upstream`]), alternated, on the python environment
+/// under runc; the wall time of the whole live pipeline (container start to verified
+/// candidate). Run explicitly (a measurement, not a check): `cargo test --release --locked
+/// --workspace --test scenario -- --ignored --nocapture bench_live_turn_running_the_tests`.
+/// Prints `LIVE_COMMANDS_BENCH` lines (BENCHMARKS.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run explicitly with --ignored (BENCHMARKS.md)"]
+async fn bench_live_turn_running_the_tests_twice_vs_without_commands() {
+    let Some((docker, _guard)) = locked_docker().await else {
+        return;
+    };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for agent in [Agent::Codex, Agent::Claude, Agent::Gemini] {
+        // Built before anything is timed.
+        let _ = live_image(agent);
+        let (mut with, mut without) = (Vec::new(), Vec::new());
+        for _ in 0..BENCH_ROUNDS {
+            for commands in [true, false] {
+                let upstream = if commands {
+                    fixing_upstream(agent, TEST_COMMAND).await
+                } else {
+                    editing_upstream(agent).await
+                };
+                let started = std::time::Instant::now();
+                let run = turn(&docker, agent, &upstream, None).await;
+                let ms = started.elapsed().as_secs_f64() * 1000.0;
+                let log = log_of(&run).unwrap_or_else(|| {
+                    panic!("{} turn failed: {:?}", agent.name(), run.outcome.err())
+                });
+                assert_eq!(log.commands.commands, if commands { 2 } else { 0 });
+                if commands {
+                    with.push(ms);
+                } else {
+                    without.push(ms);
+                }
+            }
+        }
+        let (w, wo) = (median(with.clone()), median(without.clone()));
+        println!(
+            "LIVE_COMMANDS_BENCH agent={} rounds={BENCH_ROUNDS} with_tests_twice_p50_ms={w:.0} \
+             without_commands_p50_ms={wo:.0} ratio={:.2} with_all={with:.0?} without_all={without:.0?}",
+            agent.name(),
+            w / wo
+        );
+    }
+    assert_no_turn_containers(&docker).await;
 }

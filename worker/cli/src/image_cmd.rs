@@ -85,6 +85,16 @@ pub(crate) struct BuildArgs {
     /// the agent's commands find the repository's toolchain and packages; the record names it.
     #[arg(long = "env", value_name = "NAME", requires = "live")]
     environment: Option<String>,
+    /// With `--env`: the build /tmp its turns get, in MiB (1 to 4096, mounted exec, counted in
+    /// the turn's memory), instead of the stack's default (512 for rust, none otherwise), e.g.
+    /// for an operator's own environment approved by ID that compiles in the turn.
+    #[arg(
+        long,
+        value_name = "MIB",
+        requires = "environment",
+        value_parser = clap::value_parser!(u16).range(1..=4096)
+    )]
+    build_tmp_mib: Option<u16>,
     /// Build a gate image instead: the static gate runner on a root file system made of pinned
     /// Debian packages (SHA-256 checked), imported locally; nothing is pulled.
     #[arg(long, value_enum, value_name = "STACK")]
@@ -178,8 +188,13 @@ pub(crate) fn build_live_image(
     state: &Path,
     agent: turn::Agent,
     environment: Option<&str>,
+    build_tmp_mib: Option<u16>,
 ) -> Result<LiveImageState, CliError> {
+    let build_tmp = build_tmp_mib.map(|m| m.to_string());
     let mut args = vec!["--live", "--agent", agent.name()];
+    if let Some(mib) = &build_tmp {
+        args.extend(["--build-tmp-mib", mib.as_str()]);
+    }
     if let Some(env) = environment {
         let known = GateImagesState::load(state)?
             .zip(GateImageName::parse(env))
@@ -431,7 +446,13 @@ pub(crate) fn run(command: &ImageCommand) -> Result<Outcome, CliError> {
             let state = state_dir()?;
             let agent = super::live_args::parse_agent(args.agent.as_deref())?;
             let source = source_dir(args.source.as_deref())?;
-            let live = build_live_image(&source, &state, agent, args.environment.as_deref())?;
+            let live = build_live_image(
+                &source,
+                &state,
+                agent,
+                args.environment.as_deref(),
+                args.build_tmp_mib,
+            )?;
             let mut text = format!(
                 "live image:   {}\nimage id:     {}\nagent:        {} {} (tarball {})\n",
                 name(live.image.as_str()),
@@ -446,6 +467,9 @@ pub(crate) fn run(command: &ImageCommand) -> Result<Outcome, CliError> {
                     name(&env.name),
                     name(env.image_id.as_str())
                 ));
+                if let Some(mib) = env.build_tmp_mib {
+                    text.push_str(&format!("build /tmp:   {mib} MiB (exec)\n"));
+                }
             }
             text.push_str(&format!(
                 "recorded in:  {}\n",
