@@ -244,6 +244,9 @@ async fn docker_service_live_job_snoozes_without_live_settings_then_completes_th
     for line in [
         "patch_candidate_spend_tokens_total{kind=\"total\"} 360\n",
         "patch_candidate_spend_requests_total 3\n",
+        "patch_candidate_agent_commands_total 0\n",
+        "patch_candidate_agent_commands_failed_total 0\n",
+        "patch_candidate_agent_command_seconds_total 0.000\n",
     ] {
         assert!(metrics.contains(line), "{line}: {metrics}");
     }
