@@ -16,10 +16,13 @@ use vocab::Sha256;
 /// Most editable paths (selected + create grants) one turn may carry.
 pub const MAX_REPOSITORY_FILES: usize = 50;
 /// Most read-only inspection files one turn may carry. The reference never published its value;
-/// 20 files keeps the prompt small while covering a test file and its fixtures.
-pub const MAX_READ_ONLY_INSPECTION_FILES: usize = 20;
-/// Most bytes (UTF-8) of read-only inspection content one turn may carry: 1 MiB.
-pub const MAX_READ_ONLY_INSPECTION_BYTES: usize = 1_048_576;
+/// 45 covers the test directory and configuration of a real project (the agent runs its tests
+/// in the turn), and leaves room under the archive's cap of 50 staged files, which counts
+/// editable, created and read-only files together.
+pub const MAX_READ_ONLY_INSPECTION_FILES: usize = 45;
+/// Most bytes (UTF-8) of read-only inspection content one turn may carry: 8 MiB (within the
+/// 20 MiB request budget and the workspace's 64 MiB tmpfs).
+pub const MAX_READ_ONLY_INSPECTION_BYTES: usize = 8 * 1_048_576;
 
 /// Baseline contents keyed by path (exact UTF-8 text at the pinned commit).
 pub type BaselineFiles = BTreeMap<RepoPath, String>;

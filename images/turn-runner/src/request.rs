@@ -604,9 +604,20 @@ mod tests {
             many.join(",")
         );
         assert_eq!(parse(&text).unwrap_err().code(), "PROOF_WORKER_FILE_BUDGET");
-        let ro: Vec<String> = (0..21).map(|i| format!(r#""t{i}.py":"x""#)).collect();
+        let ro: Vec<String> = (0..=MAX_READ_ONLY_INSPECTION_FILES)
+            .map(|i| format!(r#""t{i}.py":"x""#))
+            .collect();
         let text = format!(
             r#"{{{BASE},"files":{{"a.txt":"x"}},"read_only_files":{{{}}}}}"#,
+            ro.join(",")
+        );
+        assert_eq!(parse(&text).unwrap_err().code(), "PROOF_WORKER_FILE_BUDGET");
+        // Editable and read-only files count together against the archive's cap.
+        let files: Vec<String> = (0..10).map(|i| format!(r#""f{i}.txt":"x""#)).collect();
+        let ro: Vec<String> = (0..41).map(|i| format!(r#""t{i}.py":"x""#)).collect();
+        let text = format!(
+            r#"{{{BASE},"files":{{{}}},"read_only_files":{{{}}}}}"#,
+            files.join(","),
             ro.join(",")
         );
         assert_eq!(parse(&text).unwrap_err().code(), "PROOF_WORKER_FILE_BUDGET");

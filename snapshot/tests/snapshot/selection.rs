@@ -460,7 +460,7 @@ fn read_only_selection_is_accepted_inside_allowed_and_read_only_scopes() {
             MAX_READ_ONLY_INSPECTION_FILES,
             MAX_READ_ONLY_INSPECTION_BYTES
         ),
-        (20, 1_048_576)
+        (45, 8 * 1_048_576)
     );
 }
 
@@ -529,7 +529,7 @@ fn read_only_selection_rejects_stale_or_unbounded_content() {
     );
     for limits in [
         (0, 10),
-        (21, 10),
+        (MAX_READ_ONLY_INSPECTION_FILES + 1, 10),
         (1, 0),
         (1, MAX_READ_ONLY_INSPECTION_BYTES + 1),
     ] {

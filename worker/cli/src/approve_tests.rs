@@ -496,3 +496,57 @@ fn gates_are_recorded_and_an_unknown_gate_is_refused_first() {
         "PATCH_CANDIDATE_GATE_DEFINITION"
     );
 }
+
+#[test]
+fn a_read_only_test_suite_is_bounded_with_the_files_a_turn_stages() {
+    let (dir, _) = repo();
+    let root = dir.path();
+    // 45 read-only files are within the limit; with src/'s 2 editable files and a create, 48
+    // files are staged (at most 50).
+    for i in 1..45 {
+        std::fs::write(
+            root.join(format!("tests/t{i:02}.rs")),
+            "#[test] fn t() {}\n",
+        )
+        .unwrap();
+    }
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "tests"]);
+    let out_dir = tempfile::tempdir().unwrap();
+    // `--read-only tests` is inside the approved scope too (the approval's allowed paths are the
+    // --allow and --read-only scopes): the agent and its commands see the suite, never change it.
+    let mut a = args(root);
+    a.out = Some(out_dir.path().join("ok.json"));
+    let ok = run(&a).unwrap();
+    let read_only = ok.json["read_only_paths"].as_array().unwrap();
+    assert_eq!(read_only.len(), 45);
+    let editable = ok.json["editable_paths"].as_array().unwrap();
+    assert!(
+        !editable.iter().any(|p| read_only.contains(p)),
+        "{editable:?}"
+    );
+    assert_eq!(
+        ok.json["approval"]["allowed_paths"],
+        serde_json::json!(["src", "tests"])
+    );
+    // One more is over the read-only limit: refused before anything is written.
+    std::fs::write(root.join("tests/t45.rs"), "#[test] fn t() {}\n").unwrap();
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "one more"]);
+    a.out = Some(out_dir.path().join("over.json"));
+    let e = run(&a).unwrap_err();
+    assert_eq!(e.code, "REPOSITORY_PATCH_SELECTION");
+    assert!(!out_dir.path().join("over.json").exists());
+    // Back to 45 read-only files, but 4 more editable ones: 6 editable, 1 create and 45
+    // read-only are more than the 50 files a turn stages.
+    git(root, &["rm", "-q", "tests/t45.rs"]);
+    for name in ["c", "d", "e", "f"] {
+        std::fs::write(root.join(format!("src/{name}.rs")), "fn x() {}\n").unwrap();
+    }
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "more sources"]);
+    let e = run(&a).unwrap_err();
+    assert_eq!(e.code, "REPOSITORY_PATCH_SELECTION");
+    assert!(format!("{e:?}").contains("together exceed the 50"), "{e:?}");
+    assert!(!out_dir.path().join("over.json").exists());
+}

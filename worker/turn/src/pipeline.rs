@@ -197,6 +197,15 @@ impl<'a> PreparedTurn<'a> {
         };
         let selected = selected.unwrap_or(default_editable);
         let read_only = read_only.unwrap_or(default_read_only);
+        // The container's archive export counts every staged file (editable, created and
+        // read-only) against one cap: refused here, before any file is read, not in the turn.
+        if selected.len() + context.create_paths().len() + read_only.len()
+            > archive::MAX_ARCHIVE_FILES
+        {
+            return Err(TurnError::Selection {
+                detail: "editable, created and read-only files together exceed the 50 a turn stages",
+            });
+        }
         let baseline = snap.read_files(&selected)?;
         let read_only_files = snap.read_files(&read_only)?;
         let request = CodingWorkerRequest::for_context(context, task, baseline, read_only_files);
