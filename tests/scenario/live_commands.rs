@@ -190,16 +190,26 @@ async fn turn_within(
 
 /// A scripted model for `agent` that runs `first`, fixes `mul`, runs the tests, and ends.
 async fn fixing_upstream(agent: Agent, first: &str) -> ScriptedUpstream {
+    scripted_fix(agent, Some(first)).await
+}
+
+/// The scripted fix of `mul`: with `first`, the agent runs it before the fix and the test
+/// command after it; without, it only fixes `mul` and ends (no command: the benchmark's
+/// baseline).
+async fn scripted_fix(agent: Agent, first: Option<&str>) -> ScriptedUpstream {
     let (model, _) = model_and_key(agent);
+    // The fix between the commands, as each agent's tools make it.
+    let around = |fix: Vec<Reply>, run: &dyn Fn(&str) -> Reply| -> Vec<Reply> {
+        let mut steps: Vec<Reply> = first.map(run).into_iter().collect();
+        steps.extend(fix);
+        steps.extend(first.map(|_| run(TEST_COMMAND)));
+        steps
+    };
     match agent {
         Agent::Gemini => {
-            gemini_script([
-                shell(first),
-                fix_mul(),
-                shell(TEST_COMMAND),
-                gemini::text("Fixed mul; the tests pass.", DEFAULT_USAGE),
-            ])
-            .await
+            let mut steps = around(vec![fix_mul()], &|c: &str| shell(c));
+            steps.push(gemini::text("Fixed mul; the tests pass.", DEFAULT_USAGE));
+            gemini_script(steps).await
         }
         Agent::Claude => {
             let bash = |command: &str| {
@@ -210,95 +220,45 @@ async fn fixing_upstream(agent: Agent, first: &str) -> ScriptedUpstream {
                     DEFAULT_USAGE,
                 )
             };
+            let fix = vec![
+                anthropic::tool_use(
+                    model,
+                    "Read",
+                    &json!({"file_path": "{workdir}/app/calc.py"}),
+                    DEFAULT_USAGE,
+                ),
+                anthropic::tool_use(
+                    model,
+                    "Edit",
+                    &json!({"file_path": "{workdir}/app/calc.py",
+                            "old_string": "def mul(a, b):\n    return a + b",
+                            "new_string": "def mul(a, b):\n    return a * b"}),
+                    DEFAULT_USAGE,
+                ),
+            ];
+            let mut steps = around(fix, &bash);
+            steps.push(anthropic::text(
+                model,
+                "Fixed mul; the tests pass.",
+                DEFAULT_USAGE,
+            ));
             let upstream = ScriptedUpstream::start([]).await.unwrap();
             anthropic::claude_code(
                 &upstream,
                 model,
-                vec![
-                    bash(first),
-                    anthropic::tool_use(
-                        model,
-                        "Read",
-                        &json!({"file_path": "{workdir}/app/calc.py"}),
-                        DEFAULT_USAGE,
-                    ),
-                    anthropic::tool_use(
-                        model,
-                        "Edit",
-                        &json!({"file_path": "{workdir}/app/calc.py",
-                                "old_string": "def mul(a, b):\n    return a + b",
-                                "new_string": "def mul(a, b):\n    return a * b"}),
-                        DEFAULT_USAGE,
-                    ),
-                    bash(TEST_COMMAND),
-                    anthropic::text(model, "Fixed mul; the tests pass.", DEFAULT_USAGE),
-                ],
+                steps,
                 DEFAULT_USAGE,
                 anthropic::text(model, "Done.", DEFAULT_USAGE),
             );
             upstream
         }
         Agent::Codex => {
-            let upstream = ScriptedUpstream::start([
-                Reply::exec_command(first),
-                Reply::apply_patch(
-                    "*** Begin Patch\n*** Update File: app/calc.py\n@@ def mul(a, b):\n-    return a + b\n+    return a * b\n*** End Patch\n",
-                ),
-                Reply::exec_command(TEST_COMMAND),
-                Reply::message("Fixed mul; the tests pass."),
-            ])
-            .await
-            .unwrap();
-            upstream.set_fallback(Reply::message("Done."));
-            upstream
-        }
-    }
-}
-
-/// A scripted model for `agent` that fixes `mul` and ends, running no command: the same turn as
-/// [`fixing_upstream`] without its two test runs (the benchmark's baseline).
-async fn editing_upstream(agent: Agent) -> ScriptedUpstream {
-    let (model, _) = model_and_key(agent);
-    match agent {
-        Agent::Gemini => {
-            gemini_script([fix_mul(), gemini::text("Fixed mul.", DEFAULT_USAGE)]).await
-        }
-        Agent::Claude => {
-            let upstream = ScriptedUpstream::start([]).await.unwrap();
-            anthropic::claude_code(
-                &upstream,
-                model,
-                vec![
-                    anthropic::tool_use(
-                        model,
-                        "Read",
-                        &json!({"file_path": "{workdir}/app/calc.py"}),
-                        DEFAULT_USAGE,
-                    ),
-                    anthropic::tool_use(
-                        model,
-                        "Edit",
-                        &json!({"file_path": "{workdir}/app/calc.py",
-                                "old_string": "def mul(a, b):\n    return a + b",
-                                "new_string": "def mul(a, b):\n    return a * b"}),
-                        DEFAULT_USAGE,
-                    ),
-                    anthropic::text(model, "Fixed mul.", DEFAULT_USAGE),
-                ],
-                DEFAULT_USAGE,
-                anthropic::text(model, "Done.", DEFAULT_USAGE),
-            );
-            upstream
-        }
-        Agent::Codex => {
-            let upstream = ScriptedUpstream::start([
-                Reply::apply_patch(
-                    "*** Begin Patch\n*** Update File: app/calc.py\n@@ def mul(a, b):\n-    return a + b\n+    return a * b\n*** End Patch\n",
-                ),
-                Reply::message("Fixed mul."),
-            ])
-            .await
-            .unwrap();
+            let fix = vec![Reply::apply_patch(
+                "*** Begin Patch\n*** Update File: app/calc.py\n@@ def mul(a, b):\n-    return a + b\n+    return a * b\n*** End Patch\n",
+            )];
+            let mut steps = around(fix, &|c: &str| Reply::exec_command(c));
+            steps.push(Reply::message("Fixed mul; the tests pass."));
+            let upstream = ScriptedUpstream::start(steps).await.unwrap();
             upstream.set_fallback(Reply::message("Done."));
             upstream
         }
@@ -865,7 +825,7 @@ const BENCH_ROUNDS: usize = 5;
 
 /// The cost of running the tests in the turn: for each agent, the turn that runs the
 /// repository's tests, fixes `mul` and runs them again ([`fixing_upstream`]) against the same
-/// turn that only fixes `mul` ([`editing_upstream`]), alternated, on the python environment
+/// turn that only fixes `mul` ([`scripted_fix`] without commands), alternated, on the python environment
 /// under runc; the wall time of the whole live pipeline (container start to verified
 /// candidate). Run explicitly (a measurement, not a check): `cargo test --release --locked
 /// --workspace --test scenario -- --ignored --nocapture bench_live_turn_running_the_tests`.
@@ -889,7 +849,7 @@ async fn bench_live_turn_running_the_tests_twice_vs_without_commands() {
                 let upstream = if commands {
                     fixing_upstream(agent, TEST_COMMAND).await
                 } else {
-                    editing_upstream(agent).await
+                    scripted_fix(agent, None).await
                 };
                 let started = std::time::Instant::now();
                 let run = turn(&docker, agent, &upstream, None).await;

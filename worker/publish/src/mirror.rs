@@ -638,9 +638,10 @@ pub(crate) fn sweep_abandoned_mirrors_in(
 
 /// Removes an abandoned mirror directory. A killed publication's git children lead their own
 /// process groups, so they outlive it by a moment and may still be writing objects into it: a
-/// removal that meets an entry created meanwhile is tried again, a few times, a little later.
+/// removal that meets an entry created meanwhile is tried again, a little later each time, for
+/// about 3 s in all (on a loaded machine a child can take that long to see its parent gone).
 fn remove_abandoned(dir: &Dir, name: &str) -> bool {
-    const ATTEMPTS: u32 = 8;
+    const ATTEMPTS: u32 = 16;
     for attempt in 1..=ATTEMPTS {
         match dir.remove_dir_all(name) {
             Ok(()) => return true,
