@@ -744,20 +744,22 @@ async fn docker_live_image_on_an_environment_takes_the_operators_build_tmp() {
     )
     .unwrap();
     let tag = "patch-candidate-live-gemini-either:build-tmp";
-    build_script(
-        state.path(),
-        tag,
-        &[
-            "--live",
-            "--agent",
-            "gemini",
-            "--env",
-            "either",
-            "--build-tmp-mib",
-            "768",
-        ],
-    )
-    .unwrap();
+    let build_with = |mib: &str| {
+        build_script(
+            state.path(),
+            tag,
+            &[
+                "--live",
+                "--agent",
+                "gemini",
+                "--env",
+                "either",
+                "--build-tmp-mib",
+                mib,
+            ],
+        )
+    };
+    build_with("768").unwrap();
     let live = turn::LiveImageState::load_for(state.path(), Agent::Gemini)
         .unwrap()
         .expect("the live record");
@@ -789,20 +791,7 @@ async fn docker_live_image_on_an_environment_takes_the_operators_build_tmp() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
     for value in ["0", "4097", "12x", ""] {
-        let e = build_script(
-            state.path(),
-            tag,
-            &[
-                "--live",
-                "--agent",
-                "gemini",
-                "--env",
-                "either",
-                "--build-tmp-mib",
-                value,
-            ],
-        )
-        .unwrap_err();
+        let e = build_with(value).unwrap_err();
         assert!(
             e.contains("--build-tmp-mib takes a whole number"),
             "{value}: {e}"
