@@ -35,7 +35,7 @@ pub struct AttemptUsage {
     pub requests: Option<u64>,
     /// Tokens the upstream reported to the gateway.
     pub total_tokens: Option<u64>,
-    /// The agent's commands, when the live turn reached its harvest.
+    /// The agent's commands, when the live attempt produced its candidate.
     pub commands: Option<AttemptCommands>,
 }
 

@@ -52,8 +52,9 @@ struct Finished {
 struct Ran {
     wall: Duration,
     live: Option<(String, gateway::GatewayUsage)>,
-    /// The agent's commands as the worker counted them, for a live turn that reached its
-    /// harvest (a turn that failed before it leaves none).
+    /// The agent's commands as the worker counted them, for a live attempt that produced its
+    /// candidate and ran its gates (the live log comes back with the candidate; a failed turn
+    /// leaves none).
     commands: Option<turn::CommandCounts>,
 }
 
