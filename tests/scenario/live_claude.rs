@@ -74,12 +74,17 @@ fn assert_key_only_upstream(upstream: &ScriptedUpstream) {
     });
 }
 
-/// The upstream's agent-loop Messages requests (title requests and count_tokens left out).
+/// The upstream's agent-loop Messages requests (title, prompt-suggestion and count_tokens requests
+/// left out).
 fn messages(upstream: &ScriptedUpstream) -> Vec<RecordedRequest> {
     upstream
         .requests()
         .into_iter()
-        .filter(|r| r.target == "/v1/messages?beta=true" && !anthropic::is_title_request(r))
+        .filter(|r| {
+            r.target == "/v1/messages?beta=true"
+                && !anthropic::is_title_request(r)
+                && !anthropic::is_suggestion_request(r)
+        })
         .collect()
 }
 

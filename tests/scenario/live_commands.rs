@@ -265,14 +265,16 @@ async fn scripted_fix(agent: Agent, first: Option<&str>) -> ScriptedUpstream {
     }
 }
 
-/// The agent-loop requests the model received, in order, as text (Claude Code's title and
-/// token-count requests left out).
+/// The agent-loop requests the model received, in order, as text (Claude Code's title,
+/// prompt-suggestion and token-count requests left out).
 fn loop_bodies(upstream: &ScriptedUpstream) -> Vec<String> {
     upstream
         .requests()
         .iter()
         .filter(|r| {
-            !anthropic::is_title_request(r) && !r.target.starts_with("/v1/messages/count_tokens")
+            !anthropic::is_title_request(r)
+                && !anthropic::is_suggestion_request(r)
+                && !r.target.starts_with("/v1/messages/count_tokens")
         })
         .map(|r| String::from_utf8_lossy(&r.body).into_owned())
         .collect()

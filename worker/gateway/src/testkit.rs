@@ -245,6 +245,27 @@ pub mod anthropic {
         })
     }
 
+    /// Whether `r` is Claude Code's prompt-suggestion request: a side request it may send after
+    /// a turn's answer (its last message asks for `[SUGGESTION MODE: …]`), depending on timing,
+    /// so not part of the agent loop a test counts.
+    #[must_use]
+    pub fn is_suggestion_request(r: &RecordedRequest) -> bool {
+        r.json().is_some_and(|b| {
+            b.pointer("/messages")
+                .and_then(serde_json::Value::as_array)
+                .and_then(|m| m.last())
+                .and_then(|m| m.get("content"))
+                .and_then(serde_json::Value::as_array)
+                .is_some_and(|parts| {
+                    parts.iter().any(|p| {
+                        p.get("text")
+                            .and_then(serde_json::Value::as_str)
+                            .is_some_and(|t| t.starts_with("[SUGGESTION MODE"))
+                    })
+                })
+        })
+    }
+
     /// The working directory Claude Code's prompt names (`Primary working directory: …`, in the
     /// environment block of the first user message).
     #[must_use]
