@@ -395,12 +395,14 @@ async fn attempt(sh: &Shared, claimed: &Claimed, mut phase: watch::Receiver<Phas
     drop(work);
     // The gateway's channels went with the turn; its counters stay readable here.
     let commands = match &ended {
-        Ended::Done(done) => match done.as_ref() {
-            Ok(finished) => finished.outcome.live.as_ref().map(|log| log.commands),
-            Err(_) => None,
-        },
+        Ended::Done(done) => done
+            .as_ref()
+            .as_ref()
+            .ok()
+            .and_then(|f| f.outcome.live.as_ref()),
         _ => None,
-    };
+    }
+    .map(|log| log.commands);
     let ran = Ran {
         wall: turn_started.elapsed(),
         live: live.map(|turn| (turn.settings.model, turn.gateway.usage())),
@@ -496,28 +498,26 @@ async fn finish(sh: &Shared, claimed: &Claimed, ended: Ended, ran: Option<Ran>) 
     match write {
         Ok(Fenced::Applied) => {
             sh.metrics.outcome(outcome);
-            // The usage row just written carries the gateway's counts of a live turn (a snooze
-            // writes none): the host's spend counters follow the ledger.
+            // The usage row just written carries the gateway's counts of a live turn and the
+            // agent's commands (a snooze writes none): the host's counters follow the ledger.
             if outcome != AttemptOutcome::Snoozed
-                && let Some(Ran {
-                    live: Some((_, counts)),
-                    ..
-                }) = &ran
+                && let Some(ran) = &ran
             {
-                sh.metrics.spend_recorded(
-                    counts.requests,
-                    counts.input_tokens,
-                    counts.output_tokens,
-                    counts.total_tokens,
-                );
-            }
-            if outcome != AttemptOutcome::Snoozed
-                && let Some(Ran {
-                    commands: Some(c), ..
-                }) = &ran
-            {
-                sh.metrics
-                    .agent_commands(u64::from(c.commands), u64::from(c.failed), c.command_ms);
+                if let Some((_, counts)) = &ran.live {
+                    sh.metrics.spend_recorded(
+                        counts.requests,
+                        counts.input_tokens,
+                        counts.output_tokens,
+                        counts.total_tokens,
+                    );
+                }
+                if let Some(c) = ran.commands {
+                    sh.metrics.agent_commands(
+                        u64::from(c.commands),
+                        u64::from(c.failed),
+                        c.command_ms,
+                    );
+                }
             }
         }
         Ok(Fenced::Lost) => {
