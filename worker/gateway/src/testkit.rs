@@ -250,18 +250,21 @@ pub mod anthropic {
     /// so not part of the agent loop a test counts.
     #[must_use]
     pub fn is_suggestion_request(r: &RecordedRequest) -> bool {
+        const SUGGESTION: &str = "[SUGGESTION MODE";
         r.json().is_some_and(|b| {
             b.pointer("/messages")
                 .and_then(serde_json::Value::as_array)
                 .and_then(|m| m.last())
                 .and_then(|m| m.get("content"))
-                .and_then(serde_json::Value::as_array)
-                .is_some_and(|parts| {
-                    parts.iter().any(|p| {
+                .is_some_and(|content| match content {
+                    // Claude Code sends the suggestion prompt as a plain string or as parts.
+                    serde_json::Value::String(t) => t.starts_with(SUGGESTION),
+                    serde_json::Value::Array(parts) => parts.iter().any(|p| {
                         p.get("text")
                             .and_then(serde_json::Value::as_str)
-                            .is_some_and(|t| t.starts_with("[SUGGESTION MODE"))
-                    })
+                            .is_some_and(|t| t.starts_with(SUGGESTION))
+                    }),
+                    _ => false,
                 })
         })
     }
@@ -919,4 +922,41 @@ pub fn sse_event(event: &Value) -> Vec<u8> {
         .and_then(Value::as_str)
         .unwrap_or("message");
     format!("event: {kind}\ndata: {event}\n\n").into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{RecordedRequest, anthropic};
+
+    fn post(body: &serde_json::Value) -> RecordedRequest {
+        RecordedRequest {
+            method: "POST".to_owned(),
+            target: "/v1/messages?beta=true".to_owned(),
+            headers: Vec::new(),
+            body: serde_json::to_vec(body).unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn a_suggestion_request_is_recognised_with_string_or_part_content() {
+        let text = "[SUGGESTION MODE: Suggest what the user might naturally type next]";
+        let as_string = serde_json::json!({"messages": [
+            {"role": "user", "content": "fix it"},
+            {"role": "user", "content": text},
+        ]});
+        let as_parts = serde_json::json!({"messages": [
+            {"role": "user", "content": [{"type": "text", "text": text}]},
+        ]});
+        assert!(anthropic::is_suggestion_request(&post(&as_string)));
+        assert!(anthropic::is_suggestion_request(&post(&as_parts)));
+        // Only the last message counts, and a tool result is not a suggestion.
+        let earlier = serde_json::json!({"messages": [
+            {"role": "user", "content": text},
+            {"role": "user", "content": [{"type": "tool_result", "content": "ok"}]},
+        ]});
+        assert!(!anthropic::is_suggestion_request(&post(&earlier)));
+        assert!(!anthropic::is_suggestion_request(&post(
+            &serde_json::json!({"messages": []})
+        )));
+    }
 }
