@@ -11,15 +11,16 @@
 #                                   the cargo build of the test run (test-all.sh): workspace-wide,
 #                                   with --tests, so `cargo test` after it compiles nothing again
 #   images/build.sh --live          build the live image instead (images/live/): the runner, the
-#                                   codex-acp agent from the pinned npm tarball (images/live/
-#                                   codex-acp.pin, SHA-256 checked, cached outside the repository in
+#                                   npm tree of images/live/codex/package-lock.json (codex-acp and
+#                                   the native static codex; npm ci, SHA-512 integrity of every
+#                                   package, no install scripts, cached outside the repository in
 #                                   ${PATCH_CANDIDATE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/patch-candidate}),
-#                                   the shared libraries it links, copied from this host, and a static
-#                                   busybox (Debian's busybox-static); recorded in live-image.json
+#                                   this host's Node (>= 20) with its libraries and a static busybox
+#                                   (Debian's busybox-static); recorded in live-image.json
 #   images/build.sh --live --agent gemini
 #                                   the Gemini live image: the runner, Gemini CLI's bundle from the
 #                                   pinned npm tarball (images/live/gemini-cli.pin, SHA-512
-#                                   integrity checked, cached like codex-acp's), this host's Node
+#                                   integrity checked, cached like the npm trees), this host's Node
 #                                   (>= 20) with its libraries, read-only system settings, a static
 #                                   busybox; recorded in live-image-gemini.json
 #   images/build.sh --live --agent claude
@@ -267,7 +268,7 @@ PY
     LIVE_ENV_BUILD_TMP_MIB="${BUILD_TMP_MIB:-$LIVE_ENV_BUILD_TMP_MIB}"
   fi
   case "$AGENT" in
-    codex) source images/live/build-live.sh ;;
+    codex) source images/live/build-codex.sh ;;
     gemini) source images/live/build-gemini.sh ;;
     claude) source images/live/build-claude.sh ;;
   esac

@@ -1,4 +1,4 @@
-# Sourced by the live image scripts (build-live.sh, build-gemini.sh, build-claude.sh; not run on
+# Sourced by the live image scripts (build-codex.sh, build-gemini.sh, build-claude.sh; not run on
 # its own): the steps the live images share (runner, npm tree, libraries, Node, busybox, the image
 # build). Uses build.sh's docker_cli, CACHE, BIN_DIR, CTX and LIVE_IMAGE.
 

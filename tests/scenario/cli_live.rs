@@ -26,7 +26,7 @@ async fn live_round_trip(docker: &container::BollardRuntime, runtime: Option<&'s
     .unwrap();
     let turn = LiveAgentUnderTest {
         agent: turn::Agent::Codex,
-        model: "gpt-5.3-codex",
+        model: "gpt-5.5",
         image: TEST_LIVE_IMAGE,
         image_id: live_image(),
         key: KEY,
@@ -37,7 +37,7 @@ async fn live_round_trip(docker: &container::BollardRuntime, runtime: Option<&'s
     assert_eq!(doc["gateway"]["gateway"]["requests"], 3);
     assert_eq!(doc["gateway"]["gateway"]["total_tokens"], 360);
     for r in &bearer_requests(&upstream, 3, KEY) {
-        assert_eq!(r.json().unwrap()["model"], "gpt-5.3-codex");
+        assert_eq!(r.json().unwrap()["model"], "gpt-5.5");
     }
 }
 
@@ -150,7 +150,7 @@ async fn docker_cli_run_live_refused_model_ends_with_the_gateway_code() {
     let mut cmd = bin();
     cmd.env("PATCH_CANDIDATE_STATE_DIR", &state_path)
         .env("PC_SCENARIO_MODEL_KEY", KEY)
-        .args(["--json", "run", "--live", "--model", "gpt-5.3-codex"])
+        .args(["--json", "run", "--live", "--model", "gpt-5.5"])
         .arg("--upstream")
         .arg(&url)
         .args(["--credential-env", "PC_SCENARIO_MODEL_KEY", "--image", &tag])

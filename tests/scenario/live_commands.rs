@@ -39,7 +39,7 @@ const TEST_AND_LITTER: &str = "python3 -m pytest -q -p no:cacheprovider tests; p
 /// Each agent's model and key in these tests.
 fn model_and_key(agent: Agent) -> (&'static str, &'static str) {
     match agent {
-        Agent::Codex => ("gpt-5.3-codex", "sk-live-commands-codex-credential-6d02b1"),
+        Agent::Codex => ("gpt-5.5", "sk-live-commands-codex-credential-6d02b1"),
         Agent::Claude => (
             "claude-sonnet-4-5",
             "sk-ant-live-commands-credential-0b4f93",

@@ -3,10 +3,10 @@
 //! limits, `--init`), driven over the framed stdio protocol by a harness that plays the worker
 //! and a scripted Responses-API model (answering each tunnelled `POST /v1/responses` with an SSE
 //! script). No gateway is involved: this proves the runner's tunnel, the agent configuration and
-//! the permission policy independently of the worker's side.
+//! the harvest's judgement independently of the worker's side.
 //!
 //! The image is built with a throwaway tag from the binaries under test (`images/build.sh
-//! --live`; the pinned npm tarball comes from the shared cache). With
+//! --live`; the locked npm tree comes from the shared cache). With
 //! `PATCH_CANDIDATE_REQUIRE_DOCKER=1` a missing daemon or a failed build fails these tests.
 
 use std::io::{Read as _, Write as _};
@@ -53,7 +53,7 @@ pub fn live_fixture() -> (tempfile::TempDir, tempfile::TempDir, std::path::PathB
     let approval = crate::support::write_approval(approvals.path(), &context);
     (repo, approvals, approval)
 }
-const MODEL: &str = "gpt-5.3-codex";
+const MODEL: &str = "gpt-5.5";
 const PORT: u16 = 8417;
 
 /// The runsc turn profile (`turn-runsc.json`: `clone3` allowed, gVisor ignores `errnoRet`).
@@ -69,7 +69,7 @@ const TURN_RUNSC_SECCOMP_OPT: &str = concat!(
 fn hardened(runtime: Option<&str>) -> Vec<&'static str> {
     assert_eq!(
         (container::RUNC_PIDS_LIMIT, container::RUNSC_PIDS_LIMIT),
-        (64, 256),
+        (64, 512),
         "the harness's pids limits follow the worker's"
     );
     let mut args = match runtime {
@@ -79,7 +79,7 @@ fn hardened(runtime: Option<&str>) -> Vec<&'static str> {
             "--security-opt",
             TURN_RUNSC_SECCOMP_OPT,
             "--pids-limit",
-            "256",
+            "512",
         ],
         None => vec!["--security-opt", TURN_SECCOMP_OPT, "--pids-limit", "64"],
         Some(other) => panic!("no test profile for runtime {other}"),
@@ -107,7 +107,7 @@ static COUNTER: AtomicUsize = AtomicUsize::new(0);
 /// Builds the live image with a throwaway tag from the runner under test.
 pub fn live_image() -> String {
     IMAGE
-        .get_or_init(|| build_live_image(Agent::Codex, TEST_LIVE_IMAGE, "codex-acp", "0.16.0"))
+        .get_or_init(|| build_live_image(Agent::Codex, TEST_LIVE_IMAGE, "codex-acp", "2.6.0"))
         .clone()
         .expect("live image build failed")
 }
@@ -180,6 +180,20 @@ pub struct LiveRun {
 }
 
 impl LiveRun {
+    /// What a failed assertion prints: the runner's stderr, its events, the model requests and
+    /// the resets it saw.
+    pub fn diagnosis(&self) -> String {
+        format!(
+            "stderr: {}\nevents: {:?}\n{} model requests, resets {:?}, {} bytes out in {:?}",
+            self.stderr,
+            self.events,
+            self.requests.len(),
+            self.resets,
+            self.raw_out.len(),
+            self.elapsed
+        )
+    }
+
     pub fn document(&self) -> Value {
         let bytes = self
             .result
@@ -441,7 +455,7 @@ fn edit_and_create() -> Vec<Step> {
 /// Asserts that `run` exited 0 with a `rejected_scope` proposal carrying `error` and no
 /// workspace archive; its document.
 fn assert_rejected_scope(run: &LiveRun, error: &str) -> Value {
-    assert_eq!(run.exit, Some(0), "stderr: {}", run.stderr);
+    assert_eq!(run.exit, Some(0), "{}", run.diagnosis());
     let doc = run.document();
     assert_eq!(run.status(), ProposalStatus::RejectedScope, "{doc}");
     assert_eq!(doc["proposal"]["error"], error);
@@ -465,8 +479,8 @@ fn docker_live_container_edits_an_approved_file_and_creates_a_granted_one() {
 }
 
 /// The same Codex cases under runsc (gVisor, the runsc turn profile): an edit and a granted
-/// create, an ungranted create, an edit of a read-only file and a shell write outside the
-/// workspace refused, a stalled turn stopped and harvested.
+/// create, an ungranted create and an edit of a read-only file refused by the harvest, a stalled
+/// turn stopped and harvested.
 #[test]
 fn docker_live_container_runsc_codex_cases() {
     if !crate::support::docker_cli_ready() {
@@ -490,7 +504,7 @@ fn docker_live_container_runsc_codex_cases() {
 
 /// The runner exited 0 with a completed proposal.
 fn assert_completed(run: &LiveRun) {
-    assert_eq!(run.exit, Some(0), "stderr: {}", run.stderr);
+    assert_eq!(run.exit, Some(0), "{}", run.diagnosis());
     assert_eq!(
         run.status(),
         ProposalStatus::Completed,
@@ -501,7 +515,8 @@ fn assert_completed(run: &LiveRun) {
 }
 
 /// An edit of an approved file and a granted create under `runtime`: a completed proposal with
-/// both, two Responses requests without a credential, one permission allowed.
+/// both, two Responses requests without a credential, no permission request (Codex runs with its
+/// own sandbox and approvals off: the container is the sandbox, the harvest the judge).
 fn assert_edits_and_creates(runtime: Option<&'static str>) {
     let request = live_request(
         &files(),
@@ -539,7 +554,15 @@ fn assert_edits_and_creates(runtime: Option<&'static str>) {
         assert!(tools.contains(&"apply_patch"), "{tools:?}");
         assert!(!tools.contains(&"web_search"), "{tools:?}");
     }
-    assert_eq!(permission_events(&run, "allowed"), 1, "{:?}", run.events);
+    assert_eq!(
+        (
+            permission_events(&run, "allowed"),
+            permission_events(&run, "refused")
+        ),
+        (0, 0),
+        "{:?}",
+        run.events
+    );
     assert!(run.events.iter().any(|e| {
         e["event"] == "tool_call"
             && e["files"]
@@ -548,8 +571,9 @@ fn assert_edits_and_creates(runtime: Option<&'static str>) {
     }));
 }
 
-/// One refused action: the policy rejects the permission, Codex aborts its turn, the runner
-/// reports `rejected_scope` with `PROOF_WORKER_PERMISSION_REFUSED` and harvests nothing.
+/// One action outside the grants: Codex makes it (no permission is asked), its output goes back
+/// to the model, the turn ends, and the harvest refuses the tree: `rejected_scope` with
+/// `REPOSITORY_PATCH_ARCHIVE_SCOPE` and no archive.
 fn assert_refused(call: Value) {
     assert_refused_under(call, None);
 }
@@ -559,22 +583,25 @@ fn assert_refused_under(call: Value, runtime: Option<&'static str>) {
     let request = live_request(&files(), &[("docs/readme.md", "read me\n")], &[]);
     let run = run_live(
         &request,
-        &Harness::new(vec![Step::Items(vec![call])]).under(runtime),
+        &Harness::new(vec![
+            Step::Items(vec![call]),
+            Step::Items(vec![message("Done.")]),
+        ])
+        .under(runtime),
     );
-    let doc = assert_rejected_scope(&run, "PROOF_WORKER_PERMISSION_REFUSED");
-    assert_eq!(permission_events(&run, "refused"), 1, "{:?}", run.events);
+    let doc = assert_rejected_scope(&run, "REPOSITORY_PATCH_ARCHIVE_SCOPE");
+    assert_eq!(permission_events(&run, "refused"), 0, "{:?}", run.events);
     assert_eq!(permission_events(&run, "allowed"), 0);
-    let refused = doc["proposal"]["provider_events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["summary"] == "refused permission")
-        .count();
-    assert_eq!(refused, 1);
-    assert_eq!(run.requests.len(), 1);
+    assert!(
+        doc["proposal"]["summary"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("out-of-scope modifications: ")),
+        "{doc}"
+    );
+    assert_eq!(run.requests.len(), 2);
 }
 
-/// The actions the runner's policy refuses: an ungranted create, an edit of a read-only file.
+/// The actions the harvest refuses: an ungranted create, an edit of a read-only file.
 fn refused_calls() -> Vec<Value> {
     vec![
         apply_patch(
@@ -606,9 +633,9 @@ fn docker_live_container_refuses_an_edit_of_a_read_only_file() {
     );
 }
 
-/// A command is allowed (the container is the sandbox): Codex asks, the runner allows, the
-/// command runs. Its write outside the workspace is never harvested; its write to a file outside
-/// the grants fails the turn at the harvest, exactly as an edit tool's would.
+/// A command runs (the container is the sandbox; Codex asks nothing). Its write outside the
+/// workspace is never harvested; its write to a file outside the grants fails the turn at the
+/// harvest, exactly as an edit tool's would.
 #[test]
 fn docker_live_container_allows_a_shell_command_and_the_harvest_refuses_its_ungranted_write() {
     docker_cli_case(
@@ -626,8 +653,16 @@ fn docker_live_container_allows_a_shell_command_and_the_harvest_refuses_its_ungr
                 ]),
             );
             assert_rejected_scope(&run, "REPOSITORY_PATCH_ARCHIVE_SCOPE");
-            assert_eq!(permission_events(&run, "allowed"), 1, "{:?}", run.events);
+            assert_eq!(permission_events(&run, "allowed"), 0, "{:?}", run.events);
             assert_eq!(permission_events(&run, "refused"), 0);
+            // The runner counted the command (a tool call of kind `execute`).
+            assert!(
+                run.events
+                    .iter()
+                    .any(|e| e["event"] == "tool_call" && e["kind"] == "execute"),
+                "{:?}",
+                run.events
+            );
             // The command's output went back to the model: it ran.
             assert_eq!(run.requests.len(), 2);
             assert!(

@@ -15,7 +15,7 @@ use turn::{Agent, LiveNote, PipelineOutcome, TurnError};
 use crate::live_container::{TEST_LIVE_IMAGE, live_image};
 use crate::support::*;
 
-const MODEL: &str = "gpt-5.3-codex";
+const MODEL: &str = "gpt-5.5";
 const KEY: &str = "sk-live-e2e-credential-7f3a91c2";
 const TASK: &str = "Edit app/a.txt and create app/new.txt.";
 
@@ -147,9 +147,10 @@ async fn docker_live_e2e_codex_edits_and_creates_through_the_gateway() {
     .await;
 }
 
-/// A refusal by the gateway ends the turn without a candidate, with the gateway's own refusal
-/// code as the turn's error (not the generic proposal status), the container gone, and the key
-/// reached only the upstream.
+/// One turn whose model requests the gateway may refuse: its outcome, the container gone, and
+/// the key reached only the upstream. A refusal before any edit ends the turn without a
+/// candidate, with the gateway's own refusal code as the turn's error (not the generic proposal
+/// status).
 async fn refused_case(
     name: &str,
     config: GatewayConfig,
@@ -218,7 +219,9 @@ async fn docker_live_e2e_gateway_refusals() {
     assert_eq!(codes(&outcome), "err: PATCH_CANDIDATE_GATEWAY_BODY_DEPTH");
     assert!(upstream.requests().is_empty());
 
-    // Too many requests: the budget allows one, the script needs two.
+    // Too many requests: the budget allows one, the script needs two. Codex takes the refusal of
+    // its second request as the end of its turn; the edit its first answer made is harvested
+    // (as at the wall budget's STOP) and the refusal is on the turn's record.
     let mut one = GatewayConfig::for_model(MODEL);
     one.budgets.requests = 1;
     let (outcome, upstream) = refused_case(
@@ -233,8 +236,14 @@ async fn docker_live_e2e_gateway_refusals() {
     .await;
     assert_eq!(
         codes(&outcome),
-        "err: PATCH_CANDIDATE_GATEWAY_BUDGET_REQUESTS"
+        "ok: Some([\"PATCH_CANDIDATE_GATEWAY_BUDGET_REQUESTS\"])"
     );
+    let outcome = outcome.unwrap();
+    assert_eq!(
+        ops(&outcome.candidate),
+        vec![("app/a.txt".to_owned(), FileOp::Update)]
+    );
+    assert_eq!(outcome.live.as_ref().map(|l| l.gateway.refused), Some(1));
     assert_eq!(upstream.requests().len(), 1);
     tally("docker_live_e2e_gateway_refusals");
 }

@@ -17,7 +17,7 @@ use crate::support::*;
 
 const KEY: &str = "sk-service-live-5c7d1a";
 const KEY_VAR: &str = "PC_SCENARIO_SERVICE_MODEL_KEY";
-const MODEL: &str = "gpt-5.3-codex";
+const MODEL: &str = "gpt-5.5";
 
 /// The usage rows of job `id`, parsed, by attempt.
 async fn usage_rows(state: &Path, id: &str) -> BTreeMap<String, serde_json::Value> {

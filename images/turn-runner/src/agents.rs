@@ -6,9 +6,9 @@
 //! ends: not every agent exits when its stdin closes).
 //!
 //! # Security
-//! No adapter advertises the ACP `terminal` capability; Gemini and Claude do not get the `fs`
-//! capability either (their own file tools run inside the container, whose tree is harvested and
-//! checked by the host like any other). The gateway an adapter names is the runner's own
+//! No adapter advertises the ACP `terminal` or `fs` capability: each agent's own file and shell
+//! tools run inside the container, whose tree is harvested and checked by the host like any
+//! other. The gateway an adapter names is the runner's own
 //! listener on the container's loopback, and the only header it asks the agent to send is none:
 //! the host adds the credential outside the container.
 
@@ -17,7 +17,7 @@ use std::path::PathBuf;
 /// The agents a live turn can run (the request's `live.agent`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LiveAgent {
-    /// `codex-acp` (Responses API through the worker's gateway).
+    /// `codex-acp` over the native `codex` (Responses API through the worker's gateway).
     Codex,
     /// `claude-agent-acp` over the native `claude` (Anthropic Messages).
     Claude,
@@ -38,9 +38,13 @@ impl LiveAgent {
     }
 }
 
-/// The Codex live image's agent.
-pub const CODEX_AGENT: &str = "/codex-acp";
-/// Node in the Gemini and Claude live images.
+/// `codex-acp` in the Codex live image.
+pub const CODEX_ENTRY: &str =
+    "/opt/codex/node_modules/@agentclientprotocol/codex-acp/dist/index.js";
+/// The native `codex` binary in the Codex live image (the adapter starts it as `codex
+/// app-server`).
+pub const CODEX_EXECUTABLE: &str = "/opt/codex/codex";
+/// Node in the live images.
 pub const NODE: &str = "/bin/node";
 /// Gemini CLI's bundle in its live image.
 pub const GEMINI_ENTRY: &str = "/opt/gemini/bundle/gemini.js";
@@ -70,8 +74,7 @@ pub struct AcpSetup {
 }
 
 impl AcpSetup {
-    /// The offline proof's client (and the frozen Codex adapter's): `fs` served, no
-    /// authentication.
+    /// The offline proof's client: `fs` served, no authentication.
     #[must_use]
     pub fn offline() -> Self {
         Self {
@@ -99,10 +102,23 @@ pub struct Adapter {
 pub(crate) fn adapter(agent: LiveAgent, model: &str, port: u16) -> Adapter {
     match agent {
         LiveAgent::Codex => Adapter {
-            program: PathBuf::from(CODEX_AGENT),
-            args: codex_args(model, port),
-            env: Vec::new(),
-            acp: AcpSetup::offline(),
+            program: PathBuf::from(NODE),
+            args: vec![CODEX_ENTRY.to_owned()],
+            env: vec![
+                ("CODEX_PATH".to_owned(), CODEX_EXECUTABLE.to_owned()),
+                ("CODEX_CONFIG".to_owned(), codex_config(model, port)),
+                // Codex's own sandbox and approvals off: the container is the sandbox, and the
+                // harvest judges what the turn wrote.
+                (
+                    "INITIAL_AGENT_MODE".to_owned(),
+                    "agent-full-access".to_owned(),
+                ),
+                ("NO_COLOR".to_owned(), "1".to_owned()),
+            ],
+            acp: AcpSetup {
+                client_fs: false,
+                gateway: None,
+            },
         },
         LiveAgent::Gemini => Adapter {
             program: PathBuf::from(NODE),
@@ -151,26 +167,27 @@ pub(crate) fn adapter(agent: LiveAgent, model: &str, port: u16) -> Adapter {
     }
 }
 
-/// Codex's arguments: a model provider `gw` at the loopback listener (no `env_key`, so no
-/// Authorization header), no retries (the gateway budgets every request), no web search tool,
-/// Codex's own sandbox off (the container is the sandbox) and approval asked for everything not
-/// known to be safe (answered by the runner's policy).
-fn codex_args(model: &str, port: u16) -> Vec<String> {
-    let provider = format!(
-        "model_providers.gw={{name=\"gw\",base_url=\"http://127.0.0.1:{port}/v1\",\
-         wire_api=\"responses\",request_max_retries=0,stream_max_retries=0}}"
-    );
-    [
-        "model_provider=\"gw\"".to_owned(),
-        provider,
-        format!("model=\"{model}\""),
-        "sandbox_mode=\"danger-full-access\"".to_owned(),
-        "approval_policy=\"untrusted\"".to_owned(),
-        "web_search=\"disabled\"".to_owned(),
-    ]
-    .into_iter()
-    .flat_map(|kv| ["-c".to_owned(), kv])
-    .collect()
+/// Codex's settings (the adapter's `CODEX_CONFIG`, JSON): a model provider `gw` at the loopback
+/// listener (no `env_key`, so no Authorization header), no retries (the gateway budgets every
+/// request), no web search tool, no update check, and Codex's own sandbox off with no approvals
+/// (the container is the sandbox).
+fn codex_config(model: &str, port: u16) -> String {
+    serde_json::json!({
+        "model_provider": "gw",
+        "model_providers": {"gw": {
+            "name": "gw",
+            "base_url": format!("http://127.0.0.1:{port}/v1"),
+            "wire_api": "responses",
+            "request_max_retries": 0,
+            "stream_max_retries": 0,
+        }},
+        "model": model,
+        "sandbox_mode": "danger-full-access",
+        "approval_policy": "never",
+        "web_search": "disabled",
+        "check_for_update_on_startup": false,
+    })
+    .to_string()
 }
 
 #[cfg(test)]
@@ -193,28 +210,44 @@ mod tests {
 
     #[test]
     fn codex_is_configured_for_the_loopback_gateway() {
-        let a = adapter(LiveAgent::Codex, "gpt-5.3-codex", 8417);
-        assert_eq!(a.program, PathBuf::from(CODEX_AGENT));
-        assert_eq!(a.acp, AcpSetup::offline());
-        let flags: Vec<&str> = a.args.iter().step_by(2).map(String::as_str).collect();
-        assert!(flags.iter().all(|f| *f == "-c"));
-        let values: Vec<&str> = a
-            .args
+        let a = adapter(LiveAgent::Codex, "gpt-5.5", 8417);
+        assert_eq!(a.program, PathBuf::from(NODE));
+        assert_eq!(a.args, [CODEX_ENTRY]);
+        assert!(!a.acp.client_fs);
+        assert_eq!(a.acp.gateway, None);
+        let env: std::collections::BTreeMap<&str, &str> = a
+            .env
             .iter()
-            .skip(1)
-            .step_by(2)
-            .map(String::as_str)
+            .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
+        assert_eq!(env.get("CODEX_PATH"), Some(&CODEX_EXECUTABLE));
+        assert_eq!(env.get("INITIAL_AGENT_MODE"), Some(&"agent-full-access"));
+        let config: serde_json::Value =
+            serde_json::from_str(env.get("CODEX_CONFIG").copied().unwrap_or("")).unwrap();
         assert_eq!(
-            values,
-            vec![
-                "model_provider=\"gw\"",
-                "model_providers.gw={name=\"gw\",base_url=\"http://127.0.0.1:8417/v1\",wire_api=\"responses\",request_max_retries=0,stream_max_retries=0}",
-                "model=\"gpt-5.3-codex\"",
-                "sandbox_mode=\"danger-full-access\"",
-                "approval_policy=\"untrusted\"",
-                "web_search=\"disabled\"",
-            ]
+            config,
+            serde_json::json!({
+                "model_provider": "gw",
+                "model_providers": {"gw": {
+                    "name": "gw",
+                    "base_url": "http://127.0.0.1:8417/v1",
+                    "wire_api": "responses",
+                    "request_max_retries": 0,
+                    "stream_max_retries": 0,
+                }},
+                "model": "gpt-5.5",
+                "sandbox_mode": "danger-full-access",
+                "approval_policy": "never",
+                "web_search": "disabled",
+                "check_for_update_on_startup": false,
+            })
+        );
+        // No provider key variable: the provider has no `env_key`, and the host adds the
+        // credential outside the container.
+        assert!(
+            a.env
+                .iter()
+                .all(|(k, v)| !k.contains("KEY") && !k.contains("TOKEN") && !v.contains("env_key"))
         );
     }
 

@@ -578,7 +578,7 @@ async fn downstream(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agents::{CODEX_AGENT, GEMINI_ENTRY, LiveAgent, NODE};
+    use crate::agents::{CODEX_ENTRY, GEMINI_ENTRY, LiveAgent, NODE};
 
     #[test]
     fn the_request_picks_the_adapter_unless_the_runner_was_given_an_agent() {
@@ -614,8 +614,8 @@ mod tests {
             cfg.agent_args.first().map(String::as_str),
             Some("script.py")
         );
-        assert_eq!(cfg.agent_args.get(1).map(String::as_str), Some("-c"));
-        assert!(cfg.acp.client_fs);
-        assert_ne!(cfg.agent, std::path::PathBuf::from(CODEX_AGENT));
+        assert_eq!(cfg.agent_args.get(1).map(String::as_str), Some(CODEX_ENTRY));
+        assert!(!cfg.acp.client_fs);
+        assert!(cfg.agent_env.iter().any(|(k, _)| k == "CODEX_CONFIG"));
     }
 }

@@ -413,8 +413,8 @@ async fn run_in_workspace(
             }
             harvest_and_export(cfg, request, ws, &mut builder)?
         }
-        // Codex offers no "deny and continue": a refused permission aborts its turn. The agent
-        // asked for something outside the approval; nothing is harvested.
+        // An agent that offers no "deny and continue" cancels its turn after a refused
+        // permission: it asked for something outside the approval; nothing is harvested.
         Ended::Stopped(StopReason::Cancelled) if refused > 0 => {
             builder.summary = "the agent asked for an action outside the approval".to_owned();
             builder.finish(

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds the live images (Codex: runner + codex-acp from the pinned npm tarball + its shared
-# libraries + a static busybox; Gemini: runner + Gemini CLI's bundle + Node) after 10-images.sh
-# built the binaries, and records their IDs in live-image.json and live-image-gemini.json.
-# The tarball is fetched from the npm registry once per cache directory and checked against
-# images/live/codex-acp.pin on every build.
+# Builds the live images (Codex: runner + codex-acp and the native codex from the locked npm tree
+# + Node + a static busybox; Gemini: runner + Gemini CLI's bundle + Node) after 10-images.sh built
+# the binaries, and records their IDs in live-image.json and live-image-gemini.json. The npm
+# packages are fetched from the registry once per cache directory and checked against the
+# lockfile's integrity on every build.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 . infra/ci/apt_missing.sh

@@ -69,8 +69,8 @@ pub(crate) struct BuildArgs {
     /// directory).
     #[arg(long)]
     source: Option<PathBuf>,
-    /// Build the live image instead: the runner, codex-acp from the pinned npm tarball (SHA-256
-    /// checked), the shared libraries it links and a static busybox.
+    /// Build the live image instead: the runner, codex-acp and the native codex from the locked
+    /// npm tree (every package integrity checked), this host's Node and a static busybox.
     #[arg(long, conflicts_with = "gate")]
     live: bool,
     /// The agent of the live image: codex (default), claude (claude-agent-acp and the native

@@ -30,9 +30,11 @@ pub const RUNSC_ARGS: [&str; 2] = ["--network=none", "--oci-seccomp"];
 pub const RUNC_PIDS_LIMIT: i64 = 64;
 /// `--pids-limit` under runsc: the sandbox's host threads. A hardened turn with `--init` needs
 /// more than 64 just to start; on the ptrace platform every sandboxed process costs its own stub
-/// threads, so 256 leaves room for about a dozen agent subprocesses. When an agent exhausts it,
-/// the Sentry cannot create a thread and the whole sandbox ends (the turn fails closed).
-pub const RUNSC_PIDS_LIMIT: i64 = 256;
+/// threads. Codex (its Node adapter and `codex app-server`, 45 tasks at most under runc) peaked
+/// at about 270 host threads in a turn, so 512 leaves room for its commands. When an agent
+/// exhausts it, the Sentry cannot create a thread and the whole sandbox ends (the turn fails
+/// closed).
+pub const RUNSC_PIDS_LIMIT: i64 = 512;
 
 /// The turn's limits and daemon expectations under one runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,7 +145,7 @@ mod tests {
         );
         assert_eq!(RuntimeProfile::for_runtime(None), RuntimeProfile::Runc);
         assert_eq!(RuntimeProfile::Runc.pids_limit(), 64);
-        assert_eq!(RuntimeProfile::Runsc.pids_limit(), 256);
+        assert_eq!(RuntimeProfile::Runsc.pids_limit(), 512);
         assert!(RuntimeProfile::Runsc.verifies_registration());
         assert!(!RuntimeProfile::Runc.verifies_registration());
     }

@@ -1,23 +1,21 @@
 #!/usr/bin/env python3
 """A raw ACP agent for live turns that floods the runner's loopback listener: on the prompt it
-opens N connections to the base URL its `-c model_providers.gw=...` argument names, writes a
+opens N connections to the base URL of the `gw` provider in its `CODEX_CONFIG`, writes a
 request head on each, waits, counts the connections the runner closed, reports
 `{"connected": C, "closed": K}` as its reply text and ends the turn.
 
-usage: flood_agent.py N [-c key=value]...
+usage: flood_agent.py N [adapter arguments]...
 """
 import json
+import os
 import re
 import socket
 import sys
 import time
 
 COUNT = int(sys.argv[1])
-PORT = None
-for arg in sys.argv[2:]:
-    m = re.search(r'base_url="http://127\.0\.0\.1:(\d+)/v1"', arg)
-    if m:
-        PORT = int(m.group(1))
+BASE_URL = json.loads(os.environ["CODEX_CONFIG"])["model_providers"]["gw"]["base_url"]
+PORT = int(re.fullmatch(r"http://127\.0\.0\.1:(\d+)/v1", BASE_URL).group(1))
 
 
 def send(obj):
