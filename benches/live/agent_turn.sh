@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 agent="$1"; image="$2"; image_id="$3"; runs="${4:-3}"
 case "$agent" in
-  codex) model=gpt-5.3-codex; flag=(); suffix=/v1 ;;
+  codex) model=${BENCH_MODEL:-gpt-5.5}; flag=(); suffix=/v1 ;;
   gemini) model=gemini-2.5-flash; flag=(--gemini); suffix=/v1 ;;
   claude) model=claude-sonnet-4-5; flag=(--claude); suffix=/v1 ;;
   *) echo "agent_turn.sh: AGENT is codex, gemini or claude" >&2; exit 2 ;;
@@ -38,5 +38,6 @@ for i in $(seq "$runs"); do
   tokens="$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("gateway",{}).get("gateway",{}).get("total_tokens","-"))' "$work/out$i.json" 2>/dev/null || echo -)"
   status="$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("digest") or d.get("code") or "-")' "$work/out$i.json" 2>/dev/null || echo -)"
   echo "run $i: wall $wall, peak RSS $rss KB, $requests model requests, $tokens tokens, $status"
+  [ -s "$work/err$i" ] && [ "$status" = - ] && tail -3 "$work/err$i" >&2
   kill "$up"; wait "$up" 2>/dev/null || true; up=
 done

@@ -169,8 +169,9 @@ pub(crate) fn adapter(agent: LiveAgent, model: &str, port: u16) -> Adapter {
 
 /// Codex's settings (the adapter's `CODEX_CONFIG`, JSON): a model provider `gw` at the loopback
 /// listener (no `env_key`, so no Authorization header), no retries (the gateway budgets every
-/// request), no web search tool, no update check, and Codex's own sandbox off with no approvals
-/// (the container is the sandbox).
+/// request), no web search tool, no sub-agents (their tools come as a `namespace`, which the
+/// gateway refuses, and a bounded turn is one agent), no update check, and Codex's own sandbox
+/// off with no approvals (the container is the sandbox).
 fn codex_config(model: &str, port: u16) -> String {
     serde_json::json!({
         "model_provider": "gw",
@@ -185,6 +186,7 @@ fn codex_config(model: &str, port: u16) -> String {
         "sandbox_mode": "danger-full-access",
         "approval_policy": "never",
         "web_search": "disabled",
+        "features": {"multi_agent": false},
         "check_for_update_on_startup": false,
     })
     .to_string()
@@ -239,6 +241,7 @@ mod tests {
                 "sandbox_mode": "danger-full-access",
                 "approval_policy": "never",
                 "web_search": "disabled",
+                "features": {"multi_agent": false},
                 "check_for_update_on_startup": false,
             })
         );
