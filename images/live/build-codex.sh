@@ -9,7 +9,7 @@
 # bubblewrap needs anyway), so nothing in the image can start it.
 
 source images/live/common.sh
-# A cold build downloads about 180 MB, most of it the native codex package.
+# A cold build downloads about 173 MB, most of it the native codex package.
 live_npm_tree_into images/live/codex @agentclientprotocol/codex-acp
 # Only this platform's native package.
 for other in "$MODULES"/@openai/codex-*; do

@@ -837,7 +837,8 @@ async fn drive_agent(
         outcome = tokio::time::timeout(cfg.turn_timeout, exchange) => Some(outcome),
         () = halted => None,
     };
-    // Codex does not exit when its stdin closes: the whole process group is killed.
+    // Not every agent exits when its stdin closes, and its commands may outlive it: the whole
+    // process group is killed.
     stop_agent(&mut child, group).await;
     let Some(outcome) = outcome else {
         if let Ok(mut s) = state.lock() {
